@@ -1,0 +1,1 @@
+"""Skiff broker: protocol, log, replication, controller, groups, admin."""

@@ -1,0 +1,29 @@
+"""The `skiff` command: one entry point, subcommands per concern."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from broker import __name__ as _pkg  # noqa: F401  (keeps the package importable check honest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skiff", description="Skiff: a Kafka-compatible broker")
+    parser.add_argument("--version", action="version", version="skiff 0.1.0")
+    parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

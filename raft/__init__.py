@@ -1,0 +1,1 @@
+"""A KRaft-style Raft library: a pure core, a driver and stores. Knows nothing of Kafka clients."""
