@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from pathlib import Path
@@ -50,10 +51,8 @@ class SegmentFile(io.FileIO):
     holder drops it rather than by the segment, and without a ResourceWarning."""
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
 
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:

@@ -12,6 +12,7 @@ otherwise it is rebuilt from the log.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from array import array
@@ -81,10 +82,8 @@ class _IndexFile:
 
     def delete_file(self) -> None:
         self.close_without_trim()
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 class OffsetIndex(_IndexFile):

@@ -9,6 +9,7 @@ out.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import threading
@@ -881,7 +882,5 @@ class PartitionLog:
         import shutil
 
         shutil.rmtree(self.dir, ignore_errors=True)
-        try:
+        with contextlib.suppress(OSError):
             fsync_dir(self.dir.parent)
-        except OSError:
-            pass

@@ -12,6 +12,7 @@ call tick directly with a fake clock.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -99,12 +100,10 @@ class LogManager:
                     starts = read_offsets_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
                 except CheckpointError:
                     starts = {}
-                try:
+                with contextlib.suppress(CheckpointError):
                     self.cleaner_checkpoints.update(
                         read_offsets_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
                     )
-                except CheckpointError:
-                    pass
                 for child in sorted(d.iterdir()):
                     if not child.is_dir():
                         continue
@@ -216,7 +215,9 @@ class LogManager:
         os.replace(plog.dir, target)
         fsync_dir(d)
         with self._lock:
-            self._pending_dir_deletes.append((self.clock() + plog.config.file_delete_delay_ms, target))
+            self._pending_dir_deletes.append(
+                (self.clock() + plog.config.file_delete_delay_ms, target)
+            )
             self._write_checkpoints_for(d)
 
     # ------------------------------------------------------------------ periodic work
@@ -233,7 +234,10 @@ class LogManager:
         if now_ms - self._last_checkpoint_ms >= self.flush_checkpoint_interval_ms:
             self._last_checkpoint_ms = now_ms
             self.checkpoint_recovery_points()
-        if now_ms - self._last_start_checkpoint_ms >= self.flush_start_offset_checkpoint_interval_ms:
+        if (
+            now_ms - self._last_start_checkpoint_ms
+            >= self.flush_start_offset_checkpoint_interval_ms
+        ):
             self._last_start_checkpoint_ms = now_ms
             self.checkpoint_log_start_offsets()
         if self.cleaner_enabled:

@@ -7,6 +7,7 @@ bound themselves by the `size` they saw.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -388,7 +389,8 @@ class LogSegment:
             )
         self.offset_index.close()
         self.time_index.close()
-        self.file.close()
+        # The log file is not closed here: slices handed out may still read it. It is
+        # closed when the last reference goes (SegmentFile.__del__).
 
     def rename_to_deleted(self) -> None:
         """First step of asynchronous deletion: `.deleted` suffix, index fds closed.
@@ -400,16 +402,12 @@ class LogSegment:
         self.log_path = new
         for idx in (self.offset_index, self.time_index):
             idx.close_without_trim()
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 idx.rename(idx.path.with_name(idx.path.name + DELETED_SUFFIX))
-            except FileNotFoundError:
-                pass
 
     def delete_files(self) -> None:
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            except FileNotFoundError:
-                pass
         self.offset_index.close_without_trim()
         self.time_index.close_without_trim()

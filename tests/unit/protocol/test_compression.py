@@ -48,7 +48,9 @@ def test_xerial_framing_is_what_snappy_java_writes():
     assert total == DATA
 
 
-@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD])
+@pytest.mark.parametrize(
+    "codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
+)
 def test_decompressed_size_cap(codec):
     bomb = compress(codec, b"\0" * 1_000_000)
     assert len(bomb) < 100_000
@@ -65,7 +67,9 @@ def test_xerial_block_with_lying_length_is_rejected():
     assert e.value.error_code == ErrorCode.corrupt_message
 
 
-@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD])
+@pytest.mark.parametrize(
+    "codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
+)
 def test_garbage_is_corrupt_message(codec):
     with pytest.raises(KafkaError) as e:
         decompress(codec, b"\x01\x02garbage that is not compressed" * 3)

@@ -31,8 +31,12 @@ from broker.protocol.records import (
 )
 
 RECS = [
-    Record(timestamp=1_700_000_000_000 + i, key=b"k%d" % i if i % 3 else None,
-           value=None if i == 4 else b"v" * i, headers=(("h", b"x"), ("n", None)) if i % 2 else ())
+    Record(
+        timestamp=1_700_000_000_000 + i,
+        key=b"k%d" % i if i % 3 else None,
+        value=None if i == 4 else b"v" * i,
+        headers=(("h", b"x"), ("n", None)) if i % 2 else (),
+    )
     for i in range(10)
 ]
 
@@ -43,11 +47,24 @@ def code(exc: pytest.ExceptionInfo[KafkaError]) -> ErrorCode:
 
 @pytest.mark.parametrize("codec", list(Compression))
 def test_build_decode_round_trip(codec):
-    b = build_batch(RECS, base_offset=100, compression=codec, producer_id=7, producer_epoch=2,
-                    base_sequence=5, partition_leader_epoch=3, is_transactional=True)
+    b = build_batch(
+        RECS,
+        base_offset=100,
+        compression=codec,
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=5,
+        partition_leader_epoch=3,
+        is_transactional=True,
+    )
     h = parse_header(b)
     assert (h.base_offset, h.last_offset, h.records_count, h.magic) == (100, 109, 10, 2)
-    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch) == (7, 2, 5, 3)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch) == (
+        7,
+        2,
+        5,
+        3,
+    )
     assert h.compression == codec and h.is_transactional and not h.is_control
     assert h.max_timestamp == RECS[-1].timestamp and h.size == len(b)
     out = decode_records(b)
@@ -62,11 +79,20 @@ def test_kio_reads_our_batches_and_we_read_kios():
     assert size == len(b) and batch.base_offset == 5 and batch.records[0].value == b"b"
     ts = TZAwareMicros.parse(datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC))
     buf = io.BytesIO()
-    write_batch(buf, NewRecordBatch(
-        producer_id=i64(-1), producer_epoch=i16(-1), base_sequence=i32(-1), attributes=i16(0),
-        records=(KioRecord(attributes=i8(0), timestamp=ts, offset=i64(0), key=b"k", value=b"v",
-                           headers=()),),
-    ))
+    write_batch(
+        buf,
+        NewRecordBatch(
+            producer_id=i64(-1),
+            producer_epoch=i16(-1),
+            base_sequence=i32(-1),
+            attributes=i16(0),
+            records=(
+                KioRecord(
+                    attributes=i8(0), timestamp=ts, offset=i64(0), key=b"k", value=b"v", headers=()
+                ),
+            ),
+        ),
+    )
     (r,) = decode_records(buf.getvalue())
     assert (r.key, r.value, r.timestamp) == (b"k", b"v", int(ts.timestamp() * 1000))
 
@@ -192,12 +218,18 @@ record_st = st.builds(
     timestamp=st.integers(0, 2**41),
     key=st.none() | st.binary(max_size=20),
     value=st.none() | st.binary(max_size=200),
-    headers=st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=3).map(tuple),
+    headers=st.lists(
+        st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=3
+    ).map(tuple),
 )
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(record_st, min_size=1, max_size=20), st.sampled_from(list(Compression)), st.integers(0, 2**40))
+@given(
+    st.lists(record_st, min_size=1, max_size=20),
+    st.sampled_from(list(Compression)),
+    st.integers(0, 2**40),
+)
 def test_property_round_trip(recs, codec, base):
     b = build_batch(recs, base_offset=base, compression=codec)
     (h,) = validate_batches(b, 1 << 30)
