@@ -716,6 +716,7 @@ class PartitionLog:
                 self._schedule_delete(s)
             # A batch spanning `offset` goes whole: the log then ends where it began.
             self._log_end_offset = offset if cut_base is None else min(offset, cut_base)
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             if self._high_watermark is not None:
                 self._high_watermark = min(self._high_watermark, self._log_end_offset)
@@ -808,7 +809,9 @@ class PartitionLog:
                 upper = segs[i + 1].base_offset if i + 1 < len(segs) else s.next_offset
                 if upper > hw or s.size == 0:
                     break
-                by_time = cfg.retention_ms >= 0 and now_ms - s.max_timestamp > cfg.retention_ms
+                # Segments without timestamps (converted magic 0) age by file mtime.
+                largest = s.max_timestamp if s.max_timestamp >= 0 else s.last_modified_ms()
+                by_time = cfg.retention_ms >= 0 and now_ms - largest > cfg.retention_ms
                 by_size = cfg.retention_bytes >= 0 and total - s.size >= cfg.retention_bytes
                 if not (by_time or by_size):
                     break

@@ -253,6 +253,9 @@ class LogSegment:
         self.unflushed = True
         self.size = physical + len(data)
 
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
     def can_hold(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= INT32_MAX
 
