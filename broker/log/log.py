@@ -125,6 +125,8 @@ class PartitionLog:
         self._high_watermark: int | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        # Bumped by every truncation: a cleaner that started before one must not swap.
+        self.truncation_generation = 0
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory, fsync=True)
         self.recovered_bytes_truncated = 0
@@ -699,6 +701,7 @@ class PartitionLog:
             self._check_open()
             if offset >= self._log_end_offset:
                 return
+            self.truncation_generation += 1
             if offset <= self._log_start_offset:
                 self._truncate_fully_locked(
                     max(offset, 0) if offset < self._log_start_offset else offset
@@ -730,6 +733,7 @@ class PartitionLog:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
+        self.truncation_generation += 1
         # Rename the old segments away first: the new one may reuse a base offset name.
         for s in self._segments:
             self._schedule_delete(s)
@@ -741,6 +745,47 @@ class PartitionLog:
         self.epoch_cache.clear()
         if self.producer_state_hook is not None:
             self.producer_state_hook.on_truncate(offset, offset)
+
+    # ------------------------------------------------------------------ cleaner swap
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty `<base>.log.cleaned` segment for the cleaner to fill."""
+        for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
+            for ext in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.dir / f"{base_offset:020d}{ext}{suffix}").unlink(missing_ok=True)
+        return self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
+
+    def replace_segments(
+        self, pairs: list[tuple[LogSegment, LogSegment]], generation: int | None = None
+    ) -> bool:
+        """Swap cleaned segments in for the originals, Kafka's way: `.cleaned` ->
+        `.swap`, old -> `.deleted`, `.swap` -> final name. A crash at any step is finished
+        (swap complete) or undone (cleaned discarded) by the next load. Returns False, and
+        discards the cleaned files, if any original left the log meanwhile (truncation,
+        retention, close)."""
+        with self._lock:
+            current = {id(s) for s in self._segments}
+            if (
+                self._closed
+                or any(id(old) not in current for old, _ in pairs)
+                or (generation is not None and generation != self.truncation_generation)
+            ):
+                for _, new in pairs:
+                    new.delete_files()
+                return False
+            for _, new in pairs:
+                new.on_become_inactive()
+                new.flush()
+                new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            for old, _ in pairs:
+                self._schedule_delete(old)
+            for _, new in pairs:
+                new.change_suffix(SWAP_SUFFIX, "")
+            fsync_dir(self.dir)
+            by_old = {id(old): new for old, new in pairs}
+            self._set_segments([by_old.get(id(s), s) for s in self._segments])
+            return True
 
     # ------------------------------------------------------------------ log start / retention
 
@@ -807,7 +852,7 @@ class PartitionLog:
             total = sum(s.size for s in segs)
             for i, s in enumerate(segs):
                 upper = segs[i + 1].base_offset if i + 1 < len(segs) else s.next_offset
-                if upper > hw or s.size == 0:
+                if upper > hw or (s is segs[-1] and s.size == 0):
                     break
                 # Segments without timestamps (converted magic 0) age by file mtime.
                 largest = s.max_timestamp if s.max_timestamp >= 0 else s.last_modified_ms()

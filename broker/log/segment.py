@@ -399,6 +399,20 @@ class LogSegment:
         # The log file is not closed here: slices handed out may still read it. It is
         # closed when the last reference goes (SegmentFile.__del__).
 
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename all three files from suffix `old` to `new` (cleaner swap); the open
+        descriptors follow the files."""
+        for attr in ("offset_index", "time_index"):
+            idx = getattr(self, attr)
+            name = idx.path.name
+            base = name[: len(name) - len(old)] if old else name
+            idx.rename(idx.path.with_name(base + new))
+        name = self.log_path.name
+        base = name[: len(name) - len(old)] if old else name
+        target = self.log_path.with_name(base + new)
+        os.replace(self.log_path, target)
+        self.log_path = target
+
     def rename_to_deleted(self) -> None:
         """First step of asynchronous deletion: `.deleted` suffix, index fds closed.
 
