@@ -40,9 +40,13 @@ from broker.log.files import (
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
 from broker.protocol.compression import Compression, codec_by_name
 from broker.protocol.records import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MAGIC_OFFSET,
     BatchHeader,
+    RawHeader,
     Record,
     TimestampType,
     build_batch,
@@ -51,7 +55,7 @@ from broker.protocol.records import (
     patch_log_append_time,
     patch_log_append_time_split,
     patch_offset_and_epoch,
-    validate_batches,
+    validate_raw,
     whole_batches_length,
 )
 
@@ -74,7 +78,7 @@ class TopicPartition:
         return TopicPartition(topic, int(part))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendResult:
     base_offset: int
     last_offset: int
@@ -99,6 +103,28 @@ class ProducerStateHook:
         """The log was truncated; rebuild from a snapshot at or below the new end."""
 
 
+@dataclass(frozen=True, slots=True)
+class _AppendFlags:
+    """What the append path must do beyond header checks, derived once per config."""
+
+    log_append: bool
+    check_after: bool
+    check_before: bool
+    need_decode: bool
+    target: Compression | None
+
+    @staticmethod
+    def of(cfg: LogConfig) -> _AppendFlags:
+        check_before = not cfg.log_append_time and cfg.message_timestamp_before_max_ms < LONG_MAX
+        return _AppendFlags(
+            log_append=cfg.log_append_time,
+            check_after=not cfg.log_append_time and cfg.message_timestamp_after_max_ms < LONG_MAX,
+            check_before=check_before,
+            need_decode=cfg.compact or check_before,
+            target=codec_by_name(cfg.compression_type),
+        )
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -121,6 +147,7 @@ class PartitionLog:
         self.dir = directory
         self.topic_partition = topic_partition
         self.config = config
+        self._flags = _AppendFlags.of(config)
         self.clock = clock
         self._lock = threading.RLock()
         self.producer_state_hook: ProducerStateHook | None = None
@@ -309,26 +336,41 @@ class PartitionLog:
 
             mv = memoryview(convert_to_v2(mv, now_ms=now_ms))
         cfg = self.config
-        headers = validate_batches(mv, cfg.max_message_bytes)
+        raw = validate_raw(mv, cfg.max_message_bytes)
         if len(mv) > cfg.segment_bytes:
             raise KafkaError(
                 ErrorCode.record_list_too_large,
                 f"{len(mv)} bytes exceed segment.bytes {cfg.segment_bytes}",
             )
-        mv, headers = self._leader_checks_and_rewrites(mv, headers, now_ms)
-        log_append = cfg.log_append_time
+        flags = self._flags
+        if flags.check_after:
+            limit = now_ms + cfg.message_timestamp_after_max_ms
+            for _, t in raw:
+                if t[8] > limit and not t[5] & CONTROL_MASK:
+                    raise KafkaError(
+                        ErrorCode.invalid_timestamp,
+                        f"timestamp {t[8]} is more than "
+                        f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
+                    )
+        if flags.need_decode or (
+            flags.target is not None
+            and any(t[5] & COMPRESSION_MASK != flags.target for _, t in raw)
+        ):
+            mv, raw = self._decode_checks_and_rewrites(mv, raw, now_ms)
+        log_append = flags.log_append
         writable = not mv.readonly
         with self._lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             next_offset = self._log_end_offset
             entries: list[BatchEntry] = []
             buffers: list[bytes | bytearray | memoryview] = []
             written: list[BatchHeader] = []
-            pos = 0
             max_ts = -1
             count = 0
-            for h in headers:
-                size = h.size
+            end = 0
+            for pos, t in raw:
+                size = t[1] + LOG_OVERHEAD
                 if writable:
                     patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
                     if log_append:
@@ -341,25 +383,24 @@ class PartitionLog:
                         patch_log_append_time_split(head, body, now_ms)
                     buffers.append(head)
                     buffers.append(body)
-                bmax = now_ms if log_append else h.max_timestamp
-                last = next_offset + h.last_offset_delta
+                bmax = now_ms if log_append else t[8]
+                last = next_offset + t[6]
                 entries.append(BatchEntry(pos, size, next_offset, last, bmax))
                 written.append(
                     BatchHeader(
-                        next_offset, h.batch_length, leader_epoch, 2, h.crc, h.attributes,
-                        h.last_offset_delta, h.base_timestamp, bmax, h.producer_id,
-                        h.producer_epoch, h.base_sequence, h.records_count,
+                        next_offset, t[1], leader_epoch, 2, t[4], t[5], t[6], t[7], bmax,
+                        t[9], t[10], t[11], t[12],
                     )
                 )  # fmt: skip
                 if bmax > max_ts:
                     max_ts = bmax
-                count += h.records_count
+                count += t[12]
                 next_offset = last + 1
-                pos += size
+                end = pos + size
             base = entries[0].base_offset
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base)
-            self._append_locked(mv if writable else buffers, pos, entries, written, now_ms)
+            self._append_locked(mv if writable else buffers, end, entries, written, now_ms)
             return AppendResult(
                 base,
                 next_offset - 1,
@@ -370,36 +411,19 @@ class PartitionLog:
                 tuple(written),
             )
 
-    def _leader_checks_and_rewrites(
-        self, mv: memoryview, headers: list[BatchHeader], now_ms: int
-    ) -> tuple[memoryview, list[BatchHeader]]:
-        """Checks that need more than the header, and topic-level recompression."""
+    def _decode_checks_and_rewrites(
+        self, mv: memoryview, raw: list[tuple[int, RawHeader]], now_ms: int
+    ) -> tuple[memoryview, list[tuple[int, RawHeader]]]:
+        """Checks that must look at records (compacted keys, old timestamps) and the
+        topic's compression.type when it differs from the producer's."""
         cfg = self.config
-        if not cfg.log_append_time:
-            for h in headers:
-                if (
-                    h.max_timestamp - now_ms > cfg.message_timestamp_after_max_ms
-                    and not h.is_control
-                ):
-                    raise KafkaError(
-                        ErrorCode.invalid_timestamp,
-                        f"timestamp {h.max_timestamp} is more than "
-                        f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
-                    )
-        need_decode = cfg.compact or (
-            not cfg.log_append_time and cfg.message_timestamp_before_max_ms < LONG_MAX
-        )
-        target: Compression | None = codec_by_name(cfg.compression_type)
-        recompress = target is not None and any(
-            h.compression != target and not h.is_control for h in headers
-        )
-        if not need_decode and not recompress:
-            return mv, headers
+        target = self._flags.target
+        check_before = self._flags.check_before
         out = bytearray()
-        pos = 0
-        for h in headers:
+        recompressed = False
+        for pos, t in raw:
+            h = BatchHeader(*t)
             batch = mv[pos : pos + h.size]
-            pos += h.size
             if h.is_control:
                 out += batch
                 continue
@@ -411,22 +435,16 @@ class PartitionLog:
                     raise KafkaError(
                         ErrorCode.invalid_record, "compacted topic requires keys on every record"
                     )
-                if (
-                    not cfg.log_append_time
-                    and cfg.message_timestamp_before_max_ms < LONG_MAX
-                    and now_ms - r.timestamp > cfg.message_timestamp_before_max_ms
-                ):
+                if check_before and now_ms - r.timestamp > cfg.message_timestamp_before_max_ms:
                     raise KafkaError(
                         ErrorCode.invalid_timestamp,
                         f"timestamp {r.timestamp} is more than "
                         f"{cfg.message_timestamp_before_max_ms} ms before {now_ms}",
                     )
-            if recompress and target is not None and h.compression != target:
+            if target is not None and h.compression != target:
+                recompressed = True
                 out += build_batch(
-                    [
-                        Record(r.offset, r.timestamp, r.key, r.value, r.headers, r.attributes)
-                        for r in recs
-                    ],
+                    recs,
                     base_offset=h.base_offset,
                     compression=target,
                     timestamp_type=h.timestamp_type,
@@ -441,10 +459,10 @@ class PartitionLog:
                 )
             else:
                 out += batch
-        if not recompress:
-            return mv, headers
+        if not recompressed:
+            return mv, raw
         new = memoryview(out)
-        return new, [h for _, h in iter_batch_headers(new, validate_crc=False)]
+        return new, validate_raw(new, 1 << 31)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append the leader's batches as they are (offsets, epochs, timestamps).
@@ -915,6 +933,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
+            self._flags = _AppendFlags.of(config)
             for s in self._segments:
                 s.index_interval_bytes = config.index_interval_bytes
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from crc32c import crc32c
 
@@ -75,8 +75,7 @@ class FileSlice:
 EMPTY_SLICE = FileSlice(None, 0, 0)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchEntry:
+class BatchEntry(NamedTuple):
     """What a segment needs to know about a batch it is given to append."""
 
     position: int  # within the appended buffer
