@@ -40,11 +40,14 @@ from broker.log.files import (
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
 from broker.protocol.compression import Compression, codec_by_name
 from broker.protocol.records import (
+    _U32,
     COMPRESSION_MASK,
     CONTROL_MASK,
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     RawHeader,
     Record,
@@ -86,8 +89,13 @@ class AppendResult:
     log_start_offset: int
     records_count: int
     max_timestamp: int
-    # Headers as written (offsets assigned): producer-state and transaction tracking.
-    batches: tuple[BatchHeader, ...] = field(default=())
+    # Raw header fields as written (offsets assigned); `batches` builds objects on demand.
+    raw_headers: tuple[RawHeader, ...] = field(default=())
+
+    @property
+    def batches(self) -> tuple[BatchHeader, ...]:
+        """Headers as written: producer-state and transaction tracking."""
+        return tuple(BatchHeader(*t) for t in self.raw_headers)
 
 
 class ProducerStateHook:
@@ -365,7 +373,7 @@ class PartitionLog:
             next_offset = self._log_end_offset
             entries: list[BatchEntry] = []
             buffers: list[bytes | bytearray | memoryview] = []
-            written: list[BatchHeader] = []
+            written: list[RawHeader] = []
             max_ts = -1
             count = 0
             end = 0
@@ -386,11 +394,16 @@ class PartitionLog:
                 bmax = now_ms if log_append else t[8]
                 last = next_offset + t[6]
                 entries.append(BatchEntry(pos, size, next_offset, last, bmax))
+                if log_append:
+                    crc = _U32.unpack_from(
+                        mv if writable else buffers[-2], (pos if writable else 0) + 17
+                    )[0]
+                    attrs = t[5] | TIMESTAMP_TYPE_MASK
+                else:
+                    crc, attrs = t[4], t[5]
                 written.append(
-                    BatchHeader(
-                        next_offset, t[1], leader_epoch, 2, t[4], t[5], t[6], t[7], bmax,
-                        t[9], t[10], t[11], t[12],
-                    )
+                    (next_offset, t[1], leader_epoch, 2, crc, attrs, t[6], t[7], bmax,
+                     t[9], t[10], t[11], t[12])
                 )  # fmt: skip
                 if bmax > max_ts:
                     max_ts = bmax
@@ -400,7 +413,7 @@ class PartitionLog:
             base = entries[0].base_offset
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base)
-            self._append_locked(mv if writable else buffers, end, entries, written, now_ms)
+            self._append_locked(mv if writable else buffers, end, entries, written, now_ms, count)
             return AppendResult(
                 base,
                 next_offset - 1,
@@ -485,7 +498,7 @@ class PartitionLog:
                     (),
                 )
             entries: list[BatchEntry] = []
-            written: list[BatchHeader] = []
+            written: list[RawHeader] = []
             expected = self._log_end_offset
             max_ts = -1
             count = 0
@@ -498,7 +511,7 @@ class PartitionLog:
                 entries.append(
                     BatchEntry(pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
                 )
-                written.append(h)
+                written.append(HEADER.unpack_from(mv, pos))
                 expected = h.next_offset
                 count += h.records_count
                 max_ts = max(max_ts, h.max_timestamp)
@@ -506,10 +519,10 @@ class PartitionLog:
                 raise KafkaError(
                     ErrorCode.corrupt_message, "offset range of one append exceeds int32"
                 )
-            for h in written:
-                if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
-                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-            self._append_locked(mv, len(mv), entries, written, self.clock())
+            for t in written:
+                if t[2] > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(t[2], t[0])
+            self._append_locked(mv, len(mv), entries, written, self.clock(), count)
             return AppendResult(
                 entries[0].base_offset,
                 entries[-1].last_offset,
@@ -525,15 +538,16 @@ class PartitionLog:
         data: memoryview | list[bytes | bytearray | memoryview],
         size: int,
         entries: list[BatchEntry],
-        written: list[BatchHeader],
+        written: list[RawHeader],
         now_ms: int,
+        records_count: int,
     ) -> None:
         seg = self._maybe_roll(size, entries, now_ms)
         seg.append(data, entries, size)
         self._log_end_offset = entries[-1].last_offset + 1
         if self.producer_state_hook is not None:
-            self.producer_state_hook.on_append(written)
-        self._unflushed_messages += len(entries)
+            self.producer_state_hook.on_append([BatchHeader(*t) for t in written])
+        self._unflushed_messages += records_count
         if self.config.fsync_on_append:
             seg.flush()
             self._recovery_point = self._log_end_offset
@@ -553,8 +567,8 @@ class PartitionLog:
         should = (
             seg.size + size > cfg.segment_bytes
             or now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms
-            or seg.offset_index.is_full
-            or seg.time_index.is_full
+            or len(seg.offset_index.rel_offsets) >= seg.offset_index.max_entries
+            or len(seg.time_index.timestamps) >= seg.time_index.max_entries
             or not seg.can_hold(entries[-1].last_offset)
         )
         if not should:
