@@ -167,8 +167,8 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory, fsync=True)
         self.recovered_bytes_truncated = 0
-        self._segments: tuple[LogSegment, ...] = ()
-        self._bases: list[int] = []
+        # Segments and their base offsets, replaced together as one tuple (copy-on-write).
+        self._view: tuple[tuple[LogSegment, ...], list[int]] = ((), [])
         self._load(recovery_point, log_start_offset, clean_shutdown)
         if topic_id is not None:
             self.set_topic_id(topic_id)
@@ -242,9 +242,11 @@ class PartitionLog:
         )
 
     def _set_segments(self, segs: Sequence[LogSegment]) -> None:
-        bases = [s.base_offset for s in segs]
-        self._segments = tuple(segs)
-        self._bases = bases
+        self._view = (tuple(segs), [s.base_offset for s in segs])
+
+    @property
+    def _segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
         self._cleanup_leftovers()
@@ -623,8 +625,7 @@ class PartitionLog:
         Kafka), never past `max_offset` (exclusive)."""
         start = self._log_start_offset
         end = self._log_end_offset
-        segs = self._segments
-        bases = self._bases
+        segs, bases = self._view
         if offset < start or offset > end:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
