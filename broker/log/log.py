@@ -551,7 +551,9 @@ class PartitionLog:
             self.producer_state_hook.on_append([BatchHeader(*t) for t in written])
         self._unflushed_messages += records_count
         if self.config.fsync_on_append:
-            seg.flush()
+            if len(self._segments) > 1 and self._segments[-2].indexes_unflushed:
+                self.flush()  # a roll just happened: make the previous segment durable too
+            seg.flush(indexes=False)
             self._recovery_point = self._log_end_offset
             self._unflushed_messages = 0
             self._last_flush_ms = now_ms
@@ -598,11 +600,10 @@ class PartitionLog:
             old.rename_to_deleted()
             old.delete_files()
         else:
+            # Not flushed here: like Kafka, a rolled segment becomes durable with the
+            # next flush (flush.ms / flush.messages / shutdown); until then the recovery
+            # point stays below it and a crash re-scans it.
             old.on_become_inactive()
-            if old.unflushed:
-                # Kafka flushes a rolled segment asynchronously; an fsync here keeps
-                # recovery to the active segment after a crash.
-                old.flush()
         new_base = max(new_base, old.next_offset if not replace_empty else new_base)
         seg = self._new_segment(new_base)
         segs.append(seg)

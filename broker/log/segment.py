@@ -119,6 +119,7 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self.deleted = False
         self.unflushed = False
+        self.indexes_unflushed = False
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
@@ -267,6 +268,7 @@ class LogSegment:
             self.rolling_based_timestamp = batches[0].max_timestamp
         self.next_offset = batches[-1].last_offset + 1
         self.unflushed = True
+        self.indexes_unflushed = True
         self.size = physical + size
 
     def last_modified_ms(self) -> int:
@@ -398,12 +400,18 @@ class LogSegment:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def flush(self) -> None:
+    def flush(self, *, indexes: bool = True) -> None:
+        """Make the data durable. Indexes are only needed durable for segments that a
+        restart will not rebuild (below the recovery point); the active segment's are
+        always rebuilt after a crash, so fsync-per-append skips them."""
         if self.unflushed:
-            os.fsync(self.fd)
+            os.fdatasync(self.fd)
+            self.unflushed = False
+            self.indexes_unflushed = True
+        if indexes and self.indexes_unflushed:
             self.offset_index.flush()
             self.time_index.flush()
-            self.unflushed = False
+            self.indexes_unflushed = False
 
     def close(self) -> None:
         if self.max_timestamp >= 0:

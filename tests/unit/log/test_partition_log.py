@@ -339,14 +339,17 @@ def test_topic_id_is_written_as_kafka_does(open_log):
     assert text.startswith("version: 0\ntopic_id: ") and "=" not in text
 
 
-def test_fsync_on_append_moves_recovery_point(open_log, clock):
-    plog = open_log(LogConfig(fsync_on_append=True))
-    plog.append_as_leader(batch(2), 0, clock.now)
-    assert plog.recovery_point == 2
-    plog2 = open_log(
-        LogConfig(flush_messages=3),
-    )
-    del plog2
+def test_fsync_on_append_syncs_every_append_before_returning(open_log, clock, monkeypatch):
+    plog = open_log(LogConfig(fsync_on_append=True, segment_bytes=1024))
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    for i in range(12):
+        plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+        assert plog.recovery_point == plog.log_end_offset == 2 * (i + 1)
+        assert synced and synced[-1] == plog.active_segment.fd
+    assert len(plog.segments) > 1
+    assert not any(s.unflushed for s in plog.segments)
 
 
 def test_flush_messages_and_flush_ms(tmp_path, clock):
