@@ -3,9 +3,9 @@
 .index entries: relative offset i32, file position i32 (8 bytes).
 .timeindex entries: timestamp i64, relative offset i32 (12 bytes).
 
-Entries are kept in memory (arrays, bisect for lookups) and stored through an mmap of a
-file pre-sized to segment.index.bytes, which is trimmed to the entries on roll or close,
-as Kafka does. An index is only trusted after a clean shutdown and a sanity check;
+Entries are kept in memory (arrays, bisect for lookups) and written to a file pre-sized
+to segment.index.bytes on flush, roll and close; the file is trimmed to the entries on
+roll and close, as Kafka does. An index is only trusted after a clean shutdown and a sanity check;
 otherwise it is rebuilt from the log.
 """
 
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import mmap
 import os
 import struct
 from array import array
 from pathlib import Path
+
+from broker.log.files import pwrite_all
 
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
@@ -35,8 +36,8 @@ class _IndexFile:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        # Mapped (pre-sized to the maximum, like Kafka's) while entries are being added.
-        self._mm: mmap.mmap | None = None
+        self._written = 0  # entries already in the file
+        self._presized = False
 
     @property
     def is_full(self) -> bool:
@@ -45,36 +46,42 @@ class _IndexFile:
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def _map(self) -> mmap.mmap:
-        if self._mm is None:
-            size = self.max_entries * self.entry_size
-            os.ftruncate(self._fd, size)
-            self._mm = mmap.mmap(self._fd, size)
-        return self._mm
-
-    def _unmap(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+    def _pack(self, start: int, end: int) -> bytes:
+        raise NotImplementedError
 
     def _read_file(self) -> bytes:
         size = os.fstat(self._fd).st_size
         out = os.pread(self._fd, size, 0) if size else b""
         return out[: len(out) - len(out) % self.entry_size]
 
-    def _shrink_file(self, n: int) -> None:
-        if self._mm is None:
-            os.ftruncate(self._fd, n * self.entry_size)
-        # While mapped the tail past the entries is dead space, trimmed on roll/close.
+    def write_pending(self) -> None:
+        """Write the entries added since the last call. Appends never touch the file:
+        entries reach it on flush, roll and close (a crash rebuilds what was not
+        flushed), so the append path pays no syscall or page fault per index entry."""
+        n = len(self)
+        if self._written < n:
+            if not self._presized:
+                # Pre-sized (sparse) to the maximum like Kafka's active-segment indexes.
+                os.ftruncate(self._fd, self.max_entries * self.entry_size)
+                self._presized = True
+            pwrite_all(self._fd, self._pack(self._written, n), self._written * self.entry_size)
+            self._written = n
+
+    def _entries_truncated(self, n: int) -> None:
+        if self._written > n:
+            self._written = n
+            if not self._presized:
+                os.ftruncate(self._fd, n * self.entry_size)
+            # A pre-sized file keeps dead bytes past the entries until trim().
 
     def trim(self) -> None:
-        """Shrink the file to its entries (on roll and close)."""
-        self._unmap()
+        """Write pending entries and shrink the file to them (on roll and close)."""
+        self.write_pending()
         os.ftruncate(self._fd, len(self) * self.entry_size)
+        self._presized = False
 
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        self.write_pending()
         os.fsync(self._fd)
 
     def close(self) -> None:
@@ -84,7 +91,6 @@ class _IndexFile:
             self._fd = -1
 
     def close_without_trim(self) -> None:
-        self._unmap()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -123,12 +129,12 @@ class OffsetIndex(_IndexFile):
         if len(rel) > self.max_entries:
             raise IndexCorrupt(f"{self.path}: {len(rel)} entries exceed the maximum")
         self.rel_offsets, self.positions = rel, pos
+        self._written = len(rel)
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
         if self.rel_offsets and rel <= self.rel_offsets[-1]:
             return
-        _OFF.pack_into(self._mm or self._map(), len(self.rel_offsets) * 8, rel, position)
         self.rel_offsets.append(rel)
         self.positions.append(position)
 
@@ -153,10 +159,14 @@ class OffsetIndex(_IndexFile):
         if n < len(self.rel_offsets):
             del self.rel_offsets[n:]
             del self.positions[n:]
-            self._shrink_file(n)
+            self._entries_truncated(n)
 
     def reset(self) -> None:
         self._truncate_entries(0)
+
+    def _pack(self, start: int, end: int) -> bytes:
+        pairs = zip(self.rel_offsets[start:end], self.positions[start:end], strict=True)
+        return b"".join(_OFF.pack(r, p) for r, p in pairs)
 
     def entries(self) -> list[tuple[int, int]]:
         return [
@@ -188,6 +198,7 @@ class TimeIndex(_IndexFile):
         if len(ts) > self.max_entries:
             raise IndexCorrupt(f"{self.path}: {len(ts)} entries exceed the maximum")
         self.timestamps, self.rel_offsets = ts, rel
+        self._written = len(ts)
 
     @property
     def last_entry(self) -> tuple[int, int]:
@@ -204,9 +215,6 @@ class TimeIndex(_IndexFile):
             # dropped rather than written past the mapped size.
             del skip_full_check
             return
-        _TIME.pack_into(
-            self._mm or self._map(), len(self.timestamps) * 12, timestamp, offset - self.base_offset
-        )
         self.timestamps.append(timestamp)
         self.rel_offsets.append(offset - self.base_offset)
 
@@ -226,10 +234,14 @@ class TimeIndex(_IndexFile):
         if n < len(self.timestamps):
             del self.timestamps[n:]
             del self.rel_offsets[n:]
-            self._shrink_file(n)
+            self._entries_truncated(n)
 
     def reset(self) -> None:
         self.truncate_to(self.base_offset)
+
+    def _pack(self, start: int, end: int) -> bytes:
+        pairs = zip(self.timestamps[start:end], self.rel_offsets[start:end], strict=True)
+        return b"".join(_TIME.pack(t, r) for t, r in pairs)
 
     def entries(self) -> list[tuple[int, int]]:
         return [
