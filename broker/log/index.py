@@ -80,6 +80,9 @@ class _IndexFile:
         os.ftruncate(self._fd, len(self) * self.entry_size)
         self._presized = False
 
+    def dup_fd(self) -> int:
+        return os.dup(self._fd)
+
     def flush(self) -> None:
         self.write_pending()
         os.fsync(self._fd)

@@ -928,17 +928,32 @@ class PartitionLog:
     # ------------------------------------------------------------------ flushing
 
     def flush(self, up_to: int | None = None) -> None:
-        """fsync segments holding data below `up_to` (default: the log end)."""
+        """Make data below `up_to` (default: the log end) durable and move the recovery
+        point there. The fsyncs run outside the log lock (on duplicated descriptors), so
+        appends and reads go on meanwhile; only pending index entries are written under
+        it."""
         with self._lock:
             if self._closed:
                 return
             target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-            for s in self._segments:
-                if s.base_offset < target or s is self._segments[-1]:
-                    s.flush()
-            self._recovery_point = max(self._recovery_point, target)
+            generation = self.truncation_generation
+            fds: list[int] = []
+            segs = self._segments
+            for seg in segs:
+                if seg.base_offset < target or seg is segs[-1]:
+                    fds += seg.prepare_flush()
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            # A truncation meanwhile may have replaced flushed data with unflushed data.
+            if generation == self.truncation_generation:
+                self._recovery_point = max(self._recovery_point, min(target, self._log_end_offset))
 
     def maybe_flush(self, now_ms: int) -> bool:
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:

@@ -413,6 +413,21 @@ class LogSegment:
             self.time_index.flush()
             self.indexes_unflushed = False
 
+    def prepare_flush(self) -> list[int]:
+        """Write pending index entries and return duplicated descriptors of the files to
+        fsync (the caller fsyncs and closes them, outside the log lock)."""
+        fds: list[int] = []
+        if self.unflushed:
+            fds.append(os.dup(self.fd))
+            self.unflushed = False
+            self.indexes_unflushed = True
+        if self.indexes_unflushed and not self.deleted:
+            for idx in (self.offset_index, self.time_index):
+                idx.write_pending()
+                fds.append(idx.dup_fd())
+            self.indexes_unflushed = False
+        return fds
+
     def close(self) -> None:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(

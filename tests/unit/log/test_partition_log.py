@@ -341,13 +341,20 @@ def test_topic_id_is_written_as_kafka_does(open_log):
 
 def test_fsync_on_append_syncs_every_append_before_returning(open_log, clock, monkeypatch):
     plog = open_log(LogConfig(fsync_on_append=True, segment_bytes=1024))
-    synced: list[int] = []
-    real = os.fdatasync
-    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    synced: list[int] = []  # inodes of the files synced
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def fake(fd, real=real):
+            synced.append(os.fstat(fd).st_ino)
+            return real(fd)
+
+        monkeypatch.setattr(os, name, fake)
     for i in range(12):
+        synced.clear()
         plog.append_as_leader(batch(2, tag=i), 0, clock.now)
         assert plog.recovery_point == plog.log_end_offset == 2 * (i + 1)
-        assert synced and synced[-1] == plog.active_segment.fd
+        assert plog.active_segment.log_path.stat().st_ino in synced
     assert len(plog.segments) > 1
     assert not any(s.unflushed for s in plog.segments)
 
@@ -381,3 +388,25 @@ def test_decoded_reads_of_every_codec(open_log, clock):
     assert [r.offset for r in recs] == list(range(20))
     assert recs[7].value == b"1:3:xxxxxx"
     assert decode_records(plog.read(8, 1, 100).read_bytes())[0].offset == 8
+
+
+def test_flush_does_not_vouch_for_data_truncated_meanwhile(open_log, clock, monkeypatch):
+    plog = open_log()
+    for i in range(10):
+        plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+    real = os.fsync
+    calls = []
+
+    def fsync_then_truncate(fd):
+        if not calls:
+            plog.truncate_to(6)  # as a follower would, while the flush runs unlocked
+            plog.append_as_leader(batch(2, tag=99), 1, clock.now)
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_then_truncate)
+    plog.flush()
+    assert calls
+    assert plog.recovery_point == 0  # the re-appended offsets 6-7 were never fsynced
+    plog.flush()
+    assert plog.recovery_point == plog.log_end_offset == 8
