@@ -40,6 +40,9 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength, the part not counted in batchLeng
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
 CRC_START = 21
 MAGIC_OFFSET = 16
+# length varint, attributes, timestamp delta, offset delta, key and value lengths,
+# header count: one byte each at least.
+MIN_RECORD_SIZE = 7
 # Hard cap on any single batch read from wire or disk, whatever the config says.
 MAX_BATCH_SIZE = 1 << 30
 
@@ -243,6 +246,10 @@ def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, Raw
         count = t[12]
         if count <= 0:
             raise KafkaError(ErrorCode.invalid_record, f"batch with {count} records")
+        if not t[5] & COMPRESSION_MASK and count > (size - HEADER_SIZE) // MIN_RECORD_SIZE:
+            # Uncompressed records take at least 7 bytes each: a larger count would claim
+            # offsets the batch cannot hold.
+            raise _corrupt(f"{count} records cannot fit in {size - HEADER_SIZE} bytes")
         if t[6] != count - 1:
             raise KafkaError(
                 ErrorCode.invalid_record, f"lastOffsetDelta {t[6]} with {count} records"
