@@ -283,7 +283,6 @@ class PartitionLog:
             segs.append(seg)
         if not segs:
             segs.append(self._new_segment(max(log_start_offset, 0)))
-        # Drop empty trailing segments that are not the last (left by a crash mid-roll).
         self._set_segments(segs)
         active = segs[-1]
         self._log_end_offset = active.next_offset

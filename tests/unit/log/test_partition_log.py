@@ -410,3 +410,11 @@ def test_flush_does_not_vouch_for_data_truncated_meanwhile(open_log, clock, monk
     assert plog.recovery_point == 0  # the re-appended offsets 6-7 were never fsynced
     plog.flush()
     assert plog.recovery_point == plog.log_end_offset == 8
+
+
+def test_kafka_4_default_rejects_timestamps_over_an_hour_ahead(open_log, clock):
+    plog = open_log(LogConfig())
+    with pytest.raises(KafkaError) as e:
+        plog.append_as_leader(batch(1, ts=clock.now + 3_600_001), 0, clock.now)
+    assert e.value.error_code == ErrorCode.invalid_timestamp
+    assert plog.append_as_leader(batch(1, ts=clock.now + 3_600_000), 0, clock.now).base_offset == 0
