@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,9 @@ from broker.protocol.records import (
 )
 
 INT32_MAX = (1 << 31) - 1
-_SCAN_CHUNK = 16 * 1024
+# baseOffset, batchLength, then lastOffsetDelta at byte 23.
+_BASE_LEN_DELTA = struct.Struct(">qi11xi")
+_SCAN_CHUNK = 4096 + 64  # about one index interval of small batches
 _RECOVER_CHUNK = 8 * 1024 * 1024
 
 
@@ -321,11 +324,31 @@ class LogSegment:
     def translate_offset(
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset >= `offset`."""
+        """Position and header of the first batch whose last offset >= `offset`.
+
+        The fetch hot path: index lookup, then header-only reads from there, building
+        one header object for the batch found."""
         _, pos = self.offset_index.lookup(offset)
-        for p, h in self.iter_headers(max(pos, start_position)):
-            if h.last_offset >= offset:
-                return p, h
+        if pos < start_position:
+            pos = start_position
+        limit = self.size
+        fd = self.fd
+        unpack = _BASE_LEN_DELTA.unpack_from
+        while pos + HEADER_SIZE <= limit:
+            buf = os.pread(fd, min(_SCAN_CHUNK, limit - pos), pos)
+            n = len(buf)
+            p = 0
+            while p + HEADER_SIZE <= n:
+                base, length, delta = unpack(buf, p)
+                size = length + LOG_OVERHEAD
+                if length < MIN_BATCH_LENGTH or pos + p + size > limit:
+                    return None
+                if base + delta >= offset:
+                    return pos + p, BatchHeader(*HEADER.unpack_from(buf, p))
+                p += size
+            if p == 0:
+                return None
+            pos += p
         return None
 
     def read(
