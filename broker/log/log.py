@@ -275,10 +275,10 @@ class PartitionLog:
             else:
                 seg.load_clean()
             if segs and seg.base_offset < segs[-1].next_offset:
-                # Overlapping segments: keep the earlier, drop from here on.
+                # Covered by the previous segment: an original whose cleaned group copy was
+                # swapped in just before a crash. The copy holds what survives of it.
                 seg.rename_to_deleted()
                 seg.delete_files()
-                truncated_at = segs[-1].next_offset
                 continue
             segs.append(seg)
         if not segs:
@@ -798,35 +798,42 @@ class PartitionLog:
         return self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
 
     def replace_segments(
-        self, pairs: list[tuple[LogSegment, LogSegment]], generation: int | None = None
+        self,
+        groups: Sequence[tuple[Sequence[LogSegment], LogSegment]],
+        generation: int | None = None,
     ) -> bool:
-        """Swap cleaned segments in for the originals, Kafka's way: `.cleaned` ->
-        `.swap`, old -> `.deleted`, `.swap` -> final name. A crash at any step is finished
-        (swap complete) or undone (cleaned discarded) by the next load. Returns False, and
-        discards the cleaned files, if any original left the log meanwhile (truncation,
-        retention, close)."""
+        """Swap each group of consecutive segments for its cleaned copy, Kafka's way:
+        `.cleaned` -> `.swap`, originals -> `.deleted`, `.swap` -> final name (the first
+        original's). A crash at any step is finished (swap complete; originals the copy
+        covers are dropped as overlapping) or undone (cleaned discarded) by the next load.
+        Returns False, and discards the cleaned files, if any original left the log
+        meanwhile (truncation, retention, close)."""
         with self._lock:
             current = {id(s) for s in self._segments}
             if (
                 self._closed
-                or any(id(old) not in current for old, _ in pairs)
+                or any(id(old) not in current for olds, _ in groups for old in olds)
                 or (generation is not None and generation != self.truncation_generation)
             ):
-                for _, new in pairs:
+                for _, new in groups:
                     new.delete_files()
                 return False
-            for _, new in pairs:
+            for _, new in groups:
                 new.on_become_inactive()
                 new.flush()
                 new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             fsync_dir(self.dir)
-            for old, _ in pairs:
-                self._schedule_delete(old)
-            for _, new in pairs:
+            for olds, _ in groups:
+                for old in olds:
+                    self._schedule_delete(old)
+            for _, new in groups:
                 new.change_suffix(SWAP_SUFFIX, "")
             fsync_dir(self.dir)
-            by_old = {id(old): new for old, new in pairs}
-            self._set_segments([by_old.get(id(s), s) for s in self._segments])
+            first_of = {id(olds[0]): new for olds, new in groups}
+            dropped = {id(old) for olds, _ in groups for old in olds[1:]}
+            self._set_segments(
+                [first_of.get(id(s), s) for s in self._segments if id(s) not in dropped]
+            )
             return True
 
     # ------------------------------------------------------------------ log start / retention
