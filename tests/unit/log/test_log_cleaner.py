@@ -1,8 +1,12 @@
+import tempfile
 import threading
+from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loghelpers import FakeClock
 
-from broker.log import LogConfig, LogManager
+from broker.log import LogConfig, LogManager, PartitionLog, TopicPartition
 from broker.log.cleaner import CleanStats, Throttler, _recopy, clean_log
 from broker.protocol.records import (
     Record,
@@ -247,3 +251,67 @@ def test_throttler_sleeps_to_the_rate():
     now[0] = 2.0
     t.maybe_throttle(500)
     assert slept == [0.5]
+
+
+_op = st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 6), st.none() | st.binary(max_size=30)),
+    st.tuples(st.just("clean"), st.integers(0, 20_000)),
+    st.tuples(st.just("reopen"), st.booleans()),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_op, min_size=1, max_size=60))
+def test_property_compaction_keeps_latest_per_key(ops):
+    clock = FakeClock()
+    cfg = LogConfig(
+        cleanup_policy="compact",
+        segment_bytes=400,
+        index_interval_bytes=64,
+        delete_retention_ms=5_000,
+        file_delete_delay_ms=0,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "c-0"
+
+        def open_(clean):
+            return PartitionLog(d, TopicPartition("c", 0), cfg, clock=clock, clean_shutdown=clean)
+
+        plog = open_(True)
+        appended = {}  # offset -> (key, value)
+        first_dirty = 0
+        for o in ops:
+            if o[0] == "put":
+                off = put(plog, clock, b"k%d" % o[1], o[2])
+                appended[off] = (b"k%d" % o[1], o[2])
+            elif o[0] == "clean":
+                clock.advance(o[1])
+                result = clean_log(plog, clock.now, first_dirty)
+                assert result is not None
+                first_dirty = result[0]
+            else:
+                if o[1]:
+                    plog.close()
+                else:
+                    del plog
+                plog = open_(o[1])
+            got = contents(plog)
+            # Offsets never change and nothing new appears.
+            for off, k, v in got:
+                assert appended[off] == (k, v)
+            offs = [x[0] for x in got]
+            assert offs == sorted(set(offs))
+            # The latest record of every key survives, unless it is a tombstone
+            # (which may expire).
+            latest = {}
+            for off in sorted(appended):
+                latest[appended[off][0]] = off
+            have = set(offs)
+            for k, off in latest.items():
+                if appended[off][1] is not None:
+                    assert off in have, (k, off)
+            # Below the cleaned point each key appears at most once.
+            cleaned_keys = [k for off, k, _ in got if off < first_dirty]
+            assert len(cleaned_keys) == len(set(cleaned_keys))
+            assert plog.log_end_offset == (max(appended) + 1 if appended else 0)
+        plog.close()
