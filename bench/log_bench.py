@@ -181,7 +181,8 @@ def main() -> None:
         per_gb = min(rec_times) / (size / 1e9)
         print(
             f"recovery (page cache warm, CRC32C + index rebuild of {size / 1e6:.0f} MB): "
-            f"{min(rec_times):.2f} s = {per_gb:.2f} s/GB; clean-shutdown open {clean_t * 1e3:.1f} ms"
+            f"{min(rec_times):.2f} s = {per_gb:.2f} s/GB; "
+            f"clean-shutdown open {clean_t * 1e3:.1f} ms"
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)
