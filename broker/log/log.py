@@ -12,6 +12,7 @@ import bisect
 import contextlib
 import os
 import re
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -131,6 +132,10 @@ class _AppendFlags:
             need_decode=cfg.compact or check_before,
             target=codec_by_name(cfg.compression_type),
         )
+
+
+# baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
+_PATCH = struct.Struct(">qii")
 
 
 def _wall_clock_ms() -> int:
@@ -387,7 +392,7 @@ class PartitionLog:
                 else:
                     head = bytearray(mv[pos : pos + HEADER_SIZE])
                     body = mv[pos + HEADER_SIZE : pos + size]
-                    patch_offset_and_epoch(head, 0, next_offset, leader_epoch)
+                    _PATCH.pack_into(head, 0, next_offset, t[1], leader_epoch)
                     if log_append:
                         patch_log_append_time_split(head, body, now_ms)
                     buffers.append(head)

@@ -248,8 +248,8 @@ class LogSegment:
         the end and index its batches. `size` only moves after the bytes are written."""
         physical = self.size
         if isinstance(data, list):
-            pwritev_all(self.fd, data, physical)
             assert size is not None
+            pwritev_all(self.fd, data, physical, size)
         else:
             pwrite_all(self.fd, data, physical)
             size = len(data)
