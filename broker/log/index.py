@@ -210,13 +210,13 @@ class TimeIndex(_IndexFile):
             return -1, self.base_offset
         return self.timestamps[-1], self.base_offset + self.rel_offsets[-1]
 
-    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add (timestamp, offset) if the timestamp is larger than the last entry's. A
+        full index takes no more entries (the log rolls first; a segment's exact max
+        timestamp is also re-derived from its tail on load)."""
         if self.timestamps and timestamp <= self.timestamps[-1]:
             return
         if self.is_full:
-            # Kafka rolls before the time index fills; the final entry of a full index is
-            # dropped rather than written past the mapped size.
-            del skip_full_check
             return
         self.timestamps.append(timestamp)
         self.rel_offsets.append(offset - self.base_offset)

@@ -231,9 +231,7 @@ class LogSegment:
             os.ftruncate(self.fd, valid)
         self.size = valid
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-            )
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         return truncated
 
     # ------------------------------------------------------------------ appends
@@ -283,9 +281,7 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Roll: record the final max timestamp and trim the pre-sized indexes."""
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-            )
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
 
@@ -453,9 +449,7 @@ class LogSegment:
 
     def close(self) -> None:
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-            )
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
         # The log file is not closed here: slices handed out may still read it. It is
