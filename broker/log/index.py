@@ -85,7 +85,7 @@ class _IndexFile:
 
     def flush(self) -> None:
         self.write_pending()
-        os.fsync(self._fd)
+        os.fdatasync(self._fd)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -957,7 +957,7 @@ class PartitionLog:
             self._last_flush_ms = self.clock()
         try:
             for fd in fds:
-                os.fsync(fd)
+                os.fdatasync(fd)  # data and size; mtime need not be durable
         finally:
             for fd in fds:
                 os.close(fd)

@@ -394,7 +394,7 @@ def test_flush_does_not_vouch_for_data_truncated_meanwhile(open_log, clock, monk
     plog = open_log()
     for i in range(10):
         plog.append_as_leader(batch(2, tag=i), 0, clock.now)
-    real = os.fsync
+    real = os.fdatasync
     calls = []
 
     def fsync_then_truncate(fd):
@@ -404,7 +404,7 @@ def test_flush_does_not_vouch_for_data_truncated_meanwhile(open_log, clock, monk
         calls.append(fd)
         return real(fd)
 
-    monkeypatch.setattr(os, "fsync", fsync_then_truncate)
+    monkeypatch.setattr(os, "fdatasync", fsync_then_truncate)
     plog.flush()
     assert calls
     assert plog.recovery_point == 0  # the re-appended offsets 6-7 were never fsynced
