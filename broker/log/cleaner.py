@@ -216,8 +216,6 @@ def _recopy(
     """Copy what survives of `src` into `dst`. With `keep_last_batch` the segment's last
     batch is kept (empty if need be) so the copy ends at the same offset as the
     original: a crash mid-swap then lets recovery tell which originals the copy covers."""
-    from broker.log.segment import BatchEntry
-
     headers = list(src.iter_headers(0))
     for i, (pos, h) in enumerate(headers):
         raw = src.read_batch(pos, h)
@@ -234,7 +232,7 @@ def _recopy(
         if out is None:
             continue
         nh = BatchHeader(*HEADER.unpack_from(out, 0))
-        dst.append(out, [BatchEntry(0, len(out), nh.base_offset, nh.last_offset, nh.max_timestamp)])
+        dst.append(out, [(0, len(out), nh.base_offset, nh.last_offset, nh.max_timestamp)])
         stats.bytes_written += len(out)
         if throttler is not None:
             throttler.maybe_throttle(len(raw) + len(out))

@@ -399,7 +399,7 @@ class PartitionLog:
                     buffers.append(body)
                 bmax = now_ms if log_append else t[8]
                 last = next_offset + t[6]
-                entries.append(BatchEntry(pos, size, next_offset, last, bmax))
+                entries.append((pos, size, next_offset, last, bmax))
                 if log_append:
                     crc = _U32.unpack_from(
                         mv if writable else buffers[-2], (pos if writable else 0) + 17
@@ -416,7 +416,7 @@ class PartitionLog:
                 count += t[12]
                 next_offset = last + 1
                 end = pos + size
-            base = entries[0].base_offset
+            base = entries[0][2]
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base)
             self._append_locked(mv if writable else buffers, end, entries, written, now_ms, count)
@@ -514,14 +514,12 @@ class PartitionLog:
                         ErrorCode.corrupt_message,
                         f"out of order offsets: batch {h.base_offset} at log end {expected}",
                     )
-                entries.append(
-                    BatchEntry(pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
-                )
+                entries.append((pos, h.size, h.base_offset, h.last_offset, h.max_timestamp))
                 written.append(HEADER.unpack_from(mv, pos))
                 expected = h.next_offset
                 count += h.records_count
                 max_ts = max(max_ts, h.max_timestamp)
-            if entries[-1].last_offset - entries[0].base_offset > (1 << 31) - 1:
+            if entries[-1][3] - entries[0][2] > (1 << 31) - 1:
                 raise KafkaError(
                     ErrorCode.corrupt_message, "offset range of one append exceeds int32"
                 )
@@ -530,8 +528,8 @@ class PartitionLog:
                     self.epoch_cache.assign(t[2], t[0])
             self._append_locked(mv, len(mv), entries, written, self.clock(), count)
             return AppendResult(
-                entries[0].base_offset,
-                entries[-1].last_offset,
+                entries[0][2],
+                entries[-1][3],
                 -1,
                 self._log_start_offset,
                 count,
@@ -550,7 +548,7 @@ class PartitionLog:
     ) -> None:
         seg = self._maybe_roll(size, entries, now_ms)
         seg.append(data, entries, size)
-        self._log_end_offset = entries[-1].last_offset + 1
+        self._log_end_offset = entries[-1][3] + 1
         if self.producer_state_hook is not None:
             self.producer_state_hook.on_append([BatchHeader(*t) for t in written])
         self._unflushed_messages += records_count
@@ -577,17 +575,17 @@ class PartitionLog:
             or now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms
             or len(seg.offset_index.rel_offsets) >= seg.offset_index.max_entries
             or len(seg.time_index.timestamps) >= seg.time_index.max_entries
-            or not seg.can_hold(entries[-1].last_offset)
+            or not seg.can_hold(entries[-1][3])
         )
         if not should:
             return seg
-        return self._roll(entries[0].base_offset)
+        return self._roll(entries[0][2])
 
     def _roll_if_base_mismatch(self, seg: LogSegment, entries: list[BatchEntry]) -> LogSegment:
         # An empty active segment is reused unless the batch cannot be indexed relative
         # to its base (a follower jumping forward far).
-        if entries[0].base_offset < seg.base_offset or not seg.can_hold(entries[-1].last_offset):
-            return self._roll(entries[0].base_offset, replace_empty=True)
+        if entries[0][2] < seg.base_offset or not seg.can_hold(entries[-1][3]):
+            return self._roll(entries[0][2], replace_empty=True)
         return seg
 
     def roll(self) -> LogSegment:

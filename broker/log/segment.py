@@ -13,7 +13,7 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
 from crc32c import crc32c
 
@@ -78,14 +78,10 @@ class FileSlice:
 EMPTY_SLICE = FileSlice(None, 0, 0)
 
 
-class BatchEntry(NamedTuple):
-    """What a segment needs to know about a batch it is given to append."""
-
-    position: int  # within the appended buffer
-    size: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
+# What a segment needs to know about each batch it is given to append, as a plain tuple
+# (built per batch on the hot path): (position within the appended data, size, base
+# offset, last offset, max timestamp).
+BatchEntry = tuple[int, int, int, int, int]
 
 
 class LogSegment:
@@ -254,20 +250,20 @@ class LogSegment:
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
         max_ts = self.max_timestamp
-        for b in batches:
-            if b.max_timestamp > max_ts:
-                max_ts = b.max_timestamp
-                self.offset_of_max_timestamp = b.last_offset
+        for position, bsize, _, last, bmax in batches:
+            if bmax > max_ts:
+                max_ts = bmax
+                self.offset_of_max_timestamp = last
             if since > interval:
-                self.offset_index.append(b.last_offset, physical + b.position)
+                self.offset_index.append(last, physical + position)
                 self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp)
                 since = 0
-            since += b.size
+            since += bsize
         self.max_timestamp = max_ts
         self.bytes_since_last_index_entry = since
         if self.rolling_based_timestamp is None and batches:
-            self.rolling_based_timestamp = batches[0].max_timestamp
-        self.next_offset = batches[-1].last_offset + 1
+            self.rolling_based_timestamp = batches[0][4]
+        self.next_offset = batches[-1][3] + 1
         self.unflushed = True
         self.indexes_unflushed = True
         self.size = physical + size
