@@ -15,6 +15,7 @@ import re
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.log.checkpoints import (
-    PARTITION_METADATA,
+    CheckpointError,
     read_partition_metadata,
     write_partition_metadata,
 )
@@ -153,7 +154,7 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = True,
-        topic_id: object = None,
+        topic_id: uuid.UUID | None = None,
     ) -> None:
         """Open (or create) the log in `directory`, recovering after `recovery_point`
         unless `clean_shutdown`."""
@@ -217,21 +218,27 @@ class PartitionLog:
         return sum(s.size for s in self._segments)
 
     @property
-    def topic_id(self) -> object:
+    def topic_id(self) -> uuid.UUID | None:
         try:
             return read_partition_metadata(self.dir)
-        except Exception:
+        except (CheckpointError, OSError):
             return None
 
-    def set_topic_id(self, topic_id: object) -> None:
-        import uuid
-
-        if not isinstance(topic_id, uuid.UUID):
-            raise TypeError("topic_id must be a UUID")
-        if (self.dir / PARTITION_METADATA).exists() and read_partition_metadata(
-            self.dir
-        ) == topic_id:
+    def set_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id in `partition.metadata`; a different id already there
+        means this directory belongs to an earlier topic of the same name:
+        INCONSISTENT_TOPIC_ID, as Kafka answers (the caller deletes the stale log)."""
+        try:
+            existing = read_partition_metadata(self.dir)
+        except CheckpointError:
+            existing = None  # unreadable: rewrite it
+        if existing == topic_id:
             return
+        if existing is not None:
+            raise KafkaError(
+                ErrorCode.inconsistent_topic_id,
+                f"{self.dir.name} holds topic id {existing}, not {topic_id}",
+            )
         write_partition_metadata(self.dir, topic_id)
 
     # ------------------------------------------------------------------ loading

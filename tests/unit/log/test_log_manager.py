@@ -222,3 +222,20 @@ def test_clean_shutdown_takes_the_fast_path_and_unclean_scans_after_the_recovery
     assert p3 is not None and p3.log_end_offset == 162
     assert [r.offset for r in p3.read_records(0)] == list(range(162))
     m3.shutdown()
+
+
+def test_a_log_of_an_earlier_topic_with_the_same_name_is_replaced(tmp_path):
+    clock = FakeClock()
+    m = manager(tmp_path, clock, dirs=("d1",))
+    old = m.get_or_create("t", 0, topic_id=uuid.UUID(int=1))
+    old.append_as_leader(batch(3), 0, clock.now)
+    with pytest.raises(KafkaError) as e:
+        old.set_topic_id(uuid.UUID(int=2))
+    assert e.value.error_code == ErrorCode.inconsistent_topic_id
+    m.shutdown()
+    m2 = manager(tmp_path, clock, dirs=("d1",))
+    assert m2.get_or_create("t", 0, topic_id=uuid.UUID(int=1)).log_end_offset == 3
+    fresh = m2.get_or_create("t", 0, topic_id=uuid.UUID(int=2))
+    assert fresh.log_end_offset == 0 and fresh.topic_id == uuid.UUID(int=2)
+    assert any(p.name.endswith("-delete") for p in (tmp_path / "d1").iterdir())
+    m2.shutdown()
