@@ -25,6 +25,7 @@ Gap: aborted-transaction data is not removed (there is no .txnindex).
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -314,9 +315,18 @@ class LogCleaner:
     """Picks the dirtiest compacted log and cleans it; driven by LogManager.tick()."""
 
     def __init__(self, manager: LogManager) -> None:
-        self.manager = manager
+        # Weak: the manager owns the cleaner, and a cycle would keep every log's files
+        # open until the cyclic garbage collector runs.
+        self._manager = weakref.ref(manager)
         self._aborted: set[int] = set()
         self.last_stats: CleanStats | None = None
+
+    @property
+    def manager(self) -> LogManager:
+        m = self._manager()
+        if m is None:
+            raise RuntimeError("log manager is gone")
+        return m
 
     def throttler(self) -> Throttler:
         return Throttler(self.manager.cleaner_io_max_bytes_per_second)

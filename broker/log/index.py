@@ -38,6 +38,10 @@ class _IndexFile:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._written = 0  # entries already in the file
         self._presized = False
+        # Released (inactive segment): the descriptor is opened per operation, so a log
+        # with many segments holds one descriptor per segment, not three.
+        self._released = False
+        self._dead = False  # closed for good (log closed, file deleted or renamed away)
 
     @property
     def is_full(self) -> bool:
@@ -49,9 +53,30 @@ class _IndexFile:
     def _pack(self, start: int, end: int) -> bytes:
         raise NotImplementedError
 
+    def _open(self) -> int:
+        if self._fd < 0:
+            if self._dead:
+                raise ValueError(f"{self.path} is closed")
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
+
+    def _done(self) -> None:
+        if self._released and self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def release(self) -> None:
+        """Close the descriptor until the next operation (the segment went inactive)."""
+        self._released = True
+        self._done()
+
     def _read_file(self) -> bytes:
-        size = os.fstat(self._fd).st_size
-        out = os.pread(self._fd, size, 0) if size else b""
+        fd = self._open()
+        try:
+            size = os.fstat(fd).st_size
+            out = os.pread(fd, size, 0) if size else b""
+        finally:
+            self._done()
         return out[: len(out) - len(out) % self.entry_size]
 
     def write_pending(self) -> None:
@@ -60,40 +85,56 @@ class _IndexFile:
         flushed), so the append path pays no syscall or page fault per index entry."""
         n = len(self)
         if self._written < n:
-            if not self._presized:
-                # Pre-sized (sparse) to the maximum like Kafka's active-segment indexes.
-                os.ftruncate(self._fd, self.max_entries * self.entry_size)
-                self._presized = True
-            pwrite_all(self._fd, self._pack(self._written, n), self._written * self.entry_size)
-            self._written = n
+            fd = self._open()
+            try:
+                if not self._presized:
+                    # Pre-sized (sparse) to the maximum like Kafka's active-segment indexes.
+                    os.ftruncate(fd, self.max_entries * self.entry_size)
+                    self._presized = True
+                pwrite_all(fd, self._pack(self._written, n), self._written * self.entry_size)
+                self._written = n
+            finally:
+                self._done()
 
     def _entries_truncated(self, n: int) -> None:
         if self._written > n:
             self._written = n
             if not self._presized:
-                os.ftruncate(self._fd, n * self.entry_size)
+                try:
+                    os.ftruncate(self._open(), n * self.entry_size)
+                finally:
+                    self._done()
             # A pre-sized file keeps dead bytes past the entries until trim().
 
     def trim(self) -> None:
         """Write pending entries and shrink the file to them (on roll and close)."""
         self.write_pending()
-        os.ftruncate(self._fd, len(self) * self.entry_size)
+        try:
+            os.ftruncate(self._open(), len(self) * self.entry_size)
+        finally:
+            self._done()
         self._presized = False
 
     def dup_fd(self) -> int:
-        return os.dup(self._fd)
+        try:
+            return os.dup(self._open())
+        finally:
+            self._done()
 
     def flush(self) -> None:
         self.write_pending()
-        os.fdatasync(self._fd)
+        try:
+            os.fdatasync(self._open())
+        finally:
+            self._done()
 
     def close(self) -> None:
-        if self._fd >= 0:
+        if not self._dead:
             self.trim()
-            os.close(self._fd)
-            self._fd = -1
+            self.close_without_trim()
 
     def close_without_trim(self) -> None:
+        self._dead = True
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -101,6 +142,13 @@ class _IndexFile:
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
         self.path = path
+
+    def __del__(self) -> None:
+        # A log dropped without close() (a crashed owner, a test) must not leak the fd.
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
 
     def delete_file(self) -> None:
         self.close_without_trim()

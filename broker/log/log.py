@@ -292,6 +292,8 @@ class PartitionLog:
                 seg.rename_to_deleted()
                 seg.delete_files()
                 continue
+            if segs:
+                segs[-1].release_index_fds()
             segs.append(seg)
         if not segs:
             segs.append(self._new_segment(max(log_start_offset, 0)))

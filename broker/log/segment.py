@@ -280,6 +280,12 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
+        self.release_index_fds()
+
+    def release_index_fds(self) -> None:
+        """Inactive segments keep only their log file open."""
+        self.offset_index.release()
+        self.time_index.release()
 
     # ------------------------------------------------------------------ reads
 

@@ -418,3 +418,24 @@ def test_kafka_4_default_rejects_timestamps_over_an_hour_ahead(open_log, clock):
         plog.append_as_leader(batch(1, ts=clock.now + 3_600_001), 0, clock.now)
     assert e.value.error_code == ErrorCode.invalid_timestamp
     assert plog.append_as_leader(batch(1, ts=clock.now + 3_600_000), 0, clock.now).base_offset == 0
+
+
+def test_inactive_segments_hold_one_descriptor_each(open_log, clock):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    plog = open_log(LogConfig(segment_bytes=300))
+    for i in range(90):
+        plog.append_as_leader(batch(1, tag=i), 0, clock.now)
+    n = len(plog.segments)
+    assert n >= 30
+    # Log file of every segment, plus the active segment's two index files.
+    assert open_fds() - before <= n + 2 + 1  # +1: leeway for a transient descriptor
+    plog.flush()
+    plog.truncate_to(3)
+    assert [r.offset for r in plog.read_records(0)] == [0, 1, 2]
+    # Truncated segments keep their log file open until their deletion is due (a reader
+    # may hold a slice), then let it go.
+    plog.delete_expired_files(clock.now, force=True)
+    assert open_fds() - before <= len(plog.segments) + 2 + 1
