@@ -17,6 +17,7 @@ from broker.protocol.records import (
     decode_records,
     iter_batch_headers,
     parse_header,
+    whole_batches_length,
 )
 
 
@@ -439,3 +440,68 @@ def test_inactive_segments_hold_one_descriptor_each(open_log, clock):
     # may hold a slice), then let it go.
     plog.delete_expired_files(clock.now, force=True)
     assert open_fds() - before <= len(plog.segments) + 2 + 1
+
+
+def test_concurrent_appends_reads_and_deletes(open_log, clock):
+    """A writer, a reader and DeleteRecords/retention at once: every read either fails
+    with OFFSET_OUT_OF_RANGE (below the moving log start) or returns whole batches with
+    good CRCs holding exactly the values appended at those offsets."""
+    import random
+    import threading
+    import time
+
+    plog = open_log(LogConfig(segment_bytes=2000, file_delete_delay_ms=0))
+    values: dict[int, bytes] = {}
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(800):
+                r = plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+                values[r.base_offset] = b"%d:0:" % i
+                values[r.base_offset + 1] = b"%d:1:" % i
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            done.set()
+
+    def reader() -> None:
+        rng = random.Random(7)
+        try:
+            while not done.is_set():
+                end = plog.log_end_offset
+                off = rng.randrange(0, end + 1)
+                try:
+                    data = plog.read(off, 4096, end).read_bytes()
+                except KafkaError as e:
+                    assert e.error_code == ErrorCode.offset_out_of_range
+                    assert off < plog.log_start_offset or off > plog.log_end_offset
+                    continue
+                data = data[: whole_batches_length(data)]
+                for pos, h in iter_batch_headers(data, validate_crc=True):
+                    for rec in decode_records(data[pos : pos + h.size]):
+                        assert rec.value is not None
+                        assert rec.value.startswith(values[rec.offset])
+        except BaseException as e:
+            errors.append(e)
+
+    def deleter() -> None:
+        try:
+            while not done.is_set():
+                plog.delete_records_before(max(plog.log_end_offset - 300, 0))
+                plog.delete_expired_files(clock.now + 10, force=True)
+                time.sleep(0.001)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=f) for f in (writer, reader, reader, deleter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]
+    assert plog.log_end_offset == 1600 and plog.log_start_offset > 0
+    assert [r.offset for r in plog.read_records(plog.log_start_offset)] == list(
+        range(plog.log_start_offset, 1600)
+    )
