@@ -313,6 +313,7 @@ class PartitionLog:
             self.epoch_cache.truncate_from_start(self._log_start_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock()
+        self._pending_roll_flush = 0
 
     def _assign_epoch_from_recovery(self, h: BatchHeader) -> None:
         if (
@@ -611,10 +612,12 @@ class PartitionLog:
             old.rename_to_deleted()
             old.delete_files()
         else:
-            # Not flushed here: like Kafka, a rolled segment becomes durable with the
-            # next flush (flush.ms / flush.messages / shutdown); until then the recovery
-            # point stays below it and a crash re-scans it.
+            # Not flushed here but soon after, off the append path: like Kafka's
+            # asynchronous flush of a rolled segment, the next maybe_flush() (the log
+            # manager's tick) fsyncs everything below the new segment and moves the
+            # recovery point there, so a crash re-scans little more than the active one.
             old.on_become_inactive()
+            self._pending_roll_flush = max(self._pending_roll_flush, old.next_offset)
         new_base = max(new_base, old.next_offset if not replace_empty else new_base)
         seg = self._new_segment(new_base)
         segs.append(seg)
@@ -958,10 +961,11 @@ class PartitionLog:
             fds: list[int] = []
             segs = self._segments
             for seg in segs:
-                if seg.base_offset < target or seg is segs[-1]:
+                if seg.base_offset < target or (up_to is None and seg is segs[-1]):
                     fds += seg.prepare_flush()
-            self._unflushed_messages = 0
-            self._last_flush_ms = self.clock()
+            if up_to is None:
+                self._unflushed_messages = 0
+                self._last_flush_ms = self.clock()
         try:
             for fd in fds:
                 os.fdatasync(fd)  # data and size; mtime need not be durable
@@ -974,8 +978,14 @@ class PartitionLog:
                 self._recovery_point = max(self._recovery_point, min(target, self._log_end_offset))
 
     def maybe_flush(self, now_ms: int) -> bool:
+        """Periodic flushing: everything after flush.ms, or the segments rolled since the
+        last call."""
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
+            return True
+        rolled = self._pending_roll_flush
+        if rolled > self._recovery_point:
+            self.flush(up_to=rolled)
             return True
         return False
 

@@ -505,3 +505,18 @@ def test_concurrent_appends_reads_and_deletes(open_log, clock):
     assert [r.offset for r in plog.read_records(plog.log_start_offset)] == list(
         range(plog.log_start_offset, 1600)
     )
+
+
+def test_rolled_segments_are_flushed_by_the_next_tick(open_log, clock):
+    plog = open_log(LogConfig(segment_bytes=500))
+    for i in range(20):
+        plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+    assert len(plog.segments) > 3 and plog.recovery_point == 0
+    rolled_end = plog.segments[-2].next_offset
+    assert any(s.unflushed for s in plog.segments[:-1])
+    assert plog.maybe_flush(clock.now)
+    # Everything below the active segment is durable; the active segment is not forced.
+    assert plog.recovery_point == rolled_end == plog.active_segment.base_offset
+    assert not any(s.unflushed for s in plog.segments[:-1])
+    assert plog.active_segment.unflushed
+    assert not plog.maybe_flush(clock.now)
