@@ -635,9 +635,14 @@ class PartitionLog:
     def read(
         self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool = True
     ) -> FileSlice:
-        """Slice of whole batches from the one holding `offset`, at most `max_bytes` (at
-        least one batch if `min_one_batch`; the last batch may be cut at max_bytes as in
-        Kafka), never past `max_offset` (exclusive)."""
+        """Bytes of one segment from the start of the batch holding `offset`: at most
+        `max_bytes` (but the whole first batch if `min_one_batch`), never reaching the
+        batch that holds `max_offset` (exclusive bound: high watermark / LSO). As in
+        Kafka the slice may end inside a batch when max_bytes cuts it; clients and
+        append_as_follower drop such a tail. Raises OFFSET_OUT_OF_RANGE outside
+        [log start, log end]; an empty slice when there is nothing to return. The slice's
+        file stays readable even if the segment is deleted or replaced meanwhile (a
+        truncation in place can still shorten it)."""
         start = self._log_start_offset
         end = self._log_end_offset
         segs, bases = self._view
