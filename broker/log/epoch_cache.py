@@ -50,10 +50,6 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self.epochs[-1] if self.epochs else UNDEFINED_EPOCH
 
-    @property
-    def earliest_entry(self) -> tuple[int, int] | None:
-        return (self.epochs[0], self.starts[0]) if self.epochs else None
-
     def _persist(self) -> None:
         if self.path is not None:
             write_epoch_checkpoint(self.path, self.entries(), fsync=self.fsync)

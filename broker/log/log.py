@@ -9,7 +9,6 @@ out.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import re
 import struct
@@ -1016,11 +1015,3 @@ class PartitionLog:
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def delete_all_files(self) -> None:
-        """Remove every file of a closed log and its directory (LogManager.delete)."""
-        import shutil
-
-        shutil.rmtree(self.dir, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            fsync_dir(self.dir.parent)

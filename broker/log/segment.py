@@ -388,16 +388,6 @@ class LogSegment:
             return []
         return decode_records(self.read_batch(position, header))
 
-    def record_at_offset(self, offset: int) -> tuple[Record, BatchHeader] | None:
-        found = self.translate_offset(offset)
-        if found is None:
-            return None
-        pos, h = found
-        for r in self._records(pos, h):
-            if r.offset == offset:
-                return r, h
-        return None
-
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> int | None:
