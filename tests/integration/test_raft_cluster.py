@@ -177,8 +177,8 @@ async def scenario(c: Cluster) -> dict[str, object]:
                 end = time.monotonic() + 40
                 survivors = list(c.procs)
                 while time.monotonic() < end:
-                    sts = [await state(c.client_ports[i]) for i in survivors]
-                    if all(s and int(s["snapshots_created"]) >= 2 for s in sts):  # type: ignore[call-overload]
+                    round_states = [await state(c.client_ports[i]) for i in survivors]
+                    if all(s and int(s["snapshots_created"]) >= 2 for s in round_states):  # type: ignore[call-overload]
                         break
                     await asyncio.sleep(0.2)
                 snapshot_catchup = leader
