@@ -16,12 +16,12 @@ T = TypeVar("T")
 
 
 @cache
-def _field_names(cls: type) -> frozenset[str]:
-    return frozenset(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+def _field_names(cls: Any) -> frozenset[str]:
+    return frozenset(cls.__dataclass_fields__)
 
 
 def build(cls: type[T], **fields: Any) -> T:
-    names = _field_names(cls)
+    names = _field_names(cls)  # type: ignore[arg-type]  # classes are hashable
     return cls(**{k: v for k, v in fields.items() if k in names})
 
 

@@ -27,11 +27,11 @@ def lookup(part: Partition, timestamp: int, *, replica_id: int) -> tuple[int, in
     plog = part.log
     fetchable = plog.log_end_offset if replica_id >= 0 else part.last_stable_offset
     if timestamp == EARLIEST_TIMESTAMP:
-        return -1, plog.log_start_offset, plog.epoch_for_offset(plog.log_start_offset)
+        return -1, plog.log_start_offset, plog.epoch_cache.epoch_for_offset(plog.log_start_offset)
     if timestamp == LATEST_TIMESTAMP:
-        return -1, fetchable, plog.epoch_for_offset(fetchable)
+        return -1, fetchable, plog.epoch_cache.epoch_for_offset(fetchable)
     if timestamp == MAX_TIMESTAMP:
-        found = plog.max_timestamp_and_offset()
+        found = plog.max_timestamp_offset()
     elif timestamp < 0:
         raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
     else:
