@@ -6,6 +6,7 @@ from broker.controller.controller import (
     ControllerSettings,
     random_topic_id,
 )
+from broker.controller.pending import PendingWrites
 from broker.controller.placement import PlacementError, place_replicas
 from broker.controller.requests import (
     AllocateProducerIdsReply,
@@ -59,6 +60,7 @@ __all__ = [
     "ElectLeadersResult",
     "ElectionType",
     "IncrementalAlterConfigsResource",
+    "PendingWrites",
     "PlacementError",
     "place_replicas",
     "random_topic_id",
