@@ -19,6 +19,7 @@ engine's dict.
 from __future__ import annotations
 
 import enum
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -686,7 +687,10 @@ def load_config(
     env: Mapping[str, str] | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> NodeConfig:
-    """Read a properties file, then overrides, then SKIFF_* env; validate; return the config."""
+    """Read a properties file, then overrides, then SKIFF_* env; validate; return the config.
+
+    `env` defaults to os.environ; pass {} to ignore the environment.
+    """
     raw: dict[str, str] = {}
     origin: dict[str, str] = {}
     if path is not None:
@@ -700,7 +704,9 @@ def load_config(
     ov = overrides if isinstance(overrides, Mapping) else parse_overrides(overrides)
     for k, v in ov.items():
         raw[k], origin[k] = v, "override"
-    if env is not None:
+    if env is None:
+        env = os.environ
+    if env:
         for name, v in env.items():
             if not name.startswith("SKIFF_") or len(name) <= len("SKIFF_"):
                 continue

@@ -6,12 +6,17 @@ from broker.controller.controller import (
     ControllerSettings,
     random_topic_id,
 )
+from broker.controller.pending import PendingWrites
 from broker.controller.placement import PlacementError, place_replicas
 from broker.controller.requests import (
     AllocateProducerIdsReply,
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionItem,
+    AlterPartitionItemResult,
+    AlterPartitionReply,
+    AlterPartitionRequest,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
@@ -23,6 +28,8 @@ from broker.controller.requests import (
     CreatePartitionsTopic,
     CreateTopicResult,
     DeleteTopicResult,
+    ElectionType,
+    ElectLeadersResult,
     IncrementalAlterConfigsResource,
 )
 from broker.controller.validation import topic_name_error
@@ -33,6 +40,10 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigsResource",
     "AlterConfigsResult",
+    "AlterPartitionItem",
+    "AlterPartitionItemResult",
+    "AlterPartitionReply",
+    "AlterPartitionRequest",
     "BrokerHeartbeatReply",
     "BrokerHeartbeatRequest",
     "BrokerRegistrationReply",
@@ -46,7 +57,10 @@ __all__ = [
     "CreatePartitionsTopic",
     "CreateTopicResult",
     "DeleteTopicResult",
+    "ElectLeadersResult",
+    "ElectionType",
     "IncrementalAlterConfigsResource",
+    "PendingWrites",
     "PlacementError",
     "place_replicas",
     "random_topic_id",

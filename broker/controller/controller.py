@@ -52,6 +52,10 @@ from broker.controller.requests import (
     AlterConfigOp,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionItem,
+    AlterPartitionItemResult,
+    AlterPartitionReply,
+    AlterPartitionRequest,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
@@ -63,11 +67,13 @@ from broker.controller.requests import (
     CreatePartitionsTopic,
     CreateTopicResult,
     DeleteTopicResult,
+    ElectionType,
+    ElectLeadersResult,
     IncrementalAlterConfigsResource,
 )
 from broker.controller.validation import collision_key, has_collision_chars, topic_name_error
 from broker.metadata import records as rec
-from broker.metadata.image import MetadataImage
+from broker.metadata.image import MetadataImage, PartitionRegistration
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC, pb
 
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -747,6 +753,143 @@ class Controller:
                                                     broker_epoch=reg.epoch)))
         self._sessions.pop(broker_id, None)
         return ControllerResult(records, (ErrorCode.none, None))
+
+    # -- AlterPartition (ISR changes from partition leaders) ----------------------------
+
+    def alter_partition(self, image: MetadataImage,
+                        req: AlterPartitionRequest) -> ControllerResult[AlterPartitionReply]:
+        """A leader's ISR change, checked as Kafka does: the sender's broker epoch, that it
+        leads the partition at that leader epoch, the partition epoch (INVALID_UPDATE_VERSION),
+        and that every new ISR member is an assigned, unfenced, not shutting-down replica
+        with a current broker epoch (INELIGIBLE_REPLICA)."""
+        sender = image.brokers.get(req.broker_id)
+        if sender is None or sender.epoch != req.broker_epoch:
+            return ControllerResult([], AlterPartitionReply(ErrorCode.stale_broker_epoch))
+        min_isr = self._topic_min_isr(image)
+        records: list[Any] = []
+        topics_out: list[tuple[uuid.UUID, list[AlterPartitionItemResult]]] = []
+        for topic_id, items in req.topics:
+            t = image.topic_by_id(topic_id)
+            results: list[AlterPartitionItemResult] = []
+            topics_out.append((topic_id, results))
+            for item in items:
+                idx = item.partition_index
+                if t is None:
+                    results.append(AlterPartitionItemResult(idx, ErrorCode.unknown_topic_id))
+                    continue
+                p = t.partitions.get(idx)
+                if p is None:
+                    results.append(AlterPartitionItemResult(
+                        idx, ErrorCode.unknown_topic_or_partition))
+                    continue
+                error = self._check_alter_partition(image, req.broker_id, p, item)
+                if error is not ErrorCode.none:
+                    results.append(AlterPartitionItemResult(idx, error))
+                    continue
+                new_isr = tuple(dict.fromkeys(b for b, _ in item.new_isr))
+                elr = parts.target_elr(p, new_isr, min_isr(t.name))
+                change = parts.partition_change(t.topic_id, idx, p, p.leader, new_isr, elr)
+                epoch = p.partition_epoch
+                if change is not None:
+                    records.append(change)
+                    epoch += 1
+                results.append(AlterPartitionItemResult(
+                    idx, ErrorCode.none, p.leader, p.leader_epoch, new_isr, epoch,
+                    item.leader_recovery_state))
+        return ControllerResult(records, AlterPartitionReply(ErrorCode.none, topics_out))
+
+    @staticmethod
+    def _check_alter_partition(image: MetadataImage, leader: int, p: PartitionRegistration,
+                               item: AlterPartitionItem) -> ErrorCode:
+        if p.leader != leader:
+            return ErrorCode.not_leader_or_follower
+        if item.leader_epoch > p.leader_epoch:
+            return ErrorCode.unknown_leader_epoch
+        if item.leader_epoch < p.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if item.partition_epoch != p.partition_epoch:
+            return ErrorCode.invalid_update_version
+        if item.leader_recovery_state not in (0, 1):
+            return ErrorCode.invalid_request
+        ids = [b for b, _ in item.new_isr]
+        if leader not in ids or len(set(ids)) != len(ids):
+            return ErrorCode.invalid_request
+        for b, epoch in item.new_isr:
+            reg = image.brokers.get(b)
+            if (b not in p.replicas or reg is None or reg.fenced or reg.in_controlled_shutdown
+                    or (epoch != -1 and epoch != reg.epoch)):
+                return ErrorCode.ineligible_replica
+        return ErrorCode.none
+
+    # -- ElectLeaders and auto leader rebalance -------------------------------------------
+
+    def elect_leaders(
+        self, image: MetadataImage, election_type: ElectionType,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> ControllerResult[list[ElectLeadersResult]]:
+        """Preferred or unclean elections for the given partitions (None: all partitions)."""
+        if partitions is None:
+            partitions = [(t.name, i) for t, i, _ in image.iter_partitions()]
+
+        def usable(b: int) -> bool:
+            reg = image.brokers.get(b)
+            return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+        records: list[Any] = []
+        results: list[ElectLeadersResult] = []
+        for name, idx in partitions:
+            t = image.topic(name)
+            p = None if t is None else t.partitions.get(idx)
+            if t is None or p is None:
+                results.append(ElectLeadersResult(
+                    name, idx, ErrorCode.unknown_topic_or_partition,
+                    "The partition does not exist."))
+                continue
+            if election_type is ElectionType.PREFERRED:
+                pref = p.preferred_leader
+                if p.leader == pref:
+                    results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed,
+                                                      "Leader is already the preferred replica."))
+                    continue
+                if pref not in p.isr or not usable(pref):
+                    results.append(ElectLeadersResult(
+                        name, idx, ErrorCode.preferred_leader_not_available,
+                        f"Failed to elect leader for partition {name}-{idx} under strategy "
+                        "PreferredReplicaPartitionLeaderElectionStrategy"))
+                    continue
+                change = parts.partition_change(t.topic_id, idx, p, pref, p.isr, p.elr)
+            else:
+                if p.leader != NO_LEADER and usable(p.leader):
+                    results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed,
+                                                      "The partition has a leader."))
+                    continue
+                leader, isr, elr = parts.elect_leader(p, p.isr, p.elr, usable, unclean=True)
+                if leader == NO_LEADER:
+                    results.append(ElectLeadersResult(
+                        name, idx, ErrorCode.eligible_leaders_not_available,
+                        "No live replica can become leader."))
+                    continue
+                change = parts.partition_change(t.topic_id, idx, p, leader, isr, elr)
+            if change is not None:
+                records.append(change)
+            results.append(ElectLeadersResult(name, idx))
+        return ControllerResult(records, results)
+
+    def rebalance_leaders(self, image: MetadataImage, imbalance_percentage: int = 10) -> list[Any]:
+        """auto.leader.rebalance.enable: preferred elections on every broker whose share of
+        partitions not led by their preferred replica exceeds the percentage."""
+        total: dict[int, int] = {}
+        off: dict[int, list[tuple[str, int]]] = {}
+        for t, i, p in image.iter_partitions():
+            pref = p.preferred_leader
+            total[pref] = total.get(pref, 0) + 1
+            if p.leader != pref:
+                off.setdefault(pref, []).append((t.name, i))
+        wanted = [tp for b, tps in sorted(off.items())
+                  if len(tps) * 100 > imbalance_percentage * total[b] for tp in tps]
+        if not wanted:
+            return []
+        return self.elect_leaders(image, ElectionType.PREFERRED, wanted).records
 
     # -- producer ids ------------------------------------------------------------------
 

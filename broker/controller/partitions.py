@@ -84,6 +84,17 @@ def partition_change(
     return rec.wrap(msg) if changed else None
 
 
+def target_elr(p: PartitionRegistration, new_isr: tuple[int, ...], min_isr: int,
+               unclean_shutdown: Collection[int] = ()) -> tuple[int, ...]:
+    """The ELR after the ISR becomes `new_isr` (KIP-966): empty once the ISR reaches
+    min.insync.replicas; otherwise the old ELR plus whoever just left the ISR, minus the
+    new ISR and minus brokers that restarted uncleanly."""
+    if len(new_isr) >= min_isr:
+        return ()
+    out = [r for r in (*p.elr, *p.isr) if r not in new_isr and r not in unclean_shutdown]
+    return tuple(dict.fromkeys(out))
+
+
 def remove_broker(
     image: MetadataImage,
     broker_id: int,
@@ -109,11 +120,7 @@ def remove_broker(
             if mi is None:
                 mi = min_isr(t.name)
             isr = _without(p.isr, (broker_id,))
-            elr = _without(p.elr, (broker_id,)) if unclean_shutdown else p.elr
-            if len(isr) >= mi:
-                elr = ()
-            elif not unclean_shutdown and broker_id in p.isr and broker_id not in elr:
-                elr = (*elr, broker_id)
+            elr = target_elr(p, isr, mi, (broker_id,) if unclean_shutdown else ())
             leader, isr, elr = elect_leader(p, isr, elr, usable, unclean_enabled(t.name))
             r = partition_change(t.topic_id, i, p, leader, isr, elr)
             if r is not None:

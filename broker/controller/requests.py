@@ -164,3 +164,52 @@ class AllocateProducerIdsReply:
     error: ErrorCode = ErrorCode.none
     producer_id_start: int = -1
     producer_id_len: int = 0
+
+
+# -- partition state (AlterPartition, ElectLeaders) -------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    partition_index: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: Sequence[tuple[int, int]]  # (broker id, broker epoch or -1)
+    leader_recovery_state: int = 0      # 0 RECOVERED, 1 RECOVERING
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    broker_id: int
+    broker_epoch: int
+    topics: Sequence[tuple[uuid.UUID, Sequence[AlterPartitionItem]]]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItemResult:
+    partition_index: int
+    error: ErrorCode = ErrorCode.none
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReply:
+    error: ErrorCode = ErrorCode.none
+    topics: Sequence[tuple[uuid.UUID, Sequence[AlterPartitionItemResult]]] = ()
+
+
+class ElectionType(enum.IntEnum):
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersResult:
+    topic: str
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None

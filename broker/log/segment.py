@@ -226,6 +226,10 @@ class LogSegment:
         if truncated:
             os.ftruncate(self.fd, valid)
         self.size = valid
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
         return truncated
 
     # ------------------------------------------------------------------ appends

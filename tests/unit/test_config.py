@@ -99,6 +99,12 @@ def test_file_then_override_then_env(tmp_path: Path):
     assert c.retention_ms() == 3_600_000
 
 
+def test_environment_is_read_by_default(monkeypatch):
+    monkeypatch.setenv("SKIFF_NUM_PARTITIONS", "9")
+    assert load_config(overrides=COMBINED)["num.partitions"] == 9
+    assert load_config(overrides=COMBINED, env={})["num.partitions"] == 1
+
+
 def test_env_key_names():
     assert env_key("node.id") == "SKIFF_NODE_ID"
     assert env_key("log.dirs") == "SKIFF_LOG_DIRS"
@@ -111,19 +117,19 @@ def test_env_key_names():
 
 def test_unknown_key_is_a_warning(tmp_path: Path):
     seen: list[str] = []
-    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, warn=seen.append)
+    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={}, warn=seen.append)
     assert seen and "no.such.key" in seen[0] and c.warnings == seen
     assert c.originals["no.such.key"] == "1"
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path):
     with pytest.raises(ConfigError, match="readable"):
-        load_config(tmp_path / "nope.properties")
+        load_config(tmp_path / "nope.properties", env={})
 
 
 def test_overrides_must_be_key_value():
     with pytest.raises(ConfigError, match="key=value"):
-        load_config(overrides=["novalue"])
+        load_config(overrides=["novalue"], env={})
 
 
 # -- types and defaults ---------------------------------------------------------------

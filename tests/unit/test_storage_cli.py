@@ -125,14 +125,15 @@ def test_format_honours_env_overrides(tmp_path: Path):
 
 
 def test_ensure_formatted(tmp_path: Path):
-    cfg = load_config(write_config(tmp_path))
+    cfg = load_config(write_config(tmp_path), env={})
     with pytest.raises(StorageError, match="skiff storage format"):
         ensure_formatted(cfg)
     assert format_storage(cfg, CLUSTER) == cfg.all_directories()
     assert ensure_formatted(cfg) == CLUSTER
     # node id mismatch
     other = load_config(write_config(tmp_path, **{"node.id": "2",
-                                                   "controller.quorum.voters": "2@h:9093"}))
+                                                   "controller.quorum.voters": "2@h:9093"}),
+                        env={})
     with pytest.raises(StorageError, match="node id 1"):
         ensure_formatted(other)
     # cluster id mismatch between dirs
@@ -146,7 +147,7 @@ def test_ensure_formatted(tmp_path: Path):
 
 
 def test_bootstrap_records_round_trip(tmp_path: Path):
-    cfg = load_config(write_config(tmp_path))
+    cfg = load_config(write_config(tmp_path), env={})
     format_storage(cfg, CLUSTER)
     recs = read_bootstrap(cfg.metadata_log_dir)
     assert len(recs) == 1
