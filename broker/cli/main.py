@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from broker import __name__ as _pkg  # noqa: F401  (keeps the package importable check honest)
-from broker.cli import storage
+from broker.cli import server, storage
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="skiff 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     storage.add_parser(sub)
+    server.add_parsers(sub)
     return parser
 
 

@@ -9,10 +9,26 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from broker.handlers import api_versions
+from broker.handlers import (
+    api_versions,
+    delete_records,
+    describe_client_quotas,
+    describe_log_dirs,
+    fetch,
+    list_offsets,
+    produce,
+)
 from broker.server.dispatch import Dispatcher
 
-BROKER_HANDLERS: tuple[ModuleType, ...] = (api_versions,)
+BROKER_HANDLERS: tuple[ModuleType, ...] = (
+    api_versions,
+    produce,
+    fetch,
+    list_offsets,
+    delete_records,
+    describe_log_dirs,
+    describe_client_quotas,
+)
 
 
 def broker_dispatcher(modules: tuple[ModuleType, ...] = BROKER_HANDLERS) -> Dispatcher:

@@ -1,5 +1,9 @@
 """Fetch (API 1), versions 4-12: long-polled reads up to the high watermark.
 
+Records go out as file slices spliced into the socket with os.sendfile: the response is
+encoded by the narrow fast encoder (broker/protocol/fetch_encoder.py), which is tested
+byte for byte against kio.
+
 Fetch sessions (KIP-227) are declined the way Kafka declines them when its session
 cache is full: every answer carries session_id 0, so clients keep sending full
 fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
@@ -7,48 +11,47 @@ fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._build import build, response_module
+from broker.protocol.fetch_encoder import (
+    FetchPartition,
+    FetchResponseData,
+    FetchTopic,
+    encode_fetch_response,
+)
 from broker.replication.replica_manager import FetchPartitionRequest, FetchPartitionResult
+from broker.server.frames import ResponseChunks
 
 if TYPE_CHECKING:
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 1
-_NO_THROTTLE = datetime.timedelta(0)
-READ_COMMITTED = 1
 _LEADER_HINT_ERRORS = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 
 
-def _partition_data(mod: Any, res: FetchPartitionResult) -> Any:
-    fields: dict[str, Any] = {}
-    if res.error_code in _LEADER_HINT_ERRORS and hasattr(mod, "LeaderIdAndEpoch"):
-        # KIP-951: tell the client the new leader so it can switch without a metadata call.
-        fields["current_leader"] = mod.LeaderIdAndEpoch(
-            leader_id=res.leader_id, leader_epoch=res.leader_epoch
-        )
-    return build(
-        mod.PartitionData, partition_index=res.partition, error_code=res.error_code,
+def _partition(res: FetchPartitionResult) -> FetchPartition:
+    current_leader = (-1, -1)
+    if res.error_code in _LEADER_HINT_ERRORS:
+        # KIP-951: name the new leader so the client can switch without a metadata call.
+        current_leader = (res.leader_id, res.leader_epoch)
+    records: Any = res.records if res.records is not None and res.records.length else b""
+    return FetchPartition(
+        partition_index=res.partition, error_code=int(res.error_code),
         high_watermark=res.high_watermark, last_stable_offset=res.last_stable_offset,
-        log_start_offset=res.log_start_offset, aborted_transactions=None,
-        preferred_read_replica=-1,
-        records=res.records.read_bytes() if res.records is not None else b"",
-        **fields,
+        log_start_offset=res.log_start_offset, records=records,
+        diverging_epoch=res.diverging_epoch or (-1, -1), current_leader=current_leader,
     )
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
-    mod = response_module(request)
+async def handle(node: Node, ctx: RequestContext, request: Any) -> ResponseChunks:
+    version = ctx.api_version
     if getattr(request, "session_id", 0) != 0:
-        return build(
-            mod.FetchResponse, throttle_time=_NO_THROTTLE,
-            error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(),
-        )
+        return encode_fetch_response(version, FetchResponseData(
+            topics=(), error_code=int(ErrorCode.fetch_session_id_not_found), session_id=0,
+        ))
     wanted = [
         FetchPartitionRequest(
             topic=topic.topic, partition=p.partition, fetch_offset=p.fetch_offset,
@@ -63,14 +66,9 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         max_wait_ms=int(request.max_wait.total_seconds() * 1000),
         min_bytes=request.min_bytes, max_bytes=request.max_bytes,
     )
-    by_topic: dict[str, list[Any]] = {}
+    by_topic: dict[str, list[FetchPartition]] = {}
     for res in results:
-        by_topic.setdefault(res.topic, []).append(_partition_data(mod, res))
-    responses = tuple(
-        build(mod.FetchableTopicResponse, topic=name, partitions=tuple(parts))
-        for name, parts in by_topic.items()
-    )
-    return build(
-        mod.FetchResponse, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
-        responses=responses,
-    )
+        by_topic.setdefault(res.topic, []).append(_partition(res))
+    return encode_fetch_response(version, FetchResponseData(
+        topics=[FetchTopic(partitions=parts, topic=name) for name, parts in by_topic.items()],
+    ))
