@@ -8,9 +8,10 @@ while handlers run concurrently. Handlers are started in arrival order and each 
 first await before the next one starts, so work a handler does before its first await (a
 Produce append) keeps arrival order.
 
-At most `max_inflight_requests` requests per connection are queued or running; at the cap the
-reader stops reading and TCP pushes back on the client. A connection with nothing in flight and
-no bytes moved for `connections.max.idle.ms` is closed.
+At most `max_inflight_requests` requests per connection, holding at most
+`max_inflight_bytes` of request frames (one frame of any allowed size is always let in), are
+queued or running; at either cap the reader stops reading and TCP pushes back on the client.
+A connection with nothing in flight and no bytes moved for `connections.max.idle.ms` is closed.
 
 Kafka's answers to bad requests: an ApiVersions request of an unsupported version gets a v0
 ApiVersions response with UNSUPPORTED_VERSION and our ranges; any other unknown API key,
@@ -55,6 +56,7 @@ _SIZE: Final = struct.Struct(">i")
 DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104857600
 DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class ServerConfig:
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
     connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
     max_inflight_requests: int = DEFAULT_MAX_INFLIGHT_REQUESTS
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
@@ -70,6 +73,8 @@ class ServerConfig:
             raise ValueError("connections.max.idle.ms must be positive")
         if self.max_inflight_requests < 1:
             raise ValueError("max_inflight_requests must be at least 1")
+        if self.max_inflight_bytes < 1:
+            raise ValueError("max_inflight_bytes must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ class _Pending:
     request: Any
     entry: HandlerEntry | None
     task: asyncio.Future[Any]
+    size: int
 
 
 class _Listener:
@@ -203,9 +209,9 @@ class _Connection:
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{n}"
         self.queue: asyncio.Queue[_Pending | _Close] = asyncio.Queue()
-        cap = server.config.max_inflight_requests
-        self.slots = asyncio.Semaphore(cap)
         self.inflight = 0
+        self.inflight_bytes = 0
+        self.progress = asyncio.Event()  # set whenever a queued request is done with
         self.last_active = time.monotonic()
         self.idle_timer: asyncio.TimerHandle | None = None
         self.zero_copy = ZeroCopyWriter(writer)
@@ -232,9 +238,11 @@ class _Connection:
     # ---- reading ----
 
     async def _read_loop(self) -> str:
-        max_bytes = self.server.config.socket_request_max_bytes
+        config = self.server.config
+        max_bytes = config.socket_request_max_bytes
         while not self.closing:
-            await self.slots.acquire()
+            while self.inflight >= config.max_inflight_requests and not self.closing:
+                await self._wait_progress()
             try:
                 head = await self.reader.readexactly(4)
             except asyncio.IncompleteReadError as e:
@@ -248,6 +256,14 @@ class _Connection:
                     socket_request_max_bytes=max_bytes,
                 )
                 return f"frame size {size} outside 8..{max_bytes}"
+            while (
+                self.inflight > 0
+                and self.inflight_bytes + size > config.max_inflight_bytes
+                and not self.closing
+            ):
+                await self._wait_progress()
+            if self.closing:
+                break
             try:
                 frame = await self.reader.readexactly(size)
             except asyncio.IncompleteReadError:
@@ -259,6 +275,10 @@ class _Connection:
             if problem is not None:
                 return problem
         return "closing"
+
+    async def _wait_progress(self) -> None:
+        self.progress.clear()
+        await self.progress.wait()
 
     def _accept_frame(self, frame: bytes) -> str | None:
         """Queue the request; a reason string means: stop reading and close."""
@@ -319,7 +339,8 @@ class _Connection:
         task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
         self._track(task)
         self.inflight += 1
-        self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task))
+        self.inflight_bytes += len(frame)
+        self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task, len(frame)))
         return None
 
     def _legacy_produce(self, ctx: RequestContext, frame: bytes) -> str | None:
@@ -331,7 +352,6 @@ class _Connection:
         log.info("legacy Produce answered UNSUPPORTED_VERSION", connection=self.id,
                  api_version=ctx.api_version)
         if int(request.acks) == 0:
-            self.slots.release()
             return None
         body = legacy_produce.encode_unsupported_response(ctx.api_version, request)
         self._enqueue_ready(ctx, ResponseChunks([body]))
@@ -341,7 +361,7 @@ class _Connection:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.set_result(response)
         self.inflight += 1
-        self.queue.put_nowait(_Pending(ctx, None, None, fut))
+        self.queue.put_nowait(_Pending(ctx, None, None, fut, 0))
 
     def _refuse(self, what: str, detail: str) -> str:
         log.warning("bad request, closing connection", connection=self.id, problem=what,
@@ -364,8 +384,9 @@ class _Connection:
                 ok = await self._answer(item)
             finally:
                 self.inflight -= 1
+                self.inflight_bytes -= item.size
                 self.last_active = time.monotonic()
-                self.slots.release()
+                self.progress.set()
             if not ok:
                 self._close("request failed")
                 return
@@ -458,8 +479,8 @@ class _Connection:
         for t in list(self.tasks):
             t.cancel()
         self.writer.close()
-        # Let a read loop parked on the in-flight cap observe `closing`.
-        self.slots.release()
+        # Let a read loop parked on an in-flight cap observe `closing`.
+        self.progress.set()
 
     def _cleanup(self) -> None:
         self._close("done")
