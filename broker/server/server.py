@@ -208,6 +208,8 @@ class _Connection:
         local = writer.get_extra_info("sockname") or ("?", 0)
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{n}"
+        # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
+        self.log = log.bind(connection=self.id)
         self.queue: asyncio.Queue[_Pending | _Close] = asyncio.Queue()
         self.inflight = 0
         self.inflight_bytes = 0
@@ -220,7 +222,7 @@ class _Connection:
         self.closing = False
 
     async def run(self) -> None:
-        log.debug("connection opened", listener=self.listener.spec.name, connection=self.id)
+        self.log.debug("connection opened", listener=self.listener.spec.name)
         self._arm_idle_timer()
         write_task = asyncio.create_task(self._write_loop())
         try:
@@ -251,8 +253,8 @@ class _Connection:
                 return "connection reset"
             (size,) = _SIZE.unpack(head)
             if size < 8 or size > max_bytes:
-                log.warning(
-                    "request frame size refused", connection=self.id, size=size,
+                self.log.warning(
+                    "request frame size refused", size=size,
                     socket_request_max_bytes=max_bytes,
                 )
                 return f"frame size {size} outside 8..{max_bytes}"
@@ -306,7 +308,7 @@ class _Connection:
                 self._enqueue_ready(
                     ctx, api_versions.unsupported_version_response(apis)
                 )
-                log.info("unsupported ApiVersions version", connection=self.id,
+                self.log.info("unsupported ApiVersions version",
                          api_version=peek.api_version)
                 return None
             what = "unknown api key" if peek.api_key not in apis else "unsupported version"
@@ -333,7 +335,7 @@ class _Connection:
         entry = self.listener.spec.dispatcher.get(peek.api_key)
         if entry is None:  # not reachable: the advertised table is restricted to handlers
             return self._refuse("no handler", api.api_name(peek.api_key))
-        log.debug("request", connection=self.id, api=api.api_name(ctx.api_key),
+        self.log.debug("request", api=api.api_name(ctx.api_key),
                   api_version=ctx.api_version, correlation_id=ctx.correlation_id,
                   client_id=ctx.client_id)
         task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
@@ -349,7 +351,7 @@ class _Connection:
             request = legacy_produce.parse_request(memoryview(frame)[offset:])
         except Exception as e:
             return self._refuse("unparseable request", f"Produce v{ctx.api_version}: {e!r}")
-        log.info("legacy Produce answered UNSUPPORTED_VERSION", connection=self.id,
+        self.log.info("legacy Produce answered UNSUPPORTED_VERSION",
                  api_version=ctx.api_version)
         if int(request.acks) == 0:
             return None
@@ -364,7 +366,7 @@ class _Connection:
         self.queue.put_nowait(_Pending(ctx, None, None, fut, 0))
 
     def _refuse(self, what: str, detail: str) -> str:
-        log.warning("bad request, closing connection", connection=self.id, problem=what,
+        self.log.warning("bad request, closing connection", problem=what,
                     detail=detail, listener=self.listener.spec.name)
         return f"{what}: {detail}"
 
@@ -397,17 +399,17 @@ class _Connection:
             result = await p.task
         except KafkaError as e:
             if p.entry is None or p.entry.error_response is None:
-                log.warning("request failed, closing connection", connection=self.id,
+                self.log.warning("request failed, closing connection",
                             api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                             error=e.error_code.name, detail=e.message)
                 return False
-            log.info("request answered with error", connection=self.id,
+            self.log.info("request answered with error",
                      api=api.api_name(ctx.api_key), error=e.error_code.name, detail=e.message)
             result = p.entry.error_response(ctx, p.request, e.error_code)
         except asyncio.CancelledError:
             return False
         except Exception:
-            log.exception("handler failed, closing connection", connection=self.id,
+            self.log.exception("handler failed, closing connection",
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version)
             return False
         if result is None:
@@ -421,21 +423,21 @@ class _Connection:
                 got = (int(result.__api_key__), int(result.__version__))
                 # ApiVersions error answers may be v0 whatever the request's version.
                 if got != (ctx.api_key, ctx.api_version) and got != (api.API_VERSIONS, 0):
-                    log.error("handler answered the wrong api/version", connection=self.id,
+                    self.log.error("handler answered the wrong api/version",
                               api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                               response=type(result).__name__)
                     return False
                 self.writer.write(encode_response(result, ctx.correlation_id))
             await self.writer.drain()
         except (ConnectionError, OSError) as e:
-            log.debug("write failed", connection=self.id, error=repr(e))
+            self.log.debug("write failed", error=repr(e))
             return False
         except Exception:
-            log.exception("encoding the response failed, closing connection",
-                          connection=self.id, api=api.api_name(ctx.api_key),
+            self.log.exception("encoding the response failed, closing connection",
+                          api=api.api_name(ctx.api_key),
                           api_version=ctx.api_version)
             return False
-        log.debug("response", connection=self.id, api=api.api_name(ctx.api_key),
+        self.log.debug("response", api=api.api_name(ctx.api_key),
                   correlation_id=ctx.correlation_id)
         return True
 
@@ -452,7 +454,7 @@ class _Connection:
             return
         idle_s = self.server.config.connections_max_idle_ms / 1000
         if self.inflight == 0 and time.monotonic() - self.last_active >= idle_s:
-            log.info("closing idle connection", connection=self.id,
+            self.log.info("closing idle connection",
                      connections_max_idle_ms=self.server.config.connections_max_idle_ms)
             self.abort("idle")
             return
@@ -473,7 +475,7 @@ class _Connection:
         if self.closing:
             return
         self.closing = True
-        log.debug("connection closed", connection=self.id, reason=reason)
+        self.log.debug("connection closed", reason=reason)
         if self.idle_timer is not None:
             self.idle_timer.cancel()
         for t in list(self.tasks):
