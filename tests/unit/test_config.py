@@ -122,6 +122,19 @@ def test_unknown_key_is_a_warning(tmp_path: Path):
     assert c.originals["no.such.key"] == "1"
 
 
+def test_unknown_key_is_logged_without_a_callback(capsys):
+    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={})
+    assert "no.such.key" in c.warnings[0]
+    captured = capsys.readouterr()
+    assert "no.such.key" in captured.out + captured.err
+
+
+def test_cross_field_warning_is_reported():
+    seen: list[str] = []
+    c = build_config({**COMBINED, "socket.request.max.bytes": "100"}, warn=seen.append)
+    assert len(seen) == 1 and "socket.request.max.bytes" in seen[0] and c.warnings == seen
+
+
 def test_missing_file_is_a_clear_error(tmp_path: Path):
     with pytest.raises(ConfigError, match="readable"):
         load_config(tmp_path / "nope.properties", env={})
