@@ -73,7 +73,12 @@ from broker.controller.requests import (
 )
 from broker.controller.validation import collision_key, has_collision_chars, topic_name_error
 from broker.metadata import records as rec
-from broker.metadata.image import MetadataImage, PartitionRegistration
+from broker.metadata.image import (
+    LEADER_RECOVERED,
+    LEADER_RECOVERING,
+    MetadataImage,
+    PartitionRegistration,
+)
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC, pb
 
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -788,7 +793,8 @@ class Controller:
                     continue
                 new_isr = tuple(dict.fromkeys(b for b, _ in item.new_isr))
                 elr = parts.target_elr(p, new_isr, min_isr(t.name))
-                change = parts.partition_change(t.topic_id, idx, p, p.leader, new_isr, elr)
+                change = parts.partition_change(t.topic_id, idx, p, p.leader, new_isr, elr,
+                                                leader_recovery_state=item.leader_recovery_state)
                 epoch = p.partition_epoch
                 if change is not None:
                     records.append(change)
@@ -809,7 +815,13 @@ class Controller:
             return ErrorCode.fenced_leader_epoch
         if item.partition_epoch != p.partition_epoch:
             return ErrorCode.invalid_update_version
-        if item.leader_recovery_state not in (0, 1):
+        if item.leader_recovery_state not in (LEADER_RECOVERED, LEADER_RECOVERING):
+            return ErrorCode.invalid_request
+        # A recovered log cannot go back to recovering; a recovering one has no followers.
+        if (item.leader_recovery_state == LEADER_RECOVERING
+                and p.leader_recovery_state == LEADER_RECOVERED):
+            return ErrorCode.invalid_request
+        if item.leader_recovery_state == LEADER_RECOVERING and len(item.new_isr) != 1:
             return ErrorCode.invalid_request
         ids = [b for b, _ in item.new_isr]
         if leader not in ids or len(set(ids)) != len(ids):
@@ -863,13 +875,16 @@ class Controller:
                     results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed,
                                                       "The partition has a leader."))
                     continue
-                leader, isr, elr = parts.elect_leader(p, p.isr, p.elr, usable, unclean=True)
+                leader, isr, elr, unclean = parts.elect_leader(p, p.isr, p.elr, usable,
+                                                               unclean=True)
                 if leader == NO_LEADER:
                     results.append(ElectLeadersResult(
                         name, idx, ErrorCode.eligible_leaders_not_available,
                         "No live replica can become leader."))
                     continue
-                change = parts.partition_change(t.topic_id, idx, p, leader, isr, elr)
+                change = parts.partition_change(
+                    t.topic_id, idx, p, leader, isr, elr,
+                    leader_recovery_state=LEADER_RECOVERING if unclean else None)
             if change is not None:
                 records.append(change)
             results.append(ElectLeadersResult(name, idx))

@@ -9,7 +9,8 @@ Record types and their effect (one place, as the state machine's transition list
   broker_registration_change set fenced / in_controlled_shutdown when present
   topic                      add a topic (name and id must be new)
   partition                  set a partition of an existing topic
-  partition_change           merge the present fields into an existing partition;
+  partition_change           merge the present fields (incl. leader_recovery_state) into
+                             an existing partition;
                              partition_epoch += 1; leader_epoch += 1 iff `leader` is present
                              (the controller sets it, possibly to the same broker, to bump it)
   remove_topic               drop the topic, its partitions and its topic configs
@@ -271,6 +272,7 @@ class MetadataDelta:
             last_known_elr=_ids(r.last_known_elr),
             removing_replicas=_ids(r.removing_replicas),
             adding_replicas=_ids(r.adding_replicas),
+            leader_recovery_state=r.leader_recovery_state,
         )
         parts[r.partition_id] = p
         self.changed_partitions[(tid, r.partition_id)] = p
@@ -299,6 +301,8 @@ class MetadataDelta:
             last_known_elr=pick("last_known_elr", old.last_known_elr),
             removing_replicas=pick("removing_replicas", old.removing_replicas),
             adding_replicas=pick("adding_replicas", old.adding_replicas),
+            leader_recovery_state=(r.leader_recovery_state if r.HasField("leader_recovery_state")
+                                   else old.leader_recovery_state),
         )
         parts[r.partition_id] = p
         self.changed_partitions[(tid, r.partition_id)] = p

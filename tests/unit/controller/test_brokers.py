@@ -207,6 +207,7 @@ def test_unclean_leader_election_when_enabled_for_the_topic():
     hb(h, b, 5)  # b is neither ISR nor ELR, but unclean election is on
     p = h.image.topic("t").partitions[0]
     assert p.leader == b and p.isr == (b,) and p.elr == ()
+    assert p.leader_recovery_state == 1  # RECOVERING until the leader says otherwise
 
 
 def test_no_unclean_election_by_default():
