@@ -614,7 +614,7 @@ class Controller:
         existing = image.brokers.get(req.broker_id)
         session = self._sessions.get(req.broker_id)
         if (existing is not None and existing.incarnation_id != req.incarnation_id
-                and session is not None and not existing.fenced
+                and session is not None
                 and now_ms - session.last_seen_ms < self.settings.broker_session_timeout_ms):
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.duplicate_broker_registration,

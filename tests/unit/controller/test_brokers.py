@@ -105,6 +105,15 @@ def test_duplicate_registration_only_while_session_alive():
     assert r.response.error is E.none
 
 
+def test_duplicate_registration_also_while_the_other_is_fenced_but_alive():
+    h = empty_harness()
+    h.commit(h.controller.register_broker(h.image, reg_req(1), 0))
+    hb(h, 1, 100, offset=-5)  # still catching up: fenced, but its session is alive
+    assert h.image.brokers[1].fenced
+    r = h.controller.register_broker(h.image, reg_req(1, gen=1), 200)
+    assert r.response.error is E.duplicate_broker_registration
+
+
 def test_heartbeat_errors():
     h = empty_harness()
     up(h, 1)
