@@ -29,7 +29,10 @@ Broker liveness is a state machine (KIP-631), all transitions here:
                                               leaves the ELR)
 
 The soft state (last heartbeat time, reported metadata offset) is not in the
-image; a new active controller starts every broker's session at its first tick.
+image; a new active controller starts every unfenced broker's session at its first
+tick. A session ends when its broker is fenced; while a session is alive (the
+broker heartbeats, fenced or not) another incarnation of that broker id is refused
+with DUPLICATE_BROKER_REGISTRATION, as in Kafka.
 """
 
 from __future__ import annotations
@@ -699,6 +702,7 @@ class Controller:
             records.extend(parts.remove_broker(image, req.broker_id, min_isr, unclean))
             records.append(rec.wrap(pb.FenceBroker(broker_id=reg.broker_id,
                                                    broker_epoch=reg.epoch)))
+            del self._sessions[req.broker_id]
             return ControllerResult(records, BrokerHeartbeatReply(
                 is_caught_up=caught_up, is_fenced=True, should_shut_down=req.want_shut_down))
         if req.want_shut_down:
@@ -730,7 +734,8 @@ class Controller:
             reg = image.brokers[bid]
             s = self._sessions.get(bid)
             if s is None:
-                self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
+                if not reg.fenced:
+                    self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
                 continue
             if reg.fenced or now_ms - s.last_seen_ms < timeout:
                 continue
@@ -740,6 +745,7 @@ class Controller:
             fence = rec.wrap(pb.FenceBroker(broker_id=bid, broker_epoch=reg.epoch))
             records.extend(changes)
             records.append(fence)
+            del self._sessions[bid]  # a fenced broker's session is over
             from broker.metadata.delta import apply_records
             image = apply_records(image, [*changes, fence], image.offset, image.epoch)
         for bid in [b for b in self._sessions if b not in image.brokers]:
