@@ -85,6 +85,10 @@ from broker.metadata.image import (
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC, pb
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+# Kafka bounds what one user request may write (QuorumController.MAX_PARTITIONS_PER_BATCH):
+# a CreateTopics or CreatePartitions asking for more new partitions fails as a whole.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+_TOO_MANY = "Excessively large number of partitions per request."
 METADATA_VERSION_FEATURE = "metadata.version"
 
 # Broker keys that AlterConfigs may set dynamically (cluster default or per broker):
@@ -179,6 +183,17 @@ class Controller:
 
     def create_topics(self, image: MetadataImage, topics: Sequence[CreatableTopic],
                       validate_only: bool = False) -> ControllerResult[list[CreateTopicResult]]:
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.settings.num_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            return ControllerResult([], [CreateTopicResult(t.name, ErrorCode.policy_violation,
+                                                           _TOO_MANY) for t in topics])
         counts: dict[str, int] = {}
         for t in topics:
             counts[t.name] = counts.get(t.name, 0) + 1
@@ -353,6 +368,13 @@ class Controller:
         self, image: MetadataImage, topics: Sequence[CreatePartitionsTopic],
         validate_only: bool = False,
     ) -> ControllerResult[list[CreatePartitionsResult]]:
+        total = 0
+        for t in topics:
+            existing = image.topic(t.name)
+            total += max(0, t.count - (existing.num_partitions if existing else 0))
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            return ControllerResult([], [CreatePartitionsResult(
+                t.name, ErrorCode.policy_violation, _TOO_MANY) for t in topics])
         counts: dict[str, int] = {}
         for t in topics:
             counts[t.name] = counts.get(t.name, 0) + 1
@@ -379,10 +401,6 @@ class Controller:
                 continue
             if t.count == current:
                 fail(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
-                continue
-            if t.count > 1_000_000:
-                fail(ErrorCode.invalid_partitions,
-                     f"Requested {t.count} partitions; at most 1000000 are allowed.")
                 continue
             add = t.count - current
             existing_rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
