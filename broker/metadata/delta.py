@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.metadata.image import (
@@ -56,6 +57,21 @@ def _ids(values: Iterable[int]) -> tuple[int, ...]:
     if len(_TUPLES) > 100_000:
         _TUPLES.clear()
     return _TUPLES.setdefault(t, t)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPartition:
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    registration: PartitionRegistration
+
+
+@dataclass(slots=True)
+class LocalReplicaChanges:
+    deletes: list[LocalPartition] = field(default_factory=list)
+    leaders: list[LocalPartition] = field(default_factory=list)
+    followers: list[LocalPartition] = field(default_factory=list)
 
 
 class MetadataDelta:
@@ -153,6 +169,30 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             last_broker_epoch=self._last_broker_epoch,
         )
+
+    def local_changes(self, broker_id: int) -> LocalReplicaChanges:
+        """What this delta means for the replicas on one broker (Kafka's
+        TopicsDelta.localChanges): partitions to delete, to lead, to follow."""
+        out = LocalReplicaChanges()
+        for tid, gone in self.deleted_topics.items():
+            for i, p in gone.partitions.items():
+                if broker_id in p.replicas:
+                    out.deletes.append(LocalPartition(gone.name, tid, i, p))
+        for (tid, i), p in self.changed_partitions.items():
+            t = self._topic(tid)
+            if t is None:
+                continue
+            prev_topic = self.base.topics_by_id.get(tid)
+            prev = prev_topic.partitions.get(i) if prev_topic is not None else None
+            lp = LocalPartition(t.name, tid, i, p)
+            if broker_id not in p.replicas:
+                if prev is not None and broker_id in prev.replicas:
+                    out.deletes.append(lp)
+            elif p.leader == broker_id:
+                out.leaders.append(lp)
+            else:
+                out.followers.append(lp)
+        return out
 
     # -- copy-on-write helpers ------------------------------------------------
 
