@@ -147,7 +147,9 @@ def random_topic_id(rng: random.Random, taken: Iterable[uuid.UUID] = ()) -> uuid
 @dataclass
 class Controller:
     settings: ControllerSettings
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    # Required: the shell seeds it (random.Random(os.urandom(16)) in production, a fixed
+    # seed in tests); a default would give every controller the same topic ids.
+    rng: random.Random
     _sessions: dict[int, _BrokerSession] = field(default_factory=dict)
 
     # -- helpers ------------------------------------------------------------------
