@@ -79,6 +79,10 @@ def test_properties_crlf_and_comment_not_continued():
     assert p == {"a": "1", "b": "2"}
 
 
+def test_properties_continuation_is_not_a_comment_and_last_line_backslash():
+    assert parse_properties("a=1\\\n  #x\nb=2\\") == {"a": "1#x", "b": "2"}
+
+
 def test_properties_bad_unicode_escape():
     with pytest.raises(ValueError):
         parse_properties("a=\\u12\n")
