@@ -642,7 +642,8 @@ class Controller:
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id ({req.broker_id})."))
-        mv = image.features.get(METADATA_VERSION_FEATURE)
+        # A feature the broker declares must include the finalized level; one it does not
+        # declare is taken as supported (Skiff brokers of one version all share it).
         for name, lo, hi in req.features:
             level = image.features.get(name)
             if level is not None and not lo <= level <= hi:
@@ -651,11 +652,6 @@ class Controller:
                     f"Unable to register because the broker does not support finalized "
                     f"version {level} of {name}. The broker wants a version between {lo} and "
                     f"{hi}, inclusive."))
-        if mv is not None and not any(n == METADATA_VERSION_FEATURE for n, _, _ in req.features):
-            return ControllerResult([], BrokerRegistrationReply(
-                ErrorCode.unsupported_version,
-                f"Unable to register because the broker does not declare {METADATA_VERSION_FEATURE}"
-                f" (finalized at {mv})."))
         records: list[Any] = []
         if existing is not None:
             unclean = req.previous_broker_epoch != existing.epoch
