@@ -950,8 +950,10 @@ class Controller:
 
     @staticmethod
     def bootstrap_records(image: MetadataImage, bootstrap: Iterable[Any]) -> list[Any]:
-        """Records to write when the first controller starts on an empty log: the bootstrap
-        records (feature levels from `skiff storage format`) not already in the image."""
-        if image.offset >= 0 or image.features:
+        """Records to write when the first active controller starts: the bootstrap records
+        (feature levels from `skiff storage format`), unless the log already carries
+        finalized features. Offsets are no guide: Raft's LeaderChange control record
+        comes first, so the image of a fresh log is already at offset 0."""
+        if image.features:
             return []
         return list(bootstrap)
