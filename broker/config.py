@@ -689,7 +689,9 @@ def load_config(
 ) -> NodeConfig:
     """Read a properties file, then overrides, then SKIFF_* env; validate; return the config.
 
-    `env` defaults to os.environ; pass {} to ignore the environment.
+    `env` defaults to os.environ; pass {} to ignore the environment. Warnings (unknown
+    keys) go to `warn`, or to the structlog logger "skiff.config" when it is None, and
+    are kept in `NodeConfig.warnings` either way.
     """
     raw: dict[str, str] = {}
     origin: dict[str, str] = {}
@@ -719,10 +721,17 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
                  warn: Callable[[str], None] | None = None) -> NodeConfig:
     warnings: list[str] = []
 
-    def warning(msg: str) -> None:
-        warnings.append(msg)
+    def _emit(msg: str) -> None:
         if warn is not None:
             warn(msg)
+        else:
+            import structlog
+
+            structlog.get_logger("skiff.config").warning(msg)
+
+    def warning(msg: str) -> None:
+        warnings.append(msg)
+        _emit(msg)
 
     values: dict[str, Any] = {}
     for key, d in BROKER_CONFIGS.items():
@@ -733,7 +742,10 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
                     "is ignored")
     cfg = NodeConfig(values=values, originals=dict(raw), origin=dict(origin or {}),
                      warnings=warnings)
+    warnings_before = list(warnings)
     _derive_and_check(cfg, set(raw))
+    for msg in cfg.warnings[len(warnings_before):]:
+        _emit(msg)
     return cfg
 
 

@@ -1,6 +1,7 @@
 """The pure controller: requests + image + now_ms -> metadata records and results."""
 
 from broker.controller.controller import (
+    MAX_PARTITIONS_PER_REQUEST,
     PRODUCER_ID_BLOCK_SIZE,
     Controller,
     ControllerSettings,
@@ -35,6 +36,7 @@ from broker.controller.requests import (
 from broker.controller.validation import topic_name_error
 
 __all__ = [
+    "MAX_PARTITIONS_PER_REQUEST",
     "PRODUCER_ID_BLOCK_SIZE",
     "AllocateProducerIdsReply",
     "AlterConfigOp",

@@ -29,7 +29,10 @@ Broker liveness is a state machine (KIP-631), all transitions here:
                                               leaves the ELR)
 
 The soft state (last heartbeat time, reported metadata offset) is not in the
-image; a new active controller starts every broker's session at its first tick.
+image; a new active controller starts every unfenced broker's session at its first
+tick. A session ends when its broker is fenced; while a session is alive (the
+broker heartbeats, fenced or not) another incarnation of that broker id is refused
+with DUPLICATE_BROKER_REGISTRATION, as in Kafka.
 """
 
 from __future__ import annotations
@@ -73,10 +76,19 @@ from broker.controller.requests import (
 )
 from broker.controller.validation import collision_key, has_collision_chars, topic_name_error
 from broker.metadata import records as rec
-from broker.metadata.image import MetadataImage, PartitionRegistration
+from broker.metadata.image import (
+    LEADER_RECOVERED,
+    LEADER_RECOVERING,
+    MetadataImage,
+    PartitionRegistration,
+)
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC, pb
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+# Kafka bounds what one user request may write (QuorumController.MAX_PARTITIONS_PER_BATCH):
+# a CreateTopics or CreatePartitions asking for more new partitions fails as a whole.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+_TOO_MANY = "Excessively large number of partitions per request."
 METADATA_VERSION_FEATURE = "metadata.version"
 
 # Broker keys that AlterConfigs may set dynamically (cluster default or per broker):
@@ -135,7 +147,9 @@ def random_topic_id(rng: random.Random, taken: Iterable[uuid.UUID] = ()) -> uuid
 @dataclass
 class Controller:
     settings: ControllerSettings
-    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    # Required: the shell seeds it (random.Random(os.urandom(16)) in production, a fixed
+    # seed in tests); a default would give every controller the same topic ids.
+    rng: random.Random
     _sessions: dict[int, _BrokerSession] = field(default_factory=dict)
 
     # -- helpers ------------------------------------------------------------------
@@ -171,6 +185,17 @@ class Controller:
 
     def create_topics(self, image: MetadataImage, topics: Sequence[CreatableTopic],
                       validate_only: bool = False) -> ControllerResult[list[CreateTopicResult]]:
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.settings.num_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            return ControllerResult([], [CreateTopicResult(t.name, ErrorCode.policy_violation,
+                                                           _TOO_MANY) for t in topics])
         counts: dict[str, int] = {}
         for t in topics:
             counts[t.name] = counts.get(t.name, 0) + 1
@@ -345,6 +370,13 @@ class Controller:
         self, image: MetadataImage, topics: Sequence[CreatePartitionsTopic],
         validate_only: bool = False,
     ) -> ControllerResult[list[CreatePartitionsResult]]:
+        total = 0
+        for t in topics:
+            existing = image.topic(t.name)
+            total += max(0, t.count - (existing.num_partitions if existing else 0))
+        if total > MAX_PARTITIONS_PER_REQUEST:
+            return ControllerResult([], [CreatePartitionsResult(
+                t.name, ErrorCode.policy_violation, _TOO_MANY) for t in topics])
         counts: dict[str, int] = {}
         for t in topics:
             counts[t.name] = counts.get(t.name, 0) + 1
@@ -371,10 +403,6 @@ class Controller:
                 continue
             if t.count == current:
                 fail(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")
-                continue
-            if t.count > 1_000_000:
-                fail(ErrorCode.invalid_partitions,
-                     f"Requested {t.count} partitions; at most 1000000 are allowed.")
                 continue
             add = t.count - current
             existing_rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
@@ -609,12 +637,13 @@ class Controller:
         existing = image.brokers.get(req.broker_id)
         session = self._sessions.get(req.broker_id)
         if (existing is not None and existing.incarnation_id != req.incarnation_id
-                and session is not None and not existing.fenced
+                and session is not None
                 and now_ms - session.last_seen_ms < self.settings.broker_session_timeout_ms):
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id ({req.broker_id})."))
-        mv = image.features.get(METADATA_VERSION_FEATURE)
+        # A feature the broker declares must include the finalized level; one it does not
+        # declare is taken as supported (Skiff brokers of one version all share it).
         for name, lo, hi in req.features:
             level = image.features.get(name)
             if level is not None and not lo <= level <= hi:
@@ -623,11 +652,6 @@ class Controller:
                     f"Unable to register because the broker does not support finalized "
                     f"version {level} of {name}. The broker wants a version between {lo} and "
                     f"{hi}, inclusive."))
-        if mv is not None and not any(n == METADATA_VERSION_FEATURE for n, _, _ in req.features):
-            return ControllerResult([], BrokerRegistrationReply(
-                ErrorCode.unsupported_version,
-                f"Unable to register because the broker does not declare {METADATA_VERSION_FEATURE}"
-                f" (finalized at {mv})."))
         records: list[Any] = []
         if existing is not None:
             unclean = req.previous_broker_epoch != existing.epoch
@@ -694,6 +718,7 @@ class Controller:
             records.extend(parts.remove_broker(image, req.broker_id, min_isr, unclean))
             records.append(rec.wrap(pb.FenceBroker(broker_id=reg.broker_id,
                                                    broker_epoch=reg.epoch)))
+            del self._sessions[req.broker_id]
             return ControllerResult(records, BrokerHeartbeatReply(
                 is_caught_up=caught_up, is_fenced=True, should_shut_down=req.want_shut_down))
         if req.want_shut_down:
@@ -725,7 +750,8 @@ class Controller:
             reg = image.brokers[bid]
             s = self._sessions.get(bid)
             if s is None:
-                self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
+                if not reg.fenced:
+                    self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
                 continue
             if reg.fenced or now_ms - s.last_seen_ms < timeout:
                 continue
@@ -735,6 +761,7 @@ class Controller:
             fence = rec.wrap(pb.FenceBroker(broker_id=bid, broker_epoch=reg.epoch))
             records.extend(changes)
             records.append(fence)
+            del self._sessions[bid]  # a fenced broker's session is over
             from broker.metadata.delta import apply_records
             image = apply_records(image, [*changes, fence], image.offset, image.epoch)
         for bid in [b for b in self._sessions if b not in image.brokers]:
@@ -788,7 +815,8 @@ class Controller:
                     continue
                 new_isr = tuple(dict.fromkeys(b for b, _ in item.new_isr))
                 elr = parts.target_elr(p, new_isr, min_isr(t.name))
-                change = parts.partition_change(t.topic_id, idx, p, p.leader, new_isr, elr)
+                change = parts.partition_change(t.topic_id, idx, p, p.leader, new_isr, elr,
+                                                leader_recovery_state=item.leader_recovery_state)
                 epoch = p.partition_epoch
                 if change is not None:
                     records.append(change)
@@ -809,7 +837,13 @@ class Controller:
             return ErrorCode.fenced_leader_epoch
         if item.partition_epoch != p.partition_epoch:
             return ErrorCode.invalid_update_version
-        if item.leader_recovery_state not in (0, 1):
+        if item.leader_recovery_state not in (LEADER_RECOVERED, LEADER_RECOVERING):
+            return ErrorCode.invalid_request
+        # A recovered log cannot go back to recovering; a recovering one has no followers.
+        if (item.leader_recovery_state == LEADER_RECOVERING
+                and p.leader_recovery_state == LEADER_RECOVERED):
+            return ErrorCode.invalid_request
+        if item.leader_recovery_state == LEADER_RECOVERING and len(item.new_isr) != 1:
             return ErrorCode.invalid_request
         ids = [b for b, _ in item.new_isr]
         if leader not in ids or len(set(ids)) != len(ids):
@@ -863,13 +897,16 @@ class Controller:
                     results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed,
                                                       "The partition has a leader."))
                     continue
-                leader, isr, elr = parts.elect_leader(p, p.isr, p.elr, usable, unclean=True)
+                leader, isr, elr, unclean = parts.elect_leader(p, p.isr, p.elr, usable,
+                                                               unclean=True)
                 if leader == NO_LEADER:
                     results.append(ElectLeadersResult(
                         name, idx, ErrorCode.eligible_leaders_not_available,
                         "No live replica can become leader."))
                     continue
-                change = parts.partition_change(t.topic_id, idx, p, leader, isr, elr)
+                change = parts.partition_change(
+                    t.topic_id, idx, p, leader, isr, elr,
+                    leader_recovery_state=LEADER_RECOVERING if unclean else None)
             if change is not None:
                 records.append(change)
             results.append(ElectLeadersResult(name, idx))
@@ -913,8 +950,10 @@ class Controller:
 
     @staticmethod
     def bootstrap_records(image: MetadataImage, bootstrap: Iterable[Any]) -> list[Any]:
-        """Records to write when the first controller starts on an empty log: the bootstrap
-        records (feature levels from `skiff storage format`) not already in the image."""
-        if image.offset >= 0 or image.features:
+        """Records to write when the first active controller starts: the bootstrap records
+        (feature levels from `skiff storage format`), unless the log already carries
+        finalized features. Offsets are no guide: Raft's LeaderChange control record
+        comes first, so the image of a fresh log is already at offset 0."""
+        if image.features:
             return []
         return list(bootstrap)

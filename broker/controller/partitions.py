@@ -14,6 +14,9 @@ Rules (KRaft with KIP-966 eligible leader replicas):
   * the current leader stays if it is still an unfenced ISR member.
   * a PartitionChange sets `leader` (and so bumps the leader epoch) only when the
     leader changes.
+  * an unclean leader's log is RECOVERING (leader_recovery_state = 1) until it tells
+    the controller, through AlterPartition, that it is RECOVERED; meanwhile its ISR
+    stays just itself.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from broker.metadata import records as rec
-from broker.metadata.image import MetadataImage, PartitionRegistration
+from broker.metadata.image import LEADER_RECOVERING, MetadataImage, PartitionRegistration
 from broker.metadata.records import NO_LEADER, pb
 
 
@@ -37,21 +40,22 @@ def elect_leader(
     elr: tuple[int, ...],
     usable: Callable[[int], bool],
     unclean: bool,
-) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """(leader, isr, elr) after an election over the given ISR and ELR."""
+) -> tuple[int, tuple[int, ...], tuple[int, ...], bool]:
+    """(leader, isr, elr, unclean) after an election over the given ISR and ELR; the last
+    item says the leader came from outside ISR and ELR (its log must be RECOVERING)."""
     if p.leader != NO_LEADER and p.leader in isr and usable(p.leader):
-        return p.leader, isr, elr
+        return p.leader, isr, elr, False
     for r in p.replicas:
         if r in isr and usable(r):
-            return r, isr, elr
+            return r, isr, elr, False
     for r in p.replicas:
         if r in elr and usable(r):
-            return r, (r,), _without(elr, (r,))
+            return r, (r,), _without(elr, (r,)), False
     if unclean:
         for r in p.replicas:
             if usable(r):
-                return r, (r,), ()
-    return NO_LEADER, isr, elr
+                return r, (r,), (), True
+    return NO_LEADER, isr, elr, False
 
 
 def partition_change(
@@ -62,10 +66,14 @@ def partition_change(
     isr: tuple[int, ...],
     elr: tuple[int, ...],
     last_known_elr: tuple[int, ...] | None = None,
+    leader_recovery_state: int | None = None,
 ) -> Any | None:
     """A PartitionChange record for the fields that differ from `old`, or None."""
     msg = pb.PartitionChange(topic_id=topic_id.bytes, partition_id=index)
     changed = False
+    if leader_recovery_state is not None and leader_recovery_state != old.leader_recovery_state:
+        msg.leader_recovery_state = leader_recovery_state
+        changed = True
     if leader != old.leader:
         msg.leader = leader
         changed = True
@@ -121,8 +129,10 @@ def remove_broker(
                 mi = min_isr(t.name)
             isr = _without(p.isr, (broker_id,))
             elr = target_elr(p, isr, mi, (broker_id,) if unclean_shutdown else ())
-            leader, isr, elr = elect_leader(p, isr, elr, usable, unclean_enabled(t.name))
-            r = partition_change(t.topic_id, i, p, leader, isr, elr)
+            leader, isr, elr, unclean = elect_leader(p, isr, elr, usable,
+                                                     unclean_enabled(t.name))
+            r = partition_change(t.topic_id, i, p, leader, isr, elr,
+                                 leader_recovery_state=LEADER_RECOVERING if unclean else None)
             if r is not None:
                 out.append(r)
     return out
@@ -147,10 +157,12 @@ def elect_for_unfenced(
         for i, p in t.partitions.items():
             if p.leader != NO_LEADER or broker_id not in p.replicas:
                 continue
-            leader, isr, elr = elect_leader(p, p.isr, p.elr, usable, unclean_enabled(t.name))
+            leader, isr, elr, unclean = elect_leader(p, p.isr, p.elr, usable,
+                                                     unclean_enabled(t.name))
             if leader == NO_LEADER:
                 continue
-            r = partition_change(t.topic_id, i, p, leader, isr, elr)
+            r = partition_change(t.topic_id, i, p, leader, isr, elr,
+                                 leader_recovery_state=LEADER_RECOVERING if unclean else None)
             if r is not None:
                 out.append(r)
     return out

@@ -8,6 +8,7 @@ at their defaults, so kio does not write them (kcat's librdkafka 2.0.2 fails on 
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 from typing import Any
@@ -25,7 +26,9 @@ API_KEY = API_VERSIONS
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+@functools.lru_cache(maxsize=64)
 def build_response(version: int, apis: ApiTable, error_code: ErrorCode) -> Any:
+    """Cached: kio entities are immutable, and a listener's table does not change."""
     schema = load_response_schema(API_VERSIONS, version)
     module = __import__(schema.__module__, fromlist=["ApiVersion"])
     api_version_cls = module.ApiVersion

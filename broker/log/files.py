@@ -63,6 +63,32 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> 
         position += n
 
 
+_IOV_MAX = 1024
+
+
+def pwritev_all(fd: int, buffers: list[bytes | bytearray | memoryview], position: int) -> None:
+    """Write the buffers back to back at `position` (gathered, no joining copy)."""
+    i = 0
+    while i < len(buffers):
+        chunk = buffers[i : i + _IOV_MAX]
+        want = sum(len(b) for b in chunk)
+        n = os.pwritev(fd, chunk, position)
+        if n < want:
+            # Short write (rare): finish this chunk piece by piece.
+            for b in chunk:
+                view = memoryview(b)
+                if n >= len(view):
+                    n -= len(view)
+                    position += len(view)
+                    continue
+                pwrite_all(fd, view[n:], position + n)
+                position += len(view)
+                n = 0
+        else:
+            position += n
+        i += _IOV_MAX
+
+
 def pread_exact(fd: int, length: int, position: int) -> bytes:
     """Read up to `length` bytes at `position`; shorter only at end of file."""
     chunks: list[bytes] = []

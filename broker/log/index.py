@@ -3,7 +3,7 @@
 .index entries: relative offset i32, file position i32 (8 bytes).
 .timeindex entries: timestamp i64, relative offset i32 (12 bytes).
 
-Entries are kept in memory (arrays, bisect for lookups) and written with pwrite into a
+Entries are kept in memory (arrays, bisect for lookups) and stored through an mmap of a
 file pre-sized to segment.index.bytes, which is trimmed to the entries on roll or close,
 as Kafka does. An index is only trusted after a clean shutdown and a sanity check;
 otherwise it is rebuilt from the log.
@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import mmap
 import os
 import struct
 from array import array
 from pathlib import Path
-
-from broker.log.files import pwrite_all
 
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
@@ -36,7 +35,8 @@ class _IndexFile:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._presized = False
+        # Mapped (pre-sized to the maximum, like Kafka's) while entries are being added.
+        self._mm: mmap.mmap | None = None
 
     @property
     def is_full(self) -> bool:
@@ -45,24 +45,36 @@ class _IndexFile:
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def _write_entry(self, n: int, data: bytes) -> None:
-        if not self._presized:
-            # Sparse pre-allocation to the max size, as Kafka's mmap'd indexes appear.
-            os.ftruncate(self._fd, self.max_entries * self.entry_size)
-            self._presized = True
-        pwrite_all(self._fd, data, n * self.entry_size)
+    def _map(self) -> mmap.mmap:
+        if self._mm is None:
+            size = self.max_entries * self.entry_size
+            os.ftruncate(self._fd, size)
+            self._mm = mmap.mmap(self._fd, size)
+        return self._mm
+
+    def _unmap(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
 
     def _read_file(self) -> bytes:
         size = os.fstat(self._fd).st_size
         out = os.pread(self._fd, size, 0) if size else b""
         return out[: len(out) - len(out) % self.entry_size]
 
+    def _shrink_file(self, n: int) -> None:
+        if self._mm is None:
+            os.ftruncate(self._fd, n * self.entry_size)
+        # While mapped the tail past the entries is dead space, trimmed on roll/close.
+
     def trim(self) -> None:
         """Shrink the file to its entries (on roll and close)."""
+        self._unmap()
         os.ftruncate(self._fd, len(self) * self.entry_size)
-        self._presized = False
 
     def flush(self) -> None:
+        if self._mm is not None:
+            self._mm.flush()
         os.fsync(self._fd)
 
     def close(self) -> None:
@@ -72,6 +84,7 @@ class _IndexFile:
             self._fd = -1
 
     def close_without_trim(self) -> None:
+        self._unmap()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -115,8 +128,7 @@ class OffsetIndex(_IndexFile):
         rel = offset - self.base_offset
         if self.rel_offsets and rel <= self.rel_offsets[-1]:
             return
-        n = len(self.rel_offsets)
-        self._write_entry(n, _OFF.pack(rel, position))
+        _OFF.pack_into(self._mm or self._map(), len(self.rel_offsets) * 8, rel, position)
         self.rel_offsets.append(rel)
         self.positions.append(position)
 
@@ -141,8 +153,7 @@ class OffsetIndex(_IndexFile):
         if n < len(self.rel_offsets):
             del self.rel_offsets[n:]
             del self.positions[n:]
-            os.ftruncate(self._fd, n * self.entry_size)
-            self._presized = False
+            self._shrink_file(n)
 
     def reset(self) -> None:
         self._truncate_entries(0)
@@ -188,12 +199,14 @@ class TimeIndex(_IndexFile):
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         if self.timestamps and timestamp <= self.timestamps[-1]:
             return
-        if not skip_full_check and self.is_full:
-            return
         if self.is_full:
+            # Kafka rolls before the time index fills; the final entry of a full index is
+            # dropped rather than written past the mapped size.
+            del skip_full_check
             return
-        n = len(self.timestamps)
-        self._write_entry(n, _TIME.pack(timestamp, offset - self.base_offset))
+        _TIME.pack_into(
+            self._mm or self._map(), len(self.timestamps) * 12, timestamp, offset - self.base_offset
+        )
         self.timestamps.append(timestamp)
         self.rel_offsets.append(offset - self.base_offset)
 
@@ -213,8 +226,7 @@ class TimeIndex(_IndexFile):
         if n < len(self.timestamps):
             del self.timestamps[n:]
             del self.rel_offsets[n:]
-            os.ftruncate(self._fd, n * self.entry_size)
-            self._presized = False
+            self._shrink_file(n)
 
     def reset(self) -> None:
         self.truncate_to(self.base_offset)

@@ -40,6 +40,7 @@ from broker.log.files import (
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
 from broker.protocol.compression import Compression, codec_by_name
 from broker.protocol.records import (
+    HEADER_SIZE,
     MAGIC_OFFSET,
     BatchHeader,
     Record,
@@ -48,6 +49,7 @@ from broker.protocol.records import (
     decode_records,
     iter_batch_headers,
     patch_log_append_time,
+    patch_log_append_time_split,
     patch_offset_and_epoch,
     validate_batches,
     whole_batches_length,
@@ -125,6 +127,8 @@ class PartitionLog:
         self._high_watermark: int | None = None
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
+        # Bumped by every truncation: a cleaner that started before one must not swap.
+        self.truncation_generation = 0
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory, fsync=True)
         self.recovered_bytes_truncated = 0
@@ -292,13 +296,18 @@ class PartitionLog:
     def append_as_leader(
         self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
     ) -> AppendResult:
+        """Validate, assign offsets from the log end and stamp `leader_epoch`.
+
+        A writable buffer is patched in place and written as is; a read-only one is not
+        copied: each batch is written as a patched private copy of its 61-byte header
+        followed by the caller's record bytes (pwritev)."""
         mv = memoryview(records)
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
         if len(mv) > MAGIC_OFFSET and mv[MAGIC_OFFSET] in (0, 1):
             from broker.protocol.legacy import convert_to_v2
 
-            mv = memoryview(bytearray(convert_to_v2(mv, now_ms=now_ms)))
-        elif mv.readonly:
-            mv = memoryview(bytearray(mv))
+            mv = memoryview(convert_to_v2(mv, now_ms=now_ms))
         cfg = self.config
         headers = validate_batches(mv, cfg.max_message_bytes)
         if len(mv) > cfg.segment_bytes:
@@ -308,54 +317,55 @@ class PartitionLog:
             )
         mv, headers = self._leader_checks_and_rewrites(mv, headers, now_ms)
         log_append = cfg.log_append_time
+        writable = not mv.readonly
         with self._lock:
             self._check_open()
             next_offset = self._log_end_offset
             entries: list[BatchEntry] = []
+            buffers: list[bytes | bytearray | memoryview] = []
+            written: list[BatchHeader] = []
             pos = 0
             max_ts = -1
-            written: list[BatchHeader] = []
+            count = 0
             for h in headers:
                 size = h.size
-                patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
-                if log_append:
-                    patch_log_append_time(mv, pos, size, now_ms)
-                    bmax = now_ms
+                if writable:
+                    patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
+                    if log_append:
+                        patch_log_append_time(mv, pos, size, now_ms)
                 else:
-                    bmax = h.max_timestamp
+                    head = bytearray(mv[pos : pos + HEADER_SIZE])
+                    body = mv[pos + HEADER_SIZE : pos + size]
+                    patch_offset_and_epoch(head, 0, next_offset, leader_epoch)
+                    if log_append:
+                        patch_log_append_time_split(head, body, now_ms)
+                    buffers.append(head)
+                    buffers.append(body)
+                bmax = now_ms if log_append else h.max_timestamp
                 last = next_offset + h.last_offset_delta
                 entries.append(BatchEntry(pos, size, next_offset, last, bmax))
                 written.append(
                     BatchHeader(
-                        next_offset,
-                        h.batch_length,
-                        leader_epoch,
-                        2,
-                        h.crc,
-                        h.attributes,
-                        h.last_offset_delta,
-                        h.base_timestamp,
-                        bmax,
-                        h.producer_id,
-                        h.producer_epoch,
-                        h.base_sequence,
-                        h.records_count,
+                        next_offset, h.batch_length, leader_epoch, 2, h.crc, h.attributes,
+                        h.last_offset_delta, h.base_timestamp, bmax, h.producer_id,
+                        h.producer_epoch, h.base_sequence, h.records_count,
                     )
-                )
+                )  # fmt: skip
                 if bmax > max_ts:
                     max_ts = bmax
+                count += h.records_count
                 next_offset = last + 1
                 pos += size
             base = entries[0].base_offset
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base)
-            self._append_locked(mv, entries, written, now_ms)
+            self._append_locked(mv if writable else buffers, pos, entries, written, now_ms)
             return AppendResult(
                 base,
                 next_offset - 1,
                 now_ms if log_append else -1,
                 self._log_start_offset,
-                sum(h.records_count for h in headers),
+                count,
                 max_ts,
                 tuple(written),
             )
@@ -481,7 +491,7 @@ class PartitionLog:
             for h in written:
                 if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-            self._append_locked(mv, entries, written, self.clock())
+            self._append_locked(mv, len(mv), entries, written, self.clock())
             return AppendResult(
                 entries[0].base_offset,
                 entries[-1].last_offset,
@@ -494,13 +504,14 @@ class PartitionLog:
 
     def _append_locked(
         self,
-        data: memoryview,
+        data: memoryview | list[bytes | bytearray | memoryview],
+        size: int,
         entries: list[BatchEntry],
         written: list[BatchHeader],
         now_ms: int,
     ) -> None:
-        seg = self._maybe_roll(len(data), entries, now_ms)
-        seg.append(data, entries)
+        seg = self._maybe_roll(size, entries, now_ms)
+        seg.append(data, entries, size)
         self._log_end_offset = entries[-1].last_offset + 1
         if self.producer_state_hook is not None:
             self.producer_state_hook.on_append(written)
@@ -699,6 +710,7 @@ class PartitionLog:
             self._check_open()
             if offset >= self._log_end_offset:
                 return
+            self.truncation_generation += 1
             if offset <= self._log_start_offset:
                 self._truncate_fully_locked(
                     max(offset, 0) if offset < self._log_start_offset else offset
@@ -716,6 +728,7 @@ class PartitionLog:
                 self._schedule_delete(s)
             # A batch spanning `offset` goes whole: the log then ends where it began.
             self._log_end_offset = offset if cut_base is None else min(offset, cut_base)
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             if self._high_watermark is not None:
                 self._high_watermark = min(self._high_watermark, self._log_end_offset)
@@ -729,6 +742,7 @@ class PartitionLog:
             self._truncate_fully_locked(offset)
 
     def _truncate_fully_locked(self, offset: int) -> None:
+        self.truncation_generation += 1
         # Rename the old segments away first: the new one may reuse a base offset name.
         for s in self._segments:
             self._schedule_delete(s)
@@ -740,6 +754,47 @@ class PartitionLog:
         self.epoch_cache.clear()
         if self.producer_state_hook is not None:
             self.producer_state_hook.on_truncate(offset, offset)
+
+    # ------------------------------------------------------------------ cleaner swap
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty `<base>.log.cleaned` segment for the cleaner to fill."""
+        for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
+            for ext in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.dir / f"{base_offset:020d}{ext}{suffix}").unlink(missing_ok=True)
+        return self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
+
+    def replace_segments(
+        self, pairs: list[tuple[LogSegment, LogSegment]], generation: int | None = None
+    ) -> bool:
+        """Swap cleaned segments in for the originals, Kafka's way: `.cleaned` ->
+        `.swap`, old -> `.deleted`, `.swap` -> final name. A crash at any step is finished
+        (swap complete) or undone (cleaned discarded) by the next load. Returns False, and
+        discards the cleaned files, if any original left the log meanwhile (truncation,
+        retention, close)."""
+        with self._lock:
+            current = {id(s) for s in self._segments}
+            if (
+                self._closed
+                or any(id(old) not in current for old, _ in pairs)
+                or (generation is not None and generation != self.truncation_generation)
+            ):
+                for _, new in pairs:
+                    new.delete_files()
+                return False
+            for _, new in pairs:
+                new.on_become_inactive()
+                new.flush()
+                new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            for old, _ in pairs:
+                self._schedule_delete(old)
+            for _, new in pairs:
+                new.change_suffix(SWAP_SUFFIX, "")
+            fsync_dir(self.dir)
+            by_old = {id(old): new for old, new in pairs}
+            self._set_segments([by_old.get(id(s), s) for s in self._segments])
+            return True
 
     # ------------------------------------------------------------------ log start / retention
 
@@ -806,9 +861,11 @@ class PartitionLog:
             total = sum(s.size for s in segs)
             for i, s in enumerate(segs):
                 upper = segs[i + 1].base_offset if i + 1 < len(segs) else s.next_offset
-                if upper > hw or s.size == 0:
+                if upper > hw or (s is segs[-1] and s.size == 0):
                     break
-                by_time = cfg.retention_ms >= 0 and now_ms - s.max_timestamp > cfg.retention_ms
+                # Segments without timestamps (converted magic 0) age by file mtime.
+                largest = s.max_timestamp if s.max_timestamp >= 0 else s.last_modified_ms()
+                by_time = cfg.retention_ms >= 0 and now_ms - largest > cfg.retention_ms
                 by_size = cfg.retention_bytes >= 0 and total - s.size >= cfg.retention_bytes
                 if not (by_time or by_size):
                     break

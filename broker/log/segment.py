@@ -24,6 +24,7 @@ from broker.log.files import (
     SegmentFile,
     pread_exact,
     pwrite_all,
+    pwritev_all,
     segment_name,
 )
 from broker.log.index import IndexCorrupt, OffsetIndex, TimeIndex
@@ -234,24 +235,43 @@ class LogSegment:
 
     # ------------------------------------------------------------------ appends
 
-    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchEntry]) -> None:
+    def append(
+        self,
+        data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+        batches: list[BatchEntry],
+        size: int | None = None,
+    ) -> None:
+        """Write `data` (one buffer, or buffers gathered with pwritev totalling `size`) at
+        the end and index its batches. `size` only moves after the bytes are written."""
         physical = self.size
-        pwrite_all(self.fd, data, physical)
+        if isinstance(data, list):
+            pwritev_all(self.fd, data, physical)
+            assert size is not None
+        else:
+            pwrite_all(self.fd, data, physical)
+            size = len(data)
         interval = self.index_interval_bytes
+        since = self.bytes_since_last_index_entry
+        max_ts = self.max_timestamp
         for b in batches:
-            if b.max_timestamp > self.max_timestamp:
-                self.max_timestamp = b.max_timestamp
+            if b.max_timestamp > max_ts:
+                max_ts = b.max_timestamp
                 self.offset_of_max_timestamp = b.last_offset
-            if self.bytes_since_last_index_entry > interval:
+            if since > interval:
                 self.offset_index.append(b.last_offset, physical + b.position)
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += b.size
+                self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp)
+                since = 0
+            since += b.size
+        self.max_timestamp = max_ts
+        self.bytes_since_last_index_entry = since
         if self.rolling_based_timestamp is None and batches:
             self.rolling_based_timestamp = batches[0].max_timestamp
         self.next_offset = batches[-1].last_offset + 1
         self.unflushed = True
-        self.size = physical + len(data)
+        self.size = physical + size
+
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
 
     def can_hold(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= INT32_MAX
@@ -395,6 +415,20 @@ class LogSegment:
         self.time_index.close()
         # The log file is not closed here: slices handed out may still read it. It is
         # closed when the last reference goes (SegmentFile.__del__).
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename all three files from suffix `old` to `new` (cleaner swap); the open
+        descriptors follow the files."""
+        for attr in ("offset_index", "time_index"):
+            idx = getattr(self, attr)
+            name = idx.path.name
+            base = name[: len(name) - len(old)] if old else name
+            idx.rename(idx.path.with_name(base + new))
+        name = self.log_path.name
+        base = name[: len(name) - len(old)] if old else name
+        target = self.log_path.with_name(base + new)
+        os.replace(self.log_path, target)
+        self.log_path = target
 
     def rename_to_deleted(self) -> None:
         """First step of asynchronous deletion: `.deleted` suffix, index fds closed.

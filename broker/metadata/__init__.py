@@ -1,6 +1,11 @@
 """Cluster metadata: the immutable MetadataImage, MetadataDelta, records and snapshots."""
 
-from broker.metadata.delta import MetadataDelta, apply_records
+from broker.metadata.delta import (
+    LocalPartition,
+    LocalReplicaChanges,
+    MetadataDelta,
+    apply_records,
+)
 from broker.metadata.image import (
     BrokerRegistration,
     Endpoint,
@@ -23,6 +28,8 @@ __all__ = [
     "BrokerRegistration",
     "Endpoint",
     "InvalidRecordError",
+    "LocalPartition",
+    "LocalReplicaChanges",
     "MetadataDelta",
     "MetadataImage",
     "MetadataRecord",

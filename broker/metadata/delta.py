@@ -9,7 +9,8 @@ Record types and their effect (one place, as the state machine's transition list
   broker_registration_change set fenced / in_controlled_shutdown when present
   topic                      add a topic (name and id must be new)
   partition                  set a partition of an existing topic
-  partition_change           merge the present fields into an existing partition;
+  partition_change           merge the present fields (incl. leader_recovery_state) into
+                             an existing partition;
                              partition_epoch += 1; leader_epoch += 1 iff `leader` is present
                              (the controller sets it, possibly to the same broker, to bump it)
   remove_topic               drop the topic, its partitions and its topic configs
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker.metadata.image import (
@@ -55,6 +57,21 @@ def _ids(values: Iterable[int]) -> tuple[int, ...]:
     if len(_TUPLES) > 100_000:
         _TUPLES.clear()
     return _TUPLES.setdefault(t, t)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPartition:
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    registration: PartitionRegistration
+
+
+@dataclass(slots=True)
+class LocalReplicaChanges:
+    deletes: list[LocalPartition] = field(default_factory=list)
+    leaders: list[LocalPartition] = field(default_factory=list)
+    followers: list[LocalPartition] = field(default_factory=list)
 
 
 class MetadataDelta:
@@ -152,6 +169,30 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             last_broker_epoch=self._last_broker_epoch,
         )
+
+    def local_changes(self, broker_id: int) -> LocalReplicaChanges:
+        """What this delta means for the replicas on one broker (Kafka's
+        TopicsDelta.localChanges): partitions to delete, to lead, to follow."""
+        out = LocalReplicaChanges()
+        for tid, gone in self.deleted_topics.items():
+            for i, p in gone.partitions.items():
+                if broker_id in p.replicas:
+                    out.deletes.append(LocalPartition(gone.name, tid, i, p))
+        for (tid, i), p in self.changed_partitions.items():
+            t = self._topic(tid)
+            if t is None:
+                continue
+            prev_topic = self.base.topics_by_id.get(tid)
+            prev = prev_topic.partitions.get(i) if prev_topic is not None else None
+            lp = LocalPartition(t.name, tid, i, p)
+            if broker_id not in p.replicas:
+                if prev is not None and broker_id in prev.replicas:
+                    out.deletes.append(lp)
+            elif p.leader == broker_id:
+                out.leaders.append(lp)
+            else:
+                out.followers.append(lp)
+        return out
 
     # -- copy-on-write helpers ------------------------------------------------
 
@@ -271,6 +312,7 @@ class MetadataDelta:
             last_known_elr=_ids(r.last_known_elr),
             removing_replicas=_ids(r.removing_replicas),
             adding_replicas=_ids(r.adding_replicas),
+            leader_recovery_state=r.leader_recovery_state,
         )
         parts[r.partition_id] = p
         self.changed_partitions[(tid, r.partition_id)] = p
@@ -299,6 +341,8 @@ class MetadataDelta:
             last_known_elr=pick("last_known_elr", old.last_known_elr),
             removing_replicas=pick("removing_replicas", old.removing_replicas),
             adding_replicas=pick("adding_replicas", old.adding_replicas),
+            leader_recovery_state=(r.leader_recovery_state if r.HasField("leader_recovery_state")
+                                   else old.leader_recovery_state),
         )
         parts[r.partition_id] = p
         self.changed_partitions[(tid, r.partition_id)] = p

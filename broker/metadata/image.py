@@ -20,6 +20,9 @@ from types import MappingProxyType
 
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
 
+LEADER_RECOVERED = 0
+LEADER_RECOVERING = 1
+
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
@@ -61,6 +64,7 @@ class PartitionRegistration:
     last_known_elr: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0  # LEADER_RECOVERED / LEADER_RECOVERING
 
     @property
     def preferred_leader(self) -> int:

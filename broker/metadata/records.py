@@ -106,6 +106,7 @@ def partition_record(
     last_known_elr: Iterable[int] = (),
     removing_replicas: Iterable[int] = (),
     adding_replicas: Iterable[int] = (),
+    leader_recovery_state: int = 0,
 ) -> Any:
     return wrap(
         pb.Partition(
@@ -120,6 +121,7 @@ def partition_record(
             last_known_elr=list(last_known_elr),
             removing_replicas=list(removing_replicas),
             adding_replicas=list(adding_replicas),
+            leader_recovery_state=leader_recovery_state,
         )
     )
 

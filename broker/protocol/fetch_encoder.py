@@ -23,7 +23,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from broker.server.frames import Chunk, FileSlice, ResponseChunks, chunk_length
 
@@ -128,9 +128,11 @@ def _tagged(tag: int, payload: bytes) -> bytes:
 def _record_chunks(records: Records) -> list[Chunk] | None:
     if records is None:
         return None
-    if isinstance(records, bytes | FileSlice):
+    if isinstance(records, bytes):
         return [records]
-    return list(records)
+    if isinstance(records, list | tuple):
+        return list(records)
+    return [cast(FileSlice, records)]
 
 
 def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChunks:

@@ -253,6 +253,17 @@ def patch_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_
     _U32.pack_into(buf, pos + 17, crc32c(memoryview(buf)[pos + CRC_START : pos + size]))
 
 
+def patch_log_append_time_split(
+    head: bytearray, body: bytes | bytearray | memoryview, now_ms: int
+) -> None:
+    """patch_log_append_time for a batch held as a private copy of its 61-byte header plus
+    the caller's (read-only) record bytes; the CRC is continued across both parts."""
+    (attrs,) = _I16.unpack_from(head, 21)
+    _I16.pack_into(head, 21, attrs | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(head, 35, now_ms)
+    _U32.pack_into(head, 17, crc32c(body, crc32c(memoryview(head)[CRC_START:HEADER_SIZE])))
+
+
 # ---------------------------------------------------------------- varints (zigzag)
 
 

@@ -42,6 +42,14 @@ class FileSlice(Protocol):
 
 Chunk = bytes | bytearray | memoryview | FileSlice
 
+# isinstance against a runtime-checkable Protocol costs ~30 us; chunks are told apart by
+# checking for the byte types instead: anything else is a FileSlice.
+_BYTES = (bytes, bytearray, memoryview)
+
+
+def is_file_slice(chunk: Chunk) -> bool:
+    return not isinstance(chunk, _BYTES)
+
 
 def chunk_length(chunk: Chunk) -> int:
     if isinstance(chunk, bytes | bytearray):
@@ -68,18 +76,21 @@ class ResponseChunks:
             raise ValueError("negative chunk length")
         if n == 0:
             return
-        # Adjacent byte strings are merged so the writer makes fewer calls.
-        if self._parts and not isinstance(part, FileSlice):
-            last = self._parts[-1]
-            if isinstance(last, bytearray):
-                last += part
-                self.size += n
-                return
-            if isinstance(last, bytes):
-                self._parts[-1] = bytearray(last) + part
-                self.size += n
-                return
-        self._parts.append(part if isinstance(part, FileSlice) else bytes(part))
+        if isinstance(part, _BYTES):
+            # Adjacent byte strings are merged so the writer makes fewer calls.
+            if self._parts:
+                last = self._parts[-1]
+                if isinstance(last, bytearray):
+                    last += part
+                    self.size += n
+                    return
+                if isinstance(last, bytes):
+                    self._parts[-1] = bytearray(last) + part
+                    self.size += n
+                    return
+            self._parts.append(bytes(part))
+        else:
+            self._parts.append(part)
         self.size += n
 
     @property
@@ -93,13 +104,13 @@ class ResponseChunks:
         return len(self._parts)
 
     def has_file_slices(self) -> bool:
-        return any(isinstance(p, FileSlice) for p in self._parts)
+        return any(is_file_slice(p) for p in self._parts)
 
     def to_bytes(self) -> bytes:
         """The body as one bytes object (copies file slices): tests and non-socket paths."""
         out = bytearray()
         for p in self._parts:
-            if isinstance(p, FileSlice):
+            if not isinstance(p, _BYTES):
                 data = p.read_bytes()
                 if len(data) != p.length:
                     raise OSError(f"file slice read {len(data)} of {p.length} bytes")
@@ -128,10 +139,10 @@ class ZeroCopyWriter:
     async def write(self, prefix: bytes, chunks: ResponseChunks) -> None:
         self._writer.write(prefix)
         for part in chunks:
-            if isinstance(part, FileSlice):
-                await self._sendfile(part)
-            else:
+            if isinstance(part, _BYTES):
                 self._writer.write(part)
+            else:
+                await self._sendfile(part)
 
     async def _drain_fully(self) -> None:
         transport = self._writer.transport

@@ -8,9 +8,10 @@ while handlers run concurrently. Handlers are started in arrival order and each 
 first await before the next one starts, so work a handler does before its first await (a
 Produce append) keeps arrival order.
 
-At most `max_inflight_requests` requests per connection are queued or running; at the cap the
-reader stops reading and TCP pushes back on the client. A connection with nothing in flight and
-no bytes moved for `connections.max.idle.ms` is closed.
+At most `max_inflight_requests` requests per connection, holding at most
+`max_inflight_bytes` of request frames (one frame of any allowed size is always let in), are
+queued or running; at either cap the reader stops reading and TCP pushes back on the client.
+A connection with nothing in flight and no bytes moved for `connections.max.idle.ms` is closed.
 
 Kafka's answers to bad requests: an ApiVersions request of an unsupported version gets a v0
 ApiVersions response with UNSUPPORTED_VERSION and our ranges; any other unknown API key,
@@ -55,6 +56,7 @@ _SIZE: Final = struct.Struct(">i")
 DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104857600
 DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class ServerConfig:
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
     connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
     max_inflight_requests: int = DEFAULT_MAX_INFLIGHT_REQUESTS
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
@@ -70,6 +73,8 @@ class ServerConfig:
             raise ValueError("connections.max.idle.ms must be positive")
         if self.max_inflight_requests < 1:
             raise ValueError("max_inflight_requests must be at least 1")
+        if self.max_inflight_bytes < 1:
+            raise ValueError("max_inflight_bytes must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ class _Pending:
     request: Any
     entry: HandlerEntry | None
     task: asyncio.Future[Any]
+    size: int
 
 
 class _Listener:
@@ -202,10 +208,12 @@ class _Connection:
         local = writer.get_extra_info("sockname") or ("?", 0)
         self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
         self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{n}"
+        # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
+        self.log = log.bind(connection=self.id)
         self.queue: asyncio.Queue[_Pending | _Close] = asyncio.Queue()
-        cap = server.config.max_inflight_requests
-        self.slots = asyncio.Semaphore(cap)
         self.inflight = 0
+        self.inflight_bytes = 0
+        self.progress = asyncio.Event()  # set whenever a queued request is done with
         self.last_active = time.monotonic()
         self.idle_timer: asyncio.TimerHandle | None = None
         self.zero_copy = ZeroCopyWriter(writer)
@@ -214,7 +222,7 @@ class _Connection:
         self.closing = False
 
     async def run(self) -> None:
-        log.debug("connection opened", listener=self.listener.spec.name, connection=self.id)
+        self.log.debug("connection opened", listener=self.listener.spec.name)
         self._arm_idle_timer()
         write_task = asyncio.create_task(self._write_loop())
         try:
@@ -232,9 +240,11 @@ class _Connection:
     # ---- reading ----
 
     async def _read_loop(self) -> str:
-        max_bytes = self.server.config.socket_request_max_bytes
+        config = self.server.config
+        max_bytes = config.socket_request_max_bytes
         while not self.closing:
-            await self.slots.acquire()
+            while self.inflight >= config.max_inflight_requests and not self.closing:
+                await self._wait_progress()
             try:
                 head = await self.reader.readexactly(4)
             except asyncio.IncompleteReadError as e:
@@ -243,11 +253,19 @@ class _Connection:
                 return "connection reset"
             (size,) = _SIZE.unpack(head)
             if size < 8 or size > max_bytes:
-                log.warning(
-                    "request frame size refused", connection=self.id, size=size,
+                self.log.warning(
+                    "request frame size refused", size=size,
                     socket_request_max_bytes=max_bytes,
                 )
                 return f"frame size {size} outside 8..{max_bytes}"
+            while (
+                self.inflight > 0
+                and self.inflight_bytes + size > config.max_inflight_bytes
+                and not self.closing
+            ):
+                await self._wait_progress()
+            if self.closing:
+                break
             try:
                 frame = await self.reader.readexactly(size)
             except asyncio.IncompleteReadError:
@@ -259,6 +277,10 @@ class _Connection:
             if problem is not None:
                 return problem
         return "closing"
+
+    async def _wait_progress(self) -> None:
+        self.progress.clear()
+        await self.progress.wait()
 
     def _accept_frame(self, frame: bytes) -> str | None:
         """Queue the request; a reason string means: stop reading and close."""
@@ -286,7 +308,7 @@ class _Connection:
                 self._enqueue_ready(
                     ctx, api_versions.unsupported_version_response(apis)
                 )
-                log.info("unsupported ApiVersions version", connection=self.id,
+                self.log.info("unsupported ApiVersions version",
                          api_version=peek.api_version)
                 return None
             what = "unknown api key" if peek.api_key not in apis else "unsupported version"
@@ -313,13 +335,14 @@ class _Connection:
         entry = self.listener.spec.dispatcher.get(peek.api_key)
         if entry is None:  # not reachable: the advertised table is restricted to handlers
             return self._refuse("no handler", api.api_name(peek.api_key))
-        log.debug("request", connection=self.id, api=api.api_name(ctx.api_key),
+        self.log.debug("request", api=api.api_name(ctx.api_key),
                   api_version=ctx.api_version, correlation_id=ctx.correlation_id,
                   client_id=ctx.client_id)
         task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
         self._track(task)
         self.inflight += 1
-        self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task))
+        self.inflight_bytes += len(frame)
+        self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task, len(frame)))
         return None
 
     def _legacy_produce(self, ctx: RequestContext, frame: bytes) -> str | None:
@@ -328,10 +351,9 @@ class _Connection:
             request = legacy_produce.parse_request(memoryview(frame)[offset:])
         except Exception as e:
             return self._refuse("unparseable request", f"Produce v{ctx.api_version}: {e!r}")
-        log.info("legacy Produce answered UNSUPPORTED_VERSION", connection=self.id,
+        self.log.info("legacy Produce answered UNSUPPORTED_VERSION",
                  api_version=ctx.api_version)
         if int(request.acks) == 0:
-            self.slots.release()
             return None
         body = legacy_produce.encode_unsupported_response(ctx.api_version, request)
         self._enqueue_ready(ctx, ResponseChunks([body]))
@@ -341,10 +363,10 @@ class _Connection:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.set_result(response)
         self.inflight += 1
-        self.queue.put_nowait(_Pending(ctx, None, None, fut))
+        self.queue.put_nowait(_Pending(ctx, None, None, fut, 0))
 
     def _refuse(self, what: str, detail: str) -> str:
-        log.warning("bad request, closing connection", connection=self.id, problem=what,
+        self.log.warning("bad request, closing connection", problem=what,
                     detail=detail, listener=self.listener.spec.name)
         return f"{what}: {detail}"
 
@@ -364,8 +386,9 @@ class _Connection:
                 ok = await self._answer(item)
             finally:
                 self.inflight -= 1
+                self.inflight_bytes -= item.size
                 self.last_active = time.monotonic()
-                self.slots.release()
+                self.progress.set()
             if not ok:
                 self._close("request failed")
                 return
@@ -376,17 +399,17 @@ class _Connection:
             result = await p.task
         except KafkaError as e:
             if p.entry is None or p.entry.error_response is None:
-                log.warning("request failed, closing connection", connection=self.id,
+                self.log.warning("request failed, closing connection",
                             api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                             error=e.error_code.name, detail=e.message)
                 return False
-            log.info("request answered with error", connection=self.id,
+            self.log.info("request answered with error",
                      api=api.api_name(ctx.api_key), error=e.error_code.name, detail=e.message)
             result = p.entry.error_response(ctx, p.request, e.error_code)
         except asyncio.CancelledError:
             return False
         except Exception:
-            log.exception("handler failed, closing connection", connection=self.id,
+            self.log.exception("handler failed, closing connection",
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version)
             return False
         if result is None:
@@ -400,21 +423,21 @@ class _Connection:
                 got = (int(result.__api_key__), int(result.__version__))
                 # ApiVersions error answers may be v0 whatever the request's version.
                 if got != (ctx.api_key, ctx.api_version) and got != (api.API_VERSIONS, 0):
-                    log.error("handler answered the wrong api/version", connection=self.id,
+                    self.log.error("handler answered the wrong api/version",
                               api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                               response=type(result).__name__)
                     return False
                 self.writer.write(encode_response(result, ctx.correlation_id))
             await self.writer.drain()
         except (ConnectionError, OSError) as e:
-            log.debug("write failed", connection=self.id, error=repr(e))
+            self.log.debug("write failed", error=repr(e))
             return False
         except Exception:
-            log.exception("encoding the response failed, closing connection",
-                          connection=self.id, api=api.api_name(ctx.api_key),
+            self.log.exception("encoding the response failed, closing connection",
+                          api=api.api_name(ctx.api_key),
                           api_version=ctx.api_version)
             return False
-        log.debug("response", connection=self.id, api=api.api_name(ctx.api_key),
+        self.log.debug("response", api=api.api_name(ctx.api_key),
                   correlation_id=ctx.correlation_id)
         return True
 
@@ -431,7 +454,7 @@ class _Connection:
             return
         idle_s = self.server.config.connections_max_idle_ms / 1000
         if self.inflight == 0 and time.monotonic() - self.last_active >= idle_s:
-            log.info("closing idle connection", connection=self.id,
+            self.log.info("closing idle connection",
                      connections_max_idle_ms=self.server.config.connections_max_idle_ms)
             self.abort("idle")
             return
@@ -452,14 +475,14 @@ class _Connection:
         if self.closing:
             return
         self.closing = True
-        log.debug("connection closed", connection=self.id, reason=reason)
+        self.log.debug("connection closed", reason=reason)
         if self.idle_timer is not None:
             self.idle_timer.cancel()
         for t in list(self.tasks):
             t.cancel()
         self.writer.close()
-        # Let a read loop parked on the in-flight cap observe `closing`.
-        self.slots.release()
+        # Let a read loop parked on an in-flight cap observe `closing`.
+        self.progress.set()
 
     def _cleanup(self) -> None:
         self._close("done")

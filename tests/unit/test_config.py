@@ -79,6 +79,10 @@ def test_properties_crlf_and_comment_not_continued():
     assert p == {"a": "1", "b": "2"}
 
 
+def test_properties_continuation_is_not_a_comment_and_last_line_backslash():
+    assert parse_properties("a=1\\\n  #x\nb=2\\") == {"a": "1#x", "b": "2"}
+
+
 def test_properties_bad_unicode_escape():
     with pytest.raises(ValueError):
         parse_properties("a=\\u12\n")
@@ -120,6 +124,19 @@ def test_unknown_key_is_a_warning(tmp_path: Path):
     c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={}, warn=seen.append)
     assert seen and "no.such.key" in seen[0] and c.warnings == seen
     assert c.originals["no.such.key"] == "1"
+
+
+def test_unknown_key_is_logged_without_a_callback(capsys):
+    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={})
+    assert "no.such.key" in c.warnings[0]
+    captured = capsys.readouterr()
+    assert "no.such.key" in captured.out + captured.err
+
+
+def test_cross_field_warning_is_reported():
+    seen: list[str] = []
+    c = build_config({**COMBINED, "socket.request.max.bytes": "100"}, warn=seen.append)
+    assert len(seen) == 1 and "socket.request.max.bytes" in seen[0] and c.warnings == seen
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path):

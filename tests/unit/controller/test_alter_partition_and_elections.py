@@ -157,3 +157,33 @@ def test_unclean_election_on_request():
     assert p.leader == b and p.isr == (b,)
     r = h.controller.elect_leaders(h.image, ElectionType.UNCLEAN)
     assert r.response[0].error is E.election_not_needed
+
+
+def test_unclean_leader_is_recovering_until_it_says_recovered():
+    h = empty_harness()
+    up(h, 0, 1)
+    t = topic(h, "t", 1, 2)
+    a, b = h.image.topic("t").partitions[0].replicas
+    hb(h, b, 0, want_fence=True)
+    hb(h, a, 0, want_fence=True)
+    hb(h, b, 1)
+    h.image = apply_records(h.image, h.controller.elect_leaders(h.image,
+                                                                ElectionType.UNCLEAN).records)
+    p = h.image.topic("t").partitions[0]
+    assert p.leader == b and p.leader_recovery_state == 1
+    hb(h, a, 2)
+
+    def send(isr, state):
+        p = h.image.topic("t").partitions[0]
+        item = AlterPartitionItem(0, p.leader_epoch, p.partition_epoch,
+                                  [(x, h.image.brokers[x].epoch) for x in isr], state)
+        return h.commit(h.controller.alter_partition(h.image, AlterPartitionRequest(
+            b, h.image.brokers[b].epoch, [(t.topic_id, [item])]))).topics[0][1][0]
+
+    assert send([b, a], 1).error is E.invalid_request    # no followers while recovering
+    res = send([b], 0)                                   # recovered
+    assert res.error is E.none and res.leader_recovery_state == 0
+    assert h.image.topic("t").partitions[0].leader_recovery_state == 0
+    assert send([b], 1).error is E.invalid_request       # never back to recovering
+    assert send([b, a], 0).error is E.none
+    assert h.image.topic("t").partitions[0].isr == (b, a)

@@ -84,7 +84,7 @@ def test_registration_errors():
                                      0)
     assert r.response.error is E.unsupported_version
     r = h.controller.register_broker(h.image, reg_req(1, features=[]), 0)
-    assert r.response.error is E.unsupported_version
+    assert r.response.error is E.none  # an undeclared feature is taken as supported
     r = h.controller.register_broker(h.image, reg_req(-3), 0)
     assert r.response.error is E.invalid_registration
 
@@ -103,6 +103,15 @@ def test_duplicate_registration_only_while_session_alive():
     # after the session expired a new incarnation may take over
     r = h.controller.register_broker(h.image, reg_req(1, gen=2), 2000 + SESSION)
     assert r.response.error is E.none
+
+
+def test_duplicate_registration_also_while_the_other_is_fenced_but_alive():
+    h = empty_harness()
+    h.commit(h.controller.register_broker(h.image, reg_req(1), 0))
+    hb(h, 1, 100, offset=-5)  # still catching up: fenced, but its session is alive
+    assert h.image.brokers[1].fenced
+    r = h.controller.register_broker(h.image, reg_req(1, gen=1), 200)
+    assert r.response.error is E.duplicate_broker_registration
 
 
 def test_heartbeat_errors():
@@ -207,6 +216,7 @@ def test_unclean_leader_election_when_enabled_for_the_topic():
     hb(h, b, 5)  # b is neither ISR nor ELR, but unclean election is on
     p = h.image.topic("t").partitions[0]
     assert p.leader == b and p.isr == (b,) and p.elr == ()
+    assert p.leader_recovery_state == 1  # RECOVERING until the leader says otherwise
 
 
 def test_no_unclean_election_by_default():
@@ -295,4 +305,6 @@ def test_bootstrap_records_only_on_an_empty_log():
     from broker.controller import Controller
     boot = [rec.feature_level_record("metadata.version", 1)]
     assert Controller.bootstrap_records(MetadataImage.empty(CID), boot) == boot
+    after_leader_change = MetadataImage(cluster_id=CID, offset=0, epoch=1)
+    assert Controller.bootstrap_records(after_leader_change, boot) == boot
     assert Controller.bootstrap_records(empty_harness().image, boot) == []

@@ -185,3 +185,21 @@ def test_delete_disabled():
     create(h, CreatableTopic("a", 1, 1))
     r = h.controller.delete_topics(h.image, names=["a"])
     assert r.response[0].error is E.topic_deletion_disabled and r.records == []
+
+
+def test_too_many_partitions_in_one_request_fail_as_a_whole():
+    h = Harness(cluster(1), num_partitions=5000)
+    r = h.controller.create_topics(h.image, [CreatableTopic("a", 5000, 1),
+                                             CreatableTopic("b", 1, 1), CreatableTopic("c")])
+    assert r.records == []
+    assert {x.error for x in r.response} == {E.policy_violation}
+    assert r.response[0].message == "Excessively large number of partitions per request."
+    # exactly the limit is fine
+    [ok] = create(h, CreatableTopic("a", 10_000, 1))
+    assert ok.error is E.none and h.image.topic("a").num_partitions == 10_000
+    from broker.controller import CreatePartitionsTopic
+    r = h.controller.create_partitions(h.image, [CreatePartitionsTopic("a", 20_001)])
+    assert r.response[0].error is E.policy_violation and r.records == []
+    # a huge count is refused before any placement work is done
+    r = h.controller.create_topics(h.image, [CreatableTopic("z", 2**31 - 1, 1)])
+    assert r.response[0].error is E.policy_violation

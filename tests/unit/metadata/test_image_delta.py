@@ -179,3 +179,31 @@ def test_decode_rejects_garbage_and_oversize():
         rec.decode(b"")
     with pytest.raises(InvalidRecordError):
         rec.decode(b"\x00" * (rec.MAX_RECORD_BYTES + 1))
+
+
+def test_local_changes_for_one_broker():
+    img = base()
+    d = MetadataDelta(img)
+    t3 = uuid.UUID(int=0xC3)
+    d.replay(rec.topic_record("c", t3))
+    d.replay(rec.partition_record(t3, 0, [1, 0], [1, 0], 1))
+    d.replay(rec.partition_record(t3, 1, [2], [2], 2))
+    ch = pb.PartitionChange(topic_id=T1.bytes, partition_id=0, leader=1)
+    d.replay(wrap(ch))
+    moved = pb.PartitionChange(topic_id=T1.bytes, partition_id=1)
+    moved.replicas.ids.extend([1, 2])
+    moved.isr.ids.extend([1, 2])
+    d.replay(wrap(moved))
+    d.replay(rec.remove_topic_record(T2))
+    d.apply()
+    on0 = d.local_changes(0)
+    assert sorted((x.topic, x.partition) for x in on0.leaders) == []
+    assert sorted((x.topic, x.partition) for x in on0.followers) == [("a", 0), ("c", 0)]
+    assert sorted((x.topic, x.partition) for x in on0.deletes) == [("a", 1), ("b", 0)]
+    on1 = d.local_changes(1)
+    assert sorted((x.topic, x.partition) for x in on1.leaders) == [("a", 0), ("a", 1), ("c", 0)]
+    assert on1.deletes == [] and on1.followers == []
+    on2 = d.local_changes(2)
+    assert sorted((x.topic, x.partition) for x in on2.leaders) == [("c", 1)]
+    assert [(x.topic, x.partition) for x in on2.followers] == [("a", 1)]
+    assert on2.leaders[0].registration.leader == 2 and on2.leaders[0].topic_id == t3

@@ -246,3 +246,44 @@ def test_short_file_slice_closes_connection() -> None:
 def test_encode_body_round_trip() -> None:
     resp = api_versions.build_response(2, api_versions.ApiTable([]), ErrorCode.none)
     assert encode_body(resp) == b"\x00\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
+
+
+def test_inflight_bytes_cap_stops_reading() -> None:
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    state: dict[str, int] = {"started": 0}
+    req = ApiVersionsRequest(client_software_name="x" * 80, client_software_version="1")
+    frame_len = len(encode_request(req, 0)) - 4
+    cap = frame_len * 3 + frame_len // 2  # room for three frames, not four
+
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def handle(node: object, ctx: RequestContext, request: Any) -> Any:
+            state["started"] += 1
+            await gate.wait()
+            return api_versions.build_response(3, ctx.apis, ErrorCode.none)
+
+        config = ServerConfig(max_inflight_bytes=cap)
+        async with running_server(_dispatcher(handle), config=config) as (_s, port):
+            reader, writer = await _open(port)
+            writer.write(b"".join(encode_request(req, i) for i in range(8)))
+            await asyncio.sleep(0.3)
+            assert state["started"] == 3
+            gate.set()
+            got = [decode_response(18, 3, await arecv_frame(reader))[0] for _ in range(8)]
+            assert got == list(range(8))
+            writer.close()
+
+    run(main)
+
+    # A single frame larger than the cap is still let in when nothing else is in flight.
+    async def one_big() -> None:
+        async with running_server(config=ServerConfig(max_inflight_bytes=10)) as (_s, port):
+            reader, writer = await _open(port)
+            writer.write(encode_request(req, 1) + encode_request(req, 2))
+            assert [decode_response(18, 3, await arecv_frame(reader))[0] for _ in range(2)] == [
+                1, 2]
+            writer.close()
+
+    run(one_big)
