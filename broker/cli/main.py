@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from broker import __name__ as _pkg  # noqa: F401  (keeps the package importable check honest)
-from broker.cli import server, storage
+from broker.cli import server, storage, tools
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     storage.add_parser(sub)
     server.add_parsers(sub)
+    tools.add_parser(sub)
     return parser
 
 
