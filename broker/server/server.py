@@ -229,11 +229,16 @@ class _Connection:
             reason = await self._read_loop()
         except asyncio.CancelledError:
             reason = "cancelled"
+        except Exception:  # a bug on our side: this connection goes, the server stays
+            self.log.exception("reading a request failed, closing connection")
+            reason = "internal error"
         self.queue.put_nowait(_Close(reason))
         try:
             await write_task
         except asyncio.CancelledError:
             pass
+        except Exception:
+            self.log.exception("writing responses failed, closing connection")
         finally:
             self._cleanup()
 
