@@ -9,6 +9,7 @@ at their defaults, so kio does not write them (kcat's librdkafka 2.0.2 fails on 
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from datetime import timedelta
 from typing import Any
@@ -30,7 +31,7 @@ _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 def build_response(version: int, apis: ApiTable, error_code: ErrorCode) -> Any:
     """Cached: kio entities are immutable, and a listener's table does not change."""
     schema = load_response_schema(API_VERSIONS, version)
-    module = __import__(schema.__module__, fromlist=["ApiVersion"])
+    module = importlib.import_module(schema.__module__)
     api_version_cls = module.ApiVersion
     keys = tuple(
         api_version_cls(

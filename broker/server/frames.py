@@ -29,7 +29,8 @@ class FileSlice(Protocol):
     """`length` bytes of `file` at `position` (the log engine's FileSlice matches this)."""
 
     @property
-    def file(self) -> HasFileno | int: ...
+    def file(self) -> HasFileno | int | None:
+        """None only for an empty slice."""
 
     @property
     def position(self) -> int: ...
@@ -120,7 +121,9 @@ class ResponseChunks:
         return bytes(out)
 
 
-def _fileno(f: HasFileno | int) -> int:
+def _fileno(f: HasFileno | int | None) -> int:
+    if f is None:
+        raise OSError("file slice without a file")
     return f if isinstance(f, int) else f.fileno()
 
 

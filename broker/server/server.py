@@ -57,6 +57,7 @@ DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104857600
 DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
+STREAM_LIMIT: Final = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,9 @@ class Server:
                 spec.host,
                 spec.port,
                 reuse_address=True,
+                # Buffer up to 2 MiB before pausing the socket: fewer pause/resume cycles
+                # while a large Produce frame arrives.
+                limit=STREAM_LIMIT,
             )
             host, port = self.address(spec.name)
             log.info("listener started", listener=spec.name, host=host, port=port,
@@ -229,11 +233,16 @@ class _Connection:
             reason = await self._read_loop()
         except asyncio.CancelledError:
             reason = "cancelled"
+        except Exception:  # a bug on our side: this connection goes, the server stays
+            self.log.exception("reading a request failed, closing connection")
+            reason = "internal error"
         self.queue.put_nowait(_Close(reason))
         try:
             await write_task
         except asyncio.CancelledError:
             pass
+        except Exception:
+            self.log.exception("writing responses failed, closing connection")
         finally:
             self._cleanup()
 

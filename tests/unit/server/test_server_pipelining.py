@@ -287,3 +287,30 @@ def test_inflight_bytes_cap_stops_reading() -> None:
             writer.close()
 
     run(one_big)
+
+
+def test_a_handler_that_is_not_a_coroutine_closes_only_its_connection() -> None:
+    def not_async(node: object, ctx: RequestContext, request: Any) -> Any:
+        return _response_for(ctx)  # a bug: handlers must be async
+
+    async def main() -> None:
+        d = Dispatcher.from_modules([api_versions])
+        d.register(48, not_async)  # type: ignore[arg-type]
+        async with running_server(d) as (server, port):
+            from kio.schema.describe_client_quotas.v0.request import DescribeClientQuotasRequest
+
+            reader, writer = await _open(port)
+            writer.write(encode_request(api_versions_request(2), 1))
+            writer.write(encode_request(DescribeClientQuotasRequest(components=(), strict=False),
+                                        2))
+            assert decode_response(18, 2, await arecv_frame(reader))[0] == 1
+            assert await asyncio.wait_for(reader.read(1), 5) == b""
+            writer.close()
+            await asyncio.sleep(0.05)
+            assert server.connection_count == 0
+            r2, w2 = await _open(port)
+            w2.write(encode_request(api_versions_request(2), 3))
+            assert decode_response(18, 2, await arecv_frame(r2))[0] == 3
+            w2.close()
+
+    run(main)
