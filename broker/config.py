@@ -662,7 +662,7 @@ class NodeConfig:
 
 
 def env_key(key: str) -> str:
-    return "SKIFF_" + key.upper().replace("-", "___").replace("_", "__").replace(".", "_")
+    return "SKIFF_" + key.upper().replace("_", "__").replace("-", "___").replace(".", "_")
 
 
 def _key_from_env(name: str) -> str:

@@ -109,6 +109,12 @@ def test_environment_is_read_by_default(monkeypatch):
     assert load_config(overrides=COMBINED, env={})["num.partitions"] == 1
 
 
+@pytest.mark.parametrize("key", ["node.id", "a_b.c", "x-y.z", "log.dirs"])
+def test_env_key_round_trip(key):
+    from broker.config import _key_from_env
+    assert _key_from_env(env_key(key)) == key
+
+
 def test_env_key_names():
     assert env_key("node.id") == "SKIFF_NODE_ID"
     assert env_key("log.dirs") == "SKIFF_LOG_DIRS"
