@@ -330,6 +330,13 @@ def test_effective_values_fall_back_to_broker_keys():
                        "segment.index.bytes", "index.interval.bytes", "flush.messages"}
 
 
+def test_a_stored_override_that_no_longer_parses_does_not_break_readers():
+    c = cfg()
+    assert effective_topic_configs(c, {"retention.ms": "soon"})["retention.ms"] == 604_800_000
+    [e] = describe_topic_configs(c, {"retention.ms": "soon"}, names=["retention.ms"])
+    assert e.value == "soon" and e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
 def test_describe_topic_sources_and_synonyms():
     c = cfg(log_retention_ms="1000")
     entries = {e.name: e for e in describe_topic_configs(
