@@ -662,7 +662,7 @@ class NodeConfig:
 
 
 def env_key(key: str) -> str:
-    return "SKIFF_" + key.upper().replace("-", "___").replace("_", "__").replace(".", "_")
+    return "SKIFF_" + key.upper().replace("_", "__").replace("-", "___").replace(".", "_")
 
 
 def _key_from_env(name: str) -> str:
@@ -969,9 +969,12 @@ def effective_topic_configs(
     out: dict[str, Any] = {}
     for name, d in TOPIC_CONFIGS.items():
         if name in topic_overrides:
-            out[name] = d.parse(topic_overrides[name])
-        else:
-            out[name] = _broker_synonym_value(cfg, d, dynamic_default)[0]
+            try:
+                out[name] = d.parse(topic_overrides[name])
+                continue
+            except ConfigError:
+                pass  # only a record from another version could hold one: use the default
+        out[name] = _broker_synonym_value(cfg, d, dynamic_default)[0]
     return out
 
 
@@ -988,10 +991,12 @@ def describe_topic_configs(
         bval, bsrc, bsyn = _broker_synonym_value(cfg, d, dynamic_default)
         synonyms: list[ConfigSynonym] = []
         if name in topic_overrides:
-            val = d.parse(topic_overrides[name])
-            synonyms.append(ConfigSynonym(name, format_value(d.type, val),
-                                          ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            value, source = format_value(d.type, val), ConfigSource.DYNAMIC_TOPIC_CONFIG
+            try:
+                shown = format_value(d.type, d.parse(topic_overrides[name]))
+            except ConfigError:
+                shown = topic_overrides[name]
+            synonyms.append(ConfigSynonym(name, shown, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            value, source = shown, ConfigSource.DYNAMIC_TOPIC_CONFIG
         else:
             value, source = format_value(d.type, bval), bsrc
         synonyms.extend(bsyn)

@@ -32,6 +32,8 @@ from broker.controller.requests import (
     ElectionType,
     ElectLeadersResult,
     IncrementalAlterConfigsResource,
+    OngoingReassignment,
+    ReassignmentResult,
 )
 from broker.controller.validation import topic_name_error
 
@@ -62,8 +64,10 @@ __all__ = [
     "ElectLeadersResult",
     "ElectionType",
     "IncrementalAlterConfigsResource",
+    "OngoingReassignment",
     "PendingWrites",
     "PlacementError",
+    "ReassignmentResult",
     "place_replicas",
     "random_topic_id",
     "topic_name_error",

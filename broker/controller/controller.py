@@ -73,9 +73,12 @@ from broker.controller.requests import (
     ElectionType,
     ElectLeadersResult,
     IncrementalAlterConfigsResource,
+    OngoingReassignment,
+    ReassignmentResult,
 )
 from broker.controller.validation import collision_key, has_collision_chars, topic_name_error
 from broker.metadata import records as rec
+from broker.metadata.delta import apply_records
 from broker.metadata.image import (
     LEADER_RECOVERED,
     LEADER_RECOVERING,
@@ -762,7 +765,6 @@ class Controller:
             records.extend(changes)
             records.append(fence)
             del self._sessions[bid]  # a fenced broker's session is over
-            from broker.metadata.delta import apply_records
             image = apply_records(image, [*changes, fence], image.offset, image.epoch)
         for bid in [b for b in self._sessions if b not in image.brokers]:
             del self._sessions[bid]
@@ -824,6 +826,15 @@ class Controller:
                 results.append(AlterPartitionItemResult(
                     idx, ErrorCode.none, p.leader, p.leader_epoch, new_isr, epoch,
                     item.leader_recovery_state))
+                # The new replicas of a reassignment caught up: finish it in the same batch.
+                if change is not None and parts.reassigning(p):
+                    after = apply_records(image, [change]).topic_by_id(topic_id)
+                    assert after is not None
+                    done = parts.maybe_complete_reassignment(
+                        topic_id, idx, after.partitions[idx], new_isr,
+                        self._usable(image), min_isr(t.name))
+                    if done is not None:
+                        records.append(done)
         return ControllerResult(records, AlterPartitionReply(ErrorCode.none, topics_out))
 
     @staticmethod
@@ -854,6 +865,85 @@ class Controller:
                     or (epoch != -1 and epoch != reg.epoch)):
                 return ErrorCode.ineligible_replica
         return ErrorCode.none
+
+    # -- AlterPartitionReassignments / ListPartitionReassignments -------------------------
+
+    @staticmethod
+    def _usable(image: MetadataImage) -> Callable[[int], bool]:
+        def usable(b: int) -> bool:
+            reg = image.brokers.get(b)
+            return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+        return usable
+
+    def alter_partition_reassignments(
+        self, image: MetadataImage,
+        reassignments: Sequence[tuple[str, int, Sequence[int] | None]],
+    ) -> ControllerResult[list[ReassignmentResult]]:
+        """Start (target replicas) or cancel (None) reassignments, per partition (KIP-455).
+        New replicas join `replicas` at once so they fetch; the old ones leave when the new
+        ones are all in the ISR (see alter_partition)."""
+        usable = self._usable(image)
+        min_isr = self._topic_min_isr(image)
+        records: list[Any] = []
+        results: list[ReassignmentResult] = []
+        for name, idx, target in reassignments:
+            def res(code: ErrorCode = ErrorCode.none, msg: str | None = None,
+                    name: str = name, idx: int = idx) -> None:
+                results.append(ReassignmentResult(name, idx, code, msg))
+
+            t = image.topic(name)
+            p = None if t is None else t.partitions.get(idx)
+            if t is None or p is None:
+                res(ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+                continue
+            if target is None:
+                if not parts.reassigning(p):
+                    res(ErrorCode.no_reassignment_in_progress,
+                        f"No ongoing reassignment for {name}-{idx}.")
+                    continue
+                original = parts.original_replicas(p)
+                isr = tuple(r for r in p.isr if r in original)
+                change = parts.change_replicas(t.topic_id, idx, p, original, isr, (), (),
+                                               usable, min_isr(name))
+            else:
+                new = tuple(target)
+                problem = validate_assignment(new)
+                if problem is None:
+                    missing = [b for b in new if b not in image.brokers]
+                    if missing:
+                        problem = (f"The manual partition assignment includes broker "
+                                   f"{missing[0]}, but no such broker is registered.")
+                if problem is not None:
+                    res(ErrorCode.invalid_replica_assignment, problem)
+                    continue
+                current = parts.original_replicas(p) if parts.reassigning(p) else p.replicas
+                adding = tuple(r for r in new if r not in current)
+                removing = tuple(r for r in current if r not in new)
+                merged = new + removing
+                isr = tuple(r for r in p.isr if r in merged)
+                target_isr = tuple(r for r in isr if r in new)
+                if not adding and target_isr:
+                    # Nothing to copy (a reorder or a pure removal): done at once.
+                    change = parts.change_replicas(t.topic_id, idx, p, new, target_isr, (), (),
+                                                   usable, min_isr(name))
+                else:
+                    change = parts.change_replicas(t.topic_id, idx, p, merged, isr, adding,
+                                                   removing, usable, min_isr(name))
+            if change is not None:
+                records.append(change)
+            res()
+        return ControllerResult(records, results)
+
+    @staticmethod
+    def list_partition_reassignments(
+        image: MetadataImage, partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> list[OngoingReassignment]:
+        if partitions is None:
+            wanted = [(t.name, i, p) for t, i, p in image.iter_partitions()]
+        else:
+            wanted = [(n, i, p) for n, i in partitions if (p := image.partition(n, i)) is not None]
+        return [OngoingReassignment(n, i, p.replicas, p.adding_replicas, p.removing_replicas)
+                for n, i, p in wanted if parts.reassigning(p)]
 
     # -- ElectLeaders and auto leader rebalance -------------------------------------------
 

@@ -67,14 +67,27 @@ def partition_change(
     elr: tuple[int, ...],
     last_known_elr: tuple[int, ...] | None = None,
     leader_recovery_state: int | None = None,
+    replicas: tuple[int, ...] | None = None,
+    adding: tuple[int, ...] | None = None,
+    removing: tuple[int, ...] | None = None,
+    bump_leader_epoch: bool = False,
 ) -> Any | None:
-    """A PartitionChange record for the fields that differ from `old`, or None."""
+    """A PartitionChange record for the fields that differ from `old`, or None.
+    `bump_leader_epoch` sets `leader` even when unchanged, so the epoch moves on (replicas
+    removed by a reassignment must not keep fetching under the old epoch)."""
     msg = pb.PartitionChange(topic_id=topic_id.bytes, partition_id=index)
     changed = False
+    for name, new, current in (("replicas", replicas, old.replicas),
+                               ("adding_replicas", adding, old.adding_replicas),
+                               ("removing_replicas", removing, old.removing_replicas)):
+        if new is not None and new != current:
+            getattr(msg, name).ids.extend(new)
+            getattr(msg, name).SetInParent()
+            changed = True
     if leader_recovery_state is not None and leader_recovery_state != old.leader_recovery_state:
         msg.leader_recovery_state = leader_recovery_state
         changed = True
-    if leader != old.leader:
+    if leader != old.leader or (bump_leader_epoch and leader != NO_LEADER):
         msg.leader = leader
         changed = True
     if isr != old.isr:
@@ -166,3 +179,57 @@ def elect_for_unfenced(
             if r is not None:
                 out.append(r)
     return out
+
+
+# -- reassignment (KIP-455) ----------------------------------------------------------
+#
+#   start:    replicas = target + (current - target), adding = target - current,
+#             removing = current - target
+#   complete: once the ISR holds every adding replica and some target replica:
+#             replicas = target, ISR = ISR - removing, no adding/removing, a new leader
+#             from the target if the old one is being removed, leader epoch bumped
+#   cancel:   replicas = current - adding, ISR = ISR - adding
+
+
+def original_replicas(p: PartitionRegistration) -> tuple[int, ...]:
+    return tuple(r for r in p.replicas if r not in p.adding_replicas)
+
+
+def target_replicas(p: PartitionRegistration) -> tuple[int, ...]:
+    return tuple(r for r in p.replicas if r not in p.removing_replicas)
+
+
+def reassigning(p: PartitionRegistration) -> bool:
+    return bool(p.adding_replicas or p.removing_replicas)
+
+
+def change_replicas(
+    topic_id: uuid.UUID, index: int, p: PartitionRegistration, replicas: tuple[int, ...],
+    isr: tuple[int, ...], adding: tuple[int, ...], removing: tuple[int, ...],
+    usable: Callable[[int], bool], min_isr: int,
+) -> Any | None:
+    """The PartitionChange that makes `replicas` the assignment, electing a leader among them
+    when the current one leaves; the leader epoch is bumped when replicas are dropped."""
+    shaped = PartitionRegistration(replicas=replicas, isr=isr, leader=p.leader,
+                                   leader_epoch=p.leader_epoch, elr=p.elr)
+    elr = tuple(r for r in p.elr if r in replicas)
+    leader, isr, elr, _ = elect_leader(shaped, isr, elr, usable, unclean=False)
+    if len(isr) >= min_isr:
+        elr = ()
+    dropped = any(r not in replicas for r in p.replicas)
+    return partition_change(topic_id, index, p, leader, isr, elr, replicas=replicas,
+                            adding=adding, removing=removing, bump_leader_epoch=dropped)
+
+
+def maybe_complete_reassignment(
+    topic_id: uuid.UUID, index: int, p: PartitionRegistration, isr: tuple[int, ...],
+    usable: Callable[[int], bool], min_isr: int,
+) -> Any | None:
+    """The completing PartitionChange when `isr` allows it, else None."""
+    if not reassigning(p) or any(a not in isr for a in p.adding_replicas):
+        return None
+    new_isr = tuple(r for r in isr if r not in p.removing_replicas)
+    if not new_isr:
+        return None
+    return change_replicas(topic_id, index, p, target_replicas(p), new_isr, (), (), usable,
+                           min_isr)

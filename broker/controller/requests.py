@@ -213,3 +213,23 @@ class ElectLeadersResult:
     partition: int
     error: ErrorCode = ErrorCode.none
     message: str | None = None
+
+
+# -- reassignments (KIP-455) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    topic: str
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]

@@ -194,3 +194,34 @@ def delete_snapshots_before(directory: Path, end_offset: int) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+class SnapshotPolicy:
+    """When to take a metadata snapshot, as Kafka's metadata.log.max.record.bytes.between.
+    snapshots and metadata.log.max.snapshot.interval.ms (0 disables the time trigger) say.
+    Pure: the caller reports applied bytes and asks with now_ms."""
+
+    def __init__(self, max_bytes_between: int, max_interval_ms: int, now_ms: int) -> None:
+        self.max_bytes_between = max_bytes_between
+        self.max_interval_ms = max_interval_ms
+        self.bytes_since = 0
+        self.last_snapshot_ms = now_ms
+
+    @staticmethod
+    def from_config(cfg: Any, now_ms: int) -> SnapshotPolicy:
+        return SnapshotPolicy(cfg["metadata.log.max.record.bytes.between.snapshots"],
+                              cfg["metadata.log.max.snapshot.interval.ms"], now_ms)
+
+    def applied(self, nbytes: int) -> None:
+        self.bytes_since += nbytes
+
+    def due(self, now_ms: int) -> bool:
+        if self.bytes_since <= 0:
+            return False
+        if self.bytes_since >= self.max_bytes_between:
+            return True
+        return self.max_interval_ms > 0 and now_ms - self.last_snapshot_ms >= self.max_interval_ms
+
+    def taken(self, now_ms: int) -> None:
+        self.bytes_since = 0
+        self.last_snapshot_ms = now_ms

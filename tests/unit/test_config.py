@@ -109,6 +109,12 @@ def test_environment_is_read_by_default(monkeypatch):
     assert load_config(overrides=COMBINED, env={})["num.partitions"] == 1
 
 
+@pytest.mark.parametrize("key", ["node.id", "a_b.c", "x-y.z", "log.dirs"])
+def test_env_key_round_trip(key):
+    from broker.config import _key_from_env
+    assert _key_from_env(env_key(key)) == key
+
+
 def test_env_key_names():
     assert env_key("node.id") == "SKIFF_NODE_ID"
     assert env_key("log.dirs") == "SKIFF_LOG_DIRS"
@@ -322,6 +328,13 @@ def test_effective_values_fall_back_to_broker_keys():
     assert set(lc) >= {"segment.bytes", "retention.ms", "retention.bytes", "cleanup.policy",
                        "max.message.bytes", "message.timestamp.type", "segment.ms",
                        "segment.index.bytes", "index.interval.bytes", "flush.messages"}
+
+
+def test_a_stored_override_that_no_longer_parses_does_not_break_readers():
+    c = cfg()
+    assert effective_topic_configs(c, {"retention.ms": "soon"})["retention.ms"] == 604_800_000
+    [e] = describe_topic_configs(c, {"retention.ms": "soon"}, names=["retention.ms"])
+    assert e.value == "soon" and e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG
 
 
 def test_describe_topic_sources_and_synonyms():

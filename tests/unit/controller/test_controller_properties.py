@@ -19,14 +19,21 @@ event = st.one_of(
     st.tuples(st.just("tick"), st.integers(0, 12_000)),
     st.tuples(st.just("shrink"), st.integers(0, 7)),
     st.tuples(st.just("expand"), st.integers(0, 7)),
+    st.tuples(st.just("reassign"), st.integers(0, 7),
+              st.permutations(list(BROKERS)), st.integers(1, 4)),
+    st.tuples(st.just("cancel"), st.integers(0, 7)),
 )
 
 
-def check(before: MetadataImage, after: MetadataImage) -> None:
+def check(before: MetadataImage, after: MetadataImage, isr_grew: bool = False) -> None:
     t0, t1 = before.topic("t"), after.topic("t")
     for i, p in t1.partitions.items():
         old = t0.partitions[i]
         assert set(p.isr) <= set(p.replicas) and set(p.elr) <= set(p.replicas)
+        assert set(p.adding_replicas) <= set(p.replicas)
+        assert set(p.removing_replicas) <= set(p.replicas)
+        assert not set(p.adding_replicas) & set(p.removing_replicas)
+        assert len(set(p.replicas)) == len(p.replicas)
         assert not set(p.isr) & set(p.elr)
         assert len(p.isr) >= 1 or p.leader == -1
         if p.leader != -1:
@@ -38,8 +45,10 @@ def check(before: MetadataImage, after: MetadataImage) -> None:
         assert p.leader_epoch >= old.leader_epoch
         if p.leader != old.leader:
             assert p.leader_epoch > old.leader_epoch
-            # clean elections only: the new leader held all committed data
-            assert p.leader == -1 or p.leader in old.isr or p.leader in old.elr
+            # clean elections only: the new leader held all committed data (a reassignment
+            # completing in the ISR change that admitted it may pick a just-admitted member)
+            assert (p.leader == -1 or p.leader in old.isr or p.leader in old.elr
+                    or (isr_grew and p.leader in p.isr))
         if p != old:
             assert p.partition_epoch > old.partition_epoch
 
@@ -56,6 +65,7 @@ def test_invariants_under_churn(events):
         now += 500
         before = h.image
         kind = ev[0]
+        isr_grew = kind == "expand"
         if kind == "tick":
             now += ev[1]
             records = h.controller.tick(h.image, now)
@@ -74,6 +84,12 @@ def test_invariants_under_churn(events):
             h.commit(h.controller.register_broker(h.image, reg_req(b, gen=gen[b], prev=prev),
                                                   now + 10**6))
             now += 10**6
+        elif kind == "reassign":
+            _, idx, order, n = ev
+            h.commit(h.controller.alter_partition_reassignments(h.image,
+                                                                [("t", idx, order[:n])]))
+        elif kind == "cancel":
+            h.commit(h.controller.alter_partition_reassignments(h.image, [("t", ev[1], None)]))
         else:
             p = h.image.topic("t").partitions[ev[1]]
             if p.leader == -1:
@@ -88,4 +104,4 @@ def test_invariants_under_churn(events):
             h.commit(h.controller.alter_partition(h.image, AlterPartitionRequest(
                 p.leader, h.image.brokers[p.leader].epoch, [(h.image.topic("t").topic_id,
                                                              [item])])))
-        check(before, h.image)
+        check(before, h.image, isr_grew)

@@ -195,3 +195,25 @@ def test_corrupt_snapshots_are_rejected(mutate):
 def test_random_bytes_never_crash_the_decoder(data):
     with contextlib.suppress(InvalidRecordError):
         decode_snapshot(data)
+
+
+def test_snapshot_policy():
+    from broker.metadata.snapshot import SnapshotPolicy
+    p = SnapshotPolicy(max_bytes_between=100, max_interval_ms=1000, now_ms=0)
+    assert not p.due(10_000)  # nothing applied since: never
+    p.applied(99)
+    assert not p.due(999) and p.due(1000)
+    p.taken(1000)
+    p.applied(100)
+    assert p.due(1001)
+    p.taken(1001)
+    off = SnapshotPolicy(100, 0, 0)
+    off.applied(1)
+    assert not off.due(10**9)
+    from broker.config import build_config
+    cfg = build_config({"process.roles": "controller", "node.id": "0",
+                        "controller.quorum.voters": "0@h:9093",
+                        "listeners": "CONTROLLER://:9093",
+                        "controller.listener.names": "CONTROLLER"})
+    d = SnapshotPolicy.from_config(cfg, 0)
+    assert (d.max_bytes_between, d.max_interval_ms) == (20 * 1024 * 1024, 3_600_000)
