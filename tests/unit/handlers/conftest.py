@@ -1,0 +1,176 @@
+"""A node-like object for handler tests, built from the real parts.
+
+Real: NodeConfig (build_config), MetadataPublisher, the pure Controller behind a real
+ControllerService, LogManager + ReplicaManager in tmp_path. The one double is the metadata
+quorum (`CommitOnAppendQuorum`): a single voter commits what it appends, so it assigns the
+offsets and hands the batch to the publisher at once, without Raft.
+
+The node registers itself through ControllerService.register_broker and is unfenced by a
+heartbeat, as a real node does at startup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.serial import entity_reader, entity_writer
+
+from broker.config import NodeConfig, build_config
+from broker.controller import Controller, ControllerSettings
+from broker.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from broker.controller.service import ControllerService
+from broker.log import LogConfig, LogManager
+from broker.metadata.image import MetadataImage
+from broker.metadata.publisher import MetadataPublisher
+from broker.protocol.api import BROKER_APIS
+from broker.replication import ReplicaManager
+from broker.server.context import RequestContext
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+NODE_ID = 1
+
+
+class CommitOnAppendQuorum:
+    """Test double of the Raft driver for a single-voter quorum: every appended batch is
+    committed immediately. Offsets are assigned here and the batch is applied to the
+    publisher synchronously before `append` returns, which is what the one-voter commit
+    amounts to without the Raft log underneath."""
+
+    def __init__(self, publisher: MetadataPublisher, epoch: int = 1) -> None:
+        self.publisher = publisher
+        self.epoch = epoch
+        self.next_offset = 0
+        self.is_leader = True
+        self.appended: list[list[bytes]] = []
+
+    async def append(self, records: list[bytes]) -> int:
+        if not self.is_leader:
+            raise RuntimeError("not the leader")
+        last = self.next_offset + len(records) - 1
+        self.next_offset = last + 1
+        self.appended.append(list(records))
+        self.publisher.apply_committed(last, self.epoch, records)
+        return last
+
+
+class TestNode:
+    """The attributes handlers rely on: node_id, cluster_id, config, metadata, controller,
+    replicas, logs."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, tmp: Path, overrides: dict[str, str] | None = None) -> None:
+        raw = {
+            "process.roles": "broker,controller",
+            "node.id": str(NODE_ID),
+            "controller.quorum.voters": f"{NODE_ID}@127.0.0.1:19093",
+            "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+            "controller.listener.names": "CONTROLLER",
+            "log.dirs": str(tmp / "data"),
+        }
+        raw.update(overrides or {})
+        self.config: NodeConfig = build_config(raw)
+        self.node_id = self.config.node_id
+        self.cluster_id = CLUSTER_ID
+        self.publisher = MetadataPublisher(CLUSTER_ID)
+        self.quorum = CommitOnAppendQuorum(self.publisher)
+        self.controller = ControllerService(
+            Controller(ControllerSettings.from_config(self.config, CLUSTER_ID), random.Random(5)),
+            self.quorum, self.publisher, self.clock, commit_timeout_s=5.0,
+        )
+        self.logs = LogManager(self.config.log_dirs, LogConfig(), self.clock)
+        self.replicas = ReplicaManager(self.node_id, self.logs, self.clock)
+        self.broker_epochs: dict[int, int] = {}
+
+    @staticmethod
+    def clock() -> int:
+        return int(time.time() * 1000)
+
+    @property
+    def metadata(self) -> MetadataImage:
+        return self.publisher.image
+
+    async def register(self, broker_id: int, *, host: str = "127.0.0.1", port: int | None = None,
+                       rack: str | None = None, listeners: tuple[str, ...] = ("PLAINTEXT",),
+                       unfence: bool = True) -> None:
+        """Register a broker (this node or a peer) and heartbeat it into the unfenced state."""
+        reply = await self.controller.register_broker(BrokerRegistrationRequest(
+            broker_id=broker_id, cluster_id=CLUSTER_ID,
+            incarnation_id=uuid.UUID(int=broker_id + 1),
+            listeners=[(name, host, port if port is not None else 19092 + 10 * broker_id,
+                        "PLAINTEXT") for name in listeners],
+            rack=rack,
+        ))
+        assert reply.error.name == "none", reply
+        self.broker_epochs[broker_id] = reply.broker_epoch
+        if unfence:
+            hb = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
+                broker_id=broker_id, broker_epoch=reply.broker_epoch,
+                current_metadata_offset=self.metadata.offset))
+            assert not hb.is_fenced, hb
+            assert self.metadata.is_alive(broker_id)
+
+    async def fence(self, broker_id: int) -> None:
+        hb = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=self.broker_epochs[broker_id],
+            current_metadata_offset=self.metadata.offset, want_fence=True))
+        assert hb.is_fenced
+        assert not self.metadata.is_alive(broker_id)
+
+    def close(self) -> None:
+        self.logs.shutdown()
+
+
+def make_ctx(api_key: int, version: int, listener: str = "PLAINTEXT") -> RequestContext:
+    return RequestContext(
+        api_key=api_key, api_version=version, correlation_id=7, client_id="test-client",
+        listener_name=listener, peer_host="127.0.0.1", peer_port=50000, received_ms=0,
+        apis=BROKER_APIS,
+    )
+
+
+def roundtrip(entity: Any) -> Any:
+    """Encode with kio at the entity's version and decode again: proves it serialises, and
+    the decoded entity must equal the original."""
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    data = buf.getvalue()
+    decoded, used = entity_reader(type(entity))(data, 0)
+    assert used == len(data)
+    return decoded
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[TestNode]:
+    n = TestNode(tmp_path)
+    asyncio.run(n.register(NODE_ID))
+    yield n
+    n.close()
+
+
+@pytest.fixture
+def node_factory(tmp_path: Path) -> Iterator[Callable[..., TestNode]]:
+    made: list[TestNode] = []
+
+    def make(overrides: dict[str, str] | None = None, register: bool = True) -> TestNode:
+        n = TestNode(tmp_path / f"n{len(made)}", overrides)
+        if register:
+            asyncio.run(n.register(NODE_ID))
+        made.append(n)
+        return n
+
+    yield make
+    for n in made:
+        n.close()
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    return asyncio.run(coro)  # type: ignore[arg-type]
