@@ -28,7 +28,7 @@ from broker.controller import Controller, ControllerSettings
 from broker.controller.requests import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from broker.controller.service import ControllerService
 from broker.log import LogConfig, LogManager
-from broker.metadata.image import MetadataImage
+from broker.metadata.image import MetadataImage, TopicImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.replication import ReplicaManager
@@ -97,6 +97,11 @@ class TestNode:
     @property
     def metadata(self) -> MetadataImage:
         return self.publisher.image
+
+    def topic(self, name: str) -> TopicImage:
+        t = self.metadata.topic(name)
+        assert t is not None, f"no topic {name!r} in the image"
+        return t
 
     async def register(self, broker_id: int, *, host: str = "127.0.0.1", port: int | None = None,
                        rack: str | None = None, listeners: tuple[str, ...] = ("PLAINTEXT",),

@@ -81,8 +81,8 @@ def test_defaults_and_manual_assignment(node: TestNode, v: int) -> None:
         topic(v, "manual", assignments={0: [2, NODE_ID], 1: [NODE_ID, 2]})))
     assert [(r.name, r.error_code) for r in resp.topics] == [
         ("defaults", ErrorCode.none), ("manual", ErrorCode.none)]
-    assert node.metadata.topic("defaults").num_partitions == node.config["num.partitions"]
-    manual = node.metadata.topic("manual")
+    assert node.topic("defaults").num_partitions == node.config["num.partitions"]
+    manual = node.topic("manual")
     assert [manual.partitions[i].replicas for i in (0, 1)] == [(2, NODE_ID), (NODE_ID, 2)]
     assert manual.partitions[0].leader == 2
     if v >= 5:

@@ -24,7 +24,7 @@ def req_mod(v: int) -> ModuleType:
     return importlib.import_module(f"kio.schema.metadata.v{v}.request")
 
 
-def request(v: int, names: list[str] | None, *, auto: bool = True, ids: list[uuid.UUID] = (),
+def request(v: int, names: list[str] | None, *, auto: bool = True, ids: tuple[uuid.UUID, ...] = (),
             include_ops: bool = False) -> Any:
     m = req_mod(v)
     topics: tuple[Any, ...] | None
@@ -67,7 +67,7 @@ def test_brokers_cluster_and_all_topics(node: TestNode, v: int) -> None:
     alpha = resp.topics[0]
     assert alpha.error_code is ErrorCode.none
     if v >= 10:
-        assert alpha.topic_id == node.metadata.topic("alpha").topic_id
+        assert alpha.topic_id == node.topic("alpha").topic_id
     assert [p.partition_index for p in alpha.partitions] == [0, 1, 2]
     for p in alpha.partitions:
         assert p.error_code is ErrorCode.none
@@ -77,8 +77,7 @@ def test_brokers_cluster_and_all_topics(node: TestNode, v: int) -> None:
         if v >= 5:
             assert p.offline_replicas == ()
         if v >= 7:
-            assert p.leader_epoch == node.metadata.partition("alpha", p.partition_index) \
-                .leader_epoch
+            assert p.leader_epoch == node.topic("alpha").partitions[p.partition_index].leader_epoch
     if v >= 8:
         assert alpha.topic_authorized_operations == metadata.UNSET_OPERATIONS
     if 8 <= v <= 10:
@@ -179,18 +178,18 @@ def test_auto_creation_not_committed_in_time_is_leader_not_available(
 @pytest.mark.parametrize("v", [10, 11, 12])
 def test_topic_ids(node: TestNode, v: int) -> None:
     create(node, CreatableTopic("by-id", 1, 1))
-    tid = node.metadata.topic("by-id").topic_id
+    tid = node.topic("by-id").topic_id
     unknown = uuid.UUID(int=12345)
     if v < 12:
         with pytest.raises(Exception) as exc_info:
-            asyncio.run(metadata.handle(node, make_ctx(3, v), request(v, [], ids=[tid])))
+            asyncio.run(metadata.handle(node, make_ctx(3, v), request(v, [], ids=(tid,))))
         assert getattr(exc_info.value, "error_code", None) is ErrorCode.invalid_request
-        err = metadata.error_response(make_ctx(3, v), request(v, [], ids=[tid]),
+        err = metadata.error_response(make_ctx(3, v), request(v, [], ids=(tid,)),
                                       ErrorCode.invalid_request)
         assert err.topics[0].error_code is ErrorCode.invalid_request
         assert roundtrip(err) == err
         return
-    resp = call(node, v, request(v, [], ids=[tid, unknown]))
+    resp = call(node, v, request(v, [], ids=(tid, unknown)))
     assert [(t.name, t.topic_id, t.error_code) for t in resp.topics] == [
         ("by-id", tid, ErrorCode.none), (None, unknown, ErrorCode.unknown_topic_id)]
     assert node.metadata.topic_by_id(unknown) is None
@@ -219,7 +218,7 @@ def test_offline_replicas_and_fenced_broker(node: TestNode, v: int) -> None:
     resp = call(node, v, request(v, ["pair"]))
     assert [b.node_id for b in resp.brokers] == [NODE_ID]
     parts = resp.topics[0].partitions
-    image_parts = node.metadata.topic("pair").partitions
+    image_parts = node.topic("pair").partitions
     for p in parts:
         reg = image_parts[p.partition_index]
         assert p.leader_id == NODE_ID == reg.leader  # leadership moved off the fenced broker
