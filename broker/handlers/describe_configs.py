@@ -32,6 +32,7 @@ from broker.config import (
     describe_topic_configs,
     format_value,
 )
+from broker.controller.controller import DYNAMIC_BROKER_KEYS
 from broker.controller.validation import topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
@@ -118,10 +119,18 @@ def _doc(name: str, resource_type: int) -> str | None:
     return None
 
 
+def _read_only(e: ConfigEntry, resource_type: int) -> bool:
+    # Kafka's rule: a broker config is read-only unless it can be altered dynamically, which
+    # is exactly the set the controller accepts in AlterConfigs.
+    if resource_type == RESOURCE_BROKER:
+        return e.name not in DYNAMIC_BROKER_KEYS
+    return e.read_only
+
+
 def _entry(mod: Any, e: ConfigEntry, resource_type: int, include_documentation: bool) -> Any:
     return build(
         mod.DescribeConfigsResourceResult, name=e.name,
-        value=None if e.sensitive else e.value, read_only=e.read_only,
+        value=None if e.sensitive else e.value, read_only=_read_only(e, resource_type),
         config_source=int(e.source), is_sensitive=e.sensitive,
         synonyms=tuple(build(mod.DescribeConfigsSynonym, name=s.name,
                              value=None if e.sensitive else s.value, source=int(s.source))

@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kafka.protocol.admin as kp_admin
+import kafka.protocol.metadata as kp_metadata
 import pytest
 from kio.serial import entity_reader, entity_writer
 
@@ -142,14 +144,30 @@ def make_ctx(api_key: int, version: int, listener: str = "PLAINTEXT") -> Request
     )
 
 
+# kafka-python's own message classes (generated from Kafka's JSON schemas, independently
+# of kio): a second, real client's parser for every response.
+_KAFKA_PYTHON = {
+    3: kp_metadata.MetadataResponse, 19: kp_admin.CreateTopicsResponse,
+    20: kp_admin.DeleteTopicsResponse, 37: kp_admin.CreatePartitionsResponse,
+    32: kp_admin.DescribeConfigsResponse, 33: kp_admin.AlterConfigsResponse,
+    44: kp_admin.IncrementalAlterConfigsResponse, 60: kp_admin.DescribeClusterResponse,
+}
+
+
 def roundtrip(entity: Any) -> Any:
     """Encode with kio at the entity's version and decode again: proves it serialises, and
-    the decoded entity must equal the original."""
+    the decoded entity must equal the original. Also parse the bytes with kafka-python's
+    decoder for the same API and version and require its re-encoding to be byte-identical,
+    so no field or tagged field is read differently by a real client."""
     buf = io.BytesIO()
     entity_writer(type(entity))(buf, entity)
     data = buf.getvalue()
     decoded, used = entity_reader(type(entity))(data, 0)
     assert used == len(data)
+    client_cls = _KAFKA_PYTHON.get(int(entity.__api_key__))
+    if client_cls is not None:
+        parsed = client_cls.decode(data, version=int(entity.__version__))
+        assert bytes(parsed.encode()) == data, parsed
     return decoded
 
 

@@ -111,10 +111,12 @@ def test_broker_configs(node: TestNode, v: int) -> None:
     assert (node_id.value, node_id.config_source, node_id.read_only) == (
         str(NODE_ID), ConfigSource.STATIC_BROKER_CONFIG, True)
     parts = entries["num.partitions"]
+    # not dynamically alterable (the controller refuses it), so read-only as in Kafka
     assert (parts.value, parts.config_source, parts.read_only) == (
-        "1", ConfigSource.DEFAULT_CONFIG, False)
+        "1", ConfigSource.DEFAULT_CONFIG, True)
     ret = entries["log.retention.ms"]
-    assert (ret.value, ret.config_source) == ("1234", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert (ret.value, ret.config_source, ret.read_only) == (
+        "1234", ConfigSource.DYNAMIC_BROKER_CONFIG, False)
     assert ret.synonyms[0].source == ConfigSource.DYNAMIC_BROKER_CONFIG
     if v >= 3:
         assert parts.config_type == ConfigType.INT
