@@ -11,6 +11,7 @@ import datetime
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AlterConfigsResource, AlterConfigsResult, ConfigResource
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 33
+log = structlog.get_logger(__name__)
 _NO_THROTTLE = datetime.timedelta(0)
 
 
@@ -34,6 +36,10 @@ def responses(mod: Any, cls_name: str, resources: Sequence[ConfigResource],
             code, message = results.error_code, results.message or None
         else:
             code, message = results[i].error, results[i].message
+        if code is not ErrorCode.none:
+            log.info("alter_configs_rejected", api=mod.__name__.split(".")[2],
+                     resource_type=r.resource_type,
+                     resource=r.resource_name, error=code.name, reason=message)
         out.append(build(getattr(mod, cls_name), error_code=code,
                          error_message=message if code is not ErrorCode.none else None,
                          resource_type=r.resource_type, resource_name=r.resource_name))

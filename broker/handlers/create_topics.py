@@ -17,6 +17,7 @@ import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import describe_topic_configs
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 19
+log = structlog.get_logger(__name__)
 _NO_THROTTLE = datetime.timedelta(0)
 T = TypeVar("T")
 
@@ -110,6 +112,9 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     topics = []
     for name in order:
         r = results[name]
+        if r.error is not ErrorCode.none:
+            log.info("create_topic_rejected", topic=name, error=r.error.name, reason=r.message,
+                     client=ctx.client_id)
         configs: tuple[Any, ...] = ()
         if r.error is ErrorCode.none and hasattr(mod, "CreatableTopicConfigs"):
             configs = tuple(

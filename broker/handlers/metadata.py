@@ -12,8 +12,9 @@ Answers come from the node's MetadataImage, with Kafka's KRaft-broker rules:
   * unknown topics are auto-created when the request allows it (v4+; always before) and
     `auto.create.topics.enable` is on. Kafka answers LEADER_NOT_AVAILABLE and lets the client
     retry; Skiff waits up to AUTO_CREATE_WAIT_S for the creation to commit and answers with
-    the new topic's metadata, falling back to LEADER_NOT_AVAILABLE. Internal and illegal
-    names are never auto-created.
+    the new topic's metadata, falling back to AUTO_CREATE_PENDING_ERROR (also when the
+    controller refused the creation: the reason is logged, as Kafka does). Internal and
+    illegal names are never auto-created.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
 
 API_KEY = 3
 AUTO_CREATE_WAIT_S = 1.0
+# What a topic still being auto-created is answered with. ZooKeeper-era Kafka said
+# LEADER_NOT_AVAILABLE; KRaft brokers (3.x/4.x AutoTopicCreationManager) say
+# UNKNOWN_TOPIC_OR_PARTITION. Both are retriable; LEADER_NOT_AVAILABLE keeps librdkafka from
+# treating the topic as missing (it fails queued messages of missing topics sooner).
+AUTO_CREATE_PENDING_ERROR = ErrorCode.leader_not_available
 _NO_THROTTLE = datetime.timedelta(0)
 log = structlog.get_logger(__name__)
 
@@ -209,7 +215,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                     if topic_name_error(name) is not None:
                         code = ErrorCode.invalid_topic_exception
                     elif allow_auto and name not in INTERNAL_TOPICS:
-                        code = ErrorCode.leader_not_available
+                        code = AUTO_CREATE_PENDING_ERROR
                     else:
                         code = ErrorCode.unknown_topic_or_partition
                     topics.append(_error_topic(mod, code, name))

@@ -163,3 +163,24 @@ def test_errors_per_resource(node: TestNode, v: int) -> None:
             assert r.configs == ()
     assert resp.results[4].configs == ()  # no log4j loggers to report
     assert len(resp.results[7].configs) == 1
+
+
+def test_read_only_matches_what_alter_configs_accepts(node: TestNode) -> None:
+    resp = call(node, 4, request(4, resource(4, RESOURCE_BROKER, str(NODE_ID))))
+    entries = [c for c in resp.results[0].configs if c.value is not None]
+
+    async def try_each() -> list[Any]:
+        out = []
+        for c in entries:  # one request per key: a resource may appear once per request
+            (r,) = await node.controller.incremental_alter_configs([
+                IncrementalAlterConfigsResource(ConfigResource(RESOURCE_BROKER, str(NODE_ID)),
+                                                [(c.name, AlterConfigOp.SET, c.value)])],
+                validate_only=True)
+            out.append(r)
+        return out
+
+    results = asyncio.run(try_each())
+    mismatched = [(c.name, c.read_only, r.error.name) for c, r in zip(entries, results, strict=True)
+                  if c.read_only != (r.error is not ErrorCode.none)]
+    assert mismatched == []
+    assert any(not c.read_only for c in entries) and any(c.read_only for c in entries)
