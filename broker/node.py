@@ -19,7 +19,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.cli.storage import ensure_formatted, read_bootstrap
-from broker.config import TOPIC_CONFIGS, NodeConfig, effective_topic_configs, format_value
+from broker.config import NodeConfig
 from broker.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
@@ -29,13 +29,13 @@ from broker.controller import (
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.handlers import BROKER_HANDLERS
-from broker.log import LogConfig, LogManager
-from broker.metadata.delta import MetadataDelta
-from broker.metadata.image import MetadataImage, TopicImage
+from broker.log import LogManager
+from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS, CONTROLLER_APIS
 from broker.quorum import MetadataQuorumDriver
 from broker.replication import ReplicaManager
+from broker.replication.sync import ReplicaSync, log_config_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
 
@@ -76,7 +76,7 @@ class Node:
                  roles=sorted(cfg.process_roles), config=cfg.summary())
 
         self.logs = LogManager(
-            list(cfg.log_dirs), self.log_config_for({}), self.clock,
+            list(cfg.log_dirs), log_config_for(cfg, {}), self.clock,
             retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
         )
         self.logs.load()
@@ -84,7 +84,8 @@ class Node:
         self.replicas = ReplicaManager(self.node_id, self.logs, self.clock)
 
         self.publisher = MetadataPublisher(self.cluster_id)
-        self.publisher.subscribe(self._on_metadata)
+        if cfg.is_broker:
+            self.publisher.subscribe(ReplicaSync(cfg, self.replicas))
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock)
         self.controller = ControllerService(
             Controller(ControllerSettings.from_config(cfg, self.cluster_id),
@@ -211,59 +212,6 @@ class Node:
             protocol = self.config.security_protocol_map.get(lst.name, "PLAINTEXT")
             out.append((lst.name, lst.host, lst.port, protocol))
         return out
-
-    # ---- metadata -> local replicas --------------------------------------------------
-
-    def log_config_for(self, overrides: dict[str, str] | Any) -> LogConfig:
-        effective = effective_topic_configs(self.config, dict(overrides))
-        as_text = {
-            name: text for name, value in effective.items()
-            if (text := format_value(TOPIC_CONFIGS[name].type, value)) is not None
-        }
-        return LogConfig.from_topic_configs(as_text)
-
-    def _on_metadata(
-        self, old: MetadataImage, new: MetadataImage, delta: MetadataDelta | None,
-    ) -> None:
-        if not self.config.is_broker:
-            return
-        if delta is None:
-            self._sync_all(old, new)
-            return
-        for dead in delta.deleted_topics.values():
-            for index in dead.partitions:
-                self.replicas.remove(dead.name, index, delete_log=True)
-        touched_topics = {tid for tid, _ in delta.changed_partitions}
-        touched_topics |= {
-            t.topic_id for (rtype, name) in delta.changed_configs
-            if (t := new.topic(name)) is not None
-        }
-        for topic_id in touched_topics:
-            if (changed := new.topics_by_id.get(topic_id)) is not None:
-                self._sync_topic(new, changed)
-
-    def _sync_all(self, old: MetadataImage, new: MetadataImage) -> None:
-        for topic in new.topics_by_id.values():
-            self._sync_topic(new, topic)
-        for part in list(self.replicas.partitions()):
-            current = new.topic(part.topic)
-            if current is None or part.index not in current.partitions:
-                self.replicas.remove(part.topic, part.index, delete_log=True)
-
-    def _sync_topic(self, image: MetadataImage, topic: TopicImage) -> None:
-        overrides = image.topic_config(topic.name)
-        log_config = self.log_config_for(overrides)
-        min_isr = int(effective_topic_configs(self.config, dict(overrides))["min.insync.replicas"])
-        for index, reg in topic.partitions.items():
-            try:
-                self.replicas.apply_partition(
-                    topic=topic.name, topic_id=topic.topic_id, index=index, leader=reg.leader,
-                    leader_epoch=reg.leader_epoch, partition_epoch=reg.partition_epoch,
-                    replicas=reg.replicas, isr=reg.isr, min_insync_replicas=min_isr,
-                    log_config=log_config,
-                )
-            except Exception:
-                log.exception("partition_apply_failed", topic=topic.name, partition=index)
 
 
 def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str, str]:

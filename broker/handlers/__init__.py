@@ -10,12 +10,20 @@ from __future__ import annotations
 from types import ModuleType
 
 from broker.handlers import (
+    alter_configs,
     api_versions,
+    create_partitions,
+    create_topics,
     delete_records,
+    delete_topics,
     describe_client_quotas,
+    describe_cluster,
+    describe_configs,
     describe_log_dirs,
     fetch,
+    incremental_alter_configs,
     list_offsets,
+    metadata,
     produce,
 )
 from broker.server.dispatch import Dispatcher
@@ -28,6 +36,14 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     delete_records,
     describe_log_dirs,
     describe_client_quotas,
+    metadata,
+    create_topics,
+    delete_topics,
+    create_partitions,
+    describe_configs,
+    alter_configs,
+    incremental_alter_configs,
+    describe_cluster,
 )
 
 

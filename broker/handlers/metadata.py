@@ -198,8 +198,8 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         request, "include_topic_authorized_operations", False) else UNSET_OPERATIONS
     topics: list[Any] = []
     if all_topics:
-        for name in sorted(image.topics_by_name):
-            topics.append(_topic(mod, version, image, listener, image.topics_by_name[name],
+        for topic_name in sorted(image.topics_by_name):
+            topics.append(_topic(mod, version, image, listener, image.topics_by_name[topic_name],
                                  topic_ops))
     else:
         for name, tid in wanted:

@@ -34,6 +34,7 @@ from broker.metadata.image import MetadataImage, TopicImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.replication import ReplicaManager
+from broker.replication.sync import ReplicaSync
 from broker.server.context import RequestContext
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -90,6 +91,7 @@ class TestNode:
         )
         self.logs = LogManager(self.config.log_dirs, LogConfig(), self.clock)
         self.replicas = ReplicaManager(self.node_id, self.logs, self.clock)
+        self.publisher.subscribe(ReplicaSync(self.config, self.replicas))
         self.broker_epochs: dict[int, int] = {}
 
     @staticmethod
