@@ -47,7 +47,8 @@ def test_invalid_acks_and_null_records(node: TestNode) -> None:
         await create(node, "t")
         resp = await produce.handle(node, make_ctx(0, 9),
                                     produce_request(9, "t", 0, records(b"x"), acks=2))
-        assert resp.responses[0].partition_responses[0].error_code is ErrorCode.invalid_required_acks
+        code = resp.responses[0].partition_responses[0].error_code
+        assert code is ErrorCode.invalid_required_acks
         resp = await produce.handle(node, make_ctx(0, 9), produce_request(9, "t", 0, None))
         assert resp.responses[0].partition_responses[0].error_code is ErrorCode.corrupt_message
         assert node.replicas.get("t", 0).log.log_end_offset == 0
@@ -90,7 +91,8 @@ def test_log_append_time_is_returned(node: TestNode) -> None:
     async def go() -> None:
         await create(node, "lat", **{"message.timestamp.type": "LogAppendTime"})
         before = node.clock()
-        resp = await produce.handle(node, make_ctx(0, 9), produce_request(9, "lat", 0, records(b"x")))
+        resp = await produce.handle(node, make_ctx(0, 9),
+                                    produce_request(9, "lat", 0, records(b"x")))
         part = resp.responses[0].partition_responses[0]
         assert part.log_append_time is not None
         assert part.log_append_time.timestamp() * 1000 >= before - 1
