@@ -63,6 +63,12 @@ class ControllerService:
         self._last_appended = -1
 
     async def _run(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        # Shielded: a caller that gives up (client timeout, cancelled request) must not
+        # leave an appended batch unaccounted for, or the next operation would run on an
+        # image missing it.
+        return await asyncio.shield(self._run_serialised(op))
+
+    async def _run_serialised(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
         async with self._lock:
             if not self.quorum.is_leader:
                 raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
@@ -74,7 +80,13 @@ class ControllerService:
                 ) from None
             result = op(self.publisher.image)
             if result.records:
-                offset = await self.quorum.append(rec.encode_all(result.records))
+                try:
+                    offset = await self.quorum.append(rec.encode_all(result.records))
+                except KafkaError:
+                    raise
+                except Exception as exc:
+                    # The Raft driver refuses appends once leadership is lost.
+                    raise KafkaError(ErrorCode.not_controller, str(exc)) from exc
                 self._last_appended = offset
                 try:
                     await self.publisher.wait_for_offset(offset, self.commit_timeout_s)

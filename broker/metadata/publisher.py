@@ -77,6 +77,11 @@ class MetadataPublisher:
         if self.image.offset >= offset:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((offset, future))
-        await asyncio.wait_for(future, timeout_s)
+        entry = (offset, future)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
 
