@@ -1,0 +1,343 @@
+"""Log cleaner: compaction for `cleanup.policy=compact` (and `compact,delete`).
+
+Rules, as Kafka's LogCleaner:
+- Only the range [log start, first uncleanable offset) is cleaned; the first
+  uncleanable offset is the lowest of: the active segment's base, the high watermark,
+  the first segment younger than `min.compaction.lag.ms`.
+- A log is cleaned when dirty bytes / (clean + dirty) >= `min.cleanable.dirty.ratio`,
+  or a dirty segment is older than `max.compaction.lag.ms`.
+- A record survives if it is the latest for its key (offset map over the dirty range).
+  Records without a key are dropped. Offsets never change: a rewritten batch keeps its
+  base offset, lastOffsetDelta, producer fields, epoch and codec.
+- Tombstones (null value) first get a delete horizon (now + `delete.retention.ms`,
+  KIP-534: batch attribute + baseTimestamp); a later clean past the horizon drops them.
+- A batch emptied of all records is kept (empty) if it is its producer's last batch, so
+  idempotent producer state survives. Control batches are kept.
+- Segments are recopied one to one into `.cleaned` files, then swapped in under the log
+  lock (PartitionLog.replace_segments); appends and reads never wait for the copy.
+- An I/O throttle caps bytes read+written per second.
+
+Gaps: aborted-transaction data is not removed (no .txnindex), segments are not
+grouped into fewer segments.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from broker.protocol.records import (
+    HEADER,
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_records,
+)
+
+if TYPE_CHECKING:
+    from broker.log.log import PartitionLog
+    from broker.log.manager import LogManager
+    from broker.log.segment import LogSegment
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_MAX_MAP_KEYS = 2_000_000
+
+
+@dataclass
+class CleanStats:
+    segments: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_dropped: int = 0
+
+
+class Throttler:
+    """Sleep so that the bytes reported per second stay under `rate`."""
+
+    def __init__(
+        self,
+        rate: float,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self.sleep = sleep
+        self.monotonic = monotonic
+        self.start = monotonic()
+        self.total = 0
+
+    def maybe_throttle(self, n: int) -> None:
+        if self.rate == float("inf"):
+            return
+        self.total += n
+        elapsed = self.monotonic() - self.start
+        needed = self.total / self.rate
+        if needed > elapsed:
+            self.sleep(needed - elapsed)
+
+
+def first_uncleanable_offset(plog: PartitionLog, now_ms: int) -> int:
+    segs = plog.segments
+    bound = min(segs[-1].base_offset, plog.high_watermark)
+    lag = plog.config.min_compaction_lag_ms
+    if lag > 0:
+        for s in segs[:-1]:
+            if s.max_timestamp > now_ms - lag:
+                bound = min(bound, s.base_offset)
+                break
+    return bound
+
+
+def dirty_ratio(plog: PartitionLog, first_dirty: int, first_uncleanable: int) -> tuple[float, int]:
+    clean = dirty = 0
+    for s in plog.segments:
+        if s.base_offset >= first_uncleanable:
+            break
+        if s.next_offset <= first_dirty:
+            clean += s.size
+        else:
+            dirty += s.size
+    total = clean + dirty
+    return (dirty / total if total else 0.0), dirty
+
+
+def clean_log(
+    plog: PartitionLog,
+    now_ms: int,
+    first_dirty: int,
+    *,
+    throttler: Throttler | None = None,
+    max_map_keys: int = DEFAULT_MAX_MAP_KEYS,
+) -> tuple[int, CleanStats] | None:
+    """Compact `plog` once. Returns (new first dirty offset, stats), or None if the swap
+    was abandoned because the log changed under it."""
+    stats = CleanStats()
+    generation = plog.truncation_generation
+    end = first_uncleanable_offset(plog, now_ms)
+    segs = [s for s in plog.segments if s.base_offset < end]
+    if not segs:
+        return first_dirty, stats
+    # 1. Offset map: key -> latest offset in the dirty range; also each producer's last batch.
+    offset_map: dict[bytes, int] = {}
+    last_batch_of_producer: dict[int, int] = {}
+    map_end = end
+    for s in plog.segments:
+        for _, h in s.iter_headers(0):
+            if h.producer_id >= 0 and not h.is_control:
+                last_batch_of_producer[h.producer_id] = h.base_offset
+    full = False
+    for s in segs:
+        if s.next_offset <= first_dirty or full:
+            continue
+        for pos, h in s.iter_headers(0):
+            if h.last_offset < first_dirty or h.base_offset >= end or h.is_control:
+                continue
+            if len(offset_map) >= max_map_keys:
+                map_end = h.base_offset
+                full = True
+                break
+            for r in decode_records(s.read_batch(pos, h)):
+                if r.key is not None and r.offset >= first_dirty:
+                    offset_map[r.key] = r.offset
+            if throttler is not None:
+                throttler.maybe_throttle(h.size)
+    if full:
+        segs = [s for s in segs if s.base_offset < map_end]
+        end = map_end
+    # 2. Recopy each segment below `end`.
+    pairs: list[tuple[LogSegment, LogSegment]] = []
+    for s in segs:
+        new = plog.new_cleaned_segment(s.base_offset)
+        _recopy(
+            s,
+            new,
+            offset_map,
+            last_batch_of_producer,
+            now_ms,
+            plog.config.delete_retention_ms,
+            stats,
+            throttler,
+        )
+        pairs.append((s, new))
+        stats.segments += 1
+    # 3. Swap in.
+    if not plog.replace_segments(pairs, generation):
+        return None
+    return max(first_dirty, end), stats
+
+
+def _recopy(
+    src: LogSegment,
+    dst: LogSegment,
+    offset_map: dict[bytes, int],
+    last_batch_of_producer: dict[int, int],
+    now_ms: int,
+    delete_retention_ms: int,
+    stats: CleanStats,
+    throttler: Throttler | None,
+) -> None:
+    from broker.log.segment import BatchEntry
+
+    for pos, h in src.iter_headers(0):
+        raw = src.read_batch(pos, h)
+        stats.bytes_read += len(raw)
+        out: bytes | None
+        if h.is_control:
+            out = raw
+        else:
+            out = _clean_batch(
+                raw, h, offset_map, last_batch_of_producer, now_ms, delete_retention_ms, stats
+            )
+        if out is None:
+            continue
+        nh = BatchHeader(*HEADER.unpack_from(out, 0))
+        dst.append(out, [BatchEntry(0, len(out), nh.base_offset, nh.last_offset, nh.max_timestamp)])
+        stats.bytes_written += len(out)
+        if throttler is not None:
+            throttler.maybe_throttle(len(raw) + len(out))
+
+
+def _clean_batch(
+    raw: bytes,
+    h: BatchHeader,
+    offset_map: dict[bytes, int],
+    last_batch_of_producer: dict[int, int],
+    now_ms: int,
+    delete_retention_ms: int,
+    stats: CleanStats,
+) -> bytes | None:
+    records = decode_records(raw)
+    stats.records_read += len(records)
+    horizon = h.base_timestamp if h.has_delete_horizon else None
+    kept: list[Record] = []
+    has_tombstone = False
+    for r in records:
+        if r.key is None:
+            continue
+        latest = offset_map.get(r.key)
+        if latest is not None and r.offset < latest:
+            continue
+        if r.value is None:
+            if horizon is not None and now_ms >= horizon:
+                stats.tombstones_dropped += 1
+                continue
+            has_tombstone = True
+        kept.append(r)
+    stats.records_kept += len(kept)
+    needs_horizon = has_tombstone and horizon is None
+    if len(kept) == len(records) and not needs_horizon:
+        return raw
+    if not kept:
+        if h.producer_id >= 0 and last_batch_of_producer.get(h.producer_id) == h.base_offset:
+            return _empty_batch(h)
+        return None
+    new_horizon = (
+        horizon
+        if horizon is not None
+        else (now_ms + delete_retention_ms if has_tombstone else None)
+    )
+    return build_batch(
+        kept,
+        base_offset=h.base_offset,
+        compression=h.compression,
+        timestamp_type=h.timestamp_type,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        partition_leader_epoch=h.partition_leader_epoch,
+        is_transactional=h.is_transactional,
+        last_offset_delta=h.last_offset_delta,
+        max_timestamp=h.max_timestamp,
+        delete_horizon_ms=new_horizon,
+    )
+
+
+def _empty_batch(h: BatchHeader) -> bytes:
+    return build_batch(
+        [],
+        base_offset=h.base_offset,
+        compression=h.compression,
+        timestamp_type=h.timestamp_type,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        partition_leader_epoch=h.partition_leader_epoch,
+        is_transactional=h.is_transactional,
+        last_offset_delta=h.last_offset_delta,
+        base_timestamp=h.base_timestamp,
+        max_timestamp=h.max_timestamp,
+    )
+
+
+class LogCleaner:
+    """Picks the dirtiest compacted log and cleans it; driven by LogManager.tick()."""
+
+    def __init__(self, manager: LogManager) -> None:
+        self.manager = manager
+        self._aborted: set[int] = set()
+        self.last_stats: CleanStats | None = None
+
+    def throttler(self) -> Throttler:
+        return Throttler(self.manager.cleaner_io_max_bytes_per_second)
+
+    def grab_filthiest(self, now_ms: int) -> tuple[PartitionLog, int] | None:
+        best: tuple[float, PartitionLog, int] | None = None
+        for plog in self.manager.all_logs():
+            cfg = plog.config
+            if not cfg.compact or plog.closed:
+                continue
+            key = (plog.topic_partition.topic, plog.topic_partition.partition)
+            first_dirty = max(self.manager.cleaner_checkpoints.get(key, 0), plog.log_start_offset)
+            end = first_uncleanable_offset(plog, now_ms)
+            if first_dirty >= end:
+                continue
+            ratio, dirty = dirty_ratio(plog, first_dirty, end)
+            if dirty == 0:
+                continue
+            forced = cfg.max_compaction_lag_ms < (1 << 63) - 1 and any(
+                s.rolling_based_timestamp is not None
+                and s.rolling_based_timestamp >= 0
+                and now_ms - s.rolling_based_timestamp > cfg.max_compaction_lag_ms
+                for s in plog.segments
+                if s.next_offset > first_dirty and s.base_offset < end
+            )
+            if ratio < cfg.min_cleanable_dirty_ratio and not forced:
+                continue
+            score = 2.0 if forced else ratio
+            if best is None or score > best[0]:
+                best = (score, plog, first_dirty)
+        return None if best is None else (best[1], best[2])
+
+    def clean_once(self, now_ms: int) -> int:
+        """Clean the filthiest log, if any is due. Returns segments cleaned."""
+        picked = self.grab_filthiest(now_ms)
+        if picked is None:
+            return 0
+        plog, first_dirty = picked
+        self._aborted.discard(id(plog))
+        try:
+            result = clean_log(plog, now_ms, first_dirty, throttler=self.throttler())
+        except Exception:
+            log.exception("log cleaner failed", partition=plog.dir.name)
+            return 0
+        if result is None or id(plog) in self._aborted:
+            return 0
+        new_first_dirty, stats = result
+        self.last_stats = stats
+        tp = plog.topic_partition
+        self.manager.cleaner_checkpoints[(tp.topic, tp.partition)] = new_first_dirty
+        self.manager.checkpoint_cleaner_offsets()
+        return stats.segments
+
+    def abort(self, plog: PartitionLog) -> None:
+        """A cleaning in progress on `plog` will not be swapped in (the log checks its
+        segments at swap time; this also stops the checkpoint update)."""
+        self._aborted.add(id(plog))

@@ -1,0 +1,943 @@
+"""PartitionLog: one topic-partition's segments, the API replicas and the Raft store use.
+
+Concurrency: one lock serialises writers (append, truncate, roll, retention, cleaner
+swap). Readers take the current segment tuple (replaced, never mutated: copy-on-write)
+and never block; a deleted segment's file stays readable through slices already handed
+out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.log.checkpoints import (
+    PARTITION_METADATA,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from broker.log.config import LONG_MAX, LogConfig
+from broker.log.epoch_cache import LeaderEpochCache
+from broker.log.files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    fsync_dir,
+)
+from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
+from broker.protocol.compression import Compression, codec_by_name
+from broker.protocol.records import (
+    HEADER_SIZE,
+    MAGIC_OFFSET,
+    BatchHeader,
+    Record,
+    TimestampType,
+    build_batch,
+    decode_records,
+    iter_batch_headers,
+    patch_log_append_time,
+    patch_log_append_time_split,
+    patch_offset_and_epoch,
+    validate_batches,
+    whole_batches_length,
+)
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)((?:\.\w+)?)$")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def dir_name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @staticmethod
+    def parse_dir_name(name: str) -> TopicPartition | None:
+        topic, sep, part = name.rpartition("-")
+        if not sep or not topic or not part.isdigit():
+            return None
+        return TopicPartition(topic, int(part))
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    records_count: int
+    max_timestamp: int
+    # Headers as written (offsets assigned): producer-state and transaction tracking.
+    batches: tuple[BatchHeader, ...] = field(default=())
+
+
+class ProducerStateHook:
+    """Called under the log lock; subclass to keep producer state in step with the log."""
+
+    def on_append(self, batches: Sequence[BatchHeader]) -> None:
+        """Batches just written (offsets assigned)."""
+
+    def on_roll(self, new_segment_base: int) -> None:
+        """A segment starts at this offset: Kafka snapshots producer state here."""
+
+    def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
+        """The log was truncated; rebuild from a snapshot at or below the new end."""
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        *,
+        clock: Callable[[], int] = _wall_clock_ms,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = True,
+        topic_id: object = None,
+    ) -> None:
+        """Open (or create) the log in `directory`, recovering after `recovery_point`
+        unless `clean_shutdown`."""
+        self.dir = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.clock = clock
+        self._lock = threading.RLock()
+        self.producer_state_hook: ProducerStateHook | None = None
+        self._high_watermark: int | None = None
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+        # Bumped by every truncation: a cleaner that started before one must not swap.
+        self.truncation_generation = 0
+        directory.mkdir(parents=True, exist_ok=True)
+        self.epoch_cache = LeaderEpochCache(directory, fsync=True)
+        self.recovered_bytes_truncated = 0
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: list[int] = []
+        self._load(recovery_point, log_start_offset, clean_shutdown)
+        if topic_id is not None:
+            self.set_topic_id(topic_id)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log_end_offset if self._high_watermark is None else self._high_watermark
+
+    def update_high_watermark(self, hw: int) -> None:
+        """Retention and DeleteRecords never go past the HW the replication layer sets."""
+        self._high_watermark = min(max(hw, self._log_start_offset), self._log_end_offset)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def topic_id(self) -> object:
+        try:
+            return read_partition_metadata(self.dir)
+        except Exception:
+            return None
+
+    def set_topic_id(self, topic_id: object) -> None:
+        import uuid
+
+        if not isinstance(topic_id, uuid.UUID):
+            raise TypeError("topic_id must be a UUID")
+        if (self.dir / PARTITION_METADATA).exists() and read_partition_metadata(
+            self.dir
+        ) == topic_id:
+            return
+        write_partition_metadata(self.dir, topic_id)
+
+    # ------------------------------------------------------------------ loading
+
+    def _new_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            created_ms=self.clock(),
+            suffix=suffix,
+        )
+
+    def _set_segments(self, segs: Sequence[LogSegment]) -> None:
+        bases = [s.base_offset for s in segs]
+        self._segments = tuple(segs)
+        self._bases = bases
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        self._cleanup_leftovers()
+        bases = sorted(
+            int(p.name[:20])
+            for p in self.dir.iterdir()
+            if (m := _SEGMENT_FILE.match(p.name)) and m.group(2) == "log" and not m.group(3)
+        )
+        segs: list[LogSegment] = []
+        truncated_at: int | None = None
+        for i, base in enumerate(bases):
+            seg = self._new_segment(base)
+            if truncated_at is not None:
+                seg.rename_to_deleted()
+                seg.delete_files()
+                continue
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            needs_recovery = not clean_shutdown and (
+                next_base is None or next_base > recovery_point
+            )
+            if needs_recovery:
+                cut = seg.recover(on_batch=self._assign_epoch_from_recovery)
+                self.recovered_bytes_truncated += cut
+                if cut:
+                    truncated_at = seg.next_offset
+            else:
+                seg.load_clean()
+            if segs and seg.base_offset < segs[-1].next_offset:
+                # Overlapping segments: keep the earlier, drop from here on.
+                seg.rename_to_deleted()
+                seg.delete_files()
+                truncated_at = segs[-1].next_offset
+                continue
+            segs.append(seg)
+        if not segs:
+            segs.append(self._new_segment(max(log_start_offset, 0)))
+        # Drop empty trailing segments that are not the last (left by a crash mid-roll).
+        self._set_segments(segs)
+        active = segs[-1]
+        self._log_end_offset = active.next_offset
+        self._log_start_offset = min(
+            max(log_start_offset, segs[0].base_offset), self._log_end_offset
+        )
+        self._recovery_point = (
+            min(recovery_point, self._log_end_offset)
+            if not clean_shutdown
+            else self._log_end_offset
+        )
+        if self.epoch_cache.epochs:
+            self.epoch_cache.truncate_from_end(self._log_end_offset)
+            self.epoch_cache.truncate_from_start(self._log_start_offset)
+        self._unflushed_messages = 0
+        self._last_flush_ms = self.clock()
+
+    def _assign_epoch_from_recovery(self, h: BatchHeader) -> None:
+        if (
+            h.partition_leader_epoch >= 0
+            and h.partition_leader_epoch > self.epoch_cache.latest_epoch
+        ):
+            self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+
+    def _cleanup_leftovers(self) -> None:
+        """Finish what a crash interrupted: deletions, cleaner output, swaps."""
+        for p in list(self.dir.iterdir()):
+            name = p.name
+            if (
+                name.endswith(DELETED_SUFFIX)
+                or name.endswith(CLEANED_SUFFIX)
+                or name.endswith(".tmp")
+            ):
+                p.unlink(missing_ok=True)
+        for p in sorted(self.dir.iterdir()):
+            if p.name.endswith(SWAP_SUFFIX):
+                # A swap file is only created from complete cleaner output: finish the swap.
+                final = p.with_name(p.name[: -len(SWAP_SUFFIX)])
+                os.replace(p, final)
+        logs = {p.name[:20] for p in self.dir.iterdir() if p.name.endswith(LOG_SUFFIX)}
+        for p in self.dir.iterdir():
+            if p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and p.name[:20] not in logs:
+                p.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ appends
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Validate, assign offsets from the log end and stamp `leader_epoch`.
+
+        A writable buffer is patched in place and written as is; a read-only one is not
+        copied: each batch is written as a patched private copy of its 61-byte header
+        followed by the caller's record bytes (pwritev)."""
+        mv = memoryview(records)
+        if mv.ndim != 1 or mv.itemsize != 1:
+            mv = mv.cast("B")
+        if len(mv) > MAGIC_OFFSET and mv[MAGIC_OFFSET] in (0, 1):
+            from broker.protocol.legacy import convert_to_v2
+
+            mv = memoryview(convert_to_v2(mv, now_ms=now_ms))
+        cfg = self.config
+        headers = validate_batches(mv, cfg.max_message_bytes)
+        if len(mv) > cfg.segment_bytes:
+            raise KafkaError(
+                ErrorCode.record_list_too_large,
+                f"{len(mv)} bytes exceed segment.bytes {cfg.segment_bytes}",
+            )
+        mv, headers = self._leader_checks_and_rewrites(mv, headers, now_ms)
+        log_append = cfg.log_append_time
+        writable = not mv.readonly
+        with self._lock:
+            self._check_open()
+            next_offset = self._log_end_offset
+            entries: list[BatchEntry] = []
+            buffers: list[bytes | bytearray | memoryview] = []
+            written: list[BatchHeader] = []
+            pos = 0
+            max_ts = -1
+            count = 0
+            for h in headers:
+                size = h.size
+                if writable:
+                    patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
+                    if log_append:
+                        patch_log_append_time(mv, pos, size, now_ms)
+                else:
+                    head = bytearray(mv[pos : pos + HEADER_SIZE])
+                    body = mv[pos + HEADER_SIZE : pos + size]
+                    patch_offset_and_epoch(head, 0, next_offset, leader_epoch)
+                    if log_append:
+                        patch_log_append_time_split(head, body, now_ms)
+                    buffers.append(head)
+                    buffers.append(body)
+                bmax = now_ms if log_append else h.max_timestamp
+                last = next_offset + h.last_offset_delta
+                entries.append(BatchEntry(pos, size, next_offset, last, bmax))
+                written.append(
+                    BatchHeader(
+                        next_offset, h.batch_length, leader_epoch, 2, h.crc, h.attributes,
+                        h.last_offset_delta, h.base_timestamp, bmax, h.producer_id,
+                        h.producer_epoch, h.base_sequence, h.records_count,
+                    )
+                )  # fmt: skip
+                if bmax > max_ts:
+                    max_ts = bmax
+                count += h.records_count
+                next_offset = last + 1
+                pos += size
+            base = entries[0].base_offset
+            if leader_epoch > self.epoch_cache.latest_epoch:
+                self.epoch_cache.assign(leader_epoch, base)
+            self._append_locked(mv if writable else buffers, pos, entries, written, now_ms)
+            return AppendResult(
+                base,
+                next_offset - 1,
+                now_ms if log_append else -1,
+                self._log_start_offset,
+                count,
+                max_ts,
+                tuple(written),
+            )
+
+    def _leader_checks_and_rewrites(
+        self, mv: memoryview, headers: list[BatchHeader], now_ms: int
+    ) -> tuple[memoryview, list[BatchHeader]]:
+        """Checks that need more than the header, and topic-level recompression."""
+        cfg = self.config
+        if not cfg.log_append_time:
+            for h in headers:
+                if (
+                    h.max_timestamp - now_ms > cfg.message_timestamp_after_max_ms
+                    and not h.is_control
+                ):
+                    raise KafkaError(
+                        ErrorCode.invalid_timestamp,
+                        f"timestamp {h.max_timestamp} is more than "
+                        f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
+                    )
+        need_decode = cfg.compact or (
+            not cfg.log_append_time and cfg.message_timestamp_before_max_ms < LONG_MAX
+        )
+        target: Compression | None = codec_by_name(cfg.compression_type)
+        recompress = target is not None and any(
+            h.compression != target and not h.is_control for h in headers
+        )
+        if not need_decode and not recompress:
+            return mv, headers
+        out = bytearray()
+        pos = 0
+        for h in headers:
+            batch = mv[pos : pos + h.size]
+            pos += h.size
+            if h.is_control:
+                out += batch
+                continue
+            recs = decode_records(batch)
+            if len(recs) != h.records_count:
+                raise KafkaError(ErrorCode.invalid_record, "record count mismatch")
+            for r in recs:
+                if cfg.compact and r.key is None:
+                    raise KafkaError(
+                        ErrorCode.invalid_record, "compacted topic requires keys on every record"
+                    )
+                if (
+                    not cfg.log_append_time
+                    and cfg.message_timestamp_before_max_ms < LONG_MAX
+                    and now_ms - r.timestamp > cfg.message_timestamp_before_max_ms
+                ):
+                    raise KafkaError(
+                        ErrorCode.invalid_timestamp,
+                        f"timestamp {r.timestamp} is more than "
+                        f"{cfg.message_timestamp_before_max_ms} ms before {now_ms}",
+                    )
+            if recompress and target is not None and h.compression != target:
+                out += build_batch(
+                    [
+                        Record(r.offset, r.timestamp, r.key, r.value, r.headers, r.attributes)
+                        for r in recs
+                    ],
+                    base_offset=h.base_offset,
+                    compression=target,
+                    timestamp_type=h.timestamp_type,
+                    producer_id=h.producer_id,
+                    producer_epoch=h.producer_epoch,
+                    base_sequence=h.base_sequence,
+                    partition_leader_epoch=h.partition_leader_epoch,
+                    is_transactional=h.is_transactional,
+                    last_offset_delta=h.last_offset_delta,
+                    base_timestamp=h.base_timestamp,
+                    max_timestamp=h.max_timestamp,
+                )
+            else:
+                out += batch
+        if not recompress:
+            return mv, headers
+        new = memoryview(out)
+        return new, [h for _, h in iter_batch_headers(new, validate_crc=False)]
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append the leader's batches as they are (offsets, epochs, timestamps).
+
+        A trailing partial batch (a fetch cut at max bytes) is ignored; anything else
+        malformed raises CORRUPT_MESSAGE and leaves the log unchanged.
+        """
+        mv = memoryview(records)
+        mv = mv[: whole_batches_length(mv)]
+        with self._lock:
+            self._check_open()
+            if len(mv) == 0:
+                return AppendResult(
+                    self._log_end_offset,
+                    self._log_end_offset - 1,
+                    -1,
+                    self._log_start_offset,
+                    0,
+                    -1,
+                    (),
+                )
+            entries: list[BatchEntry] = []
+            written: list[BatchHeader] = []
+            expected = self._log_end_offset
+            max_ts = -1
+            count = 0
+            for pos, h in iter_batch_headers(mv, validate_crc=True):
+                if h.base_offset < expected or h.last_offset_delta < 0:
+                    raise KafkaError(
+                        ErrorCode.corrupt_message,
+                        f"out of order offsets: batch {h.base_offset} at log end {expected}",
+                    )
+                entries.append(
+                    BatchEntry(pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
+                )
+                written.append(h)
+                expected = h.next_offset
+                count += h.records_count
+                max_ts = max(max_ts, h.max_timestamp)
+            if entries[-1].last_offset - entries[0].base_offset > (1 << 31) - 1:
+                raise KafkaError(
+                    ErrorCode.corrupt_message, "offset range of one append exceeds int32"
+                )
+            for h in written:
+                if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+            self._append_locked(mv, len(mv), entries, written, self.clock())
+            return AppendResult(
+                entries[0].base_offset,
+                entries[-1].last_offset,
+                -1,
+                self._log_start_offset,
+                count,
+                max_ts,
+                tuple(written),
+            )
+
+    def _append_locked(
+        self,
+        data: memoryview | list[bytes | bytearray | memoryview],
+        size: int,
+        entries: list[BatchEntry],
+        written: list[BatchHeader],
+        now_ms: int,
+    ) -> None:
+        seg = self._maybe_roll(size, entries, now_ms)
+        seg.append(data, entries, size)
+        self._log_end_offset = entries[-1].last_offset + 1
+        if self.producer_state_hook is not None:
+            self.producer_state_hook.on_append(written)
+        self._unflushed_messages += len(entries)
+        if self.config.fsync_on_append:
+            seg.flush()
+            self._recovery_point = self._log_end_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = now_ms
+        elif self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(self, size: int, entries: list[BatchEntry], now_ms: int) -> LogSegment:
+        seg = self._segments[-1]
+        cfg = self.config
+        if seg.size == 0:
+            return self._roll_if_base_mismatch(seg, entries)
+        rolling_ts = seg.rolling_based_timestamp
+        if rolling_ts is None or rolling_ts < 0:
+            rolling_ts = seg.created_ms
+        should = (
+            seg.size + size > cfg.segment_bytes
+            or now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms
+            or seg.offset_index.is_full
+            or seg.time_index.is_full
+            or not seg.can_hold(entries[-1].last_offset)
+        )
+        if not should:
+            return seg
+        return self._roll(entries[0].base_offset)
+
+    def _roll_if_base_mismatch(self, seg: LogSegment, entries: list[BatchEntry]) -> LogSegment:
+        # An empty active segment is reused unless the batch cannot be indexed relative
+        # to its base (a follower jumping forward far).
+        if entries[0].base_offset < seg.base_offset or not seg.can_hold(entries[-1].last_offset):
+            return self._roll(entries[0].base_offset, replace_empty=True)
+        return seg
+
+    def roll(self) -> LogSegment:
+        with self._lock:
+            if self._segments[-1].size == 0:
+                return self._segments[-1]
+            return self._roll(self._log_end_offset)
+
+    def _roll(self, new_base: int, *, replace_empty: bool = False) -> LogSegment:
+        old = self._segments[-1]
+        segs = list(self._segments)
+        if replace_empty and old.size == 0:
+            segs.pop()
+            old.rename_to_deleted()
+            old.delete_files()
+        else:
+            old.on_become_inactive()
+            if old.unflushed:
+                # Kafka flushes a rolled segment asynchronously; an fsync here keeps
+                # recovery to the active segment after a crash.
+                old.flush()
+        new_base = max(new_base, old.next_offset if not replace_empty else new_base)
+        seg = self._new_segment(new_base)
+        segs.append(seg)
+        self._set_segments(segs)
+        if self.producer_state_hook is not None:
+            self.producer_state_hook.on_roll(new_base)
+        return seg
+
+    # ------------------------------------------------------------------ reads
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.topic_partition} is closed")
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool = True
+    ) -> FileSlice:
+        """Slice of whole batches from the one holding `offset`, at most `max_bytes` (at
+        least one batch if `min_one_batch`; the last batch may be cut at max_bytes as in
+        Kafka), never past `max_offset` (exclusive)."""
+        start = self._log_start_offset
+        end = self._log_end_offset
+        segs = self._segments
+        bases = self._bases
+        if offset < start or offset > end:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"offset {offset} outside [{start}, {end}] of {self.topic_partition}",
+            )
+        if offset >= max_offset or offset == end:
+            return EMPTY_SLICE
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        limit_seg, limit_pos = self._position_of(min(max_offset, end), segs, bases)
+        while i < len(segs):
+            seg = segs[i]
+            if limit_seg is not None and seg.base_offset > limit_seg.base_offset:
+                return EMPTY_SLICE
+            max_pos = limit_pos if seg is limit_seg else seg.size
+            sl = seg.read(offset, max_bytes, max_pos, min_one_batch)
+            if sl is not None:
+                return sl
+            i += 1
+        return EMPTY_SLICE
+
+    def _position_of(
+        self, offset: int, segs: tuple[LogSegment, ...], bases: list[int]
+    ) -> tuple[LogSegment | None, int]:
+        """(segment, position) where data at `offset` starts; (None, 0) when offset is the
+        log end (no limit)."""
+        if offset >= self._log_end_offset:
+            return None, 0
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        while i < len(segs):
+            found = segs[i].translate_offset(offset)
+            if found is not None:
+                return segs[i], found[0]
+            i += 1
+        return None, 0
+
+    def read_records(
+        self, offset: int, max_offset: int | None = None, max_records: int | None = None
+    ) -> list[Record]:
+        """Decoded records from `offset` up to `max_offset` across segments (tests, tools,
+        internal topics; not the fetch path)."""
+        end = self._log_end_offset if max_offset is None else max_offset
+        out: list[Record] = []
+        while offset < end and (max_records is None or len(out) < max_records):
+            data = self.read(offset, 1 << 20, end).read_bytes()
+            data = data[: whole_batches_length(data)]
+            if not data:
+                break
+            mv = memoryview(data)
+            for pos, h in iter_batch_headers(mv, validate_crc=True):
+                if not h.is_control:
+                    out += [
+                        r
+                        for r in decode_records(mv[pos : pos + h.size])
+                        if offset <= r.offset < end
+                    ]
+                offset = max(offset, h.next_offset)
+        return out if max_records is None else out[:max_records]
+
+    # ------------------------------------------------------------------ ListOffsets
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int, int] | None:
+        """First record with timestamp >= target: (offset, timestamp, leader epoch)."""
+        if timestamp_ms == -2:
+            return self.earliest_offset()
+        if timestamp_ms == -1:
+            return self.latest_offset()
+        if timestamp_ms == -3:
+            return self.max_timestamp_offset()
+        start = self._log_start_offset
+        for seg in self._segments:
+            if seg.max_timestamp >= timestamp_ms and seg.next_offset > start:
+                found = seg.find_offset_by_timestamp(timestamp_ms, start)
+                if found is not None:
+                    return found
+        return None
+
+    def earliest_offset(self) -> tuple[int, int, int]:
+        start = self._log_start_offset
+        return start, -1, self.epoch_cache.epoch_for_offset(start)
+
+    def latest_offset(self) -> tuple[int, int, int]:
+        return self._log_end_offset, -1, self.epoch_cache.latest_epoch
+
+    def max_timestamp_offset(self) -> tuple[int, int, int] | None:
+        """Offset, timestamp and epoch of the record with the largest timestamp."""
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.next_offset > self._log_start_offset and (
+                best is None or seg.max_timestamp > best.max_timestamp
+            ):
+                best = seg
+        if best is None or best.max_timestamp < 0:
+            return None
+        found = best.translate_offset(best.offset_of_max_timestamp)
+        if found is None:
+            return None
+        pos, h = found
+        if h.timestamp_type == TimestampType.LOG_APPEND_TIME or h.is_control:
+            return h.base_offset, h.max_timestamp, h.partition_leader_epoch
+        for r in decode_records(best.read_batch(pos, h)):
+            if r.timestamp == h.max_timestamp:
+                return r.offset, r.timestamp, h.partition_leader_epoch
+        return h.last_offset, h.max_timestamp, h.partition_leader_epoch
+
+    # ------------------------------------------------------------------ epochs
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epoch_cache.end_offset_for(epoch, self._log_end_offset)
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation: remove everything at and after `offset`."""
+        with self._lock:
+            self._check_open()
+            if offset >= self._log_end_offset:
+                return
+            self.truncation_generation += 1
+            if offset <= self._log_start_offset:
+                self._truncate_fully_locked(
+                    max(offset, 0) if offset < self._log_start_offset else offset
+                )
+                return
+            keep = [s for s in self._segments if s.base_offset < offset]
+            drop = [s for s in self._segments if s.base_offset >= offset]
+            if not keep:
+                self._truncate_fully_locked(offset)
+                return
+            last = keep[-1]
+            cut_base = last.truncate_to(offset)
+            self._set_segments(keep)
+            for s in drop:
+                self._schedule_delete(s)
+            # A batch spanning `offset` goes whole: the log then ends where it began.
+            self._log_end_offset = offset if cut_base is None else min(offset, cut_base)
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            if self._high_watermark is not None:
+                self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self.epoch_cache.truncate_from_end(self._log_end_offset)
+            if self.producer_state_hook is not None:
+                self.producer_state_hook.on_truncate(self._log_end_offset, self._log_start_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        self.truncation_generation += 1
+        # Rename the old segments away first: the new one may reuse a base offset name.
+        for s in self._segments:
+            self._schedule_delete(s)
+        self._set_segments([self._new_segment(offset)])
+        self._log_start_offset = offset
+        self._log_end_offset = offset
+        self._recovery_point = offset
+        self._high_watermark = None if self._high_watermark is None else offset
+        self.epoch_cache.clear()
+        if self.producer_state_hook is not None:
+            self.producer_state_hook.on_truncate(offset, offset)
+
+    # ------------------------------------------------------------------ cleaner swap
+
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty `<base>.log.cleaned` segment for the cleaner to fill."""
+        for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
+            for ext in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                (self.dir / f"{base_offset:020d}{ext}{suffix}").unlink(missing_ok=True)
+        return self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
+
+    def replace_segments(
+        self, pairs: list[tuple[LogSegment, LogSegment]], generation: int | None = None
+    ) -> bool:
+        """Swap cleaned segments in for the originals, Kafka's way: `.cleaned` ->
+        `.swap`, old -> `.deleted`, `.swap` -> final name. A crash at any step is finished
+        (swap complete) or undone (cleaned discarded) by the next load. Returns False, and
+        discards the cleaned files, if any original left the log meanwhile (truncation,
+        retention, close)."""
+        with self._lock:
+            current = {id(s) for s in self._segments}
+            if (
+                self._closed
+                or any(id(old) not in current for old, _ in pairs)
+                or (generation is not None and generation != self.truncation_generation)
+            ):
+                for _, new in pairs:
+                    new.delete_files()
+                return False
+            for _, new in pairs:
+                new.on_become_inactive()
+                new.flush()
+                new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            for old, _ in pairs:
+                self._schedule_delete(old)
+            for _, new in pairs:
+                new.change_suffix(SWAP_SUFFIX, "")
+            fsync_dir(self.dir)
+            by_old = {id(old): new for old, new in pairs}
+            self._set_segments([by_old.get(id(s), s) for s in self._segments])
+            return True
+
+    # ------------------------------------------------------------------ log start / retention
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset; return the new log start."""
+        with self._lock:
+            self._check_open()
+            if offset < 0 or offset > self.high_watermark:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"offset {offset} beyond high watermark {self.high_watermark}",
+                )
+            self._maybe_increment_log_start(offset)
+            self._delete_segments_below_log_start()
+            return self._log_start_offset
+
+    def _maybe_increment_log_start(self, offset: int) -> None:
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self.epoch_cache.truncate_from_start(offset)
+
+    def _delete_segments_below_log_start(self) -> int:
+        segs = self._segments
+        doomed = []
+        for i, s in enumerate(segs[:-1]):
+            if segs[i + 1].base_offset <= self._log_start_offset:
+                doomed.append(s)
+            else:
+                break
+        return self._delete_segments(doomed)
+
+    def _delete_segments(self, doomed: list[LogSegment]) -> int:
+        if not doomed:
+            return 0
+        ids = {id(s) for s in doomed}
+        remaining = [s for s in self._segments if id(s) not in ids]
+        if not remaining:
+            remaining = [self._roll_empty_successor()]
+        self._set_segments(remaining)
+        for s in doomed:
+            self._schedule_delete(s)
+        new_start = remaining[0].base_offset
+        if new_start > self._log_start_offset:
+            self._log_start_offset = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+        return len(doomed)
+
+    def _roll_empty_successor(self) -> LogSegment:
+        return self._new_segment(self._log_end_offset)
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention: retention.ms, retention.bytes, log start breach. Returns segments
+        deleted. Only segments wholly below the high watermark go."""
+        with self._lock:
+            if self._closed:
+                return 0
+            hw = self.high_watermark
+            count = self._delete_segments_below_log_start()
+            if not self.config.delete:
+                return count
+            segs = self._segments
+            doomed: list[LogSegment] = []
+            cfg = self.config
+            total = sum(s.size for s in segs)
+            for i, s in enumerate(segs):
+                upper = segs[i + 1].base_offset if i + 1 < len(segs) else s.next_offset
+                if upper > hw or (s is segs[-1] and s.size == 0):
+                    break
+                # Segments without timestamps (converted magic 0) age by file mtime.
+                largest = s.max_timestamp if s.max_timestamp >= 0 else s.last_modified_ms()
+                by_time = cfg.retention_ms >= 0 and now_ms - largest > cfg.retention_ms
+                by_size = cfg.retention_bytes >= 0 and total - s.size >= cfg.retention_bytes
+                if not (by_time or by_size):
+                    break
+                doomed.append(s)
+                total -= s.size
+            if doomed and doomed[-1] is segs[-1]:
+                # Deleting the active segment: roll first so the log keeps its end offset.
+                self._roll(self._log_end_offset)
+            return count + self._delete_segments(doomed)
+
+    def _schedule_delete(self, seg: LogSegment) -> None:
+        seg.rename_to_deleted()
+        self._pending_deletes.append((self.clock() + self.config.file_delete_delay_ms, seg))
+
+    def delete_expired_files(self, now_ms: int, *, force: bool = False) -> int:
+        """Second step of asynchronous deletion: unlink `.deleted` files whose delay passed."""
+        with self._lock:
+            due = [s for t, s in self._pending_deletes if force or t <= now_ms]
+            self._pending_deletes = [
+                (t, s) for t, s in self._pending_deletes if not (force or t <= now_ms)
+            ]
+        for s in due:
+            s.delete_files()
+        return len(due)
+
+    # ------------------------------------------------------------------ flushing
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding data below `up_to` (default: the log end)."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+            for s in self._segments:
+                if s.base_offset < target or s is self._segments[-1]:
+                    s.flush()
+            self._recovery_point = max(self._recovery_point, target)
+            self._unflushed_messages = 0
+            self._last_flush_ms = self.clock()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for s in self._segments:
+                s.index_interval_bytes = config.index_interval_bytes
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            for s in self._segments:
+                s.flush()
+            self._recovery_point = self._log_end_offset
+            for s in self._segments:
+                s.close()
+            self._closed = True
+        self.delete_expired_files(0, force=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def delete_all_files(self) -> None:
+        """Remove every file of a closed log and its directory (LogManager.delete)."""
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fsync_dir(self.dir.parent)

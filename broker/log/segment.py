@@ -1,0 +1,451 @@
+"""One log segment: `<base>.log` with its `.index` and `.timeindex`.
+
+A segment is appended to by one writer (the owning PartitionLog holds its lock) and read
+by any number of readers without locks: data is written before `size` moves, and readers
+bound themselves by the `size` they saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from crc32c import crc32c
+
+from broker.log.files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    SegmentFile,
+    pread_exact,
+    pwrite_all,
+    pwritev_all,
+    segment_name,
+)
+from broker.log.index import IndexCorrupt, OffsetIndex, TimeIndex
+from broker.protocol.records import (
+    _LEN_AND_MAGIC,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAX_BATCH_SIZE,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Record,
+    decode_records,
+)
+
+INT32_MAX = (1 << 31) - 1
+_SCAN_CHUNK = 16 * 1024
+_RECOVER_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass
+class FileSlice:
+    """Bytes [position, position+length) of `file`, for os.sendfile or read_bytes().
+
+    `file` keeps the segment's data readable even if the segment is deleted or replaced
+    meanwhile: the descriptor is only closed once every holder has dropped it.
+    """
+
+    file: BinaryIO | None
+    position: int
+    length: int
+
+    def read_bytes(self) -> bytes:
+        if self.file is None or self.length <= 0:
+            return b""
+        return pread_exact(self.file.fileno(), self.length, self.position)
+
+    def fileno(self) -> int:
+        if self.file is None:
+            raise ValueError("empty slice has no file")
+        return self.file.fileno()
+
+    def __len__(self) -> int:
+        return self.length
+
+
+EMPTY_SLICE = FileSlice(None, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    """What a segment needs to know about a batch it is given to append."""
+
+    position: int  # within the appended buffer
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        created_ms: int,
+        suffix: str = "",
+    ) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        name = segment_name(base_offset)
+        self.log_path = directory / f"{name}{LOG_SUFFIX}{suffix}"
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = SegmentFile(fd, "r+")
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self.offset_index = OffsetIndex(
+            directory / f"{name}{INDEX_SUFFIX}{suffix}", base_offset, max_index_size
+        )
+        self.time_index = TimeIndex(
+            directory / f"{name}{TIME_INDEX_SUFFIX}{suffix}", base_offset, max_index_size
+        )
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = created_ms
+        self.rolling_based_timestamp: int | None = None
+        self.deleted = False
+        self.unflushed = False
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
+
+    # ------------------------------------------------------------------ loading
+
+    def load_clean(self) -> None:
+        """Trust the indexes after a sanity check (rebuild if it fails), read the tail."""
+        try:
+            self.offset_index.load(max(self.size, 1))
+            self._reload_tail()
+            self.time_index.load(self.next_offset)
+            self._reload_tail()
+        except IndexCorrupt:
+            self.recover()
+
+    def _reload_tail(self) -> None:
+        """Derive next offset, max timestamp and index bookkeeping from the last index
+        entries and the batches after the last offset-index entry."""
+        ts, ts_off = self.time_index.last_entry
+        self.max_timestamp, self.offset_of_max_timestamp = ts, ts_off
+        start = self.offset_index.positions[-1] if self.offset_index.positions else 0
+        self.next_offset = self.base_offset
+        end = start
+        for pos, h in self.iter_headers(start):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+            self.next_offset = h.next_offset
+            end = pos + h.size
+        if end != self.size:
+            raise IndexCorrupt(f"{self.log_path}: batches after the last index entry end at {end}")
+        self.bytes_since_last_index_entry = self.size - start
+        if self.size > 0 and self.rolling_based_timestamp is None:
+            hdr = self.header_at(0)
+            self.rolling_based_timestamp = hdr.max_timestamp if hdr else None
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Rebuild indexes from the log, truncating at the first invalid byte.
+
+        Returns the number of bytes truncated. A batch is valid when its lengths fit,
+        its magic is 2, its CRC matches and its offsets follow the previous batch's.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        self.next_offset = self.base_offset
+        self.rolling_based_timestamp = None
+        file_size = os.fstat(self.fd).st_size
+        pos = 0
+        valid = 0
+        interval = self.index_interval_bytes
+        while pos < file_size:
+            buf = pread_exact(self.fd, min(_RECOVER_CHUNK, file_size - pos), pos)
+            mv = memoryview(buf)
+            p = 0
+            stop = False
+            while True:
+                if len(mv) - p < HEADER_SIZE:
+                    if pos + p + HEADER_SIZE > file_size:
+                        stop = True
+                    break
+                _, length, _, magic = _LEN_AND_MAGIC.unpack_from(mv, p)
+                if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or magic != 2:
+                    stop = True
+                    break
+                size = length + LOG_OVERHEAD
+                if p + size > len(mv):
+                    if pos + p + size > file_size:
+                        stop = True
+                    elif p == 0:
+                        # One batch larger than the chunk: read it whole.
+                        mv = memoryview(pread_exact(self.fd, size, pos))
+                        continue
+                    break
+                h = BatchHeader(*HEADER.unpack_from(mv, p))
+                if (
+                    crc32c(mv[p + CRC_START : p + size]) != h.crc
+                    or h.last_offset_delta < 0
+                    or h.base_offset < self.next_offset
+                    or h.last_offset - self.base_offset > INT32_MAX
+                ):
+                    stop = True
+                    break
+                if h.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = h.max_timestamp
+                    self.offset_of_max_timestamp = h.last_offset
+                if self.bytes_since_last_index_entry > interval:
+                    self.offset_index.append(h.last_offset, pos + p)
+                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                    self.bytes_since_last_index_entry = 0
+                self.bytes_since_last_index_entry += size
+                if self.rolling_based_timestamp is None:
+                    self.rolling_based_timestamp = h.max_timestamp
+                self.next_offset = h.next_offset
+                if on_batch is not None:
+                    on_batch(h)
+                p += size
+            pos += p
+            valid = pos
+            if stop or p == 0:
+                break
+        truncated = file_size - valid
+        if truncated:
+            os.ftruncate(self.fd, valid)
+        self.size = valid
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        return truncated
+
+    # ------------------------------------------------------------------ appends
+
+    def append(
+        self,
+        data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+        batches: list[BatchEntry],
+        size: int | None = None,
+    ) -> None:
+        """Write `data` (one buffer, or buffers gathered with pwritev totalling `size`) at
+        the end and index its batches. `size` only moves after the bytes are written."""
+        physical = self.size
+        if isinstance(data, list):
+            pwritev_all(self.fd, data, physical)
+            assert size is not None
+        else:
+            pwrite_all(self.fd, data, physical)
+            size = len(data)
+        interval = self.index_interval_bytes
+        since = self.bytes_since_last_index_entry
+        max_ts = self.max_timestamp
+        for b in batches:
+            if b.max_timestamp > max_ts:
+                max_ts = b.max_timestamp
+                self.offset_of_max_timestamp = b.last_offset
+            if since > interval:
+                self.offset_index.append(b.last_offset, physical + b.position)
+                self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp)
+                since = 0
+            since += b.size
+        self.max_timestamp = max_ts
+        self.bytes_since_last_index_entry = since
+        if self.rolling_based_timestamp is None and batches:
+            self.rolling_based_timestamp = batches[0].max_timestamp
+        self.next_offset = batches[-1].last_offset + 1
+        self.unflushed = True
+        self.size = physical + size
+
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    def can_hold(self, last_offset: int) -> bool:
+        return last_offset - self.base_offset <= INT32_MAX
+
+    def on_become_inactive(self) -> None:
+        """Roll: record the final max timestamp and trim the pre-sized indexes."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    # ------------------------------------------------------------------ reads
+
+    def iter_headers(
+        self, start: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of the batches from `start` up to `end` (default: size).
+
+        Stops quietly at anything that does not parse: reads only serve what the
+        append path or recovery already validated.
+        """
+        limit = self.size if end is None else end
+        fd = self.fd
+        pos = start
+        while pos + HEADER_SIZE <= limit:
+            buf = os.pread(fd, min(_SCAN_CHUNK, limit - pos), pos)
+            p = 0
+            n = len(buf)
+            if n < HEADER_SIZE:
+                return
+            while p + HEADER_SIZE <= n:
+                h = BatchHeader(*HEADER.unpack_from(buf, p))
+                if h.batch_length < MIN_BATCH_LENGTH or pos + p + h.size > limit:
+                    return
+                yield pos + p, h
+                p += h.size
+            pos += p
+
+    def header_at(self, position: int) -> BatchHeader | None:
+        if position + HEADER_SIZE > self.size:
+            return None
+        return BatchHeader(*HEADER.unpack_from(os.pread(self.fd, HEADER_SIZE, position)))
+
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset >= `offset`."""
+        _, pos = self.offset_index.lookup(offset)
+        for p, h in self.iter_headers(max(pos, start_position)):
+            if h.last_offset >= offset:
+                return p, h
+        return None
+
+    def read(
+        self, offset: int, max_size: int, max_position: int, min_one_batch: bool
+    ) -> FileSlice | None:
+        """Slice from the batch holding `offset`; None if no batch at or after it here."""
+        limit = min(max_position, self.size)
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        pos, h = found
+        if pos >= limit:
+            return EMPTY_SLICE
+        size = max(max_size, h.size) if min_one_batch else max_size
+        length = min(limit - pos, size)
+        if length <= 0:
+            return EMPTY_SLICE
+        return FileSlice(self.file, pos, length)
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        return pread_exact(self.fd, header.size, position)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int
+    ) -> tuple[int, int, int] | None:
+        """(offset, timestamp, leader epoch) of the first record with timestamp >= target."""
+        from_offset = max(self.time_index.lookup(timestamp), start_offset)
+        _, pos = self.offset_index.lookup(from_offset)
+        for p, h in self.iter_headers(pos):
+            if h.last_offset < start_offset or h.max_timestamp < timestamp:
+                continue
+            for r in self._records(p, h):
+                if r.timestamp >= timestamp and r.offset >= start_offset:
+                    return r.offset, r.timestamp, h.partition_leader_epoch
+        return None
+
+    def _records(self, position: int, header: BatchHeader) -> list[Record]:
+        if header.is_control:
+            return []
+        return decode_records(self.read_batch(position, header))
+
+    def record_at_offset(self, offset: int) -> tuple[Record, BatchHeader] | None:
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        pos, h = found
+        for r in self._records(pos, h):
+            if r.offset == offset:
+                return r, h
+        return None
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate_to(self, offset: int) -> int | None:
+        """Remove batches whose last offset >= `offset`; return the first removed batch's
+        base offset (None if nothing was removed)."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        pos, h = found
+        self.size = pos
+        os.ftruncate(self.fd, pos)
+        self.offset_index.truncate_to_position(pos)
+        self.time_index.truncate_to(h.base_offset)
+        if pos == 0:
+            self.rolling_based_timestamp = None
+        try:
+            self._reload_tail()
+        except IndexCorrupt:
+            self.recover()
+        return h.base_offset
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def flush(self) -> None:
+        if self.unflushed:
+            os.fsync(self.fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+            self.unflushed = False
+
+    def close(self) -> None:
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+        # The log file is not closed here: slices handed out may still read it. It is
+        # closed when the last reference goes (SegmentFile.__del__).
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename all three files from suffix `old` to `new` (cleaner swap); the open
+        descriptors follow the files."""
+        for attr in ("offset_index", "time_index"):
+            idx = getattr(self, attr)
+            name = idx.path.name
+            base = name[: len(name) - len(old)] if old else name
+            idx.rename(idx.path.with_name(base + new))
+        name = self.log_path.name
+        base = name[: len(name) - len(old)] if old else name
+        target = self.log_path.with_name(base + new)
+        os.replace(self.log_path, target)
+        self.log_path = target
+
+    def rename_to_deleted(self) -> None:
+        """First step of asynchronous deletion: `.deleted` suffix, index fds closed.
+
+        The log file stays open for readers that already hold a slice of it."""
+        self.deleted = True
+        new = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.replace(self.log_path, new)
+        self.log_path = new
+        for idx in (self.offset_index, self.time_index):
+            idx.close_without_trim()
+            with contextlib.suppress(FileNotFoundError):
+                idx.rename(idx.path.with_name(idx.path.name + DELETED_SUFFIX))
+
+    def delete_files(self) -> None:
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        self.offset_index.close_without_trim()
+        self.time_index.close_without_trim()

@@ -1,0 +1,1 @@
+"""Kafka protocol glue: record batches, compression codecs, legacy message formats."""

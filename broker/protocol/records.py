@@ -1,0 +1,489 @@
+"""Kafka v2 record batches (magic 2) without copying.
+
+Layout of a batch header (61 bytes, big-endian)::
+
+    0  baseOffset i64        8  batchLength i32       12 partitionLeaderEpoch i32
+    16 magic i8              17 crc u32 (CRC32C of attributes..end)
+    21 attributes i16        23 lastOffsetDelta i32   27 baseTimestamp i64
+    35 maxTimestamp i64      43 producerId i64        51 producerEpoch i16
+    53 baseSequence i32      57 recordsCount i32      61 records...
+
+The append path only reads headers, checks the CRC and patches baseOffset and
+partitionLeaderEpoch (both outside the CRC). Records are decoded only by callers that
+must look inside (compaction, timestamp lookups, legacy conversion, tools).
+
+kio.records is not used for the record codec: its reader rounds record timestamps
+down to whole seconds and it has no compression support, and Kafka needs both exact.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.protocol.compression import (
+    DEFAULT_MAX_DECOMPRESSED,
+    Compression,
+    compress,
+    decompress,
+)
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength, the part not counted in batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
+CRC_START = 21
+MAGIC_OFFSET = 16
+# Hard cap on any single batch read from wire or disk, whatever the config says.
+MAX_BATCH_SIZE = 1 << 30
+
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+_LEN_AND_MAGIC = struct.Struct(">qiib")
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+NO_PRODUCER_ID = -1
+NO_TIMESTAMP = -1
+
+
+class TimestampType(enum.IntEnum):
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record; `offset` -1 means "next in sequence" to build_batch."""
+
+    offset: int = -1
+    timestamp: int = NO_TIMESTAMP
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=())
+    attributes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def compression(self) -> Compression:
+        code = self.attributes & COMPRESSION_MASK
+        try:
+            return Compression(code)
+        except ValueError:
+            raise KafkaError(
+                ErrorCode.unsupported_compression_type, f"compression codec {code}"
+            ) from None
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return (
+            TimestampType.LOG_APPEND_TIME
+            if self.attributes & TIMESTAMP_TYPE_MASK
+            else TimestampType.CREATE_TIME
+        )
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Decode the 61-byte header at `pos`; the caller has checked the bytes are present."""
+    return BatchHeader(*HEADER.unpack_from(buf, pos))
+
+
+def _corrupt(msg: str) -> KafkaError:
+    return KafkaError(ErrorCode.corrupt_message, msg)
+
+
+def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+    return crc32c(memoryview(buf)[pos + CRC_START : pos + size])
+
+
+def iter_batch_headers(
+    buf: bytes | bytearray | memoryview, *, validate_crc: bool
+) -> Iterator[tuple[int, BatchHeader]]:
+    """Yield (position, header) for each v2 batch in `buf`.
+
+    Raises KafkaError(CORRUPT_MESSAGE) at the first batch whose length fields do not fit
+    the bytes present, whose magic is not 2, or (with validate_crc) whose CRC is wrong.
+    """
+    mv = memoryview(buf)
+    end = len(mv)
+    pos = 0
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise _corrupt(f"{end - pos} trailing bytes at {pos}, less than a batch header")
+        _, length, _, magic = _LEN_AND_MAGIC.unpack_from(mv, pos)
+        if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
+            raise _corrupt(f"batch length {length} at {pos}")
+        size = length + LOG_OVERHEAD
+        if pos + size > end:
+            raise _corrupt(f"batch length {length} at {pos} exceeds the {end - pos} bytes left")
+        if magic != 2:
+            raise _corrupt(f"magic {magic} at {pos}")
+        header = BatchHeader(*HEADER.unpack_from(mv, pos))
+        if validate_crc and crc32c(mv[pos + CRC_START : pos + size]) != header.crc:
+            raise _corrupt(f"CRC mismatch in batch at {pos} (base offset {header.base_offset})")
+        yield pos, header
+        pos += size
+
+
+def valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    """Longest prefix of `buf` made of whole v2 batches with good lengths and CRCs.
+
+    Returns (length of that prefix, its batches). Never raises: recovery truncates there.
+    """
+    mv = memoryview(buf)
+    end = len(mv)
+    pos = 0
+    out: list[tuple[int, BatchHeader]] = []
+    while end - pos >= HEADER_SIZE:
+        _, length, _, magic = _LEN_AND_MAGIC.unpack_from(mv, pos)
+        if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE or magic != 2:
+            break
+        size = length + LOG_OVERHEAD
+        if pos + size > end:
+            break
+        header = BatchHeader(*HEADER.unpack_from(mv, pos))
+        if crc32c(mv[pos + CRC_START : pos + size]) != header.crc:
+            break
+        if header.last_offset_delta < 0:
+            break
+        out.append((pos, header))
+        pos += size
+    return pos, out
+
+
+def validate_batches(
+    buf: bytes | bytearray | memoryview, max_message_bytes: int
+) -> list[BatchHeader]:
+    """Validate a producer's records the way Kafka's LogValidator does, without decoding.
+
+    Raises KafkaError with CORRUPT_MESSAGE (lengths, magic, CRC), MESSAGE_TOO_LARGE,
+    INVALID_RECORD (record count vs lastOffsetDelta, empty batch),
+    UNSUPPORTED_COMPRESSION_TYPE.
+    """
+    mv = memoryview(buf)
+    if len(mv) == 0:
+        raise _corrupt("no record batches")
+    headers: list[BatchHeader] = []
+    for pos, h in iter_batch_headers(mv, validate_crc=False):
+        if h.size > max_message_bytes:
+            raise KafkaError(
+                ErrorCode.message_too_large,
+                f"batch of {h.size} bytes exceeds max.message.bytes {max_message_bytes}",
+            )
+        if crc32c(mv[pos + CRC_START : pos + h.size]) != h.crc:
+            raise _corrupt(f"CRC mismatch in batch at {pos}")
+        h.compression  # noqa: B018  (raises UNSUPPORTED_COMPRESSION_TYPE)
+        if h.records_count <= 0:
+            raise KafkaError(ErrorCode.invalid_record, f"batch with {h.records_count} records")
+        if h.last_offset_delta != h.records_count - 1:
+            raise KafkaError(
+                ErrorCode.invalid_record,
+                f"lastOffsetDelta {h.last_offset_delta} with {h.records_count} records",
+            )
+        headers.append(h)
+    return headers
+
+
+def patch_offset_and_epoch(
+    buf: bytearray | memoryview, pos: int, base_offset: int, partition_leader_epoch: int
+) -> None:
+    """Assign offsets in place. Both fields precede the CRC'd region: no CRC update."""
+    _I64.pack_into(buf, pos, base_offset)
+    _I32.pack_into(buf, pos + 12, partition_leader_epoch)
+
+
+def patch_log_append_time(buf: bytearray | memoryview, pos: int, size: int, now_ms: int) -> None:
+    """Mark the batch LogAppendTime with maxTimestamp = now and recompute its CRC."""
+    (attrs,) = _I16.unpack_from(buf, pos + 21)
+    _I16.pack_into(buf, pos + 21, attrs | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(buf, pos + 35, now_ms)
+    _U32.pack_into(buf, pos + 17, crc32c(memoryview(buf)[pos + CRC_START : pos + size]))
+
+
+def patch_log_append_time_split(
+    head: bytearray, body: bytes | bytearray | memoryview, now_ms: int
+) -> None:
+    """patch_log_append_time for a batch held as a private copy of its 61-byte header plus
+    the caller's (read-only) record bytes; the CRC is continued across both parts."""
+    (attrs,) = _I16.unpack_from(head, 21)
+    _I16.pack_into(head, 21, attrs | TIMESTAMP_TYPE_MASK)
+    _I64.pack_into(head, 35, now_ms)
+    _U32.pack_into(head, 17, crc32c(body, crc32c(memoryview(head)[CRC_START:HEADER_SIZE])))
+
+
+# ---------------------------------------------------------------- varints (zigzag)
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def write_varint(out: bytearray, n: int) -> None:
+    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Return (value, next position); raises CORRUPT_MESSAGE on a truncated/overlong varint."""
+    result = 0
+    shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end or shift > 63:
+            raise _corrupt("malformed varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _write_bytes(out: bytearray, b: bytes | None) -> None:
+    if b is None:
+        out.append(1)  # zigzag(-1)
+    else:
+        write_varint(out, len(b))
+        out += b
+
+
+def _read_bytes(buf: bytes, pos: int, limit: int) -> tuple[bytes | None, int]:
+    n, pos = read_varint(buf, pos)
+    if n == -1:
+        return None, pos
+    if n < 0 or pos + n > limit:
+        raise _corrupt(f"field length {n} exceeds record")
+    return buf[pos : pos + n], pos + n
+
+
+def encode_record(out: bytearray, r: Record, offset_delta: int, timestamp_delta: int) -> None:
+    body = bytearray()
+    body.append(r.attributes & 0xFF)
+    write_varint(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    _write_bytes(body, r.key)
+    _write_bytes(body, r.value)
+    write_varint(body, len(r.headers))
+    for hk, hv in r.headers:
+        _write_bytes(body, hk.encode())
+        _write_bytes(body, hv)
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    last_offset_delta: int | None = None,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """Encode a v2 batch. Records with offset -1 get consecutive offsets from base_offset.
+
+    `last_offset_delta`, `base_timestamp`, `max_timestamp` override the derived values
+    (the cleaner keeps them when it drops records). `delete_horizon_ms` sets the
+    delete-horizon flag and stores the horizon as baseTimestamp (KIP-534).
+    """
+    deltas: list[int] = []
+    for i, r in enumerate(records):
+        d = i if r.offset < 0 else r.offset - base_offset
+        if d < 0 or (deltas and d <= deltas[-1]):
+            raise ValueError(f"record offsets must increase from base_offset: delta {d}")
+        deltas.append(d)
+    stamps = [r.timestamp for r in records]
+    if base_timestamp is None:
+        base_timestamp = stamps[0] if stamps else NO_TIMESTAMP
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    if max_timestamp is None:
+        max_timestamp = max(stamps) if stamps else NO_TIMESTAMP
+    if last_offset_delta is None:
+        last_offset_delta = deltas[-1] if deltas else 0
+    # With a delete horizon baseTimestamp holds the horizon and record deltas are taken
+    # against it, so record timestamps still decode to their original values (KIP-534).
+    body = bytearray()
+    for r, d in zip(records, deltas, strict=True):
+        encode_record(body, r, d, r.timestamp - base_timestamp)
+    payload: bytes | bytearray = body
+    if compression != Compression.NONE:
+        payload = compress(compression, bytes(body))
+    attributes = int(compression) & COMPRESSION_MASK
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if is_control:
+        attributes |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+    out = bytearray(HEADER_SIZE)
+    out += payload
+    HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def decode_records(
+    batch: bytes | bytearray | memoryview,
+    *,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> list[Record]:
+    """Decode (and decompress) the records of one v2 batch.
+
+    Raises CORRUPT_MESSAGE when the batch or any record is malformed. Record timestamps
+    of a LogAppendTime batch are the batch's maxTimestamp, as Kafka consumers see them.
+    """
+    mv = memoryview(batch)
+    if len(mv) < HEADER_SIZE:
+        raise _corrupt("batch shorter than its header")
+    h = parse_header(mv)
+    if h.magic != 2:
+        raise _corrupt(f"magic {h.magic}")
+    if h.size > len(mv) or h.batch_length < MIN_BATCH_LENGTH:
+        raise _corrupt(f"batch length {h.batch_length} with {len(mv)} bytes present")
+    if h.records_count < 0:
+        raise _corrupt(f"records count {h.records_count}")
+    payload = mv[HEADER_SIZE : h.size]
+    codec = h.compression
+    data: bytes = decompress(codec, payload, max_decompressed) if codec else bytes(payload)
+    # Each record takes at least 7 bytes: refuse counts the data cannot hold.
+    if h.records_count > len(data):
+        raise _corrupt(f"records count {h.records_count} larger than data")
+    log_append = h.timestamp_type == TimestampType.LOG_APPEND_TIME
+    out: list[Record] = []
+    pos = 0
+    end = len(data)
+    for _ in range(h.records_count):
+        length, pos = read_varint(data, pos)
+        if length <= 0 or pos + length > end:
+            raise _corrupt(f"record length {length}")
+        limit = pos + length
+        attrs = data[pos]
+        pos += 1
+        ts_delta, pos = read_varint(data, pos)
+        off_delta, pos = read_varint(data, pos)
+        key, pos = _read_bytes(data, pos, limit)
+        value, pos = _read_bytes(data, pos, limit)
+        n_headers, pos = read_varint(data, pos)
+        if n_headers < 0 or n_headers > length:
+            raise _corrupt(f"header count {n_headers}")
+        hdrs: list[tuple[str, bytes | None]] = []
+        for _ in range(n_headers):
+            hk, pos = _read_bytes(data, pos, limit)
+            hv, pos = _read_bytes(data, pos, limit)
+            if hk is None:
+                raise _corrupt("null header key")
+            try:
+                hdrs.append((hk.decode(), hv))
+            except UnicodeDecodeError:
+                raise _corrupt("header key is not UTF-8") from None
+        if pos != limit:
+            raise _corrupt("record length does not match its fields")
+        ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
+        out.append(Record(h.base_offset + off_delta, ts, key, value, tuple(hdrs), attrs))
+    if pos != end:
+        raise _corrupt(f"{end - pos} bytes after the last record")
+    return out
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """(header, batch bytes) for each batch, CRC checked."""
+    mv = memoryview(buf)
+    for pos, h in iter_batch_headers(mv, validate_crc=True):
+        yield h, mv[pos : pos + h.size]
+
+
+def whole_batches_length(buf: bytes | bytearray | memoryview) -> int:
+    """Length of the prefix of `buf` made of complete batches (a fetch may end mid-batch)."""
+    mv = memoryview(buf)
+    pos = 0
+    end = len(mv)
+    while end - pos >= LOG_OVERHEAD:
+        (length,) = _I32.unpack_from(mv, pos + 8)
+        if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > end:
+            break
+        pos += LOG_OVERHEAD + length
+    return pos

@@ -1,0 +1,223 @@
+import threading
+
+from loghelpers import FakeClock
+
+from broker.log import LogConfig, LogManager
+from broker.log.cleaner import Throttler, clean_log
+from broker.protocol.records import (
+    Record,
+    build_batch,
+    iter_batch_headers,
+    whole_batches_length,
+)
+
+CCFG = LogConfig(
+    cleanup_policy="compact",
+    segment_bytes=600,
+    index_interval_bytes=64,
+    min_cleanable_dirty_ratio=0.01,
+    delete_retention_ms=10_000,
+    file_delete_delay_ms=0,
+)
+
+
+def put(plog, clock, key, value, **kw):
+    return plog.append_as_leader(
+        build_batch([Record(timestamp=clock.now, key=key, value=value)], **kw), 0, clock.now
+    ).base_offset
+
+
+def contents(plog):
+    return [(r.offset, r.key, r.value) for r in plog.read_records(plog.log_start_offset)]
+
+
+def test_keeps_the_last_value_per_key_and_offsets(open_log, clock):
+    plog = open_log(CCFG)
+    latest = {}
+    for i in range(60):
+        k = b"k%d" % (i % 7)
+        latest[k] = (put(plog, clock, k, b"v%d" % i), b"v%d" % i)
+    before = contents(plog)
+    leo = plog.log_end_offset
+    new_dirty, stats = clean_log(plog, clock.now, 0)
+    after = contents(plog)
+    assert new_dirty == plog.active_segment.base_offset
+    assert stats.records_kept < stats.records_read
+    # Everything kept is unchanged (same offset, key, value); nothing kept is stale.
+    assert set(after) <= set(before)
+    cleaned_keys = [k for o, k, _ in after if o < new_dirty]
+    assert len(cleaned_keys) == len(set(cleaned_keys)) < 60  # one record per key there
+    assert {k: (o, v) for o, k, v in after} == latest
+    assert plog.log_end_offset == leo
+    # Offsets strictly increase and every offset reads back what it held.
+    offs = [o for o, _, _ in after]
+    assert offs == sorted(set(offs))
+    # Indexes of cleaned segments are consistent with a rebuild.
+    for seg in plog.segments[:-1]:
+        ent = seg.offset_index.entries()
+        seg.recover()
+        assert seg.offset_index.entries() == ent
+
+
+def test_tombstones_expire_after_delete_retention(open_log, clock):
+    plog = open_log(CCFG)
+    put(plog, clock, b"a", b"1")
+    put(plog, clock, b"b", b"1")
+    put(plog, clock, b"a", None)  # tombstone
+    for i in range(30):
+        put(plog, clock, b"x", b"%d" % i)
+    clean_log(plog, clock.now, 0)
+    keys = {(k, v) for _, k, v in contents(plog)}
+    assert (b"a", None) in keys and (b"a", b"1") not in keys
+    # Within delete.retention.ms the tombstone stays, after it goes.
+    clock.advance(5_000)
+    clean_log(plog, clock.now, plog.active_segment.base_offset)
+    assert (b"a", None) in {(k, v) for _, k, v in contents(plog)}
+    clock.advance(6_000)
+    _, stats = clean_log(plog, clock.now, plog.active_segment.base_offset)
+    assert stats.tombstones_dropped == 1
+    assert b"a" not in {k for _, k, _ in contents(plog)}
+    assert (b"b", b"1") in {(k, v) for _, k, v in contents(plog)}
+
+
+def test_empty_batch_kept_for_producer_state(open_log, clock):
+    plog = open_log(CCFG)
+    put(plog, clock, b"p", b"old", producer_id=42, producer_epoch=0, base_sequence=0)
+    put(plog, clock, b"q", b"1", producer_id=43, producer_epoch=0, base_sequence=0)
+    put(plog, clock, b"q", b"2", producer_id=43, producer_epoch=0, base_sequence=1)
+    for i in range(20):
+        put(plog, clock, b"p", b"%d" % i)
+    clean_log(plog, clock.now, 0)
+    data = b"".join(plog.read(o, 1 << 20, plog.log_end_offset).read_bytes() for o in (0,))
+    data = data[: whole_batches_length(data)]
+    headers = [h for _, h in iter_batch_headers(data, validate_crc=True)]
+    by_producer = {h.producer_id: h for h in headers if h.producer_id >= 0}
+    # Producer 42's only batch lost its record but survives empty, sequence intact.
+    assert by_producer[42].records_count == 0 and by_producer[42].base_sequence == 0
+    # Producer 43's first batch was superseded and is not its last: gone entirely.
+    assert by_producer[43].base_sequence == 1
+    assert [h.base_offset for h in headers if h.producer_id == 43] == [2]
+
+
+def test_min_compaction_lag_and_dirty_ratio(tmp_path):
+    clock = FakeClock()
+    cfg = LogConfig(
+        cleanup_policy="compact",
+        segment_bytes=600,
+        min_compaction_lag_ms=60_000,
+        min_cleanable_dirty_ratio=0.5,
+        file_delete_delay_ms=0,
+    )
+    m = LogManager([tmp_path / "d"], cfg, clock)
+    m.load()
+    plog = m.get_or_create("c", 0)
+    for i in range(50):
+        put(plog, clock, b"k", b"%d" % i)
+    assert m.cleaner.clean_once(clock.now) == 0  # everything younger than the lag
+    clock.advance(120_000)
+    assert m.cleaner.clean_once(clock.now) > 0
+    assert m.cleaner_checkpoints[("c", 0)] == plog.active_segment.base_offset
+    # Nothing dirty now: ratio 0 < 0.5.
+    assert m.cleaner.clean_once(clock.now) == 0
+    m.shutdown()
+    m2 = LogManager([tmp_path / "d"], cfg, clock)
+    m2.load()
+    assert m2.cleaner_checkpoints[("c", 0)] == m.cleaner_checkpoints[("c", 0)]
+    p2 = m2.get("c", 0)
+    assert p2 is not None
+    assert [v for _, k, v in contents(p2)][-1] == b"49"
+    m2.shutdown()
+
+
+def test_concurrent_readers_and_appends_see_a_consistent_log(open_log, clock):
+    plog = open_log(CCFG)
+    written = {}
+    for i in range(200):
+        o = put(plog, clock, b"k%d" % (i % 13), b"v%d" % i)
+        written[o] = b"v%d" % i
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader():
+        try:
+            while not stop.is_set():
+                seen = contents(plog)
+                offs = [o for o, _, _ in seen]
+                assert offs == sorted(set(offs))
+                for o, _, v in seen:
+                    assert written.get(o, v) == v
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for round_ in range(5):
+            for i in range(20):
+                o = put(plog, clock, b"k%d" % (i % 13), b"r%d-%d" % (round_, i))
+                written[o] = b"r%d-%d" % (round_, i)
+            clean_log(plog, clock.now, 0)
+    finally:
+        stop.set()
+        t.join(timeout=60)
+    assert not errors, errors[0]
+    final = contents(plog)
+    assert {k for _, k, _ in final} == {b"k%d" % i for i in range(13)}
+    plog.delete_expired_files(clock.now + 10**6, force=True)
+
+
+def test_swap_is_abandoned_if_the_log_was_truncated(open_log, clock):
+    plog = open_log(CCFG)
+    for i in range(40):
+        put(plog, clock, b"k", b"%d" % i)
+    seg = plog.segments[0]
+    new = plog.new_cleaned_segment(seg.base_offset)
+    generation = plog.truncation_generation
+    plog.truncate_to(2)
+    assert plog.replace_segments([(seg, new)], generation) is False
+    assert not any(p.name.endswith(".cleaned") for p in plog.dir.iterdir())
+    assert [v for _, _, v in contents(plog)] == [b"0", b"1"]
+
+
+def test_crash_during_swap_is_completed_or_undone(open_log, clock):
+    plog = open_log(CCFG)
+    for i in range(40):
+        put(plog, clock, b"k%d" % (i % 3), b"%d" % i)
+    before = contents(plog)
+    plog.close()
+    # A leftover .cleaned file (crash before the swap) is discarded at load.
+    (plog.dir / "00000000000000000000.log.cleaned").write_bytes(b"junk")
+    p2 = open_log(CCFG, clean_shutdown=False)
+    assert contents(p2) == before
+    assert not any(p.name.endswith(".cleaned") for p in p2.dir.iterdir())
+    # A complete .swap file (crash after it was renamed) replaces the original.
+    seg = p2.segments[0]
+    cleaned = p2.new_cleaned_segment(seg.base_offset)
+    from broker.log.cleaner import _recopy, CleanStats  # noqa: I001
+
+    _recopy(
+        seg,
+        cleaned,
+        {b"k0": 10**9, b"k1": 10**9, b"k2": 10**9},
+        {},
+        clock.now,
+        0,
+        CleanStats(),
+        None,
+    )
+    cleaned.flush()
+    cleaned.change_suffix(".cleaned", ".swap")
+    p2.close()
+    p3 = open_log(CCFG, clean_shutdown=False)
+    assert contents(p3)[0][0] >= seg.next_offset
+
+
+def test_throttler_sleeps_to_the_rate():
+    slept = []
+    now = [0.0]
+    t = Throttler(1000.0, sleep=lambda s: slept.append(s), monotonic=lambda: now[0])
+    t.maybe_throttle(500)
+    assert slept == [0.5]
+    now[0] = 2.0
+    t.maybe_throttle(500)
+    assert slept == [0.5]

@@ -1,0 +1,184 @@
+import uuid
+
+import pytest
+from kio.schema.errors import ErrorCode
+from loghelpers import FakeClock, batch
+
+from broker.errors import KafkaError
+from broker.log import LogConfig, LogManager
+from broker.log.checkpoints import (
+    CheckpointError,
+    read_offsets_checkpoint,
+    verify_meta_properties,
+    write_properties,
+)
+
+CFG = LogConfig(segment_bytes=1024, index_interval_bytes=128, file_delete_delay_ms=1000)
+
+
+def manager(tmp_path, clock, dirs=("d1", "d2")):
+    m = LogManager([tmp_path / d for d in dirs], CFG, clock)
+    m.load()
+    return m
+
+
+def test_create_append_shutdown_reload(tmp_path):
+    clock = FakeClock()
+    m = manager(tmp_path, clock)
+    logs = [m.get_or_create("orders", p, topic_id=uuid.UUID(int=7)) for p in range(4)]
+    # Spread over the two dirs.
+    assert {m.log_dir_of("orders", p) for p in range(4)} == {tmp_path / "d1", tmp_path / "d2"}
+    for i in range(30):
+        for plog in logs:
+            plog.append_as_leader(batch(2, tag=i), 3, clock.now)
+    assert m.get_or_create("orders", 0) is logs[0]
+    assert m.get("nope", 0) is None
+    m.shutdown()
+    for d in ("d1", "d2"):
+        assert (tmp_path / d / ".kafka_cleanshutdown").exists()
+        rp = read_offsets_checkpoint(tmp_path / d / "recovery-point-offset-checkpoint")
+        assert set(rp.values()) == {60}
+    m2 = manager(tmp_path, clock)
+    assert not (tmp_path / "d1" / ".kafka_cleanshutdown").exists()
+    assert all(m2.had_clean_shutdown.values())
+    assert sorted((p.topic_partition.partition, p.log_end_offset) for p in m2.all_logs()) == [
+        (0, 60),
+        (1, 60),
+        (2, 60),
+        (3, 60),
+    ]
+    plog = m2.get("orders", 2)
+    assert plog is not None and plog.topic_id == uuid.UUID(int=7)
+    assert [r.offset for r in plog.read_records(0)] == list(range(60))
+    assert plog.latest_epoch == 3
+    m2.shutdown()
+
+
+def test_unclean_start_recovers_a_torn_tail(tmp_path):
+    clock = FakeClock()
+    m = manager(tmp_path, clock, dirs=("d1",))
+    plog = m.get_or_create("t", 0)
+    for i in range(10):
+        plog.append_as_leader(batch(2, tag=i), 1, clock.now)
+    active = plog.active_segment.log_path
+    # Crash: no shutdown. The last batch is torn.
+    with open(active, "r+b") as f:
+        f.truncate(active.stat().st_size - 7)
+    m2 = manager(tmp_path, clock, dirs=("d1",))
+    assert m2.had_clean_shutdown[tmp_path / "d1"] is False
+    p2 = m2.get("t", 0)
+    assert p2 is not None and p2.log_end_offset == 18
+    assert [r.offset for r in p2.read_records(0)] == list(range(18))
+    m2.shutdown()
+    del m
+
+
+def test_delete_renames_then_removes(tmp_path):
+    clock = FakeClock()
+    m = manager(tmp_path, clock, dirs=("d1",))
+    plog = m.get_or_create("gone", 1)
+    plog.append_as_leader(batch(1), 0, clock.now)
+    sl = plog.read(0, 1000, 1)
+    data = sl.read_bytes()
+    m.delete("gone", 1)
+    assert m.get("gone", 1) is None
+    leftovers = [p.name for p in (tmp_path / "d1").iterdir() if p.is_dir()]
+    assert (
+        len(leftovers) == 1
+        and leftovers[0].startswith("gone-1.")
+        and leftovers[0].endswith("-delete")
+    )
+    assert sl.read_bytes() == data
+    clock.advance(2000)
+    m.tick(clock.now)
+    assert not [p for p in (tmp_path / "d1").iterdir() if p.is_dir()]
+    # A restart removes leftover -delete dirs too, and does not load them.
+    m.get_or_create("gone", 1)
+    m.delete("gone", 1)
+    m.shutdown()
+    m2 = manager(tmp_path, clock, dirs=("d1",))
+    assert m2.get("gone", 1) is None
+    m2.tick(clock.now)
+    assert not [p for p in (tmp_path / "d1").iterdir() if p.is_dir()]
+    m2.shutdown()
+
+
+def test_bad_topic_names(tmp_path):
+    m = manager(tmp_path, FakeClock(), dirs=("d1",))
+    for name in ("", "a/b", "..", "a b"):
+        with pytest.raises(KafkaError) as e:
+            m.get_or_create(name, 0)
+        assert e.value.error_code == ErrorCode.invalid_topic_exception
+    m.shutdown()
+
+
+def test_topics_with_dashes_and_dots(tmp_path):
+    clock = FakeClock()
+    m = manager(tmp_path, clock, dirs=("d1",))
+    m.get_or_create("my-topic.v2", 11).append_as_leader(batch(1), 0, clock.now)
+    m.get_or_create("__cluster_metadata", 0, LogConfig(fsync_on_append=True))
+    m.shutdown()
+    m2 = manager(tmp_path, clock, dirs=("d1",))
+    plog = m2.get("my-topic.v2", 11)
+    assert plog is not None and plog.log_end_offset == 1
+    assert m2.get("__cluster_metadata", 0) is not None
+    m2.shutdown()
+
+
+def test_background_runner_starts_and_stops(tmp_path):
+    import time
+
+    m = LogManager([tmp_path / "d"], CFG, lambda: time.time_ns() // 1_000_000)
+    m.load()
+    m.start(interval_s=0.01)
+    time.sleep(0.05)
+    m.shutdown()
+    assert (tmp_path / "d" / ".kafka_cleanshutdown").exists()
+
+
+def test_meta_properties_verification(tmp_path):
+    d1, d2 = tmp_path / "a", tmp_path / "b"
+    d1.mkdir()
+    d2.mkdir()
+    with pytest.raises(CheckpointError):
+        verify_meta_properties([d1])
+    write_properties(d1 / "meta.properties", {"version": "1", "cluster.id": "c1", "node.id": "1"})
+    write_properties(d2 / "meta.properties", {"version": "1", "cluster.id": "c2", "node.id": "1"})
+    assert verify_meta_properties([d1], node_id=1, cluster_id="c1")["cluster.id"] == "c1"
+    with pytest.raises(CheckpointError):
+        verify_meta_properties([d1, d2])
+    with pytest.raises(CheckpointError):
+        verify_meta_properties([d1], node_id=2)
+
+
+def test_config_from_topic_configs():
+    cfg = LogConfig.from_topic_configs(
+        {
+            "segment.bytes": "2048",
+            "cleanup.policy": "compact,delete",
+            "min.cleanable.dirty.ratio": "0.1",
+            "unrelated.key": "x",
+        }
+    )
+    assert cfg.segment_bytes == 2048 and cfg.compact and cfg.delete
+    assert cfg.min_cleanable_dirty_ratio == 0.1
+    d = LogConfig.from_topic_configs({})
+    assert (
+        d.segment_bytes,
+        d.segment_ms,
+        d.retention_ms,
+        d.retention_bytes,
+        d.max_message_bytes,
+        d.segment_index_bytes,
+        d.index_interval_bytes,
+        d.file_delete_delay_ms,
+    ) == (1 << 30, 604800000, 604800000, -1, 1048588, 10485760, 4096, 60000)
+    for bad in (
+        {"segment.bytes": "x"},
+        {"cleanup.policy": "shred"},
+        {"message.timestamp.type": "Now"},
+        {"segment.bytes": "1"},
+    ):
+        with pytest.raises(KafkaError) as e:
+            LogConfig.from_topic_configs(bad)
+        assert e.value.error_code == ErrorCode.invalid_config
