@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import struct
@@ -127,6 +128,16 @@ async def client_session(driver: RaftDriver, sm: ListStateMachine,
         writer.close()
 
 
+def open_log_store(spec: str, log_dir: str) -> Any:
+    """`file` (raft's own simple store) or `module:Class` taking the log dir, e.g.
+    broker.metadata_log_store:MetadataLogStore (named, not imported: raft/ never
+    depends on broker/)."""
+    if spec == "file":
+        return FileLogStore(log_dir)
+    module, _, cls = spec.partition(":")
+    return getattr(importlib.import_module(module), cls)(log_dir)
+
+
 async def run(args: argparse.Namespace) -> None:
     props = {
         "node.id": str(args.node_id),
@@ -137,7 +148,7 @@ async def run(args: argparse.Namespace) -> None:
         k, _, v = kv.partition("=")
         props[k] = v
     config = RaftConfig.from_properties(props)
-    log_store = FileLogStore(config.log_dir)
+    log_store = open_log_store(args.log_store, config.log_dir)
     driver = RaftDriver(config, log_store, FileQuorumStateStore(config.log_dir),
                         rng=Random(args.seed) if args.seed is not None else None)
     sm = ListStateMachine()
@@ -175,6 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dir", required=True)
     ap.add_argument("--client-port", type=int, required=True)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--log-store", default="file",
+                    help="file, or module:Class, e.g. broker.metadata_log_store:MetadataLogStore")
     ap.add_argument("--set", action="append", help="KEY=VALUE config property")
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)

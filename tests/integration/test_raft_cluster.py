@@ -38,7 +38,8 @@ def free_ports(n: int) -> list[int]:
 
 
 class Cluster:
-    def __init__(self, base: pathlib.Path, snapshot_bytes: int) -> None:
+    def __init__(self, base: pathlib.Path, snapshot_bytes: int, log_store: str) -> None:
+        self.log_store = log_store
         ports = free_ports(6)
         self.raft_ports = {i: ports[i - 1] for i in (1, 2, 3)}
         self.client_ports = {i: ports[i + 2] for i in (1, 2, 3)}
@@ -55,6 +56,7 @@ class Cluster:
             "--client-port", str(self.client_ports[i]),
             "--set", f"metadata.log.max.record.bytes.between.snapshots={self.snapshot_bytes}",
             "--set", "controller.quorum.append.linger.ms=5",
+            "--log-store", self.log_store,
         ]
         log = open(self.base / f"n{i}.log", "ab")  # noqa: SIM115 - owned by the process
         self.procs[i] = subprocess.Popen(cmd, env=env, stdout=log, stderr=log)
@@ -69,9 +71,10 @@ class Cluster:
             self.kill9(i)
 
 
-@pytest.fixture
-def cluster(tmp_path: pathlib.Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, snapshot_bytes=16_000)
+@pytest.fixture(params=["broker.metadata_log_store:MetadataLogStore", "file"],
+                ids=["partition-log-store", "raft-file-store"])
+def cluster(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, snapshot_bytes=16_000, log_store=request.param)
     try:
         yield c
     finally:
