@@ -123,8 +123,15 @@ class MetadataLogStore:
         self._flushed = min(self._flushed, self.end_offset)
 
     def flush(self) -> None:
+        end = self.end_offset
         self.plog.flush()
-        self._flushed = self.end_offset
+        self._flushed = end
+
+    def sync(self) -> None:
+        self.plog.flush()
+
+    def mark_flushed(self, offset: int) -> None:
+        self._flushed = max(self._flushed, min(offset, self.end_offset))
 
     # ------------------------------------------------------------- snapshots
 

@@ -91,6 +91,7 @@ class CoreConfig:
     retry_backoff_ms: int = 50
     fetch_max_bytes: int = 1 << 20
     snapshot_chunk_bytes: int = 1 << 16
+    leader_async_flush: bool = False  # True: the IO shell flushes, then calls flushed()
 
 
 @dataclass(slots=True)
@@ -192,10 +193,27 @@ class RaftCore:
         if not isinstance(role, Leader):
             raise NotLeaderError(self.leader_id, role.epoch)
         batch = self.log.append(tuple(records), role.epoch)
-        self.log.flush()
-        self._update_hw()
+        self._leader_flush()
         self._complete_parked()
         return batch.last_offset
+
+    def _leader_flush(self) -> None:
+        if self.cfg.leader_async_flush:
+            # the IO shell makes it durable, then calls flushed(); the leader counts only
+            # what is flushed, while followers may already fetch it (KIP-595 allows the
+            # leader's write to overlap replication)
+            self._out.flush = True
+        else:
+            self.log.flush()
+        self._update_hw()
+
+    def flushed(self, epoch: int, end_offset: int, now_ms: int) -> None:
+        """The leader's log is durable up to `end_offset`, as of `epoch`."""
+        self._now = now_ms
+        r = self.role
+        if isinstance(r, Leader) and r.epoch == epoch:
+            self.log.mark_flushed(end_offset)
+            self._update_hw()
 
     def resign(self, now_ms: int) -> None:
         """Graceful resignation (KIP-595 "EndQuorumEpoch")."""
@@ -414,9 +432,8 @@ class RaftCore:
             epoch,
             control=True,
         )
-        self.log.flush()
         self._send_begin_epoch()
-        self._update_hw()
+        self._leader_flush()
 
     def _resign(self) -> None:
         r = self.role
@@ -487,7 +504,10 @@ class RaftCore:
             kind = "fetch"
         self._retry_at = NEVER
         wait = self.cfg.fetch_max_wait_ms if kind == "fetch" else 0
-        self._fetch_rid = self._request(dst, kind, req, wait + self.cfg.request_timeout_ms)
+        # a lost Fetch must be retried well before the fetch timeout gives up on the leader
+        patience = min(self.cfg.request_timeout_ms,
+                       max(1, (self.cfg.fetch_timeout_ms - wait) // 2))
+        self._fetch_rid = self._request(dst, kind, req, wait + patience)
 
     def _discover(self) -> None:
         """An observer without a leader asks a random voter (KIP-595 "Fetch":

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Protocol
@@ -144,6 +145,10 @@ class RaftDriver:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._syncing = False
+        self._sync_again = False
+        # one thread for the leader's fsyncs, so they overlap replication
+        self._sync_executor = ThreadPoolExecutor(1, thread_name_prefix="raft-fsync")
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -172,6 +177,7 @@ class RaftDriver:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.transport.close()
+        self._sync_executor.shutdown(wait=True)
         self._fail_waiting()
 
     def register(self, listener: RaftListener) -> None:
@@ -281,6 +287,8 @@ class RaftDriver:
         if self._closed:
             return
         out = self.core.take_output()
+        if out.flush:
+            self._start_sync()
         for send in out.sends:
             if send.is_response:
                 fut = self._inbound.get(send.rid)
@@ -311,6 +319,27 @@ class RaftDriver:
         if self._pending and self._flush_handle is None:
             self._schedule_flush()
         self._arm_timer()
+
+    def _start_sync(self) -> None:
+        if self._syncing:
+            self._sync_again = True  # the running fsync may miss what came since
+            return
+        self._syncing = True
+        self._spawn(self._sync(self.core.epoch, self.log.end_offset))
+
+    async def _sync(self, epoch: int, end: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._sync_executor, self.log.sync)
+        finally:
+            self._syncing = False
+        if self._closed:
+            return
+        self.core.flushed(epoch, end, self._now())
+        if self._sync_again:
+            self._sync_again = False
+            self._start_sync()
+        self._drain()
 
     def _deliver_commits(self) -> None:
         hw = self.core.hw

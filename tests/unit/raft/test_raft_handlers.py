@@ -435,3 +435,35 @@ def test_snapshot_must_be_committed() -> None:
     core.append([b"a"], 500)
     with pytest.raises(ValueError):
         core.create_snapshot(core.hw + 1, b"", 501)
+
+
+def test_leader_counts_only_what_it_has_flushed() -> None:
+    """KIP-595: the leader's own write may overlap replication, but the high
+    watermark counts the leader only up to its flushed offset."""
+    from dataclasses import replace as dc_replace
+
+    qs = MemoryQuorumStateStore()
+    core = RaftCore(1, VOTERS, MemoryLogStore(), qs, Random(7), 0,
+                    dc_replace(CFG, leader_async_flush=True))
+    elect(core)
+    out = core.take_output()
+    assert out.flush
+    core.flushed(1, 1, 1000)
+    core.handle_request(2, 1, FetchRequest(1, 2, 1, 1, 1 << 20, 0), 1001)
+    assert core.hw == 1
+    core.append([b"a", b"b"], 1002)
+    out = core.take_output()
+    assert out.flush
+    assert core.log.flushed_offset == 1
+    # both followers have the new records, but the leader has not flushed them:
+    # a majority of two still holds them, so they commit
+    core.handle_request(2, 2, FetchRequest(1, 2, 3, 1, 1 << 20, 0), 1003)
+    core.handle_request(3, 3, FetchRequest(1, 3, 3, 1, 1 << 20, 0), 1003)
+    assert core.hw == 3
+    core.append([b"c"], 1004)
+    core.handle_request(2, 4, FetchRequest(1, 2, 4, 1, 1 << 20, 0), 1005)
+    assert core.hw == 3  # only one follower and an unflushed leader: no majority
+    core.flushed(1, 4, 1006)
+    assert core.hw == 4
+    core.flushed(0, 99, 1007)  # a flush from an older epoch is ignored
+    assert core.log.flushed_offset == 4
