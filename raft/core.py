@@ -150,6 +150,7 @@ class RaftCore:
         self._persisted = state_store.read()
         self._leader_seen = NO_LEADER
         self._leader_contact_ms = -NEVER  # last direct word from the leader we follow
+        self._fetch_failures = 0  # connection failures to that leader in a row
         self._now = now_ms
         st = self._persisted
         self.role: Role
@@ -332,6 +333,17 @@ class RaftCore:
             return
         if rid == self._fetch_rid:
             self._fetch_rid = None
+            r = self.role
+            if isinstance(r, Follower) and inf.dst == r.leader_id:
+                self._fetch_failures += 1
+                if self._fetch_failures >= 2 and self.is_voter:
+                    # the leader's process refuses connections: it is gone.  Stop
+                    # vouching for it (grant pre-votes) and run soon, at a random
+                    # point so the survivors do not split their votes.
+                    self._leader_contact_ms = -NEVER
+                    soon = now_ms + self.rng.randint(0, max(1, self.cfg.election_backoff_max_ms))
+                    if soon < r.fetch_deadline_ms:
+                        self.role = replace(r, fetch_deadline_ms=soon)
         self._retry_at = min(self._retry_at, now_ms + self.cfg.retry_backoff_ms)
 
     # --------------------------------------------------------- transitions
@@ -341,7 +353,9 @@ class RaftCore:
         return self._now + t + self.rng.randint(0, t)
 
     def _fetch_deadline(self) -> int:
-        return self._now + self.cfg.fetch_timeout_ms
+        # jittered, so followers that lost the leader together do not all run at once
+        return self._now + self.cfg.fetch_timeout_ms + self.rng.randint(
+            0, self.cfg.election_backoff_max_ms // 2)
 
     def _backoff(self) -> int:
         return self._now + self.rng.randint(1, max(1, self.cfg.election_backoff_max_ms))
@@ -352,6 +366,7 @@ class RaftCore:
         if old is None or type(old) is not type(role) or old.epoch != role.epoch:
             self._inflight.clear()
             self._fetch_rid = None
+            self._fetch_failures = 0
             self._snap = None
             self._retry_at = NEVER
             self._parked.clear()
@@ -790,6 +805,7 @@ class RaftCore:
             r = replace(r, fetch_deadline_ms=self._fetch_deadline())
             self.role = r
             self._leader_contact_ms = self._now
+            self._fetch_failures = 0
             return r
         return None
 

@@ -312,8 +312,8 @@ class RaftDriver:
                     lst.on_snapshot_load(ev.snapshot_id, data)
                 self._delivered = ev.snapshot_id.end_offset
         self._deliver_commits()
-        if self._pending and not self._waiting and self._flush_handle is not None:
-            # the previous batch committed: write what gathered meanwhile now
+        if self._pending and not self._syncing and self._flush_handle is not None:
+            # the previous fsync finished: write what gathered meanwhile now
             self._flush_handle.cancel()
             self._flush_handle = None
         if self._pending and self._flush_handle is None:
@@ -331,8 +331,17 @@ class RaftDriver:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._sync_executor, self.log.sync)
-        finally:
+        except OSError as e:  # e.g. the segment went away under a roll: try again
+            log.warning("raft.sync_failed", error=str(e))
             self._syncing = False
+            if not self._closed:
+                self._sync_again = False
+                self._start_sync()
+            return
+        except BaseException:
+            self._syncing = False
+            raise
+        self._syncing = False
         if self._closed:
             return
         self.core.flushed(epoch, end, self._now())
@@ -429,10 +438,10 @@ class RaftDriver:
 
     def _schedule_flush(self) -> None:
         loop = self._loop or asyncio.get_running_loop()
-        # Idle (nothing appended is still waiting to commit): write at once for the
-        # lowest latency.  Busy: gather appends until the previous batch commits or
-        # the linger runs out, whichever is first (group commit).
-        if not self._waiting or self.config.append_linger_ms <= 0:
+        # Appends made in one turn of the event loop always share a batch.  While the
+        # leader's previous fsync is still running, gather appends until it finishes or
+        # the linger runs out, whichever is first (group commit); otherwise write at once.
+        if not self._syncing or self.config.append_linger_ms <= 0:
             self._flush_handle = loop.call_soon(self._flush)
         else:
             self._flush_handle = loop.call_later(self.config.append_linger_ms / 1000,

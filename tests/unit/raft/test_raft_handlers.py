@@ -467,3 +467,21 @@ def test_leader_counts_only_what_it_has_flushed() -> None:
     assert core.hw == 4
     core.flushed(0, 99, 1007)  # a flush from an older epoch is ignored
     assert core.log.flushed_offset == 4
+
+
+def test_refused_connections_to_the_leader_end_its_contact_early() -> None:
+    """KIP-996 refuses pre-votes while in contact with the leader; a leader whose
+    process refuses connections is out of contact at once, and the follower runs
+    within the election backoff rather than after the whole fetch timeout."""
+    core = make(2)
+    core.handle_request(1, 9, BeginQuorumEpochRequest(3, 1), 0)
+    fetch = next(s for s in sends(core) if isinstance(s.message, FetchRequest))
+    core.handle_failure(1, fetch.rid, 5)
+    assert isinstance(core.role, Follower) and core.role.fetch_deadline_ms >= 100
+    core.tick(5 + CFG.retry_backoff_ms)
+    again = next(s for s in sends(core) if isinstance(s.message, FetchRequest))
+    core.handle_failure(1, again.rid, 20)
+    assert isinstance(core.role, Follower)
+    assert core.role.fetch_deadline_ms <= 20 + CFG.election_backoff_max_ms
+    core.handle_request(3, 1, VoteRequest(4, 3, 0, 0, True), 21)
+    assert only_reply(core).vote_granted  # type: ignore[attr-defined]
