@@ -116,4 +116,5 @@ class RaftConfig:
             request_timeout_ms=self.request_timeout_ms,
             retry_backoff_ms=max(1, self.retry_backoff_ms),
             leader_async_flush=True,
+            hw_notify_delay_ms=5,
         )

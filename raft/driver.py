@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Protocol
@@ -146,9 +145,6 @@ class RaftDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._syncing = False
-        self._sync_again = False
-        # one thread for the leader's fsyncs, so they overlap replication
-        self._sync_executor = ThreadPoolExecutor(1, thread_name_prefix="raft-fsync")
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -177,7 +173,6 @@ class RaftDriver:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.transport.close()
-        self._sync_executor.shutdown(wait=True)
         self._fail_waiting()
 
     def register(self, listener: RaftListener) -> None:
@@ -322,32 +317,28 @@ class RaftDriver:
 
     def _start_sync(self) -> None:
         if self._syncing:
-            self._sync_again = True  # the running fsync may miss what came since
-            return
+            return  # the queued fsync will cover this append too: it reads the end then
         self._syncing = True
-        self._spawn(self._sync(self.core.epoch, self.log.end_offset))
+        loop = self._loop or asyncio.get_running_loop()
+        # Run after the callbacks already queued, which write this turn's Fetch answers:
+        # the followers get the records first, and the fsync overlaps their work.  (A
+        # thread would too, but on a busy machine its GIL hand-offs cost more.)
+        loop.call_soon(self._sync)
 
-    async def _sync(self, epoch: int, end: int) -> None:
-        loop = asyncio.get_running_loop()
+    def _sync(self) -> None:
+        epoch, end = self.core.epoch, self.log.end_offset
         try:
-            await loop.run_in_executor(self._sync_executor, self.log.sync)
-        except OSError as e:  # e.g. the segment went away under a roll: try again
+            self.log.sync()
+        except OSError as e:
             log.warning("raft.sync_failed", error=str(e))
             self._syncing = False
             if not self._closed:
-                self._sync_again = False
                 self._start_sync()
             return
-        except BaseException:
-            self._syncing = False
-            raise
         self._syncing = False
         if self._closed:
             return
         self.core.flushed(epoch, end, self._now())
-        if self._sync_again:
-            self._sync_again = False
-            self._start_sync()
         self._drain()
 
     def _deliver_commits(self) -> None:

@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import json
 import logging
+import signal
 import struct
 import sys
 from random import Random
@@ -169,8 +170,12 @@ async def run(args: argparse.Namespace) -> None:
         lambda r, w: client_session(driver, sm, r, w), "127.0.0.1", args.client_port,
         limit=MAX_LINE))
     print(f"ready node={config.node_id}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         for s in servers:
             s.close()

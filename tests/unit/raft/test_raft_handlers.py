@@ -485,3 +485,24 @@ def test_refused_connections_to_the_leader_end_its_contact_early() -> None:
     assert core.role.fetch_deadline_ms <= 20 + CFG.election_backoff_max_ms
     core.handle_request(3, 1, VoteRequest(4, 3, 0, 0, True), 21)
     assert only_reply(core).vote_granted  # type: ignore[attr-defined]
+
+
+def test_a_bare_high_watermark_waits_briefly_for_records_to_carry_it() -> None:
+    from dataclasses import replace as dc_replace
+
+    core = RaftCore(1, VOTERS, MemoryLogStore(), MemoryQuorumStateStore(), Random(7), 0,
+                    dc_replace(CFG, hw_notify_delay_ms=5))
+    elect(core)
+    sends(core)
+    core.handle_request(3, 1, FetchRequest(1, 3, 1, 1, 1 << 20, 40), 1001)  # HW -> 1
+    assert core.hw == 1
+    assert sends(core) == []  # only news: the high watermark, so it waits
+    assert core.next_wakeup_ms() <= 1006
+    core.append([b"x"], 1002)  # records arrive: they carry the new HW at once
+    r = only_reply(core)
+    assert isinstance(r, FetchResponse) and r.high_watermark == 1 and r.batches
+    core.handle_request(3, 2, FetchRequest(1, 3, 2, 1, 1 << 20, 40), 1003)  # HW -> 2
+    assert sends(core) == []
+    core.tick(1008)
+    r = only_reply(core)
+    assert isinstance(r, FetchResponse) and r.high_watermark == 2 and not r.batches
