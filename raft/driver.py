@@ -282,8 +282,6 @@ class RaftDriver:
         if self._closed:
             return
         out = self.core.take_output()
-        if out.flush:
-            self._start_sync()
         for send in out.sends:
             if send.is_response:
                 fut = self._inbound.get(send.rid)
@@ -291,6 +289,9 @@ class RaftDriver:
                     fut.set_result(send.message)  # type: ignore[arg-type]
             else:
                 self._spawn(self._send(send))
+        if out.flush:
+            # queued after the answers just released, so they are written first
+            self._start_sync()
         for ev in out.events:
             if isinstance(ev, LeaderChanged):
                 self.stats.leader_changes.append((ev.leader_id, ev.epoch, time.time()))
