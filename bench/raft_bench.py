@@ -124,7 +124,7 @@ class Skiff(System):
         while time.monotonic() < end:
             for i in list(self.procs):
                 st = await self._state(i)
-                if st and st["role"] == "Leader":
+                if st and st["role"] == "Leader" and st.get("ready"):
                     return i
             await asyncio.sleep(0.02)
         raise RuntimeError("skiff: no leader")

@@ -145,6 +145,7 @@ class RaftDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._syncing = False
+        self._ready_epoch = -1
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -174,6 +175,9 @@ class RaftDriver:
                 await t
         await self.transport.close()
         self._fail_waiting()
+        for fut in self._inbound.values():
+            if not fut.done():
+                fut.cancel()
 
     def register(self, listener: RaftListener) -> None:
         self.listeners.append(listener)
@@ -190,7 +194,11 @@ class RaftDriver:
 
     @property
     def is_leader(self) -> bool:
-        return isinstance(self.core.role, Leader)
+        """Leader, and every record of earlier epochs is committed and delivered to
+        the listeners (this epoch's LeaderChange record is), so a controller acting
+        now sees the whole log."""
+        r = self.core.role
+        return isinstance(r, Leader) and self._ready_epoch == r.epoch
 
     def describe_quorum(self, version: int = 2) -> Any:
         """A DescribeQuorumResponse of `version` (KIP-595 "DescribeQuorum")."""
@@ -205,7 +213,7 @@ class RaftDriver:
                          log_end_offset=end, last_fetch_timestamp=ts,
                          last_caught_up_timestamp=ts if end >= self.core.hw else -1)
 
-        leader = self.is_leader
+        leader = isinstance(self.core.role, Leader)
         vs = []
         for v in sorted(self.config.voters):
             if v == self.config.node_id and leader:
@@ -232,6 +240,9 @@ class RaftDriver:
             raise WireError(ErrorCode.unsupported_version, f"api {api_key} v{api_version}")
         if api_key == DESCRIBE_QUORUM:
             return self.describe_quorum(api_version)
+        theirs = getattr(request, "cluster_id", None)
+        if self.config.cluster_id and theirs is not None and theirs != self.config.cluster_id:
+            return error_response(api_key, api_version, ErrorCode.inconsistent_cluster_id)
         try:
             src, req = decode_request(api_key, request)
         except WireError as e:
@@ -297,10 +308,13 @@ class RaftDriver:
                 self.stats.leader_changes.append((ev.leader_id, ev.epoch, time.time()))
                 log.info("raft.leader", node=self.config.node_id, leader=ev.leader_id,
                          epoch=ev.epoch)
+                self._ready_epoch = -1
                 if ev.leader_id != self.config.node_id:
                     self._fail_waiting()
-                for lst in self.listeners:
-                    lst.on_leader_change(ev.leader_id, ev.epoch)
+                    for lst in self.listeners:
+                        lst.on_leader_change(ev.leader_id, ev.epoch)
+                # our own leadership is announced once the state machine has caught up
+                # with every earlier epoch (see _check_ready), as KRaft does
             elif isinstance(ev, SnapshotLoaded):
                 self.stats.snapshots_loaded += 1
                 data = self.log.read_snapshot(ev.snapshot_id, 0, 1 << 62)
@@ -308,6 +322,7 @@ class RaftDriver:
                     lst.on_snapshot_load(ev.snapshot_id, data)
                 self._delivered = ev.snapshot_id.end_offset
         self._deliver_commits()
+        self._check_ready()
         if self._pending and not self._syncing and self._flush_handle is not None:
             # the previous fsync finished: write what gathered meanwhile now
             self._flush_handle.cancel()
@@ -315,6 +330,17 @@ class RaftDriver:
         if self._pending and self._flush_handle is None:
             self._schedule_flush()
         self._arm_timer()
+
+    def _check_ready(self) -> None:
+        r = self.core.role
+        if (
+            isinstance(r, Leader)
+            and self._ready_epoch != r.epoch
+            and self._delivered > r.epoch_start_offset
+        ):
+            self._ready_epoch = r.epoch
+            for lst in self.listeners:
+                lst.on_leader_change(self.config.node_id, r.epoch)
 
     def _start_sync(self) -> None:
         if self._syncing:

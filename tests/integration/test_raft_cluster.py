@@ -96,7 +96,7 @@ async def find_leader(c: Cluster, timeout_s: float, not_node: int | None = None)
     while time.monotonic() < end:
         for i in list(c.procs):
             st = await state(c.client_ports[i])
-            if st and st["role"] == "Leader" and i != not_node:
+            if st and st["role"] == "Leader" and st.get("ready") and i != not_node:
                 return i
         await asyncio.sleep(0.05)
     raise AssertionError(f"no leader within {timeout_s}s")

@@ -46,7 +46,7 @@ class Loopback:
 class Recorder:
     def __init__(self) -> None:
         self.records: list[tuple[int, bytes]] = []
-        self.leaders: list[tuple[int, int]] = []
+        self.leaders: list[tuple[int, int, int]] = []
 
     def on_commit(self, batches: list[Batch]) -> None:
         for b in batches:
@@ -57,7 +57,9 @@ class Recorder:
         self.records = []
 
     def on_leader_change(self, leader_id: int, epoch: int) -> None:
-        self.leaders.append((leader_id, epoch))
+        # what the state machine had applied when told (KRaft announces a node's own
+        # leadership only once it has caught up)
+        self.leaders.append((leader_id, epoch, len(self.records)))
 
 
 def cluster() -> tuple[dict[int, RaftDriver], dict[int, Recorder], set[int]]:
@@ -116,6 +118,9 @@ async def _scenario() -> None:
     assert new != lid
     await nodes[new].append([b"after"])
     assert recs[new].records[:20] == recs[lid].records
+    # the new leader heard of its own leadership only with all 20 earlier records applied
+    mine = [entry for entry in recs[new].leaders if entry[0] == new]
+    assert mine and mine[-1][2] >= 20
     for i, n in nodes.items():
         if i not in down:
             await n.stop()
@@ -123,3 +128,23 @@ async def _scenario() -> None:
 
 def test_three_drivers_elect_replicate_and_fail_over() -> None:
     asyncio.run(_scenario())
+
+
+def test_requests_from_another_cluster_are_refused() -> None:
+    from raft import wire
+    from raft.messages import VoteRequest
+
+    async def run() -> None:
+        cfg = RaftConfig(node_id=1, voters=parse_voters("1@h:1,2@h:2,3@h:3"), cluster_id="A")
+        d = RaftDriver(cfg, MemoryLogStore(), MemoryQuorumStateStore(),
+                       Loopback({}, set()), Random(1))
+        await d.start()
+        k, v, req = wire.encode_request(VoteRequest(1, 2, 0, 0, True), "B")
+        resp = await d.handle_request(k, v, req)
+        assert resp.error_code == ErrorCode.inconsistent_cluster_id  # type: ignore[attr-defined]
+        k, v, req = wire.encode_request(VoteRequest(1, 2, 0, 0, True), "A")
+        resp = await d.handle_request(k, v, req)
+        assert resp.topics[0].partitions[0].vote_granted  # type: ignore[attr-defined]
+        await d.stop()
+
+    asyncio.run(run())
