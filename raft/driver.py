@@ -145,7 +145,6 @@ class RaftDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._syncing = False
-        self._ready_epoch = -1
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -194,11 +193,16 @@ class RaftDriver:
 
     @property
     def is_leader(self) -> bool:
+        return isinstance(self.core.role, Leader)
+
+    @property
+    def leader_ready(self) -> bool:
         """Leader, and every record of earlier epochs is committed and delivered to
-        the listeners (this epoch's LeaderChange record is), so a controller acting
-        now sees the whole log."""
+        the listeners (this epoch's LeaderChange batch has been), so a state machine
+        acting now sees the whole log.  A listener sees the same moment as the commit
+        of a control batch of the epoch it was told it leads."""
         r = self.core.role
-        return isinstance(r, Leader) and self._ready_epoch == r.epoch
+        return isinstance(r, Leader) and self._delivered > r.epoch_start_offset
 
     def describe_quorum(self, version: int = 2) -> Any:
         """A DescribeQuorumResponse of `version` (KIP-595 "DescribeQuorum")."""
@@ -308,13 +312,10 @@ class RaftDriver:
                 self.stats.leader_changes.append((ev.leader_id, ev.epoch, time.time()))
                 log.info("raft.leader", node=self.config.node_id, leader=ev.leader_id,
                          epoch=ev.epoch)
-                self._ready_epoch = -1
                 if ev.leader_id != self.config.node_id:
                     self._fail_waiting()
-                    for lst in self.listeners:
-                        lst.on_leader_change(ev.leader_id, ev.epoch)
-                # our own leadership is announced once the state machine has caught up
-                # with every earlier epoch (see _check_ready), as KRaft does
+                for lst in self.listeners:
+                    lst.on_leader_change(ev.leader_id, ev.epoch)
             elif isinstance(ev, SnapshotLoaded):
                 self.stats.snapshots_loaded += 1
                 data = self.log.read_snapshot(ev.snapshot_id, 0, 1 << 62)
@@ -322,7 +323,6 @@ class RaftDriver:
                     lst.on_snapshot_load(ev.snapshot_id, data)
                 self._delivered = ev.snapshot_id.end_offset
         self._deliver_commits()
-        self._check_ready()
         if self._pending and not self._syncing and self._flush_handle is not None:
             # the previous fsync finished: write what gathered meanwhile now
             self._flush_handle.cancel()
@@ -330,17 +330,6 @@ class RaftDriver:
         if self._pending and self._flush_handle is None:
             self._schedule_flush()
         self._arm_timer()
-
-    def _check_ready(self) -> None:
-        r = self.core.role
-        if (
-            isinstance(r, Leader)
-            and self._ready_epoch != r.epoch
-            and self._delivered > r.epoch_start_offset
-        ):
-            self._ready_epoch = r.epoch
-            for lst in self.listeners:
-                lst.on_leader_change(self.config.node_id, r.epoch)
 
     def _start_sync(self) -> None:
         if self._syncing:

@@ -92,7 +92,7 @@ async def client_session(driver: RaftDriver, sm: ListStateMachine,
         if cmd == b"STATE":
             st = {
                 "node": driver.config.node_id, "role": type(driver.core.role).__name__,
-                "ready": driver.is_leader,
+                "ready": driver.leader_ready,
                 "epoch": driver.core.epoch, "leader": driver.core.leader_id,
                 "hw": driver.high_watermark, "log_start": driver.log.log_start_offset,
                 "log_end": driver.log.end_offset, "applied": len(sm.entries),
