@@ -32,8 +32,8 @@ from broker.handlers import BROKER_HANDLERS
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
-from broker.protocol.api import BROKER_APIS, CONTROLLER_APIS
-from broker.quorum import MetadataQuorumDriver
+from broker.protocol.api import BROKER_APIS
+from broker.quorum import MetadataQuorumDriver, controller_api_table
 from broker.replication import ReplicaManager
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.server import ListenerSpec, Server, ServerConfig
@@ -61,7 +61,8 @@ class Node:
         self.publisher: MetadataPublisher
         self.quorum: MetadataQuorumDriver
         self.controller: ControllerService
-        self.server: Server
+        self.controller_server: Server
+        self.broker_server: Server
 
     @property
     def metadata(self) -> MetadataImage:
@@ -93,19 +94,24 @@ class Node:
             self.quorum, self.publisher, self.clock,
         )
         self.quorum.on_become_leader(self._on_become_controller)
-        await self.quorum.start()
-
-        self.server = Server(self, self._listener_specs(), ServerConfig(
+        server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
-        ))
-        await self.server.start()
-        self.quorum.attach_server(self.server)
+        )
+        # The controller listener serves Raft before anything else can happen; the client
+        # listener opens only once this broker is registered and unfenced, so clients never
+        # see a node that does not yet know the cluster's metadata.
+        self.controller_server = Server(self, self._controller_listeners(), server_config)
+        await self.controller_server.start()
+        await self.quorum.start()
 
         if cfg.is_controller:
             self._spawn(self._controller_loop(), "controller_loop")
         if cfg.is_broker:
             self._spawn(self._broker_lifecycle(), "broker_lifecycle")
+            await self.ready.wait()
+            self.broker_server = Server(self, self._broker_listeners(), server_config)
+            await self.broker_server.start()
         else:
             self.ready.set()
 
@@ -117,9 +123,10 @@ class Node:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if hasattr(self, "server"):
-            with contextlib.suppress(Exception):
-                await self.server.stop()
+        for name in ("broker_server", "controller_server"):
+            if hasattr(self, name):
+                with contextlib.suppress(Exception):
+                    await getattr(self, name).stop()
         if hasattr(self, "quorum"):
             with contextlib.suppress(Exception):
                 await self.quorum.stop()
@@ -135,17 +142,21 @@ class Node:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.append(task)
 
-    def _listener_specs(self) -> list[ListenerSpec]:
-        specs: list[ListenerSpec] = []
-        broker_dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
-        for lst in self.config.listeners:
-            if lst.name in self.config.controller_listener_names:
-                specs.append(ListenerSpec(lst.name, lst.host, lst.port, CONTROLLER_APIS,
-                                          self.quorum.dispatcher()))
-            elif self.config.is_broker:
-                specs.append(ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS,
-                                          broker_dispatcher))
-        return specs
+    def _controller_listeners(self) -> list[ListenerSpec]:
+        return [
+            ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
+                         self.quorum.dispatcher())
+            for lst in self.config.listeners
+            if lst.name in self.config.controller_listener_names
+        ]
+
+    def _broker_listeners(self) -> list[ListenerSpec]:
+        dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
+        return [
+            ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher)
+            for lst in self.config.listeners
+            if lst.name not in self.config.controller_listener_names
+        ]
 
     # ---- controller side ---------------------------------------------------------
 
