@@ -170,7 +170,7 @@ def test_gzip_and_none_then_consume_from_earliest(bootstrap: str, topic: str,
     for p in (0, 1):
         n = sum(1 for r in expected if r.partition == p)
         out = js(tmp_path, "fetch", bootstrap, topic=topic, partition=p, offset="earliest",
-                 count=n + 1, timeoutMs=3000)  # one more than exists: proves there is no more
+                 count=n + 1, timeoutMs=1500)  # one more than exists: proves there is no more
         assert out["resolved"] == 0
         assert int(out["highWatermark"]) == n
         got += [from_wire(d) for d in out["records"]]
@@ -183,7 +183,7 @@ def test_consume_from_latest(bootstrap: str, topic: str, tmp_path: Path) -> None
     js(tmp_path, "produce", bootstrap, **produce_request(topic, old, "gzip"))
     new = js_records("new", 12, now_ms())
     out = js(tmp_path, "fetch", bootstrap, topic=topic, partition=0, offset="latest",
-             count=len(new) + 1, timeoutMs=3000,
+             count=len(new) + 1, timeoutMs=1500,
              produceAfterPositioning=produce_request(topic, new, "none"))
     assert out["resolved"] == 10
     assign_expected_offsets(new, {0: 10})
@@ -212,5 +212,5 @@ def test_consume_from_timestamp(bootstrap: str, topic: str, tmp_path: Path) -> N
     assert found[base + 99_000] == 20, "none that late: kafkajs falls back to the high watermark"
 
     out = js(tmp_path, "fetch", bootstrap, topic=topic, partition=0, offset=found[base + 7],
-             count=14, timeoutMs=3000)
+             count=14, timeoutMs=1500)
     assert_same_records((first + second)[7:], [from_wire(d) for d in out["records"]])
