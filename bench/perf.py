@@ -113,7 +113,9 @@ def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, size:
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                   "batch.size": 1_000_000, "compression.type": codec,
-                  "queue.buffering.max.messages": 1_000_000, "log_level": 3})
+                  "queue.buffering.max.messages": 1_000_000, "log_level": 3,
+                  # a Python callback per record would make the client the bottleneck
+                  "delivery.report.only.error": True})
     payload = os.urandom(size) if codec == "none" else (b"x" * size)
     errors = [0]
 
@@ -159,8 +161,8 @@ def consumer_proc(bootstrap: str, topic: str, partitions: int, count: int, out: 
     out.put({"elapsed_s": t1 - (t0 or t1), "messages": got, "bytes": nbytes})
 
 
-def latency_consumer_proc(bootstrap: str, topic: str, expect: int, ready: Any, done: Any,
-                          out: Any) -> None:
+def latency_consumer_proc(bootstrap: str, topic: str, expect: int, drain_s: float,
+                          ready: Any, done: Any, out: Any) -> None:
     from confluent_kafka import OFFSET_END, Consumer, TopicPartition
     stats: list[dict[str, Any]] = []
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "skiff-perf-unused",
@@ -178,16 +180,13 @@ def latency_consumer_proc(bootstrap: str, topic: str, expect: int, ready: Any, d
     ready.set()
     lat_us: list[float] = []
     offsets: list[int] = []
-    deadline = time.monotonic() + 600
-    idle_since = time.monotonic()
-    while len(lat_us) < expect and time.monotonic() < deadline:
+    stop_at = time.monotonic() + 3600
+    while len(lat_us) < expect and time.monotonic() < stop_at:
+        if done.is_set() and stop_at - time.monotonic() > drain_s:
+            stop_at = time.monotonic() + drain_s  # producer finished: drain for a bounded time
         m = c.poll(0.1)
         if m is None or m.error() is not None:
-            # once the producer is done, 15 s without a record means nothing more is coming
-            if done.is_set() and time.monotonic() - idle_since > 15:
-                break
             continue
-        idle_since = time.monotonic()
         off = m.offset()
         offsets.append(off if off is not None else -1)
         now = time.time_ns()
@@ -358,7 +357,8 @@ def bench_latency(broker: Broker, args: argparse.Namespace, r: Result) -> Result
         ctx = mp.get_context("spawn")
         ready, done, q = ctx.Event(), ctx.Event(), ctx.Queue()
         cproc = ctx.Process(target=latency_consumer_proc,
-                            args=(broker.bootstrap, lat_topic, n, ready, done, q))
+                            args=(broker.bootstrap, lat_topic, n, args.drain_seconds,
+                                  ready, done, q))
         cproc.start()
         try:
             if not ready.wait(60):
@@ -366,7 +366,7 @@ def bench_latency(broker: Broker, args: argparse.Namespace, r: Result) -> Result
             prod = run_in_process(latency_producer_proc, broker.bootstrap, lat_topic, n,
                                   args.size, args.rate)
             done.set()
-            got = q.get(timeout=120)
+            got = q.get(timeout=args.drain_seconds + 60)
             lat = got["latencies_us"]
             if prod["undelivered"]:
                 r.notes.append(f"latency: {prod['undelivered']} undelivered")
@@ -389,7 +389,7 @@ def bench_latency(broker: Broker, args: argparse.Namespace, r: Result) -> Result
         vals = sorted(x / 1000 for x in lat[warm:]) + [math.inf] * max(0, n - len(lat))
         if len(lat) < n:
             r.notes.append(f"latency: received {len(lat)} of {n} (missing count as inf)")
-        r.latency_samples = len(vals)
+        r.latency_samples = len(lat[warm:])
         r.latency_p50_ms = pct(vals, 0.50)
         r.latency_p99_ms = pct(vals, 0.99)
         r.latency_p999_ms = pct(vals, 0.999)
@@ -423,7 +423,8 @@ def show(results: list[Result]) -> None:
             line += f"{vals[0] / vals[1]:>14.2f}"
         print(line)
     for r in results:
-        print(f"{r.broker}: {r.messages:,} x {r.size} B; latency samples {r.latency_samples}; "
+        print(f"{r.broker}: {r.messages:,} x {r.size} B; latency samples received after warm-up "
+              f"{r.latency_samples}; "
               + "; ".join(r.notes))
         print(f"{r.broker}: latency p50 per second of the run (ms): {r.latency_p50_by_second_ms}")
 
@@ -443,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=1000.0, help="latency phase msgs/s")
     ap.add_argument("--latency-seconds", type=float, default=30.0, help="0 skips the phase")
     ap.add_argument("--warmup-seconds", type=float, default=2.0)
+    ap.add_argument("--drain-seconds", type=float, default=30.0,
+                    help="how long the latency consumer may run on after the producer ends")
     ap.add_argument("--json-out", help="also write the results as JSON here")
     args = ap.parse_args(argv)
     if args.size < STAMP.size:
@@ -452,25 +455,31 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="skiff-perf-") as tmp:
         work = Path(tmp)
         targets = ["skiff", "tansu"] if args.target == "both" else [args.target]
+        failed: list[str] = []
         for t in targets:
             if t == "external":
                 if not args.bootstrap:
                     ap.error("--target external needs --bootstrap")
                 broker = Broker("external", args.bootstrap, args.broker_pid)
-            elif t == "tansu":
-                broker = start_tansu(find_tansu(args.tansu_bin), work)
             else:
-                broker = start_skiff(work)
+                try:
+                    broker = (start_tansu(find_tansu(args.tansu_bin), work) if t == "tansu"
+                              else start_skiff(work))
+                except (RuntimeError, TimeoutError) as e:
+                    print(f"# {t} did not start: {e}", file=sys.stderr, flush=True)
+                    failed.append(t)
+                    continue
             try:
                 print(f"# {t}: {broker.bootstrap} pid {broker.pid}", flush=True)
                 results.append(bench(broker, args))
             finally:
                 if broker.stop is not None:
                     broker.stop()
-    show(results)
+    if results:
+        show(results)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps([asdict(r) for r in results], indent=2))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
