@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import random
 import time
 import uuid
@@ -40,6 +42,7 @@ from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
 
 log = structlog.get_logger(__name__)
+CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
 
 
 def wall_clock_ms() -> int:
@@ -73,6 +76,7 @@ class Node:
     async def start(self) -> None:
         cfg = self.config
         self.cluster_id = ensure_formatted(cfg)
+        self.previous_broker_epoch = self._take_clean_shutdown_epoch()
         log.info("node_starting", node_id=self.node_id, cluster_id=self.cluster_id,
                  roles=sorted(cfg.process_roles), config=cfg.summary())
 
@@ -136,7 +140,33 @@ class Node:
         if hasattr(self, "logs"):
             self.logs.stop()
             self.logs.shutdown()
+            if self.broker_epoch >= 0:
+                self._write_clean_shutdown_epoch()
         log.info("node_stopped", node_id=self.node_id)
+
+    # KIP-966: a broker that stopped cleanly names its last broker epoch when it registers
+    # again, so the controller keeps it eligible (ELR); Kafka keeps it in the clean-shutdown
+    # file. Read once and removed, so a later crash is never mistaken for a clean stop.
+
+    @property
+    def _clean_shutdown_file(self) -> Path:
+        return self.config.metadata_log_dir / CLEAN_SHUTDOWN_FILE
+
+    def _take_clean_shutdown_epoch(self) -> int:
+        path = self._clean_shutdown_file
+        try:
+            doc = json.loads(path.read_text()[:4096])
+            epoch = int(doc["brokerEpoch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            epoch = -1
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return epoch
+
+    def _write_clean_shutdown_epoch(self) -> None:
+        tmp = self._clean_shutdown_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}))
+        os.replace(tmp, self._clean_shutdown_file)
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -188,6 +218,7 @@ class Node:
                 reply = await self.controller.register_broker(BrokerRegistrationRequest(
                     broker_id=self.node_id, cluster_id=self.cluster_id,
                     incarnation_id=self.incarnation_id,
+                    previous_broker_epoch=self.previous_broker_epoch,
                     listeners=self._advertised_endpoints(), rack=cfg["broker.rack"],
                 ))
                 if reply.error is ErrorCode.none:
