@@ -10,9 +10,10 @@ written atomically.  Lives outside raft/ so raft/ never imports broker/.
 from __future__ import annotations
 
 import bisect
+import os
 from pathlib import Path
 
-from broker.log.config import LogConfig
+from broker.log.config import LONG_MAX, LogConfig
 from broker.log.log import PartitionLog, TopicPartition
 from raft.messages import Batch, SnapshotId
 from raft.records import decode_batches, encode_batch, encode_batches
@@ -37,8 +38,10 @@ class MetadataLogStore:
         start = latest.end_offset if latest else 0
         self.plog = PartitionLog(
             self.dir, METADATA_PARTITION,
-            LogConfig(segment_bytes=segment_bytes, file_delete_delay_ms=0,
-                      max_message_bytes=8 * 1024 * 1024),
+            # Raft batches carry timestamp 0 (the sans-IO core has no wall clock), so
+            # time-based rolling would roll on every append: size-based only
+            LogConfig(segment_bytes=segment_bytes, segment_ms=LONG_MAX, file_delete_delay_ms=0,
+                      max_message_bytes=8 * 1024 * 1024, retention_ms=-1),
             recovery_point=0, log_start_offset=start, clean_shutdown=False,
         )
         if latest is not None and self.plog.log_end_offset < latest.end_offset:
@@ -123,8 +126,18 @@ class MetadataLogStore:
         self._flushed = min(self._flushed, self.end_offset)
 
     def flush(self) -> None:
-        self.plog.flush()
-        self._flushed = self.end_offset
+        end = self.end_offset
+        self.sync()
+        self._flushed = end
+
+    def sync(self) -> None:
+        # Only the active segment's .log needs the fsync: a rolled segment is flushed
+        # on roll, and this store always recovers on open, rebuilding the indexes, so
+        # their fsyncs (two more per commit) buy nothing here.
+        os.fsync(self.plog.active_segment.fd)
+
+    def mark_flushed(self, offset: int) -> None:
+        self._flushed = max(self._flushed, min(offset, self.end_offset))
 
     # ------------------------------------------------------------- snapshots
 

@@ -115,4 +115,5 @@ class RaftConfig:
             fetch_max_wait_ms=self.fetch_max_wait_ms,
             request_timeout_ms=self.request_timeout_ms,
             retry_backoff_ms=max(1, self.retry_backoff_ms),
+            leader_async_flush=True,
         )

@@ -91,6 +91,7 @@ class CoreConfig:
     retry_backoff_ms: int = 50
     fetch_max_bytes: int = 1 << 20
     snapshot_chunk_bytes: int = 1 << 16
+    leader_async_flush: bool = False  # True: the IO shell flushes, then calls flushed()
 
 
 @dataclass(slots=True)
@@ -149,6 +150,7 @@ class RaftCore:
         self._persisted = state_store.read()
         self._leader_seen = NO_LEADER
         self._leader_contact_ms = -NEVER  # last direct word from the leader we follow
+        self._fetch_failures = 0  # connection failures to that leader in a row
         self._now = now_ms
         st = self._persisted
         self.role: Role
@@ -192,10 +194,27 @@ class RaftCore:
         if not isinstance(role, Leader):
             raise NotLeaderError(self.leader_id, role.epoch)
         batch = self.log.append(tuple(records), role.epoch)
-        self.log.flush()
-        self._update_hw()
+        self._leader_flush()
         self._complete_parked()
         return batch.last_offset
+
+    def _leader_flush(self) -> None:
+        if self.cfg.leader_async_flush:
+            # the IO shell makes it durable, then calls flushed(); the leader counts only
+            # what is flushed, while followers may already fetch it (KIP-595 allows the
+            # leader's write to overlap replication)
+            self._out.flush = True
+        else:
+            self.log.flush()
+        self._update_hw()
+
+    def flushed(self, epoch: int, end_offset: int, now_ms: int) -> None:
+        """The leader's log is durable up to `end_offset`, as of `epoch`."""
+        self._now = now_ms
+        r = self.role
+        if isinstance(r, Leader) and r.epoch == epoch:
+            self.log.mark_flushed(end_offset)
+            self._update_hw()
 
     def resign(self, now_ms: int) -> None:
         """Graceful resignation (KIP-595 "EndQuorumEpoch")."""
@@ -314,6 +333,17 @@ class RaftCore:
             return
         if rid == self._fetch_rid:
             self._fetch_rid = None
+            r = self.role
+            if isinstance(r, Follower) and inf.dst == r.leader_id:
+                self._fetch_failures += 1
+                if self._fetch_failures >= 2 and self.is_voter:
+                    # the leader's process refuses connections: it is gone.  Stop
+                    # vouching for it (grant pre-votes) and run soon, at a random
+                    # point so the survivors do not split their votes.
+                    self._leader_contact_ms = -NEVER
+                    soon = now_ms + self.rng.randint(0, max(1, self.cfg.election_backoff_max_ms))
+                    if soon < r.fetch_deadline_ms:
+                        self.role = replace(r, fetch_deadline_ms=soon)
         self._retry_at = min(self._retry_at, now_ms + self.cfg.retry_backoff_ms)
 
     # --------------------------------------------------------- transitions
@@ -323,7 +353,9 @@ class RaftCore:
         return self._now + t + self.rng.randint(0, t)
 
     def _fetch_deadline(self) -> int:
-        return self._now + self.cfg.fetch_timeout_ms
+        # jittered, so followers that lost the leader together do not all run at once
+        return self._now + self.cfg.fetch_timeout_ms + self.rng.randint(
+            0, self.cfg.election_backoff_max_ms // 2)
 
     def _backoff(self) -> int:
         return self._now + self.rng.randint(1, max(1, self.cfg.election_backoff_max_ms))
@@ -334,6 +366,7 @@ class RaftCore:
         if old is None or type(old) is not type(role) or old.epoch != role.epoch:
             self._inflight.clear()
             self._fetch_rid = None
+            self._fetch_failures = 0
             self._snap = None
             self._retry_at = NEVER
             self._parked.clear()
@@ -414,9 +447,8 @@ class RaftCore:
             epoch,
             control=True,
         )
-        self.log.flush()
         self._send_begin_epoch()
-        self._update_hw()
+        self._leader_flush()
 
     def _resign(self) -> None:
         r = self.role
@@ -487,7 +519,10 @@ class RaftCore:
             kind = "fetch"
         self._retry_at = NEVER
         wait = self.cfg.fetch_max_wait_ms if kind == "fetch" else 0
-        self._fetch_rid = self._request(dst, kind, req, wait + self.cfg.request_timeout_ms)
+        # a lost Fetch must be retried well before the fetch timeout gives up on the leader
+        patience = min(self.cfg.request_timeout_ms,
+                       max(1, (self.cfg.fetch_timeout_ms - wait) // 2))
+        self._fetch_rid = self._request(dst, kind, req, wait + patience)
 
     def _discover(self) -> None:
         """An observer without a leader asks a random voter (KIP-595 "Fetch":
@@ -770,6 +805,7 @@ class RaftCore:
             r = replace(r, fetch_deadline_ms=self._fetch_deadline())
             self.role = r
             self._leader_contact_ms = self._now
+            self._fetch_failures = 0
             return r
         return None
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any, Protocol
@@ -144,6 +145,10 @@ class RaftDriver:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._syncing = False
+        self._sync_again = False
+        # one thread for the leader's fsyncs, so they overlap replication
+        self._sync_executor = ThreadPoolExecutor(1, thread_name_prefix="raft-fsync")
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -172,6 +177,7 @@ class RaftDriver:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         await self.transport.close()
+        self._sync_executor.shutdown(wait=True)
         self._fail_waiting()
 
     def register(self, listener: RaftListener) -> None:
@@ -281,6 +287,8 @@ class RaftDriver:
         if self._closed:
             return
         out = self.core.take_output()
+        if out.flush:
+            self._start_sync()
         for send in out.sends:
             if send.is_response:
                 fut = self._inbound.get(send.rid)
@@ -304,13 +312,43 @@ class RaftDriver:
                     lst.on_snapshot_load(ev.snapshot_id, data)
                 self._delivered = ev.snapshot_id.end_offset
         self._deliver_commits()
-        if self._pending and not self._waiting and self._flush_handle is not None:
-            # the previous batch committed: write what gathered meanwhile now
+        if self._pending and not self._syncing and self._flush_handle is not None:
+            # the previous fsync finished: write what gathered meanwhile now
             self._flush_handle.cancel()
             self._flush_handle = None
         if self._pending and self._flush_handle is None:
             self._schedule_flush()
         self._arm_timer()
+
+    def _start_sync(self) -> None:
+        if self._syncing:
+            self._sync_again = True  # the running fsync may miss what came since
+            return
+        self._syncing = True
+        self._spawn(self._sync(self.core.epoch, self.log.end_offset))
+
+    async def _sync(self, epoch: int, end: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._sync_executor, self.log.sync)
+        except OSError as e:  # e.g. the segment went away under a roll: try again
+            log.warning("raft.sync_failed", error=str(e))
+            self._syncing = False
+            if not self._closed:
+                self._sync_again = False
+                self._start_sync()
+            return
+        except BaseException:
+            self._syncing = False
+            raise
+        self._syncing = False
+        if self._closed:
+            return
+        self.core.flushed(epoch, end, self._now())
+        if self._sync_again:
+            self._sync_again = False
+            self._start_sync()
+        self._drain()
 
     def _deliver_commits(self) -> None:
         hw = self.core.hw
@@ -400,10 +438,10 @@ class RaftDriver:
 
     def _schedule_flush(self) -> None:
         loop = self._loop or asyncio.get_running_loop()
-        # Idle (nothing appended is still waiting to commit): write at once for the
-        # lowest latency.  Busy: gather appends until the previous batch commits or
-        # the linger runs out, whichever is first (group commit).
-        if not self._waiting or self.config.append_linger_ms <= 0:
+        # Appends made in one turn of the event loop always share a batch.  While the
+        # leader's previous fsync is still running, gather appends until it finishes or
+        # the linger runs out, whichever is first (group commit); otherwise write at once.
+        if not self._syncing or self.config.append_linger_ms <= 0:
             self._flush_handle = loop.call_soon(self._flush)
         else:
             self._flush_handle = loop.call_later(self.config.append_linger_ms / 1000,

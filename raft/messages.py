@@ -34,6 +34,9 @@ class Batch:
     epoch: int
     records: tuple[bytes, ...]
     control: bool = False
+    # the batch as Kafka v2 bytes, when known (read from disk or the wire): saves
+    # encoding it again for every Fetch answer and log write
+    raw: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def last_offset(self) -> int:
@@ -194,3 +197,6 @@ Event = LeaderChanged | SnapshotLoaded
 class Output:
     sends: list[Send] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # the leader appended without flushing: make the log durable, then call
+    # RaftCore.flushed(epoch, end offset) (only with leader_async_flush)
+    flush: bool = False

@@ -66,7 +66,15 @@ class LogStore(Protocol):
     def epoch_at(self, offset: int) -> int:
         """Epoch of the record at `offset` (-1 if absent)."""
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Make everything appended durable (sync() then mark_flushed(end))."""
+
+    def sync(self) -> None:
+        """Make everything written so far durable; may run in another thread
+        while the event loop appends (no bookkeeping here)."""
+
+    def mark_flushed(self, offset: int) -> None:
+        """Record that everything below `offset` is durable (after a sync)."""
 
     def latest_snapshot(self) -> SnapshotId | None: ...
 
@@ -204,6 +212,12 @@ class MemoryLogStore:
 
     def flush(self) -> None:
         self._flushed = self.end_offset
+
+    def sync(self) -> None:
+        pass
+
+    def mark_flushed(self, offset: int) -> None:
+        self._flushed = max(self._flushed, min(offset, self.end_offset))
 
     def latest_snapshot(self) -> SnapshotId | None:
         return self._latest

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import struct
 from collections.abc import Awaitable, Callable
@@ -64,12 +65,16 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return frame(_encode(header) + _encode(request))
 
 
+_request_schema = functools.cache(load_request_schema)
+_response_schema = functools.cache(load_response_schema)
+
+
 def decode_request(payload: bytes) -> tuple[int, int, int, Any]:
     """(api_key, api_version, correlation_id, request) from one frame."""
     if len(payload) < 8:
         raise FrameError("request shorter than a header")
     api_key, version, correlation_id = struct.unpack_from(">hhi", payload, 0)
-    schema = load_request_schema(api_key, version)
+    schema = _request_schema(api_key, version)
     header_type: Any = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
         _header, hsize = entity_reader(header_type)(payload, 0)
@@ -123,7 +128,7 @@ class KafkaConnection:
                 if entry is None:
                     continue
                 fut, api_key, version = entry
-                schema = load_response_schema(api_key, version)
+                schema = _response_schema(api_key, version)
                 hsize = 4
                 if schema.__flexible__:
                     _h, hsize = entity_reader(ResponseHeaderV1)(payload, 0)

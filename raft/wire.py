@@ -9,6 +9,7 @@ answered in the version they came in.
 from __future__ import annotations
 
 import datetime
+import functools
 import uuid
 from types import ModuleType
 from typing import Any
@@ -66,13 +67,19 @@ class WireError(ValueError):
         self.error = error
 
 
+@functools.cache
 def _mod(api_key: int, version: int, kind: EntityType) -> ModuleType:
     return load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
 
 
-def _make(mod: ModuleType, cls_name: str, /, **kw: Any) -> Any:
+@functools.cache
+def _fields(mod: ModuleType, cls_name: str) -> tuple[Any, frozenset[str]]:
     cls = getattr(mod, cls_name)
-    names = set(cls.__dataclass_fields__)
+    return cls, frozenset(cls.__dataclass_fields__)
+
+
+def _make(mod: ModuleType, cls_name: str, /, **kw: Any) -> Any:
+    cls, names = _fields(mod, cls_name)
     return cls(**{k: v for k, v in kw.items() if k in names})
 
 

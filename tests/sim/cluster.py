@@ -37,6 +37,7 @@ SIM_CONFIG = CoreConfig(
     retry_backoff_ms=15,
     fetch_max_bytes=2048,
     snapshot_chunk_bytes=1024,
+    leader_async_flush=True,
 )
 
 
@@ -236,6 +237,11 @@ class Cluster:
         out = core.take_output()
         for send in out.sends:
             self._deliver_later(n.node_id, send)
+        if out.flush:
+            # the leader's fsync completes a little later; a crash before then loses it
+            delay = self.rng.randint(0, 3)
+            self._push(self.now + delay, "flushed",
+                       (n.node_id, n.incarnation, core.epoch, n.log.end_offset))
         for ev in out.events:
             if isinstance(ev, SnapshotLoaded):
                 sid = ev.snapshot_id
@@ -353,6 +359,13 @@ class Cluster:
         elif ev.kind == "msg":
             src, inc, send = ev.data
             self._deliver(src, inc, send)
+        elif ev.kind == "flushed":
+            node_id, inc, epoch, end = ev.data
+            fn = self.nodes[node_id]
+            if fn.alive and fn.core is not None and fn.incarnation == inc:
+                self._record("flushed", node_id * 1000000 + end)
+                fn.core.flushed(epoch, end, self.now)
+                self._after(fn)
         elif ev.kind == "refused":
             src, inc, send = ev.data
             sn = self.nodes[src]

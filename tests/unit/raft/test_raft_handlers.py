@@ -435,3 +435,53 @@ def test_snapshot_must_be_committed() -> None:
     core.append([b"a"], 500)
     with pytest.raises(ValueError):
         core.create_snapshot(core.hw + 1, b"", 501)
+
+
+def test_leader_counts_only_what_it_has_flushed() -> None:
+    """KIP-595: the leader's own write may overlap replication, but the high
+    watermark counts the leader only up to its flushed offset."""
+    from dataclasses import replace as dc_replace
+
+    qs = MemoryQuorumStateStore()
+    core = RaftCore(1, VOTERS, MemoryLogStore(), qs, Random(7), 0,
+                    dc_replace(CFG, leader_async_flush=True))
+    elect(core)
+    out = core.take_output()
+    assert out.flush
+    core.flushed(1, 1, 1000)
+    core.handle_request(2, 1, FetchRequest(1, 2, 1, 1, 1 << 20, 0), 1001)
+    assert core.hw == 1
+    core.append([b"a", b"b"], 1002)
+    out = core.take_output()
+    assert out.flush
+    assert core.log.flushed_offset == 1
+    # both followers have the new records, but the leader has not flushed them:
+    # a majority of two still holds them, so they commit
+    core.handle_request(2, 2, FetchRequest(1, 2, 3, 1, 1 << 20, 0), 1003)
+    core.handle_request(3, 3, FetchRequest(1, 3, 3, 1, 1 << 20, 0), 1003)
+    assert core.hw == 3
+    core.append([b"c"], 1004)
+    core.handle_request(2, 4, FetchRequest(1, 2, 4, 1, 1 << 20, 0), 1005)
+    assert core.hw == 3  # only one follower and an unflushed leader: no majority
+    core.flushed(1, 4, 1006)
+    assert core.hw == 4
+    core.flushed(0, 99, 1007)  # a flush from an older epoch is ignored
+    assert core.log.flushed_offset == 4
+
+
+def test_refused_connections_to_the_leader_end_its_contact_early() -> None:
+    """KIP-996 refuses pre-votes while in contact with the leader; a leader whose
+    process refuses connections is out of contact at once, and the follower runs
+    within the election backoff rather than after the whole fetch timeout."""
+    core = make(2)
+    core.handle_request(1, 9, BeginQuorumEpochRequest(3, 1), 0)
+    fetch = next(s for s in sends(core) if isinstance(s.message, FetchRequest))
+    core.handle_failure(1, fetch.rid, 5)
+    assert isinstance(core.role, Follower) and core.role.fetch_deadline_ms >= 100
+    core.tick(5 + CFG.retry_backoff_ms)
+    again = next(s for s in sends(core) if isinstance(s.message, FetchRequest))
+    core.handle_failure(1, again.rid, 20)
+    assert isinstance(core.role, Follower)
+    assert core.role.fetch_deadline_ms <= 20 + CFG.election_backoff_max_ms
+    core.handle_request(3, 1, VoteRequest(4, 3, 0, 0, True), 21)
+    assert only_reply(core).vote_granted  # type: ignore[attr-defined]
