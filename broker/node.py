@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import random
 import time
 import uuid
@@ -32,14 +34,15 @@ from broker.handlers import BROKER_HANDLERS
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
-from broker.protocol.api import BROKER_APIS, CONTROLLER_APIS
-from broker.quorum import MetadataQuorumDriver
+from broker.protocol.api import BROKER_APIS
+from broker.quorum import MetadataQuorumDriver, controller_api_table
 from broker.replication import ReplicaManager
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
 
 log = structlog.get_logger(__name__)
+CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
 
 
 def wall_clock_ms() -> int:
@@ -61,7 +64,8 @@ class Node:
         self.publisher: MetadataPublisher
         self.quorum: MetadataQuorumDriver
         self.controller: ControllerService
-        self.server: Server
+        self.controller_server: Server
+        self.broker_server: Server
 
     @property
     def metadata(self) -> MetadataImage:
@@ -72,6 +76,7 @@ class Node:
     async def start(self) -> None:
         cfg = self.config
         self.cluster_id = ensure_formatted(cfg)
+        self.previous_broker_epoch = self._take_clean_shutdown_epoch()
         log.info("node_starting", node_id=self.node_id, cluster_id=self.cluster_id,
                  roles=sorted(cfg.process_roles), config=cfg.summary())
 
@@ -93,19 +98,24 @@ class Node:
             self.quorum, self.publisher, self.clock,
         )
         self.quorum.on_become_leader(self._on_become_controller)
-        await self.quorum.start()
-
-        self.server = Server(self, self._listener_specs(), ServerConfig(
+        server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
-        ))
-        await self.server.start()
-        self.quorum.attach_server(self.server)
+        )
+        # The controller listener serves Raft before anything else can happen; the client
+        # listener opens only once this broker is registered and unfenced, so clients never
+        # see a node that does not yet know the cluster's metadata.
+        self.controller_server = Server(self, self._controller_listeners(), server_config)
+        await self.controller_server.start()
+        await self.quorum.start()
 
         if cfg.is_controller:
             self._spawn(self._controller_loop(), "controller_loop")
         if cfg.is_broker:
             self._spawn(self._broker_lifecycle(), "broker_lifecycle")
+            await self.ready.wait()
+            self.broker_server = Server(self, self._broker_listeners(), server_config)
+            await self.broker_server.start()
         else:
             self.ready.set()
 
@@ -117,9 +127,10 @@ class Node:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if hasattr(self, "server"):
-            with contextlib.suppress(Exception):
-                await self.server.stop()
+        for name in ("broker_server", "controller_server"):
+            if hasattr(self, name):
+                with contextlib.suppress(Exception):
+                    await getattr(self, name).stop()
         if hasattr(self, "quorum"):
             with contextlib.suppress(Exception):
                 await self.quorum.stop()
@@ -129,23 +140,53 @@ class Node:
         if hasattr(self, "logs"):
             self.logs.stop()
             self.logs.shutdown()
+            if self.broker_epoch >= 0:
+                self._write_clean_shutdown_epoch()
         log.info("node_stopped", node_id=self.node_id)
+
+    # KIP-966: a broker that stopped cleanly names its last broker epoch when it registers
+    # again, so the controller keeps it eligible (ELR); Kafka keeps it in the clean-shutdown
+    # file. Read once and removed, so a later crash is never mistaken for a clean stop.
+
+    @property
+    def _clean_shutdown_file(self) -> Path:
+        return self.config.metadata_log_dir / CLEAN_SHUTDOWN_FILE
+
+    def _take_clean_shutdown_epoch(self) -> int:
+        path = self._clean_shutdown_file
+        try:
+            doc = json.loads(path.read_text()[:4096])
+            epoch = int(doc["brokerEpoch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            epoch = -1
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return epoch
+
+    def _write_clean_shutdown_epoch(self) -> None:
+        tmp = self._clean_shutdown_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}))
+        os.replace(tmp, self._clean_shutdown_file)
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.append(task)
 
-    def _listener_specs(self) -> list[ListenerSpec]:
-        specs: list[ListenerSpec] = []
-        broker_dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
-        for lst in self.config.listeners:
-            if lst.name in self.config.controller_listener_names:
-                specs.append(ListenerSpec(lst.name, lst.host, lst.port, CONTROLLER_APIS,
-                                          self.quorum.dispatcher()))
-            elif self.config.is_broker:
-                specs.append(ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS,
-                                          broker_dispatcher))
-        return specs
+    def _controller_listeners(self) -> list[ListenerSpec]:
+        return [
+            ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
+                         self.quorum.dispatcher())
+            for lst in self.config.listeners
+            if lst.name in self.config.controller_listener_names
+        ]
+
+    def _broker_listeners(self) -> list[ListenerSpec]:
+        dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
+        return [
+            ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher)
+            for lst in self.config.listeners
+            if lst.name not in self.config.controller_listener_names
+        ]
 
     # ---- controller side ---------------------------------------------------------
 
@@ -177,6 +218,7 @@ class Node:
                 reply = await self.controller.register_broker(BrokerRegistrationRequest(
                     broker_id=self.node_id, cluster_id=self.cluster_id,
                     incarnation_id=self.incarnation_id,
+                    previous_broker_epoch=self.previous_broker_epoch,
                     listeners=self._advertised_endpoints(), rack=cfg["broker.rack"],
                 ))
                 if reply.error is ErrorCode.none:

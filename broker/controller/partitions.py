@@ -42,7 +42,11 @@ def elect_leader(
     unclean: bool,
 ) -> tuple[int, tuple[int, ...], tuple[int, ...], bool]:
     """(leader, isr, elr, unclean) after an election over the given ISR and ELR; the last
-    item says the leader came from outside ISR and ELR (its log must be RECOVERING)."""
+    item says the leader came from outside ISR and ELR (its log must be RECOVERING).
+
+    Kafka's order (KIP-966): the ISR, then an unfenced ELR member, then the last known
+    leader if it is unfenced (what Kafka did before ELR when every replica was offline),
+    and only then, if enabled, an unclean election."""
     if p.leader != NO_LEADER and p.leader in isr and usable(p.leader):
         return p.leader, isr, elr, False
     for r in p.replicas:
@@ -51,6 +55,10 @@ def elect_leader(
     for r in p.replicas:
         if r in elr and usable(r):
             return r, (r,), _without(elr, (r,)), False
+    if not isr and not elr:
+        for r in p.last_known_elr:
+            if r in p.replicas and usable(r):
+                return r, (r,), (), False
     if unclean:
         for r in p.replicas:
             if usable(r):
@@ -145,10 +153,23 @@ def remove_broker(
             leader, isr, elr, unclean = elect_leader(p, isr, elr, usable,
                                                      unclean_enabled(t.name))
             r = partition_change(t.topic_id, i, p, leader, isr, elr,
+                                 last_known_elr=_last_known(p, leader, isr, elr),
                                  leader_recovery_state=LEADER_RECOVERING if unclean else None)
             if r is not None:
                 out.append(r)
     return out
+
+
+def _last_known(p: PartitionRegistration, leader: int, isr: tuple[int, ...],
+                elr: tuple[int, ...]) -> tuple[int, ...]:
+    """Kafka's LastKnownElr: who led (or was in sync) when the partition lost every ISR
+    and ELR member; cleared once a leader is elected again."""
+    if leader != NO_LEADER or isr or elr:
+        return ()
+    if p.last_known_elr:
+        return p.last_known_elr
+    known = p.isr or p.elr or ((p.leader,) if p.leader != NO_LEADER else ())
+    return tuple(known)
 
 
 def elect_for_unfenced(
@@ -174,7 +195,7 @@ def elect_for_unfenced(
                                                      unclean_enabled(t.name))
             if leader == NO_LEADER:
                 continue
-            r = partition_change(t.topic_id, i, p, leader, isr, elr,
+            r = partition_change(t.topic_id, i, p, leader, isr, elr, last_known_elr=(),
                                  leader_recovery_state=LEADER_RECOVERING if unclean else None)
             if r is not None:
                 out.append(r)

@@ -13,23 +13,26 @@ Rules, as Kafka's LogCleaner:
   KIP-534: batch attribute + baseTimestamp); a later clean past the horizon drops them.
 - A batch emptied of all records is kept (empty) if it is its producer's last batch, so
   idempotent producer state survives. Control batches are kept.
-- Segments are recopied one to one into `.cleaned` files, then swapped in under the log
+- Consecutive segments are grouped (their cleaned copy within segment.bytes) and
+  recopied into one `.cleaned` file per group, which keeps each group's last batch (empty
+  if need be) so it ends at the group's end offset; groups are swapped in under the log
   lock (PartitionLog.replace_segments); appends and reads never wait for the copy.
 - An I/O throttle caps bytes read+written per second.
 
-Gaps: aborted-transaction data is not removed (no .txnindex), segments are not
-grouped into fewer segments.
+Gap: aborted-transaction data is not removed (there is no .txnindex).
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.log.segment import INT32_MAX
 from broker.protocol.records import (
     HEADER,
     BatchHeader,
@@ -39,6 +42,7 @@ from broker.protocol.records import (
 )
 
 if TYPE_CHECKING:
+    from broker.log.config import LogConfig
     from broker.log.log import PartitionLog
     from broker.log.manager import LogManager
     from broker.log.segment import LogSegment
@@ -152,26 +156,50 @@ def clean_log(
     if full:
         segs = [s for s in segs if s.base_offset < map_end]
         end = map_end
-    # 2. Recopy each segment below `end`.
-    pairs: list[tuple[LogSegment, LogSegment]] = []
-    for s in segs:
-        new = plog.new_cleaned_segment(s.base_offset)
-        _recopy(
-            s,
-            new,
-            offset_map,
-            last_batch_of_producer,
-            now_ms,
-            plog.config.delete_retention_ms,
-            stats,
-            throttler,
-        )
-        pairs.append((s, new))
-        stats.segments += 1
+    # 2. Recopy the segments below `end`, small neighbours grouped into one.
+    groups: list[tuple[list[LogSegment], LogSegment]] = []
+    for group in group_segments(segs, plog.config):
+        new = plog.new_cleaned_segment(group[0].base_offset)
+        for i, s in enumerate(group):
+            _recopy(
+                s,
+                new,
+                offset_map,
+                last_batch_of_producer,
+                now_ms,
+                plog.config.delete_retention_ms,
+                stats,
+                throttler,
+                keep_last_batch=i == len(group) - 1,
+            )
+            stats.segments += 1
+        groups.append((group, new))
     # 3. Swap in.
-    if not plog.replace_segments(pairs, generation):
+    if not plog.replace_segments(groups, generation):
         return None
     return max(first_dirty, end), stats
+
+
+def group_segments(segs: list[LogSegment], config: LogConfig) -> list[list[LogSegment]]:
+    """Consecutive segments whose cleaned copy fits one segment: total bytes within
+    segment.bytes, index entries within segment.index.bytes, offsets within int32 of the
+    first base (Kafka's groupSegmentsBySize)."""
+    max_entries = max(1, config.segment_index_bytes // 12)
+    groups: list[list[LogSegment]] = []
+    for s in segs:
+        if groups:
+            g = groups[-1]
+            size = sum(x.size for x in g) + s.size
+            entries = size // max(config.index_interval_bytes, 1) + len(g) + 2
+            if (
+                size <= config.segment_bytes
+                and entries <= max_entries
+                and s.next_offset - 1 - g[0].base_offset <= INT32_MAX
+            ):
+                g.append(s)
+                continue
+        groups.append([s])
+    return groups
 
 
 def _recopy(
@@ -183,10 +211,14 @@ def _recopy(
     delete_retention_ms: int,
     stats: CleanStats,
     throttler: Throttler | None,
+    *,
+    keep_last_batch: bool = False,
 ) -> None:
-    from broker.log.segment import BatchEntry
-
-    for pos, h in src.iter_headers(0):
+    """Copy what survives of `src` into `dst`. With `keep_last_batch` the segment's last
+    batch is kept (empty if need be) so the copy ends at the same offset as the
+    original: a crash mid-swap then lets recovery tell which originals the copy covers."""
+    headers = list(src.iter_headers(0))
+    for i, (pos, h) in enumerate(headers):
         raw = src.read_batch(pos, h)
         stats.bytes_read += len(raw)
         out: bytes | None
@@ -196,10 +228,12 @@ def _recopy(
             out = _clean_batch(
                 raw, h, offset_map, last_batch_of_producer, now_ms, delete_retention_ms, stats
             )
+        if out is None and keep_last_batch and i == len(headers) - 1:
+            out = _empty_batch(h)
         if out is None:
             continue
         nh = BatchHeader(*HEADER.unpack_from(out, 0))
-        dst.append(out, [BatchEntry(0, len(out), nh.base_offset, nh.last_offset, nh.max_timestamp)])
+        dst.append(out, [(0, len(out), nh.base_offset, nh.last_offset, nh.max_timestamp)])
         stats.bytes_written += len(out)
         if throttler is not None:
             throttler.maybe_throttle(len(raw) + len(out))
@@ -281,9 +315,18 @@ class LogCleaner:
     """Picks the dirtiest compacted log and cleans it; driven by LogManager.tick()."""
 
     def __init__(self, manager: LogManager) -> None:
-        self.manager = manager
+        # Weak: the manager owns the cleaner, and a cycle would keep every log's files
+        # open until the cyclic garbage collector runs.
+        self._manager = weakref.ref(manager)
         self._aborted: set[int] = set()
         self.last_stats: CleanStats | None = None
+
+    @property
+    def manager(self) -> LogManager:
+        m = self._manager()
+        if m is None:
+            raise RuntimeError("log manager is gone")
+        return m
 
     def throttler(self) -> Throttler:
         return Throttler(self.manager.cleaner_io_max_bytes_per_second)

@@ -26,7 +26,8 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = LONG_MAX
+    # Kafka 4.0 default (KIP-1030): at most one hour in the future.
+    message_timestamp_after_max_ms: int = 3_600_000
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0

@@ -66,8 +66,18 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> 
 _IOV_MAX = 1024
 
 
-def pwritev_all(fd: int, buffers: list[bytes | bytearray | memoryview], position: int) -> None:
+def pwritev_all(
+    fd: int, buffers: list[bytes | bytearray | memoryview], position: int, total: int = -1
+) -> None:
     """Write the buffers back to back at `position` (gathered, no joining copy)."""
+    if total >= 0 and len(buffers) <= _IOV_MAX and os.pwritev(fd, buffers, position) == total:
+        return  # the common case: one call wrote everything
+    if total >= 0:
+        # Rare: many buffers or a short write. Redo the whole range piece by piece.
+        for b in buffers:
+            pwrite_all(fd, b, position)
+            position += len(b)
+        return
     i = 0
     while i < len(buffers):
         chunk = buffers[i : i + _IOV_MAX]

@@ -3,9 +3,9 @@
 .index entries: relative offset i32, file position i32 (8 bytes).
 .timeindex entries: timestamp i64, relative offset i32 (12 bytes).
 
-Entries are kept in memory (arrays, bisect for lookups) and stored through an mmap of a
-file pre-sized to segment.index.bytes, which is trimmed to the entries on roll or close,
-as Kafka does. An index is only trusted after a clean shutdown and a sanity check;
+Entries are kept in memory (arrays, bisect for lookups) and written to a file pre-sized
+to segment.index.bytes on flush, roll and close; the file is trimmed to the entries on
+roll and close, as Kafka does. An index is only trusted after a clean shutdown and a sanity check;
 otherwise it is rebuilt from the log.
 """
 
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import mmap
 import os
 import struct
 from array import array
 from pathlib import Path
+
+from broker.log.files import pwrite_all
 
 _OFF = struct.Struct(">ii")
 _TIME = struct.Struct(">qi")
@@ -35,8 +36,12 @@ class _IndexFile:
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        # Mapped (pre-sized to the maximum, like Kafka's) while entries are being added.
-        self._mm: mmap.mmap | None = None
+        self._written = 0  # entries already in the file
+        self._presized = False
+        # Released (inactive segment): the descriptor is opened per operation, so a log
+        # with many segments holds one descriptor per segment, not three.
+        self._released = False
+        self._dead = False  # closed for good (log closed, file deleted or renamed away)
 
     @property
     def is_full(self) -> bool:
@@ -45,46 +50,91 @@ class _IndexFile:
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def _map(self) -> mmap.mmap:
-        if self._mm is None:
-            size = self.max_entries * self.entry_size
-            os.ftruncate(self._fd, size)
-            self._mm = mmap.mmap(self._fd, size)
-        return self._mm
+    def _pack(self, start: int, end: int) -> bytes:
+        raise NotImplementedError
 
-    def _unmap(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+    def _open(self) -> int:
+        if self._fd < 0:
+            if self._dead:
+                raise ValueError(f"{self.path} is closed")
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
 
-    def _read_file(self) -> bytes:
-        size = os.fstat(self._fd).st_size
-        out = os.pread(self._fd, size, 0) if size else b""
-        return out[: len(out) - len(out) % self.entry_size]
-
-    def _shrink_file(self, n: int) -> None:
-        if self._mm is None:
-            os.ftruncate(self._fd, n * self.entry_size)
-        # While mapped the tail past the entries is dead space, trimmed on roll/close.
-
-    def trim(self) -> None:
-        """Shrink the file to its entries (on roll and close)."""
-        self._unmap()
-        os.ftruncate(self._fd, len(self) * self.entry_size)
-
-    def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
-        os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            self.trim()
+    def _done(self) -> None:
+        if self._released and self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
+    def release(self) -> None:
+        """Close the descriptor until the next operation (the segment went inactive)."""
+        self._released = True
+        self._done()
+
+    def _read_file(self) -> bytes:
+        fd = self._open()
+        try:
+            size = os.fstat(fd).st_size
+            out = os.pread(fd, size, 0) if size else b""
+        finally:
+            self._done()
+        return out[: len(out) - len(out) % self.entry_size]
+
+    def write_pending(self) -> None:
+        """Write the entries added since the last call. Appends never touch the file:
+        entries reach it on flush, roll and close (a crash rebuilds what was not
+        flushed), so the append path pays no syscall or page fault per index entry."""
+        n = len(self)
+        if self._written < n:
+            fd = self._open()
+            try:
+                if not self._presized:
+                    # Pre-sized (sparse) to the maximum like Kafka's active-segment indexes.
+                    os.ftruncate(fd, self.max_entries * self.entry_size)
+                    self._presized = True
+                pwrite_all(fd, self._pack(self._written, n), self._written * self.entry_size)
+                self._written = n
+            finally:
+                self._done()
+
+    def _entries_truncated(self, n: int) -> None:
+        if self._written > n:
+            self._written = n
+            if not self._presized:
+                try:
+                    os.ftruncate(self._open(), n * self.entry_size)
+                finally:
+                    self._done()
+            # A pre-sized file keeps dead bytes past the entries until trim().
+
+    def trim(self) -> None:
+        """Write pending entries and shrink the file to them (on roll and close)."""
+        self.write_pending()
+        try:
+            os.ftruncate(self._open(), len(self) * self.entry_size)
+        finally:
+            self._done()
+        self._presized = False
+
+    def dup_fd(self) -> int:
+        try:
+            return os.dup(self._open())
+        finally:
+            self._done()
+
+    def flush(self) -> None:
+        self.write_pending()
+        try:
+            os.fdatasync(self._open())
+        finally:
+            self._done()
+
+    def close(self) -> None:
+        if not self._dead:
+            self.trim()
+            self.close_without_trim()
+
     def close_without_trim(self) -> None:
-        self._unmap()
+        self._dead = True
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -92,6 +142,13 @@ class _IndexFile:
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)
         self.path = path
+
+    def __del__(self) -> None:
+        # A log dropped without close() (a crashed owner, a test) must not leak the fd.
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
 
     def delete_file(self) -> None:
         self.close_without_trim()
@@ -123,12 +180,12 @@ class OffsetIndex(_IndexFile):
         if len(rel) > self.max_entries:
             raise IndexCorrupt(f"{self.path}: {len(rel)} entries exceed the maximum")
         self.rel_offsets, self.positions = rel, pos
+        self._written = len(rel)
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
         if self.rel_offsets and rel <= self.rel_offsets[-1]:
             return
-        _OFF.pack_into(self._mm or self._map(), len(self.rel_offsets) * 8, rel, position)
         self.rel_offsets.append(rel)
         self.positions.append(position)
 
@@ -153,10 +210,14 @@ class OffsetIndex(_IndexFile):
         if n < len(self.rel_offsets):
             del self.rel_offsets[n:]
             del self.positions[n:]
-            self._shrink_file(n)
+            self._entries_truncated(n)
 
     def reset(self) -> None:
         self._truncate_entries(0)
+
+    def _pack(self, start: int, end: int) -> bytes:
+        pairs = zip(self.rel_offsets[start:end], self.positions[start:end], strict=True)
+        return b"".join(_OFF.pack(r, p) for r, p in pairs)
 
     def entries(self) -> list[tuple[int, int]]:
         return [
@@ -188,6 +249,7 @@ class TimeIndex(_IndexFile):
         if len(ts) > self.max_entries:
             raise IndexCorrupt(f"{self.path}: {len(ts)} entries exceed the maximum")
         self.timestamps, self.rel_offsets = ts, rel
+        self._written = len(ts)
 
     @property
     def last_entry(self) -> tuple[int, int]:
@@ -196,17 +258,14 @@ class TimeIndex(_IndexFile):
             return -1, self.base_offset
         return self.timestamps[-1], self.base_offset + self.rel_offsets[-1]
 
-    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add (timestamp, offset) if the timestamp is larger than the last entry's. A
+        full index takes no more entries (the log rolls first; a segment's exact max
+        timestamp is also re-derived from its tail on load)."""
         if self.timestamps and timestamp <= self.timestamps[-1]:
             return
         if self.is_full:
-            # Kafka rolls before the time index fills; the final entry of a full index is
-            # dropped rather than written past the mapped size.
-            del skip_full_check
             return
-        _TIME.pack_into(
-            self._mm or self._map(), len(self.timestamps) * 12, timestamp, offset - self.base_offset
-        )
         self.timestamps.append(timestamp)
         self.rel_offsets.append(offset - self.base_offset)
 
@@ -226,10 +285,14 @@ class TimeIndex(_IndexFile):
         if n < len(self.timestamps):
             del self.timestamps[n:]
             del self.rel_offsets[n:]
-            self._shrink_file(n)
+            self._entries_truncated(n)
 
     def reset(self) -> None:
         self.truncate_to(self.base_offset)
+
+    def _pack(self, start: int, end: int) -> bytes:
+        pairs = zip(self.timestamps[start:end], self.rel_offsets[start:end], strict=True)
+        return b"".join(_TIME.pack(t, r) for t, r in pairs)
 
     def entries(self) -> list[tuple[int, int]]:
         return [

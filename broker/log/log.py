@@ -12,8 +12,10 @@ import bisect
 import contextlib
 import os
 import re
+import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.log.checkpoints import (
-    PARTITION_METADATA,
+    CheckpointError,
     read_partition_metadata,
     write_partition_metadata,
 )
@@ -40,9 +42,16 @@ from broker.log.files import (
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
 from broker.protocol.compression import Compression, codec_by_name
 from broker.protocol.records import (
+    _U32,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MAGIC_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    RawHeader,
     Record,
     TimestampType,
     build_batch,
@@ -51,7 +60,7 @@ from broker.protocol.records import (
     patch_log_append_time,
     patch_log_append_time_split,
     patch_offset_and_epoch,
-    validate_batches,
+    validate_raw,
     whole_batches_length,
 )
 
@@ -74,7 +83,7 @@ class TopicPartition:
         return TopicPartition(topic, int(part))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendResult:
     base_offset: int
     last_offset: int
@@ -82,8 +91,13 @@ class AppendResult:
     log_start_offset: int
     records_count: int
     max_timestamp: int
-    # Headers as written (offsets assigned): producer-state and transaction tracking.
-    batches: tuple[BatchHeader, ...] = field(default=())
+    # Raw header fields as written (offsets assigned); `batches` builds objects on demand.
+    raw_headers: tuple[RawHeader, ...] = field(default=())
+
+    @property
+    def batches(self) -> tuple[BatchHeader, ...]:
+        """Headers as written: producer-state and transaction tracking."""
+        return tuple(BatchHeader(*t) for t in self.raw_headers)
 
 
 class ProducerStateHook:
@@ -97,6 +111,32 @@ class ProducerStateHook:
 
     def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
         """The log was truncated; rebuild from a snapshot at or below the new end."""
+
+
+@dataclass(frozen=True, slots=True)
+class _AppendFlags:
+    """What the append path must do beyond header checks, derived once per config."""
+
+    log_append: bool
+    check_after: bool
+    check_before: bool
+    need_decode: bool
+    target: Compression | None
+
+    @staticmethod
+    def of(cfg: LogConfig) -> _AppendFlags:
+        check_before = not cfg.log_append_time and cfg.message_timestamp_before_max_ms < LONG_MAX
+        return _AppendFlags(
+            log_append=cfg.log_append_time,
+            check_after=not cfg.log_append_time and cfg.message_timestamp_after_max_ms < LONG_MAX,
+            check_before=check_before,
+            need_decode=cfg.compact or check_before,
+            target=codec_by_name(cfg.compression_type),
+        )
+
+
+# baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
+_PATCH = struct.Struct(">qii")
 
 
 def _wall_clock_ms() -> int:
@@ -114,13 +154,14 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = True,
-        topic_id: object = None,
+        topic_id: uuid.UUID | None = None,
     ) -> None:
         """Open (or create) the log in `directory`, recovering after `recovery_point`
         unless `clean_shutdown`."""
         self.dir = directory
         self.topic_partition = topic_partition
         self.config = config
+        self._flags = _AppendFlags.of(config)
         self.clock = clock
         self._lock = threading.RLock()
         self.producer_state_hook: ProducerStateHook | None = None
@@ -132,8 +173,8 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory, fsync=True)
         self.recovered_bytes_truncated = 0
-        self._segments: tuple[LogSegment, ...] = ()
-        self._bases: list[int] = []
+        # Segments and their base offsets, replaced together as one tuple (copy-on-write).
+        self._view: tuple[tuple[LogSegment, ...], list[int]] = ((), [])
         self._load(recovery_point, log_start_offset, clean_shutdown)
         if topic_id is not None:
             self.set_topic_id(topic_id)
@@ -177,21 +218,27 @@ class PartitionLog:
         return sum(s.size for s in self._segments)
 
     @property
-    def topic_id(self) -> object:
+    def topic_id(self) -> uuid.UUID | None:
         try:
             return read_partition_metadata(self.dir)
-        except Exception:
+        except (CheckpointError, OSError):
             return None
 
-    def set_topic_id(self, topic_id: object) -> None:
-        import uuid
-
-        if not isinstance(topic_id, uuid.UUID):
-            raise TypeError("topic_id must be a UUID")
-        if (self.dir / PARTITION_METADATA).exists() and read_partition_metadata(
-            self.dir
-        ) == topic_id:
+    def set_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Record the topic id in `partition.metadata`; a different id already there
+        means this directory belongs to an earlier topic of the same name:
+        INCONSISTENT_TOPIC_ID, as Kafka answers (the caller deletes the stale log)."""
+        try:
+            existing = read_partition_metadata(self.dir)
+        except CheckpointError:
+            existing = None  # unreadable: rewrite it
+        if existing == topic_id:
             return
+        if existing is not None:
+            raise KafkaError(
+                ErrorCode.inconsistent_topic_id,
+                f"{self.dir.name} holds topic id {existing}, not {topic_id}",
+            )
         write_partition_metadata(self.dir, topic_id)
 
     # ------------------------------------------------------------------ loading
@@ -207,9 +254,11 @@ class PartitionLog:
         )
 
     def _set_segments(self, segs: Sequence[LogSegment]) -> None:
-        bases = [s.base_offset for s in segs]
-        self._segments = tuple(segs)
-        self._bases = bases
+        self._view = (tuple(segs), [s.base_offset for s in segs])
+
+    @property
+    def _segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
         self._cleanup_leftovers()
@@ -238,15 +287,16 @@ class PartitionLog:
             else:
                 seg.load_clean()
             if segs and seg.base_offset < segs[-1].next_offset:
-                # Overlapping segments: keep the earlier, drop from here on.
+                # Covered by the previous segment: an original whose cleaned group copy was
+                # swapped in just before a crash. The copy holds what survives of it.
                 seg.rename_to_deleted()
                 seg.delete_files()
-                truncated_at = segs[-1].next_offset
                 continue
+            if segs:
+                segs[-1].release_index_fds()
             segs.append(seg)
         if not segs:
             segs.append(self._new_segment(max(log_start_offset, 0)))
-        # Drop empty trailing segments that are not the last (left by a crash mid-roll).
         self._set_segments(segs)
         active = segs[-1]
         self._log_end_offset = active.next_offset
@@ -309,26 +359,41 @@ class PartitionLog:
 
             mv = memoryview(convert_to_v2(mv, now_ms=now_ms))
         cfg = self.config
-        headers = validate_batches(mv, cfg.max_message_bytes)
+        raw = validate_raw(mv, cfg.max_message_bytes)
         if len(mv) > cfg.segment_bytes:
             raise KafkaError(
                 ErrorCode.record_list_too_large,
                 f"{len(mv)} bytes exceed segment.bytes {cfg.segment_bytes}",
             )
-        mv, headers = self._leader_checks_and_rewrites(mv, headers, now_ms)
-        log_append = cfg.log_append_time
+        flags = self._flags
+        if flags.check_after:
+            limit = now_ms + cfg.message_timestamp_after_max_ms
+            for _, t in raw:
+                if t[8] > limit and not t[5] & CONTROL_MASK:
+                    raise KafkaError(
+                        ErrorCode.invalid_timestamp,
+                        f"timestamp {t[8]} is more than "
+                        f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
+                    )
+        if flags.need_decode or (
+            flags.target is not None
+            and any(t[5] & COMPRESSION_MASK != flags.target for _, t in raw)
+        ):
+            mv, raw = self._decode_checks_and_rewrites(mv, raw, now_ms)
+        log_append = flags.log_append
         writable = not mv.readonly
         with self._lock:
-            self._check_open()
+            if self._closed:
+                self._check_open()
             next_offset = self._log_end_offset
             entries: list[BatchEntry] = []
             buffers: list[bytes | bytearray | memoryview] = []
-            written: list[BatchHeader] = []
-            pos = 0
+            written: list[RawHeader] = []
             max_ts = -1
             count = 0
-            for h in headers:
-                size = h.size
+            end = 0
+            for pos, t in raw:
+                size = t[1] + LOG_OVERHEAD
                 if writable:
                     patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
                     if log_append:
@@ -336,30 +401,34 @@ class PartitionLog:
                 else:
                     head = bytearray(mv[pos : pos + HEADER_SIZE])
                     body = mv[pos + HEADER_SIZE : pos + size]
-                    patch_offset_and_epoch(head, 0, next_offset, leader_epoch)
+                    _PATCH.pack_into(head, 0, next_offset, t[1], leader_epoch)
                     if log_append:
                         patch_log_append_time_split(head, body, now_ms)
                     buffers.append(head)
                     buffers.append(body)
-                bmax = now_ms if log_append else h.max_timestamp
-                last = next_offset + h.last_offset_delta
-                entries.append(BatchEntry(pos, size, next_offset, last, bmax))
+                bmax = now_ms if log_append else t[8]
+                last = next_offset + t[6]
+                entries.append((pos, size, next_offset, last, bmax))
+                if log_append:
+                    crc = _U32.unpack_from(
+                        mv if writable else buffers[-2], (pos if writable else 0) + 17
+                    )[0]
+                    attrs = t[5] | TIMESTAMP_TYPE_MASK
+                else:
+                    crc, attrs = t[4], t[5]
                 written.append(
-                    BatchHeader(
-                        next_offset, h.batch_length, leader_epoch, 2, h.crc, h.attributes,
-                        h.last_offset_delta, h.base_timestamp, bmax, h.producer_id,
-                        h.producer_epoch, h.base_sequence, h.records_count,
-                    )
+                    (next_offset, t[1], leader_epoch, 2, crc, attrs, t[6], t[7], bmax,
+                     t[9], t[10], t[11], t[12])
                 )  # fmt: skip
                 if bmax > max_ts:
                     max_ts = bmax
-                count += h.records_count
+                count += t[12]
                 next_offset = last + 1
-                pos += size
-            base = entries[0].base_offset
+                end = pos + size
+            base = entries[0][2]
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base)
-            self._append_locked(mv if writable else buffers, pos, entries, written, now_ms)
+            self._append_locked(mv if writable else buffers, end, entries, written, now_ms, count)
             return AppendResult(
                 base,
                 next_offset - 1,
@@ -370,36 +439,19 @@ class PartitionLog:
                 tuple(written),
             )
 
-    def _leader_checks_and_rewrites(
-        self, mv: memoryview, headers: list[BatchHeader], now_ms: int
-    ) -> tuple[memoryview, list[BatchHeader]]:
-        """Checks that need more than the header, and topic-level recompression."""
+    def _decode_checks_and_rewrites(
+        self, mv: memoryview, raw: list[tuple[int, RawHeader]], now_ms: int
+    ) -> tuple[memoryview, list[tuple[int, RawHeader]]]:
+        """Checks that must look at records (compacted keys, old timestamps) and the
+        topic's compression.type when it differs from the producer's."""
         cfg = self.config
-        if not cfg.log_append_time:
-            for h in headers:
-                if (
-                    h.max_timestamp - now_ms > cfg.message_timestamp_after_max_ms
-                    and not h.is_control
-                ):
-                    raise KafkaError(
-                        ErrorCode.invalid_timestamp,
-                        f"timestamp {h.max_timestamp} is more than "
-                        f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
-                    )
-        need_decode = cfg.compact or (
-            not cfg.log_append_time and cfg.message_timestamp_before_max_ms < LONG_MAX
-        )
-        target: Compression | None = codec_by_name(cfg.compression_type)
-        recompress = target is not None and any(
-            h.compression != target and not h.is_control for h in headers
-        )
-        if not need_decode and not recompress:
-            return mv, headers
+        target = self._flags.target
+        check_before = self._flags.check_before
         out = bytearray()
-        pos = 0
-        for h in headers:
+        recompressed = False
+        for pos, t in raw:
+            h = BatchHeader(*t)
             batch = mv[pos : pos + h.size]
-            pos += h.size
             if h.is_control:
                 out += batch
                 continue
@@ -411,22 +463,16 @@ class PartitionLog:
                     raise KafkaError(
                         ErrorCode.invalid_record, "compacted topic requires keys on every record"
                     )
-                if (
-                    not cfg.log_append_time
-                    and cfg.message_timestamp_before_max_ms < LONG_MAX
-                    and now_ms - r.timestamp > cfg.message_timestamp_before_max_ms
-                ):
+                if check_before and now_ms - r.timestamp > cfg.message_timestamp_before_max_ms:
                     raise KafkaError(
                         ErrorCode.invalid_timestamp,
                         f"timestamp {r.timestamp} is more than "
                         f"{cfg.message_timestamp_before_max_ms} ms before {now_ms}",
                     )
-            if recompress and target is not None and h.compression != target:
+            if target is not None and h.compression != target:
+                recompressed = True
                 out += build_batch(
-                    [
-                        Record(r.offset, r.timestamp, r.key, r.value, r.headers, r.attributes)
-                        for r in recs
-                    ],
+                    recs,
                     base_offset=h.base_offset,
                     compression=target,
                     timestamp_type=h.timestamp_type,
@@ -441,10 +487,10 @@ class PartitionLog:
                 )
             else:
                 out += batch
-        if not recompress:
-            return mv, headers
+        if not recompressed:
+            return mv, raw
         new = memoryview(out)
-        return new, [h for _, h in iter_batch_headers(new, validate_crc=False)]
+        return new, validate_raw(new, 1 << 31)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append the leader's batches as they are (offsets, epochs, timestamps).
@@ -467,7 +513,7 @@ class PartitionLog:
                     (),
                 )
             entries: list[BatchEntry] = []
-            written: list[BatchHeader] = []
+            written: list[RawHeader] = []
             expected = self._log_end_offset
             max_ts = -1
             count = 0
@@ -477,24 +523,22 @@ class PartitionLog:
                         ErrorCode.corrupt_message,
                         f"out of order offsets: batch {h.base_offset} at log end {expected}",
                     )
-                entries.append(
-                    BatchEntry(pos, h.size, h.base_offset, h.last_offset, h.max_timestamp)
-                )
-                written.append(h)
+                entries.append((pos, h.size, h.base_offset, h.last_offset, h.max_timestamp))
+                written.append(HEADER.unpack_from(mv, pos))
                 expected = h.next_offset
                 count += h.records_count
                 max_ts = max(max_ts, h.max_timestamp)
-            if entries[-1].last_offset - entries[0].base_offset > (1 << 31) - 1:
+            if entries[-1][3] - entries[0][2] > (1 << 31) - 1:
                 raise KafkaError(
                     ErrorCode.corrupt_message, "offset range of one append exceeds int32"
                 )
-            for h in written:
-                if h.partition_leader_epoch > self.epoch_cache.latest_epoch:
-                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-            self._append_locked(mv, len(mv), entries, written, self.clock())
+            for t in written:
+                if t[2] > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(t[2], t[0])
+            self._append_locked(mv, len(mv), entries, written, self.clock(), count)
             return AppendResult(
-                entries[0].base_offset,
-                entries[-1].last_offset,
+                entries[0][2],
+                entries[-1][3],
                 -1,
                 self._log_start_offset,
                 count,
@@ -507,17 +551,20 @@ class PartitionLog:
         data: memoryview | list[bytes | bytearray | memoryview],
         size: int,
         entries: list[BatchEntry],
-        written: list[BatchHeader],
+        written: list[RawHeader],
         now_ms: int,
+        records_count: int,
     ) -> None:
         seg = self._maybe_roll(size, entries, now_ms)
         seg.append(data, entries, size)
-        self._log_end_offset = entries[-1].last_offset + 1
+        self._log_end_offset = entries[-1][3] + 1
         if self.producer_state_hook is not None:
-            self.producer_state_hook.on_append(written)
-        self._unflushed_messages += len(entries)
+            self.producer_state_hook.on_append([BatchHeader(*t) for t in written])
+        self._unflushed_messages += records_count
         if self.config.fsync_on_append:
-            seg.flush()
+            if len(self._segments) > 1 and self._segments[-2].indexes_unflushed:
+                self.flush()  # a roll just happened: make the previous segment durable too
+            seg.flush(indexes=False)
             self._recovery_point = self._log_end_offset
             self._unflushed_messages = 0
             self._last_flush_ms = now_ms
@@ -535,19 +582,19 @@ class PartitionLog:
         should = (
             seg.size + size > cfg.segment_bytes
             or now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms
-            or seg.offset_index.is_full
-            or seg.time_index.is_full
-            or not seg.can_hold(entries[-1].last_offset)
+            or len(seg.offset_index.rel_offsets) >= seg.offset_index.max_entries
+            or len(seg.time_index.timestamps) >= seg.time_index.max_entries
+            or not seg.can_hold(entries[-1][3])
         )
         if not should:
             return seg
-        return self._roll(entries[0].base_offset)
+        return self._roll(entries[0][2])
 
     def _roll_if_base_mismatch(self, seg: LogSegment, entries: list[BatchEntry]) -> LogSegment:
         # An empty active segment is reused unless the batch cannot be indexed relative
         # to its base (a follower jumping forward far).
-        if entries[0].base_offset < seg.base_offset or not seg.can_hold(entries[-1].last_offset):
-            return self._roll(entries[0].base_offset, replace_empty=True)
+        if entries[0][2] < seg.base_offset or not seg.can_hold(entries[-1][3]):
+            return self._roll(entries[0][2], replace_empty=True)
         return seg
 
     def roll(self) -> LogSegment:
@@ -564,11 +611,10 @@ class PartitionLog:
             old.rename_to_deleted()
             old.delete_files()
         else:
+            # Not flushed here: like Kafka, a rolled segment becomes durable with the
+            # next flush (flush.ms / flush.messages / shutdown); until then the recovery
+            # point stays below it and a crash re-scans it.
             old.on_become_inactive()
-            if old.unflushed:
-                # Kafka flushes a rolled segment asynchronously; an fsync here keeps
-                # recovery to the active segment after a crash.
-                old.flush()
         new_base = max(new_base, old.next_offset if not replace_empty else new_base)
         seg = self._new_segment(new_base)
         segs.append(seg)
@@ -591,8 +637,7 @@ class PartitionLog:
         Kafka), never past `max_offset` (exclusive)."""
         start = self._log_start_offset
         end = self._log_end_offset
-        segs = self._segments
-        bases = self._bases
+        segs, bases = self._view
         if offset < start or offset > end:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
@@ -765,35 +810,42 @@ class PartitionLog:
         return self._new_segment(base_offset, suffix=CLEANED_SUFFIX)
 
     def replace_segments(
-        self, pairs: list[tuple[LogSegment, LogSegment]], generation: int | None = None
+        self,
+        groups: Sequence[tuple[Sequence[LogSegment], LogSegment]],
+        generation: int | None = None,
     ) -> bool:
-        """Swap cleaned segments in for the originals, Kafka's way: `.cleaned` ->
-        `.swap`, old -> `.deleted`, `.swap` -> final name. A crash at any step is finished
-        (swap complete) or undone (cleaned discarded) by the next load. Returns False, and
-        discards the cleaned files, if any original left the log meanwhile (truncation,
-        retention, close)."""
+        """Swap each group of consecutive segments for its cleaned copy, Kafka's way:
+        `.cleaned` -> `.swap`, originals -> `.deleted`, `.swap` -> final name (the first
+        original's). A crash at any step is finished (swap complete; originals the copy
+        covers are dropped as overlapping) or undone (cleaned discarded) by the next load.
+        Returns False, and discards the cleaned files, if any original left the log
+        meanwhile (truncation, retention, close)."""
         with self._lock:
             current = {id(s) for s in self._segments}
             if (
                 self._closed
-                or any(id(old) not in current for old, _ in pairs)
+                or any(id(old) not in current for olds, _ in groups for old in olds)
                 or (generation is not None and generation != self.truncation_generation)
             ):
-                for _, new in pairs:
+                for _, new in groups:
                     new.delete_files()
                 return False
-            for _, new in pairs:
+            for _, new in groups:
                 new.on_become_inactive()
                 new.flush()
                 new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             fsync_dir(self.dir)
-            for old, _ in pairs:
-                self._schedule_delete(old)
-            for _, new in pairs:
+            for olds, _ in groups:
+                for old in olds:
+                    self._schedule_delete(old)
+            for _, new in groups:
                 new.change_suffix(SWAP_SUFFIX, "")
             fsync_dir(self.dir)
-            by_old = {id(old): new for old, new in pairs}
-            self._set_segments([by_old.get(id(s), s) for s in self._segments])
+            first_of = {id(olds[0]): new for olds, new in groups}
+            dropped = {id(old) for olds, _ in groups for old in olds[1:]}
+            self._set_segments(
+                [first_of.get(id(s), s) for s in self._segments if id(s) not in dropped]
+            )
             return True
 
     # ------------------------------------------------------------------ log start / retention
@@ -894,17 +946,32 @@ class PartitionLog:
     # ------------------------------------------------------------------ flushing
 
     def flush(self, up_to: int | None = None) -> None:
-        """fsync segments holding data below `up_to` (default: the log end)."""
+        """Make data below `up_to` (default: the log end) durable and move the recovery
+        point there. The fsyncs run outside the log lock (on duplicated descriptors), so
+        appends and reads go on meanwhile; only pending index entries are written under
+        it."""
         with self._lock:
             if self._closed:
                 return
             target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-            for s in self._segments:
-                if s.base_offset < target or s is self._segments[-1]:
-                    s.flush()
-            self._recovery_point = max(self._recovery_point, target)
+            generation = self.truncation_generation
+            fds: list[int] = []
+            segs = self._segments
+            for seg in segs:
+                if seg.base_offset < target or seg is segs[-1]:
+                    fds += seg.prepare_flush()
             self._unflushed_messages = 0
             self._last_flush_ms = self.clock()
+        try:
+            for fd in fds:
+                os.fdatasync(fd)  # data and size; mtime need not be durable
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            # A truncation meanwhile may have replaced flushed data with unflushed data.
+            if generation == self.truncation_generation:
+                self._recovery_point = max(self._recovery_point, min(target, self._log_end_offset))
 
     def maybe_flush(self, now_ms: int) -> bool:
         if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
@@ -915,6 +982,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
+            self._flags = _AppendFlags.of(config)
             for s in self._segments:
                 s.index_interval_bytes = config.index_interval_bytes
 

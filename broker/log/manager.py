@@ -158,15 +158,28 @@ class LogManager:
         config: LogConfig | None = None,
         topic_id: uuid.UUID | None = None,
     ) -> PartitionLog:
+        """The partition's log, created if missing. An existing log recorded under a
+        different topic id belongs to an earlier topic of the same name (deleted while
+        this node was away): it is deleted and a fresh log created, as Kafka does with
+        stray logs."""
         key = (topic, partition)
         with self._lock:
             existing = self._logs.get(key)
             if existing is not None:
-                if config is not None:
-                    existing.update_config(config)
-                if topic_id is not None:
-                    existing.set_topic_id(topic_id)
-                return existing
+                stale = topic_id is not None and existing.topic_id not in (None, topic_id)
+                if not stale:
+                    if config is not None:
+                        existing.update_config(config)
+                    if topic_id is not None:
+                        existing.set_topic_id(topic_id)
+                    return existing
+                log.warning(
+                    "deleting stray log",
+                    partition=existing.dir.name,
+                    topic_id=str(existing.topic_id),
+                    expected=str(topic_id),
+                )
+                self.delete(topic, partition)
             if not topic or not set(topic) <= _LEGAL_TOPIC_CHARS or topic in (".", ".."):
                 raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {topic!r}")
             if partition < 0:

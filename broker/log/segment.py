@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +43,9 @@ from broker.protocol.records import (
 )
 
 INT32_MAX = (1 << 31) - 1
-_SCAN_CHUNK = 16 * 1024
+# baseOffset, batchLength, then lastOffsetDelta at byte 23.
+_BASE_LEN_DELTA = struct.Struct(">qi11xi")
+_SCAN_CHUNK = 4096 + 64  # about one index interval of small batches
 _RECOVER_CHUNK = 8 * 1024 * 1024
 
 
@@ -75,15 +78,10 @@ class FileSlice:
 EMPTY_SLICE = FileSlice(None, 0, 0)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchEntry:
-    """What a segment needs to know about a batch it is given to append."""
-
-    position: int  # within the appended buffer
-    size: int
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
+# What a segment needs to know about each batch it is given to append, as a plain tuple
+# (built per batch on the hot path): (position within the appended data, size, base
+# offset, last offset, max timestamp).
+BatchEntry = tuple[int, int, int, int, int]
 
 
 class LogSegment:
@@ -120,6 +118,7 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self.deleted = False
         self.unflushed = False
+        self.indexes_unflushed = False
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
@@ -228,9 +227,7 @@ class LogSegment:
             os.ftruncate(self.fd, valid)
         self.size = valid
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-            )
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         return truncated
 
     # ------------------------------------------------------------------ appends
@@ -245,29 +242,30 @@ class LogSegment:
         the end and index its batches. `size` only moves after the bytes are written."""
         physical = self.size
         if isinstance(data, list):
-            pwritev_all(self.fd, data, physical)
             assert size is not None
+            pwritev_all(self.fd, data, physical, size)
         else:
             pwrite_all(self.fd, data, physical)
             size = len(data)
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
         max_ts = self.max_timestamp
-        for b in batches:
-            if b.max_timestamp > max_ts:
-                max_ts = b.max_timestamp
-                self.offset_of_max_timestamp = b.last_offset
+        for position, bsize, _, last, bmax in batches:
+            if bmax > max_ts:
+                max_ts = bmax
+                self.offset_of_max_timestamp = last
             if since > interval:
-                self.offset_index.append(b.last_offset, physical + b.position)
+                self.offset_index.append(last, physical + position)
                 self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp)
                 since = 0
-            since += b.size
+            since += bsize
         self.max_timestamp = max_ts
         self.bytes_since_last_index_entry = since
         if self.rolling_based_timestamp is None and batches:
-            self.rolling_based_timestamp = batches[0].max_timestamp
-        self.next_offset = batches[-1].last_offset + 1
+            self.rolling_based_timestamp = batches[0][4]
+        self.next_offset = batches[-1][3] + 1
         self.unflushed = True
+        self.indexes_unflushed = True
         self.size = physical + size
 
     def last_modified_ms(self) -> int:
@@ -279,11 +277,15 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Roll: record the final max timestamp and trim the pre-sized indexes."""
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-            )
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.trim()
         self.time_index.trim()
+        self.release_index_fds()
+
+    def release_index_fds(self) -> None:
+        """Inactive segments keep only their log file open."""
+        self.offset_index.release()
+        self.time_index.release()
 
     # ------------------------------------------------------------------ reads
 
@@ -320,11 +322,31 @@ class LogSegment:
     def translate_offset(
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset >= `offset`."""
+        """Position and header of the first batch whose last offset >= `offset`.
+
+        The fetch hot path: index lookup, then header-only reads from there, building
+        one header object for the batch found."""
         _, pos = self.offset_index.lookup(offset)
-        for p, h in self.iter_headers(max(pos, start_position)):
-            if h.last_offset >= offset:
-                return p, h
+        if pos < start_position:
+            pos = start_position
+        limit = self.size
+        fd = self.fd
+        unpack = _BASE_LEN_DELTA.unpack_from
+        while pos + HEADER_SIZE <= limit:
+            buf = os.pread(fd, min(_SCAN_CHUNK, limit - pos), pos)
+            n = len(buf)
+            p = 0
+            while p + HEADER_SIZE <= n:
+                base, length, delta = unpack(buf, p)
+                size = length + LOG_OVERHEAD
+                if length < MIN_BATCH_LENGTH or pos + p + size > limit:
+                    return None
+                if base + delta >= offset:
+                    return pos + p, BatchHeader(*HEADER.unpack_from(buf, p))
+                p += size
+            if p == 0:
+                return None
+            pos += p
         return None
 
     def read(
@@ -399,18 +421,37 @@ class LogSegment:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def flush(self) -> None:
+    def flush(self, *, indexes: bool = True) -> None:
+        """Make the data durable. Indexes are only needed durable for segments that a
+        restart will not rebuild (below the recovery point); the active segment's are
+        always rebuilt after a crash, so fsync-per-append skips them."""
         if self.unflushed:
-            os.fsync(self.fd)
+            os.fdatasync(self.fd)
+            self.unflushed = False
+            self.indexes_unflushed = True
+        if indexes and self.indexes_unflushed:
             self.offset_index.flush()
             self.time_index.flush()
+            self.indexes_unflushed = False
+
+    def prepare_flush(self) -> list[int]:
+        """Write pending index entries and return duplicated descriptors of the files to
+        fsync (the caller fsyncs and closes them, outside the log lock)."""
+        fds: list[int] = []
+        if self.unflushed:
+            fds.append(os.dup(self.fd))
             self.unflushed = False
+            self.indexes_unflushed = True
+        if self.indexes_unflushed and not self.deleted:
+            for idx in (self.offset_index, self.time_index):
+                idx.write_pending()
+                fds.append(idx.dup_fd())
+            self.indexes_unflushed = False
+        return fds
 
     def close(self) -> None:
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-            )
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
         # The log file is not closed here: slices handed out may still read it. It is

@@ -169,8 +169,15 @@ def _lz4_decompress(data: bytes | memoryview, max_size: int) -> bytes:
 
 def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
     dobj = zstandard.ZstdDecompressor(max_window_size=1 << 27)
+    chunks: list[bytes] = []
+    total = 0
     with dobj.stream_reader(bytes(data), read_across_frames=True) as reader:
-        out = reader.read(max_size + 1)
-    if len(out) > max_size:
+        while total <= max_size:
+            chunk = reader.read(max_size + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    if total > max_size:
         raise _too_big(max_size)
-    return bytes(out)
+    return b"".join(chunks)

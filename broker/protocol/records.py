@@ -40,6 +40,9 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength, the part not counted in batchLeng
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
 CRC_START = 21
 MAGIC_OFFSET = 16
+# length varint, attributes, timestamp delta, offset delta, key and value lengths,
+# header count: one byte each at least.
+MIN_RECORD_SIZE = 7
 # Hard cap on any single batch read from wire or disk, whatever the config says.
 MAX_BATCH_SIZE = 1 << 30
 
@@ -204,6 +207,58 @@ def valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[i
     return pos, out
 
 
+RawHeader = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+
+
+def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, RawHeader]]:
+    """validate_batches for the append path: (position, raw header tuple) per batch, no
+    objects built. Same checks and error codes."""
+    end = len(buf)
+    if end == 0:
+        raise _corrupt("no record batches")
+    out: list[tuple[int, RawHeader]] = []
+    pos = 0
+    unpack = HEADER.unpack_from
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise _corrupt(f"{end - pos} trailing bytes at {pos}, less than a batch header")
+        t = unpack(buf, pos)
+        length = t[1]
+        if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
+            raise _corrupt(f"batch length {length} at {pos}")
+        size = length + LOG_OVERHEAD
+        if pos + size > end:
+            raise _corrupt(f"batch length {length} at {pos} exceeds the {end - pos} bytes left")
+        if t[3] != 2:
+            raise _corrupt(f"magic {t[3]} at {pos}")
+        if size > max_message_bytes:
+            raise KafkaError(
+                ErrorCode.message_too_large,
+                f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}",
+            )
+        if crc32c(buf[pos + CRC_START : pos + size]) != t[4]:
+            raise _corrupt(f"CRC mismatch in batch at {pos}")
+        if t[5] & COMPRESSION_MASK > 4:
+            raise KafkaError(
+                ErrorCode.unsupported_compression_type,
+                f"compression codec {t[5] & COMPRESSION_MASK}",
+            )
+        count = t[12]
+        if count <= 0:
+            raise KafkaError(ErrorCode.invalid_record, f"batch with {count} records")
+        if not t[5] & COMPRESSION_MASK and count > (size - HEADER_SIZE) // MIN_RECORD_SIZE:
+            # Uncompressed records take at least 7 bytes each: a larger count would claim
+            # offsets the batch cannot hold.
+            raise _corrupt(f"{count} records cannot fit in {size - HEADER_SIZE} bytes")
+        if t[6] != count - 1:
+            raise KafkaError(
+                ErrorCode.invalid_record, f"lastOffsetDelta {t[6]} with {count} records"
+            )
+        out.append((pos, t))
+        pos += size
+    return out
+
+
 def validate_batches(
     buf: bytes | bytearray | memoryview, max_message_bytes: int
 ) -> list[BatchHeader]:
@@ -213,28 +268,7 @@ def validate_batches(
     INVALID_RECORD (record count vs lastOffsetDelta, empty batch),
     UNSUPPORTED_COMPRESSION_TYPE.
     """
-    mv = memoryview(buf)
-    if len(mv) == 0:
-        raise _corrupt("no record batches")
-    headers: list[BatchHeader] = []
-    for pos, h in iter_batch_headers(mv, validate_crc=False):
-        if h.size > max_message_bytes:
-            raise KafkaError(
-                ErrorCode.message_too_large,
-                f"batch of {h.size} bytes exceeds max.message.bytes {max_message_bytes}",
-            )
-        if crc32c(mv[pos + CRC_START : pos + h.size]) != h.crc:
-            raise _corrupt(f"CRC mismatch in batch at {pos}")
-        h.compression  # noqa: B018  (raises UNSUPPORTED_COMPRESSION_TYPE)
-        if h.records_count <= 0:
-            raise KafkaError(ErrorCode.invalid_record, f"batch with {h.records_count} records")
-        if h.last_offset_delta != h.records_count - 1:
-            raise KafkaError(
-                ErrorCode.invalid_record,
-                f"lastOffsetDelta {h.last_offset_delta} with {h.records_count} records",
-            )
-        headers.append(h)
-    return headers
+    return [BatchHeader(*t) for _, t in validate_raw(memoryview(buf), max_message_bytes)]
 
 
 def patch_offset_and_epoch(

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -7,6 +10,22 @@ import pytest
 from loghelpers import FakeClock
 
 from broker.log import LogConfig, PartitionLog, TopicPartition
+
+
+@pytest.fixture
+def fast_tmp(tmp_path: Path) -> Iterator[Path]:
+    """A scratch directory on tmpfs when there is one: the crash trials simulate crashes
+    by editing files, so they need no real fsync, and thousands of fsyncs on a shared
+    disk would dominate their run time. Falls back to tmp_path."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    d = Path(tempfile.mkdtemp(prefix="skiff-log-test-", dir=shm))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

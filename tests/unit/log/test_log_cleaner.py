@@ -1,9 +1,13 @@
+import tempfile
 import threading
+from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loghelpers import FakeClock
 
-from broker.log import LogConfig, LogManager
-from broker.log.cleaner import Throttler, clean_log
+from broker.log import LogConfig, LogManager, PartitionLog, TopicPartition
+from broker.log.cleaner import CleanStats, Throttler, _recopy, clean_log
 from broker.protocol.records import (
     Record,
     build_batch,
@@ -174,7 +178,7 @@ def test_swap_is_abandoned_if_the_log_was_truncated(open_log, clock):
     new = plog.new_cleaned_segment(seg.base_offset)
     generation = plog.truncation_generation
     plog.truncate_to(2)
-    assert plog.replace_segments([(seg, new)], generation) is False
+    assert plog.replace_segments([([seg], new)], generation) is False
     assert not any(p.name.endswith(".cleaned") for p in plog.dir.iterdir())
     assert [v for _, _, v in contents(plog)] == [b"0", b"1"]
 
@@ -190,26 +194,52 @@ def test_crash_during_swap_is_completed_or_undone(open_log, clock):
     p2 = open_log(CCFG, clean_shutdown=False)
     assert contents(p2) == before
     assert not any(p.name.endswith(".cleaned") for p in p2.dir.iterdir())
-    # A complete .swap file (crash after it was renamed) replaces the original.
-    seg = p2.segments[0]
-    cleaned = p2.new_cleaned_segment(seg.base_offset)
-    from broker.log.cleaner import _recopy, CleanStats  # noqa: I001
-
-    _recopy(
-        seg,
-        cleaned,
-        {b"k0": 10**9, b"k1": 10**9, b"k2": 10**9},
-        {},
-        clock.now,
-        0,
-        CleanStats(),
-        None,
-    )
+    # A complete .swap copy of a group of segments (crash after it was renamed, before
+    # the originals were) replaces the originals it covers; later segments stay.
+    group = list(p2.segments[:3])
+    later = [(o, k, v) for o, k, v in before if o >= p2.segments[3].base_offset]
+    cleaned = p2.new_cleaned_segment(group[0].base_offset)
+    latest = {k: o for o, k, _ in before}
+    for i, seg in enumerate(group):
+        _recopy(seg, cleaned, latest, {}, clock.now, 0, CleanStats(), None, keep_last_batch=i == 2)
+    assert cleaned.next_offset == group[-1].next_offset  # ends where the group ended
+    cleaned.on_become_inactive()
     cleaned.flush()
     cleaned.change_suffix(".cleaned", ".swap")
     p2.close()
     p3 = open_log(CCFG, clean_shutdown=False)
-    assert contents(p3)[0][0] >= seg.next_offset
+    got = contents(p3)
+    assert [x for x in got if x[0] >= p3.segments[1].base_offset] == later
+    assert got[: len(got) - len(later)] == []  # every key's latest is past the group
+    assert p3.segments[0].base_offset == 0 and len(p3.segments) == len(p2.segments) - 2
+    assert p3.log_end_offset == 40
+
+
+def test_small_segments_are_grouped(open_log, clock):
+    plog = open_log(
+        LogConfig(
+            cleanup_policy="compact",
+            segment_bytes=600,
+            min_cleanable_dirty_ratio=0.01,
+            file_delete_delay_ms=0,
+        )
+    )
+    for i in range(80):
+        put(plog, clock, b"k%d" % (i % 2), b"%d" % i)
+    n = len(plog.segments)
+    # Groups are formed from the originals' sizes (as Kafka does): full segments are
+    # copied one to one, the small copies are grouped on the next pass.
+    first_dirty, _ = clean_log(plog, clock.now, 0)
+    assert len(plog.segments) == n
+    clean_log(plog, clock.now, first_dirty)
+    assert len(plog.segments) < n / 2
+    assert {k: v for _, k, v in contents(plog)} == {b"k0": b"78", b"k1": b"79"}
+    offs = [o for o, _, _ in contents(plog)]
+    assert offs == sorted(set(offs)) and plog.log_end_offset == 80
+    # The cleaned log reopens clean and unclean to the same content.
+    want = contents(plog)
+    plog.close()
+    assert contents(open_log(plog.config, clean_shutdown=False)) == want
 
 
 def test_throttler_sleeps_to_the_rate():
@@ -221,3 +251,67 @@ def test_throttler_sleeps_to_the_rate():
     now[0] = 2.0
     t.maybe_throttle(500)
     assert slept == [0.5]
+
+
+_op = st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 6), st.none() | st.binary(max_size=30)),
+    st.tuples(st.just("clean"), st.integers(0, 20_000)),
+    st.tuples(st.just("reopen"), st.booleans()),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_op, min_size=1, max_size=60))
+def test_property_compaction_keeps_latest_per_key(ops):
+    clock = FakeClock()
+    cfg = LogConfig(
+        cleanup_policy="compact",
+        segment_bytes=400,
+        index_interval_bytes=64,
+        delete_retention_ms=5_000,
+        file_delete_delay_ms=0,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / "c-0"
+
+        def open_(clean):
+            return PartitionLog(d, TopicPartition("c", 0), cfg, clock=clock, clean_shutdown=clean)
+
+        plog = open_(True)
+        appended = {}  # offset -> (key, value)
+        first_dirty = 0
+        for o in ops:
+            if o[0] == "put":
+                off = put(plog, clock, b"k%d" % o[1], o[2])
+                appended[off] = (b"k%d" % o[1], o[2])
+            elif o[0] == "clean":
+                clock.advance(o[1])
+                result = clean_log(plog, clock.now, first_dirty)
+                assert result is not None
+                first_dirty = result[0]
+            else:
+                if o[1]:
+                    plog.close()
+                else:
+                    del plog
+                plog = open_(o[1])
+            got = contents(plog)
+            # Offsets never change and nothing new appears.
+            for off, k, v in got:
+                assert appended[off] == (k, v)
+            offs = [x[0] for x in got]
+            assert offs == sorted(set(offs))
+            # The latest record of every key survives, unless it is a tombstone
+            # (which may expire).
+            latest = {}
+            for off in sorted(appended):
+                latest[appended[off][0]] = off
+            have = set(offs)
+            for k, off in latest.items():
+                if appended[off][1] is not None:
+                    assert off in have, (k, off)
+            # Below the cleaned point each key appears at most once.
+            cleaned_keys = [k for off, k, _ in got if off < first_dirty]
+            assert len(cleaned_keys) == len(set(cleaned_keys))
+            assert plog.log_end_offset == (max(appended) + 1 if appended else 0)
+        plog.close()

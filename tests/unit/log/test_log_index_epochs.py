@@ -12,7 +12,9 @@ def test_offset_index_lookup_truncate_and_presize(tmp_path):
     assert idx.lookup(150) == (100, 0)
     for off, pos in ((105, 0), (110, 500), (130, 900)):
         idx.append(off, pos)
-    assert os.path.getsize(idx.path) == 80  # pre-sized like Kafka's mmap'd index
+    assert os.path.getsize(idx.path) == 0  # appends do not touch the file
+    idx.flush()
+    assert os.path.getsize(idx.path) == 80  # pre-sized like Kafka's active index
     assert idx.lookup(104) == (100, 0)
     assert idx.lookup(110) == (110, 500) and idx.lookup(129) == (110, 500)
     assert idx.lookup(10**9) == (130, 900)

@@ -182,3 +182,60 @@ def test_config_from_topic_configs():
         with pytest.raises(KafkaError) as e:
             LogConfig.from_topic_configs(bad)
         assert e.value.error_code == ErrorCode.invalid_config
+
+
+def test_clean_shutdown_takes_the_fast_path_and_unclean_scans_after_the_recovery_point(
+    tmp_path, monkeypatch
+):
+    from broker.log.segment import LogSegment
+
+    clock = FakeClock()
+    m = manager(tmp_path, clock, dirs=("d1",))
+    plog = m.get_or_create("t", 0)
+    for i in range(40):
+        plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+    m.shutdown()
+    recovered: list[int] = []
+    real = LogSegment.recover
+
+    def spy(self, *a, **kw):
+        recovered.append(self.base_offset)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(LogSegment, "recover", spy)
+    m2 = manager(tmp_path, clock, dirs=("d1",))
+    assert recovered == []  # clean: indexes trusted, nothing re-scanned
+    p2 = m2.get("t", 0)
+    assert p2 is not None and p2.recovery_point == 80  # all of it was flushed at shutdown
+    for i in range(40):
+        p2.append_as_leader(batch(2, tag=100 + i), 0, clock.now)
+    p2.flush(up_to=120)
+    m2.checkpoint_recovery_points()
+    p2.append_as_leader(batch(2, tag=999), 0, clock.now)
+    bases = [s.base_offset for s in p2.segments]
+    # "Crash": no shutdown. Segments wholly below the recovery point are trusted; the
+    # one holding it and all later ones are scanned.
+    m3 = manager(tmp_path, clock, dirs=("d1",))
+    first = max(b for b in bases if b <= 120)
+    assert recovered == [b for b in bases if b >= first]
+    p3 = m3.get("t", 0)
+    assert p3 is not None and p3.log_end_offset == 162
+    assert [r.offset for r in p3.read_records(0)] == list(range(162))
+    m3.shutdown()
+
+
+def test_a_log_of_an_earlier_topic_with_the_same_name_is_replaced(tmp_path):
+    clock = FakeClock()
+    m = manager(tmp_path, clock, dirs=("d1",))
+    old = m.get_or_create("t", 0, topic_id=uuid.UUID(int=1))
+    old.append_as_leader(batch(3), 0, clock.now)
+    with pytest.raises(KafkaError) as e:
+        old.set_topic_id(uuid.UUID(int=2))
+    assert e.value.error_code == ErrorCode.inconsistent_topic_id
+    m.shutdown()
+    m2 = manager(tmp_path, clock, dirs=("d1",))
+    assert m2.get_or_create("t", 0, topic_id=uuid.UUID(int=1)).log_end_offset == 3
+    fresh = m2.get_or_create("t", 0, topic_id=uuid.UUID(int=2))
+    assert fresh.log_end_offset == 0 and fresh.topic_id == uuid.UUID(int=2)
+    assert any(p.name.endswith("-delete") for p in (tmp_path / "d1").iterdir())
+    m2.shutdown()

@@ -13,6 +13,7 @@ bits, append garbage, scribble on an index), reopens it, and checks:
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -223,6 +224,7 @@ def run_trial(seed: int, root: Path) -> None:
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
-def test_crash_trials(chunk: int, tmp_path: Path) -> None:
+def test_crash_trials(chunk: int, fast_tmp: Path) -> None:
     for seed in range(chunk * TRIALS_PER_CHUNK, (chunk + 1) * TRIALS_PER_CHUNK):
-        run_trial(seed, tmp_path)
+        run_trial(seed, fast_tmp)
+        shutil.rmtree(fast_tmp / f"trial-{seed}")

@@ -17,6 +17,7 @@ from broker.protocol.records import (
     decode_records,
     iter_batch_headers,
     parse_header,
+    whole_batches_length,
 )
 
 
@@ -339,14 +340,24 @@ def test_topic_id_is_written_as_kafka_does(open_log):
     assert text.startswith("version: 0\ntopic_id: ") and "=" not in text
 
 
-def test_fsync_on_append_moves_recovery_point(open_log, clock):
-    plog = open_log(LogConfig(fsync_on_append=True))
-    plog.append_as_leader(batch(2), 0, clock.now)
-    assert plog.recovery_point == 2
-    plog2 = open_log(
-        LogConfig(flush_messages=3),
-    )
-    del plog2
+def test_fsync_on_append_syncs_every_append_before_returning(open_log, clock, monkeypatch):
+    plog = open_log(LogConfig(fsync_on_append=True, segment_bytes=1024))
+    synced: list[int] = []  # inodes of the files synced
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def fake(fd, real=real):
+            synced.append(os.fstat(fd).st_ino)
+            return real(fd)
+
+        monkeypatch.setattr(os, name, fake)
+    for i in range(12):
+        synced.clear()
+        plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+        assert plog.recovery_point == plog.log_end_offset == 2 * (i + 1)
+        assert plog.active_segment.log_path.stat().st_ino in synced
+    assert len(plog.segments) > 1
+    assert not any(s.unflushed for s in plog.segments)
 
 
 def test_flush_messages_and_flush_ms(tmp_path, clock):
@@ -378,3 +389,119 @@ def test_decoded_reads_of_every_codec(open_log, clock):
     assert [r.offset for r in recs] == list(range(20))
     assert recs[7].value == b"1:3:xxxxxx"
     assert decode_records(plog.read(8, 1, 100).read_bytes())[0].offset == 8
+
+
+def test_flush_does_not_vouch_for_data_truncated_meanwhile(open_log, clock, monkeypatch):
+    plog = open_log()
+    for i in range(10):
+        plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+    real = os.fdatasync
+    calls = []
+
+    def fsync_then_truncate(fd):
+        if not calls:
+            plog.truncate_to(6)  # as a follower would, while the flush runs unlocked
+            plog.append_as_leader(batch(2, tag=99), 1, clock.now)
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fsync_then_truncate)
+    plog.flush()
+    assert calls
+    assert plog.recovery_point == 0  # the re-appended offsets 6-7 were never fsynced
+    plog.flush()
+    assert plog.recovery_point == plog.log_end_offset == 8
+
+
+def test_kafka_4_default_rejects_timestamps_over_an_hour_ahead(open_log, clock):
+    plog = open_log(LogConfig())
+    with pytest.raises(KafkaError) as e:
+        plog.append_as_leader(batch(1, ts=clock.now + 3_600_001), 0, clock.now)
+    assert e.value.error_code == ErrorCode.invalid_timestamp
+    assert plog.append_as_leader(batch(1, ts=clock.now + 3_600_000), 0, clock.now).base_offset == 0
+
+
+def test_inactive_segments_hold_one_descriptor_each(open_log, clock):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    plog = open_log(LogConfig(segment_bytes=300))
+    for i in range(90):
+        plog.append_as_leader(batch(1, tag=i), 0, clock.now)
+    n = len(plog.segments)
+    assert n >= 30
+    # Log file of every segment, plus the active segment's two index files.
+    assert open_fds() - before <= n + 2 + 1  # +1: leeway for a transient descriptor
+    plog.flush()
+    plog.truncate_to(3)
+    assert [r.offset for r in plog.read_records(0)] == [0, 1, 2]
+    # Truncated segments keep their log file open until their deletion is due (a reader
+    # may hold a slice), then let it go.
+    plog.delete_expired_files(clock.now, force=True)
+    assert open_fds() - before <= len(plog.segments) + 2 + 1
+
+
+def test_concurrent_appends_reads_and_deletes(open_log, clock):
+    """A writer, a reader and DeleteRecords/retention at once: every read either fails
+    with OFFSET_OUT_OF_RANGE (below the moving log start) or returns whole batches with
+    good CRCs holding exactly the values appended at those offsets."""
+    import random
+    import threading
+    import time
+
+    plog = open_log(LogConfig(segment_bytes=2000, file_delete_delay_ms=0))
+    values: dict[int, bytes] = {}
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for i in range(800):
+                r = plog.append_as_leader(batch(2, tag=i), 0, clock.now)
+                values[r.base_offset] = b"%d:0:" % i
+                values[r.base_offset + 1] = b"%d:1:" % i
+        except BaseException as e:
+            errors.append(e)
+        finally:
+            done.set()
+
+    def reader() -> None:
+        rng = random.Random(7)
+        try:
+            while not done.is_set():
+                end = plog.log_end_offset
+                off = rng.randrange(0, end + 1)
+                try:
+                    data = plog.read(off, 4096, end).read_bytes()
+                except KafkaError as e:
+                    assert e.error_code == ErrorCode.offset_out_of_range
+                    assert off < plog.log_start_offset or off > plog.log_end_offset
+                    continue
+                data = data[: whole_batches_length(data)]
+                for pos, h in iter_batch_headers(data, validate_crc=True):
+                    for rec in decode_records(data[pos : pos + h.size]):
+                        assert rec.value is not None
+                        assert rec.value.startswith(values[rec.offset])
+        except BaseException as e:
+            errors.append(e)
+
+    def deleter() -> None:
+        try:
+            while not done.is_set():
+                plog.delete_records_before(max(plog.log_end_offset - 300, 0))
+                plog.delete_expired_files(clock.now + 10, force=True)
+                time.sleep(0.001)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=f) for f in (writer, reader, reader, deleter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]
+    assert plog.log_end_offset == 1600 and plog.log_start_offset > 0
+    assert [r.offset for r in plog.read_records(plog.log_start_offset)] == list(
+        range(plog.log_start_offset, 1600)
+    )

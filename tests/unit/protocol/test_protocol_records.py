@@ -185,6 +185,13 @@ def test_bad_magic_codec_count_and_size():
         validate_batches(b, len(b) - 1)
     assert code(e) == ErrorCode.message_too_large
 
+    c = bytearray(b)
+    struct.pack_into(">i", c, 57, 1_000_000)  # a million records claimed in ~40 bytes
+    struct.pack_into(">i", c, 23, 999_999)
+    with pytest.raises(KafkaError) as e:
+        validate_batches(recrc(c), 1 << 30)
+    assert code(e) == ErrorCode.corrupt_message
+
 
 def test_decode_rejects_lying_record_fields():
     b = bytearray(build_batch([Record(timestamp=1, key=b"abc", value=b"defg")]))

@@ -89,3 +89,16 @@ def test_codec_names():
     assert codec_by_name("zstd") is Compression.ZSTD
     with pytest.raises(ValueError):
         codec_by_name("brotli")
+
+
+def test_zstd_concatenated_frames_and_streams_without_content_size():
+    import io
+
+    c = zstandard.ZstdCompressor()
+    buf = io.BytesIO()
+    with c.stream_writer(buf, closefd=False) as w:  # no content size in the frame header
+        w.write(DATA)
+    two = buf.getvalue() + c.compress(b"tail")
+    assert decompress(Compression.ZSTD, two) == DATA + b"tail"
+    with pytest.raises(KafkaError):
+        decompress(Compression.ZSTD, two, max_size=len(DATA))
