@@ -6,7 +6,7 @@ from kio.schema.errors import ErrorCode
 
 
 class KafkaError(Exception):
-    """An error a client should see as `error_code`, with a message for logs and error_message fields."""
+    """An error a client sees as `error_code`; the message goes to logs and error_message."""
 
     def __init__(self, error_code: ErrorCode, message: str = "") -> None:
         super().__init__(f"{error_code.name}: {message}" if message else error_code.name)

@@ -7,12 +7,16 @@ import sys
 from collections.abc import Sequence
 
 from broker import __name__ as _pkg  # noqa: F401  (keeps the package importable check honest)
+from broker.cli import server, storage, tools
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skiff", description="Skiff: a Kafka-compatible broker")
     parser.add_argument("--version", action="version", version="skiff 0.1.0")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    storage.add_parser(sub)
+    server.add_parsers(sub)
+    tools.add_parser(sub)
     return parser
 
 
@@ -22,6 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    handler = getattr(args, "handler", None)
+    if handler is not None:
+        return int(handler(args))
     return 0
 
 

@@ -15,3 +15,29 @@ def test_entry_point_runs_as_a_process():
         capture_output=True, text=True, timeout=60, check=True,
     )
     assert out.stdout.strip() == "skiff 0.1.0"
+
+
+def test_tools_dump_log_verifies_a_real_segment(tmp_path):
+    import time
+
+    from broker.log import LogConfig, LogManager
+    from broker.protocol.records import Record, build_batch
+
+    logs = LogManager([tmp_path], LogConfig(), lambda: int(time.time() * 1000))
+    logs.load()
+    plog = logs.get_or_create("t", 0)
+    plog.append_as_leader(build_batch([Record(timestamp=1, key=b"k", value=b"hello")]), 0, 1)
+    logs.shutdown()
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    out = subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", "tools", "dump-log", str(segment), "--verify",
+         "--print-data"], capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "hello" in out.stdout
+    segment.write_bytes(segment.read_bytes()[:-3])
+    out = subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", "tools", "dump-log", str(segment), "--verify"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 1

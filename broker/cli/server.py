@@ -1,0 +1,106 @@
+"""`skiff server start FILE` and `skiff dev`: run a node until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from broker.cli.storage import StorageError, format_storage, random_kafka_uuid, read_meta_properties
+from broker.config import ConfigError, NodeConfig, load_config
+from broker.logsetup import configure_logging
+
+log = structlog.get_logger(__name__)
+
+
+def add_parsers(sub: Any) -> None:
+    server = sub.add_parser("server", help="run a node from a Kafka-style properties file")
+    ssub = server.add_subparsers(dest="server_command", metavar="COMMAND")
+    start = ssub.add_parser("start", help="start a node")
+    start.add_argument("config", help="the node's properties file")
+    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set a property, over the file (repeatable)")
+    server.set_defaults(handler=run_server)
+
+    dev = sub.add_parser(
+        "dev", help="one combined broker+controller on 127.0.0.1:9092, formatted on first start"
+    )
+    dev.add_argument("--data", default="./skiff-data", help="data directory (default ./skiff-data)")
+    dev.add_argument("--port", type=int, default=9092, help="client listener port (9092)")
+    dev.add_argument("--controller-port", type=int, default=9093,
+                     help="controller listener port (9093)")
+    dev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    dev.set_defaults(handler=run_dev)
+
+
+def _warn(message: str) -> None:
+    log.warning("config_warning", message=message)
+
+
+def run_server(args: argparse.Namespace) -> int:
+    if args.server_command != "start":
+        print("usage: skiff server start FILE [--override KEY=VALUE ...]", file=sys.stderr)
+        return 2
+    try:
+        cfg = load_config(args.config, args.override, os.environ, warn=_warn)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return _run(cfg)
+
+
+def run_dev(args: argparse.Namespace) -> int:
+    from broker.node import data_dir_overrides
+
+    data = Path(args.data).resolve()
+    props = data_dir_overrides(data, args.port, args.controller_port)
+    try:
+        overrides = dict(props)
+        for item in args.override:
+            key, _, value = item.partition("=")
+            overrides[key.strip()] = value
+        cfg = load_config(None, overrides, os.environ, warn=_warn)
+        if not any(d.is_dir() and read_meta_properties(d) is not None
+                   for d in cfg.all_directories()):
+            format_storage(cfg, random_kafka_uuid(), ignore_formatted=True)
+    except (ConfigError, StorageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return _run(cfg)
+
+
+def _run(cfg: NodeConfig) -> int:
+    configure_logging(cfg["log.format"], cfg["log.level"])
+    for warning in cfg.warnings:
+        _warn(warning)
+    try:
+        asyncio.run(_serve(cfg))
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve(cfg: NodeConfig) -> None:
+    from broker.node import Node
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    node = Node(cfg)
+    try:
+        await node.start()
+        log.info("skiff_ready", listeners=[str(lst) for lst in cfg.listeners])
+        await stop.wait()
+    finally:
+        await node.stop()

@@ -1,0 +1,161 @@
+"""The controller's IO shell: runs the pure Controller on the Raft leader.
+
+Operations run one at a time, each against an image that already holds the previous
+operation's records, so the pure controller never has to reason about uncommitted
+state. An operation answers only once its records are committed and applied here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.controller.controller import Controller
+from broker.controller.requests import (
+    AlterConfigsResource,
+    AlterConfigsResult,
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+    ControllerResult,
+    CreatableTopic,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    IncrementalAlterConfigsResource,
+)
+from broker.errors import KafkaError
+from broker.metadata import records as rec
+from broker.metadata.image import MetadataImage
+from broker.metadata.publisher import MetadataPublisher
+
+log = structlog.get_logger(__name__)
+R = TypeVar("R")
+
+class MetadataQuorum(Protocol):
+    """What the controller needs of the Raft driver."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    async def append(self, records: list[bytes]) -> int:
+        """Append one atomic batch; returns the offset of its last record."""
+        ...
+
+class ControllerService:
+    def __init__(
+        self, controller: Controller, quorum: MetadataQuorum, publisher: MetadataPublisher,
+        clock: Callable[[], int], *, commit_timeout_s: float = 30.0,
+    ) -> None:
+        self.controller = controller
+        self.quorum = quorum
+        self.publisher = publisher
+        self.clock = clock
+        self.commit_timeout_s = commit_timeout_s
+        self._lock = asyncio.Lock()
+        self._last_appended = -1
+
+    async def _run(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        # Shielded: a caller that gives up (client timeout, cancelled request) must not
+        # leave an appended batch unaccounted for, or the next operation would run on an
+        # image missing it.
+        return await asyncio.shield(self._run_serialised(op))
+
+    async def _run_serialised(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        async with self._lock:
+            if not self.quorum.is_leader:
+                raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
+            try:
+                await self.publisher.wait_for_offset(self._last_appended, self.commit_timeout_s)
+            except TimeoutError:
+                raise KafkaError(
+                    ErrorCode.request_timed_out, "earlier metadata changes are not applied yet"
+                ) from None
+            result = op(self.publisher.image)
+            if result.records:
+                try:
+                    offset = await self.quorum.append(rec.encode_all(result.records))
+                except KafkaError:
+                    raise
+                except Exception as exc:
+                    # The Raft driver refuses appends once leadership is lost.
+                    raise KafkaError(ErrorCode.not_controller, str(exc)) from exc
+                self._last_appended = offset
+                try:
+                    await self.publisher.wait_for_offset(offset, self.commit_timeout_s)
+                except TimeoutError:
+                    raise KafkaError(
+                        ErrorCode.request_timed_out, "the metadata change was not committed in time"
+                    ) from None
+            return result.response
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], *, validate_only: bool = False,
+    ) -> list[CreateTopicResult]:
+        results = await self._run(
+            lambda image: self.controller.create_topics(image, topics, validate_only)
+        )
+        for r in results:
+            if r.error is ErrorCode.none and not validate_only:
+                log.info("topic_created", topic=r.name, partitions=r.num_partitions,
+                         replication_factor=r.replication_factor)
+        return results
+
+    async def delete_topics(
+        self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = (),
+    ) -> list[DeleteTopicResult]:
+        results = await self._run(
+            lambda image: self.controller.delete_topics(image, names, topic_ids)
+        )
+        for r in results:
+            if r.error is ErrorCode.none:
+                log.info("topic_deleted", topic=r.name, topic_id=str(r.topic_id))
+        return results
+
+    async def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool = False,
+    ) -> list[CreatePartitionsResult]:
+        return await self._run(
+            lambda image: self.controller.create_partitions(image, topics, validate_only)
+        )
+
+    async def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], *, validate_only: bool = False,
+    ) -> list[AlterConfigsResult]:
+        return await self._run(
+            lambda image: self.controller.alter_configs(image, resources, validate_only)
+        )
+
+    async def incremental_alter_configs(
+        self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False,
+    ) -> list[AlterConfigsResult]:
+        return await self._run(
+            lambda image: self.controller.incremental_alter_configs(image, resources, validate_only)
+        )
+
+    async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        return await self._run(
+            lambda image: self.controller.register_broker(image, req, self.clock())
+        )
+
+    async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        return await self._run(
+            lambda image: self.controller.broker_heartbeat(image, req, self.clock())
+        )
+
+    async def append_records(self, records: list[Any]) -> None:
+        """Bootstrap and periodic records (fencing) that answer no client."""
+        await self._run(lambda image: ControllerResult(records, None))
+
+    async def tick(self) -> None:
+        """Periodic work of the active controller: fence brokers whose session expired."""
+        if self.quorum.is_leader:
+            await self._run(lambda image: ControllerResult(
+                self.controller.tick(image, self.clock()), None))

@@ -1,0 +1,51 @@
+"""One module per Kafka API, each with API_KEY and ``async def handle(node, ctx, request)``.
+
+`BROKER_HANDLERS` lists the modules the client listener serves; the node builds its
+Dispatcher from it (`broker_dispatcher()`). Add a module here when its API is implemented:
+the server advertises only APIs that have a handler.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from broker.handlers import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_records,
+    delete_topics,
+    describe_client_quotas,
+    describe_cluster,
+    describe_configs,
+    describe_log_dirs,
+    fetch,
+    incremental_alter_configs,
+    list_offsets,
+    metadata,
+    produce,
+)
+from broker.server.dispatch import Dispatcher
+
+BROKER_HANDLERS: tuple[ModuleType, ...] = (
+    api_versions,
+    produce,
+    fetch,
+    list_offsets,
+    delete_records,
+    describe_log_dirs,
+    describe_client_quotas,
+    metadata,
+    create_topics,
+    delete_topics,
+    create_partitions,
+    describe_configs,
+    alter_configs,
+    incremental_alter_configs,
+    describe_cluster,
+)
+
+
+def broker_dispatcher(modules: tuple[ModuleType, ...] = BROKER_HANDLERS) -> Dispatcher:
+    return Dispatcher.from_modules(modules)

@@ -1,0 +1,64 @@
+"""AlterConfigs (API 33), versions 0-2: replace a resource's dynamic configs.
+
+The legacy, non-incremental form: the given set becomes the resource's whole dynamic config
+(keys left out are removed). TOPIC and BROKER resources go to the controller, which checks
+names and values and answers per resource once the change is committed and applied here.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.controller.requests import AlterConfigsResource, AlterConfigsResult, ConfigResource
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 33
+log = structlog.get_logger(__name__)
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+def responses(mod: Any, cls_name: str, resources: Sequence[ConfigResource],
+              results: Sequence[AlterConfigsResult] | KafkaError) -> tuple[Any, ...]:
+    """One response entry per requested resource, in request order."""
+    out = []
+    for i, r in enumerate(resources):
+        if isinstance(results, KafkaError):
+            code, message = results.error_code, results.message or None
+        else:
+            code, message = results[i].error, results[i].message
+        if code is not ErrorCode.none:
+            log.info("alter_configs_rejected", api=mod.__name__.split(".")[2],
+                     resource_type=r.resource_type,
+                     resource=r.resource_name, error=code.name, reason=message)
+        out.append(build(getattr(mod, cls_name), error_code=code,
+                         error_message=message if code is not ErrorCode.none else None,
+                         resource_type=r.resource_type, resource_name=r.resource_name))
+    return tuple(out)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    wanted = [
+        AlterConfigsResource(ConfigResource(r.resource_type, r.resource_name),
+                             {c.name: c.value for c in r.configs})
+        for r in request.resources
+    ]
+    results: list[AlterConfigsResult] | KafkaError = []
+    if wanted:
+        try:
+            results = await node.controller.alter_configs(
+                wanted, validate_only=request.validate_only)
+        except KafkaError as exc:
+            results = exc
+    return build(mod.AlterConfigsResponse, throttle_time=_NO_THROTTLE, responses=responses(
+        mod, "AlterConfigsResourceResponse", [w.resource for w in wanted], results))

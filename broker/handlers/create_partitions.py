@@ -1,0 +1,60 @@
+"""CreatePartitions (API 37), versions 0-3: raise a topic's partition count.
+
+`count` is the new total; `assignments`, when given, lists the replicas of each new
+partition. The controller validates and answers once the new partitions are committed and
+applied on this node.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.controller.requests import CreatePartitionsResult, CreatePartitionsTopic
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+from broker.handlers.create_topics import await_controller, timeout_ms
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 37
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    counts: dict[str, int] = {}
+    for t in request.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    order = list(counts)  # one answer per distinct name, in request order
+    results: dict[str, CreatePartitionsResult] = {}
+    wanted: list[CreatePartitionsTopic] = []
+    for t in request.topics:
+        if counts[t.name] > 1:
+            results[t.name] = CreatePartitionsResult(t.name, ErrorCode.invalid_request,
+                                                     "Duplicate topic name.")
+            continue
+        assignments = None if t.assignments is None else \
+            tuple(tuple(a.broker_ids) for a in t.assignments)
+        wanted.append(CreatePartitionsTopic(t.name, t.count, assignments))
+    if wanted:
+        try:
+            done = await await_controller(
+                lambda: node.controller.create_partitions(
+                    wanted, validate_only=request.validate_only),
+                timeout_ms(request))
+            for r in done:
+                results[r.name] = r
+        except KafkaError as exc:
+            for w in wanted:
+                results[w.name] = CreatePartitionsResult(w.name, exc.error_code,
+                                                         exc.message or None)
+    return build(mod.CreatePartitionsResponse, throttle_time=_NO_THROTTLE, results=tuple(
+        build(mod.CreatePartitionsTopicResult, name=n, error_code=results[n].error,
+              error_message=results[n].message or None)
+        for n in order
+    ))

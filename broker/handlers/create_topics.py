@@ -1,0 +1,136 @@
+"""CreateTopics (API 19), versions 2-5.
+
+Each topic becomes a controller CreatableTopic; the controller validates names, counts,
+replication factor, assignments and configs, and answers once the records are committed
+and applied on this node. From v5 a created (or validated) topic's answer carries its
+partition count, replication factor and every topic config with its source, as Kafka's
+controller returns them to a client allowed to describe the topic's configs.
+
+Also here: `await_controller`, the admin handlers' way to run a controller operation under
+the request's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.config import describe_topic_configs
+from broker.controller.requests import CreatableTopic, CreateTopicResult
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 19
+log = structlog.get_logger(__name__)
+_NO_THROTTLE = datetime.timedelta(0)
+T = TypeVar("T")
+
+
+def timeout_ms(request: Any) -> int:
+    t = getattr(request, "timeout", None)
+    if isinstance(t, datetime.timedelta):
+        return int(t.total_seconds() * 1000)
+    return int(t) if t is not None else 0
+
+
+async def await_controller(call: Callable[[], Awaitable[T]], timeout_ms: int) -> T:
+    """Run a controller operation, waiting at most `timeout_ms` (a non-positive timeout waits
+    for the controller's own commit timeout). On timeout the operation keeps running — its
+    records may already be in the log — and the client gets REQUEST_TIMED_OUT, as Kafka's
+    controller answers a request whose deadline passed."""
+    task: asyncio.Future[T] = asyncio.ensure_future(call())
+    if timeout_ms <= 0:
+        return await task
+    done, _ = await asyncio.wait({task}, timeout=timeout_ms / 1000)
+    if not done:
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        raise KafkaError(ErrorCode.request_timed_out,
+                         f"The controller did not finish within {timeout_ms} ms.")
+    return task.result()
+
+
+def _to_creatable(topic: Any) -> CreatableTopic | CreateTopicResult:
+    assignments: dict[int, tuple[int, ...]] | None = None
+    if topic.assignments:
+        assignments = {}
+        for a in topic.assignments:
+            if a.partition_index in assignments:
+                return CreateTopicResult(
+                    topic.name, ErrorCode.invalid_replica_assignment,
+                    f"Found multiple manual partition assignments for partition "
+                    f"{a.partition_index}")
+            assignments[a.partition_index] = tuple(a.broker_ids)
+    configs = {c.name: c.value for c in topic.configs}
+    return CreatableTopic(
+        name=topic.name, num_partitions=topic.num_partitions,
+        replication_factor=topic.replication_factor, assignments=assignments, configs=configs,
+    )
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    order: list[str] = []          # one answer per distinct name, in request order
+    counts: dict[str, int] = {}
+    for t in request.topics:
+        if t.name not in counts:
+            order.append(t.name)
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results: dict[str, CreateTopicResult] = {}
+    to_create: list[CreatableTopic] = []
+    for t in request.topics:
+        if counts[t.name] > 1:
+            results[t.name] = CreateTopicResult(t.name, ErrorCode.invalid_request,
+                                                "Duplicate topic name.")
+            continue
+        c = _to_creatable(t)
+        if isinstance(c, CreateTopicResult):
+            results[t.name] = c
+        else:
+            to_create.append(c)
+    if to_create:
+        try:
+            created = await await_controller(
+                lambda: node.controller.create_topics(to_create,
+                                                      validate_only=request.validate_only),
+                timeout_ms(request))
+            for r in created:
+                results[r.name] = r
+        except KafkaError as exc:
+            for c in to_create:
+                results[c.name] = CreateTopicResult(c.name, exc.error_code, exc.message or None)
+
+    dynamic_default = node.metadata.broker_config()
+    topics = []
+    for name in order:
+        r = results[name]
+        if r.error is not ErrorCode.none:
+            log.info("create_topic_rejected", topic=name, error=r.error.name, reason=r.message,
+                     client=ctx.client_id)
+        configs: tuple[Any, ...] = ()
+        if r.error is ErrorCode.none and hasattr(mod, "CreatableTopicConfigs"):
+            configs = tuple(
+                build(mod.CreatableTopicConfigs, name=e.name,
+                      value=None if e.sensitive else e.value, read_only=e.read_only,
+                      config_source=int(e.source), is_sensitive=e.sensitive)
+                for e in describe_topic_configs(node.config, r.configs,
+                                                dynamic_default=dynamic_default)
+            )
+        ok = r.error is ErrorCode.none
+        topics.append(build(
+            mod.CreatableTopicResult, name=name, error_code=r.error,
+            error_message=r.message if r.message else None,
+            topic_id=r.topic_id, topic_config_error_code=ErrorCode.none,
+            num_partitions=r.num_partitions if ok else -1,
+            replication_factor=r.replication_factor if ok else -1,
+            configs=configs,
+        ))
+    return build(mod.CreateTopicsResponse, throttle_time=_NO_THROTTLE, topics=tuple(topics))

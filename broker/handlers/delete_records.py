@@ -1,0 +1,50 @@
+"""DeleteRecords (API 21), versions 0-2: advance a partition's log start offset."""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 21
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            try:
+                part = node.replicas.get(topic.name, p.partition_index)
+                if part is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, topic.name)
+                part.require_leader()
+                offset = part.high_watermark if p.offset == -1 else p.offset
+                if offset < 0 or offset > part.high_watermark:
+                    raise KafkaError(
+                        ErrorCode.offset_out_of_range,
+                        f"{offset} is outside [0, high watermark {part.high_watermark}]",
+                    )
+                low_watermark = part.log.delete_records_before(offset)
+                partitions.append(build(
+                    mod.DeleteRecordsPartitionResult, partition_index=p.partition_index,
+                    low_watermark=low_watermark, error_code=ErrorCode.none,
+                ))
+            except KafkaError as exc:
+                partitions.append(build(
+                    mod.DeleteRecordsPartitionResult, partition_index=p.partition_index,
+                    low_watermark=-1, error_code=exc.error_code,
+                ))
+        topics.append(build(mod.DeleteRecordsTopicResult, name=topic.name,
+                            partitions=tuple(partitions)))
+    return build(mod.DeleteRecordsResponse, throttle_time=_NO_THROTTLE, topics=tuple(topics))

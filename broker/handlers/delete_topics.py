@@ -1,0 +1,54 @@
+"""DeleteTopics (API 20), versions 1-4: delete topics by name.
+
+The controller answers once the RemoveTopic records are committed and applied on this
+node, so a client that gets NONE no longer sees the topic in Metadata. (Deletion by topic
+id is v6, not served.)
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.controller.requests import DeleteTopicResult
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+from broker.handlers.create_topics import await_controller, timeout_ms
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 20
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    names = list(request.topic_names)
+    order = list(dict.fromkeys(names))  # one answer per distinct name, in request order
+    results: dict[str, DeleteTopicResult] = {}
+    if names:
+        try:
+            deleted = await await_controller(
+                lambda: node.controller.delete_topics(names), timeout_ms(request))
+            for r in deleted:
+                if r.name is not None:
+                    results.setdefault(r.name, r)
+        except KafkaError as exc:
+            for n in order:
+                results[n] = DeleteTopicResult(n, None, exc.error_code, exc.message)
+    responses = tuple(
+        build(mod.DeletableTopicResult, name=n, error_code=results[n].error)
+        for n in order
+    )
+    return build(mod.DeleteTopicsResponse, throttle_time=_NO_THROTTLE, responses=responses)
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    mod = response_module(request)
+    return build(mod.DeleteTopicsResponse, throttle_time=_NO_THROTTLE, responses=tuple(
+        build(mod.DeletableTopicResult, name=n, error_code=code)
+        for n in dict.fromkeys(request.topic_names)))

@@ -1,0 +1,51 @@
+"""DescribeCluster (API 60), versions 0-1: cluster id, controller id and live brokers.
+
+A broker answers the BROKERS endpoint type (1) only: the brokers are the unfenced ones with
+an endpoint on the request's listener and the controller id is a live broker's, as in
+Metadata. Asking a broker for the CONTROLLERS endpoint type (v1) is
+UNSUPPORTED_ENDPOINT_TYPE, as Kafka answers.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.handlers._build import build, response_module
+from broker.handlers.metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS, controller_id_for
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 60
+ENDPOINT_TYPE_BROKERS = 1
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS))
+    ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations \
+        else UNSET_OPERATIONS
+    if endpoint_type != ENDPOINT_TYPE_BROKERS:
+        return build(
+            mod.DescribeClusterResponse, throttle_time=_NO_THROTTLE,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="The broker only handles the BROKER endpoint type",
+            endpoint_type=endpoint_type, cluster_id=node.cluster_id, controller_id=-1,
+            brokers=(), cluster_authorized_operations=UNSET_OPERATIONS)
+    image = node.metadata
+    endpoints = image.broker_endpoints(ctx.listener_name)
+    brokers = tuple(
+        build(mod.DescribeClusterBroker, broker_id=bid, host=e.host, port=e.port,
+              rack=image.brokers[bid].rack)
+        for bid, e in endpoints.items()
+    )
+    return build(
+        mod.DescribeClusterResponse, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none,
+        error_message=None, endpoint_type=endpoint_type, cluster_id=node.cluster_id,
+        controller_id=controller_id_for(node, list(endpoints)), brokers=brokers,
+        cluster_authorized_operations=ops)

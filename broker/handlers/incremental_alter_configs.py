@@ -1,0 +1,51 @@
+"""IncrementalAlterConfigs (API 44), versions 0-1: SET, DELETE, APPEND, SUBTRACT per key.
+
+TOPIC and BROKER resources go to the controller, which applies the operations to the
+resource's current dynamic configs, checks the result and answers per resource once the
+change is committed and applied here. An unknown operation code is INVALID_REQUEST for its
+resource (the controller checks it).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from broker.controller.requests import (
+    AlterConfigOp,
+    AlterConfigsResult,
+    ConfigResource,
+    IncrementalAlterConfigsResource,
+)
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+from broker.handlers.alter_configs import responses
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 44
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    wanted = [
+        IncrementalAlterConfigsResource(
+            ConfigResource(r.resource_type, r.resource_name),
+            # the raw code goes through: the controller answers an unknown one per resource
+            [(c.name, cast(AlterConfigOp, int(c.config_operation)), c.value) for c in r.configs],
+        )
+        for r in request.resources
+    ]
+    results: list[AlterConfigsResult] | KafkaError = []
+    if wanted:
+        try:
+            results = await node.controller.incremental_alter_configs(
+                wanted, validate_only=request.validate_only)
+        except KafkaError as exc:
+            results = exc
+    return build(mod.IncrementalAlterConfigsResponse, throttle_time=_NO_THROTTLE,
+                 responses=responses(mod, "AlterConfigsResourceResponse",
+                                     [w.resource for w in wanted], results))

@@ -1,0 +1,149 @@
+"""The metadata-log record types (protobuf, from proto/skiff/metadata/v1/records.proto).
+
+A record in `__cluster_metadata` is one serialized `MetadataRecord` envelope. This
+module is the one place that imports the generated code and knows the envelope.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from broker import protogen
+
+pb: Any = protogen.load("skiff.metadata.v1.records_pb2")
+
+MetadataRecord: Any = pb.MetadataRecord
+
+# Kafka's ConfigResource.Type codes.
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+NO_LEADER = -1
+MAX_RECORD_BYTES = 1 << 20
+
+
+class InvalidRecordError(ValueError):
+    """A record that cannot be applied to the image it follows (a bug or a corrupt log)."""
+
+
+def uuid_to_bytes(u: uuid.UUID) -> bytes:
+    return u.bytes
+
+
+def uuid_from_bytes(b: bytes) -> uuid.UUID:
+    if len(b) != 16:
+        raise InvalidRecordError(f"a Uuid has 16 bytes, got {len(b)}")
+    return uuid.UUID(bytes=b)
+
+
+def wrap(message: Any) -> Any:
+    """Put one record message (Topic, Partition, ...) into a MetadataRecord envelope."""
+    field = _FIELD_BY_TYPE[type(message).DESCRIPTOR.full_name]
+    env = pb.MetadataRecord()
+    getattr(env, field).CopyFrom(message)
+    return env
+
+
+def kind(record: Any) -> str:
+    """The oneof field name of an envelope ('topic', 'partition', ...); '' when empty."""
+    name = record.WhichOneof("record")
+    return name or ""
+
+
+def unwrap(record: Any) -> Any:
+    name = record.WhichOneof("record")
+    if name is None:
+        raise InvalidRecordError("empty MetadataRecord")
+    return getattr(record, name)
+
+
+def encode(record: Any) -> bytes:
+    data: bytes = record.SerializeToString(deterministic=True)
+    return data
+
+
+def decode(data: bytes | memoryview) -> Any:
+    if len(data) > MAX_RECORD_BYTES:
+        raise InvalidRecordError(f"metadata record of {len(data)} bytes exceeds {MAX_RECORD_BYTES}")
+    env = pb.MetadataRecord()
+    try:
+        env.ParseFromString(bytes(data))
+    except Exception as exc:  # protobuf raises DecodeError; any parse failure is corruption
+        raise InvalidRecordError(f"undecodable metadata record: {exc}") from exc
+    if env.WhichOneof("record") is None:
+        raise InvalidRecordError("metadata record carries no known record type")
+    return env
+
+
+def encode_all(records: Iterable[Any]) -> list[bytes]:
+    return [encode(r) for r in records]
+
+
+_FIELD_BY_TYPE: dict[str, str] = {
+    f.message_type.full_name: f.name
+    for f in pb.MetadataRecord.DESCRIPTOR.oneofs_by_name["record"].fields
+}
+
+
+# Constructors the controller uses, so call sites read like Kafka's record names.
+
+
+def topic_record(name: str, topic_id: uuid.UUID) -> Any:
+    return wrap(pb.Topic(name=name, topic_id=topic_id.bytes))
+
+
+def partition_record(
+    topic_id: uuid.UUID,
+    partition_id: int,
+    replicas: Iterable[int],
+    isr: Iterable[int],
+    leader: int,
+    leader_epoch: int = 0,
+    partition_epoch: int = 0,
+    elr: Iterable[int] = (),
+    last_known_elr: Iterable[int] = (),
+    removing_replicas: Iterable[int] = (),
+    adding_replicas: Iterable[int] = (),
+    leader_recovery_state: int = 0,
+) -> Any:
+    return wrap(
+        pb.Partition(
+            topic_id=topic_id.bytes,
+            partition_id=partition_id,
+            replicas=list(replicas),
+            isr=list(isr),
+            leader=leader,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            elr=list(elr),
+            last_known_elr=list(last_known_elr),
+            removing_replicas=list(removing_replicas),
+            adding_replicas=list(adding_replicas),
+            leader_recovery_state=leader_recovery_state,
+        )
+    )
+
+
+def remove_topic_record(topic_id: uuid.UUID) -> Any:
+    return wrap(pb.RemoveTopic(topic_id=topic_id.bytes))
+
+
+def config_record(resource_type: int, resource_name: str, name: str, value: str | None) -> Any:
+    msg = pb.Config(resource_type=resource_type, resource_name=resource_name, name=name)
+    if value is not None:
+        msg.value = value
+    return wrap(msg)
+
+
+def feature_level_record(name: str, level: int) -> Any:
+    return wrap(pb.FeatureLevel(name=name, feature_level=level))
+
+
+def producer_ids_record(broker_id: int, broker_epoch: int, next_producer_id: int) -> Any:
+    return wrap(
+        pb.ProducerIds(
+            broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=next_producer_id
+        )
+    )

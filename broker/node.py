@@ -1,0 +1,273 @@
+"""One Skiff process: logs, the metadata quorum, the controller, metadata, the server.
+
+Startup order: storage check -> log recovery -> Raft (replays the metadata log into the
+image) -> listeners -> broker registration and heartbeats. Shutdown reverses it and ends
+with the log manager's clean-shutdown marker, so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.cli.storage import ensure_formatted, read_bootstrap
+from broker.config import NodeConfig
+from broker.controller import (
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    Controller,
+    ControllerSettings,
+)
+from broker.controller.service import ControllerService
+from broker.errors import KafkaError
+from broker.handlers import BROKER_HANDLERS
+from broker.log import LogManager
+from broker.metadata.image import MetadataImage
+from broker.metadata.publisher import MetadataPublisher
+from broker.protocol.api import BROKER_APIS
+from broker.quorum import MetadataQuorumDriver, controller_api_table
+from broker.replication import ReplicaManager
+from broker.replication.sync import ReplicaSync, log_config_for
+from broker.server import ListenerSpec, Server, ServerConfig
+from broker.server.dispatch import Dispatcher
+
+log = structlog.get_logger(__name__)
+CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = ""
+        self.clock = wall_clock_ms
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.ready = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.logs: LogManager
+        self.replicas: ReplicaManager
+        self.publisher: MetadataPublisher
+        self.quorum: MetadataQuorumDriver
+        self.controller: ControllerService
+        self.controller_server: Server
+        self.broker_server: Server
+
+    @property
+    def metadata(self) -> MetadataImage:
+        return self.publisher.image
+
+    # ---- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        self.cluster_id = ensure_formatted(cfg)
+        self.previous_broker_epoch = self._take_clean_shutdown_epoch()
+        log.info("node_starting", node_id=self.node_id, cluster_id=self.cluster_id,
+                 roles=sorted(cfg.process_roles), config=cfg.summary())
+
+        self.logs = LogManager(
+            list(cfg.log_dirs), log_config_for(cfg, {}), self.clock,
+            retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+        )
+        self.logs.load()
+        self.logs.start()
+        self.replicas = ReplicaManager(self.node_id, self.logs, self.clock)
+
+        self.publisher = MetadataPublisher(self.cluster_id)
+        if cfg.is_broker:
+            self.publisher.subscribe(ReplicaSync(cfg, self.replicas))
+        self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock)
+        self.controller = ControllerService(
+            Controller(ControllerSettings.from_config(cfg, self.cluster_id),
+                       rng=random.Random()),
+            self.quorum, self.publisher, self.clock,
+        )
+        self.quorum.on_become_leader(self._on_become_controller)
+        server_config = ServerConfig(
+            socket_request_max_bytes=cfg["socket.request.max.bytes"],
+            connections_max_idle_ms=cfg["connections.max.idle.ms"],
+        )
+        # The controller listener serves Raft before anything else can happen; the client
+        # listener opens only once this broker is registered and unfenced, so clients never
+        # see a node that does not yet know the cluster's metadata.
+        self.controller_server = Server(self, self._controller_listeners(), server_config)
+        await self.controller_server.start()
+        await self.quorum.start()
+
+        if cfg.is_controller:
+            self._spawn(self._controller_loop(), "controller_loop")
+        if cfg.is_broker:
+            self._spawn(self._broker_lifecycle(), "broker_lifecycle")
+            await self.ready.wait()
+            self.broker_server = Server(self, self._broker_listeners(), server_config)
+            await self.broker_server.start()
+        else:
+            self.ready.set()
+
+    async def stop(self) -> None:
+        """Stops whatever `start` got to, in reverse order; the logs are closed last."""
+        log.info("node_stopping", node_id=self.node_id)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for name in ("broker_server", "controller_server"):
+            if hasattr(self, name):
+                with contextlib.suppress(Exception):
+                    await getattr(self, name).stop()
+        if hasattr(self, "quorum"):
+            with contextlib.suppress(Exception):
+                await self.quorum.stop()
+        if hasattr(self, "replicas"):
+            for part in list(self.replicas.partitions()):
+                part.close()
+        if hasattr(self, "logs"):
+            self.logs.stop()
+            self.logs.shutdown()
+            if self.broker_epoch >= 0:
+                self._write_clean_shutdown_epoch()
+        log.info("node_stopped", node_id=self.node_id)
+
+    # KIP-966: a broker that stopped cleanly names its last broker epoch when it registers
+    # again, so the controller keeps it eligible (ELR); Kafka keeps it in the clean-shutdown
+    # file. Read once and removed, so a later crash is never mistaken for a clean stop.
+
+    @property
+    def _clean_shutdown_file(self) -> Path:
+        return self.config.metadata_log_dir / CLEAN_SHUTDOWN_FILE
+
+    def _take_clean_shutdown_epoch(self) -> int:
+        path = self._clean_shutdown_file
+        try:
+            doc = json.loads(path.read_text()[:4096])
+            epoch = int(doc["brokerEpoch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            epoch = -1
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return epoch
+
+    def _write_clean_shutdown_epoch(self) -> None:
+        tmp = self._clean_shutdown_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}))
+        os.replace(tmp, self._clean_shutdown_file)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.append(task)
+
+    def _controller_listeners(self) -> list[ListenerSpec]:
+        return [
+            ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
+                         self.quorum.dispatcher())
+            for lst in self.config.listeners
+            if lst.name in self.config.controller_listener_names
+        ]
+
+    def _broker_listeners(self) -> list[ListenerSpec]:
+        dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
+        return [
+            ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher)
+            for lst in self.config.listeners
+            if lst.name not in self.config.controller_listener_names
+        ]
+
+    # ---- controller side ---------------------------------------------------------
+
+    async def _on_become_controller(self) -> None:
+        bootstrap = read_bootstrap(self.config.metadata_log_dir)
+        records = Controller.bootstrap_records(self.publisher.image, bootstrap)
+        if records:
+            await self.controller.append_records(records)
+            log.info("metadata_bootstrapped", records=len(records))
+
+    async def _controller_loop(self) -> None:
+        interval = max(0.05, self.config["broker.heartbeat.interval.ms"] / 2000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.controller.tick()
+            except KafkaError as exc:
+                if exc.error_code is not ErrorCode.not_controller:
+                    log.warning("controller_tick_failed", error=str(exc))
+
+    # ---- broker side ---------------------------------------------------------------
+
+    async def _broker_lifecycle(self) -> None:
+        """Register with the controller, then heartbeat until told otherwise."""
+        cfg = self.config
+        interval = cfg["broker.heartbeat.interval.ms"] / 1000
+        while self.broker_epoch < 0:
+            try:
+                reply = await self.controller.register_broker(BrokerRegistrationRequest(
+                    broker_id=self.node_id, cluster_id=self.cluster_id,
+                    incarnation_id=self.incarnation_id,
+                    previous_broker_epoch=self.previous_broker_epoch,
+                    listeners=self._advertised_endpoints(), rack=cfg["broker.rack"],
+                ))
+                if reply.error is ErrorCode.none:
+                    self.broker_epoch = reply.broker_epoch
+                    log.info("broker_registered", broker_epoch=self.broker_epoch)
+                else:
+                    log.warning("broker_registration_refused", error=reply.error.name,
+                                message=reply.message)
+            except KafkaError as exc:
+                log.debug("broker_registration_retry", error=str(exc))
+            if self.broker_epoch < 0:
+                await asyncio.sleep(0.05)
+        while True:
+            try:
+                beat = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
+                    broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                    current_metadata_offset=self.publisher.image.offset,
+                    want_fence=False, want_shut_down=False,
+                ))
+                if beat.error is ErrorCode.none and not beat.is_fenced:
+                    if not self.ready.is_set():
+                        log.info("broker_unfenced", broker_epoch=self.broker_epoch)
+                    self.ready.set()
+            except KafkaError as exc:
+                log.debug("broker_heartbeat_failed", error=str(exc))
+            await asyncio.sleep(interval if self.ready.is_set() else 0.02)
+
+    def _advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
+        out = []
+        for lst in self.config.advertised_listeners:
+            if lst.name in self.config.controller_listener_names:
+                continue
+            protocol = self.config.security_protocol_map.get(lst.name, "PLAINTEXT")
+            out.append((lst.name, lst.host, lst.port, protocol))
+        return out
+
+
+def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str, str]:
+    """The embedded defaults of `skiff dev`: one combined node on 127.0.0.1."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "log.dirs": str(data / "logs"),
+        "metadata.log.dir": str(data / "metadata"),
+        "offsets.topic.replication.factor": "1",
+    }

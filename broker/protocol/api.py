@@ -1,0 +1,203 @@
+"""The Kafka APIs Skiff advertises, per listener, and the kio classes for each (api_key, version).
+
+An `ApiTable` is what one listener answers: the client listener serves `BROKER_APIS`, the
+controller listener serves `CONTROLLER_APIS` (the KRaft RPCs). Tables are immutable; more APIs
+are added with `ApiTable.with_api` (groups, transactions, ...), and the server advertises only the
+APIs that also have a registered handler (`ApiTable.restricted_to`).
+
+Produce v0-v2 have no kio schema: they are advertised (librdkafka disables compression when
+Produce < 3 is missing) and answered by the server itself with UNSUPPORTED_VERSION
+(broker/server/legacy_produce.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
+from kio.static.protocol import Entity, RequestPayload, ResponsePayload
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+DESCRIBE_LOG_DIRS = 35
+CREATE_PARTITIONS = 37
+INCREMENTAL_ALTER_CONFIGS = 44
+DESCRIBE_CLIENT_QUOTAS = 48
+VOTE = 52
+BEGIN_QUORUM_EPOCH = 53
+END_QUORUM_EPOCH = 54
+DESCRIBE_QUORUM = 55
+FETCH_SNAPSHOT = 59
+DESCRIBE_CLUSTER = 60
+
+# Produce versions below this have no kio schema; the server answers them UNSUPPORTED_VERSION.
+PRODUCE_MIN_IMPLEMENTED_VERSION = 3
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
+    return api_key_map.get(api_key, "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionRange:
+    api_key: int
+    min_version: int
+    max_version: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_version <= self.max_version:
+            raise ValueError(f"bad version range {self.min_version}..{self.max_version}")
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min_version <= version <= self.max_version
+
+
+def has_kio_schema(api_key: int, version: int) -> bool:
+    name = api_key_map.get(api_key)
+    if name is None:
+        return False
+    versions = schema_name_map.get(name, {})
+    entry = versions.get(version)
+    return entry is not None and EntityType.request in entry and EntityType.response in entry
+
+
+def is_server_answered(api_key: int, version: int) -> bool:
+    """Versions the server answers itself without a kio schema or a handler (Produce v0-v2)."""
+    return api_key == PRODUCE and 0 <= version < PRODUCE_MIN_IMPLEMENTED_VERSION
+
+
+class ApiTable:
+    """The API version ranges one listener supports, ordered by api key."""
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, ranges: Iterable[ApiVersionRange]) -> None:
+        by_key: dict[int, ApiVersionRange] = {}
+        for r in ranges:
+            if r.api_key in by_key:
+                raise ValueError(f"api key {r.api_key} listed twice")
+            for v in range(r.min_version, r.max_version + 1):
+                if not has_kio_schema(r.api_key, v) and not is_server_answered(r.api_key, v):
+                    raise ValueError(f"no kio schema for {api_name(r.api_key)} v{v}")
+            by_key[r.api_key] = r
+        self._ranges: Mapping[int, ApiVersionRange] = MappingProxyType(dict(sorted(by_key.items())))
+
+    @classmethod
+    def of(cls, *ranges: tuple[int, int, int]) -> ApiTable:
+        return cls(ApiVersionRange(k, lo, hi) for k, lo, hi in ranges)
+
+    def __iter__(self) -> Iterator[ApiVersionRange]:
+        return iter(self._ranges.values())
+
+    def __len__(self) -> int:
+        return len(self._ranges)
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in self._ranges
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ApiTable) and dict(self._ranges) == dict(other._ranges)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._ranges.values()))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(
+            f"{api_name(r.api_key)}={r.min_version}-{r.max_version}" for r in self._ranges.values()
+        )
+        return f"ApiTable({inner})"
+
+    def get(self, api_key: int) -> ApiVersionRange | None:
+        return self._ranges.get(api_key)
+
+    def supports(self, api_key: int, version: int) -> bool:
+        r = self._ranges.get(api_key)
+        return r is not None and r.min_version <= version <= r.max_version
+
+    def with_api(self, api_key: int, min_version: int, max_version: int) -> ApiTable:
+        """A copy with `api_key` added or its range replaced."""
+        others = [r for r in self._ranges.values() if r.api_key != api_key]
+        return ApiTable([*others, ApiVersionRange(api_key, min_version, max_version)])
+
+    def without_api(self, api_key: int) -> ApiTable:
+        return ApiTable(r for r in self._ranges.values() if r.api_key != api_key)
+
+    def restricted_to(self, api_keys: Iterable[int]) -> ApiTable:
+        """Only the APIs in `api_keys` (those with a handler): advertise what is implemented."""
+        keep = set(api_keys)
+        return ApiTable(r for r in self._ranges.values() if r.api_key in keep)
+
+
+# What the client listener of a broker advertises (issue 4). DescribeLogDirs starts at v1 because
+# kio has no v0 schema.
+BROKER_APIS = ApiTable.of(
+    (PRODUCE, 0, 9),
+    (FETCH, 4, 12),
+    (LIST_OFFSETS, 1, 7),
+    (METADATA, 0, 12),
+    (API_VERSIONS, 0, 4),
+    (CREATE_TOPICS, 2, 5),
+    (DELETE_TOPICS, 1, 4),
+    (DELETE_RECORDS, 0, 2),
+    (DESCRIBE_CONFIGS, 1, 4),
+    (ALTER_CONFIGS, 0, 2),
+    (DESCRIBE_LOG_DIRS, 1, 4),
+    (CREATE_PARTITIONS, 0, 3),
+    (INCREMENTAL_ALTER_CONFIGS, 0, 1),
+    (DESCRIBE_CLIENT_QUOTAS, 0, 0),
+    (DESCRIBE_CLUSTER, 0, 1),
+)
+
+# What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch
+# (KIP-595), which Kafka sends at v13+ (topic ids). The ranges are kio's; the Raft driver narrows
+# them with `with_api` to what it implements.
+CONTROLLER_APIS = ApiTable.of(
+    (FETCH, 13, 16),
+    (API_VERSIONS, 0, 4),
+    (VOTE, 0, 1),
+    (BEGIN_QUORUM_EPOCH, 0, 1),
+    (END_QUORUM_EPOCH, 0, 1),
+    (DESCRIBE_QUORUM, 0, 1),
+    (FETCH_SNAPSHOT, 0, 1),
+)
+
+
+@functools.cache
+def request_schema(api_key: int, version: int) -> type[RequestPayload]:
+    """kio's request class; raises kio.index.UnknownAPIKey / UnknownEntity when there is none."""
+    return load_request_schema(api_key, version)
+
+
+@functools.cache
+def response_schema(api_key: int, version: int) -> type[ResponsePayload]:
+    return load_response_schema(api_key, version)
+
+
+def request_header_schema(api_key: int, version: int) -> type[Entity]:
+    """RequestHeader v2 for flexible versions, v1 otherwise (kio records it on the class)."""
+    schema: type[Entity] = request_schema(api_key, version).__header_schema__
+    return schema
+
+
+def response_header_schema(api_key: int, version: int) -> type[Entity]:
+    """ResponseHeader v1 for flexible versions, v0 otherwise; ApiVersions always v0."""
+    schema: type[Entity] = response_schema(api_key, version).__header_schema__
+    return schema
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    return bool(request_schema(api_key, version).__flexible__)

@@ -1,0 +1,162 @@
+"""The node's side of the metadata quorum: the Raft driver on the metadata log.
+
+Committed batches go to the MetadataPublisher in order; snapshots are the image encoded
+by broker/metadata/snapshot.py. The controller is active only once this node leads AND
+the LeaderChange batch of its epoch is committed and applied: from then on the image
+holds everything committed before, so the pure controller never sees a stale image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from random import Random
+from typing import Any
+
+import structlog
+
+from broker.config import NodeConfig
+from broker.metadata.publisher import MetadataPublisher
+from broker.metadata.snapshot import decode_snapshot, encode_snapshot
+from broker.metadata_log_store import MetadataLogStore
+from broker.protocol.api import API_VERSIONS, ApiTable
+from broker.server.context import RequestContext
+from broker.server.dispatch import Dispatcher
+from raft.config import RaftConfig
+from raft.driver import RaftDriver
+from raft.messages import Batch, SnapshotId
+from raft.stores.file import FileQuorumStateStore
+from raft.wire import RAFT_APIS
+
+log = structlog.get_logger(__name__)
+
+# Kafka names these quorum keys; the node config holds them with their defaults.
+_RAFT_KEYS = (
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.append.linger.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.max.idle.interval.ms",
+)
+
+
+def raft_config(cfg: NodeConfig, cluster_id: str) -> RaftConfig:
+    props = {
+        "node.id": str(cfg.node_id),
+        "controller.quorum.voters": ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in cfg.voters),
+        "metadata.log.dir": str(cfg.metadata_log_dir),
+        "cluster.id": cluster_id,
+    }
+    for key in _RAFT_KEYS:
+        if cfg.get(key) is not None:
+            props[key] = str(cfg[key])
+    return RaftConfig.from_properties(props)
+
+
+def controller_api_table() -> ApiTable:
+    """What the controller listener advertises: the KRaft RPCs the driver serves."""
+    return ApiTable.of((API_VERSIONS, 0, 4), *((k, lo, hi) for k, (lo, hi) in RAFT_APIS.items()))
+
+
+class MetadataQuorumDriver:
+    def __init__(
+        self, cfg: NodeConfig, cluster_id: str, publisher: MetadataPublisher,
+        clock: Callable[[], int],
+    ) -> None:
+        self.cfg = cfg
+        self.cluster_id = cluster_id
+        self.publisher = publisher
+        self.clock = clock
+        self.store = MetadataLogStore(cfg.metadata_log_dir)
+        self.driver = RaftDriver(
+            raft_config(cfg, cluster_id), self.store, FileQuorumStateStore(self.store.dir),
+            rng=Random(),
+        )
+        self.driver.snapshot_provider = self._snapshot
+        self.driver.register(self)
+        self._active_epoch = -1
+        self._leader_epoch = -1
+        self._on_leader: list[Callable[[], Awaitable[None]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---- what the controller service needs -------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.driver.is_leader and self._active_epoch == self.driver.leader_and_epoch[1]
+
+    async def append(self, records: list[bytes]) -> int:
+        return await self.driver.append(records)
+
+    def on_become_leader(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """`callback` runs each time this node's controller becomes active."""
+        self._on_leader.append(callback)
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.driver.start()
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.driver.stop()
+        self.store.close()
+
+    def dispatcher(self) -> Dispatcher:
+        dispatcher = Dispatcher()
+        for api_key in RAFT_APIS:
+            dispatcher.register(api_key, self._handle)
+        from broker.handlers import api_versions
+
+        dispatcher.register_module(api_versions)
+        return dispatcher
+
+    async def _handle(self, node: Any, ctx: RequestContext, request: Any) -> Any:
+        return await self.driver.handle_request(ctx.api_key, ctx.api_version, request)
+
+    # ---- RaftListener ------------------------------------------------------------------
+
+    def on_commit(self, batches: list[Batch]) -> None:
+        for batch in batches:
+            if batch.control:
+                self.publisher.advance_offset(batch.last_offset, batch.epoch)
+            else:
+                self.publisher.apply_committed(batch.last_offset, batch.epoch, batch.records)
+            if (
+                batch.epoch == self._leader_epoch and self._active_epoch != batch.epoch
+                and self.driver.is_leader
+            ):
+                self._activate(batch.epoch)
+
+    def on_snapshot_load(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        image = decode_snapshot(data)
+        log.info("metadata_snapshot_loaded", end_offset=snapshot_id.end_offset,
+                 epoch=snapshot_id.epoch, topics=len(image.topics_by_id))
+        self.publisher.load_snapshot(image)
+
+    def on_leader_change(self, leader_id: int, epoch: int) -> None:
+        log.info("metadata_leader_changed", leader=leader_id, epoch=epoch)
+        self._leader_epoch = epoch if leader_id == self.cfg.node_id else -1
+        if leader_id != self.cfg.node_id:
+            self._active_epoch = -1
+
+    def _snapshot(self, end_offset: int) -> bytes:
+        return encode_snapshot(self.publisher.image, self.clock())
+
+    def _activate(self, epoch: int) -> None:
+        self._active_epoch = epoch
+        log.info("controller_activated", epoch=epoch, metadata_offset=self.publisher.image.offset)
+        for callback in self._on_leader:
+            task = asyncio.get_running_loop().create_task(self._run_callback(callback))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run_callback(self, callback: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await callback()
+        except Exception:
+            log.exception("controller_activation_callback_failed")

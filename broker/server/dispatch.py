@@ -1,0 +1,70 @@
+"""api_key -> handler, for one listener.
+
+A handler is ``async def handle(node, ctx, request) -> response | ResponseChunks | None``:
+`request` is the kio request entity of ``ctx.api_version``; the response is the kio response
+entity of the same API and version, or ResponseChunks (a body spliced from files), or None
+when the client expects no answer (Produce with acks=0).
+
+When a handler raises `KafkaError`, the connection gets `error_response(ctx, request, code)`
+if the handler module defines one (most APIs carry per-partition or top-level error codes that
+the handler sets itself; this hook is for whole-request failures), else it is closed and
+logged, as Kafka does for requests it cannot answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.protocol.api import api_name
+from broker.server.context import RequestContext
+from broker.server.frames import ResponseChunks
+
+Response = Any  # a kio ResponsePayload of the request's api and version
+HandlerResult = Response | ResponseChunks | None
+Handler = Callable[[Any, RequestContext, Any], Awaitable[HandlerResult]]
+ErrorResponder = Callable[[RequestContext, Any, ErrorCode], Response]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerEntry:
+    api_key: int
+    handle: Handler
+    error_response: ErrorResponder | None = None
+
+
+class Dispatcher:
+    def __init__(self) -> None:
+        self._handlers: dict[int, HandlerEntry] = {}
+
+    def register(
+        self, api_key: int, handle: Handler, *, error_response: ErrorResponder | None = None
+    ) -> None:
+        if api_key in self._handlers:
+            raise ValueError(f"a handler for {api_name(api_key)} ({api_key}) is already registered")
+        self._handlers[api_key] = HandlerEntry(api_key, handle, error_response)
+
+    def register_module(self, module: ModuleType) -> None:
+        """A handler module: API_KEY, handle, and optionally error_response."""
+        self.register(
+            int(module.API_KEY),
+            module.handle,
+            error_response=getattr(module, "error_response", None),
+        )
+
+    @classmethod
+    def from_modules(cls, modules: Iterable[ModuleType]) -> Dispatcher:
+        d = cls()
+        for m in modules:
+            d.register_module(m)
+        return d
+
+    def get(self, api_key: int) -> HandlerEntry | None:
+        return self._handlers.get(api_key)
+
+    def api_keys(self) -> frozenset[int]:
+        return frozenset(self._handlers)

@@ -1,0 +1,504 @@
+"""The Kafka network server: listeners, connections, in-order pipelining, dispatch.
+
+Per connection there are two tasks. The reader reads size-prefixed frames (the size is checked
+against `socket.request.max.bytes` before anything is read or allocated), parses the header,
+starts the handler as its own task, and queues it. The writer takes queued requests in order
+of arrival, awaits each handler and writes its response, so responses leave in request order
+while handlers run concurrently. Handlers are started in arrival order and each runs up to its
+first await before the next one starts, so work a handler does before its first await (a
+Produce append) keeps arrival order.
+
+At most `max_inflight_requests` requests per connection, holding at most
+`max_inflight_bytes` of request frames (one frame of any allowed size is always let in), are
+queued or running; at either cap the reader stops reading and TCP pushes back on the client.
+A connection with nothing in flight and no bytes moved for `connections.max.idle.ms` is closed.
+
+Kafka's answers to bad requests: an ApiVersions request of an unsupported version gets a v0
+ApiVersions response with UNSUPPORTED_VERSION and our ranges; any other unknown API key,
+unsupported version or unparseable frame is logged and the connection is closed (after the
+responses to its earlier requests). A handler that fails closes its connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import structlog
+
+from broker.errors import KafkaError
+from broker.handlers import api_versions
+from broker.protocol import api
+from broker.protocol.api import ApiTable
+from broker.protocol.headers import (
+    FrameError,
+    encode_response,
+    frame_prefix,
+    parse_request,
+    peek_api,
+)
+from broker.server import legacy_produce
+from broker.server.context import RequestContext
+from broker.server.dispatch import Dispatcher, HandlerEntry
+from broker.server.frames import ResponseChunks, ZeroCopyWriter
+
+log = structlog.get_logger("skiff.server")
+
+_SIZE: Final = struct.Struct(">i")
+
+DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104857600
+DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
+DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
+DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
+STREAM_LIMIT: Final = 1 << 20
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    max_inflight_requests: int = DEFAULT_MAX_INFLIGHT_REQUESTS
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
+
+    def __post_init__(self) -> None:
+        if self.socket_request_max_bytes < 8:
+            raise ValueError("socket.request.max.bytes must be at least 8")
+        if self.connections_max_idle_ms <= 0:
+            raise ValueError("connections.max.idle.ms must be positive")
+        if self.max_inflight_requests < 1:
+            raise ValueError("max_inflight_requests must be at least 1")
+        if self.max_inflight_bytes < 1:
+            raise ValueError("max_inflight_bytes must be at least 1")
+
+
+@dataclass(frozen=True)
+class ListenerSpec:
+    """One entry of `listeners`: its name, where it binds, what it serves."""
+
+    name: str
+    host: str
+    port: int
+    apis: ApiTable
+    dispatcher: Dispatcher = field(compare=False)
+
+
+class _Close:
+    """Queued after the last request to answer: close once earlier responses are written."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class _Pending:
+    ctx: RequestContext
+    request: Any
+    entry: HandlerEntry | None
+    task: asyncio.Future[Any]
+    size: int
+
+
+class _Listener:
+    def __init__(self, spec: ListenerSpec) -> None:
+        self.spec = spec
+        # Advertise only what has a handler (Produce v0-v2 rides on the Produce handler).
+        self.apis = spec.apis.restricted_to(spec.dispatcher.api_keys() | {api.API_VERSIONS})
+        self.server: asyncio.Server | None = None
+
+
+class Server:
+    def __init__(
+        self,
+        node: object,
+        listeners: Sequence[ListenerSpec],
+        config: ServerConfig | None = None,
+    ) -> None:
+        names = [spec.name for spec in listeners]
+        if len(set(names)) != len(names):
+            raise ValueError(f"listener names must be unique: {names}")
+        self.node = node
+        self.config = config or ServerConfig()
+        self._listeners = {spec.name: _Listener(spec) for spec in listeners}
+        self._connections: set[_Connection] = set()
+        self._ids = itertools.count()
+
+    async def start(self) -> None:
+        for listener in self._listeners.values():
+            spec = listener.spec
+            listener.server = await asyncio.start_server(
+                functools.partial(self._accept, listener),
+                spec.host,
+                spec.port,
+                reuse_address=True,
+                # Buffer up to 2 MiB before pausing the socket: fewer pause/resume cycles
+                # while a large Produce frame arrives.
+                limit=STREAM_LIMIT,
+            )
+            host, port = self.address(spec.name)
+            log.info("listener started", listener=spec.name, host=host, port=port,
+                     apis=len(listener.apis))
+
+    def address(self, listener_name: str) -> tuple[str, int]:
+        """Where the listener is bound (the real port when the configured one was 0)."""
+        server = self._listeners[listener_name].server
+        if server is None or not server.sockets:
+            raise RuntimeError(f"listener {listener_name} is not started")
+        sockname = server.sockets[0].getsockname()
+        return str(sockname[0]), int(sockname[1])
+
+    def advertised_apis(self, listener_name: str) -> ApiTable:
+        return self._listeners[listener_name].apis
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def stop(self) -> None:
+        for listener in self._listeners.values():
+            if listener.server is not None:
+                listener.server.close()
+        for conn in list(self._connections):
+            conn.abort("server stopping")
+        for listener in self._listeners.values():
+            if listener.server is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(listener.server.wait_closed(), 5)
+        if self._connections:
+            await asyncio.wait(
+                [c.done for c in list(self._connections)], timeout=5
+            )
+        log.info("server stopped")
+
+    async def _accept(
+        self, listener: _Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        conn = _Connection(self, listener, reader, writer, next(self._ids))
+        self._connections.add(conn)
+        try:
+            await conn.run()
+        except Exception:  # the process never dies of a client
+            log.exception("connection failed", connection=conn.id)
+        finally:
+            self._connections.discard(conn)
+            if not conn.done.done():
+                conn.done.set_result(None)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Connection:
+    def __init__(
+        self,
+        server: Server,
+        listener: _Listener,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        n: int,
+    ) -> None:
+        self.server = server
+        self.listener = listener
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        local = writer.get_extra_info("sockname") or ("?", 0)
+        self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
+        self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{n}"
+        # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
+        self.log = log.bind(connection=self.id)
+        self.queue: asyncio.Queue[_Pending | _Close] = asyncio.Queue()
+        self.inflight = 0
+        self.inflight_bytes = 0
+        self.progress = asyncio.Event()  # set whenever a queued request is done with
+        self.last_active = time.monotonic()
+        self.idle_timer: asyncio.TimerHandle | None = None
+        self.zero_copy = ZeroCopyWriter(writer)
+        self.tasks: set[asyncio.Future[Any]] = set()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.closing = False
+
+    async def run(self) -> None:
+        self.log.debug("connection opened", listener=self.listener.spec.name)
+        self._arm_idle_timer()
+        write_task = asyncio.create_task(self._write_loop())
+        try:
+            reason = await self._read_loop()
+        except asyncio.CancelledError:
+            reason = "cancelled"
+        except Exception:  # a bug on our side: this connection goes, the server stays
+            self.log.exception("reading a request failed, closing connection")
+            reason = "internal error"
+        self.queue.put_nowait(_Close(reason))
+        try:
+            await write_task
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            self.log.exception("writing responses failed, closing connection")
+        finally:
+            self._cleanup()
+
+    # ---- reading ----
+
+    async def _read_loop(self) -> str:
+        config = self.server.config
+        max_bytes = config.socket_request_max_bytes
+        while not self.closing:
+            while self.inflight >= config.max_inflight_requests and not self.closing:
+                await self._wait_progress()
+            try:
+                head = await self.reader.readexactly(4)
+            except asyncio.IncompleteReadError as e:
+                return "peer closed" if not e.partial else "peer closed mid-frame"
+            except (ConnectionError, OSError):
+                return "connection reset"
+            (size,) = _SIZE.unpack(head)
+            if size < 8 or size > max_bytes:
+                self.log.warning(
+                    "request frame size refused", size=size,
+                    socket_request_max_bytes=max_bytes,
+                )
+                return f"frame size {size} outside 8..{max_bytes}"
+            while (
+                self.inflight > 0
+                and self.inflight_bytes + size > config.max_inflight_bytes
+                and not self.closing
+            ):
+                await self._wait_progress()
+            if self.closing:
+                break
+            try:
+                frame = await self.reader.readexactly(size)
+            except asyncio.IncompleteReadError:
+                return "peer closed mid-frame"
+            except (ConnectionError, OSError):
+                return "connection reset"
+            self.last_active = time.monotonic()
+            problem = self._accept_frame(frame)
+            if problem is not None:
+                return problem
+        return "closing"
+
+    async def _wait_progress(self) -> None:
+        self.progress.clear()
+        await self.progress.wait()
+
+    def _accept_frame(self, frame: bytes) -> str | None:
+        """Queue the request; a reason string means: stop reading and close."""
+        received_ms = _now_ms()
+        try:
+            peek = peek_api(frame)
+        except FrameError as e:
+            return self._refuse("unparseable request header", str(e))
+        apis = self.listener.apis
+        ctx = RequestContext(
+            api_key=peek.api_key,
+            api_version=peek.api_version,
+            correlation_id=peek.correlation_id,
+            client_id=None,
+            listener_name=self.listener.spec.name,
+            peer_host=self.peer_host,
+            peer_port=self.peer_port,
+            received_ms=received_ms,
+            apis=apis,
+            connection_id=self.id,
+        )
+        if not apis.supports(peek.api_key, peek.api_version):
+            if peek.api_key == api.API_VERSIONS:
+                # Kafka answers with v0 so any client can read the supported ranges.
+                self._enqueue_ready(
+                    ctx, api_versions.unsupported_version_response(apis)
+                )
+                self.log.info("unsupported ApiVersions version",
+                         api_version=peek.api_version)
+                return None
+            what = "unknown api key" if peek.api_key not in apis else "unsupported version"
+            return self._refuse(what, f"{api.api_name(peek.api_key)} ({peek.api_key}) "
+                                      f"v{peek.api_version}")
+        if api.is_server_answered(peek.api_key, peek.api_version):
+            return self._legacy_produce(ctx, frame)
+        try:
+            parsed = parse_request(frame)
+        except FrameError as e:
+            return self._refuse("unparseable request", str(e))
+        ctx = RequestContext(
+            api_key=ctx.api_key,
+            api_version=ctx.api_version,
+            correlation_id=ctx.correlation_id,
+            client_id=parsed.client_id,
+            listener_name=ctx.listener_name,
+            peer_host=ctx.peer_host,
+            peer_port=ctx.peer_port,
+            received_ms=received_ms,
+            apis=apis,
+            connection_id=self.id,
+        )
+        entry = self.listener.spec.dispatcher.get(peek.api_key)
+        if entry is None:  # not reachable: the advertised table is restricted to handlers
+            return self._refuse("no handler", api.api_name(peek.api_key))
+        self.log.debug("request", api=api.api_name(ctx.api_key),
+                  api_version=ctx.api_version, correlation_id=ctx.correlation_id,
+                  client_id=ctx.client_id)
+        task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
+        self._track(task)
+        self.inflight += 1
+        self.inflight_bytes += len(frame)
+        self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task, len(frame)))
+        return None
+
+    def _legacy_produce(self, ctx: RequestContext, frame: bytes) -> str | None:
+        try:
+            _client_id, offset = _legacy_header(frame)
+            request = legacy_produce.parse_request(memoryview(frame)[offset:])
+        except Exception as e:
+            return self._refuse("unparseable request", f"Produce v{ctx.api_version}: {e!r}")
+        self.log.info("legacy Produce answered UNSUPPORTED_VERSION",
+                 api_version=ctx.api_version)
+        if int(request.acks) == 0:
+            return None
+        body = legacy_produce.encode_unsupported_response(ctx.api_version, request)
+        self._enqueue_ready(ctx, ResponseChunks([body]))
+        return None
+
+    def _enqueue_ready(self, ctx: RequestContext, response: Any) -> None:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.set_result(response)
+        self.inflight += 1
+        self.queue.put_nowait(_Pending(ctx, None, None, fut, 0))
+
+    def _refuse(self, what: str, detail: str) -> str:
+        self.log.warning("bad request, closing connection", problem=what,
+                    detail=detail, listener=self.listener.spec.name)
+        return f"{what}: {detail}"
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # ---- writing ----
+
+    async def _write_loop(self) -> None:
+        while True:
+            item = await self.queue.get()
+            if isinstance(item, _Close):
+                self._close(item.reason)
+                return
+            try:
+                ok = await self._answer(item)
+            finally:
+                self.inflight -= 1
+                self.inflight_bytes -= item.size
+                self.last_active = time.monotonic()
+                self.progress.set()
+            if not ok:
+                self._close("request failed")
+                return
+
+    async def _answer(self, p: _Pending) -> bool:
+        ctx = p.ctx
+        try:
+            result = await p.task
+        except KafkaError as e:
+            if p.entry is None or p.entry.error_response is None:
+                self.log.warning("request failed, closing connection",
+                            api=api.api_name(ctx.api_key), api_version=ctx.api_version,
+                            error=e.error_code.name, detail=e.message)
+                return False
+            self.log.info("request answered with error",
+                     api=api.api_name(ctx.api_key), error=e.error_code.name, detail=e.message)
+            result = p.entry.error_response(ctx, p.request, e.error_code)
+        except asyncio.CancelledError:
+            return False
+        except Exception:
+            self.log.exception("handler failed, closing connection",
+                          api=api.api_name(ctx.api_key), api_version=ctx.api_version)
+            return False
+        if result is None:
+            return True
+        try:
+            if isinstance(result, ResponseChunks):
+                prefix = frame_prefix(ctx.api_key, ctx.api_version, ctx.correlation_id,
+                                      result.size)
+                await self.zero_copy.write(prefix, result)
+            else:
+                got = (int(result.__api_key__), int(result.__version__))
+                # ApiVersions error answers may be v0 whatever the request's version.
+                if got != (ctx.api_key, ctx.api_version) and got != (api.API_VERSIONS, 0):
+                    self.log.error("handler answered the wrong api/version",
+                              api=api.api_name(ctx.api_key), api_version=ctx.api_version,
+                              response=type(result).__name__)
+                    return False
+                self.writer.write(encode_response(result, ctx.correlation_id))
+            await self.writer.drain()
+        except (ConnectionError, OSError) as e:
+            self.log.debug("write failed", error=repr(e))
+            return False
+        except Exception:
+            self.log.exception("encoding the response failed, closing connection",
+                          api=api.api_name(ctx.api_key),
+                          api_version=ctx.api_version)
+            return False
+        self.log.debug("response", api=api.api_name(ctx.api_key),
+                  correlation_id=ctx.correlation_id)
+        return True
+
+    # ---- lifecycle ----
+
+    def _arm_idle_timer(self) -> None:
+        idle_s = self.server.config.connections_max_idle_ms / 1000
+        due = self.last_active + idle_s
+        delay = max(0.0, due - time.monotonic())
+        self.idle_timer = asyncio.get_running_loop().call_later(delay, self._check_idle)
+
+    def _check_idle(self) -> None:
+        if self.closing:
+            return
+        idle_s = self.server.config.connections_max_idle_ms / 1000
+        if self.inflight == 0 and time.monotonic() - self.last_active >= idle_s:
+            self.log.info("closing idle connection",
+                     connections_max_idle_ms=self.server.config.connections_max_idle_ms)
+            self.abort("idle")
+            return
+        if self.inflight > 0:
+            # A long-polling request is activity; idleness counts from its response.
+            self.last_active = time.monotonic()
+        self._arm_idle_timer()
+
+    def abort(self, reason: str) -> None:
+        """Close now, dropping queued requests (idle timeout, server stop)."""
+        if self.closing:
+            return
+        self._close(reason)
+        # Unblock the read loop, whatever it is waiting on.
+        self.reader.feed_eof()
+
+    def _close(self, reason: str) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.log.debug("connection closed", reason=reason)
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+        for t in list(self.tasks):
+            t.cancel()
+        self.writer.close()
+        # Let a read loop parked on an in-flight cap observe `closing`.
+        self.progress.set()
+
+    def _cleanup(self) -> None:
+        self._close("done")
+        self.zero_copy.close()
+
+
+def _legacy_header(frame: bytes) -> tuple[str | None, int]:
+    from broker.protocol.headers import parse_request_header
+
+    return parse_request_header(frame, flexible=False)

@@ -1,0 +1,899 @@
+"""The sans-IO KRaft core: one node of the metadata quorum.
+
+Inputs are RPCs (raft/messages.py), `now_ms`, and calls from the state
+machine (append, create_snapshot, resign); outputs (take_output) are messages
+to send and events.  Storage is written through injected stores before a
+method returns, so everything returned may be sent at once.  No clocks,
+sockets, files or global randomness: time is an argument and election jitter
+comes from an injected `random.Random`.
+
+Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
+(nodes not in the voter set) only ever are Unattached or Follower.
+
+  Unattached  -> Prospective   election deadline passes (voter)
+  Unattached  -> Unattached    higher epoch seen; vote granted in this epoch
+  Unattached  -> Follower      leader learned for an epoch >= ours (BeginQuorumEpoch,
+                               any response naming a leader)
+  Prospective -> Candidate     majority of pre-votes granted (epoch + 1, votes for itself)
+  Prospective -> Prospective   election deadline passes: new pre-vote round
+  Prospective -> Unattached    higher epoch seen; real vote granted in our epoch
+  Prospective -> Follower      leader learned for an epoch >= ours
+  Candidate   -> Leader        majority of votes granted
+  Candidate   -> Prospective   election deadline passes (election lost or split)
+  Candidate   -> Unattached    higher epoch seen without a leader
+  Candidate   -> Follower      leader learned for an epoch >= ours
+  Leader      -> Resigned      resign() (graceful) or check-quorum: a majority of voters
+                               stopped fetching; EndQuorumEpoch is sent either way
+  Leader      -> Unattached/Follower  higher epoch seen
+  Resigned    -> Prospective   election deadline passes
+  Resigned    -> Unattached/Follower  higher epoch seen
+  Follower    -> Prospective   fetch deadline passes (voter)
+  Follower    -> Unattached    fetch deadline passes (observer); EndQuorumEpoch from our
+                               leader (voter; election deadline by successor rank)
+  Follower    -> Follower      leader learned for a higher epoch
+  (restart)   -> Resigned if the persisted leader is us, Follower if a leader is
+                 persisted, else Unattached keeping the persisted vote
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from random import Random
+
+from kio.schema.errors import ErrorCode
+
+from raft.control import encode_leader_change
+from raft.messages import (
+    NO_LEADER,
+    Batch,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    LeaderChanged,
+    Output,
+    Request,
+    Response,
+    Send,
+    SnapshotId,
+    SnapshotLoaded,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.roles import Candidate, Follower, Leader, Prospective, Resigned, Role, Unattached
+from raft.store import LogStore, QuorumState, QuorumStateStore
+
+NEVER = 1 << 62
+
+
+class NotLeaderError(Exception):
+    """append() on a node that is not the leader; carries who is, if known."""
+
+    error_code = ErrorCode.not_leader_or_follower
+
+    def __init__(self, leader_id: int, epoch: int) -> None:
+        super().__init__(f"not the leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    election_timeout_ms: int = 500
+    fetch_timeout_ms: int = 500
+    election_backoff_max_ms: int = 200
+    fetch_max_wait_ms: int = 200
+    request_timeout_ms: int = 400  # an unanswered request is sent again after this
+    retry_backoff_ms: int = 50
+    fetch_max_bytes: int = 1 << 20
+    snapshot_chunk_bytes: int = 1 << 16
+    leader_async_flush: bool = False  # True: the IO shell flushes, then calls flushed()
+    # how long a new high watermark alone may wait for records to carry it to a
+    # waiting Fetch (0: answer at once); saves a message per commit under load
+    hw_notify_delay_ms: int = 0
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows of one fetcher in its epoch (KIP-595 "Fetch")."""
+
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_hw_sent: int = -1
+    fetched: bool = False
+
+
+@dataclass(slots=True)
+class _Inflight:
+    kind: str
+    dst: int
+    epoch: int
+    expires_ms: int
+
+
+@dataclass(slots=True)
+class _SnapshotFetch:
+    snapshot_id: SnapshotId
+    data: bytearray = field(default_factory=bytearray)
+
+
+class RaftCore:
+    def __init__(
+        self,
+        node_id: int,
+        voters: frozenset[int],
+        log: LogStore,
+        state_store: QuorumStateStore,
+        rng: Random,
+        now_ms: int,
+        config: CoreConfig | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = frozenset(voters)
+        self.is_voter = node_id in self.voters
+        self.majority = len(self.voters) // 2 + 1
+        self.log = log
+        self.state_store = state_store
+        self.rng = rng
+        self.cfg = config or CoreConfig()
+        self.hw = log.log_start_offset
+        self._out = Output()
+        self._rid = rng.randrange(1 << 30)
+        self._inflight: dict[int, _Inflight] = {}
+        self._retry_at = NEVER
+        self._fetch_rid: int | None = None
+        self._snap: _SnapshotFetch | None = None
+        self._replicas: dict[int, ReplicaProgress] = {}
+        self._observers: dict[int, ReplicaProgress] = {}
+        self._parked: dict[int, tuple[int, FetchRequest, int]] = {}
+        self._persisted = state_store.read()
+        self._leader_seen = NO_LEADER
+        self._leader_contact_ms = -NEVER  # last direct word from the leader we follow
+        self._fetch_failures = 0  # connection failures to that leader in a row
+        self._now = now_ms
+        st = self._persisted
+        self.role: Role
+        if st.leader_id == node_id and self.is_voter:
+            # a leader that restarts resigns and says so (KIP-595 "EndQuorumEpoch")
+            self.role = Resigned(st.epoch, (), self._election_deadline())
+            for v in sorted(self.voters - {node_id}):
+                self._request(v, "end_epoch", EndQuorumEpochRequest(st.epoch, node_id, ()))
+        elif st.leader_id >= 0 and st.leader_id != node_id:
+            self.role = Follower(st.epoch, st.leader_id, st.voted_for, self._fetch_deadline())
+            self._leader_seen = st.leader_id
+            self._out.events.append(LeaderChanged(st.leader_id, st.epoch))
+            self._send_fetch()
+        else:
+            deadline = self._election_deadline() if self.is_voter else now_ms
+            self.role = Unattached(st.epoch, st.voted_for, deadline)
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def epoch(self) -> int:
+        return self.role.epoch
+
+    @property
+    def leader_id(self) -> int:
+        r = self.role
+        if isinstance(r, Leader):
+            return self.node_id
+        if isinstance(r, Follower):
+            return r.leader_id
+        return NO_LEADER
+
+    def take_output(self) -> Output:
+        out, self._out = self._out, Output()
+        return out
+
+    def append(self, records: list[bytes], now_ms: int) -> int:
+        """Leader only: append one batch; returns the offset of its last record."""
+        self._now = now_ms
+        role = self.role
+        if not isinstance(role, Leader):
+            raise NotLeaderError(self.leader_id, role.epoch)
+        batch = self.log.append(tuple(records), role.epoch)
+        self._leader_flush()
+        self._complete_parked()
+        return batch.last_offset
+
+    def _leader_flush(self) -> None:
+        if self.cfg.leader_async_flush:
+            # the IO shell makes it durable, then calls flushed(); the leader counts only
+            # what is flushed, while followers may already fetch it (KIP-595 allows the
+            # leader's write to overlap replication)
+            self._out.flush = True
+        else:
+            self.log.flush()
+        self._update_hw()
+
+    def flushed(self, epoch: int, end_offset: int, now_ms: int) -> None:
+        """The leader's log is durable up to `end_offset`, as of `epoch`."""
+        self._now = now_ms
+        r = self.role
+        if isinstance(r, Leader) and r.epoch == epoch:
+            self.log.mark_flushed(end_offset)
+            self._update_hw()
+
+    def resign(self, now_ms: int) -> None:
+        """Graceful resignation (KIP-595 "EndQuorumEpoch")."""
+        self._now = now_ms
+        if isinstance(self.role, Leader):
+            self._resign()
+
+    def create_snapshot(self, end_offset: int, data: bytes, now_ms: int) -> SnapshotId:
+        """The state machine's snapshot of every record below `end_offset`
+        (which must be committed); the log start advances to it (KIP-630)."""
+        self._now = now_ms
+        if end_offset > self.hw or end_offset <= self.log.log_start_offset:
+            raise ValueError(
+                f"snapshot end {end_offset} outside (log start "
+                f"{self.log.log_start_offset}, high watermark {self.hw}]"
+            )
+        sid = SnapshotId(end_offset, self.log.epoch_at(end_offset - 1))
+        self.log.store_snapshot(sid, data)
+        return sid
+
+    def replica_progress(self) -> tuple[dict[int, ReplicaProgress], dict[int, ReplicaProgress]]:
+        """(voters, observers) as the leader sees them, for DescribeQuorum."""
+        return dict(self._replicas), dict(self._observers)
+
+    def next_wakeup_ms(self) -> int:
+        r = self.role
+        t = NEVER
+        for inf in self._inflight.values():
+            t = min(t, inf.expires_ms)
+        if isinstance(r, Prospective | Candidate):
+            t = min(t, r.election_deadline_ms, self._retry_at)
+        elif isinstance(r, Unattached | Resigned):
+            t = min(t, r.election_deadline_ms)
+        elif isinstance(r, Follower):
+            t = min(t, r.fetch_deadline_ms)
+            if self._fetch_rid is None:
+                t = min(t, self._retry_at)
+        elif isinstance(r, Leader):
+            t = min(t, self._retry_at)
+            for _rid, _req, deadline in self._parked.values():
+                t = min(t, deadline)
+            if len(self.voters) > 1:
+                t = min(t, self._quorum_expiry_ms())
+        return t
+
+    def tick(self, now_ms: int) -> None:
+        self._now = now_ms
+        r = self.role
+        expired = [rid for rid, inf in self._inflight.items() if inf.expires_ms <= now_ms]
+        for rid in expired:
+            inf = self._inflight.pop(rid)
+            if rid == self._fetch_rid:
+                self._fetch_rid = None
+                if inf.kind in ("fetch", "fetch_snapshot") and isinstance(r, Follower):
+                    self._retry_at = min(self._retry_at, now_ms)
+        if isinstance(r, Leader):
+            self._tick_leader()
+        elif isinstance(r, Follower):
+            if now_ms >= r.fetch_deadline_ms:
+                if self.is_voter:
+                    self._become_prospective()
+                else:
+                    self._set_role(Unattached(r.epoch, r.voted_for, now_ms))
+                    self._discover()
+            elif self._fetch_rid is None and now_ms >= self._retry_at:
+                self._retry_at = NEVER
+                self._send_fetch()
+        elif isinstance(r, Unattached):
+            if now_ms >= r.election_deadline_ms:
+                if self.is_voter:
+                    self._become_prospective()
+                else:
+                    self._discover()
+        elif isinstance(r, Prospective | Candidate):
+            if now_ms >= r.election_deadline_ms:
+                self._become_prospective()
+            elif now_ms >= self._retry_at:
+                self._send_votes()
+        elif isinstance(r, Resigned) and now_ms >= r.election_deadline_ms:
+            self._become_prospective()
+
+    def handle_request(self, src: int, rid: int, request: Request, now_ms: int) -> None:
+        self._now = now_ms
+        if isinstance(request, FetchRequest):
+            self._on_fetch(src, rid, request)
+        elif isinstance(request, VoteRequest):
+            self._on_vote(src, rid, request)
+        elif isinstance(request, BeginQuorumEpochRequest):
+            self._on_begin_quorum_epoch(src, rid, request)
+        elif isinstance(request, EndQuorumEpochRequest):
+            self._on_end_quorum_epoch(src, rid, request)
+        else:
+            self._on_fetch_snapshot(src, rid, request)
+
+    def handle_response(self, src: int, rid: int, response: Response, now_ms: int) -> None:
+        self._now = now_ms
+        inf = self._inflight.get(rid)
+        if inf is None or inf.dst != src:
+            return  # stale, duplicated, or from before a transition
+        del self._inflight[rid]
+        if isinstance(response, FetchResponse):
+            self._on_fetch_response(src, rid, response)
+        elif isinstance(response, VoteResponse):
+            self._on_vote_response(src, inf, response)
+        elif isinstance(response, FetchSnapshotResponse):
+            self._on_fetch_snapshot_response(src, rid, response)
+        else:
+            self._observe(response.epoch, response.leader_id)
+
+    def handle_failure(self, dst: int, rid: int, now_ms: int) -> None:
+        """The transport could not deliver request `rid` (connection refused or
+        reset): retry after the backoff instead of the request timeout."""
+        self._now = now_ms
+        inf = self._inflight.pop(rid, None)
+        if inf is None:
+            return
+        if rid == self._fetch_rid:
+            self._fetch_rid = None
+            r = self.role
+            if isinstance(r, Follower) and inf.dst == r.leader_id:
+                self._fetch_failures += 1
+                if self._fetch_failures >= 2 and self.is_voter:
+                    # the leader's process refuses connections: it is gone.  Stop
+                    # vouching for it (grant pre-votes) and run soon, at a random
+                    # point so the survivors do not split their votes.
+                    self._leader_contact_ms = -NEVER
+                    soon = now_ms + self.rng.randint(0, max(1, self.cfg.election_backoff_max_ms))
+                    if soon < r.fetch_deadline_ms:
+                        self.role = replace(r, fetch_deadline_ms=soon)
+        self._retry_at = min(self._retry_at, now_ms + self.cfg.retry_backoff_ms)
+
+    # --------------------------------------------------------- transitions
+
+    def _election_deadline(self) -> int:
+        t = self.cfg.election_timeout_ms
+        return self._now + t + self.rng.randint(0, t)
+
+    def _fetch_deadline(self) -> int:
+        # jittered, so followers that lost the leader together do not all run at once
+        return self._now + self.cfg.fetch_timeout_ms + self.rng.randint(
+            0, self.cfg.election_backoff_max_ms // 2)
+
+    def _backoff(self) -> int:
+        return self._now + self.rng.randint(1, max(1, self.cfg.election_backoff_max_ms))
+
+    def _set_role(self, role: Role) -> None:
+        old = self.role if hasattr(self, "role") else None
+        self.role = role
+        if old is None or type(old) is not type(role) or old.epoch != role.epoch:
+            self._inflight.clear()
+            self._fetch_rid = None
+            self._fetch_failures = 0
+            self._snap = None
+            self._retry_at = NEVER
+            self._parked.clear()
+            if not isinstance(role, Leader):
+                self._replicas.clear()
+                self._observers.clear()
+        if isinstance(role, Unattached | Prospective):
+            st = QuorumState(role.epoch, NO_LEADER, role.voted_for)
+        elif isinstance(role, Candidate):
+            st = QuorumState(role.epoch, NO_LEADER, self.node_id)
+        elif isinstance(role, Leader | Resigned):
+            st = QuorumState(role.epoch, self.node_id, self.node_id)
+        else:
+            st = QuorumState(role.epoch, role.leader_id, role.voted_for)
+        if st != self._persisted:
+            self.state_store.write(st)
+            self._persisted = st
+        leader = self.leader_id
+        if leader != self._leader_seen or (old is not None and old.epoch != role.epoch):
+            self._leader_seen = leader
+            self._out.events.append(LeaderChanged(leader, role.epoch))
+
+    def _observe(self, epoch: int, leader_id: int) -> bool:
+        """Apply the epoch/leader any message carries; True if the role changed."""
+        r = self.role
+        known = leader_id >= 0 and leader_id != self.node_id
+        if epoch > r.epoch:
+            if known:
+                self._become_follower(epoch, leader_id, NO_LEADER)
+            else:
+                deadline = self._election_deadline() if self.is_voter else self._now
+                self._set_role(Unattached(epoch, NO_LEADER, deadline))
+            return True
+        if epoch == r.epoch and known and isinstance(r, Unattached | Prospective | Candidate):
+            voted = self.node_id if isinstance(r, Candidate) else r.voted_for
+            self._become_follower(epoch, leader_id, voted)
+            return True
+        return False
+
+    def _become_follower(self, epoch: int, leader_id: int, voted_for: int) -> None:
+        self._set_role(Follower(epoch, leader_id, voted_for, self._fetch_deadline()))
+        self._send_fetch()
+
+    def _become_prospective(self) -> None:
+        r = self.role
+        voted = r.voted_for if isinstance(r, Unattached | Prospective | Follower) else NO_LEADER
+        if isinstance(r, Candidate | Resigned | Leader):
+            voted = self.node_id
+        self._set_role(
+            Prospective(r.epoch, voted, frozenset({self.node_id}), frozenset(),
+                        self._election_deadline())
+        )
+        self._send_votes()
+        self._check_election()
+
+    def _become_candidate(self) -> None:
+        r = self.role
+        self._set_role(
+            Candidate(r.epoch + 1, frozenset({self.node_id}), frozenset(),
+                      self._election_deadline())
+        )
+        self._send_votes()
+        self._check_election()
+
+    def _become_leader(self) -> None:
+        epoch = self.role.epoch
+        start = self.log.end_offset
+        self._set_role(Leader(epoch, start))
+        now = self._now
+        self._replicas = {
+            v: ReplicaProgress(last_fetch_ms=now) for v in self.voters if v != self.node_id
+        }
+        r = self.role
+        assert isinstance(r, Leader)
+        granting = tuple(sorted(self.voters))
+        self.log.append(
+            (encode_leader_change(self.node_id, tuple(sorted(self.voters)), granting),),
+            epoch,
+            control=True,
+        )
+        self._send_begin_epoch()
+        self._leader_flush()
+
+    def _resign(self) -> None:
+        r = self.role
+        assert isinstance(r, Leader)
+        successors = tuple(
+            v for v, _p in sorted(self._replicas.items(), key=lambda kv: -kv[1].end_offset)
+        )
+        self._set_role(Resigned(r.epoch, successors, self._election_deadline()))
+        for v in successors:
+            self._request(v, "end_epoch", EndQuorumEpochRequest(r.epoch, self.node_id, successors))
+
+    # ------------------------------------------------------------- sending
+
+    def _request(self, dst: int, kind: str, message: Request, timeout_ms: int = 0) -> int:
+        self._rid += 1
+        rid = self._rid
+        self._inflight[rid] = _Inflight(
+            kind, dst, self.role.epoch, self._now + (timeout_ms or self.cfg.request_timeout_ms)
+        )
+        self._out.sends.append(Send(dst, rid, message, False))
+        return rid
+
+    def _reply(self, dst: int, rid: int, message: Response) -> None:
+        self._out.sends.append(Send(dst, rid, message, True))
+
+    def _send_votes(self) -> None:
+        r = self.role
+        assert isinstance(r, Prospective | Candidate)
+        pre = isinstance(r, Prospective)
+        req = VoteRequest(
+            r.epoch + 1 if pre else r.epoch,
+            self.node_id,
+            self.log.last_epoch(),
+            self.log.end_offset,
+            pre,
+        )
+        waiting = {inf.dst for inf in self._inflight.values() if inf.kind == "vote"}
+        for v in sorted(self.voters - r.granted - r.rejected - waiting):
+            self._request(v, "vote", req)
+        self._retry_at = self._now + self.cfg.retry_backoff_ms
+
+    def _send_begin_epoch(self) -> None:
+        r = self.role
+        assert isinstance(r, Leader)
+        waiting = {inf.dst for inf in self._inflight.values() if inf.kind == "begin_epoch"}
+        for v, p in sorted(self._replicas.items()):
+            if not p.fetched and v not in waiting:
+                self._request(v, "begin_epoch", BeginQuorumEpochRequest(r.epoch, self.node_id))
+        self._retry_at = self._now + self.cfg.request_timeout_ms
+
+    def _send_fetch(self) -> None:
+        r = self.role
+        if isinstance(r, Follower):
+            dst = r.leader_id
+        else:
+            return
+        if self._snap is not None:
+            req: Request = FetchSnapshotRequest(
+                r.epoch, self.node_id, self._snap.snapshot_id, len(self._snap.data),
+                self.cfg.snapshot_chunk_bytes,
+            )
+            kind = "fetch_snapshot"
+        else:
+            req = FetchRequest(
+                r.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(),
+                self.cfg.fetch_max_bytes, self.cfg.fetch_max_wait_ms,
+            )
+            kind = "fetch"
+        self._retry_at = NEVER
+        wait = self.cfg.fetch_max_wait_ms if kind == "fetch" else 0
+        # a lost Fetch must be retried well before the fetch timeout gives up on the leader
+        patience = min(self.cfg.request_timeout_ms,
+                       max(1, (self.cfg.fetch_timeout_ms - wait) // 2))
+        self._fetch_rid = self._request(dst, kind, req, wait + patience)
+
+    def _discover(self) -> None:
+        """An observer without a leader asks a random voter (KIP-595 "Fetch":
+        a non-leader answers with the leader it knows)."""
+        r = self.role
+        assert isinstance(r, Unattached)
+        dst = self.rng.choice(sorted(self.voters))
+        req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(),
+                           self.cfg.fetch_max_bytes, 0)
+        self._request(dst, "fetch", req)
+        self._set_role(replace(r, election_deadline_ms=self._now + self.cfg.retry_backoff_ms))
+
+    # ---------------------------------------------------------- elections
+
+    def _log_up_to_date(self, last_epoch: int, last_offset: int) -> bool:
+        return (last_epoch, last_offset) >= (self.log.last_epoch(), self.log.end_offset)
+
+    def _on_vote(self, src: int, rid: int, req: VoteRequest) -> None:
+        """KIP-595 "Vote" and KIP-996 "PreVote": one vote per epoch, only for a
+        log at least as up to date; a pre-vote changes no state."""
+        r = self.role
+        if not self.is_voter or req.candidate_id not in self.voters:
+            self._reply(src, rid, VoteResponse(ErrorCode.inconsistent_voter_set, r.epoch,
+                                               self.leader_id, False, req.pre_vote))
+            return
+        if req.epoch < r.epoch:
+            self._reply(src, rid, VoteResponse(ErrorCode.none, r.epoch, self.leader_id,
+                                               False, req.pre_vote))
+            return
+        log_ok = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
+        if req.pre_vote:
+            # KIP-996: refuse while we lead or have heard from our leader within
+            # the fetch timeout; otherwise grant to an up-to-date log
+            in_contact = isinstance(r, Leader) or (
+                isinstance(r, Follower)
+                and self._now - self._leader_contact_ms < self.cfg.fetch_timeout_ms
+            )
+            grant = log_ok and not in_contact
+            self._reply(src, rid, VoteResponse(ErrorCode.none, r.epoch, self.leader_id,
+                                               grant, True))
+            return
+        if req.epoch > r.epoch:
+            self._set_role(Unattached(req.epoch, NO_LEADER, self._election_deadline()))
+            r = self.role
+        grant = False
+        if (
+            isinstance(r, Unattached | Prospective)
+            and r.voted_for in (NO_LEADER, req.candidate_id)
+            and log_ok
+        ):
+            grant = True
+            self._set_role(Unattached(r.epoch, req.candidate_id, self._election_deadline()))
+        self._reply(src, rid, VoteResponse(ErrorCode.none, r.epoch, self.leader_id, grant, False))
+
+    def _on_vote_response(self, src: int, inf: _Inflight, resp: VoteResponse) -> None:
+        # a granted pre-vote names the leader the voter lost contact with: not a reason
+        # to follow it again
+        same = resp.vote_granted and resp.epoch == self.role.epoch
+        if self._observe(resp.epoch, NO_LEADER if same else resp.leader_id):
+            return
+        r = self.role
+        if inf.epoch != r.epoch or resp.error != ErrorCode.none:
+            return
+        if not isinstance(r, Prospective | Candidate):
+            return
+        if isinstance(r, Prospective) != resp.pre_vote:
+            return
+        if resp.vote_granted:
+            self._set_role(replace(r, granted=r.granted | {src}))
+        else:
+            self._set_role(replace(r, rejected=r.rejected | {src}))
+        self._check_election()
+
+    def _check_election(self) -> None:
+        r = self.role
+        if not isinstance(r, Prospective | Candidate):
+            return
+        if len(r.granted) >= self.majority:
+            if isinstance(r, Prospective):
+                self._become_candidate()
+            else:
+                self._become_leader()
+        elif len(r.rejected) > len(self.voters) - self.majority:
+            # lost: wait a random backoff, then try again
+            self._set_role(replace(r, election_deadline_ms=min(r.election_deadline_ms,
+                                                               self._backoff())))
+            self._retry_at = NEVER
+
+    def _on_begin_quorum_epoch(self, src: int, rid: int, req: BeginQuorumEpochRequest) -> None:
+        """KIP-595 "BeginQuorumEpoch": the new leader announces itself."""
+        r = self.role
+        if not self.is_voter:
+            self._reply(src, rid, BeginQuorumEpochResponse(ErrorCode.inconsistent_voter_set,
+                                                           r.epoch, self.leader_id))
+            return
+        if req.epoch < r.epoch:
+            self._reply(src, rid, BeginQuorumEpochResponse(ErrorCode.fenced_leader_epoch,
+                                                           r.epoch, self.leader_id))
+            return
+        self._observe(req.epoch, req.leader_id)
+        if isinstance(self.role, Follower) and self.role.leader_id == src:
+            self._leader_contact_ms = self._now
+        self._reply(src, rid, BeginQuorumEpochResponse(ErrorCode.none, self.role.epoch,
+                                                       self.leader_id))
+
+    def _on_end_quorum_epoch(self, src: int, rid: int, req: EndQuorumEpochRequest) -> None:
+        """KIP-595 "EndQuorumEpoch": the leader resigned; preferred successors
+        start their election sooner, in the order given."""
+        r = self.role
+        if req.epoch < r.epoch:
+            self._reply(src, rid, EndQuorumEpochResponse(ErrorCode.fenced_leader_epoch,
+                                                         r.epoch, self.leader_id))
+            return
+        self._observe(req.epoch, req.leader_id)
+        r = self.role
+        if (
+            self.is_voter
+            and isinstance(r, Follower)
+            and r.epoch == req.epoch
+            and r.leader_id == req.leader_id
+        ):
+            unit = max(1, self.cfg.election_backoff_max_ms // max(1, len(self.voters)))
+            succ = req.preferred_successors
+            rank = succ.index(self.node_id) if self.node_id in succ else len(self.voters)
+            deadline = self._now + rank * unit + self.rng.randint(0, unit)
+            self._set_role(Unattached(r.epoch, r.voted_for, deadline))
+        self._reply(src, rid, EndQuorumEpochResponse(ErrorCode.none, self.role.epoch,
+                                                     self.leader_id))
+
+    # ------------------------------------------------------------- leader
+
+    def _quorum_expiry_ms(self) -> int:
+        """When check-quorum fails if nobody else fetches: the time at which
+        fewer than a majority have fetched within 1.5 fetch timeouts."""
+        times = sorted((p.last_fetch_ms for p in self._replicas.values()), reverse=True)
+        need = self.majority - 1  # the leader counts itself
+        if need <= 0:
+            return NEVER
+        return times[need - 1] + (self.cfg.fetch_timeout_ms * 3) // 2
+
+    def _tick_leader(self) -> None:
+        now = self._now
+        if len(self.voters) > 1 and now >= self._quorum_expiry_ms():
+            self._resign()
+            return
+        for src, (rid, req, deadline) in list(self._parked.items()):
+            if now >= deadline:
+                del self._parked[src]
+                self._answer_fetch(src, rid, req)
+        if now >= self._retry_at:
+            self._retry_at = NEVER
+            self._send_begin_epoch()
+            if all(p.fetched for p in self._replicas.values()):
+                self._retry_at = NEVER
+
+    def _update_hw(self) -> bool:
+        r = self.role
+        assert isinstance(r, Leader)
+        ends = [self.log.flushed_offset] + [p.end_offset for p in self._replicas.values()]
+        ends.sort(reverse=True)
+        candidate = ends[self.majority - 1]
+        if candidate > r.epoch_start_offset and candidate > self.hw:
+            self.hw = candidate
+            delay = self.cfg.hw_notify_delay_ms
+            if delay <= 0:
+                self._complete_parked()
+            else:
+                # a new high watermark alone waits a moment for records to ride with
+                for src, (rid, req, deadline) in list(self._parked.items()):
+                    self._parked[src] = (rid, req, min(deadline, self._now + delay))
+            return True
+        return False
+
+    def _complete_parked(self) -> None:
+        parked, self._parked = self._parked, {}
+        for src, (rid, req, _deadline) in parked.items():
+            self._answer_fetch(src, rid, req)
+
+    def _answer_fetch(self, src: int, rid: int, req: FetchRequest) -> None:
+        r = self.role
+        assert isinstance(r, Leader)
+        batches = self.log.read(req.fetch_offset, req.max_bytes)
+        p = self._replicas.get(src) or self._observers.get(src)
+        if p is not None:
+            p.last_hw_sent = self.hw
+        self._reply(src, rid, FetchResponse(
+            ErrorCode.none, r.epoch, self.node_id, self.hw, self.log.log_start_offset,
+            tuple(batches),
+        ))
+
+    def _fetch_error(self, req_epoch: int) -> ErrorCode:
+        e = self.role.epoch
+        if req_epoch < e:
+            return ErrorCode.fenced_leader_epoch
+        if req_epoch > e:
+            return ErrorCode.unknown_leader_epoch
+        return ErrorCode.not_leader_or_follower
+
+    def _on_fetch(self, src: int, rid: int, req: FetchRequest) -> None:
+        """KIP-595 "Fetch": validate (FetchOffset, LastFetchedEpoch) against
+        the log; answer records, a DivergingEpoch, or a SnapshotId (KIP-630)."""
+        r = self.role
+        if not isinstance(r, Leader) or req.epoch != r.epoch:
+            self._reply(src, rid, FetchResponse(self._fetch_error(req.epoch), r.epoch,
+                                                self.leader_id))
+            return
+        log = self.log
+        start = log.log_start_offset
+        snap = log.latest_snapshot()
+        off, last_epoch = req.fetch_offset, req.last_fetched_epoch
+        if off < start:
+            self._reply(src, rid, FetchResponse(ErrorCode.none, r.epoch, self.node_id, self.hw,
+                                                start, snapshot_id=snap))
+            return
+        valid = off == 0 or (
+            snap is not None and off == start and last_epoch == snap.epoch
+        )
+        if not valid:
+            ep, end = log.end_offset_for_epoch(last_epoch)
+            if ep == last_epoch and off <= end:
+                valid = True
+            else:
+                target = min(end, off) if ep >= 0 else start
+                if start > 0 and target <= start:
+                    self._reply(src, rid, FetchResponse(ErrorCode.none, r.epoch, self.node_id,
+                                                        self.hw, start, snapshot_id=snap))
+                else:
+                    self._reply(src, rid, FetchResponse(
+                        ErrorCode.none, r.epoch, self.node_id, self.hw, start,
+                        diverging_epoch=max(ep, 0), diverging_end_offset=target,
+                    ))
+                return
+        if src in self._replicas:
+            p = self._replicas[src]
+        else:
+            p = self._observers.setdefault(src, ReplicaProgress())
+        p.end_offset = off
+        p.last_fetch_ms = self._now
+        if not p.fetched:
+            p.fetched = True
+        self._parked.pop(src, None)
+        if src in self._replicas:
+            self._update_hw()
+        news = self.hw > p.last_hw_sent
+        if off < log.end_offset or req.max_wait_ms <= 0 or (
+            news and self.cfg.hw_notify_delay_ms <= 0
+        ):
+            self._answer_fetch(src, rid, req)
+        else:
+            wait = min(req.max_wait_ms, self.cfg.fetch_max_wait_ms)
+            if news:
+                wait = min(wait, self.cfg.hw_notify_delay_ms)
+            self._parked[src] = (rid, req, self._now + wait)
+
+    def _on_fetch_snapshot(self, src: int, rid: int, req: FetchSnapshotRequest) -> None:
+        """KIP-630 "FetchSnapshot": serve a chunk of the snapshot at `position`."""
+        r = self.role
+        if not isinstance(r, Leader) or req.epoch != r.epoch:
+            self._reply(src, rid, FetchSnapshotResponse(self._fetch_error(req.epoch), r.epoch,
+                                                        self.leader_id))
+            return
+        size = self.log.snapshot_size(req.snapshot_id)
+        if size is None:
+            err = ErrorCode.snapshot_not_found
+        elif req.position < 0 or req.position > size:
+            err = ErrorCode.position_out_of_range
+        else:
+            err = ErrorCode.none
+        if err != ErrorCode.none or size is None:
+            self._reply(src, rid, FetchSnapshotResponse(err, r.epoch, self.node_id,
+                                                        req.snapshot_id))
+            return
+        p = self._replicas.get(src)
+        if p is not None:
+            p.last_fetch_ms = self._now
+        chunk = self.log.read_snapshot(req.snapshot_id, req.position,
+                                       min(req.max_bytes, self.cfg.snapshot_chunk_bytes))
+        self._reply(src, rid, FetchSnapshotResponse(ErrorCode.none, r.epoch, self.node_id,
+                                                    req.snapshot_id, size, req.position, chunk))
+
+    # ----------------------------------------------------------- follower
+
+    def _advance_hw(self, leader_hw: int) -> None:
+        hw = min(leader_hw, self.log.flushed_offset)
+        if hw > self.hw:
+            self.hw = hw
+
+    def _fetch_ok(self, src: int) -> Follower | None:
+        r = self.role
+        if isinstance(r, Follower) and src == r.leader_id:
+            r = replace(r, fetch_deadline_ms=self._fetch_deadline())
+            self.role = r
+            self._leader_contact_ms = self._now
+            self._fetch_failures = 0
+            return r
+        return None
+
+    def _on_fetch_response(self, src: int, rid: int, resp: FetchResponse) -> None:
+        if rid == self._fetch_rid:
+            self._fetch_rid = None
+        if self._observe(resp.epoch, resp.leader_id):
+            return
+        r = self.role
+        if not isinstance(r, Follower) or src != r.leader_id or resp.epoch != r.epoch:
+            return
+        if resp.error != ErrorCode.none:
+            if resp.leader_id == NO_LEADER and self.is_voter:
+                # our leader says it leads no more (it resigned or restarted)
+                self._set_role(Unattached(r.epoch, r.voted_for, self._backoff()))
+            else:
+                self._retry_at = self._now + self.cfg.retry_backoff_ms
+            return
+        self._fetch_ok(src)
+        log = self.log
+        if resp.snapshot_id is not None:
+            sid = resp.snapshot_id
+            holds = log.end_offset >= sid.end_offset and (
+                log.epoch_at(sid.end_offset - 1) == sid.epoch or log.latest_snapshot() == sid
+            )
+            if holds:
+                # our log agrees up to the snapshot: only the suffix diverges
+                log.truncate_to(sid.end_offset)
+            else:
+                self._snap = _SnapshotFetch(sid)
+        elif resp.diverging_end_offset >= 0:
+            ep, end = log.end_offset_for_epoch(resp.diverging_epoch)
+            target = min(resp.diverging_end_offset, end if ep >= 0 else log.log_start_offset)
+            log.truncate_to(max(target, log.log_start_offset))
+        elif resp.batches:
+            end = log.end_offset
+            batches = tuple(_trim(b, end) for b in resp.batches if b.next_offset > end)
+            if not batches or batches[0].base_offset != end:
+                self._send_fetch()
+                return
+            log.append_batches(batches)
+            log.flush()
+            self._advance_hw(resp.high_watermark)
+        else:
+            self._advance_hw(resp.high_watermark)
+        self._send_fetch()
+
+    def _on_fetch_snapshot_response(self, src: int, rid: int, resp: FetchSnapshotResponse) -> None:
+        if rid == self._fetch_rid:
+            self._fetch_rid = None
+        if self._observe(resp.epoch, resp.leader_id):
+            return
+        r = self.role
+        snap = self._snap
+        if not isinstance(r, Follower) or src != r.leader_id or snap is None:
+            return
+        if resp.error != ErrorCode.none or resp.snapshot_id != snap.snapshot_id:
+            # the leader no longer has it: start over with a Fetch
+            self._snap = None
+            self._retry_at = self._now + self.cfg.retry_backoff_ms
+            return
+        self._fetch_ok(src)
+        if resp.position == len(snap.data) and len(snap.data) + len(resp.data) <= resp.size:
+            snap.data += resp.data
+        if len(snap.data) == resp.size:
+            self.log.store_snapshot(snap.snapshot_id, bytes(snap.data))
+            self._snap = None
+            self.hw = max(self.hw, snap.snapshot_id.end_offset)
+            self._out.events.append(SnapshotLoaded(snap.snapshot_id))
+        self._send_fetch()
+
+
+def _trim(batch: Batch, from_offset: int) -> Batch:
+    if batch.base_offset >= from_offset:
+        return batch
+    cut = from_offset - batch.base_offset
+    return Batch(from_offset, batch.epoch, batch.records[cut:], batch.control)

@@ -1,0 +1,492 @@
+"""Runs the KRaft core on asyncio and carries its RPCs as kio messages.
+
+The node's network server dispatches Vote, BeginQuorumEpoch, EndQuorumEpoch,
+DescribeQuorum, Fetch and FetchSnapshot to `handle_request`; outbound RPCs go
+through `Transport` (raft/transport.py).  The controller appends through
+`append` and learns of commits, snapshots and leadership through listeners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any, Protocol
+
+import structlog
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from raft.config import RaftConfig
+from raft.core import NotLeaderError, RaftCore
+from raft.messages import (
+    Batch,
+    FetchRequest,
+    LeaderChanged,
+    Request,
+    Response,
+    Send,
+    SnapshotId,
+    SnapshotLoaded,
+)
+from raft.roles import Leader
+from raft.store import LogStore, QuorumStateStore
+from raft.transport import KafkaConnection
+from raft.wire import (
+    DESCRIBE_QUORUM,
+    METADATA_TOPIC,
+    RAFT_APIS,
+    WireError,
+    _make,
+    _mod,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+    error_response,
+)
+
+log = structlog.get_logger("raft")
+
+__all__ = ["NotLeaderError", "RaftDriver", "RaftListener"]
+
+
+class RaftListener(Protocol):
+    def on_commit(self, batches: list[Batch]) -> None:
+        """Batches (control ones included) up to the high watermark, in order."""
+
+    def on_snapshot_load(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Replace the state with this snapshot; commits continue after it."""
+
+    def on_leader_change(self, leader_id: int, epoch: int) -> None: ...
+
+
+class Transport(Protocol):
+    async def request(self, dst: int, api_key: int, version: int, request: Any,
+                      timeout_s: float) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+class TcpTransport:
+    """Two connections per peer: one for Fetch/FetchSnapshot (long polls), one
+    for elections, so a parked Fetch never delays a Vote."""
+
+    def __init__(self, config: RaftConfig) -> None:
+        self.config = config
+        self._conns: dict[tuple[int, bool], KafkaConnection] = {}
+
+    async def request(self, dst: int, api_key: int, version: int, request: Any,
+                      timeout_s: float) -> Any:
+        lane = api_key in (1, 59)
+        conn = self._conns.get((dst, lane))
+        if conn is None:
+            addr = self.config.voters[dst]
+            conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}")
+            self._conns[(dst, lane)] = conn
+        return await conn.request(api_key, version, request, timeout_s)
+
+    async def close(self) -> None:
+        for c in self._conns.values():
+            await c.close()
+
+
+@dataclass
+class _Pending:
+    records: list[bytes]
+    future: asyncio.Future[int]
+
+
+@dataclass
+class _Stats:
+    appended_batches: int = 0
+    appended_records: int = 0
+    commits: int = 0
+    snapshots_loaded: int = 0
+    snapshots_created: int = 0
+    leader_changes: list[tuple[int, int, float]] = field(default_factory=list)
+
+
+class RaftDriver:
+    def __init__(
+        self,
+        config: RaftConfig,
+        log_store: LogStore,
+        state_store: QuorumStateStore,
+        transport: Transport | None = None,
+        rng: Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.log = log_store
+        self._clock = clock
+        self._t0 = clock()
+        self.core = RaftCore(
+            config.node_id, frozenset(config.voters), log_store, state_store,
+            rng or Random(), self._now(), config.core_config(),
+        )
+        self.transport: Transport = transport or TcpTransport(config)
+        self.listeners: list[RaftListener] = []
+        self.snapshot_provider: Callable[[int], bytes] | None = None
+        self.stats = _Stats()
+        self._inbound: dict[int, asyncio.Future[Response]] = {}
+        self._rid = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0
+        self._pending: list[_Pending] = []
+        self._flush_handle: asyncio.Handle | None = None
+        self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # (last offset, future)
+        self._delivered = log_store.log_start_offset
+        self._bytes_since_snapshot = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._syncing = False
+
+    def _now(self) -> int:
+        return int((self._clock() - self._t0) * 1000)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        snap = self.log.latest_snapshot()
+        if snap is not None:
+            data = self.log.read_snapshot(snap, 0, 1 << 62)
+            for lst in self.listeners:
+                lst.on_snapshot_load(snap, data)
+            self._delivered = snap.end_offset
+        self._drain()
+
+    async def stop(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        for t in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await self.transport.close()
+        self._fail_waiting()
+        for fut in self._inbound.values():
+            if not fut.done():
+                fut.cancel()
+
+    def register(self, listener: RaftListener) -> None:
+        self.listeners.append(listener)
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def leader_and_epoch(self) -> tuple[int, int]:
+        return self.core.leader_id, self.core.epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self.core.hw
+
+    @property
+    def is_leader(self) -> bool:
+        return isinstance(self.core.role, Leader)
+
+    @property
+    def leader_ready(self) -> bool:
+        """Leader, and every record of earlier epochs is committed and delivered to
+        the listeners (this epoch's LeaderChange batch has been), so a state machine
+        acting now sees the whole log.  A listener sees the same moment as the commit
+        of a control batch of the epoch it was told it leads."""
+        r = self.core.role
+        return isinstance(r, Leader) and self._delivered > r.epoch_start_offset
+
+    def describe_quorum(self, version: int = 2) -> Any:
+        """A DescribeQuorumResponse of `version` (KIP-595 "DescribeQuorum")."""
+        m = _mod(DESCRIBE_QUORUM, version, EntityType.response)
+        voters, observers = self.core.replica_progress()
+        now = self._now()
+        wall = int(time.time() * 1000)
+
+        def state(rid: int, end: int, last_fetch: int) -> Any:
+            ts = wall - (now - last_fetch) if last_fetch >= 0 else -1
+            return _make(m, "ReplicaState", replica_id=rid, replica_directory_id=None,
+                         log_end_offset=end, last_fetch_timestamp=ts,
+                         last_caught_up_timestamp=ts if end >= self.core.hw else -1)
+
+        leader = isinstance(self.core.role, Leader)
+        vs = []
+        for v in sorted(self.config.voters):
+            if v == self.config.node_id and leader:
+                vs.append(state(v, self.log.end_offset, now))
+            elif v in voters:
+                p = voters[v]
+                vs.append(state(v, p.end_offset, p.last_fetch_ms))
+            else:
+                vs.append(state(v, -1, -1))
+        obs = [state(o, p.end_offset, p.last_fetch_ms) for o, p in sorted(observers.items())]
+        err = ErrorCode.none if leader else ErrorCode.not_leader_or_follower
+        p = _make(m, "PartitionData", partition_index=0, error_code=err, error_message=None,
+                  leader_id=self.core.leader_id, leader_epoch=self.core.epoch,
+                  high_watermark=self.core.hw, current_voters=tuple(vs), observers=tuple(obs))
+        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return _make(m, "DescribeQuorumResponse", error_code=ErrorCode.none, error_message=None,
+                     topics=(t,), nodes=())
+
+    # ------------------------------------------------------------------ inbound
+
+    async def handle_request(self, api_key: int, api_version: int, request: object) -> object:
+        lo_hi = RAFT_APIS.get(api_key)
+        if lo_hi is None or not lo_hi[0] <= api_version <= lo_hi[1]:
+            raise WireError(ErrorCode.unsupported_version, f"api {api_key} v{api_version}")
+        if api_key == DESCRIBE_QUORUM:
+            return self.describe_quorum(api_version)
+        theirs = getattr(request, "cluster_id", None)
+        if self.config.cluster_id and theirs is not None and theirs != self.config.cluster_id:
+            return error_response(api_key, api_version, ErrorCode.inconsistent_cluster_id)
+        try:
+            src, req = decode_request(api_key, request)
+        except WireError as e:
+            return error_response(api_key, api_version, e.error)
+        self._rid += 1
+        rid = self._rid
+        fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._inbound[rid] = fut
+        try:
+            self.core.handle_request(src, rid, req, self._now())
+            self._drain()
+            resp = await fut
+        finally:
+            self._inbound.pop(rid, None)
+        return encode_response(api_key, api_version, resp)
+
+    # ----------------------------------------------------------------- outbound
+
+    async def _send(self, send: Send) -> None:
+        req = send.message
+        assert isinstance(req, Request.__args__)
+        api_key, version, entity = encode_request(req, self.config.cluster_id)
+        wait_ms = req.max_wait_ms if isinstance(req, FetchRequest) else 0
+        timeout = (self.config.request_timeout_ms + wait_ms) / 1000
+        try:
+            raw = await self.transport.request(send.dst, api_key, version, entity, timeout)
+            resp = decode_response(req, raw)
+        except (OSError, TimeoutError, ConnectionError, ValueError, RuntimeError) as e:
+            if self._closed:
+                return
+            log.debug("raft.request_failed", dst=send.dst, api=api_key, error=str(e))
+            self.core.handle_failure(send.dst, send.rid, self._now())
+            self._drain()
+            return
+        if self._closed:
+            return
+        self.core.handle_response(send.dst, send.rid, resp, self._now())
+        self._drain()
+
+    def _spawn(self, coro: Any) -> None:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    def _drain(self) -> None:
+        """Act on the core's output: send, resolve answers, deliver commits and
+        leadership, complete appends, re-arm the timer."""
+        if self._closed:
+            return
+        out = self.core.take_output()
+        for send in out.sends:
+            if send.is_response:
+                fut = self._inbound.get(send.rid)
+                if fut is not None and not fut.done():
+                    fut.set_result(send.message)  # type: ignore[arg-type]
+            else:
+                self._spawn(self._send(send))
+        if out.flush:
+            # queued after the answers just released, so they are written first
+            self._start_sync()
+        for ev in out.events:
+            if isinstance(ev, LeaderChanged):
+                self.stats.leader_changes.append((ev.leader_id, ev.epoch, time.time()))
+                log.info("raft.leader", node=self.config.node_id, leader=ev.leader_id,
+                         epoch=ev.epoch)
+                if ev.leader_id != self.config.node_id:
+                    self._fail_waiting()
+                for lst in self.listeners:
+                    lst.on_leader_change(ev.leader_id, ev.epoch)
+            elif isinstance(ev, SnapshotLoaded):
+                self.stats.snapshots_loaded += 1
+                data = self.log.read_snapshot(ev.snapshot_id, 0, 1 << 62)
+                for lst in self.listeners:
+                    lst.on_snapshot_load(ev.snapshot_id, data)
+                self._delivered = ev.snapshot_id.end_offset
+        self._deliver_commits()
+        if self._pending and not self._syncing and self._flush_handle is not None:
+            # the previous fsync finished: write what gathered meanwhile now
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        if self._pending and self._flush_handle is None:
+            self._schedule_flush()
+        self._arm_timer()
+
+    def _start_sync(self) -> None:
+        if self._syncing:
+            return  # the queued fsync will cover this append too: it reads the end then
+        self._syncing = True
+        loop = self._loop or asyncio.get_running_loop()
+        # Run after the callbacks already queued, which write this turn's Fetch answers:
+        # the followers get the records first, and the fsync overlaps their work.  (A
+        # thread would too, but on a busy machine its GIL hand-offs cost more.)
+        loop.call_soon(self._sync)
+
+    def _sync(self) -> None:
+        epoch, end = self.core.epoch, self.log.end_offset
+        try:
+            self.log.sync()
+        except OSError as e:
+            log.warning("raft.sync_failed", error=str(e))
+            self._syncing = False
+            if not self._closed:
+                self._start_sync()
+            return
+        self._syncing = False
+        if self._closed:
+            return
+        self.core.flushed(epoch, end, self._now())
+        self._drain()
+
+    def _deliver_commits(self) -> None:
+        hw = self.core.hw
+        if hw > self._delivered:
+            pos = self._delivered
+            while pos < hw:
+                batches = self.log.read(pos, 1 << 20)
+                if not batches:
+                    break
+                out: list[Batch] = []
+                for b in batches:
+                    if b.next_offset <= pos or b.base_offset >= hw:
+                        continue
+                    if b.base_offset < pos or b.next_offset > hw:
+                        lo, hi = max(pos, b.base_offset), min(hw, b.next_offset)
+                        b = Batch(lo, b.epoch, b.records[lo - b.base_offset: hi - b.base_offset],
+                                  b.control)
+                    out.append(b)
+                    pos = b.next_offset
+                    self._bytes_since_snapshot += b.size_bytes
+                if not out:
+                    break
+                self.stats.commits += len(out)
+                for lst in self.listeners:
+                    lst.on_commit(out)
+            self._delivered = pos
+            self._maybe_snapshot()
+        if self._waiting:
+            keep = []
+            for last, fut in self._waiting:
+                if last < hw:
+                    if not fut.done():
+                        fut.set_result(last)
+                else:
+                    keep.append((last, fut))
+            self._waiting = keep
+
+    def _maybe_snapshot(self) -> None:
+        limit = self.config.max_record_bytes_between_snapshots
+        if self.snapshot_provider is None or self._bytes_since_snapshot < limit:
+            return
+        end = self._delivered
+        if end <= self.log.log_start_offset:
+            return
+        data = self.snapshot_provider(end)
+        self.create_snapshot(end, data)
+
+    def create_snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
+        """The state machine's snapshot of everything below `end_offset` (committed)."""
+        sid = self.core.create_snapshot(end_offset, data, self._now())
+        self._bytes_since_snapshot = 0
+        self.stats.snapshots_created += 1
+        return sid
+
+    def _arm_timer(self) -> None:
+        loop = self._loop or asyncio.get_running_loop()
+        at = self.core.next_wakeup_ms()
+        if self._timer is not None and self._timer_at == at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        delay = max(0.0, (at - self._now()) / 1000)
+        self._timer = loop.call_later(min(delay, 3600.0), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        self.core.tick(self._now())
+        self._drain()
+
+    # ------------------------------------------------------------------- append
+
+    async def append(self, records: list[bytes]) -> int:
+        """Append records as the leader; returns the offset of the last one once
+        it is committed.  Raises NotLeaderError naming the leader otherwise."""
+        if not records:
+            raise ValueError("nothing to append")
+        if not self.is_leader:
+            raise NotLeaderError(self.core.leader_id, self.core.epoch)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(list(records), fut))
+        if self._flush_handle is None:
+            self._schedule_flush()
+        return await fut
+
+    def _schedule_flush(self) -> None:
+        loop = self._loop or asyncio.get_running_loop()
+        # Appends made in one turn of the event loop always share a batch.  While the
+        # leader's previous fsync is still running, gather appends until it finishes or
+        # the linger runs out, whichever is first (group commit); otherwise write at once.
+        if not self._syncing or self.config.append_linger_ms <= 0:
+            self._flush_handle = loop.call_soon(self._flush)
+        else:
+            self._flush_handle = loop.call_later(self.config.append_linger_ms / 1000,
+                                                 self._flush)
+
+    def _flush(self) -> None:
+        self._flush_handle = None
+        pending, self._pending = self._pending, []
+        if not pending or self._closed:
+            return
+        records = [r for p in pending for r in p.records]
+        try:
+            last = self.core.append(records, self._now())
+        except NotLeaderError as e:
+            for p in pending:
+                if not p.future.done():
+                    p.future.set_exception(NotLeaderError(e.leader_id, e.epoch))
+            return
+        self.stats.appended_batches += 1
+        self.stats.appended_records += len(records)
+        off = last - len(records)
+        for p in pending:
+            off += len(p.records)
+            self._waiting.append((off, p.future))
+        self._drain()
+
+    def _fail_waiting(self) -> None:
+        leader, epoch = self.core.leader_id, self.core.epoch
+        for _last, fut in self._waiting:
+            if not fut.done():
+                fut.set_exception(NotLeaderError(leader, epoch))
+        self._waiting = []
+        for p in self._pending:
+            if not p.future.done():
+                p.future.set_exception(NotLeaderError(leader, epoch))
+        self._pending = []
+
+    def resign(self) -> None:
+        self.core.resign(self._now())
+        self._drain()
+

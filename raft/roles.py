@@ -1,0 +1,66 @@
+"""The roles a node of the quorum can be in (KIP-595 "Quorum state", KIP-996).
+
+Small frozen values; the core (raft/core.py) replaces its role on every
+transition.  The full transition table is at the top of raft/core.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Unattached:
+    """No known leader in `epoch`; may have voted.  Voters start a pre-vote
+    at `election_deadline_ms`; observers look for the leader then."""
+
+    epoch: int
+    voted_for: int
+    election_deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prospective:
+    """Asking for pre-votes for `epoch + 1` without bumping the epoch (KIP-996)."""
+
+    epoch: int
+    voted_for: int
+    granted: frozenset[int]
+    rejected: frozenset[int]
+    election_deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Voted for itself in `epoch` and asks the others."""
+
+    epoch: int
+    granted: frozenset[int]
+    rejected: frozenset[int]
+    election_deadline_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    epoch: int
+    epoch_start_offset: int  # offset of this epoch's LeaderChange record
+
+
+@dataclass(frozen=True, slots=True)
+class Follower:
+    epoch: int
+    leader_id: int
+    voted_for: int
+    fetch_deadline_ms: int  # no successful Fetch answer by then: the leader is gone
+
+
+@dataclass(frozen=True, slots=True)
+class Resigned:
+    """A former leader of `epoch` that stepped down (EndQuorumEpoch sent)."""
+
+    epoch: int
+    preferred_successors: tuple[int, ...]
+    election_deadline_ms: int
+
+
+Role = Unattached | Prospective | Candidate | Leader | Follower | Resigned

@@ -1,0 +1,214 @@
+"""A small Kafka-framed transport on asyncio: size-prefixed frames, request
+header v1/v2 and response header v0/v1 by the message's flexible-ness.
+
+`KafkaConnection` is a client that pipelines requests on one connection and
+matches responses by correlation id; `serve` is a minimal server for the
+standalone node runner (the broker's own server will carry the same RPCs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import io
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import BufferUnderflow
+from kio.static.primitive import i16, i32
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+
+Handler = Callable[[int, int, Any], Awaitable[Any]]
+
+
+class FrameError(Exception):
+    pass
+
+
+def _encode(entity: Any) -> bytes:
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    head = await reader.readexactly(4)
+    (size,) = struct.unpack(">i", head)
+    if size < 0 or size > max_bytes:
+        raise FrameError(f"frame of {size} bytes (cap {max_bytes})")
+    return await reader.readexactly(size)
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str,
+                   request: Any) -> bytes:
+    flexible = type(request).__flexible__
+    header: Any
+    if flexible:
+        header = RequestHeaderV2(request_api_key=i16(api_key), request_api_version=i16(version),
+                                 correlation_id=i32(correlation_id), client_id=client_id)
+    else:
+        header = RequestHeaderV1(request_api_key=i16(api_key), request_api_version=i16(version),
+                                 correlation_id=i32(correlation_id), client_id=client_id)
+    return frame(_encode(header) + _encode(request))
+
+
+_request_schema = functools.cache(load_request_schema)
+_response_schema = functools.cache(load_response_schema)
+
+
+def decode_request(payload: bytes) -> tuple[int, int, int, Any]:
+    """(api_key, api_version, correlation_id, request) from one frame."""
+    if len(payload) < 8:
+        raise FrameError("request shorter than a header")
+    api_key, version, correlation_id = struct.unpack_from(">hhi", payload, 0)
+    schema = _request_schema(api_key, version)
+    header_type: Any = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    try:
+        _header, hsize = entity_reader(header_type)(payload, 0)
+        request, size = entity_reader(schema)(payload, hsize)
+    except (BufferUnderflow, ValueError, UnicodeDecodeError) as e:
+        raise FrameError(f"malformed request: {e}") from e
+    if hsize + size != len(payload):
+        raise FrameError("trailing bytes after request")
+    return api_key, version, correlation_id, request
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    header: Any
+    if type(response).__flexible__:
+        header = ResponseHeaderV1(correlation_id=i32(correlation_id))
+    else:
+        header = ResponseHeaderV0(correlation_id=i32(correlation_id))
+    return frame(_encode(header) + _encode(response))
+
+
+class KafkaConnection:
+    """One client connection to one peer; requests are pipelined."""
+
+    def __init__(self, host: str, port: int, client_id: str = "skiff-raft") -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        self._next = 0
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        async with self._lock:
+            if self._writer is None or self._writer.is_closing():
+                reader, writer = await asyncio.open_connection(self.host, self.port)
+                self._writer = writer
+                self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
+            return self._writer
+
+    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        err: BaseException = ConnectionResetError("connection closed")
+        try:
+            while True:
+                payload = await read_frame(reader)
+                if len(payload) < 4:
+                    raise FrameError("response shorter than a header")
+                (cid,) = struct.unpack_from(">i", payload, 0)
+                entry = self._pending.pop(cid, None)
+                if entry is None:
+                    continue
+                fut, api_key, version = entry
+                schema = _response_schema(api_key, version)
+                hsize = 4
+                if schema.__flexible__:
+                    _h, hsize = entity_reader(ResponseHeaderV1)(payload, 0)
+                try:
+                    response, _size = entity_reader(schema)(payload, hsize)
+                except (BufferUnderflow, ValueError) as e:
+                    raise FrameError(f"malformed response: {e}") from e
+                if not fut.done():
+                    fut.set_result(response)
+        except (OSError, asyncio.IncompleteReadError, FrameError) as e:
+            err = e
+        finally:
+            if self._writer is writer:
+                self._writer = None
+            writer.close()
+            for fut, _k, _v in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionResetError(str(err)))
+            self._pending.clear()
+
+    async def request(self, api_key: int, version: int, request: Any,
+                      timeout_s: float) -> Any:
+        writer = await asyncio.wait_for(self._connect(), timeout_s)
+        self._next = (self._next + 1) & 0x7FFFFFFF
+        cid = self._next
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = (fut, api_key, version)
+        try:
+            writer.write(encode_request(api_key, version, cid, self.client_id, request))
+            return await asyncio.wait_for(fut, timeout_s)
+        finally:
+            self._pending.pop(cid, None)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader_task
+
+
+async def serve(handler: Handler, host: str, port: int,
+                error_response: Callable[[int, int, BaseException], Any] | None = None,
+                ) -> asyncio.Server:
+    """Answer Kafka-framed requests with `handler(api_key, version, request)`.
+    Requests on one connection run concurrently and may be answered out of
+    order (clients here match by correlation id).  A malformed frame closes
+    that connection only."""
+
+    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def run(api_key: int, version: int, cid: int, req: Any) -> None:
+            try:
+                resp = await handler(api_key, version, req)
+            except Exception as e:  # the handler's bug must not kill the connection
+                if error_response is None:
+                    writer.close()
+                    return
+                resp = error_response(api_key, version, e)
+            if not writer.is_closing():
+                writer.write(encode_response(cid, resp))
+
+        try:
+            while True:
+                payload = await read_frame(reader)
+                try:
+                    api_key, version, cid, req = decode_request(payload)
+                except Exception:
+                    break
+                t = asyncio.create_task(run(api_key, version, cid, req))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+        except (OSError, asyncio.IncompleteReadError, FrameError):
+            pass
+        finally:
+            for t in tasks:
+                t.cancel()
+            writer.close()
+
+    return await asyncio.start_server(on_conn, host, port)

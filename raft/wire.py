@@ -1,0 +1,281 @@
+"""Translation between the core's messages and kio's Kafka protocol entities.
+
+Outbound requests use Vote v2 (KIP-996 pre_vote), BeginQuorumEpoch v1,
+EndQuorumEpoch v1, Fetch v17 (KRaft: topic id, replica_state) and
+FetchSnapshot v1.  Inbound requests of any version kio knows are read, and
+answered in the version they came in.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import uuid
+from types import ModuleType
+from typing import Any
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    Request,
+    Response,
+    SnapshotId,
+    VoteRequest,
+    VoteResponse,
+)
+from raft.records import decode_batches, encode_batches
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAAAAAAAAAAAAAAAQ)
+
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM, FETCH, FETCH_SNAPSHOT = (
+    52, 53, 54, 55, 1, 59,
+)
+RAFT_APIS = {
+    VOTE: (0, 2),
+    BEGIN_QUORUM_EPOCH: (0, 1),
+    END_QUORUM_EPOCH: (0, 1),
+    DESCRIBE_QUORUM: (0, 2),
+    FETCH: (13, 17),
+    FETCH_SNAPSHOT: (0, 1),
+}
+OUTBOUND_VERSION = {
+    VoteRequest: (VOTE, 2),
+    BeginQuorumEpochRequest: (BEGIN_QUORUM_EPOCH, 1),
+    EndQuorumEpochRequest: (END_QUORUM_EPOCH, 1),
+    FetchRequest: (FETCH, 17),
+    FetchSnapshotRequest: (FETCH_SNAPSHOT, 1),
+}
+_ZERO = datetime.timedelta(0)
+
+
+class WireError(ValueError):
+    """A request this node cannot read as a metadata-quorum RPC."""
+
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+@functools.cache
+def _mod(api_key: int, version: int, kind: EntityType) -> ModuleType:
+    return load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
+
+
+@functools.cache
+def _fields(mod: ModuleType, cls_name: str) -> tuple[Any, frozenset[str]]:
+    cls = getattr(mod, cls_name)
+    return cls, frozenset(cls.__dataclass_fields__)
+
+
+def _make(mod: ModuleType, cls_name: str, /, **kw: Any) -> Any:
+    cls, names = _fields(mod, cls_name)
+    return cls(**{k: v for k, v in kw.items() if k in names})
+
+
+def _the_partition(request: Any, topics_attr: str = "topics") -> Any:
+    topics = getattr(request, topics_attr)
+    if len(topics) != 1 or len(topics[0].partitions) != 1:
+        raise WireError(ErrorCode.invalid_request, "expected exactly one topic partition")
+    topic = topics[0]
+    name = getattr(topic, "topic_name", None) or getattr(topic, "name", None)
+    tid = getattr(topic, "topic_id", None)
+    if name is not None and name != METADATA_TOPIC:
+        raise WireError(ErrorCode.unknown_topic_or_partition, f"not the metadata topic: {name}")
+    if tid is not None and tid != METADATA_TOPIC_ID:
+        raise WireError(ErrorCode.unknown_topic_id, f"not the metadata topic id: {tid}")
+    p = topic.partitions[0]
+    index = getattr(p, "partition_index", getattr(p, "partition", getattr(p, "index", 0)))
+    if index != 0:
+        raise WireError(ErrorCode.unknown_topic_or_partition, f"partition {index}")
+    return p
+
+
+# ------------------------------------------------------------------ outbound
+
+
+def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]:
+    api_key, version = OUTBOUND_VERSION[type(msg)]
+    m = _mod(api_key, version, EntityType.request)
+    if isinstance(msg, VoteRequest):
+        p = _make(m, "PartitionData", partition_index=0, replica_epoch=msg.epoch,
+                  replica_id=msg.candidate_id, replica_directory_id=None,
+                  voter_directory_id=None, last_offset_epoch=msg.last_offset_epoch,
+                  last_offset=msg.last_offset, pre_vote=msg.pre_vote)
+        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return api_key, version, _make(m, "VoteRequest", cluster_id=cluster_id, voter_id=-1,
+                                       topics=(t,))
+    if isinstance(msg, BeginQuorumEpochRequest):
+        p = _make(m, "PartitionData", partition_index=0, voter_directory_id=None,
+                  leader_id=msg.leader_id, leader_epoch=msg.epoch)
+        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return api_key, version, _make(m, "BeginQuorumEpochRequest", cluster_id=cluster_id,
+                                       voter_id=-1, topics=(t,), leader_endpoints=())
+    if isinstance(msg, EndQuorumEpochRequest):
+        cands = tuple(_make(m, "ReplicaInfo", candidate_id=c, candidate_directory_id=None)
+                      for c in msg.preferred_successors)
+        p = _make(m, "PartitionData", partition_index=0, leader_id=msg.leader_id,
+                  leader_epoch=msg.epoch, preferred_candidates=cands)
+        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return api_key, version, _make(m, "EndQuorumEpochRequest", cluster_id=cluster_id,
+                                       topics=(t,), leader_endpoints=())
+    if isinstance(msg, FetchRequest):
+        p = _make(m, "FetchPartition", partition=0, current_leader_epoch=msg.epoch,
+                  fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch,
+                  log_start_offset=-1, partition_max_bytes=msg.max_bytes,
+                  replica_directory_id=None)
+        t = _make(m, "FetchTopic", topic_id=METADATA_TOPIC_ID, partitions=(p,))
+        rs = _make(m, "ReplicaState", replica_id=msg.replica_id, replica_epoch=-1)
+        return api_key, version, _make(
+            m, "FetchRequest", cluster_id=cluster_id, replica_state=rs,
+            max_wait=datetime.timedelta(milliseconds=msg.max_wait_ms), min_bytes=1,
+            max_bytes=msg.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=(t,), forgotten_topics_data=(), rack_id="",
+        )
+    sid = _make(m, "SnapshotId", end_offset=msg.snapshot_id.end_offset,
+                epoch=msg.snapshot_id.epoch)
+    p = _make(m, "PartitionSnapshot", partition=0, current_leader_epoch=msg.epoch,
+              snapshot_id=sid, position=msg.position, replica_directory_id=None)
+    t = _make(m, "TopicSnapshot", name=METADATA_TOPIC, partitions=(p,))
+    return api_key, version, _make(m, "FetchSnapshotRequest", cluster_id=cluster_id,
+                                   replica_id=msg.replica_id, max_bytes=msg.max_bytes,
+                                   topics=(t,))
+
+
+def decode_response(request: Request, response: Any) -> Response:
+    """The core's view of the kio response to `request`."""
+    err = getattr(response, "error_code", ErrorCode.none)
+    if isinstance(request, FetchRequest):
+        if err != ErrorCode.none:
+            return FetchResponse(err, -1, -1)
+        p = _the_partition(response, "responses")
+        lead = p.current_leader
+        snap = None
+        if p.snapshot_id.end_offset >= 0 and p.snapshot_id.epoch >= 0:
+            snap = SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
+        return FetchResponse(
+            p.error_code, int(lead.leader_epoch), int(lead.leader_id), int(p.high_watermark),
+            int(p.log_start_offset), tuple(decode_batches(p.records or b"")),
+            int(p.diverging_epoch.epoch), int(p.diverging_epoch.end_offset), snap,
+        )
+    if isinstance(request, FetchSnapshotRequest):
+        if err != ErrorCode.none:
+            return FetchSnapshotResponse(err, -1, -1)
+        p = _the_partition(response)
+        lead = p.current_leader
+        return FetchSnapshotResponse(
+            p.error_code, int(lead.leader_epoch), int(lead.leader_id),
+            SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
+            int(p.size), int(p.position), bytes(p.unaligned_records),
+        )
+    if err != ErrorCode.none:
+        epoch, leader = -1, -1
+        p = None
+    else:
+        p = _the_partition(response)
+        err = p.error_code
+        epoch, leader = int(p.leader_epoch), int(p.leader_id)
+    if isinstance(request, VoteRequest):
+        granted = bool(p.vote_granted) if p is not None else False
+        return VoteResponse(err, epoch, leader, granted, request.pre_vote)
+    if isinstance(request, BeginQuorumEpochRequest):
+        return BeginQuorumEpochResponse(err, epoch, leader)
+    return EndQuorumEpochResponse(err, epoch, leader)
+
+
+# ------------------------------------------------------------------- inbound
+
+
+def decode_request(api_key: int, request: Any) -> tuple[int, Request]:
+    """(sender id, the core's request) from a kio request of any version."""
+    if api_key == VOTE:
+        p = _the_partition(request)
+        return int(p.replica_id), VoteRequest(
+            int(p.replica_epoch), int(p.replica_id), int(p.last_offset_epoch),
+            int(p.last_offset), bool(getattr(p, "pre_vote", False)))
+    if api_key == BEGIN_QUORUM_EPOCH:
+        p = _the_partition(request)
+        return int(p.leader_id), BeginQuorumEpochRequest(int(p.leader_epoch), int(p.leader_id))
+    if api_key == END_QUORUM_EPOCH:
+        p = _the_partition(request)
+        if hasattr(p, "preferred_candidates"):
+            succ = tuple(int(c.candidate_id) for c in p.preferred_candidates)
+        else:
+            succ = tuple(int(c) for c in getattr(p, "preferred_successors", ()))
+        return int(p.leader_id), EndQuorumEpochRequest(int(p.leader_epoch), int(p.leader_id),
+                                                       succ)
+    if api_key == FETCH:
+        p = _the_partition(request)
+        rs = getattr(request, "replica_state", None)
+        replica = int(rs.replica_id) if rs is not None else int(request.replica_id)
+        if replica < 0:
+            raise WireError(ErrorCode.invalid_request, "a metadata fetch needs a replica id")
+        wait = request.max_wait
+        wait_ms = int(wait.total_seconds() * 1000) if hasattr(wait, "total_seconds") else int(wait)
+        return replica, FetchRequest(
+            int(p.current_leader_epoch), replica, int(p.fetch_offset), int(p.last_fetched_epoch),
+            int(min(p.partition_max_bytes, request.max_bytes)), max(0, wait_ms))
+    if api_key == FETCH_SNAPSHOT:
+        p = _the_partition(request)
+        return int(request.replica_id), FetchSnapshotRequest(
+            int(p.current_leader_epoch), int(request.replica_id),
+            SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
+            int(p.position), int(request.max_bytes))
+    raise WireError(ErrorCode.unsupported_version, f"api {api_key} is not a quorum RPC")
+
+
+def encode_response(api_key: int, version: int, msg: Response) -> Any:
+    m = _mod(api_key, version, EntityType.response)
+    if isinstance(msg, FetchResponse):
+        div = _make(m, "EpochEndOffset", epoch=msg.diverging_epoch,
+                    end_offset=msg.diverging_end_offset)
+        lead = _make(m, "LeaderIdAndEpoch", leader_id=msg.leader_id, leader_epoch=msg.epoch)
+        sid = msg.snapshot_id
+        snap = _make(m, "SnapshotId", end_offset=sid.end_offset if sid else -1,
+                     epoch=sid.epoch if sid else -1)
+        p = _make(m, "PartitionData", partition_index=0, error_code=msg.error,
+                  high_watermark=msg.high_watermark, last_stable_offset=msg.high_watermark,
+                  log_start_offset=msg.log_start_offset, diverging_epoch=div,
+                  current_leader=lead, snapshot_id=snap, aborted_transactions=None,
+                  preferred_read_replica=-1, records=encode_batches(msg.batches))
+        t = _make(m, "FetchableTopicResponse", topic_id=METADATA_TOPIC_ID, partitions=(p,))
+        return _make(m, "FetchResponse", throttle_time=_ZERO, error_code=ErrorCode.none,
+                     session_id=0, responses=(t,), node_endpoints=())
+    if isinstance(msg, FetchSnapshotResponse):
+        sid = msg.snapshot_id or SnapshotId(-1, -1)
+        s = _make(m, "SnapshotId", end_offset=sid.end_offset, epoch=sid.epoch)
+        lead = _make(m, "LeaderIdAndEpoch", leader_id=msg.leader_id, leader_epoch=msg.epoch)
+        p = _make(m, "PartitionSnapshot", index=0, error_code=msg.error, snapshot_id=s,
+                  current_leader=lead, size=msg.size, position=msg.position,
+                  unaligned_records=msg.data)
+        t = _make(m, "TopicSnapshot", name=METADATA_TOPIC, partitions=(p,))
+        return _make(m, "FetchSnapshotResponse", throttle_time=_ZERO,
+                     error_code=ErrorCode.none, topics=(t,), node_endpoints=())
+    name = {VoteResponse: "VoteResponse", BeginQuorumEpochResponse: "BeginQuorumEpochResponse",
+            EndQuorumEpochResponse: "EndQuorumEpochResponse"}[type(msg)]
+    granted = msg.vote_granted if isinstance(msg, VoteResponse) else False
+    p = _make(m, "PartitionData", partition_index=0, error_code=msg.error,
+              leader_id=msg.leader_id, leader_epoch=msg.epoch, vote_granted=granted)
+    t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+    return _make(m, name, error_code=ErrorCode.none, topics=(t,), node_endpoints=())
+
+
+def error_response(api_key: int, version: int, error: ErrorCode) -> Any:
+    """A top-level error answer for a request that could not be read."""
+    m = _mod(api_key, version, EntityType.response)
+    name = {VOTE: "VoteResponse", BEGIN_QUORUM_EPOCH: "BeginQuorumEpochResponse",
+            END_QUORUM_EPOCH: "EndQuorumEpochResponse", FETCH: "FetchResponse",
+            FETCH_SNAPSHOT: "FetchSnapshotResponse",
+            DESCRIBE_QUORUM: "DescribeQuorumResponse"}[api_key]
+    return _make(m, name, throttle_time=_ZERO, error_code=error, error_message=str(error.name),
+                 session_id=0, responses=(), topics=(), nodes=(), node_endpoints=())

@@ -1,0 +1,310 @@
+from __future__ import annotations
+
+import uuid
+
+from conftest import Harness
+from kio.schema.errors import ErrorCode
+
+from broker.controller import (
+    PRODUCER_ID_BLOCK_SIZE,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    CreatableTopic,
+)
+from broker.metadata import MetadataImage, apply_records
+from broker.metadata import records as rec
+from broker.metadata.records import kind
+
+E = ErrorCode
+CID = "test-cluster"
+SESSION = 9000
+
+
+def inc(b: int, gen: int = 0) -> uuid.UUID:
+    return uuid.UUID(int=(gen << 32) + abs(b) + 1)
+
+
+def reg_req(b: int, gen: int = 0, prev: int = -1, **kw) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(
+        broker_id=b, cluster_id=kw.pop("cluster_id", CID), incarnation_id=inc(b, gen),
+        listeners=[("PLAINTEXT", "127.0.0.1", 9000 + b, "PLAINTEXT")],
+        features=kw.pop("features", [("metadata.version", 1, 1)]),
+        rack=kw.pop("rack", None), previous_broker_epoch=prev)
+
+
+def empty_harness(**settings) -> Harness:
+    img = apply_records(MetadataImage.empty(CID), [rec.feature_level_record("metadata.version",
+                                                                              1)], 0, 1)
+    return Harness(img, broker_session_timeout_ms=SESSION, **settings)
+
+
+def hb(h: Harness, b: int, now: int, **kw):
+    epoch = kw.pop("epoch", h.image.brokers[b].epoch if b in h.image.brokers else 0)
+    offset = kw.pop("offset", h.image.offset)
+    return h.commit(h.controller.broker_heartbeat(
+        h.image, BrokerHeartbeatRequest(b, epoch, offset, **kw), now))
+
+
+def up(h: Harness, *brokers: int, now: int = 0) -> None:
+    for b in brokers:
+        r = h.commit(h.controller.register_broker(h.image, reg_req(b), now))
+        assert r.error is E.none
+    for b in brokers:
+        assert hb(h, b, now).is_fenced is False
+
+
+def test_register_then_unfence_when_caught_up():
+    h = empty_harness()
+    r = h.controller.register_broker(h.image, reg_req(1, rack="r1"), now_ms=0)
+    assert [kind(x) for x in r.records] == ["register_broker"]
+    reply = h.commit(r)
+    assert reply.error is E.none and reply.broker_epoch > 0
+    b = h.image.brokers[1]
+    assert b.fenced and b.epoch == reply.broker_epoch and b.rack == "r1"
+    assert b.endpoint("PLAINTEXT").port == 9001 and b.incarnation_id == inc(1)
+    # not caught up: stays fenced, no records
+    res = h.controller.broker_heartbeat(
+        h.image, BrokerHeartbeatRequest(1, reply.broker_epoch, h.image.offset - 1), 10)
+    assert res.records == [] and res.response.is_fenced and not res.response.is_caught_up
+    # caught up: unfenced
+    out = hb(h, 1, 20)
+    assert out.error is E.none and out.is_caught_up and not out.is_fenced
+    assert not h.image.brokers[1].fenced
+    # steady state: no records
+    r = h.controller.broker_heartbeat(
+        h.image, BrokerHeartbeatRequest(1, reply.broker_epoch, h.image.offset), 30)
+    assert r.records == [] and not r.response.is_fenced
+
+
+def test_registration_errors():
+    h = empty_harness()
+    r = h.controller.register_broker(h.image, reg_req(1, cluster_id="other"), 0)
+    assert r.response.error is E.inconsistent_cluster_id and r.records == []
+    r = h.controller.register_broker(h.image, reg_req(1, features=[("metadata.version", 2, 5)]),
+                                     0)
+    assert r.response.error is E.unsupported_version
+    r = h.controller.register_broker(h.image, reg_req(1, features=[]), 0)
+    assert r.response.error is E.none  # an undeclared feature is taken as supported
+    r = h.controller.register_broker(h.image, reg_req(-3), 0)
+    assert r.response.error is E.invalid_registration
+
+
+def test_duplicate_registration_only_while_session_alive():
+    h = empty_harness()
+    up(h, 1)
+    r = h.controller.register_broker(h.image, reg_req(1, gen=1), 1000)
+    assert r.response.error is E.duplicate_broker_registration
+    h.commit(h.controller.register_broker(h.image, reg_req(1, gen=0,
+                                                           prev=h.image.brokers[1].epoch), 1000))
+    # same incarnation re-registering is allowed and gets a new epoch
+    old_epoch = h.image.brokers[1].epoch
+    r = h.commit(h.controller.register_broker(h.image, reg_req(1, gen=0, prev=old_epoch), 2000))
+    assert r.error is E.none and r.broker_epoch > old_epoch
+    # after the session expired a new incarnation may take over
+    r = h.controller.register_broker(h.image, reg_req(1, gen=2), 2000 + SESSION)
+    assert r.response.error is E.none
+
+
+def test_duplicate_registration_also_while_the_other_is_fenced_but_alive():
+    h = empty_harness()
+    h.commit(h.controller.register_broker(h.image, reg_req(1), 0))
+    hb(h, 1, 100, offset=-5)  # still catching up: fenced, but its session is alive
+    assert h.image.brokers[1].fenced
+    r = h.controller.register_broker(h.image, reg_req(1, gen=1), 200)
+    assert r.response.error is E.duplicate_broker_registration
+
+
+def test_heartbeat_errors():
+    h = empty_harness()
+    up(h, 1)
+    assert hb(h, 2, 0, epoch=5).error is E.broker_id_not_registered
+    assert hb(h, 1, 0, epoch=h.image.brokers[1].epoch + 1).error is E.stale_broker_epoch
+
+
+def topic(h: Harness, name: str, parts: int, rf: int, configs=None):
+    [r] = h.commit(h.controller.create_topics(
+        h.image, [CreatableTopic(name, parts, rf, configs=configs or {})]))
+    assert r.error is E.none, r
+    return h.image.topic(name)
+
+
+def test_session_expiry_fences_and_moves_leadership():
+    h = empty_harness()
+    up(h, 0, 1, 2)
+    t = topic(h, "t", 6, 3)
+    led_by_0 = [i for i, p in t.partitions.items() if p.leader == 0]
+    assert led_by_0
+    for now in (3000, 6000, SESSION - 1):
+        hb(h, 1, now)
+        hb(h, 2, now)
+        assert h.controller.tick(h.image, now) == []
+    records = h.controller.tick(h.image, SESSION)  # expired at last contact + timeout
+    assert kind(records[-1]) == "fence_broker"
+    h.image = apply_records(h.image, records)
+    assert h.image.brokers[0].fenced
+    for i, p in h.image.topic("t").partitions.items():
+        assert 0 not in p.isr and p.leader in (1, 2)
+        old = t.partitions[i]
+        if i in led_by_0:
+            assert p.leader_epoch == old.leader_epoch + 1 and p.leader == next(
+                r for r in old.replicas if r != 0)
+        else:
+            assert p.leader == old.leader and p.leader_epoch == old.leader_epoch
+        assert p.partition_epoch == old.partition_epoch + 1
+        assert p.elr == ()  # ISR of 2 >= min.insync.replicas 1
+    assert h.controller.tick(h.image, SESSION + 100) == []  # already fenced: nothing more
+
+
+def test_fencing_below_min_isr_fills_elr_and_unfence_elects_from_it():
+    h = empty_harness()
+    up(h, 0, 1)
+    topic(h, "t", 1, 2, {"min.insync.replicas": "2"})
+    p = h.image.topic("t").partitions[0]
+    first, second = p.replicas
+    hb(h, first, 0, want_fence=True)
+    p = h.image.topic("t").partitions[0]
+    assert p.isr == (second,) and p.elr == (first,) and p.leader == second
+    hb(h, second, 0, want_fence=True)
+    p = h.image.topic("t").partitions[0]
+    assert p.isr == () and set(p.elr) == {first, second} and p.leader == -1
+    epoch_offline = p.leader_epoch
+    # the second broker comes back (caught up): it is elected from the ELR
+    hb(h, second, 10)
+    p = h.image.topic("t").partitions[0]
+    assert p.leader == second and p.isr == (second,) and p.elr == (first,)
+    assert p.leader_epoch == epoch_offline + 1
+
+
+def test_rf1_broker_restart_comes_back_as_leader():
+    h = empty_harness()
+    up(h, 0)
+    topic(h, "t", 2, 1)
+    h.image = apply_records(h.image, h.controller.tick(h.image, 0))
+    h.image = apply_records(h.image, h.controller.tick(h.image, SESSION + 1))
+    assert all(p.leader == -1 and p.elr == (0,) for p in h.image.topic("t").partitions.values())
+    # clean restart: same incarnation protocol, previous epoch matches
+    r = h.commit(h.controller.register_broker(
+        h.image, reg_req(0, gen=1, prev=h.image.brokers[0].epoch), SESSION + 2))
+    assert r.error is E.none
+    assert hb(h, 0, SESSION + 3).is_fenced is False
+    for p in h.image.topic("t").partitions.values():
+        assert p.leader == 0 and p.isr == (0,) and p.elr == ()
+
+
+def test_unclean_restart_leaves_elr():
+    h = empty_harness()
+    up(h, 0, 1)
+    topic(h, "t", 1, 2, {"min.insync.replicas": "2"})
+    hb(h, 0, 0, want_fence=True)
+    hb(h, 1, 0, want_fence=True)
+    assert set(h.image.topic("t").partitions[0].elr) == {0, 1}
+    # broker 0 restarts without a clean shutdown record (previous epoch unknown)
+    h.commit(h.controller.register_broker(h.image, reg_req(0, gen=1, prev=-1), 1))
+    assert h.image.topic("t").partitions[0].elr == (1,)
+
+
+def test_unclean_leader_election_when_enabled_for_the_topic():
+    h = empty_harness()
+    up(h, 0, 1)
+    topic(h, "t", 1, 2, {"unclean.leader.election.enable": "true"})
+    p = h.image.topic("t").partitions[0]
+    a, b = p.replicas
+    hb(h, b, 0, want_fence=True)   # b leaves the ISR; ISR (a) >= 1 so no ELR
+    hb(h, a, 0, want_fence=True)   # a is the last: ISR empties to ELR (a)
+    p = h.image.topic("t").partitions[0]
+    assert p.leader == -1 and p.elr == (a,)
+    hb(h, b, 5)  # b is neither ISR nor ELR, but unclean election is on
+    p = h.image.topic("t").partitions[0]
+    assert p.leader == b and p.isr == (b,) and p.elr == ()
+    assert p.leader_recovery_state == 1  # RECOVERING until the leader says otherwise
+
+
+def test_no_unclean_election_by_default():
+    h = empty_harness()
+    up(h, 0, 1)
+    topic(h, "t", 1, 2)
+    p = h.image.topic("t").partitions[0]
+    a, b = p.replicas
+    hb(h, b, 0, want_fence=True)
+    hb(h, a, 0, want_fence=True)
+    hb(h, b, 5)
+    p = h.image.topic("t").partitions[0]
+    assert p.leader == -1 and b not in p.isr
+
+
+def test_controlled_shutdown():
+    h = empty_harness()
+    up(h, 0, 1)
+    topic(h, "t", 4, 2)
+    out = hb(h, 0, 100, want_shut_down=True)
+    assert not out.should_shut_down and not out.is_fenced
+    assert h.image.brokers[0].in_controlled_shutdown
+    for p in h.image.topic("t").partitions.values():
+        assert p.leader == 1 and 0 not in p.isr
+    # no new replicas go to a broker shutting down
+    [r] = h.commit(h.controller.create_topics(h.image, [CreatableTopic("u", 1, 2)]))
+    assert r.error is E.invalid_replication_factor
+    # not caught up with the leadership moves yet
+    assert hb(h, 0, 200, want_shut_down=True, offset=h.image.offset - 1).should_shut_down is False
+    assert hb(h, 0, 300, want_shut_down=True).should_shut_down is True
+
+
+def test_fenced_broker_wanting_shutdown_may_go_at_once():
+    h = empty_harness()
+    h.commit(h.controller.register_broker(h.image, reg_req(3), 0))
+    out = hb(h, 3, 1, want_shut_down=True)
+    assert out.should_shut_down and out.is_fenced
+
+
+def test_new_controller_gives_every_broker_a_full_session():
+    h = empty_harness()
+    up(h, 0)
+    fresh = Harness(h.image, broker_session_timeout_ms=SESSION)
+    assert fresh.controller.tick(fresh.image, 10**9) == []
+    assert fresh.controller.tick(fresh.image, 10**9 + SESSION - 1) == []
+    assert [kind(r) for r in fresh.controller.tick(fresh.image, 10**9 + SESSION)] == [
+        "fence_broker"]
+
+
+def test_unregister_broker():
+    h = empty_harness()
+    up(h, 0, 1)
+    topic(h, "t", 2, 2)
+    code, _ = h.commit(h.controller.unregister_broker(h.image, 0))
+    assert code is E.none and 0 not in h.image.brokers
+    assert all(0 not in p.isr and p.leader == 1 for p in h.image.topic("t").partitions.values())
+    code, _ = h.controller.unregister_broker(h.image, 0).response
+    assert code is E.broker_id_not_registered
+
+
+def test_epochs_stay_monotonic_across_unregistration():
+    h = empty_harness()
+    up(h, 0)
+    e0 = h.image.brokers[0].epoch
+    h.commit(h.controller.unregister_broker(h.image, 0))
+    r = h.commit(h.controller.register_broker(h.image, reg_req(0, gen=1), 1))
+    assert r.broker_epoch > e0
+
+
+def test_allocate_producer_ids():
+    h = empty_harness()
+    up(h, 0)
+    epoch = h.image.brokers[0].epoch
+    a = h.commit(h.controller.allocate_producer_ids(h.image, 0, epoch))
+    b = h.commit(h.controller.allocate_producer_ids(h.image, 0, epoch))
+    assert (a.producer_id_start, a.producer_id_len) == (0, PRODUCER_ID_BLOCK_SIZE)
+    assert b.producer_id_start == PRODUCER_ID_BLOCK_SIZE
+    assert h.image.next_producer_id == 2 * PRODUCER_ID_BLOCK_SIZE
+    assert h.controller.allocate_producer_ids(h.image, 0, epoch + 1).response.error is \
+        E.stale_broker_epoch
+    assert h.controller.allocate_producer_ids(h.image, 7, 1).response.error is \
+        E.broker_id_not_registered
+
+
+def test_bootstrap_records_only_on_an_empty_log():
+    from broker.controller import Controller
+    boot = [rec.feature_level_record("metadata.version", 1)]
+    assert Controller.bootstrap_records(MetadataImage.empty(CID), boot) == boot
+    after_leader_change = MetadataImage(cluster_id=CID, offset=0, epoch=1)
+    assert Controller.bootstrap_records(after_leader_change, boot) == boot
+    assert Controller.bootstrap_records(empty_harness().image, boot) == []

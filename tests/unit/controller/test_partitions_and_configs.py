@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from conftest import Harness, cluster
+from kio.schema.errors import ErrorCode
+
+from broker.config import build_config
+from broker.controller import (
+    AlterConfigOp,
+    AlterConfigsResource,
+    ConfigResource,
+    CreatableTopic,
+    CreatePartitionsTopic,
+    IncrementalAlterConfigsResource,
+)
+from broker.metadata import apply_records
+from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC, kind, pb, wrap
+
+E = ErrorCode
+TOPIC = lambda name: ConfigResource(RESOURCE_TOPIC, name)  # noqa: E731
+BROKER = lambda name: ConfigResource(RESOURCE_BROKER, name)  # noqa: E731
+
+
+def with_topic(n_brokers: int = 3, partitions: int = 3, rf: int = 2, **kw) -> Harness:
+    h = Harness(cluster(n_brokers), **kw)
+    [r] = h.commit(h.controller.create_topics(h.image, [CreatableTopic("t", partitions, rf)]))
+    assert r.error is E.none
+    return h
+
+
+# -- CreatePartitions ---------------------------------------------------------------
+
+
+def test_add_partitions_keeps_rf_and_balances_leaders():
+    h = with_topic(3, 3, 2)
+    r = h.controller.create_partitions(h.image, [CreatePartitionsTopic("t", 9)])
+    assert [kind(x) for x in r.records] == ["partition"] * 6
+    [res] = h.commit(r)
+    assert res.error is E.none
+    t = h.image.topic("t")
+    assert sorted(t.partitions) == list(range(9))
+    assert all(len(p.replicas) == 2 and p.leader == p.replicas[0] for p in t.partitions.values())
+    assert sorted(Counter(p.leader for p in t.partitions.values()).values()) == [3, 3, 3]
+
+
+def test_add_partitions_manual_and_validate_only():
+    h = with_topic(3, 1, 2)
+    r = h.controller.create_partitions(h.image, [CreatePartitionsTopic("t", 3, [[2, 0], [1, 2]])],
+                                       validate_only=True)
+    assert r.records == [] and r.response[0].error is E.none
+    h.commit(h.controller.create_partitions(
+        h.image, [CreatePartitionsTopic("t", 3, [[2, 0], [1, 2]])]))
+    t = h.image.topic("t")
+    assert t.partitions[1].replicas == (2, 0) and t.partitions[2].leader == 1
+
+
+@pytest.mark.parametrize("req,code", [
+    (CreatePartitionsTopic("nope", 4), E.unknown_topic_or_partition),
+    (CreatePartitionsTopic("t", 2), E.invalid_partitions),
+    (CreatePartitionsTopic("t", 3), E.invalid_partitions),
+    (CreatePartitionsTopic("t", 5, [[0, 1]]), E.invalid_replica_assignment),
+    (CreatePartitionsTopic("t", 4, [[0]]), E.invalid_replica_assignment),
+    (CreatePartitionsTopic("t", 4, [[0, 0]]), E.invalid_replica_assignment),
+    (CreatePartitionsTopic("t", 4, [[0, 9]]), E.invalid_replica_assignment),
+])
+def test_create_partitions_errors(req, code):
+    h = with_topic(3, 3, 2)
+    r = h.controller.create_partitions(h.image, [req])
+    assert r.response[0].error is code and r.response[0].message and r.records == []
+
+
+def test_create_partitions_needs_enough_live_brokers_and_rejects_duplicates():
+    h = with_topic(3, 1, 3)
+    epoch = h.image.brokers[2].epoch
+    h.image = apply_records(h.image, [wrap(pb.FenceBroker(broker_id=2, broker_epoch=epoch))])
+    r = h.controller.create_partitions(h.image, [CreatePartitionsTopic("t", 2)])
+    assert r.response[0].error is E.invalid_replication_factor
+    r = h.controller.create_partitions(h.image, [CreatePartitionsTopic("t", 2),
+                                                 CreatePartitionsTopic("t", 3)])
+    assert [x.error for x in r.response] == [E.invalid_request] * 2
+
+
+# -- AlterConfigs ----------------------------------------------------------------------
+
+
+def test_incremental_set_delete_append_subtract():
+    h = with_topic()
+    ops = [("retention.ms", AlterConfigOp.SET, "1000"),
+           ("cleanup.policy", AlterConfigOp.APPEND, "compact")]
+    [res] = h.commit(h.controller.incremental_alter_configs(
+        h.image, [IncrementalAlterConfigsResource(TOPIC("t"), ops)]))
+    assert res.error is E.none
+    assert h.image.topic_config("t") == {"retention.ms": "1000", "cleanup.policy": "delete,compact"}
+    [res] = h.commit(h.controller.incremental_alter_configs(h.image, [
+        IncrementalAlterConfigsResource(TOPIC("t"), [
+            ("cleanup.policy", AlterConfigOp.SUBTRACT, "delete"),
+            ("retention.ms", AlterConfigOp.DELETE, None)])]))
+    assert res.error is E.none and h.image.topic_config("t") == {"cleanup.policy": "compact"}
+
+
+def test_incremental_unchanged_value_writes_nothing():
+    h = with_topic()
+    h.commit(h.controller.incremental_alter_configs(h.image, [IncrementalAlterConfigsResource(
+        TOPIC("t"), [("retention.ms", AlterConfigOp.SET, "5")])]))
+    r = h.controller.incremental_alter_configs(h.image, [IncrementalAlterConfigsResource(
+        TOPIC("t"), [("retention.ms", AlterConfigOp.SET, "5")])])
+    assert r.records == [] and r.response[0].error is E.none
+
+
+@pytest.mark.parametrize("resource,ops,code", [
+    (TOPIC("nope"), [("retention.ms", AlterConfigOp.SET, "1")], E.unknown_topic_or_partition),
+    (TOPIC("t"), [("retention.ms", AlterConfigOp.SET, "x")], E.invalid_config),
+    (TOPIC("t"), [("no.such", AlterConfigOp.SET, "1")], E.invalid_config),
+    (TOPIC("t"), [("retention.ms", AlterConfigOp.APPEND, "1")], E.invalid_config),
+    (TOPIC("t"), [("cleanup.policy", AlterConfigOp.APPEND, "keep")], E.invalid_config),
+    (TOPIC("t"), [("retention.ms", AlterConfigOp.SET, "1"),
+                  ("retention.ms", AlterConfigOp.DELETE, None)], E.invalid_request),
+    (TOPIC("t"), [("retention.ms", 9, "1")], E.invalid_request),
+    (BROKER("x"), [("log.retention.ms", AlterConfigOp.SET, "1")], E.invalid_request),
+    (BROKER("1"), [("node.id", AlterConfigOp.SET, "5")], E.invalid_config),
+    (BROKER(""), [("log.retention.ms", AlterConfigOp.SET, "soon")], E.invalid_config),
+    (ConfigResource(8, "x"), [("a", AlterConfigOp.SET, "1")], E.invalid_request),
+])
+def test_incremental_errors(resource, ops, code):
+    h = with_topic()
+    r = h.controller.incremental_alter_configs(
+        h.image, [IncrementalAlterConfigsResource(resource, ops)])
+    assert r.response[0].error is code, r.response[0]
+    assert r.records == []
+
+
+def test_broker_dynamic_configs_cluster_default_and_per_broker():
+    h = with_topic()
+    [a, b] = h.commit(h.controller.incremental_alter_configs(h.image, [
+        IncrementalAlterConfigsResource(BROKER(""), [("log.retention.ms", AlterConfigOp.SET,
+                                                      "100")]),
+        IncrementalAlterConfigsResource(BROKER("1"), [("log.retention.ms", AlterConfigOp.SET,
+                                                       "200")])]))
+    assert a.error is E.none and b.error is E.none
+    assert h.image.broker_config() == {"log.retention.ms": "100"}
+    assert h.image.broker_config(1) == {"log.retention.ms": "200"}
+
+
+def test_legacy_alter_configs_replaces_the_set():
+    h = with_topic()
+    h.commit(h.controller.alter_configs(h.image, [AlterConfigsResource(
+        TOPIC("t"), {"retention.ms": "1", "segment.bytes": "1048576"})]))
+    assert h.image.topic_config("t") == {"retention.ms": "1", "segment.bytes": "1048576"}
+    r = h.controller.alter_configs(h.image, [AlterConfigsResource(TOPIC("t"),
+                                                                  {"retention.ms": "2"})])
+    assert sorted(x.config.name for x in r.records) == ["retention.ms", "segment.bytes"]
+    h.commit(r)
+    assert h.image.topic_config("t") == {"retention.ms": "2"}
+    r = h.controller.alter_configs(h.image, [AlterConfigsResource(TOPIC("t"), {"x": "1"})],
+                                   validate_only=False)
+    assert r.response[0].error is E.invalid_config and r.records == []
+    r = h.controller.alter_configs(h.image, [AlterConfigsResource(TOPIC("t"), {})],
+                                   validate_only=True)
+    assert r.records == [] and r.response[0].error is E.none
+    r = h.controller.alter_configs(h.image, [AlterConfigsResource(TOPIC("t"), {}),
+                                             AlterConfigsResource(TOPIC("t"), {})])
+    assert [x.error for x in r.response] == [E.invalid_request] * 2
+
+
+def test_append_starts_from_the_broker_default_when_node_config_given():
+    nc = build_config({
+        "process.roles": "broker,controller", "node.id": "0",
+        "controller.quorum.voters": "0@127.0.0.1:9093",
+        "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+        "controller.listener.names": "CONTROLLER", "log.cleanup.policy": "compact"})
+    h = with_topic(node_config=nc)
+    h.commit(h.controller.incremental_alter_configs(h.image, [IncrementalAlterConfigsResource(
+        TOPIC("t"), [("cleanup.policy", AlterConfigOp.APPEND, "delete")])]))
+    assert h.image.topic_config("t") == {"cleanup.policy": "compact,delete"}

@@ -1,0 +1,66 @@
+"""ListOffsets v1-7: earliest, latest, by timestamp and max timestamp."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.handlers import list_offsets
+from broker.handlers._build import build
+from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
+from tests.unit.handlers.datapath import BASE_TS, create, produce_ok, records
+
+VERSIONS = range(1, 8)
+
+
+def request(version: int, topic: str, timestamp: int, partition: int = 0) -> Any:
+    m = importlib.import_module(f"kio.schema.list_offsets.v{version}.request")
+    return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(
+        build(m.ListOffsetsTopic, name=topic, partitions=(
+            build(m.ListOffsetsPartition, partition_index=partition, timestamp=timestamp,
+                  current_leader_epoch=-1),)),))
+
+
+async def lookup(node: TestNode, version: int, timestamp: int, topic: str = "t") -> Any:
+    resp = await list_offsets.handle(node, make_ctx(2, version), request(version, topic, timestamp))
+    roundtrip(resp)
+    return resp.topics[0].partitions[0]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_earliest_latest_and_timestamps(node: TestNode, version: int) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        await produce_ok(node, "t", records(b"a", b"b", b"c", ts=BASE_TS))        # 0..2
+        await produce_ok(node, "t", records(b"d", b"e", ts=BASE_TS + 100))        # 3..4
+        assert (await lookup(node, version, -2)).offset == 0
+        assert (await lookup(node, version, -1)).offset == 5
+        exact = await lookup(node, version, BASE_TS + 1)
+        assert (exact.offset, exact.timestamp) == (1, BASE_TS + 1)
+        assert (await lookup(node, version, BASE_TS + 50)).offset == 3
+        past_end = await lookup(node, version, BASE_TS + 10_000)
+        assert (past_end.error_code, past_end.offset, past_end.timestamp) == (
+            ErrorCode.none, -1, -1)
+        if version >= 7:
+            newest = await lookup(node, version, -3)
+            assert (newest.offset, newest.timestamp) == (4, BASE_TS + 101)
+    run(go())
+
+
+def test_unknown_partition(node: TestNode) -> None:
+    async def go() -> None:
+        part = await lookup(node, 7, -1, topic="missing")
+        assert part.error_code is ErrorCode.unknown_topic_or_partition
+    run(go())
+
+
+def test_after_delete_records_earliest_moves(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        await produce_ok(node, "t", records(b"a", b"b", b"c"))
+        node.replicas.get("t", 0).log.delete_records_before(2)
+        assert (await lookup(node, 7, -2)).offset == 2
+    run(go())

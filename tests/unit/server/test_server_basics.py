@@ -1,0 +1,205 @@
+"""Framing, ApiVersions over a real socket, bad versions, unknown APIs, size cap, idle timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from broker.protocol.api import BROKER_APIS
+from broker.server import ServerConfig
+from tests.unit.server.harness import run, running_server
+from tests.unit.server.wire import (
+    api_versions_request,
+    arecv_frame,
+    decode_response,
+    encode_request,
+    raw_frame,
+)
+
+
+async def _open(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def _closed(reader: asyncio.StreamReader, wait_s: float = 5) -> bool:
+    try:
+        data = await asyncio.wait_for(reader.read(1), wait_s)
+    except ConnectionResetError:
+        return True
+    return data == b""
+
+
+def test_api_versions_every_version_over_the_socket() -> None:
+    async def main() -> None:
+        async with running_server() as (_server, port):
+            reader, writer = await _open(port)
+            for version in range(5):
+                writer.write(encode_request(api_versions_request(version), 100 + version))
+                corr, resp = decode_response(18, version, await arecv_frame(reader))
+                assert corr == 100 + version
+                assert resp.error_code == ErrorCode.none
+                # Only APIs with a handler are advertised: here ApiVersions alone.
+                assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [
+                    (18, 0, 4)
+                ]
+            writer.close()
+
+    run(main)
+
+
+def test_too_high_api_versions_gets_v0_unsupported_version_and_connection_stays() -> None:
+    async def main() -> None:
+        async with running_server() as (_server, port):
+            reader, writer = await _open(port)
+            # v9 does not exist; the body is whatever a future client would send.
+            writer.write(raw_frame(18, 9, 7, b"\x01\x02\x03garbage", flexible=True))
+            corr, resp = decode_response(18, 0, await arecv_frame(reader))
+            assert corr == 7
+            assert resp.error_code == ErrorCode.unsupported_version
+            assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [
+                (18, 0, 4)
+            ]
+            # The client retries with a version we support, on the same connection.
+            writer.write(encode_request(api_versions_request(3), 8))
+            corr, resp = decode_response(18, 3, await arecv_frame(reader))
+            assert (corr, resp.error_code) == (8, ErrorCode.none)
+            writer.close()
+
+    run(main)
+
+
+def test_unknown_api_key_closes_connection_after_earlier_answers() -> None:
+    async def main() -> None:
+        async with running_server() as (server, port):
+            reader, writer = await _open(port)
+            # Pipelined: a good request, then an unknown key (999), then another good one.
+            writer.write(encode_request(api_versions_request(2), 1))
+            writer.write(raw_frame(999, 0, 2, b""))
+            writer.write(encode_request(api_versions_request(2), 3))
+            corr, _ = decode_response(18, 2, await arecv_frame(reader))
+            assert corr == 1
+            assert await _closed(reader)
+            # The server is still there for a new connection.
+            r2, w2 = await _open(port)
+            w2.write(encode_request(api_versions_request(0), 4))
+            assert decode_response(18, 0, await arecv_frame(r2))[0] == 4
+            w2.close()
+            writer.close()
+            assert server.connection_count <= 1
+
+    run(main)
+
+
+def test_api_without_handler_or_unsupported_version_closes() -> None:
+    async def main() -> None:
+        async with running_server() as (_server, port):
+            # Metadata is in BROKER_APIS but has no handler here, so it is not advertised.
+            reader, writer = await _open(port)
+            req = MetadataRequest(topics=None, allow_auto_topic_creation=True,
+                                  include_topic_authorized_operations=False)
+            writer.write(encode_request(req, 1))
+            assert await _closed(reader)
+            writer.close()
+            # Known API, version below our minimum (Fetch v0).
+            reader, writer = await _open(port)
+            writer.write(raw_frame(1, 0, 1, b""))
+            assert await _closed(reader)
+            writer.close()
+
+    run(main)
+
+
+def test_unparseable_body_and_short_header_close() -> None:
+    async def main() -> None:
+        async with running_server() as (_server, port):
+            reader, writer = await _open(port)
+            # ApiVersions v3 with a truncated compact string.
+            writer.write(raw_frame(18, 3, 1, b"\x09ab", flexible=True))
+            assert await _closed(reader)
+            writer.close()
+            reader, writer = await _open(port)
+            writer.write(struct.pack(">i", 8) + b"\x00\x12\x00\x00\x00\x00\x00")  # 7 of 8
+            writer.write_eof()
+            assert await _closed(reader)
+            writer.close()
+            reader, writer = await _open(port)
+            # Header claims a client id longer than the frame.
+            writer.write(struct.pack(">i", 10) + b"\x00\x12\x00\x00\x00\x00\x00\x01\x7f\xff")
+            assert await _closed(reader)
+            writer.close()
+
+    run(main)
+
+
+def test_invalid_client_software_name_gets_invalid_request() -> None:
+    async def main() -> None:
+        from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+        async with running_server() as (_server, port):
+            reader, writer = await _open(port)
+            req = ApiVersionsRequest(client_software_name="-bad name", client_software_version="1")
+            writer.write(encode_request(req, 5))
+            corr, resp = decode_response(18, 3, await arecv_frame(reader))
+            assert (corr, resp.error_code, resp.api_keys) == (5, ErrorCode.invalid_request, ())
+            writer.close()
+
+    run(main)
+
+
+def test_frame_size_cap_is_checked_before_reading() -> None:
+    async def main() -> None:
+        config = ServerConfig(socket_request_max_bytes=1000)
+        async with running_server(config=config) as (_server, port):
+            reader, writer = await _open(port)
+            # Announce 1001 bytes and send none: refused on the size alone.
+            writer.write(struct.pack(">i", 1001))
+            assert await _closed(reader)
+            writer.close()
+            for bad in (-1, 0, 7, 2**31 - 1):
+                reader, writer = await _open(port)
+                writer.write(struct.pack(">i", bad))
+                assert await _closed(reader), bad
+                writer.close()
+            # Exactly at the cap is accepted (an ApiVersions v0 padded with trailing bytes).
+            reader, writer = await _open(port)
+            frame = raw_frame(18, 0, 9, b"")
+            pad = 1000 - (len(frame) - 4)
+            writer.write(struct.pack(">i", 1000) + frame[4:] + b"\x00" * pad)
+            assert decode_response(18, 0, await arecv_frame(reader))[0] == 9
+            writer.close()
+
+    run(main)
+
+
+def test_idle_connection_is_closed_but_busy_one_is_not() -> None:
+    async def main() -> None:
+        config = ServerConfig(connections_max_idle_ms=300)
+        async with running_server(config=config) as (server, port):
+            reader, writer = await _open(port)
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            assert await _closed(reader, wait_s=3)
+            assert 0.25 <= loop.time() - t0 < 2
+            writer.close()
+            # Activity keeps it open past the idle time.
+            reader, writer = await _open(port)
+            for i in range(6):
+                await asyncio.sleep(0.1)
+                writer.write(encode_request(api_versions_request(1), i))
+                assert decode_response(18, 1, await arecv_frame(reader))[0] == i
+            writer.close()
+            await asyncio.sleep(0.05)
+            assert server.connection_count <= 1
+
+    run(main)
+
+
+def test_broker_apis_table_is_the_issue_list() -> None:
+    assert [(r.api_key, r.min_version, r.max_version) for r in BROKER_APIS] == [
+        (0, 0, 9), (1, 4, 12), (2, 1, 7), (3, 0, 12), (18, 0, 4), (19, 2, 5), (20, 1, 4),
+        (21, 0, 2), (32, 1, 4), (33, 0, 2), (35, 1, 4), (37, 0, 3), (44, 0, 1), (48, 0, 0),
+        (60, 0, 1),
+    ]

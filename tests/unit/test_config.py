@@ -1,0 +1,372 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigError,
+    ConfigSource,
+    build_config,
+    describe_broker_configs,
+    describe_topic_configs,
+    effective_topic_configs,
+    env_key,
+    load_config,
+    parse_properties,
+    topic_log_config,
+    validate_topic_configs,
+)
+
+COMBINED = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.quorum.voters": "1@127.0.0.1:9093",
+    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "log.dirs": "/tmp/skiff-a,/tmp/skiff-b",
+}
+
+
+def cfg(**changes: str | None):
+    raw = dict(COMBINED)
+    for k, v in changes.items():
+        key = k.replace("_", ".")
+        if v is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = v
+    return build_config(raw)
+
+
+# -- java.util.Properties --------------------------------------------------------
+
+
+def test_properties_syntax():
+    text = (
+        "# comment\n"
+        "! also a comment\n"
+        "\n"
+        "   a=1\n"
+        "b : 2\n"
+        "c 3\n"
+        "d=x\\\n"
+        "    y\\\n"
+        "  z\n"
+        "e=tab\\there\\nnew\n"
+        "f=\\u0041\\u00e9\n"
+        "key\\ with\\ space = v\n"
+        "g\\:h=colon\n"
+        "empty=\n"
+        "onlykey\n"
+        "trailing=ends with backslash\\\\\n"
+        "dup=1\n"
+        "dup=2\n"
+        "url=PLAINTEXT://:9092\n"
+    )
+    p = parse_properties(text)
+    assert p == {
+        "a": "1", "b": "2", "c": "3", "d": "xyz", "e": "tab\there\nnew", "f": "Aé",
+        "key with space": "v", "g:h": "colon", "empty": "", "onlykey": "",
+        "trailing": "ends with backslash\\", "dup": "2", "url": "PLAINTEXT://:9092",
+    }
+
+
+def test_properties_crlf_and_comment_not_continued():
+    p = parse_properties("a=1\r\n# x \\\r\nb=2\r\n")
+    assert p == {"a": "1", "b": "2"}
+
+
+def test_properties_continuation_is_not_a_comment_and_last_line_backslash():
+    assert parse_properties("a=1\\\n  #x\nb=2\\") == {"a": "1#x", "b": "2"}
+
+
+def test_properties_bad_unicode_escape():
+    with pytest.raises(ValueError):
+        parse_properties("a=\\u12\n")
+
+
+# -- loading and precedence ----------------------------------------------------------
+
+
+def test_file_then_override_then_env(tmp_path: Path):
+    f = tmp_path / "server.properties"
+    f.write_text("\n".join(f"{k}={v}" for k, v in COMBINED.items()) +
+                 "\nnum.partitions=2\nmessage.max.bytes=100\nlog.retention.hours=1\n")
+    c = load_config(f, ["num.partitions=3", "message.max.bytes=200"],
+                    {"SKIFF_NUM_PARTITIONS": "4", "PATH": "/bin", "SKIFF_": "x"})
+    assert c["num.partitions"] == 4 and c.origin["num.partitions"] == "env"
+    assert c["message.max.bytes"] == 200 and c.origin["message.max.bytes"] == "override"
+    assert c["log.retention.hours"] == 1 and c.origin["log.retention.hours"] == "file"
+    assert c.retention_ms() == 3_600_000
+
+
+def test_environment_is_read_by_default(monkeypatch):
+    monkeypatch.setenv("SKIFF_NUM_PARTITIONS", "9")
+    assert load_config(overrides=COMBINED)["num.partitions"] == 9
+    assert load_config(overrides=COMBINED, env={})["num.partitions"] == 1
+
+
+@pytest.mark.parametrize("key", ["node.id", "a_b.c", "x-y.z", "log.dirs"])
+def test_env_key_round_trip(key):
+    from broker.config import _key_from_env
+    assert _key_from_env(env_key(key)) == key
+
+
+def test_env_key_names():
+    assert env_key("node.id") == "SKIFF_NODE_ID"
+    assert env_key("log.dirs") == "SKIFF_LOG_DIRS"
+    c = load_config(overrides=COMBINED, env={
+        "SKIFF_NODE_ID": "1", "SKIFF_LOG_DIRS": "/data/x",
+        "SKIFF_AUTO_CREATE_TOPICS_ENABLE": "false",
+    })
+    assert c.log_dirs == [Path("/data/x")] and c["auto.create.topics.enable"] is False
+
+
+def test_unknown_key_is_a_warning(tmp_path: Path):
+    seen: list[str] = []
+    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={}, warn=seen.append)
+    assert seen and "no.such.key" in seen[0] and c.warnings == seen
+    assert c.originals["no.such.key"] == "1"
+
+
+def test_unknown_key_is_logged_without_a_callback(capsys):
+    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={})
+    assert "no.such.key" in c.warnings[0]
+    captured = capsys.readouterr()
+    assert "no.such.key" in captured.out + captured.err
+
+
+def test_cross_field_warning_is_reported():
+    seen: list[str] = []
+    c = build_config({**COMBINED, "socket.request.max.bytes": "100"}, warn=seen.append)
+    assert len(seen) == 1 and "socket.request.max.bytes" in seen[0] and c.warnings == seen
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path):
+    with pytest.raises(ConfigError, match="readable"):
+        load_config(tmp_path / "nope.properties", env={})
+
+
+def test_overrides_must_be_key_value():
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(overrides=["novalue"], env={})
+
+
+# -- types and defaults ---------------------------------------------------------------
+
+
+def test_kafka_defaults():
+    c = cfg()
+    assert c["num.partitions"] == 1 and c["default.replication.factor"] == 1
+    assert c["auto.create.topics.enable"] is True
+    assert c["message.max.bytes"] == 1048588
+    assert c["socket.request.max.bytes"] == 104857600
+    assert c["log.segment.bytes"] == 1073741824
+    assert c["log.retention.hours"] == 168 and c.retention_ms() == 604_800_000
+    assert c["log.cleanup.policy"] == ["delete"]
+    assert c["min.insync.replicas"] == 1 and c["unclean.leader.election.enable"] is False
+    assert c["offsets.topic.num.partitions"] == 50
+    assert c["offsets.topic.replication.factor"] == 3
+    assert c["broker.session.timeout.ms"] == 9000 and c["broker.heartbeat.interval.ms"] == 2000
+    assert c["replica.lag.time.max.ms"] == 30000
+    assert c["connections.max.idle.ms"] == 600000 and c["queued.max.requests"] == 500
+    assert c["log.format"] == "console"
+    assert not c.is_set("num.partitions") and c.is_set("node.id")
+
+
+@pytest.mark.parametrize("key,value,expected", [
+    ("num.partitions", "zero", "an int"),
+    ("num.partitions", "0", "at least 1"),
+    ("num.partitions", "2147483648", "an int"),
+    ("auto.create.topics.enable", "yes", "true or false"),
+    ("log.cleanup.policy", "compact,keep", "Valid values"),
+    ("log.format", "xml", "one of"),
+    ("connections.max.idle.ms", "1.5", "a long"),
+    ("log.cleaner.min.cleanable.ratio", "2", "between"),
+    ("offsets.topic.replication.factor", "40000", "a short"),
+])
+def test_bad_values_name_key_value_and_expectation(key, value, expected):
+    with pytest.raises(ConfigError) as ei:
+        cfg(**{key.replace(".", "_"): value})
+    msg = str(ei.value)
+    assert key in msg and repr(value.strip()) in msg
+    assert expected in msg
+    assert ei.value.key == key
+
+
+def test_values_are_trimmed_and_booleans_case_insensitive():
+    c = cfg(num_partitions=" 7 ", auto_create_topics_enable="TRUE")
+    assert c["num.partitions"] == 7 and c["auto.create.topics.enable"] is True
+
+
+# -- cross-field checks ---------------------------------------------------------------
+
+
+def test_combined_node_derivations():
+    c = cfg()
+    assert c.process_roles == {"broker", "controller"} and c.is_broker and c.is_controller
+    assert [v.node_id for v in c.voters] == [1] and c.voters[0].port == 9093
+    assert [x.name for x in c.broker_listeners] == ["PLAINTEXT"]
+    assert [x.name for x in c.controller_listeners] == ["CONTROLLER"]
+    assert c.inter_broker_listener_name == "PLAINTEXT"
+    assert c.security_protocol_map["CONTROLLER"] == "PLAINTEXT"
+    assert c.log_dirs == [Path("/tmp/skiff-a"), Path("/tmp/skiff-b")]
+    assert c.metadata_log_dir == Path("/tmp/skiff-a")
+    assert c.all_directories() == c.log_dirs
+
+
+def test_metadata_log_dir_and_log_dir_fallback():
+    c = cfg(log_dirs=None, metadata_log_dir="/tmp/meta")
+    assert c.log_dirs == [Path("/tmp/kafka-logs")] and c.metadata_log_dir == Path("/tmp/meta")
+    assert c.all_directories() == [Path("/tmp/kafka-logs"), Path("/tmp/meta")]
+    c = cfg(log_dirs=None, log_dir="/tmp/one")
+    assert c.log_dirs == [Path("/tmp/one")]
+
+
+@pytest.mark.parametrize("changes,key", [
+    ({"process_roles": ""}, "process.roles"),
+    ({"process_roles": "broker,broker"}, "process.roles"),
+    ({"process_roles": "observer"}, "process.roles"),
+    ({"node_id": None}, "node.id"),
+    ({"controller_quorum_voters": "2@127.0.0.1:9093"}, "controller.quorum.voters"),
+    ({"controller_quorum_voters": "x@127.0.0.1:9093"}, "controller.quorum.voters"),
+    ({"controller_quorum_voters": "1@127.0.0.1"}, "controller.quorum.voters"),
+    ({"controller_quorum_voters": "1@h:1,1@h:2"}, "controller.quorum.voters"),
+    ({"controller_quorum_voters": ""}, "controller.quorum.voters"),
+    ({"controller_listener_names": ""}, "controller.listener.names"),
+    ({"controller_listener_names": "OTHER"}, "controller.listener.names"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "controller.listener.names"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9092"}, "listeners"),
+    ({"listeners": "nonsense"}, "listeners"),
+    ({"listeners": "FOO://:1,CONTROLLER://:2"}, "listeners"),
+    ({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9094,CONTROLLER://:9093"}, "listeners"),
+    ({"inter_broker_listener_name": "CONTROLLER"}, "inter.broker.listener.name"),
+    ({"inter_broker_listener_name": "NOPE"}, "inter.broker.listener.name"),
+    ({"advertised_listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"),
+    ({"advertised_listeners": "OTHER://h:1"}, "advertised.listeners"),
+    ({"broker_heartbeat_interval_ms": "9000"}, "broker.heartbeat.interval.ms"),
+    ({"log_dirs": "/a,/a"}, "log.dirs"),
+    ({"listener_security_protocol_map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
+])
+def test_cross_field_rules(changes, key):
+    with pytest.raises(ConfigError) as ei:
+        cfg(**changes)
+    assert ei.value.key == key, str(ei.value)
+
+
+def test_broker_only_and_controller_only_roles():
+    b = cfg(process_roles="broker", node_id="2", listeners="PLAINTEXT://127.0.0.1:9092")
+    assert b.is_broker and not b.is_controller
+    with pytest.raises(ConfigError, match="just the broker role"):
+        cfg(process_roles="broker", listeners="PLAINTEXT://127.0.0.1:9092")
+    with pytest.raises(ConfigError, match=r"controller\.listener\.names"):
+        cfg(process_roles="broker", node_id="2")  # CONTROLLER listener present
+    c = cfg(process_roles="controller", listeners="CONTROLLER://127.0.0.1:9093")
+    assert c.is_controller and not c.is_broker
+    with pytest.raises(ConfigError, match="only controller listeners"):
+        cfg(process_roles="controller")
+    boot = cfg(controller_quorum_voters=None,
+               controller_quorum_bootstrap_servers="127.0.0.1:9093")
+    assert boot.bootstrap_servers == [("127.0.0.1", 9093)] and boot.voters == []
+
+
+def test_advertised_listeners_default_and_partial():
+    c = cfg()
+    assert [str(x) for x in c.advertised_listeners] == [str(x) for x in c.listeners]
+    c = cfg(advertised_listeners="PLAINTEXT://example.com:19092")
+    adv = {x.name: x for x in c.advertised_listeners}
+    assert (adv["PLAINTEXT"].host, adv["PLAINTEXT"].port) == ("example.com", 19092)
+    assert adv["CONTROLLER"].port == 9093
+
+
+def test_ipv6_listener():
+    c = cfg(listeners="PLAINTEXT://[::1]:9092,CONTROLLER://[::1]:9093")
+    assert c.listeners[0].host == "::1" and str(c.listeners[0]) == "PLAINTEXT://[::1]:9092"
+
+
+def test_inter_broker_listener_from_security_protocol():
+    c = cfg(listeners="INTERNAL://:9094,CONTROLLER://:9093",
+            listener_security_protocol_map="INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT")
+    assert c.inter_broker_listener_name == "INTERNAL"
+
+
+# -- topic configs ------------------------------------------------------------------------
+
+
+def test_topic_config_validation():
+    assert validate_topic_configs({"retention.ms": "-1", "cleanup.policy": "compact,delete",
+                                   "min.cleanable.dirty.ratio": "0.1"}) == {
+        "retention.ms": -1, "cleanup.policy": ["compact", "delete"],
+        "min.cleanable.dirty.ratio": 0.1}
+    for bad in ({"retention.ms": "-2"}, {"segment.bytes": "13"}, {"nope": "1"},
+                {"message.timestamp.type": "Whenever"}, {"compression.type": "brotli"},
+                {"max.message.bytes": "-1"}, {"min.cleanable.dirty.ratio": "nan"}):
+        with pytest.raises(ConfigError):
+            validate_topic_configs(bad)
+
+
+def test_every_topic_config_synonym_is_a_broker_config():
+    for d in TOPIC_CONFIGS.values():
+        for s in d.synonyms:
+            assert s in BROKER_CONFIGS, s
+
+
+def test_effective_values_fall_back_to_broker_keys():
+    c = cfg(log_retention_minutes="2", log_roll_ms="5000", message_max_bytes="500",
+            log_cleanup_policy="compact")
+    eff = effective_topic_configs(c, {"retention.bytes": "10"})
+    assert eff["retention.ms"] == 120_000 and eff["segment.ms"] == 5000
+    assert eff["max.message.bytes"] == 500 and eff["cleanup.policy"] == ["compact"]
+    assert eff["retention.bytes"] == 10
+    assert eff["leader.replication.throttled.replicas"] == []
+    lc = topic_log_config(c, {"segment.bytes": "1048576", "compression.type": "LZ4"})
+    assert lc["segment.bytes"] == 1048576 and lc["compression.type"] == "lz4"
+    assert lc["retention.ms"] == 120_000 and lc["message.timestamp.type"] == "CreateTime"
+    assert set(lc) >= {"segment.bytes", "retention.ms", "retention.bytes", "cleanup.policy",
+                       "max.message.bytes", "message.timestamp.type", "segment.ms",
+                       "segment.index.bytes", "index.interval.bytes", "flush.messages"}
+
+
+def test_a_stored_override_that_no_longer_parses_does_not_break_readers():
+    c = cfg()
+    assert effective_topic_configs(c, {"retention.ms": "soon"})["retention.ms"] == 604_800_000
+    [e] = describe_topic_configs(c, {"retention.ms": "soon"}, names=["retention.ms"])
+    assert e.value == "soon" and e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+def test_describe_topic_sources_and_synonyms():
+    c = cfg(log_retention_ms="1000")
+    entries = {e.name: e for e in describe_topic_configs(
+        c, {"cleanup.policy": "compact"}, include_synonyms=True)}
+    assert set(entries) == set(TOPIC_CONFIGS)
+    cp = entries["cleanup.policy"]
+    assert cp.value == "compact" and cp.source is ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert [(s.name, s.source) for s in cp.synonyms] == [
+        ("cleanup.policy", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.cleanup.policy", ConfigSource.DEFAULT_CONFIG)]
+    rm = entries["retention.ms"]
+    assert rm.value == "1000" and rm.source is ConfigSource.STATIC_BROKER_CONFIG
+    seg = entries["segment.bytes"]
+    assert seg.value == "1073741824" and seg.source is ConfigSource.DEFAULT_CONFIG
+    assert seg.is_default
+    assert entries["min.cleanable.dirty.ratio"].value == "0.5"
+    assert entries["unclean.leader.election.enable"].value == "false"
+    only = describe_topic_configs(c, {}, names=["retention.ms", "bogus"])
+    assert [e.name for e in only] == ["retention.ms"] and only[0].synonyms == ()
+    dyn = describe_topic_configs(c, {}, names=["retention.ms"],
+                                 dynamic_default={"log.retention.ms": "7"})
+    assert dyn[0].value == "7" and dyn[0].source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+
+
+def test_describe_broker_configs():
+    c = cfg(num_partitions="3")
+    entries = {e.name: e for e in describe_broker_configs(c, include_synonyms=True)}
+    assert entries["num.partitions"].value == "3"
+    assert entries["num.partitions"].source is ConfigSource.STATIC_BROKER_CONFIG
+    assert entries["message.max.bytes"].source is ConfigSource.DEFAULT_CONFIG
+    assert entries["node.id"].read_only and not entries["num.partitions"].read_only
+    assert entries["log.dirs"].value == "/tmp/skiff-a,/tmp/skiff-b"
+    assert entries["advertised.listeners"].value is None

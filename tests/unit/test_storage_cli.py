@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.cli.storage import (
+    BOOTSTRAP_CHECKPOINT,
+    METADATA_VERSION,
+    StorageError,
+    ensure_formatted,
+    format_storage,
+    kafka_to_uuid,
+    random_kafka_uuid,
+    read_bootstrap,
+    read_meta_properties,
+    uuid_to_kafka,
+)
+from broker.config import load_config, parse_properties
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"  # the example id from Kafka's quickstart
+
+
+def skiff(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    e = {k: v for k, v in e.items() if not k.startswith("SKIFF_") or (env and k in env)}
+    return subprocess.run([sys.executable, "-m", "broker.cli.main", *args], capture_output=True,
+                          text=True, timeout=60, env=e, cwd=ROOT)
+
+
+def write_config(tmp_path: Path, **extra: str) -> Path:
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "controller.listener.names": "CONTROLLER",
+        "log.dirs": f"{tmp_path / 'logs-a'},{tmp_path / 'logs-b'}",
+        "metadata.log.dir": str(tmp_path / "meta"),
+        **extra,
+    }
+    p = tmp_path / "server.properties"
+    p.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return p
+
+
+def test_kafka_uuid_form():
+    u = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    s = uuid_to_kafka(u)
+    assert len(s) == 22 and "=" not in s and kafka_to_uuid(s) == u
+    assert kafka_to_uuid(CLUSTER)
+    for bad in ("", "short", "x" * 23, "!!!!!!!!!!!!!!!!!!!!!!", "MkU3OEVBNTcwNTJENDM2Qh"):
+        with pytest.raises(ValueError):
+            kafka_to_uuid(bad)
+    ids = {random_kafka_uuid() for _ in range(500)}
+    assert len(ids) == 500 and all(len(i) == 22 and not i.startswith("-") for i in ids)
+
+
+def test_random_uuid_command():
+    out = skiff("storage", "random-uuid")
+    assert out.returncode == 0, out.stderr
+    s = out.stdout.strip()
+    assert len(s) == 22 and kafka_to_uuid(s)
+
+
+def test_format_writes_meta_properties_everywhere_then_refuses(tmp_path: Path):
+    cfgfile = write_config(tmp_path)
+    out = skiff("storage", "format", "--config", str(cfgfile), "--cluster-id", CLUSTER)
+    assert out.returncode == 0, out.stderr
+    assert "Formatting metadata directory" in out.stdout
+    dir_ids = set()
+    for d in ("logs-a", "logs-b", "meta"):
+        props = parse_properties((tmp_path / d / "meta.properties").read_text())
+        assert props["version"] == "1" and props["cluster.id"] == CLUSTER
+        assert props["node.id"] == "1"
+        kafka_to_uuid(props["directory.id"])
+        dir_ids.add(props["directory.id"])
+    assert len(dir_ids) == 3
+    assert (tmp_path / "meta" / BOOTSTRAP_CHECKPOINT).exists()
+    assert not (tmp_path / "logs-a" / BOOTSTRAP_CHECKPOINT).exists()
+    before = (tmp_path / "logs-a" / "meta.properties").read_text()
+    again = skiff("storage", "format", "-c", str(cfgfile), "-t", CLUSTER)
+    assert again.returncode == 1 and "already formatted" in again.stderr
+    assert "--ignore-formatted" in again.stderr
+    ok = skiff("storage", "format", "-c", str(cfgfile), "-t", CLUSTER, "--ignore-formatted")
+    assert ok.returncode == 0 and "already formatted" in ok.stdout
+    assert (tmp_path / "logs-a" / "meta.properties").read_text() == before
+
+
+def test_ignore_formatted_formats_only_the_new_dirs(tmp_path: Path):
+    cfgfile = write_config(tmp_path)
+    assert skiff("storage", "format", "-c", str(cfgfile), "-t", CLUSTER).returncode == 0
+    cfgfile = write_config(tmp_path, **{"log.dirs": f"{tmp_path / 'logs-a'},{tmp_path / 'new'}"})
+    assert skiff("storage", "format", "-c", str(cfgfile), "-t", CLUSTER).returncode == 1
+    assert not (tmp_path / "new" / "meta.properties").exists()
+    out = skiff("storage", "format", "-c", str(cfgfile), "-t", CLUSTER, "-g")
+    assert out.returncode == 0, out.stderr
+    assert read_meta_properties(tmp_path / "new").cluster_id == CLUSTER
+
+
+def test_format_rejects_bad_cluster_id_and_bad_config(tmp_path: Path):
+    cfgfile = write_config(tmp_path)
+    out = skiff("storage", "format", "-c", str(cfgfile), "-t", "not-a-uuid")
+    assert out.returncode == 1 and "does not appear to be a valid UUID" in out.stderr
+    assert not (tmp_path / "logs-a").exists()
+    bad = write_config(tmp_path, **{"node.id": "x"})
+    out = skiff("storage", "format", "-c", str(bad), "-t", CLUSTER)
+    assert out.returncode == 1 and "node.id" in out.stderr and "'x'" in out.stderr
+    out = skiff("storage", "format", "-t", CLUSTER)
+    assert out.returncode == 2 and "--config" in out.stderr
+
+
+def test_format_honours_env_overrides(tmp_path: Path):
+    cfgfile = write_config(tmp_path)
+    out = skiff("storage", "format", "-c", str(cfgfile), "-t", CLUSTER,
+                env={"SKIFF_LOG_DIRS": str(tmp_path / "from-env")})
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "from-env" / "meta.properties").exists()
+    assert not (tmp_path / "logs-a").exists()
+
+
+def test_ensure_formatted(tmp_path: Path):
+    cfg = load_config(write_config(tmp_path), env={})
+    with pytest.raises(StorageError, match="skiff storage format"):
+        ensure_formatted(cfg)
+    assert format_storage(cfg, CLUSTER) == cfg.all_directories()
+    assert ensure_formatted(cfg) == CLUSTER
+    # node id mismatch
+    other = load_config(write_config(tmp_path, **{"node.id": "2",
+                                                   "controller.quorum.voters": "2@h:9093"}),
+                        env={})
+    with pytest.raises(StorageError, match="node id 1"):
+        ensure_formatted(other)
+    # cluster id mismatch between dirs
+    mp = tmp_path / "logs-b" / "meta.properties"
+    mp.write_text(mp.read_text().replace(CLUSTER, "AAAAAAAAAAAAAAAAAAAAAg"))
+    with pytest.raises(StorageError, match=r"Inconsistent cluster\.id"):
+        ensure_formatted(cfg)
+    mp.write_text("version=0\ncluster.id=x\n")
+    with pytest.raises(StorageError, match="version"):
+        ensure_formatted(cfg)
+
+
+def test_bootstrap_records_round_trip(tmp_path: Path):
+    cfg = load_config(write_config(tmp_path), env={})
+    format_storage(cfg, CLUSTER)
+    recs = read_bootstrap(cfg.metadata_log_dir)
+    assert len(recs) == 1
+    assert recs[0].feature_level.name == "metadata.version"
+    assert recs[0].feature_level.feature_level == METADATA_VERSION
+    # a missing file gives the defaults, a corrupt one an error
+    assert read_bootstrap(tmp_path / "nowhere") == recs
+    (cfg.metadata_log_dir / BOOTSTRAP_CHECKPOINT).write_bytes(b"\x00\x00\x00\x05junk")
+    with pytest.raises(StorageError, match="corrupt"):
+        read_bootstrap(cfg.metadata_log_dir)
