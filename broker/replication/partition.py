@@ -150,6 +150,8 @@ class Partition:
         new_hw = min(candidates)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
+            # Retention and DeleteRecords never go past what the ISR holds.
+            self.log.update_high_watermark(new_hw)
             self._wake_waiters()
 
     def read(

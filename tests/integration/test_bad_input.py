@@ -26,17 +26,35 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.serial import entity_writer
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
-from tests.integration.serverproc import ServerProcess
+from tests.support.node import SkiffNode
 from tests.unit.server.wire import api_versions_request, decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(120)
 
 
+class DebugNode(SkiffNode):
+    """The real `skiff dev` node, logging at debug so every closed connection is visible."""
+
+    def command(self) -> list[str]:
+        return [*super().command(), "--override", "log.level=DEBUG"]
+
+    def alive(self) -> bool:
+        return self.running
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    with ServerProcess(log_path=tmp_path_factory.mktemp("server") / "server.log") as s:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DebugNode]:
+    s = DebugNode(tmp_path_factory.mktemp("node"))
+    s.start()
+    try:
+        s.wait_ready()
         yield s
-        assert s.alive(), "the server process died"
+        assert s.alive(), "the node process died"
+    finally:
+        s.close()
     log = s.log_text()
     # Bad input is handled, never an unexpected exception inside the server.
     assert "Traceback" not in log, log[-3000:]
@@ -58,7 +76,7 @@ class Watcher:
 
 
 @pytest.fixture(scope="module")
-def watcher(server: ServerProcess) -> Iterator[Watcher]:
+def watcher(server: DebugNode) -> Iterator[Watcher]:
     w = Watcher(server.port)
     yield w
     w.sock.close()
@@ -158,7 +176,7 @@ def mutated(draw: st.DrawFn) -> bytes:
 @settings(max_examples=300, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.binary(max_size=600))
-def test_random_bytes(server: ServerProcess, watcher: Watcher, data: bytes) -> None:
+def test_random_bytes(server: DebugNode, watcher: Watcher, data: bytes) -> None:
     frames_in(exchange(server.port, data))
     assert server.alive()
     watcher.check()
@@ -167,7 +185,7 @@ def test_random_bytes(server: ServerProcess, watcher: Watcher, data: bytes) -> N
 @settings(max_examples=400, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(mutated())
-def test_mutated_frames_after_a_good_one(server: ServerProcess, watcher: Watcher,
+def test_mutated_frames_after_a_good_one(server: DebugNode, watcher: Watcher,
                                          bad: bytes) -> None:
     responses = frames_in(exchange(server.port, GOOD + bad))
     # The good request that came first is always answered, first.
@@ -204,7 +222,7 @@ def _push_behind_header(port: int, size_field: bytes, payload_bytes: int) -> boo
             return False
 
 
-def test_2gib_frame_is_refused_without_allocating(server: ServerProcess,
+def test_2gib_frame_is_refused_without_allocating(server: DebugNode,
                                                   watcher: Watcher) -> None:
     proc = psutil.Process(server.pid)
     rss_before, peak_before = proc.memory_info().rss, _peak_rss(server.pid)
