@@ -99,7 +99,8 @@ def to_json(message: Any) -> Any:
     from google.protobuf.json_format import MessageToDict
 
     return _uuids_as_text(MessageToDict(message, preserving_proto_field_name=True,
-                                        always_print_fields_with_no_presence=True))
+                                        always_print_fields_with_no_presence=True,
+                                        unquote_int64_if_possible=True))
 
 
 def print_json(data: Any, out: TextIO) -> None:

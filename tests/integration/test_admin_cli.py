@@ -1,0 +1,198 @@
+"""The `skiff` admin verbs as subprocesses, against an admin server in this test process.
+
+The server runs over an AdminTestNode (the real controller, metadata publisher, replica
+manager and logs, with a single-voter commit double) in a background event loop. Each
+test checks the command's output and then the node's state directly (its metadata image or
+its logs), not through the admin API. Real-node tests come with `skiff dev`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.admin.quorum import QuorumInfo, ReplicaInfo
+from tests.unit.admin.harness import ServerThread
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _quorum() -> QuorumInfo:
+    return QuorumInfo(1, 4, 42, (ReplicaInfo(1, 42, 1_700_000_000_000, 1_700_000_000_000),))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    s = ServerThread(tmp_path_factory.mktemp("admin-cli"), describe_quorum=_quorum)
+    try:
+        s.run(s.node.register(2))
+        yield s
+    finally:
+        s.close()
+
+
+def skiff(server: ServerThread | None, *args: str, stdin: str | None = None,
+          bootstrap: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SKIFF_ADMIN", None)
+    if server is not None and bootstrap is None:
+        env["SKIFF_ADMIN"] = server.address
+    extra = ["--bootstrap", bootstrap] if bootstrap else []
+    return subprocess.run([sys.executable, "-m", "broker.cli.main", *args, *extra],
+                          capture_output=True, text=True, timeout=60, env=env, input=stdin,
+                          cwd=ROOT)
+
+
+def ok(p: subprocess.CompletedProcess[str]) -> str:
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    return p.stdout
+
+
+def failed(p: subprocess.CompletedProcess[str], code: int) -> str:
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("skiff: error: "), p.stderr
+    return lines[0]
+
+
+# ---- cluster and quorum ----------------------------------------------------------------
+
+
+def test_cluster_describe_table_and_json(server: ServerThread) -> None:
+    out = ok(skiff(server, "cluster", "describe"))
+    assert f"ClusterId:       {server.node.cluster_id}" in out
+    assert "ControllerId:    1" in out
+    rows = [line.split() for line in out.splitlines() if line[:1].isdigit()]
+    assert [r[:3] for r in rows] == [
+        ["1", "unfenced", str(server.node.broker_epochs[1])],
+        ["2", "unfenced", str(server.node.broker_epochs[2])]]
+    doc = json.loads(ok(skiff(server, "cluster", "describe", "--output", "json")))
+    assert doc["controller_id"] == 1
+    assert [b["registration"]["broker_id"] for b in doc["brokers"]] == [1, 2]
+    assert doc["brokers"][0]["state"] == "BROKER_STATE_UNFENCED"
+    assert doc["metadata_offset"] == server.node.metadata.offset
+
+
+def test_quorum_describe(server: ServerThread) -> None:
+    out = ok(skiff(server, "quorum", "describe"))
+    assert "LeaderId:               1" in out and "HighWatermark:          42" in out
+    assert "Leader" in out.splitlines()[-1]
+    doc = json.loads(ok(skiff(server, "quorum", "describe", "-o", "json")))
+    assert doc["leader_epoch"] == 4 and doc["voters"][0]["replica_id"] == 1
+
+
+# ---- topics ----------------------------------------------------------------------------
+
+
+def test_topics_create_list_describe_alter_delete(server: ServerThread) -> None:
+    out = ok(skiff(server, "topics", "create", "cli-t", "--partitions", "2",
+                   "--replication-factor", "2", "--config", "retention.ms=60000"))
+    assert out.startswith("Created topic cli-t")
+    t = server.node.metadata.topic("cli-t")
+    assert t is not None and t.num_partitions == 2
+    assert all(len(p.replicas) == 2 for p in t.partitions.values())
+    assert dict(server.node.metadata.topic_config("cli-t")) == {"retention.ms": "60000"}
+
+    listed = ok(skiff(server, "topics", "list"))
+    row = next(line.split() for line in listed.splitlines() if line.startswith("cli-t "))
+    assert row[2:] == ["2", "2", "0", "0"]
+
+    described = ok(skiff(server, "topics", "describe", "cli-t"))
+    assert "PartitionCount: 2\tReplicationFactor: 2\tConfigs: retention.ms=60000" in described
+    doc = json.loads(ok(skiff(server, "topics", "describe", "cli-t", "-o", "json")))
+    [topic] = doc["topics"]
+    assert [p["partition"]["partition_id"] for p in topic["partitions"]] == [0, 1]
+    assert {p["partition"]["leader"] for p in topic["partitions"]} <= {1, 2}
+
+    out = ok(skiff(server, "topics", "alter", "cli-t", "--partitions", "3",
+                   "--config", "cleanup.policy=compact", "--delete-config", "retention.ms"))
+    assert "Altered topic cli-t" in out
+    t = server.node.metadata.topic("cli-t")
+    assert t is not None and t.num_partitions == 3
+    assert dict(server.node.metadata.topic_config("cli-t")) == {"cleanup.policy": "compact"}
+
+    ok(skiff(server, "topics", "delete", "cli-t"))
+    assert server.node.metadata.topic("cli-t") is None
+
+
+def test_topics_create_with_replica_assignment_and_delete_by_id(server: ServerThread) -> None:
+    ok(skiff(server, "topics", "create", "cli-m", "--replica-assignment", "2:1,1:2"))
+    t = server.node.metadata.topic("cli-m")
+    assert t is not None and t.partitions[0].replicas == (2, 1)
+    doc = json.loads(ok(skiff(server, "topics", "list", "-o", "json")))
+    [entry] = [x for x in doc["topics"] if x["topic"]["name"] == "cli-m"]
+    topic_id = entry["topic"]["topic_id"]
+    assert len(topic_id) == 22  # Kafka's text form of a Uuid
+    ok(skiff(server, "topics", "delete", "--topic-id", topic_id))
+    assert server.node.metadata.topic("cli-m") is None
+
+
+def test_topics_errors_exit_non_zero_with_one_line(server: ServerThread) -> None:
+    ok(skiff(server, "topics", "create", "cli-dup"))
+    line = failed(skiff(server, "topics", "create", "cli-dup"), 1)
+    assert "already exists" in line
+    line = failed(skiff(server, "topics", "describe", "no-such-topic"), 1)
+    assert "'no-such-topic' does not exist" in line
+    line = failed(skiff(server, "topics", "delete", "no-such-topic"), 1)
+    assert "NOT_FOUND" in line
+    line = failed(skiff(server, "topics", "create", "cli-x", "--replication-factor", "5"), 2)
+    assert "replication factor" in line.lower()
+    failed(skiff(server, "topics", "create", "cli-x", "--replica-assignment", "1:x"), 2)
+    failed(skiff(server, "topics", "alter", "cli-dup"), 2)
+    assert server.node.metadata.topic("cli-x") is None
+
+
+def test_unreachable_admin_api_exits_3(server: ServerThread) -> None:
+    line = failed(skiff(None, "topics", "list", bootstrap="127.0.0.1:1"), 3)
+    assert "cannot reach the admin API at 127.0.0.1:1" in line
+
+
+def test_bad_argument_is_exit_2() -> None:
+    p = skiff(None, "topics", "create")
+    assert p.returncode == 2 and "usage:" in p.stderr
+
+
+# ---- configs ---------------------------------------------------------------------------
+
+
+def test_configs_get_set_delete_with_sources(server: ServerThread) -> None:
+    ok(skiff(server, "topics", "create", "cli-c"))
+    out = ok(skiff(server, "configs", "set", "--topic", "cli-c", "retention.ms=1000",
+                   "max.message.bytes=2048"))
+    assert "Updated 2 config(s) of topic cli-c" in out
+    assert dict(server.node.metadata.topic_config("cli-c")) == {
+        "retention.ms": "1000", "max.message.bytes": "2048"}
+    rows = {line.split()[0]: line.split() for line in
+            ok(skiff(server, "configs", "get", "--topic", "cli-c")).splitlines()[1:]}
+    assert rows["retention.ms"][1:3] == ["1000", "DYNAMIC_TOPIC_CONFIG"]
+    assert rows["segment.bytes"][2] == "DEFAULT_CONFIG"
+    ok(skiff(server, "configs", "delete", "--topic", "cli-c", "retention.ms"))
+    assert dict(server.node.metadata.topic_config("cli-c")) == {"max.message.bytes": "2048"}
+
+    doc = json.loads(ok(skiff(server, "configs", "get", "--broker", "1", "num.partitions",
+                              "node.id", "-o", "json")))
+    by = {e["name"]: e for e in doc["entries"]}
+    assert by["node.id"]["source"] == "CONFIG_SOURCE_STATIC_BROKER_CONFIG"
+    assert by["num.partitions"]["source"] == "CONFIG_SOURCE_DEFAULT_CONFIG"
+
+    ok(skiff(server, "configs", "set", "--broker-defaults", "log.retention.ms=7200000"))
+    out = ok(skiff(server, "configs", "get", "--broker-defaults"))
+    assert "DYNAMIC_DEFAULT_BROKER_CONFIG" in out and "7200000" in out
+    ok(skiff(server, "configs", "delete", "--broker-defaults", "log.retention.ms"))
+    assert dict(server.node.metadata.broker_config()) == {}
+
+
+def test_configs_errors(server: ServerThread) -> None:
+    line = failed(skiff(server, "configs", "set", "--topic", "cli-none", "retention.ms=1"), 1)
+    assert "does not exist" in line
+    line = failed(skiff(server, "configs", "set", "--broker", "1", "node.id=3"), 2)
+    assert "node.id" in line
+    failed(skiff(server, "configs", "get", "--topic", "x", "--broker", "1"), 2)
+    line = failed(skiff(server, "configs", "get", "--broker", "2"), 1)
+    assert "FAILED_PRECONDITION" in line
