@@ -67,8 +67,6 @@ _CODES: dict[ErrorCode, grpc.StatusCode] = {
 _HINTS: dict[ErrorCode, str] = {
     ErrorCode.not_controller: "this node is not the active controller; retry, or send the "
                               "request to the active controller's admin listener",
-    ErrorCode.request_timed_out: "the metadata quorum did not commit in time; check "
-                                 "`skiff quorum describe` and retry",
     ErrorCode.not_enough_replicas: "wait for replicas to rejoin the ISR, or lower "
                                    "min.insync.replicas / use acks=1",
     ErrorCode.topic_deletion_disabled: "set delete.topic.enable=true on the controllers",

@@ -681,8 +681,11 @@ def cmd_produce(c: Client, args: argparse.Namespace, out: TextIO) -> int:
         recs.append(r)
     if not recs:
         raise UsageError("no records: give --value or lines on stdin")
+    # The node's own replication timeout ends before the call's deadline, so a slow ISR is
+    # reported as such rather than as a silent deadline.
     resp = c.call(c.records.Produce, pb.ProduceRequest(
-        topic=args.topic, records=recs, acks=args.acks, timeout_ms=int(c.timeout_s * 1000)))
+        topic=args.topic, records=recs, acks=args.acks,
+        timeout_ms=max(1, int(c.timeout_s * 800))))
     if args.output == "json":
         print_json(to_json(resp), out)
     else:
@@ -923,7 +926,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "connect" in details.lower() or "dns" in details.lower()):
             reason = (f"cannot reach the admin API at {address} ({details}); is the node "
                       f"running? Set --bootstrap or ${ENV_BOOTSTRAP}")
-        elif code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        elif code is grpc.StatusCode.DEADLINE_EXCEEDED and details == "Deadline Exceeded":
+            # the client's own deadline (the server's timeouts carry their own message)
             reason = f"no answer from {address} within {args.timeout:g}s ({details})"
         else:
             reason = f"{details} [{code.name}]"

@@ -295,6 +295,18 @@ def test_produce_from_stdin_and_consume(server: ServerThread) -> None:
     assert ok(p) == "" and "Processed a total of 0 messages" in p.stderr
 
 
+def test_produce_when_the_isr_does_not_catch_up_reports_it_before_the_deadline(
+        server: ServerThread) -> None:
+    # broker 2 is registered but runs no replica: acks=all cannot complete
+    ok(skiff(server, "topics", "create", "cli-isr", "--replica-assignment", "1:2"))
+    line = failed(skiff(server, "produce", "--topic", "cli-isr", "--value", "x",
+                        "--timeout", "1.5"), 3)
+    assert "not replicated to the ISR in time" in line and "DEADLINE_EXCEEDED" in line
+    out = ok(skiff(server, "produce", "--topic", "cli-isr", "--value", "y", "--acks", "1"))
+    assert out.strip() == "cli-isr-0@1"
+    assert server.node.replicas.get("cli-isr", 0).log.log_end_offset == 2
+
+
 def test_produce_and_consume_errors(server: ServerThread) -> None:
     line = failed(skiff(server, "produce", "--topic", "cli-none", "--value", "x"), 1)
     assert "does not exist" in line

@@ -59,7 +59,7 @@ def test_kafka_errors_map_to_status_codes_with_hints() -> None:
         got, message = kafka_status(KafkaError(err, "why"))
         assert got is code, err
         assert message.startswith("why (" + err.name.upper() + ")")
-    assert "skiff quorum describe" in kafka_status(KafkaError(ErrorCode.request_timed_out))[1]
+    assert "min.insync.replicas" in kafka_status(KafkaError(ErrorCode.not_enough_replicas))[1]
 
 
 def test_failures_inside_an_rpc_become_statuses(node: AdminTestNode,
