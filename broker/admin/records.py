@@ -181,30 +181,31 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
         loop = asyncio.get_running_loop()
         idle_deadline = loop.time() + wait_s
         while sent < limit:
+            # Waiters first, then read: a record appended in between still wakes us.
             waiters = [p.new_waiter() for p in parts]
-            progressed = False
-            for p in parts:
-                if p.role is not Role.LEADER:
-                    raise _not_led(self.node, t.name, p.index)
-                for msg, next_offset in self._read(p, positions[p.index], limit - sent):
-                    yield msg
-                    sent += 1
-                    progressed = True
-                    positions[p.index] = next_offset
-                if sent >= limit:
-                    break
-            if progressed:
-                idle_deadline = loop.time() + wait_s
-            remaining = idle_deadline - loop.time()
-            if sent >= limit or remaining <= 0:
+            try:
+                progressed = False
+                for p in parts:
+                    if p.role is not Role.LEADER:
+                        raise _not_led(self.node, t.name, p.index)
+                    for msg, next_offset in self._read(p, positions[p.index], limit - sent):
+                        yield msg
+                        sent += 1
+                        progressed = True
+                        positions[p.index] = next_offset
+                    if sent >= limit:
+                        break
+                if progressed:
+                    idle_deadline = loop.time() + wait_s
+                remaining = idle_deadline - loop.time()
+                if sent >= limit or remaining <= 0:
+                    return
+                if not progressed:
+                    await asyncio.wait(waiters, timeout=remaining,
+                                       return_when=asyncio.FIRST_COMPLETED)
+            finally:
                 for w in waiters:
                     w.cancel()
-                return
-            if not progressed:
-                await asyncio.wait(waiters, timeout=remaining,
-                                   return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                w.cancel()
 
     @staticmethod
     def _read(part: Partition, offset: int, max_records: int) -> list[tuple[Any, int]]:

@@ -592,7 +592,7 @@ def cmd_configs_get(c: Client, args: argparse.Namespace, out: TextIO) -> int:
         value = e.value if e.HasField("value") else ("(sensitive)" if e.sensitive else "null")
         row = [e.name, value, src[e.source], "yes" if e.read_only else "no"]
         if args.synonyms:
-            row.append(" ".join(f"{s.source and src[s.source]}:{s.name}="
+            row.append(" ".join(f"{src[s.source]}:{s.name}="
                                 f"{s.value if s.HasField('value') else 'null'}"
                                 for s in e.synonyms) or "-")
         rows.append(row)

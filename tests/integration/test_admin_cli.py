@@ -347,3 +347,34 @@ def test_grpcurl_lists_services_checks_health_and_describes(server: ServerThread
     assert [b["registration"]["broker_id"] for b in described["brokers"]] == [1, 2]
     methods = grpcurl(server.address, "describe", "skiff.admin.v1.TopicService")
     assert "rpc DescribeTopics ( .skiff.admin.v1.DescribeTopicsRequest )" in methods
+
+
+def test_reassign_wait_shows_live_progress_on_a_terminal(server: ServerThread) -> None:
+    import pty
+
+    ok(skiff(server, "topics", "create", "cli-tty", "--replica-assignment", "1:2"))
+    master, slave = pty.openpty()
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "SKIFF_ADMIN": server.address}
+        p = subprocess.run(
+            [sys.executable, "-m", "broker.cli.main", "partitions", "reassign", "--topic",
+             "cli-tty", "--partition", "0", "--replicas", "2,1", "--wait"],
+            stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60, env=env, cwd=ROOT)
+        os.close(slave)
+        slave = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert p.returncode == 0, p.stdout
+    assert b"\rreassigning: 1/1 partitions done" in seen
+    assert "done" in p.stdout

@@ -143,3 +143,13 @@ def test_empty_admin_listeners_disables_the_server(node: AdminTestNode) -> None:
         await server.stop()
 
     asyncio.run(main())
+
+
+def test_admin_listeners_when_config_declares_the_key() -> None:
+    from types import SimpleNamespace
+
+    declared = SimpleNamespace(values={"admin.listeners": ["127.0.0.1:9300"]}, originals={},
+                               get=lambda k: ["127.0.0.1:9300"])
+    assert admin_listeners(declared) == ["127.0.0.1:9300"]
+    off = SimpleNamespace(values={"admin.listeners": []}, originals={}, get=lambda k: [])
+    assert admin_listeners(off) == []
