@@ -39,8 +39,17 @@ class QuorumInfo:
 QuorumDescriber = Callable[[], Awaitable[QuorumInfo]]
 
 
-def describe_raft(core: Any, now_ms: Callable[[], int]) -> QuorumDescriber:
-    """A describer over a Raft core (see the module doc for what it must expose)."""
+def describe_raft(core: Any, wall_clock_ms: Callable[[], int],
+                  core_now_ms: Callable[[], int] | None = None) -> QuorumDescriber:
+    """A describer over a Raft core (see the module doc for what it must expose).
+
+    The core keeps fetch times in its own time base (raft/driver.py: milliseconds since the
+    driver started); `core_now_ms` is that clock, used to turn them into wall-clock times.
+    Without it the core's times are taken as wall-clock times. A replica that has not
+    fetched in this epoch (`fetched` false) has no fetch time. The last caught-up time is
+    the last fetch that reached the high watermark, as far as the core tracks it: the
+    last fetch time when the replica's log end is at or past the high watermark now.
+    """
 
     async def describe() -> QuorumInfo:
         leader = int(core.leader_id)
@@ -51,15 +60,22 @@ def describe_raft(core: Any, now_ms: Callable[[], int]) -> QuorumDescriber:
                 + (f" (node {leader} is)" if leader >= 0 else " (no leader is known)")
                 + "; ask the leader's admin listener")
         voters, observers = core.replica_progress()
-        now = now_ms()
+        wall = wall_clock_ms()
+        core_now = core_now_ms() if core_now_ms is not None else None
         hw = int(core.hw)
-        me = ReplicaInfo(core.node_id, int(core.log.end_offset), now, now)
+
+        def to_wall(t: int) -> int:
+            if t < 0:
+                return -1
+            return t if core_now is None else wall - (core_now - t)
 
         def info(rid: int, p: Any) -> ReplicaInfo:
             end = int(getattr(p, "end_offset", -1))
-            fetched = int(getattr(p, "last_fetch_ms", -1))
-            return ReplicaInfo(rid, end, fetched, fetched if end >= hw >= 0 else -1)
+            fetched = bool(getattr(p, "fetched", True))
+            last = to_wall(int(getattr(p, "last_fetch_ms", -1))) if fetched else -1
+            return ReplicaInfo(rid, end, last, last if end >= hw >= 0 and last >= 0 else -1)
 
+        me = ReplicaInfo(core.node_id, int(core.log.end_offset), wall, wall)
         return QuorumInfo(
             leader_id=leader, leader_epoch=int(core.epoch), high_watermark=hw,
             voters=(me, *(info(r, voters[r]) for r in sorted(voters) if r != core.node_id)),

@@ -6,8 +6,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import grpc
+import pytest
 
 from broker.admin.quorum import QuorumInfo, ReplicaInfo, describe_raft
+from broker.errors import KafkaError
 from broker.metadata import records as rec
 from tests.unit.admin.harness import Admin, AdminTestNode, pb, serve, status_of
 
@@ -89,21 +91,23 @@ class FakeRaftCore:
     def __init__(self, node_id: int, leader_id: int) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
-        self.voters = frozenset({1, 2, 3})
+        self.voters = frozenset({1, 2, 3, 5})
         self.epoch = 7
         self.hw = 120
         self.log = SimpleNamespace(end_offset=125)
 
     def replica_progress(self) -> tuple[dict[int, Any], dict[int, Any]]:
         p = SimpleNamespace
-        return ({2: p(end_offset=120, last_fetch_ms=9_000), 3: p(end_offset=100,
-                                                                 last_fetch_ms=8_000)},
-                {4: p(end_offset=90, last_fetch_ms=7_000)})
+        # times in the core's own time base (the driver's monotonic milliseconds)
+        return ({2: p(end_offset=120, last_fetch_ms=900, fetched=True),
+                 3: p(end_offset=100, last_fetch_ms=800, fetched=True),
+                 5: p(end_offset=-1, last_fetch_ms=950, fetched=False)},
+                {4: p(end_offset=90, last_fetch_ms=700, fetched=True)})
 
 
 def test_describe_quorum_from_the_raft_leader(node: AdminTestNode) -> None:
     node.clock = lambda: 10_000  # type: ignore[method-assign]
-    describe = describe_raft(FakeRaftCore(1, 1), node.clock)
+    describe = describe_raft(FakeRaftCore(1, 1), node.clock, lambda: 1_000)
 
     async def body(a: Admin) -> Any:
         return await a.quorum.DescribeQuorum(pb.cluster.DescribeQuorumRequest())
@@ -112,14 +116,20 @@ def test_describe_quorum_from_the_raft_leader(node: AdminTestNode) -> None:
     assert (resp.leader_id, resp.leader_epoch, resp.high_watermark) == (1, 7, 120)
     assert resp.cluster_id == node.cluster_id
     voters = {v.replica_id: v for v in resp.voters}
-    assert sorted(voters) == [1, 2, 3]
+    assert sorted(voters) == [1, 2, 3, 5]
     assert (voters[1].log_end_offset, voters[1].lag) == (125, 0)
-    assert (voters[2].lag, voters[2].last_fetch_timestamp_ms) == (0, 9_000)
-    assert voters[2].last_caught_up_timestamp_ms == 9_000
-    assert (voters[3].lag, voters[3].last_caught_up_timestamp_ms) == (20, -1)
-    assert [(o.replica_id, o.lag) for o in resp.observers] == [(4, 30)]
+    # core time 900 when the core's clock says 1000 and the wall clock 10000: wall 9900
+    assert (voters[2].lag, voters[2].last_fetch_timestamp_ms) == (0, 9_900)
+    assert voters[2].last_caught_up_timestamp_ms == 9_900
+    assert (voters[3].lag, voters[3].last_fetch_timestamp_ms) == (20, 9_800)
+    assert voters[3].last_caught_up_timestamp_ms == -1
+    # voter 5 has not fetched in this epoch: nothing known
+    assert (voters[5].log_end_offset, voters[5].lag, voters[5].last_fetch_timestamp_ms) == (
+        -1, -1, -1)
+    assert [(o.replica_id, o.lag, o.last_fetch_timestamp_ms) for o in resp.observers] == [
+        (4, 30, 9_700)]
     assert resp.max_follower_lag == 20
-    assert resp.max_follower_lag_time_ms == -1  # voter 3 has never been caught up
+    assert resp.max_follower_lag_time_ms == -1  # voter 3 is not caught up
 
 
 def test_describe_quorum_lag_time_when_every_follower_caught_up(node: AdminTestNode) -> None:
@@ -156,3 +166,29 @@ def test_describe_quorum_without_a_describer_is_unimplemented(node: AdminTestNod
 
     code, details = serve(node, body)
     assert code is S.UNIMPLEMENTED and "describe_quorum" in details
+
+
+def test_describe_raft_over_the_real_raft_core() -> None:
+    """Against raft/core.py itself (skips on a branch without it)."""
+    import asyncio
+    import random
+
+    core_mod = pytest.importorskip("raft.core")
+    store = pytest.importorskip("raft.store")
+    core = core_mod.RaftCore(1, frozenset({1}), store.MemoryLogStore(),
+                             store.MemoryQuorumStateStore(), random.Random(1), 0)
+    now = 0
+    for _ in range(200):
+        now += 50
+        core.tick(now)
+        core.take_output()
+        if core.leader_id == 1:
+            break
+    info = asyncio.run(describe_raft(core, lambda: 1_700_000_000_000, lambda: now)())
+    assert (info.leader_id, info.leader_epoch) == (1, core.epoch)
+    assert info.high_watermark == core.hw == core.log.end_offset
+    assert [v.replica_id for v in info.voters] == [1] and info.observers == ()
+    follower = core_mod.RaftCore(2, frozenset({1, 2, 3}), store.MemoryLogStore(),
+                                 store.MemoryQuorumStateStore(), random.Random(1), 0)
+    with pytest.raises(KafkaError, match="not the metadata quorum leader"):
+        asyncio.run(describe_raft(follower, lambda: 0, lambda: 0)())
