@@ -8,16 +8,9 @@ import grpc
 
 from broker.admin.convert import broker_state, registration
 from broker.admin.errors import rpc_errors
+from broker.admin.forward import controller_id
 from broker.admin.pb import cluster, cluster_grpc, meta
 from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo
-
-
-def controller_id(node: Any) -> int:
-    image = node.metadata
-    if image.controller_id >= 0:
-        return int(image.controller_id)
-    quorum = getattr(node.controller, "quorum", None)
-    return int(node.node_id) if getattr(quorum, "is_leader", False) else -1
 
 
 class ClusterService(cluster_grpc.ClusterServiceServicer):  # type: ignore[misc]

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.admin.controller_ops import ControllerOps
 from broker.admin.errors import AdminError, S, rpc_errors
+from broker.admin.forward import Forwarder, forwards_writes
 from broker.admin.pb import configs, configs_grpc
 from broker.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigEntry, ConfigSource
 from broker.controller.controller import DYNAMIC_BROKER_KEYS
@@ -21,6 +22,7 @@ from broker.errors import KafkaError
 from broker.handlers.describe_configs import describe as describe_resource
 from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 
+_SERVICE = configs.DESCRIPTOR.services_by_name["ConfigService"]
 _DYNAMIC = {ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
             ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG}
 
@@ -72,9 +74,10 @@ def _entry(e: ConfigEntry, resource_type: int) -> Any:
 
 
 class ConfigService(configs_grpc.ConfigServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.ops = ControllerOps(node.controller)
+        self.forwarder = forwarder
 
     @rpc_errors
     async def DescribeConfigs(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -95,6 +98,7 @@ class ConfigService(configs_grpc.ConfigServiceServicer):  # type: ignore[misc]
             entries=[_entry(e, r.type) for e in entries])
 
     @rpc_errors
+    @forwards_writes(_SERVICE)
     async def AlterConfigs(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if not request.changes:
             raise AdminError(S.INVALID_ARGUMENT, "no config changes given")

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from broker.admin.controller_ops import ControllerOps
 from broker.admin.convert import reassignment_status
 from broker.admin.errors import AdminError, S, rpc_errors
+from broker.admin.forward import Forwarder, forwards_writes
 from broker.admin.pb import partitions, partitions_grpc
 from broker.controller.controller import Controller
 from broker.controller.requests import ElectionType
@@ -40,6 +41,7 @@ def _targets(node: Any, items: Any) -> list[tuple[str, int]]:
     return out
 
 
+_SERVICE = partitions.DESCRIPTOR.services_by_name["PartitionService"]
 _OUTCOME = {
     ErrorCode.none: partitions.ELECTION_OUTCOME_ELECTED,
     ErrorCode.election_not_needed: partitions.ELECTION_OUTCOME_NOT_NEEDED,
@@ -47,11 +49,13 @@ _OUTCOME = {
 
 
 class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.ops = ControllerOps(node.controller)
+        self.forwarder = forwarder
 
     @rpc_errors
+    @forwards_writes(_SERVICE)
     async def AlterPartitionReassignments(self, request: Any,
                                           context: grpc.aio.ServicerContext) -> Any:
         if not request.reassignments:
@@ -88,6 +92,7 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
             for o in sorted(ongoing, key=lambda o: (o.topic, o.partition))])
 
     @rpc_errors
+    @forwards_writes(_SERVICE)
     async def ElectLeaders(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         etype = (ElectionType.UNCLEAN
                  if request.election_type == partitions.ELECTION_TYPE_UNCLEAN

@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from broker.admin import pb
 from broker.admin.cluster import ClusterService, QuorumService
 from broker.admin.configs import ConfigService
+from broker.admin.forward import Forwarder
 from broker.admin.groups import GroupService
 from broker.admin.partitions import PartitionService
 from broker.admin.quorum import QuorumDescriber, describe_from_node
@@ -106,6 +107,7 @@ class AdminServer:
 
     def __init__(self, node: Any, listeners: Sequence[str] = (DEFAULT_ADMIN_LISTENER,), *,
                  describe_quorum: QuorumDescriber | None = None,
+                 admin_address_of: Callable[[int], str | None] | None = None,
                  grace_s: float = 1.0) -> None:
         self.node = node
         self.listeners = list(listeners)
@@ -115,6 +117,7 @@ class AdminServer:
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._watch: asyncio.Task[None] | None = None
+        self.forwarder = Forwarder(node, admin_address_of)
 
     @property
     def addresses(self) -> list[str]:
@@ -130,10 +133,12 @@ class AdminServer:
         pb.cluster_grpc.add_ClusterServiceServicer_to_server(ClusterService(node), server)
         pb.cluster_grpc.add_QuorumServiceServicer_to_server(
             QuorumService(node, self.describe_quorum), server)
-        pb.topics_grpc.add_TopicServiceServicer_to_server(TopicService(node), server)
-        pb.partitions_grpc.add_PartitionServiceServicer_to_server(PartitionService(node), server)
+        fwd = self.forwarder
+        pb.topics_grpc.add_TopicServiceServicer_to_server(TopicService(node, fwd), server)
+        pb.partitions_grpc.add_PartitionServiceServicer_to_server(
+            PartitionService(node, fwd), server)
         pb.groups_grpc.add_GroupServiceServicer_to_server(GroupService(node), server)
-        pb.configs_grpc.add_ConfigServiceServicer_to_server(ConfigService(node), server)
+        pb.configs_grpc.add_ConfigServiceServicer_to_server(ConfigService(node, fwd), server)
         pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
@@ -167,3 +172,4 @@ class AdminServer:
             await self._health.enter_graceful_shutdown()
             await self._server.stop(self.grace_s)
             self._server = None
+        await self.forwarder.close()

@@ -11,12 +11,14 @@ from kio.schema.errors import ErrorCode
 
 from broker.admin.convert import INTERNAL_TOPICS, topic_description, topic_record, topic_summary
 from broker.admin.errors import AdminError, S, rpc_errors
+from broker.admin.forward import Forwarder, forwards_writes
 from broker.admin.pb import meta, topics, topics_grpc
 from broker.controller.requests import CreatableTopic, CreatePartitionsTopic
 from broker.errors import KafkaError
 from broker.metadata.image import TopicImage
 
 log = structlog.get_logger(__name__)
+_SERVICE = topics.DESCRIPTOR.services_by_name["TopicService"]
 
 
 def require_topic(node: Any, name: str) -> TopicImage:
@@ -43,10 +45,12 @@ def _assignments(items: Any) -> dict[int, list[int]]:
 
 
 class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
         self.node = node
+        self.forwarder = forwarder
 
     @rpc_errors
+    @forwards_writes(_SERVICE)
     async def CreateTopic(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if not request.name:
             raise AdminError(S.INVALID_ARGUMENT, "a topic name is required")
@@ -70,6 +74,7 @@ class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
         )
 
     @rpc_errors
+    @forwards_writes(_SERVICE)
     async def DeleteTopic(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if bool(request.name) == bool(request.topic_id):
             raise AdminError(S.INVALID_ARGUMENT, "give exactly one of a topic name or a topic id")
@@ -108,6 +113,7 @@ class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
             topics=[topic_description(self.node, t) for t in chosen])
 
     @rpc_errors
+    @forwards_writes(_SERVICE)
     async def CreatePartitions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         t = require_topic(self.node, request.topic)
         current = t.num_partitions
