@@ -21,7 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from broker.admin import pb
 from broker.admin.cluster import ClusterService, QuorumService
 from broker.admin.configs import ConfigService
-from broker.admin.forward import Forwarder
+from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
 from broker.admin.groups import GroupService
 from broker.admin.partitions import PartitionService
 from broker.admin.quorum import QuorumDescriber, describe_from_node
@@ -123,6 +123,17 @@ class AdminServer:
     def addresses(self) -> list[str]:
         return [f"{listener.rpartition(':')[0]}:{port}"
                 for listener, port in zip(self.listeners, self.ports, strict=True)]
+
+    def advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
+        """(name, host, port, security protocol) of the bound admin listeners, for the broker
+        registration, so that other nodes can forward admin writes here. Wildcard hosts are
+        not advertised."""
+        out = []
+        for address in self.addresses:
+            host = address.rpartition(":")[0].strip("[]")
+            if host not in ("", "0.0.0.0", "::"):
+                out.append((ADMIN_ENDPOINT, host, int(address.rpartition(":")[2]), "PLAINTEXT"))
+        return out
 
     async def start(self) -> None:
         if not self.listeners:

@@ -153,3 +153,16 @@ def test_admin_listeners_when_config_declares_the_key() -> None:
     assert admin_listeners(declared) == ["127.0.0.1:9300"]
     off = SimpleNamespace(values={"admin.listeners": []}, originals={}, get=lambda k: [])
     assert admin_listeners(off) == []
+
+
+def test_advertised_admin_endpoints_skip_wildcards(node: AdminTestNode) -> None:
+    async def main() -> None:
+        server = AdminServer(node, ["127.0.0.1:0", "0.0.0.0:0"], grace_s=0)
+        await server.start()
+        try:
+            assert server.advertised_endpoints() == [
+                ("ADMIN", "127.0.0.1", server.ports[0], "PLAINTEXT")]
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
