@@ -378,3 +378,97 @@ def test_reassign_wait_shows_live_progress_on_a_terminal(server: ServerThread) -
     assert p.returncode == 0, p.stdout
     assert b"\rreassigning: 1/1 partitions done" in seen
     assert "done" in p.stdout
+
+
+# ---- a real node (`skiff dev`) ---------------------------------------------------------------
+
+
+def _free_ports(n: int) -> list[int]:
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _node_starts_admin() -> bool:
+    node_py = (ROOT / "broker" / "node.py").read_text()
+    return "AdminServer" in node_py
+
+
+@pytest.mark.skipif(not _node_starts_admin(),
+                    reason="broker/node.py does not start the admin server yet (integration)")
+def test_cli_against_a_real_node_checked_with_a_kafka_client(tmp_path: Path) -> None:
+    import time
+
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+    port, cport, aport = _free_ports(3)
+    admin = f"127.0.0.1:{aport}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker.cli.main", "dev", "--data", str(tmp_path / "data"),
+         "--port", str(port), "--controller-port", str(cport),
+         "--override", f"admin.listeners={admin}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        with grpc.insecure_channel(admin) as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+            while True:
+                assert proc.poll() is None, "skiff dev exited"
+                try:
+                    if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == \
+                            health_pb2.HealthCheckResponse.SERVING:
+                        break
+                except grpc.RpcError:
+                    pass
+                assert time.monotonic() < deadline, "the node's admin API never served"
+                time.sleep(0.1)
+
+        def cli(*args: str, stdin: str | None = None) -> str:
+            return ok(skiff(None, *args, stdin=stdin, bootstrap=admin))
+
+        out = cli("cluster", "describe")
+        assert f"ADMIN://{admin}" in out and "unfenced" in out
+        assert "LeaderId:               1" in cli("quorum", "describe")
+        cli("topics", "create", "real", "--partitions", "2", "--config", "retention.ms=600000")
+        assert cli("produce", "--topic", "real", "--partition", "1",
+                   stdin="one\ntwo\n").split() == ["real-1@0", "real-1@1"]
+        cli("configs", "set", "--topic", "real", "cleanup.policy=delete,compact")
+        cli("topics", "alter", "real", "--partitions", "3")
+        bootstrap = f"127.0.0.1:{port}"
+        kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            assert "real" in kadmin.list_topics()
+            [desc] = kadmin.describe_topics(["real"])
+            assert len(desc["partitions"]) == 3
+        finally:
+            kadmin.close()
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=3000)
+        try:
+            consumer.assign([TopicPartition("real", 1)])
+            consumer.seek_to_beginning()
+            assert [m.value for m in consumer] == [b"one", b"two"]
+        finally:
+            consumer.close()
+        cli("topics", "delete", "real")
+        kadmin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            assert "real" not in kadmin.list_topics()
+        finally:
+            kadmin.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
