@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+from kio.schema.errors import ErrorCode
 
 from broker.admin.convert import broker_state, registration
 from broker.admin.errors import rpc_errors
-from broker.admin.forward import controller_id
+from broker.admin.forward import Forwarder, controller_id, forwards_writes
 from broker.admin.pb import cluster, cluster_grpc, meta
 from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo
 
@@ -70,12 +71,18 @@ def quorum_response(cluster_id: str, info: QuorumInfo, now_ms: int) -> Any:
     )
 
 
+_QUORUM = cluster.DESCRIPTOR.services_by_name["QuorumService"]
+
+
 class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any, describe: QuorumDescriber) -> None:
+    def __init__(self, node: Any, describe: QuorumDescriber,
+                 forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.describe = describe
+        self.forwarder = forwarder
 
     @rpc_errors
+    @forwards_writes(_QUORUM, on=ErrorCode.not_leader_or_follower)
     async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         info = await self.describe()
         return quorum_response(self.node.cluster_id, info, self.node.clock())

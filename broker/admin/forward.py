@@ -1,12 +1,14 @@
-"""Forwarding admin writes to the active controller.
+"""Forwarding admin writes (and quorum describes) to the active controller.
 
 A write that reaches a node which is not the active controller (the controller service
-raises NOT_CONTROLLER) is sent on, as the same gRPC method with the same request, to the
-controller's admin listener, and its answer (or status) is relayed. The controller's admin
-address comes from `address_of(controller_id)`; the default looks for an `ADMIN` endpoint in
-the controller's broker registration (a node advertises its admin listener there). One hop
-only: a forwarded request carries the `skiff-forwarded` metadata key and is never forwarded
-again. Without an address the call fails UNAVAILABLE, naming the controller to ask.
+raises NOT_CONTROLLER), or a quorum describe on a node that is not the metadata quorum's
+leader (NOT_LEADER_OR_FOLLOWER; in KRaft the leader is the active controller), is sent on
+as the same gRPC method with the same request to the controller's admin listener, and its
+answer (or status) is relayed. The controller's admin address comes from
+`address_of(controller_id)`; the default looks for an `ADMIN` endpoint in the controller's
+broker registration (a node advertises its admin listener there). One hop only: a
+forwarded request carries the `skiff-forwarded` metadata key and is never forwarded again.
+Without an address the call fails UNAVAILABLE, naming the controller to ask.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ class Forwarder:
         if cid < 0:
             raise AdminError(S.UNAVAILABLE, f"node {self.node.node_id} is not the active "
                                             "controller and no controller is known now; retry")
-        address = self.address_of(cid) if cid != self.node.node_id else None
+        if cid == self.node.node_id:
+            raise cause  # the views disagree for a moment (e.g. during an election)
+        address = self.address_of(cid)
         if address is None:
             raise AdminError(S.UNAVAILABLE,
                              f"node {self.node.node_id} is not the active controller; node "
@@ -91,8 +95,10 @@ class Forwarder:
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
-def forwards_writes(service: Any) -> Callable[[F], F]:
-    """Decorate a write RPC of `service` (a generated module's service descriptor)."""
+def forwards_writes(service: Any, on: ErrorCode = ErrorCode.not_controller
+                    ) -> Callable[[F], F]:
+    """Decorate an RPC of `service` (a generated module's service descriptor) that the
+    active controller must answer: when it raises KafkaError `on`, forward it."""
 
     def decorate(fn: F) -> F:
         method = service.methods_by_name[fn.__name__]
@@ -103,7 +109,7 @@ def forwards_writes(service: Any) -> Callable[[F], F]:
                 return await fn(self, request, context)
             except KafkaError as exc:
                 forwarder: Forwarder | None = getattr(self, "forwarder", None)
-                if exc.error_code is not ErrorCode.not_controller or forwarder is None:
+                if exc.error_code is not on or forwarder is None:
                     raise
                 return await forwarder.forward(method, request, context, exc)
 

@@ -142,9 +142,9 @@ class AdminServer:
         server = grpc.aio.server(interceptors=[_ReadyGate(self.node)])
         node = self.node
         pb.cluster_grpc.add_ClusterServiceServicer_to_server(ClusterService(node), server)
-        pb.cluster_grpc.add_QuorumServiceServicer_to_server(
-            QuorumService(node, self.describe_quorum), server)
         fwd = self.forwarder
+        pb.cluster_grpc.add_QuorumServiceServicer_to_server(
+            QuorumService(node, self.describe_quorum, fwd), server)
         pb.topics_grpc.add_TopicServiceServicer_to_server(TopicService(node, fwd), server)
         pb.partitions_grpc.add_PartitionServiceServicer_to_server(
             PartitionService(node, fwd), server)

@@ -87,3 +87,50 @@ def test_unknown_controller_address_is_unavailable_naming_the_controller(
         assert b.metadata.topic("shared") is not None
 
     asyncio.run(_pair(tmp_path, body, controller_of_a=3))
+
+
+def test_quorum_describe_on_a_follower_is_answered_by_the_leader(tmp_path: Path) -> None:
+    from kio.schema.errors import ErrorCode
+
+    from broker.admin.quorum import QuorumInfo, ReplicaInfo
+    from broker.errors import KafkaError
+
+    async def leader_view() -> QuorumInfo:
+        return QuorumInfo(2, 9, 77, (ReplicaInfo(2, 77, 5, 5), ReplicaInfo(1, 70, 4, -1)))
+
+    async def follower_view() -> QuorumInfo:
+        raise KafkaError(ErrorCode.not_leader_or_follower, "node 1 is not the leader")
+
+    async def body(a: AdminTestNode, b: AdminTestNode) -> None:
+        server_b = AdminServer(b, ["127.0.0.1:0"], describe_quorum=leader_view, grace_s=0)
+        await server_b.start()
+        server_a = AdminServer(a, ["127.0.0.1:0"], describe_quorum=follower_view, grace_s=0,
+                               admin_address_of=lambda cid: server_b.addresses[0]
+                               if cid == 2 else None)
+        await server_a.start()
+        try:
+            async with grpc.aio.insecure_channel(server_a.addresses[0]) as ch:
+                adm = Admin(ch, server_a)
+                resp = await adm.quorum.DescribeQuorum(pb.cluster.DescribeQuorumRequest())
+                assert (resp.leader_id, resp.leader_epoch, resp.high_watermark) == (2, 9, 77)
+                assert resp.cluster_id == b.cluster_id
+                assert [v.replica_id for v in resp.voters] == [2, 1]
+        finally:
+            await server_a.stop()
+            await server_b.stop()
+
+    async def main() -> None:
+        a, b = AdminTestNode(tmp_path / "a"), AdminTestNode(tmp_path / "b")
+        try:
+            await a.register(1)
+            await b.register(1)
+            a.ready.set()
+            b.ready.set()
+            a.quorum.is_leader = False
+            a.quorum.driver = SimpleNamespace(leader_and_epoch=(2, 9))
+            await body(a, b)
+        finally:
+            a.close()
+            b.close()
+
+    asyncio.run(main())
