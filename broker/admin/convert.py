@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.admin.pb import cluster, meta, partitions, topics
+from broker.controller.validation import INTERNAL_TOPICS
 from broker.metadata.image import (
     BrokerRegistration,
     MetadataImage,
@@ -13,8 +14,6 @@ from broker.metadata.image import (
 )
 from broker.metadata.records import NO_LEADER
 from broker.replication.partition import Role
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def broker_state(reg: BrokerRegistration) -> int:

@@ -157,3 +157,18 @@ def test_produce_below_min_insync_replicas_is_unavailable(node: AdminTestNode) -
 
     code, details = serve(node, body)
     assert code is S.UNAVAILABLE and "min.insync.replicas" in details
+
+
+def test_produce_with_acks_0_and_1_reports_the_assigned_offsets(node: AdminTestNode) -> None:
+    asyncio.run(node.create_topic("a"))
+
+    async def body(a: Admin) -> Any:
+        r0 = await a.records.Produce(R.ProduceRequest(topic="a", acks=0,
+                                                      records=[rec(b"x"), rec(b"y")]))
+        r1 = await a.records.Produce(R.ProduceRequest(topic="a", acks=1, records=[rec(b"z")]))
+        return r0, r1
+
+    r0, r1 = serve(node, body)
+    assert [(r.partition, r.offset) for r in r0.records] == [(0, 0), (0, 1)]
+    assert [(r.partition, r.offset) for r in r1.records] == [(0, 2)]
+    assert [r.value for r in node.replicas.get("a", 0).log.read_records(0)] == [b"x", b"y", b"z"]
