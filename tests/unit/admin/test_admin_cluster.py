@@ -73,7 +73,7 @@ def test_admin_calls_are_unavailable_until_the_node_is_ready(node: AdminTestNode
         code, details = await status_of(stream.read())
         assert code is S.UNAVAILABLE
         node.ready.set()
-        for _ in range(100):
+        for _ in range(500):
             check = await health.Check(health_pb2.HealthCheckRequest(
                 service="skiff.admin.v1.TopicService"))
             if check.status == health_pb2.HealthCheckResponse.SERVING:

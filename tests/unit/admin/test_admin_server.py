@@ -87,7 +87,7 @@ def test_health_serves_every_service_and_reflection_lists_them(node: AdminTestNo
         health = health_pb2_grpc.HealthStub(a.channel)
         statuses = {}
         for name in ("", *SERVICE_NAMES):
-            for _ in range(100):
+            for _ in range(500):
                 resp = await health.Check(health_pb2.HealthCheckRequest(service=name))
                 if resp.status == health_pb2.HealthCheckResponse.SERVING:
                     break
