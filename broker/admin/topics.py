@@ -9,11 +9,12 @@ import grpc
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.admin.convert import INTERNAL_TOPICS, topic_description, topic_record, topic_summary
+from broker.admin.convert import topic_description, topic_record, topic_summary
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, forwards_writes
 from broker.admin.pb import meta, topics, topics_grpc
 from broker.controller.requests import CreatableTopic, CreatePartitionsTopic
+from broker.controller.validation import INTERNAL_TOPICS
 from broker.errors import KafkaError
 from broker.metadata.image import TopicImage
 
