@@ -1,0 +1,88 @@
+"""ClusterService and QuorumService."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from kio.schema.errors import ErrorCode
+
+from broker.admin.convert import broker_state, registration
+from broker.admin.errors import rpc_errors
+from broker.admin.forward import Forwarder, controller_id, forwards_writes
+from broker.admin.pb import cluster, cluster_grpc, meta
+from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo
+
+
+class ClusterService(cluster_grpc.ClusterServiceServicer):  # type: ignore[misc]
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    @rpc_errors
+    async def DescribeCluster(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        image = self.node.metadata
+        active = controller_id(self.node)
+        leaders: dict[int, int] = {}
+        hosted: dict[int, int] = {}
+        for _, _, p in image.iter_partitions():
+            leaders[p.leader] = leaders.get(p.leader, 0) + 1
+            for r in p.replicas:
+                hosted[r] = hosted.get(r, 0) + 1
+        brokers = [
+            cluster.BrokerDescription(
+                registration=registration(reg), state=broker_state(reg),
+                is_controller=bid == active, leader_count=leaders.get(bid, 0),
+                replica_count=hosted.get(bid, 0))
+            for bid, reg in sorted(image.brokers.items())
+        ]
+        return cluster.DescribeClusterResponse(
+            cluster_id=self.node.cluster_id, controller_id=active, brokers=brokers,
+            finalized_features=[meta.FeatureLevel(name=n, feature_level=v)
+                                for n, v in sorted(image.features.items())],
+            metadata_offset=image.offset, metadata_epoch=image.epoch, node_id=self.node.node_id,
+        )
+
+
+def _replica(r: ReplicaInfo, hw: int) -> Any:
+    lag = max(0, hw - r.log_end_offset) if r.log_end_offset >= 0 else -1
+    return cluster.QuorumReplica(
+        replica_id=r.replica_id, log_end_offset=r.log_end_offset, lag=lag,
+        last_fetch_timestamp_ms=r.last_fetch_timestamp_ms,
+        last_caught_up_timestamp_ms=r.last_caught_up_timestamp_ms)
+
+
+def quorum_response(cluster_id: str, info: QuorumInfo, now_ms: int) -> Any:
+    followers = [v for v in info.voters if v.replica_id != info.leader_id]
+    lags = [max(0, info.high_watermark - v.log_end_offset) for v in followers
+            if v.log_end_offset >= 0]
+    caught = [v.last_caught_up_timestamp_ms for v in followers]
+    if not followers:
+        lag_time = 0
+    elif all(c >= 0 for c in caught):
+        lag_time = max(0, now_ms - min(caught))
+    else:
+        lag_time = -1
+    return cluster.DescribeQuorumResponse(
+        cluster_id=cluster_id, leader_id=info.leader_id, leader_epoch=info.leader_epoch,
+        high_watermark=info.high_watermark,
+        voters=[_replica(v, info.high_watermark) for v in info.voters],
+        observers=[_replica(o, info.high_watermark) for o in info.observers],
+        max_follower_lag=max(lags, default=0), max_follower_lag_time_ms=lag_time,
+    )
+
+
+_QUORUM = cluster.DESCRIPTOR.services_by_name["QuorumService"]
+
+
+class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
+    def __init__(self, node: Any, describe: QuorumDescriber,
+                 forwarder: Forwarder | None = None) -> None:
+        self.node = node
+        self.describe = describe
+        self.forwarder = forwarder
+
+    @rpc_errors
+    @forwards_writes(_QUORUM, on=ErrorCode.not_leader_or_follower)
+    async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        info = await self.describe()
+        return quorum_response(self.node.cluster_id, info, self.node.clock())

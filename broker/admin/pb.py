@@ -1,0 +1,30 @@
+"""The generated admin-API modules (compiled from proto/skiff/admin/v1 by broker.protogen)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker import protogen
+
+_V1 = "skiff.admin.v1."
+
+cluster: Any = protogen.load(_V1 + "cluster_pb2")
+cluster_grpc: Any = protogen.load(_V1 + "cluster_pb2_grpc")
+topics: Any = protogen.load(_V1 + "topics_pb2")
+topics_grpc: Any = protogen.load(_V1 + "topics_pb2_grpc")
+partitions: Any = protogen.load(_V1 + "partitions_pb2")
+partitions_grpc: Any = protogen.load(_V1 + "partitions_pb2_grpc")
+groups: Any = protogen.load(_V1 + "groups_pb2")
+groups_grpc: Any = protogen.load(_V1 + "groups_pb2_grpc")
+configs: Any = protogen.load(_V1 + "configs_pb2")
+configs_grpc: Any = protogen.load(_V1 + "configs_pb2_grpc")
+records: Any = protogen.load(_V1 + "records_pb2")
+records_grpc: Any = protogen.load(_V1 + "records_pb2_grpc")
+meta: Any = protogen.load("skiff.metadata.v1.records_pb2")
+
+# Every admin service's full name, for health and reflection.
+SERVICE_NAMES: tuple[str, ...] = tuple(
+    svc.full_name
+    for mod in (cluster, topics, partitions, groups, configs, records)
+    for svc in mod.DESCRIPTOR.services_by_name.values()
+)

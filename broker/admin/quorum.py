@@ -1,0 +1,107 @@
+"""What `quorum describe` reports, and where it comes from.
+
+The admin server does not know the Raft driver's shape: the node hands it a
+`QuorumDescriber` (an async function returning `QuorumInfo`). `describe_raft` builds one
+from a KRaft-style core that exposes `node_id`, `voters`, `epoch`, `leader_id`, `hw` and
+`replica_progress() -> (voters, observers)` of objects with `end_offset` and
+`last_fetch_ms`; it only answers on the leader (as Kafka's DescribeQuorum), anywhere else
+it raises NOT_LEADER_OR_FOLLOWER naming the leader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    replica_id: int
+    log_end_offset: int = -1
+    last_fetch_timestamp_ms: int = -1
+    last_caught_up_timestamp_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaInfo, ...]
+    observers: tuple[ReplicaInfo, ...] = ()
+
+
+QuorumDescriber = Callable[[], Awaitable[QuorumInfo]]
+
+
+def describe_raft(core: Any, wall_clock_ms: Callable[[], int],
+                  core_now_ms: Callable[[], int] | None = None) -> QuorumDescriber:
+    """A describer over a Raft core (see the module doc for what it must expose).
+
+    The core keeps fetch times in its own time base (raft/driver.py: milliseconds since the
+    driver started); `core_now_ms` is that clock, used to turn them into wall-clock times.
+    Without it the core's times are taken as wall-clock times. A replica that has not
+    fetched in this epoch (`fetched` false) has no fetch time. The last caught-up time is
+    the last fetch that reached the high watermark, as far as the core tracks it: the
+    last fetch time when the replica's log end is at or past the high watermark now.
+    """
+
+    async def describe() -> QuorumInfo:
+        leader = int(core.leader_id)
+        if leader != core.node_id:
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"node {core.node_id} is not the metadata quorum leader"
+                + (f" (node {leader} is)" if leader >= 0 else " (no leader is known)")
+                + "; ask the leader's admin listener")
+        voters, observers = core.replica_progress()
+        wall = wall_clock_ms()
+        core_now = core_now_ms() if core_now_ms is not None else None
+        hw = int(core.hw)
+
+        def to_wall(t: int) -> int:
+            if t < 0:
+                return -1
+            return t if core_now is None else wall - (core_now - t)
+
+        def info(rid: int, p: Any) -> ReplicaInfo:
+            end = int(getattr(p, "end_offset", -1))
+            fetched = bool(getattr(p, "fetched", True))
+            last = to_wall(int(getattr(p, "last_fetch_ms", -1))) if fetched else -1
+            return ReplicaInfo(rid, end, last, last if end >= hw >= 0 and last >= 0 else -1)
+
+        me = ReplicaInfo(core.node_id, int(core.log.end_offset), wall, wall)
+        return QuorumInfo(
+            leader_id=leader, leader_epoch=int(core.epoch), high_watermark=hw,
+            voters=(me, *(info(r, voters[r]) for r in sorted(voters) if r != core.node_id)),
+            observers=tuple(info(r, observers[r]) for r in sorted(observers)),
+        )
+
+    return describe
+
+
+def describe_from_node(node: Any) -> QuorumDescriber:
+    """The default: ask the node's quorum driver for `describe_quorum()` if it has one."""
+
+    async def describe() -> QuorumInfo:
+        quorum = getattr(node, "quorum", None)
+        fn = getattr(quorum, "describe_quorum", None)
+        if fn is None:
+            from broker.admin.errors import AdminError, S
+
+            raise AdminError(S.UNIMPLEMENTED,
+                             "this node's metadata quorum driver does not report its state "
+                             "yet (no describe_quorum); the node must pass a QuorumDescriber "
+                             "to AdminServer")
+        result = fn()
+        if isinstance(result, Awaitable):
+            result = await result
+        assert isinstance(result, QuorumInfo)
+        return result
+
+    return describe

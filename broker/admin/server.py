@@ -1,0 +1,186 @@
+"""The admin gRPC server inside a node: the skiff.admin.v1 services, grpc.health.v1 and
+server reflection, on `admin.listeners` (default 127.0.0.1:9094).
+
+While the node is not ready (`node.ready` unset: not yet registered and unfenced) every
+admin call answers UNAVAILABLE and the health service reports NOT_SERVING; health and
+reflection themselves always answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from broker.admin import pb
+from broker.admin.cluster import ClusterService, QuorumService
+from broker.admin.configs import ConfigService
+from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
+from broker.admin.groups import GroupService
+from broker.admin.partitions import PartitionService
+from broker.admin.quorum import QuorumDescriber, describe_from_node
+from broker.admin.records import RecordService
+from broker.admin.topics import TopicService
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_ADMIN_LISTENER = "127.0.0.1:9094"
+ADMIN_LISTENERS_KEY = "admin.listeners"
+_ADMIN_PREFIX = "/skiff.admin."
+
+
+def parse_admin_listeners(value: str | Sequence[str] | None) -> list[str]:
+    """`admin.listeners`: comma-separated `host:port` (or `NAME://host:port`); empty: no
+    admin server. None: the default."""
+    if value is None:
+        return [DEFAULT_ADMIN_LISTENER]
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"Invalid value {raw!r} for configuration {ADMIN_LISTENERS_KEY}: "
+                             "host:port expected")
+        out.append(f"{host or '0.0.0.0'}:{port}")
+    return out
+
+
+def admin_listeners(cfg: Any) -> list[str]:
+    """The admin addresses of a NodeConfig: a declared key if config.py has one, else the
+    raw property (unknown keys are kept in `originals`), else the default."""
+    value = cfg.get(ADMIN_LISTENERS_KEY) if ADMIN_LISTENERS_KEY in cfg.values else None
+    if value is None:
+        value = cfg.originals.get(ADMIN_LISTENERS_KEY)
+    return parse_admin_listeners(value)
+
+
+def _abort_handler(handler: grpc.RpcMethodHandler, node_id: int) -> grpc.RpcMethodHandler:
+    message = (f"node {node_id} is not ready (still starting: not yet registered with the "
+               "controller and unfenced); retry shortly")
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+        yield  # pragma: no cover - makes this an async generator
+
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            stream, request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer)
+    return grpc.unary_unary_rpc_method_handler(
+        unary, request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer)
+
+
+class _ReadyGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails],
+                                     Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if (handler is not None and details.method.startswith(_ADMIN_PREFIX)
+                and not self.node.ready.is_set()):
+            return _abort_handler(handler, self.node.node_id)
+        return handler
+
+
+class AdminServer:
+    """Start with `await start()` inside the node's event loop; `ports` are the bound ports
+    (useful with port 0)."""
+
+    def __init__(self, node: Any, listeners: Sequence[str] = (DEFAULT_ADMIN_LISTENER,), *,
+                 describe_quorum: QuorumDescriber | None = None,
+                 admin_address_of: Callable[[int], str | None] | None = None,
+                 grace_s: float = 1.0) -> None:
+        self.node = node
+        self.listeners = list(listeners)
+        self.describe_quorum = describe_quorum or describe_from_node(node)
+        self.grace_s = grace_s
+        self.ports: list[int] = []
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._watch: asyncio.Task[None] | None = None
+        self.forwarder = Forwarder(node, admin_address_of)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"{listener.rpartition(':')[0]}:{port}"
+                for listener, port in zip(self.listeners, self.ports, strict=True)]
+
+    def advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
+        """(name, host, port, security protocol) of the bound admin listeners, for the broker
+        registration, so that other nodes can forward admin writes here. Wildcard hosts are
+        not advertised."""
+        out = []
+        for address in self.addresses:
+            host = address.rpartition(":")[0].strip("[]")
+            if host not in ("", "0.0.0.0", "::"):
+                out.append((ADMIN_ENDPOINT, host, int(address.rpartition(":")[2]), "PLAINTEXT"))
+        return out
+
+    async def start(self) -> None:
+        if not self.listeners:
+            log.info("admin_disabled", reason=f"{ADMIN_LISTENERS_KEY} is empty")
+            return
+        server = grpc.aio.server(interceptors=[_ReadyGate(self.node)])
+        node = self.node
+        pb.cluster_grpc.add_ClusterServiceServicer_to_server(ClusterService(node), server)
+        fwd = self.forwarder
+        pb.cluster_grpc.add_QuorumServiceServicer_to_server(
+            QuorumService(node, self.describe_quorum, fwd), server)
+        pb.topics_grpc.add_TopicServiceServicer_to_server(TopicService(node, fwd), server)
+        pb.partitions_grpc.add_PartitionServiceServicer_to_server(
+            PartitionService(node, fwd), server)
+        pb.groups_grpc.add_GroupServiceServicer_to_server(GroupService(node), server)
+        pb.configs_grpc.add_ConfigServiceServicer_to_server(ConfigService(node, fwd), server)
+        pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+        reflection.enable_server_reflection(
+            (*pb.SERVICE_NAMES, health_name, reflection.SERVICE_NAME), server)
+        for name in ("", *pb.SERVICE_NAMES):
+            await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        ports = []
+        for listener in self.listeners:
+            port = server.add_insecure_port(listener)
+            if port == 0:
+                raise OSError(f"cannot bind the admin listener {listener}")
+            ports.append(port)
+        await server.start()
+        self._server, self.ports = server, ports
+        self._watch = asyncio.get_running_loop().create_task(self._serve_when_ready(),
+                                                             name="admin_ready")
+        log.info("admin_listening", addresses=self.addresses)
+
+    async def _serve_when_ready(self) -> None:
+        await self.node.ready.wait()
+        for name in ("", *pb.SERVICE_NAMES):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+        if self._server is not None:
+            await self._health.enter_graceful_shutdown()
+            await self._server.stop(self.grace_s)
+            self._server = None
+        await self.forwarder.close()

@@ -1,0 +1,143 @@
+"""TopicService: create, delete, list, describe, add partitions."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import grpc
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.admin.convert import topic_description, topic_record, topic_summary
+from broker.admin.errors import AdminError, S, rpc_errors
+from broker.admin.forward import Forwarder, forwards_writes
+from broker.admin.pb import meta, topics, topics_grpc
+from broker.controller.requests import CreatableTopic, CreatePartitionsTopic
+from broker.controller.validation import INTERNAL_TOPICS
+from broker.errors import KafkaError
+from broker.metadata.image import TopicImage
+
+log = structlog.get_logger(__name__)
+_SERVICE = topics.DESCRIPTOR.services_by_name["TopicService"]
+
+
+def require_topic(node: Any, name: str) -> TopicImage:
+    if not name:
+        raise AdminError(S.INVALID_ARGUMENT, "a topic name is required")
+    t = node.metadata.topic(name)
+    if t is None:
+        raise AdminError(S.NOT_FOUND, f"topic '{name}' does not exist "
+                                      "(`skiff topics list` shows the topics)")
+    return t  # type: ignore[no-any-return]
+
+
+def _assignments(items: Any) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for a in items:
+        if a.partition in out:
+            raise AdminError(S.INVALID_ARGUMENT,
+                             f"partition {a.partition} is assigned twice")
+        if not a.replicas:
+            raise AdminError(S.INVALID_ARGUMENT,
+                             f"partition {a.partition} has an empty replica list")
+        out[a.partition] = list(a.replicas)
+    return out
+
+
+class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
+    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
+        self.node = node
+        self.forwarder = forwarder
+
+    @rpc_errors
+    @forwards_writes(_SERVICE)
+    async def CreateTopic(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if not request.name:
+            raise AdminError(S.INVALID_ARGUMENT, "a topic name is required")
+        if request.num_partitions < 0 or request.replication_factor < 0:
+            raise AdminError(S.INVALID_ARGUMENT,
+                             "partitions and replication factor must be positive "
+                             "(0: the broker default)")
+        manual = _assignments(request.assignments) or None
+        [res] = await self.node.controller.create_topics([CreatableTopic(
+            name=request.name, num_partitions=request.num_partitions or -1,
+            replication_factor=request.replication_factor or -1, assignments=manual,
+            configs=dict(request.configs),
+        )], validate_only=request.validate_only)
+        if res.error is not ErrorCode.none:
+            raise KafkaError(res.error, res.message or "")
+        return topics.CreateTopicResponse(
+            topic=meta.Topic(name=res.name,
+                             topic_id=res.topic_id.bytes if res.topic_id else b""),
+            num_partitions=res.num_partitions, replication_factor=res.replication_factor,
+            configs=dict(res.configs), validate_only=request.validate_only,
+        )
+
+    @rpc_errors
+    @forwards_writes(_SERVICE)
+    async def DeleteTopic(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if bool(request.name) == bool(request.topic_id):
+            raise AdminError(S.INVALID_ARGUMENT, "give exactly one of a topic name or a topic id")
+        if request.topic_id:
+            if len(request.topic_id) != 16:
+                raise AdminError(S.INVALID_ARGUMENT, "a topic id is 16 bytes")
+            [res] = await self.node.controller.delete_topics(
+                topic_ids=[uuid.UUID(bytes=request.topic_id)])
+        else:
+            [res] = await self.node.controller.delete_topics(names=[request.name])
+        if res.error is not ErrorCode.none:
+            raise KafkaError(res.error, res.message or (
+                f"topic '{request.name}' does not exist" if request.name else
+                f"topic id {uuid.UUID(bytes=request.topic_id)} does not exist"))
+        return topics.DeleteTopicResponse(topic=meta.Topic(
+            name=res.name or "", topic_id=res.topic_id.bytes if res.topic_id else b""))
+
+    @rpc_errors
+    async def ListTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        image = self.node.metadata
+        return topics.ListTopicsResponse(topics=[
+            topic_summary(image, image.topics_by_name[name])
+            for name in sorted(image.topics_by_name)
+            if request.include_internal or name not in INTERNAL_TOPICS
+        ])
+
+    @rpc_errors
+    async def DescribeTopics(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        image = self.node.metadata
+        if request.names:
+            chosen = [require_topic(self.node, n) for n in dict.fromkeys(request.names)]
+        else:
+            chosen = [image.topics_by_name[n] for n in sorted(image.topics_by_name)
+                      if request.include_internal or n not in INTERNAL_TOPICS]
+        return topics.DescribeTopicsResponse(
+            topics=[topic_description(self.node, t) for t in chosen])
+
+    @rpc_errors
+    @forwards_writes(_SERVICE)
+    async def CreatePartitions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        t = require_topic(self.node, request.topic)
+        current = t.num_partitions
+        if request.total_count <= current:
+            raise AdminError(S.INVALID_ARGUMENT,
+                             f"topic '{t.name}' has {current} partitions; the new count "
+                             f"{request.total_count} must be larger (partitions cannot be "
+                             "removed)")
+        manual = _assignments(request.assignments)
+        assignments = None
+        if manual:
+            wanted = list(range(current, request.total_count))
+            if sorted(manual) != wanted:
+                raise AdminError(S.INVALID_ARGUMENT,
+                                 f"assignments must cover exactly the new partitions {wanted}")
+            assignments = [manual[i] for i in wanted]
+        [res] = await self.node.controller.create_partitions(
+            [CreatePartitionsTopic(t.name, request.total_count, assignments)],
+            validate_only=request.validate_only)
+        if res.error is not ErrorCode.none:
+            raise KafkaError(res.error, res.message or "")
+        after = self.node.metadata.topic(t.name) or t
+        return topics.CreatePartitionsResponse(topic=topic_description(self.node, after))
+
+
+__all__ = ["TopicService", "require_topic", "topic_record"]

@@ -1,0 +1,168 @@
+"""The admin server: listeners config, health, reflection, error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from kio.schema.errors import ErrorCode
+
+from broker.admin import AdminServer, admin_listeners, parse_admin_listeners
+from broker.admin.errors import status_of as kafka_status
+from broker.admin.pb import SERVICE_NAMES
+from broker.config import build_config
+from broker.errors import KafkaError
+from tests.unit.admin.harness import Admin, AdminTestNode, pb, serve, status_of
+
+S = grpc.StatusCode
+
+
+def test_parse_admin_listeners() -> None:
+    assert parse_admin_listeners(None) == ["127.0.0.1:9094"]
+    assert parse_admin_listeners("") == []
+    assert parse_admin_listeners("ADMIN://10.0.0.1:7000, :7001") == [
+        "10.0.0.1:7000", "0.0.0.0:7001"]
+    assert parse_admin_listeners(["[::1]:7002"]) == ["[::1]:7002"]
+    for bad in ("nohost", "h:port", "h:70000"):
+        with pytest.raises(ValueError, match=r"admin\.listeners"):
+            parse_admin_listeners(bad)
+
+
+def test_admin_listeners_from_a_node_config() -> None:
+    base = {"process.roles": "broker,controller", "node.id": "1",
+            "controller.quorum.voters": "1@127.0.0.1:19093",
+            "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+            "controller.listener.names": "CONTROLLER", "log.dirs": "/tmp/x"}
+    assert admin_listeners(build_config(base, warn=lambda m: None)) == ["127.0.0.1:9094"]
+    cfg = build_config({**base, "admin.listeners": "127.0.0.1:9194"}, warn=lambda m: None)
+    assert admin_listeners(cfg) == ["127.0.0.1:9194"]
+
+
+def test_kafka_errors_map_to_status_codes_with_hints() -> None:
+    cases = {
+        ErrorCode.unknown_topic_or_partition: S.NOT_FOUND,
+        ErrorCode.topic_already_exists: S.ALREADY_EXISTS,
+        ErrorCode.invalid_config: S.INVALID_ARGUMENT,
+        ErrorCode.not_controller: S.UNAVAILABLE,
+        ErrorCode.request_timed_out: S.DEADLINE_EXCEEDED,
+        ErrorCode.no_reassignment_in_progress: S.FAILED_PRECONDITION,
+        ErrorCode.unknown_server_error: S.INTERNAL,
+    }
+    for err, code in cases.items():
+        got, message = kafka_status(KafkaError(err, "why"))
+        assert got is code, err
+        assert message.startswith("why (" + err.name.upper() + ")")
+    assert "min.insync.replicas" in kafka_status(KafkaError(ErrorCode.not_enough_replicas))[1]
+
+
+def test_failures_inside_an_rpc_become_statuses(node: AdminTestNode,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = iter([RuntimeError("boom"), TimeoutError(),
+                  KafkaError(ErrorCode.request_timed_out, "not committed")])
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        raise next(calls)
+
+    monkeypatch.setattr(node.controller, "create_topics", failing)
+
+    async def body(a: Admin) -> list[tuple[Any, str]]:
+        req = pb.topics.CreateTopicRequest(name="t")
+        return [await status_of(a.topics.CreateTopic(req)) for _ in range(3)]
+
+    r = serve(node, body)
+    assert r[0] == (S.INTERNAL, "CreateTopic failed unexpectedly: RuntimeError: boom")
+    assert r[1][0] is S.DEADLINE_EXCEEDED
+    assert r[2][0] is S.DEADLINE_EXCEEDED and "not committed" in r[2][1]
+
+
+def test_health_serves_every_service_and_reflection_lists_them(node: AdminTestNode) -> None:
+    async def body(a: Admin) -> Any:
+        health = health_pb2_grpc.HealthStub(a.channel)
+        statuses = {}
+        for name in ("", *SERVICE_NAMES):
+            for _ in range(500):
+                resp = await health.Check(health_pb2.HealthCheckRequest(service=name))
+                if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    break
+                await asyncio.sleep(0.01)
+            statuses[name] = resp.status
+        code, _ = await status_of(health.Check(health_pb2.HealthCheckRequest(service="nope")))
+        return statuses, code
+
+    statuses, unknown = serve(node, body)
+    assert set(statuses.values()) == {health_pb2.HealthCheckResponse.SERVING}
+    assert unknown is S.NOT_FOUND
+    assert set(SERVICE_NAMES) == {
+        f"skiff.admin.v1.{n}" for n in ("ClusterService", "QuorumService", "TopicService",
+                                         "PartitionService", "GroupService", "ConfigService",
+                                         "RecordService")}
+
+    # reflection, with grpc's own (synchronous) reflection client in a thread
+    async def reflect(a: Admin) -> Any:
+        def query() -> Any:
+            with grpc.insecure_channel(a.server.addresses[0]) as ch:
+                db = ProtoReflectionDescriptorDatabase(ch)
+                services = set(db.get_services())
+                desc = db.FindFileContainingSymbol("skiff.admin.v1.TopicService")
+                return services, desc.name, list(desc.dependency)
+        return await asyncio.to_thread(query)
+
+    services, file_name, deps = serve(node, reflect)
+    assert set(SERVICE_NAMES) | {"grpc.health.v1.Health"} <= services
+    assert file_name == "skiff/admin/v1/topics.proto"
+    assert deps == ["skiff/metadata/v1/records.proto"]
+
+
+def test_a_busy_admin_port_fails_start(node: AdminTestNode) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+
+        async def main() -> None:
+            server = AdminServer(node, [f"127.0.0.1:{port}"])
+            with pytest.raises(Exception, match=str(port)):
+                await server.start()
+            await server.stop()
+
+        asyncio.run(main())
+
+
+def test_empty_admin_listeners_disables_the_server(node: AdminTestNode) -> None:
+    async def main() -> None:
+        server = AdminServer(node, [])
+        await server.start()
+        assert server.ports == []
+        await server.stop()
+
+    asyncio.run(main())
+
+
+def test_admin_listeners_when_config_declares_the_key() -> None:
+    from types import SimpleNamespace
+
+    declared = SimpleNamespace(values={"admin.listeners": ["127.0.0.1:9300"]}, originals={},
+                               get=lambda k: ["127.0.0.1:9300"])
+    assert admin_listeners(declared) == ["127.0.0.1:9300"]
+    off = SimpleNamespace(values={"admin.listeners": []}, originals={}, get=lambda k: [])
+    assert admin_listeners(off) == []
+
+
+def test_advertised_admin_endpoints_skip_wildcards(node: AdminTestNode) -> None:
+    async def main() -> None:
+        server = AdminServer(node, ["127.0.0.1:0", "0.0.0.0:0"], grace_s=0)
+        await server.start()
+        try:
+            assert server.advertised_endpoints() == [
+                ("ADMIN", "127.0.0.1", server.ports[0], "PLAINTEXT")]
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
