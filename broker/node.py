@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.admin import AdminServer, admin_listeners, describe_raft
 from broker.cli.storage import ensure_formatted, read_bootstrap
 from broker.config import NodeConfig
 from broker.controller import (
@@ -65,6 +66,7 @@ class Node:
         self.quorum: MetadataQuorumDriver
         self.controller: ControllerService
         self.controller_server: Server
+        self.admin: AdminServer
         self.broker_server: Server
 
     @property
@@ -108,6 +110,12 @@ class Node:
         self.controller_server = Server(self, self._controller_listeners(), server_config)
         await self.controller_server.start()
         await self.quorum.start()
+        self.admin = AdminServer(
+            self, admin_listeners(cfg),
+            describe_quorum=describe_raft(self.quorum.driver.core, self.clock,
+                                          self.quorum.driver._now),
+        )
+        await self.admin.start()
 
         if cfg.is_controller:
             self._spawn(self._controller_loop(), "controller_loop")
@@ -127,6 +135,9 @@ class Node:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if hasattr(self, "admin"):
+            with contextlib.suppress(Exception):
+                await self.admin.stop()
         for name in ("broker_server", "controller_server"):
             if hasattr(self, name):
                 with contextlib.suppress(Exception):
@@ -253,6 +264,8 @@ class Node:
                 continue
             protocol = self.config.security_protocol_map.get(lst.name, "PLAINTEXT")
             out.append((lst.name, lst.host, lst.port, protocol))
+        if hasattr(self, "admin"):
+            out.extend(self.admin.advertised_endpoints())  # lets other nodes forward writes here
         return out
 
 

@@ -64,6 +64,9 @@ class SkiffNode:
         self.controller_port = controller_port if controller_port is not None else free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
+        self.admin_port = free_port()
+        while self.admin_port in (self.port, self.controller_port):
+            self.admin_port = free_port()
         self.log_path = self.data_dir / "skiff-node.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -87,7 +90,8 @@ class SkiffNode:
         return [sys.executable, "-m", "broker.cli.main", "dev",
                 "--data", str(self.data_dir),
                 "--port", str(self.port),
-                "--controller-port", str(self.controller_port)]
+                "--controller-port", str(self.controller_port),
+                "--admin-port", str(self.admin_port)]
 
     def start(self) -> None:
         if self.running:
