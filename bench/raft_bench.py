@@ -7,8 +7,9 @@ Three voters on 127.0.0.1 each (Skiff: `python -m raft.tools.node`; etcd: three
 `etcd` members), records fsynced before commit on both.  One load generator
 (this process, asyncio) drives both the same way: N closed-loop clients, each
 with its own connection and one 256-byte write outstanding, against the
-leader (Skiff: the node runner's line protocol; etcd: the v3 JSON gateway
-`POST /v3/kv/put`).  Reported: committed writes/s, latency p50/p99, and the
+leader (Skiff: the node runner's line protocol; etcd: its native gRPC
+`KV.Put`, one HTTP/2 channel per client; the JSON gateway only finds the
+leader).  Reported: committed writes/s, latency p50/p99, and the
 failover time after kill -9 of the leader (kill -> first write acknowledged by
 a new leader), median of --failovers kills.  Ratios are Skiff / etcd.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import pathlib
@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+
+import grpc
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -189,6 +191,7 @@ class Etcd(System):
         self.base = base
         self.procs = {}
         self._conns: list[HttpConn] = []
+        self._channels: list[grpc.aio.Channel] = []
         self.binary = shutil.which("etcd") or "/usr/bin/etcd"
 
     def start(self, i: int) -> None:
@@ -226,20 +229,37 @@ class Etcd(System):
         raise RuntimeError("etcd: no leader")
 
     def writer(self, i: int) -> Callable[[bytes], Awaitable[None]]:
-        c = HttpConn(self.client[i])
-        self._conns.append(c)
+        """etcd's own protocol: gRPC KV.Put, one channel (HTTP/2 connection) per client.
+        The PutRequest is encoded by hand: key = field 1, value = field 2 (bytes)."""
+        ch = grpc.aio.insecure_channel(f"127.0.0.1:{self.client[i]}")
+        self._channels.append(ch)
+        put = ch.unary_unary("/etcdserverpb.KV/Put")
         n = [0]
+
+        def field(tag: int, data: bytes) -> bytes:
+            ln, out = len(data), bytearray([tag])
+            while ln >= 0x80:
+                out.append((ln & 0x7F) | 0x80)
+                ln >>= 7
+            out.append(ln)
+            return bytes(out) + data
 
         async def write(v: bytes) -> None:
             n[0] += 1
-            key = base64.b64encode(f"k{id(c)}-{n[0]}".encode()).decode()
-            await c.post("/v3/kv/put", {"key": key, "value": base64.b64encode(v).decode()})
+            key = f"k{id(ch)}-{n[0]}".encode()
+            try:
+                await put(field(0x0A, key) + field(0x12, v), timeout=5)
+            except grpc.aio.AioRpcError as e:
+                raise RuntimeError(f"etcd put: {e.code()}") from None
         return write
 
     async def close_writers(self) -> None:
         for c in self._conns:
             await c.close()
         self._conns = []
+        for ch in self._channels:
+            await ch.close()
+        self._channels = []
 
 
 # ------------------------------------------------------------------- measurements

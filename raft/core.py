@@ -27,9 +27,11 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
   Leader      -> Unattached/Follower  higher epoch seen
   Resigned    -> Prospective   election deadline passes
   Resigned    -> Unattached/Follower  higher epoch seen
-  Follower    -> Prospective   fetch deadline passes (voter)
+  Follower    -> Prospective   fetch deadline passes (voter); brought forward to within the
+                               election backoff after two refused connections to the leader
   Follower    -> Unattached    fetch deadline passes (observer); EndQuorumEpoch from our
-                               leader (voter; election deadline by successor rank)
+                               leader (voter; election deadline by successor rank); our
+                               leader answers a Fetch saying it leads no more (voter)
   Follower    -> Follower      leader learned for a higher epoch
   (restart)   -> Resigned if the persisted leader is us, Follower if a leader is
                  persisted, else Unattached keeping the persisted vote

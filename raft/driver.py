@@ -40,13 +40,13 @@ from raft.wire import (
     METADATA_TOPIC,
     RAFT_APIS,
     WireError,
-    _make,
-    _mod,
+    build,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
     error_response,
+    schema_module,
 )
 
 log = structlog.get_logger("raft")
@@ -206,14 +206,14 @@ class RaftDriver:
 
     def describe_quorum(self, version: int = 2) -> Any:
         """A DescribeQuorumResponse of `version` (KIP-595 "DescribeQuorum")."""
-        m = _mod(DESCRIBE_QUORUM, version, EntityType.response)
+        m = schema_module(DESCRIBE_QUORUM, version, EntityType.response)
         voters, observers = self.core.replica_progress()
         now = self._now()
         wall = int(time.time() * 1000)
 
         def state(rid: int, end: int, last_fetch: int) -> Any:
             ts = wall - (now - last_fetch) if last_fetch >= 0 else -1
-            return _make(m, "ReplicaState", replica_id=rid, replica_directory_id=None,
+            return build(m, "ReplicaState", replica_id=rid, replica_directory_id=None,
                          log_end_offset=end, last_fetch_timestamp=ts,
                          last_caught_up_timestamp=ts if end >= self.core.hw else -1)
 
@@ -229,11 +229,11 @@ class RaftDriver:
                 vs.append(state(v, -1, -1))
         obs = [state(o, p.end_offset, p.last_fetch_ms) for o, p in sorted(observers.items())]
         err = ErrorCode.none if leader else ErrorCode.not_leader_or_follower
-        p = _make(m, "PartitionData", partition_index=0, error_code=err, error_message=None,
+        p = build(m, "PartitionData", partition_index=0, error_code=err, error_message=None,
                   leader_id=self.core.leader_id, leader_epoch=self.core.epoch,
                   high_watermark=self.core.hw, current_voters=tuple(vs), observers=tuple(obs))
-        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
-        return _make(m, "DescribeQuorumResponse", error_code=ErrorCode.none, error_message=None,
+        t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return build(m, "DescribeQuorumResponse", error_code=ErrorCode.none, error_message=None,
                      topics=(t,), nodes=())
 
     # ------------------------------------------------------------------ inbound

@@ -68,7 +68,7 @@ class WireError(ValueError):
 
 
 @functools.cache
-def _mod(api_key: int, version: int, kind: EntityType) -> ModuleType:
+def schema_module(api_key: int, version: int, kind: EntityType) -> ModuleType:
     return load_payload_module(api_key, version, kind)  # type: ignore[arg-type]
 
 
@@ -78,7 +78,7 @@ def _fields(mod: ModuleType, cls_name: str) -> tuple[Any, frozenset[str]]:
     return cls, frozenset(cls.__dataclass_fields__)
 
 
-def _make(mod: ModuleType, cls_name: str, /, **kw: Any) -> Any:
+def build(mod: ModuleType, cls_name: str, /, **kw: Any) -> Any:
     cls, names = _fields(mod, cls_name)
     return cls(**{k: v for k, v in kw.items() if k in names})
 
@@ -106,48 +106,48 @@ def _the_partition(request: Any, topics_attr: str = "topics") -> Any:
 
 def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]:
     api_key, version = OUTBOUND_VERSION[type(msg)]
-    m = _mod(api_key, version, EntityType.request)
+    m = schema_module(api_key, version, EntityType.request)
     if isinstance(msg, VoteRequest):
-        p = _make(m, "PartitionData", partition_index=0, replica_epoch=msg.epoch,
+        p = build(m, "PartitionData", partition_index=0, replica_epoch=msg.epoch,
                   replica_id=msg.candidate_id, replica_directory_id=None,
                   voter_directory_id=None, last_offset_epoch=msg.last_offset_epoch,
                   last_offset=msg.last_offset, pre_vote=msg.pre_vote)
-        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
-        return api_key, version, _make(m, "VoteRequest", cluster_id=cluster_id, voter_id=-1,
+        t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return api_key, version, build(m, "VoteRequest", cluster_id=cluster_id, voter_id=-1,
                                        topics=(t,))
     if isinstance(msg, BeginQuorumEpochRequest):
-        p = _make(m, "PartitionData", partition_index=0, voter_directory_id=None,
+        p = build(m, "PartitionData", partition_index=0, voter_directory_id=None,
                   leader_id=msg.leader_id, leader_epoch=msg.epoch)
-        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
-        return api_key, version, _make(m, "BeginQuorumEpochRequest", cluster_id=cluster_id,
+        t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return api_key, version, build(m, "BeginQuorumEpochRequest", cluster_id=cluster_id,
                                        voter_id=-1, topics=(t,), leader_endpoints=())
     if isinstance(msg, EndQuorumEpochRequest):
-        cands = tuple(_make(m, "ReplicaInfo", candidate_id=c, candidate_directory_id=None)
+        cands = tuple(build(m, "ReplicaInfo", candidate_id=c, candidate_directory_id=None)
                       for c in msg.preferred_successors)
-        p = _make(m, "PartitionData", partition_index=0, leader_id=msg.leader_id,
+        p = build(m, "PartitionData", partition_index=0, leader_id=msg.leader_id,
                   leader_epoch=msg.epoch, preferred_candidates=cands)
-        t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
-        return api_key, version, _make(m, "EndQuorumEpochRequest", cluster_id=cluster_id,
+        t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        return api_key, version, build(m, "EndQuorumEpochRequest", cluster_id=cluster_id,
                                        topics=(t,), leader_endpoints=())
     if isinstance(msg, FetchRequest):
-        p = _make(m, "FetchPartition", partition=0, current_leader_epoch=msg.epoch,
+        p = build(m, "FetchPartition", partition=0, current_leader_epoch=msg.epoch,
                   fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch,
                   log_start_offset=-1, partition_max_bytes=msg.max_bytes,
                   replica_directory_id=None)
-        t = _make(m, "FetchTopic", topic_id=METADATA_TOPIC_ID, partitions=(p,))
-        rs = _make(m, "ReplicaState", replica_id=msg.replica_id, replica_epoch=-1)
-        return api_key, version, _make(
+        t = build(m, "FetchTopic", topic_id=METADATA_TOPIC_ID, partitions=(p,))
+        rs = build(m, "ReplicaState", replica_id=msg.replica_id, replica_epoch=-1)
+        return api_key, version, build(
             m, "FetchRequest", cluster_id=cluster_id, replica_state=rs,
             max_wait=datetime.timedelta(milliseconds=msg.max_wait_ms), min_bytes=1,
             max_bytes=msg.max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
             topics=(t,), forgotten_topics_data=(), rack_id="",
         )
-    sid = _make(m, "SnapshotId", end_offset=msg.snapshot_id.end_offset,
+    sid = build(m, "SnapshotId", end_offset=msg.snapshot_id.end_offset,
                 epoch=msg.snapshot_id.epoch)
-    p = _make(m, "PartitionSnapshot", partition=0, current_leader_epoch=msg.epoch,
+    p = build(m, "PartitionSnapshot", partition=0, current_leader_epoch=msg.epoch,
               snapshot_id=sid, position=msg.position, replica_directory_id=None)
-    t = _make(m, "TopicSnapshot", name=METADATA_TOPIC, partitions=(p,))
-    return api_key, version, _make(m, "FetchSnapshotRequest", cluster_id=cluster_id,
+    t = build(m, "TopicSnapshot", name=METADATA_TOPIC, partitions=(p,))
+    return api_key, version, build(m, "FetchSnapshotRequest", cluster_id=cluster_id,
                                    replica_id=msg.replica_id, max_bytes=msg.max_bytes,
                                    topics=(t,))
 
@@ -235,47 +235,47 @@ def decode_request(api_key: int, request: Any) -> tuple[int, Request]:
 
 
 def encode_response(api_key: int, version: int, msg: Response) -> Any:
-    m = _mod(api_key, version, EntityType.response)
+    m = schema_module(api_key, version, EntityType.response)
     if isinstance(msg, FetchResponse):
-        div = _make(m, "EpochEndOffset", epoch=msg.diverging_epoch,
+        div = build(m, "EpochEndOffset", epoch=msg.diverging_epoch,
                     end_offset=msg.diverging_end_offset)
-        lead = _make(m, "LeaderIdAndEpoch", leader_id=msg.leader_id, leader_epoch=msg.epoch)
+        lead = build(m, "LeaderIdAndEpoch", leader_id=msg.leader_id, leader_epoch=msg.epoch)
         sid = msg.snapshot_id
-        snap = _make(m, "SnapshotId", end_offset=sid.end_offset if sid else -1,
+        snap = build(m, "SnapshotId", end_offset=sid.end_offset if sid else -1,
                      epoch=sid.epoch if sid else -1)
-        p = _make(m, "PartitionData", partition_index=0, error_code=msg.error,
+        p = build(m, "PartitionData", partition_index=0, error_code=msg.error,
                   high_watermark=msg.high_watermark, last_stable_offset=msg.high_watermark,
                   log_start_offset=msg.log_start_offset, diverging_epoch=div,
                   current_leader=lead, snapshot_id=snap, aborted_transactions=None,
                   preferred_read_replica=-1, records=encode_batches(msg.batches))
-        t = _make(m, "FetchableTopicResponse", topic_id=METADATA_TOPIC_ID, partitions=(p,))
-        return _make(m, "FetchResponse", throttle_time=_ZERO, error_code=ErrorCode.none,
+        t = build(m, "FetchableTopicResponse", topic_id=METADATA_TOPIC_ID, partitions=(p,))
+        return build(m, "FetchResponse", throttle_time=_ZERO, error_code=ErrorCode.none,
                      session_id=0, responses=(t,), node_endpoints=())
     if isinstance(msg, FetchSnapshotResponse):
         sid = msg.snapshot_id or SnapshotId(-1, -1)
-        s = _make(m, "SnapshotId", end_offset=sid.end_offset, epoch=sid.epoch)
-        lead = _make(m, "LeaderIdAndEpoch", leader_id=msg.leader_id, leader_epoch=msg.epoch)
-        p = _make(m, "PartitionSnapshot", index=0, error_code=msg.error, snapshot_id=s,
+        s = build(m, "SnapshotId", end_offset=sid.end_offset, epoch=sid.epoch)
+        lead = build(m, "LeaderIdAndEpoch", leader_id=msg.leader_id, leader_epoch=msg.epoch)
+        p = build(m, "PartitionSnapshot", index=0, error_code=msg.error, snapshot_id=s,
                   current_leader=lead, size=msg.size, position=msg.position,
                   unaligned_records=msg.data)
-        t = _make(m, "TopicSnapshot", name=METADATA_TOPIC, partitions=(p,))
-        return _make(m, "FetchSnapshotResponse", throttle_time=_ZERO,
+        t = build(m, "TopicSnapshot", name=METADATA_TOPIC, partitions=(p,))
+        return build(m, "FetchSnapshotResponse", throttle_time=_ZERO,
                      error_code=ErrorCode.none, topics=(t,), node_endpoints=())
     name = {VoteResponse: "VoteResponse", BeginQuorumEpochResponse: "BeginQuorumEpochResponse",
             EndQuorumEpochResponse: "EndQuorumEpochResponse"}[type(msg)]
     granted = msg.vote_granted if isinstance(msg, VoteResponse) else False
-    p = _make(m, "PartitionData", partition_index=0, error_code=msg.error,
+    p = build(m, "PartitionData", partition_index=0, error_code=msg.error,
               leader_id=msg.leader_id, leader_epoch=msg.epoch, vote_granted=granted)
-    t = _make(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
-    return _make(m, name, error_code=ErrorCode.none, topics=(t,), node_endpoints=())
+    t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+    return build(m, name, error_code=ErrorCode.none, topics=(t,), node_endpoints=())
 
 
 def error_response(api_key: int, version: int, error: ErrorCode) -> Any:
     """A top-level error answer for a request that could not be read."""
-    m = _mod(api_key, version, EntityType.response)
+    m = schema_module(api_key, version, EntityType.response)
     name = {VOTE: "VoteResponse", BEGIN_QUORUM_EPOCH: "BeginQuorumEpochResponse",
             END_QUORUM_EPOCH: "EndQuorumEpochResponse", FETCH: "FetchResponse",
             FETCH_SNAPSHOT: "FetchSnapshotResponse",
             DESCRIBE_QUORUM: "DescribeQuorumResponse"}[api_key]
-    return _make(m, name, throttle_time=_ZERO, error_code=error, error_message=str(error.name),
+    return build(m, name, throttle_time=_ZERO, error_code=error, error_message=str(error.name),
                  session_id=0, responses=(), topics=(), nodes=(), node_endpoints=())

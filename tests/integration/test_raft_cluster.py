@@ -176,12 +176,16 @@ async def scenario(c: Cluster) -> dict[str, object]:
                 await asyncio.sleep(0.05)
             assert len(w.acked) > before + 20, "appends did not resume after failover"
             if round_no == 1:
-                # keep it down until the others snapshot past its log end
+                # keep it down until the others' log start passes its log end
+                laggard_end = max(o for o in w.acked.values()) + 1 if w.acked else 0
                 end = time.monotonic() + 40
                 survivors = list(c.procs)
                 while time.monotonic() < end:
                     round_states = [await state(c.client_ports[i]) for i in survivors]
-                    if all(s and int(s["snapshots_created"]) >= 2 for s in round_states):  # type: ignore[call-overload]
+                    if all(
+                        s and int(s["log_start"]) > laggard_end + 50  # type: ignore[call-overload]
+                        for s in round_states
+                    ):
                         break
                     await asyncio.sleep(0.2)
                 snapshot_catchup = leader

@@ -79,6 +79,7 @@ class SimNode:
     last_hw: int = 0
     last_epoch: int = 0
     snapshot_every: int = 0
+    snapshots_loaded: int = 0
 
 
 @dataclass(order=True)
@@ -244,6 +245,7 @@ class Cluster:
                        (n.node_id, n.incarnation, core.epoch, n.log.end_offset))
         for ev in out.events:
             if isinstance(ev, SnapshotLoaded):
+                n.snapshots_loaded += 1
                 sid = ev.snapshot_id
                 self._load_snapshot(n, sid.end_offset, n.log.read_snapshot(sid, 0, 1 << 30))
             elif isinstance(ev, LeaderChanged) and ev.leader_id == n.node_id:

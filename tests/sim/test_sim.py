@@ -16,7 +16,7 @@ from tests.sim.cluster import Cluster, InvariantError
 from tests.sim.scenarios import SCENARIOS, run_seed, shape
 
 SEEDS_PER_CHUNK = 125
-CHUNKS = 8  # 1000 seeds
+CHUNKS = 16  # 2000 seeds
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))

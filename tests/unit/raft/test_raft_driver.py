@@ -65,7 +65,7 @@ def cluster() -> tuple[dict[int, RaftDriver], dict[int, Recorder], set[int]]:
     nodes: dict[int, RaftDriver] = {}
     recs: dict[int, Recorder] = {}
     down: set[int] = set()
-    for i in (1, 2, 3):
+    for i in (1, 2, 3, 4):  # 4 is an observer, as a broker is
         cfg = RaftConfig(node_id=i, voters=voters, election_timeout_ms=100,
                          fetch_timeout_ms=150, election_backoff_max_ms=50,
                          fetch_max_wait_ms=50, append_linger_ms=2, request_timeout_ms=200)
@@ -103,6 +103,11 @@ async def _scenario() -> None:
             break
         await asyncio.sleep(0.01)
     assert all(r.records == recs[lid].records for r in recs.values())
+    assert nodes[4].leader_and_epoch == (lid, nodes[lid].core.epoch)  # the observer follows
+    with pytest.raises(NotLeaderError):
+        await nodes[4].append([b"observers never lead"])
+    obs = nodes[lid].describe_quorum().topics[0].partitions[0].observers
+    assert [o.replica_id for o in obs] == [4]
     assert nodes[follower].leader_and_epoch == (lid, nodes[lid].core.epoch)
 
     dq = nodes[lid].describe_quorum()
@@ -115,6 +120,11 @@ async def _scenario() -> None:
     new = await leader_of(nodes, down)
     assert new != lid
     await nodes[new].append([b"after"])
+    for _ in range(200):  # the observer finds the new leader through any voter
+        if recs[4].records and recs[4].records[-1][1] == b"after":
+            break
+        await asyncio.sleep(0.01)
+    assert recs[4].records[-1][1] == b"after"
     assert recs[new].records[:20] == recs[lid].records
     # ready: everything of earlier epochs is delivered to the new leader's state machine
     assert nodes[new].leader_ready and len(recs[new].records) >= 21
