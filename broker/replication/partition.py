@@ -11,20 +11,35 @@ Role transitions (all of them live here):
 The high watermark is the smallest log end offset among the in-sync replicas, and it
 only advances while |ISR| >= min.insync.replicas (KIP-966 strict min-ISR). It never
 goes back on the leader.
+
+Idempotent producers: the leader checks each append against `producer_state` first (a
+retried batch is answered with its original offsets and not written again); the log's
+producer-state hook then records every batch written, leader or follower, and a
+truncation rebuilds the state from the batch headers the log still holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.log import AppendResult, FileSlice, PartitionLog
+from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
+from broker.protocol.records import MAGIC_OFFSET, BatchHeader, iter_batch_headers
+from broker.replication.producer_state import BatchMetadata, ProducerStateManager
+
+# A replica opened without producer snapshots rebuilds its producer state from the batch
+# headers of at most this many bytes at the end of its log. A producer whose last batch
+# lies before that window is unknown, and an unknown producer may start at any sequence,
+# so the bound costs only duplicate detection for retries older than the window.
+PRODUCER_STATE_SCAN_BYTES = 64 << 20
+PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # Kafka's producer.id.expiration.check.interval.ms
 
 
 class Role(enum.Enum):
@@ -56,7 +71,14 @@ class Partition:
     min_insync_replicas: int = 1
     high_watermark: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    producer_id_expiration_ms: int = 86_400_000
+    producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    _next_producer_expiry_ms: int = 0
+
+    def __post_init__(self) -> None:
+        self.log.producer_state_hook = _ProducerStateSync(self)
+        self.rebuild_producer_state()
 
     # ---- transitions -------------------------------------------------------------
 
@@ -125,10 +147,31 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"ISR {list(self.isr)} is below min.insync.replicas={self.min_insync_replicas}",
             )
-        result = self.log.append_as_leader(records, self.leader_epoch, self.clock())
+        now = self.clock()
+        duplicate = self._check_producers(records, now)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset,
+                duplicate.timestamp if self.log.config.log_append_time else -1,
+                self.log.log_start_offset, 0, duplicate.timestamp,
+            )
+        result = self.log.append_as_leader(records, self.leader_epoch, now)
         self._maybe_advance_high_watermark()
         self._wake_waiters()  # followers long-polling for new data
         return result
+
+    def _check_producers(self, records: bytes | memoryview, now_ms: int) -> BatchMetadata | None:
+        if now_ms >= self._next_producer_expiry_ms:
+            self.producer_state.expire(now_ms, self.producer_id_expiration_ms)
+            self._next_producer_expiry_ms = now_ms + PRODUCER_ID_EXPIRATION_CHECK_MS
+        mv = memoryview(records)
+        if len(mv) <= MAGIC_OFFSET or mv[MAGIC_OFFSET] != 2:
+            return None  # empty (the log refuses it) or magic 0/1, which carries no producer id
+        headers = [h for _, h in iter_batch_headers(mv, validate_crc=False)]
+        return self.producer_state.validate(headers)
+
+    def rebuild_producer_state(self) -> None:
+        self.producer_state.rebuild(_tail_headers(self.log, PRODUCER_STATE_SCAN_BYTES))
 
     def update_follower(self, replica_id: int, log_end_offset: int) -> None:
         """A follower fetched at `log_end_offset`: it holds everything before it."""
@@ -176,3 +219,39 @@ class Partition:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
+
+
+class _ProducerStateSync(ProducerStateHook):
+    """Keeps the partition's producer state in step with its log, whoever writes to it
+    (the leader path, a replica fetcher)."""
+
+    def __init__(self, partition: Partition) -> None:
+        self._partition = partition
+
+    def on_append(self, batches: Sequence[BatchHeader]) -> None:
+        self._partition.producer_state.on_append(batches)
+
+    def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
+        self._partition.rebuild_producer_state()
+
+
+def _tail_headers(plog: PartitionLog, max_bytes: int) -> Iterator[BatchHeader]:
+    """Headers of the batches in about the last `max_bytes` of the log, oldest first, read
+    without decoding any record. The window starts at a batch boundary the offset index
+    knows, so a large segment is entered near its end, not read whole."""
+    segments = plog.segments
+    start = len(segments)
+    budget = max_bytes
+    while start > 0 and budget > 0:
+        start -= 1
+        budget -= segments[start].size
+    for i in range(start, len(segments)):
+        seg = segments[i]
+        position = 0
+        if i == start and budget < 0:
+            positions = seg.offset_index.positions
+            if positions:
+                k = bisect.bisect_left(positions, -budget)
+                position = positions[min(k, len(positions) - 1)]
+        for _, h in seg.iter_headers(position):
+            yield h
