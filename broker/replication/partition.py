@@ -31,7 +31,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
-from broker.protocol.records import MAGIC_OFFSET, BatchHeader, iter_batch_headers
+from broker.protocol.records import (
+    MAGIC_OFFSET,
+    BatchHeader,
+    iter_batch_headers,
+    validate_batches,
+)
 from broker.replication.producer_state import BatchMetadata, ProducerStateManager
 
 # A replica opened without producer snapshots rebuilds its producer state from the batch
@@ -168,7 +173,12 @@ class Partition:
         if len(mv) <= MAGIC_OFFSET or mv[MAGIC_OFFSET] != 2:
             return None  # empty (the log refuses it) or magic 0/1, which carries no producer id
         headers = [h for _, h in iter_batch_headers(mv, validate_crc=False)]
-        return self.producer_state.validate(headers)
+        duplicate = self.producer_state.validate(headers)
+        if duplicate is not None:
+            # Nothing will be written, so the log's checks (CRC, sizes) run here: a
+            # corrupt retry is refused, not acknowledged.
+            validate_batches(mv, self.log.config.max_message_bytes)
+        return duplicate
 
     def rebuild_producer_state(self) -> None:
         self.producer_state.rebuild(_tail_headers(self.log, PRODUCER_STATE_SCAN_BYTES))

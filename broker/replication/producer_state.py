@@ -9,7 +9,8 @@ Transitions (all of them live here):
     validate(batches)            leader, before the append: DUPLICATE of a cached batch
                                  (answer its original offsets, append nothing), or raise
                                  INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER /
-                                 INVALID_RECORD, or accept (None). Changes nothing.
+                                 INVALID_RECORD (no sequence; a retry mixed with other
+                                 batches), or accept (None). Changes nothing.
     on_append(batches)           any append, leader or follower, with offsets assigned:
                                  the producer's epoch becomes the batch's (a new epoch
                                  forgets the old batches) and the batch is cached.
@@ -133,6 +134,15 @@ class ProducerStateManager:
             first, last = sequence_range(h)
             entry = self._producers.get(pid)
             if entry is not None and (dup := entry.find_duplicate(h.producer_epoch, first, last)):
+                if len(batches) > 1:
+                    # Clients send one batch per partition (Kafka refuses more from v3);
+                    # answering a mixed append with the old batch's offsets would drop
+                    # the others, and writing it would duplicate the retried one.
+                    raise KafkaError(
+                        ErrorCode.invalid_record,
+                        f"batch {first}..{last} of producer {pid} is a retry; it must be sent "
+                        f"on its own, not with {len(batches) - 1} other batches",
+                    )
                 return dup
             if pid in pending:
                 epoch, last_seq = pending[pid]

@@ -174,6 +174,15 @@ def test_batches_of_one_append_are_checked_in_order() -> None:
     assert state.entry(7) is None  # validation alone changes nothing
 
 
+def test_a_retry_mixed_with_other_batches_is_refused() -> None:
+    state = ProducerStateManager()
+    log = Log(state)
+    log.write(hdr(seq=0, n=2))
+    assert error_of(state, hdr(seq=2), hdr(seq=0, n=2)) is ErrorCode.invalid_record
+    assert error_of(state, hdr(seq=0, n=2), hdr(pid=5, seq=0)) is ErrorCode.invalid_record
+    assert state.validate([hdr(seq=0, n=2)]) is not None
+
+
 def test_idempotent_batch_without_sequence_is_invalid_record() -> None:
     state = ProducerStateManager()
     assert error_of(state, hdr(seq=-1)) is ErrorCode.invalid_record
@@ -316,6 +325,20 @@ def test_leader_retry_is_acknowledged_with_the_original_offset(tmp_path: Path) -
     assert info.value.error_code is ErrorCode.out_of_order_sequence_number
     assert plog.log_end_offset == 5
     assert [h.base_sequence for h in all_headers(plog)] == [0, 3]
+    plog.close()
+
+
+def test_corrupt_retry_is_refused_not_acknowledged(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    part.append_as_leader(idem_batch(0, 2), required_acks=1)
+    bad = bytearray(idem_batch(0, 2))
+    bad[-1] ^= 0xFF  # a record byte: the CRC no longer matches
+    with pytest.raises(KafkaError) as info:
+        part.append_as_leader(bytes(bad), required_acks=1)
+    assert info.value.error_code is ErrorCode.corrupt_message
+    assert part.append_as_leader(idem_batch(0, 2), required_acks=1).base_offset == 0
+    assert plog.log_end_offset == 2
     plog.close()
 
 
