@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import enum
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -32,7 +33,10 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
 from broker.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
     MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
     BatchHeader,
     iter_batch_headers,
     validate_batches,
@@ -45,6 +49,9 @@ from broker.replication.producer_state import BatchMetadata, ProducerStateManage
 # so the bound costs only duplicate detection for retries older than the window.
 PRODUCER_STATE_SCAN_BYTES = 64 << 20
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # Kafka's producer.id.expiration.check.interval.ms
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_PRODUCER_ID_OFFSET = 43
 
 
 class Role(enum.Enum):
@@ -172,6 +179,8 @@ class Partition:
         mv = memoryview(records)
         if len(mv) <= MAGIC_OFFSET or mv[MAGIC_OFFSET] != 2:
             return None  # empty (the log refuses it) or magic 0/1, which carries no producer id
+        if not _may_have_producer_id(mv):
+            return None
         headers = [h for _, h in iter_batch_headers(mv, validate_crc=False)]
         duplicate = self.producer_state.validate(headers)
         if duplicate is not None:
@@ -265,3 +274,18 @@ def _tail_headers(plog: PartitionLog, max_bytes: int) -> Iterator[BatchHeader]:
                 position = positions[min(k, len(positions) - 1)]
         for _, h in seg.iter_headers(position):
             yield h
+
+
+def _may_have_producer_id(mv: memoryview) -> bool:
+    """False when no batch carries a producer id, read at fixed header positions without
+    building headers (the common, non-idempotent append). Malformed input answers True:
+    the full parse then raises the error the log would."""
+    pos, end = 0, len(mv)
+    while end - pos >= HEADER_SIZE:
+        if _I64.unpack_from(mv, pos + _PRODUCER_ID_OFFSET)[0] >= 0:
+            return True
+        (length,) = _I32.unpack_from(mv, pos + 8)
+        if length < MIN_BATCH_LENGTH:
+            return True
+        pos += length + LOG_OVERHEAD
+    return pos != end

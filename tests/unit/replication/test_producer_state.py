@@ -418,6 +418,24 @@ def test_rebuild_reads_only_a_bounded_tail(tmp_path: Path, monkeypatch: pytest.M
     plog.close()
 
 
+def test_idempotent_batch_behind_a_plain_one_is_still_checked(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    plain = build_batch([Record(timestamp=TS, value=b"p")])
+    assert not partition_mod._may_have_producer_id(memoryview(plain + plain))
+    assert partition_mod._may_have_producer_id(memoryview(plain + idem_batch(0)))
+    assert partition_mod._may_have_producer_id(memoryview(plain + plain[:-3]))
+    part.append_as_leader(plain + idem_batch(0), required_acks=1)
+    with pytest.raises(KafkaError) as info:
+        part.append_as_leader(plain + idem_batch(5), required_acks=1)
+    assert info.value.error_code is ErrorCode.out_of_order_sequence_number
+    with pytest.raises(KafkaError) as info:
+        part.append_as_leader(plain + plain[:-3], required_acks=1)
+    assert info.value.error_code is ErrorCode.corrupt_message
+    assert plog.log_end_offset == 2
+    plog.close()
+
+
 def test_magic_0_and_1_records_pass_the_producer_check(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
     part = leader(plog)
