@@ -115,12 +115,13 @@ def node_producer_ids(node: Node) -> ProducerIdManager:
     """The node's manager (`node.producer_ids`), made on first use if the node has none."""
     manager = getattr(node, "producer_ids", None)
     if not isinstance(manager, ProducerIdManager):
-        manager = ProducerIdManager(lambda: _allocate_for(node))
+        manager = ProducerIdManager(lambda: allocate_for_node(node))
         setattr(node, "producer_ids", manager)  # noqa: B010  (Node may not declare it)
     return manager
 
 
-async def _allocate_for(node: Node) -> AllocateProducerIdsReply:
+async def allocate_for_node(node: Node) -> AllocateProducerIdsReply:
+    """One block for this broker from the controller, under its current broker epoch."""
     epoch = getattr(node, "broker_epoch", -1)
     if epoch < 0:
         raise KafkaError(ErrorCode.coordinator_load_in_progress, "broker not registered yet")
@@ -155,4 +156,6 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         log.info("init_producer_id_failed", client=ctx.client_id, error=exc.error_code.name,
                  reason=exc.message)
         return _response(request, exc.error_code)
+    log.debug("producer_id_assigned", producer_id=new_pid, client=ctx.client_id,
+             version=ctx.api_version)
     return _response(request, ErrorCode.none, new_pid, 0)
