@@ -15,23 +15,29 @@ goes back on the leader.
 Idempotent producers: the leader checks each append against `producer_state` first (a
 retried batch is answered with its original offsets and not written again); the log's
 producer-state hook then records every batch written, leader or follower, and a
-truncation rebuilds the state from the batch headers the log still holds.
+truncation rebuilds the state from the batch headers the log still holds. `close()`
+writes the state to `<log end offset>.snapshot` in the log directory; the next open uses
+it (once) if the log still ends there, and otherwise scans a bounded tail of the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import enum
+import re
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from uuid import UUID
 
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
+from broker.log.files import atomic_write
 from broker.protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -49,6 +55,8 @@ from broker.replication.producer_state import BatchMetadata, ProducerStateManage
 # so the bound costs only duplicate detection for retries older than the window.
 PRODUCER_STATE_SCAN_BYTES = 64 << 20
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # Kafka's producer.id.expiration.check.interval.ms
+MAX_PRODUCER_SNAPSHOT_BYTES = 256 << 20
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _PRODUCER_ID_OFFSET = 43
@@ -90,7 +98,8 @@ class Partition:
 
     def __post_init__(self) -> None:
         self.log.producer_state_hook = _ProducerStateSync(self)
-        self.rebuild_producer_state()
+        if not self._load_producer_snapshot():
+            self.rebuild_producer_state()
 
     # ---- transitions -------------------------------------------------------------
 
@@ -131,6 +140,12 @@ class Partition:
         self._wake_waiters()
 
     def close(self) -> None:
+        if len(self.producer_state) and not self.log.closed:
+            with contextlib.suppress(OSError):  # without it the next open scans the log
+                atomic_write(
+                    self.log.dir / f"{self.log.log_end_offset:020d}.snapshot",
+                    self.producer_state.snapshot(self.log.log_end_offset), fsync=False,
+                )
         self.role = Role.OFFLINE
         self._wake_waiters()
 
@@ -192,6 +207,26 @@ class Partition:
     def rebuild_producer_state(self) -> None:
         self.producer_state.rebuild(_tail_headers(self.log, PRODUCER_STATE_SCAN_BYTES))
 
+    def _load_producer_snapshot(self) -> bool:
+        """Take the snapshot `close()` left at the current log end, if any. Every snapshot
+        file is removed here, used or not, so a later crash never reads a stale one."""
+        loaded = False
+        end = self.log.log_end_offset
+        for path in _snapshot_files(self.log):
+            if not loaded and int(path.name[:20]) == end:
+                try:
+                    with path.open("rb") as f:
+                        data = f.read(MAX_PRODUCER_SNAPSHOT_BYTES + 1)
+                    if len(data) <= MAX_PRODUCER_SNAPSHOT_BYTES:
+                        loaded = self.producer_state.load_snapshot(data) == end
+                except (OSError, ValueError):
+                    loaded = False
+                if not loaded:
+                    self.producer_state.clear()
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return loaded
+
     def update_follower(self, replica_id: int, log_end_offset: int) -> None:
         """A follower fetched at `log_end_offset`: it holds everything before it."""
         state = self.followers.get(replica_id)
@@ -251,7 +286,17 @@ class _ProducerStateSync(ProducerStateHook):
         self._partition.producer_state.on_append(batches)
 
     def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
+        for path in _snapshot_files(self._partition.log):
+            with contextlib.suppress(OSError):
+                path.unlink()
         self._partition.rebuild_producer_state()
+
+
+def _snapshot_files(plog: PartitionLog) -> list[Path]:
+    try:
+        return sorted(p for p in plog.dir.iterdir() if _SNAPSHOT_FILE.match(p.name))
+    except OSError:
+        return []
 
 
 def _tail_headers(plog: PartitionLog, max_bytes: int) -> Iterator[BatchHeader]:

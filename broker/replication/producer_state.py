@@ -18,6 +18,8 @@ Transitions (all of them live here):
                                  replay the headers the log still holds.
     expire(now_ms, max_age_ms)   producers idle for longer than producer.id.expiration.ms
                                  are forgotten; they may then start again at any sequence.
+    load_snapshot(data)          replica opened after a clean shutdown: the state as
+                                 `snapshot(offset)` encoded it when the replica closed.
 
 Rules (Kafka's ProducerAppendInfo, after KIP-360): an epoch older than the producer's is
 INVALID_PRODUCER_EPOCH; a newer epoch must start at sequence 0; the same epoch must go
@@ -28,10 +30,12 @@ DeleteRecords or expiration.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
@@ -42,6 +46,17 @@ INT32_MAX = (1 << 31) - 1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
+
+
+# Snapshot file body (big-endian): version i16, crc u32 (CRC32C of what follows), log end
+# offset i64, producer count i32, then per producer: id i64, epoch i16, last timestamp
+# i64, batch count i8, and per batch: first seq i32, last seq i32, first offset i64,
+# last offset i64, timestamp i64. Kafka's own format keeps only the last batch.
+SNAPSHOT_VERSION = 1
+_SNAP_HEAD = struct.Struct(">hI")
+_SNAP_BODY_HEAD = struct.Struct(">qi")
+_SNAP_PRODUCER = struct.Struct(">qhqb")
+_SNAP_BATCH = struct.Struct(">iiqqq")
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -201,6 +216,51 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self._producers.clear()
+
+    def snapshot(self, log_end_offset: int) -> bytes:
+        body = bytearray(_SNAP_BODY_HEAD.pack(log_end_offset, len(self._producers)))
+        for pid, e in self._producers.items():
+            body += _SNAP_PRODUCER.pack(pid, e.epoch, e.last_timestamp, len(e.batches))
+            for b in e.batches:
+                body += _SNAP_BATCH.pack(
+                    b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp
+                )
+        return _SNAP_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + bytes(body)
+
+    def load_snapshot(self, data: bytes) -> int:
+        """Replace the state with a snapshot's; returns the log end offset it was taken
+        at. Raises ValueError, leaving the state unchanged, for anything malformed."""
+        if len(data) < _SNAP_HEAD.size + _SNAP_BODY_HEAD.size:
+            raise ValueError(f"producer snapshot of {len(data)} bytes is too short")
+        version, crc = _SNAP_HEAD.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"producer snapshot version {version}")
+        body = memoryview(data)[_SNAP_HEAD.size :]
+        if crc32c(body) != crc:
+            raise ValueError("producer snapshot CRC mismatch")
+        offset, count = _SNAP_BODY_HEAD.unpack_from(body, 0)
+        pos = _SNAP_BODY_HEAD.size
+        if count < 0 or count * _SNAP_PRODUCER.size > len(body) - pos:
+            raise ValueError(f"producer snapshot claims {count} producers")
+        producers: dict[int, ProducerEntry] = {}
+        for _ in range(count):
+            if len(body) - pos < _SNAP_PRODUCER.size:
+                raise ValueError("producer snapshot cut short")
+            pid, epoch, last_ts, n = _SNAP_PRODUCER.unpack_from(body, pos)
+            pos += _SNAP_PRODUCER.size
+            if pid < 0 or not 0 <= n <= NUM_BATCHES_TO_RETAIN or pid in producers:
+                raise ValueError(f"producer snapshot entry {pid} with {n} batches")
+            if len(body) - pos < n * _SNAP_BATCH.size:
+                raise ValueError("producer snapshot cut short")
+            entry = ProducerEntry(pid, epoch, last_timestamp=last_ts)
+            for _ in range(n):
+                entry.batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(body, pos)))
+                pos += _SNAP_BATCH.size
+            producers[pid] = entry
+        if pos != len(body):
+            raise ValueError(f"{len(body) - pos} bytes after the producer snapshot")
+        self._producers = producers
+        return int(offset)
 
     def expire(self, now_ms: int, max_age_ms: int) -> list[int]:
         """Forget producers whose last batch timestamp is more than `max_age_ms` old.

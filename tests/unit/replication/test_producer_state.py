@@ -444,3 +444,100 @@ def test_magic_0_and_1_records_pass_the_producer_check(tmp_path: Path) -> None:
     assert part._check_producers(legacy, TS) is None
     plog.close()
 
+
+
+# ---- snapshots at close ---------------------------------------------------------------------
+
+
+def sample_state() -> ProducerStateManager:
+    state = ProducerStateManager()
+    log = Log(state)
+    for i in range(7):
+        log.write(hdr(pid=1, seq=2 * i, n=2))
+    log.write(hdr(pid=2, epoch=3, seq=INT32_MAX, n=2, ts=-1))
+    log.write(hdr(pid=3, epoch=1, seq=0, control=True))
+    return state
+
+
+def test_snapshot_round_trip() -> None:
+    state = sample_state()
+    data = state.snapshot(42)
+    fresh = ProducerStateManager()
+    assert fresh.load_snapshot(data) == 42
+    assert fresh.producers == state.producers
+    assert fresh.load_snapshot(ProducerStateManager().snapshot(0)) == 0 and len(fresh) == 0
+
+
+def test_malformed_snapshots_are_refused_and_change_nothing() -> None:
+    data = sample_state().snapshot(42)
+    target = sample_state()
+    before = {p: (e.epoch, list(e.batches)) for p, e in target.producers.items()}
+    bad: list[bytes] = [data[:n] for n in range(len(data))]
+    bad += [data + b"\0", b"\x00\x02" + data[2:]]
+    for i in range(0, len(data), 7):
+        flipped = bytearray(data)
+        flipped[i] ^= 0x40
+        bad.append(bytes(flipped))
+    for blob in bad:
+        with pytest.raises(ValueError):
+            target.load_snapshot(blob)
+    assert {p: (e.epoch, list(e.batches)) for p, e in target.producers.items()} == before
+
+
+def test_clean_close_snapshot_restores_state_beyond_the_scan_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    for seq in (0, 2, 4):
+        part.append_as_leader(idem_batch(seq, 2), required_acks=1)
+    part.close()
+    plog.close()
+    assert [p.name for p in (tmp_path / "t-0").glob("*.snapshot")] == [f"{6:020d}.snapshot"]
+    monkeypatch.setattr(partition_mod, "PRODUCER_STATE_SCAN_BYTES", 0)  # no scanning at all
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))  # used once
+    assert part.append_as_leader(idem_batch(2, 2), required_acks=1).base_offset == 2
+    assert plog.log_end_offset == 6
+    plog.close()
+    # Without the snapshot (this open) and with no window, the producer is unknown.
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    assert len(part.producer_state) == 0
+    plog.close()
+
+
+def test_snapshot_not_at_the_log_end_or_corrupt_is_ignored(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    part.append_as_leader(idem_batch(0), required_acks=1)
+    part.close()  # snapshot at offset 1
+    plog.append_as_leader(idem_batch(1), 0, TS)  # written after it, without the partition
+    plog.close()
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    entry = part.producer_state.entry(PID)
+    assert entry is not None and entry.last_seq == 1  # from the scan, not the old snapshot
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
+    part.close()
+    plog.close()
+    snap = tmp_path / "t-0" / f"{2:020d}.snapshot"
+    snap.write_bytes(snap.read_bytes()[:-1])
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    entry = part.producer_state.entry(PID)
+    assert entry is not None and entry.last_seq == 1 and not snap.exists()
+    plog.close()
+
+
+def test_truncation_removes_snapshots(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    for seq in (0, 1, 2):
+        part.append_as_leader(idem_batch(seq), required_acks=1)
+    part.close()
+    assert list((tmp_path / "t-0").glob("*.snapshot"))
+    plog.truncate_to(1)
+    assert not list((tmp_path / "t-0").glob("*.snapshot"))
+    plog.close()
