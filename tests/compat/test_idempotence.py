@@ -26,6 +26,8 @@ from tests.unit.server.wire import decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(90)
 WAIT_S = 20.0
+NOT_YET = (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
+           ErrorCode.leader_not_available, ErrorCode.request_timed_out)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -162,23 +164,30 @@ def test_retried_batch_is_acknowledged_with_its_original_offset(
         assert code is ErrorCode.out_of_order_sequence_number
     finally:
         raw.close()
+    expected = 5
     if isinstance(own_skiff_node, SkiffNode):
-        # The producer state comes back from the log's batch headers on restart.
-        own_skiff_node.stop()
-        own_skiff_node.start()
-        own_skiff_node.wait_ready()
-        raw = RawClient(bootstrap)
-        try:
-            deadline = time.monotonic() + WAIT_S
-            while True:  # until this node leads the partition again
-                result = raw.produce(topic_name, idem_batch(pid, epoch, 3, 2))
-                if result[0] is ErrorCode.none or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            assert result == (ErrorCode.none, 3)
-            assert raw.produce(topic_name, idem_batch(pid, epoch, 5, 1)) == (ErrorCode.none, 5)
-        finally:
-            raw.close()
-    got = read_all(bootstrap, topic_name, 6)
-    assert [m.value() for m in got][:5] == [b"raw-0", b"raw-1", b"raw-2", b"raw-3", b"raw-4"]
-    assert len(got) == (6 if isinstance(own_skiff_node, SkiffNode) else 5)
+        # After a clean stop the state comes back from the snapshot written at close; after
+        # kill -9 from the batch headers at the end of the log.
+        # (how, retried batch: first seq, count, original offset, next new seq = its offset)
+        for how, (retry_seq, retry_n, retry_offset), new_seq in (
+            ("stop", (3, 2, 3), 5), ("kill", (5, 1, 5), 6),
+        ):
+            own_skiff_node.stop() if how == "stop" else own_skiff_node.kill()
+            own_skiff_node.start()
+            own_skiff_node.wait_ready()
+            raw = RawClient(bootstrap)
+            try:
+                deadline = time.monotonic() + WAIT_S
+                while True:  # until this node leads the partition again
+                    result = raw.produce(topic_name, idem_batch(pid, epoch, retry_seq, retry_n))
+                    if result[0] not in NOT_YET or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                assert result == (ErrorCode.none, retry_offset), how
+                assert raw.produce(topic_name, idem_batch(pid, epoch, new_seq, 1)) == \
+                    (ErrorCode.none, new_seq), how
+            finally:
+                raw.close()
+        expected = 7
+    got = read_all(bootstrap, topic_name, expected)
+    assert [m.value() for m in got] == [b"raw-%d" % i for i in range(expected)]
