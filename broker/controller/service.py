@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.controller import Controller
 from broker.controller.requests import (
+    AllocateProducerIdsReply,
     AlterConfigsResource,
     AlterConfigsResult,
     BrokerHeartbeatReply,
@@ -148,6 +149,15 @@ class ControllerService:
     async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
         return await self._run(
             lambda image: self.controller.broker_heartbeat(image, req, self.clock())
+        )
+
+    async def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int,
+    ) -> AllocateProducerIdsReply:
+        """A block of PRODUCER_ID_BLOCK_SIZE producer ids for a broker, committed to the
+        metadata log before it is handed out (Kafka's AllocateProducerIds)."""
+        return await self._run(
+            lambda image: self.controller.allocate_producer_ids(image, broker_id, broker_epoch)
         )
 
     async def append_records(self, records: list[Any]) -> None:

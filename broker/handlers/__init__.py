@@ -22,6 +22,7 @@ from broker.handlers import (
     describe_log_dirs,
     fetch,
     incremental_alter_configs,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,
@@ -44,6 +45,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     alter_configs,
     incremental_alter_configs,
     describe_cluster,
+    init_producer_id,
 )
 
 

@@ -11,20 +11,55 @@ Role transitions (all of them live here):
 The high watermark is the smallest log end offset among the in-sync replicas, and it
 only advances while |ISR| >= min.insync.replicas (KIP-966 strict min-ISR). It never
 goes back on the leader.
+
+Idempotent producers: the leader checks each append against `producer_state` first (a
+retried batch is answered with its original offsets and not written again); the log's
+producer-state hook then records every batch written, leader or follower, and a
+truncation rebuilds the state from the batch headers the log still holds. `close()`
+writes the state to `<log end offset>.snapshot` in the log directory; the next open uses
+it (once) if the log still ends there, and otherwise scans a bounded tail of the log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import contextlib
 import enum
-from collections.abc import Callable
+import re
+import struct
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from uuid import UUID
 
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.log import AppendResult, FileSlice, PartitionLog
+from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
+from broker.log.files import atomic_write
+from broker.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    iter_batch_headers,
+    validate_batches,
+)
+from broker.replication.producer_state import BatchMetadata, ProducerStateManager
+
+# A replica opened without producer snapshots rebuilds its producer state from the batch
+# headers of at most this many bytes at the end of its log. A producer whose last batch
+# lies before that window is unknown, and an unknown producer may start at any sequence,
+# so the bound costs only duplicate detection for retries older than the window.
+PRODUCER_STATE_SCAN_BYTES = 64 << 20
+PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # Kafka's producer.id.expiration.check.interval.ms
+MAX_PRODUCER_SNAPSHOT_BYTES = 256 << 20
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_PRODUCER_ID_OFFSET = 43
 
 
 class Role(enum.Enum):
@@ -56,7 +91,15 @@ class Partition:
     min_insync_replicas: int = 1
     high_watermark: int = 0
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    producer_id_expiration_ms: int = 86_400_000
+    producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    _next_producer_expiry_ms: int = 0
+
+    def __post_init__(self) -> None:
+        self.log.producer_state_hook = _ProducerStateSync(self)
+        if not self._load_producer_snapshot():
+            self.rebuild_producer_state()
 
     # ---- transitions -------------------------------------------------------------
 
@@ -97,6 +140,12 @@ class Partition:
         self._wake_waiters()
 
     def close(self) -> None:
+        if len(self.producer_state) and not self.log.closed:
+            with contextlib.suppress(OSError):  # without it the next open scans the log
+                atomic_write(
+                    self.log.dir / f"{self.log.log_end_offset:020d}.snapshot",
+                    self.producer_state.snapshot(self.log.log_end_offset), fsync=False,
+                )
         self.role = Role.OFFLINE
         self._wake_waiters()
 
@@ -125,10 +174,58 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"ISR {list(self.isr)} is below min.insync.replicas={self.min_insync_replicas}",
             )
-        result = self.log.append_as_leader(records, self.leader_epoch, self.clock())
+        now = self.clock()
+        duplicate = self._check_producers(records, now)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset, duplicate.last_offset,
+                duplicate.timestamp if self.log.config.log_append_time else -1,
+                self.log.log_start_offset, 0, duplicate.timestamp,
+            )
+        result = self.log.append_as_leader(records, self.leader_epoch, now)
         self._maybe_advance_high_watermark()
         self._wake_waiters()  # followers long-polling for new data
         return result
+
+    def _check_producers(self, records: bytes | memoryview, now_ms: int) -> BatchMetadata | None:
+        if now_ms >= self._next_producer_expiry_ms:
+            self.producer_state.expire(now_ms, self.producer_id_expiration_ms)
+            self._next_producer_expiry_ms = now_ms + PRODUCER_ID_EXPIRATION_CHECK_MS
+        mv = memoryview(records)
+        if len(mv) <= MAGIC_OFFSET or mv[MAGIC_OFFSET] != 2:
+            return None  # empty (the log refuses it) or magic 0/1, which carries no producer id
+        if not _may_have_producer_id(mv):
+            return None
+        headers = [h for _, h in iter_batch_headers(mv, validate_crc=False)]
+        duplicate = self.producer_state.validate(headers)
+        if duplicate is not None:
+            # Nothing will be written, so the log's checks (CRC, sizes) run here: a
+            # corrupt retry is refused, not acknowledged.
+            validate_batches(mv, self.log.config.max_message_bytes)
+        return duplicate
+
+    def rebuild_producer_state(self) -> None:
+        self.producer_state.rebuild(_tail_headers(self.log, PRODUCER_STATE_SCAN_BYTES))
+
+    def _load_producer_snapshot(self) -> bool:
+        """Take the snapshot `close()` left at the current log end, if any. Every snapshot
+        file is removed here, used or not, so a later crash never reads a stale one."""
+        loaded = False
+        end = self.log.log_end_offset
+        for path in _snapshot_files(self.log):
+            if not loaded and int(path.name[:20]) == end:
+                try:
+                    with path.open("rb") as f:
+                        data = f.read(MAX_PRODUCER_SNAPSHOT_BYTES + 1)
+                    if len(data) <= MAX_PRODUCER_SNAPSHOT_BYTES:
+                        loaded = self.producer_state.load_snapshot(data) == end
+                except (OSError, ValueError):
+                    loaded = False
+                if not loaded:
+                    self.producer_state.clear()
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return loaded
 
     def update_follower(self, replica_id: int, log_end_offset: int) -> None:
         """A follower fetched at `log_end_offset`: it holds everything before it."""
@@ -178,3 +275,64 @@ class Partition:
         for future in waiters:
             if not future.done():
                 future.set_result(None)
+
+
+class _ProducerStateSync(ProducerStateHook):
+    """Keeps the partition's producer state in step with its log, whoever writes to it
+    (the leader path, a replica fetcher)."""
+
+    def __init__(self, partition: Partition) -> None:
+        self._partition = partition
+
+    def on_append(self, batches: Sequence[BatchHeader]) -> None:
+        self._partition.producer_state.on_append(batches)
+
+    def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
+        for path in _snapshot_files(self._partition.log):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        self._partition.rebuild_producer_state()
+
+
+def _snapshot_files(plog: PartitionLog) -> list[Path]:
+    try:
+        return sorted(p for p in plog.dir.iterdir() if _SNAPSHOT_FILE.match(p.name))
+    except OSError:
+        return []
+
+
+def _tail_headers(plog: PartitionLog, max_bytes: int) -> Iterator[BatchHeader]:
+    """Headers of the batches in about the last `max_bytes` of the log, oldest first, read
+    without decoding any record. The window starts at a batch boundary the offset index
+    knows, so a large segment is entered near its end, not read whole."""
+    segments = plog.segments
+    start = len(segments)
+    budget = max_bytes
+    while start > 0 and budget > 0:
+        start -= 1
+        budget -= segments[start].size
+    for i in range(start, len(segments)):
+        seg = segments[i]
+        position = 0
+        if i == start and budget < 0:
+            positions = seg.offset_index.positions
+            if positions:
+                k = bisect.bisect_left(positions, -budget)
+                position = positions[min(k, len(positions) - 1)]
+        for _, h in seg.iter_headers(position):
+            yield h
+
+
+def _may_have_producer_id(mv: memoryview) -> bool:
+    """False when no batch carries a producer id, read at fixed header positions without
+    building headers (the common, non-idempotent append). Malformed input answers True:
+    the full parse then raises the error the log would."""
+    pos, end = 0, len(mv)
+    while end - pos >= HEADER_SIZE:
+        if _I64.unpack_from(mv, pos + _PRODUCER_ID_OFFSET)[0] >= 0:
+            return True
+        (length,) = _I32.unpack_from(mv, pos + 8)
+        if length < MIN_BATCH_LENGTH:
+            return True
+        pos += length + LOG_OVERHEAD
+    return pos != end

@@ -1,0 +1,161 @@
+"""InitProducerId (API 22), versions 0-4: producer ids for idempotent producers.
+
+Non-transactional only, as Kafka's TransactionCoordinator treats a null transactional id:
+every request gets a fresh producer id with epoch 0. A producer id and epoch passed at
+v3+ (KIP-360) are not bumped for a null transactional id: Kafka "blindly accepts" the
+request and returns a new id, and idempotent clients bump their epoch themselves (Java)
+or take whatever id and epoch come back (librdkafka, kafka-python). Passing only one of
+the two is INVALID_REQUEST, as in Kafka.
+
+A transactional id is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED (an empty one
+INVALID_REQUEST, as Kafka's coordinator does): Skiff has no transaction coordinator, and
+this is the error Java, librdkafka and kafka-python all treat as fatal, so a
+transactional producer stops with a clear error instead of retrying
+COORDINATOR_NOT_AVAILABLE until its timeout. Produce answers transactional requests the
+same way.
+
+Producer ids come from `ProducerIdManager`, which takes blocks of
+PRODUCER_ID_BLOCK_SIZE ids from the controller through the metadata log (Kafka's
+RPCProducerIdManager), so ids are unique across brokers and restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.controller.requests import AllocateProducerIdsReply
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 22
+log = structlog.get_logger(__name__)
+_NO_THROTTLE = datetime.timedelta(0)
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+# Errors of the controller round trip that a later attempt can get past (another node is
+# the controller, the metadata commit timed out, this broker is re-registering). Kafka's
+# broker answers COORDINATOR_LOAD_IN_PROGRESS while it has no block, and clients retry it.
+_RETRIABLE = frozenset({
+    ErrorCode.not_controller,
+    ErrorCode.request_timed_out,
+    ErrorCode.stale_broker_epoch,
+    ErrorCode.broker_id_not_registered,
+    ErrorCode.coordinator_load_in_progress,
+})
+
+
+class ProducerIdManager:
+    """Hands out producer ids from blocks the controller commits to the metadata log.
+
+    One block is fetched at a time, when the current one is used up; callers that arrive
+    meanwhile wait for it instead of fetching blocks of their own."""
+
+    def __init__(self, allocate: Callable[[], Awaitable[AllocateProducerIdsReply]]) -> None:
+        self._allocate = allocate
+        self._next = 0
+        self._end = 0  # exclusive
+        self._lock = asyncio.Lock()
+
+    @property
+    def remaining(self) -> int:
+        return self._end - self._next
+
+    async def generate(self) -> int:
+        """The next producer id; raises KafkaError (COORDINATOR_LOAD_IN_PROGRESS when no
+        block could be had now, which clients retry)."""
+        if self._next >= self._end:
+            async with self._lock:
+                if self._next >= self._end:
+                    await self._fetch_block()
+        pid = self._next
+        self._next += 1
+        return pid
+
+    async def _fetch_block(self) -> None:
+        try:
+            reply = await self._allocate()
+        except KafkaError as exc:
+            code = exc.error_code
+            if code in _RETRIABLE:
+                code = ErrorCode.coordinator_load_in_progress
+            raise KafkaError(code, f"no producer id block: {exc.message}") from exc
+        if reply.error is not ErrorCode.none:
+            code = (
+                ErrorCode.coordinator_load_in_progress if reply.error in _RETRIABLE
+                else reply.error
+            )
+            raise KafkaError(code, f"no producer id block: the controller said {reply.error.name}")
+        if reply.producer_id_start < 0 or reply.producer_id_len <= 0:
+            raise KafkaError(
+                ErrorCode.unknown_server_error,
+                f"bad producer id block {reply.producer_id_start}+{reply.producer_id_len}",
+            )
+        if reply.producer_id_start < self._end:
+            raise KafkaError(
+                ErrorCode.unknown_server_error,
+                f"producer id block {reply.producer_id_start} goes back from {self._end}",
+            )
+        self._next = reply.producer_id_start
+        self._end = reply.producer_id_start + reply.producer_id_len
+        log.info("producer_id_block", start=self._next, end=self._end)
+
+
+def node_producer_ids(node: Node) -> ProducerIdManager:
+    """The node's manager (`node.producer_ids`), made on first use if the node has none."""
+    manager = getattr(node, "producer_ids", None)
+    if not isinstance(manager, ProducerIdManager):
+        manager = ProducerIdManager(lambda: allocate_for_node(node))
+        setattr(node, "producer_ids", manager)  # noqa: B010  (Node may not declare it)
+    return manager
+
+
+async def allocate_for_node(node: Node) -> AllocateProducerIdsReply:
+    """One block for this broker from the controller, under its current broker epoch."""
+    epoch = getattr(node, "broker_epoch", -1)
+    if epoch < 0:
+        raise KafkaError(ErrorCode.coordinator_load_in_progress, "broker not registered yet")
+    return await node.controller.allocate_producer_ids(node.node_id, epoch)
+
+
+def _response(request: Any, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
+              producer_epoch: int = NO_PRODUCER_EPOCH) -> Any:
+    mod = response_module(request)
+    return build(
+        mod.InitProducerIdResponse, throttle_time=_NO_THROTTLE, error_code=error,
+        producer_id=producer_id, producer_epoch=producer_epoch,
+    )
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None:
+        error = (
+            ErrorCode.invalid_request if request.transactional_id == ""
+            else ErrorCode.transactional_id_authorization_failed
+        )
+        log.info("init_producer_id_transactional_refused", client=ctx.client_id,
+                 transactional_id=request.transactional_id, error=error.name)
+        return _response(request, error)
+    pid = getattr(request, "producer_id", NO_PRODUCER_ID)
+    epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+    if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+        return _response(request, ErrorCode.invalid_request)
+    try:
+        new_pid = await node_producer_ids(node).generate()
+    except KafkaError as exc:
+        log.info("init_producer_id_failed", client=ctx.client_id, error=exc.error_code.name,
+                 reason=exc.message)
+        return _response(request, exc.error_code)
+    log.debug("producer_id_assigned", producer_id=new_pid, client=ctx.client_id,
+             version=ctx.api_version)
+    return _response(request, ErrorCode.none, new_pid, 0)
