@@ -200,6 +200,6 @@ def test_idle_connection_is_closed_but_busy_one_is_not() -> None:
 def test_broker_apis_table_is_the_issue_list() -> None:
     assert [(r.api_key, r.min_version, r.max_version) for r in BROKER_APIS] == [
         (0, 0, 9), (1, 4, 12), (2, 1, 7), (3, 0, 12), (18, 0, 4), (19, 2, 5), (20, 1, 4),
-        (21, 0, 2), (32, 1, 4), (33, 0, 2), (35, 1, 4), (37, 0, 3), (44, 0, 1), (48, 0, 0),
-        (60, 0, 1),
+        (21, 0, 2), (22, 0, 4), (32, 1, 4), (33, 0, 2), (35, 1, 4), (37, 0, 3), (44, 0, 1),
+        (48, 0, 0), (60, 0, 1),
     ]
