@@ -8,9 +8,9 @@ import asyncio
 import random
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -132,13 +132,13 @@ class GroupNode:
             await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-def anyio_backend() -> str:
+@pytest.fixture(name="anyio_backend")
+def anyio_backend_fixture() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[GroupNode]:
+@pytest.fixture(name="node")
+async def node_fixture(tmp_path: Path) -> AsyncIterator[GroupNode]:
     n = GroupNode(tmp_path)
     await n.start()
     try:

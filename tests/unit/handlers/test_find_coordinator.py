@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from group_node import GroupNode, anyio_backend, ctx, encodes, find, node, request  # noqa: F401
+from group_node import (  # noqa: F401
+    GroupNode,
+    anyio_backend_fixture,
+    ctx,
+    encodes,
+    find,
+    node_fixture,
+    request,
+)
 from kio.schema.errors import ErrorCode
 
 from broker.group.hashing import OFFSETS_TOPIC, partition_for

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from group_node import (  # noqa: F401
     GroupNode,
-    anyio_backend,
+    anyio_backend_fixture,
     ctx,
     encodes,
     join,
     join_fully,
-    node,
+    node_fixture,
     ready,
     request,
     sync,

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 from group_node import (  # noqa: F401
     GroupNode,
-    anyio_backend,
+    anyio_backend_fixture,
     join,
     join_fully,
-    node,
+    node_fixture,
     ready,
 )
 from kio.schema.errors import ErrorCode

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from group_node import (  # noqa: F401
     GroupNode,
-    anyio_backend,
+    anyio_backend_fixture,
     ctx,
     encodes,
     join,
     join_fully,
-    node,
+    node_fixture,
     ready,
     request,
     request_class,
