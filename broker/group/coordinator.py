@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
+from broker.group.consumer import ConsumerGroup, ConsumerGroups, ConsumerGroupState
 from broker.group.types import (
     DescribedMember,
     Effects,
@@ -272,13 +273,14 @@ def map_store_error(error: ErrorCode, *, commit: bool) -> ErrorCode:
 WriteCallback = Callable[[ErrorCode, int], None]
 
 
-class GroupCoordinator:
-    """Groups and committed offsets of one __consumer_offsets partition."""
+class GroupCoordinator(ConsumerGroups):
+    """Groups (classic and KIP-848) and committed offsets of one __consumer_offsets partition."""
 
     def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int) -> None:
         self.config = config
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self._fx = Effects()
         self._writes: dict[int, WriteCallback] = {}
         self._next_write_id = 1
@@ -312,6 +314,25 @@ class GroupCoordinator:
     def _new_member_id(self, client_id: str) -> str:
         return f"{client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
 
+    def _new_consumer_member_id(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def _adopt_classic_group(self, group_id: str, now_ms: int) -> ConsumerGroup | ErrorCode:
+        """A KIP-848 heartbeat for a group id: a new consumer group, or an Empty classic
+        group (offsets only) converted to one. A classic group with members is not ours."""
+        classic = self.groups.get(group_id)
+        cg = ConsumerGroup(group_id, state_timestamp=now_ms)
+        if classic is not None:
+            if classic.state is not GroupState.EMPTY or classic.pending_members:
+                return ErrorCode.group_id_not_found
+            cg.offsets, cg.pending_commits = classic.offsets, classic.pending_commits
+            del self.groups[group_id]
+        self.consumer_groups[group_id] = cg
+        return cg
+
+    def _offsets_holder(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
+        return self.consumer_groups.get(group_id) or self.groups.get(group_id)
+
     def _group_record(self, g: ClassicGroup) -> OffsetsRecord:
         members = tuple(
             rec.MemberMetadata(
@@ -338,6 +359,17 @@ class GroupCoordinator:
         if error is not None:
             self._reply(token, JoinGroupResult(error, member_id=req.member_id))
             return self._take()
+        cg = self.consumer_groups.get(req.group_id)
+        if cg is not None:
+            if cg.members:
+                self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
+                                                   member_id=req.member_id))
+                return self._take()
+            # an empty consumer group goes back to the classic protocol, offsets and all
+            del self.consumer_groups[req.group_id]
+            self.groups[req.group_id] = ClassicGroup(
+                req.group_id, state_timestamp=now_ms, offsets=cg.offsets,
+                pending_commits=cg.pending_commits)
         g = self.groups.get(req.group_id)
         if g is None:
             if req.member_id:
@@ -769,14 +801,19 @@ class GroupCoordinator:
 
     def commit_offsets(self, token: Token, req: OffsetCommitRequest, now_ms: int) -> Effects:
         keys = [(p.topic, p.partition) for p in req.partitions]
-        g = self.groups.get(req.group_id)
+        cg = self.consumer_groups.get(req.group_id)
+        g: ClassicGroup | ConsumerGroup | None = self.groups.get(req.group_id)
         error: ErrorCode | None = None
-        if g is None:
+        if cg is not None:
+            g = cg
+            error = self._validate_consumer_commit(cg, req)
+        elif g is None:
             if req.generation_id < 0:
                 g = self.groups[req.group_id] = ClassicGroup(req.group_id, state_timestamp=now_ms)
             else:
                 error = ErrorCode.illegal_generation
         else:
+            assert isinstance(g, ClassicGroup)
             error = self._validate_commit(g, req, now_ms)
         if error is not None or g is None:
             err = error or ErrorCode.unknown_server_error
@@ -807,7 +844,7 @@ class GroupCoordinator:
                     group.pending_commits[tp] = left
                 else:
                     group.pending_commits.pop(tp, None)
-                if error is ErrorCode.none and group.state is not GroupState.DEAD:
+                if error is ErrorCode.none and not _is_dead(group):
                     group.offsets[tp] = committed
                 results[tp] = map_store_error(error, commit=True)
             self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
@@ -816,6 +853,19 @@ class GroupCoordinator:
 
         self._write([self._offset_record(req.group_id, tp, c) for tp, c in accepted], stored)
         return self._take()
+
+    @staticmethod
+    def _validate_consumer_commit(cg: ConsumerGroup, req: OffsetCommitRequest,
+                                  ) -> ErrorCode | None:
+        """KIP-848: the commit carries the member epoch; -1 only while the group is empty."""
+        if req.generation_id < 0 and not req.member_id:
+            return ErrorCode.unknown_member_id if cg.members else None
+        member = cg.members.get(req.member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if req.generation_id != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
 
     def _validate_commit(
         self, g: ClassicGroup, req: OffsetCommitRequest, now_ms: int,
@@ -843,7 +893,9 @@ class GroupCoordinator:
                 c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp)),
         )
 
-    def _drop_if_unused(self, g: ClassicGroup) -> None:
+    def _drop_if_unused(self, g: ClassicGroup | ConsumerGroup) -> None:
+        if isinstance(g, ConsumerGroup):
+            return
         if (g.state is GroupState.EMPTY and g.generation_id == 0 and not g.members
                 and not g.offsets and not g.pending_commits and not g.pending_members
                 and g.protocol_type is None and self.groups.get(g.group_id) is g):
@@ -853,8 +905,16 @@ class GroupCoordinator:
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> OffsetFetchResult:
-        g = self.groups.get(group_id)
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and member_epoch >= 0:
+            member = cg.members.get(member_id or "")
+            if member is None:
+                return OffsetFetchResult(ErrorCode.unknown_member_id)
+            if member.member_epoch != member_epoch:
+                return OffsetFetchResult(ErrorCode.stale_member_epoch)
+        g = self._offsets_holder(group_id)
         offsets = g.offsets if g is not None else {}
         if partitions is None:
             return OffsetFetchResult(ErrorCode.none, tuple(
@@ -876,12 +936,15 @@ class GroupCoordinator:
         self, token: Token, group_id: str, partitions: Iterable[TopicPartition], now_ms: int,
     ) -> Effects:
         keys = list(partitions)
-        g = self.groups.get(group_id)
-        if g is None or g.state is GroupState.DEAD:
+        cg = self.consumer_groups.get(group_id)
+        g: ClassicGroup | ConsumerGroup | None = cg or self.groups.get(group_id)
+        if g is None or _is_dead(g):
             self._reply(token, OffsetDeleteResult(ErrorCode.group_id_not_found))
             return self._take()
         subscribed: set[str] = set()
-        if g.state is not GroupState.EMPTY:
+        if isinstance(g, ConsumerGroup):
+            subscribed = _consumer_subscribed(g)
+        elif g.state is not GroupState.EMPTY:
             if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 self._reply(token, OffsetDeleteResult(ErrorCode.non_empty_group))
                 return self._take()
@@ -930,6 +993,15 @@ class GroupCoordinator:
             if want_types and "classic" not in want_types:
                 continue
             out.append(ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic"))
+        for cg in self.consumer_groups.values():
+            state = cg.state
+            if state is ConsumerGroupState.DEAD:
+                continue
+            if want_states and state.value.lower() not in want_states:
+                continue
+            if want_types and "consumer" not in want_types:
+                continue
+            out.append(ListedGroup(cg.group_id, CONSUMER_PROTOCOL_TYPE, state.value, "consumer"))
         return out
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
@@ -953,8 +1025,20 @@ class GroupCoordinator:
     ) -> Effects:
         results: dict[str, ErrorCode] = {}
         doomed: list[ClassicGroup] = []
+        consumer_records: list[OffsetsRecord] = []
         ids = list(group_ids)
         for gid in ids:
+            cg = self.consumer_groups.get(gid)
+            if cg is not None:
+                if cg.members:
+                    results[gid] = ErrorCode.non_empty_group
+                else:
+                    results[gid] = ErrorCode.none
+                    records_cg = self._tombstones_of(gid, cg.offsets)
+                    cg.dead = True
+                    del self.consumer_groups[gid]
+                    consumer_records.extend(records_cg)
+                continue
             g = self.groups.get(gid)
             if g is None or g.state is GroupState.DEAD:
                 results[gid] = ErrorCode.group_id_not_found
@@ -963,10 +1047,11 @@ class GroupCoordinator:
             else:
                 results[gid] = ErrorCode.none
                 doomed.append(g)
-        if not doomed:
+        deleted = [gid for gid in ids if results[gid] is ErrorCode.none]
+        if not doomed and not consumer_records:
             self._reply(token, tuple((gid, results[gid]) for gid in ids))
             return self._take()
-        records: list[OffsetsRecord] = []
+        records: list[OffsetsRecord] = list(consumer_records)
         for g in doomed:
             records.extend(self._tombstones(g))
             g.transition(GroupState.DEAD, now_ms)
@@ -975,19 +1060,22 @@ class GroupCoordinator:
         def stored(error: ErrorCode, now: int) -> None:
             mapped = map_store_error(error, commit=False) if error is not ErrorCode.none \
                 else ErrorCode.none
-            for g in doomed:
-                results[g.group_id] = mapped
+            for gid in deleted:
+                results[gid] = mapped
             self._reply(token, tuple((gid, results[gid]) for gid in ids))
 
         self._write(records, stored)
         return self._take()
 
     @staticmethod
-    def _tombstones(g: ClassicGroup) -> list[OffsetsRecord]:
-        out = [OffsetsRecord(rec.encode_offset_commit_key(g.group_id, t, p), None)
-               for t, p in g.offsets]
-        out.append(OffsetsRecord(rec.encode_group_metadata_key(g.group_id), None))
+    def _tombstones_of(group_id: str, offsets: Iterable[TopicPartition]) -> list[OffsetsRecord]:
+        out = [OffsetsRecord(rec.encode_offset_commit_key(group_id, t, p), None)
+               for t, p in offsets]
+        out.append(OffsetsRecord(rec.encode_group_metadata_key(group_id), None))
         return out
+
+    def _tombstones(self, g: ClassicGroup) -> list[OffsetsRecord]:
+        return self._tombstones_of(g.group_id, g.offsets)
 
     # ---- timers ---------------------------------------------------------------------------
 
@@ -1018,6 +1106,7 @@ class GroupCoordinator:
                             self._remove_member(g, late)
                     g.pending_sync.clear()
                     self._prepare_rebalance(g, now_ms)
+        self.consumer_tick(now_ms)
         if now_ms >= self.next_cleanup_ms:
             self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
             self._cleanup_offsets(now_ms)
@@ -1062,6 +1151,23 @@ class GroupCoordinator:
                 g.transition(GroupState.DEAD, now_ms)
                 del self.groups[g.group_id]
                 records.append(OffsetsRecord(rec.encode_group_metadata_key(g.group_id), None))
+        for cg in list(self.consumer_groups.values()):
+            keep = _consumer_subscribed(cg) if cg.members else set()
+            for tp, c in list(cg.offsets.items()):
+                if tp[0] in keep or tp in cg.pending_commits:
+                    continue
+                base = c.commit_timestamp
+                if not cg.members and cg.state_timestamp is not None:
+                    base = cg.state_timestamp
+                expired = (now_ms >= c.expire_timestamp if c.expire_timestamp >= 0
+                           else now_ms - base >= self.config.offsets_retention_ms)
+                if expired:
+                    del cg.offsets[tp]
+                    records.append(OffsetsRecord(
+                        rec.encode_offset_commit_key(cg.group_id, tp[0], tp[1]), None))
+            if not cg.members and not cg.offsets and not cg.pending_commits:
+                cg.dead = True
+                del self.consumer_groups[cg.group_id]
         if records:
             self._write(records, lambda error, now: None)
 
@@ -1134,8 +1240,22 @@ class GroupCoordinator:
             if g.state is not GroupState.DEAD:
                 g.transition(GroupState.DEAD, now_ms)
         self.groups.clear()
+        for cg in self.consumer_groups.values():
+            cg.dead = True
+        self.consumer_groups.clear()
         pending, self._writes = self._writes, {}
         for done in pending.values():
             done(ErrorCode.not_coordinator, now_ms)
         return self._take()
 
+
+
+def _is_dead(g: ClassicGroup | ConsumerGroup) -> bool:
+    return g.dead if isinstance(g, ConsumerGroup) else g.state is GroupState.DEAD
+
+
+def _consumer_subscribed(cg: ConsumerGroup) -> set[str]:
+    names = {name for name, _, _ in cg.metadata_fingerprint}
+    for m in cg.members.values():
+        names |= set(m.subscribed_names)
+    return names

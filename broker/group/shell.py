@@ -24,6 +24,11 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.group.consumer import (
+    ConsumerGroupDescription,
+    ConsumerHeartbeatRequest,
+    ConsumerHeartbeatResult,
+)
 from broker.group.coordinator import GroupCoordinator
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from broker.group.types import (
@@ -380,12 +385,13 @@ class GroupCoordinatorService:
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> OffsetFetchResult:
         try:
             _, coord = self.coordinator_for(group_id)
         except KafkaError as exc:
             return OffsetFetchResult(exc.error_code)
-        return coord.fetch_offsets(group_id, partitions)
+        return coord.fetch_offsets(group_id, partitions, member_id, member_epoch)
 
     async def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition],
@@ -440,3 +446,21 @@ class GroupCoordinatorService:
             for gid in ids:
                 out.setdefault(gid, ErrorCode.not_coordinator)
         return out
+
+    # ---- KIP-848 -----------------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
+        try:
+            _, coord = self.coordinator_for(req.group_id)
+        except KafkaError as exc:
+            return ConsumerHeartbeatResult(exc.error_code, member_id=req.member_id or None)
+        return coord.consumer_heartbeat(req, self.node.metadata, self._now())
+
+    def consumer_group_describe(
+        self, group_id: str,
+    ) -> tuple[ErrorCode, ConsumerGroupDescription | None]:
+        try:
+            _, coord = self.coordinator_for(group_id)
+        except KafkaError as exc:
+            return exc.error_code, None
+        return ErrorCode.none, coord.describe_consumer_group(group_id, self.node.metadata)

@@ -18,11 +18,12 @@ if TYPE_CHECKING:
 API_KEY = 9
 
 
-def _fetch(node: Any, group_id: str, topics: Any) -> OffsetFetchResult:
+def _fetch(node: Any, group_id: str, topics: Any, member_id: str | None = None,
+           member_epoch: int = -1) -> OffsetFetchResult:
     wanted = None if topics is None else [
         (t.name, i) for t in topics for i in t.partition_indexes]
     try:
-        return service_of(node).fetch_offsets(group_id, wanted)
+        return service_of(node).fetch_offsets(group_id, wanted, member_id, member_epoch)
     except KafkaError as exc:
         return OffsetFetchResult(exc.error_code)
 
@@ -43,7 +44,8 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     if version >= 8:
         groups = []
         for g in request.groups:
-            r = _fetch(node, str(g.group_id), g.topics)
+            r = _fetch(node, str(g.group_id), g.topics, getattr(g, "member_id", None),
+                       getattr(g, "member_epoch", -1))
             groups.append(build(
                 mod.OffsetFetchResponseGroup, group_id=g.group_id, error_code=r.error,
                 topics=_topics(mod, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
