@@ -64,8 +64,7 @@ class Consumers:
         r = self.coord.consumer_heartbeat(ConsumerHeartbeatRequest(
             group_id=group, member_id=member, member_epoch=ep, instance_id=instance,
             rebalance_timeout_ms=rebalance_ms,
-            subscribed_topic_names=topics if ep == 0 and topics is None and regex is None
-            else topics, subscribed_topic_regex=regex, server_assignor=assignor,
+            subscribed_topic_names=topics, subscribed_topic_regex=regex, server_assignor=assignor,
             owned_partitions=own, client_id="c", client_host="/h",
         ), self.img, self.now)
         if r.error is E.none and r.member_id:
@@ -102,7 +101,7 @@ def no_double_ownership(c: Consumers) -> None:
             seen[tp] = m
 
 
-# ---- assignors --------------------------------------------------------------------------------
+# ---- assignors -------------------------------------------------------------------------------
 
 
 def test_range_assignor_contiguous_ranges_per_topic() -> None:
@@ -157,7 +156,7 @@ def test_assignors_cover_each_subscribed_partition_exactly_once(
         assert max(sizes) - min(sizes) <= 1
 
 
-# ---- heartbeat validation -------------------------------------------------------------------------
+# ---- heartbeat validation --------------------------------------------------------------------
 
 
 def test_first_heartbeat_validation() -> None:
@@ -333,7 +332,7 @@ def test_random_heartbeat_orders_never_double_assign(
         assert c.group().state is ConsumerGroupState.STABLE
 
 
-# ---- offsets, listing and protocol conversion -------------------------------------------------------
+# ---- offsets, listing and protocol conversion ------------------------------------------------
 
 
 def _commit(c: Consumers, member: str, epoch: int, group: str = "g") -> ErrorCode:
