@@ -33,30 +33,30 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import structlog  # noqa: E402
-from kio.schema.errors import ErrorCode  # noqa: E402
+import structlog
+from kio.schema.errors import ErrorCode
 
-from broker.group.consumer import ConsumerHeartbeatRequest  # noqa: E402
-from broker.group.hashing import OFFSETS_TOPIC  # noqa: E402
-from broker.group.records import encode_offset_commit_key  # noqa: E402
-from broker.group.shell import GroupCoordinatorService  # noqa: E402
-from broker.group.types import (  # noqa: E402
+from broker.group.consumer import ConsumerHeartbeatRequest
+from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import encode_offset_commit_key
+from broker.group.shell import GroupCoordinatorService
+from broker.group.types import (
     CommitPartition,
     HeartbeatRequest,
     JoinGroupRequest,
     OffsetCommitRequest,
     SyncGroupRequest,
 )
-from broker.log import LogConfig, LogManager  # noqa: E402
-from broker.metadata.image import (  # noqa: E402
+from broker.log import LogConfig, LogManager
+from broker.metadata.image import (
     BrokerRegistration,
     Endpoint,
     PartitionRegistration,
     TopicImage,
 )
-from broker.metadata.publisher import MetadataPublisher  # noqa: E402
-from broker.protocol.records import Record, build_batch  # noqa: E402
-from broker.replication import ReplicaManager  # noqa: E402
+from broker.metadata.publisher import MetadataPublisher
+from broker.protocol.records import Record, build_batch
+from broker.replication import ReplicaManager
 
 CONFIG = {
     "offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 1,
@@ -106,7 +106,7 @@ class BenchNode:
 
     async def start(self) -> None:
         self.group_coordinator.start()
-        while not self.group_coordinator.coordinators:
+        while not self.group_coordinator.coordinators:  # noqa: ASYNC110 (polls state that no event signals)
             await asyncio.sleep(0.005)
 
     async def stop(self) -> None:
@@ -164,7 +164,7 @@ async def classic_rebalance(svc: GroupCoordinatorService, n: int, heartbeat_ms: 
     members = [ClassicMember(svc, group, heartbeat_ms) for _ in range(n)]
     tasks = [asyncio.ensure_future(m.run()) for m in members]
     await asyncio.wait_for(asyncio.gather(*(m.synced.wait() for m in members)), 60)
-    while len({m.generation for m in members}) != 1:
+    while len({m.generation for m in members}) != 1:  # noqa: ASYNC110 (polls state that no event signals)
         await asyncio.sleep(0.01)
     await asyncio.sleep(heartbeat_ms / 1000 * 1.5)
     start = time.perf_counter()
@@ -172,7 +172,7 @@ async def classic_rebalance(svc: GroupCoordinatorService, n: int, heartbeat_ms: 
     tasks.append(asyncio.ensure_future(new.run()))
     everyone = [*members, new]
     gen0 = members[0].generation
-    while not (all(m.synced.is_set() and m.generation > gen0 for m in everyone)
+    while not (all(m.synced.is_set() and m.generation > gen0 for m in everyone)  # noqa: ASYNC110 (polls state that no event signals)
                and len({m.generation for m in everyone}) == 1):
         await asyncio.sleep(0.001)
     elapsed = time.perf_counter() - start
@@ -211,11 +211,11 @@ async def consumer_rebalance(svc: GroupCoordinatorService, n: int, heartbeat_ms:
 
     ids = [f"m{i}" for i in range(n)]
     tasks = [asyncio.ensure_future(member_loop(m)) for m in ids]
-    while len(state) < n or not settled():
+    while len(state) < n or not settled():  # noqa: ASYNC110 (polls state that no event signals)
         await asyncio.sleep(0.005)
     start = time.perf_counter()
     tasks.append(asyncio.ensure_future(member_loop("new")))
-    while "new" not in state or not settled():
+    while "new" not in state or not settled():  # noqa: ASYNC110 (polls state that no event signals)
         await asyncio.sleep(0.001)
     elapsed = time.perf_counter() - start
     for t in tasks:
