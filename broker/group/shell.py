@@ -152,8 +152,10 @@ class GroupCoordinatorService:
     def _unload(self, p: int) -> None:
         coord = self.coordinators.pop(p)
         self._loaded_epoch.pop(p, None)
+        groups = len(coord.groups) + len(coord.consumer_groups)
         self._dispatch(p, coord, coord.unload(self._now()))
-        log.info("group_coordinator_unloaded", partition=p)
+        (log.debug if self._stopped else log.info)("group_coordinator_unloaded", partition=p,
+                                                    groups=groups)
 
     async def _load(self, p: int, epoch: int) -> None:
         loop = asyncio.get_running_loop()
@@ -189,8 +191,9 @@ class GroupCoordinatorService:
                 return
             self.coordinators[p] = coord
             self._loaded_epoch[p] = epoch
-            log.info("group_coordinator_loaded", partition=p, epoch=epoch, records=count,
-                     groups=len(coord.groups), ms=int((loop.time() - started) * 1000))
+            (log.info if coord.groups else log.debug)(
+                "group_coordinator_loaded", partition=p, epoch=epoch, records=count,
+                groups=len(coord.groups), ms=int((loop.time() - started) * 1000))
         except asyncio.CancelledError:
             raise
         except Exception:
