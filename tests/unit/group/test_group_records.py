@@ -173,3 +173,16 @@ def test_partition_for_uses_kafka_abs() -> None:
     assert kafka_abs(-5) == 5
     assert partition_for("polygenelubricants", 50) == 0
     assert partition_for("hello", 50) == 99162322 % 50
+
+
+def test_group_config_from_node_config_reads_kafka_keys_and_defaults() -> None:
+    from broker.group.types import GroupConfig
+
+    cfg = {"group.min.session.timeout.ms": 100, "group.max.session.timeout.ms": 200,
+           "group.initial.rebalance.delay.ms": 0, "group.max.size": 5,
+           "offsets.retention.minutes": 2, "offsets.retention.check.interval.ms": 1000,
+           "offset.metadata.max.bytes": 10}
+    c = GroupConfig.from_node_config(cfg)
+    assert (c.min_session_timeout_ms, c.max_session_timeout_ms, c.max_size) == (100, 200, 5)
+    assert c.offsets_retention_ms == 120_000 and c.offset_metadata_max_bytes == 10
+    assert c.consumer_session_timeout_ms == 45_000  # not in the config: Kafka's default

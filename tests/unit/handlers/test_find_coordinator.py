@@ -86,3 +86,27 @@ async def test_uses_java_hash_partition_of_existing_topic(node: GroupNode) -> No
     assert (await find(node, "my-group")).node_id == 1
     other = next(g for g in ("a", "b", "c", "d", "e") if partition_for(g, 4) != p)
     assert (await find(node, other)).error_code is ErrorCode.coordinator_not_available
+
+
+async def test_offsets_topic_creation_failures_answer_coordinator_not_available(
+        node: GroupNode) -> None:
+    from broker.errors import KafkaError
+
+    async def not_controller(topics: object) -> object:
+        raise KafkaError(ErrorCode.not_controller, "elsewhere")
+
+    node.controller.create_topics = not_controller  # type: ignore[method-assign]
+    resp = await find(node, "g")
+    assert resp.error_code is ErrorCode.coordinator_not_available
+    assert node.metadata.topic(OFFSETS_TOPIC) is None
+
+
+async def test_no_live_broker_means_no_offsets_topic(node: GroupNode) -> None:
+    import dataclasses
+    image = node.metadata
+    fenced = {b: dataclasses.replace(r, fenced=True) for b, r in image.brokers.items()}
+    node.publisher.load_snapshot(dataclasses.replace(image, offset=image.offset + 1,
+                                                     brokers=fenced))
+    resp = await find(node, "g")
+    assert resp.error_code is ErrorCode.coordinator_not_available
+    assert node.controller.calls == []
