@@ -40,6 +40,7 @@ epoch 0, which is the path KIP-848 clients take after UNKNOWN_MEMBER_ID / FENCED
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -194,12 +195,24 @@ class ConsumerGroup:
         return out
 
 
+MAX_REGEX_LENGTH = 1000  # Python's re backtracks (Kafka uses RE2J): keep patterns short
+
+
+@functools.lru_cache(maxsize=256)
+def compile_subscription(pattern: str) -> re.Pattern[str] | None:
+    if len(pattern) > MAX_REGEX_LENGTH:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
 def member_topics(m: ConsumerMember, image: MetadataView) -> set[str]:
     names = set(m.subscribed_names)
     if m.subscribed_regex:
-        try:
-            pattern = re.compile(m.subscribed_regex)
-        except re.error:
+        pattern = compile_subscription(m.subscribed_regex)
+        if pattern is None:
             return names
         names |= {n for n in image.topics_by_name
                   if not n.startswith("__") and pattern.fullmatch(n)}
@@ -362,6 +375,9 @@ class ConsumerGroups:
         if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
             return ConsumerHeartbeatResult(ErrorCode.unsupported_assignor,
                                            error_message=f"{req.server_assignor}")
+        if req.subscribed_topic_regex and compile_subscription(req.subscribed_topic_regex) is None:
+            return ConsumerHeartbeatResult(ErrorCode.invalid_regular_expression,
+                                           error_message=f"{req.subscribed_topic_regex[:100]}")
         if req.member_epoch < STATIC_LEAVE_EPOCH:
             return ConsumerHeartbeatResult(ErrorCode.invalid_request)
         g = self.consumer_groups.get(req.group_id)

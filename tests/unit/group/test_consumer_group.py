@@ -271,6 +271,8 @@ def test_regex_subscription() -> None:
     c = Consumers(image(**{"orders-1": 1, "orders-2": 1, "other": 1, "__internal": 1}))
     a = c.hb("", 0, regex="orders-.*").member_id or ""
     assert {t.int for t in c.owned[a]} == {2, 3}  # sorted names: __internal, orders-1, ...
+    assert c.hb("", 0, regex="orders-(").error is E.invalid_regular_expression
+    assert c.hb("", 0, regex="a" * 1001).error is E.invalid_regular_expression
 
 
 def test_static_member_temporary_leave_and_rejoin_keeps_assignment() -> None:
