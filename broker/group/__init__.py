@@ -1,0 +1,1 @@
+"""Consumer groups and committed offsets: pure coordinators per __consumer_offsets partition."""

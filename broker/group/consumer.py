@@ -1,0 +1,619 @@
+"""KIP-848 consumer groups: server-side assignment, member epochs, incremental reconciliation.
+
+Group states (derived, as Kafka's ConsumerGroupState):
+
+    Empty        no members
+    Assigning    group epoch > assignment epoch (only inside one heartbeat here: the target
+                 assignment is computed synchronously when the epoch moves)
+    Reconciling  some member has not reached the assignment epoch with a stable assignment
+    Stable       every member is at the assignment epoch with exactly its target
+    Dead         deleted or unloaded
+
+Group epoch transitions: a member joins, leaves, is fenced or expires, changes subscription,
+rack or assignor, or the subscribed topics' metadata (ids, partition counts) changes: group
+epoch + 1. When group epoch > assignment epoch the assignor computes a new target and the
+assignment epoch becomes the group epoch.
+
+Member states and every transition (Kafka's CurrentAssignmentBuilder):
+
+    Stable               -> UnrevokedPartitions  target dropped partitions the member owns: it
+                                                 keeps target ∩ owned, must revoke the rest,
+                                                 epoch unchanged
+    Stable               -> UnreleasedPartitions target adds partitions still owned (assigned or
+                                                 pending revocation) by another member: epoch
+                                                 moves to the target, those are held back
+    Stable               -> Stable               target reachable at once: epoch moves
+    UnrevokedPartitions  -> Stable/Unreleased    the member's heartbeat reports owned partitions
+                                                 without any pending revocation
+    UnrevokedPartitions  -> (removed)            revocation not acknowledged within the
+                                                 member's rebalance timeout
+    UnreleasedPartitions -> Stable               every held-back partition was released
+    any                  -> (removed)            leave (epoch -1), session timeout, or a static
+                                                 member's temporary leave (epoch -2) not
+                                                 followed by a rejoin within the session timeout
+
+Membership lives in memory only (committed offsets are persisted in Kafka's offset-commit
+format): after a coordinator moves, members heartbeat into an unknown member and rejoin with
+epoch 0, which is the path KIP-848 clients take after UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from broker.group.types import GroupConfig, TopicPartition
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+Assignment = dict[uuid.UUID, frozenset[int]]
+
+
+class MemberState(enum.Enum):
+    STABLE = "Stable"
+    UNREVOKED_PARTITIONS = "UnrevokedPartitions"
+    UNRELEASED_PARTITIONS = "UnreleasedPartitions"
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class MetadataView(Protocol):
+    def topic(self, name: str) -> Any: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Any: ...
+
+    @property
+    def topics_by_name(self) -> Mapping[str, Any]: ...
+
+
+# ---- requests and results ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned_partitions: tuple[tuple[uuid.UUID, tuple[int, ...]], ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResult:
+    error: ErrorCode
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[tuple[uuid.UUID, tuple[int, ...]], ...] | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+    target_assignment: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: tuple[DescribedConsumerMember, ...]
+
+
+# ---- state ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_names: tuple[str, ...] = ()
+    subscribed_regex: str | None = None
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+    session_deadline: int = 0
+    revocation_deadline: int | None = None
+    left_temporarily: bool = False
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    metadata_fingerprint: tuple[tuple[str, uuid.UUID, int], ...] = ()
+    assignor: str = "uniform"
+    state_timestamp: int | None = None
+    dead: bool = False
+    # committed offsets, as on ClassicGroup
+    offsets: dict[TopicPartition, Any] = field(default_factory=dict)
+    pending_commits: dict[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if self.dead:
+            return ConsumerGroupState.DEAD
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for m in self.members.values():
+            if (m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
+                    or m.assigned != self.target.get(m.member_id, {})):
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def subscribed_topic_names(self, image: MetadataView) -> set[str]:
+        out: set[str] = set()
+        for m in self.members.values():
+            out |= member_topics(m, image)
+        return out
+
+
+MAX_REGEX_LENGTH = 1000  # Python's re backtracks (Kafka uses RE2J): keep patterns short
+
+
+@functools.lru_cache(maxsize=256)
+def compile_subscription(pattern: str) -> re.Pattern[str] | None:
+    if len(pattern) > MAX_REGEX_LENGTH:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error:
+        return None
+
+
+def member_topics(m: ConsumerMember, image: MetadataView) -> set[str]:
+    names = set(m.subscribed_names)
+    if m.subscribed_regex:
+        pattern = compile_subscription(m.subscribed_regex)
+        if pattern is None:
+            return names
+        names |= {n for n in image.topics_by_name
+                  if not n.startswith("__") and pattern.fullmatch(n)}
+    return names
+
+
+def _minus(a: Assignment, b: Assignment) -> Assignment:
+    out = {}
+    for t, ps in a.items():
+        rest = ps - b.get(t, frozenset())
+        if rest:
+            out[t] = frozenset(rest)
+    return out
+
+
+def _intersect(a: Assignment, b: Assignment) -> Assignment:
+    out = {}
+    for t, ps in a.items():
+        both = ps & b.get(t, frozenset())
+        if both:
+            out[t] = frozenset(both)
+    return out
+
+
+def _as_tuples(a: Assignment) -> tuple[tuple[uuid.UUID, tuple[int, ...]], ...]:
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(a.items(), key=lambda kv: str(kv[0])))
+
+
+def _from_tuples(items: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> Assignment:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for t, ps in items:
+        merged = out.get(t, frozenset()) | frozenset(ps)
+        if merged:
+            out[t] = merged
+    return out
+
+
+# ---- assignors -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AssignorMember:
+    member_id: str
+    topics: frozenset[uuid.UUID]
+    current: Assignment
+
+
+def range_assign(members: list[AssignorMember], partitions: Mapping[uuid.UUID, int],
+                 ) -> dict[str, Assignment]:
+    """Per topic, subscribers sorted by member id take contiguous ranges (first ones +1)."""
+    out: dict[str, dict[uuid.UUID, frozenset[int]]] = {m.member_id: {} for m in members}
+    for topic, count in sorted(partitions.items(), key=lambda kv: str(kv[0])):
+        subs = sorted(m.member_id for m in members if topic in m.topics)
+        if not subs or count <= 0:
+            continue
+        base, extra = divmod(count, len(subs))
+        start = 0
+        for i, mid in enumerate(subs):
+            n = base + (1 if i < extra else 0)
+            if n:
+                out[mid][topic] = frozenset(range(start, start + n))
+            start += n
+    return out
+
+
+def uniform_assign(members: list[AssignorMember], partitions: Mapping[uuid.UUID, int],
+                   ) -> dict[str, Assignment]:
+    """Balanced and sticky: members keep what they had up to their fair share."""
+    all_parts = sorted(((t, p) for t, n in partitions.items() for p in range(n)),
+                       key=lambda tp: (str(tp[0]), tp[1]))
+    subscribers: dict[uuid.UUID, list[str]] = {}
+    for m in members:
+        for t in m.topics:
+            subscribers.setdefault(t, []).append(m.member_id)
+    counts = {m.member_id: 0 for m in members}
+    result: dict[str, dict[uuid.UUID, set[int]]] = {m.member_id: {} for m in members}
+    homogeneous = len({m.topics for m in members}) <= 1
+    if homogeneous and members:
+        eligible = [tp for tp in all_parts if tp[0] in members[0].topics]
+        valid = set(eligible)
+        base, extra = divmod(len(eligible), len(members))
+        ordered = sorted(members, key=lambda m: m.member_id)
+        kept = {m.member_id: sorted(((t, p) for t, ps in m.current.items() for p in ps
+                                     if (t, p) in valid), key=lambda tp: (str(tp[0]), tp[1]))
+                for m in ordered}
+        # the +1 slots go first to members that already hold more than the base share
+        by_priority = sorted(ordered, key=lambda m: (len(kept[m.member_id]) <= base,
+                                                     m.member_id))
+        quota = {m.member_id: base + (1 if i < extra else 0)
+                 for i, m in enumerate(by_priority)}
+        owner: dict[tuple[uuid.UUID, int], str] = {}
+        for m in ordered:
+            for tp in kept[m.member_id][:quota[m.member_id]]:
+                if tp not in owner:
+                    owner[tp] = m.member_id
+                    counts[m.member_id] += 1
+        for tp in eligible:
+            if tp in owner:
+                continue
+            mid = min((x.member_id for x in ordered if counts[x.member_id] < quota[x.member_id]),
+                      key=lambda x: (counts[x], x))
+            owner[tp] = mid
+            counts[mid] += 1
+        for (t, p), mid in owner.items():
+            result[mid].setdefault(t, set()).add(p)
+    else:
+        current_owner = {(t, p): m.member_id for m in members for t, ps in m.current.items()
+                         for p in ps}
+        ordered_parts = sorted(all_parts, key=lambda tp: (len(subscribers.get(tp[0], [])),
+                                                          str(tp[0]), tp[1]))
+        for tp in ordered_parts:
+            subs = subscribers.get(tp[0], [])
+            if not subs:
+                continue
+            least = min(subs, key=lambda mid: (counts[mid], mid))
+            prev = current_owner.get(tp)
+            mid = prev if prev in subs and prev is not None \
+                and counts[prev] <= counts[least] else least
+            result[mid].setdefault(tp[0], set()).add(tp[1])
+            counts[mid] += 1
+    return {mid: {t: frozenset(ps) for t, ps in a.items()} for mid, a in result.items()}
+
+
+ASSIGNORS = {"uniform": uniform_assign, "range": range_assign}
+
+
+# ---- the coordinator part -----------------------------------------------------------------------
+
+
+class ConsumerGroups:
+    """The KIP-848 groups of one coordinator partition (mixed into GroupCoordinator)."""
+
+    consumer_groups: dict[str, ConsumerGroup]
+    config: GroupConfig
+
+    def _new_consumer_member_id(self) -> str:
+        raise NotImplementedError
+
+    def _adopt_classic_group(self, group_id: str, now_ms: int) -> ConsumerGroup | ErrorCode:
+        raise NotImplementedError
+
+    def consumer_heartbeat(
+        self, req: ConsumerHeartbeatRequest, image: MetadataView, now_ms: int,
+    ) -> ConsumerHeartbeatResult:
+        cfg = self.config
+        interval = cfg.consumer_heartbeat_interval_ms
+        if not req.group_id:
+            return ConsumerHeartbeatResult(ErrorCode.invalid_request,
+                                           error_message="GroupId can't be empty.")
+        if req.member_epoch == JOIN_EPOCH and req.subscribed_topic_names is None \
+                and req.subscribed_topic_regex is None:
+            return ConsumerHeartbeatResult(
+                ErrorCode.invalid_request,
+                error_message="SubscribedTopicNames or SubscribedTopicRegex must be set in "
+                              "first request.")
+        if req.member_epoch == JOIN_EPOCH and req.rebalance_timeout_ms < 0:
+            return ConsumerHeartbeatResult(ErrorCode.invalid_request,
+                                           error_message="RebalanceTimeoutMs must be provided "
+                                                         "in first request.")
+        if req.server_assignor is not None and req.server_assignor not in ASSIGNORS:
+            return ConsumerHeartbeatResult(ErrorCode.unsupported_assignor,
+                                           error_message=f"{req.server_assignor}")
+        if req.subscribed_topic_regex and compile_subscription(req.subscribed_topic_regex) is None:
+            return ConsumerHeartbeatResult(ErrorCode.invalid_regular_expression,
+                                           error_message=f"{req.subscribed_topic_regex[:100]}")
+        if req.member_epoch < STATIC_LEAVE_EPOCH:
+            return ConsumerHeartbeatResult(ErrorCode.invalid_request)
+        g = self.consumer_groups.get(req.group_id)
+        if g is None:
+            if req.member_epoch != JOIN_EPOCH:
+                return ConsumerHeartbeatResult(ErrorCode.unknown_member_id,
+                                               member_id=req.member_id or None)
+            adopted = self._adopt_classic_group(req.group_id, now_ms)
+            if isinstance(adopted, ErrorCode):
+                return ConsumerHeartbeatResult(adopted, error_message=(
+                    f"Group {req.group_id} is not a consumer group."))
+            g = adopted
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._consumer_leave(g, req, now_ms)
+        epoch_before = g.group_epoch
+        member, error = self._member_for_heartbeat(g, req, now_ms)
+        if member is None:
+            return ConsumerHeartbeatResult(error, member_id=req.member_id or None)
+        previous_assigned = dict(member.assigned)
+        changed = False
+        if req.subscribed_topic_names is not None \
+                and tuple(sorted(req.subscribed_topic_names)) != member.subscribed_names:
+            member.subscribed_names = tuple(sorted(req.subscribed_topic_names))
+            changed = True
+        if req.subscribed_topic_regex is not None \
+                and (req.subscribed_topic_regex or None) != member.subscribed_regex:
+            member.subscribed_regex = req.subscribed_topic_regex or None
+            changed = True
+        if req.server_assignor is not None and req.server_assignor != member.server_assignor:
+            member.server_assignor = req.server_assignor
+            changed = True
+        if req.rack_id is not None and req.rack_id != member.rack_id:
+            member.rack_id = req.rack_id
+            changed = True
+        if req.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_deadline = now_ms + cfg.consumer_session_timeout_ms
+        fingerprint = self._fingerprint(g, image)
+        if (changed or fingerprint != g.metadata_fingerprint) and g.group_epoch == epoch_before:
+            g.group_epoch += 1
+        g.metadata_fingerprint = fingerprint
+        if g.group_epoch > g.assignment_epoch:
+            self._compute_target(g, image)
+        owned = None if req.owned_partitions is None else _from_tuples(req.owned_partitions)
+        self._reconcile(g, member, owned, now_ms)
+        send = (req.owned_partitions is not None or req.member_epoch == JOIN_EPOCH
+                or member.assigned != previous_assigned)
+        return ConsumerHeartbeatResult(
+            ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
+            heartbeat_interval_ms=interval,
+            assignment=_as_tuples(member.assigned) if send else None,
+        )
+
+    def _member_for_heartbeat(
+        self, g: ConsumerGroup, req: ConsumerHeartbeatRequest, now_ms: int,
+    ) -> tuple[ConsumerMember | None, ErrorCode]:
+        member = g.members.get(req.member_id) if req.member_id else None
+        if req.member_epoch == JOIN_EPOCH:
+            if req.instance_id is not None:
+                known = g.static_members.get(req.instance_id)
+                if known is not None and known != req.member_id:
+                    old = g.members[known]
+                    if not old.left_temporarily:
+                        return None, ErrorCode.unreleased_instance_id
+                    # a static member coming back takes over its predecessor's assignment
+                    new_id = req.member_id or self._new_consumer_member_id()
+                    del g.members[known]
+                    old.member_id = new_id
+                    old.left_temporarily = False
+                    old.client_id, old.client_host = req.client_id, req.client_host
+                    g.members[new_id] = old
+                    g.static_members[req.instance_id] = new_id
+                    if known in g.target:
+                        g.target[new_id] = g.target.pop(known)
+                    return old, ErrorCode.none
+            if member is not None:
+                # a rejoin with epoch 0 by a known member: it lost its assignment
+                member.assigned = {}
+                member.pending_revocation = {}
+                member.state = MemberState.STABLE
+                member.member_epoch = 0
+                return member, ErrorCode.none
+            if len(g.members) >= self.config.consumer_max_size:
+                return None, ErrorCode.group_max_size_reached
+            member = ConsumerMember(
+                member_id=req.member_id or self._new_consumer_member_id(),
+                instance_id=req.instance_id, rack_id=req.rack_id, client_id=req.client_id,
+                client_host=req.client_host, rebalance_timeout_ms=req.rebalance_timeout_ms,
+                server_assignor=req.server_assignor,
+            )
+            g.members[member.member_id] = member
+            if req.instance_id is not None:
+                g.static_members[req.instance_id] = member.member_id
+            g.group_epoch += 1
+            return member, ErrorCode.none
+        if member is None:
+            return None, ErrorCode.unknown_member_id
+        if req.instance_id is not None and g.static_members.get(req.instance_id) \
+                != member.member_id:
+            return None, ErrorCode.fenced_instance_id
+        if req.member_epoch > member.member_epoch:
+            return None, ErrorCode.fenced_member_epoch
+        if req.member_epoch < member.member_epoch:
+            owned = None if req.owned_partitions is None else _from_tuples(req.owned_partitions)
+            if (req.member_epoch != member.previous_member_epoch or owned is None
+                    or _minus(owned, member.assigned)):
+                return None, ErrorCode.fenced_member_epoch
+        return member, ErrorCode.none
+
+    def _consumer_leave(self, g: ConsumerGroup, req: ConsumerHeartbeatRequest, now_ms: int,
+                        ) -> ConsumerHeartbeatResult:
+        member_id = req.member_id
+        if req.instance_id is not None:
+            member_id = g.static_members.get(req.instance_id, "")
+            if not member_id:
+                return ConsumerHeartbeatResult(ErrorCode.unknown_member_id,
+                                               member_id=req.member_id or None)
+            if req.member_id and member_id != req.member_id:
+                return ConsumerHeartbeatResult(ErrorCode.fenced_instance_id,
+                                               member_id=req.member_id)
+        member = g.members.get(member_id)
+        if member is None:
+            return ConsumerHeartbeatResult(ErrorCode.unknown_member_id,
+                                           member_id=req.member_id or None)
+        if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            member.left_temporarily = True
+            member.session_deadline = now_ms + self.config.consumer_session_timeout_ms
+            return ConsumerHeartbeatResult(ErrorCode.none, member_id=member.member_id,
+                                           member_epoch=STATIC_LEAVE_EPOCH)
+        self._remove_consumer_member(g, member, now_ms)
+        return ConsumerHeartbeatResult(ErrorCode.none, member_id=member.member_id,
+                                       member_epoch=LEAVE_EPOCH)
+
+    def _remove_consumer_member(self, g: ConsumerGroup, m: ConsumerMember, now_ms: int) -> None:
+        g.members.pop(m.member_id, None)
+        g.target.pop(m.member_id, None)
+        if m.instance_id is not None and g.static_members.get(m.instance_id) == m.member_id:
+            del g.static_members[m.instance_id]
+        g.group_epoch += 1
+        if not g.members:
+            g.state_timestamp = now_ms
+
+    def _fingerprint(self, g: ConsumerGroup, image: MetadataView,
+                     ) -> tuple[tuple[str, uuid.UUID, int], ...]:
+        out = []
+        for name in sorted(g.subscribed_topic_names(image)):
+            t = image.topic(name)
+            if t is not None:
+                out.append((name, t.topic_id, int(t.num_partitions)))
+        return tuple(out)
+
+    def _compute_target(self, g: ConsumerGroup, image: MetadataView) -> None:
+        assignor_names = [m.server_assignor for m in g.members.values() if m.server_assignor]
+        name = max(set(assignor_names), key=assignor_names.count) if assignor_names \
+            else self.config.consumer_assignors[0]
+        g.assignor = name
+        partitions: dict[uuid.UUID, int] = {}
+        members = []
+        for m in sorted(g.members.values(), key=lambda x: x.member_id):
+            ids = set()
+            for topic_name in member_topics(m, image):
+                t = image.topic(topic_name)
+                if t is not None:
+                    ids.add(t.topic_id)
+                    partitions[t.topic_id] = int(t.num_partitions)
+            members.append(AssignorMember(m.member_id, frozenset(ids),
+                                          g.target.get(m.member_id, {})))
+        g.target = ASSIGNORS[name](members, partitions)
+        g.assignment_epoch = g.group_epoch
+
+    def _owned_elsewhere(self, g: ConsumerGroup, member_id: str) -> Assignment:
+        out: dict[uuid.UUID, frozenset[int]] = {}
+        for other in g.members.values():
+            if other.member_id == member_id:
+                continue
+            for source in (other.assigned, other.pending_revocation):
+                for t, ps in source.items():
+                    out[t] = out.get(t, frozenset()) | ps
+        return out
+
+    def _reconcile(self, g: ConsumerGroup, m: ConsumerMember, owned: Assignment | None,
+                   now_ms: int) -> None:
+        target = g.target.get(m.member_id, {})
+        if m.state is MemberState.UNREVOKED_PARTITIONS:
+            if owned is None or _intersect(owned, m.pending_revocation):
+                return  # still waiting for the member to give those partitions up
+            m.pending_revocation = {}
+            m.revocation_deadline = None
+            m.state = MemberState.STABLE
+        if m.member_epoch == g.assignment_epoch and m.state is MemberState.STABLE \
+                and m.assigned == target:
+            return
+        revoke = _minus(m.assigned, target)
+        if revoke:
+            m.assigned = _intersect(m.assigned, target)
+            m.pending_revocation = revoke
+            m.state = MemberState.UNREVOKED_PARTITIONS
+            m.revocation_deadline = now_ms + max(m.rebalance_timeout_ms, 0)
+            return
+        unreleased = _intersect(_minus(target, m.assigned), self._owned_elsewhere(g, m.member_id))
+        if m.member_epoch != g.assignment_epoch:
+            m.previous_member_epoch = m.member_epoch
+            m.member_epoch = g.assignment_epoch
+        m.assigned = _minus(target, unreleased)
+        m.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+
+    def consumer_tick(self, now_ms: int) -> None:
+        for g in list(self.consumer_groups.values()):
+            for m in list(g.members.values()):
+                revocation_late = (m.revocation_deadline is not None
+                                   and now_ms >= m.revocation_deadline)
+                if now_ms >= m.session_deadline or revocation_late:
+                    self._remove_consumer_member(g, m, now_ms)
+
+    def describe_consumer_group(self, group_id: str, image: MetadataView,
+                                ) -> ConsumerGroupDescription | None:
+        g = self.consumer_groups.get(group_id)
+        if g is None or g.dead:
+            return None
+
+        def named(a: Assignment) -> tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]:
+            out = []
+            for t, ps in _as_tuples(a):
+                topic = image.topic_by_id(t)
+                out.append((t, topic.name if topic is not None else "", ps))
+            return tuple(out)
+
+        members = tuple(
+            DescribedConsumerMember(
+                member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=m.subscribed_names,
+                subscribed_topic_regex=m.subscribed_regex, assignment=named(m.assigned),
+                target_assignment=named(g.target.get(m.member_id, {})),
+            )
+            for m in g.members.values()
+        )
+        return ConsumerGroupDescription(g.group_id, g.state.value, g.group_epoch,
+                                        g.assignment_epoch, g.assignor, members)

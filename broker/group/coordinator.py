@@ -1,0 +1,1261 @@
+"""The group coordinator of one __consumer_offsets partition: a pure state machine.
+
+Classic-protocol group states and every transition (Kafka's ClassicGroupState):
+
+    Empty               -> PreparingRebalance   a member joins
+    Empty               -> Dead                 DeleteGroups; all offsets expired; unload
+    PreparingRebalance  -> CompletingRebalance  every member rejoined, or the join timer fired
+                                                with at least one member joined
+    PreparingRebalance  -> Empty                the join completed with no members left
+    PreparingRebalance  -> Dead                 unload
+    CompletingRebalance -> Stable               the leader's SyncGroup assignment was written
+    CompletingRebalance -> PreparingRebalance   a member joins, leaves, changes its protocols,
+                                                expires, or misses the sync deadline; the
+                                                assignment write failed
+    CompletingRebalance -> Dead                 unload
+    Stable              -> PreparingRebalance   a member joins, leaves, expires, the leader
+                                                rejoins, a member's protocols change, a member
+                                                misses the sync deadline, a static member
+                                                rejoins with a different selected protocol
+    Stable              -> Dead                 unload
+    Dead                -> (none)
+
+A group loaded from its GroupMetadataValue starts in Stable (members present) or Empty.
+
+Timers (all fired by `tick(now_ms)`):
+    member heartbeat     session.timeout.ms since the last heartbeat (members awaiting a join or
+                         sync response are kept alive, except new members, who get 5 minutes)
+    pending member       a MEMBER_ID_REQUIRED member id is forgotten after its session timeout
+    join                 rebalance timeout (max over members); the first rebalance of an Empty
+                         group waits group.initial.rebalance.delay.ms, extended while members
+                         keep arriving, up to the rebalance timeout
+    sync                 members that do not SyncGroup within the rebalance timeout after the
+                         join completes are removed
+    offsets cleanup      every offsets.retention.check.interval.ms, expired offsets are deleted
+                         and Empty groups without offsets become Dead
+
+Inputs are method calls with `now_ms`; outputs are `Effects`: replies to complete (by token)
+and record writes. A write's outcome comes back through `write_completed`, which is when
+offset commits are applied and SyncGroup/commit replies are released (acks=all).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from broker.group import records as rec
+from broker.group.consumer import ConsumerGroup, ConsumerGroups, ConsumerGroupState
+from broker.group.types import (
+    DescribedMember,
+    Effects,
+    FetchedOffset,
+    GroupConfig,
+    GroupDescription,
+    HeartbeatRequest,
+    JoinedMember,
+    JoinGroupRequest,
+    JoinGroupResult,
+    LeaveGroupResult,
+    LeaveMember,
+    ListedGroup,
+    OffsetCommitRequest,
+    OffsetCommitResult,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    OffsetsRecord,
+    Reply,
+    SyncGroupRequest,
+    SyncGroupResult,
+    Token,
+    TopicPartition,
+    Write,
+)
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+_S = GroupState
+TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
+    _S.EMPTY: frozenset({_S.PREPARING_REBALANCE, _S.DEAD}),
+    _S.PREPARING_REBALANCE: frozenset({_S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD}),
+    _S.COMPLETING_REBALANCE: frozenset({_S.STABLE, _S.PREPARING_REBALANCE, _S.DEAD}),
+    _S.STABLE: frozenset({_S.PREPARING_REBALANCE, _S.DEAD}),
+    _S.DEAD: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1  # set only by OffsetCommit v2-v4 retention_time_ms
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b""
+    join_token: Token | None = None
+    sync_token: Token | None = None
+    heartbeat_deadline: int = 0
+    is_new: bool = False
+
+    def metadata(self, protocol: str | None) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_token is not None
+
+
+@dataclass(slots=True)
+class ClassicGroup:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    state_timestamp: int | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    generation_id: int = 0
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline
+    pending_sync: set[str] = field(default_factory=set)
+    join_deadline: int | None = None
+    initial_join: bool = False
+    initial_remaining_ms: int = 0
+    new_member_added: bool = False
+    sync_deadline: int | None = None
+    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    pending_commits: dict[TopicPartition, int] = field(default_factory=dict)  # in-flight count
+
+    def transition(self, to: GroupState, now_ms: int) -> None:
+        if to not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {to.value}")
+        self.state = to
+        self.state_timestamp = now_ms
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def has_all_members_joined(self) -> bool:
+        return (all(m.awaiting_join for m in self.members.values())
+                and not self.pending_members)
+
+    def supports_protocols(self, protocol_type: str, names: Iterable[str],
+                           excluding: str | None = None) -> bool:
+        wanted = set(names)
+        others = [m for mid, m in self.members.items() if mid != excluding]
+        if not others:
+            return bool(protocol_type) and bool(wanted)
+        if protocol_type != self.protocol_type:
+            return False
+        common = set(others[0].protocol_names())
+        for m in others[1:]:
+            common &= set(m.protocol_names())
+        return bool(common & wanted)
+
+    def select_protocol(self) -> str:
+        members = list(self.members.values())
+        candidates = set(members[0].protocol_names())
+        for m in members[1:]:
+            candidates &= set(m.protocol_names())
+        if not candidates:
+            raise IllegalTransition(f"group {self.group_id}: no protocol common to all members")
+        votes: dict[str, int] = {}
+        for m in members:
+            choice = next(n for n in m.protocol_names() if n in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        leader = self.members.get(self.leader_id or "", members[0])
+        order = {n: i for i, n in enumerate(leader.protocol_names())}
+        return min(votes, key=lambda n: (-votes[n], order.get(n, len(order)), n))
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics of the consumer-protocol subscriptions, None when unknown."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            parsed = parse_subscription_topics(m.metadata(self.protocol_name))
+            if parsed is None:
+                return None
+            topics |= parsed
+        return topics
+
+    def is_static_fenced(self, member_id: str, instance_id: str | None) -> bool:
+        if instance_id is None:
+            return False
+        known = self.static_members.get(instance_id)
+        return known is not None and known != member_id
+
+
+def parse_subscription_topics(data: bytes) -> set[str] | None:
+    """The topic list of a ConsumerProtocolSubscription (any version), None if malformed."""
+    try:
+        if len(data) < 6:
+            return None
+        pos = 2
+        n = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+        pos += 4
+        if n < 0 or n > len(data):
+            return None
+        topics = set()
+        for _ in range(n):
+            if pos + 2 > len(data):
+                return None
+            ln = int.from_bytes(data[pos:pos + 2], "big", signed=True)
+            pos += 2
+            if ln < 0 or pos + ln > len(data):
+                return None
+            topics.add(data[pos:pos + ln].decode())
+            pos += ln
+        return topics
+    except UnicodeDecodeError:
+        return None
+
+
+_COORDINATOR_UNAVAILABLE = {
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+    ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out,
+}
+_NOT_COORDINATOR = {ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error,
+                    ErrorCode.not_coordinator}
+_TOO_LARGE = {ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+              ErrorCode.invalid_fetch_size}
+
+
+def map_store_error(error: ErrorCode, *, commit: bool) -> ErrorCode:
+    """Kafka's mapping of an append failure on __consumer_offsets to what the client sees."""
+    if error in _COORDINATOR_UNAVAILABLE:
+        return ErrorCode.coordinator_not_available
+    if error in _NOT_COORDINATOR:
+        return ErrorCode.not_coordinator
+    if error in _TOO_LARGE:
+        return ErrorCode.invalid_commit_offset_size if commit else ErrorCode.unknown_server_error
+    if commit:
+        return error
+    return ErrorCode.unknown_server_error
+
+
+WriteCallback = Callable[[ErrorCode, int], None]
+
+
+class GroupCoordinator(ConsumerGroups):
+    """Groups (classic and KIP-848) and committed offsets of one __consumer_offsets partition."""
+
+    def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int) -> None:
+        self.config = config
+        self.rng = rng
+        self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self._fx = Effects()
+        self._writes: dict[int, WriteCallback] = {}
+        self._next_write_id = 1
+        self.next_cleanup_ms = now_ms + config.offsets_retention_check_interval_ms
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    def _take(self) -> Effects:
+        fx, self._fx = self._fx, Effects()
+        return fx
+
+    def _reply(self, token: Token | None, result: object) -> None:
+        if token is not None:
+            self._fx.replies.append(Reply(token, result))
+
+    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback) -> None:
+        write_id = self._next_write_id
+        self._next_write_id += 1
+        self._writes[write_id] = done
+        self._fx.writes.append(Write(write_id, tuple(records)))
+
+    def write_completed(self, write_id: int, error: ErrorCode, now_ms: int) -> Effects:
+        done = self._writes.pop(write_id, None)
+        if done is not None:
+            done(error, now_ms)
+        return self._take()
+
+    def pending_writes(self) -> int:
+        return len(self._writes)
+
+    def _new_member_id(self, client_id: str) -> str:
+        return f"{client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
+
+    def _new_consumer_member_id(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def _adopt_classic_group(self, group_id: str, now_ms: int) -> ConsumerGroup | ErrorCode:
+        """A KIP-848 heartbeat for a group id: a new consumer group, or an Empty classic
+        group (offsets only) converted to one. A classic group with members is not ours."""
+        classic = self.groups.get(group_id)
+        cg = ConsumerGroup(group_id, state_timestamp=now_ms)
+        if classic is not None:
+            if classic.state is not GroupState.EMPTY or classic.pending_members:
+                return ErrorCode.group_id_not_found
+            cg.offsets, cg.pending_commits = classic.offsets, classic.pending_commits
+            del self.groups[group_id]
+        self.consumer_groups[group_id] = cg
+        return cg
+
+    def _offsets_holder(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
+        return self.consumer_groups.get(group_id) or self.groups.get(group_id)
+
+    def _group_record(self, g: ClassicGroup) -> OffsetsRecord:
+        members = tuple(
+            rec.MemberMetadata(
+                member_id=m.member_id, group_instance_id=m.group_instance_id,
+                client_id=m.client_id, client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(g.protocol_name), assignment=m.assignment,
+            )
+            for m in g.members.values()
+        )
+        value = rec.GroupMetadataValue(
+            protocol_type=g.protocol_type or "", generation=g.generation_id,
+            protocol=g.protocol_name, leader=g.leader_id,
+            current_state_timestamp=g.state_timestamp if g.state_timestamp is not None else -1,
+            members=members,
+        )
+        return OffsetsRecord(rec.encode_group_metadata_key(g.group_id),
+                             rec.encode_group_metadata_value(value))
+
+    # ---- JoinGroup ---------------------------------------------------------------------------
+
+    def join_group(self, token: Token, req: JoinGroupRequest, now_ms: int) -> Effects:
+        error = self._validate_join(req)
+        if error is not None:
+            self._reply(token, JoinGroupResult(error, member_id=req.member_id))
+            return self._take()
+        cg = self.consumer_groups.get(req.group_id)
+        if cg is not None:
+            if cg.members:
+                self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
+                                                   member_id=req.member_id))
+                return self._take()
+            # an empty consumer group goes back to the classic protocol, offsets and all
+            del self.consumer_groups[req.group_id]
+            self.groups[req.group_id] = ClassicGroup(
+                req.group_id, state_timestamp=now_ms, offsets=cg.offsets,
+                pending_commits=cg.pending_commits)
+        g = self.groups.get(req.group_id)
+        if g is None:
+            if req.member_id:
+                self._reply(token, JoinGroupResult(ErrorCode.unknown_member_id,
+                                                   member_id=req.member_id))
+                return self._take()
+            g = self.groups[req.group_id] = ClassicGroup(req.group_id, state_timestamp=now_ms)
+        if g.state is GroupState.DEAD:
+            self._reply(token, JoinGroupResult(ErrorCode.coordinator_not_available,
+                                               member_id=req.member_id))
+        elif not g.supports_protocols(
+                req.protocol_type, (n for n, _ in req.protocols),
+                excluding=req.member_id or g.static_members.get(req.group_instance_id or "")):
+            self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
+                                               member_id=req.member_id))
+        elif not req.member_id:
+            self._join_unknown_member(g, token, req, now_ms)
+        else:
+            self._join_known_member(g, token, req, now_ms)
+        self._drop_if_unused(g)  # a rejected first join leaves no trace
+        return self._take()
+
+    def _validate_join(self, req: JoinGroupRequest) -> ErrorCode | None:
+        if not req.group_id:
+            return ErrorCode.invalid_group_id
+        if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            return ErrorCode.invalid_session_timeout
+        return None
+
+    def _at_capacity(self, g: ClassicGroup) -> bool:
+        return len(g.members) + len(g.pending_members) >= self.config.max_size
+
+    def _join_unknown_member(
+        self, g: ClassicGroup, token: Token, req: JoinGroupRequest, now_ms: int,
+    ) -> None:
+        instance = req.group_instance_id
+        if instance is not None and instance in g.static_members:
+            self._replace_static_member(g, token, req, now_ms)
+            return
+        if self._at_capacity(g):
+            self._reply(token, JoinGroupResult(ErrorCode.group_max_size_reached))
+            return
+        member_id = self._new_member_id(req.client_id)
+        if instance is None and req.require_known_member_id:
+            g.pending_members[member_id] = now_ms + req.session_timeout_ms
+            self._reply(token, JoinGroupResult(ErrorCode.member_id_required, member_id=member_id))
+            return
+        self._add_member_and_rebalance(g, token, req, member_id, now_ms)
+
+    def _join_known_member(
+        self, g: ClassicGroup, token: Token, req: JoinGroupRequest, now_ms: int,
+    ) -> None:
+        member_id = req.member_id
+        if member_id in g.pending_members:
+            del g.pending_members[member_id]
+            if len(g.members) + len(g.pending_members) >= self.config.max_size:
+                self._reply(token, JoinGroupResult(ErrorCode.group_max_size_reached,
+                                                   member_id=member_id))
+                self._maybe_complete_join(g, now_ms)
+                return
+            self._add_member_and_rebalance(g, token, req, member_id, now_ms)
+            return
+        if req.group_instance_id is not None:
+            known = g.static_members.get(req.group_instance_id)
+            if known is None:
+                self._reply(token, JoinGroupResult(ErrorCode.unknown_member_id,
+                                                   member_id=member_id))
+                return
+            if known != member_id:
+                self._reply(token, JoinGroupResult(ErrorCode.fenced_instance_id,
+                                                   member_id=member_id))
+                return
+        member = g.members.get(member_id)
+        if member is None or g.state in (GroupState.EMPTY, GroupState.DEAD):
+            self._reply(token, JoinGroupResult(ErrorCode.unknown_member_id, member_id=member_id))
+            return
+        same = (member.protocols == req.protocols
+                and member.protocol_type == req.protocol_type)
+        if g.state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(g, member, token, req, now_ms)
+        elif g.state is GroupState.COMPLETING_REBALANCE:
+            if same:
+                # a retried join: hand back the current generation
+                member.heartbeat_deadline = now_ms + member.session_timeout_ms
+                self._reply(token, self._join_result(g, member))
+            else:
+                self._update_member_and_rebalance(g, member, token, req, now_ms)
+        else:  # Stable
+            if member_id == g.leader_id or not same:
+                self._update_member_and_rebalance(g, member, token, req, now_ms)
+            else:
+                member.heartbeat_deadline = now_ms + member.session_timeout_ms
+                self._reply(token, self._join_result(g, member))
+
+    def _join_result(
+        self, g: ClassicGroup, member: Member, *, skip: bool = False,
+    ) -> JoinGroupResult:
+        is_leader = member.member_id == g.leader_id
+        members = tuple(
+            JoinedMember(m.member_id, m.group_instance_id, m.metadata(g.protocol_name))
+            for m in g.members.values()
+        ) if is_leader else ()
+        return JoinGroupResult(
+            ErrorCode.none, member_id=member.member_id, generation_id=g.generation_id,
+            protocol_type=g.protocol_type, protocol_name=g.protocol_name,
+            leader=g.leader_id or "", members=members, skip_assignment=skip and is_leader,
+        )
+
+    def _add_member_and_rebalance(
+        self, g: ClassicGroup, token: Token, req: JoinGroupRequest, member_id: str,
+        now_ms: int,
+    ) -> None:
+        member = Member(
+            member_id=member_id, group_instance_id=req.group_instance_id,
+            client_id=req.client_id, client_host=req.client_host,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            session_timeout_ms=req.session_timeout_ms, protocol_type=req.protocol_type,
+            protocols=req.protocols, join_token=token, is_new=True,
+            heartbeat_deadline=now_ms + self.config.new_member_join_timeout_ms,
+        )
+        if not g.members:
+            g.protocol_type = req.protocol_type
+        g.members[member_id] = member
+        if req.group_instance_id is not None:
+            g.static_members[req.group_instance_id] = member_id
+        if g.leader_id is None:
+            g.leader_id = member_id
+        if g.state is GroupState.PREPARING_REBALANCE and g.initial_join:
+            g.new_member_added = True
+        self._maybe_prepare_rebalance(g, now_ms)
+        self._maybe_complete_join(g, now_ms)
+
+    def _update_member_and_rebalance(
+        self, g: ClassicGroup, member: Member, token: Token, req: JoinGroupRequest, now_ms: int,
+    ) -> None:
+        if member.join_token is not None and member.join_token != token:
+            self._reply(member.join_token, JoinGroupResult(ErrorCode.rebalance_in_progress,
+                                                           member_id=member.member_id))
+        member.protocols = req.protocols
+        member.protocol_type = req.protocol_type
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        member.client_id = req.client_id
+        member.client_host = req.client_host
+        member.join_token = token
+        self._maybe_prepare_rebalance(g, now_ms)
+        self._maybe_complete_join(g, now_ms)
+
+    def _replace_static_member(
+        self, g: ClassicGroup, token: Token, req: JoinGroupRequest, now_ms: int,
+    ) -> None:
+        assert req.group_instance_id is not None
+        old_id = g.static_members[req.group_instance_id]
+        old = g.members[old_id]
+        self._reply(old.join_token, JoinGroupResult(ErrorCode.fenced_instance_id, member_id=old_id))
+        self._reply(old.sync_token, SyncGroupResult(ErrorCode.fenced_instance_id))
+        new_id = self._new_member_id(req.client_id)
+        old_protocols, old_sessions = old.protocols, (old.session_timeout_ms,
+                                                      old.rebalance_timeout_ms)
+        member = Member(
+            member_id=new_id, group_instance_id=req.group_instance_id, client_id=req.client_id,
+            client_host=req.client_host, rebalance_timeout_ms=req.rebalance_timeout_ms,
+            session_timeout_ms=req.session_timeout_ms, protocol_type=req.protocol_type,
+            protocols=req.protocols, assignment=old.assignment,
+            heartbeat_deadline=now_ms + req.session_timeout_ms,
+        )
+        self._rename_member(g, old_id, member)
+        if g.state is GroupState.STABLE:
+            if g.select_protocol() == g.protocol_name:
+                generation = g.generation_id
+
+                def stored(error: ErrorCode, now: int) -> None:
+                    if error is ErrorCode.none:
+                        found = g.members.get(new_id)
+                        if found is not None:
+                            found.heartbeat_deadline = now + found.session_timeout_ms
+                            self._reply(token, self._join_result(g, found, skip=True))
+                        else:
+                            self._reply(token, JoinGroupResult(ErrorCode.unknown_member_id,
+                                                               member_id=new_id))
+                        return
+                    # revert to the old member id so its owner keeps working
+                    current = g.members.get(new_id)
+                    if current is not None and g.generation_id == generation:
+                        current.protocols = old_protocols
+                        current.session_timeout_ms, current.rebalance_timeout_ms = old_sessions
+                        current.member_id = old_id
+                        self._rename_member(g, new_id, current)
+                    self._reply(token, JoinGroupResult(map_store_error(error, commit=False),
+                                                       member_id=new_id))
+
+                self._write([self._group_record(g)], stored)
+            else:
+                member.join_token = token
+                self._maybe_prepare_rebalance(g, now_ms)
+        elif g.state is GroupState.COMPLETING_REBALANCE:
+            member.join_token = token
+            self._maybe_prepare_rebalance(g, now_ms)
+        else:  # PreparingRebalance
+            member.join_token = token
+            self._maybe_complete_join(g, now_ms)
+
+    @staticmethod
+    def _rename_member(g: ClassicGroup, old_id: str, member: Member) -> None:
+        del g.members[old_id]
+        g.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            g.static_members[member.group_instance_id] = member.member_id
+        if g.leader_id == old_id:
+            g.leader_id = member.member_id
+        if old_id in g.pending_sync:
+            g.pending_sync.discard(old_id)
+            g.pending_sync.add(member.member_id)
+
+    # ---- rebalance ---------------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, g: ClassicGroup, now_ms: int) -> None:
+        if g.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+            self._prepare_rebalance(g, now_ms)
+
+    def _prepare_rebalance(self, g: ClassicGroup, now_ms: int) -> None:
+        if g.state is GroupState.COMPLETING_REBALANCE:
+            for m in g.members.values():
+                m.assignment = b""
+                if m.sync_token is not None:
+                    self._reply(m.sync_token, SyncGroupResult(ErrorCode.rebalance_in_progress))
+                    m.sync_token = None
+        g.pending_sync.clear()
+        g.sync_deadline = None
+        timeout = g.rebalance_timeout_ms()
+        delay = self.config.initial_rebalance_delay_ms
+        if g.state is GroupState.EMPTY and delay > 0:
+            g.initial_join = True
+            g.new_member_added = False
+            first = min(delay, timeout)
+            g.join_deadline = now_ms + first
+            g.initial_remaining_ms = max(timeout - delay, 0)
+        else:
+            g.initial_join = False
+            g.join_deadline = now_ms + timeout
+        g.transition(GroupState.PREPARING_REBALANCE, now_ms)
+        self._maybe_complete_join(g, now_ms)
+
+    def _maybe_complete_join(self, g: ClassicGroup, now_ms: int) -> None:
+        if (g.state is GroupState.PREPARING_REBALANCE and not g.initial_join
+                and g.has_all_members_joined()):
+            self._complete_join(g, now_ms)
+
+    def _join_timer_fired(self, g: ClassicGroup, now_ms: int) -> None:
+        if g.initial_join and g.new_member_added and g.initial_remaining_ms > 0:
+            g.new_member_added = False
+            step = min(self.config.initial_rebalance_delay_ms, g.initial_remaining_ms)
+            g.initial_remaining_ms = max(g.initial_remaining_ms - step, 0)
+            g.join_deadline = now_ms + step
+            return
+        self._complete_join(g, now_ms)
+
+    def _complete_join(self, g: ClassicGroup, now_ms: int) -> None:
+        g.join_deadline = None
+        g.initial_join = False
+        for m in list(g.members.values()):
+            if not m.awaiting_join and m.group_instance_id is None:
+                self._remove_member(g, m)
+        joined = [m for m in g.members.values() if m.awaiting_join]
+        if g.members and not joined:
+            # only static members that have not rejoined: wait for them or their expiry
+            g.join_deadline = now_ms + g.rebalance_timeout_ms()
+            return
+        if g.leader_id is None or not g.members[g.leader_id].awaiting_join:
+            g.leader_id = joined[0].member_id if joined else None
+        g.generation_id += 1
+        if not g.members:
+            g.protocol_name = None
+            g.transition(GroupState.EMPTY, now_ms)
+            self._write([self._group_record(g)], lambda error, now: None)
+            return
+        g.protocol_name = g.select_protocol()
+        g.transition(GroupState.COMPLETING_REBALANCE, now_ms)
+        for m in g.members.values():
+            if m.join_token is not None:
+                self._reply(m.join_token, self._join_result(g, m))
+                m.join_token = None
+            m.is_new = False
+            m.heartbeat_deadline = now_ms + m.session_timeout_ms
+        g.pending_sync = set(g.members)
+        g.sync_deadline = now_ms + g.rebalance_timeout_ms()
+
+    def _remove_member(self, g: ClassicGroup, m: Member) -> None:
+        self._reply(m.join_token, JoinGroupResult(ErrorCode.unknown_member_id,
+                                                  member_id=m.member_id))
+        self._reply(m.sync_token, SyncGroupResult(ErrorCode.unknown_member_id))
+        m.join_token = m.sync_token = None
+        del g.members[m.member_id]
+        if m.group_instance_id is not None \
+                and g.static_members.get(m.group_instance_id) == m.member_id:
+            del g.static_members[m.group_instance_id]
+        g.pending_sync.discard(m.member_id)
+        if g.leader_id == m.member_id:
+            g.leader_id = next(iter(g.members), None)
+
+    def _remove_member_and_update_group(self, g: ClassicGroup, m: Member, now_ms: int) -> None:
+        self._remove_member(g, m)
+        if g.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(g, now_ms)
+        elif g.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join(g, now_ms)
+
+    # ---- SyncGroup ---------------------------------------------------------------------------
+
+    def sync_group(self, token: Token, req: SyncGroupRequest, now_ms: int) -> Effects:
+        g = self.groups.get(req.group_id)
+        error = self._validate_member(g, req.member_id, req.group_instance_id)
+        if error is None and g is not None:
+            if req.generation_id != g.generation_id:
+                error = ErrorCode.illegal_generation
+            elif (req.protocol_type is not None and req.protocol_type != g.protocol_type) or (
+                    req.protocol_name is not None and req.protocol_name != g.protocol_name):
+                error = ErrorCode.inconsistent_group_protocol
+            elif g.state is GroupState.PREPARING_REBALANCE:
+                error = ErrorCode.rebalance_in_progress
+        if error is not None or g is None:
+            self._reply(token, SyncGroupResult(error or ErrorCode.unknown_member_id))
+            return self._take()
+        member = g.members[req.member_id]
+        member.heartbeat_deadline = now_ms + member.session_timeout_ms
+        g.pending_sync.discard(member.member_id)
+        if g.state is GroupState.STABLE:
+            self._reply(token, SyncGroupResult(ErrorCode.none, g.protocol_type, g.protocol_name,
+                                               member.assignment))
+            return self._take()
+        # CompletingRebalance
+        if member.sync_token is not None and member.sync_token != token:
+            self._reply(member.sync_token, SyncGroupResult(ErrorCode.rebalance_in_progress))
+        member.sync_token = token
+        if member.member_id == g.leader_id:
+            assignments = dict(req.assignments)
+            generation = g.generation_id
+            for m in g.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+
+            def stored(error: ErrorCode, now: int) -> None:
+                if g.state is not GroupState.COMPLETING_REBALANCE \
+                        or g.generation_id != generation:
+                    return
+                if error is not ErrorCode.none:
+                    mapped = map_store_error(error, commit=False)
+                    for m in g.members.values():
+                        m.assignment = b""
+                        if m.sync_token is not None:
+                            self._reply(m.sync_token, SyncGroupResult(mapped))
+                            m.sync_token = None
+                    self._prepare_rebalance(g, now)
+                    return
+                g.transition(GroupState.STABLE, now)
+                for m in g.members.values():
+                    if m.sync_token is not None:
+                        self._reply(m.sync_token, SyncGroupResult(
+                            ErrorCode.none, g.protocol_type, g.protocol_name, m.assignment))
+                        m.sync_token = None
+
+            self._write([self._group_record(g)], stored)
+        return self._take()
+
+    def _validate_member(
+        self, g: ClassicGroup | None, member_id: str, instance_id: str | None,
+    ) -> ErrorCode | None:
+        if g is None:
+            return ErrorCode.unknown_member_id
+        if g.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if g.is_static_fenced(member_id, instance_id):
+            return ErrorCode.fenced_instance_id
+        if member_id not in g.members:
+            return ErrorCode.unknown_member_id
+        return None
+
+    # ---- Heartbeat ---------------------------------------------------------------------------
+
+    def heartbeat(self, req: HeartbeatRequest, now_ms: int) -> ErrorCode:
+        g = self.groups.get(req.group_id)
+        error = self._validate_member(g, req.member_id, req.group_instance_id)
+        if error is not None or g is None:
+            return error or ErrorCode.unknown_member_id
+        if req.generation_id != g.generation_id:
+            return ErrorCode.illegal_generation
+        member = g.members[req.member_id]
+        member.heartbeat_deadline = now_ms + member.session_timeout_ms
+        if g.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    # ---- LeaveGroup ---------------------------------------------------------------------------
+
+    def leave_group(
+        self, group_id: str, members: Iterable[LeaveMember], now_ms: int,
+    ) -> tuple[LeaveGroupResult, Effects]:
+        g = self.groups.get(group_id)
+        if g is None:
+            return LeaveGroupResult(ErrorCode.unknown_member_id), self._take()
+        if g.state is GroupState.DEAD:
+            return LeaveGroupResult(ErrorCode.coordinator_not_available), self._take()
+        out: list[tuple[LeaveMember, ErrorCode]] = []
+        for lm in members:
+            member_id = lm.member_id
+            if lm.group_instance_id is not None:
+                known = g.static_members.get(lm.group_instance_id)
+                if known is None:
+                    out.append((lm, ErrorCode.unknown_member_id))
+                    continue
+                if member_id and member_id != known:
+                    out.append((lm, ErrorCode.fenced_instance_id))
+                    continue
+                member_id = known
+            if member_id in g.pending_members:
+                del g.pending_members[member_id]
+                out.append((lm, ErrorCode.none))
+                self._maybe_complete_join(g, now_ms)
+                continue
+            m = g.members.get(member_id)
+            if m is None:
+                out.append((lm, ErrorCode.unknown_member_id))
+                continue
+            self._remove_member_and_update_group(g, m, now_ms)
+            out.append((lm, ErrorCode.none))
+        return LeaveGroupResult(ErrorCode.none, tuple(out)), self._take()
+
+    # ---- OffsetCommit ---------------------------------------------------------------------------
+
+    def commit_offsets(self, token: Token, req: OffsetCommitRequest, now_ms: int) -> Effects:
+        keys = [(p.topic, p.partition) for p in req.partitions]
+        cg = self.consumer_groups.get(req.group_id)
+        g: ClassicGroup | ConsumerGroup | None = self.groups.get(req.group_id)
+        error: ErrorCode | None = None
+        if cg is not None:
+            g = cg
+            error = self._validate_consumer_commit(cg, req)
+        elif g is None:
+            if req.generation_id < 0:
+                g = self.groups[req.group_id] = ClassicGroup(req.group_id, state_timestamp=now_ms)
+            else:
+                error = ErrorCode.illegal_generation
+        else:
+            assert isinstance(g, ClassicGroup)
+            error = self._validate_commit(g, req, now_ms)
+        if error is not None or g is None:
+            err = error or ErrorCode.unknown_server_error
+            self._reply(token, OffsetCommitResult(tuple((k, err) for k in keys)))
+            return self._take()
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: list[tuple[TopicPartition, CommittedOffset]] = []
+        for p in req.partitions:
+            meta = p.metadata or ""
+            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                results[(p.topic, p.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            expire = now_ms + req.retention_time_ms if req.retention_time_ms >= 0 else -1
+            accepted.append(((p.topic, p.partition),
+                             CommittedOffset(p.offset, p.leader_epoch, meta, now_ms, expire)))
+        if not accepted:
+            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
+            self._drop_if_unused(g)
+            return self._take()
+        for tp, _ in accepted:
+            g.pending_commits[tp] = g.pending_commits.get(tp, 0) + 1
+        group = g
+
+        def stored(error: ErrorCode, now: int) -> None:
+            for tp, committed in accepted:
+                left = group.pending_commits.get(tp, 1) - 1
+                if left:
+                    group.pending_commits[tp] = left
+                else:
+                    group.pending_commits.pop(tp, None)
+                if error is ErrorCode.none and not _is_dead(group):
+                    group.offsets[tp] = committed
+                results[tp] = map_store_error(error, commit=True)
+            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
+            if error is not ErrorCode.none:
+                self._drop_if_unused(group)
+
+        self._write([self._offset_record(req.group_id, tp, c) for tp, c in accepted], stored)
+        return self._take()
+
+    @staticmethod
+    def _validate_consumer_commit(cg: ConsumerGroup, req: OffsetCommitRequest,
+                                  ) -> ErrorCode | None:
+        """KIP-848: the commit carries the member epoch; -1 only while the group is empty."""
+        if req.generation_id < 0 and not req.member_id:
+            return ErrorCode.unknown_member_id if cg.members else None
+        member = cg.members.get(req.member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if req.generation_id != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def _validate_commit(
+        self, g: ClassicGroup, req: OffsetCommitRequest, now_ms: int,
+    ) -> ErrorCode | None:
+        if g.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if req.generation_id < 0 and g.state is GroupState.EMPTY:
+            return None
+        error = self._validate_member(g, req.member_id, req.group_instance_id)
+        if error is not None:
+            return error
+        if req.generation_id != g.generation_id:
+            return ErrorCode.illegal_generation
+        if g.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        member = g.members[req.member_id]
+        member.heartbeat_deadline = now_ms + member.session_timeout_ms
+        return None
+
+    @staticmethod
+    def _offset_record(group_id: str, tp: TopicPartition, c: CommittedOffset) -> OffsetsRecord:
+        return OffsetsRecord(
+            rec.encode_offset_commit_key(group_id, tp[0], tp[1]),
+            rec.encode_offset_commit_value(rec.OffsetCommitValue(
+                c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp)),
+        )
+
+    def _drop_if_unused(self, g: ClassicGroup | ConsumerGroup) -> None:
+        if isinstance(g, ConsumerGroup):
+            return
+        if (g.state is GroupState.EMPTY and g.generation_id == 0 and not g.members
+                and not g.offsets and not g.pending_commits and not g.pending_members
+                and g.protocol_type is None and self.groups.get(g.group_id) is g):
+            del self.groups[g.group_id]
+
+    # ---- OffsetFetch ---------------------------------------------------------------------------
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None, member_epoch: int = -1,
+    ) -> OffsetFetchResult:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and member_epoch >= 0:
+            member = cg.members.get(member_id or "")
+            if member is None:
+                return OffsetFetchResult(ErrorCode.unknown_member_id)
+            if member.member_epoch != member_epoch:
+                return OffsetFetchResult(ErrorCode.stale_member_epoch)
+        g = self._offsets_holder(group_id)
+        offsets = g.offsets if g is not None else {}
+        if partitions is None:
+            return OffsetFetchResult(ErrorCode.none, tuple(
+                FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata)
+                for (t, p), c in sorted(offsets.items())
+            ))
+        out = []
+        for t, p in partitions:
+            c = offsets.get((t, p))
+            if c is None:
+                out.append(FetchedOffset(t, p, -1, -1, ""))
+            else:
+                out.append(FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata))
+        return OffsetFetchResult(ErrorCode.none, tuple(out))
+
+    # ---- OffsetDelete ---------------------------------------------------------------------------
+
+    def delete_offsets(
+        self, token: Token, group_id: str, partitions: Iterable[TopicPartition], now_ms: int,
+    ) -> Effects:
+        keys = list(partitions)
+        cg = self.consumer_groups.get(group_id)
+        g: ClassicGroup | ConsumerGroup | None = cg or self.groups.get(group_id)
+        if g is None or _is_dead(g):
+            self._reply(token, OffsetDeleteResult(ErrorCode.group_id_not_found))
+            return self._take()
+        subscribed: set[str] = set()
+        if isinstance(g, ConsumerGroup):
+            subscribed = _consumer_subscribed(g)
+        elif g.state is not GroupState.EMPTY:
+            if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                self._reply(token, OffsetDeleteResult(ErrorCode.non_empty_group))
+                return self._take()
+            subscribed = g.subscribed_topics() or set()
+        results: dict[TopicPartition, ErrorCode] = {}
+        doomed: list[TopicPartition] = []
+        for tp in keys:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.group_subscribed_to_topic
+            else:
+                results[tp] = ErrorCode.none
+                if tp in g.offsets:
+                    doomed.append(tp)
+        if not doomed:
+            self._reply(token, OffsetDeleteResult(ErrorCode.none,
+                                                  tuple((k, results[k]) for k in keys)))
+            return self._take()
+
+        def stored(error: ErrorCode, now: int) -> None:
+            if error is not ErrorCode.none:
+                mapped = map_store_error(error, commit=False)
+                self._reply(token, OffsetDeleteResult(mapped))
+                return
+            for tp in doomed:
+                g.offsets.pop(tp, None)
+            self._reply(token, OffsetDeleteResult(ErrorCode.none,
+                                                  tuple((k, results[k]) for k in keys)))
+
+        self._write([OffsetsRecord(rec.encode_offset_commit_key(group_id, t, p), None)
+                     for t, p in doomed], stored)
+        return self._take()
+
+    # ---- ListGroups / DescribeGroups / DeleteGroups ------------------------------------------
+
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = (),
+    ) -> list[ListedGroup]:
+        want_states = {s.lower() for s in states}
+        want_types = {t.lower() for t in types}
+        out = []
+        for g in self.groups.values():
+            if g.state is GroupState.DEAD:
+                continue
+            if want_states and g.state.value.lower() not in want_states:
+                continue
+            if want_types and "classic" not in want_types:
+                continue
+            out.append(ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic"))
+        for cg in self.consumer_groups.values():
+            state = cg.state
+            if state is ConsumerGroupState.DEAD:
+                continue
+            if want_states and state.value.lower() not in want_states:
+                continue
+            if want_types and "consumer" not in want_types:
+                continue
+            out.append(ListedGroup(cg.group_id, CONSUMER_PROTOCOL_TYPE, state.value, "consumer"))
+        return out
+
+    def describe_group(self, group_id: str) -> GroupDescription | None:
+        g = self.groups.get(group_id)
+        if g is None or g.state is GroupState.DEAD:
+            return None
+        stable = g.state is GroupState.STABLE
+        members = tuple(
+            DescribedMember(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.metadata(g.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in g.members.values()
+        )
+        return GroupDescription(g.group_id, g.state.value, g.protocol_type or "",
+                                (g.protocol_name or "") if stable else "", members)
+
+    def delete_groups(
+        self, token: Token, group_ids: Iterable[str], now_ms: int,
+    ) -> Effects:
+        results: dict[str, ErrorCode] = {}
+        doomed: list[ClassicGroup] = []
+        consumer_records: list[OffsetsRecord] = []
+        ids = list(group_ids)
+        for gid in ids:
+            cg = self.consumer_groups.get(gid)
+            if cg is not None:
+                if cg.members:
+                    results[gid] = ErrorCode.non_empty_group
+                else:
+                    results[gid] = ErrorCode.none
+                    records_cg = self._tombstones_of(gid, cg.offsets)
+                    cg.dead = True
+                    del self.consumer_groups[gid]
+                    consumer_records.extend(records_cg)
+                continue
+            g = self.groups.get(gid)
+            if g is None or g.state is GroupState.DEAD:
+                results[gid] = ErrorCode.group_id_not_found
+            elif g.state is not GroupState.EMPTY:
+                results[gid] = ErrorCode.non_empty_group
+            else:
+                results[gid] = ErrorCode.none
+                doomed.append(g)
+        deleted = [gid for gid in ids if results[gid] is ErrorCode.none]
+        if not doomed and not consumer_records:
+            self._reply(token, tuple((gid, results[gid]) for gid in ids))
+            return self._take()
+        records: list[OffsetsRecord] = list(consumer_records)
+        for g in doomed:
+            records.extend(self._tombstones(g))
+            g.transition(GroupState.DEAD, now_ms)
+            del self.groups[g.group_id]
+
+        def stored(error: ErrorCode, now: int) -> None:
+            mapped = map_store_error(error, commit=False) if error is not ErrorCode.none \
+                else ErrorCode.none
+            for gid in deleted:
+                results[gid] = mapped
+            self._reply(token, tuple((gid, results[gid]) for gid in ids))
+
+        self._write(records, stored)
+        return self._take()
+
+    @staticmethod
+    def _tombstones_of(group_id: str, offsets: Iterable[TopicPartition]) -> list[OffsetsRecord]:
+        out = [OffsetsRecord(rec.encode_offset_commit_key(group_id, t, p), None)
+               for t, p in offsets]
+        out.append(OffsetsRecord(rec.encode_group_metadata_key(group_id), None))
+        return out
+
+    def _tombstones(self, g: ClassicGroup) -> list[OffsetsRecord]:
+        return self._tombstones_of(g.group_id, g.offsets)
+
+    # ---- timers ---------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> Effects:
+        for g in list(self.groups.values()):
+            if g.state is GroupState.DEAD:
+                continue
+            for member_id, deadline in list(g.pending_members.items()):
+                if now_ms >= deadline:
+                    del g.pending_members[member_id]
+                    self._maybe_complete_join(g, now_ms)
+            for m in list(g.members.values()):
+                if m.member_id not in g.members or now_ms < m.heartbeat_deadline:
+                    continue
+                if not m.is_new and (m.awaiting_join or m.sync_token is not None):
+                    continue  # waiting on the coordinator: alive by definition
+                self._remove_member_and_update_group(g, m, now_ms)
+            if g.join_deadline is not None and now_ms >= g.join_deadline \
+                    and g.state is GroupState.PREPARING_REBALANCE:
+                self._join_timer_fired(g, now_ms)
+            if g.sync_deadline is not None and now_ms >= g.sync_deadline:
+                g.sync_deadline = None
+                if g.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE) \
+                        and g.pending_sync:
+                    for member_id in list(g.pending_sync):
+                        late = g.members.get(member_id)
+                        if late is not None:
+                            self._remove_member(g, late)
+                    g.pending_sync.clear()
+                    self._prepare_rebalance(g, now_ms)
+        self.consumer_tick(now_ms)
+        if now_ms >= self.next_cleanup_ms:
+            self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
+            self._cleanup_offsets(now_ms)
+        return self._take()
+
+    def _expired_offsets(self, g: ClassicGroup, now_ms: int) -> list[TopicPartition]:
+        retention = self.config.offsets_retention_ms
+
+        def expired(base: Callable[[CommittedOffset], int], keep: set[str]) -> list[TopicPartition]:
+            out = []
+            for tp, c in g.offsets.items():
+                if tp[0] in keep or tp in g.pending_commits:
+                    continue
+                if c.expire_timestamp >= 0:
+                    if now_ms >= c.expire_timestamp:
+                        out.append(tp)
+                elif now_ms - base(c) >= retention:
+                    out.append(tp)
+            return out
+
+        if g.protocol_type is None:
+            return expired(lambda c: c.commit_timestamp, set())
+        if g.state is GroupState.EMPTY:
+            ts = g.state_timestamp
+            return expired(lambda c: ts if ts is not None else c.commit_timestamp, set())
+        if g.protocol_type == CONSUMER_PROTOCOL_TYPE and g.state is GroupState.STABLE:
+            subscribed = g.subscribed_topics()
+            if subscribed is not None:
+                return expired(lambda c: c.commit_timestamp, subscribed)
+        return []
+
+    def _cleanup_offsets(self, now_ms: int) -> None:
+        records: list[OffsetsRecord] = []
+        for g in list(self.groups.values()):
+            doomed = self._expired_offsets(g, now_ms)
+            for tp in doomed:
+                del g.offsets[tp]
+                records.append(OffsetsRecord(
+                    rec.encode_offset_commit_key(g.group_id, tp[0], tp[1]), None))
+            if (g.state is GroupState.EMPTY and not g.offsets and not g.pending_commits
+                    and not g.pending_members):
+                g.transition(GroupState.DEAD, now_ms)
+                del self.groups[g.group_id]
+                records.append(OffsetsRecord(rec.encode_group_metadata_key(g.group_id), None))
+        for cg in list(self.consumer_groups.values()):
+            keep = _consumer_subscribed(cg) if cg.members else set()
+            for tp, c in list(cg.offsets.items()):
+                if tp[0] in keep or tp in cg.pending_commits:
+                    continue
+                base = c.commit_timestamp
+                if not cg.members and cg.state_timestamp is not None:
+                    base = cg.state_timestamp
+                expired = (now_ms >= c.expire_timestamp if c.expire_timestamp >= 0
+                           else now_ms - base >= self.config.offsets_retention_ms)
+                if expired:
+                    del cg.offsets[tp]
+                    records.append(OffsetsRecord(
+                        rec.encode_offset_commit_key(cg.group_id, tp[0], tp[1]), None))
+            if not cg.members and not cg.offsets and not cg.pending_commits:
+                cg.dead = True
+                del self.consumer_groups[cg.group_id]
+        if records:
+            self._write(records, lambda error, now: None)
+
+    # ---- loading ------------------------------------------------------------------------------
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record of the partition, in offset order (loading)."""
+        k = rec.decode_key(key)
+        if isinstance(k, rec.OffsetCommitKey):
+            tp = (k.topic, k.partition)
+            if value is None:
+                g = self.groups.get(k.group)
+                if g is not None:
+                    g.offsets.pop(tp, None)
+                return
+            v = rec.decode_offset_commit_value(value)
+            g = self.groups.get(k.group)
+            if g is None:
+                g = self.groups[k.group] = ClassicGroup(k.group)
+            g.offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata,
+                                            v.commit_timestamp, v.expire_timestamp)
+        elif isinstance(k, rec.GroupMetadataKey):
+            old = self.groups.get(k.group)
+            offsets = old.offsets if old is not None else {}
+            if value is None:
+                if old is not None:
+                    self.groups[k.group] = ClassicGroup(k.group, offsets=offsets)
+                return
+            gv = rec.decode_group_metadata_value(value)
+            g = ClassicGroup(
+                k.group, state_timestamp=gv.current_state_timestamp
+                if gv.current_state_timestamp >= 0 else None,
+                protocol_type=gv.protocol_type or None, protocol_name=gv.protocol,
+                generation_id=gv.generation, leader_id=gv.leader, offsets=offsets,
+            )
+            for mm in gv.members:
+                g.members[mm.member_id] = Member(
+                    member_id=mm.member_id, group_instance_id=mm.group_instance_id,
+                    client_id=mm.client_id, client_host=mm.client_host,
+                    rebalance_timeout_ms=mm.rebalance_timeout,
+                    session_timeout_ms=mm.session_timeout, protocol_type=gv.protocol_type,
+                    protocols=((gv.protocol or "", mm.subscription),),
+                    assignment=mm.assignment,
+                )
+                if mm.group_instance_id is not None:
+                    g.static_members[mm.group_instance_id] = mm.member_id
+            g.state = GroupState.STABLE if g.members else GroupState.EMPTY
+            self.groups[k.group] = g
+        # other record types (KIP-848, share groups) are not ours to load here
+
+    def finish_loading(self, now_ms: int) -> None:
+        """After the last replayed record: start the members' session timers."""
+        for g in list(self.groups.values()):
+            if g.state is GroupState.EMPTY and not g.offsets and g.protocol_type is None \
+                    and g.generation_id == 0:
+                del self.groups[g.group_id]
+                continue
+            for m in g.members.values():
+                m.heartbeat_deadline = now_ms + m.session_timeout_ms
+        self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
+
+    def unload(self, now_ms: int) -> Effects:
+        """Leadership lost: every waiting request is answered NOT_COORDINATOR."""
+        for g in self.groups.values():
+            for m in g.members.values():
+                self._reply(m.join_token, JoinGroupResult(ErrorCode.not_coordinator,
+                                                          member_id=m.member_id))
+                self._reply(m.sync_token, SyncGroupResult(ErrorCode.not_coordinator))
+                m.join_token = m.sync_token = None
+            if g.state is not GroupState.DEAD:
+                g.transition(GroupState.DEAD, now_ms)
+        self.groups.clear()
+        for cg in self.consumer_groups.values():
+            cg.dead = True
+        self.consumer_groups.clear()
+        pending, self._writes = self._writes, {}
+        for done in pending.values():
+            done(ErrorCode.not_coordinator, now_ms)
+        return self._take()
+
+
+
+def _is_dead(g: ClassicGroup | ConsumerGroup) -> bool:
+    return g.dead if isinstance(g, ConsumerGroup) else g.state is GroupState.DEAD
+
+
+def _consumer_subscribed(cg: ConsumerGroup) -> set[str]:
+    names = {name for name, _, _ in cg.metadata_fingerprint}
+    for m in cg.members.values():
+        names |= set(m.subscribed_names)
+    return names

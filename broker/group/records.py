@@ -1,0 +1,336 @@
+"""Kafka's record formats in __consumer_offsets, encoded by hand (kio has no schemas for them).
+
+Keys start with an int16 record type: 0 and 1 are OffsetCommitKey (Kafka wrote both key
+versions with the same body), 2 is GroupMetadataKey; 3 and up are KIP-848 records, which this
+module leaves to the caller (`decode_key` returns `UnknownKey`). Values start with an int16
+version. OffsetCommitValue v0-4 and GroupMetadataValue v0-4 are read; v4 is flexible (compact
+strings, tagged fields). Skiff writes OffsetCommitValue v3 (v1 when an expire timestamp is
+set, as Kafka does) and GroupMetadataValue v3, the versions Kafka 3.x brokers write.
+
+Every length read is checked against the bytes present before anything is sliced.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+
+OFFSET_COMMIT_KEY_TYPE = 1
+GROUP_METADATA_KEY_TYPE = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_EXPIRE = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+_MAX_ARRAY = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    record_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: tuple[MemberMetadata, ...]
+
+
+def _corrupt(msg: str) -> KafkaError:
+    return KafkaError(ErrorCode.corrupt_message, f"__consumer_offsets record: {msg}")
+
+
+# ---- writer ---------------------------------------------------------------------------
+
+
+class _Writer:
+    def __init__(self, flexible: bool = False) -> None:
+        self.out = bytearray()
+        self.flexible = flexible
+
+    def int16(self, v: int) -> None:
+        self.out += struct.pack(">h", v)
+
+    def int32(self, v: int) -> None:
+        self.out += struct.pack(">i", v)
+
+    def int64(self, v: int) -> None:
+        self.out += struct.pack(">q", v)
+
+    def uvarint(self, v: int) -> None:
+        while v >= 0x80:
+            self.out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.out.append(v)
+
+    def string(self, s: str | None) -> None:
+        if s is None:
+            if self.flexible:
+                self.uvarint(0)
+            else:
+                self.int16(-1)
+            return
+        b = s.encode()
+        if self.flexible:
+            self.uvarint(len(b) + 1)
+        else:
+            if len(b) > 0x7FFF:
+                raise ValueError("string longer than 32767 bytes")
+            self.int16(len(b))
+        self.out += b
+
+    def bytes_(self, b: bytes) -> None:
+        if self.flexible:
+            self.uvarint(len(b) + 1)
+        else:
+            self.int32(len(b))
+        self.out += b
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.int32(n)
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.uvarint(0)
+
+
+# ---- reader ---------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
+        self.buf = buf
+        self.pos = pos
+        self.flexible = flexible
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise _corrupt(f"needs {n} bytes at {self.pos}, has {len(self.buf) - self.pos}")
+        b = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def int16(self) -> int:
+        return int(struct.unpack(">h", self._take(2))[0])
+
+    def int32(self) -> int:
+        return int(struct.unpack(">i", self._take(4))[0])
+
+    def int64(self) -> int:
+        return int(struct.unpack(">q", self._take(8))[0])
+
+    def uvarint(self) -> int:
+        result = 0
+        for shift in range(0, 35, 7):
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+        raise _corrupt("varint too long")
+
+    def string(self, nullable: bool = False) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.int16()
+        if n < 0:
+            if not nullable:
+                raise _corrupt("null in a non-nullable string")
+            return None
+        try:
+            return self._take(n).decode()
+        except UnicodeDecodeError as exc:
+            raise _corrupt("string is not UTF-8") from exc
+
+    def str_(self) -> str:
+        s = self.string()
+        assert s is not None
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0:
+            raise _corrupt("null bytes")
+        return self._take(n)
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0 or n > _MAX_ARRAY or n > len(self.buf) - self.pos:
+            raise _corrupt(f"bad array length {n}")
+        return n
+
+    def skip_tags(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+
+# ---- keys -------------------------------------------------------------------------------
+
+
+def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    w = _Writer()
+    w.int16(OFFSET_COMMIT_KEY_TYPE)
+    w.string(group)
+    w.string(topic)
+    w.int32(partition)
+    return bytes(w.out)
+
+
+def encode_group_metadata_key(group: str) -> bytes:
+    w = _Writer()
+    w.int16(GROUP_METADATA_KEY_TYPE)
+    w.string(group)
+    return bytes(w.out)
+
+
+def decode_key(buf: bytes) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
+    r = _Reader(bytes(buf))
+    record_type = r.int16()
+    if record_type in (0, 1):
+        key: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(r.str_(), r.str_(), r.int32())
+    elif record_type == 2:
+        key = GroupMetadataKey(r.str_())
+    else:
+        return UnknownKey(record_type)
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after key")
+    return key
+
+
+# ---- values -------------------------------------------------------------------------------
+
+
+def encode_offset_commit_value(v: OffsetCommitValue) -> bytes:
+    version = (OFFSET_COMMIT_VALUE_VERSION if v.expire_timestamp < 0
+               else OFFSET_COMMIT_VALUE_VERSION_EXPIRE)
+    w = _Writer()
+    w.int16(version)
+    w.int64(v.offset)
+    if version >= 3:
+        w.int32(v.leader_epoch)
+    w.string(v.metadata)
+    w.int64(v.commit_timestamp)
+    if version == 1:
+        w.int64(v.expire_timestamp)
+    return bytes(w.out)
+
+
+def decode_offset_commit_value(buf: bytes) -> OffsetCommitValue:
+    r = _Reader(bytes(buf))
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise _corrupt(f"OffsetCommitValue version {version}")
+    r.flexible = version >= 4
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.str_()
+    commit_ts = r.int64()
+    expire_ts = r.int64() if version == 1 else -1
+    r.skip_tags()
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_ts, expire_ts)
+
+
+def encode_group_metadata_value(
+    v: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION,
+) -> bytes:
+    if not 0 <= version <= 4:
+        raise ValueError(f"GroupMetadataValue version {version}")
+    w = _Writer()
+    w.int16(version)
+    w.flexible = version >= 4
+    w.string(v.protocol_type)
+    w.int32(v.generation)
+    w.string(v.protocol)
+    w.string(v.leader)
+    if version >= 2:
+        w.int64(v.current_state_timestamp)
+    w.array_len(len(v.members))
+    for m in v.members:
+        w.string(m.member_id)
+        if version >= 3:
+            w.string(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        if version >= 1:
+            w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
+    r = _Reader(bytes(buf))
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise _corrupt(f"GroupMetadataValue version {version}")
+    r.flexible = version >= 4
+    protocol_type = r.str_()
+    generation = r.int32()
+    protocol = r.string(nullable=True)
+    leader = r.string(nullable=True)
+    state_ts = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.str_()
+        instance_id = r.string(nullable=True) if version >= 3 else None
+        client_id = r.str_()
+        client_host = r.str_()
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = r.bytes_()
+        assignment = r.bytes_()
+        r.skip_tags()
+        if rebalance_timeout < 0:
+            rebalance_timeout = session_timeout
+        members.append(MemberMetadata(member_id, instance_id, client_id, client_host,
+                                      rebalance_timeout, session_timeout, subscription,
+                                      assignment))
+    r.skip_tags()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts,
+                              tuple(members))

@@ -1,0 +1,53 @@
+"""ConsumerGroupHeartbeat (API 68, KIP-848): join, heartbeat, reconcile and leave in one RPC."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.errors import KafkaError
+from broker.group.consumer import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
+from broker.group.handler_util import NO_THROTTLE, client_host, to_ms
+from broker.group.shell import service_of
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 68
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    owned = None
+    if request.topic_partitions is not None:
+        owned = tuple((tp.topic_id, tuple(tp.partitions)) for tp in request.topic_partitions)
+    names = request.subscribed_topic_names
+    req = ConsumerHeartbeatRequest(
+        group_id=str(request.group_id), member_id=request.member_id,
+        member_epoch=request.member_epoch, instance_id=request.instance_id,
+        rack_id=request.rack_id, rebalance_timeout_ms=to_ms(request.rebalance_timeout),
+        subscribed_topic_names=None if names is None else tuple(str(n) for n in names),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+        server_assignor=request.server_assignor, owned_partitions=owned,
+        client_id=ctx.client_id or "", client_host=client_host(ctx),
+    )
+    try:
+        result = service_of(node).consumer_group_heartbeat(req)
+    except KafkaError as exc:
+        result = ConsumerHeartbeatResult(exc.error_code, member_id=req.member_id or None)
+    mod = response_module(request)
+    assignment = None
+    if result.assignment is not None:
+        assignment = build(mod.Assignment, topic_partitions=tuple(
+            build(mod.TopicPartitions, topic_id=t, partitions=ps) for t, ps in result.assignment))
+    return build(
+        mod.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=result.error,
+        error_message=result.error_message, member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=to_timedelta(result.heartbeat_interval_ms), assignment=assignment,
+    )
+
+
+def to_timedelta(ms: int) -> Any:
+    import datetime
+
+    return datetime.timedelta(milliseconds=ms)

@@ -1,0 +1,56 @@
+"""DescribeGroups (API 15): state, protocol and members of classic groups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.group.handler_util import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_AUTHORIZED_OPERATIONS,
+    NO_THROTTLE,
+)
+from broker.group.shell import service_of
+from broker.group.types import GroupDescription
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 15
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    ops = (GROUP_AUTHORIZED_OPERATIONS if getattr(request, "include_authorized_operations", False)
+           else AUTHORIZED_OPERATIONS_OMITTED)
+    out = []
+    for group_id in request.groups:
+        desc: GroupDescription | None = None
+        try:
+            error, desc = service_of(node).describe_group(str(group_id))
+        except KafkaError as exc:
+            error = exc.error_code
+        if error is not ErrorCode.none:
+            out.append(build(mod.DescribedGroup, error_code=error, error_message=None,
+                             group_id=group_id, group_state="", protocol_type="",
+                             protocol_data="", members=(), authorized_operations=ops))
+        elif desc is None:
+            # unknown group: "Dead"; v6 adds GROUP_ID_NOT_FOUND
+            code = ErrorCode.group_id_not_found if ctx.api_version >= 6 else ErrorCode.none
+            out.append(build(mod.DescribedGroup, error_code=code, error_message=None,
+                             group_id=group_id, group_state="Dead", protocol_type="",
+                             protocol_data="", members=(), authorized_operations=ops))
+        else:
+            members = tuple(build(
+                mod.DescribedGroupMember, member_id=m.member_id,
+                group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=m.client_host, member_metadata=m.metadata,
+                member_assignment=m.assignment) for m in desc.members)
+            out.append(build(mod.DescribedGroup, error_code=ErrorCode.none, error_message=None,
+                             group_id=group_id, group_state=desc.state,
+                             protocol_type=desc.protocol_type, protocol_data=desc.protocol_data,
+                             members=members, authorized_operations=ops))
+    return build(mod.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(out))

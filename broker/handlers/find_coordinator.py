@@ -1,0 +1,44 @@
+"""FindCoordinator (API 10): which broker coordinates a group (v0-v3 one key, v4+ a batch)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.group.handler_util import NO_THROTTLE
+from broker.group.shell import service_of
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 10
+
+
+async def _find(node: Any, key: str, key_type: int, listener: str,
+                ) -> tuple[ErrorCode, int, str, int, str | None]:
+    try:
+        service = service_of(node)
+    except KafkaError as exc:
+        return exc.error_code, -1, "", -1, exc.message
+    return await service.find_coordinator(key, key_type, listener)
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    key_type = int(getattr(request, "key_type", 0))
+    if ctx.api_version < 4:
+        error, node_id, host, port, message = await _find(
+            node, request.key, key_type, ctx.listener_name)
+        return build(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
+                     error_message=message, node_id=node_id, host=host, port=port)
+    coordinators = []
+    for key in request.coordinator_keys:
+        error, node_id, host, port, message = await _find(node, key, key_type,
+                                                          ctx.listener_name)
+        coordinators.append(build(mod.Coordinator, key=key, node_id=node_id, host=host,
+                                  port=port, error_code=error, error_message=message))
+    return build(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE,
+                 coordinators=tuple(coordinators))

@@ -1,0 +1,32 @@
+"""ListGroups (API 16): the groups this broker coordinates, filtered by state (v4+), type (v5+)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.errors import KafkaError
+from broker.group.handler_util import NO_THROTTLE
+from broker.group.shell import service_of
+from broker.group.types import ListedGroup
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 16
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    groups: list[ListedGroup] = []
+    try:
+        error, groups = service_of(node).list_groups(
+            getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
+    except KafkaError as exc:
+        error = exc.error_code
+    mod = response_module(request)
+    return build(mod.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error,
+                 groups=tuple(build(mod.ListedGroup, group_id=g.group_id,
+                                    protocol_type=g.protocol_type, group_state=g.state,
+                                    group_type=g.group_type)
+                              for g in groups))
+

@@ -1,0 +1,62 @@
+"""OffsetFetch (API 9): committed offsets of listed partitions or of all (v2+), batched v8+."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.group.handler_util import NO_THROTTLE
+from broker.group.shell import service_of
+from broker.group.types import FetchedOffset, OffsetFetchResult
+from broker.handlers._build import build, response_module
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 9
+
+
+def _fetch(node: Any, group_id: str, topics: Any, member_id: str | None = None,
+           member_epoch: int = -1) -> OffsetFetchResult:
+    wanted = None if topics is None else [
+        (t.name, i) for t in topics for i in t.partition_indexes]
+    try:
+        return service_of(node).fetch_offsets(group_id, wanted, member_id, member_epoch)
+    except KafkaError as exc:
+        return OffsetFetchResult(exc.error_code)
+
+
+def _topics(mod: Any, topic_cls: str, part_cls: str, parts: tuple[FetchedOffset, ...]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for p in parts:
+        by_topic.setdefault(p.topic, []).append(build(
+            getattr(mod, part_cls), partition_index=p.partition, committed_offset=p.offset,
+            committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error))
+    return tuple(build(getattr(mod, topic_cls), name=name, partitions=tuple(ps))
+                 for name, ps in by_topic.items())
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    version = ctx.api_version
+    if version >= 8:
+        groups = []
+        for g in request.groups:
+            r = _fetch(node, str(g.group_id), g.topics, getattr(g, "member_id", None),
+                       getattr(g, "member_epoch", -1))
+            groups.append(build(
+                mod.OffsetFetchResponseGroup, group_id=g.group_id, error_code=r.error,
+                topics=_topics(mod, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
+                               r.partitions)))
+        return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    r = _fetch(node, str(request.group_id), request.topics)
+    parts = r.partitions
+    if version < 2 and r.error is not ErrorCode.none:
+        # v0-v1 have no top-level error: every listed partition carries it
+        parts = tuple(FetchedOffset(t.name, i, -1, -1, "", r.error)
+                      for t in request.topics or () for i in t.partition_indexes)
+    return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, error_code=r.error,
+                 topics=_topics(mod, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition",
+                                parts))

@@ -1,0 +1,188 @@
+"""__consumer_offsets key/value formats against byte layouts written out from Kafka's schema JSON
+(OffsetCommitKey/Value, GroupMetadataKey/Value in group-coordinator/src/main/resources)."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from broker.errors import KafkaError
+from broker.group import records as rec
+from broker.group.hashing import java_string_hash, kafka_abs, partition_for
+
+
+def s16(s: str) -> bytes:
+    return struct.pack(">h", len(s.encode())) + s.encode()
+
+
+def test_offset_commit_key_layout() -> None:
+    # int16 type 1, string group, string topic, int32 partition
+    assert rec.encode_offset_commit_key("grp", "orders", 7) == (
+        struct.pack(">h", 1) + s16("grp") + s16("orders") + struct.pack(">i", 7)
+    )
+
+
+def test_group_metadata_key_layout() -> None:
+    assert rec.encode_group_metadata_key("grp") == struct.pack(">h", 2) + s16("grp")
+
+
+def test_key_decoding_accepts_both_offset_key_versions_and_skips_new_types() -> None:
+    body = s16("g") + s16("t") + struct.pack(">i", 3)
+    for t in (0, 1):
+        assert rec.decode_key(struct.pack(">h", t) + body) == rec.OffsetCommitKey("g", "t", 3)
+    assert rec.decode_key(struct.pack(">h", 2) + s16("g")) == rec.GroupMetadataKey("g")
+    assert rec.decode_key(struct.pack(">h", 3) + b"\x00\x01\x02") == rec.UnknownKey(3)
+    with pytest.raises(KafkaError):
+        rec.decode_key(struct.pack(">h", 2) + s16("g") + b"x")  # trailing garbage
+    with pytest.raises(KafkaError):
+        rec.decode_key(struct.pack(">h", 1) + struct.pack(">h", 50) + b"short")
+
+
+def test_offset_commit_value_v3_layout() -> None:
+    v = rec.OffsetCommitValue(offset=42, leader_epoch=9, metadata="m", commit_timestamp=1000)
+    # version 3: offset int64, leaderEpoch int32, metadata string, commitTimestamp int64
+    expected = (struct.pack(">hqi", 3, 42, 9) + s16("m") + struct.pack(">q", 1000))
+    assert rec.encode_offset_commit_value(v) == expected
+    assert rec.decode_offset_commit_value(expected) == v
+
+
+def test_offset_commit_value_v1_carries_expire_timestamp() -> None:
+    v = rec.OffsetCommitValue(42, -1, "", 1000, expire_timestamp=5000)
+    expected = struct.pack(">hq", 1, 42) + s16("") + struct.pack(">qq", 1000, 5000)
+    assert rec.encode_offset_commit_value(v) == expected
+    assert rec.decode_offset_commit_value(expected) == v
+
+
+def test_offset_commit_value_v0_and_flexible_v4() -> None:
+    v0 = struct.pack(">hq", 0, 5) + s16("md") + struct.pack(">q", 77)
+    assert rec.decode_offset_commit_value(v0) == rec.OffsetCommitValue(5, -1, "md", 77)
+    # v4: compact string (uvarint len+1), then an empty tagged-field section; plus one
+    # unknown tagged field to prove it is skipped
+    v4 = (struct.pack(">hqi", 4, 5, 2) + bytes([3]) + b"md" + struct.pack(">q", 77)
+          + bytes([1, 0, 2]) + b"zz")
+    assert rec.decode_offset_commit_value(v4) == rec.OffsetCommitValue(5, 2, "md", 77)
+    with pytest.raises(KafkaError):
+        rec.decode_offset_commit_value(struct.pack(">hq", 5, 1))
+    with pytest.raises(KafkaError):
+        rec.decode_offset_commit_value(v0[:-3])
+
+
+def _member_v3(m: rec.MemberMetadata) -> bytes:
+    inst = s16(m.group_instance_id) if m.group_instance_id is not None else struct.pack(">h", -1)
+    return (s16(m.member_id) + inst + s16(m.client_id) + s16(m.client_host)
+            + struct.pack(">ii", m.rebalance_timeout, m.session_timeout)
+            + struct.pack(">i", len(m.subscription)) + m.subscription
+            + struct.pack(">i", len(m.assignment)) + m.assignment)
+
+
+def test_group_metadata_value_v3_layout() -> None:
+    members = (
+        rec.MemberMetadata("m1", None, "c1", "/h", 30000, 10000, b"sub", b"asg"),
+        rec.MemberMetadata("m2", "inst-2", "c2", "/h2", 31000, 11000, b"", b"x"),
+    )
+    v = rec.GroupMetadataValue("consumer", 4, "range", "m1", 123, members)
+    expected = (struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 4) + s16("range")
+                + s16("m1") + struct.pack(">q", 123) + struct.pack(">i", 2)
+                + _member_v3(members[0]) + _member_v3(members[1]))
+    assert rec.encode_group_metadata_value(v) == expected
+    assert rec.decode_group_metadata_value(expected) == v
+
+
+def test_group_metadata_value_empty_group_null_protocol() -> None:
+    v = rec.GroupMetadataValue("consumer", 5, None, None, 9, ())
+    expected = (struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 5)
+                + struct.pack(">hh", -1, -1) + struct.pack(">qi", 9, 0))
+    assert rec.encode_group_metadata_value(v) == expected
+    assert rec.decode_group_metadata_value(expected) == v
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_group_metadata_value_every_version_round_trips(version: int) -> None:
+    m = rec.MemberMetadata("m", "i" if version >= 3 else None, "c", "/h",
+                           20000 if version >= 1 else 10000, 10000, b"s", b"a")
+    v = rec.GroupMetadataValue("consumer", 1, "range", "m", 55 if version >= 2 else -1, (m,))
+    data = rec.encode_group_metadata_value(v, version)
+    assert rec.decode_group_metadata_value(data) == v
+
+
+def test_group_metadata_value_v0_uses_session_timeout_as_rebalance_timeout() -> None:
+    data = (struct.pack(">h", 0) + s16("consumer") + struct.pack(">i", 1) + s16("range")
+            + s16("m") + struct.pack(">i", 1) + s16("m") + s16("c") + s16("/h")
+            + struct.pack(">i", 7000) + struct.pack(">i", 0) + struct.pack(">i", 0))
+    v = rec.decode_group_metadata_value(data)
+    assert v.members[0].rebalance_timeout == 7000 and v.members[0].session_timeout == 7000
+
+
+def test_group_metadata_value_refuses_huge_array_and_truncation() -> None:
+    head = (struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 1)
+            + struct.pack(">hh", -1, -1))
+    with pytest.raises(KafkaError):
+        rec.decode_group_metadata_value(head + struct.pack(">qi", 0, 2**30))
+    good = rec.encode_group_metadata_value(rec.GroupMetadataValue(
+        "consumer", 1, "r", "m", 0, (rec.MemberMetadata("m", None, "c", "h", 1, 1, b"s", b"a"),)))
+    for cut in range(len(good)):
+        with pytest.raises(KafkaError):
+            rec.decode_group_metadata_value(good[:cut])
+
+
+@given(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.text(max_size=40),
+       st.integers(-(2**63), 2**63 - 1), st.one_of(st.just(-1), st.integers(0, 2**62)))
+def test_offset_commit_value_round_trip(off: int, epoch: int, md: str, ts: int, exp: int) -> None:
+    v = rec.OffsetCommitValue(off, epoch if exp < 0 else -1, md, ts, exp)
+    assert rec.decode_offset_commit_value(rec.encode_offset_commit_value(v)) == v
+
+
+@given(st.binary(max_size=64))
+def test_decoders_never_crash_on_garbage(data: bytes) -> None:
+    for fn in (rec.decode_key, rec.decode_offset_commit_value, rec.decode_group_metadata_value):
+        with contextlib.suppress(KafkaError):
+            fn(data)
+
+
+# ---- coordinator partition (Java String.hashCode, Kafka Utils.abs) ---------------------------
+
+
+def test_java_string_hash_known_values() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
+    # UTF-16 code units: U+1F600 is the surrogate pair D83D DE00
+    assert java_string_hash("\U0001F600") == 31 * 0xD83D + 0xDE00
+    assert java_string_hash("polygenelubricants") == -(2**31)
+
+
+
+@pytest.mark.parametrize(("group", "java_hash", "partition"), [
+    # printed by String.hashCode and Utils.abs(h) % 50 on OpenJDK 17
+    ("my-group", -1906497762, 12),
+    ("console-consumer-12345", 158455506, 6),
+    ("grp-\u00e9\U0001F600", 294093604, 4),
+    ("a" * 20, 1542361408, 8),
+])
+def test_hash_matches_java(group: str, java_hash: int, partition: int) -> None:
+    assert java_string_hash(group) == java_hash
+    assert partition_for(group, 50) == partition
+
+
+def test_partition_for_uses_kafka_abs() -> None:
+    assert kafka_abs(-(2**31)) == 0
+    assert kafka_abs(-5) == 5
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("hello", 50) == 99162322 % 50
+
+
+def test_group_config_from_node_config_reads_kafka_keys_and_defaults() -> None:
+    from broker.group.types import GroupConfig
+
+    cfg = {"group.min.session.timeout.ms": 100, "group.max.session.timeout.ms": 200,
+           "group.initial.rebalance.delay.ms": 0, "group.max.size": 5,
+           "offsets.retention.minutes": 2, "offsets.retention.check.interval.ms": 1000,
+           "offset.metadata.max.bytes": 10}
+    c = GroupConfig.from_node_config(cfg)
+    assert (c.min_session_timeout_ms, c.max_session_timeout_ms, c.max_size) == (100, 200, 5)
+    assert c.offsets_retention_ms == 120_000 and c.offset_metadata_max_bytes == 10
+    assert c.consumer_session_timeout_ms == 45_000  # not in the config: Kafka's default

@@ -1,0 +1,71 @@
+"""ConsumerGroupHeartbeat (KIP-848) through the handler and the shell, v0 and v1."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from group_node import (  # noqa: F401
+    GroupNode,
+    anyio_backend_fixture,
+    ctx,
+    encodes,
+    node_fixture,
+    ready,
+    request,
+    request_class,
+)
+from kio.schema.errors import ErrorCode
+
+from broker.group.hashing import OFFSETS_TOPIC
+from broker.handlers import consumer_group_heartbeat
+
+pytestmark = pytest.mark.anyio
+
+
+async def heartbeat(node: GroupNode, version: int, member_id: str, epoch: int,
+                    topics: tuple[str, ...] | None = ("t",), owned: object = None) -> object:
+    req = request("consumer_group_heartbeat", version, "ConsumerGroupHeartbeatRequest",
+                  group_id="g", member_id=member_id, member_epoch=epoch, instance_id=None,
+                  rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
+                  subscribed_topic_names=topics, subscribed_topic_regex=None,
+                  server_assignor=None, topic_partitions=owned)
+    return encodes(await consumer_group_heartbeat.handle(node, ctx(68, version), req))
+
+
+@pytest.mark.parametrize("version", [0, 1])
+async def test_join_assign_then_second_member_after_revocation(node: GroupNode,
+                                                               version: int) -> None:
+    node.add_topic("t", 4)
+    await ready(node)
+    tid = node.metadata.topic("t").topic_id  # type: ignore[union-attr]
+    a = await heartbeat(node, version, "" if version == 0 else "member-a", 0, owned=())
+    assert a.error_code is ErrorCode.none and a.member_epoch == 1
+    assert a.heartbeat_interval == datetime.timedelta(seconds=5)
+    assert [(tp.topic_id, tp.partitions) for tp in a.assignment.topic_partitions] == [
+        (tid, (0, 1, 2, 3))]
+    b = await heartbeat(node, version, "" if version == 0 else "member-b", 0, owned=())
+    assert b.member_epoch == 2 and b.assignment.topic_partitions == ()
+    tp_cls = request_class("consumer_group_heartbeat", version, "TopicPartitions")
+    owned_all = (tp_cls(topic_id=tid, partitions=(0, 1, 2, 3)),)
+    a2 = await heartbeat(node, version, a.member_id, 1, topics=None, owned=owned_all)
+    kept = a2.assignment.topic_partitions[0].partitions
+    assert a2.member_epoch == 1 and len(kept) == 2
+    a3 = await heartbeat(node, version, a.member_id, 1, topics=None,
+                         owned=(tp_cls(topic_id=tid, partitions=kept),))
+    assert a3.member_epoch == 2
+    b2 = await heartbeat(node, version, b.member_id, 2, topics=None, owned=())
+    assert sorted(b2.assignment.topic_partitions[0].partitions) == sorted(
+        set(range(4)) - set(kept))
+
+
+async def test_errors(node: GroupNode) -> None:
+    node.add_topic("t", 1)
+    await ready(node)
+    r = await heartbeat(node, 1, "x", 3, topics=None)
+    assert r.error_code is ErrorCode.unknown_member_id
+    r = await heartbeat(node, 1, "", 0, topics=None)
+    assert r.error_code is ErrorCode.invalid_request and r.error_message
+    node.add_topic(OFFSETS_TOPIC, 4, leader=5, epoch=3)
+    r = await heartbeat(node, 1, "", 0)
+    assert r.error_code is ErrorCode.not_coordinator

@@ -1,0 +1,44 @@
+"""DeleteGroups: Empty groups go with their offsets (tombstones); active ones are refused."""
+
+from __future__ import annotations
+
+import pytest
+from group_node import (  # noqa: F401
+    GroupNode,
+    anyio_backend_fixture,
+    commit,
+    ctx,
+    encodes,
+    fetch,
+    fetched,
+    join_fully,
+    node_fixture,
+    offsets_log_records,
+    ready,
+    request,
+)
+from kio.schema.errors import ErrorCode
+
+from broker.group import records as rec
+from broker.handlers import delete_groups
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+async def test_delete(node: GroupNode, version: int) -> None:
+    node.add_topic("t", 1)
+    await ready(node)
+    await commit(node, "idle", {("t", 0): 3})
+    await join_fully(node, "busy")
+    req = request("delete_groups", version, "DeleteGroupsRequest",
+                  groups_names=("idle", "busy", "none"))
+    resp = encodes(await delete_groups.handle(node, ctx(42, version), req))
+    assert [(r.group_id, r.error_code) for r in resp.results] == [
+        ("idle", ErrorCode.none), ("busy", ErrorCode.non_empty_group),
+        ("none", ErrorCode.group_id_not_found)]
+    assert fetched((await fetch(node, "idle", None)).topics) == {}
+    tail = offsets_log_records(node)[-2:]
+    assert [rec.decode_key(r.key) for r in tail] == [
+        rec.OffsetCommitKey("idle", "t", 0), rec.GroupMetadataKey("idle")]
+    assert all(r.value is None for r in tail)
