@@ -31,6 +31,7 @@ from broker.controller import (
 )
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
+from broker.group.shell import GroupCoordinatorService
 from broker.handlers import BROKER_HANDLERS
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
@@ -67,6 +68,7 @@ class Node:
         self.controller: ControllerService
         self.controller_server: Server
         self.admin: AdminServer
+        self.group_coordinator: GroupCoordinatorService
         self.broker_server: Server
 
     @property
@@ -122,6 +124,8 @@ class Node:
         if cfg.is_broker:
             self._spawn(self._broker_lifecycle(), "broker_lifecycle")
             await self.ready.wait()
+            self.group_coordinator = GroupCoordinatorService(self)
+            self.group_coordinator.start()
             self.broker_server = Server(self, self._broker_listeners(), server_config)
             await self.broker_server.start()
         else:
@@ -138,6 +142,9 @@ class Node:
         if hasattr(self, "admin"):
             with contextlib.suppress(Exception):
                 await self.admin.stop()
+        if hasattr(self, "group_coordinator"):
+            with contextlib.suppress(Exception):
+                await self.group_coordinator.stop()
         for name in ("broker_server", "controller_server"):
             if hasattr(self, name):
                 with contextlib.suppress(Exception):
