@@ -78,6 +78,9 @@ from broker.group.types import (
 )
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# ConsumerProtocolAssignment v0 with no partitions and null user data: what a consumer-protocol
+# member gets when the leader left it out, so every client can parse its SyncGroup answer
+EMPTY_CONSUMER_ASSIGNMENT = b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"
 
 
 class GroupState(enum.Enum):
@@ -709,7 +712,9 @@ class GroupCoordinator(ConsumerGroups):
             assignments = dict(req.assignments)
             generation = g.generation_id
             for m in g.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
+                m.assignment = assignments.get(m.member_id) or (
+                    EMPTY_CONSUMER_ASSIGNMENT if g.protocol_type == CONSUMER_PROTOCOL_TYPE
+                    else b"")
 
             def stored(error: ErrorCode, now: int) -> None:
                 if g.state is not GroupState.COMPLETING_REBALANCE \

@@ -274,7 +274,8 @@ def test_sync_leader_assignment_written_then_everyone_answered() -> None:
     assert v.generation == gen and v.protocol == "range" and v.leader == leader
 
 
-def test_sync_missing_assignment_is_empty_and_late_sync_in_stable_gets_it() -> None:
+def test_sync_missing_assignment_is_a_valid_empty_one_and_late_sync_in_stable_gets_it(
+) -> None:
     d = Driver()
     a, _ = d.join_new()
     b, tok = d.join_new()
@@ -284,7 +285,8 @@ def test_sync_missing_assignment_is_empty_and_late_sync_in_stable_gets_it() -> N
     follower = b if leader == a else a
     d.sync(leader, gen, assignments=((leader, b"L"),))
     res = sr(d, d.sync(follower, gen))
-    assert res.error is E.none and res.assignment == b""
+    # a valid, empty ConsumerProtocolAssignment: version 0, no topics, null user data
+    assert res.error is E.none and res.assignment == bytes.fromhex("0000" "00000000" "ffffffff")
     assert res.protocol_type == "consumer" and res.protocol_name == "range"
 
 
@@ -898,3 +900,15 @@ def test_every_listed_transition_is_exercised(monkeypatch: pytest.MonkeyPatch) -
     d.run(d.coord.unload(d.now))
     listed = {(frm, to) for frm, tos in TRANSITIONS.items() for to in tos}
     assert seen == listed
+
+
+def test_sync_missing_assignment_for_other_protocol_types_is_empty_bytes() -> None:
+    d = Driver()
+    a, _ = d.join_new(protocol_type="connect")
+    b, tok = d.join_new(protocol_type="connect")
+    d.join(a, protocol_type="connect")
+    gen = jr(d, tok).generation_id
+    leader = d.group().leader_id or ""
+    follower = b if leader == a else a
+    d.sync(leader, gen, assignments=((leader, b"L"),))
+    assert sr(d, d.sync(follower, gen)).assignment == b""
