@@ -31,7 +31,7 @@ def test_restart_loads_the_snapshot(tmp_path: Path) -> None:
         node.wait_ready()
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         names = [f"snap-{i}" for i in range(30)]
-        for name, future in admin.create_topics([NewTopic(n, 2, 1) for n in names]).items():
+        for future in admin.create_topics([NewTopic(n, 2, 1) for n in names]).values():
             future.result(timeout=30)
         admin.delete_topics(["snap-7"])["snap-7"].result(timeout=30)
         expected = set(names) - {"snap-7"}
