@@ -59,6 +59,7 @@ class Node:
         self.clock = wall_clock_ms
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
+        self.previous_broker_epoch = -1
         self.ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.logs: LogManager

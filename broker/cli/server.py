@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -100,9 +101,21 @@ async def _serve(cfg: NodeConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     node = Node(cfg)
+    # Startup waits for the quorum and for unfencing; a signal meanwhile must still stop
+    # the node, so start() races the stop event instead of blocking it.
+    starting = asyncio.create_task(node.start())
+    stopping = asyncio.create_task(stop.wait())
     try:
-        await node.start()
-        log.info("skiff_ready", listeners=[str(lst) for lst in cfg.listeners])
-        await stop.wait()
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if starting.done():
+            starting.result()  # a startup failure surfaces here
+            log.info("skiff_ready", listeners=[str(lst) for lst in cfg.listeners])
+            await stopping
+        else:
+            log.info("stop_requested_during_startup")
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
     finally:
+        stopping.cancel()
         await node.stop()
