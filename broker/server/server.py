@@ -34,7 +34,6 @@ from typing import Any, Final
 import structlog
 
 from broker.errors import KafkaError
-from broker.handlers import api_versions
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.headers import (
@@ -315,7 +314,7 @@ class _Connection:
             if peek.api_key == api.API_VERSIONS:
                 # Kafka answers with v0 so any client can read the supported ranges.
                 self._enqueue_ready(
-                    ctx, api_versions.unsupported_version_response(apis)
+                    ctx, _unsupported_versions_answer(apis)
                 )
                 self.log.info("unsupported ApiVersions version",
                          api_version=peek.api_version)
@@ -502,3 +501,12 @@ def _legacy_header(frame: bytes) -> tuple[str | None, int]:
     from broker.protocol.headers import parse_request_header
 
     return parse_request_header(frame, flexible=False)
+
+
+def _unsupported_versions_answer(apis: ApiTable) -> Any:
+    # Imported here: broker.handlers depends on the server's types, not the other way round,
+    # and importing it at module level would make broker.protocol.fetch_encoder -> server ->
+    # handlers -> fetch_encoder a cycle.
+    from broker.handlers import api_versions
+
+    return api_versions.unsupported_version_response(apis)
