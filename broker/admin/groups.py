@@ -1,8 +1,11 @@
-"""GroupService: the RPCs are defined; they need the group coordinator.
+"""GroupService: consumer groups through this node's group coordinator.
 
-The coordinator is being built on its own branch. Until a node has one, every call checks
-its arguments (INVALID_ARGUMENT stays INVALID_ARGUMENT once it exists) and then answers
-UNIMPLEMENTED saying why.
+Every call is answered by the node that leads the group's __consumer_offsets partition; any
+other node answers FAILED_PRECONDITION naming that broker (forwarding is not built yet).
+Lag is the partition's high watermark minus the committed offset, read from the partition
+logs this node leads (-1 where it leads none). Offsets are reset only in a group with no
+active members (Kafka's rule); a dry run returns the plan without committing it. Resetting
+a group that does not exist yet creates it with those offsets, as kafka-consumer-groups does.
 """
 
 from __future__ import annotations
@@ -10,12 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+from kio.schema.errors import ErrorCode
 
-from broker.admin.errors import AdminError, S, rpc_errors
-from broker.admin.pb import groups, groups_grpc
+from broker.admin.errors import AdminError, S, from_kafka, rpc_errors
+from broker.admin.pb import groups, groups_grpc, partitions
+from broker.errors import KafkaError
+from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.shell import GroupCoordinatorService, service_of
+from broker.group.types import CommitPartition, OffsetCommitRequest, TopicPartition
+from broker.replication.partition import Role
 
-NO_COORDINATOR = ("consumer groups are served by the group coordinator, which this node "
-                  "does not run yet")
+MAX_ASSIGNMENT_TOPICS = 100_000
+MAX_RESET_PARTITIONS = 100_000
 
 
 def _need_group(request: Any) -> None:
@@ -23,41 +32,272 @@ def _need_group(request: Any) -> None:
         raise AdminError(S.INVALID_ARGUMENT, "a group id is required")
 
 
-def _unimplemented() -> AdminError:
-    return AdminError(S.UNIMPLEMENTED, NO_COORDINATOR)
+def _status(error: ErrorCode, what: str) -> AdminError:
+    if error is ErrorCode.group_id_not_found:
+        return AdminError(S.NOT_FOUND, f"no group {what}")
+    if error is ErrorCode.non_empty_group:
+        return AdminError(S.FAILED_PRECONDITION,
+                          f"group {what} has active members; stop its consumers first")
+    if error is ErrorCode.group_subscribed_to_topic:
+        return AdminError(S.FAILED_PRECONDITION,
+                          f"{what}: the group's members are subscribed to that topic")
+    if error is ErrorCode.coordinator_load_in_progress:
+        return AdminError(S.UNAVAILABLE, f"group {what}: the coordinator is loading; retry")
+    return from_kafka(KafkaError(error, f"group {what}"))
+
+
+def decode_assignment(data: bytes) -> list[tuple[str, int]]:
+    """The partitions of a ConsumerProtocolAssignment (any version); [] when unreadable."""
+    out: list[tuple[str, int]] = []
+    try:
+        pos = 2
+        n = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+        pos += 4
+        if n < 0 or n > MAX_ASSIGNMENT_TOPICS or len(data) < pos:
+            return []
+        for _ in range(n):
+            ln = int.from_bytes(data[pos:pos + 2], "big", signed=True)
+            pos += 2
+            if ln < 0 or pos + ln > len(data):
+                return []
+            topic = data[pos:pos + ln].decode()
+            pos += ln
+            k = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+            pos += 4
+            if k < 0 or pos + 4 * k > len(data):
+                return []
+            for i in range(k):
+                out.append((topic, int.from_bytes(data[pos + 4 * i:pos + 4 * i + 4], "big",
+                                                  signed=True)))
+            pos += 4 * k
+    except (UnicodeDecodeError, ValueError):
+        return []
+    return out
 
 
 class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
     def __init__(self, node: Any) -> None:
         self.node = node
 
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _service(self) -> GroupCoordinatorService:
+        return service_of(self.node)
+
+    def _coordinated_here(self, svc: GroupCoordinatorService, group_id: str) -> None:
+        """Raise unless this node's coordinator for `group_id` is loaded."""
+        try:
+            svc.coordinator_for(group_id)
+        except KafkaError as exc:
+            p = svc.partition_of(group_id)
+            if exc.error_code is ErrorCode.coordinator_load_in_progress:
+                raise AdminError(S.UNAVAILABLE, f"group {group_id}: {OFFSETS_TOPIC}-{p} is "
+                                                "loading on this node; retry") from None
+            if self.node.metadata.topic(OFFSETS_TOPIC) is None:
+                raise AdminError(S.NOT_FOUND, f"no group {group_id} (no group has "
+                                              "committed offsets yet)") from None
+            leader = self.node.metadata.leader_of(OFFSETS_TOPIC, p)
+            if leader == self.node.node_id:
+                raise AdminError(S.UNAVAILABLE, f"group {group_id}: {OFFSETS_TOPIC}-{p} is "
+                                                "loading on this node; retry") from None
+            who = f"broker {leader}" if leader >= 0 else "no broker (it has no leader now)"
+            raise AdminError(S.FAILED_PRECONDITION,
+                             f"group {group_id} is coordinated by {who}, which leads "
+                             f"{OFFSETS_TOPIC}-{p}; use that broker's admin listener") from None
+
+    def _high_watermark(self, topic: str, partition: int) -> int:
+        part = self.node.replicas.get(topic, partition)
+        if part is None or part.role is not Role.LEADER:
+            return -1
+        return int(part.log.high_watermark)
+
+    def _led_log(self, topic: str, partition: int) -> Any:
+        part = self.node.replicas.get(topic, partition)
+        if part is None or part.role is not Role.LEADER:
+            leader = self.node.metadata.leader_of(topic, partition)
+            raise AdminError(S.FAILED_PRECONDITION,
+                             f"{topic}-{partition}: broker {leader} leads it, not node "
+                             f"{self.node.node_id}; reset offsets through its admin listener")
+        return part.log
+
+    def _members(self, svc: GroupCoordinatorService, group_id: str,
+                 ) -> tuple[str, str, str, list[Any], dict[tuple[str, int], str]] | None:
+        """(state, protocol type, assignor, members, owner of each partition), None if none."""
+        owner: dict[tuple[str, int], str] = {}
+        members = []
+        error, cdesc = svc.consumer_group_describe(group_id)
+        if error is ErrorCode.none and cdesc is not None:
+            for m in cdesc.members:
+                tps = [(name, p) for _, name, ps in m.assignment for p in ps]
+                for tp in tps:
+                    owner[tp] = m.member_id
+                members.append(groups.GroupMember(
+                    member_id=m.member_id, group_instance_id=m.instance_id,
+                    client_id=m.client_id, host=m.client_host,
+                    assignment=[_tp(t, p) for t, p in tps]))
+            return cdesc.state, "consumer", cdesc.assignor_name, members, owner
+        error, desc = svc.describe_group(group_id)
+        if error is not ErrorCode.none:
+            raise _status(error, group_id)
+        if desc is None:
+            return None
+        for dm in desc.members:
+            tps = decode_assignment(dm.assignment) if desc.protocol_type == "consumer" else []
+            for tp in tps:
+                owner[tp] = dm.member_id
+            members.append(groups.GroupMember(
+                member_id=dm.member_id, group_instance_id=dm.group_instance_id,
+                client_id=dm.client_id, host=dm.client_host,
+                assignment=[_tp(t, p) for t, p in tps]))
+        return desc.state, desc.protocol_type, desc.protocol_data, members, owner
+
+    def _committed(self, svc: GroupCoordinatorService, group_id: str,
+                   ) -> dict[tuple[str, int], tuple[int, str]]:
+        result = svc.fetch_offsets(group_id, None)
+        if result.error is not ErrorCode.none:
+            raise _status(result.error, group_id)
+        return {(f.topic, f.partition): (f.offset, f.metadata) for f in result.partitions
+                if f.offset >= 0}
+
+    # ---- RPCs ------------------------------------------------------------------------------
+
     @rpc_errors
     async def ListGroups(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        raise _unimplemented()
+        svc = self._service()
+        error, listed = svc.list_groups(list(request.states))
+        if error is not ErrorCode.none:
+            raise _status(error, "listing")
+        return groups.ListGroupsResponse(groups=[
+            groups.GroupListing(group_id=g.group_id, state=g.state,
+                                protocol_type=g.protocol_type, type=g.group_type)
+            for g in sorted(listed, key=lambda g: g.group_id)])
 
     @rpc_errors
     async def DescribeGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
-        raise _unimplemented()
+        gid = request.group_id
+        svc = self._service()
+        self._coordinated_here(svc, gid)
+        described = self._members(svc, gid)
+        committed = self._committed(svc, gid)
+        if described is None and not committed:
+            raise AdminError(S.NOT_FOUND, f"no group {gid}")
+        state, ptype, assignor, members, owner = described or ("Empty", "", "", [], {})
+        offsets = []
+        for t, p in sorted(set(committed) | set(owner)):
+            off, meta = committed.get((t, p), (-1, ""))
+            hw = self._high_watermark(t, p)
+            lag = max(hw - off, 0) if hw >= 0 and off >= 0 else -1
+            offsets.append(groups.PartitionOffset(
+                topic=t, partition=p, committed_offset=off, log_end_offset=hw, lag=lag,
+                metadata=meta, member_id=owner.get((t, p), "")))
+        return groups.DescribeGroupResponse(
+            group_id=gid, state=state, protocol_type=ptype, protocol=assignor,
+            coordinator_id=self.node.node_id, members=members, offsets=offsets)
 
     @rpc_errors
     async def ResetOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
-        if request.strategy == groups.RESET_STRATEGY_UNSPECIFIED:
+        st = request.strategy
+        if st == groups.RESET_STRATEGY_UNSPECIFIED or st not in groups.ResetStrategy.values():
             raise AdminError(S.INVALID_ARGUMENT, "choose a reset strategy: earliest, latest, "
                                                  "timestamp, offset or shift")
         if not request.topics and not request.partitions:
             raise AdminError(S.INVALID_ARGUMENT, "name the topics or partitions to reset")
-        raise _unimplemented()
+        if st == groups.RESET_STRATEGY_OFFSET and request.value < 0:
+            raise AdminError(S.INVALID_ARGUMENT, f"offset {request.value} is negative")
+        if st == groups.RESET_STRATEGY_TIMESTAMP and request.value < 0:
+            raise AdminError(S.INVALID_ARGUMENT, f"timestamp {request.value} is negative")
+        gid = request.group_id
+        image = self.node.metadata
+        wanted: list[tuple[str, int]] = []
+        for name in request.topics:
+            topic = image.topic(name)
+            if topic is None:
+                raise AdminError(S.NOT_FOUND, f"no topic {name}")
+            wanted += [(name, p) for p in sorted(topic.partitions)]
+        for tp in request.partitions:
+            if image.partition(tp.topic, tp.partition) is None:
+                raise AdminError(S.NOT_FOUND, f"no partition {tp.topic}-{tp.partition}")
+            wanted.append((tp.topic, tp.partition))
+        wanted = sorted(set(wanted))
+        if len(wanted) > MAX_RESET_PARTITIONS:
+            raise AdminError(S.INVALID_ARGUMENT, f"{len(wanted)} partitions; at most "
+                                                 f"{MAX_RESET_PARTITIONS} per call")
+        svc = self._service()
+        if image.topic(OFFSETS_TOPIC) is None:
+            await svc.ensure_offsets_topic()
+            raise AdminError(S.UNAVAILABLE, "the offsets topic is being created; retry")
+        self._coordinated_here(svc, gid)
+        described = self._members(svc, gid)
+        if described is not None and (described[3] or described[0] != "Empty"):
+            raise AdminError(S.FAILED_PRECONDITION,
+                             f"group {gid} is {described[0]} with {len(described[3])} active "
+                             "member(s); offsets can be reset only when it is Empty: stop "
+                             "its consumers first")
+        committed = self._committed(svc, gid)
+        plan: list[tuple[str, int, int]] = []
+        for t, p in wanted:
+            log = self._led_log(t, p)
+            start, hw = int(log.log_start_offset), int(log.high_watermark)
+            if st == groups.RESET_STRATEGY_EARLIEST:
+                new = start
+            elif st == groups.RESET_STRATEGY_LATEST:
+                new = hw
+            elif st == groups.RESET_STRATEGY_TIMESTAMP:
+                found = log.offset_for_timestamp(request.value)
+                new = hw if found is None else found[0]
+            elif st == groups.RESET_STRATEGY_OFFSET:
+                new = request.value
+            else:
+                current = committed.get((t, p))
+                if current is None:
+                    raise AdminError(S.FAILED_PRECONDITION,
+                                     f"group {gid} has no committed offset for {t}-{p} to "
+                                     "shift; use another strategy")
+                new = current[0] + request.value
+            plan.append((t, p, min(max(new, start), hw)))
+        if not request.dry_run:
+            result = await svc.commit_offsets(OffsetCommitRequest(
+                group_id=gid, generation_id=-1, member_id="", group_instance_id=None,
+                partitions=tuple(CommitPartition(t, p, off) for t, p, off in plan)))
+            for (t, p), error in result.partitions:
+                if error is not ErrorCode.none:
+                    raise _status(error, f"{gid} ({t}-{p})")
+        return groups.ResetOffsetsResponse(applied=not request.dry_run, offsets=[
+            groups.PartitionOffset(topic=t, partition=p, committed_offset=off,
+                                   log_end_offset=self._high_watermark(t, p),
+                                   lag=max(self._high_watermark(t, p) - off, 0))
+            for t, p, off in plan])
 
     @rpc_errors
     async def DeleteOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
         if not request.partitions:
             raise AdminError(S.INVALID_ARGUMENT, "name the partitions whose offsets to delete")
-        raise _unimplemented()
+        gid = request.group_id
+        svc = self._service()
+        self._coordinated_here(svc, gid)
+        parts: list[TopicPartition] = [(tp.topic, tp.partition) for tp in request.partitions]
+        result = await svc.delete_offsets(gid, parts)
+        if result.error is not ErrorCode.none:
+            raise _status(result.error, gid)
+        for (t, p), error in result.partitions:
+            if error is not ErrorCode.none:
+                raise _status(error, f"{gid} ({t}-{p})")
+        return groups.DeleteOffsetsResponse()
 
     @rpc_errors
     async def DeleteGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
-        raise _unimplemented()
+        gid = request.group_id
+        svc = self._service()
+        self._coordinated_here(svc, gid)
+        error = (await svc.delete_groups([gid])).get(gid, ErrorCode.not_coordinator)
+        if error is not ErrorCode.none:
+            raise _status(error, gid)
+        return groups.DeleteGroupResponse()
+
+
+def _tp(topic: str, partition: int) -> Any:
+    return partitions.TopicPartition(topic=topic, partition=partition)
