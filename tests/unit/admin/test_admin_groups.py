@@ -20,7 +20,8 @@ from broker.admin.groups import decode_assignment
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import GroupCoordinatorService
 from broker.protocol.records import Record, build_batch
-from tests.unit.admin.harness import NODE_ID, Admin, AdminTestNode, pb, serve, status_of
+from tests.unit.admin.harness import Admin, AdminTestNode, pb, serve, status_of
+from tests.unit.handlers.conftest import NODE_ID
 from tests.unit.handlers.group_node import commit, commit_errors, join_fully, sync
 
 S = grpc.StatusCode
@@ -60,7 +61,9 @@ def run(node: AdminTestNode, body: Callable[[Admin], Awaitable[Any]]) -> Any:
 
 
 async def produce(node: AdminTestNode, topic: str, partition: int, n: int) -> None:
-    base = node.replicas.get(topic, partition).log.log_end_offset
+    part = node.replicas.get(topic, partition)
+    assert part is not None
+    base = part.log.log_end_offset
     batch = build_batch([Record(timestamp=T0 + 1000 * (base + i), key=None, value=b"v")
                          for i in range(n)])
     results = await node.replicas.append({(topic, partition): batch}, required_acks=-1,
@@ -155,7 +158,7 @@ def test_describe_active_group_shows_members_and_reset_is_refused(gnode: AdminTe
 def test_reset_strategies_dry_run_and_execute(gnode: AdminTestNode) -> None:
     async def body(a: Admin) -> dict[str, Any]:
         await setup_topic(gnode)
-        await commit(gnode, "g", {("t", 0): 5, ("t", 1): 2})
+        await commit(gnode, "g", {("t", 0): 5, ("t", 1): 2})  # type: ignore[arg-type]
 
         async def reset(strategy: int, value: int = 0, dry: bool = True,
                         **where: Any) -> list[tuple[str, int, int]]:
@@ -199,7 +202,7 @@ def test_reset_strategies_dry_run_and_execute(gnode: AdminTestNode) -> None:
 def test_delete_offsets_and_group(gnode: AdminTestNode) -> None:
     async def body(a: Admin) -> tuple[Any, ...]:
         await setup_topic(gnode)
-        await commit(gnode, "g", {("t", 0): 5, ("t", 1): 2})
+        await commit(gnode, "g", {("t", 0): 5, ("t", 1): 2})  # type: ignore[arg-type]
         tp0 = pb.partitions.TopicPartition(topic="t", partition=0)
         await a.groups.DeleteOffsets(G.DeleteOffsetsRequest(group_id="g", partitions=[tp0]))
         after_offsets = committed(gnode, "g")
