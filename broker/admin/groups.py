@@ -10,6 +10,7 @@ a group that does not exist yet creates it with those offsets, as kafka-consumer
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -25,6 +26,7 @@ from broker.replication.partition import Role
 
 MAX_ASSIGNMENT_TOPICS = 100_000
 MAX_RESET_PARTITIONS = 100_000
+OFFSETS_TOPIC_WAIT_S = 10.0
 
 
 def _need_group(request: Any) -> None:
@@ -104,6 +106,23 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
             raise AdminError(S.FAILED_PRECONDITION,
                              f"group {group_id} is coordinated by {who}, which leads "
                              f"{OFFSETS_TOPIC}-{p}; use that broker's admin listener") from None
+
+    async def _create_offsets_topic(self, svc: GroupCoordinatorService, group_id: str) -> None:
+        """The first group of the cluster: create __consumer_offsets and wait (bounded) until
+        this node has loaded the group's partition."""
+        error = await svc.ensure_offsets_topic()
+        if error is not ErrorCode.none:
+            raise _status(error, group_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OFFSETS_TOPIC_WAIT_S
+        while loop.time() < deadline:
+            try:
+                svc.coordinator_for(group_id)
+                return
+            except KafkaError:
+                await asyncio.sleep(0.02)
+        raise AdminError(S.UNAVAILABLE, f"{OFFSETS_TOPIC} was created but is not loaded yet; "
+                                        "retry")
 
     def _high_watermark(self, topic: str, partition: int) -> int:
         part = self.node.replicas.get(topic, partition)
@@ -226,8 +245,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                                                  f"{MAX_RESET_PARTITIONS} per call")
         svc = self._service()
         if image.topic(OFFSETS_TOPIC) is None:
-            await svc.ensure_offsets_topic()
-            raise AdminError(S.UNAVAILABLE, "the offsets topic is being created; retry")
+            await self._create_offsets_topic(svc, gid)
         self._coordinated_here(svc, gid)
         described = self._members(svc, gid)
         if described is not None and (described[3] or described[0] != "Empty"):
