@@ -39,7 +39,8 @@ def gnode(tmp_path: Path) -> Iterator[AdminTestNode]:
     n.close()
 
 
-def run(node: AdminTestNode, body: Callable[[Admin], Awaitable[Any]]) -> Any:
+def run(node: AdminTestNode, body: Callable[[Admin], Awaitable[Any]],
+        offsets_topic: bool = True) -> Any:
     """serve() with a GroupCoordinatorService started on the node for the body's lifetime."""
 
     async def wrapped(a: Admin) -> Any:
@@ -47,6 +48,8 @@ def run(node: AdminTestNode, body: Callable[[Admin], Awaitable[Any]]) -> Any:
         node.group_coordinator = svc  # type: ignore[attr-defined]
         svc.start()
         try:
+            if not offsets_topic:
+                return await body(a)
             assert (await svc.ensure_offsets_topic()).name == "none"
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 10
@@ -251,6 +254,21 @@ def test_bad_arguments_are_invalid_argument(gnode: AdminTestNode) -> None:
     r = run(gnode, body)
     assert [c for c, _ in r] == [S.INVALID_ARGUMENT] * 7 + [S.NOT_FOUND] * 2 + [
         S.FAILED_PRECONDITION]
+
+
+def test_first_reset_creates_the_offsets_topic(gnode: AdminTestNode) -> None:
+    async def body(a: Admin) -> tuple[Any, ...]:
+        await setup_topic(gnode)
+        before = await status_of(a.groups.DescribeGroup(G.DescribeGroupRequest(group_id="g")))
+        listed = await a.groups.ListGroups(G.ListGroupsRequest())
+        resp = await a.groups.ResetOffsets(G.ResetOffsetsRequest(
+            group_id="g", topics=["t"], strategy=G.RESET_STRATEGY_LATEST))
+        return before, listed, resp, gnode.metadata.topic(OFFSETS_TOPIC), committed(gnode, "g")
+
+    before, listed, resp, topic, after = run(gnode, body, offsets_topic=False)
+    assert before[0] == S.NOT_FOUND and list(listed.groups) == []
+    assert [(o.partition, o.committed_offset) for o in resp.offsets] == [(0, 10), (1, 4)]
+    assert topic is not None and after == {("t", 0): 10, ("t", 1): 4}
 
 
 class _LedElsewhere:
