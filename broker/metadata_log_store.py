@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from broker.log.config import LONG_MAX, LogConfig
@@ -48,6 +49,9 @@ class MetadataLogStore:
             # the log is behind its own snapshot: the snapshot is the log now
             self.plog.truncate_fully_and_start_at(latest.end_offset)
         self._flushed = self.plog.log_end_offset
+        # the batch this store appended last, as long as it is the log's tail: a leader
+        # reads it back for every Fetch answer and commit, so skip the read and decode
+        self._tail: Batch | None = None
 
     # --------------------------------------------------------------- positions
 
@@ -92,18 +96,25 @@ class MetadataLogStore:
         if not records:
             raise ValueError("empty batch")
         batch = Batch(self.end_offset, epoch, tuple(records), control)
-        self.plog.append_as_follower(encode_batch(batch))
+        raw = encode_batch(batch)
+        self._tail = None
+        self.plog.append_as_follower(raw)
+        self._tail = replace(batch, raw=raw)
         return batch
 
     def append_batches(self, batches: tuple[Batch, ...]) -> None:
         if batches and batches[0].base_offset != self.end_offset:
             raise ValueError(f"batch at {batches[0].base_offset}, log end {self.end_offset}")
+        self._tail = None
         self.plog.append_as_follower(encode_batches(batches))
 
     def read(self, from_offset: int, max_bytes: int) -> list[Batch]:
         end = self.end_offset
         if from_offset < self.log_start_offset or from_offset >= end:
             return []
+        tail = self._tail
+        if tail is not None and tail.base_offset == from_offset and tail.next_offset == end:
+            return [tail]
         out: list[Batch] = []
         size = 0
         pos = from_offset
@@ -122,6 +133,7 @@ class MetadataLogStore:
             return
         if offset < self.log_start_offset:
             raise ValueError(f"truncate to {offset} below log start {self.log_start_offset}")
+        self._tail = None
         self.plog.truncate_to(offset)
         self._flushed = min(self._flushed, self.end_offset)
 
@@ -165,6 +177,7 @@ class MetadataLogStore:
                 self.plog.update_high_watermark(end)
                 self.plog.delete_records_before(end)
             else:
+                self._tail = None
                 self.plog.truncate_fully_and_start_at(end)
                 self._flushed = end
         for sid in sorted(self._snapshots)[:-KEEP_SNAPSHOTS]:
