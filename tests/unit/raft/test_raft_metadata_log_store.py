@@ -90,3 +90,22 @@ def test_kafka_layout(tmp_path: pathlib.Path) -> None:
     assert "00000000000000000000.log" in names
     assert "leader-epoch-checkpoint" in names
     assert "00000000000000000001-0000000001.checkpoint" in names
+
+
+def test_tail_read_matches_the_segment(tmp_path: pathlib.Path) -> None:
+    """The newest batch, served from memory right after append, equals what the
+    segment holds, and no stale tail survives truncation or a follower append."""
+    s = MetadataLogStore(tmp_path / "d")
+    b1 = s.append((b"a" * 256, b"b"), 1)
+    b2 = s.append((b"c",), 1, control=True)
+    hot = s.read(b2.base_offset, 1 << 20)
+    cold = MetadataLogStore(tmp_path / "d").read(b2.base_offset, 1 << 20)
+    assert hot == cold and [b.raw for b in hot] == [b.raw for b in cold]
+    assert hot[0].control and hot[0].records == (b"c",)
+    s.truncate_to(b2.base_offset)
+    assert s.read(b1.base_offset, 1 << 20) == [Batch(0, 1, (b"a" * 256, b"b"))]
+    s.append_batches((Batch(b2.base_offset, 2, (b"d",)),))
+    assert s.read(b2.base_offset, 1 << 20) == [Batch(b2.base_offset, 2, (b"d",))]
+    b3 = s.append((b"e",), 2)
+    assert s.read(b3.base_offset, 1 << 20) == [Batch(b3.base_offset, 2, (b"e",))]
+    assert s.read(b1.base_offset, 1 << 20)[-1] == Batch(b3.base_offset, 2, (b"e",))
