@@ -325,8 +325,9 @@ async def bench(sysm: System, conc: list[int], seconds: float,
             print(f"  {sysm.name:6} c={c:<4} {rows[c][0]:8.0f} writes/s  p50 {rows[c][1]:6.1f} ms"
                   f"  p99 {rows[c][2]:6.1f} ms", flush=True)
         fo = [await failover(sysm) for _ in range(kills)]
-        print(f"  {sysm.name:6} failovers {[round(x, 2) for x in fo]} median "
-              f"{statistics.median(fo):.2f} s", flush=True)
+        if fo:
+            print(f"  {sysm.name:6} failovers {[round(x, 2) for x in fo]} median "
+                  f"{statistics.median(fo):.2f} s", flush=True)
         return {"load": rows, "failover": fo}
     finally:
         sysm.stop()
@@ -361,9 +362,10 @@ def main() -> None:
                   f" | {e[1]:.1f} / {e[2]:.1f} |")
         sf: list[float] = sk["failover"]  # type: ignore[assignment]
         ef: list[float] = et["failover"]  # type: ignore[assignment]
-        print(f"| failover median (s) | {statistics.median(sf):.2f} | "
-              f"{statistics.median(ef):.2f} | {statistics.median(sf) / statistics.median(ef):.2f}"
-              " | | |")
+        if sf and ef:
+            print(f"| failover median (s) | {statistics.median(sf):.2f} | "
+                  f"{statistics.median(ef):.2f} | "
+                  f"{statistics.median(sf) / statistics.median(ef):.2f} | | |")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
