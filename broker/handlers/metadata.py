@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import uuid
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -126,30 +127,47 @@ def _error_topic(mod: Any, code: ErrorCode, name: str | None,
     )
 
 
+# Per node: topic name -> the controller call creating it. Concurrent Metadata requests for
+# the same unknown topic wait on one creation instead of each asking the controller (Kafka
+# keeps the same in-flight set in its AutoTopicCreationManager).
+_in_flight: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Future[Any]]] = \
+    weakref.WeakKeyDictionary()
+
+
 async def _auto_create(node: Node, names: Sequence[str]) -> None:
     """Ask the controller to create `names` with the defaults; wait briefly for the commit.
 
     The creation is never cancelled: once asked, the controller finishes it even when this
     request has stopped waiting (a cancelled append could leave the controller unsure of
     what it committed)."""
-    task = asyncio.ensure_future(
-        node.controller.create_topics([CreatableTopic(n) for n in names]))
+    pending = _in_flight.setdefault(node, {})
+    waits = {pending[n] for n in names if n in pending}
+    new = [n for n in names if n not in pending]
+    if new:
+        task = asyncio.ensure_future(
+            node.controller.create_topics([CreatableTopic(n) for n in new]))
+        for n in new:
+            pending[n] = task
 
-    def report(t: asyncio.Future[list[CreateTopicResult]]) -> None:
-        if t.cancelled():
-            return
-        exc = t.exception()
-        if exc is not None:
-            log.info("auto_create_failed", topics=list(names),
-                     error=exc.error_code.name if isinstance(exc, KafkaError) else repr(exc))
-            return
-        for r in t.result():
-            if r.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                log.info("auto_create_failed", topic=r.name, error=r.error.name,
-                         reason=r.message)
+        def report(t: asyncio.Future[list[CreateTopicResult]]) -> None:
+            for n in new:
+                if pending.get(n) is t:
+                    del pending[n]
+            if t.cancelled():
+                return
+            exc = t.exception()
+            if exc is not None:
+                log.info("auto_create_failed", topics=new,
+                         error=exc.error_code.name if isinstance(exc, KafkaError) else repr(exc))
+                return
+            for r in t.result():
+                if r.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                    log.info("auto_create_failed", topic=r.name, error=r.error.name,
+                             reason=r.message)
 
-    task.add_done_callback(report)
-    await asyncio.wait({task}, timeout=AUTO_CREATE_WAIT_S)
+        task.add_done_callback(report)
+        waits.add(task)
+    await asyncio.wait(waits, timeout=AUTO_CREATE_WAIT_S)
 
 
 def _version(request: Any) -> int:

@@ -267,3 +267,28 @@ def test_no_live_broker_means_no_controller_id(node_factory: Any) -> None:
     resp = call(node, 12, request(12, None))
     assert resp.brokers == ()
     assert resp.controller_id == -1
+
+
+def test_concurrent_requests_share_one_auto_creation(node: TestNode) -> None:
+    calls: list[list[str]] = []
+    original = node.controller.create_topics
+
+    async def counting(topics: Any, **kw: Any) -> Any:
+        calls.append([t.name for t in topics])
+        await asyncio.sleep(0.05)  # still in flight when the other requests arrive
+        return await original(topics, **kw)
+
+    node.controller.create_topics = counting  # type: ignore[method-assign]
+
+    async def scenario() -> list[Any]:
+        return list(await asyncio.gather(*(
+            metadata.handle(node, make_ctx(3, 12), request(12, ["shared", f"own-{i}"]))
+            for i in range(3))))
+
+    responses = asyncio.run(scenario())
+    assert sorted(sorted(c) for c in calls) == [["own-0", "shared"], ["own-1"], ["own-2"]]
+    for i, resp in enumerate(responses):
+        assert [(t.name, t.error_code) for t in resp.topics] == [
+            ("shared", ErrorCode.none), (f"own-{i}", ErrorCode.none)]
+    # nothing stays in flight once the creations are done
+    assert metadata._in_flight.get(node) == {}
