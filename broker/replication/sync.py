@@ -21,7 +21,10 @@ log = structlog.get_logger(__name__)
 
 def log_config_for(config: NodeConfig, overrides: Any) -> LogConfig:
     """The log engine's config for a topic: its overrides over the broker's defaults."""
-    effective = effective_topic_configs(config, dict(overrides))
+    return _log_config(effective_topic_configs(config, dict(overrides)))
+
+
+def _log_config(effective: dict[str, Any]) -> LogConfig:
     as_text = {
         name: text for name, value in effective.items()
         if (text := format_value(TOPIC_CONFIGS[name].type, value)) is not None
@@ -61,9 +64,9 @@ class ReplicaSync:
                 self.replicas.remove(part.topic, part.index, delete_log=True)
 
     def sync_topic(self, image: MetadataImage, topic: TopicImage) -> None:
-        overrides = image.topic_config(topic.name)
-        log_config = log_config_for(self.config, overrides)
-        min_isr = int(effective_topic_configs(self.config, dict(overrides))["min.insync.replicas"])
+        effective = effective_topic_configs(self.config, dict(image.topic_config(topic.name)))
+        log_config = _log_config(effective)
+        min_isr = int(effective["min.insync.replicas"])
         for index, reg in topic.partitions.items():
             try:
                 self.replicas.apply_partition(
