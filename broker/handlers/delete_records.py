@@ -25,10 +25,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for p in topic.partitions:
             try:
-                part = node.replicas.get(topic.name, p.partition_index)
-                if part is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition, topic.name)
-                part.require_leader()
+                part = node.replicas.leader_partition(topic.name, p.partition_index)
                 offset = part.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > part.high_watermark:
                     raise KafkaError(

@@ -49,10 +49,8 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for p in topic.partitions:
             try:
-                part = node.replicas.get(topic.name, p.partition_index)
-                if part is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition, topic.name)
-                part.require_leader(getattr(p, "current_leader_epoch", -1))
+                part = node.replicas.leader_partition(
+                    topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
                 ts, offset, epoch = lookup(part, p.timestamp, replica_id=request.replica_id)
                 partitions.append(build(
                     mod.ListOffsetsPartitionResponse, partition_index=p.partition_index,

@@ -66,6 +66,17 @@ class ReplicaManager:
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
+    def leader_partition(
+        self, topic: str, partition: int, current_leader_epoch: int = -1,
+    ) -> Partition:
+        """The partition if this broker leads it (at `current_leader_epoch`, when given);
+        otherwise the KafkaError a client should see."""
+        part = self._partitions.get((topic, partition))
+        if part is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition}")
+        part.require_leader(current_leader_epoch)
+        return part
+
     def apply_partition(
         self, *, topic: str, topic_id: UUID | None, index: int, leader: int, leader_epoch: int,
         partition_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
@@ -119,10 +130,8 @@ class ReplicaManager:
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
         results: dict[TopicPartition, AppendResult | KafkaError] = {}
         for (topic, index), records in entries.items():
-            part = self._partitions.get((topic, index))
             try:
-                if part is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{index}")
+                part = self.leader_partition(topic, index)
                 results[(topic, index)] = part.append_as_leader(records, required_acks)
             except KafkaError as exc:
                 results[(topic, index)] = exc
