@@ -236,8 +236,22 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("metadata.max.retention.bytes", L, 100 * 1024 * 1024),
     ConfigDef("metadata.max.retention.ms", L, 7 * 24 * 3600 * 1000),
     ConfigDef("metadata.max.idle.interval.ms", INT, 500, at_least(0)),
-    ConfigDef("broker.session.timeout.ms", INT, 9000, at_least(1)),
-    ConfigDef("broker.heartbeat.interval.ms", INT, 2000, at_least(1)),
+    # Broker liveness. Kafka's defaults (9000 / 2000) leave a crashed broker's partitions
+    # leaderless for up to 9 s. Skiff aims at a failover under 2 s (kill -9 of a leader's
+    # broker -> the producer's next write acknowledged): a broker is fenced, and its
+    # leaderships move, 1.5 s after its last heartbeat, plus at most one controller tick
+    # (CONTROLLER_TICK_MS in broker/node.py). Three heartbeats fit in a session, so one
+    # lost or late heartbeat (a busy event loop) does not fence a live broker. Heartbeats
+    # are small and answered from memory unless the broker's state changes, so 2/s per
+    # broker is cheap for the controller. Raise both on slow or overloaded hosts.
+    ConfigDef("broker.session.timeout.ms", INT, 1500, at_least(1)),
+    ConfigDef("broker.heartbeat.interval.ms", INT, 500, at_least(1)),
+    # Controlled shutdown (SIGTERM): the broker heartbeats with WantShutDown until the
+    # controller, having moved its leaderships away, answers ShouldShutDown; it gives up and
+    # stops anyway after controlled.shutdown.timeout.ms (a Skiff key: KRaft Kafka waits up to
+    # 5 minutes; 30 s keeps a stuck rollout visible without hanging a deploy).
+    ConfigDef("controlled.shutdown.enable", B, True),
+    ConfigDef("controlled.shutdown.timeout.ms", INT, 30000, at_least(0)),
     ConfigDef("initial.broker.registration.timeout.ms", INT, 60000, at_least(1)),
     # listeners and network
     ConfigDef("listeners", LI, ["PLAINTEXT://:9092"]),

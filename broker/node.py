@@ -1,8 +1,18 @@
 """One Skiff process: logs, the metadata quorum, the controller, metadata, the server.
 
 Startup order: storage check -> log recovery -> Raft (replays the metadata log into the
-image) -> listeners -> broker registration and heartbeats. Shutdown reverses it and ends
-with the log manager's clean-shutdown marker, so the next start skips recovery.
+image) -> listeners -> broker registration and heartbeats. Shutdown reverses it (a broker
+first shuts down in a controlled way: its leaderships move before it stops) and ends with
+the log manager's clean-shutdown marker, so the next start skips recovery.
+
+Roles (`process.roles`):
+  * controller: a Raft voter with a ControllerService and the controller listener; no
+    broker listener, partitions, group coordinator or registration;
+  * broker: a Raft observer that follows the metadata log; no controller service and no
+    controller listener; every controller operation goes through `node.controller`, a
+    ControllerChannel to the active controller;
+  * both (combined): as the two together; the channel calls the local service while this
+    node's controller is active and the remote one otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from broker.controller import (
     Controller,
     ControllerSettings,
 )
+from broker.controller.channel import ControllerChannel
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.group.shell import GroupCoordinatorService
@@ -45,6 +56,9 @@ from broker.server.dispatch import Dispatcher
 
 log = structlog.get_logger(__name__)
 CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
+# How often the active controller looks for expired broker sessions. A tick that fences
+# nothing appends nothing, so it is cheap; it bounds how late a fence can be.
+CONTROLLER_TICK_MS = 100
 
 
 def wall_clock_ms() -> int:
@@ -66,7 +80,9 @@ class Node:
         self.replicas: ReplicaManager
         self.publisher: MetadataPublisher
         self.quorum: MetadataQuorumDriver
-        self.controller: ControllerService
+        self.controller: ControllerChannel
+        self.controller_service: ControllerService | None = None
+        self.controlled_shutdown_done = False
         self.controller_server: Server
         self.admin: AdminServer
         self.group_coordinator: GroupCoordinatorService
@@ -97,21 +113,30 @@ class Node:
         if cfg.is_broker:
             self.publisher.subscribe(ReplicaSync(cfg, self.replicas))
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock)
-        self.controller = ControllerService(
-            Controller(ControllerSettings.from_config(cfg, self.cluster_id),
-                       rng=random.Random()),
-            self.quorum, self.publisher, self.clock,
+        if cfg.is_controller:
+            self.controller_service = ControllerService(
+                Controller(ControllerSettings.from_config(cfg, self.cluster_id),
+                           rng=random.Random()),
+                self.quorum, self.publisher, self.clock,
+            )
+            self.quorum.on_become_leader(self._on_become_controller)
+        self.controller = ControllerChannel(
+            self.node_id, {v.node_id: (v.host, v.port) for v in cfg.voters},
+            lambda: int(self.quorum.driver.leader_and_epoch[0]), self.controller_service,
+            retry_backoff_ms=cfg["controller.quorum.retry.backoff.ms"],
+            attempt_timeout_s=cfg["controller.quorum.request.timeout.ms"] / 1000,
         )
-        self.quorum.on_become_leader(self._on_become_controller)
         server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
         )
         # The controller listener serves Raft before anything else can happen; the client
         # listener opens only once this broker is registered and unfenced, so clients never
-        # see a node that does not yet know the cluster's metadata.
-        self.controller_server = Server(self, self._controller_listeners(), server_config)
-        await self.controller_server.start()
+        # see a node that does not yet know the cluster's metadata. A broker-only node has
+        # no controller listener: it follows the metadata log as a Raft observer.
+        if cfg.is_controller:
+            self.controller_server = Server(self, self._controller_listeners(), server_config)
+            await self.controller_server.start()
         await self.quorum.start()
         self.admin = AdminServer(
             self, admin_listeners(cfg),
@@ -133,8 +158,12 @@ class Node:
             self.ready.set()
 
     async def stop(self) -> None:
-        """Stops whatever `start` got to, in reverse order; the logs are closed last."""
+        """Stops whatever `start` got to, in reverse order; the logs are closed last. A
+        registered broker first shuts down in a controlled way (bounded)."""
         log.info("node_stopping", node_id=self.node_id)
+        if (self.config.is_broker and self.broker_epoch >= 0 and hasattr(self, "controller")
+                and self.config["controlled.shutdown.enable"]):
+            await self.controlled_shutdown(self.config["controlled.shutdown.timeout.ms"] / 1000)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -150,6 +179,9 @@ class Node:
             if hasattr(self, name):
                 with contextlib.suppress(Exception):
                     await getattr(self, name).stop()
+        if hasattr(self, "controller"):
+            with contextlib.suppress(Exception):
+                await self.controller.close()
         if hasattr(self, "quorum"):
             with contextlib.suppress(Exception):
                 await self.quorum.stop()
@@ -210,18 +242,21 @@ class Node:
     # ---- controller side ---------------------------------------------------------
 
     async def _on_become_controller(self) -> None:
+        assert self.controller_service is not None
         bootstrap = read_bootstrap(self.config.metadata_log_dir)
         records = Controller.bootstrap_records(self.publisher.image, bootstrap)
         if records:
-            await self.controller.append_records(records)
+            await self.controller_service.append_records(records)
             log.info("metadata_bootstrapped", records=len(records))
 
     async def _controller_loop(self) -> None:
-        interval = max(0.05, self.config["broker.heartbeat.interval.ms"] / 2000)
+        service = self.controller_service
+        assert service is not None
+        interval = min(CONTROLLER_TICK_MS, self.config["broker.heartbeat.interval.ms"]) / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.controller.tick()
+                await service.tick()
             except KafkaError as exc:
                 if exc.error_code is not ErrorCode.not_controller:
                     log.warning("controller_tick_failed", error=str(exc))
@@ -261,9 +296,45 @@ class Node:
                     if not self.ready.is_set():
                         log.info("broker_unfenced", broker_epoch=self.broker_epoch)
                     self.ready.set()
+                elif beat.error is not ErrorCode.none:
+                    log.warning("broker_heartbeat_refused", error=beat.error.name,
+                                broker_epoch=self.broker_epoch)
             except KafkaError as exc:
                 log.debug("broker_heartbeat_failed", error=str(exc))
             await asyncio.sleep(interval if self.ready.is_set() else 0.02)
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Heartbeat with WantShutDown until the controller answers ShouldShutDown (it first
+        moves this broker's leaderships and ISR memberships away), for at most `timeout_s`.
+        Returns whether the controller agreed in time; the caller stops either way."""
+        if self.controlled_shutdown_done:
+            return True
+        for task in self._tasks:
+            if task.get_name() == "broker_lifecycle":
+                task.cancel()  # its plain heartbeats would undo nothing, but add noise
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        interval = min(0.1, self.config["broker.heartbeat.interval.ms"] / 1000)
+        log.info("controlled_shutdown_started", broker_epoch=self.broker_epoch)
+        while loop.time() < deadline:
+            try:
+                beat = await asyncio.wait_for(
+                    self.controller.broker_heartbeat(BrokerHeartbeatRequest(
+                        broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                        current_metadata_offset=self.publisher.image.offset,
+                        want_fence=False, want_shut_down=True,
+                    )), max(0.01, deadline - loop.time()))
+                if beat.error is ErrorCode.none and beat.should_shut_down:
+                    self.controlled_shutdown_done = True
+                    log.info("controlled_shutdown_complete", broker_epoch=self.broker_epoch)
+                    return True
+                if beat.error is not ErrorCode.none:
+                    log.debug("controlled_shutdown_heartbeat_error", error=beat.error.name)
+            except (KafkaError, TimeoutError) as exc:
+                log.debug("controlled_shutdown_heartbeat_failed", error=str(exc))
+            await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
+        log.warning("controlled_shutdown_timed_out", timeout_s=timeout_s)
+        return False
 
     def _advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
         out = []

@@ -57,8 +57,13 @@ def raft_config(cfg: NodeConfig, cluster_id: str) -> RaftConfig:
 
 
 def controller_api_table() -> ApiTable:
-    """What the controller listener advertises: the KRaft RPCs the driver serves."""
-    return ApiTable.of((API_VERSIONS, 0, 4), *((k, lo, hi) for k, (lo, hi) in RAFT_APIS.items()))
+    """What the controller listener advertises: the KRaft RPCs the Raft driver serves, and the
+    controller APIs brokers send to the active controller (broker/controller/rpc/)."""
+    from broker.controller.rpc import CONTROLLER_RPCS
+
+    return ApiTable.of(
+        (API_VERSIONS, 0, 4), *((k, lo, hi) for k, (lo, hi) in RAFT_APIS.items()),
+        *((m.API_KEY, m.VERSION, m.VERSION) for m in CONTROLLER_RPCS))
 
 
 class MetadataQuorumDriver:
@@ -110,9 +115,12 @@ class MetadataQuorumDriver:
         dispatcher = Dispatcher()
         for api_key in RAFT_APIS:
             dispatcher.register(api_key, self._handle)
+        from broker.controller.rpc import CONTROLLER_RPCS
         from broker.handlers import api_versions
 
         dispatcher.register_module(api_versions)
+        for module in CONTROLLER_RPCS:
+            dispatcher.register_module(module)
         return dispatcher
 
     async def _handle(self, node: Any, ctx: RequestContext, request: Any) -> Any:

@@ -8,6 +8,12 @@ broker/controller/service.py later, as methods next to create_topics:
   * elect_leaders,
   * incremental_alter_configs with atomic=True (any refused resource: nothing is written),
     which is what `validate_only` + the real call do today in two steps.
+
+`service` is the node's controller: a ControllerService, or the ControllerChannel (see
+broker/controller/channel.py). When no local controller is active, the operations go
+through the channel to the active controller: elections as they are; configs validated
+first, then applied (a change between the two is not excluded); reassignments per
+partition (the all-or-nothing check needs the controller's image, which is remote).
 """
 
 from __future__ import annotations
@@ -28,45 +34,75 @@ from broker.controller.requests import (
 from broker.controller.service import ControllerService
 from broker.metadata.image import MetadataImage
 
+Controllerish = Any  # ControllerService or ControllerChannel
+
 
 def _all_or_nothing(result: ControllerResult[Any], failed: bool) -> ControllerResult[Any]:
     return ControllerResult([], result.response) if failed else result
 
 
 class ControllerOps:
-    def __init__(self, service: ControllerService) -> None:
+    def __init__(self, service: Controllerish) -> None:
         self.service = service
+
+    def _local(self) -> ControllerService | None:
+        """The service to run closures on: this node's, if it is the active controller."""
+        if isinstance(self.service, ControllerService):
+            return self.service
+        local = getattr(self.service, "local", None)
+        if isinstance(local, ControllerService) and local.quorum.is_leader:
+            return local
+        return None
 
     async def alter_partition_reassignments(
         self, items: Sequence[tuple[str, int, Sequence[int] | None]],
     ) -> list[ReassignmentResult]:
         """Start (target replicas) or cancel (None) reassignments; if any item is refused,
         nothing is written and every result is returned (the refused ones carry errors)."""
-        ctl = self.service.controller
+        service = self._local()
+        if service is None:
+            result: list[ReassignmentResult] = \
+                await self.service.alter_partition_reassignments(items)
+            return result
+        ctl = service.controller
 
         def op(image: MetadataImage) -> ControllerResult[list[ReassignmentResult]]:
             result = ctl.alter_partition_reassignments(image, items)
             return _all_or_nothing(result, any(r.error is not ErrorCode.none
                                                for r in result.response))
 
-        return await self.service._run(op)
+        return await service._run(op)
 
     async def elect_leaders(
         self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None,
     ) -> list[ElectLeadersResult]:
         """Per-partition elections (a partition that needs none is not an error)."""
-        ctl = self.service.controller
-        return await self.service._run(
+        service = self._local()
+        if service is None:
+            elected: list[ElectLeadersResult] = \
+                await self.service.elect_leaders(election_type, partitions)
+            return elected
+        ctl = service.controller
+        return await service._run(
             lambda image: ctl.elect_leaders(image, election_type, partitions))
 
     async def incremental_alter_configs(
         self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool,
     ) -> list[AlterConfigsResult]:
-        ctl = self.service.controller
+        service = self._local()
+        if service is None:
+            checked: list[AlterConfigsResult] = await self.service.incremental_alter_configs(
+                resources, validate_only=True)
+            if validate_only or any(r.error is not ErrorCode.none for r in checked):
+                return checked
+            applied: list[AlterConfigsResult] = await self.service.incremental_alter_configs(
+                resources, validate_only=False)
+            return applied
+        ctl = service.controller
 
         def op(image: MetadataImage) -> ControllerResult[list[AlterConfigsResult]]:
             result = ctl.incremental_alter_configs(image, resources, validate_only)
             return _all_or_nothing(result, any(r.error is not ErrorCode.none
                                                for r in result.response))
 
-        return await self.service._run(op)
+        return await service._run(op)

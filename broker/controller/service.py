@@ -20,6 +20,8 @@ from broker.controller.requests import (
     AllocateProducerIdsReply,
     AlterConfigsResource,
     AlterConfigsResult,
+    AlterPartitionReply,
+    AlterPartitionRequest,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
@@ -30,7 +32,11 @@ from broker.controller.requests import (
     CreatePartitionsTopic,
     CreateTopicResult,
     DeleteTopicResult,
+    ElectionType,
+    ElectLeadersResult,
     IncrementalAlterConfigsResource,
+    OngoingReassignment,
+    ReassignmentResult,
 )
 from broker.errors import KafkaError
 from broker.metadata import records as rec
@@ -159,6 +165,32 @@ class ControllerService:
         return await self._run(
             lambda image: self.controller.allocate_producer_ids(image, broker_id, broker_epoch)
         )
+
+    async def alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionReply:
+        """A partition leader's ISR change (Kafka's AlterPartition)."""
+        return await self._run(lambda image: self.controller.alter_partition(image, req))
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> list[ElectLeadersResult]:
+        """Preferred or unclean elections; `partitions=None` means every partition."""
+        return await self._run(
+            lambda image: self.controller.elect_leaders(image, election_type, partitions))
+
+    async def alter_partition_reassignments(
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]],
+    ) -> list[ReassignmentResult]:
+        """Start (target replicas) or cancel (None) reassignments, each on its own."""
+        return await self._run(
+            lambda image: self.controller.alter_partition_reassignments(image, reassignments))
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> list[OngoingReassignment]:
+        """Ongoing reassignments in the committed image (serialised with the writes, so a
+        reassignment this controller just started is listed)."""
+        return await self._run(lambda image: ControllerResult(
+            [], self.controller.list_partition_reassignments(image, partitions)))
 
     async def append_records(self, records: list[Any]) -> None:
         """Bootstrap and periodic records (fencing) that answer no client."""

@@ -170,7 +170,7 @@ def test_kafka_defaults():
     assert c["min.insync.replicas"] == 1 and c["unclean.leader.election.enable"] is False
     assert c["offsets.topic.num.partitions"] == 50
     assert c["offsets.topic.replication.factor"] == 3
-    assert c["broker.session.timeout.ms"] == 9000 and c["broker.heartbeat.interval.ms"] == 2000
+    assert c["broker.session.timeout.ms"] == 1500 and c["broker.heartbeat.interval.ms"] == 500
     assert c["replica.lag.time.max.ms"] == 30000
     assert c["connections.max.idle.ms"] == 600000 and c["queued.max.requests"] == 500
     assert c["log.format"] == "console"

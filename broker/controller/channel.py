@@ -1,0 +1,293 @@
+"""ControllerChannel: the one way a node asks the active controller for anything.
+
+It has ControllerService's method names and signatures, so handlers, the admin services,
+the group coordinator and the node's broker lifecycle call it the same way whether the
+active controller is in this process or not:
+
+  * this node hosts the active controller -> the local ControllerService, no socket;
+  * otherwise -> the kio request (broker/controller/rpc/) to the quorum leader's controller
+    listener (its address in `controller.quorum.voters`), one KafkaConnection per
+    controller, pipelined.
+
+A call is retried while no controller is known, the controller answers NOT_CONTROLLER, or
+the connection fails, with exponential backoff from `controller.quorum.retry.backoff.ms`
+(capped at MAX_BACKOFF_MS), until the call's deadline; then it raises KafkaError
+(REQUEST_TIMED_OUT if an attempt ran out of time, else NOT_CONTROLLER). A remote attempt
+waits at most `attempt_timeout_s` for registration and heartbeats (a stuck controller must
+not hold a broker's liveness hostage) and the whole remaining deadline for admin writes (a
+write that timed out may have been committed: retrying it blindly could do it twice).
+
+Unlike the local service, which raises KafkaError for a whole-request failure (e.g.
+REQUEST_TIMED_OUT waiting for the commit), a remote answer carries such a failure in its
+per-item (or top-level reply) error codes; the callers handle both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import ModuleType
+from typing import Any, TypeVar
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.controller.controller import Controller
+from broker.controller.requests import (
+    AllocateProducerIdsReply,
+    AlterConfigsResource,
+    AlterConfigsResult,
+    AlterPartitionReply,
+    AlterPartitionRequest,
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+    CreatableTopic,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ElectionType,
+    ElectLeadersResult,
+    IncrementalAlterConfigsResource,
+    OngoingReassignment,
+    ReassignmentResult,
+)
+from broker.controller.rpc import (
+    allocate_producer_ids,
+    alter_configs,
+    alter_partition,
+    alter_partition_reassignments,
+    broker_heartbeat,
+    broker_registration,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    elect_leaders,
+    incremental_alter_configs,
+    list_partition_reassignments,
+)
+from broker.controller.service import ControllerService
+from broker.errors import KafkaError
+from raft.transport import FrameError, KafkaConnection
+
+log = structlog.get_logger(__name__)
+R = TypeVar("R")
+MAX_BACKOFF_MS = 1000
+
+
+class ControllerChannel:
+    def __init__(
+        self, node_id: int, voters: Mapping[int, tuple[str, int]],
+        leader_id: Callable[[], int], local: ControllerService | None = None, *,
+        retry_backoff_ms: int = 20, attempt_timeout_s: float = 2.0,
+        default_timeout_s: float = 30.0,
+    ) -> None:
+        """`voters`: controller id -> controller listener (host, port); `leader_id()`: the
+        metadata quorum's current leader (-1 when unknown); `local`: this node's controller
+        service, None on a broker-only node."""
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self.leader_id = leader_id
+        self.local = local
+        self.retry_backoff_ms = max(1, retry_backoff_ms)
+        self.attempt_timeout_s = attempt_timeout_s
+        self.default_timeout_s = default_timeout_s
+        self._conns: dict[int, KafkaConnection] = {}
+        self.remote_calls = 0  # requests sent on the wire (tests and logs)
+
+    # ---- what other parts look at -------------------------------------------------------
+
+    @property
+    def quorum(self) -> Any:
+        """The local service's quorum (is_leader: this node's controller is active), or None."""
+        return None if self.local is None else self.local.quorum
+
+    @property
+    def controller(self) -> Controller | None:
+        """The pure controller of this node, if it hosts one."""
+        return None if self.local is None else self.local.controller
+
+    @property
+    def local_active(self) -> bool:
+        return self.local is not None and bool(self.local.quorum.is_leader)
+
+    async def close(self) -> None:
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()
+
+    # ---- the ControllerService interface ---------------------------------------------
+
+    async def create_topics(
+        self, topics: Sequence[CreatableTopic], *, validate_only: bool = False,
+    ) -> list[CreateTopicResult]:
+        deadline = self._deadline(None)
+        return await self._call(
+            lambda s: s.create_topics(topics, validate_only=validate_only),
+            lambda: create_topics.request(topics, validate_only, self._left_ms(deadline)),
+            create_topics, create_topics.results_of, deadline, whole=True)
+
+    async def delete_topics(
+        self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = (),
+    ) -> list[DeleteTopicResult]:
+        deadline = self._deadline(None)
+        return await self._call(
+            lambda s: s.delete_topics(names, topic_ids),
+            lambda: delete_topics.request(names, topic_ids, self._left_ms(deadline)),
+            delete_topics, delete_topics.results_of, deadline, whole=True)
+
+    async def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool = False,
+    ) -> list[CreatePartitionsResult]:
+        deadline = self._deadline(None)
+        return await self._call(
+            lambda s: s.create_partitions(topics, validate_only=validate_only),
+            lambda: create_partitions.request(topics, validate_only, self._left_ms(deadline)),
+            create_partitions, create_partitions.results_of, deadline, whole=True)
+
+    async def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], *, validate_only: bool = False,
+    ) -> list[AlterConfigsResult]:
+        return await self._call(
+            lambda s: s.alter_configs(resources, validate_only=validate_only),
+            lambda: alter_configs.request(resources, validate_only),
+            alter_configs, alter_configs.results_of, self._deadline(None), whole=True)
+
+    async def incremental_alter_configs(
+        self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False,
+    ) -> list[AlterConfigsResult]:
+        return await self._call(
+            lambda s: s.incremental_alter_configs(resources, validate_only=validate_only),
+            lambda: incremental_alter_configs.request(resources, validate_only),
+            incremental_alter_configs, incremental_alter_configs.results_of,
+            self._deadline(None), whole=True)
+
+    async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        return await self._call(
+            lambda s: s.register_broker(req), lambda: broker_registration.request(req),
+            broker_registration, broker_registration.reply_of,
+            self._deadline(self.attempt_timeout_s), whole=False)
+
+    async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        return await self._call(
+            lambda s: s.broker_heartbeat(req), lambda: broker_heartbeat.request(req),
+            broker_heartbeat, broker_heartbeat.reply_of,
+            self._deadline(self.attempt_timeout_s), whole=False)
+
+    async def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int,
+    ) -> AllocateProducerIdsReply:
+        return await self._call(
+            lambda s: s.allocate_producer_ids(broker_id, broker_epoch),
+            lambda: allocate_producer_ids.request(broker_id, broker_epoch),
+            allocate_producer_ids, allocate_producer_ids.reply_of, self._deadline(None),
+            whole=True)
+
+    async def alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionReply:
+        return await self._call(
+            lambda s: s.alter_partition(req), lambda: alter_partition.request(req),
+            alter_partition, alter_partition.reply_of, self._deadline(None), whole=True)
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> list[ElectLeadersResult]:
+        deadline = self._deadline(None)
+        return await self._call(
+            lambda s: s.elect_leaders(election_type, partitions),
+            lambda: elect_leaders.request(election_type, partitions, self._left_ms(deadline)),
+            elect_leaders, elect_leaders.results_of, deadline, whole=True)
+
+    async def alter_partition_reassignments(
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]],
+    ) -> list[ReassignmentResult]:
+        deadline = self._deadline(None)
+        return await self._call(
+            lambda s: s.alter_partition_reassignments(reassignments),
+            lambda: alter_partition_reassignments.request(reassignments,
+                                                          self._left_ms(deadline)),
+            alter_partition_reassignments, alter_partition_reassignments.results_of, deadline,
+            whole=True)
+
+    async def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> list[OngoingReassignment]:
+        deadline = self._deadline(None)
+        return await self._call(
+            lambda s: s.list_partition_reassignments(partitions),
+            lambda: list_partition_reassignments.request(partitions, self._left_ms(deadline)),
+            list_partition_reassignments, list_partition_reassignments.results_of, deadline,
+            whole=False)
+
+    # ---- the retry loop -----------------------------------------------------------------
+
+    def _deadline(self, timeout_s: float | None) -> float:
+        return time.monotonic() + (self.default_timeout_s if timeout_s is None else timeout_s)
+
+    @staticmethod
+    def _left_ms(deadline: float) -> int:
+        return max(1, int((deadline - time.monotonic()) * 1000))
+
+    def _connection(self, controller_id: int) -> KafkaConnection:
+        conn = self._conns.get(controller_id)
+        if conn is None:
+            host, port = self.voters[controller_id]
+            conn = KafkaConnection(host, port, f"skiff-node-{self.node_id}")
+            self._conns[controller_id] = conn
+        return conn
+
+    async def _drop(self, controller_id: int) -> None:
+        conn = self._conns.pop(controller_id, None)
+        if conn is not None:
+            await conn.close()
+
+    async def _call(
+        self, local: Callable[[ControllerService], Awaitable[R]], build: Callable[[], Any],
+        rpc: ModuleType, decode: Callable[[Any], R], deadline: float, *, whole: bool,
+    ) -> R:
+        """`whole`: a remote attempt may use all the time left (a non-idempotent write);
+        else each attempt is bounded by `attempt_timeout_s`."""
+        attempt = 0
+        timed_out = False
+        reason = "no active controller is known"
+        while True:
+            leader = self.leader_id()
+            if self.local is not None and self.local.quorum.is_leader:
+                try:
+                    return await local(self.local)
+                except KafkaError as exc:
+                    if exc.error_code is not ErrorCode.not_controller:
+                        raise
+                    reason = exc.message or "the local controller lost leadership"
+            elif leader >= 0 and leader != self.node_id and leader in self.voters:
+                left = deadline - time.monotonic()
+                wait = left if whole else min(left, self.attempt_timeout_s)
+                try:
+                    self.remote_calls += 1
+                    response = await self._connection(leader).request(
+                        rpc.API_KEY, rpc.VERSION, build(), max(0.001, wait))
+                except (TimeoutError, asyncio.TimeoutError):
+                    timed_out = True
+                    reason = f"controller {leader} did not answer in time"
+                    await self._drop(leader)
+                except (OSError, ConnectionError, FrameError, EOFError) as exc:
+                    reason = f"controller {leader}: {exc}"
+                    await self._drop(leader)
+                else:
+                    if rpc.error_code_of(response) is not ErrorCode.not_controller:
+                        return decode(response)
+                    reason = f"node {leader} is no longer the active controller"
+            elif leader == self.node_id:
+                reason = "this node leads the quorum but its controller is not active yet"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                code = ErrorCode.request_timed_out if timed_out else ErrorCode.not_controller
+                raise KafkaError(code, reason)
+            backoff_ms = min(MAX_BACKOFF_MS, self.retry_backoff_ms * (2 ** min(attempt, 10)))
+            attempt += 1
+            log.debug("controller_call_retry", api=rpc.__name__.rsplit(".", 1)[-1],
+                      reason=reason, backoff_ms=backoff_ms)
+            await asyncio.sleep(min(left, backoff_ms / 1000))

@@ -1,0 +1,47 @@
+"""The KRaft controller APIs on the controller listener, one module per API.
+
+Each module converts both ways between the kio message of one version (`VERSION`) and the
+dataclasses of broker/controller/requests.py:
+  * controller side: `handle(node, ctx, request)` parses, calls the node's active
+    ControllerService (NOT_CONTROLLER when this node's controller is not active) and answers;
+  * broker side (ControllerChannel): `request(...)` builds the kio request, `error_code_of`
+    tells a NOT_CONTROLLER answer (retry elsewhere) apart, and `reply_of`/`results_of`
+    turns the answer back into dataclasses.
+Only Skiff brokers call this listener, so each API is served at the one version they send.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from broker.controller.rpc import (
+    allocate_producer_ids,
+    alter_configs,
+    alter_partition,
+    alter_partition_reassignments,
+    broker_heartbeat,
+    broker_registration,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    elect_leaders,
+    incremental_alter_configs,
+    list_partition_reassignments,
+)
+
+CONTROLLER_RPCS: tuple[ModuleType, ...] = (
+    broker_registration,
+    broker_heartbeat,
+    alter_partition,
+    allocate_producer_ids,
+    create_topics,
+    delete_topics,
+    create_partitions,
+    alter_configs,
+    incremental_alter_configs,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
+)
+
+__all__ = ["CONTROLLER_RPCS"]

@@ -1,0 +1,81 @@
+# mypy: disable-error-code="no-any-return"
+"""AlterPartitionReassignments (API 45, KIP-455) on the controller listener: start
+(target replicas) or cancel (null replicas) a reassignment, per partition."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.alter_partition_reassignments.v0 import request as kreq
+from kio.schema.alter_partition_reassignments.v0 import response as kresp
+from kio.schema.errors import ErrorCode
+
+from broker.controller.requests import ReassignmentResult
+from broker.controller.rpc._common import NO_THROTTLE, active_service, duration, to_ms, within
+from broker.errors import KafkaError
+
+# kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
+Q: Any = kreq
+P: Any = kresp
+
+API_KEY = 45
+VERSION = 0
+Reassignment = tuple[str, int, Sequence[int] | None]
+
+
+def request(items: Sequence[Reassignment],
+            timeout_ms: int) -> kreq.AlterPartitionReassignmentsRequest:
+    grouped: dict[str, list[kreq.ReassignablePartition]] = {}
+    for topic, idx, replicas in items:
+        grouped.setdefault(topic, []).append(Q.ReassignablePartition(
+            partition_index=idx, replicas=None if replicas is None else tuple(replicas)))
+    return Q.AlterPartitionReassignmentsRequest(
+        timeout=duration(timeout_ms),
+        topics=tuple(Q.ReassignableTopic(name=t, partitions=tuple(ps))
+                     for t, ps in grouped.items()))
+
+
+def parse(r: kreq.AlterPartitionReassignmentsRequest) -> list[Reassignment]:
+    return [(t.name, int(p.partition_index),
+             None if p.replicas is None else [int(b) for b in p.replicas])
+            for t in r.topics for p in t.partitions]
+
+
+def response(results: Sequence[ReassignmentResult], error: ErrorCode = ErrorCode.none,
+             message: str | None = None) -> kresp.AlterPartitionReassignmentsResponse:
+    grouped: dict[str, list[ReassignmentResult]] = {}
+    for x in results:
+        grouped.setdefault(x.topic, []).append(x)
+    return P.AlterPartitionReassignmentsResponse(
+        throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+        responses=tuple(P.ReassignableTopicResponse(name=t, partitions=tuple(
+            P.ReassignablePartitionResponse(partition_index=x.partition, error_code=x.error,
+                                                error_message=x.message) for x in xs))
+            for t, xs in grouped.items()))
+
+
+def results_of(r: kresp.AlterPartitionReassignmentsResponse) -> list[ReassignmentResult]:
+    if r.error_code is not ErrorCode.none:
+        raise KafkaError(r.error_code, r.error_message or "")
+    return [ReassignmentResult(t.name, int(p.partition_index), p.error_code, p.error_message)
+            for t in r.responses for p in t.partitions]
+
+
+def error_code_of(r: kresp.AlterPartitionReassignmentsResponse) -> ErrorCode:
+    return r.error_code
+
+
+def error_response(ctx: Any, r: Any, code: ErrorCode) -> kresp.AlterPartitionReassignmentsResponse:
+    return response([], code)
+
+
+async def handle(node: Any, ctx: Any, r: kreq.AlterPartitionReassignmentsRequest
+                 ) -> kresp.AlterPartitionReassignmentsResponse:
+    try:
+        service = active_service(node)
+        items = parse(r)
+        return response(await within(lambda: service.alter_partition_reassignments(items),
+                                     to_ms(r.timeout)))
+    except KafkaError as exc:
+        return response([], exc.error_code, exc.message or None)

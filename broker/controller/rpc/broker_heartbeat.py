@@ -1,0 +1,62 @@
+# mypy: disable-error-code="no-any-return"
+"""BrokerHeartbeat (API 63) on the controller listener (KIP-631)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.broker_heartbeat.v1 import request as kreq
+from kio.schema.broker_heartbeat.v1 import response as kresp
+from kio.schema.errors import ErrorCode
+
+from broker.controller.requests import BrokerHeartbeatReply, BrokerHeartbeatRequest
+from broker.controller.rpc._common import NO_THROTTLE, active_service
+from broker.errors import KafkaError
+
+# kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
+Q: Any = kreq
+P: Any = kresp
+
+API_KEY = 63
+VERSION = 1
+
+
+def request(req: BrokerHeartbeatRequest) -> kreq.BrokerHeartbeatRequest:
+    return Q.BrokerHeartbeatRequest(
+        broker_id=req.broker_id, broker_epoch=req.broker_epoch,
+        current_metadata_offset=req.current_metadata_offset, want_fence=req.want_fence,
+        want_shut_down=req.want_shut_down, offline_log_dirs=())
+
+
+def parse(r: kreq.BrokerHeartbeatRequest) -> BrokerHeartbeatRequest:
+    return BrokerHeartbeatRequest(
+        broker_id=int(r.broker_id), broker_epoch=int(r.broker_epoch),
+        current_metadata_offset=int(r.current_metadata_offset), want_fence=r.want_fence,
+        want_shut_down=r.want_shut_down)
+
+
+def response(reply: BrokerHeartbeatReply) -> kresp.BrokerHeartbeatResponse:
+    return P.BrokerHeartbeatResponse(
+        throttle_time=NO_THROTTLE, error_code=reply.error, is_caught_up=reply.is_caught_up,
+        is_fenced=reply.is_fenced, should_shut_down=reply.should_shut_down)
+
+
+def reply_of(r: kresp.BrokerHeartbeatResponse) -> BrokerHeartbeatReply:
+    return BrokerHeartbeatReply(error=r.error_code, is_caught_up=r.is_caught_up,
+                                is_fenced=r.is_fenced, should_shut_down=r.should_shut_down)
+
+
+def error_code_of(r: kresp.BrokerHeartbeatResponse) -> ErrorCode:
+    return r.error_code
+
+
+def error_response(ctx: Any, request: Any, code: ErrorCode) -> kresp.BrokerHeartbeatResponse:
+    return response(BrokerHeartbeatReply(error=code))
+
+
+async def handle(node: Any, ctx: Any, r: kreq.BrokerHeartbeatRequest
+                 ) -> kresp.BrokerHeartbeatResponse:
+    try:
+        return response(await active_service(node).broker_heartbeat(parse(r)))
+    except KafkaError as exc:
+        return response(BrokerHeartbeatReply(error=exc.error_code, message=exc.message))
