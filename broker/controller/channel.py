@@ -269,7 +269,7 @@ class ControllerChannel:
                     self.remote_calls += 1
                     response = await self._connection(leader).request(
                         rpc.API_KEY, rpc.VERSION, build(), max(0.001, wait))
-                except (TimeoutError, asyncio.TimeoutError):
+                except TimeoutError:
                     timed_out = True
                     reason = f"controller {leader} did not answer in time"
                     await self._drop(leader)

@@ -1,0 +1,218 @@
+"""ControllerChannel: local calls, remote calls over loopback to real RPC handlers, and the
+retry loop (unknown leader, NOT_CONTROLLER, refused connections, silent controllers)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker.controller.channel import ControllerChannel
+from broker.controller.requests import (
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationRequest,
+    CreatableTopic,
+    CreatePartitionsTopic,
+    ElectionType,
+)
+from broker.controller.rpc import CONTROLLER_RPCS
+from broker.errors import KafkaError
+from raft.transport import serve
+from tests.unit.controller.rpc.rpc_support import CLUSTER_ID, ControllerNode, run
+
+RPCS = {m.API_KEY: m for m in CONTROLLER_RPCS}
+
+
+async def controller_server(node: ControllerNode,
+                            on_request: Callable[[int], None] | None = None
+                            ) -> tuple[asyncio.Server, int]:
+    async def handler(api_key: int, version: int, request: Any) -> Any:
+        if on_request is not None:
+            on_request(api_key)
+        return await RPCS[api_key].handle(node, None, request)
+
+    server = await serve(handler, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def registration(broker_id: int) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(
+        broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=uuid.uuid4(),
+        listeners=[("PLAINTEXT", "127.0.0.1", 30000 + broker_id, "PLAINTEXT")])
+
+
+def test_local_active_controller_is_called_without_a_socket() -> None:
+    async def go() -> None:
+        node = ControllerNode()
+        channel = ControllerChannel(1, {1: ("127.0.0.1", 1)}, lambda: 1,
+                                    node.controller_service)
+        reply = await channel.register_broker(registration(1))
+        assert reply.error is ErrorCode.none
+        beat = await channel.broker_heartbeat(BrokerHeartbeatRequest(
+            1, reply.broker_epoch, node.metadata.offset))
+        assert not beat.is_fenced
+        [res] = await channel.create_topics([CreatableTopic("t", 1, 1)])
+        assert res.error is ErrorCode.none and node.metadata.topic("t") is not None
+        assert channel.remote_calls == 0 and channel.local_active
+    run(go())
+
+
+def test_every_operation_reaches_a_remote_controller() -> None:
+    async def go() -> None:
+        node = ControllerNode(**{"node.id": "1"})
+        server, port = await controller_server(node)
+        channel = ControllerChannel(5, {1: ("127.0.0.1", port)}, lambda: 1)
+        try:
+            epochs = {}
+            for b in (5, 6):
+                reply = await channel.register_broker(registration(b))
+                assert reply.error is ErrorCode.none
+                epochs[b] = reply.broker_epoch
+                beat = await channel.broker_heartbeat(BrokerHeartbeatRequest(
+                    b, reply.broker_epoch, node.metadata.offset))
+                assert not beat.is_fenced
+            [res] = await channel.create_topics([CreatableTopic("t", 2, 2)])
+            assert res.error is ErrorCode.none
+            t = node.metadata.topic("t")
+            assert t is not None and res.topic_id == t.topic_id
+            [grown] = await channel.create_partitions([CreatePartitionsTopic("t", 3)])
+            assert grown.error is ErrorCode.none and t is not None
+            ids = await channel.allocate_producer_ids(5, epochs[5])
+            assert ids.error is ErrorCode.none and ids.producer_id_len > 0
+            p = node.metadata.partition("t", 0)
+            assert p is not None
+            other = next(b for b in p.replicas if b != p.leader)
+            ap = await channel.alter_partition(AlterPartitionRequest(
+                p.leader, epochs[p.leader], [(t.topic_id, [AlterPartitionItem(
+                    0, p.leader_epoch, p.partition_epoch, [(p.leader, epochs[p.leader])])])]))
+            assert ap.topics[0][1][0].error is ErrorCode.none
+            after = node.metadata.partition("t", 0)
+            assert after is not None and other not in after.isr
+            elected = await channel.elect_leaders(ElectionType.PREFERRED, [("t", 1)])
+            assert elected[0].error in (ErrorCode.none, ErrorCode.election_not_needed)
+            started = await channel.alter_partition_reassignments([("t", 2, [5])])
+            assert started[0].error is ErrorCode.none
+            listed = await channel.list_partition_reassignments()
+            assert all(o.topic == "t" for o in listed)
+            [deleted] = await channel.delete_topics(["t"])
+            assert deleted.error is ErrorCode.none and node.metadata.topic("t") is None
+            assert channel.remote_calls >= 12
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
+
+
+def test_not_controller_answer_is_retried_at_the_new_leader() -> None:
+    async def go() -> None:
+        old = ControllerNode(active=False)
+        new = ControllerNode()
+        leader = {"id": 1}
+        seen: list[int] = []
+
+        def on_old(api_key: int) -> None:
+            seen.append(api_key)
+            leader["id"] = 2  # the quorum elected node 2 meanwhile
+
+        s1, p1 = await controller_server(old, on_old)
+        s2, p2 = await controller_server(new)
+        channel = ControllerChannel(9, {1: ("127.0.0.1", p1), 2: ("127.0.0.1", p2)},
+                                    lambda: leader["id"], retry_backoff_ms=1)
+        try:
+            reply = await channel.register_broker(registration(9))
+            assert reply.error is ErrorCode.none
+            assert seen == [62] and 9 in new.metadata.brokers
+            assert 9 not in old.metadata.brokers
+        finally:
+            await channel.close()
+            s1.close()
+            s2.close()
+    run(go())
+
+
+def test_unknown_leader_is_waited_for() -> None:
+    async def go() -> None:
+        node = ControllerNode()
+        server, port = await controller_server(node)
+        asked = {"n": 0}
+
+        def leader() -> int:
+            asked["n"] += 1
+            return -1 if asked["n"] <= 3 else 1
+
+        channel = ControllerChannel(4, {1: ("127.0.0.1", port)}, leader, retry_backoff_ms=1)
+        try:
+            [res] = await channel.create_topics([CreatableTopic("t", 1, 1)])
+            # no broker is registered: the controller itself refuses the placement
+            assert res.error is ErrorCode.invalid_replication_factor
+            assert asked["n"] == 4
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
+
+
+def test_unreachable_controller_fails_by_the_deadline() -> None:
+    async def go() -> None:
+        # a port nobody listens on: bind, read the number, close
+        probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = probe.sockets[0].getsockname()[1]
+        probe.close()
+        await probe.wait_closed()
+        channel = ControllerChannel(4, {1: ("127.0.0.1", port)}, lambda: 1,
+                                    retry_backoff_ms=5, default_timeout_s=0.4)
+        start = time.monotonic()
+        with pytest.raises(KafkaError) as info:
+            await channel.create_topics([CreatableTopic("t")])
+        assert info.value.error_code is ErrorCode.not_controller
+        assert 0.35 <= time.monotonic() - start < 2.0
+        assert channel.remote_calls >= 2  # it did retry
+    run(go())
+
+
+def test_silent_controller_times_out_a_heartbeat_attempt() -> None:
+    async def go() -> None:
+        async def silent(api_key: int, version: int, request: Any) -> Any:
+            await asyncio.sleep(30)
+
+        server = await serve(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        channel = ControllerChannel(4, {1: ("127.0.0.1", port)}, lambda: 1,
+                                    attempt_timeout_s=0.2)
+        start = time.monotonic()
+        try:
+            with pytest.raises(KafkaError) as info:
+                await channel.broker_heartbeat(BrokerHeartbeatRequest(4, 1, 0))
+            assert info.value.error_code is ErrorCode.request_timed_out
+            assert time.monotonic() - start < 1.5
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
+
+
+def test_combined_node_goes_remote_while_its_own_controller_is_inactive() -> None:
+    async def go() -> None:
+        mine = ControllerNode(active=False)
+        remote = ControllerNode()
+        server, port = await controller_server(remote)
+        channel = ControllerChannel(1, {1: ("127.0.0.1", 1), 2: ("127.0.0.1", port)},
+                                    lambda: 2, mine.controller_service)
+        try:
+            reply = await channel.register_broker(registration(1))
+            assert reply.error is ErrorCode.none and 1 in remote.metadata.brokers
+            assert channel.remote_calls == 1 and not channel.local_active
+            mine.quorum.is_leader = True  # now this node's controller is active
+            reply = await channel.register_broker(registration(3))
+            assert 3 in mine.metadata.brokers and channel.remote_calls == 1
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
