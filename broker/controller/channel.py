@@ -9,10 +9,14 @@ active controller is in this process or not:
     listener (its address in `controller.quorum.voters`), one KafkaConnection per
     controller, pipelined.
 
-A call is retried while no controller is known, the controller answers NOT_CONTROLLER, or
-the connection fails, with exponential backoff from `controller.quorum.retry.backoff.ms`
-(capped at MAX_BACKOFF_MS), until the call's deadline; then it raises KafkaError
-(REQUEST_TIMED_OUT if an attempt ran out of time, else NOT_CONTROLLER). A remote attempt
+A call that fails (no controller known, NOT_CONTROLLER, a connection error, a timeout) is
+tried at once at the next controller in `controller.quorum.voters` not yet tried: the
+quorum leader this node knows of may be stale (a broker observes a new leader only once
+its fetch from the old one gives up), and the active controller answers wherever it is.
+Once every controller has failed, the call is retried with exponential backoff from
+`controller.quorum.retry.backoff.ms` (capped at MAX_BACKOFF_MS), until the call's
+deadline; then it raises KafkaError (REQUEST_TIMED_OUT if an attempt ran out of time, else
+NOT_CONTROLLER). A remote attempt
 waits at most `attempt_timeout_s` for registration and heartbeats (a stuck controller must
 not hold a broker's liveness hostage) and the whole remaining deadline for admin writes (a
 write that timed out may have been committed: retrying it blindly could do it twice).
@@ -239,6 +243,21 @@ class ControllerChannel:
             self._conns[controller_id] = conn
         return conn
 
+    def _target(self, skip: set[int]) -> int:
+        """Whom to ask next: the quorum leader this node knows of, else (it failed, or
+        none is known) another controller in turn, since this node's view of the leader
+        lags (an observer learns of a new leader only when its fetch to the old one
+        gives up). -1: nobody left to ask before the next backoff."""
+        leader = self.leader_id()
+        if leader >= 0 and leader != self.node_id and leader in self.voters \
+                and leader not in skip:
+            return leader
+        if leader < 0 or leader in skip or leader not in self.voters:
+            for voter in sorted(self.voters):
+                if voter != self.node_id and voter not in skip:
+                    return voter
+        return -1
+
     async def _drop(self, controller_id: int) -> None:
         conn = self._conns.pop(controller_id, None)
         if conn is not None:
@@ -253,8 +272,9 @@ class ControllerChannel:
         attempt = 0
         timed_out = False
         reason = "no active controller is known"
+        skip: set[int] = set()  # controllers that failed since the last backoff
         while True:
-            leader = self.leader_id()
+            target = self._target(skip)
             if self.local is not None and self.local.quorum.is_leader:
                 try:
                     return await local(self.local)
@@ -262,26 +282,30 @@ class ControllerChannel:
                     if exc.error_code is not ErrorCode.not_controller:
                         raise
                     reason = exc.message or "the local controller lost leadership"
-            elif leader >= 0 and leader != self.node_id and leader in self.voters:
+            elif target >= 0:
                 left = deadline - time.monotonic()
                 wait = left if whole else min(left, self.attempt_timeout_s)
                 try:
                     self.remote_calls += 1
-                    response = await self._connection(leader).request(
+                    response = await self._connection(target).request(
                         rpc.API_KEY, rpc.VERSION, build(), max(0.001, wait))
                 except TimeoutError:
                     timed_out = True
-                    reason = f"controller {leader} did not answer in time"
-                    await self._drop(leader)
+                    reason = f"controller {target} did not answer in time"
+                    await self._drop(target)
                 except (OSError, ConnectionError, FrameError, EOFError) as exc:
-                    reason = f"controller {leader}: {exc}"
-                    await self._drop(leader)
+                    reason = f"controller {target}: {exc}"
+                    await self._drop(target)
                 else:
                     if rpc.error_code_of(response) is not ErrorCode.not_controller:
                         return decode(response)
-                    reason = f"node {leader} is no longer the active controller"
-            elif leader == self.node_id:
+                    reason = f"node {target} is not the active controller"
+                skip.add(target)
+                if self._target(skip) >= 0 and deadline > time.monotonic():
+                    continue  # another controller may be active: ask it at once
+            elif self.leader_id() == self.node_id:
                 reason = "this node leads the quorum but its controller is not active yet"
+            skip.clear()
             left = deadline - time.monotonic()
             if left <= 0:
                 code = ErrorCode.request_timed_out if timed_out else ErrorCode.not_controller

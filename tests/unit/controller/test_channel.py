@@ -137,22 +137,31 @@ def test_not_controller_answer_is_retried_at_the_new_leader() -> None:
     run(go())
 
 
-def test_unknown_leader_is_waited_for() -> None:
+async def closed_port() -> int:
+    """A port nobody listens on: bind, read the number, close."""
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = int(probe.sockets[0].getsockname()[1])
+    probe.close()
+    await probe.wait_closed()
+    return port
+
+
+def test_unknown_or_dead_leader_makes_it_ask_the_other_controllers() -> None:
     async def go() -> None:
-        node = ControllerNode()
+        node = ControllerNode(2)
         server, port = await controller_server(node)
-        asked = {"n": 0}
-
-        def leader() -> int:
-            asked["n"] += 1
-            return -1 if asked["n"] <= 3 else 1
-
-        channel = ControllerChannel(4, {1: ("127.0.0.1", port)}, leader, retry_backoff_ms=1)
+        dead = await closed_port()
+        leader = {"id": -1}
+        channel = ControllerChannel(4, {1: ("127.0.0.1", dead), 2: ("127.0.0.1", port)},
+                                    lambda: leader["id"], retry_backoff_ms=1)
         try:
-            [res] = await channel.create_topics([CreatableTopic("t", 1, 1)])
-            # no broker is registered: the controller itself refuses the placement
-            assert res.error is ErrorCode.invalid_replication_factor
-            assert asked["n"] == 4
+            reply = await channel.register_broker(registration(4))
+            assert reply.error is ErrorCode.none and 4 in node.metadata.brokers
+            assert channel.remote_calls == 2  # 1 refused, then 2
+            leader["id"] = 1  # a stale view: the old, dead leader
+            reply = await channel.register_broker(registration(5))
+            assert reply.error is ErrorCode.none and 5 in node.metadata.brokers
+            assert channel.remote_calls == 4
         finally:
             await channel.close()
             server.close()
@@ -161,11 +170,7 @@ def test_unknown_leader_is_waited_for() -> None:
 
 def test_unreachable_controller_fails_by_the_deadline() -> None:
     async def go() -> None:
-        # a port nobody listens on: bind, read the number, close
-        probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-        port = probe.sockets[0].getsockname()[1]
-        probe.close()
-        await probe.wait_closed()
+        port = await closed_port()
         channel = ControllerChannel(4, {1: ("127.0.0.1", port)}, lambda: 1,
                                     retry_backoff_ms=5, default_timeout_s=0.4)
         start = time.monotonic()

@@ -1,0 +1,223 @@
+"""The control plane of a real cluster: 3 dedicated controllers + 3 brokers as OS processes
+on 127.0.0.1 (and 3 combined nodes), seen through librdkafka and the admin gRPC API.
+
+Brokers register and heartbeat through their ControllerChannel to the active controller's
+controller listener; they follow the metadata log as Raft observers. The tests kill (-9)
+the active controller and a broker, terminate a broker (controlled shutdown) and restart
+it, and check what clients see. Partition data replication is not part of this (another
+module builds it): topics here are RF=3 for placement, produce checks use RF=1.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cluster import Cluster
+
+pytestmark = pytest.mark.timeout(150)
+FAILOVER_LIMIT_S = 2.0
+UNFENCED = 2  # skiff.admin.v1.BrokerState
+FENCED = 1
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("cluster"), controllers=3, brokers=3)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def admin_via(c: Cluster, broker_id: int) -> AdminClient:
+    """An AdminClient that only knows one broker: its writes reach the controller only
+    through that broker's channel (brokers have no controller listener)."""
+    return AdminClient({"bootstrap.servers": c.nodes[broker_id].bootstrap, "log_level": 0})
+
+
+def create_topic(admin: AdminClient, name: str, partitions: int, rf: int,
+                 attempts: int = 5) -> None:
+    """Create, retrying on retriable errors as a client does (bounded)."""
+    for attempt in range(attempts):
+        fut = admin.create_topics([NewTopic(name, partitions, rf)],
+                                  operation_timeout=20, request_timeout=25)[name]
+        try:
+            fut.result(timeout=30)
+            return
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.name() == "TOPIC_ALREADY_EXISTS" and attempt > 0:
+                return  # an earlier attempt got through
+            if not err.retriable() or attempt == attempts - 1:
+                raise
+            time.sleep(0.2)
+
+
+def leaders(c: Cluster, via: int, topic: str) -> dict[int, int]:
+    md = c.metadata(via, timeout=3.0)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None:
+        return {}
+    return {p: pm.leader for p, pm in t.partitions.items()}
+
+
+def broker_states(c: Cluster, node_id: int) -> dict[int, tuple[int, int]]:
+    """broker id -> (state, broker epoch), from the admin API of `node_id`."""
+    d = c.describe_cluster(node_id)
+    return {b.registration.broker_id: (b.state, b.registration.broker_epoch)
+            for b in d.brokers}
+
+
+def other_broker(c: Cluster, not_this: int) -> int:
+    return next(b for b in c.broker_ids if b != not_this and c.nodes[b].running)
+
+
+def test_three_brokers_register_and_are_unfenced(cluster: Cluster) -> None:
+    assert cluster.controller_ids == [1, 2, 3] and cluster.broker_ids == [4, 5, 6]
+    for b in cluster.broker_ids:
+        assert cluster.metadata_brokers(b) == {4, 5, 6}
+    admin = admin_via(cluster, 4)  # referenced until the answer is in
+    described = admin.describe_cluster().result(timeout=10)
+    assert {n.id for n in described.nodes} == {4, 5, 6}
+    states = broker_states(cluster, 4)
+    assert {b: s for b, (s, _) in states.items()} == {4: UNFENCED, 5: UNFENCED, 6: UNFENCED}
+    assert cluster.active_controller() in (1, 2, 3)
+
+
+def test_topic_created_through_a_broker_has_balanced_leaders(cluster: Cluster) -> None:
+    create_topic(admin_via(cluster, 5), "balanced", partitions=6, rf=3)
+    got = cluster.wait_for(lambda: (lambda m: m if len(m) == 6 and -1 not in m.values()
+                                    else None)(leaders(cluster, 6, "balanced")),
+                           10, "6 partitions with leaders")
+    per_broker = {b: sum(1 for v in got.values() if v == b) for b in cluster.broker_ids}
+    assert per_broker == {4: 2, 5: 2, 6: 2}, got
+    md = cluster.metadata(4)
+    for p in md.topics["balanced"].partitions.values():
+        assert sorted(p.replicas) == [4, 5, 6]
+
+
+def test_produce_and_consume_through_a_broker_with_rf1(cluster: Cluster) -> None:
+    create_topic(admin_via(cluster, 4), "rf1", partitions=1, rf=1)
+    cluster.wait_for(lambda: leaders(cluster, 4, "rf1").get(0, -1) >= 0, 10, "rf1 leader")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": 1,
+                         "log_level": 0})
+    delivered: list[Any] = []
+    for i in range(10):
+        producer.produce("rf1", value=f"v{i}".encode(),
+                         on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(15) == 0
+    assert delivered == [None] * 10
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g-rf1",
+                         "auto.offset.reset": "earliest", "log_level": 0,
+                         "session.timeout.ms": 6000})
+    try:
+        consumer.assign([TopicPartition("rf1", 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 15
+        while len(values) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+        assert values == [f"v{i}".encode() for i in range(10)]
+    finally:
+        consumer.close()
+
+
+def test_killing_the_active_controller_elects_another_and_brokers_still_create_topics(
+    cluster: Cluster,
+) -> None:
+    old = cluster.wait_for(lambda: max(cluster.active_controller(), 0), 10, "a controller")
+    cluster.kill(old)
+    new = cluster.wait_for(
+        lambda: (lambda x: x if x not in (-1, old) else 0)(cluster.active_controller()),
+        10, "a new active controller")
+    assert new != old
+    create_topic(admin_via(cluster, 6), "after-failover", partitions=3, rf=3)
+    cluster.wait_for(lambda: len(leaders(cluster, 4, "after-failover")) == 3, 10,
+                     "the topic on every broker")
+    # the brokers stay unfenced under the new controller
+    assert {b: s for b, (s, _) in broker_states(cluster, 4).items()} == {
+        4: UNFENCED, 5: UNFENCED, 6: UNFENCED}
+    cluster.start_node(old)
+    cluster.wait_for(lambda: cluster.active_controller() in (1, 2, 3), 10, "quorum")
+
+
+def test_killed_broker_is_fenced_and_its_leaders_move_within_two_seconds(
+    cluster: Cluster,
+) -> None:
+    victim = 5
+    witness = other_broker(cluster, victim)
+    before = leaders(cluster, witness, "balanced")
+    assert victim in before.values()
+    epoch_before = broker_states(cluster, witness)[victim][1]
+    cluster.kill(victim)
+    killed_at = time.monotonic()
+
+    def moved() -> bool:
+        now = leaders(cluster, witness, "balanced")
+        return (len(now) == 6 and victim not in now.values() and -1 not in now.values()
+                and victim not in cluster.metadata_brokers(witness, timeout=1.0))
+
+    cluster.wait_for(moved, 10, f"broker {victim}'s leaders moved", interval=0.02)
+    took = time.monotonic() - killed_at
+    assert took <= FAILOVER_LIMIT_S, f"leaders moved after {took:.2f}s"
+    assert broker_states(cluster, witness)[victim][0] == FENCED
+
+    cluster.start_node(victim)
+    cluster.wait_ready(30)
+    state, epoch_after = broker_states(cluster, witness)[victim]
+    assert state == UNFENCED and epoch_after > epoch_before
+
+
+def test_sigterm_moves_leaders_away_before_the_broker_exits(cluster: Cluster) -> None:
+    victim = 4
+    witness = other_broker(cluster, victim)
+    # leaders come back to the preferred replicas only by election; make sure the victim
+    # leads something first
+    if victim not in leaders(cluster, witness, "balanced").values():
+        create_topic(admin_via(cluster, witness), "led-by-4", partitions=3, rf=3)
+        cluster.wait_for(lambda: victim in leaders(cluster, witness, "led-by-4").values(),
+                         10, "broker 4 leads a partition")
+    started = time.monotonic()
+    code = cluster.terminate(victim)
+    took = time.monotonic() - started
+    assert code == 0, cluster.nodes[victim].log_tail()
+    log_text = cluster.nodes[victim].log_path.read_text()
+    assert "controlled_shutdown_complete" in log_text
+    assert "controlled_shutdown_timed_out" not in log_text
+    assert took < 10, took
+    # at exit its leaderships had already moved: no wait for the session to expire
+    for topic in ("balanced", "led-by-4"):
+        now = leaders(cluster, witness, topic)
+        assert victim not in now.values(), (topic, now)
+    cluster.start_node(victim)
+    cluster.wait_ready(30)
+
+
+@pytest.mark.timeout(120)
+def test_three_combined_nodes(tmp_path: Path) -> None:
+    with Cluster(tmp_path, controllers=3, combined=True) as c:
+        assert c.broker_ids == c.controller_ids == [1, 2, 3]
+        create_topic(admin_via(c, 1), "combined", partitions=3, rf=3)
+        got = c.wait_for(lambda: (lambda m: m if len(m) == 3 and -1 not in m.values()
+                                  else None)(leaders(c, 2, "combined")), 10, "leaders")
+        assert sorted(got.values()) == [1, 2, 3]
+        active = c.wait_for(lambda: max(c.active_controller(), 0), 10, "a controller")
+        c.kill(active)
+        survivor = next(i for i in (1, 2, 3) if i != active)
+        c.wait_for(lambda: c.active_controller() not in (-1, active), 10, "new controller")
+        c.wait_for(lambda: active not in leaders(c, survivor, "combined").values()
+                   and -1 not in leaders(c, survivor, "combined").values(),
+                   10, "leaders moved off the killed node")
+        create_topic(admin_via(c, survivor), "combined-2", partitions=2, rf=2)
+        c.wait_for(lambda: len(leaders(c, survivor, "combined-2")) == 2, 10, "new topic")
+        c.start_node(active)
+        c.wait_ready(30)
