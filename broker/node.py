@@ -306,27 +306,40 @@ class Node:
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Heartbeat with WantShutDown until the controller answers ShouldShutDown (it first
         moves this broker's leaderships and ISR memberships away), for at most `timeout_s`.
-        Returns whether the controller agreed in time; the caller stops either way."""
+        Gives up early once no controller has answered for broker.session.timeout.ms: the
+        quorum is gone (e.g. the last nodes of a cluster stop), and a controller that comes
+        back fences this broker anyway. Returns whether the controller agreed in time; the
+        caller stops either way."""
         if self.controlled_shutdown_done:
             return True
         for task in self._tasks:
             if task.get_name() == "broker_lifecycle":
                 task.cancel()  # its plain heartbeats would undo nothing, but add noise
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        started = loop.time()
+        deadline = started + timeout_s
+        last_answer = started
+        session_s = self.config["broker.session.timeout.ms"] / 1000
+        attempt_s = self.config["controller.quorum.request.timeout.ms"] / 1000
         interval = min(0.1, self.config["broker.heartbeat.interval.ms"] / 1000)
         log.info("controlled_shutdown_started", broker_epoch=self.broker_epoch)
         while loop.time() < deadline:
+            if loop.time() - last_answer > session_s:
+                log.warning("controlled_shutdown_abandoned",
+                            reason=f"no controller answered for {session_s:.1f}s")
+                return False
             try:
                 beat = await asyncio.wait_for(
                     self.controller.broker_heartbeat(BrokerHeartbeatRequest(
                         broker_id=self.node_id, broker_epoch=self.broker_epoch,
                         current_metadata_offset=self.publisher.image.offset,
                         want_fence=False, want_shut_down=True,
-                    )), max(0.01, deadline - loop.time()))
+                    )), max(0.01, min(attempt_s, deadline - loop.time())))
+                last_answer = loop.time()
                 if beat.error is ErrorCode.none and beat.should_shut_down:
                     self.controlled_shutdown_done = True
-                    log.info("controlled_shutdown_complete", broker_epoch=self.broker_epoch)
+                    log.info("controlled_shutdown_complete", broker_epoch=self.broker_epoch,
+                             took_ms=int((loop.time() - started) * 1000))
                     return True
                 if beat.error is not ErrorCode.none:
                     log.debug("controlled_shutdown_heartbeat_error", error=beat.error.name)

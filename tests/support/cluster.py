@@ -9,6 +9,7 @@
     cluster.terminate(4)                   # SIGTERM (controlled shutdown), returns exit code
     cluster.active_controller()            # the quorum leader's id (DescribeQuorum)
     cluster.describe_cluster()             # the admin gRPC DescribeCluster of a live node
+    cluster.metadata(4)                    # librdkafka's Metadata via a client of broker 4
     cluster.stop()                         # SIGTERM everything still running (then SIGKILL)
 
 Node ids: dedicated controllers are 1..controllers and brokers follow
@@ -139,6 +140,7 @@ class Cluster:
                 controller_port=next(ports) if "controller" in roles else None,
                 admin_port=next(ports))
         self._formatted = False
+        self._admins: dict[int, Any] = {}
 
     # ---- who is who ------------------------------------------------------------------------
 
@@ -332,13 +334,20 @@ class Cluster:
                                    f"\n{self.log_tails()}")
             time.sleep(interval)
 
-    def metadata(self, broker_id: int, timeout: float = 5.0) -> Any:
-        """librdkafka's Metadata (ClusterMetadata) from one broker only."""
+    def admin(self, broker_id: int) -> Any:
+        """A librdkafka AdminClient bootstrapped from one broker only (kept and reused)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.nodes[broker_id].bootstrap,
-                             "log_level": 0, "socket.timeout.ms": int(timeout * 1000)})
-        return admin.list_topics(timeout=timeout)
+        client = self._admins.get(broker_id)
+        if client is None:
+            client = self._admins[broker_id] = AdminClient({
+                "bootstrap.servers": self.nodes[broker_id].bootstrap, "log_level": 0})
+        return client
+
+    def metadata(self, broker_id: int, timeout: float = 5.0) -> Any:
+        """librdkafka's Metadata (ClusterMetadata) through the client bootstrapped from
+        `broker_id` (librdkafka may ask any broker it has learnt of)."""
+        return self.admin(broker_id).list_topics(timeout=timeout)
 
     def metadata_brokers(self, broker_id: int, timeout: float = 5.0) -> set[int]:
         return set(self.metadata(broker_id, timeout).brokers)
