@@ -55,8 +55,9 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def batch(*values: bytes) -> bytes:
-    return build_batch([Record(timestamp=1_700_000_000_000 + i, key=b"k", value=v)
+def batch(*values: bytes, ts: int | None = None) -> bytes:
+    base = now_ms() if ts is None else ts
+    return build_batch([Record(timestamp=base + i, key=b"k", value=v)
                         for i, v in enumerate(values)])
 
 
