@@ -13,6 +13,14 @@ from broker.metadata.image import MetadataImage
 LEADER_HINT_ERRORS = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
 
 
+def not_hosted_error(image: MetadataImage, topic: str, index: int) -> ErrorCode:
+    """Kafka's answer for a partition this broker has no replica of: NOT_LEADER_OR_FOLLOWER
+    when the cluster has it (the client's metadata is stale), else UNKNOWN_TOPIC_OR_PARTITION."""
+    if image.partition(topic, index) is not None:
+        return ErrorCode.not_leader_or_follower
+    return ErrorCode.unknown_topic_or_partition
+
+
 def current_leader(image: MetadataImage, topic: str, index: int) -> tuple[int, int]:
     """(leader id, leader epoch) as the metadata image has them; (-1, -1) if unknown."""
     p = image.partition(topic, index)

@@ -5,6 +5,9 @@ Records go out as file slices spliced into the socket with os.sendfile: the resp
 encoded by the narrow fast encoder (broker/protocol/fetch_encoder.py), which is tested
 byte for byte against kio.
 
+v11+ consumers may read from a follower up to its high watermark, and the leader names
+an in-sync replica in the consumer's rack as preferred_read_replica when this broker has
+a broker.rack (KIP-392).
 v12+ answers a follower whose last fetched epoch diverged with DivergingEpoch; v13+
 names topics by id (an unknown id gets UNKNOWN_TOPIC_ID); v15+ carries the replica id
 and broker epoch in ReplicaState; v16+ names the new leader's endpoint (KIP-951).
@@ -21,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._leader_hints import LEADER_HINT_ERRORS, current_leader, leader_endpoints
+from broker.handlers._leader_hints import (
+    LEADER_HINT_ERRORS,
+    current_leader,
+    leader_endpoints,
+    not_hosted_error,
+)
 from broker.protocol.fetch_encoder import (
     FetchPartition,
     FetchResponseData,
@@ -42,6 +50,8 @@ TOPIC_IDS_VERSION = 13
 
 
 def _partition(res: FetchPartitionResult, image: MetadataImage) -> FetchPartition:
+    if res.error_code is ErrorCode.unknown_topic_or_partition:
+        res.error_code = not_hosted_error(image, res.topic, res.partition)
     current = (-1, -1)
     if res.error_code in LEADER_HINT_ERRORS:
         # KIP-951: name the new leader so the client can switch without a metadata call.
@@ -54,6 +64,7 @@ def _partition(res: FetchPartitionResult, image: MetadataImage) -> FetchPartitio
         high_watermark=res.high_watermark, last_stable_offset=res.last_stable_offset,
         log_start_offset=res.log_start_offset, records=records,
         diverging_epoch=res.diverging_epoch or (-1, -1), current_leader=current,
+        preferred_read_replica=res.preferred_read_replica,
     )
 
 
@@ -97,8 +108,11 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> ResponseChunk
             for p in topic.partitions
         )
     replica_id, replica_epoch = replica_of(request)
+    # KIP-392: consumers of v11+ may read from a follower, and the leader may send them to
+    # one in their rack.
+    client_rack = request.rack_id if version >= 11 and replica_id < 0 else None
     results = await node.replicas.fetch(
-        wanted, replica_id=replica_id, replica_epoch=replica_epoch,
+        wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
         max_wait_ms=0 if unknown_ids else int(request.max_wait.total_seconds() * 1000),
         min_bytes=request.min_bytes, max_bytes=request.max_bytes,
     )

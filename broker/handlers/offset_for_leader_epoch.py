@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
+from broker.handlers._leader_hints import not_hosted_error
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -41,8 +42,11 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                     leader_epoch=epoch, end_offset=end,
                 ))
             except KafkaError as exc:
+                code = exc.error_code
+                if code is ErrorCode.unknown_topic_or_partition:
+                    code = not_hosted_error(node.metadata, topic.topic, p.partition)
                 partitions.append(build(
-                    mod.EpochEndOffset, error_code=exc.error_code, partition=p.partition,
+                    mod.EpochEndOffset, error_code=code, partition=p.partition,
                     leader_epoch=-1, end_offset=-1,
                 ))
         topics.append(build(mod.OffsetForLeaderTopicResult, topic=topic.topic,

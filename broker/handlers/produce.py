@@ -16,7 +16,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
-from broker.handlers._leader_hints import LEADER_HINT_ERRORS, current_leader, leader_endpoints
+from broker.handlers._leader_hints import (
+    LEADER_HINT_ERRORS,
+    current_leader,
+    leader_endpoints,
+    not_hosted_error,
+)
 from broker.log import AppendResult
 
 if TYPE_CHECKING:
@@ -79,6 +84,9 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         for part in topic.partition_data:
             result = results[(topic.name, part.index)]
             if isinstance(result, KafkaError):
+                if result.error_code is ErrorCode.unknown_topic_or_partition:
+                    result = KafkaError(not_hosted_error(image, topic.name, part.index),
+                                        result.message)
                 extra: dict[str, Any] = {}
                 if hints and result.error_code in LEADER_HINT_ERRORS:
                     leader, epoch = current_leader(image, topic.name, part.index)

@@ -228,7 +228,11 @@ class Partition:
     # ---- leader data path --------------------------------------------------------
 
     def require_leader(self, current_leader_epoch: int = -1) -> None:
-        if self.role is not Role.LEADER:
+        self.require_readable(current_leader_epoch, leader_only=True)
+
+    def require_readable(self, current_leader_epoch: int = -1, *, leader_only: bool) -> None:
+        """A consumer may read from a follower (KIP-392) when not `leader_only`."""
+        if not (self.role is Role.LEADER or (not leader_only and self.role is Role.FOLLOWER)):
             raise KafkaError(ErrorCode.not_leader_or_follower, f"{self.topic}-{self.index}")
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:

@@ -98,6 +98,7 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     records: FileSlice | None = None
     diverging_epoch: tuple[int, int] | None = None
+    preferred_read_replica: int = -1
     leader_id: int = -1
     leader_epoch: int = -1
 
@@ -112,14 +113,17 @@ class ReplicaManager:
         settings: ReplicationSettings | None = None,
         alter_partition: AlterPartitionFn | None = None,
         broker_epoch: Callable[[], int] = lambda: -1,
+        rack_of: Callable[[int], str | None] = lambda broker_id: None,
     ) -> None:
-        """Without `alter_partition` (a single node) the ISR never changes."""
+        """Without `alter_partition` (a single node) the ISR never changes. `rack_of` names
+        other brokers' racks (broker.rack of their registrations) for KIP-392."""
         self.node_id = node_id
         self.logs = logs
         self.clock = clock
         self.settings = settings or ReplicationSettings()
         self.alter_partition = alter_partition
         self.broker_epoch = broker_epoch
+        self.rack_of = rack_of
         self.fetchers: FetcherHook | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -340,9 +344,27 @@ class ReplicaManager:
 
     # ---- fetch -------------------------------------------------------------------
 
+    def preferred_read_replica(self, part: Partition, fetch_offset: int, client_rack: str) -> int:
+        """KIP-392 on the leader: an in-sync follower in the consumer's rack that holds
+        `fetch_offset` (the one furthest ahead, then the lowest id), or -1 to read here.
+        Only when this broker has a rack (broker.rack)."""
+        own = self.settings.rack
+        if not client_rack or own is None or own == client_rack:
+            return -1
+        best: tuple[int, int] | None = None
+        for r in part.isr:
+            state = part.followers.get(r)
+            if state is None or state.log_end_offset < fetch_offset:
+                continue
+            if self.rack_of(r) != client_rack:
+                continue
+            if best is None or (state.log_end_offset, -r) > (best[0], -best[1]):
+                best = (state.log_end_offset, r)
+        return -1 if best is None else best[1]
+
     def _read_once(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_bytes: int,
-        replica_epoch: int = -1,
+        replica_epoch: int = -1, client_rack: str | None = None,
     ) -> list[FetchPartitionResult]:
         results: list[FetchPartitionResult] = []
         budget = max_bytes
@@ -356,7 +378,9 @@ class ReplicaManager:
                 continue
             res.leader_id, res.leader_epoch = part.leader_id, part.leader_epoch
             try:
-                part.require_leader(req.current_leader_epoch)
+                # Consumers that name a rack (Fetch v11+) may read from followers (KIP-392).
+                part.require_readable(req.current_leader_epoch,
+                                      leader_only=replica_id >= 0 or client_rack is None)
                 res.high_watermark = part.high_watermark
                 res.last_stable_offset = part.last_stable_offset
                 res.log_start_offset = part.log.log_start_offset
@@ -366,6 +390,11 @@ class ReplicaManager:
                     epoch, end = part.log.end_offset_for_epoch(req.last_fetched_epoch)
                     if epoch < req.last_fetched_epoch or end < req.fetch_offset:
                         res.diverging_epoch = (epoch, end)
+                        continue
+                if client_rack and part.role is Role.LEADER:
+                    preferred = self.preferred_read_replica(part, req.fetch_offset, client_rack)
+                    if preferred >= 0:
+                        res.preferred_read_replica = preferred
                         continue
                 if replica_id >= 0 and req.fetch_offset <= part.log.log_end_offset:
                     part.update_follower(replica_id, req.fetch_offset, broker_epoch=replica_epoch)
@@ -387,8 +416,10 @@ class ReplicaManager:
 
     async def fetch(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,
-        min_bytes: int, max_bytes: int, replica_epoch: int = -1,
+        min_bytes: int, max_bytes: int, replica_epoch: int = -1, client_rack: str | None = None,
     ) -> list[FetchPartitionResult]:
+        """`client_rack` is a consumer's rack_id (Fetch v11+, "" when it has none); None
+        (older versions, followers) means leader-only reads."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         while True:
@@ -397,10 +428,11 @@ class ReplicaManager:
                 if (p := self._partitions.get((r.topic, r.partition))) is not None
             ]
             results = self._read_once(requests, replica_id=replica_id, max_bytes=max_bytes,
-                                      replica_epoch=replica_epoch)
+                                      replica_epoch=replica_epoch, client_rack=client_rack)
             total = sum(r.size for r in results)
             errored = any(
-                r.error_code != ErrorCode.none or r.diverging_epoch is not None for r in results
+                r.error_code != ErrorCode.none or r.diverging_epoch is not None
+                or r.preferred_read_replica >= 0 for r in results
             )
             remaining = deadline - loop.time()
             if total >= min_bytes or errored or remaining <= 0 or not waiters:

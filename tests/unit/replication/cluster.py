@@ -14,6 +14,7 @@ committed and published to every broker the moment the controller appends them.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import time
 import uuid
@@ -70,11 +71,13 @@ class Broker:
         self.config = cluster.config
         self.cluster_id = CLUSTER_ID
         self.broker_epoch = -1
+        self.rack = f"rack{node_id}"
         self.logs = LogManager([cluster.tmp / f"b{node_id}"], LogConfig(), now_ms)
         self.logs.load()
         self.replicas = ReplicaManager(
-            node_id, self.logs, now_ms, settings=settings,
+            node_id, self.logs, now_ms, settings=dataclasses.replace(settings, rack=self.rack),
             alter_partition=cluster.alter_partition, broker_epoch=lambda: self.broker_epoch,
+            rack_of=lambda b: (r.rack if (r := cluster.metadata.broker(b)) else None),
         )
         self.fetchers = ReplicaFetcherManager(
             self.replicas, address_of=broker_address_resolver(lambda: cluster.metadata,
@@ -155,7 +158,7 @@ class Cluster:
                 broker_id=b.node_id, cluster_id=CLUSTER_ID,
                 incarnation_id=uuid.UUID(int=b.node_id),
                 listeners=[("PLAINTEXT", "127.0.0.1", b.port, "PLAINTEXT")],
-                rack=f"rack{b.node_id}",
+                rack=b.rack,
             ))
             assert reply.error.name == "none", reply
             b.broker_epoch = reply.broker_epoch
@@ -168,6 +171,8 @@ class Cluster:
             current_metadata_offset=self.metadata.offset, want_fence=want_fence))
 
     async def stop(self) -> None:
+        for b in self.brokers.values():
+            await b.fetchers.stop()
         for b in self.brokers.values():
             await b.stop()
 
