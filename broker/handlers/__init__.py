@@ -37,6 +37,7 @@ from broker.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
 )
@@ -59,6 +60,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     incremental_alter_configs,
     describe_cluster,
     init_producer_id,
+    offset_for_leader_epoch,
     # consumer groups
     find_coordinator,
     join_group,

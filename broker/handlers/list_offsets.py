@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
+from broker.handlers._leader_hints import not_hosted_error
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -57,9 +58,12 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                     error_code=ErrorCode.none, timestamp=ts, offset=offset, leader_epoch=epoch,
                 ))
             except KafkaError as exc:
+                code = exc.error_code
+                if code is ErrorCode.unknown_topic_or_partition:
+                    code = not_hosted_error(node.metadata, topic.name, p.partition_index)
                 partitions.append(build(
                     mod.ListOffsetsPartitionResponse, partition_index=p.partition_index,
-                    error_code=exc.error_code, timestamp=-1, offset=-1, leader_epoch=-1,
+                    error_code=code, timestamp=-1, offset=-1, leader_epoch=-1,
                 ))
         topics.append(build(mod.ListOffsetsTopicResponse, name=topic.name,
                             partitions=tuple(partitions)))

@@ -1,7 +1,9 @@
 """Produce (API 0): append record batches to partition leaders.
 
-Versions 3-9 are served; 0-2 are advertised and answered UNSUPPORTED_VERSION by the
-server (librdkafka disables compression unless it sees them).
+Versions 3-10 are served; 0-2 are advertised and answered UNSUPPORTED_VERSION by the
+server (librdkafka disables compression unless it sees them). v10+ answers
+NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH with the current leader and its endpoint
+(KIP-951), so the producer switches without a metadata round trip.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
+from broker.handlers._leader_hints import (
+    LEADER_HINT_ERRORS,
+    current_leader,
+    leader_endpoints,
+    not_hosted_error,
+)
 from broker.log import AppendResult
 
 if TYPE_CHECKING:
@@ -67,16 +75,29 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         return None
 
     mod = response_module(request)
+    hints = hasattr(mod, "LeaderIdAndEpoch")
+    image = node.metadata
+    leaders: list[int] = []
     topics = []
     for topic in request.topic_data:
         partitions = []
         for part in topic.partition_data:
             result = results[(topic.name, part.index)]
             if isinstance(result, KafkaError):
+                if result.error_code is ErrorCode.unknown_topic_or_partition:
+                    result = KafkaError(not_hosted_error(image, topic.name, part.index),
+                                        result.message)
+                extra: dict[str, Any] = {}
+                if hints and result.error_code in LEADER_HINT_ERRORS:
+                    leader, epoch = current_leader(image, topic.name, part.index)
+                    if leader >= 0:
+                        leaders.append(leader)
+                        extra["current_leader"] = mod.LeaderIdAndEpoch(
+                            leader_id=leader, leader_epoch=epoch)
                 partitions.append(build(
                     mod.PartitionProduceResponse, index=part.index, error_code=result.error_code,
                     base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=(),
-                    error_message=result.message or None,
+                    error_message=result.message or None, **extra,
                 ))
             else:
                 partitions.append(build(
@@ -88,4 +109,9 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         topics.append(build(
             mod.TopicProduceResponse, name=topic.name, partition_responses=tuple(partitions)
         ))
-    return build(mod.ProduceResponse, responses=tuple(topics), throttle_time=_NO_THROTTLE)
+    endpoints = tuple(
+        mod.NodeEndpoint(node_id=b, host=host, port=port, rack=rack)
+        for b, host, port, rack in leader_endpoints(image, ctx.listener_name, leaders)
+    ) if leaders else ()
+    return build(mod.ProduceResponse, responses=tuple(topics), throttle_time=_NO_THROTTLE,
+                 node_endpoints=endpoints)

@@ -44,6 +44,7 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DELETE_RECORDS = 21
 INIT_PRODUCER_ID = 22
+OFFSET_FOR_LEADER_EPOCH = 23
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
@@ -159,8 +160,9 @@ class ApiTable:
 # What the client listener of a broker advertises (issue 4). DescribeLogDirs starts at v1 because
 # kio has no v0 schema.
 BROKER_APIS = ApiTable.of(
-    (PRODUCE, 0, 9),
-    (FETCH, 4, 12),
+    # Produce v10 and Fetch v16 carry the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
+    (PRODUCE, 0, 10),
+    (FETCH, 4, 16),
     (LIST_OFFSETS, 1, 7),
     (METADATA, 0, 12),
     (API_VERSIONS, 0, 4),
@@ -168,6 +170,7 @@ BROKER_APIS = ApiTable.of(
     (DELETE_TOPICS, 1, 4),
     (DELETE_RECORDS, 0, 2),
     (INIT_PRODUCER_ID, 0, 4),
+    (OFFSET_FOR_LEADER_EPOCH, 2, 4),  # kio has no v0-v1
     # consumer groups (issue 6): the classic protocol and KIP-848
     (OFFSET_COMMIT, 2, 9),
     (OFFSET_FETCH, 1, 9),

@@ -8,9 +8,28 @@ Role transitions (all of them live here):
     Follower --become_leader(epoch)-->   Leader     (epoch must not go back)
     any      --close()-->                Offline
 
+ISR changes, on the leader only (Kafka's PendingExpandIsr / PendingShrinkIsr):
+
+    Committed --maybe_expand_isr / maybe_shrink_isr--> Pending(new ISR, partition epoch)
+    Pending   --apply_isr_result(ok)-->                Committed(new ISR, new epoch)
+    Pending   --apply_isr_result(error)-->             Committed(old), retry after backoff
+    Pending   --metadata (become_leader), newer
+                partition epoch or new leader epoch--> Committed(metadata's ISR)
+
+At most one change is in flight. While one is, the high watermark is computed over the
+maximal ISR (old members plus proposed ones): a replica being added can only hold the
+high watermark back, and one being removed still bounds it until the change commits.
+min.insync.replicas is always checked against the committed ISR.
+
+A follower is caught up (Kafka's rule) when it fetches at or past the leader's log end
+offset of that moment, or at or past the leader's log end offset at its previous fetch;
+it then counts as caught up as of that previous fetch. A replica joins the ISR once its
+log end offset reaches the high watermark and the start of the leader's epoch, and
+leaves it when it has not been caught up for replica.lag.time.max.ms.
+
 The high watermark is the smallest log end offset among the in-sync replicas, and it
 only advances while |ISR| >= min.insync.replicas (KIP-966 strict min-ISR). It never
-goes back on the leader.
+goes back on the leader. A follower takes the leader's, capped by its own log end.
 
 Idempotent producers: the leader checks each append against `producer_state` first (a
 retried batch is answered with its original offsets and not written again); the log's
@@ -35,6 +54,7 @@ from uuid import UUID
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.requests import AlterPartitionItem
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
 from broker.log.files import atomic_write
@@ -72,6 +92,26 @@ class Role(enum.Enum):
 class FollowerState:
     log_end_offset: int = 0
     last_caught_up_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0
+    last_fetch_ms: int = 0
+    broker_epoch: int = -1  # from Fetch v15+ ReplicaState; -1 when the follower sent none
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIsrChange:
+    """An AlterPartition this leader sent and has no answer for yet."""
+
+    new_isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int  # the partition epoch the change was proposed against
+    expand: bool
+
+    def item(self, index: int, broker_epochs: dict[int, int]) -> AlterPartitionItem:
+        return AlterPartitionItem(
+            partition_index=index, leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch,
+            new_isr=[(b, broker_epochs.get(b, -1)) for b in self.new_isr],
+        )
 
 
 @dataclass
@@ -93,6 +133,9 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)
     producer_id_expiration_ms: int = 86_400_000
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
+    leader_epoch_start_offset: int = -1
+    pending_isr: PendingIsrChange | None = None
+    isr_retry_after_ms: int = 0
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _next_producer_expiry_ms: int = 0
 
@@ -109,6 +152,9 @@ class Partition:
     ) -> None:
         self._check_epoch(leader_epoch)
         now = self.clock()
+        new_epoch = self.role is not Role.LEADER or leader_epoch != self.leader_epoch
+        if not new_epoch and partition_epoch < self.partition_epoch:
+            return  # older than an AlterPartition answer already applied
         self.role = Role.LEADER
         self.leader_id = self.node_id
         self.leader_epoch = leader_epoch
@@ -116,12 +162,33 @@ class Partition:
         self.replicas = replicas
         self.isr = isr
         self.min_insync_replicas = min_insync_replicas
-        self.followers = {
-            r: self.followers.get(r, FollowerState(last_caught_up_ms=now))
-            for r in replicas if r != self.node_id
-        }
+        end = self.log.log_end_offset
+        if new_epoch:
+            # Kafka's resetReplicaState for a new leader: in-sync followers count as caught
+            # up now, the others never were; their log end offsets are unknown until they
+            # fetch. The epoch starts at the log end, so followers that wrote past it in an
+            # earlier epoch learn where to truncate (DivergingEpoch) before any new append.
+            self.leader_epoch_start_offset = end
+            self.log.epoch_cache.assign(leader_epoch, end)
+            self.pending_isr = None
+            self.isr_retry_after_ms = 0
+            self.followers = {
+                r: FollowerState(
+                    last_caught_up_ms=now if r in isr else 0,
+                    last_fetch_leader_log_end_offset=end,
+                    last_fetch_ms=now if r in isr else 0,
+                )
+                for r in replicas if r != self.node_id
+            }
+        else:
+            if self.pending_isr is not None and partition_epoch > self.pending_isr.partition_epoch:
+                self.pending_isr = None  # the metadata already holds the outcome
+            self.followers = {
+                r: self.followers.get(r, FollowerState(last_fetch_leader_log_end_offset=end))
+                for r in replicas if r != self.node_id
+            }
         self.high_watermark = max(self.high_watermark, self.log.log_start_offset)
-        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.high_watermark = min(self.high_watermark, end)
         self._maybe_advance_high_watermark()
         self._wake_waiters()
 
@@ -137,6 +204,8 @@ class Partition:
         self.replicas = replicas
         self.isr = isr
         self.followers = {}
+        self.pending_isr = None
+        self.leader_epoch_start_offset = -1
         self._wake_waiters()
 
     def close(self) -> None:
@@ -159,7 +228,11 @@ class Partition:
     # ---- leader data path --------------------------------------------------------
 
     def require_leader(self, current_leader_epoch: int = -1) -> None:
-        if self.role is not Role.LEADER:
+        self.require_readable(current_leader_epoch, leader_only=True)
+
+    def require_readable(self, current_leader_epoch: int = -1, *, leader_only: bool) -> None:
+        """A consumer may read from a follower (KIP-392) when not `leader_only`."""
+        if not (self.role is Role.LEADER or (not leader_only and self.role is Role.FOLLOWER)):
             raise KafkaError(ErrorCode.not_leader_or_follower, f"{self.topic}-{self.index}")
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:
@@ -227,21 +300,104 @@ class Partition:
                 path.unlink()
         return loaded
 
-    def update_follower(self, replica_id: int, log_end_offset: int) -> None:
-        """A follower fetched at `log_end_offset`: it holds everything before it."""
+    def update_follower(
+        self, replica_id: int, fetch_offset: int, *, broker_epoch: int = -1,
+    ) -> None:
+        """A follower fetched at `fetch_offset`: it holds everything before it."""
         state = self.followers.get(replica_id)
         if state is None:
             return
-        state.log_end_offset = log_end_offset
-        if log_end_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = self.clock()
+        now = self.clock()
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now)
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.last_fetch_leader_log_end_offset = leader_end
+        state.last_fetch_ms = now
+        state.log_end_offset = fetch_offset
+        if broker_epoch >= 0:
+            state.broker_epoch = broker_epoch
         self._maybe_advance_high_watermark()
+
+    # ---- ISR changes (leader) ------------------------------------------------------
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(dict.fromkeys((*self.isr, *self.pending_isr.new_isr)))
+
+    def _may_propose(self, now_ms: int) -> bool:
+        return (
+            self.role is Role.LEADER and self.pending_isr is None
+            and now_ms >= self.isr_retry_after_ms
+        )
+
+    def maybe_expand_isr(self, replica_id: int, now_ms: int) -> PendingIsrChange | None:
+        """Propose adding `replica_id` if it caught up (the caller sends it)."""
+        state = self.followers.get(replica_id)
+        if state is None or replica_id in self.isr or not self._may_propose(now_ms):
+            return None
+        if not (
+            state.log_end_offset >= self.high_watermark
+            and 0 <= self.leader_epoch_start_offset <= state.log_end_offset
+        ):
+            return None
+        return self._propose((*self.isr, replica_id), expand=True)
+
+    def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
+        out = []
+        for r in self.isr:
+            state = self.followers.get(r)
+            if state is not None and now_ms - state.last_caught_up_ms > lag_time_max_ms:
+                out.append(r)
+        return out
+
+    def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> PendingIsrChange | None:
+        if not self._may_propose(now_ms):
+            return None
+        lagging = self.out_of_sync_replicas(now_ms, lag_time_max_ms)
+        if not lagging:
+            return None
+        return self._propose(tuple(r for r in self.isr if r not in lagging), expand=False)
+
+    def _propose(self, new_isr: tuple[int, ...], *, expand: bool) -> PendingIsrChange:
+        self.pending_isr = PendingIsrChange(
+            new_isr=new_isr, leader_epoch=self.leader_epoch,
+            partition_epoch=self.partition_epoch, expand=expand,
+        )
+        return self.pending_isr
+
+    def follower_broker_epochs(self, own_broker_epoch: int) -> dict[int, int]:
+        epochs = {r: s.broker_epoch for r, s in self.followers.items()}
+        epochs[self.node_id] = own_broker_epoch
+        return epochs
+
+    def apply_isr_result(
+        self, pending: PendingIsrChange, *, error: ErrorCode, isr: tuple[int, ...] = (),
+        leader_epoch: int = -1, partition_epoch: int = -1, retry_after_ms: int = 0,
+    ) -> bool:
+        """The controller's answer to `pending`; True if the committed ISR changed."""
+        if self.pending_isr is not pending:
+            return False  # superseded by metadata or a new leadership
+        self.pending_isr = None
+        if error is not ErrorCode.none:
+            self.isr_retry_after_ms = retry_after_ms
+            return False
+        if leader_epoch != self.leader_epoch or partition_epoch <= self.partition_epoch:
+            return False  # the metadata got here first
+        self.isr = isr
+        self.partition_epoch = partition_epoch
+        self._maybe_advance_high_watermark()
+        self._wake_waiters()
+        return True
 
     def _maybe_advance_high_watermark(self) -> None:
         if self.role is not Role.LEADER or len(self.isr) < self.min_insync_replicas:
             return
         candidates = [self.log.log_end_offset]
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.node_id:
                 candidates.append(self.followers.get(replica, FollowerState()).log_end_offset)
         new_hw = min(candidates)
@@ -250,6 +406,36 @@ class Partition:
             # Retention and DeleteRecords never go past what the ISR holds.
             self.log.update_high_watermark(new_hw)
             self._wake_waiters()
+
+    # ---- follower data path ------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes | memoryview) -> AppendResult:
+        if self.role is not Role.FOLLOWER:
+            raise KafkaError(ErrorCode.not_leader_or_follower, f"{self.topic}-{self.index}")
+        result = self.log.append_as_follower(records)
+        if result.records_count:
+            self._wake_waiters()
+        return result
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        new_hw = max(min(leader_high_watermark, self.log.log_end_offset), 0)
+        if new_hw != self.high_watermark:
+            self.high_watermark = new_hw
+            self.log.update_high_watermark(new_hw)
+            self._wake_waiters()
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation to `offset` (from DivergingEpoch)."""
+        self.log.truncate_to(offset)
+        # An epoch that starts at the log end holds no batch (a leadership that appended
+        # nothing): it must not be sent as the last fetched epoch, or the leader would
+        # keep answering the same divergence.
+        self.log.epoch_cache.truncate_from_end(self.log.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
 
     def read(
         self, fetch_offset: int, max_bytes: int, *, for_replica: bool, min_one_batch: bool,

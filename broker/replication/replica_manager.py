@@ -2,25 +2,80 @@
 
 Fetch long polls wait on the partitions' futures, which are completed the moment the
 high watermark (consumers) or log end offset (followers) moves: no sleeping in slices.
+
+Leaders answer follower fetches (replica_id >= 0): a follower whose last fetched epoch
+disagrees with this leader's epoch cache gets a DivergingEpoch instead of data; otherwise
+its fetch offset is its log end offset, which moves the high watermark and may add it to
+the ISR. ISR changes go to the controller through the injected `alter_partition`, one in
+flight per partition; a periodic check (`check_isr`, every replica.lag.time.max.ms / 2)
+removes replicas that stopped catching up. Followers are fed by the replica fetchers
+(broker/replication/fetcher.py), which this manager tells about role changes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol
 from uuid import UUID
 
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
-from broker.replication.partition import Partition, Role
+from broker.replication.partition import Partition, PendingIsrChange, Role
 
 log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
+AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
+
+# Kafka's replica.lag.time.max.ms is 30 s. Skiff's default (see ReplicationSettings) is
+# shorter: a follower that fetches every replica.fetch.wait.max.ms (500 ms) while caught up
+# has twenty fetches of slack, and a paused follower stalls acks=all producers for a third
+# of the time.
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationSettings:
+    """The replica.* broker configs the replication layer uses."""
+
+    lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+    fetch_max_bytes: int = 1024 * 1024
+    fetch_response_max_bytes: int = 10 * 1024 * 1024
+    fetch_min_bytes: int = 1
+    fetch_wait_max_ms: int = 500
+    fetch_backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+    alter_partition_backoff_ms: int = 500
+    rack: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Any) -> ReplicationSettings:
+        """From a NodeConfig (anything indexable by Kafka's config keys)."""
+        return cls(
+            lag_time_max_ms=int(config["replica.lag.time.max.ms"]),
+            fetch_max_bytes=int(config["replica.fetch.max.bytes"]),
+            fetch_response_max_bytes=int(config["replica.fetch.response.max.bytes"]),
+            fetch_min_bytes=int(config["replica.fetch.min.bytes"]),
+            fetch_wait_max_ms=int(config["replica.fetch.wait.max.ms"]),
+            fetch_backoff_ms=int(config["replica.fetch.backoff.ms"]),
+            socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
+            rack=config["broker.rack"],
+        )
+
+
+class FetcherHook(Protocol):
+    """What the ReplicaManager tells the replica fetchers (ReplicaFetcherManager)."""
+
+    def add_partition(self, part: Partition) -> None: ...
+
+    def remove_partition(self, topic: str, index: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +98,7 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     records: FileSlice | None = None
     diverging_epoch: tuple[int, int] | None = None
+    preferred_read_replica: int = -1
     leader_id: int = -1
     leader_epoch: int = -1
 
@@ -52,11 +108,51 @@ class FetchPartitionResult:
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, logs: LogManager, clock: Callable[[], int]) -> None:
+    def __init__(
+        self, node_id: int, logs: LogManager, clock: Callable[[], int], *,
+        settings: ReplicationSettings | None = None,
+        alter_partition: AlterPartitionFn | None = None,
+        broker_epoch: Callable[[], int] = lambda: -1,
+        rack_of: Callable[[int], str | None] = lambda broker_id: None,
+    ) -> None:
+        """Without `alter_partition` (a single node) the ISR never changes. `rack_of` names
+        other brokers' racks (broker.rack of their registrations) for KIP-392."""
         self.node_id = node_id
         self.logs = logs
         self.clock = clock
+        self.settings = settings or ReplicationSettings()
+        self.alter_partition = alter_partition
+        self.broker_epoch = broker_epoch
+        self.rack_of = rack_of
+        self.fetchers: FetcherHook | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._isr_task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle (the periodic ISR check) ------------------------------------------
+
+    def start(self) -> None:
+        if self._isr_task is None:
+            self._isr_task = asyncio.get_running_loop().create_task(
+                self._isr_loop(), name="isr_check")
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks, *([self._isr_task] if self._isr_task else [])]
+        self._isr_task = None
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    async def _isr_loop(self) -> None:
+        interval_s = max(self.settings.lag_time_max_ms / 2, 10) / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.check_isr()
+            except Exception:
+                log.exception("isr_check_failed")
 
     # ---- applying metadata -------------------------------------------------------
 
@@ -109,18 +205,94 @@ class ReplicaManager:
                 leader_epoch=leader_epoch, partition_epoch=partition_epoch, replicas=replicas,
                 isr=isr, min_insync_replicas=min_insync_replicas,
             )
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(topic, index)
         else:
             part.become_follower(
                 leader_id=leader, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
                 replicas=replicas, isr=isr,
             )
+            if self.fetchers is not None:
+                self.fetchers.add_partition(part)
 
     def remove(self, topic: str, index: int, *, delete_log: bool) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(topic, index)
         part = self._partitions.pop((topic, index), None)
         if part is not None:
             part.close()
         if delete_log:
             self.logs.delete(topic, index)
+
+    # ---- ISR changes ---------------------------------------------------------------
+
+    def check_isr(self) -> None:
+        """Propose removing the replicas that stopped catching up (the periodic check)."""
+        if self.alter_partition is None:
+            return
+        now = self.clock()
+        for part in list(self._partitions.values()):
+            if part.role is Role.LEADER:
+                pending = part.maybe_shrink_isr(now, self.settings.lag_time_max_ms)
+                if pending is not None:
+                    self._send_isr_change(part, pending)
+
+    def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
+        if self.alter_partition is None:
+            return
+        pending = part.maybe_expand_isr(replica_id, self.clock())
+        if pending is not None:
+            self._send_isr_change(part, pending)
+
+    def _send_isr_change(self, part: Partition, pending: PendingIsrChange) -> None:
+        task = asyncio.get_running_loop().create_task(self._alter_isr(part, pending))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alter_isr(self, part: Partition, pending: PendingIsrChange) -> None:
+        assert self.alter_partition is not None
+        backoff = self.settings.alter_partition_backoff_ms
+        if part.topic_id is None:
+            part.apply_isr_result(pending, error=ErrorCode.unknown_topic_id,
+                                  retry_after_ms=self.clock() + backoff)
+            return
+        own_epoch = self.broker_epoch()
+        request = AlterPartitionRequest(
+            broker_id=self.node_id, broker_epoch=own_epoch,
+            topics=[(part.topic_id, [pending.item(part.index,
+                                                  part.follower_broker_epochs(own_epoch))])],
+        )
+        error = ErrorCode.unknown_server_error
+        try:
+            reply = await self.alter_partition(request)
+            error = reply.error
+            if error is ErrorCode.none:
+                error = ErrorCode.unknown_topic_or_partition  # unless the reply names it
+                for topic_id, items in reply.topics:
+                    for item in items:
+                        if topic_id == part.topic_id and item.partition_index == part.index:
+                            error = item.error
+                            if error is ErrorCode.none:
+                                changed = part.apply_isr_result(
+                                    pending, error=error, isr=tuple(item.isr),
+                                    leader_epoch=item.leader_epoch,
+                                    partition_epoch=item.partition_epoch,
+                                )
+                                log.info("isr_changed", topic=part.topic, partition=part.index,
+                                         isr=list(item.isr), applied=changed,
+                                         partition_epoch=item.partition_epoch)
+                                return
+        except KafkaError as exc:
+            error = exc.error_code
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("alter_partition_failed", topic=part.topic, partition=part.index)
+        # INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH, NOT_CONTROLLER, ...: drop the proposal;
+        # the next metadata or the next check after the backoff proposes again.
+        log.info("isr_change_refused", topic=part.topic, partition=part.index,
+                 proposed=list(pending.new_isr), error=error.name)
+        part.apply_isr_result(pending, error=error, retry_after_ms=self.clock() + backoff)
 
     # ---- produce -----------------------------------------------------------------
 
@@ -172,8 +344,27 @@ class ReplicaManager:
 
     # ---- fetch -------------------------------------------------------------------
 
+    def preferred_read_replica(self, part: Partition, fetch_offset: int, client_rack: str) -> int:
+        """KIP-392 on the leader: an in-sync follower in the consumer's rack that holds
+        `fetch_offset` (the one furthest ahead, then the lowest id), or -1 to read here.
+        Only when this broker has a rack (broker.rack)."""
+        own = self.settings.rack
+        if not client_rack or own is None or own == client_rack:
+            return -1
+        best: tuple[int, int] | None = None
+        for r in part.isr:
+            state = part.followers.get(r)
+            if state is None or state.log_end_offset < fetch_offset:
+                continue
+            if self.rack_of(r) != client_rack:
+                continue
+            if best is None or (state.log_end_offset, -r) > (best[0], -best[1]):
+                best = (state.log_end_offset, r)
+        return -1 if best is None else best[1]
+
     def _read_once(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_bytes: int,
+        replica_epoch: int = -1, client_rack: str | None = None,
     ) -> list[FetchPartitionResult]:
         results: list[FetchPartitionResult] = []
         budget = max_bytes
@@ -187,13 +378,28 @@ class ReplicaManager:
                 continue
             res.leader_id, res.leader_epoch = part.leader_id, part.leader_epoch
             try:
-                part.require_leader(req.current_leader_epoch)
+                # Consumers that name a rack (Fetch v11+) may read from followers (KIP-392).
+                part.require_readable(req.current_leader_epoch,
+                                      leader_only=replica_id >= 0 or client_rack is None)
                 res.high_watermark = part.high_watermark
                 res.last_stable_offset = part.last_stable_offset
                 res.log_start_offset = part.log.log_start_offset
-                if replica_id >= 0:
-                    part.update_follower(replica_id, req.fetch_offset)
+                if req.last_fetched_epoch >= 0:
+                    # Kafka's check (KIP-595 / KIP-320): the follower's last epoch must end
+                    # here at or after its fetch offset, else it truncates first.
+                    epoch, end = part.log.end_offset_for_epoch(req.last_fetched_epoch)
+                    if epoch < req.last_fetched_epoch or end < req.fetch_offset:
+                        res.diverging_epoch = (epoch, end)
+                        continue
+                if client_rack and part.role is Role.LEADER:
+                    preferred = self.preferred_read_replica(part, req.fetch_offset, client_rack)
+                    if preferred >= 0:
+                        res.preferred_read_replica = preferred
+                        continue
+                if replica_id >= 0 and req.fetch_offset <= part.log.log_end_offset:
+                    part.update_follower(replica_id, req.fetch_offset, broker_epoch=replica_epoch)
                     res.high_watermark = part.high_watermark
+                    self._maybe_expand_isr(part, replica_id)
                 if budget <= 0 and not first_with_data:
                     continue
                 records = part.read(
@@ -210,8 +416,10 @@ class ReplicaManager:
 
     async def fetch(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,
-        min_bytes: int, max_bytes: int,
+        min_bytes: int, max_bytes: int, replica_epoch: int = -1, client_rack: str | None = None,
     ) -> list[FetchPartitionResult]:
+        """`client_rack` is a consumer's rack_id (Fetch v11+, "" when it has none); None
+        (older versions, followers) means leader-only reads."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         while True:
@@ -219,9 +427,13 @@ class ReplicaManager:
                 p.new_waiter() for r in requests
                 if (p := self._partitions.get((r.topic, r.partition))) is not None
             ]
-            results = self._read_once(requests, replica_id=replica_id, max_bytes=max_bytes)
+            results = self._read_once(requests, replica_id=replica_id, max_bytes=max_bytes,
+                                      replica_epoch=replica_epoch, client_rack=client_rack)
             total = sum(r.size for r in results)
-            errored = any(r.error_code != ErrorCode.none for r in results)
+            errored = any(
+                r.error_code != ErrorCode.none or r.diverging_epoch is not None
+                or r.preferred_read_replica >= 0 for r in results
+            )
             remaining = deadline - loop.time()
             if total >= min_bytes or errored or remaining <= 0 or not waiters:
                 for w in waiters:

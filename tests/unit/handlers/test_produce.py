@@ -1,4 +1,4 @@
-"""Produce v3-9: appends, acks, per-partition errors, and the response at every version."""
+"""Produce v3-10: appends, acks, per-partition errors, and the response at every version."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from broker.protocol.records import decode_records
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
 from tests.unit.handlers.datapath import create, produce_request, records
 
-VERSIONS = range(3, 10)
+VERSIONS = range(3, 11)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -1,0 +1,55 @@
+"""OffsetForLeaderEpoch (API 23), versions 2-4: the end offset of a leader epoch.
+
+Clients (the Java consumer, librdkafka) ask it after a leader change to check that their
+position is still on the leader's log (KIP-320); followers of older brokers used it to
+find where to truncate. The leader answers from its leader-epoch cache as Kafka does:
+for the latest epoch its log end offset; for an older one the start offset of the next
+higher epoch it knows, with the largest epoch at or below the requested one; for an
+epoch above its latest (or with no epochs) -1/-1.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+from broker.handlers._leader_hints import not_hosted_error
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 23
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            try:
+                part = node.replicas.leader_partition(
+                    topic.topic, p.partition, p.current_leader_epoch)
+                epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
+                partitions.append(build(
+                    mod.EpochEndOffset, error_code=ErrorCode.none, partition=p.partition,
+                    leader_epoch=epoch, end_offset=end,
+                ))
+            except KafkaError as exc:
+                code = exc.error_code
+                if code is ErrorCode.unknown_topic_or_partition:
+                    code = not_hosted_error(node.metadata, topic.topic, p.partition)
+                partitions.append(build(
+                    mod.EpochEndOffset, error_code=code, partition=p.partition,
+                    leader_epoch=-1, end_offset=-1,
+                ))
+        topics.append(build(mod.OffsetForLeaderTopicResult, topic=topic.topic,
+                            partitions=tuple(partitions)))
+    return build(mod.OffsetForLeaderEpochResponse, throttle_time=_NO_THROTTLE,
+                 topics=tuple(topics))

@@ -1,0 +1,402 @@
+"""Replica fetchers: followers pull their partitions' data from the leaders.
+
+One `ReplicaFetcher` per source (leader) broker multiplexes every partition this broker
+follows from it (Kafka's num.replica.fetchers = 1). The `ReplicaFetcherManager` moves a
+partition between fetchers as the ReplicaManager applies leadership changes, and stops a
+fetcher left without partitions.
+
+Each round is one Fetch (v12+, the highest version both sides support, up to
+FETCH_MAX_VERSION) with replica_id = this broker, fetch_offset = the log end offset,
+last_fetched_epoch = the log's latest epoch and current_leader_epoch = the epoch this
+broker knows. Per partition the answer is handled the way Kafka's follower does:
+
+- data: appended as the leader's bytes (PartitionLog.append_as_follower); the high
+  watermark becomes min(leader's, own log end); the log start follows the leader's.
+- DivergingEpoch(epoch, end): truncate to where the logs agree (`truncation_offset`),
+  which may take several rounds when this log holds epochs the leader never had.
+- OFFSET_OUT_OF_RANGE with the leader's log start past this log's end: truncate fully
+  and start at the leader's log start.
+- FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and other errors: the
+  partition waits replica.fetch.backoff.ms (metadata will bring the new leader).
+
+A failed request (connection, timeout) backs off every partition of that fetcher. Nothing
+here ever truncates to the high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Protocol, TypeVar
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.metadata.image import MetadataImage
+from broker.replication.partition import Partition, Role
+from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+
+log = structlog.get_logger(__name__)
+
+FETCH = 1
+API_VERSIONS = 18
+FETCH_MIN_VERSION = 12  # DivergingEpoch
+FETCH_MAX_VERSION = 16
+FETCH_TOPIC_IDS_VERSION = 13
+FETCH_REPLICA_STATE_VERSION = 15
+TopicPartition = tuple[str, int]
+AddressOf = Callable[[int], "tuple[str, int] | None"]
+T = TypeVar("T")
+
+
+class FetchConnection(Protocol):
+    """What a fetcher needs of a connection: raft/transport.py's KafkaConnection."""
+
+    async def request(self, api_key: int, version: int, request: Any, timeout_s: float) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+ConnectFn = Callable[[str, int], FetchConnection]
+
+
+def _kafka_connection(host: str, port: int) -> FetchConnection:
+    from raft.transport import KafkaConnection
+
+    return KafkaConnection(host, port, client_id="skiff-replica-fetcher")
+
+
+def broker_address_resolver(image: Callable[[], MetadataImage], listener_name: str) -> AddressOf:
+    """`address_of` from the metadata image: the broker's endpoint on `listener_name`
+    (inter.broker.listener.name), unfenced or not (a fenced leader still answers fetches
+    until the controller moves its leaderships)."""
+
+    def address_of(broker_id: int) -> tuple[str, int] | None:
+        reg = image().broker(broker_id)
+        ep = None if reg is None else reg.endpoint(listener_name)
+        return None if ep is None else (ep.host, ep.port)
+
+    return address_of
+
+
+def truncation_offset(part: Partition, epoch: int, end_offset: int) -> int | None:
+    """Where a follower truncates on DivergingEpoch(epoch, end_offset) (Kafka's
+    getOffsetTruncationState): within the epoch both logs know, the smaller end; when this
+    log does not have `epoch`, the end of its largest epoch below it, after which the next
+    fetch asks again. None when the leader gave no offset (nothing is truncated)."""
+    if end_offset < 0:
+        return None
+    if epoch < 0:
+        return end_offset
+    own_epoch, own_end = part.log.end_offset_for_epoch(epoch)
+    if own_end < 0:
+        return end_offset
+    if own_epoch != epoch:
+        return own_end
+    return min(own_end, end_offset)
+
+
+@cache
+def _schema(version: int, side: str) -> Any:
+    return importlib.import_module(f"kio.schema.fetch.v{version}.{side}")
+
+
+@cache
+def _fields(cls: Any) -> frozenset[str]:
+    return frozenset(cls.__dataclass_fields__)
+
+
+def _build(cls: type[T], **fields: Any) -> T:
+    names = _fields(cls)  # type: ignore[arg-type]  # classes are hashable
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+@dataclass(eq=False)
+class _FetchState:
+    part: Partition
+    leader_epoch: int
+    delayed_until: float = 0.0  # event loop time
+
+
+class ReplicaFetcher:
+    """The partitions this broker follows from one source broker, and the task fetching them."""
+
+    def __init__(self, manager: ReplicaFetcherManager, source_id: int) -> None:
+        self.manager = manager
+        self.source_id = source_id
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self.fetch_version = -1
+        self._conn: FetchConnection | None = None
+        self._conn_address: tuple[str, int] | None = None
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def settings(self) -> ReplicationSettings:
+        return self.manager.settings
+
+    def add(self, part: Partition) -> None:
+        key = (part.topic, part.index)
+        current = self.partitions.get(key)
+        if (
+            current is not None and current.part is part
+            and current.leader_epoch == part.leader_epoch
+        ):
+            return
+        self.partitions[key] = _FetchState(part, part.leader_epoch)
+        self._wakeup.set()
+
+    def remove(self, key: TopicPartition) -> None:
+        self.partitions.pop(key, None)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"replica_fetcher_{self.source_id}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self._close_connection()
+
+    async def _close_connection(self) -> None:
+        conn, self._conn, self._conn_address = self._conn, None, None
+        self.fetch_version = -1
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _run(self) -> None:
+        backoff_s = self.settings.fetch_backoff_ms / 1000
+        while True:
+            try:
+                await self.fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except (OSError, TimeoutError, ConnectionError, KafkaError, ValueError) as exc:
+                log.info("replica_fetch_failed", source=self.source_id, error=repr(exc))
+                await self._close_connection()
+                await asyncio.sleep(backoff_s)
+            except Exception:
+                log.exception("replica_fetcher_error", source=self.source_id)
+                await self._close_connection()
+                await asyncio.sleep(backoff_s)
+
+    async def _connection(self) -> FetchConnection | None:
+        address = self.manager.address_of(self.source_id)
+        if address is None:
+            return None
+        if self._conn is not None and address == self._conn_address:
+            return self._conn
+        await self._close_connection()
+        conn = self.manager.connect(*address)
+        timeout_s = self.settings.socket_timeout_ms / 1000
+        # v2: KafkaConnection reads flexible responses with header v1, which ApiVersions
+        # (always header v0) does not use.
+        versions = importlib.import_module("kio.schema.api_versions.v2.request")
+        reply = await conn.request(API_VERSIONS, 2, versions.ApiVersionsRequest(), timeout_s)
+        peer_max = next((int(k.max_version) for k in reply.api_keys if k.api_key == FETCH), -1)
+        version = min(peer_max, FETCH_MAX_VERSION)
+        if version < FETCH_MIN_VERSION:
+            await conn.close()
+            raise KafkaError(ErrorCode.unsupported_version,
+                             f"broker {self.source_id} serves Fetch up to v{peer_max}")
+        self._conn, self._conn_address, self.fetch_version = conn, address, version
+        return conn
+
+    async def fetch_once(self) -> None:
+        """One round: wait for a ready partition, send one Fetch, handle the answer."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        ready = [st for st in self.partitions.values() if st.delayed_until <= now]
+        if not ready:
+            self._wakeup.clear()
+            delays = [st.delayed_until - now for st in self.partitions.values()]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), min(delays, default=None))
+            return
+        conn = await self._connection()
+        if conn is None:
+            log.debug("replica_fetch_no_address", source=self.source_id)
+            self._delay(ready)
+            return
+        version = self.fetch_version
+        if version >= FETCH_TOPIC_IDS_VERSION and any(st.part.topic_id is None for st in ready):
+            version = FETCH_TOPIC_IDS_VERSION - 1  # logs created without a topic id
+        sent = {(st.part.topic, st.part.index): (st, st.part.log.log_end_offset) for st in ready}
+        request = self._request(version, [st for st, _ in sent.values()])
+        s = self.settings
+        response = await conn.request(
+            FETCH, version, request, (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000)
+        if response.error_code != ErrorCode.none:
+            log.info("replica_fetch_error", source=self.source_id,
+                     error=ErrorCode(response.error_code).name)
+            self._delay([st for st, _ in sent.values()])
+            return
+        by_id = {st.part.topic_id: st.part.topic for st, _ in sent.values()}
+        for topic in response.responses:
+            name = by_id.get(topic.topic_id) if version >= FETCH_TOPIC_IDS_VERSION else topic.topic
+            for pd in topic.partitions:
+                entry = sent.get((name or "", pd.partition_index))
+                if entry is not None:
+                    self._handle_partition(entry[0], entry[1], pd)
+
+    def _request(self, version: int, states: list[_FetchState]) -> Any:
+        m = _schema(version, "request")
+        s = self.settings
+        by_topic: dict[str, list[Any]] = {}
+        ids: dict[str, Any] = {}
+        for st in states:
+            plog = st.part.log
+            ids[st.part.topic] = st.part.topic_id
+            by_topic.setdefault(st.part.topic, []).append(_build(
+                m.FetchPartition, partition=st.part.index,
+                current_leader_epoch=st.leader_epoch, fetch_offset=plog.log_end_offset,
+                last_fetched_epoch=plog.latest_epoch, log_start_offset=plog.log_start_offset,
+                partition_max_bytes=s.fetch_max_bytes,
+            ))
+        topics = tuple(
+            _build(m.FetchTopic, topic=name, topic_id=ids[name], partitions=tuple(parts))
+            for name, parts in by_topic.items()
+        )
+        node_id = self.manager.replicas.node_id
+        extra: dict[str, Any] = {"replica_id": node_id}
+        if version >= FETCH_REPLICA_STATE_VERSION:
+            extra = {"replica_state": m.ReplicaState(
+                replica_id=node_id, replica_epoch=self.manager.replicas.broker_epoch())}
+        return _build(
+            m.FetchRequest, max_wait=datetime.timedelta(milliseconds=s.fetch_wait_max_ms),
+            min_bytes=s.fetch_min_bytes, max_bytes=s.fetch_response_max_bytes,
+            isolation_level=0, session_id=0, session_epoch=-1, topics=topics,
+            forgotten_topics_data=(), rack_id="", **extra,
+        )
+
+    def _delay(self, states: list[_FetchState]) -> None:
+        until = asyncio.get_running_loop().time() + self.settings.fetch_backoff_ms / 1000
+        for st in states:
+            st.delayed_until = until
+
+    def _handle_partition(self, st: _FetchState, fetch_offset: int, pd: Any) -> None:
+        part = st.part
+        key = (part.topic, part.index)
+        if (
+            self.partitions.get(key) is not st or part.role is not Role.FOLLOWER
+            or part.leader_epoch != st.leader_epoch or part.log.log_end_offset != fetch_offset
+        ):
+            return  # moved, re-led or truncated while the fetch was in flight
+        error = ErrorCode(pd.error_code)
+        try:
+            if error is ErrorCode.none:
+                diverging = getattr(pd, "diverging_epoch", None)
+                if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+                    self._truncate_on_divergence(part, diverging.epoch, diverging.end_offset)
+                    return
+                if pd.records:
+                    part.append_as_follower(pd.records)
+                part.update_follower_high_watermark(pd.high_watermark)
+                leader_start = min(pd.log_start_offset, part.high_watermark)
+                if leader_start > part.log.log_start_offset:
+                    part.log.delete_records_before(leader_start)
+            elif error is ErrorCode.offset_out_of_range and (
+                pd.log_start_offset > part.log.log_end_offset
+            ):
+                log.info("replica_truncate_fully", topic=part.topic, partition=part.index,
+                         log_end_offset=part.log.log_end_offset, start_at=pd.log_start_offset)
+                part.truncate_fully_and_start_at(pd.log_start_offset)
+            else:
+                log.info("replica_fetch_partition_error", topic=part.topic,
+                         partition=part.index, source=self.source_id, error=error.name)
+                self._delay([st])
+        except KafkaError as exc:
+            log.warning("replica_append_failed", topic=part.topic, partition=part.index,
+                        error=exc.error_code.name, reason=exc.message)
+            self._delay([st])
+
+    def _truncate_on_divergence(self, part: Partition, epoch: int, end_offset: int) -> None:
+        target = truncation_offset(part, epoch, end_offset)
+        if target is None:
+            return
+        log.info("replica_truncate", topic=part.topic, partition=part.index,
+                 diverging_epoch=epoch, diverging_end_offset=end_offset,
+                 log_end_offset=part.log.log_end_offset, truncate_to=target)
+        part.truncate_to(target)
+
+
+class ReplicaFetcherManager:
+    """Keeps one fetcher per source broker, fed by ReplicaManager.apply_partition."""
+
+    def __init__(
+        self, replicas: ReplicaManager, *, address_of: AddressOf,
+        settings: ReplicationSettings | None = None, connect: ConnectFn = _kafka_connection,
+    ) -> None:
+        self.replicas = replicas
+        self.address_of = address_of
+        self.settings = settings or replicas.settings
+        self.connect = connect
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._source_of: dict[TopicPartition, int] = {}
+        self._started = False
+        self._closing: set[asyncio.Task[None]] = set()
+        replicas.fetchers = self
+        for part in replicas.partitions():
+            if part.role is Role.FOLLOWER:
+                self.add_partition(part)
+
+    def source_of(self, topic: str, index: int) -> int | None:
+        """The broker this one fetches the partition from, if any."""
+        return self._source_of.get((topic, index))
+
+    def add_partition(self, part: Partition) -> None:
+        key = (part.topic, part.index)
+        leader = part.leader_id
+        if part.role is not Role.FOLLOWER or leader < 0 or leader == self.replicas.node_id:
+            self.remove_partition(*key)
+            return
+        old = self._source_of.get(key)
+        if old is not None and old != leader:
+            self.remove_partition(*key)
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None:
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self, leader)
+            if self._started:
+                fetcher.start()
+        fetcher.add(part)
+        self._source_of[key] = leader
+
+    def remove_partition(self, topic: str, index: int) -> None:
+        source = self._source_of.pop((topic, index), None)
+        if source is None:
+            return
+        fetcher = self.fetchers.get(source)
+        if fetcher is None:
+            return
+        fetcher.remove((topic, index))
+        if not fetcher.partitions:
+            del self.fetchers[source]
+            if self._started:  # an idle fetcher stops (Kafka's shutdownIdleFetcherThreads)
+                task = asyncio.get_running_loop().create_task(fetcher.stop())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+    def start(self) -> None:
+        self._started = True
+        for fetcher in self.fetchers.values():
+            fetcher.start()
+
+    async def stop(self) -> None:
+        self._started = False
+        fetchers = list(self.fetchers.values())
+        for fetcher in fetchers:
+            await fetcher.stop()
+        for task in list(self._closing):
+            with contextlib.suppress(Exception):
+                await task
