@@ -1,0 +1,138 @@
+"""Load for chaos runs: a librdkafka producer that notes what was acknowledged, and a
+reader that fetches every partition back to its high watermark.
+
+The producer runs on its own thread so the test can inject faults meanwhile. Each record
+goes to an explicit partition (round robin) with the value `<name>:<seq>`, `seq` rising
+over the whole run; the delivery report of each one decides whether it counts as
+acknowledged. Nothing here sleeps without a bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from tests.chaos.checker import RecordId, encode_value
+
+
+class ProducerWorkload:
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, *, name: str = "p",
+        idempotence: bool = False, rate_per_s: float = 400.0, extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.name = name
+        self.rate_per_s = rate_per_s
+        conf: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": idempotence,
+            "linger.ms": 5,
+            "message.timeout.ms": 60_000,
+            "retry.backoff.ms": 50,
+            "topic.metadata.refresh.interval.ms": 1000,
+            "log_level": 3,
+        }
+        if not idempotence:
+            conf["retries"] = 1_000_000
+            conf["max.in.flight.requests.per.connection"] = 1  # keep order without idempotence
+        conf.update(extra or {})
+        self.producer = Producer(conf)
+        self.acknowledged: dict[int, list[RecordId]] = defaultdict(list)
+        self.failed: list[tuple[RecordId, str]] = []
+        self.sent = 0
+        self.misrouted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def acked_count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self.acknowledged.values())
+
+    def acked_in(self, partition: int) -> int:
+        with self._lock:
+            return len(self.acknowledged.get(partition, ()))
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any, rid: RecordId, partition: int) -> None:
+        with self._lock:
+            if err is not None:
+                self.failed.append((rid, str(err)))
+            elif msg.partition() != partition:
+                self.misrouted += 1
+            else:
+                self.acknowledged[partition].append(rid)
+
+    def _run(self) -> None:
+        interval = 1.0 / self.rate_per_s
+        next_at = time.monotonic()
+        seq = 0
+        while not self._stop.is_set():
+            partition = seq % self.partitions
+            rid = (self.name, seq)
+            try:
+                self.producer.produce(
+                    self.topic, encode_value(*rid), partition=partition,
+                    on_delivery=lambda err, msg, rid=rid, p=partition: self._on_delivery(
+                        err, msg, rid, p),
+                )
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            seq += 1
+            self.sent = seq
+            self.producer.poll(0)
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                self._stop.wait(delay)
+            else:
+                next_at = time.monotonic()
+
+    def stop(self, flush_timeout_s: float = 90.0) -> int:
+        """Stops producing and waits for outstanding deliveries; returns how many remain."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return int(self.producer.flush(flush_timeout_s))
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0
+             ) -> dict[int, list[bytes]]:
+    """Every value in each partition, from its start up to the high watermark observed
+    when reading began (producers have stopped by then)."""
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"chaos-reader-{time.monotonic_ns()}",
+        "enable.auto.commit": False, "log_level": 3, "fetch.wait.max.ms": 100,
+    })
+    try:
+        ends: dict[int, int] = {}
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
+            ends[p] = high
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        done = {p for p, end in ends.items() if end <= 0}
+        deadline = time.monotonic() + timeout_s
+        while len(done) < partitions and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error() is not None:
+                    continue
+                p, offset = msg.partition(), msg.offset()
+                if offset < ends[p]:
+                    out[p].append(msg.value())
+                if offset + 1 >= ends[p]:
+                    done.add(p)
+        if len(done) < partitions:
+            missing = sorted(set(range(partitions)) - done)
+            raise TimeoutError(f"could not read partitions {missing} to their ends {ends}")
+        return out
+    finally:
+        consumer.close()
