@@ -50,6 +50,8 @@ from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.quorum import MetadataQuorumDriver, controller_api_table
 from broker.replication import ReplicaManager
+from broker.replication.fetcher import ReplicaFetcherManager
+from broker.replication.replica_manager import ReplicationSettings
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
@@ -107,7 +109,14 @@ class Node:
         )
         self.logs.load()
         self.logs.start()
-        self.replicas = ReplicaManager(self.node_id, self.logs, self.clock)
+        self.replicas = ReplicaManager(
+            self.node_id, self.logs, self.clock,
+            settings=ReplicationSettings.from_config(cfg),
+            alter_partition=lambda req: self.controller.alter_partition(req),
+            broker_epoch=lambda: self.broker_epoch,
+            rack_of=self._rack_of,
+        )
+        self.fetchers = ReplicaFetcherManager(self.replicas, address_of=self._broker_address)
 
         self.publisher = MetadataPublisher(self.cluster_id)
         if cfg.is_broker:
@@ -150,6 +159,8 @@ class Node:
         if cfg.is_broker:
             self._spawn(self._broker_lifecycle(), "broker_lifecycle")
             await self.ready.wait()
+            self.replicas.start()
+            self.fetchers.start()
             self.group_coordinator = GroupCoordinatorService(self)
             self.group_coordinator.start()
             self.broker_server = Server(self, self._broker_listeners(), server_config)
@@ -185,7 +196,12 @@ class Node:
         if hasattr(self, "quorum"):
             with contextlib.suppress(Exception):
                 await self.quorum.stop()
+        if hasattr(self, "fetchers"):
+            with contextlib.suppress(Exception):
+                await self.fetchers.stop()
         if hasattr(self, "replicas"):
+            with contextlib.suppress(Exception):
+                await self.replicas.stop()
             for part in list(self.replicas.partitions()):
                 part.close()
         if hasattr(self, "logs"):
@@ -348,6 +364,16 @@ class Node:
             await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
         log.warning("controlled_shutdown_timed_out", timeout_s=timeout_s)
         return False
+
+    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where replica fetchers reach another broker: its inter-broker listener."""
+        reg = self.metadata.broker(broker_id)
+        ep = None if reg is None else reg.endpoint(self.config.inter_broker_listener_name)
+        return None if ep is None else (ep.host, ep.port)
+
+    def _rack_of(self, broker_id: int) -> str | None:
+        reg = self.metadata.broker(broker_id)
+        return None if reg is None else reg.rack
 
     def _advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
         out = []
