@@ -24,6 +24,7 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from broker.server.dispatch import Dispatcher
 
 log = structlog.get_logger(__name__)
 CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
+STOP_STEP_TIMEOUT_S = 10.0
 # How often the active controller looks for expired broker sessions. A tick that fences
 # nothing appends nothing, so it is cheap; it bounds how late a fence can be.
 CONTROLLER_TICK_MS = 100
@@ -179,29 +181,18 @@ class Node:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if hasattr(self, "admin"):
-            with contextlib.suppress(Exception):
-                await self.admin.stop()
-        if hasattr(self, "group_coordinator"):
-            with contextlib.suppress(Exception):
-                await self.group_coordinator.stop()
-        for name in ("broker_server", "controller_server"):
-            if hasattr(self, name):
-                with contextlib.suppress(Exception):
-                    await getattr(self, name).stop()
-        if hasattr(self, "controller"):
-            with contextlib.suppress(Exception):
-                await self.controller.close()
-        if hasattr(self, "quorum"):
-            with contextlib.suppress(Exception):
-                await self.quorum.stop()
-        if hasattr(self, "fetchers"):
-            with contextlib.suppress(Exception):
-                await self.fetchers.stop()
+                await asyncio.wait_for(task, STOP_STEP_TIMEOUT_S)
+        steps: list[tuple[str, str, str]] = [
+            ("admin", "admin", "stop"), ("group_coordinator", "group_coordinator", "stop"),
+            ("broker_server", "broker_server", "stop"),
+            ("controller_server", "controller_server", "stop"),
+            ("controller_channel", "controller", "close"), ("quorum", "quorum", "stop"),
+            ("replica_fetchers", "fetchers", "stop"), ("isr_check", "replicas", "stop"),
+        ]
+        for step, attr, method in steps:
+            if hasattr(self, attr):
+                await self._stop_step(step, getattr(getattr(self, attr), method)())
         if hasattr(self, "replicas"):
-            with contextlib.suppress(Exception):
-                await self.replicas.stop()
             for part in list(self.replicas.partitions()):
                 part.close()
         if hasattr(self, "logs"):
@@ -210,6 +201,21 @@ class Node:
             if self.broker_epoch >= 0:
                 self._write_clean_shutdown_epoch()
         log.info("node_stopped", node_id=self.node_id)
+
+    async def _stop_step(self, step: str, stopping: Awaitable[None]) -> None:
+        """One part of the shutdown, bounded: a part that hangs is logged and left behind,
+        so the logs are still closed cleanly and the process exits."""
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(stopping, STOP_STEP_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("stop_step_timed_out", step=step, timeout_s=STOP_STEP_TIMEOUT_S)
+        except Exception:
+            log.exception("stop_step_failed", step=step)
+        else:
+            took_ms = round((time.monotonic() - started) * 1000)
+            if took_ms > 1000:
+                log.info("stop_step_slow", step=step, took_ms=took_ms)
 
     # KIP-966: a broker that stopped cleanly names its last broker epoch when it registers
     # again, so the controller keeps it eligible (ELR); Kafka keeps it in the clean-shutdown

@@ -47,6 +47,7 @@ class ProducerWorkload:
         self.failed: list[tuple[RecordId, str]] = []
         self.sent = 0
         self.misrouted = 0
+        self._last_ack_produced: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
         self._lock = threading.Lock()
@@ -62,7 +63,14 @@ class ProducerWorkload:
         with self._lock:
             return len(self.acknowledged.get(partition, ()))
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any, rid: RecordId, partition: int) -> None:
+    def last_ack_produced_at(self, partition: int) -> float:
+        """time.monotonic() at which the newest acknowledged record of `partition` was
+        handed to the producer (0.0 before any)."""
+        with self._lock:
+            return self._last_ack_produced.get(partition, 0.0)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any, rid: RecordId, partition: int,
+                     produced_at: float) -> None:
         with self._lock:
             if err is not None:
                 self.failed.append((rid, str(err)))
@@ -70,6 +78,8 @@ class ProducerWorkload:
                 self.misrouted += 1
             else:
                 self.acknowledged[partition].append(rid)
+                if produced_at > self._last_ack_produced.get(partition, 0.0):
+                    self._last_ack_produced[partition] = produced_at
 
     def _run(self) -> None:
         interval = 1.0 / self.rate_per_s
@@ -78,11 +88,12 @@ class ProducerWorkload:
         while not self._stop.is_set():
             partition = seq % self.partitions
             rid = (self.name, seq)
+            now = time.monotonic()
             try:
                 self.producer.produce(
                     self.topic, encode_value(*rid), partition=partition,
-                    on_delivery=lambda err, msg, rid=rid, p=partition: self._on_delivery(
-                        err, msg, rid, p),
+                    on_delivery=lambda err, msg, rid=rid, p=partition, t=now: self._on_delivery(
+                        err, msg, rid, p, t),
                 )
             except BufferError:
                 self.producer.poll(0.05)
