@@ -179,9 +179,8 @@ class Node:
             await self.controlled_shutdown(self.config["controlled.shutdown.timeout.ms"] / 1000)
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.wait_for(task, STOP_STEP_TIMEOUT_S)
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=STOP_STEP_TIMEOUT_S)
         steps: list[tuple[str, str, str]] = [
             ("admin", "admin", "stop"), ("group_coordinator", "group_coordinator", "stop"),
             ("broker_server", "broker_server", "stop"),
@@ -203,19 +202,21 @@ class Node:
         log.info("node_stopped", node_id=self.node_id)
 
     async def _stop_step(self, step: str, stopping: Awaitable[None]) -> None:
-        """One part of the shutdown, bounded: a part that hangs is logged and left behind,
-        so the logs are still closed cleanly and the process exits."""
+        """One part of the shutdown, bounded: a part that hangs is logged, cancelled and
+        left behind (asyncio.wait, unlike wait_for, never waits for a cancellation the part
+        may ignore), so the logs are still closed cleanly and the process exits."""
         started = time.monotonic()
-        try:
-            await asyncio.wait_for(stopping, STOP_STEP_TIMEOUT_S)
-        except TimeoutError:
+        task = asyncio.ensure_future(stopping)
+        done, _ = await asyncio.wait({task}, timeout=STOP_STEP_TIMEOUT_S)
+        if not done:
+            task.cancel()
             log.warning("stop_step_timed_out", step=step, timeout_s=STOP_STEP_TIMEOUT_S)
-        except Exception:
-            log.exception("stop_step_failed", step=step)
-        else:
-            took_ms = round((time.monotonic() - started) * 1000)
-            if took_ms > 1000:
-                log.info("stop_step_slow", step=step, took_ms=took_ms)
+            return
+        if not task.cancelled() and task.exception() is not None:
+            log.error("stop_step_failed", step=step, error=repr(task.exception()))
+        took_ms = round((time.monotonic() - started) * 1000)
+        if took_ms > 1000:
+            log.info("stop_step_slow", step=step, took_ms=took_ms)
 
     # KIP-966: a broker that stopped cleanly names its last broker epoch when it registers
     # again, so the controller keeps it eligible (ELR); Kafka keeps it in the clean-shutdown

@@ -93,6 +93,14 @@ def _run(cfg: NodeConfig) -> int:
     return 0
 
 
+def _dump_tasks() -> None:
+    """SIGUSR1: every asyncio task's stack to stderr, to see what a stuck node waits on."""
+    for task in asyncio.all_tasks():
+        print(f"--- task {task.get_name()}", file=sys.stderr)
+        task.print_stack(limit=12, file=sys.stderr)
+    sys.stderr.flush()
+
+
 async def _serve(cfg: NodeConfig) -> None:
     from broker.node import Node
 
@@ -100,6 +108,7 @@ async def _serve(cfg: NodeConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     node = Node(cfg)
     # Startup waits for the quorum and for unfencing; a signal meanwhile must still stop
     # the node, so start() races the stop event instead of blocking it.

@@ -50,6 +50,7 @@ FETCH_MIN_VERSION = 12  # DivergingEpoch
 FETCH_MAX_VERSION = 16
 FETCH_TOPIC_IDS_VERSION = 13
 FETCH_REPLICA_STATE_VERSION = 15
+STOP_TIMEOUT_S = 5.0
 TopicPartition = tuple[str, int]
 AddressOf = Callable[[int], "tuple[str, int] | None"]
 T = TypeVar("T")
@@ -136,6 +137,7 @@ class ReplicaFetcher:
         self._conn_address: tuple[str, int] | None = None
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     @property
     def settings(self) -> ReplicationSettings:
@@ -157,15 +159,19 @@ class ReplicaFetcher:
 
     def start(self) -> None:
         if self._task is None:
+            self._stopping = False
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"replica_fetcher_{self.source_id}")
 
     async def stop(self) -> None:
+        # The flag, not only the cancel: on Python 3.11 a cancel that lands as an inner
+        # wait_for completes is lost (gh-86296), and the loop would go on forever.
         task, self._task = self._task, None
+        self._stopping = True
+        self._wakeup.set()
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await asyncio.wait({task}, timeout=STOP_TIMEOUT_S)
         await self._close_connection()
 
     async def _close_connection(self) -> None:
@@ -177,7 +183,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff_s = self.settings.fetch_backoff_ms / 1000
-        while True:
+        while not self._stopping:
             try:
                 await self.fetch_once()
             except asyncio.CancelledError:

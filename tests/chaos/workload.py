@@ -9,6 +9,7 @@ acknowledged. Nothing here sleeps without a bound.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import defaultdict
@@ -48,6 +49,7 @@ class ProducerWorkload:
         self.sent = 0
         self.misrouted = 0
         self._last_ack_produced: dict[int, float] = {}
+        self.ack_times: dict[int, list[float]] = defaultdict(list)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
         self._lock = threading.Lock()
@@ -78,6 +80,7 @@ class ProducerWorkload:
                 self.misrouted += 1
             else:
                 self.acknowledged[partition].append(rid)
+                self.ack_times[partition].append(time.monotonic())
                 if produced_at > self._last_ack_produced.get(partition, 0.0):
                     self._last_ack_produced[partition] = produced_at
 
@@ -107,6 +110,17 @@ class ProducerWorkload:
                 self._stop.wait(delay)
             else:
                 next_at = time.monotonic()
+
+    def longest_ack_gap(self, start: float, end: float) -> float:
+        """The longest time within [start, end] (time.monotonic()) in which some partition
+        had no acknowledgement at all: how long the faults there kept it unavailable."""
+        with self._lock:
+            times = {p: list(ts) for p, ts in self.ack_times.items()}
+        longest = 0.0
+        for ts in times.values():
+            inside = [start] + [t for t in ts if start < t < end] + [end]
+            longest = max(longest, max(b - a for a, b in itertools.pairwise(inside)))
+        return longest
 
     def stop(self, flush_timeout_s: float = 90.0) -> int:
         """Stops producing and waits for outstanding deliveries; returns how many remain."""
