@@ -1,0 +1,295 @@
+"""Cluster benchmarks (issue 5), on a real 3-controller + 3-broker Skiff cluster on
+127.0.0.1 (tests/support/cluster.py), run by hand:
+
+  failover     kill -9 the broker leading a partition (RF=3, min.insync.replicas=2) while a
+               librdkafka producer (acks=all) writes every few ms; the time from the kill
+               until a record produced after it is acknowledged. --rounds times; median.
+  replication  produce throughput (librdkafka, acks as stated, 100 B records, 3 partitions
+               led by the 3 brokers) to RF=1, RF=3 acks=1 and RF=3 acks=all topics in the
+               same cluster and run, as ratios to RF=1.
+  metadata     create --partitions partitions (topics of 100), the time until every broker
+               serves Metadata for all of them; the controller's failover time with them
+               (kill -9 the active controller until a CreateTopics through a broker
+               succeeds); and the memory of the metadata image per 10,000 partitions
+               (tracemalloc, in this process, built by the pure controller).
+
+    python bench/cluster_bench.py failover --rounds 5
+    python bench/cluster_bench.py replication --messages 300000
+    python bench/cluster_bench.py metadata --partitions 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import multiprocessing as mp
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.support.cluster import Cluster  # noqa: E402
+
+
+def create_topic(c: Cluster, name: str, partitions: int, rf: int,
+                 configs: dict[str, str] | None = None) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    broker = c.broker_ids[0]
+    c.admin(broker).create_topics([NewTopic(name, partitions, rf, config=configs or {})],
+                                  operation_timeout=60)[name].result(120)
+    c.wait_for(lambda: len(c.metadata(broker).topics.get(name).partitions) == partitions
+               and all(p.leader >= 0 for p in c.metadata(broker).topics[name].partitions.values()),
+               60, f"{name} led")
+
+
+def full_isr(c: Cluster, name: str) -> bool:
+    md = c.metadata(c.broker_ids[0]).topics[name]
+    return all(len(p.isrs) == len(p.replicas) for p in md.partitions.values())
+
+
+# ---------------------------------------------------------------------------- failover
+
+def bench_failover(rounds: int) -> None:
+    from confluent_kafka import Producer
+
+    with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
+        create_topic(c, "failover", 1, 3, {"min.insync.replicas": "2"})
+        acked_produced_at = [0.0]
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def produce() -> None:
+            p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                          "linger.ms": 0, "retry.backoff.ms": 20, "log_level": 0,
+                          "topic.metadata.refresh.interval.ms": 1000,
+                          "message.timeout.ms": 30000})
+
+            def on_delivery(err: Any, msg: Any, t: float) -> None:
+                if err is None:
+                    with lock:
+                        acked_produced_at[0] = max(acked_produced_at[0], t)
+
+            while not stop.is_set():
+                t = time.monotonic()
+                p.produce("failover", b"x" * 100, partition=0,
+                          on_delivery=lambda err, msg, t=t: on_delivery(err, msg, t))
+                p.poll(0.005)
+            p.flush(30)
+
+        thread = threading.Thread(target=produce, daemon=True)
+        thread.start()
+        times = []
+        try:
+            time.sleep(2)
+            for _ in range(rounds):
+                leader = c.metadata(c.broker_ids[0]).topics["failover"].partitions[0].leader
+                since = time.monotonic()
+                c.kill(leader)
+                while time.monotonic() - since < 60:
+                    with lock:
+                        if acked_produced_at[0] > since:
+                            break
+                    time.sleep(0.002)
+                elapsed = time.monotonic() - since
+                times.append(elapsed)
+                print(f"  killed broker {leader}: acknowledged again after {elapsed:.2f} s",
+                      flush=True)
+                c.restart(leader)
+                c.wait_for(lambda: full_isr(c, "failover"), 60, "ISR full again")
+                time.sleep(1)
+        finally:
+            stop.set()
+            thread.join(30)
+    print(f"failover: median {statistics.median(times):.2f} s over {len(times)} kills "
+          f"(min {min(times):.2f}, max {max(times):.2f}); goal <= 2 s; Kafka's default "
+          f"broker.session.timeout.ms alone is 9 s")
+
+
+# -------------------------------------------------------------------------- replication
+
+def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, acks: str,
+                  out: Any) -> None:
+    import os
+
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                  "batch.size": 1_000_000, "queue.buffering.max.messages": 1_000_000,
+                  "log_level": 3, "delivery.report.only.error": True})
+    payload = os.urandom(100)
+    errors = [0]
+
+    def cb(err: Any, msg: Any) -> None:
+        errors[0] += 1
+
+    t0 = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.001)
+        if i % 1000 == 0:
+            p.poll(0)
+    left = p.flush(300)
+    out.put({"elapsed_s": time.perf_counter() - t0, "undelivered": left, "errors": errors[0]})
+
+
+def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> float:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=producer_proc, args=(bootstrap, topic, 3, count, acks, q))
+    proc.start()
+    res = q.get(timeout=600)
+    proc.join(30)
+    if res["undelivered"] or res["errors"]:
+        raise RuntimeError(f"{topic}: {res}")
+    return float(count / res["elapsed_s"])
+
+
+def bench_replication(messages: int, repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
+        create_topic(c, "rf1", 3, 1)
+        create_topic(c, "rf3", 3, 3, {"min.insync.replicas": "2"})
+        cases = [("RF=1 acks=1", "rf1", "1"), ("RF=3 acks=1", "rf3", "1"),
+                 ("RF=3 acks=all", "rf3", "all")]
+        results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+        for _ in range(repeats):
+            for name, topic, acks in cases:
+                rate = run_producer(c.bootstrap_servers, topic, messages, acks)
+                results[name].append(rate)
+                print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s)", flush=True)
+                c.wait_for(lambda topic=topic: full_isr(c, topic), 60, "ISR full")
+    base = statistics.median(results["RF=1 acks=1"])
+    for name, rates in results.items():
+        med = statistics.median(rates)
+        print(f"replication: {name:14s} median {med:,.0f} msg/s  ratio to RF=1 {med / base:.2f}")
+    print("goals: RF=3 acks=1 >= 0.9, RF=3 acks=all >= 0.6 (LinkedIn's Kafka: 0.96 / 0.51)")
+
+
+# ----------------------------------------------------------------------------- metadata
+
+def image_memory_per_10k() -> tuple[int, float]:
+    from broker.controller import Controller, ControllerSettings
+    from broker.controller.requests import (
+        BrokerHeartbeatRequest,
+        BrokerRegistrationRequest,
+        CreatableTopic,
+    )
+    from broker.metadata import records as rec
+    from broker.metadata.delta import MetadataDelta
+    from broker.metadata.image import MetadataImage
+
+    def apply(image: MetadataImage, records: list[Any]) -> MetadataImage:
+        delta = MetadataDelta(image)
+        for payload in rec.encode_all(records):
+            delta.replay(rec.decode(payload))
+        return delta.apply()
+
+    controller = Controller(ControllerSettings(cluster_id="bench"), rng=random.Random(1))
+    image = MetadataImage.empty("bench")
+    for b in (1, 2, 3):
+        reg = controller.register_broker(image, BrokerRegistrationRequest(
+            b, "bench", uuid.uuid4(), [("PLAINTEXT", "127.0.0.1", 9000 + b, "PLAINTEXT")]), 0)
+        image = apply(image, reg.records)
+        beat = controller.broker_heartbeat(image, BrokerHeartbeatRequest(
+            b, reg.response.broker_epoch, 1 << 40), 0)
+        image = apply(image, beat.records)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    for i in range(100):
+        res = controller.create_topics(image, [CreatableTopic(f"t{i}", 100, 3)], False)
+        image = apply(image, res.records)
+    elapsed = time.perf_counter() - t0
+    del res
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return used, elapsed
+
+
+def bench_metadata(partitions: int, rf: int) -> None:
+    used, elapsed = image_memory_per_10k()
+    print(f"metadata image: {used / 1e6:.2f} MB per 10,000 partitions (RF=3, 3 brokers), "
+          f"built by the pure controller in {elapsed:.2f} s", flush=True)
+    from confluent_kafka.admin import NewTopic
+
+    per_topic = 100
+    topics = [f"scale-{i}" for i in range(partitions // per_topic)]
+    with tempfile.TemporaryDirectory() as tmp, Cluster(
+        Path(tmp), 3, 3, overrides={"log.index.size.max.bytes": "65536"}) as c:
+        admin = c.admin(c.broker_ids[0])
+        t0 = time.monotonic()
+        for i in range(0, len(topics), 10):
+            futures = admin.create_topics(
+                [NewTopic(t, per_topic, rf) for t in topics[i:i + 10]], operation_timeout=120)
+            for f in futures.values():
+                f.result(300)
+        created = time.monotonic() - t0
+        print(f"  CreateTopics answered for {partitions} partitions in {created:.1f} s",
+              flush=True)
+
+        def all_serve() -> bool:
+            for b in c.broker_ids:
+                md = c.metadata(b, timeout=30)
+                if sum(len(md.topics[t].partitions) for t in topics if t in md.topics) \
+                        != partitions:
+                    return False
+            return True
+
+        c.wait_for(all_serve, 600, "every broker serves every partition", interval=0.5)
+        served = time.monotonic() - t0
+        print(f"metadata: {partitions} partitions (RF={rf}) created and served by every "
+              f"broker in {served:.1f} s", flush=True)
+        times = []
+        for _ in range(3):
+            controller = c.active_controller()
+            since = time.monotonic()
+            c.kill(controller)
+            name = f"after-failover-{uuid.uuid4().hex[:6]}"
+            admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=60)[name].result(120)
+            times.append(time.monotonic() - since)
+            print(f"  killed controller {controller}: CreateTopics answered after "
+                  f"{times[-1]:.2f} s", flush=True)
+            c.restart(controller)
+            time.sleep(2)
+        print(f"controller failover with {partitions} partitions: median "
+              f"{statistics.median(times):.2f} s (kill -9 to a committed CreateTopics)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("failover")
+    p.add_argument("--rounds", type=int, default=5)
+    p = sub.add_parser("replication")
+    p.add_argument("--messages", type=int, default=300_000)
+    p.add_argument("--repeats", type=int, default=2)
+    p = sub.add_parser("metadata")
+    p.add_argument("--partitions", type=int, default=10_000)
+    p.add_argument("--replication-factor", type=int, default=1)
+    args = parser.parse_args()
+    if args.what == "failover":
+        bench_failover(args.rounds)
+    elif args.what == "replication":
+        bench_replication(args.messages, args.repeats)
+    else:
+        bench_metadata(args.partitions, args.replication_factor)
+
+
+if __name__ == "__main__":
+    main()
