@@ -11,6 +11,7 @@ from types import ModuleType
 
 from broker.handlers import (
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -24,6 +25,7 @@ from broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -33,6 +35,7 @@ from broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -61,6 +64,9 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     describe_cluster,
     init_producer_id,
     offset_for_leader_epoch,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
     # consumer groups
     find_coordinator,
     join_group,

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer, TopicCollection
+from confluent_kafka import (
+    ElectionType,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import NewTopic
 
 from tests.chaos.checker import check
@@ -244,8 +250,10 @@ def test_divergent_tail_is_truncated_and_the_broker_rejoins(cluster: Cluster) ->
     truncations = (c.nodes[old_leader].log_path.read_text(errors="replace")
                    .count("replica_truncate"))
     assert truncations >= 1, "the old leader truncated its divergent tail"
-    elect = run_cli(c, "partitions", "elect-leaders", "--topic", "diverge", "--partition", "0")
-    assert elect.returncode == 0, elect.stderr
+    # ElectLeaders from a Kafka client, through a broker to the controller
+    elected = c.admin(any_broker(c)).elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition("diverge", 0)]).result(30)
+    assert elected == {TopicPartition("diverge", 0): None}, elected
     c.wait_for(lambda: partition_state(c, "diverge", 0).leader == old_leader, 20,
                "the old leader leads again")
     after = read_all(c.bootstrap_servers, "diverge", 1)[0]

@@ -1,0 +1,27 @@
+"""AlterPartitionReassignments (API 45, KIP-455), version 0: start (target replicas) or
+cancel (null replicas) partition reassignments, sent on to the active controller. The new
+replicas join at once and fetch; the old ones leave once the new ones are in the ISR."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.controller.rpc import alter_partition_reassignments as rpc
+from broker.errors import KafkaError
+from broker.handlers.create_topics import await_controller, timeout_ms
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 45
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    items = rpc.parse(request)
+    try:
+        results = await await_controller(
+            lambda: node.controller.alter_partition_reassignments(items), timeout_ms(request))
+    except KafkaError as exc:
+        return rpc.response([], exc.error_code, exc.message or None)
+    return rpc.response(results)

@@ -1,0 +1,27 @@
+"""ListPartitionReassignments (API 46, KIP-455), version 0: the reassignments in progress
+(all, or of the named partitions), from the active controller."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.controller.rpc import list_partition_reassignments as rpc
+from broker.errors import KafkaError
+from broker.handlers.create_topics import await_controller, timeout_ms
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 46
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    partitions = rpc.parse(request)
+    try:
+        ongoing = await await_controller(
+            lambda: node.controller.list_partition_reassignments(partitions),
+            timeout_ms(request))
+    except KafkaError as exc:
+        return rpc.response([], exc.error_code, exc.message or None)
+    return rpc.response(ongoing)
