@@ -16,8 +16,10 @@ broker knows. Per partition the answer is handled the way Kafka's follower does:
   which may take several rounds when this log holds epochs the leader never had.
 - OFFSET_OUT_OF_RANGE with the leader's log start past this log's end: truncate fully
   and start at the leader's log start.
-- FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and other errors: the
-  partition waits replica.fetch.backoff.ms (metadata will bring the new leader).
+- FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH: the partition
+  retries after LEADERSHIP_RETRY_MS (at most replica.fetch.backoff.ms), since leader and
+  follower apply a leadership change at slightly different moments; metadata moves it to
+  another fetcher if the leader changed. Other errors wait replica.fetch.backoff.ms.
 
 A failed request (connection, timeout) backs off every partition of that fetcher. Nothing
 here ever truncates to the high watermark.
@@ -39,6 +41,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.metadata.image import MetadataImage
+from broker.replication.cluster_view import ClusterView
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 
@@ -50,6 +53,11 @@ FETCH_MIN_VERSION = 12  # DivergingEpoch
 FETCH_MAX_VERSION = 16
 FETCH_TOPIC_IDS_VERSION = 13
 FETCH_REPLICA_STATE_VERSION = 15
+LEADERSHIP_RETRY_MS = 100
+_LEADERSHIP_ERRORS = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
+    ErrorCode.fenced_leader_epoch,
+})
 TopicPartition = tuple[str, int]
 AddressOf = Callable[[int], "tuple[str, int] | None"]
 T = TypeVar("T")
@@ -73,16 +81,8 @@ def _kafka_connection(host: str, port: int) -> FetchConnection:
 
 
 def broker_address_resolver(image: Callable[[], MetadataImage], listener_name: str) -> AddressOf:
-    """`address_of` from the metadata image: the broker's endpoint on `listener_name`
-    (inter.broker.listener.name), unfenced or not (a fenced leader still answers fetches
-    until the controller moves its leaderships)."""
-
-    def address_of(broker_id: int) -> tuple[str, int] | None:
-        reg = image().broker(broker_id)
-        ep = None if reg is None else reg.endpoint(listener_name)
-        return None if ep is None else (ep.host, ep.port)
-
-    return address_of
+    """`address_of` from the metadata image (see ClusterView.address_of)."""
+    return ClusterView(image, listener_name).address_of
 
 
 def truncation_offset(part: Partition, epoch: int, end_offset: int) -> int | None:
@@ -163,9 +163,7 @@ class ReplicaFetcher:
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await _cancel(task)
         await self._close_connection()
 
     async def _close_connection(self) -> None:
@@ -177,7 +175,8 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff_s = self.settings.fetch_backoff_ms / 1000
-        while True:
+        me = asyncio.current_task()
+        while self._task is me:  # stop() clears it: a cancel lost inside wait_for still ends
             try:
                 await self.fetch_once()
             except asyncio.CancelledError:
@@ -221,8 +220,11 @@ class ReplicaFetcher:
         if not ready:
             self._wakeup.clear()
             delays = [st.delayed_until - now for st in self.partitions.values()]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), min(delays, default=None))
+            waiter = loop.create_task(self._wakeup.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=min(delays, default=None))
+            finally:
+                waiter.cancel()
             return
         conn = await self._connection()
         if conn is None:
@@ -280,8 +282,10 @@ class ReplicaFetcher:
             forgotten_topics_data=(), rack_id="", **extra,
         )
 
-    def _delay(self, states: list[_FetchState]) -> None:
-        until = asyncio.get_running_loop().time() + self.settings.fetch_backoff_ms / 1000
+    def _delay(self, states: list[_FetchState], delay_ms: int | None = None) -> None:
+        backoff = self.settings.fetch_backoff_ms
+        delay = backoff if delay_ms is None else min(delay_ms, backoff)
+        until = asyncio.get_running_loop().time() + delay / 1000
         for st in states:
             st.delayed_until = until
 
@@ -315,7 +319,11 @@ class ReplicaFetcher:
             else:
                 log.info("replica_fetch_partition_error", topic=part.topic,
                          partition=part.index, source=self.source_id, error=error.name)
-                self._delay([st])
+                # The two sides apply a leadership change at slightly different times:
+                # retry soon rather than after the full backoff, which would add to the
+                # failover time. Metadata moves the partition if the leader really changed.
+                short = error in _LEADERSHIP_ERRORS
+                self._delay([st], LEADERSHIP_RETRY_MS if short else None)
         except KafkaError as exc:
             log.warning("replica_append_failed", topic=part.topic, partition=part.index,
                         error=exc.error_code.name, reason=exc.message)
@@ -329,6 +337,16 @@ class ReplicaFetcher:
                  diverging_epoch=epoch, diverging_end_offset=end_offset,
                  log_end_offset=part.log.log_end_offset, truncate_to=target)
         part.truncate_to(target)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel and wait for `task` without swallowing a cancellation of the caller (which
+    `await task` under suppress(CancelledError) would)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("task_failed", task=task.get_name(), error=repr(task.exception()))
 
 
 class ReplicaFetcherManager:

@@ -15,7 +15,6 @@ removes replicas that stopped catching up. Followers are fed by the replica fetc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -114,9 +113,12 @@ class ReplicaManager:
         alter_partition: AlterPartitionFn | None = None,
         broker_epoch: Callable[[], int] = lambda: -1,
         rack_of: Callable[[int], str | None] = lambda broker_id: None,
+        isr_eligible: Callable[[int, int], bool] = lambda broker_id, broker_epoch: True,
     ) -> None:
         """Without `alter_partition` (a single node) the ISR never changes. `rack_of` names
-        other brokers' racks (broker.rack of their registrations) for KIP-392."""
+        other brokers' racks (broker.rack of their registrations) for KIP-392;
+        `isr_eligible(broker_id, broker_epoch)` says whether a caught-up follower may be
+        proposed for the ISR (ClusterView provides all three from the metadata image)."""
         self.node_id = node_id
         self.logs = logs
         self.clock = clock
@@ -124,6 +126,7 @@ class ReplicaManager:
         self.alter_partition = alter_partition
         self.broker_epoch = broker_epoch
         self.rack_of = rack_of
+        self.isr_eligible = isr_eligible
         self.fetchers: FetcherHook | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -139,15 +142,16 @@ class ReplicaManager:
     async def stop(self) -> None:
         tasks = [*self._tasks, *([self._isr_task] if self._isr_task else [])]
         self._isr_task = None
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        while tasks:
+            for t in tasks:
+                t.cancel()
+            await asyncio.wait(tasks, timeout=1.0)
+            tasks = [t for t in tasks if not t.done()]
 
     async def _isr_loop(self) -> None:
         interval_s = max(self.settings.lag_time_max_ms / 2, 10) / 1000
-        while True:
+        me = asyncio.current_task()
+        while self._isr_task is me:
             await asyncio.sleep(interval_s)
             try:
                 self.check_isr()
@@ -238,7 +242,10 @@ class ReplicaManager:
                     self._send_isr_change(part, pending)
 
     def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        if self.alter_partition is None:
+        if self.alter_partition is None or replica_id in part.isr:
+            return
+        state = part.followers.get(replica_id)
+        if state is None or not self.isr_eligible(replica_id, state.broker_epoch):
             return
         pending = part.maybe_expand_isr(replica_id, self.clock())
         if pending is not None:
@@ -264,7 +271,8 @@ class ReplicaManager:
         )
         error = ErrorCode.unknown_server_error
         try:
-            reply = await self.alter_partition(request)
+            reply = await asyncio.wait_for(self.alter_partition(request),
+                                           self.settings.socket_timeout_ms / 1000)
             error = reply.error
             if error is ErrorCode.none:
                 error = ErrorCode.unknown_topic_or_partition  # unless the reply names it
@@ -284,6 +292,8 @@ class ReplicaManager:
                                 return
         except KafkaError as exc:
             error = exc.error_code
+        except TimeoutError:
+            error = ErrorCode.request_timed_out
         except asyncio.CancelledError:
             raise
         except Exception:

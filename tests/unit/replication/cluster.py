@@ -39,7 +39,8 @@ from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.protocol.records import Record, build_batch
 from broker.replication import ReplicaManager
-from broker.replication.fetcher import ReplicaFetcherManager, broker_address_resolver
+from broker.replication.cluster_view import ClusterView
+from broker.replication.fetcher import ReplicaFetcherManager
 from broker.replication.replica_manager import ReplicationSettings
 from broker.replication.sync import ReplicaSync
 from broker.server import Dispatcher, ListenerSpec, Server
@@ -74,14 +75,14 @@ class Broker:
         self.rack = f"rack{node_id}"
         self.logs = LogManager([cluster.tmp / f"b{node_id}"], LogConfig(), now_ms)
         self.logs.load()
+        # Wired as the Node does.
+        view = ClusterView(lambda: cluster.metadata, "PLAINTEXT")
         self.replicas = ReplicaManager(
             node_id, self.logs, now_ms, settings=dataclasses.replace(settings, rack=self.rack),
             alter_partition=cluster.alter_partition, broker_epoch=lambda: self.broker_epoch,
-            rack_of=lambda b: (r.rack if (r := cluster.metadata.broker(b)) else None),
+            rack_of=view.rack_of, isr_eligible=view.isr_eligible,
         )
-        self.fetchers = ReplicaFetcherManager(
-            self.replicas, address_of=broker_address_resolver(lambda: cluster.metadata,
-                                                              "PLAINTEXT"))
+        self.fetchers = ReplicaFetcherManager(self.replicas, address_of=view.address_of)
         cluster.publisher.subscribe(ReplicaSync(cluster.config, self.replicas))
         dispatcher = Dispatcher.from_modules(
             [api_versions, fetch, produce, list_offsets, offset_for_leader_epoch])
