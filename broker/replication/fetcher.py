@@ -122,6 +122,7 @@ class _FetchState:
     part: Partition
     leader_epoch: int
     delayed_until: float = 0.0  # event loop time
+    last_divergence: tuple[int, int, int, int] | None = None
 
 
 class ReplicaFetcher:
@@ -302,7 +303,7 @@ class ReplicaFetcher:
             if error is ErrorCode.none:
                 diverging = getattr(pd, "diverging_epoch", None)
                 if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-                    self._truncate_on_divergence(part, diverging.epoch, diverging.end_offset)
+                    self._truncate_on_divergence(st, diverging.epoch, diverging.end_offset)
                     return
                 if pd.records:
                     part.append_as_follower(pd.records)
@@ -329,10 +330,20 @@ class ReplicaFetcher:
                         error=exc.error_code.name, reason=exc.message)
             self._delay([st])
 
-    def _truncate_on_divergence(self, part: Partition, epoch: int, end_offset: int) -> None:
+    def _truncate_on_divergence(self, st: _FetchState, epoch: int, end_offset: int) -> None:
+        part = st.part
+        seen = (epoch, end_offset, part.log.log_end_offset, part.log.latest_epoch)
         target = truncation_offset(part, epoch, end_offset)
-        if target is None:
+        if target is None or seen == st.last_divergence:
+            # No offset to go by, or the same answer for the same log twice: nothing to
+            # gain from asking at once again.
+            log.warning("replica_divergence_stuck", topic=part.topic, partition=part.index,
+                        diverging_epoch=epoch, diverging_end_offset=end_offset,
+                        log_end_offset=part.log.log_end_offset)
+            self._delay([st])
+            st.last_divergence = None
             return
+        st.last_divergence = seen
         log.info("replica_truncate", topic=part.topic, partition=part.index,
                  diverging_epoch=epoch, diverging_end_offset=end_offset,
                  log_end_offset=part.log.log_end_offset, truncate_to=target)
