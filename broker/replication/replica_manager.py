@@ -7,7 +7,7 @@ Leaders answer follower fetches (replica_id >= 0): a follower whose last fetched
 disagrees with this leader's epoch cache gets a DivergingEpoch instead of data; otherwise
 its fetch offset is its log end offset, which moves the high watermark and may add it to
 the ISR. ISR changes go to the controller through the injected `alter_partition`, one in
-flight per partition; a periodic check (`check_isr`, every replica.lag.time.max.ms / 2)
+flight per partition; a periodic check (`check_isr`, every min(lag / 2, 1 s))
 removes replicas that stopped catching up. Followers are fed by the replica fetchers
 (broker/replication/fetcher.py), which this manager tells about role changes.
 """
@@ -149,7 +149,9 @@ class ReplicaManager:
             tasks = [t for t in tasks if not t.done()]
 
     async def _isr_loop(self) -> None:
-        interval_s = max(self.settings.lag_time_max_ms / 2, 10) / 1000
+        # Kafka checks every lag/2; at most every second here, so a stuck follower leaves
+        # the ISR within a second of replica.lag.time.max.ms rather than half of it.
+        interval_s = min(max(self.settings.lag_time_max_ms / 2, 10), 1000) / 1000
         me = asyncio.current_task()
         while self._isr_task is me:
             await asyncio.sleep(interval_s)
@@ -433,10 +435,6 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         while True:
-            waiters = [
-                p.new_waiter() for r in requests
-                if (p := self._partitions.get((r.topic, r.partition))) is not None
-            ]
             results = self._read_once(requests, replica_id=replica_id, max_bytes=max_bytes,
                                       replica_epoch=replica_epoch, client_rack=client_rack)
             total = sum(r.size for r in results)
@@ -445,9 +443,15 @@ class ReplicaManager:
                 or r.preferred_read_replica >= 0 for r in results
             )
             remaining = deadline - loop.time()
-            if total >= min_bytes or errored or remaining <= 0 or not waiters:
-                for w in waiters:
-                    w.cancel()
+            if total >= min_bytes or errored or remaining <= 0:
+                return results
+            # Registered after the read with no await in between, so nothing is missed, and
+            # a follower's own fetch (which may move the high watermark) does not wake it.
+            waiters = [
+                p.new_waiter() for r in requests
+                if (p := self._partitions.get((r.topic, r.partition))) is not None
+            ]
+            if not waiters:
                 return results
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for w in waiters:

@@ -236,3 +236,27 @@ def test_follower_behind_the_leaders_log_start_truncates_fully(tmp_path: Path) -
             await c.stop()
 
     run(main)
+
+
+def test_fetcher_reconnects_after_its_connection_drops(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path, ids=(1, 2))
+        await c.start()
+        try:
+            await c.create_topic("t", [1, 2], min_isr=2)
+            leader = c.brokers[1].replicas
+            await leader.append({("t", 0): batch(b"a")}, required_acks=-1, timeout_ms=5000)
+            [fetcher] = c.brokers[2].fetchers.fetchers.values()
+            first = fetcher._conn
+            assert first is not None
+            await first.close()  # as if the leader's side reset it
+            res = await leader.append({("t", 0): batch(b"b")}, required_acks=-1,
+                                      timeout_ms=5000)
+            assert res[("t", 0)].base_offset == 1
+            assert fetcher._conn is not None and fetcher._conn is not first
+            fp = c.brokers[2].replicas.get("t", 0)
+            assert [r.value for r in fp.log.read_records(0)] == [b"a", b"b"]
+        finally:
+            await c.stop()
+
+    run(main)
