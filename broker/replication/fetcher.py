@@ -21,8 +21,11 @@ broker knows. Per partition the answer is handled the way Kafka's follower does:
   follower apply a leadership change at slightly different moments; metadata moves it to
   another fetcher if the leader changed. Other errors wait replica.fetch.backoff.ms.
 
-A failed request (connection, timeout) backs off every partition of that fetcher. Nothing
-here ever truncates to the high watermark.
+A failed request (connection, timeout) backs off every partition of that fetcher. A
+partition added while a fetch is held in the leader's long poll does not wait for it: the
+fetcher abandons that fetch and its connection and fetches again at once (a leader change
+would otherwise wait up to replica.fetch.wait.max.ms). Nothing here ever truncates to the
+high watermark.
 """
 
 from __future__ import annotations
@@ -136,6 +139,7 @@ class ReplicaFetcher:
         self._conn: FetchConnection | None = None
         self._conn_address: tuple[str, int] | None = None
         self._wakeup = asyncio.Event()
+        self._added = asyncio.Event()  # a partition joined while a fetch was in flight
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -152,6 +156,7 @@ class ReplicaFetcher:
             return
         self.partitions[key] = _FetchState(part, part.leader_epoch)
         self._wakeup.set()
+        self._added.set()
 
     def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
@@ -203,7 +208,13 @@ class ReplicaFetcher:
         # v2: KafkaConnection reads flexible responses with header v1, which ApiVersions
         # (always header v0) does not use.
         versions = importlib.import_module("kio.schema.api_versions.v2.request")
-        reply = await conn.request(API_VERSIONS, 2, versions.ApiVersionsRequest(), timeout_s)
+        try:
+            reply = await conn.request(API_VERSIONS, 2, versions.ApiVersionsRequest(),
+                                       timeout_s)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
         peer_max = next((int(k.max_version) for k in reply.api_keys if k.api_key == FETCH), -1)
         version = min(peer_max, FETCH_MAX_VERSION)
         if version < FETCH_MIN_VERSION:
@@ -238,8 +249,24 @@ class ReplicaFetcher:
         sent = {(st.part.topic, st.part.index): (st, st.part.log.log_end_offset) for st in ready}
         request = self._request(version, [st for st, _ in sent.values()])
         s = self.settings
-        response = await conn.request(
-            FETCH, version, request, (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000)
+        self._added.clear()
+        fetching = loop.create_task(conn.request(
+            FETCH, version, request, (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000))
+        added = loop.create_task(self._added.wait())
+        try:
+            await asyncio.wait({fetching, added}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            added.cancel()
+            if not fetching.done():
+                fetching.cancel()
+        if fetching.cancelled():
+            # A partition arrived (a leadership change) while the leader held this fetch in
+            # its long poll: rather than wait up to replica.fetch.wait.max.ms, drop the
+            # connection (the leader answers requests on one connection in order) and fetch
+            # again with the new partition at once. Nothing of the abandoned fetch was used.
+            await self._close_connection()
+            return
+        response = fetching.result()
         if response.error_code != ErrorCode.none:
             log.info("replica_fetch_error", source=self.source_id,
                      error=ErrorCode(response.error_code).name)

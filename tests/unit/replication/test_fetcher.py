@@ -260,3 +260,27 @@ def test_fetcher_reconnects_after_its_connection_drops(tmp_path: Path) -> None:
             await c.stop()
 
     run(main)
+
+
+def test_a_partition_added_during_a_long_poll_is_fetched_at_once(tmp_path: Path) -> None:
+    async def main() -> None:
+        slow_polls = dataclasses.replace(FAST, fetch_wait_max_ms=5000)
+        c = Cluster(tmp_path, ids=(1, 2), settings=slow_polls)
+        await c.start()
+        try:
+            await c.create_topic("a", [1, 2])
+            fetcher = c.brokers[2].fetchers.fetchers[1]
+            await eventually(lambda: fetcher._conn is not None, what="first fetch")
+            await asyncio.sleep(0.1)  # broker 2's fetch of "a" now sits in broker 1's long poll
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await c.create_topic("b", [1, 2], min_isr=2)
+            res = await c.brokers[1].replicas.append({("b", 0): batch(b"x")}, required_acks=-1,
+                                                     timeout_ms=10_000)
+            assert res[("b", 0)].base_offset == 0
+            assert loop.time() - started < 2.0  # not the 5 s long poll
+            assert c.brokers[2].fetchers.fetchers[1] is fetcher  # one fetcher per leader
+        finally:
+            await c.stop()
+
+    run(main)
