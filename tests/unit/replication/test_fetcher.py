@@ -284,3 +284,44 @@ def test_a_partition_added_during_a_long_poll_is_fetched_at_once(tmp_path: Path)
             await c.stop()
 
     run(main)
+
+
+def test_crashed_leader_restarts_truncates_its_tail_and_rejoins_the_isr(tmp_path: Path) -> None:
+    async def main() -> None:
+        slow_shrink = dataclasses.replace(FAST, lag_time_max_ms=10_000)
+        c = Cluster(tmp_path, settings=slow_shrink)
+        await c.start()
+        try:
+            await c.create_topic("t", [3, 1, 2], min_isr=2)
+            assert c.leader("t").node_id == 3
+            await c.brokers[3].replicas.append({("t", 0): batch(b"a", b"b")},
+                                               required_acks=-1, timeout_ms=5000)
+            for b in (1, 2):
+                await c.brokers[b].fetchers.stop()
+            for v in (b"lost1", b"lost2"):  # acks=1: on broker 3 only
+                await c.brokers[3].replicas.append({("t", 0): batch(v)}, required_acks=1,
+                                                   timeout_ms=1000)
+            old_epoch = c.brokers[3].broker_epoch
+            await c.crash(3)
+            await c.heartbeat(3, want_fence=True)  # the controller's session expiry
+            assert c.leader("t").node_id == 1
+            assert c.metadata.partition("t", 0).isr == (1, 2)
+            for b in (1, 2):
+                c.brokers[b].fetchers.start()
+            await c.brokers[1].replicas.append({("t", 0): batch(b"new")}, required_acks=-1,
+                                               timeout_ms=5000)
+
+            b3 = await c.restart(3)
+            assert b3.broker_epoch > old_epoch
+            p3 = b3.replicas.get("t", 0)
+            assert p3 is not None and p3.log.log_end_offset == 4  # recovered, tail included
+            await eventually(lambda: c.metadata.partition("t", 0).isr == (1, 2, 3),
+                             what="broker 3 back in the ISR")
+            assert [r.value for r in p3.log.read_records(0)] == [b"a", b"b", b"new"]
+            expand = c.alter_calls[-1]
+            [(_, [item])] = expand.topics
+            assert dict(item.new_isr)[3] == b3.broker_epoch  # vouched for by its new epoch
+        finally:
+            await c.stop()
+
+    run(main)
