@@ -192,3 +192,25 @@ def test_new_leader_epoch_drops_the_pending_change(part: Partition, clock: Clock
     assert not part.apply_isr_result(pending, error=ErrorCode.none, isr=(1,), leader_epoch=3,
                                      partition_epoch=11)
     assert part.isr == (1, 2, 3)
+
+
+def test_replica_being_added_holds_the_high_watermark_back(
+    tmp_path: Path, clock: Clock,
+) -> None:
+    plog = PartitionLog(tmp_path / "w-0", TopicPartition("w", 0), LogConfig(), clock=clock)
+    p = Partition(topic="w", index=0, topic_id=None, log=plog, clock=clock, node_id=1)
+    p.become_leader(leader_epoch=0, partition_epoch=0, replicas=(1, 2, 3), isr=(1, 2),
+                    min_insync_replicas=2)
+    p.update_follower(3, 0)
+    pending = p.maybe_expand_isr(3, clock.ms)
+    assert pending is not None
+    append(p, 2)
+    p.update_follower(2, 2)
+    # Broker 2 holds everything, but broker 3 may be in the ISR any moment now: had the
+    # high watermark moved to 2, the committed ISR (1, 2, 3) would have a member without it.
+    assert p.high_watermark == 0
+    assert p.apply_isr_result(pending, error=ErrorCode.none, isr=(1, 2, 3), leader_epoch=0,
+                              partition_epoch=1)
+    p.update_follower(3, 2)
+    assert p.high_watermark == 2
+    plog.close()
