@@ -408,6 +408,12 @@ class ReplicaManager:
                     if preferred >= 0:
                         res.preferred_read_replica = preferred
                         continue
+                if replica_id >= 0 and replica_id not in part.followers:
+                    # Kafka: only assigned replicas fetch as followers (their fetches move
+                    # the high watermark and read past it).
+                    raise KafkaError(ErrorCode.not_leader_or_follower,
+                                     f"broker {replica_id} is not a replica of "
+                                     f"{req.topic}-{req.partition}")
                 if replica_id >= 0 and req.fetch_offset <= part.log.log_end_offset:
                     part.update_follower(replica_id, req.fetch_offset, broker_epoch=replica_epoch)
                     res.high_watermark = part.high_watermark
