@@ -11,8 +11,9 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
+from broker.protocol.records import Record, build_batch
 from broker.replication import Role
-from tests.unit.replication.cluster import FAST, Cluster, batch, eventually, run
+from tests.unit.replication.cluster import FAST, Cluster, batch, eventually, now_ms, run
 
 
 def test_followers_catch_up_and_the_high_watermark_follows(tmp_path: Path) -> None:
@@ -321,6 +322,41 @@ def test_crashed_leader_restarts_truncates_its_tail_and_rejoins_the_isr(tmp_path
             expand = c.alter_calls[-1]
             [(_, [item])] = expand.topics
             assert dict(item.new_isr)[3] == b3.broker_epoch  # vouched for by its new epoch
+        finally:
+            await c.stop()
+
+    run(main)
+
+
+def test_new_leader_knows_the_idempotent_producers_from_replication(tmp_path: Path) -> None:
+    async def main() -> None:
+        slow_shrink = dataclasses.replace(FAST, lag_time_max_ms=10_000)
+        c = Cluster(tmp_path, ids=(1, 2), settings=slow_shrink)
+        await c.start()
+        try:
+            await c.create_topic("t", [1, 2], min_isr=2)
+
+            def idempotent(seq: int, value: bytes) -> bytes:
+                return build_batch([Record(timestamp=now_ms(), key=None, value=value)],
+                                   producer_id=4242, producer_epoch=0, base_sequence=seq)
+
+            first, second = idempotent(0, b"one"), idempotent(1, b"two")
+            for data in (first, second):
+                await c.brokers[1].replicas.append({("t", 0): data}, required_acks=-1,
+                                                   timeout_ms=5000)
+            await c.heartbeat(1, want_fence=True)
+            assert c.leader("t").node_id == 2
+            new = c.brokers[2].replicas
+            # The producer did not see the second acknowledgement and retries it.
+            retry = await new.append({("t", 0): second}, required_acks=1, timeout_ms=1000)
+            assert retry[("t", 0)].base_offset == 1  # the original offset, not a new record
+            assert [r.value for r in new.get("t", 0).log.read_records(0)] == [b"one", b"two"]
+            nxt = await new.append({("t", 0): idempotent(2, b"three")}, required_acks=1,
+                                   timeout_ms=1000)
+            assert nxt[("t", 0)].base_offset == 2
+            gap = await new.append({("t", 0): idempotent(5, b"gap")}, required_acks=1,
+                                   timeout_ms=1000)
+            assert gap[("t", 0)].error_code is ErrorCode.out_of_order_sequence_number
         finally:
             await c.stop()
 
