@@ -345,12 +345,15 @@ class ReplicaFetcher:
                          log_end_offset=part.log.log_end_offset, start_at=pd.log_start_offset)
                 part.truncate_fully_and_start_at(pd.log_start_offset)
             else:
-                log.info("replica_fetch_partition_error", topic=part.topic,
-                         partition=part.index, source=self.source_id, error=error.name)
+                # Leadership errors are routine around a leader change (and retried every
+                # LEADERSHIP_RETRY_MS): debug, not info.
+                short = error in _LEADERSHIP_ERRORS
+                (log.debug if short else log.info)(
+                    "replica_fetch_partition_error", topic=part.topic, partition=part.index,
+                    source=self.source_id, error=error.name)
                 # The two sides apply a leadership change at slightly different times:
                 # retry soon rather than after the full backoff, which would add to the
                 # failover time. Metadata moves the partition if the leader really changed.
-                short = error in _LEADERSHIP_ERRORS
                 self._delay([st], LEADERSHIP_RETRY_MS if short else None)
         except KafkaError as exc:
             log.warning("replica_append_failed", topic=part.topic, partition=part.index,
