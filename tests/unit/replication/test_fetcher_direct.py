@@ -149,3 +149,33 @@ def test_stop_ends_the_fetcher_even_if_its_cancellation_is_lost(tmp_path: Path) 
                 logs.shutdown()
 
     run(main)
+
+
+def test_leader_behind_on_metadata_is_retried_soon_not_after_the_backoff(tmp_path: Path) -> None:
+    async def main() -> None:
+        managers, conn, fetchers = await pair(tmp_path)
+        leader, follower = managers[0][1], managers[1][1]
+        fetchers.settings = dataclasses.replace(FAST, fetch_backoff_ms=5000)
+        # The follower learns of leader epoch 1 before the leader does.
+        follower.apply_partition(topic="t", topic_id=None, index=0, leader=1, leader_epoch=1,
+                                 partition_epoch=1, replicas=(1, 2), isr=(1, 2),
+                                 min_insync_replicas=1, log_config=LogConfig())
+        fetchers.start()
+        try:
+            await asyncio.sleep(0.3)  # its fetches meet UNKNOWN_LEADER_EPOCH meanwhile
+            leader.apply_partition(topic="t", topic_id=None, index=0, leader=1, leader_epoch=1,
+                                   partition_epoch=1, replicas=(1, 2), isr=(1, 2),
+                                   min_insync_replicas=1, log_config=LogConfig())
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await leader.append({("t", 0): batch(b"a")}, required_acks=1, timeout_ms=1000)
+            fp = follower.get("t", 0)
+            await eventually(lambda: fp.log.log_end_offset == 1, timeout_s=4.0,
+                             what="follower fetch after the leader caught up")
+            assert loop.time() - started < 1.0  # not the 5 s replica.fetch.backoff.ms
+        finally:
+            await fetchers.stop()
+            for logs, _ in managers:
+                logs.shutdown()
+
+    run(main)
