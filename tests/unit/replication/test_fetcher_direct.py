@@ -153,7 +153,7 @@ def test_stop_ends_the_fetcher_even_if_its_cancellation_is_lost(tmp_path: Path) 
 
 def test_leader_behind_on_metadata_is_retried_soon_not_after_the_backoff(tmp_path: Path) -> None:
     async def main() -> None:
-        managers, conn, fetchers = await pair(tmp_path)
+        managers, _conn, fetchers = await pair(tmp_path)
         leader, follower = managers[0][1], managers[1][1]
         fetchers.settings = dataclasses.replace(FAST, fetch_backoff_ms=5000)
         # The follower learns of leader epoch 1 before the leader does.
