@@ -41,6 +41,13 @@ def test_followers_catch_up_and_the_high_watermark_follows(tmp_path: Path) -> No
                 what="follower high watermarks")
             follower_bytes = c.brokers[2].replicas.get("t", 0).log.read(0, 1 << 20, 3).read_bytes()
             assert follower_bytes == lp.log.read(0, 1 << 20, 3).read_bytes()
+            # DeleteRecords on the leader: followers move their log start along.
+            lp.log.delete_records_before(2)
+            await leader.replicas.append({("t", 0): batch(b"d")}, required_acks=-1,
+                                         timeout_ms=5000)
+            await eventually(lambda: all(
+                c.brokers[b].replicas.get("t", 0).log.log_start_offset == 2 for b in (2, 3)),
+                what="follower log start offsets")
         finally:
             await c.stop()
 
