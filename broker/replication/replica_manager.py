@@ -399,7 +399,7 @@ class ReplicaManager:
                 if req.last_fetched_epoch >= 0:
                     # Kafka's check (KIP-595 / KIP-320): the follower's last epoch must end
                     # here at or after its fetch offset, else it truncates first.
-                    epoch, end = part.log.end_offset_for_epoch(req.last_fetched_epoch)
+                    epoch, end = part.end_offset_for_epoch(req.last_fetched_epoch)
                     if epoch < req.last_fetched_epoch or end < req.fetch_offset:
                         res.diverging_epoch = (epoch, end)
                         continue
