@@ -234,8 +234,8 @@ class ReplicaManager:
 
     def check_isr(self) -> None:
         """Propose removing the replicas that stopped catching up (the periodic check)."""
-        if self.alter_partition is None:
-            return
+        if self.alter_partition is None or self.broker_epoch() < 0:
+            return  # single node, or not registered yet (the controller would refuse)
         now = self.clock()
         for part in list(self._partitions.values()):
             if part.role is Role.LEADER:
@@ -244,7 +244,7 @@ class ReplicaManager:
                     self._send_isr_change(part, pending)
 
     def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        if self.alter_partition is None or replica_id in part.isr:
+        if self.alter_partition is None or replica_id in part.isr or self.broker_epoch() < 0:
             return
         state = part.followers.get(replica_id)
         if state is None or not self.isr_eligible(replica_id, state.broker_epoch):
