@@ -368,3 +368,45 @@ def test_new_leader_knows_the_idempotent_producers_from_replication(tmp_path: Pa
             await c.stop()
 
     run(main)
+
+
+def test_fenced_follower_is_not_proposed_for_the_isr_until_unfenced(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        await c.start()
+        try:
+            await c.create_topic("t", [1, 2, 3], min_isr=2)
+            await c.heartbeat(3, want_fence=True)  # the controller drops it from the ISR
+            lp = c.brokers[1].replicas.get("t", 0)
+            assert lp.isr == (1, 2)
+            calls = len(c.alter_calls)
+            # Broker 3 keeps fetching and is caught up, but fenced: no proposal.
+            await c.brokers[1].replicas.append({("t", 0): batch(b"a")}, required_acks=-1,
+                                               timeout_ms=5000)
+            await eventually(lambda: c.brokers[3].replicas.get("t", 0).log.log_end_offset == 1,
+                             what="fenced follower still replicates")
+            await asyncio.sleep(0.3)
+            assert len(c.alter_calls) == calls and lp.isr == (1, 2)
+            await c.heartbeat(3)  # unfenced
+            await eventually(lambda: lp.isr == (1, 2, 3), what="expansion after unfencing")
+        finally:
+            await c.stop()
+
+    run(main)
+
+
+def test_settings_from_node_config() -> None:
+    from broker.config import build_config
+    from broker.replication import ReplicationSettings
+
+    cfg = build_config({
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:19093",
+        "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+        "controller.listener.names": "CONTROLLER", "log.dirs": "/tmp/unused",
+        "replica.lag.time.max.ms": "7000", "replica.fetch.wait.max.ms": "250",
+        "broker.rack": "r1",
+    })
+    s = ReplicationSettings.from_config(cfg)
+    assert (s.lag_time_max_ms, s.fetch_wait_max_ms, s.rack) == (7000, 250, "r1")
+    assert (s.fetch_max_bytes, s.fetch_backoff_ms) == (1024 * 1024, 1000)
