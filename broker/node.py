@@ -50,9 +50,12 @@ from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.quorum import MetadataQuorumDriver, controller_api_table
-from broker.replication import ReplicaManager
-from broker.replication.fetcher import ReplicaFetcherManager
-from broker.replication.replica_manager import ReplicationSettings
+from broker.replication import (
+    ClusterView,
+    ReplicaFetcherManager,
+    ReplicaManager,
+    ReplicationSettings,
+)
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
@@ -111,14 +114,15 @@ class Node:
         )
         self.logs.load()
         self.logs.start()
+        cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
         self.replicas = ReplicaManager(
             self.node_id, self.logs, self.clock,
             settings=ReplicationSettings.from_config(cfg),
             alter_partition=lambda req: self.controller.alter_partition(req),
             broker_epoch=lambda: self.broker_epoch,
-            rack_of=self._rack_of,
+            rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible,
         )
-        self.fetchers = ReplicaFetcherManager(self.replicas, address_of=self._broker_address)
+        self.fetchers = ReplicaFetcherManager(self.replicas, address_of=cluster.address_of)
 
         self.publisher = MetadataPublisher(self.cluster_id)
         if cfg.is_broker:
@@ -371,16 +375,6 @@ class Node:
             await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
         log.warning("controlled_shutdown_timed_out", timeout_s=timeout_s)
         return False
-
-    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
-        """Where replica fetchers reach another broker: its inter-broker listener."""
-        reg = self.metadata.broker(broker_id)
-        ep = None if reg is None else reg.endpoint(self.config.inter_broker_listener_name)
-        return None if ep is None else (ep.host, ep.port)
-
-    def _rack_of(self, broker_id: int) -> str | None:
-        reg = self.metadata.broker(broker_id)
-        return None if reg is None else reg.rack
 
     def _advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
         out = []

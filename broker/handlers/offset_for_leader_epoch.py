@@ -36,7 +36,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
             try:
                 part = node.replicas.leader_partition(
                     topic.topic, p.partition, p.current_leader_epoch)
-                epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
+                epoch, end = part.end_offset_for_epoch(p.leader_epoch)
                 partitions.append(build(
                     mod.EpochEndOffset, error_code=ErrorCode.none, partition=p.partition,
                     leader_epoch=epoch, end_offset=end,

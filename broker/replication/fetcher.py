@@ -16,11 +16,16 @@ broker knows. Per partition the answer is handled the way Kafka's follower does:
   which may take several rounds when this log holds epochs the leader never had.
 - OFFSET_OUT_OF_RANGE with the leader's log start past this log's end: truncate fully
   and start at the leader's log start.
-- FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH and other errors: the
-  partition waits replica.fetch.backoff.ms (metadata will bring the new leader).
+- FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH: the partition
+  retries after LEADERSHIP_RETRY_MS (at most replica.fetch.backoff.ms), since leader and
+  follower apply a leadership change at slightly different moments; metadata moves it to
+  another fetcher if the leader changed. Other errors wait replica.fetch.backoff.ms.
 
-A failed request (connection, timeout) backs off every partition of that fetcher. Nothing
-here ever truncates to the high watermark.
+A failed request (connection, timeout) backs off every partition of that fetcher. A
+partition added while a fetch is held in the leader's long poll does not wait for it: the
+fetcher abandons that fetch and its connection and fetches again at once (a leader change
+would otherwise wait up to replica.fetch.wait.max.ms). Nothing here ever truncates to the
+high watermark.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.metadata.image import MetadataImage
+from broker.replication.cluster_view import ClusterView
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 
@@ -50,7 +56,11 @@ FETCH_MIN_VERSION = 12  # DivergingEpoch
 FETCH_MAX_VERSION = 16
 FETCH_TOPIC_IDS_VERSION = 13
 FETCH_REPLICA_STATE_VERSION = 15
-STOP_TIMEOUT_S = 5.0
+LEADERSHIP_RETRY_MS = 100
+_LEADERSHIP_ERRORS = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
+    ErrorCode.fenced_leader_epoch,
+})
 TopicPartition = tuple[str, int]
 AddressOf = Callable[[int], "tuple[str, int] | None"]
 T = TypeVar("T")
@@ -74,16 +84,8 @@ def _kafka_connection(host: str, port: int) -> FetchConnection:
 
 
 def broker_address_resolver(image: Callable[[], MetadataImage], listener_name: str) -> AddressOf:
-    """`address_of` from the metadata image: the broker's endpoint on `listener_name`
-    (inter.broker.listener.name), unfenced or not (a fenced leader still answers fetches
-    until the controller moves its leaderships)."""
-
-    def address_of(broker_id: int) -> tuple[str, int] | None:
-        reg = image().broker(broker_id)
-        ep = None if reg is None else reg.endpoint(listener_name)
-        return None if ep is None else (ep.host, ep.port)
-
-    return address_of
+    """`address_of` from the metadata image (see ClusterView.address_of)."""
+    return ClusterView(image, listener_name).address_of
 
 
 def truncation_offset(part: Partition, epoch: int, end_offset: int) -> int | None:
@@ -123,6 +125,7 @@ class _FetchState:
     part: Partition
     leader_epoch: int
     delayed_until: float = 0.0  # event loop time
+    last_divergence: tuple[int, int, int, int] | None = None
 
 
 class ReplicaFetcher:
@@ -136,8 +139,8 @@ class ReplicaFetcher:
         self._conn: FetchConnection | None = None
         self._conn_address: tuple[str, int] | None = None
         self._wakeup = asyncio.Event()
+        self._added = asyncio.Event()  # a partition joined while a fetch was in flight
         self._task: asyncio.Task[None] | None = None
-        self._stopping = False
 
     @property
     def settings(self) -> ReplicationSettings:
@@ -153,25 +156,20 @@ class ReplicaFetcher:
             return
         self.partitions[key] = _FetchState(part, part.leader_epoch)
         self._wakeup.set()
+        self._added.set()
 
     def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
 
     def start(self) -> None:
         if self._task is None:
-            self._stopping = False
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"replica_fetcher_{self.source_id}")
 
     async def stop(self) -> None:
-        # The flag, not only the cancel: on Python 3.11 a cancel that lands as an inner
-        # wait_for completes is lost (gh-86296), and the loop would go on forever.
         task, self._task = self._task, None
-        self._stopping = True
-        self._wakeup.set()
         if task is not None:
-            task.cancel()
-            await asyncio.wait({task}, timeout=STOP_TIMEOUT_S)
+            await _cancel(task)
         await self._close_connection()
 
     async def _close_connection(self) -> None:
@@ -183,7 +181,8 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff_s = self.settings.fetch_backoff_ms / 1000
-        while not self._stopping:
+        me = asyncio.current_task()
+        while self._task is me:  # stop() clears it: a cancel lost inside wait_for still ends
             try:
                 await self.fetch_once()
             except asyncio.CancelledError:
@@ -209,7 +208,13 @@ class ReplicaFetcher:
         # v2: KafkaConnection reads flexible responses with header v1, which ApiVersions
         # (always header v0) does not use.
         versions = importlib.import_module("kio.schema.api_versions.v2.request")
-        reply = await conn.request(API_VERSIONS, 2, versions.ApiVersionsRequest(), timeout_s)
+        try:
+            reply = await conn.request(API_VERSIONS, 2, versions.ApiVersionsRequest(),
+                                       timeout_s)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
         peer_max = next((int(k.max_version) for k in reply.api_keys if k.api_key == FETCH), -1)
         version = min(peer_max, FETCH_MAX_VERSION)
         if version < FETCH_MIN_VERSION:
@@ -227,8 +232,11 @@ class ReplicaFetcher:
         if not ready:
             self._wakeup.clear()
             delays = [st.delayed_until - now for st in self.partitions.values()]
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), min(delays, default=None))
+            waiter = loop.create_task(self._wakeup.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=min(delays, default=None))
+            finally:
+                waiter.cancel()
             return
         conn = await self._connection()
         if conn is None:
@@ -241,8 +249,24 @@ class ReplicaFetcher:
         sent = {(st.part.topic, st.part.index): (st, st.part.log.log_end_offset) for st in ready}
         request = self._request(version, [st for st, _ in sent.values()])
         s = self.settings
-        response = await conn.request(
-            FETCH, version, request, (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000)
+        self._added.clear()
+        fetching = loop.create_task(conn.request(
+            FETCH, version, request, (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000))
+        added = loop.create_task(self._added.wait())
+        try:
+            await asyncio.wait({fetching, added}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            added.cancel()
+            if not fetching.done():
+                fetching.cancel()
+        if fetching.cancelled():
+            # A partition arrived (a leadership change) while the leader held this fetch in
+            # its long poll: rather than wait up to replica.fetch.wait.max.ms, drop the
+            # connection (the leader answers requests on one connection in order) and fetch
+            # again with the new partition at once. Nothing of the abandoned fetch was used.
+            await self._close_connection()
+            return
+        response = fetching.result()
         if response.error_code != ErrorCode.none:
             log.info("replica_fetch_error", source=self.source_id,
                      error=ErrorCode(response.error_code).name)
@@ -286,8 +310,10 @@ class ReplicaFetcher:
             forgotten_topics_data=(), rack_id="", **extra,
         )
 
-    def _delay(self, states: list[_FetchState]) -> None:
-        until = asyncio.get_running_loop().time() + self.settings.fetch_backoff_ms / 1000
+    def _delay(self, states: list[_FetchState], delay_ms: int | None = None) -> None:
+        backoff = self.settings.fetch_backoff_ms
+        delay = backoff if delay_ms is None else min(delay_ms, backoff)
+        until = asyncio.get_running_loop().time() + delay / 1000
         for st in states:
             st.delayed_until = until
 
@@ -304,7 +330,7 @@ class ReplicaFetcher:
             if error is ErrorCode.none:
                 diverging = getattr(pd, "diverging_epoch", None)
                 if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
-                    self._truncate_on_divergence(part, diverging.epoch, diverging.end_offset)
+                    self._truncate_on_divergence(st, diverging.epoch, diverging.end_offset)
                     return
                 if pd.records:
                     part.append_as_follower(pd.records)
@@ -319,22 +345,49 @@ class ReplicaFetcher:
                          log_end_offset=part.log.log_end_offset, start_at=pd.log_start_offset)
                 part.truncate_fully_and_start_at(pd.log_start_offset)
             else:
-                log.info("replica_fetch_partition_error", topic=part.topic,
-                         partition=part.index, source=self.source_id, error=error.name)
-                self._delay([st])
+                # Leadership errors are routine around a leader change (and retried every
+                # LEADERSHIP_RETRY_MS): debug, not info.
+                short = error in _LEADERSHIP_ERRORS
+                (log.debug if short else log.info)(
+                    "replica_fetch_partition_error", topic=part.topic, partition=part.index,
+                    source=self.source_id, error=error.name)
+                # The two sides apply a leadership change at slightly different times:
+                # retry soon rather than after the full backoff, which would add to the
+                # failover time. Metadata moves the partition if the leader really changed.
+                self._delay([st], LEADERSHIP_RETRY_MS if short else None)
         except KafkaError as exc:
             log.warning("replica_append_failed", topic=part.topic, partition=part.index,
                         error=exc.error_code.name, reason=exc.message)
             self._delay([st])
 
-    def _truncate_on_divergence(self, part: Partition, epoch: int, end_offset: int) -> None:
+    def _truncate_on_divergence(self, st: _FetchState, epoch: int, end_offset: int) -> None:
+        part = st.part
+        seen = (epoch, end_offset, part.log.log_end_offset, part.log.latest_epoch)
         target = truncation_offset(part, epoch, end_offset)
-        if target is None:
+        if target is None or seen == st.last_divergence:
+            # No offset to go by, or the same answer for the same log twice: nothing to
+            # gain from asking at once again.
+            log.warning("replica_divergence_stuck", topic=part.topic, partition=part.index,
+                        diverging_epoch=epoch, diverging_end_offset=end_offset,
+                        log_end_offset=part.log.log_end_offset)
+            self._delay([st])
+            st.last_divergence = None
             return
+        st.last_divergence = seen
         log.info("replica_truncate", topic=part.topic, partition=part.index,
                  diverging_epoch=epoch, diverging_end_offset=end_offset,
                  log_end_offset=part.log.log_end_offset, truncate_to=target)
         part.truncate_to(target)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancel and wait for `task` without swallowing a cancellation of the caller (which
+    `await task` under suppress(CancelledError) would)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("task_failed", task=task.get_name(), error=repr(task.exception()))
 
 
 class ReplicaFetcherManager:

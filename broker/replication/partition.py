@@ -166,10 +166,8 @@ class Partition:
         if new_epoch:
             # Kafka's resetReplicaState for a new leader: in-sync followers count as caught
             # up now, the others never were; their log end offsets are unknown until they
-            # fetch. The epoch starts at the log end, so followers that wrote past it in an
-            # earlier epoch learn where to truncate (DivergingEpoch) before any new append.
+            # fetch. The epoch starts at the log end (see end_offset_for_epoch).
             self.leader_epoch_start_offset = end
-            self.log.epoch_cache.assign(leader_epoch, end)
             self.pending_isr = None
             self.isr_retry_after_ms = 0
             self.followers = {
@@ -226,6 +224,22 @@ class Partition:
             )
 
     # ---- leader data path --------------------------------------------------------
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= `epoch`, its end offset) as Kafka's leader answers it, counting
+        this leader's own epoch from where it started even before a batch of it is
+        written. (Kafka writes that start into the epoch cache when it becomes leader; an
+        fsync per partition on every leader change is too dear here, and the first append
+        of the epoch records it anyway.) Without it a follower that wrote past this log
+        in an epoch this leader never had would get no usable DivergingEpoch."""
+        latest = self.log.latest_epoch
+        start = self.leader_epoch_start_offset
+        if self.role is Role.LEADER and start >= 0 and latest < self.leader_epoch:
+            if epoch == self.leader_epoch:
+                return epoch, self.log.log_end_offset
+            if latest < epoch < self.leader_epoch:
+                return (latest if latest >= 0 else epoch), start
+        return self.log.end_offset_for_epoch(epoch)
 
     def require_leader(self, current_leader_epoch: int = -1) -> None:
         self.require_readable(current_leader_epoch, leader_only=True)

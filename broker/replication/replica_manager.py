@@ -7,7 +7,7 @@ Leaders answer follower fetches (replica_id >= 0): a follower whose last fetched
 disagrees with this leader's epoch cache gets a DivergingEpoch instead of data; otherwise
 its fetch offset is its log end offset, which moves the high watermark and may add it to
 the ISR. ISR changes go to the controller through the injected `alter_partition`, one in
-flight per partition; a periodic check (`check_isr`, every replica.lag.time.max.ms / 2)
+flight per partition; a periodic check (`check_isr`, every min(lag / 2, 1 s))
 removes replicas that stopped catching up. Followers are fed by the replica fetchers
 (broker/replication/fetcher.py), which this manager tells about role changes.
 """
@@ -15,7 +15,6 @@ removes replicas that stopped catching up. Followers are fed by the replica fetc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -114,9 +113,12 @@ class ReplicaManager:
         alter_partition: AlterPartitionFn | None = None,
         broker_epoch: Callable[[], int] = lambda: -1,
         rack_of: Callable[[int], str | None] = lambda broker_id: None,
+        isr_eligible: Callable[[int, int], bool] = lambda broker_id, broker_epoch: True,
     ) -> None:
         """Without `alter_partition` (a single node) the ISR never changes. `rack_of` names
-        other brokers' racks (broker.rack of their registrations) for KIP-392."""
+        other brokers' racks (broker.rack of their registrations) for KIP-392;
+        `isr_eligible(broker_id, broker_epoch)` says whether a caught-up follower may be
+        proposed for the ISR (ClusterView provides all three from the metadata image)."""
         self.node_id = node_id
         self.logs = logs
         self.clock = clock
@@ -124,6 +126,7 @@ class ReplicaManager:
         self.alter_partition = alter_partition
         self.broker_epoch = broker_epoch
         self.rack_of = rack_of
+        self.isr_eligible = isr_eligible
         self.fetchers: FetcherHook | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -139,15 +142,18 @@ class ReplicaManager:
     async def stop(self) -> None:
         tasks = [*self._tasks, *([self._isr_task] if self._isr_task else [])]
         self._isr_task = None
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        while tasks:
+            for t in tasks:
+                t.cancel()
+            await asyncio.wait(tasks, timeout=1.0)
+            tasks = [t for t in tasks if not t.done()]
 
     async def _isr_loop(self) -> None:
-        interval_s = max(self.settings.lag_time_max_ms / 2, 10) / 1000
-        while True:
+        # Kafka checks every lag/2; at most every second here, so a stuck follower leaves
+        # the ISR within a second of replica.lag.time.max.ms rather than half of it.
+        interval_s = min(max(self.settings.lag_time_max_ms / 2, 10), 1000) / 1000
+        me = asyncio.current_task()
+        while self._isr_task is me:
             await asyncio.sleep(interval_s)
             try:
                 self.check_isr()
@@ -228,8 +234,8 @@ class ReplicaManager:
 
     def check_isr(self) -> None:
         """Propose removing the replicas that stopped catching up (the periodic check)."""
-        if self.alter_partition is None:
-            return
+        if self.alter_partition is None or self.broker_epoch() < 0:
+            return  # single node, or not registered yet (the controller would refuse)
         now = self.clock()
         for part in list(self._partitions.values()):
             if part.role is Role.LEADER:
@@ -238,7 +244,10 @@ class ReplicaManager:
                     self._send_isr_change(part, pending)
 
     def _maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        if self.alter_partition is None:
+        if self.alter_partition is None or replica_id in part.isr or self.broker_epoch() < 0:
+            return
+        state = part.followers.get(replica_id)
+        if state is None or not self.isr_eligible(replica_id, state.broker_epoch):
             return
         pending = part.maybe_expand_isr(replica_id, self.clock())
         if pending is not None:
@@ -264,7 +273,8 @@ class ReplicaManager:
         )
         error = ErrorCode.unknown_server_error
         try:
-            reply = await self.alter_partition(request)
+            reply = await asyncio.wait_for(self.alter_partition(request),
+                                           self.settings.socket_timeout_ms / 1000)
             error = reply.error
             if error is ErrorCode.none:
                 error = ErrorCode.unknown_topic_or_partition  # unless the reply names it
@@ -284,6 +294,8 @@ class ReplicaManager:
                                 return
         except KafkaError as exc:
             error = exc.error_code
+        except TimeoutError:
+            error = ErrorCode.request_timed_out
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -387,7 +399,7 @@ class ReplicaManager:
                 if req.last_fetched_epoch >= 0:
                     # Kafka's check (KIP-595 / KIP-320): the follower's last epoch must end
                     # here at or after its fetch offset, else it truncates first.
-                    epoch, end = part.log.end_offset_for_epoch(req.last_fetched_epoch)
+                    epoch, end = part.end_offset_for_epoch(req.last_fetched_epoch)
                     if epoch < req.last_fetched_epoch or end < req.fetch_offset:
                         res.diverging_epoch = (epoch, end)
                         continue
@@ -396,6 +408,12 @@ class ReplicaManager:
                     if preferred >= 0:
                         res.preferred_read_replica = preferred
                         continue
+                if replica_id >= 0 and replica_id not in part.followers:
+                    # Kafka: only assigned replicas fetch as followers (their fetches move
+                    # the high watermark and read past it).
+                    raise KafkaError(ErrorCode.not_leader_or_follower,
+                                     f"broker {replica_id} is not a replica of "
+                                     f"{req.topic}-{req.partition}")
                 if replica_id >= 0 and req.fetch_offset <= part.log.log_end_offset:
                     part.update_follower(replica_id, req.fetch_offset, broker_epoch=replica_epoch)
                     res.high_watermark = part.high_watermark
@@ -423,10 +441,6 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         while True:
-            waiters = [
-                p.new_waiter() for r in requests
-                if (p := self._partitions.get((r.topic, r.partition))) is not None
-            ]
             results = self._read_once(requests, replica_id=replica_id, max_bytes=max_bytes,
                                       replica_epoch=replica_epoch, client_rack=client_rack)
             total = sum(r.size for r in results)
@@ -435,9 +449,15 @@ class ReplicaManager:
                 or r.preferred_read_replica >= 0 for r in results
             )
             remaining = deadline - loop.time()
-            if total >= min_bytes or errored or remaining <= 0 or not waiters:
-                for w in waiters:
-                    w.cancel()
+            if total >= min_bytes or errored or remaining <= 0:
+                return results
+            # Registered after the read with no await in between, so nothing is missed, and
+            # a follower's own fetch (which may move the high watermark) does not wake it.
+            waiters = [
+                p.new_waiter() for r in requests
+                if (p := self._partitions.get((r.topic, r.partition))) is not None
+            ]
+            if not waiters:
                 return results
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for w in waiters:

@@ -34,12 +34,14 @@ from broker.controller.requests import (
 from broker.controller.service import ControllerService
 from broker.handlers import api_versions, fetch, list_offsets, offset_for_leader_epoch, produce
 from broker.log import LogConfig, LogManager
+from broker.metadata.delta import MetadataDelta
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.protocol.records import Record, build_batch
 from broker.replication import ReplicaManager
-from broker.replication.fetcher import ReplicaFetcherManager, broker_address_resolver
+from broker.replication.cluster_view import ClusterView
+from broker.replication.fetcher import ReplicaFetcherManager
 from broker.replication.replica_manager import ReplicationSettings
 from broker.replication.sync import ReplicaSync
 from broker.server import Dispatcher, ListenerSpec, Server
@@ -74,15 +76,17 @@ class Broker:
         self.rack = f"rack{node_id}"
         self.logs = LogManager([cluster.tmp / f"b{node_id}"], LogConfig(), now_ms)
         self.logs.load()
+        # Wired as the Node does.
+        view = ClusterView(lambda: cluster.metadata, "PLAINTEXT")
         self.replicas = ReplicaManager(
             node_id, self.logs, now_ms, settings=dataclasses.replace(settings, rack=self.rack),
             alter_partition=cluster.alter_partition, broker_epoch=lambda: self.broker_epoch,
-            rack_of=lambda b: (r.rack if (r := cluster.metadata.broker(b)) else None),
+            rack_of=view.rack_of, isr_eligible=view.isr_eligible,
         )
-        self.fetchers = ReplicaFetcherManager(
-            self.replicas, address_of=broker_address_resolver(lambda: cluster.metadata,
-                                                              "PLAINTEXT"))
-        cluster.publisher.subscribe(ReplicaSync(cluster.config, self.replicas))
+        self.fetchers = ReplicaFetcherManager(self.replicas, address_of=view.address_of)
+        self.sync = ReplicaSync(cluster.config, self.replicas)
+        self.incarnation = 0
+        self.running = False
         dispatcher = Dispatcher.from_modules(
             [api_versions, fetch, produce, list_offsets, offset_for_leader_epoch])
         self.server = Server(self, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0, BROKER_APIS,
@@ -101,13 +105,20 @@ class Broker:
         self.replicas.start()
         self.fetchers.start()
 
-    async def stop(self) -> None:
+    async def stop(self, *, clean: bool = True) -> None:
+        """`clean=False` is a crash: no producer snapshots, checkpoints or clean-shutdown
+        marker, so the next open recovers the logs."""
         await self.fetchers.stop()
         await self.replicas.stop()
         await self.server.stop()
-        for part in list(self.replicas.partitions()):
-            part.close()
-        self.logs.shutdown()
+        if clean:
+            for part in list(self.replicas.partitions()):
+                part.close()
+            self.logs.shutdown()
+        else:
+            self.logs.stop()
+            for plog in self.logs.all_logs():
+                plog.close()
 
 
 class Cluster:
@@ -132,7 +143,14 @@ class Cluster:
         # A test may replace the controller's answer (delay it, refuse it).
         self.alter_hook: Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]] | None
         self.alter_hook = None
+        self.settings = settings
         self.brokers = {i: Broker(self, i, settings) for i in ids}
+        self.publisher.subscribe(self._publish)
+
+    def _publish(self, old: MetadataImage, new: MetadataImage, delta: MetadataDelta | None) -> None:
+        for b in list(self.brokers.values()):
+            if b.running:
+                b.sync(old, new, delta)
 
     @property
     def metadata(self) -> MetadataImage:
@@ -153,16 +171,36 @@ class Cluster:
 
     async def start(self) -> None:
         for b in self.brokers.values():
-            await b.start()
-            reply = await self.controller.register_broker(BrokerRegistrationRequest(
-                broker_id=b.node_id, cluster_id=CLUSTER_ID,
-                incarnation_id=uuid.UUID(int=b.node_id),
-                listeners=[("PLAINTEXT", "127.0.0.1", b.port, "PLAINTEXT")],
-                rack=b.rack,
-            ))
-            assert reply.error.name == "none", reply
-            b.broker_epoch = reply.broker_epoch
-            await self.heartbeat(b.node_id)
+            await self._start_broker(b)
+
+    async def _start_broker(self, b: Broker) -> None:
+        await b.start()
+        b.running = True
+        b.sync(self.metadata, self.metadata, None)  # what the node replays at startup
+        reply = await self.controller.register_broker(BrokerRegistrationRequest(
+            broker_id=b.node_id, cluster_id=CLUSTER_ID,
+            incarnation_id=uuid.UUID(int=b.node_id * 1000 + b.incarnation),
+            listeners=[("PLAINTEXT", "127.0.0.1", b.port, "PLAINTEXT")],
+            rack=b.rack,
+        ))
+        assert reply.error.name == "none", reply
+        b.broker_epoch = reply.broker_epoch
+        await self.heartbeat(b.node_id)
+
+    async def crash(self, node_id: int) -> None:
+        b = self.brokers[node_id]
+        b.running = False
+        await b.stop(clean=False)
+
+    async def restart(self, node_id: int) -> Broker:
+        """A new process on the same log directory: recovery, a new incarnation and broker
+        epoch, then registration and unfencing."""
+        old = self.brokers[node_id]
+        b = Broker(self, node_id, self.settings)
+        b.incarnation = old.incarnation + 1
+        self.brokers[node_id] = b
+        await self._start_broker(b)
+        return b
 
     async def heartbeat(self, node_id: int, *, want_fence: bool = False) -> Any:
         b = self.brokers[node_id]
@@ -171,9 +209,11 @@ class Cluster:
             current_metadata_offset=self.metadata.offset, want_fence=want_fence))
 
     async def stop(self) -> None:
-        for b in self.brokers.values():
+        running = [b for b in self.brokers.values() if b.running]
+        for b in running:
+            b.running = False
             await b.fetchers.stop()
-        for b in self.brokers.values():
+        for b in running:
             await b.stop()
 
     async def create_topic(self, name: str, replicas: list[int], *, min_isr: int = 1,

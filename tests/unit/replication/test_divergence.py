@@ -117,3 +117,28 @@ def test_follower_truncates_to_the_shared_prefix(
         assert ends == [shared]  # one truncation, exactly to the shared prefix
     else:
         assert ends == []
+
+
+def test_truncation_offset_cases(tmp_path: Path) -> None:
+    logs = LogManager([tmp_path], LogConfig(), now_ms)
+    logs.load()
+    try:
+        plog = logs.get_or_create("t", 0, LogConfig())
+        ts = now_ms()
+        for epoch in (1, 1, 3, 3, 5):  # epochs 1@0, 3@2, 5@4; log end 5
+            plog.append_as_leader(batch(b"v", ts=ts), epoch, ts)
+        rm = ReplicaManager(2, logs, now_ms)
+        rm.apply_partition(topic="t", topic_id=None, index=0, leader=1, leader_epoch=6,
+                           partition_epoch=0, replicas=(1, 2), isr=(1, 2),
+                           min_insync_replicas=1, log_config=LogConfig())
+        part = rm.get("t", 0)
+        assert part is not None
+        assert truncation_offset(part, 3, -1) is None     # no offset: never guess
+        assert truncation_offset(part, -1, 2) == 2        # leader without epochs
+        assert truncation_offset(part, 3, 3) == 3         # shared epoch: the smaller end
+        assert truncation_offset(part, 3, 9) == 4         # ... which may be this log's
+        assert truncation_offset(part, 4, 4) == 4         # epoch 4 unknown here: end of 3
+        assert truncation_offset(part, 2, 1) == 2         # epoch 2 unknown: end of 1, ask again
+        assert truncation_offset(part, 0, 0) == 0         # below the first epoch: its start
+    finally:
+        logs.shutdown()

@@ -11,8 +11,9 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
+from broker.protocol.records import Record, build_batch
 from broker.replication import Role
-from tests.unit.replication.cluster import FAST, Cluster, batch, eventually, run
+from tests.unit.replication.cluster import FAST, Cluster, batch, eventually, now_ms, run
 
 
 def test_followers_catch_up_and_the_high_watermark_follows(tmp_path: Path) -> None:
@@ -40,6 +41,13 @@ def test_followers_catch_up_and_the_high_watermark_follows(tmp_path: Path) -> No
                 what="follower high watermarks")
             follower_bytes = c.brokers[2].replicas.get("t", 0).log.read(0, 1 << 20, 3).read_bytes()
             assert follower_bytes == lp.log.read(0, 1 << 20, 3).read_bytes()
+            # DeleteRecords on the leader: followers move their log start along.
+            lp.log.delete_records_before(2)
+            await leader.replicas.append({("t", 0): batch(b"d")}, required_acks=-1,
+                                         timeout_ms=5000)
+            await eventually(lambda: all(
+                c.brokers[b].replicas.get("t", 0).log.log_start_offset == 2 for b in (2, 3)),
+                what="follower log start offsets")
         finally:
             await c.stop()
 
@@ -236,3 +244,169 @@ def test_follower_behind_the_leaders_log_start_truncates_fully(tmp_path: Path) -
             await c.stop()
 
     run(main)
+
+
+def test_fetcher_reconnects_after_its_connection_drops(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path, ids=(1, 2))
+        await c.start()
+        try:
+            await c.create_topic("t", [1, 2], min_isr=2)
+            leader = c.brokers[1].replicas
+            await leader.append({("t", 0): batch(b"a")}, required_acks=-1, timeout_ms=5000)
+            [fetcher] = c.brokers[2].fetchers.fetchers.values()
+            first = fetcher._conn
+            assert first is not None
+            await first.close()  # as if the leader's side reset it
+            res = await leader.append({("t", 0): batch(b"b")}, required_acks=-1,
+                                      timeout_ms=5000)
+            assert res[("t", 0)].base_offset == 1
+            assert fetcher._conn is not None and fetcher._conn is not first
+            fp = c.brokers[2].replicas.get("t", 0)
+            assert [r.value for r in fp.log.read_records(0)] == [b"a", b"b"]
+        finally:
+            await c.stop()
+
+    run(main)
+
+
+def test_a_partition_added_during_a_long_poll_is_fetched_at_once(tmp_path: Path) -> None:
+    async def main() -> None:
+        slow_polls = dataclasses.replace(FAST, fetch_wait_max_ms=5000)
+        c = Cluster(tmp_path, ids=(1, 2), settings=slow_polls)
+        await c.start()
+        try:
+            await c.create_topic("a", [1, 2])
+            fetcher = c.brokers[2].fetchers.fetchers[1]
+            await eventually(lambda: fetcher._conn is not None, what="first fetch")
+            await asyncio.sleep(0.1)  # broker 2's fetch of "a" now sits in broker 1's long poll
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await c.create_topic("b", [1, 2], min_isr=2)
+            res = await c.brokers[1].replicas.append({("b", 0): batch(b"x")}, required_acks=-1,
+                                                     timeout_ms=10_000)
+            assert res[("b", 0)].base_offset == 0
+            assert loop.time() - started < 2.0  # not the 5 s long poll
+            assert c.brokers[2].fetchers.fetchers[1] is fetcher  # one fetcher per leader
+        finally:
+            await c.stop()
+
+    run(main)
+
+
+def test_crashed_leader_restarts_truncates_its_tail_and_rejoins_the_isr(tmp_path: Path) -> None:
+    async def main() -> None:
+        slow_shrink = dataclasses.replace(FAST, lag_time_max_ms=10_000)
+        c = Cluster(tmp_path, settings=slow_shrink)
+        await c.start()
+        try:
+            await c.create_topic("t", [3, 1, 2], min_isr=2)
+            assert c.leader("t").node_id == 3
+            await c.brokers[3].replicas.append({("t", 0): batch(b"a", b"b")},
+                                               required_acks=-1, timeout_ms=5000)
+            for b in (1, 2):
+                await c.brokers[b].fetchers.stop()
+            for v in (b"lost1", b"lost2"):  # acks=1: on broker 3 only
+                await c.brokers[3].replicas.append({("t", 0): batch(v)}, required_acks=1,
+                                                   timeout_ms=1000)
+            old_epoch = c.brokers[3].broker_epoch
+            await c.crash(3)
+            await c.heartbeat(3, want_fence=True)  # the controller's session expiry
+            assert c.leader("t").node_id == 1
+            assert c.metadata.partition("t", 0).isr == (1, 2)
+            for b in (1, 2):
+                c.brokers[b].fetchers.start()
+            await c.brokers[1].replicas.append({("t", 0): batch(b"new")}, required_acks=-1,
+                                               timeout_ms=5000)
+
+            b3 = await c.restart(3)
+            assert b3.broker_epoch > old_epoch
+            p3 = b3.replicas.get("t", 0)
+            assert p3 is not None and p3.log.log_end_offset == 4  # recovered, tail included
+            await eventually(lambda: c.metadata.partition("t", 0).isr == (1, 2, 3),
+                             what="broker 3 back in the ISR")
+            assert [r.value for r in p3.log.read_records(0)] == [b"a", b"b", b"new"]
+            expand = c.alter_calls[-1]
+            [(_, [item])] = expand.topics
+            assert dict(item.new_isr)[3] == b3.broker_epoch  # vouched for by its new epoch
+        finally:
+            await c.stop()
+
+    run(main)
+
+
+def test_new_leader_knows_the_idempotent_producers_from_replication(tmp_path: Path) -> None:
+    async def main() -> None:
+        slow_shrink = dataclasses.replace(FAST, lag_time_max_ms=10_000)
+        c = Cluster(tmp_path, ids=(1, 2), settings=slow_shrink)
+        await c.start()
+        try:
+            await c.create_topic("t", [1, 2], min_isr=2)
+
+            def idempotent(seq: int, value: bytes) -> bytes:
+                return build_batch([Record(timestamp=now_ms(), key=None, value=value)],
+                                   producer_id=4242, producer_epoch=0, base_sequence=seq)
+
+            first, second = idempotent(0, b"one"), idempotent(1, b"two")
+            for data in (first, second):
+                await c.brokers[1].replicas.append({("t", 0): data}, required_acks=-1,
+                                                   timeout_ms=5000)
+            await c.heartbeat(1, want_fence=True)
+            assert c.leader("t").node_id == 2
+            new = c.brokers[2].replicas
+            # The producer did not see the second acknowledgement and retries it.
+            retry = await new.append({("t", 0): second}, required_acks=1, timeout_ms=1000)
+            assert retry[("t", 0)].base_offset == 1  # the original offset, not a new record
+            assert [r.value for r in new.get("t", 0).log.read_records(0)] == [b"one", b"two"]
+            nxt = await new.append({("t", 0): idempotent(2, b"three")}, required_acks=1,
+                                   timeout_ms=1000)
+            assert nxt[("t", 0)].base_offset == 2
+            gap = await new.append({("t", 0): idempotent(5, b"gap")}, required_acks=1,
+                                   timeout_ms=1000)
+            assert gap[("t", 0)].error_code is ErrorCode.out_of_order_sequence_number
+        finally:
+            await c.stop()
+
+    run(main)
+
+
+def test_fenced_follower_is_not_proposed_for_the_isr_until_unfenced(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        await c.start()
+        try:
+            await c.create_topic("t", [1, 2, 3], min_isr=2)
+            await c.heartbeat(3, want_fence=True)  # the controller drops it from the ISR
+            lp = c.brokers[1].replicas.get("t", 0)
+            assert lp.isr == (1, 2)
+            calls = len(c.alter_calls)
+            # Broker 3 keeps fetching and is caught up, but fenced: no proposal.
+            await c.brokers[1].replicas.append({("t", 0): batch(b"a")}, required_acks=-1,
+                                               timeout_ms=5000)
+            await eventually(lambda: c.brokers[3].replicas.get("t", 0).log.log_end_offset == 1,
+                             what="fenced follower still replicates")
+            await asyncio.sleep(0.3)
+            assert len(c.alter_calls) == calls and lp.isr == (1, 2)
+            await c.heartbeat(3)  # unfenced
+            await eventually(lambda: lp.isr == (1, 2, 3), what="expansion after unfencing")
+        finally:
+            await c.stop()
+
+    run(main)
+
+
+def test_settings_from_node_config() -> None:
+    from broker.config import build_config
+    from broker.replication import ReplicationSettings
+
+    cfg = build_config({
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:19093",
+        "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+        "controller.listener.names": "CONTROLLER", "log.dirs": "/tmp/unused",
+        "replica.lag.time.max.ms": "7000", "replica.fetch.wait.max.ms": "250",
+        "broker.rack": "r1",
+    })
+    s = ReplicationSettings.from_config(cfg)
+    assert (s.lag_time_max_ms, s.fetch_wait_max_ms, s.rack) == (7000, 250, "r1")
+    assert (s.fetch_max_bytes, s.fetch_backoff_ms) == (1024 * 1024, 1000)

@@ -46,9 +46,30 @@ def append(p: Partition, n: int = 1) -> None:
         p.append_as_leader(batch(b"v"), required_acks=1)
 
 
-def test_new_leader_starts_its_epoch_at_the_log_end(part: Partition) -> None:
-    assert part.leader_epoch_start_offset == 0
-    assert part.log.epoch_cache.entries() == [(3, 0)]
+def test_new_leader_counts_its_epoch_from_the_log_end_before_writing(
+    tmp_path: Path, clock: Clock,
+) -> None:
+    plog = PartitionLog(tmp_path / "e-0", TopicPartition("e", 0), LogConfig(), clock=clock)
+    for epoch in (1, 1, 2):
+        plog.append_as_leader(batch(b"v"), epoch, clock.ms)
+    p = Partition(topic="e", index=0, topic_id=None, log=plog, clock=clock, node_id=1)
+    p.become_leader(leader_epoch=5, partition_epoch=0, replicas=(1, 2), isr=(1, 2),
+                    min_insync_replicas=1)
+    assert p.leader_epoch_start_offset == 3
+    assert plog.epoch_cache.entries() == [(1, 0), (2, 2)]  # nothing written (no fsync)
+    # As if epoch 5 started at 3: a follower that wrote in epoch 3 or 4 (which this
+    # leader never had) learns that epoch 2 ends at 3.
+    assert p.end_offset_for_epoch(4) == (2, 3)
+    assert p.end_offset_for_epoch(3) == (2, 3)
+    assert p.end_offset_for_epoch(2) == (2, 3)
+    assert p.end_offset_for_epoch(1) == (1, 2)
+    assert p.end_offset_for_epoch(5) == (5, 3)
+    assert p.end_offset_for_epoch(6) == (-1, -1)
+    append(p, 1)
+    assert plog.epoch_cache.entries() == [(1, 0), (2, 2), (5, 3)]
+    assert p.end_offset_for_epoch(4) == (2, 3)
+    assert p.end_offset_for_epoch(5) == (5, 4)
+    plog.close()
 
 
 def test_high_watermark_is_the_smallest_isr_log_end(part: Partition) -> None:
@@ -192,3 +213,25 @@ def test_new_leader_epoch_drops_the_pending_change(part: Partition, clock: Clock
     assert not part.apply_isr_result(pending, error=ErrorCode.none, isr=(1,), leader_epoch=3,
                                      partition_epoch=11)
     assert part.isr == (1, 2, 3)
+
+
+def test_replica_being_added_holds_the_high_watermark_back(
+    tmp_path: Path, clock: Clock,
+) -> None:
+    plog = PartitionLog(tmp_path / "w-0", TopicPartition("w", 0), LogConfig(), clock=clock)
+    p = Partition(topic="w", index=0, topic_id=None, log=plog, clock=clock, node_id=1)
+    p.become_leader(leader_epoch=0, partition_epoch=0, replicas=(1, 2, 3), isr=(1, 2),
+                    min_insync_replicas=2)
+    p.update_follower(3, 0)
+    pending = p.maybe_expand_isr(3, clock.ms)
+    assert pending is not None
+    append(p, 2)
+    p.update_follower(2, 2)
+    # Broker 2 holds everything, but broker 3 may be in the ISR any moment now: had the
+    # high watermark moved to 2, the committed ISR (1, 2, 3) would have a member without it.
+    assert p.high_watermark == 0
+    assert p.apply_isr_result(pending, error=ErrorCode.none, isr=(1, 2, 3), leader_epoch=0,
+                              partition_epoch=1)
+    p.update_follower(3, 2)
+    assert p.high_watermark == 2
+    plog.close()

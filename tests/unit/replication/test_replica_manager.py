@@ -153,3 +153,13 @@ async def test_remove_deletes_the_log(manager, tmp_path):
     manager.remove("t", 0, delete_log=True)
     assert manager.get("t", 0) is None
     assert not (tmp_path / "t-0").exists()
+
+
+async def test_only_assigned_replicas_fetch_as_followers(manager):
+    lead(manager, replicas=(NODE, 2), isr=(NODE, 2), min_isr=1)
+    await manager.append({("t", 0): batch(b"x")}, required_acks=1, timeout_ms=100)
+    out = await manager.fetch([fetch_req(offset=1)], replica_id=7, max_wait_ms=0, min_bytes=1,
+                              max_bytes=1 << 20)
+    assert out[0].error_code is ErrorCode.not_leader_or_follower
+    assert out[0].size == 0
+    assert manager.get("t", 0).high_watermark == 0  # a stranger does not move it
