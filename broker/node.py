@@ -125,6 +125,7 @@ class Node:
             lambda: int(self.quorum.driver.leader_and_epoch[0]), self.controller_service,
             retry_backoff_ms=cfg["controller.quorum.retry.backoff.ms"],
             attempt_timeout_s=cfg["controller.quorum.request.timeout.ms"] / 1000,
+            wait_applied=self.publisher.wait_for_offset,
         )
         server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],

@@ -117,8 +117,10 @@ def test_topic_created_through_a_broker_has_balanced_leaders(cluster: Cluster) -
 def test_produce_and_consume_through_a_broker_with_rf1(cluster: Cluster) -> None:
     create_topic(admin_via(cluster, 4), "rf1", partitions=1, rf=1)
     cluster.wait_for(lambda: leaders(cluster, 4, "rf1").get(0, -1) >= 0, 10, "rf1 leader")
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": 1,
-                         "log_level": 0})
+    # idempotence: InitProducerId makes the broker ask the controller for a producer-id
+    # block (AllocateProducerIds through its channel)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "log_level": 0})
     delivered: list[Any] = []
     for i in range(10):
         producer.produce("rf1", value=f"v{i}".encode(),
@@ -141,6 +143,29 @@ def test_produce_and_consume_through_a_broker_with_rf1(cluster: Cluster) -> None
         assert values == [f"v{i}".encode() for i in range(10)]
     finally:
         consumer.close()
+
+
+def test_admin_api_on_a_broker_reaches_the_controller(cluster: Cluster) -> None:
+    """The gRPC admin API of a broker-only node: writes go through its channel."""
+    import grpc
+
+    from broker.admin import pb
+
+    with grpc.insecure_channel(cluster.admin_address(6)) as channel:
+        topics = pb.topics_grpc.TopicServiceStub(channel)
+        created = topics.CreateTopic(pb.topics.CreateTopicRequest(
+            name="via-admin", num_partitions=2, replication_factor=3), timeout=20)
+        assert created.num_partitions == 2 and len(created.topic.topic_id) == 16
+        # read your writes: the broker that answered already knows the topic
+        described = topics.DescribeTopics(pb.topics.DescribeTopicsRequest(
+            names=["via-admin"]), timeout=5)
+        assert [t.topic.name for t in described.topics] == ["via-admin"]
+        parts = pb.partitions_grpc.PartitionServiceStub(channel)
+        elected = parts.ElectLeaders(pb.partitions.ElectLeadersRequest(
+            partitions=[pb.partitions.TopicPartition(topic="via-admin", partition=0)]),
+            timeout=20)
+        assert [r.outcome for r in elected.results] == [
+            pb.partitions.ELECTION_OUTCOME_NOT_NEEDED]
 
 
 def test_killing_the_active_controller_elects_another_and_brokers_still_create_topics(

@@ -221,3 +221,61 @@ def test_combined_node_goes_remote_while_its_own_controller_is_inactive() -> Non
             await channel.close()
             server.close()
     run(go())
+
+
+def test_a_remote_write_waits_for_the_local_image_to_catch_up() -> None:
+    from kio.schema.describe_quorum.v0 import response as dq
+
+    async def go() -> None:
+        node = ControllerNode()
+        await node.add_broker(1)
+
+        async def handler(api_key: int, version: int, request: Any) -> Any:
+            if api_key == 55:
+                p: Any = dq
+                return p.DescribeQuorumResponse(error_code=ErrorCode.none, topics=(p.TopicData(
+                    topic_name="__cluster_metadata", partitions=(p.PartitionData(
+                        partition_index=0, error_code=ErrorCode.none, leader_id=1,
+                        leader_epoch=1, high_watermark=node.metadata.offset + 1,
+                        current_voters=(), observers=()),)),))
+            return await RPCS[api_key].handle(node, None, request)
+
+        server = await serve(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        asked: list[int] = []
+
+        async def wait_applied(offset: int, timeout_s: float) -> None:
+            asked.append(offset)
+
+        channel = ControllerChannel(4, {1: ("127.0.0.1", port)}, lambda: 1,
+                                    wait_applied=wait_applied)
+        try:
+            [res] = await channel.create_topics([CreatableTopic("t", 1, 1)])
+            assert res.error is ErrorCode.none
+            assert asked == [node.metadata.offset]  # the offset that holds the topic
+            await channel.broker_heartbeat(BrokerHeartbeatRequest(1, node.epochs[1], 0))
+            assert len(asked) == 1  # heartbeats do not wait
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
+
+
+def test_a_failed_catch_up_does_not_fail_the_write() -> None:
+    async def go() -> None:
+        node = ControllerNode()
+        await node.add_broker(1)
+        server, port = await controller_server(node)  # no DescribeQuorum: connection drops
+
+        async def wait_applied(offset: int, timeout_s: float) -> None:
+            raise AssertionError("not reached: the controller's high watermark is unknown")
+
+        channel = ControllerChannel(4, {1: ("127.0.0.1", port)}, lambda: 1,
+                                    wait_applied=wait_applied)
+        try:
+            [res] = await channel.create_topics([CreatableTopic("t", 1, 1)])
+            assert res.error is ErrorCode.none and node.metadata.topic("t") is not None
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
