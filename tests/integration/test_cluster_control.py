@@ -63,11 +63,7 @@ def create_topic(admin: AdminClient, name: str, partitions: int, rf: int,
 
 
 def leaders(c: Cluster, via: int, topic: str) -> dict[int, int]:
-    md = c.metadata(via, timeout=3.0)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return {}
-    return {p: pm.leader for p, pm in t.partitions.items()}
+    return c.partition_leaders(topic, via)
 
 
 def broker_states(c: Cluster, node_id: int) -> dict[int, tuple[int, int]]:
@@ -213,6 +209,23 @@ def test_killed_broker_is_fenced_and_its_leaders_move_within_two_seconds(
     cluster.wait_ready(30)
     state, epoch_after = broker_states(cluster, witness)[victim]
     assert state == UNFENCED and epoch_after > epoch_before
+
+
+def test_paused_broker_is_fenced_and_unfenced_with_the_same_epoch_when_resumed(
+    cluster: Cluster,
+) -> None:
+    victim = 6
+    witness = other_broker(cluster, victim)
+    epoch = broker_states(cluster, witness)[victim][1]
+    cluster.pause(victim)
+    try:
+        cluster.wait_for(lambda: broker_states(cluster, witness)[victim][0] == FENCED, 5,
+                         f"broker {victim} fenced while stopped")
+    finally:
+        cluster.resume(victim)
+    cluster.wait_for(lambda: broker_states(cluster, witness)[victim] == (UNFENCED, epoch), 10,
+                     f"broker {victim} unfenced again, same registration")
+    cluster.wait_ready(20)
 
 
 def test_sigterm_moves_leaders_away_before_the_broker_exits(cluster: Cluster) -> None:

@@ -10,6 +10,7 @@
     cluster.active_controller()            # the quorum leader's id (DescribeQuorum)
     cluster.describe_cluster()             # the admin gRPC DescribeCluster of a live node
     cluster.metadata(4)                    # librdkafka's Metadata via a client of broker 4
+    cluster.partition_leaders("t")         # {partition: leader id} as a broker reports it
     cluster.stop()                         # SIGTERM everything still running (then SIGKILL)
 
 Node ids: dedicated controllers are 1..controllers and brokers follow
@@ -238,14 +239,16 @@ class Cluster:
         node.starts += 1
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
-        expected = set(self.broker_ids)
-        running = [i for i in self.broker_ids if self.nodes[i].running]
-
+        """Until the quorum has a leader and every running broker serves Metadata listing
+        exactly the running brokers (all registered and unfenced); nodes that are down are
+        not waited for."""
         def ready() -> bool:
             self._check_alive()
-            return all(self.metadata_brokers(i, timeout=2.0) == expected for i in running)
+            running = {i for i in self.broker_ids if self.nodes[i].running}
+            return self.active_controller() >= 0 and all(
+                self.metadata_brokers(i, timeout=2.0) == running for i in running)
 
-        self.wait_for(ready, timeout, f"brokers {sorted(expected)} registered and unfenced")
+        self.wait_for(ready, timeout, "the running brokers registered and unfenced")
 
     def kill(self, node_id: int) -> int:
         """SIGKILL; returns the exit status (-9)."""
@@ -351,6 +354,17 @@ class Cluster:
 
     def metadata_brokers(self, broker_id: int, timeout: float = 5.0) -> set[int]:
         return set(self.metadata(broker_id, timeout).brokers)
+
+    def partition_leaders(self, topic: str, via: int | None = None,
+                          timeout: float = 3.0) -> dict[int, int]:
+        """partition -> leader id (-1: none) of `topic` in the Metadata a client of broker
+        `via` (default: the first running broker) gets; {} while the topic is unknown."""
+        if via is None:
+            via = next(i for i in self.broker_ids if self.nodes[i].running)
+        t = self.metadata(via, timeout).topics.get(topic)
+        if t is None or t.error is not None:
+            return {}
+        return {p: pm.leader for p, pm in t.partitions.items()}
 
     def describe_cluster(self, node_id: int | None = None, timeout: float = 5.0) -> Any:
         """The admin gRPC DescribeCluster (registrations with epochs and fenced state)."""
