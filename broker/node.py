@@ -268,6 +268,7 @@ class Node:
         """Register with the controller, then heartbeat until told otherwise."""
         cfg = self.config
         interval = cfg["broker.heartbeat.interval.ms"] / 1000
+        last_refusal: ErrorCode | None = None
         while self.broker_epoch < 0:
             try:
                 reply = await self.controller.register_broker(BrokerRegistrationRequest(
@@ -279,7 +280,10 @@ class Node:
                 if reply.error is ErrorCode.none:
                     self.broker_epoch = reply.broker_epoch
                     log.info("broker_registered", broker_epoch=self.broker_epoch)
-                else:
+                elif reply.error is not last_refusal:
+                    # e.g. DUPLICATE_BROKER_REGISTRATION until the session of this node's
+                    # previous (killed) process expires: said once, retried quietly
+                    last_refusal = reply.error
                     log.warning("broker_registration_refused", error=reply.error.name,
                                 message=reply.message)
             except KafkaError as exc:
