@@ -124,7 +124,10 @@ class Node:
             self.node_id, {v.node_id: (v.host, v.port) for v in cfg.voters},
             lambda: int(self.quorum.driver.leader_and_epoch[0]), self.controller_service,
             retry_backoff_ms=cfg["controller.quorum.retry.backoff.ms"],
-            attempt_timeout_s=cfg["controller.quorum.request.timeout.ms"] / 1000,
+            # A heartbeat attempt must not outlast a good part of the session: a paused
+            # controller would otherwise hold every heartbeat until the broker is fenced.
+            attempt_timeout_s=min(cfg["controller.quorum.request.timeout.ms"],
+                                  cfg["broker.session.timeout.ms"] // 3) / 1000,
             wait_applied=self.publisher.wait_for_offset,
         )
         server_config = ServerConfig(

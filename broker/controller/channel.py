@@ -13,13 +13,15 @@ A call that fails (no controller known, NOT_CONTROLLER, a connection error, a ti
 tried at once at the next controller in `controller.quorum.voters` not yet tried: the
 quorum leader this node knows of may be stale (a broker observes a new leader only once
 its fetch from the old one gives up), and the active controller answers wherever it is.
+A controller that just timed out or refused a connection goes to the back of the line for
+SUSPECT_S seconds.
 Once every controller has failed, the call is retried with exponential backoff from
 `controller.quorum.retry.backoff.ms` (capped at MAX_BACKOFF_MS), until the call's
 deadline; then it raises KafkaError (REQUEST_TIMED_OUT if an attempt ran out of time, else
-NOT_CONTROLLER). A remote attempt
-waits at most `attempt_timeout_s` for registration and heartbeats (a stuck controller must
-not hold a broker's liveness hostage) and the whole remaining deadline for admin writes (a
-write that timed out may have been committed: retrying it blindly could do it twice).
+NOT_CONTROLLER). For registration and heartbeats a remote attempt waits at most
+`attempt_timeout_s` and the whole call twice that (a stuck controller must not hold a
+broker's liveness hostage); an admin write's attempt may use the whole remaining deadline
+(a write that timed out may have been committed: retrying it blindly could do it twice).
 
 Read your writes: the local service answers once the change is applied to this node's
 image. A remote write is answered once committed and applied at the controller; the channel
@@ -91,6 +93,7 @@ log = structlog.get_logger(__name__)
 R = TypeVar("R")
 MAX_BACKOFF_MS = 1000
 MAX_CATCH_UP_S = 5.0
+SUSPECT_S = 3.0
 DESCRIBE_QUORUM = 55
 
 
@@ -115,6 +118,7 @@ class ControllerChannel:
         self.default_timeout_s = default_timeout_s
         self.wait_applied = wait_applied
         self._conns: dict[int, KafkaConnection] = {}
+        self._suspect_until: dict[int, float] = {}
         self.remote_calls = 0  # requests sent on the wire (tests and logs)
 
     # ---- what other parts look at -------------------------------------------------------
@@ -188,13 +192,13 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.register_broker(req), lambda: broker_registration.request(req),
             broker_registration, broker_registration.reply_of,
-            self._deadline(self.attempt_timeout_s), whole=False)
+            self._deadline(2 * self.attempt_timeout_s), whole=False)
 
     async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
         return await self._call(
             lambda s: s.broker_heartbeat(req), lambda: broker_heartbeat.request(req),
             broker_heartbeat, broker_heartbeat.reply_of,
-            self._deadline(self.attempt_timeout_s), whole=False)
+            self._deadline(2 * self.attempt_timeout_s), whole=False)
 
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int,
@@ -258,19 +262,22 @@ class ControllerChannel:
         return conn
 
     def _target(self, skip: set[int]) -> int:
-        """Whom to ask next: the quorum leader this node knows of, else (it failed, or
-        none is known) another controller in turn, since this node's view of the leader
-        lags (an observer learns of a new leader only when its fetch to the old one
-        gives up). -1: nobody left to ask before the next backoff."""
+        """Whom to ask next: the quorum leader this node knows of, then the other
+        controllers in turn, since this node's view of the leader lags (an observer learns
+        of a new leader only when its fetch to the old one gives up). A controller that
+        timed out or refused a connection in the last SUSPECT_S seconds is asked only when
+        no other is left, so a paused controller does not eat every heartbeat's time.
+        -1: nobody left to ask before the next backoff."""
         leader = self.leader_id()
-        if leader >= 0 and leader != self.node_id and leader in self.voters \
-                and leader not in skip:
-            return leader
-        if leader < 0 or leader in skip or leader not in self.voters:
-            for voter in sorted(self.voters):
-                if voter != self.node_id and voter not in skip:
-                    return voter
-        return -1
+        order = ([leader] if leader in self.voters else []) + sorted(self.voters)
+        now = time.monotonic()
+        fresh: list[int] = []
+        suspect: list[int] = []
+        for v in dict.fromkeys(order):
+            if v == self.node_id or v in skip:
+                continue
+            (suspect if self._suspect_until.get(v, 0.0) > now else fresh).append(v)
+        return (fresh or suspect or [-1])[0]
 
     async def _catch_up(self, controller_id: int, deadline: float) -> None:
         if self.wait_applied is None:
@@ -332,11 +339,14 @@ class ControllerChannel:
                 except TimeoutError:
                     timed_out = True
                     reason = f"controller {target} did not answer in time"
+                    self._suspect_until[target] = time.monotonic() + SUSPECT_S
                     await self._drop(target)
                 except (OSError, ConnectionError, FrameError, EOFError) as exc:
                     reason = f"controller {target}: {exc}"
+                    self._suspect_until[target] = time.monotonic() + SUSPECT_S
                     await self._drop(target)
                 else:
+                    self._suspect_until.pop(target, None)
                     if rpc.error_code_of(response) is not ErrorCode.not_controller:
                         result = decode(response)
                         if sync:

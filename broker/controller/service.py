@@ -199,5 +199,12 @@ class ControllerService:
     async def tick(self) -> None:
         """Periodic work of the active controller: fence brokers whose session expired."""
         if self.quorum.is_leader:
+            live = {b for b, r in self.publisher.image.brokers.items() if not r.fenced}
             await self._run(lambda image: ControllerResult(
                 self.controller.tick(image, self.clock()), None))
+            image = self.publisher.image
+            fenced = sorted(b for b in live if (r := image.brokers.get(b)) is not None
+                            and r.fenced)
+            if fenced:
+                log.warning("brokers_fenced", brokers=fenced, reason="session expired",
+                            session_timeout_ms=self.controller.settings.broker_session_timeout_ms)

@@ -183,6 +183,25 @@ def test_killing_the_active_controller_elects_another_and_brokers_still_create_t
     cluster.wait_for(lambda: cluster.active_controller() in (1, 2, 3), 10, "quorum")
 
 
+def test_pausing_the_active_controller_fences_no_broker(cluster: Cluster) -> None:
+    """SIGSTOP on the active controller: the others elect a new one, and the brokers'
+    heartbeats (stuck on the paused one at first) reach it before their sessions there
+    expire."""
+    old = cluster.wait_for(lambda: max(cluster.active_controller(), 0), 10, "a controller")
+    marks = {i: len(cluster.nodes[i].log_path.read_text()) for i in cluster.controller_ids}
+    cluster.pause(old)
+    try:
+        cluster.wait_for(lambda: cluster.active_controller() not in (-1, old), 15,
+                         "a new active controller")
+        time.sleep(2.0)  # more than a session: a broker that could not reach it is fenced
+        assert {b: s for b, (s, _) in broker_states(cluster, 4).items()} == {
+            4: UNFENCED, 5: UNFENCED, 6: UNFENCED}
+    finally:
+        cluster.resume(old)
+    for i, mark in marks.items():
+        assert "brokers_fenced" not in cluster.nodes[i].log_path.read_text()[mark:], i
+
+
 def test_killed_broker_is_fenced_and_its_leaders_move_within_two_seconds(
     cluster: Cluster,
 ) -> None:
