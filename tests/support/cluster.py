@@ -2,26 +2,34 @@
 
     cluster = Cluster(tmp_path, controllers=3, brokers=3)        # or combined=True
     cluster.start()                        # format, spawn, wait until every broker serves
-    cluster.bootstrap_servers              # "127.0.0.1:p1,127.0.0.1:p2,..." (brokers)
-    cluster.kill(4)                        # SIGKILL, waits for the exit
+    cluster.bootstrap_servers              # "127.0.0.1:p1,127.0.0.1:p2,..." (all brokers)
+    cluster.live_bootstrap()               # only the running brokers
+    cluster.broker_ids, cluster.controller_ids, cluster.nodes[4].pid / .log_path / .running
+    cluster.kill(4)                        # SIGKILL, waits for the exit, returns its status
+    cluster.terminate(4)                   # SIGTERM (controlled shutdown), returns its status
     cluster.pause(4); cluster.resume(4)    # SIGSTOP / SIGCONT
-    cluster.restart(4)                     # start again on the same dirs and ports
-    cluster.terminate(4)                   # SIGTERM (controlled shutdown), returns exit code
-    cluster.active_controller()            # the quorum leader's id (DescribeQuorum)
-    cluster.describe_cluster()             # the admin gRPC DescribeCluster of a live node
-    cluster.metadata(4)                    # librdkafka's Metadata via a client of broker 4
-    cluster.partition_leaders("t")         # {partition: leader id} as a broker reports it
-    cluster.stop()                         # SIGTERM everything still running (then SIGKILL)
+    cluster.start_node(4)                  # start a stopped node again (same dirs and ports)
+    cluster.restart(4, kill=False)         # terminate (or kill) + start_node + wait_ready
+    cluster.wait_ready()                   # quorum has a leader; running brokers unfenced
+    cluster.wait_for(pred, 10, "what")     # poll pred() until truthy (returned), bounded
+    cluster.active_controller()            # the quorum leader's id (DescribeQuorum), -1
+    cluster.partition_leaders("t", via=5)  # {partition: leader} from a client of broker 5
+    cluster.metadata(5), cluster.admin(5)  # librdkafka Metadata / AdminClient via broker 5
+    cluster.describe_cluster(node_id)      # admin gRPC DescribeCluster (epochs, states)
+    cluster.admin_address(node_id)         # a node's gRPC admin address
+    cluster.stop()                         # SIGTERM everything (brokers first), then SIGKILL
 
 Node ids: dedicated controllers are 1..controllers and brokers follow
 (controllers+1 .. controllers+brokers); with `combined=True` there are `controllers`
 nodes 1..n, each both broker and controller, and `brokers` is ignored. Every node has its
-own directory `tmp_path/node-<id>` (configs, data, `node.log`) and fixed free ports, so a
-restarted node comes back on the same addresses. `overrides` are properties set on every
-node (e.g. {"broker.session.timeout.ms": "3000"}); `node_overrides={id: {...}}` per node.
+own directory `tmp_path/node-<id>` (server.properties, data, `node.log`) and fixed free
+ports, so a restarted node comes back on the same addresses. `overrides` are properties
+set on every node (e.g. {"broker.session.timeout.ms": "3000"}); `node_overrides={id: {}}`
+per node. Nodes run `python -m broker.cli.main server start <server.properties>` with
+PYTHONPATH set to this checkout.
 
 Only processes this object started are signalled, by their PIDs. Every wait is bounded;
-failures carry the tail of the node's log. Use as a context manager, or call stop() in a
+failures carry the tail of every node's log. Use as a context manager, or call stop() in a
 finally block.
 """
 
