@@ -254,11 +254,28 @@ class Node:
             log.info("metadata_bootstrapped", records=len(records))
 
     async def _controller_loop(self) -> None:
+        """The active controller's periodic work: fence expired broker sessions every
+        CONTROLLER_TICK_MS; with auto.leader.rebalance.enable, preferred-leader elections
+        every leader.imbalance.check.interval.seconds."""
         service = self.controller_service
         assert service is not None
-        interval = min(CONTROLLER_TICK_MS, self.config["broker.heartbeat.interval.ms"]) / 1000
+        cfg = self.config
+        interval = min(CONTROLLER_TICK_MS, cfg["broker.heartbeat.interval.ms"]) / 1000
+        rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
+        loop = asyncio.get_running_loop()
+        next_rebalance = loop.time() + rebalance_every
         while True:
             await asyncio.sleep(interval)
+            if cfg["auto.leader.rebalance.enable"] and loop.time() >= next_rebalance:
+                next_rebalance = loop.time() + rebalance_every
+                try:
+                    moved = await service.rebalance_leaders(
+                        cfg["leader.imbalance.per.broker.percentage"])
+                    if moved:
+                        log.info("leaders_rebalanced", partitions=moved)
+                except KafkaError as exc:
+                    if exc.error_code is not ErrorCode.not_controller:
+                        log.warning("leader_rebalance_failed", error=str(exc))
             try:
                 await service.tick()
             except KafkaError as exc:
