@@ -247,6 +247,19 @@ def test_paused_broker_is_fenced_and_unfenced_with_the_same_epoch_when_resumed(
     cluster.wait_ready(20)
 
 
+def test_broker_killed_and_restarted_at_once_registers_again_with_a_new_epoch(
+    cluster: Cluster,
+) -> None:
+    """The new process is refused (DUPLICATE_BROKER_REGISTRATION) while the killed one's
+    session lasts, then registers with a new incarnation and epoch."""
+    victim = 4
+    witness = other_broker(cluster, victim)
+    epoch = broker_states(cluster, witness)[victim][1]
+    cluster.restart(victim, kill=True, timeout=30)
+    state, new_epoch = broker_states(cluster, witness)[victim]
+    assert state == UNFENCED and new_epoch > epoch
+
+
 def test_sigterm_moves_leaders_away_before_the_broker_exits(cluster: Cluster) -> None:
     victim = 4
     witness = other_broker(cluster, victim)
@@ -289,3 +302,12 @@ def test_three_combined_nodes(tmp_path: Path) -> None:
         c.wait_for(lambda: len(leaders(c, survivor, "combined-2")) == 2, 10, "new topic")
         c.start_node(active)
         c.wait_ready(30)
+        # SIGTERM on the node that hosts the active controller: its own controller moves
+        # its leaderships, then it stops and the other two elect a new controller
+        active = c.wait_for(lambda: max(c.active_controller(), 0), 10, "a controller")
+        assert c.terminate(active) == 0
+        assert "controlled_shutdown_complete" in c.nodes[active].log_path.read_text()
+        survivor = next(i for i in (1, 2, 3) if i != active)
+        c.wait_for(lambda: c.active_controller() not in (-1, active), 10, "new controller")
+        for topic in ("combined", "combined-2"):
+            assert active not in leaders(c, survivor, topic).values()

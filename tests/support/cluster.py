@@ -253,8 +253,13 @@ class Cluster:
         def ready() -> bool:
             self._check_alive()
             running = {i for i in self.broker_ids if self.nodes[i].running}
-            return self.active_controller() >= 0 and all(
-                self.metadata_brokers(i, timeout=2.0) == running for i in running)
+            # A broker opens its client listener only once registered and unfenced; the
+            # Metadata check alone could be answered by another broker (librdkafka asks any
+            # it knows) while a restarted one still waits for its old session to expire.
+            return (self.active_controller() >= 0
+                    and all(_accepts(self.nodes[i].bootstrap) for i in running)
+                    and all(self.metadata_brokers(i, timeout=2.0) == running
+                            for i in running))
 
         self.wait_for(ready, timeout, "the running brokers registered and unfenced")
 
@@ -444,6 +449,15 @@ class _suppress_lookup:
 
     def __exit__(self, exc_type: Any, *rest: object) -> bool:
         return exc_type is not None and issubclass(exc_type, ProcessLookupError)
+
+
+def _accepts(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 async def _describe_quorum_leader(port: int, timeout_s: float) -> int:
