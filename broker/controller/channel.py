@@ -22,6 +22,10 @@ NOT_CONTROLLER). For registration and heartbeats a remote attempt waits at most
 `attempt_timeout_s` and the whole call twice that (a stuck controller must not hold a
 broker's liveness hostage); an admin write's attempt may use the whole remaining deadline
 (a write that timed out may have been committed: retrying it blindly could do it twice).
+A write whose connection broke after it was sent may have been applied too; its retry is
+answered as a repeated request is (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS for a count
+already reached, UNKNOWN_TOPIC_OR_PARTITION for a deleted topic, INVALID_UPDATE_VERSION for
+an AlterPartition), which is also what a Kafka client retrying on its own would see.
 
 Read your writes: the local service answers once the change is applied to this node's
 image. A remote write is answered once committed and applied at the controller; the channel
