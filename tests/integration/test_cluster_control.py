@@ -183,6 +183,42 @@ def test_killing_the_active_controller_elects_another_and_brokers_still_create_t
     cluster.wait_for(lambda: cluster.active_controller() in (1, 2, 3), 10, "quorum")
 
 
+def test_topic_creation_while_the_active_controller_is_killed(cluster: Cluster) -> None:
+    """Creations through a broker keep going while the active controller dies: each topic
+    ends up created once, with its partitions, and every client call succeeds (a retry
+    after an unknown outcome is answered TOPIC_ALREADY_EXISTS, taken as done)."""
+    import threading
+
+    admin = admin_via(cluster, 5)
+    names = [f"during-failover-{i}" for i in range(40)]
+    errors: list[BaseException] = []
+    done: list[str] = []
+
+    def create_all() -> None:
+        try:
+            for name in names:
+                create_topic(admin, name, partitions=2, rf=3)
+                done.append(name)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=create_all)
+    old = cluster.wait_for(lambda: max(cluster.active_controller(), 0), 10, "a controller")
+    worker.start()
+    cluster.wait_for(lambda: len(done) >= 3, 10, "creations under way")
+    cluster.kill(old)
+    at_kill = len(done)
+    worker.join(timeout=60)
+    assert not worker.is_alive() and not errors, errors
+    assert at_kill < len(names), "the creations ended before the kill: nothing was tested"
+    print(f"{at_kill} of {len(names)} topics created before the controller was killed")
+    md = cluster.metadata(6)
+    for name in names:
+        assert len(md.topics[name].partitions) == 2, name
+    cluster.start_node(old)
+    cluster.wait_for(lambda: cluster.active_controller() in (1, 2, 3), 10, "quorum")
+
+
 def test_pausing_the_active_controller_fences_no_broker(cluster: Cluster) -> None:
     """SIGSTOP on the active controller: the others elect a new one, and the brokers'
     heartbeats (stuck on the paused one at first) reach it before their sessions there
