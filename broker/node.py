@@ -139,7 +139,11 @@ class Node:
             self.node_id, {v.node_id: (v.host, v.port) for v in cfg.voters},
             lambda: int(self.quorum.driver.leader_and_epoch[0]), self.controller_service,
             retry_backoff_ms=cfg["controller.quorum.retry.backoff.ms"],
-            attempt_timeout_s=cfg["controller.quorum.request.timeout.ms"] / 1000,
+            # A heartbeat attempt must not outlast a good part of the session: a paused
+            # controller would otherwise hold every heartbeat until the broker is fenced.
+            attempt_timeout_s=min(cfg["controller.quorum.request.timeout.ms"],
+                                  cfg["broker.session.timeout.ms"] // 3) / 1000,
+            wait_applied=self.publisher.wait_for_offset,
         )
         server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
@@ -277,11 +281,28 @@ class Node:
             log.info("metadata_bootstrapped", records=len(records))
 
     async def _controller_loop(self) -> None:
+        """The active controller's periodic work: fence expired broker sessions every
+        CONTROLLER_TICK_MS; with auto.leader.rebalance.enable, preferred-leader elections
+        every leader.imbalance.check.interval.seconds."""
         service = self.controller_service
         assert service is not None
-        interval = min(CONTROLLER_TICK_MS, self.config["broker.heartbeat.interval.ms"]) / 1000
+        cfg = self.config
+        interval = min(CONTROLLER_TICK_MS, cfg["broker.heartbeat.interval.ms"]) / 1000
+        rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
+        loop = asyncio.get_running_loop()
+        next_rebalance = loop.time() + rebalance_every
         while True:
             await asyncio.sleep(interval)
+            if cfg["auto.leader.rebalance.enable"] and loop.time() >= next_rebalance:
+                next_rebalance = loop.time() + rebalance_every
+                try:
+                    moved = await service.rebalance_leaders(
+                        cfg["leader.imbalance.per.broker.percentage"])
+                    if moved:
+                        log.info("leaders_rebalanced", partitions=moved)
+                except KafkaError as exc:
+                    if exc.error_code is not ErrorCode.not_controller:
+                        log.warning("leader_rebalance_failed", error=str(exc))
             try:
                 await service.tick()
             except KafkaError as exc:
@@ -294,6 +315,7 @@ class Node:
         """Register with the controller, then heartbeat until told otherwise."""
         cfg = self.config
         interval = cfg["broker.heartbeat.interval.ms"] / 1000
+        last_refusal: ErrorCode | None = None
         while self.broker_epoch < 0:
             try:
                 reply = await self.controller.register_broker(BrokerRegistrationRequest(
@@ -305,7 +327,10 @@ class Node:
                 if reply.error is ErrorCode.none:
                     self.broker_epoch = reply.broker_epoch
                     log.info("broker_registered", broker_epoch=self.broker_epoch)
-                else:
+                elif reply.error is not last_refusal:
+                    # e.g. DUPLICATE_BROKER_REGISTRATION until the session of this node's
+                    # previous (killed) process expires: said once, retried quietly
+                    last_refusal = reply.error
                     log.warning("broker_registration_refused", error=reply.error.name,
                                 message=reply.message)
             except KafkaError as exc:

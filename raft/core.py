@@ -29,7 +29,9 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
   Resigned    -> Unattached/Follower  higher epoch seen
   Follower    -> Prospective   fetch deadline passes (voter); brought forward to within the
                                election backoff after two refused connections to the leader
-  Follower    -> Unattached    fetch deadline passes (observer); EndQuorumEpoch from our
+  Follower    -> Unattached    fetch deadline passes (observer), or two refused connections
+                               to the leader (observer: it then asks a voter at once);
+                               EndQuorumEpoch from our
                                leader (voter; election deadline by successor rank); our
                                leader answers a Fetch saying it leads no more (voter)
   Follower    -> Follower      leader learned for a higher epoch
@@ -349,6 +351,11 @@ class RaftCore:
                     soon = now_ms + self.rng.randint(0, max(1, self.cfg.election_backoff_max_ms))
                     if soon < r.fetch_deadline_ms:
                         self.role = replace(r, fetch_deadline_ms=soon)
+                elif self._fetch_failures >= 2:
+                    # An observer hears of a new leader only by asking (BeginQuorumEpoch
+                    # goes to voters): look for it now, not after the whole fetch timeout.
+                    self._set_role(Unattached(r.epoch, r.voted_for, now_ms))
+                    self._discover()
         self._retry_at = min(self._retry_at, now_ms + self.cfg.retry_backoff_ms)
 
     # --------------------------------------------------------- transitions

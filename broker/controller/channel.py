@@ -13,13 +13,26 @@ A call that fails (no controller known, NOT_CONTROLLER, a connection error, a ti
 tried at once at the next controller in `controller.quorum.voters` not yet tried: the
 quorum leader this node knows of may be stale (a broker observes a new leader only once
 its fetch from the old one gives up), and the active controller answers wherever it is.
+A controller that just timed out or refused a connection goes to the back of the line for
+SUSPECT_S seconds.
 Once every controller has failed, the call is retried with exponential backoff from
 `controller.quorum.retry.backoff.ms` (capped at MAX_BACKOFF_MS), until the call's
 deadline; then it raises KafkaError (REQUEST_TIMED_OUT if an attempt ran out of time, else
-NOT_CONTROLLER). A remote attempt
-waits at most `attempt_timeout_s` for registration and heartbeats (a stuck controller must
-not hold a broker's liveness hostage) and the whole remaining deadline for admin writes (a
-write that timed out may have been committed: retrying it blindly could do it twice).
+NOT_CONTROLLER). For registration and heartbeats a remote attempt waits at most
+`attempt_timeout_s` and the whole call twice that (a stuck controller must not hold a
+broker's liveness hostage); an admin write's attempt may use the whole remaining deadline
+(a write that timed out may have been committed: retrying it blindly could do it twice).
+A write whose connection broke after it was sent may have been applied too; its retry is
+answered as a repeated request is (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS for a count
+already reached, UNKNOWN_TOPIC_OR_PARTITION for a deleted topic, INVALID_UPDATE_VERSION for
+an AlterPartition), which is also what a Kafka client retrying on its own would see.
+
+Read your writes: the local service answers once the change is applied to this node's
+image. A remote write is answered once committed and applied at the controller; the channel
+then asks the controller for its high watermark (DescribeQuorum) and waits, for at most
+MAX_CATCH_UP_S within the call's deadline, until this node's image has applied that far,
+so a handler that reads the image right after a write (a topic it just created) sees it.
+Heartbeats, registrations, AlterPartition and producer-id blocks do not wait.
 
 Unlike the local service, which raises KafkaError for a whole-request failure (e.g.
 REQUEST_TIMED_OUT waiting for the commit), a remote answer carries such a failure in its
@@ -36,6 +49,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import structlog
+from kio.schema.describe_quorum.v0 import request as describe_quorum_request
 from kio.schema.errors import ErrorCode
 
 from broker.controller.controller import Controller
@@ -77,10 +91,14 @@ from broker.controller.rpc import (
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from raft.transport import FrameError, KafkaConnection
+from raft.wire import METADATA_TOPIC
 
 log = structlog.get_logger(__name__)
 R = TypeVar("R")
 MAX_BACKOFF_MS = 1000
+MAX_CATCH_UP_S = 5.0
+SUSPECT_S = 3.0
+DESCRIBE_QUORUM = 55
 
 
 class ControllerChannel:
@@ -89,10 +107,12 @@ class ControllerChannel:
         leader_id: Callable[[], int], local: ControllerService | None = None, *,
         retry_backoff_ms: int = 20, attempt_timeout_s: float = 2.0,
         default_timeout_s: float = 30.0,
+        wait_applied: Callable[[int, float], Awaitable[None]] | None = None,
     ) -> None:
         """`voters`: controller id -> controller listener (host, port); `leader_id()`: the
         metadata quorum's current leader (-1 when unknown); `local`: this node's controller
-        service, None on a broker-only node."""
+        service, None on a broker-only node; `wait_applied(offset, timeout_s)`: returns
+        once this node's metadata image includes `offset` (raises TimeoutError)."""
         self.node_id = node_id
         self.voters = dict(voters)
         self.leader_id = leader_id
@@ -100,7 +120,9 @@ class ControllerChannel:
         self.retry_backoff_ms = max(1, retry_backoff_ms)
         self.attempt_timeout_s = attempt_timeout_s
         self.default_timeout_s = default_timeout_s
+        self.wait_applied = wait_applied
         self._conns: dict[int, KafkaConnection] = {}
+        self._suspect_until: dict[int, float] = {}
         self.remote_calls = 0  # requests sent on the wire (tests and logs)
 
     # ---- what other parts look at -------------------------------------------------------
@@ -133,7 +155,7 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.create_topics(topics, validate_only=validate_only),
             lambda: create_topics.request(topics, validate_only, self._left_ms(deadline)),
-            create_topics, create_topics.results_of, deadline, whole=True)
+            create_topics, create_topics.results_of, deadline, whole=True, sync=True)
 
     async def delete_topics(
         self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = (),
@@ -142,7 +164,7 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.delete_topics(names, topic_ids),
             lambda: delete_topics.request(names, topic_ids, self._left_ms(deadline)),
-            delete_topics, delete_topics.results_of, deadline, whole=True)
+            delete_topics, delete_topics.results_of, deadline, whole=True, sync=True)
 
     async def create_partitions(
         self, topics: Sequence[CreatePartitionsTopic], *, validate_only: bool = False,
@@ -151,7 +173,7 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.create_partitions(topics, validate_only=validate_only),
             lambda: create_partitions.request(topics, validate_only, self._left_ms(deadline)),
-            create_partitions, create_partitions.results_of, deadline, whole=True)
+            create_partitions, create_partitions.results_of, deadline, whole=True, sync=True)
 
     async def alter_configs(
         self, resources: Sequence[AlterConfigsResource], *, validate_only: bool = False,
@@ -159,7 +181,7 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.alter_configs(resources, validate_only=validate_only),
             lambda: alter_configs.request(resources, validate_only),
-            alter_configs, alter_configs.results_of, self._deadline(None), whole=True)
+            alter_configs, alter_configs.results_of, self._deadline(None), whole=True, sync=True)
 
     async def incremental_alter_configs(
         self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False,
@@ -168,19 +190,19 @@ class ControllerChannel:
             lambda s: s.incremental_alter_configs(resources, validate_only=validate_only),
             lambda: incremental_alter_configs.request(resources, validate_only),
             incremental_alter_configs, incremental_alter_configs.results_of,
-            self._deadline(None), whole=True)
+            self._deadline(None), whole=True, sync=True)
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._call(
             lambda s: s.register_broker(req), lambda: broker_registration.request(req),
             broker_registration, broker_registration.reply_of,
-            self._deadline(self.attempt_timeout_s), whole=False)
+            self._deadline(2 * self.attempt_timeout_s), whole=False)
 
     async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
         return await self._call(
             lambda s: s.broker_heartbeat(req), lambda: broker_heartbeat.request(req),
             broker_heartbeat, broker_heartbeat.reply_of,
-            self._deadline(self.attempt_timeout_s), whole=False)
+            self._deadline(2 * self.attempt_timeout_s), whole=False)
 
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int,
@@ -203,7 +225,7 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.elect_leaders(election_type, partitions),
             lambda: elect_leaders.request(election_type, partitions, self._left_ms(deadline)),
-            elect_leaders, elect_leaders.results_of, deadline, whole=True)
+            elect_leaders, elect_leaders.results_of, deadline, whole=True, sync=True)
 
     async def alter_partition_reassignments(
         self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]],
@@ -214,7 +236,7 @@ class ControllerChannel:
             lambda: alter_partition_reassignments.request(reassignments,
                                                           self._left_ms(deadline)),
             alter_partition_reassignments, alter_partition_reassignments.results_of, deadline,
-            whole=True)
+            whole=True, sync=True)
 
     async def list_partition_reassignments(
         self, partitions: Sequence[tuple[str, int]] | None = None,
@@ -244,19 +266,46 @@ class ControllerChannel:
         return conn
 
     def _target(self, skip: set[int]) -> int:
-        """Whom to ask next: the quorum leader this node knows of, else (it failed, or
-        none is known) another controller in turn, since this node's view of the leader
-        lags (an observer learns of a new leader only when its fetch to the old one
-        gives up). -1: nobody left to ask before the next backoff."""
+        """Whom to ask next: the quorum leader this node knows of, then the other
+        controllers in turn, since this node's view of the leader lags (an observer learns
+        of a new leader only when its fetch to the old one gives up). A controller that
+        timed out or refused a connection in the last SUSPECT_S seconds is asked only when
+        no other is left, so a paused controller does not eat every heartbeat's time.
+        -1: nobody left to ask before the next backoff."""
         leader = self.leader_id()
-        if leader >= 0 and leader != self.node_id and leader in self.voters \
-                and leader not in skip:
-            return leader
-        if leader < 0 or leader in skip or leader not in self.voters:
-            for voter in sorted(self.voters):
-                if voter != self.node_id and voter not in skip:
-                    return voter
-        return -1
+        order = ([leader] if leader in self.voters else []) + sorted(self.voters)
+        now = time.monotonic()
+        fresh: list[int] = []
+        suspect: list[int] = []
+        for v in dict.fromkeys(order):
+            if v == self.node_id or v in skip:
+                continue
+            (suspect if self._suspect_until.get(v, 0.0) > now else fresh).append(v)
+        return (fresh or suspect or [-1])[0]
+
+    async def _catch_up(self, controller_id: int, deadline: float) -> None:
+        if self.wait_applied is None:
+            return
+        left = min(deadline - time.monotonic(), MAX_CATCH_UP_S)
+        if left <= 0:
+            return
+        q: Any = describe_quorum_request
+        request = q.DescribeQuorumRequest(topics=(q.TopicData(
+            topic_name=METADATA_TOPIC, partitions=(q.PartitionData(partition_index=0),)),))
+        try:
+            response = await self._connection(controller_id).request(
+                DESCRIBE_QUORUM, 0, request, min(left, self.attempt_timeout_s))
+            part = response.topics[0].partitions[0]
+            if part.error_code is not ErrorCode.none:
+                return
+            await self.wait_applied(int(part.high_watermark) - 1,
+                                    max(0.001, min(deadline - time.monotonic(),
+                                                   MAX_CATCH_UP_S)))
+        except (TimeoutError, OSError, ConnectionError, FrameError, EOFError,
+                IndexError) as exc:
+            # The write itself succeeded; only the local view may lag a little longer.
+            log.info("controller_catch_up_incomplete", controller=controller_id,
+                     error=repr(exc))
 
     async def _drop(self, controller_id: int) -> None:
         conn = self._conns.pop(controller_id, None)
@@ -266,9 +315,11 @@ class ControllerChannel:
     async def _call(
         self, local: Callable[[ControllerService], Awaitable[R]], build: Callable[[], Any],
         rpc: ModuleType, decode: Callable[[Any], R], deadline: float, *, whole: bool,
+        sync: bool = False,
     ) -> R:
         """`whole`: a remote attempt may use all the time left (a non-idempotent write);
-        else each attempt is bounded by `attempt_timeout_s`."""
+        else each attempt is bounded by `attempt_timeout_s`. `sync`: after a remote answer,
+        wait for this node's image to catch up with the controller (read your writes)."""
         attempt = 0
         timed_out = False
         reason = "no active controller is known"
@@ -292,13 +343,19 @@ class ControllerChannel:
                 except TimeoutError:
                     timed_out = True
                     reason = f"controller {target} did not answer in time"
+                    self._suspect_until[target] = time.monotonic() + SUSPECT_S
                     await self._drop(target)
                 except (OSError, ConnectionError, FrameError, EOFError) as exc:
                     reason = f"controller {target}: {exc}"
+                    self._suspect_until[target] = time.monotonic() + SUSPECT_S
                     await self._drop(target)
                 else:
+                    self._suspect_until.pop(target, None)
                     if rpc.error_code_of(response) is not ErrorCode.not_controller:
-                        return decode(response)
+                        result = decode(response)
+                        if sync:
+                            await self._catch_up(target, deadline)
+                        return result
                     reason = f"node {target} is not the active controller"
                 skip.add(target)
                 if self._target(skip) >= 0 and deadline > time.monotonic():

@@ -192,6 +192,19 @@ class ControllerService:
         return await self._run(lambda image: ControllerResult(
             [], self.controller.list_partition_reassignments(image, partitions)))
 
+    async def rebalance_leaders(self, imbalance_percentage: int) -> int:
+        """auto.leader.rebalance.enable: preferred-replica elections where a broker's share
+        of partitions led by someone else exceeds `imbalance_percentage`; returns how many
+        partition changes were written."""
+        if not self.quorum.is_leader:
+            return 0
+
+        def op(image: MetadataImage) -> ControllerResult[int]:
+            records = self.controller.rebalance_leaders(image, imbalance_percentage)
+            return ControllerResult(records, len(records))
+
+        return await self._run(op)
+
     async def append_records(self, records: list[Any]) -> None:
         """Bootstrap and periodic records (fencing) that answer no client."""
         await self._run(lambda image: ControllerResult(records, None))
@@ -199,5 +212,12 @@ class ControllerService:
     async def tick(self) -> None:
         """Periodic work of the active controller: fence brokers whose session expired."""
         if self.quorum.is_leader:
+            live = {b for b, r in self.publisher.image.brokers.items() if not r.fenced}
             await self._run(lambda image: ControllerResult(
                 self.controller.tick(image, self.clock()), None))
+            image = self.publisher.image
+            fenced = sorted(b for b in live if (r := image.brokers.get(b)) is not None
+                            and r.fenced)
+            if fenced:
+                log.warning("brokers_fenced", brokers=fenced, reason="session expired",
+                            session_timeout_ms=self.controller.settings.broker_session_timeout_ms)

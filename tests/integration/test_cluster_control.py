@@ -63,11 +63,7 @@ def create_topic(admin: AdminClient, name: str, partitions: int, rf: int,
 
 
 def leaders(c: Cluster, via: int, topic: str) -> dict[int, int]:
-    md = c.metadata(via, timeout=3.0)
-    t = md.topics.get(topic)
-    if t is None or t.error is not None:
-        return {}
-    return {p: pm.leader for p, pm in t.partitions.items()}
+    return c.partition_leaders(topic, via)
 
 
 def broker_states(c: Cluster, node_id: int) -> dict[int, tuple[int, int]]:
@@ -117,8 +113,10 @@ def test_topic_created_through_a_broker_has_balanced_leaders(cluster: Cluster) -
 def test_produce_and_consume_through_a_broker_with_rf1(cluster: Cluster) -> None:
     create_topic(admin_via(cluster, 4), "rf1", partitions=1, rf=1)
     cluster.wait_for(lambda: leaders(cluster, 4, "rf1").get(0, -1) >= 0, 10, "rf1 leader")
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": 1,
-                         "log_level": 0})
+    # idempotence: InitProducerId makes the broker ask the controller for a producer-id
+    # block (AllocateProducerIds through its channel)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "log_level": 0})
     delivered: list[Any] = []
     for i in range(10):
         producer.produce("rf1", value=f"v{i}".encode(),
@@ -143,6 +141,29 @@ def test_produce_and_consume_through_a_broker_with_rf1(cluster: Cluster) -> None
         consumer.close()
 
 
+def test_admin_api_on_a_broker_reaches_the_controller(cluster: Cluster) -> None:
+    """The gRPC admin API of a broker-only node: writes go through its channel."""
+    import grpc
+
+    from broker.admin import pb
+
+    with grpc.insecure_channel(cluster.admin_address(6)) as channel:
+        topics = pb.topics_grpc.TopicServiceStub(channel)
+        created = topics.CreateTopic(pb.topics.CreateTopicRequest(
+            name="via-admin", num_partitions=2, replication_factor=3), timeout=20)
+        assert created.num_partitions == 2 and len(created.topic.topic_id) == 16
+        # read your writes: the broker that answered already knows the topic
+        described = topics.DescribeTopics(pb.topics.DescribeTopicsRequest(
+            names=["via-admin"]), timeout=5)
+        assert [t.topic.name for t in described.topics] == ["via-admin"]
+        parts = pb.partitions_grpc.PartitionServiceStub(channel)
+        elected = parts.ElectLeaders(pb.partitions.ElectLeadersRequest(
+            partitions=[pb.partitions.TopicPartition(topic="via-admin", partition=0)]),
+            timeout=20)
+        assert [r.outcome for r in elected.results] == [
+            pb.partitions.ELECTION_OUTCOME_NOT_NEEDED]
+
+
 def test_killing_the_active_controller_elects_another_and_brokers_still_create_topics(
     cluster: Cluster,
 ) -> None:
@@ -160,6 +181,61 @@ def test_killing_the_active_controller_elects_another_and_brokers_still_create_t
         4: UNFENCED, 5: UNFENCED, 6: UNFENCED}
     cluster.start_node(old)
     cluster.wait_for(lambda: cluster.active_controller() in (1, 2, 3), 10, "quorum")
+
+
+def test_topic_creation_while_the_active_controller_is_killed(cluster: Cluster) -> None:
+    """Creations through a broker keep going while the active controller dies: each topic
+    ends up created once, with its partitions, and every client call succeeds (a retry
+    after an unknown outcome is answered TOPIC_ALREADY_EXISTS, taken as done)."""
+    import threading
+
+    admin = admin_via(cluster, 5)
+    names = [f"during-failover-{i}" for i in range(40)]
+    errors: list[BaseException] = []
+    done: list[str] = []
+
+    def create_all() -> None:
+        try:
+            for name in names:
+                create_topic(admin, name, partitions=2, rf=3)
+                done.append(name)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=create_all)
+    old = cluster.wait_for(lambda: max(cluster.active_controller(), 0), 10, "a controller")
+    worker.start()
+    cluster.wait_for(lambda: len(done) >= 3, 10, "creations under way")
+    cluster.kill(old)
+    at_kill = len(done)
+    worker.join(timeout=60)
+    assert not worker.is_alive() and not errors, errors
+    assert at_kill < len(names), "the creations ended before the kill: nothing was tested"
+    print(f"{at_kill} of {len(names)} topics created before the controller was killed")
+    md = cluster.metadata(6)
+    for name in names:
+        assert len(md.topics[name].partitions) == 2, name
+    cluster.start_node(old)
+    cluster.wait_for(lambda: cluster.active_controller() in (1, 2, 3), 10, "quorum")
+
+
+def test_pausing_the_active_controller_fences_no_broker(cluster: Cluster) -> None:
+    """SIGSTOP on the active controller: the others elect a new one, and the brokers'
+    heartbeats (stuck on the paused one at first) reach it before their sessions there
+    expire."""
+    old = cluster.wait_for(lambda: max(cluster.active_controller(), 0), 10, "a controller")
+    marks = {i: len(cluster.nodes[i].log_path.read_text()) for i in cluster.controller_ids}
+    cluster.pause(old)
+    try:
+        cluster.wait_for(lambda: cluster.active_controller() not in (-1, old), 15,
+                         "a new active controller")
+        time.sleep(2.0)  # more than a session: a broker that could not reach it is fenced
+        assert {b: s for b, (s, _) in broker_states(cluster, 4).items()} == {
+            4: UNFENCED, 5: UNFENCED, 6: UNFENCED}
+    finally:
+        cluster.resume(old)
+    for i, mark in marks.items():
+        assert "brokers_fenced" not in cluster.nodes[i].log_path.read_text()[mark:], i
 
 
 def test_killed_broker_is_fenced_and_its_leaders_move_within_two_seconds(
@@ -188,6 +264,36 @@ def test_killed_broker_is_fenced_and_its_leaders_move_within_two_seconds(
     cluster.wait_ready(30)
     state, epoch_after = broker_states(cluster, witness)[victim]
     assert state == UNFENCED and epoch_after > epoch_before
+
+
+def test_paused_broker_is_fenced_and_unfenced_with_the_same_epoch_when_resumed(
+    cluster: Cluster,
+) -> None:
+    victim = 6
+    witness = other_broker(cluster, victim)
+    epoch = broker_states(cluster, witness)[victim][1]
+    cluster.pause(victim)
+    try:
+        cluster.wait_for(lambda: broker_states(cluster, witness)[victim][0] == FENCED, 5,
+                         f"broker {victim} fenced while stopped")
+    finally:
+        cluster.resume(victim)
+    cluster.wait_for(lambda: broker_states(cluster, witness)[victim] == (UNFENCED, epoch), 10,
+                     f"broker {victim} unfenced again, same registration")
+    cluster.wait_ready(20)
+
+
+def test_broker_killed_and_restarted_at_once_registers_again_with_a_new_epoch(
+    cluster: Cluster,
+) -> None:
+    """The new process is refused (DUPLICATE_BROKER_REGISTRATION) while the killed one's
+    session lasts, then registers with a new incarnation and epoch."""
+    victim = 4
+    witness = other_broker(cluster, victim)
+    epoch = broker_states(cluster, witness)[victim][1]
+    cluster.restart(victim, kill=True, timeout=30)
+    state, new_epoch = broker_states(cluster, witness)[victim]
+    assert state == UNFENCED and new_epoch > epoch
 
 
 def test_sigterm_moves_leaders_away_before_the_broker_exits(cluster: Cluster) -> None:
@@ -232,3 +338,12 @@ def test_three_combined_nodes(tmp_path: Path) -> None:
         c.wait_for(lambda: len(leaders(c, survivor, "combined-2")) == 2, 10, "new topic")
         c.start_node(active)
         c.wait_ready(30)
+        # SIGTERM on the node that hosts the active controller: its own controller moves
+        # its leaderships, then it stops and the other two elect a new controller
+        active = c.wait_for(lambda: max(c.active_controller(), 0), 10, "a controller")
+        assert c.terminate(active) == 0
+        assert "controlled_shutdown_complete" in c.nodes[active].log_path.read_text()
+        survivor = next(i for i in (1, 2, 3) if i != active)
+        c.wait_for(lambda: c.active_controller() not in (-1, active), 10, "new controller")
+        for topic in ("combined", "combined-2"):
+            assert active not in leaders(c, survivor, topic).values()

@@ -2,25 +2,34 @@
 
     cluster = Cluster(tmp_path, controllers=3, brokers=3)        # or combined=True
     cluster.start()                        # format, spawn, wait until every broker serves
-    cluster.bootstrap_servers              # "127.0.0.1:p1,127.0.0.1:p2,..." (brokers)
-    cluster.kill(4)                        # SIGKILL, waits for the exit
+    cluster.bootstrap_servers              # "127.0.0.1:p1,127.0.0.1:p2,..." (all brokers)
+    cluster.live_bootstrap()               # only the running brokers
+    cluster.broker_ids, cluster.controller_ids, cluster.nodes[4].pid / .log_path / .running
+    cluster.kill(4)                        # SIGKILL, waits for the exit, returns its status
+    cluster.terminate(4)                   # SIGTERM (controlled shutdown), returns its status
     cluster.pause(4); cluster.resume(4)    # SIGSTOP / SIGCONT
-    cluster.restart(4)                     # start again on the same dirs and ports
-    cluster.terminate(4)                   # SIGTERM (controlled shutdown), returns exit code
-    cluster.active_controller()            # the quorum leader's id (DescribeQuorum)
-    cluster.describe_cluster()             # the admin gRPC DescribeCluster of a live node
-    cluster.metadata(4)                    # librdkafka's Metadata via a client of broker 4
-    cluster.stop()                         # SIGTERM everything still running (then SIGKILL)
+    cluster.start_node(4)                  # start a stopped node again (same dirs and ports)
+    cluster.restart(4, kill=False)         # terminate (or kill) + start_node + wait_ready
+    cluster.wait_ready()                   # quorum has a leader; running brokers unfenced
+    cluster.wait_for(pred, 10, "what")     # poll pred() until truthy (returned), bounded
+    cluster.active_controller()            # the quorum leader's id (DescribeQuorum), -1
+    cluster.partition_leaders("t", via=5)  # {partition: leader} from a client of broker 5
+    cluster.metadata(5), cluster.admin(5)  # librdkafka Metadata / AdminClient via broker 5
+    cluster.describe_cluster(node_id)      # admin gRPC DescribeCluster (epochs, states)
+    cluster.admin_address(node_id)         # a node's gRPC admin address
+    cluster.stop()                         # SIGTERM everything (brokers first), then SIGKILL
 
 Node ids: dedicated controllers are 1..controllers and brokers follow
 (controllers+1 .. controllers+brokers); with `combined=True` there are `controllers`
 nodes 1..n, each both broker and controller, and `brokers` is ignored. Every node has its
-own directory `tmp_path/node-<id>` (configs, data, `node.log`) and fixed free ports, so a
-restarted node comes back on the same addresses. `overrides` are properties set on every
-node (e.g. {"broker.session.timeout.ms": "3000"}); `node_overrides={id: {...}}` per node.
+own directory `tmp_path/node-<id>` (server.properties, data, `node.log`) and fixed free
+ports, so a restarted node comes back on the same addresses. `overrides` are properties
+set on every node (e.g. {"broker.session.timeout.ms": "3000"}); `node_overrides={id: {}}`
+per node. Nodes run `python -m broker.cli.main server start <server.properties>` with
+PYTHONPATH set to this checkout.
 
 Only processes this object started are signalled, by their PIDs. Every wait is bounded;
-failures carry the tail of the node's log. Use as a context manager, or call stop() in a
+failures carry the tail of every node's log. Use as a context manager, or call stop() in a
 finally block.
 """
 
@@ -238,14 +247,21 @@ class Cluster:
         node.starts += 1
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
-        expected = set(self.broker_ids)
-        running = [i for i in self.broker_ids if self.nodes[i].running]
-
+        """Until the quorum has a leader and every running broker serves Metadata listing
+        exactly the running brokers (all registered and unfenced); nodes that are down are
+        not waited for."""
         def ready() -> bool:
             self._check_alive()
-            return all(self.metadata_brokers(i, timeout=2.0) == expected for i in running)
+            running = {i for i in self.broker_ids if self.nodes[i].running}
+            # A broker opens its client listener only once registered and unfenced; the
+            # Metadata check alone could be answered by another broker (librdkafka asks any
+            # it knows) while a restarted one still waits for its old session to expire.
+            return (self.active_controller() >= 0
+                    and all(_accepts(self.nodes[i].bootstrap) for i in running)
+                    and all(self.metadata_brokers(i, timeout=2.0) == running
+                            for i in running))
 
-        self.wait_for(ready, timeout, f"brokers {sorted(expected)} registered and unfenced")
+        self.wait_for(ready, timeout, "the running brokers registered and unfenced")
 
     def kill(self, node_id: int) -> int:
         """SIGKILL; returns the exit status (-9)."""
@@ -352,6 +368,17 @@ class Cluster:
     def metadata_brokers(self, broker_id: int, timeout: float = 5.0) -> set[int]:
         return set(self.metadata(broker_id, timeout).brokers)
 
+    def partition_leaders(self, topic: str, via: int | None = None,
+                          timeout: float = 3.0) -> dict[int, int]:
+        """partition -> leader id (-1: none) of `topic` in the Metadata a client of broker
+        `via` (default: the first running broker) gets; {} while the topic is unknown."""
+        if via is None:
+            via = next(i for i in self.broker_ids if self.nodes[i].running)
+        t = self.metadata(via, timeout).topics.get(topic)
+        if t is None or t.error is not None:
+            return {}
+        return {p: pm.leader for p, pm in t.partitions.items()}
+
     def describe_cluster(self, node_id: int | None = None, timeout: float = 5.0) -> Any:
         """The admin gRPC DescribeCluster (registrations with epochs and fenced state)."""
         import grpc
@@ -422,6 +449,15 @@ class _suppress_lookup:
 
     def __exit__(self, exc_type: Any, *rest: object) -> bool:
         return exc_type is not None and issubclass(exc_type, ProcessLookupError)
+
+
+def _accepts(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 async def _describe_quorum_leader(port: int, timeout_s: float) -> int:

@@ -47,8 +47,11 @@ def check(before: MetadataImage, after: MetadataImage, isr_grew: bool = False) -
             assert p.leader_epoch > old.leader_epoch
             # clean elections only: the new leader held all committed data (a reassignment
             # completing in the ISR change that admitted it may pick a just-admitted member)
+            # ... or, once ISR and ELR are both empty, the last known leader coming back
+            # (KIP-966's step before unclean elections; partitions.elect_leader)
             assert (p.leader == -1 or p.leader in old.isr or p.leader in old.elr
-                    or (isr_grew and p.leader in p.isr))
+                    or (isr_grew and p.leader in p.isr)
+                    or (not old.isr and not old.elr and p.leader in old.last_known_elr))
         if p != old:
             assert p.partition_epoch > old.partition_epoch
 

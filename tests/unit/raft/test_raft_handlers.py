@@ -422,6 +422,29 @@ def test_observer_discovers_the_leader_through_any_voter() -> None:
     assert any(isinstance(x.message, FetchRequest) and x.dst == 2 for x in sends(core))
 
 
+def test_observer_whose_leader_refuses_connections_looks_for_the_new_one_at_once() -> None:
+    """Observers get no BeginQuorumEpoch: after two refused connections to its leader an
+    observer asks a voter right away instead of waiting out the fetch timeout."""
+    core = make(7)
+    core.tick(0)
+    [s] = sends(core)
+    core.handle_response(s.dst, s.rid, FetchResponse(ErrorCode.not_leader_or_follower, 3, 1), 1)
+    assert isinstance(core.role, Follower) and core.role.leader_id == 1
+    fetch = next(x for x in sends(core) if x.dst == 1)
+    core.handle_failure(1, fetch.rid, 5)
+    assert isinstance(core.role, Follower)  # one refusal may be a blip
+    core.tick(5 + CFG.retry_backoff_ms)
+    again = next(x for x in sends(core) if x.dst == 1)
+    core.handle_failure(1, again.rid, 20)
+    assert isinstance(core.role, Unattached) and core.epoch == 3
+    assert CFG.fetch_timeout_ms > 20  # well before the fetch deadline
+    [ask] = [x for x in sends(core) if isinstance(x.message, FetchRequest)]
+    assert ask.dst in VOTERS
+    core.handle_response(ask.dst, ask.rid,
+                         FetchResponse(ErrorCode.not_leader_or_follower, 4, 2), 22)
+    assert isinstance(core.role, Follower) and core.role.leader_id == 2 and core.epoch == 4
+
+
 def test_append_on_a_follower_names_the_leader() -> None:
     core = make(2, state=QuorumState(4, 1, 1))
     with pytest.raises(NotLeaderError) as e:
