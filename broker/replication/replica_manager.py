@@ -197,8 +197,9 @@ class ReplicaManager:
                 clock=self.clock, node_id=self.node_id,
             )
             self._partitions[key] = part
-        else:
-            self.logs.update_config(topic, log_config)
+        elif part.log.config != log_config:
+            # this partition's log only: a sync of a topic visits each of its partitions
+            part.log.update_config(log_config)
         if leader_epoch < part.leader_epoch:
             return
         if leader == self.node_id:
