@@ -229,8 +229,7 @@ def bench_metadata(partitions: int, rf: int) -> None:
 
     per_topic = 100
     topics = [f"scale-{i}" for i in range(partitions // per_topic)]
-    with tempfile.TemporaryDirectory() as tmp, Cluster(
-        Path(tmp), 3, 3, overrides={"log.index.size.max.bytes": "65536"}) as c:
+    with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
         admin = c.admin(c.broker_ids[0])
         t0 = time.monotonic()
         for i in range(0, len(topics), 10):

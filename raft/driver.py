@@ -51,6 +51,11 @@ from raft.wire import (
 
 log = structlog.get_logger("raft")
 
+# A timer that fires this late (ms) means the event loop was blocked; the tick then waits
+# STALL_GRACE_S for the I/O that queued up meanwhile.
+STALL_MS = 250
+STALL_GRACE_S = 0.05
+
 __all__ = ["NotLeaderError", "RaftDriver", "RaftListener"]
 
 
@@ -145,6 +150,7 @@ class RaftDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._syncing = False
+        self._after_stall = False
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -277,7 +283,7 @@ class RaftDriver:
         except (OSError, TimeoutError, ConnectionError, ValueError, RuntimeError) as e:
             if self._closed:
                 return
-            log.debug("raft.request_failed", dst=send.dst, api=api_key, error=str(e))
+            log.debug("raft.request_failed", dst=send.dst, api=api_key, error=repr(e))
             self.core.handle_failure(send.dst, send.rid, self._now())
             self._drain()
             return
@@ -425,7 +431,18 @@ class RaftDriver:
         self._timer = None
         if self._closed:
             return
-        self.core.tick(self._now())
+        now = self._now()
+        if now - self._timer_at > STALL_MS and not self._after_stall:
+            # The event loop was blocked (e.g. a large metadata delta applied): answers that
+            # arrived meanwhile are still queued behind this timer. Let them in before the
+            # core judges the leader or the voters by the clock, or a busy node would give
+            # up on a healthy leader.
+            self._after_stall = True
+            loop = self._loop or asyncio.get_running_loop()
+            self._timer = loop.call_later(STALL_GRACE_S, self._on_timer)
+            return
+        self._after_stall = False
+        self.core.tick(now)
         self._drain()
 
     # ------------------------------------------------------------------- append

@@ -105,10 +105,12 @@ def topic_id_from_str(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID, *, fsync: bool = True
+                             ) -> None:
     atomic_write(
         directory / PARTITION_METADATA,
         f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n".encode(),
+        fsync=fsync,
     )
 
 
