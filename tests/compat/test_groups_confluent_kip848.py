@@ -1,0 +1,48 @@
+"""Consumer groups with librdkafka `group.protocol=consumer` (KIP-848: ConsumerGroupHeartbeat,
+server-side uniform assignor, incremental reconciliation): a group of 3 on a 6-partition
+topic, members in their own processes, ownership checked from librdkafka's own incremental
+assign/revoke callbacks (groupsupport.py).
+
+The member session timeout of this protocol is the broker's group.consumer.session.timeout.ms
+(the node under test runs with 6 s); clients do not choose it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.compat import groupsupport as gs
+from tests.support.node import SkiffNode
+
+pytestmark = pytest.mark.timeout(150)
+CLIENT = gs.Client(gs.python_member, {"client": "confluent", "protocol": "consumer"},
+                   eager=False, classic=False)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+    yield from gs.node_fixture(tmp_path_factory)
+
+
+def test_join_leave_kill(node: SkiffNode) -> None:
+    topic = gs.unique("members")
+    gs.create_topic(node.bootstrap, topic)
+    took = gs.run_membership(CLIENT, node.bootstrap, topic, gs.unique("members"))
+    print(took)
+
+
+def test_static_member_returns_without_rebalance(node: SkiffNode) -> None:
+    # KIP-848: a static member that closes leaves with epoch -2 and keeps its assignment for
+    # its session; one killed without that leave is still a member, so its successor gets
+    # UNRELEASED_INSTANCE_ID until the session expires (Kafka's rule too)
+    topic = gs.unique("static")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_static(CLIENT, node.bootstrap, topic, gs.unique("static"), kill=False)
+
+
+def test_resume_at_committed_after_restart(node: SkiffNode) -> None:
+    topic = gs.unique("restart")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_restart(CLIENT, node, topic, gs.unique("restart"))
