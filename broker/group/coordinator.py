@@ -305,6 +305,14 @@ class GroupCoordinator(ConsumerGroups):
         self._writes[write_id] = done
         self._fx.writes.append(Write(write_id, tuple(records)))
 
+    def _write_group_records(self, records: list[OffsetsRecord]) -> None:
+        # KIP-848 state: nobody waits on it (see consumer.py's note on persistence)
+        self._write(records, lambda error, now: None)
+
+    def take_effects(self) -> Effects:
+        """What calls that answer directly (ConsumerGroupHeartbeat) left to write."""
+        return self._take()
+
     def write_completed(self, write_id: int, error: ErrorCode, now_ms: int) -> Effects:
         done = self._writes.pop(write_id, None)
         if done is not None:
@@ -1040,6 +1048,9 @@ class GroupCoordinator(ConsumerGroups):
                 else:
                     results[gid] = ErrorCode.none
                     records_cg = self._tombstones_of(gid, cg.offsets)
+                    records_cg += [OffsetsRecord(k, None) for k in sorted(
+                        cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                    cg.persisted = {}
                     cg.dead = True
                     del self.consumer_groups[gid]
                     consumer_records.extend(records_cg)
@@ -1173,6 +1184,9 @@ class GroupCoordinator(ConsumerGroups):
             if not cg.members and not cg.offsets and not cg.pending_commits:
                 cg.dead = True
                 del self.consumer_groups[cg.group_id]
+                records += [OffsetsRecord(k, None) for k in sorted(
+                    cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                cg.persisted = {}
         if records:
             self._write(records, lambda error, now: None)
 
@@ -1183,17 +1197,16 @@ class GroupCoordinator(ConsumerGroups):
         k = rec.decode_key(key)
         if isinstance(k, rec.OffsetCommitKey):
             tp = (k.topic, k.partition)
+            holder = self._offsets_holder(k.group)
             if value is None:
-                g = self.groups.get(k.group)
-                if g is not None:
-                    g.offsets.pop(tp, None)
+                if holder is not None:
+                    holder.offsets.pop(tp, None)
                 return
             v = rec.decode_offset_commit_value(value)
-            g = self.groups.get(k.group)
-            if g is None:
-                g = self.groups[k.group] = ClassicGroup(k.group)
-            g.offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata,
-                                            v.commit_timestamp, v.expire_timestamp)
+            if holder is None:
+                holder = self.groups[k.group] = ClassicGroup(k.group)
+            holder.offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata,
+                                                 v.commit_timestamp, v.expire_timestamp)
         elif isinstance(k, rec.GroupMetadataKey):
             old = self.groups.get(k.group)
             offsets = old.offsets if old is not None else {}
@@ -1221,7 +1234,22 @@ class GroupCoordinator(ConsumerGroups):
                     g.static_members[mm.group_instance_id] = mm.member_id
             g.state = GroupState.STABLE if g.members else GroupState.EMPTY
             self.groups[k.group] = g
-        # other record types (KIP-848, share groups) are not ours to load here
+        else:
+            ck = rec.decode_consumer_group_key(key)
+            if ck is None:
+                return  # share groups and other record types are not ours to load
+            had = self.consumer_groups.get(ck.group)
+            cg = self.replay_consumer_record(ck, value, bytes(key))
+            if cg is None:
+                return
+            if had is None and not cg.dead:
+                # offsets replayed before the group's first record: they are the group's
+                classic = self.groups.get(ck.group)
+                if classic is not None and not classic.members:
+                    cg.offsets = classic.offsets
+                    del self.groups[ck.group]
+            elif cg.dead and cg.offsets:
+                self.groups[ck.group] = ClassicGroup(ck.group, offsets=cg.offsets)
 
     def finish_loading(self, now_ms: int) -> None:
         """After the last replayed record: start the members' session timers."""
@@ -1232,6 +1260,7 @@ class GroupCoordinator(ConsumerGroups):
                 continue
             for m in g.members.values():
                 m.heartbeat_deadline = now_ms + m.session_timeout_ms
+        self.finish_loading_consumer_groups(now_ms)
         self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
 
     def unload(self, now_ms: int) -> Effects:

@@ -36,7 +36,19 @@ class GroupConfig:
             try:
                 return int(cfg[key])
             except KeyError:
+                pass
+            # the KIP-848 keys are not (yet) declared in broker/config.py, which keeps what
+            # was set explicitly, declared or not, in `originals`
+            raw = getattr(cfg, "originals", {}).get(key)
+            if raw is None:
                 return default
+            try:
+                value = int(str(raw).strip())
+            except ValueError:
+                raise ValueError(f"{key}={raw!r}: expected an integer") from None
+            if value < 1:
+                raise ValueError(f"{key}={raw!r}: expected at least 1")
+            return value
 
         return cls(
             min_session_timeout_ms=get("group.min.session.timeout.ms", 6000),

@@ -514,3 +514,42 @@ def node_fixture(tmp_path_factory: Any) -> Iterator[SkiffNode]:
         yield node
     finally:
         node.close()
+
+
+def run_membership_survives_restart(client: Client, node: SkiffNode, topic: str, group: str,
+                                    *, kill: bool) -> None:
+    """The members keep running while the node restarts: their membership (ids, epochs,
+    assignments) is reloaded from __consumer_offsets, so no client sees its partitions
+    revoked, lost or assigned again, and consumption continues with the same owners."""
+    run = GroupRun(client.command, {**client.base, "bootstrap": node.bootstrap, "group": group,
+                                    "topic": topic, "session_ms": SESSION_MS,
+                                    "heartbeat_ms": HEARTBEAT_MS})
+    try:
+        for name in ("a", "b", "c"):
+            run.start(name)
+        run.wait_balanced(["a", "b", "c"])
+        time.sleep(2 * HEARTBEAT_MS / 1000)
+        before = run.owned()
+        since = time.time()
+        if kill:
+            node.kill()
+        else:
+            node.stop()
+        node.start()
+        node.wait_ready()
+        produce(node.bootstrap, topic, ["n"] * 3)
+        wanted = _offsets(range(PARTITIONS), 0, 3)
+        run.wait(lambda: {(e["p"], e["o"]) for e in run.records()} >= wanted,
+                 "records produced after the restart consumed")
+        time.sleep(4 * HEARTBEAT_MS / 1000)
+        churn = [e for e in run.snapshot() if e["t"] >= since
+                 and e["ev"] in ("assigned", "revoked", "lost")]
+        assert not churn, f"membership did not survive the restart: {churn}\n{run.tail()}"
+        assert run.owned() == before
+        by_owner = {e["p"]: e["m"] for e in run.records()}
+        assert all(p in before[m] for p, m in by_owner.items()), by_owner
+        for name in run.alive():
+            run.stop(name)
+        check_exclusive(run.snapshot(), eager=client.eager)
+    finally:
+        run.close()

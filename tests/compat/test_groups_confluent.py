@@ -37,3 +37,16 @@ def test_resume_at_committed_after_restart(node: SkiffNode) -> None:
     topic = gs.unique("restart")
     gs.create_topic(node.bootstrap, topic)
     gs.run_restart(CLIENT, node, topic, gs.unique("restart"))
+
+
+COOPERATIVE = gs.Client(gs.python_member, {"client": "confluent", "strategy": "cooperative-sticky"},
+                        eager=False)
+
+
+def test_cooperative_sticky_join_leave_kill(node: SkiffNode) -> None:
+    # the classic protocol with librdkafka's incremental (KIP-429) assignor: the broker sees
+    # ordinary JoinGroup/SyncGroup rounds, the client revokes only what moves, in two rounds
+    topic = gs.unique("coop")
+    gs.create_topic(node.bootstrap, topic)
+    took = gs.run_membership(COOPERATIVE, node.bootstrap, topic, gs.unique("coop"))
+    print(took)

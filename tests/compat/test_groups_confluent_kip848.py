@@ -46,3 +46,12 @@ def test_resume_at_committed_after_restart(node: SkiffNode) -> None:
     topic = gs.unique("restart")
     gs.create_topic(node.bootstrap, topic)
     gs.run_restart(CLIENT, node, topic, gs.unique("restart"))
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "kill-9"])
+def test_membership_survives_node_restart(node: SkiffNode, kill: bool) -> None:
+    # KIP-848 membership is written to __consumer_offsets and replayed on load (as Kafka
+    # does): members keep their epochs and partitions through a restart instead of rejoining
+    topic = gs.unique("survive")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_membership_survives_restart(CLIENT, node, topic, gs.unique("survive"), kill=kill)

@@ -831,12 +831,15 @@ def test_reload_from_written_records_restores_groups_and_offsets() -> None:
     assert ids[1] not in g.members and g.state is S.PREPARING_REBALANCE
 
 
-def test_replay_ignores_kip848_record_types_and_rejects_corruption() -> None:
+def test_replay_ignores_share_group_record_types_and_rejects_corruption() -> None:
     c = GroupCoordinator(Driver().config, random.Random(1), START_MS)
-    c.replay(b"\x00\x03\x00\x01g", b"\x00\x00")
+    c.replay(b"\x00\x0a\x00\x01g", b"\x00\x00")  # ShareGroupMetadata: not ours
+    assert not c.groups and not c.consumer_groups
     from broker.errors import KafkaError
     with pytest.raises(KafkaError):
         c.replay(b"\x00\x01\x00", b"")
+    with pytest.raises(KafkaError):  # a KIP-848 group record whose value is cut short
+        c.replay(b"\x00\x03\x00\x01g", b"\x00\x00")
 
 
 def test_unload_answers_waiting_requests_not_coordinator() -> None:
