@@ -38,3 +38,11 @@ def test_resume_at_committed_after_restart(node: SkiffNode) -> None:
     topic = gs.unique("restart")
     gs.create_topic(node.bootstrap, topic)
     gs.run_restart(CLIENT, node, topic, gs.unique("restart"))
+
+
+def test_membership_survives_node_restart(node: SkiffNode) -> None:
+    # the classic group (generation, members, assignments) is in its GroupMetadataValue and
+    # is loaded Stable: members heartbeat on with their generation, nobody rejoins
+    topic = gs.unique("survive")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_membership_survives_restart(CLIENT, node, topic, gs.unique("survive"), kill=True)

@@ -50,3 +50,11 @@ def test_cooperative_sticky_join_leave_kill(node: SkiffNode) -> None:
     gs.create_topic(node.bootstrap, topic)
     took = gs.run_membership(COOPERATIVE, node.bootstrap, topic, gs.unique("coop"))
     print(took)
+
+
+def test_membership_survives_node_restart(node: SkiffNode) -> None:
+    # the classic group (generation, members, assignments) is in its GroupMetadataValue and
+    # is loaded Stable: members heartbeat on with their generation, nobody rejoins
+    topic = gs.unique("survive")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_membership_survives_restart(CLIENT, node, topic, gs.unique("survive"), kill=True)
