@@ -304,6 +304,45 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in res.topic_partitions}
 
 
+def describe(bootstrap: str, group: str) -> Any:
+    a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    return a.describe_consumer_groups([group], request_timeout=15)[group].result(timeout=20)
+
+
+def check_described_stable(bootstrap: str, group: str, topic: str, names: Sequence[str],
+                           *, kip848: bool) -> None:
+    """librdkafka's admin view (DescribeGroups, or ConsumerGroupDescribe for KIP-848 groups)
+    agrees with the members: Stable, these members, every partition assigned once."""
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+
+    desc = describe(bootstrap, group)
+    assert desc.state == ConsumerGroupState.STABLE, desc.state
+    assert desc.type == (ConsumerGroupType.CONSUMER if kip848 else ConsumerGroupType.CLASSIC), (
+        desc.type)
+    assert sorted(m.client_id for m in desc.members) == sorted(names), (
+        [m.client_id for m in desc.members])
+    parts = [tp.partition for m in desc.members for tp in m.assignment.topic_partitions
+             if tp.topic == topic]
+    assert sorted(parts) == list(range(PARTITIONS)), parts
+    a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    listed = a.list_consumer_groups(request_timeout=15,
+                                    states={ConsumerGroupState.STABLE}).result(timeout=20)
+    assert group in {g.group_id for g in listed.valid}, listed.valid
+
+
+def check_empty_then_delete(bootstrap: str, group: str, topic: str) -> None:
+    """Everyone left: the group is Empty, DeleteGroups removes it and its offsets."""
+    from confluent_kafka import ConsumerGroupState
+
+    desc = describe(bootstrap, group)
+    assert desc.state == ConsumerGroupState.EMPTY and not desc.members, (desc.state,
+                                                                        desc.members)
+    a = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    a.delete_consumer_groups([group], request_timeout=15)[group].result(timeout=20)
+    gone = committed(bootstrap, group, topic)
+    assert all(o < 0 for o in gone.values()), f"offsets left after DeleteGroups: {gone}"
+
+
 def create_topic(bootstrap: str, topic: str) -> None:
     adm.create_topic(bootstrap, topic, PARTITIONS)
     adm.wait_topic_ready(bootstrap, topic, PARTITIONS)
@@ -321,6 +360,7 @@ class Client:
     eager: bool
     classic: bool = True  # the classic protocol (session expiry by the members' own timeout)
     static: bool = True
+    describe: bool = True  # check librdkafka's admin view of the group too
 
 
 def run_membership(client: Client, bootstrap: str, topic: str, group: str) -> dict[str, float]:
@@ -331,13 +371,16 @@ def run_membership(client: Client, bootstrap: str, topic: str, group: str) -> di
                                     "heartbeat_ms": HEARTBEAT_MS})
     took: dict[str, float] = {}
     try:
-        produce(bootstrap, topic, ["n"] * 5)
+        produce(bootstrap, topic, ["c"] * 5)  # committed: DeleteGroups must remove them
         t0 = time.time()
         for name in ("a", "b", "c"):
             run.start(name)
         took["3 join"] = run.wait_balanced(["a", "b", "c"]) - t0
         run.wait(lambda: len({(e["p"], e["o"]) for e in run.records()}) == 5 * PARTITIONS,
                  "every record consumed")
+        if client.describe:
+            check_described_stable(bootstrap, group, topic, ["a", "b", "c"],
+                                   kip848=not client.classic)
 
         t0 = time.time()
         run.stop("c")
@@ -363,6 +406,8 @@ def run_membership(client: Client, bootstrap: str, topic: str, group: str) -> di
         for name in run.alive():
             run.stop(name)
         check_exclusive(run.snapshot(), eager=client.eager)
+        if client.describe:
+            check_empty_then_delete(bootstrap, group, topic)
     finally:
         run.close()
     return took
