@@ -3,7 +3,9 @@
 Usage: python group_member.py '<json config>'
 Config: client (confluent | kafka-python | aiokafka), bootstrap, group, topic, name,
 session_ms, heartbeat_ms, protocol (classic | consumer: librdkafka's group.protocol),
-instance_id (group.instance.id or null).
+instance_id (group.instance.id or null); for confluent also subscribe (a list of topics or
+"^regex" patterns instead of [topic]) and topics (the topics a pattern may match, in order:
+partition p of the i-th is reported as 1000 * i + p).
 
 Prints one JSON object per line on stdout, each with "t" (wall clock, seconds), "m" (name)
 and "ev":
@@ -68,9 +70,11 @@ def run_confluent() -> None:
     c = Consumer(conf)
 
     def parts(ps: list[Any]) -> list[int]:
-        return sorted(tp.partition for tp in ps)
+        # with a pattern subscription (several topics), partition p of topic i is 1000*i + p
+        topics = CFG.get("topics") or [TOPIC]
+        return sorted(topics.index(tp.topic) * 1000 + tp.partition for tp in ps)
 
-    c.subscribe([TOPIC],
+    c.subscribe(CFG.get("subscribe") or [TOPIC],
                 on_assign=lambda _c, ps: emit("assigned", parts=parts(ps)),
                 on_revoke=lambda _c, ps: emit("revoked", parts=parts(ps)),
                 on_lost=lambda _c, ps: emit("lost", parts=parts(ps)))
@@ -83,10 +87,13 @@ def run_confluent() -> None:
             emit("error", err=str(msg.error()))
             continue
         p, o, v = msg.partition(), msg.offset(), (msg.value() or b"").decode()
+        if CFG.get("topics"):
+            p += CFG["topics"].index(msg.topic()) * 1000
         emit("msg", p=p, o=o, v=v)
         if v.startswith("c"):
             try:
-                c.commit(offsets=[TopicPartition(TOPIC, p, o + 1)], asynchronous=False)
+                c.commit(offsets=[TopicPartition(msg.topic(), msg.partition(), o + 1)],
+                         asynchronous=False)
                 emit("commit", p=p, o=o + 1)
             except KafkaException as exc:
                 emit("commit_failed", p=p, o=o + 1, err=str(exc))

@@ -598,3 +598,69 @@ def run_membership_survives_restart(client: Client, node: SkiffNode, topic: str,
         check_exclusive(run.snapshot(), eager=client.eager)
     finally:
         run.close()
+
+
+def run_regex_subscription(client: Client, bootstrap: str, prefix: str, group: str) -> float:
+    """Two members subscribed to `^prefix-.*` (KIP-848 SubscribedTopicRegex, resolved by the
+    coordinator): the matching topics are shared, a non-matching one is not, and a matching
+    topic created later is assigned too. Returns how long that took (seconds)."""
+    topics = [f"{prefix}-a", f"{prefix}-b", f"{prefix}-c"]
+    for t in [*topics[:2], f"x{prefix}-a"]:
+        adm.create_topic(bootstrap, t, 2)
+        adm.wait_topic_ready(bootstrap, t, 2)
+    run = GroupRun(client.command, {**client.base, "bootstrap": bootstrap, "group": group,
+                                    "topic": topics[0], "subscribe": [f"^{prefix}-.*"],
+                                    "topics": topics, "session_ms": SESSION_MS,
+                                    "heartbeat_ms": HEARTBEAT_MS})
+    try:
+        run.start("a")
+        run.start("b")
+        want = {0, 1, 1000, 1001}  # partitions 0-1 of the first two topics
+
+        def shared(want: set[int]) -> Callable[[], bool]:
+            def pred() -> bool:
+                owned = run.owned()
+                return (set().union(*owned.values()) == want
+                        and sum(len(v) for v in owned.values()) == len(want)
+                        and all(len(owned.get(n, ())) >= len(want) // 2 for n in ("a", "b")))
+            return pred
+
+        run.wait(shared(want), "the two matching topics shared")
+        adm.create_topic(bootstrap, topics[2], 2)
+        t0 = time.time()
+        took = run.wait(shared(want | {2000, 2001}), "the new matching topic assigned") - t0
+        for name in ("a", "b"):
+            run.stop(name)
+        check_exclusive(run.snapshot(), eager=False)
+        return took
+    finally:
+        run.close()
+
+
+def run_static_killed_kip848(client: Client, bootstrap: str, topic: str, group: str) -> None:
+    """KIP-848 (as Kafka): a static member killed without its epoch -2 leave is still a
+    member, so a successor with its instance id is refused with UNRELEASED_INSTANCE_ID
+    (fatal to librdkafka); the killed member's partitions move when its session expires."""
+    run = GroupRun(client.command, {**client.base, "bootstrap": bootstrap, "group": group,
+                                    "topic": topic, "session_ms": SESSION_MS,
+                                    "heartbeat_ms": HEARTBEAT_MS})
+    try:
+        for name in ("a", "b", "c"):
+            run.start(name, instance_id=f"{group}-{name}")
+        run.wait_balanced(["a", "b", "c"])
+        killed_at = run.kill("b")
+        run.start("b2", instance_id=f"{group}-b")
+        run.wait(lambda: any(e["m"] == "b2" and e["ev"] == "error"
+                             and "instance ID is still used" in e["err"]
+                             for e in run.snapshot()),
+                 "the successor refused with UNRELEASED_INSTANCE_ID", timeout=20)
+        moved = run.wait(lambda: set().union(*[run.owned().get(n, set()) for n in "ac"])
+                         == set(range(PARTITIONS)), "b's partitions moved to a and c")
+        assert moved - killed_at >= SESSION_MS / 1000 - 1.5, (
+            f"b's partitions moved {moved - killed_at:.1f}s after the kill\n{run.tail()}")
+        assert not run.owned().get("b2"), run.owned()
+        for name in ("a", "c"):
+            run.stop(name)
+        check_exclusive(run.snapshot(), eager=False)
+    finally:
+        run.close()

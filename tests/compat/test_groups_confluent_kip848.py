@@ -55,3 +55,14 @@ def test_membership_survives_node_restart(node: SkiffNode, kill: bool) -> None:
     topic = gs.unique("survive")
     gs.create_topic(node.bootstrap, topic)
     gs.run_membership_survives_restart(CLIENT, node, topic, gs.unique("survive"), kill=kill)
+
+
+def test_regex_subscription_follows_new_topics(node: SkiffNode) -> None:
+    took = gs.run_regex_subscription(CLIENT, node.bootstrap, gs.unique("rx"), gs.unique("rx"))
+    print(f"new matching topic assigned after {took:.2f}s")
+
+
+def test_killed_static_member_successor_is_refused_until_session_expiry(node: SkiffNode) -> None:
+    topic = gs.unique("static-kill")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_static_killed_kip848(CLIENT, node.bootstrap, topic, gs.unique("static-kill"))
