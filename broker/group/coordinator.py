@@ -45,7 +45,7 @@ import enum
 import random
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -558,7 +558,17 @@ class GroupCoordinator(ConsumerGroups):
                         found = g.members.get(new_id)
                         if found is not None:
                             found.heartbeat_deadline = now + found.session_timeout_ms
-                            self._reply(token, self._join_result(g, found, skip=True))
+                            if req.supports_skip_assignment:
+                                result = self._join_result(g, found, skip=True)
+                            else:
+                                # before JoinGroup v9 a leader cannot be told to skip the
+                                # assignment; as Kafka does, it is answered as a follower (no
+                                # members, the leader id it replaced), so it does not reassign
+                                result = replace(
+                                    self._join_result(g, found), members=(),
+                                    leader=old_id if g.leader_id == new_id
+                                    else (g.leader_id or ""))
+                            self._reply(token, result)
                         else:
                             self._reply(token, JoinGroupResult(ErrorCode.unknown_member_id,
                                                                member_id=new_id))

@@ -115,6 +115,9 @@ class JoinGroupRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool = True  # JoinGroup v4+
+    # JoinGroup v9+ (KIP-814): a static leader that rejoins can be told to skip the assignment.
+    # Older requests cannot carry that, and Kafka answers such a leader as a follower.
+    supports_skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -514,39 +515,51 @@ def run_restart(client: Client, node: SkiffNode, topic: str, group: str) -> None
 
 def run_static(client: Client, bootstrap: str, topic: str, group: str, *,
                kill: bool) -> float:
-    """Static members: one goes away (SIGKILL, or a close that keeps its membership) and comes
-    back with the same group.instance.id; it gets its old partitions back and the others see
-    no revocation or assignment. Returns how long the return took."""
+    """Static members: each in turn goes away (SIGKILL, or a close that keeps its membership)
+    and comes back with the same group.instance.id; it gets its old partitions back and the
+    others see no revocation or assignment. Every member is restarted once, so the leader is
+    one of them. Returns the longest return (seconds)."""
     run = GroupRun(client.command, {**client.base, "bootstrap": bootstrap, "group": group,
                                     "topic": topic, "session_ms": 30000,
                                     "heartbeat_ms": HEARTBEAT_MS})
     try:
-        for name in ("a", "b", "c"):
-            run.start(name, instance_id=f"{group}-{name}")
-        run.wait_balanced(["a", "b", "c"])
-        time.sleep(2 * HEARTBEAT_MS / 1000)  # settled: no rebalance pending
-        before = run.owned()
-        quiet_from = time.time()
-        if kill:
-            run.kill("b")
-        else:
-            run.stop("b")
-        t0 = time.time()
-        run.start("b2", instance_id=f"{group}-b")
-        run.wait(lambda: run.owned().get("b2") == before["b"],
-                 f"b's return to own {sorted(before['b'])} again", timeout=25)
-        took = time.time() - t0
-        time.sleep(3 * HEARTBEAT_MS / 1000)  # a rebalance would reach the others by now
-        noisy = [e for e in run.snapshot() if e["t"] >= quiet_from and e["m"] in ("a", "c")
-                 and e["ev"] in ("assigned", "revoked", "lost")]
-        assert not noisy, f"a static rejoin rebalanced the others: {noisy}\n{run.tail()}"
-        assert run.owned()["a"] == before["a"] and run.owned()["c"] == before["c"]
+        current = {k: k for k in ("a", "b", "c")}  # instance -> the process serving it now
+        for k in current:
+            run.start(k, instance_id=f"{group}-{k}")
+        run.wait_balanced(list(current.values()))
+        took = 0.0
+        for k in ("a", "b", "c"):
+            time.sleep(2 * HEARTBEAT_MS / 1000)  # settled: no rebalance pending
+            old = current[k]
+            before = run.owned()
+            quiet_from = time.time()
+            if kill:
+                run.kill(old)
+            else:
+                run.stop(old)
+            t0 = time.time()
+            new = current[k] = f"{k}{len(run.members)}"
+            run.start(new, instance_id=f"{group}-{k}")
+            want = before[old]
+            run.wait(partial(_owns, run, new, want),
+                     f"{new} to own {sorted(want)} again, as {old} did", timeout=25)
+            took = max(took, time.time() - t0)
+            time.sleep(3 * HEARTBEAT_MS / 1000)  # a rebalance would reach the others by now
+            others = [n for i, n in current.items() if i != k]
+            noisy = [e for e in run.snapshot() if e["t"] >= quiet_from and e["m"] in others
+                     and e["ev"] in ("assigned", "revoked", "lost")]
+            assert not noisy, f"{old}'s static return rebalanced the others: {noisy}\n{run.tail()}"
+            assert all(run.owned()[n] == before[n] for n in others)
         for name in run.alive():
             run.stop(name)
         check_exclusive(run.snapshot(), eager=client.eager)
         return took
     finally:
         run.close()
+
+
+def _owns(run: GroupRun, name: str, want: set[int]) -> bool:
+    return run.owned().get(name) == want
 
 
 def unique(label: str) -> str:
