@@ -529,7 +529,7 @@ def run_static(client: Client, bootstrap: str, topic: str, group: str, *,
         run.wait_balanced(list(current.values()))
         took = 0.0
         for k in ("a", "b", "c"):
-            time.sleep(2 * HEARTBEAT_MS / 1000)  # settled: no rebalance pending
+            time.sleep(HEARTBEAT_MS / 1000)  # settled: no rebalance pending
             old = current[k]
             before = run.owned()
             quiet_from = time.time()
@@ -544,7 +544,7 @@ def run_static(client: Client, bootstrap: str, topic: str, group: str, *,
             run.wait(partial(_owns, run, new, want),
                      f"{new} to own {sorted(want)} again, as {old} did", timeout=25)
             took = max(took, time.time() - t0)
-            time.sleep(3 * HEARTBEAT_MS / 1000)  # a rebalance would reach the others by now
+            time.sleep(2 * HEARTBEAT_MS / 1000)  # a rebalance would reach the others by now
             others = [n for i, n in current.items() if i != k]
             noisy = [e for e in run.snapshot() if e["t"] >= quiet_from and e["m"] in others
                      and e["ev"] in ("assigned", "revoked", "lost")]
@@ -599,7 +599,7 @@ def run_membership_survives_restart(client: Client, node: SkiffNode, topic: str,
         wanted = _offsets(range(PARTITIONS), 0, 3)
         run.wait(lambda: {(e["p"], e["o"]) for e in run.records()} >= wanted,
                  "records produced after the restart consumed")
-        time.sleep(4 * HEARTBEAT_MS / 1000)
+        time.sleep(3 * HEARTBEAT_MS / 1000)
         churn = [e for e in run.snapshot() if e["t"] >= since
                  and e["ev"] in ("assigned", "revoked", "lost")]
         assert not churn, f"membership did not survive the restart: {churn}\n{run.tail()}"
