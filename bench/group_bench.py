@@ -1,10 +1,20 @@
-"""Group coordinator, in-process: rebalance time and offset-commit throughput / p99.
+"""Group coordinator: rebalance time and offset-commit throughput / p99.
 
-Run by hand:  python bench/group_bench.py [--members 10] [--commits 5000] [--heartbeat-ms 100]
+Run by hand, two ways:
 
-No network and no real clients (the node does not serve them yet): simulated members call the
-GroupCoordinatorService the way clients drive the protocol, on a real LogManager and
-ReplicaManager (acks=all, one replica) in a temporary directory.
+  python bench/group_bench.py --clients [--tansu --tansu-bin PATH] [--members 10] [--rounds 3]
+         [--commits 2000] [--heartbeat-ms 500]
+      Real librdkafka consumers (confluent-kafka, one thread each) against a `skiff dev` node it
+      starts in a temp dir (and then against Tansu, printing skiff/tansu ratios): time until a
+      10-member group on 60 partitions is balanced again after an 11th member is created
+      (classic eager range, and group.protocol=consumer), judged by the members' own
+      assign/revoke callbacks; synchronous commit throughput, p50 and p99, and asynchronous
+      commit throughput. Figures: docs/benchmarks/groups.md.
+
+  python bench/group_bench.py [--members 10] [--commits 5000] [--heartbeat-ms 100]
+      In-process, no network: simulated members call the GroupCoordinatorService the way
+      clients drive the protocol, on a real LogManager and ReplicaManager (acks=all, one
+      replica) in a temporary directory:
 
   classic   10 members Stable; an 11th joins; time until every member has its SyncGroup answer
             for the new generation. Members learn of the rebalance from their heartbeat

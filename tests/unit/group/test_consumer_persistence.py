@@ -259,3 +259,23 @@ def test_group_records_describe_the_whole_group() -> None:
     recs = group_records(c.group())
     types = sorted(int.from_bytes(k[:2], "big") for k in recs)
     assert types == [3, 4, 5, 6, 7, 8]
+
+
+def test_a_stable_group_reloaded_keeps_its_epochs_on_the_next_heartbeats() -> None:
+    c = Consumers(image(a=4, b=2))
+    j = Journal(c)
+    a = c.join(topics=("a", "b"))
+    b = c.join(topics=("a", "b"))
+    c.settle([a, b])
+    j.drain()
+    g = c.group()
+    epochs = (g.group_epoch, g.assignment_epoch, c.epoch[a], c.epoch[b])
+    owned = dict(c.owned)
+    c.coord = j.reload(c.now)
+    for m in (a, b):
+        r = c.hb(m)
+        assert r.error is E.none and r.member_epoch == c.epoch[m]
+    g = c.group()
+    # the topic metadata fingerprint came back too: no epoch bump, no new assignment
+    assert (g.group_epoch, g.assignment_epoch, c.epoch[a], c.epoch[b]) == epochs
+    assert c.owned == owned
