@@ -338,6 +338,10 @@ class GroupCoordinator(ConsumerGroups):
                 return ErrorCode.group_id_not_found
             cg.offsets, cg.pending_commits = classic.offsets, classic.pending_commits
             del self.groups[group_id]
+            if classic.protocol_type is not None or classic.generation_id:
+                # the classic group had a GroupMetadataValue: tombstone it, as Kafka does
+                self._write_group_records(
+                    [OffsetsRecord(rec.encode_group_metadata_key(group_id), None)])
         self.consumer_groups[group_id] = cg
         return cg
 
@@ -376,8 +380,11 @@ class GroupCoordinator(ConsumerGroups):
                 self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
                                                    member_id=req.member_id))
                 return self._take()
-            # an empty consumer group goes back to the classic protocol, offsets and all
+            # an empty consumer group goes back to the classic protocol, offsets and all; its
+            # KIP-848 records are tombstoned so a reload does not bring it back
             del self.consumer_groups[req.group_id]
+            cg.dead = True
+            self._persist(cg)
             self.groups[req.group_id] = ClassicGroup(
                 req.group_id, state_timestamp=now_ms, offsets=cg.offsets,
                 pending_commits=cg.pending_commits)

@@ -279,3 +279,40 @@ def test_a_stable_group_reloaded_keeps_its_epochs_on_the_next_heartbeats() -> No
     # the topic metadata fingerprint came back too: no epoch bump, no new assignment
     assert (g.group_epoch, g.assignment_epoch, c.epoch[a], c.epoch[b]) == epochs
     assert c.owned == owned
+
+
+def test_conversions_between_protocols_survive_a_reload() -> None:
+    from broker.group.coordinator import GroupState
+    from broker.group.types import JoinGroupRequest
+
+    c = Consumers(image(a=1))
+    j = Journal(c)
+    # a classic group with a GroupMetadataValue (it had a generation), then empty
+    fx = c.coord.join_group(1, JoinGroupRequest(
+        "g", "", None, "c", "/h", 10_000, 10_000, "consumer", (("range", b""),),
+        require_known_member_id=False), c.now)
+    assert not fx.writes
+    for _ in range(3):  # the initial delay, the join, then the member's session runs out
+        c.now += 10_000
+        j.tick()
+    classic = c.coord.groups["g"]
+    assert classic.state is GroupState.EMPTY and classic.generation_id > 0
+    assert any(r.key == rec.encode_group_metadata_key("g") and r.value for r in j.records)
+    # a KIP-848 member takes the group over: the classic record is tombstoned
+    a = c.join()
+    j.drain()
+    assert any(r.key == rec.encode_group_metadata_key("g") and r.value is None
+               for r in j.records)
+    fresh = j.reload(c.now)
+    assert "g" not in fresh.groups and a in fresh.consumer_groups["g"].members
+    # it leaves; a classic member takes it back: the KIP-848 records are tombstoned
+    c.hb(a, -1)
+    j.drain()
+    fx = c.coord.join_group(2, JoinGroupRequest(
+        "g", "", None, "c", "/h", 10_000, 10_000, "consumer", (("range", b""),),
+        require_known_member_id=False), c.now)
+    for w in fx.writes:
+        j.records.extend(w.records)
+    j.drain()
+    fresh = j.reload(c.now)
+    assert "g" not in fresh.consumer_groups
