@@ -663,6 +663,10 @@ class ConsumerGroups:
                                                   for x in topics))
         elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
             g.assignment_epoch = rec.decode_consumer_group_target_assignment_metadata_value(value)
+        elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and key.member_id is not None:
+            # a target is not a member: only member metadata and assignments make one
+            g.target[key.member_id] = _from_tuples(
+                rec.decode_consumer_group_target_assignment_member_value(value))
         elif key.member_id is not None:
             m = g.members.get(key.member_id)
             if m is None:
@@ -676,9 +680,6 @@ class ConsumerGroups:
                 m.subscribed_regex = mv.subscribed_topic_regex
                 m.rebalance_timeout_ms = mv.rebalance_timeout_ms
                 m.server_assignor = mv.server_assignor
-            elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
-                g.target[key.member_id] = _from_tuples(
-                    rec.decode_consumer_group_target_assignment_member_value(value))
             else:
                 cv = rec.decode_consumer_group_current_member_assignment_value(value)
                 m.left_temporarily = cv.member_epoch == STATIC_LEAVE_EPOCH

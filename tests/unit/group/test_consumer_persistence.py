@@ -316,3 +316,14 @@ def test_conversions_between_protocols_survive_a_reload() -> None:
     j.drain()
     fresh = j.reload(c.now)
     assert "g" not in fresh.consumer_groups
+
+
+def test_a_target_record_alone_does_not_make_a_member() -> None:
+    coord = GroupCoordinator(Consumers(image(a=1)).config, random.Random(1), 0)
+    coord.replay(rec.encode_consumer_group_key(3, "g"), rec.encode_consumer_group_metadata_value(4))
+    coord.replay(rec.encode_consumer_group_key(7, "g", "ghost"),
+                 rec.encode_consumer_group_target_assignment_member_value(((T1, (0,)),)))
+    coord.finish_loading(0)
+    g = coord.consumer_groups["g"]
+    assert g.members == {} and g.target == {"ghost": {T1: frozenset({0})}}
+    assert g.group_epoch == 4
