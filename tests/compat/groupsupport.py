@@ -595,10 +595,15 @@ def run_membership_survives_restart(client: Client, node: SkiffNode, topic: str,
             node.stop()
         node.start()
         node.wait_ready()
-        produce(node.bootstrap, topic, ["n"] * 3)
+        produce(node.bootstrap, topic, ["c"] * 3)
         wanted = _offsets(range(PARTITIONS), 0, 3)
         run.wait(lambda: {(e["p"], e["o"]) for e in run.records()} >= wanted,
                  "records produced after the restart consumed")
+        # committed with the generation / member epoch the members held before the restart
+        run.wait(lambda: all(run.commits().get(p, 0) == 3 for p in range(PARTITIONS)),
+                 "the records committed after the restart")
+        failed = [e for e in run.snapshot() if e["ev"] == "commit_failed"]
+        assert not failed, f"commits refused after the restart: {failed[:3]}"
         time.sleep(3 * HEARTBEAT_MS / 1000)
         churn = [e for e in run.snapshot() if e["t"] >= since
                  and e["ev"] in ("assigned", "revoked", "lost")]
