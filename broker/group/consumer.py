@@ -369,10 +369,15 @@ class ConsumerGroups:
     def consumer_heartbeat(
         self, req: ConsumerHeartbeatRequest, image: MetadataView, now_ms: int,
     ) -> ConsumerHeartbeatResult:
+        g = self.consumer_groups.get(req.group_id)
+        shape = _shape(g)
         result = self._consumer_heartbeat(req, image, now_ms)
         g = self.consumer_groups.get(req.group_id)
         if g is not None:
-            self._persist(g)
+            # the common heartbeat changes only its own member's records: encode just those
+            # (a full diff costs O(members) per heartbeat)
+            same = shape is not None and shape == _shape(g) and result.member_id in g.members
+            self._persist(g, only=result.member_id if same else None)
         return result
 
     def _consumer_heartbeat(
@@ -525,6 +530,9 @@ class ConsumerGroups:
                                            member_id=req.member_id or None)
         if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             member.left_temporarily = True
+            # it has left: no lost epoch bump of this member id is left to tolerate (and the
+            # record keeps MemberEpoch -2 with the real epoch in PreviousMemberEpoch)
+            member.previous_member_epoch = -1
             member.session_deadline = now_ms + self.config.consumer_session_timeout_ms
             return ConsumerHeartbeatResult(ErrorCode.none, member_id=member.member_id,
                                            member_epoch=STATIC_LEAVE_EPOCH)
@@ -619,8 +627,17 @@ class ConsumerGroups:
 
     # ---- persistence ----------------------------------------------------------------------
 
-    def _persist(self, g: ConsumerGroup) -> None:
-        """Write the records of `g` that changed since the last write; tombstone the rest."""
+    def _persist(self, g: ConsumerGroup, only: str | None = None) -> None:
+        """Write the records of `g` that changed since the last write; tombstone the rest.
+        With `only`, the group's own records and that member's are compared (nothing else
+        may have changed)."""
+        if only is not None and not g.dead:
+            changed = {k: v for k, v in group_records(g, only).items()
+                       if g.persisted.get(k) != v}
+            if changed:
+                g.persisted.update(changed)
+                self._write_group_records([OffsetsRecord(k, v) for k, v in changed.items()])
+            return
         current = {} if g.dead else group_records(g)
         out: list[OffsetsRecord] = []
         gone = [k for k in g.persisted if k not in current]
@@ -743,11 +760,18 @@ def _record_type(key: bytes) -> int:
     return int.from_bytes(key[:2], "big", signed=True)
 
 
-def group_records(g: ConsumerGroup) -> dict[bytes, bytes]:
-    """Every KIP-848 record that describes `g` now, key -> value, in Kafka's write order."""
+def _shape(g: ConsumerGroup | None) -> tuple[int, int, frozenset[str]] | None:
+    return None if g is None else (g.group_epoch, g.assignment_epoch, frozenset(g.members))
+
+
+def group_records(g: ConsumerGroup, only: str | None = None) -> dict[bytes, bytes]:
+    """Every KIP-848 record that describes `g` now, key -> value, in Kafka's write order;
+    with `only`, the group's own records and those of that member."""
     gid = g.group_id
     out: dict[bytes, bytes] = {}
-    for m in sorted(g.members.values(), key=lambda x: x.member_id):
+    members = sorted((m for m in g.members.values() if only is None or m.member_id == only),
+                     key=lambda x: x.member_id)
+    for m in members:
         out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_MEMBER_METADATA, gid,
                                           m.member_id)] = \
             rec.encode_consumer_group_member_metadata_value(rec.ConsumerGroupMemberMetadataValue(
@@ -760,12 +784,14 @@ def group_records(g: ConsumerGroup) -> dict[bytes, bytes]:
     out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_METADATA, gid)] = \
         rec.encode_consumer_group_metadata_value(g.group_epoch)
     for member_id, target in sorted(g.target.items()):
+        if only is not None and member_id != only:
+            continue
         out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid,
                                           member_id)] = \
             rec.encode_consumer_group_target_assignment_member_value(_as_tuples(target))
     out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)] = \
         rec.encode_consumer_group_target_assignment_metadata_value(g.assignment_epoch)
-    for m in sorted(g.members.values(), key=lambda x: x.member_id):
+    for m in members:
         epoch, previous = m.member_epoch, m.previous_member_epoch
         if m.left_temporarily:
             epoch, previous = STATIC_LEAVE_EPOCH, m.member_epoch

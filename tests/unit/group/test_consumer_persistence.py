@@ -7,6 +7,8 @@ import random
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from test_consumer_group import Consumers, image, no_double_ownership
 
@@ -327,3 +329,40 @@ def test_a_target_record_alone_does_not_make_a_member() -> None:
     g = coord.consumer_groups["g"]
     assert g.members == {} and g.target == {"ghost": {T1: frozenset({0})}}
     assert g.group_epoch == 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["join", "static", "hb", "hb", "hb", "nack", "leave",
+                                           "static-leave", "tick", "grow"]),
+                          st.integers(0, 4)), max_size=50))
+def test_random_histories_reload_into_the_same_state(ops: list[tuple[str, int]]) -> None:
+    c = Consumers(image(a=6))
+    j = Journal(c)
+    members: list[str] = []
+    n_static = 0
+    for op, k in ops:
+        live = [m for m in members if m in c.group().members] if "g" in \
+            c.coord.consumer_groups else []
+        if op == "join" and len(live) < 5:
+            members.append(c.join())
+        elif op == "static" and len(live) < 5:
+            n_static += 1
+            members.append(c.join(instance=f"i{n_static}"))
+        elif op in ("hb", "nack") and live:
+            c.hb(live[k % len(live)], owned=op == "hb")
+        elif op == "leave" and live:
+            c.hb(live[k % len(live)], -1)
+        elif op == "static-leave" and live:
+            m = c.group().members[live[k % len(live)]]
+            if m.instance_id is not None:
+                c.hb(m.member_id, -2, instance=m.instance_id)
+        elif op == "tick":
+            c.now += 3000
+            j.tick()
+        elif op == "grow":
+            c.img = image(a=6 + k)
+        j.drain()
+        if "g" in c.coord.consumer_groups:
+            fresh = j.reload(c.now)
+            c.group().assignor = fresh.consumer_groups["g"].assignor
+            assert _state(fresh) == _state(c.coord)
