@@ -42,12 +42,14 @@ class GroupConfig:
             raw = getattr(cfg, "originals", {}).get(key)
             if raw is None:
                 return default
+            from broker.config import ConfigError
+
             try:
                 value = int(str(raw).strip())
             except ValueError:
-                raise ValueError(f"{key}={raw!r}: expected an integer") from None
+                raise ConfigError(key, raw, "an integer") from None
             if value < 1:
-                raise ValueError(f"{key}={raw!r}: expected at least 1")
+                raise ConfigError(key, raw, "at least 1")
             return value
 
         return cls(
