@@ -360,7 +360,6 @@ class Client:
     base: dict[str, Any]
     eager: bool
     classic: bool = True  # the classic protocol (session expiry by the members' own timeout)
-    static: bool = True
     describe: bool = True  # check librdkafka's admin view of the group too
 
 

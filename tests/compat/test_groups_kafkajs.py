@@ -21,7 +21,7 @@ pytestmark = [
                        reason="kafkajs not installed: run `npm install` in tests/compat/js "
                               "(tests/run.sh does)"),
 ]
-CLIENT = gs.Client(gs.js_member, {"client": "kafkajs"}, eager=True, static=False)
+CLIENT = gs.Client(gs.js_member, {"client": "kafkajs"}, eager=True)
 
 
 @pytest.fixture(scope="module")
