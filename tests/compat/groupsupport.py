@@ -8,6 +8,17 @@ log. `check_exclusive` replays that log: no partition is ever owned by two membe
 eager clients revoke everything before the next assignment, and no record is handed to a
 member outside the partitions it owns.
 
+Scenarios (each test_groups_<client>.py runs them against one node of its own, started with
+a 500 ms first-join delay and 6 s / 500 ms KIP-848 session / heartbeat):
+    run_membership                   3 join, 1 leaves, 1 joins, 1 killed -9 (moves after the
+                                     session), admin view (Describe/List/DeleteGroups)
+    run_restart                      resume exactly at committed offsets after SIGTERM and
+                                     kill -9 restarts of the node
+    run_static                       every static member in turn returns without a rebalance
+    run_membership_survives_restart  members keep running through a kill -9 / SIGTERM restart
+                                     and keep their partitions, generation or member epoch
+    run_regex_subscription, run_static_killed_kip848   KIP-848 only
+
 Every wait is bounded; failures print the tail of the event log.
 """
 
