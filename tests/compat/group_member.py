@@ -3,7 +3,8 @@
 Usage: python group_member.py '<json config>'
 Config: client (confluent | kafka-python | aiokafka), bootstrap, group, topic, name,
 session_ms, heartbeat_ms, protocol (classic | consumer: librdkafka's group.protocol),
-instance_id (group.instance.id or null); for confluent also subscribe (a list of topics or
+instance_id (group.instance.id or null); for confluent also remote_assignor
+(group.remote.assignor), subscribe (a list of topics or
 "^regex" patterns instead of [topic]) and topics (the topics a pattern may match, in order:
 partition p of the i-th is reported as 1000 * i + p).
 
@@ -60,6 +61,8 @@ def run_confluent() -> None:
     }
     if CFG.get("protocol", "classic") == "consumer":
         conf["group.protocol"] = "consumer"
+        if CFG.get("remote_assignor"):
+            conf["group.remote.assignor"] = CFG["remote_assignor"]
     else:
         conf["session.timeout.ms"] = CFG["session_ms"]
         conf["heartbeat.interval.ms"] = CFG["heartbeat_ms"]

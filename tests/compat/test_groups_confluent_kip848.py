@@ -66,3 +66,26 @@ def test_killed_static_member_successor_is_refused_until_session_expiry(node: Sk
     topic = gs.unique("static-kill")
     gs.create_topic(node.bootstrap, topic)
     gs.run_static_killed_kip848(CLIENT, node.bootstrap, topic, gs.unique("static-kill"))
+
+
+def test_client_chosen_range_assignor(node: SkiffNode) -> None:
+    # group.remote.assignor=range: the coordinator's range assignor gives each member a
+    # contiguous block, and ConsumerGroupDescribe names it
+    topic, group = gs.unique("range"), gs.unique("range")
+    gs.create_topic(node.bootstrap, topic)
+    run = gs.GroupRun(CLIENT.command, {**CLIENT.base, "remote_assignor": "range",
+                                       "bootstrap": node.bootstrap, "group": group,
+                                       "topic": topic, "session_ms": gs.SESSION_MS,
+                                       "heartbeat_ms": gs.HEARTBEAT_MS})
+    try:
+        for name in ("a", "b", "c"):
+            run.start(name)
+        run.wait_balanced(["a", "b", "c"])
+        blocks = sorted(sorted(ps) for ps in run.owned().values())
+        assert blocks == [[0, 1], [2, 3], [4, 5]], blocks
+        assert gs.describe(node.bootstrap, group).partition_assignor == "range"
+        for name in ("a", "b", "c"):
+            run.stop(name)
+        gs.check_exclusive(run.snapshot(), eager=False)
+    finally:
+        run.close()
