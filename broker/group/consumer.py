@@ -363,7 +363,8 @@ class ConsumerGroups:
     def _adopt_classic_group(self, group_id: str, now_ms: int) -> ConsumerGroup | ErrorCode:
         raise NotImplementedError
 
-    def _write_group_records(self, records: list[OffsetsRecord]) -> None:
+    def _write_group_records(self, records: list[OffsetsRecord],
+                             group: ConsumerGroup | None = None) -> None:
         raise NotImplementedError
 
     def consumer_heartbeat(
@@ -636,7 +637,7 @@ class ConsumerGroups:
                        if g.persisted.get(k) != v}
             if changed:
                 g.persisted.update(changed)
-                self._write_group_records([OffsetsRecord(k, v) for k, v in changed.items()])
+                self._write_group_records([OffsetsRecord(k, v) for k, v in changed.items()], g)
             return
         current = {} if g.dead else group_records(g)
         out: list[OffsetsRecord] = []
@@ -647,7 +648,7 @@ class ConsumerGroups:
         out += [OffsetsRecord(k, v) for k, v in current.items() if g.persisted.get(k) != v]
         if out:
             g.persisted = current
-            self._write_group_records(out)
+            self._write_group_records(out, g)
 
     def replay_consumer_record(self, key: rec.ConsumerGroupKey, value: bytes | None,
                                raw_key: bytes) -> ConsumerGroup | None:

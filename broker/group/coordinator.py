@@ -78,6 +78,7 @@ from broker.group.types import (
 )
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+UNWRITTEN = b""  # ConsumerGroup.persisted value of a key whose last write failed
 # ConsumerProtocolAssignment v0 with no partitions and null user data: what a consumer-protocol
 # member gets when the leader left it out, so every client can parse its SyncGroup answer
 EMPTY_CONSUMER_ASSIGNMENT = b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"
@@ -305,9 +306,18 @@ class GroupCoordinator(ConsumerGroups):
         self._writes[write_id] = done
         self._fx.writes.append(Write(write_id, tuple(records)))
 
-    def _write_group_records(self, records: list[OffsetsRecord]) -> None:
+    def _write_group_records(self, records: list[OffsetsRecord],
+                             group: ConsumerGroup | None = None) -> None:
         # KIP-848 state: nobody waits on it (see consumer.py's note on persistence)
-        self._write(records, lambda error, now: None)
+        def stored(error: ErrorCode, now: int) -> None:
+            if error is ErrorCode.none or group is None or group.dead:
+                return
+            # not in the log after all: a value no encoding equals makes the next diff write
+            # each of these keys again (or its tombstone, if the key is gone by then)
+            for r in records:
+                group.persisted[r.key] = UNWRITTEN
+
+        self._write(records, stored)
 
     def take_effects(self) -> Effects:
         """What calls that answer directly (ConsumerGroupHeartbeat) left to write."""

@@ -366,3 +366,24 @@ def test_random_histories_reload_into_the_same_state(ops: list[tuple[str, int]])
             fresh = j.reload(c.now)
             c.group().assignor = fresh.consumer_groups["g"].assignor
             assert _state(fresh) == _state(c.coord)
+
+
+def test_a_failed_write_is_written_again_by_the_next_diff() -> None:
+    c = Consumers(image(a=2))
+    j = Journal(c)
+    a = c.join()
+    b = c.join()
+    c.settle([a, b])
+    j.drain()
+    c.hb(b, -1)  # b leaves: its tombstones and the new group epoch ...
+    fx = c.coord.take_effects()
+    lost = [r for w in fx.writes for r in w.records]
+    assert any(r.value is None for r in lost)
+    for w in fx.writes:  # ... never reach the log
+        c.coord.write_completed(w.write_id, E.not_enough_replicas, c.now)
+    c.settle([a])  # a's heartbeats: new target, a full diff rewrites what was lost
+    j.drain()
+    fresh = j.reload(c.now)
+    assert set(fresh.consumer_groups["g"].members) == {a}
+    c.group().assignor = fresh.consumer_groups["g"].assignor
+    assert _state(fresh) == _state(c.coord)
