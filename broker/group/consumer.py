@@ -40,7 +40,8 @@ partition replays them, so members keep their ids, epochs and assignments across
 a move and their session timers start again at load (as Kafka's onLoaded does). Unlike Kafka,
 the heartbeat is answered without waiting for that write (the handler is synchronous): after a
 crash the stored epoch may lag what a member was told; its next heartbeat then carries a newer
-epoch, is FENCED_MEMBER_EPOCH, and the member rejoins with epoch 0.
+epoch, is FENCED_MEMBER_EPOCH, and the member rejoins with epoch 0. Keys of a write that
+failed are marked unwritten and go out again with the next diff that covers them.
 """
 
 from __future__ import annotations
