@@ -1,10 +1,20 @@
-"""Group coordinator, in-process: rebalance time and offset-commit throughput / p99.
+"""Group coordinator: rebalance time and offset-commit throughput / p99.
 
-Run by hand:  python bench/group_bench.py [--members 10] [--commits 5000] [--heartbeat-ms 100]
+Run by hand, two ways:
 
-No network and no real clients (the node does not serve them yet): simulated members call the
-GroupCoordinatorService the way clients drive the protocol, on a real LogManager and
-ReplicaManager (acks=all, one replica) in a temporary directory.
+  python bench/group_bench.py --clients [--tansu --tansu-bin PATH] [--members 10] [--rounds 3]
+         [--commits 2000] [--heartbeat-ms 500]
+      Real librdkafka consumers (confluent-kafka, one thread each) against a `skiff dev` node it
+      starts in a temp dir (and then against Tansu, printing skiff/tansu ratios): time until a
+      10-member group on 60 partitions is balanced again after an 11th member is created
+      (classic eager range, and group.protocol=consumer), judged by the members' own
+      assign/revoke callbacks; synchronous commit throughput, p50 and p99, and asynchronous
+      commit throughput. Figures: docs/benchmarks/groups.md.
+
+  python bench/group_bench.py [--members 10] [--commits 5000] [--heartbeat-ms 100]
+      In-process, no network: simulated members call the GroupCoordinatorService the way
+      clients drive the protocol, on a real LogManager and ReplicaManager (acks=all, one
+      replica) in a temporary directory:
 
   classic   10 members Stable; an 11th joins; time until every member has its SyncGroup answer
             for the new generation. Members learn of the rebalance from their heartbeat
@@ -25,6 +35,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -268,13 +279,194 @@ async def raw_appends(node: BenchNode, count: int, concurrency: int) -> tuple[fl
     return count / elapsed, statistics.quantiles(latencies, n=100)[98] * 1000
 
 
+# ---- real clients: librdkafka (confluent-kafka) against a `skiff dev` node, and Tansu -----------
+
+
+class ClientMember(threading.Thread):
+    """One librdkafka consumer in its own thread, owning what its callbacks say it owns."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str, protocol: str,
+                 heartbeat_ms: int) -> None:
+        super().__init__(name=name, daemon=True)
+        self.conf: dict[str, Any] = {
+            "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+            "enable.auto.commit": False, "log_level": 0,
+        }
+        if protocol == "consumer":
+            self.conf["group.protocol"] = "consumer"
+        else:
+            self.conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": heartbeat_ms,
+                              "partition.assignment.strategy": "range"})
+        self.topic = topic
+        self.owned: set[int] = set()
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer
+
+        c = Consumer(self.conf)
+
+        def add(_c: Any, ps: list[Any]) -> None:
+            with self.lock:
+                self.owned |= {tp.partition for tp in ps}
+
+        def drop(_c: Any, ps: list[Any]) -> None:
+            with self.lock:
+                self.owned -= {tp.partition for tp in ps}
+
+        c.subscribe([self.topic], on_assign=add, on_revoke=drop, on_lost=drop)
+        while not self.halt.is_set():
+            c.poll(0.05)
+        c.close()
+
+
+def _balanced(members: list[ClientMember], partitions: int) -> bool:
+    sets = []
+    for m in members:
+        with m.lock:
+            sets.append(set(m.owned))
+    lo = partitions // len(members)
+    return (sum(len(x) for x in sets) == partitions
+            and set().union(*sets) == set(range(partitions))
+            and all(lo <= len(x) <= lo + 1 for x in sets))
+
+
+def _wait(pred: Any, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return time.monotonic()
+        time.sleep(0.005)
+    raise TimeoutError("group did not settle")
+
+
+def client_rebalance(bootstrap: str, topic: str, partitions: int, members: int,
+                     protocol: str, heartbeat_ms: int, tag: str) -> float:
+    group = f"bench-{protocol}-{tag}-{time.time_ns()}"
+    ms = [ClientMember(f"m{i}", bootstrap, group, topic, protocol, heartbeat_ms)
+          for i in range(members)]
+    try:
+        for m in ms:
+            m.start()
+        _wait(lambda: _balanced(ms, partitions), 120)
+        time.sleep(1.0)  # settled
+        t0 = time.monotonic()
+        new = ClientMember(f"m{members}", bootstrap, group, topic, protocol, heartbeat_ms)
+        ms.append(new)
+        new.start()
+        return _wait(lambda: _balanced(ms, partitions), 120) - t0
+    finally:
+        for m in ms:
+            m.halt.set()
+        for m in ms:
+            m.join(timeout=30)
+
+
+def client_commits(bootstrap: str, topic: str, count: int) -> tuple[float, float, float, float]:
+    """Synchronous commits one after another: (per second, p50 ms, p99 ms); then `count`
+    asynchronous commits in flight together: per second."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    done = [0]
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-commit-{time.time_ns()}",
+                  "enable.auto.commit": False, "log_level": 0,
+                  "on_commit": lambda err, _ps: done.__setitem__(0, done[0] + 1)})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # coordinator found
+        lat = []
+        t0 = time.perf_counter()
+        for i in range(1, count + 1):
+            t = time.perf_counter()
+            c.commit(offsets=[TopicPartition(topic, 0, i)], asynchronous=False)
+            lat.append(time.perf_counter() - t)
+        sync_rate = count / (time.perf_counter() - t0)
+        q = statistics.quantiles(lat, n=100)
+        done[0] = 0
+        t0 = time.perf_counter()
+        for i in range(count):
+            c.commit(offsets=[TopicPartition(topic, 0, count + i)], asynchronous=True)
+        deadline = time.monotonic() + 120
+        while done[0] < count and time.monotonic() < deadline:
+            c.poll(0.01)
+        async_rate = done[0] / (time.perf_counter() - t0)
+        return sync_rate, q[49] * 1000, q[98] * 1000, async_rate
+    finally:
+        c.close()
+
+
+def clients_main(args: argparse.Namespace) -> None:
+    import os
+    from unittest import mock
+
+    from perf import find_tansu, start_tansu
+
+    from tests.support import admin as adm
+    from tests.support.node import SkiffNode
+
+    partitions = 60
+    results: dict[str, dict[str, float]] = {}
+    targets = ["skiff"] + (["tansu"] if args.tansu else [])
+    for target in targets:
+        with tempfile.TemporaryDirectory() as tmp:
+            if target == "skiff":
+                env = {"SKIFF_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": str(args.heartbeat_ms),
+                       "SKIFF_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000",
+                       "SKIFF_OFFSETS_TOPIC_NUM_PARTITIONS": "8"}
+                node = SkiffNode(Path(tmp) / "skiff")
+                with mock.patch.dict(os.environ, env):
+                    node.start()
+                node.wait_ready()
+                bootstrap, stop = node.bootstrap, node.close
+            else:
+                broker = start_tansu(find_tansu(args.tansu_bin), Path(tmp))
+                bootstrap, stop = broker.bootstrap, broker.stop
+            try:
+                topic = "bench-groups"
+                adm.create_topic(bootstrap, topic, partitions)
+                adm.wait_topic_ready(bootstrap, topic, partitions)
+                r: dict[str, float] = {}
+                protocols = ["classic", "consumer"] if target == "skiff" else ["classic"]
+                for proto in protocols:
+                    times = [client_rebalance(bootstrap, topic, partitions, args.members, proto,
+                                              args.heartbeat_ms, str(i))
+                             for i in range(args.rounds)]
+                    r[f"rebalance {proto} ms"] = statistics.median(times) * 1000
+                    print(f"[{target}] {proto:8s} {args.members}+1 members: "
+                          + ", ".join(f"{t * 1000:.0f}" for t in times) + " ms", flush=True)
+                sync_rate, p50, p99, async_rate = client_commits(bootstrap, topic, args.commits)
+                r.update({"sync commits/s": sync_rate, "sync commit p50 ms": p50,
+                          "sync commit p99 ms": p99, "async commits/s": async_rate})
+                print(f"[{target}] commits: sync {sync_rate:.0f}/s p50 {p50:.2f} ms "
+                      f"p99 {p99:.2f} ms; async {async_rate:.0f}/s", flush=True)
+                results[target] = r
+            finally:
+                stop()
+    print(f"\n{'measure':28s}{'skiff':>12s}" + (f"{'tansu':>12s}{'skiff/tansu':>14s}"
+                                               if "tansu" in results else ""))
+    for k, v in results["skiff"].items():
+        line = f"{k:28s}{v:12.1f}"
+        other = results.get("tansu", {}).get(k)
+        if other is not None:
+            line += f"{other:12.1f}{v / other:14.2f}"
+        print(line)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", action="store_true",
+                    help="real librdkafka consumers (threads) against a `skiff dev` node")
+    ap.add_argument("--tansu", action="store_true", help="with --clients: also run on Tansu")
+    ap.add_argument("--tansu-bin", help="path to the tansu binary")
     ap.add_argument("--members", type=int, default=10)
     ap.add_argument("--commits", type=int, default=5000)
     ap.add_argument("--heartbeat-ms", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.clients:
+        clients_main(args)
+        return
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))
     with tempfile.TemporaryDirectory() as tmp:
         node = BenchNode(Path(tmp), args.heartbeat_ms)

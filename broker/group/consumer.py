@@ -32,9 +32,16 @@ Member states and every transition (Kafka's CurrentAssignmentBuilder):
                                                  member's temporary leave (epoch -2) not
                                                  followed by a rejoin within the session timeout
 
-Membership lives in memory only (committed offsets are persisted in Kafka's offset-commit
-format): after a coordinator moves, members heartbeat into an unknown member and rejoin with
-epoch 0, which is the path KIP-848 clients take after UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH.
+Persistence: after every heartbeat, leave or expiry the group's state is written to
+__consumer_offsets as Kafka's KIP-848 records (records.py: ConsumerGroupMetadata,
+PartitionMetadata, MemberMetadata, TargetAssignmentMetadata/Member, CurrentMemberAssignment),
+only those whose value changed, tombstones for what is gone. A coordinator that loads the
+partition replays them, so members keep their ids, epochs and assignments across a restart or
+a move and their session timers start again at load (as Kafka's onLoaded does). Unlike Kafka,
+the heartbeat is answered without waiting for that write (the handler is synchronous): after a
+crash the stored epoch may lag what a member was told; its next heartbeat then carries a newer
+epoch, is FENCED_MEMBER_EPOCH, and the member rejoins with epoch 0. Keys of a write that
+failed are marked unwritten and go out again with the next diff that covers them.
 """
 
 from __future__ import annotations
@@ -49,7 +56,8 @@ from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.group.types import GroupConfig, TopicPartition
+from broker.group import records as rec
+from broker.group.types import GroupConfig, OffsetsRecord, TopicPartition
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -173,6 +181,8 @@ class ConsumerGroup:
     # committed offsets, as on ClassicGroup
     offsets: dict[TopicPartition, Any] = field(default_factory=dict)
     pending_commits: dict[TopicPartition, int] = field(default_factory=dict)
+    # the KIP-848 records last written (or replayed) for this group: key -> value
+    persisted: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -354,7 +364,25 @@ class ConsumerGroups:
     def _adopt_classic_group(self, group_id: str, now_ms: int) -> ConsumerGroup | ErrorCode:
         raise NotImplementedError
 
+    def _write_group_records(self, records: list[OffsetsRecord],
+                             group: ConsumerGroup | None = None) -> None:
+        raise NotImplementedError
+
     def consumer_heartbeat(
+        self, req: ConsumerHeartbeatRequest, image: MetadataView, now_ms: int,
+    ) -> ConsumerHeartbeatResult:
+        g = self.consumer_groups.get(req.group_id)
+        shape = _shape(g)
+        result = self._consumer_heartbeat(req, image, now_ms)
+        g = self.consumer_groups.get(req.group_id)
+        if g is not None:
+            # the common heartbeat changes only its own member's records: encode just those
+            # (a full diff costs O(members) per heartbeat)
+            same = shape is not None and shape == _shape(g) and result.member_id in g.members
+            self._persist(g, only=result.member_id if same else None)
+        return result
+
+    def _consumer_heartbeat(
         self, req: ConsumerHeartbeatRequest, image: MetadataView, now_ms: int,
     ) -> ConsumerHeartbeatResult:
         cfg = self.config
@@ -504,6 +532,9 @@ class ConsumerGroups:
                                            member_id=req.member_id or None)
         if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             member.left_temporarily = True
+            # it has left: no lost epoch bump of this member id is left to tolerate (and the
+            # record keeps MemberEpoch -2 with the real epoch in PreviousMemberEpoch)
+            member.previous_member_epoch = -1
             member.session_deadline = now_ms + self.config.consumer_session_timeout_ms
             return ConsumerHeartbeatResult(ErrorCode.none, member_id=member.member_id,
                                            member_epoch=STATIC_LEAVE_EPOCH)
@@ -586,11 +617,112 @@ class ConsumerGroups:
 
     def consumer_tick(self, now_ms: int) -> None:
         for g in list(self.consumer_groups.values()):
+            removed = False
             for m in list(g.members.values()):
                 revocation_late = (m.revocation_deadline is not None
                                    and now_ms >= m.revocation_deadline)
                 if now_ms >= m.session_deadline or revocation_late:
                     self._remove_consumer_member(g, m, now_ms)
+                    removed = True
+            if removed:
+                self._persist(g)
+
+    # ---- persistence ----------------------------------------------------------------------
+
+    def _persist(self, g: ConsumerGroup, only: str | None = None) -> None:
+        """Write the records of `g` that changed since the last write; tombstone the rest.
+        With `only`, the group's own records and that member's are compared (nothing else
+        may have changed)."""
+        if only is not None and not g.dead:
+            changed = {k: v for k, v in group_records(g, only).items()
+                       if g.persisted.get(k) != v}
+            if changed:
+                g.persisted.update(changed)
+                self._write_group_records([OffsetsRecord(k, v) for k, v in changed.items()], g)
+            return
+        current = {} if g.dead else group_records(g)
+        out: list[OffsetsRecord] = []
+        gone = [k for k in g.persisted if k not in current]
+        # tombstones member records first (assignment, target, metadata), as Kafka orders them
+        gone.sort(key=lambda k: -_record_type(k))
+        out += [OffsetsRecord(k, None) for k in gone]
+        out += [OffsetsRecord(k, v) for k, v in current.items() if g.persisted.get(k) != v]
+        if out:
+            g.persisted = current
+            self._write_group_records(out, g)
+
+    def replay_consumer_record(self, key: rec.ConsumerGroupKey, value: bytes | None,
+                               raw_key: bytes) -> ConsumerGroup | None:
+        """Apply one KIP-848 record while loading. Returns the group it touched."""
+        g = self.consumer_groups.get(key.group)
+        t = key.record_type
+        if value is None:
+            if g is None:
+                return None
+            g.persisted.pop(raw_key, None)
+            if t == rec.CONSUMER_GROUP_METADATA:
+                g.dead = True
+                del self.consumer_groups[key.group]
+                return g
+            if t == rec.CONSUMER_GROUP_MEMBER_METADATA and key.member_id is not None:
+                g.members.pop(key.member_id, None)
+            elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and key.member_id is not None:
+                g.target.pop(key.member_id, None)
+            elif t == rec.CONSUMER_GROUP_PARTITION_METADATA:
+                g.metadata_fingerprint = ()
+            return g
+        if g is None:
+            g = self.consumer_groups[key.group] = ConsumerGroup(key.group)
+        g.persisted[raw_key] = value
+        if t == rec.CONSUMER_GROUP_METADATA:
+            g.group_epoch = rec.decode_consumer_group_metadata_value(value)
+        elif t == rec.CONSUMER_GROUP_PARTITION_METADATA:
+            topics = rec.decode_consumer_group_partition_metadata_value(value)
+            g.metadata_fingerprint = tuple(sorted((x.name, x.topic_id, x.num_partitions)
+                                                  for x in topics))
+        elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+            g.assignment_epoch = rec.decode_consumer_group_target_assignment_metadata_value(value)
+        elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and key.member_id is not None:
+            # a target is not a member: only member metadata and assignments make one
+            g.target[key.member_id] = _from_tuples(
+                rec.decode_consumer_group_target_assignment_member_value(value))
+        elif key.member_id is not None:
+            m = g.members.get(key.member_id)
+            if m is None:
+                m = g.members[key.member_id] = ConsumerMember(
+                    key.member_id, None, None, "", "", -1)
+            if t == rec.CONSUMER_GROUP_MEMBER_METADATA:
+                mv = rec.decode_consumer_group_member_metadata_value(value)
+                m.instance_id, m.rack_id = mv.instance_id, mv.rack_id
+                m.client_id, m.client_host = mv.client_id, mv.client_host
+                m.subscribed_names = tuple(sorted(mv.subscribed_topic_names))
+                m.subscribed_regex = mv.subscribed_topic_regex
+                m.rebalance_timeout_ms = mv.rebalance_timeout_ms
+                m.server_assignor = mv.server_assignor
+            else:
+                cv = rec.decode_consumer_group_current_member_assignment_value(value)
+                m.left_temporarily = cv.member_epoch == STATIC_LEAVE_EPOCH
+                m.member_epoch = cv.previous_member_epoch if m.left_temporarily \
+                    else cv.member_epoch
+                m.previous_member_epoch = -1 if m.left_temporarily else cv.previous_member_epoch
+                m.state = _STATE_BY_VALUE.get(cv.state, MemberState.STABLE)
+                m.assigned = _from_tuples(cv.assigned)
+                m.pending_revocation = _from_tuples(cv.pending_revocation)
+        return g
+
+    def finish_loading_consumer_groups(self, now_ms: int) -> None:
+        """After the last replayed record: rebuild indexes, start session and revocation
+        timers from now (members get a full session to heartbeat the new coordinator)."""
+        for g in self.consumer_groups.values():
+            g.static_members = {m.instance_id: mid for mid, m in g.members.items()
+                                if m.instance_id is not None}
+            for m in g.members.values():
+                m.session_deadline = now_ms + self.config.consumer_session_timeout_ms
+                m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
+                                         if m.state is MemberState.UNREVOKED_PARTITIONS
+                                         else None)
+            if not g.members:
+                g.state_timestamp = now_ms
 
     def describe_consumer_group(self, group_id: str, image: MetadataView,
                                 ) -> ConsumerGroupDescription | None:
@@ -617,3 +749,58 @@ class ConsumerGroups:
         )
         return ConsumerGroupDescription(g.group_id, g.state.value, g.group_epoch,
                                         g.assignment_epoch, g.assignor, members)
+
+
+# ---- records ---------------------------------------------------------------------------------
+
+_STATE_VALUE = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1,
+                MemberState.UNRELEASED_PARTITIONS: 2}
+_STATE_BY_VALUE = {v: k for k, v in _STATE_VALUE.items()}
+
+
+def _record_type(key: bytes) -> int:
+    return int.from_bytes(key[:2], "big", signed=True)
+
+
+def _shape(g: ConsumerGroup | None) -> tuple[int, int, frozenset[str]] | None:
+    return None if g is None else (g.group_epoch, g.assignment_epoch, frozenset(g.members))
+
+
+def group_records(g: ConsumerGroup, only: str | None = None) -> dict[bytes, bytes]:
+    """Every KIP-848 record that describes `g` now, key -> value, in Kafka's write order;
+    with `only`, the group's own records and those of that member."""
+    gid = g.group_id
+    out: dict[bytes, bytes] = {}
+    members = sorted((m for m in g.members.values() if only is None or m.member_id == only),
+                     key=lambda x: x.member_id)
+    for m in members:
+        out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_MEMBER_METADATA, gid,
+                                          m.member_id)] = \
+            rec.encode_consumer_group_member_metadata_value(rec.ConsumerGroupMemberMetadataValue(
+                m.instance_id, m.rack_id, m.client_id, m.client_host, m.subscribed_names,
+                m.subscribed_regex, m.rebalance_timeout_ms, m.server_assignor))
+    out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_PARTITION_METADATA, gid)] = \
+        rec.encode_consumer_group_partition_metadata_value(tuple(
+            rec.ConsumerGroupTopicMetadata(topic_id, name, n)
+            for name, topic_id, n in g.metadata_fingerprint))
+    out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_METADATA, gid)] = \
+        rec.encode_consumer_group_metadata_value(g.group_epoch)
+    for member_id, target in sorted(g.target.items()):
+        if only is not None and member_id != only:
+            continue
+        out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid,
+                                          member_id)] = \
+            rec.encode_consumer_group_target_assignment_member_value(_as_tuples(target))
+    out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)] = \
+        rec.encode_consumer_group_target_assignment_metadata_value(g.assignment_epoch)
+    for m in members:
+        epoch, previous = m.member_epoch, m.previous_member_epoch
+        if m.left_temporarily:
+            epoch, previous = STATIC_LEAVE_EPOCH, m.member_epoch
+        out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid,
+                                          m.member_id)] = \
+            rec.encode_consumer_group_current_member_assignment_value(
+                rec.ConsumerGroupCurrentMemberAssignmentValue(
+                    epoch, previous, _STATE_VALUE[m.state], _as_tuples(m.assigned),
+                    _as_tuples(m.pending_revocation)))
+    return out

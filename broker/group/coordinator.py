@@ -45,7 +45,7 @@ import enum
 import random
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
@@ -78,6 +78,7 @@ from broker.group.types import (
 )
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+UNWRITTEN = b""  # ConsumerGroup.persisted value of a key whose last write failed
 # ConsumerProtocolAssignment v0 with no partitions and null user data: what a consumer-protocol
 # member gets when the leader left it out, so every client can parse its SyncGroup answer
 EMPTY_CONSUMER_ASSIGNMENT = b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"
@@ -305,6 +306,23 @@ class GroupCoordinator(ConsumerGroups):
         self._writes[write_id] = done
         self._fx.writes.append(Write(write_id, tuple(records)))
 
+    def _write_group_records(self, records: list[OffsetsRecord],
+                             group: ConsumerGroup | None = None) -> None:
+        # KIP-848 state: nobody waits on it (see consumer.py's note on persistence)
+        def stored(error: ErrorCode, now: int) -> None:
+            if error is ErrorCode.none or group is None or group.dead:
+                return
+            # not in the log after all: a value no encoding equals makes the next diff write
+            # each of these keys again (or its tombstone, if the key is gone by then)
+            for r in records:
+                group.persisted[r.key] = UNWRITTEN
+
+        self._write(records, stored)
+
+    def take_effects(self) -> Effects:
+        """What calls that answer directly (ConsumerGroupHeartbeat) left to write."""
+        return self._take()
+
     def write_completed(self, write_id: int, error: ErrorCode, now_ms: int) -> Effects:
         done = self._writes.pop(write_id, None)
         if done is not None:
@@ -330,6 +348,10 @@ class GroupCoordinator(ConsumerGroups):
                 return ErrorCode.group_id_not_found
             cg.offsets, cg.pending_commits = classic.offsets, classic.pending_commits
             del self.groups[group_id]
+            if classic.protocol_type is not None or classic.generation_id:
+                # the classic group had a GroupMetadataValue: tombstone it, as Kafka does
+                self._write_group_records(
+                    [OffsetsRecord(rec.encode_group_metadata_key(group_id), None)])
         self.consumer_groups[group_id] = cg
         return cg
 
@@ -368,8 +390,11 @@ class GroupCoordinator(ConsumerGroups):
                 self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
                                                    member_id=req.member_id))
                 return self._take()
-            # an empty consumer group goes back to the classic protocol, offsets and all
+            # an empty consumer group goes back to the classic protocol, offsets and all; its
+            # KIP-848 records are tombstoned so a reload does not bring it back
             del self.consumer_groups[req.group_id]
+            cg.dead = True
+            self._persist(cg)
             self.groups[req.group_id] = ClassicGroup(
                 req.group_id, state_timestamp=now_ms, offsets=cg.offsets,
                 pending_commits=cg.pending_commits)
@@ -550,7 +575,17 @@ class GroupCoordinator(ConsumerGroups):
                         found = g.members.get(new_id)
                         if found is not None:
                             found.heartbeat_deadline = now + found.session_timeout_ms
-                            self._reply(token, self._join_result(g, found, skip=True))
+                            if req.supports_skip_assignment:
+                                result = self._join_result(g, found, skip=True)
+                            else:
+                                # before JoinGroup v9 a leader cannot be told to skip the
+                                # assignment; as Kafka does, it is answered as a follower (no
+                                # members, the leader id it replaced), so it does not reassign
+                                result = replace(
+                                    self._join_result(g, found), members=(),
+                                    leader=old_id if g.leader_id == new_id
+                                    else (g.leader_id or ""))
+                            self._reply(token, result)
                         else:
                             self._reply(token, JoinGroupResult(ErrorCode.unknown_member_id,
                                                                member_id=new_id))
@@ -1040,6 +1075,9 @@ class GroupCoordinator(ConsumerGroups):
                 else:
                     results[gid] = ErrorCode.none
                     records_cg = self._tombstones_of(gid, cg.offsets)
+                    records_cg += [OffsetsRecord(k, None) for k in sorted(
+                        cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                    cg.persisted = {}
                     cg.dead = True
                     del self.consumer_groups[gid]
                     consumer_records.extend(records_cg)
@@ -1173,6 +1211,9 @@ class GroupCoordinator(ConsumerGroups):
             if not cg.members and not cg.offsets and not cg.pending_commits:
                 cg.dead = True
                 del self.consumer_groups[cg.group_id]
+                records += [OffsetsRecord(k, None) for k in sorted(
+                    cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                cg.persisted = {}
         if records:
             self._write(records, lambda error, now: None)
 
@@ -1183,17 +1224,16 @@ class GroupCoordinator(ConsumerGroups):
         k = rec.decode_key(key)
         if isinstance(k, rec.OffsetCommitKey):
             tp = (k.topic, k.partition)
+            holder = self._offsets_holder(k.group)
             if value is None:
-                g = self.groups.get(k.group)
-                if g is not None:
-                    g.offsets.pop(tp, None)
+                if holder is not None:
+                    holder.offsets.pop(tp, None)
                 return
             v = rec.decode_offset_commit_value(value)
-            g = self.groups.get(k.group)
-            if g is None:
-                g = self.groups[k.group] = ClassicGroup(k.group)
-            g.offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata,
-                                            v.commit_timestamp, v.expire_timestamp)
+            if holder is None:
+                holder = self.groups[k.group] = ClassicGroup(k.group)
+            holder.offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata,
+                                                 v.commit_timestamp, v.expire_timestamp)
         elif isinstance(k, rec.GroupMetadataKey):
             old = self.groups.get(k.group)
             offsets = old.offsets if old is not None else {}
@@ -1221,7 +1261,22 @@ class GroupCoordinator(ConsumerGroups):
                     g.static_members[mm.group_instance_id] = mm.member_id
             g.state = GroupState.STABLE if g.members else GroupState.EMPTY
             self.groups[k.group] = g
-        # other record types (KIP-848, share groups) are not ours to load here
+        else:
+            ck = rec.decode_consumer_group_key(key)
+            if ck is None:
+                return  # share groups and other record types are not ours to load
+            had = self.consumer_groups.get(ck.group)
+            cg = self.replay_consumer_record(ck, value, bytes(key))
+            if cg is None:
+                return
+            if had is None and not cg.dead:
+                # offsets replayed before the group's first record: they are the group's
+                classic = self.groups.get(ck.group)
+                if classic is not None and not classic.members:
+                    cg.offsets = classic.offsets
+                    del self.groups[ck.group]
+            elif cg.dead and cg.offsets:
+                self.groups[ck.group] = ClassicGroup(ck.group, offsets=cg.offsets)
 
     def finish_loading(self, now_ms: int) -> None:
         """After the last replayed record: start the members' session timers."""
@@ -1232,6 +1287,7 @@ class GroupCoordinator(ConsumerGroups):
                 continue
             for m in g.members.values():
                 m.heartbeat_deadline = now_ms + m.session_timeout_ms
+        self.finish_loading_consumer_groups(now_ms)
         self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
 
     def unload(self, now_ms: int) -> Effects:

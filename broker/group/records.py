@@ -13,6 +13,7 @@ Every length read is checked against the bytes present before anything is sliced
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -334,3 +335,280 @@ def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
     r.skip_tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts,
                               tuple(members))
+
+
+# ---- KIP-848 consumer-group records -------------------------------------------------------
+#
+# Key record types (the key's int16 prefix; key bodies are not flexible) and their values
+# (value version 0, flexible: compact strings and arrays, tagged fields):
+#   3 ConsumerGroupMetadata                  GroupId -> Epoch
+#   4 ConsumerGroupPartitionMetadata         GroupId -> Topics[TopicId, TopicName,
+#                                            NumPartitions, PartitionMetadata[Partition, Racks]]
+#   5 ConsumerGroupMemberMetadata            GroupId, MemberId -> InstanceId, RackId, ClientId,
+#                                            ClientHost, SubscribedTopicNames,
+#                                            SubscribedTopicRegex, RebalanceTimeoutMs,
+#                                            ServerAssignor
+#   6 ConsumerGroupTargetAssignmentMetadata  GroupId -> AssignmentEpoch
+#   7 ConsumerGroupTargetAssignmentMember    GroupId, MemberId -> TopicPartitions[TopicId,
+#                                            Partitions]
+#   8 ConsumerGroupCurrentMemberAssignment   GroupId, MemberId -> MemberEpoch,
+#                                            PreviousMemberEpoch, State (int8),
+#                                            AssignedPartitions, PartitionsPendingRevocation
+# Tagged fields Skiff does not use (MetadataHash, ClassicMemberMetadata, AssignmentEpochs) are
+# skipped when read and never written.
+
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+_GROUP_ONLY_KEYS = frozenset({CONSUMER_GROUP_METADATA, CONSUMER_GROUP_PARTITION_METADATA,
+                              CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA})
+_MEMBER_KEYS = frozenset({CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                          CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT})
+
+TopicAssignment = tuple[tuple["uuid.UUID", tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    record_type: int
+    group: str
+    member_id: str | None = None  # for the member record types
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTopicMetadata:
+    topic_id: uuid.UUID
+    name: str
+    num_partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState: 0 Stable, 1 UnrevokedPartitions, 2 UnreleasedPartitions
+    assigned: TopicAssignment
+    pending_revocation: TopicAssignment
+
+
+def encode_consumer_group_key(record_type: int, group: str, member_id: str | None = None,
+                              ) -> bytes:
+    if record_type not in _GROUP_ONLY_KEYS | _MEMBER_KEYS:
+        raise ValueError(f"not a consumer-group record type: {record_type}")
+    if (record_type in _MEMBER_KEYS) != (member_id is not None):
+        raise ValueError(f"record type {record_type}: member id {member_id!r}")
+    w = _Writer()
+    w.int16(record_type)
+    w.string(group)
+    if member_id is not None:
+        w.string(member_id)
+    return bytes(w.out)
+
+
+def decode_consumer_group_key(buf: bytes) -> ConsumerGroupKey | None:
+    """The key of a KIP-848 record, or None for any other record type."""
+    r = _Reader(bytes(buf))
+    record_type = r.int16()
+    if record_type not in _GROUP_ONLY_KEYS | _MEMBER_KEYS:
+        return None
+    group = r.str_()
+    member_id = r.str_() if record_type in _MEMBER_KEYS else None
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after key")
+    return ConsumerGroupKey(record_type, group, member_id)
+
+
+def _value_writer() -> _Writer:
+    w = _Writer()
+    w.int16(0)
+    w.flexible = True
+    return w
+
+
+def _value_reader(buf: bytes, name: str) -> _Reader:
+    r = _Reader(bytes(buf))
+    version = r.int16()
+    if version != 0:
+        raise _corrupt(f"{name} version {version}")
+    r.flexible = True
+    return r
+
+
+def _done(r: _Reader, name: str) -> None:
+    r.skip_tags()
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after {name}")
+
+
+def _write_uuid(w: _Writer, u: uuid.UUID) -> None:
+    w.out += u.bytes
+
+
+def _read_uuid(r: _Reader) -> uuid.UUID:
+    return uuid.UUID(bytes=r._take(16))
+
+
+def _write_topic_partitions(w: _Writer, items: TopicAssignment) -> None:
+    w.array_len(len(items))
+    for topic_id, partitions in items:
+        _write_uuid(w, topic_id)
+        w.array_len(len(partitions))
+        for p in partitions:
+            w.int32(p)
+        w.tags()
+
+
+def _read_topic_partitions(r: _Reader) -> TopicAssignment:
+    out = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        partitions = tuple(r.int32() for _ in range(r.array_len()))
+        r.skip_tags()
+        out.append((topic_id, partitions))
+    return tuple(out)
+
+
+def encode_consumer_group_metadata_value(epoch: int) -> bytes:
+    w = _value_writer()
+    w.int32(epoch)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_consumer_group_metadata_value(buf: bytes) -> int:
+    r = _value_reader(buf, "ConsumerGroupMetadataValue")
+    epoch = r.int32()
+    _done(r, "ConsumerGroupMetadataValue")
+    return epoch
+
+
+def encode_consumer_group_partition_metadata_value(
+    topics: tuple[ConsumerGroupTopicMetadata, ...],
+) -> bytes:
+    w = _value_writer()
+    w.array_len(len(topics))
+    for t in topics:
+        _write_uuid(w, t.topic_id)
+        w.string(t.name)
+        w.int32(t.num_partitions)
+        w.array_len(0)  # PartitionMetadata: no racks known to the assignors here
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_consumer_group_partition_metadata_value(
+    buf: bytes,
+) -> tuple[ConsumerGroupTopicMetadata, ...]:
+    r = _value_reader(buf, "ConsumerGroupPartitionMetadataValue")
+    out = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        name = r.str_()
+        n = r.int32()
+        for _ in range(r.array_len()):
+            r.int32()
+            for _ in range(r.array_len()):
+                r.str_()
+            r.skip_tags()
+        r.skip_tags()
+        out.append(ConsumerGroupTopicMetadata(topic_id, name, n))
+    _done(r, "ConsumerGroupPartitionMetadataValue")
+    return tuple(out)
+
+
+def encode_consumer_group_member_metadata_value(v: ConsumerGroupMemberMetadataValue) -> bytes:
+    w = _value_writer()
+    w.string(v.instance_id)
+    w.string(v.rack_id)
+    w.string(v.client_id)
+    w.string(v.client_host)
+    w.array_len(len(v.subscribed_topic_names))
+    for name in v.subscribed_topic_names:
+        w.string(name)
+    w.string(v.subscribed_topic_regex)
+    w.int32(v.rebalance_timeout_ms)
+    w.string(v.server_assignor)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_consumer_group_member_metadata_value(buf: bytes) -> ConsumerGroupMemberMetadataValue:
+    r = _value_reader(buf, "ConsumerGroupMemberMetadataValue")
+    instance_id = r.string(nullable=True)
+    rack_id = r.string(nullable=True)
+    client_id = r.str_()
+    client_host = r.str_()
+    names = tuple(r.str_() for _ in range(r.array_len()))
+    regex = r.string(nullable=True)
+    rebalance_timeout = r.int32()
+    assignor = r.string(nullable=True)
+    _done(r, "ConsumerGroupMemberMetadataValue")
+    return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names,
+                                            regex, rebalance_timeout, assignor)
+
+
+def encode_consumer_group_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
+    return encode_consumer_group_metadata_value(assignment_epoch)  # the same layout
+
+
+def decode_consumer_group_target_assignment_metadata_value(buf: bytes) -> int:
+    r = _value_reader(buf, "ConsumerGroupTargetAssignmentMetadataValue")
+    epoch = r.int32()
+    _done(r, "ConsumerGroupTargetAssignmentMetadataValue")
+    return epoch
+
+
+def encode_consumer_group_target_assignment_member_value(items: TopicAssignment) -> bytes:
+    w = _value_writer()
+    _write_topic_partitions(w, items)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_consumer_group_target_assignment_member_value(buf: bytes) -> TopicAssignment:
+    r = _value_reader(buf, "ConsumerGroupTargetAssignmentMemberValue")
+    items = _read_topic_partitions(r)
+    _done(r, "ConsumerGroupTargetAssignmentMemberValue")
+    return items
+
+
+def encode_consumer_group_current_member_assignment_value(
+    v: ConsumerGroupCurrentMemberAssignmentValue,
+) -> bytes:
+    w = _value_writer()
+    w.int32(v.member_epoch)
+    w.int32(v.previous_member_epoch)
+    w.out += struct.pack(">b", v.state)
+    _write_topic_partitions(w, v.assigned)
+    _write_topic_partitions(w, v.pending_revocation)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_consumer_group_current_member_assignment_value(
+    buf: bytes,
+) -> ConsumerGroupCurrentMemberAssignmentValue:
+    r = _value_reader(buf, "ConsumerGroupCurrentMemberAssignmentValue")
+    epoch = r.int32()
+    previous = r.int32()
+    state = int(struct.unpack(">b", r._take(1))[0])
+    assigned = _read_topic_partitions(r)
+    pending = _read_topic_partitions(r)
+    _done(r, "ConsumerGroupCurrentMemberAssignmentValue")
+    return ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned, pending)

@@ -454,10 +454,12 @@ class GroupCoordinatorService:
 
     def consumer_group_heartbeat(self, req: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
         try:
-            _, coord = self.coordinator_for(req.group_id)
+            p, coord = self.coordinator_for(req.group_id)
         except KafkaError as exc:
             return ConsumerHeartbeatResult(exc.error_code, member_id=req.member_id or None)
-        return coord.consumer_heartbeat(req, self.node.metadata, self._now())
+        result = coord.consumer_heartbeat(req, self.node.metadata, self._now())
+        self._dispatch(p, coord, coord.take_effects())
+        return result
 
     def consumer_group_describe(
         self, group_id: str,

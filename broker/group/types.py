@@ -36,7 +36,21 @@ class GroupConfig:
             try:
                 return int(cfg[key])
             except KeyError:
+                pass
+            # the KIP-848 keys are not (yet) declared in broker/config.py, which keeps what
+            # was set explicitly, declared or not, in `originals`
+            raw = getattr(cfg, "originals", {}).get(key)
+            if raw is None:
                 return default
+            from broker.config import ConfigError
+
+            try:
+                value = int(str(raw).strip())
+            except ValueError:
+                raise ConfigError(key, raw, "an integer") from None
+            if value < 1:
+                raise ConfigError(key, raw, "at least 1")
+            return value
 
         return cls(
             min_session_timeout_ms=get("group.min.session.timeout.ms", 6000),
@@ -103,6 +117,9 @@ class JoinGroupRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool = True  # JoinGroup v4+
+    # JoinGroup v9+ (KIP-814): a static leader that rejoins can be told to skip the assignment.
+    # Older requests cannot carry that, and Kafka answers such a leader as a follower.
+    supports_skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)

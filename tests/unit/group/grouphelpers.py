@@ -90,13 +90,14 @@ class Driver:
     def join(self, member_id: str = "", *, group: str = "g", instance: str | None = None,
              protocols: tuple[tuple[str, bytes], ...] = (("range", b"r"),),
              protocol_type: str = "consumer", session: int = 10_000, rebalance: int = 30_000,
-             require_known: bool = True, client: str = "cli") -> int:
+             require_known: bool = True, client: str = "cli",
+             supports_skip: bool = False) -> int:
         tok = self.token()
         self.run(self.coord.join_group(tok, JoinGroupRequest(
             group_id=group, member_id=member_id, group_instance_id=instance, client_id=client,
             client_host="/127.0.0.1", session_timeout_ms=session,
             rebalance_timeout_ms=rebalance, protocol_type=protocol_type, protocols=protocols,
-            require_known_member_id=require_known,
+            require_known_member_id=require_known, supports_skip_assignment=supports_skip,
         ), self.now))
         return tok
 

@@ -505,9 +505,29 @@ def test_static_leader_restart_gets_members_and_skip_assignment() -> None:
     _ids, gen = _static_group(d, 2)
     g = d.group()
     inst = g.members[g.leader_id or ""].group_instance_id
-    res = jr(d, d.join(instance=inst, session=10_000))
+    res = jr(d, d.join(instance=inst, session=10_000, supports_skip=True))  # JoinGroup v9+
     assert res.skip_assignment and res.leader == res.member_id and len(res.members) == 2
     assert d.state() is S.STABLE and res.generation_id == gen
+
+
+def test_static_leader_restart_before_v9_is_answered_as_a_follower() -> None:
+    # found by kafka-python (JoinGroup v7): told it led, with the members, it ran its assignor
+    # and its metadata watch then made it rejoin, rebalancing everyone. Kafka answers such a
+    # leader with no members and the leader id it replaced.
+    d = Driver()
+    _ids, gen = _static_group(d, 2)
+    g = d.group()
+    old_leader = g.leader_id or ""
+    old_assignment = g.members[old_leader].assignment
+    inst = g.members[old_leader].group_instance_id
+    res = jr(d, d.join(instance=inst, session=10_000))
+    assert res.error is E.none and not res.skip_assignment
+    assert res.members == () and res.leader == old_leader != res.member_id
+    assert d.state() is S.STABLE and res.generation_id == gen
+    assert g.leader_id == res.member_id  # the coordinator knows who leads now
+    got = sr(d, d.sync(res.member_id, gen, instance=inst))
+    assert got.error is E.none and got.assignment == old_assignment
+    assert d.state() is S.STABLE and g.generation_id == gen
 
 
 def test_static_restart_store_failure_reverts_member_id() -> None:
@@ -831,12 +851,15 @@ def test_reload_from_written_records_restores_groups_and_offsets() -> None:
     assert ids[1] not in g.members and g.state is S.PREPARING_REBALANCE
 
 
-def test_replay_ignores_kip848_record_types_and_rejects_corruption() -> None:
+def test_replay_ignores_share_group_record_types_and_rejects_corruption() -> None:
     c = GroupCoordinator(Driver().config, random.Random(1), START_MS)
-    c.replay(b"\x00\x03\x00\x01g", b"\x00\x00")
+    c.replay(b"\x00\x0a\x00\x01g", b"\x00\x00")  # ShareGroupMetadata: not ours
+    assert not c.groups and not c.consumer_groups
     from broker.errors import KafkaError
     with pytest.raises(KafkaError):
         c.replay(b"\x00\x01\x00", b"")
+    with pytest.raises(KafkaError):  # a KIP-848 group record whose value is cut short
+        c.replay(b"\x00\x03\x00\x01g", b"\x00\x00")
 
 
 def test_unload_answers_waiting_requests_not_coordinator() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from broker.group.coordinator import GroupCoordinator, GroupState
+from broker.group.coordinator import EMPTY_CONSUMER_ASSIGNMENT, GroupCoordinator, GroupState
 from broker.group.types import (
     HeartbeatRequest,
     JoinGroupResult,
@@ -83,7 +83,10 @@ class World:
             assert isinstance(r2, SyncGroupResult)
             c.sync_token = None
             if r2.error is E.none:
-                c.owned = set(r2.assignment)
+                # a member the leader left out gets an empty ConsumerProtocolAssignment,
+                # not a list of partition bytes
+                c.owned = (set() if r2.assignment == EMPTY_CONSUMER_ASSIGNMENT
+                           else set(r2.assignment))
                 c.last_heartbeat = d.now
             else:
                 self.rejoin(c)

@@ -186,3 +186,23 @@ def test_group_config_from_node_config_reads_kafka_keys_and_defaults() -> None:
     assert (c.min_session_timeout_ms, c.max_session_timeout_ms, c.max_size) == (100, 200, 5)
     assert c.offsets_retention_ms == 120_000 and c.offset_metadata_max_bytes == 10
     assert c.consumer_session_timeout_ms == 45_000  # not in the config: Kafka's default
+
+
+def test_group_config_reads_kip848_keys_set_explicitly_on_a_node() -> None:
+    from pathlib import Path
+
+    import pytest
+
+    from broker.config import load_config
+    from broker.group.types import GroupConfig
+    from broker.node import data_dir_overrides
+
+    base = data_dir_overrides(Path("/nonexistent/skiff"), 19092, 19093)
+    env = {"SKIFF_GROUP_CONSUMER_SESSION_TIMEOUT_MS": "6000",
+           "SKIFF_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "500"}
+    c = GroupConfig.from_node_config(load_config(None, base, env, warn=lambda m: None))
+    assert (c.consumer_session_timeout_ms, c.consumer_heartbeat_interval_ms) == (6000, 500)
+    bad = load_config(None, {**base, "group.consumer.session.timeout.ms": "soon"}, {},
+                      warn=lambda m: None)
+    with pytest.raises(ValueError, match=r"group\.consumer\.session\.timeout\.ms"):
+        GroupConfig.from_node_config(bad)

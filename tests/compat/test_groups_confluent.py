@@ -1,0 +1,60 @@
+"""Consumer groups with librdkafka (confluent-kafka), classic protocol (eager range assignor,
+JoinGroup/SyncGroup/Heartbeat): a group of 3 on a 6-partition topic, members in their own
+processes, ownership checked from librdkafka's own rebalance callbacks (groupsupport.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.compat import groupsupport as gs
+from tests.support.node import SkiffNode
+
+pytestmark = pytest.mark.timeout(150)
+CLIENT = gs.Client(gs.python_member, {"client": "confluent", "strategy": "range"}, eager=True)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+    yield from gs.node_fixture(tmp_path_factory)
+
+
+def test_join_leave_kill(node: SkiffNode) -> None:
+    topic = gs.unique("members")
+    gs.create_topic(node.bootstrap, topic)
+    took = gs.run_membership(CLIENT, node.bootstrap, topic, gs.unique("members"))
+    print(took)
+
+
+def test_static_member_returns_without_rebalance(node: SkiffNode) -> None:
+    topic = gs.unique("static")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_static(CLIENT, node.bootstrap, topic, gs.unique("static"), kill=True)
+
+
+def test_resume_at_committed_after_restart(node: SkiffNode) -> None:
+    topic = gs.unique("restart")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_restart(CLIENT, node, topic, gs.unique("restart"))
+
+
+COOPERATIVE = gs.Client(gs.python_member, {"client": "confluent", "strategy": "cooperative-sticky"},
+                        eager=False)
+
+
+def test_cooperative_sticky_join_leave_kill(node: SkiffNode) -> None:
+    # the classic protocol with librdkafka's incremental (KIP-429) assignor: the broker sees
+    # ordinary JoinGroup/SyncGroup rounds, the client revokes only what moves, in two rounds
+    topic = gs.unique("coop")
+    gs.create_topic(node.bootstrap, topic)
+    took = gs.run_membership(COOPERATIVE, node.bootstrap, topic, gs.unique("coop"))
+    print(took)
+
+
+def test_membership_survives_node_restart(node: SkiffNode) -> None:
+    # the classic group (generation, members, assignments) is in its GroupMetadataValue and
+    # is loaded Stable: members heartbeat on with their generation, nobody rejoins
+    topic = gs.unique("survive")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_membership_survives_restart(CLIENT, node, topic, gs.unique("survive"), kill=True)

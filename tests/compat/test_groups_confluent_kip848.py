@@ -1,0 +1,91 @@
+"""Consumer groups with librdkafka `group.protocol=consumer` (KIP-848: ConsumerGroupHeartbeat,
+server-side uniform assignor, incremental reconciliation): a group of 3 on a 6-partition
+topic, members in their own processes, ownership checked from librdkafka's own incremental
+assign/revoke callbacks (groupsupport.py).
+
+The member session timeout of this protocol is the broker's group.consumer.session.timeout.ms
+(the node under test runs with 6 s); clients do not choose it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.compat import groupsupport as gs
+from tests.support.node import SkiffNode
+
+pytestmark = pytest.mark.timeout(150)
+CLIENT = gs.Client(gs.python_member, {"client": "confluent", "protocol": "consumer"},
+                   eager=False, classic=False)
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+    yield from gs.node_fixture(tmp_path_factory)
+
+
+def test_join_leave_kill(node: SkiffNode) -> None:
+    topic = gs.unique("members")
+    gs.create_topic(node.bootstrap, topic)
+    took = gs.run_membership(CLIENT, node.bootstrap, topic, gs.unique("members"))
+    print(took)
+
+
+def test_static_member_returns_without_rebalance(node: SkiffNode) -> None:
+    # KIP-848: a static member that closes leaves with epoch -2 and keeps its assignment for
+    # its session; one killed without that leave is still a member, so its successor gets
+    # UNRELEASED_INSTANCE_ID until the session expires (Kafka's rule too)
+    topic = gs.unique("static")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_static(CLIENT, node.bootstrap, topic, gs.unique("static"), kill=False)
+
+
+def test_resume_at_committed_after_restart(node: SkiffNode) -> None:
+    topic = gs.unique("restart")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_restart(CLIENT, node, topic, gs.unique("restart"))
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "kill-9"])
+def test_membership_survives_node_restart(node: SkiffNode, kill: bool) -> None:
+    # KIP-848 membership is written to __consumer_offsets and replayed on load (as Kafka
+    # does): members keep their epochs and partitions through a restart instead of rejoining
+    topic = gs.unique("survive")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_membership_survives_restart(CLIENT, node, topic, gs.unique("survive"), kill=kill)
+
+
+def test_regex_subscription_follows_new_topics(node: SkiffNode) -> None:
+    took = gs.run_regex_subscription(CLIENT, node.bootstrap, gs.unique("rx"), gs.unique("rx"))
+    print(f"new matching topic assigned after {took:.2f}s")
+
+
+def test_killed_static_member_successor_is_refused_until_session_expiry(node: SkiffNode) -> None:
+    topic = gs.unique("static-kill")
+    gs.create_topic(node.bootstrap, topic)
+    gs.run_static_killed_kip848(CLIENT, node.bootstrap, topic, gs.unique("static-kill"))
+
+
+def test_client_chosen_range_assignor(node: SkiffNode) -> None:
+    # group.remote.assignor=range: the coordinator's range assignor gives each member a
+    # contiguous block, and ConsumerGroupDescribe names it
+    topic, group = gs.unique("range"), gs.unique("range")
+    gs.create_topic(node.bootstrap, topic)
+    run = gs.GroupRun(CLIENT.command, {**CLIENT.base, "remote_assignor": "range",
+                                       "bootstrap": node.bootstrap, "group": group,
+                                       "topic": topic, "session_ms": gs.SESSION_MS,
+                                       "heartbeat_ms": gs.HEARTBEAT_MS})
+    try:
+        for name in ("a", "b", "c"):
+            run.start(name)
+        run.wait_balanced(["a", "b", "c"])
+        blocks = sorted(sorted(ps) for ps in run.owned().values())
+        assert blocks == [[0, 1], [2, 3], [4, 5]], blocks
+        assert gs.describe(node.bootstrap, group).partition_assignor == "range"
+        for name in ("a", "b", "c"):
+            run.stop(name)
+        gs.check_exclusive(run.snapshot(), eager=False)
+    finally:
+        run.close()
