@@ -344,6 +344,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.min.session.timeout.ms", INT, 6000),
     ConfigDef("group.max.session.timeout.ms", INT, 1800000),
     ConfigDef("group.max.size", INT, INT_MAX, at_least(1)),
+    # KIP-848 (group.protocol=consumer) groups
+    ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.consumer.max.size", INT, INT_MAX, at_least(1)),
     # transactions and producer ids
     ConfigDef("transaction.state.log.num.partitions", INT, 50, at_least(1)),
     ConfigDef("transaction.state.log.replication.factor", SH, 3, at_least(1)),

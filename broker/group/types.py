@@ -35,22 +35,8 @@ class GroupConfig:
         def get(key: str, default: int) -> int:
             try:
                 return int(cfg[key])
-            except KeyError:
-                pass
-            # the KIP-848 keys are not (yet) declared in broker/config.py, which keeps what
-            # was set explicitly, declared or not, in `originals`
-            raw = getattr(cfg, "originals", {}).get(key)
-            if raw is None:
+            except KeyError:  # a partial config (tests) falls back to Kafka's default
                 return default
-            from broker.config import ConfigError
-
-            try:
-                value = int(str(raw).strip())
-            except ValueError:
-                raise ConfigError(key, raw, "an integer") from None
-            if value < 1:
-                raise ConfigError(key, raw, "at least 1")
-            return value
 
         return cls(
             min_session_timeout_ms=get("group.min.session.timeout.ms", 6000),

@@ -27,6 +27,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         protocol_type=request.protocol_type,
         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
         require_known_member_id=ctx.api_version >= 4,
+        supports_skip_assignment=ctx.api_version >= 9,  # KIP-814
     )
     try:
         result = await service_of(node).join_group(req)
