@@ -297,3 +297,64 @@ def run_cli(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, timeout=90, env=env, cwd=Path(REPO_ROOT),
     )
 
+
+
+def test_group_coordinator_killed_keeps_committed_offsets(cluster: Cluster) -> None:
+    """Issue 6 on a cluster: the broker coordinating a consumer group is killed (-9); the
+    group moves to the new leader of its __consumer_offsets partition (RF=3), every offset
+    committed before the kill is still there, and the consumer goes on to the end with
+    nothing skipped."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
+
+    c = cluster
+    topic, group, total = "grouped", "chaos-group", 600
+    create_topic(c, topic, partitions=6)
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                         "log_level": 0})
+    for i in range(total):
+        producer.produce(topic, f"r:{i}".encode(), partition=i % 6)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 6000, "log_level": 0})
+    seen: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(seen) < total // 2 and time.monotonic() < deadline:
+            for msg in consumer.consume(50, timeout=0.5):
+                if msg.error() is None:
+                    seen.append(msg.value())
+            if seen:
+                consumer.commit(asynchronous=False)
+        assert len(seen) >= total // 2
+        admin = c.admin(any_broker(c))
+        [described] = admin.describe_consumer_groups([group])[group].result(20),
+        coordinator = described.coordinator.id
+
+        def committed() -> dict[int, int]:
+            res = c.admin(next(b for b in c.broker_ids if b != coordinator
+                               and c.nodes[b].running)).list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group)])[group].result(20)
+            return {tp.partition: tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+
+        before = committed()
+        assert sum(before.values()) == len(seen)
+        c.kill(coordinator)
+        after = c.wait_for(lambda: committed() or None, 30,
+                           "offsets readable from the new coordinator")
+        assert after == before, "no committed offset lost with the coordinator"
+        moved = c.admin(next(b for b in c.broker_ids if b != coordinator)
+                        ).describe_consumer_groups([group])[group].result(20)
+        assert moved.coordinator.id != coordinator
+        deadline = time.monotonic() + 60
+        while len(seen) < total and time.monotonic() < deadline:
+            for msg in consumer.consume(50, timeout=0.5):
+                if msg.error() is None:
+                    seen.append(msg.value())
+            consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert sorted(seen, key=lambda v: int(v.split(b":")[1])) == [
+        f"r:{i}".encode() for i in range(total)], "every record once, none skipped"
+    c.restart(coordinator)
