@@ -52,9 +52,8 @@ from raft.wire import (
 log = structlog.get_logger("raft")
 
 # A timer that fires this late (ms) means the event loop was blocked; the tick then waits
-# STALL_GRACE_S for the I/O that queued up meanwhile.
+# for a Fetch sent after the stall to come back (the leader may hold it for its fetch wait).
 STALL_MS = 250
-STALL_GRACE_S = 0.05
 
 __all__ = ["NotLeaderError", "RaftDriver", "RaftListener"]
 
@@ -434,12 +433,14 @@ class RaftDriver:
         now = self._now()
         if now - self._timer_at > STALL_MS and not self._after_stall:
             # The event loop was blocked (e.g. a large metadata delta applied): answers that
-            # arrived meanwhile are still queued behind this timer. Let them in before the
-            # core judges the leader or the voters by the clock, or a busy node would give
-            # up on a healthy leader.
+            # arrived meanwhile are still queued behind this timer, and the next Fetch only
+            # left after the stall. Give it a round trip before the core judges the leader
+            # or the voters by the clock, or a busy node gives up on a healthy leader (and,
+            # dropping the answer that was on its way, may never catch up).
             self._after_stall = True
             loop = self._loop or asyncio.get_running_loop()
-            self._timer = loop.call_later(STALL_GRACE_S, self._on_timer)
+            grace_s = (self.core.cfg.fetch_max_wait_ms + STALL_MS) / 1000
+            self._timer = loop.call_later(grace_s, self._on_timer)
             return
         self._after_stall = False
         self.core.tick(now)

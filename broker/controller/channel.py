@@ -341,10 +341,12 @@ class ControllerChannel:
                     response = await self._connection(target).request(
                         rpc.API_KEY, rpc.VERSION, build(), max(0.001, wait))
                 except TimeoutError:
+                    # The connection stays: other requests may be in flight on it (a slow
+                    # heartbeat must not fail a CreateTopics that is being committed), and a
+                    # late answer to this one is dropped by its correlation id.
                     timed_out = True
                     reason = f"controller {target} did not answer in time"
                     self._suspect_until[target] = time.monotonic() + SUSPECT_S
-                    await self._drop(target)
                 except (OSError, ConnectionError, FrameError, EOFError) as exc:
                     reason = f"controller {target}: {exc}"
                     self._suspect_until[target] = time.monotonic() + SUSPECT_S
@@ -357,6 +359,10 @@ class ControllerChannel:
                             await self._catch_up(target, deadline)
                         return result
                     reason = f"node {target} is not the active controller"
+                if whole:
+                    # a write that may have been applied is about to be sent again
+                    log.info("controller_write_retry", api=rpc.__name__.rsplit(".", 1)[-1],
+                             reason=reason)
                 skip.add(target)
                 if self._target(skip) >= 0 and deadline > time.monotonic():
                     continue  # another controller may be active: ask it at once
