@@ -256,7 +256,13 @@ def test_divergent_tail_is_truncated_and_the_broker_rejoins(cluster: Cluster) ->
     assert elected == {TopicPartition("diverge", 0): None}, elected
     c.wait_for(lambda: partition_state(c, "diverge", 0).leader == old_leader, 20,
                "the old leader leads again")
-    after = read_all(c.bootstrap_servers, "diverge", 1)[0]
+    # a new leader's high watermark catches up once its followers fetch from it (as in
+    # Kafka, it may briefly be below the old one): read once it is back
+    def read_back() -> list[bytes] | None:
+        log = read_all(c.bootstrap_servers, "diverge", 1)[0]
+        return log if len(log) >= len(before) else None
+
+    after = c.wait_for(read_back, 30, "the new leader's high watermark back")
     assert after == before
 
 
