@@ -159,7 +159,8 @@ def test_reassign_copies_data_shows_progress_and_removes_the_old_replica(
                                       "--output", "json")))
             [r] = [r for r in doc["reassignments"] if r["topic"] == "moved"]
             assert r["in_progress"] and r["leader_log_end_offset"] == 300
-            md = partition_md(cluster, 5, "moved")
+            # (librdkafka may pick the stopped broker for a metadata request: retried)
+            md = cluster.wait_for(lambda: partition_md(cluster, 5, "moved"), 20, "metadata")
             assert sorted(md.replicas) == [4, 5, 6] and 6 not in md.isrs
         except BaseException:
             waiter.kill()
@@ -214,7 +215,8 @@ def test_reassign_from_kafka_json_file_listed_then_cancelled(cluster: Cluster,
                               "cancelled", "--partition", "1")))
         assert [(r["PARTITION"], r["ADDING"], r["REMOVING"]) for r in rows] == \
             [("1", "6", "5")]
-        assert sorted(partition_md(cluster, 4, "cancelled", 1).replicas) == [4, 5, 6]
+        md = cluster.wait_for(lambda: partition_md(cluster, 4, "cancelled", 1), 20, "metadata")
+        assert sorted(md.replicas) == [4, 5, 6]
         cancelled = table(ok(skiff(cluster, 1, "partitions", "reassign",
                                    "--reassignment-json-file", str(plan), "--cancel",
                                    "--wait", "--wait-timeout", "20")))
@@ -224,3 +226,114 @@ def test_reassign_from_kafka_json_file_listed_then_cancelled(cluster: Cluster,
                      20, "metadata shows the original replicas again")
     assert consume_all(cluster, "cancelled", 50, partition=1) == \
         [b"v%d" % i for i in range(50)]
+
+
+# ---- (2) group RPCs answered by the group's coordinator ----------------------------------
+
+
+def _group_coordinated_by_other_than(cluster: Cluster, avoid: int) -> tuple[str, int]:
+    """A group id whose __consumer_offsets partition is led by a broker other than `avoid`."""
+    from broker.group.hashing import OFFSETS_TOPIC, partition_for
+
+    parts = cluster.metadata(avoid).topics[OFFSETS_TOPIC].partitions
+    for i in range(200):
+        gid = f"orders-{i}"
+        leader = parts[partition_for(gid, len(parts))].leader
+        if leader not in (avoid, -1):
+            return gid, leader
+    raise AssertionError("no group id maps to another broker")
+
+
+def _committed(cluster: Cluster, group: str, topic: str, n: int) -> list[int]:
+    c = Consumer({"bootstrap.servers": cluster.live_bootstrap(), "group.id": group,
+                  "log_level": 0})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)
+        return [tp.offset for tp in got]
+    finally:
+        c.close()
+
+
+def test_group_rpcs_are_answered_by_the_remote_coordinator(cluster: Cluster) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    ok(skiff(cluster, 4, "topics", "create", "orders", "--partitions", "3",
+             "--replication-factor", "2"))
+    cluster.wait_for(lambda: all(p.leader >= 0 for p in
+                                 cluster.metadata(4).topics["orders"].partitions.values()),
+                     20, "orders led")
+    for p in range(3):
+        produce(cluster, "orders", 10, partition=p)
+    # __consumer_offsets is created by the first group (this one commits nothing)
+    warm = Consumer({"bootstrap.servers": cluster.live_bootstrap(), "group.id": "warm-up",
+                     "log_level": 0})
+    try:
+        warm.commit(offsets=[TopicPartition("orders", 0, 1)], asynchronous=False)
+    finally:
+        warm.close()
+    gid, coordinator = _group_coordinated_by_other_than(cluster, avoid=4)
+
+    consumer = Consumer({"bootstrap.servers": cluster.live_bootstrap(), "group.id": gid,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "session.timeout.ms": 6000, "log_level": 0})
+    try:
+        consumer.subscribe(["orders"])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 30 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                seen += 1
+        assert seen == 30
+        consumer.commit(offsets=[TopicPartition("orders", 0, 10), TopicPartition("orders", 1, 6),
+                                 TopicPartition("orders", 2, 4)], asynchronous=False)
+        committed = _committed(cluster, gid, "orders", 3)
+        assert committed == [10, 6, 4]
+
+        # broker 4 does not coordinate the group: it forwards to the coordinator
+        out = ok(skiff(cluster, 4, "groups", "describe", gid))
+        head, rest = out.split("\n", 1)
+        assert f"State: Stable\tCoordinator: {coordinator}" in head
+        rows = table(rest)
+        assert [int(r["CURRENT-OFFSET"]) for r in rows] == committed
+        # log end offsets come from each partition's leader, wherever it is
+        assert [r["LOG-END-OFFSET"] for r in rows] == ["10", "10", "10"]
+        assert sum(int(r["LAG"]) for r in rows) == 10
+        assert all(r["MEMBER"] != "-" for r in rows)
+        # a controller-only node has no coordinator at all: it forwards too
+        doc = json.loads(ok(skiff(cluster, 2, "groups", "describe", gid, "-o", "json")))
+        assert doc["coordinator_id"] == coordinator and len(doc["members"]) == 1
+        listed = {r["GROUP"]: r["STATE"] for r in table(ok(skiff(cluster, 1, "groups",
+                                                                  "list")))}
+        assert listed[gid] == "Stable" and "warm-up" in listed
+        refused = skiff(cluster, 3, "groups", "reset-offsets", "--group", gid, "--topic",
+                        "orders", "--to-earliest", "--execute")
+        assert refused.returncode == 1 and "active member" in refused.stderr
+    finally:
+        consumer.close()
+
+    def empty() -> bool:
+        return "State: Empty" in ok(skiff(cluster, 5, "groups", "describe", gid))
+
+    cluster.wait_for(empty, 20, "the group is empty after its consumer left", interval=0.2)
+    out = ok(skiff(cluster, 1, "groups", "reset-offsets", "--group", gid, "--topic", "orders",
+                   "--to-earliest"))
+    assert out.rstrip().endswith("(dry run: nothing changed; add --execute to apply)")
+    assert [r["NEW-OFFSET"] for r in table(out)[:3]] == ["0", "0", "0"]
+    assert _committed(cluster, gid, "orders", 3) == committed  # a dry run changes nothing
+    ok(skiff(cluster, 1, "groups", "reset-offsets", "--group", gid, "--topic", "orders",
+             "--to-latest", "--execute"))
+    assert _committed(cluster, gid, "orders", 3) == [10, 10, 10]
+    ok(skiff(cluster, 4, "groups", "reset-offsets", "--group", gid, "--topic", "orders:1",
+             "--shift-by", "-4", "--execute"))
+    assert _committed(cluster, gid, "orders", 3) == [10, 6, 10]
+    out = ok(skiff(cluster, 4, "groups", "delete", "--group", gid, "--topic", "orders:0"))
+    assert "Deleted offsets of 1 partition(s)" in out
+    assert _committed(cluster, gid, "orders", 3)[0] < 0  # no committed offset any more
+    ok(skiff(cluster, 2, "groups", "delete", "--group", gid))
+    admin = AdminClient({"bootstrap.servers": cluster.live_bootstrap(), "log_level": 0})
+    groups = admin.list_consumer_groups(request_timeout=10).result()
+    assert gid not in {g.group_id for g in groups.valid}
+    assert "warm-up" in {g.group_id for g in groups.valid}
+    missing = skiff(cluster, 6, "groups", "describe", gid)
+    assert missing.returncode == 1 and "no group" in missing.stderr
