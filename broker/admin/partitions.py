@@ -109,6 +109,19 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
                 return
             await asyncio.sleep(0.02)
 
+    async def _image_shows_leaders(self, elected: list[tuple[str, int]],
+                                   before: dict[tuple[str, int], int]) -> None:
+        """Wait (bounded) until this node's metadata has the leaders a remote controller
+        just elected (a new leader epoch), so that the answer names them."""
+        def applied(t: str, i: int) -> bool:
+            p = self.node.metadata.partition(t, i)
+            return p is None or p.leader_epoch > before.get((t, i), -1)
+
+        for _ in range(int(IMAGE_CATCH_UP_S / 0.02)):
+            if all(applied(t, i) for t, i in elected):
+                return
+            await asyncio.sleep(0.02)
+
     async def _leader_progress(self, statuses: list[Any],
                                context: grpc.aio.ServicerContext) -> None:
         """Fill in the copy progress of partitions led elsewhere, from their leaders."""
@@ -165,7 +178,11 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
                  if request.election_type == partitions.ELECTION_TYPE_UNCLEAN
                  else ElectionType.PREFERRED)
         wanted = _targets(self.node, request.partitions) or None
+        before = {(t.name, i): p.leader_epoch
+                  for t, i, p in self.node.metadata.iter_partitions()}
         results = await self.ops.elect_leaders(etype, wanted)
+        elected = [(r.topic, r.partition) for r in results if r.error is ErrorCode.none]
+        await self._image_shows_leaders(elected, before)
         image = self.node.metadata
         return partitions.ElectLeadersResponse(results=[
             partitions.ElectionResult(

@@ -1,10 +1,12 @@
 """The `skiff` admin CLI against a real cluster: 3 dedicated controllers (1-3) and 3 brokers
-(4-6), one cluster for the module.
+(4-6), one cluster for the module; broker 7 is formatted but started only when a test
+expands the cluster.
 
 Every CLI call is a subprocess (`python -m broker.cli.main`), and its effect is checked in
 its output and through a Kafka client (confluent-kafka: metadata, producing, consuming,
 consumer groups). The tests run in file order and share the cluster; each uses its own
-topics and groups. docs/operations.md names the test that ran each documented command.
+topics and groups. docs/operations.md names the test that ran each documented command;
+with SKIFF_TRANSCRIPT=<file> every command and its output are appended to that file.
 """
 
 from __future__ import annotations
@@ -27,18 +29,25 @@ from tests.support.cluster import Cluster
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLERS = [1, 2, 3]
 BROKERS = [4, 5, 6]
+SPARE = 7
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("admin-cluster"), controllers=3, brokers=3,
+    c = Cluster(tmp_path_factory.mktemp("admin-cluster"), controllers=3, brokers=4,
                 overrides={"offsets.topic.replication.factor": "1",
                            "offsets.topic.num.partitions": "3",
-                           "group.initial.rebalance.delay.ms": "0"})
+                           "group.initial.rebalance.delay.ms": "0",
+                           # elections only when a test asks for them
+                           "auto.leader.rebalance.enable": "false"})
     try:
-        c.start()
+        c.format()
+        for node_id in [*CONTROLLERS, *BROKERS]:
+            c.start_node(node_id)
+        c.wait_for(lambda: all(c.metadata_brokers(b, timeout=2) == set(BROKERS)
+                               for b in BROKERS), 60, "brokers 4-6 registered and unfenced")
         yield c
     finally:
         c.stop()
@@ -48,10 +57,16 @@ def skiff(cluster: Cluster, node: int, *args: str,
           timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("SKIFF_ADMIN", None)
-    return subprocess.run(
+    p = subprocess.run(
         [sys.executable, "-m", "broker.cli.main", *args,
          "--bootstrap", cluster.admin_address(node)],
         capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    transcript = os.environ.get("SKIFF_TRANSCRIPT")
+    if transcript:
+        with open(transcript, "a") as f:
+            f.write(f"$ skiff {' '.join(args)}   # node {node}, exit {p.returncode}\n"
+                    f"{p.stdout}{p.stderr}\n")
+    return p
 
 
 def ok(p: subprocess.CompletedProcess[str]) -> str:
@@ -82,6 +97,16 @@ def produce(cluster: Cluster, topic: str, n: int, partition: int = 0) -> None:
 
 def partition_md(cluster: Cluster, broker: int, topic: str, partition: int = 0) -> Any:
     return cluster.metadata(broker).topics[topic].partitions[partition]
+
+
+def fresh_partition_md(cluster: Cluster, broker: int, topic: str, partition: int = 0) -> Any:
+    """Through a new client that knows only `broker` (so its first request goes there, not
+    to a stopped broker a long-lived client is connected to)."""
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient({"bootstrap.servers": cluster.nodes[broker].bootstrap,
+                          "log_level": 0})
+    return client.list_topics(timeout=5).topics[topic].partitions[partition]
 
 
 def consume_all(cluster: Cluster, topic: str, expected: int, partition: int = 0,
@@ -160,7 +185,8 @@ def test_reassign_copies_data_shows_progress_and_removes_the_old_replica(
             [r] = [r for r in doc["reassignments"] if r["topic"] == "moved"]
             assert r["in_progress"] and r["leader_log_end_offset"] == 300
             # (librdkafka may pick the stopped broker for a metadata request: retried)
-            md = cluster.wait_for(lambda: partition_md(cluster, 5, "moved"), 20, "metadata")
+            md = cluster.wait_for(lambda: fresh_partition_md(cluster, 5, "moved"), 20,
+                                  "metadata")
             assert sorted(md.replicas) == [4, 5, 6] and 6 not in md.isrs
         except BaseException:
             waiter.kill()
@@ -215,7 +241,8 @@ def test_reassign_from_kafka_json_file_listed_then_cancelled(cluster: Cluster,
                               "cancelled", "--partition", "1")))
         assert [(r["PARTITION"], r["ADDING"], r["REMOVING"]) for r in rows] == \
             [("1", "6", "5")]
-        md = cluster.wait_for(lambda: partition_md(cluster, 4, "cancelled", 1), 20, "metadata")
+        md = cluster.wait_for(lambda: fresh_partition_md(cluster, 4, "cancelled", 1), 20,
+                              "metadata")
         assert sorted(md.replicas) == [4, 5, 6]
         cancelled = table(ok(skiff(cluster, 1, "partitions", "reassign",
                                    "--reassignment-json-file", str(plan), "--cancel",
@@ -337,3 +364,220 @@ def test_group_rpcs_are_answered_by_the_remote_coordinator(cluster: Cluster) -> 
     assert "warm-up" in {g.group_id for g in groups.valid}
     missing = skiff(cluster, 6, "groups", "describe", gid)
     assert missing.returncode == 1 and "no group" in missing.stderr
+
+
+# ---- (3) cluster and quorum describe ---------------------------------------------------
+
+
+def cluster_rows(cluster: Cluster, node: int) -> tuple[str, dict[int, dict[str, str]]]:
+    out = ok(skiff(cluster, node, "cluster", "describe"))
+    head, _, rest = out.partition("\n\n")
+    return head, {int(r["BROKER"]): r for r in table(rest)}
+
+
+def test_cluster_and_quorum_describe_from_brokers_and_controllers(cluster: Cluster) -> None:
+    active = cluster.active_controller()
+    assert active in CONTROLLERS
+    head, rows = cluster_rows(cluster, 4)
+    assert f"ControllerId:    {active}" in head
+    assert sorted(rows) == BROKERS
+    assert all(r["STATE"] == "unfenced" for r in rows.values())
+    epochs = {b: r["EPOCH"] for b, r in rows.items()}
+    assert all(int(e) >= 0 for e in epochs.values())
+    # a controller-only node has the same view
+    follower = next(c for c in CONTROLLERS if c != active)
+    head2, rows2 = cluster_rows(cluster, follower)
+    assert f"ControllerId:    {active}" in head2
+    assert {b: r["EPOCH"] for b, r in rows2.items()} == epochs
+    assert set(cluster.metadata(4).brokers) == set(BROKERS)
+
+    # the quorum leader is a dedicated controller: brokers and follower controllers ask it
+    for node in (5, follower, active):
+        out = ok(skiff(cluster, node, "quorum", "describe"))
+        assert f"LeaderId:               {active}\n" in out
+        assert "CurrentVoters:          [1, 2, 3]\n" in out
+        assert "CurrentObservers:       [4, 5, 6]\n" in out
+    doc = json.loads(ok(skiff(cluster, 6, "quorum", "describe", "-o", "json")))
+    hw = doc["high_watermark"]
+    assert doc["leader_id"] == active and hw > 0
+    observers = {o["replica_id"]: o for o in doc["observers"]}
+    assert sorted(observers) == BROKERS
+    for o in observers.values():
+        assert 0 < o["log_end_offset"] <= hw + 1
+        assert o["lag"] == max(0, hw - o["log_end_offset"])
+        assert o["last_fetch_timestamp_ms"] > 1_700_000_000_000
+    voters = {v["replica_id"]: v for v in doc["voters"]}
+    assert sorted(voters) == CONTROLLERS and voters[active]["lag"] == 0
+
+
+# ---- (4) the operations of docs/operations.md --------------------------------------------
+
+
+def _topic_config(cluster: Cluster, topic: str, key: str) -> Any:
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    [fut] = cluster.admin(4).describe_configs([res]).values()
+    return fut.result(timeout=10)[key]
+
+
+def test_ops_add_modify_delete_topics(cluster: Cluster) -> None:
+    out = ok(skiff(cluster, 4, "topics", "create", "ops-events", "--partitions", "2",
+                   "--replication-factor", "3", "--config", "retention.ms=3600000"))
+    assert "Created topic ops-events" in out
+    md = cluster.wait_for(lambda: cluster.metadata(5).topics.get("ops-events"), 20, "created")
+    assert len(md.partitions) == 2
+    assert all(sorted(p.replicas) == BROKERS for p in md.partitions.values())
+    assert _topic_config(cluster, "ops-events", "retention.ms").value == "3600000"
+
+    ok(skiff(cluster, 5, "topics", "alter", "ops-events", "--partitions", "4"))
+    cluster.wait_for(lambda: len(cluster.metadata(6).topics["ops-events"].partitions) == 4,
+                     20, "4 partitions")
+    ok(skiff(cluster, 2, "configs", "set", "--topic", "ops-events", "retention.ms=7200000"))
+    assert _topic_config(cluster, "ops-events", "retention.ms").value == "7200000"
+    ok(skiff(cluster, 2, "configs", "delete", "--topic", "ops-events", "retention.ms"))
+    assert _topic_config(cluster, "ops-events", "retention.ms").is_default
+    ok(skiff(cluster, 1, "topics", "delete", "ops-events"))
+    cluster.wait_for(lambda: "ops-events" not in cluster.metadata(4).topics, 20, "deleted")
+
+
+def _broker_states(cluster: Cluster, node: int) -> dict[int, int]:
+    resp = cluster.describe_cluster(node, timeout=2)
+    return {b.registration.broker_id: b.state for b in resp.brokers}
+
+
+def test_ops_graceful_shutdown_and_balancing_leadership(cluster: Cluster) -> None:
+    import threading
+
+    from broker.admin import pb
+
+    ok(skiff(cluster, 4, "topics", "create", "ops-lead", "--replica-assignment", "5:4,5:6"))
+    cluster.wait_for(lambda: all(p.leader == 5 and len(p.isrs) == 2 for p in
+                                 cluster.metadata(4).topics["ops-lead"].partitions.values()),
+                     20, "5 leads ops-lead with a full ISR")
+    for p in range(2):
+        produce(cluster, "ops-lead", 20, partition=p)
+
+    # graceful shutdown (SIGTERM): broker 5 hands its leaderships over before it exits
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        while not stop.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                state = _broker_states(cluster, 2).get(5)
+                if state is not None and (not seen or seen[-1] != state):
+                    seen.append(state)
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        cluster.wait_for(lambda: seen, 10, "the watcher's first sample")
+        assert cluster.terminate(5) == 0
+        cluster.wait_for(lambda: _broker_states(cluster, 2).get(5) ==
+                         pb.cluster.BROKER_STATE_FENCED, 20, "5 fenced after its shutdown")
+    finally:
+        stop.set()
+        watcher.join()
+    # unfenced, then shutting down while its leaderships moved, then fenced (wait_for above)
+    assert seen[:2] == [pb.cluster.BROKER_STATE_UNFENCED,
+                        pb.cluster.BROKER_STATE_SHUTTING_DOWN], seen
+    _, rows = cluster_rows(cluster, 4)
+    assert rows[5]["STATE"] == "fenced" and rows[5]["LEADERS"] == "0"
+    leaders = {i: p.leader for i, p in cluster.metadata(4).topics["ops-lead"].partitions.items()}
+    assert leaders == {0: 4, 1: 6}
+
+    cluster.start_node(5)
+
+    def all_in_sync() -> bool:
+        md = cluster.metadata(4)
+        return 5 in md.brokers and all(
+            sorted(p.replicas) == sorted(p.isrs)
+            for t in md.topics.values() for p in t.partitions.values())
+
+    cluster.wait_for(all_in_sync, 30, "5 back in every ISR")
+    out = ok(skiff(cluster, 6, "partitions", "elect-leaders", "--all-topic-partitions"))
+    rows = {(r["TOPIC"], r["PARTITION"]): r for r in table(out)}
+    assert rows[("ops-lead", "0")]["OUTCOME"] == "elected"
+    assert rows[("ops-lead", "0")]["LEADER"] == "5"
+    cluster.wait_for(lambda: all(p.leader == 5 for p in
+                                 cluster.metadata(4).topics["ops-lead"].partitions.values()),
+                     20, "5 leads ops-lead again")
+    for p in range(2):
+        assert consume_all(cluster, "ops-lead", 20, partition=p) == \
+            [b"v%d" % i for i in range(20)]
+
+
+def test_ops_expand_increase_replication_and_decommission(cluster: Cluster,
+                                                          tmp_path: Path) -> None:
+    from broker.admin import pb
+
+    ok(skiff(cluster, 4, "topics", "create", "ops-grow", "--replica-assignment", "4:5"))
+    cluster.wait_for(lambda: partition_md(cluster, 4, "ops-grow").leader == 4, 20, "led")
+    produce(cluster, "ops-grow", 100)
+
+    # expanding the cluster: a new broker registers, then partitions are moved onto it
+    cluster.start_node(SPARE)
+    cluster.wait_for(lambda: _broker_states(cluster, 1).get(SPARE) ==
+                     pb.cluster.BROKER_STATE_UNFENCED, 30, "broker 7 registered and unfenced")
+    _, rows = cluster_rows(cluster, 1)
+    assert rows[SPARE]["STATE"] == "unfenced" and rows[SPARE]["REPLICAS"] == "0"
+    assert SPARE in cluster.metadata(4).brokers
+    out = ok(skiff(cluster, 4, "partitions", "reassign", "--topic", "ops-grow", "--partition",
+                   "0", "--replicas", "7,5", "--wait", "--wait-timeout", "30"))
+    assert table(out)[0]["REPLICAS"] == "7,5"
+    cluster.wait_for(lambda: list(partition_md(cluster, 4, "ops-grow").replicas) == [7, 5],
+                     20, "ops-grow on 7,5")
+
+    # increasing the replication factor: the same partition with one more replica
+    out = ok(skiff(cluster, 7, "partitions", "reassign", "--topic", "ops-grow", "--partition",
+                   "0", "--replicas", "7,5,6", "--wait", "--wait-timeout", "30"))
+    assert set(table(out)[0]["ISR"].split(",")) == {"5", "6", "7"}
+
+    def three() -> bool:
+        md = partition_md(cluster, 4, "ops-grow")
+        return list(md.replicas) == [7, 5, 6] and sorted(md.isrs) == [5, 6, 7]
+
+    cluster.wait_for(three, 20, "ops-grow with 3 in-sync replicas")
+
+    # decommissioning broker 7: move everything away, then stop it
+    plan = tmp_path / "away.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "ops-grow", "partition": 0, "replicas": [4, 5, 6]}]}))
+    ok(skiff(cluster, 2, "partitions", "reassign", "--reassignment-json-file", str(plan),
+             "--wait", "--wait-timeout", "30"))
+    _, rows = cluster_rows(cluster, 2)
+    assert rows[SPARE]["REPLICAS"] == "0" and rows[SPARE]["LEADERS"] == "0"
+    assert cluster.terminate(SPARE) == 0
+    cluster.wait_for(lambda: _broker_states(cluster, 1).get(SPARE) ==
+                     pb.cluster.BROKER_STATE_FENCED, 20, "7 fenced once stopped")
+    _, rows = cluster_rows(cluster, 3)
+    assert rows[SPARE]["STATE"] == "fenced"
+    cluster.wait_for(lambda: SPARE not in cluster.metadata(4).brokers, 20, "7 not listed")
+    md = partition_md(cluster, 4, "ops-grow")
+    assert list(md.replicas) == [4, 5, 6] and sorted(md.isrs) == [4, 5, 6]
+    assert consume_all(cluster, "ops-grow", 100) == [b"v%d" % i for i in range(100)]
+
+
+def test_killed_broker_shows_fenced_and_comes_back_with_a_new_epoch(cluster: Cluster) -> None:
+    from broker.admin import pb
+
+    _, before = cluster_rows(cluster, 4)
+    cluster.kill(6)
+    cluster.wait_for(lambda: _broker_states(cluster, 1).get(6) ==
+                     pb.cluster.BROKER_STATE_FENCED, 20, "6 fenced after its session expired")
+    _, rows = cluster_rows(cluster, 5)
+    assert rows[6]["STATE"] == "fenced" and rows[6]["EPOCH"] == before[6]["EPOCH"]
+    assert rows[4]["STATE"] == rows[5]["STATE"] == "unfenced"
+    cluster.wait_for(lambda: set(cluster.metadata(4).brokers) == {4, 5}, 20, "6 unlisted")
+    doc = json.loads(ok(skiff(cluster, 2, "quorum", "describe", "-o", "json")))
+    assert 6 in {o["replica_id"] for o in doc["observers"]}  # it fetched in this epoch
+
+    cluster.start_node(6)
+    cluster.wait_for(lambda: _broker_states(cluster, 1).get(6) ==
+                     pb.cluster.BROKER_STATE_UNFENCED, 30, "6 unfenced again")
+    _, rows = cluster_rows(cluster, 6)
+    assert int(rows[6]["EPOCH"]) > int(before[6]["EPOCH"])
+    cluster.wait_for(lambda: set(cluster.metadata(4).brokers) == {4, 5, 6}, 20, "6 listed")
