@@ -409,6 +409,15 @@ def progress_line(statuses: Sequence[Any], targets: dict[tuple[str, int], list[i
     return "; ".join(parts)
 
 
+SETTLE_S = 3.0
+
+
+def _leader_view_settling(statuses: Sequence[Any]) -> bool:
+    """Some replica of a finished move is not yet seen at the leader's log end offset."""
+    return any(s.HasField("leader_log_end_offset") and any(
+        p.log_end_offset < s.leader_log_end_offset for p in s.progress) for s in statuses)
+
+
 def _wait_reassignments(c: Client, targets: dict[tuple[str, int], list[int] | None],
                         timeout_s: float, tty: TextIO) -> list[Any]:
     """Poll until every partition has its target replicas, with a live line of real copy
@@ -419,6 +428,7 @@ def _wait_reassignments(c: Client, targets: dict[tuple[str, int], list[int] | No
     request = pb.ListPartitionReassignmentsRequest(include_completed=True, partitions=[
         pb.TopicPartition(topic=t, partition=p) for t, p in targets])
     width = 0
+    settled_by: float | None = None
     while True:
         statuses = list(c.call(c.partitions.ListPartitionReassignments,
                                request).reassignments)
@@ -430,9 +440,14 @@ def _wait_reassignments(c: Client, targets: dict[tuple[str, int], list[int] | No
             width = max(width, len(line))
             tty.flush()
         if not pending:
-            if live:
-                tty.write("\n")
-            return statuses
+            if settled_by is None:
+                # a leader elected by the move knows its followers' offsets only after
+                # their next fetch: give that a moment so the final table shows them
+                settled_by = time.monotonic() + SETTLE_S
+            if not _leader_view_settling(statuses) or time.monotonic() >= settled_by:
+                if live:
+                    tty.write("\n")
+                return statuses
         if time.monotonic() >= deadline:
             if live:
                 tty.write("\n")

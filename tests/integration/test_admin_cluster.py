@@ -6,7 +6,7 @@ Every CLI call is a subprocess (`python -m broker.cli.main`), and its effect is 
 its output and through a Kafka client (confluent-kafka: metadata, producing, consuming,
 consumer groups). The tests run in file order and share the cluster; each uses its own
 topics and groups. docs/operations.md names the test that ran each documented command;
-with SKIFF_TRANSCRIPT=<file> every command and its output are appended to that file.
+with ADMIN_CLUSTER_TRANSCRIPT=<file> every command and its output are appended to that file.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def skiff(cluster: Cluster, node: int, *args: str,
         [sys.executable, "-m", "broker.cli.main", *args,
          "--bootstrap", cluster.admin_address(node)],
         capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
-    transcript = os.environ.get("SKIFF_TRANSCRIPT")
+    transcript = os.environ.get("ADMIN_CLUSTER_TRANSCRIPT")
     if transcript:
         with open(transcript, "a") as f:
             f.write(f"$ skiff {' '.join(args)}   # node {node}, exit {p.returncode}\n"
@@ -546,8 +546,12 @@ def test_ops_expand_increase_replication_and_decommission(cluster: Cluster,
     plan = tmp_path / "away.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "ops-grow", "partition": 0, "replicas": [4, 5, 6]}]}))
-    ok(skiff(cluster, 2, "partitions", "reassign", "--reassignment-json-file", str(plan),
-             "--wait", "--wait-timeout", "30"))
+    [row] = table(ok(skiff(cluster, 2, "partitions", "reassign", "--reassignment-json-file",
+                           str(plan), "--wait", "--wait-timeout", "30")))
+    # the new leader (4) reports every copy at its log end
+    assert row["LEADER LEO"] == "100"
+    assert dict(x.split("@") for x in row["REPLICA@LEO"].split(",")) == \
+        {"4": "100", "5": "100", "6": "100"}
     _, rows = cluster_rows(cluster, 2)
     assert rows[SPARE]["REPLICAS"] == "0" and rows[SPARE]["LEADERS"] == "0"
     assert cluster.terminate(SPARE) == 0
