@@ -40,7 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 overrides={"offsets.topic.replication.factor": "1",
                            "offsets.topic.num.partitions": "3",
                            "group.initial.rebalance.delay.ms": "0",
-                           # elections only when a test asks for them
+                           # leaders move only when a test elects them
                            "auto.leader.rebalance.enable": "false"})
     try:
         c.format()
@@ -195,6 +195,12 @@ def test_reassign_copies_data_shows_progress_and_removes_the_old_replica(
     seen = read_pty(master)
     os.close(master)
     assert waiter.returncode == 0, (out, seen)
+    transcript = os.environ.get("ADMIN_CLUSTER_TRANSCRIPT")
+    if transcript:
+        with open(transcript, "a") as f:
+            f.write("$ skiff partitions reassign --topic moved --partition 0 --replicas 6,5 "
+                    "--wait   # node 2; the terminal's lines (each \\r as a new line):\n"
+                    + seen.decode(errors="replace").replace("\r", "\n") + out + "\n")
     # the live line showed the leader's real offsets while 6 was copying
     assert b"reassigning: 0/1 partitions done; moved-0 leader 4 LEO 300 adding 6@" in seen
     assert b"reassigning: 1/1 partitions done" in seen
