@@ -105,6 +105,11 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
             timeout = min(LEADER_DESCRIBE_TIMEOUT_S, context.time_remaining() or 1e9)
             try:
                 info = await describe_at(host, port, timeout)
+            except KafkaError as err:
+                raise AdminError(S.UNAVAILABLE, f"node {leader}, the metadata quorum leader as "
+                                                f"node {self.node.node_id} knows it, answered "
+                                                f"{err.error_code.name.upper()}: the "
+                                                "leadership is moving; retry") from None
             except (OSError, TimeoutError) as err:
                 raise AdminError(S.UNAVAILABLE, f"the metadata quorum leader (node {leader}) "
                                                 f"did not answer at {host}:{port}: {err!r}; "
