@@ -8,10 +8,11 @@ moved answers FAILED_PRECONDITION naming the new one. ListGroups asks every unfe
 and merges their listings. Lag is the partition's high watermark minus the committed
 offset; the high watermark (and log start, for resets) comes from the partition's leader:
 this node's log, or the leader's DescribeTopics (-1 when the leader does not answer).
-Resetting to a timestamp needs the partition's log, so it needs the coordinator to lead
-the partition. Offsets are reset only in a group with no
-active members (Kafka's rule); a dry run returns the plan without committing it. Resetting
-a group that does not exist yet creates it with those offsets, as kafka-consumer-groups does.
+Resetting to a timestamp asks each partition's leader for the first offset at or after it:
+this node's log, or Kafka's ListOffsets (v4) on the leader's inter-broker listener.
+Offsets are reset only in a group with no active members (Kafka's rule); a dry run returns
+the plan without committing it. Resetting a group that does not exist yet creates it with
+those offsets, as kafka-consumer-groups does.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ MAX_ASSIGNMENT_TOPICS = 100_000
 MAX_RESET_PARTITIONS = 100_000
 OFFSETS_TOPIC_WAIT_S = 10.0
 PEER_TIMEOUT_S = 5.0
+LIST_OFFSETS_KEY = 2
 _GROUPS = groups.DESCRIPTOR.services_by_name["GroupService"]
 _DESCRIBE_TOPICS = topics.DESCRIPTOR.services_by_name["TopicService"] \
     .methods_by_name["DescribeTopics"]
@@ -167,6 +169,38 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                         out[key] = (pd.log_start_offset, pd.high_watermark)
 
         await asyncio.gather(*(ask(b, n) for b, n in remote.items()))
+        return out
+
+    async def _offsets_at(self, keys: list[tuple[str, int]], timestamp_ms: int,
+                          bounds: Bounds) -> dict[tuple[str, int], int]:
+        """The first offset with a timestamp at or after `timestamp_ms` in each partition
+        (its high watermark when there is none), from the partition's leader."""
+        out: dict[tuple[str, int], int] = {}
+        remote: dict[int, list[tuple[str, int]]] = {}
+        for t, p in keys:
+            part = self.node.replicas.get(t, p) if hasattr(self.node, "replicas") else None
+            if part is not None and part.role is Role.LEADER:
+                found = part.log.offset_for_timestamp(timestamp_ms)
+                out[(t, p)] = bounds[(t, p)][1] if found is None else int(found[0])
+            else:
+                remote.setdefault(self.node.metadata.leader_of(t, p), []).append((t, p))
+        cfg = getattr(self.node, "config", None)
+        listener = getattr(cfg, "inter_broker_listener_name", "PLAINTEXT")
+
+        async def ask(leader: int, wanted: list[tuple[str, int]]) -> None:
+            reg = self.node.metadata.broker(leader) if leader >= 0 else None
+            ep = None if reg is None else reg.endpoint(listener)
+            if ep is None:
+                t, p = wanted[0]
+                raise AdminError(S.UNAVAILABLE, f"{t}-{p}: its leader (broker {leader}) has "
+                                                f"no {listener} endpoint known here; retry")
+            for (t, p), (error, offset) in (await _list_offsets(
+                    ep.host, ep.port, wanted, timestamp_ms)).items():
+                if error is not ErrorCode.none:
+                    raise _status(error, f"({t}-{p} on broker {leader})")
+                out[(t, p)] = bounds[(t, p)][1] if offset < 0 else offset
+
+        await asyncio.gather(*(ask(b, w) for b, w in remote.items()))
         return out
 
     # ---- helpers -------------------------------------------------------------------------
@@ -381,16 +415,18 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         plan: list[tuple[str, int, int]] = []
         bounds = await self._bounds(wanted)
         for t, p in wanted:
-            if (t, p) not in bounds or st == groups.RESET_STRATEGY_TIMESTAMP:
+            if (t, p) not in bounds:
                 self._led_log(t, p)  # raises naming the leader when it is not this node
+        at = (await self._offsets_at(wanted, request.value, bounds)
+              if st == groups.RESET_STRATEGY_TIMESTAMP else {})
+        for t, p in wanted:
             start, hw = bounds[(t, p)]
             if st == groups.RESET_STRATEGY_EARLIEST:
                 new = start
             elif st == groups.RESET_STRATEGY_LATEST:
                 new = hw
             elif st == groups.RESET_STRATEGY_TIMESTAMP:
-                found = self._led_log(t, p).offset_for_timestamp(request.value)
-                new = hw if found is None else found[0]
+                new = at[(t, p)]
             elif st == groups.RESET_STRATEGY_OFFSET:
                 new = request.value
             else:
@@ -447,6 +483,39 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         if error is not ErrorCode.none:
             raise _status(error, gid)
         return groups.DeleteGroupResponse()
+
+
+async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], timestamp_ms: int,
+                        ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
+    """Kafka's ListOffsets v4 for `keys` at `timestamp_ms`: (error, offset) per partition."""
+    from kio.schema.list_offsets.v4 import request as lo
+
+    from raft.transport import KafkaConnection
+
+    q: Any = lo
+    topics: dict[str, list[int]] = {}
+    for t, p in keys:
+        topics.setdefault(t, []).append(p)
+    request = q.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=tuple(
+        q.ListOffsetsTopic(name=t, partitions=tuple(
+            q.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                   timestamp=timestamp_ms) for p in ps))
+        for t, ps in topics.items()))
+    conn = KafkaConnection(host, port, "skiff-admin")
+    try:
+        resp = await conn.request(LIST_OFFSETS_KEY, 4, request, PEER_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise AdminError(S.UNAVAILABLE, f"ListOffsets to {host}:{port} failed: {exc!r}; "
+                                        "retry") from None
+    finally:
+        await conn.close()
+    out = {(str(t.name), int(p.partition_index)): (ErrorCode(int(p.error_code)), int(p.offset))
+           for t in resp.topics for p in t.partitions}
+    missing = [k for k in keys if k not in out]
+    if missing:
+        raise AdminError(S.UNAVAILABLE, f"ListOffsets to {host}:{port} did not answer for "
+                                        f"{missing[0][0]}-{missing[0][1]}; retry")
+    return out
 
 
 def _tp(topic: str, partition: int) -> Any:

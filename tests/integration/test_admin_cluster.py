@@ -87,11 +87,14 @@ def table(out: str) -> list[dict[str, str]]:
             for ln in lines[1:]]
 
 
-def produce(cluster: Cluster, topic: str, n: int, partition: int = 0) -> None:
+def produce(cluster: Cluster, topic: str, n: int, partition: int = 0,
+            timestamp_base_ms: int | None = None) -> None:
+    """`n` records k<i>/v<i>; with a base, record i has the timestamp base + 1000 * i."""
     p = Producer({"bootstrap.servers": cluster.live_bootstrap(), "acks": "all",
                   "log_level": 0})
     for i in range(n):
-        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=partition)
+        extra = {} if timestamp_base_ms is None else {"timestamp": timestamp_base_ms + 1000 * i}
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=partition, **extra)
     assert p.flush(20) == 0
 
 
@@ -295,8 +298,9 @@ def test_group_rpcs_are_answered_by_the_remote_coordinator(cluster: Cluster) -> 
     cluster.wait_for(lambda: all(p.leader >= 0 for p in
                                  cluster.metadata(4).topics["orders"].partitions.values()),
                      20, "orders led")
+    t0 = (int(time.time()) - 100) * 1000
     for p in range(3):
-        produce(cluster, "orders", 10, partition=p)
+        produce(cluster, "orders", 10, partition=p, timestamp_base_ms=t0)
     # __consumer_offsets is created by the first group (this one commits nothing)
     warm = Consumer({"bootstrap.servers": cluster.live_bootstrap(), "group.id": "warm-up",
                      "log_level": 0})
@@ -360,6 +364,17 @@ def test_group_rpcs_are_answered_by_the_remote_coordinator(cluster: Cluster) -> 
     ok(skiff(cluster, 4, "groups", "reset-offsets", "--group", gid, "--topic", "orders:1",
              "--shift-by", "-4", "--execute"))
     assert _committed(cluster, gid, "orders", 3) == [10, 6, 10]
+    # to a time: the first record at or after it, asked of each partition's leader (the
+    # coordinator does not lead them all: the others answer Kafka's ListOffsets)
+    from datetime import UTC, datetime
+
+    when = datetime.fromtimestamp((t0 + 5500) / 1000, UTC).isoformat()
+    out = ok(skiff(cluster, 2, "groups", "reset-offsets", "--group", gid, "--topic", "orders",
+                   "--to-datetime", when, "--execute"))
+    assert [r["NEW-OFFSET"] for r in table(out)] == ["6", "6", "6"]
+    assert _committed(cluster, gid, "orders", 3) == [6, 6, 6]
+    leaders = {p.leader for p in cluster.metadata(4).topics["orders"].partitions.values()}
+    assert leaders - {coordinator}, "every partition led by the coordinator: nothing remote"
     out = ok(skiff(cluster, 4, "groups", "delete", "--group", gid, "--topic", "orders:0"))
     assert "Deleted offsets of 1 partition(s)" in out
     assert _committed(cluster, gid, "orders", 3)[0] < 0  # no committed offset any more
