@@ -8,10 +8,13 @@ import grpc
 from kio.schema.errors import ErrorCode
 
 from broker.admin.convert import broker_state, registration
-from broker.admin.errors import rpc_errors
+from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, controller_id, forwards_writes
 from broker.admin.pb import cluster, cluster_grpc, meta
-from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo
+from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo, describe_at
+from broker.errors import KafkaError
+
+LEADER_DESCRIBE_TIMEOUT_S = 5.0
 
 
 class ClusterService(cluster_grpc.ClusterServiceServicer):  # type: ignore[misc]
@@ -65,8 +68,10 @@ def quorum_response(cluster_id: str, info: QuorumInfo, now_ms: int) -> Any:
     return cluster.DescribeQuorumResponse(
         cluster_id=cluster_id, leader_id=info.leader_id, leader_epoch=info.leader_epoch,
         high_watermark=info.high_watermark,
-        voters=[_replica(v, info.high_watermark) for v in info.voters],
-        observers=[_replica(o, info.high_watermark) for o in info.observers],
+        voters=[_replica(v, info.high_watermark)
+                for v in sorted(info.voters, key=lambda r: r.replica_id)],
+        observers=[_replica(o, info.high_watermark)
+                   for o in sorted(info.observers, key=lambda r: r.replica_id)],
         max_follower_lag=max(lags, default=0), max_follower_lag_time_ms=lag_time,
     )
 
@@ -84,5 +89,29 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
     @rpc_errors
     @forwards_writes(_QUORUM, on=ErrorCode.not_leader_or_follower)
     async def DescribeQuorum(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        info = await self.describe()
+        try:
+            info = await self.describe()
+        except KafkaError as exc:
+            if exc.error_code is not ErrorCode.not_leader_or_follower:
+                raise
+            leader = controller_id(self.node)
+            address = None if self.forwarder is None else self.forwarder.address_of(leader)
+            voters = getattr(self.node.controller, "voters", {})
+            if leader < 0 or address is not None or leader not in voters:
+                raise  # forwarded to the leader's admin listener (or refused) by the decorator
+            # the leader is a controller without an admin address here: ask its controller
+            # listener, as kafka-metadata-quorum does
+            host, port = voters[leader]
+            timeout = min(LEADER_DESCRIBE_TIMEOUT_S, context.time_remaining() or 1e9)
+            try:
+                info = await describe_at(host, port, timeout)
+            except KafkaError as err:
+                raise AdminError(S.UNAVAILABLE, f"node {leader}, the metadata quorum leader as "
+                                                f"node {self.node.node_id} knows it, answered "
+                                                f"{err.error_code.name.upper()}: the "
+                                                "leadership is moving; retry") from None
+            except (OSError, TimeoutError) as err:
+                raise AdminError(S.UNAVAILABLE, f"the metadata quorum leader (node {leader}) "
+                                                f"did not answer at {host}:{port}: {err!r}; "
+                                                "retry") from None
         return quorum_response(self.node.cluster_id, info, self.node.clock())

@@ -101,9 +101,9 @@ def reassignment_status(node: Any, topic: str, index: int, p: PartitionRegistrat
     msg = partitions.ReassignmentStatus(
         topic=topic, partition=index, replicas=p.replicas, adding_replicas=p.adding_replicas,
         removing_replicas=p.removing_replicas, isr=p.isr,
-        in_progress=bool(p.adding_replicas or p.removing_replicas),
+        in_progress=bool(p.adding_replicas or p.removing_replicas), leader=p.leader,
     )
-    local = node.replicas.get(topic, index)
+    local = node.replicas.get(topic, index) if hasattr(node, "replicas") else None
     if local is not None and local.role is Role.LEADER:
         msg.leader_log_end_offset = local.log.log_end_offset
         for r in p.replicas:

@@ -58,7 +58,7 @@ class Forwarder:
 
     async def forward(self, method: Any, request: Any, context: grpc.aio.ServicerContext,
                       cause: KafkaError) -> Any:
-        if any(k == FORWARDED_KEY for k, _ in context.invocation_metadata() or ()):
+        if self.is_forwarded(context):
             raise cause
         cid = controller_id(self.node)
         if cid < 0:
@@ -72,6 +72,15 @@ class Forwarder:
                              f"node {self.node.node_id} is not the active controller; node "
                              f"{cid} is, and its admin address is unknown here: send the "
                              "request to its admin listener")
+        return await self.call(address, method, request, context.time_remaining())
+
+    def is_forwarded(self, context: grpc.aio.ServicerContext) -> bool:
+        return any(k == FORWARDED_KEY for k, _ in context.invocation_metadata() or ())
+
+    async def call(self, address: str, method: Any, request: Any,
+                   timeout_s: float | None) -> Any:
+        """`method` (a MethodDescriptor) on the admin listener at `address`, marked as
+        forwarded so that it is answered there and not sent on again."""
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = grpc.aio.insecure_channel(address)
@@ -81,7 +90,7 @@ class Forwarder:
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=output.FromString)
         try:
-            return await call(request, timeout=context.time_remaining(),
+            return await call(request, timeout=timeout_s,
                               metadata=((FORWARDED_KEY, str(self.node.node_id)),))
         except grpc.aio.AioRpcError as exc:
             raise AdminError(exc.code(), exc.details() or exc.code().name) from None

@@ -1,25 +1,34 @@
 """GroupService: consumer groups through this node's group coordinator.
 
-Every call is answered by the node that leads the group's __consumer_offsets partition; any
-other node answers FAILED_PRECONDITION naming that broker (forwarding is not built yet).
-Lag is the partition's high watermark minus the committed offset, read from the partition
-logs this node leads (-1 where it leads none). Offsets are reset only in a group with no
-active members (Kafka's rule); a dry run returns the plan without committing it. Resetting
-a group that does not exist yet creates it with those offsets, as kafka-consumer-groups does.
+Every call about one group is answered by the group's coordinator: the broker that leads the
+group's __consumer_offsets partition. Any other node (another broker, or a controller-only
+node, which has no coordinator) forwards the call to that broker's admin listener (its ADMIN
+endpoint in the broker registration), once: a forwarded call that finds the coordinator
+moved answers FAILED_PRECONDITION naming the new one. ListGroups asks every unfenced broker
+and merges their listings. Lag is the partition's high watermark minus the committed
+offset; the high watermark (and log start, for resets) comes from the partition's leader:
+this node's log, or the leader's DescribeTopics (-1 when the leader does not answer).
+Resetting to a timestamp asks each partition's leader for the first offset at or after it:
+this node's log, or Kafka's ListOffsets (v4) on the leader's inter-broker listener.
+Offsets are reset only in a group with no active members (Kafka's rule); a dry run returns
+the plan without committing it. Resetting a group that does not exist yet creates it with
+those offsets, as kafka-consumer-groups does.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 import grpc
 from kio.schema.errors import ErrorCode
 
 from broker.admin.errors import AdminError, S, from_kafka, rpc_errors
-from broker.admin.pb import groups, groups_grpc, partitions
+from broker.admin.forward import Forwarder, admin_endpoint_of
+from broker.admin.pb import groups, groups_grpc, partitions, topics
 from broker.errors import KafkaError
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from broker.group.shell import GroupCoordinatorService, service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest, TopicPartition
 from broker.replication.partition import Role
@@ -27,6 +36,12 @@ from broker.replication.partition import Role
 MAX_ASSIGNMENT_TOPICS = 100_000
 MAX_RESET_PARTITIONS = 100_000
 OFFSETS_TOPIC_WAIT_S = 10.0
+PEER_TIMEOUT_S = 5.0
+LIST_OFFSETS_KEY = 2
+_GROUPS = groups.DESCRIPTOR.services_by_name["GroupService"]
+_DESCRIBE_TOPICS = topics.DESCRIPTOR.services_by_name["TopicService"] \
+    .methods_by_name["DescribeTopics"]
+Bounds = dict[tuple[str, int], tuple[int, int]]  # (log start offset, high watermark)
 
 
 def _need_group(request: Any) -> None:
@@ -78,8 +93,115 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
 
 
 class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
         self.node = node
+        self.forwarder = forwarder
+
+    # ---- routing ---------------------------------------------------------------------------
+
+    def _local_coordinator(self) -> bool:
+        return getattr(self.node, "group_coordinator", None) is not None
+
+    def _coordinator_id(self, group_id: str) -> int:
+        """The broker leading the group's __consumer_offsets partition (-1: none now); with
+        no __consumer_offsets yet, this node if it has a coordinator, else any unfenced
+        broker (it creates the topic on the first reset)."""
+        image = self.node.metadata
+        topic = image.topic(OFFSETS_TOPIC)
+        if topic is None or not topic.partitions:
+            if self._local_coordinator():
+                return int(self.node.node_id)
+            alive = [b for b, reg in sorted(image.brokers.items()) if not reg.fenced]
+            return alive[0] if alive else -1
+        return int(image.leader_of(OFFSETS_TOPIC,
+                                   partition_for(group_id, len(topic.partitions))))
+
+    async def _at_coordinator(self, request: Any, context: grpc.aio.ServicerContext,
+                              name: str) -> Any | None:
+        """The coordinator's answer when it is another broker; None: answer here."""
+        if self.forwarder is None or self.forwarder.is_forwarded(context):
+            return None
+        target = self._coordinator_id(request.group_id)
+        if target < 0 or target == self.node.node_id:
+            return None
+        address = admin_endpoint_of(self.node)(target)
+        if address is None:
+            if self._local_coordinator():
+                return None  # answers FAILED_PRECONDITION naming the coordinator
+            raise AdminError(S.UNAVAILABLE, f"group {request.group_id} is coordinated by "
+                                            f"broker {target}, whose admin address is unknown "
+                                            f"here; ask its admin listener")
+        return await self.forwarder.call(address, _GROUPS.methods_by_name[name], request,
+                                         context.time_remaining())
+
+    async def _bounds(self, keys: Iterable[tuple[str, int]]) -> Bounds:
+        """(log start, high watermark) of each partition from its leader: this node's log,
+        or the leader's DescribeTopics; partitions whose leader does not answer are left
+        out."""
+        out: Bounds = {}
+        remote: dict[int, set[str]] = {}
+        wanted = set(keys)
+        for t, p in wanted:
+            part = self.node.replicas.get(t, p) if hasattr(self.node, "replicas") else None
+            if part is not None and part.role is Role.LEADER:
+                out[(t, p)] = (int(part.log.log_start_offset), int(part.log.high_watermark))
+                continue
+            leader = self.node.metadata.leader_of(t, p)
+            if leader >= 0 and leader != self.node.node_id:
+                remote.setdefault(leader, set()).add(t)
+        address_of = admin_endpoint_of(self.node)
+
+        async def ask(leader: int, names: set[str]) -> None:
+            address = address_of(leader)
+            if address is None or self.forwarder is None:
+                return
+            try:
+                resp = await self.forwarder.call(
+                    address, _DESCRIBE_TOPICS,
+                    topics.DescribeTopicsRequest(names=sorted(names)), PEER_TIMEOUT_S)
+            except AdminError:
+                return
+            for t in resp.topics:
+                for pd in t.partitions:
+                    key = (t.topic.name, pd.partition.partition_id)
+                    if key in wanted and pd.HasField("high_watermark") \
+                            and pd.partition.leader == leader:
+                        out[key] = (pd.log_start_offset, pd.high_watermark)
+
+        await asyncio.gather(*(ask(b, n) for b, n in remote.items()))
+        return out
+
+    async def _offsets_at(self, keys: list[tuple[str, int]], timestamp_ms: int,
+                          bounds: Bounds) -> dict[tuple[str, int], int]:
+        """The first offset with a timestamp at or after `timestamp_ms` in each partition
+        (its high watermark when there is none), from the partition's leader."""
+        out: dict[tuple[str, int], int] = {}
+        remote: dict[int, list[tuple[str, int]]] = {}
+        for t, p in keys:
+            part = self.node.replicas.get(t, p) if hasattr(self.node, "replicas") else None
+            if part is not None and part.role is Role.LEADER:
+                found = part.log.offset_for_timestamp(timestamp_ms)
+                out[(t, p)] = bounds[(t, p)][1] if found is None else int(found[0])
+            else:
+                remote.setdefault(self.node.metadata.leader_of(t, p), []).append((t, p))
+        cfg = getattr(self.node, "config", None)
+        listener = getattr(cfg, "inter_broker_listener_name", "PLAINTEXT")
+
+        async def ask(leader: int, wanted: list[tuple[str, int]]) -> None:
+            reg = self.node.metadata.broker(leader) if leader >= 0 else None
+            ep = None if reg is None else reg.endpoint(listener)
+            if ep is None:
+                t, p = wanted[0]
+                raise AdminError(S.UNAVAILABLE, f"{t}-{p}: its leader (broker {leader}) has "
+                                                f"no {listener} endpoint known here; retry")
+            for (t, p), (error, offset) in (await _list_offsets(
+                    ep.host, ep.port, wanted, timestamp_ms)).items():
+                if error is not ErrorCode.none:
+                    raise _status(error, f"({t}-{p} on broker {leader})")
+                out[(t, p)] = bounds[(t, p)][1] if offset < 0 else offset
+
+        await asyncio.gather(*(ask(b, w) for b, w in remote.items()))
+        return out
 
     # ---- helpers -------------------------------------------------------------------------
 
@@ -123,12 +245,6 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                 await asyncio.sleep(0.02)
         raise AdminError(S.UNAVAILABLE, f"{OFFSETS_TOPIC} was created but is not loaded yet; "
                                         "retry")
-
-    def _high_watermark(self, topic: str, partition: int) -> int:
-        part = self.node.replicas.get(topic, partition)
-        if part is None or part.role is not Role.LEADER:
-            return -1
-        return int(part.log.high_watermark)
 
     def _led_log(self, topic: str, partition: int) -> Any:
         part = self.node.replicas.get(topic, partition)
@@ -182,18 +298,55 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
 
     @rpc_errors
     async def ListGroups(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        svc = self._service()
-        error, listed = svc.list_groups(list(request.states))
-        if error is not ErrorCode.none:
-            raise _status(error, "listing")
-        return groups.ListGroupsResponse(groups=[
-            groups.GroupListing(group_id=g.group_id, state=g.state,
-                                protocol_type=g.protocol_type, type=g.group_type)
-            for g in sorted(listed, key=lambda g: g.group_id)])
+        found: dict[str, Any] = {}
+        if self._local_coordinator():
+            error, listed = self._service().list_groups(list(request.states))
+            if error is not ErrorCode.none:
+                raise _status(error, "listing")
+            for g in listed:
+                found[g.group_id] = groups.GroupListing(
+                    group_id=g.group_id, state=g.state, protocol_type=g.protocol_type,
+                    type=g.group_type)
+        elif self.forwarder is None or self.forwarder.is_forwarded(context):
+            raise AdminError(S.UNAVAILABLE, f"node {self.node.node_id} has no group "
+                                            "coordinator (not a broker); ask a broker")
+        if self.forwarder is not None and not self.forwarder.is_forwarded(context):
+            address_of = admin_endpoint_of(self.node)
+            peers = [b for b, reg in sorted(self.node.metadata.brokers.items())
+                     if not reg.fenced and b != self.node.node_id]
+            if not peers and not self._local_coordinator():
+                raise AdminError(S.UNAVAILABLE, f"node {self.node.node_id} has no group "
+                                                "coordinator and no unfenced broker is known "
+                                                "to ask; retry")
+            method = _GROUPS.methods_by_name["ListGroups"]
+
+            async def ask(broker: int) -> list[Any]:
+                address = address_of(broker)
+                if address is None:
+                    raise AdminError(S.UNAVAILABLE, f"broker {broker}'s admin address is "
+                                                    "unknown here; the listing would be "
+                                                    "partial")
+                try:
+                    resp = await self.forwarder.call(  # type: ignore[union-attr]
+                        address, method, request, min(PEER_TIMEOUT_S,
+                                                      context.time_remaining() or 1e9))
+                except AdminError as exc:
+                    raise AdminError(exc.code, f"broker {broker} did not list its groups "
+                                                 f"({exc}); the listing would be partial"
+                                     ) from None
+                return list(resp.groups)
+
+            for listing in await asyncio.gather(*(ask(b) for b in peers)):
+                for g in listing:
+                    found.setdefault(g.group_id, g)
+        return groups.ListGroupsResponse(groups=[found[k] for k in sorted(found)])
 
     @rpc_errors
     async def DescribeGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
+        remote = await self._at_coordinator(request, context, "DescribeGroup")
+        if remote is not None:
+            return remote
         gid = request.group_id
         svc = self._service()
         self._coordinated_here(svc, gid)
@@ -203,9 +356,11 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
             raise AdminError(S.NOT_FOUND, f"no group {gid}")
         state, ptype, assignor, members, owner = described or ("Empty", "", "", [], {})
         offsets = []
-        for t, p in sorted(set(committed) | set(owner)):
+        keys = sorted(set(committed) | set(owner))
+        bounds = await self._bounds(keys)
+        for t, p in keys:
             off, meta = committed.get((t, p), (-1, ""))
-            hw = self._high_watermark(t, p)
+            hw = bounds.get((t, p), (-1, -1))[1]
             lag = max(hw - off, 0) if hw >= 0 and off >= 0 else -1
             offsets.append(groups.PartitionOffset(
                 topic=t, partition=p, committed_offset=off, log_end_offset=hw, lag=lag,
@@ -217,6 +372,9 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
     @rpc_errors
     async def ResetOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
+        remote = await self._at_coordinator(request, context, "ResetOffsets")
+        if remote is not None:
+            return remote
         st = request.strategy
         if st == groups.RESET_STRATEGY_UNSPECIFIED or st not in groups.ResetStrategy.values():
             raise AdminError(S.INVALID_ARGUMENT, "choose a reset strategy: earliest, latest, "
@@ -255,16 +413,20 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                              "its consumers first")
         committed = self._committed(svc, gid)
         plan: list[tuple[str, int, int]] = []
+        bounds = await self._bounds(wanted)
         for t, p in wanted:
-            log = self._led_log(t, p)
-            start, hw = int(log.log_start_offset), int(log.high_watermark)
+            if (t, p) not in bounds:
+                self._led_log(t, p)  # raises naming the leader when it is not this node
+        at = (await self._offsets_at(wanted, request.value, bounds)
+              if st == groups.RESET_STRATEGY_TIMESTAMP else {})
+        for t, p in wanted:
+            start, hw = bounds[(t, p)]
             if st == groups.RESET_STRATEGY_EARLIEST:
                 new = start
             elif st == groups.RESET_STRATEGY_LATEST:
                 new = hw
             elif st == groups.RESET_STRATEGY_TIMESTAMP:
-                found = log.offset_for_timestamp(request.value)
-                new = hw if found is None else found[0]
+                new = at[(t, p)]
             elif st == groups.RESET_STRATEGY_OFFSET:
                 new = request.value
             else:
@@ -284,13 +446,16 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                     raise _status(error, f"{gid} ({t}-{p})")
         return groups.ResetOffsetsResponse(applied=not request.dry_run, offsets=[
             groups.PartitionOffset(topic=t, partition=p, committed_offset=off,
-                                   log_end_offset=self._high_watermark(t, p),
-                                   lag=max(self._high_watermark(t, p) - off, 0))
+                                   log_end_offset=bounds[(t, p)][1],
+                                   lag=max(bounds[(t, p)][1] - off, 0))
             for t, p, off in plan])
 
     @rpc_errors
     async def DeleteOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
+        remote = await self._at_coordinator(request, context, "DeleteOffsets")
+        if remote is not None:
+            return remote
         if not request.partitions:
             raise AdminError(S.INVALID_ARGUMENT, "name the partitions whose offsets to delete")
         gid = request.group_id
@@ -308,6 +473,9 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
     @rpc_errors
     async def DeleteGroup(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
+        remote = await self._at_coordinator(request, context, "DeleteGroup")
+        if remote is not None:
+            return remote
         gid = request.group_id
         svc = self._service()
         self._coordinated_here(svc, gid)
@@ -315,6 +483,39 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         if error is not ErrorCode.none:
             raise _status(error, gid)
         return groups.DeleteGroupResponse()
+
+
+async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], timestamp_ms: int,
+                        ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
+    """Kafka's ListOffsets v4 for `keys` at `timestamp_ms`: (error, offset) per partition."""
+    from kio.schema.list_offsets.v4 import request as lo
+
+    from raft.transport import KafkaConnection
+
+    q: Any = lo
+    topics: dict[str, list[int]] = {}
+    for t, p in keys:
+        topics.setdefault(t, []).append(p)
+    request = q.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=tuple(
+        q.ListOffsetsTopic(name=t, partitions=tuple(
+            q.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                   timestamp=timestamp_ms) for p in ps))
+        for t, ps in topics.items()))
+    conn = KafkaConnection(host, port, "skiff-admin")
+    try:
+        resp = await conn.request(LIST_OFFSETS_KEY, 4, request, PEER_TIMEOUT_S)
+    except (OSError, TimeoutError) as exc:
+        raise AdminError(S.UNAVAILABLE, f"ListOffsets to {host}:{port} failed: {exc!r}; "
+                                        "retry") from None
+    finally:
+        await conn.close()
+    out = {(str(t.name), int(p.partition_index)): (ErrorCode(int(p.error_code)), int(p.offset))
+           for t in resp.topics for p in t.partitions}
+    missing = [k for k in keys if k not in out]
+    if missing:
+        raise AdminError(S.UNAVAILABLE, f"ListOffsets to {host}:{port} did not answer for "
+                                        f"{missing[0][0]}-{missing[0][1]}; retry")
+    return out
 
 
 def _tp(topic: str, partition: int) -> Any:

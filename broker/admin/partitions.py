@@ -1,7 +1,15 @@
-"""PartitionService: reassignments (start, cancel, list) and leader elections."""
+"""PartitionService: reassignments (start, cancel, list) and leader elections.
+
+Copy progress (the leader's log end offset and each replica's, as the leader saw it at its
+last fetch) is known only on the partition's leader. A node that does not lead a listed
+partition asks the leader's admin listener (advertised as the ADMIN endpoint of its broker
+registration) for it, one call per leader, bounded by PROGRESS_TIMEOUT_S; a leader that does
+not answer leaves the progress unset rather than failing the listing.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -10,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from broker.admin.controller_ops import ControllerOps
 from broker.admin.convert import reassignment_status
 from broker.admin.errors import AdminError, S, rpc_errors
-from broker.admin.forward import Forwarder, forwards_writes
+from broker.admin.forward import Forwarder, admin_endpoint_of, forwards_writes
 from broker.admin.pb import partitions, partitions_grpc
 from broker.controller.controller import Controller
 from broker.controller.requests import ElectionType
@@ -41,7 +49,10 @@ def _targets(node: Any, items: Any) -> list[tuple[str, int]]:
     return out
 
 
+PROGRESS_TIMEOUT_S = 3.0
+IMAGE_CATCH_UP_S = 3.0
 _SERVICE = partitions.DESCRIPTOR.services_by_name["PartitionService"]
+_LIST = _SERVICE.methods_by_name["ListPartitionReassignments"]
 _OUTCOME = {
     ErrorCode.none: partitions.ELECTION_OUTCOME_ELECTED,
     ErrorCode.election_not_needed: partitions.ELECTION_OUTCOME_NOT_NEEDED,
@@ -75,21 +86,90 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
             if res.error is not ErrorCode.none:
                 raise KafkaError(res.error, f"{res.topic}-{res.partition}: "
                                             f"{res.message or res.error.name}")
+        await self._image_shows(items)
         image = self.node.metadata
-        return partitions.AlterPartitionReassignmentsResponse(partitions=[
-            reassignment_status(self.node, t, i, image.partition(t, i))
-            for t, i, _ in items if image.partition(t, i) is not None])
+        statuses = [reassignment_status(self.node, t, i, image.partition(t, i))
+                    for t, i, _ in items if image.partition(t, i) is not None]
+        await self._leader_progress(statuses, context)
+        return partitions.AlterPartitionReassignmentsResponse(partitions=statuses)
+
+    async def _image_shows(self, items: list[tuple[str, int, list[int] | None]]) -> None:
+        """When the change was made by a remote controller, wait (bounded) until this node's
+        metadata has it, so that the answer shows the reassignment just started."""
+        def applied(t: str, i: int, target: list[int] | None) -> bool:
+            p = self.node.metadata.partition(t, i)
+            if p is None:
+                return True
+            if target is None:
+                return not p.adding_replicas and not p.removing_replicas
+            return set(target) <= set(p.replicas)
+
+        for _ in range(int(IMAGE_CATCH_UP_S / 0.02)):
+            if all(applied(*item) for item in items):
+                return
+            await asyncio.sleep(0.02)
+
+    async def _image_shows_leaders(self, elected: list[tuple[str, int]],
+                                   before: dict[tuple[str, int], int]) -> None:
+        """Wait (bounded) until this node's metadata has the leaders a remote controller
+        just elected (a new leader epoch), so that the answer names them."""
+        def applied(t: str, i: int) -> bool:
+            p = self.node.metadata.partition(t, i)
+            return p is None or p.leader_epoch > before.get((t, i), -1)
+
+        for _ in range(int(IMAGE_CATCH_UP_S / 0.02)):
+            if all(applied(t, i) for t, i in elected):
+                return
+            await asyncio.sleep(0.02)
+
+    async def _leader_progress(self, statuses: list[Any],
+                               context: grpc.aio.ServicerContext) -> None:
+        """Fill in the copy progress of partitions led elsewhere, from their leaders."""
+        if self.forwarder is None or self.forwarder.is_forwarded(context):
+            return
+        address_of = admin_endpoint_of(self.node)
+        by_leader: dict[int, list[Any]] = {}
+        for s in statuses:
+            if not s.HasField("leader_log_end_offset") and s.leader >= 0 \
+                    and s.leader != self.node.node_id:
+                by_leader.setdefault(s.leader, []).append(s)
+
+        async def ask(leader: int, wanted: list[Any]) -> None:
+            address = address_of(leader)
+            if address is None or self.forwarder is None:
+                return
+            request = partitions.ListPartitionReassignmentsRequest(
+                include_completed=True, partitions=[
+                    partitions.TopicPartition(topic=s.topic, partition=s.partition)
+                    for s in wanted])
+            try:
+                resp = await self.forwarder.call(address, _LIST, request, PROGRESS_TIMEOUT_S)
+            except AdminError:
+                return
+            theirs = {(r.topic, r.partition): r for r in resp.reassignments}
+            for s in wanted:
+                r = theirs.get((s.topic, s.partition))
+                if r is not None and r.HasField("leader_log_end_offset"):
+                    s.leader_log_end_offset = r.leader_log_end_offset
+                    del s.progress[:]
+                    s.progress.extend(r.progress)
+
+        await asyncio.gather(*(ask(b, w) for b, w in by_leader.items()))
 
     @rpc_errors
     async def ListPartitionReassignments(self, request: Any,
                                          context: grpc.aio.ServicerContext) -> Any:
         wanted = _targets(self.node, request.partitions) or None
         image = self.node.metadata
-        ongoing = Controller.list_partition_reassignments(image, wanted)
-        return partitions.ListPartitionReassignmentsResponse(reassignments=[
-            reassignment_status(self.node, o.topic, o.partition,
-                                image.partition(o.topic, o.partition))
-            for o in sorted(ongoing, key=lambda o: (o.topic, o.partition))])
+        if request.include_completed and wanted is not None:
+            keys = wanted
+        else:
+            ongoing = Controller.list_partition_reassignments(image, wanted)
+            keys = sorted((o.topic, o.partition) for o in ongoing)
+        statuses = [reassignment_status(self.node, t, i, image.partition(t, i))
+                    for t, i in keys if image.partition(t, i) is not None]
+        await self._leader_progress(statuses, context)
+        return partitions.ListPartitionReassignmentsResponse(reassignments=statuses)
 
     @rpc_errors
     @forwards_writes(_SERVICE)
@@ -98,7 +178,11 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
                  if request.election_type == partitions.ELECTION_TYPE_UNCLEAN
                  else ElectionType.PREFERRED)
         wanted = _targets(self.node, request.partitions) or None
+        before = {(t.name, i): p.leader_epoch
+                  for t, i, p in self.node.metadata.iter_partitions()}
         results = await self.ops.elect_leaders(etype, wanted)
+        elected = [(r.topic, r.partition) for r in results if r.error is ErrorCode.none]
+        await self._image_shows_leaders(elected, before)
         image = self.node.metadata
         return partitions.ElectLeadersResponse(results=[
             partitions.ElectionResult(

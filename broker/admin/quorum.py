@@ -105,3 +105,41 @@ def describe_from_node(node: Any) -> QuorumDescriber:
         return result
 
     return describe
+
+
+METADATA_TOPIC = "__cluster_metadata"
+DESCRIBE_QUORUM_KEY = 55
+
+
+async def describe_at(host: str, port: int, timeout_s: float) -> QuorumInfo:
+    """Kafka's DescribeQuorum (v1, with fetch and caught-up times) sent to a controller
+    listener, as `kafka-metadata-quorum` does: for nodes that are not the quorum leader and
+    do not know the leader's admin address (dedicated controllers do not register one)."""
+    from kio.schema.describe_quorum.v1 import request as dq
+
+    from raft.transport import KafkaConnection
+
+    q: Any = dq
+    conn = KafkaConnection(host, port, "skiff-admin")
+    try:
+        resp = await conn.request(DESCRIBE_QUORUM_KEY, 1, q.DescribeQuorumRequest(topics=(
+            q.TopicData(topic_name=METADATA_TOPIC,
+                        partitions=(q.PartitionData(partition_index=0),)),)), timeout_s)
+    finally:
+        await conn.close()
+    if int(resp.error_code) != 0:
+        raise KafkaError(ErrorCode(int(resp.error_code)), f"controller {host}:{port}")
+    part = resp.topics[0].partitions[0]
+    if int(part.error_code) != 0:
+        raise KafkaError(ErrorCode(int(part.error_code)),
+                         f"controller {host}:{port} is not the quorum leader")
+
+    def info(r: Any) -> ReplicaInfo:
+        return ReplicaInfo(int(r.replica_id), int(r.log_end_offset),
+                           int(r.last_fetch_timestamp), int(r.last_caught_up_timestamp))
+
+    return QuorumInfo(
+        leader_id=int(part.leader_id), leader_epoch=int(part.leader_epoch),
+        high_watermark=int(part.high_watermark),
+        voters=tuple(info(v) for v in part.current_voters),
+        observers=tuple(info(o) for o in part.observers))

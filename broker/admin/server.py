@@ -148,7 +148,7 @@ class AdminServer:
         pb.topics_grpc.add_TopicServiceServicer_to_server(TopicService(node, fwd), server)
         pb.partitions_grpc.add_PartitionServiceServicer_to_server(
             PartitionService(node, fwd), server)
-        pb.groups_grpc.add_GroupServiceServicer_to_server(GroupService(node), server)
+        pb.groups_grpc.add_GroupServiceServicer_to_server(GroupService(node, fwd), server)
         pb.configs_grpc.add_ConfigServiceServicer_to_server(ConfigService(node, fwd), server)
         pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)

@@ -374,9 +374,10 @@ def cmd_partitions_reassign(c: Client, args: argparse.Namespace, out: TextIO) ->
     resp = c.call(c.partitions.AlterPartitionReassignments,
                   pb.AlterPartitionReassignmentsRequest(reassignments=items))
     statuses = list(resp.partitions)
-    if args.wait and not args.cancel:
-        statuses = _wait_reassignments(c, [(s.topic, s.partition) for s in statuses],
-                                       args.wait_timeout, sys.stderr)
+    if args.wait:
+        targets = {(r.topic, r.partition): None if r.cancel else list(r.replicas)
+                   for r in items}
+        statuses = _wait_reassignments(c, targets, args.wait_timeout, sys.stderr)
     if args.output == "json":
         print_json(to_json(pb.AlterPartitionReassignmentsResponse(partitions=statuses)), out)
     else:
@@ -384,39 +385,75 @@ def cmd_partitions_reassign(c: Client, args: argparse.Namespace, out: TextIO) ->
     return EXIT_OK
 
 
-def _wait_reassignments(c: Client, keys: list[tuple[str, int]], timeout_s: float,
-                        tty: TextIO) -> list[Any]:
-    """Poll until the partitions have their target replicas; a live line on a terminal."""
+def reassignment_done(s: Any, target: list[int] | None) -> bool:
+    """The partition has its target replicas (or, for a cancel, nothing is moving)."""
+    if s.in_progress:
+        return False
+    return target is None or set(s.replicas) == set(target)
+
+
+def progress_line(statuses: Sequence[Any], targets: dict[tuple[str, int], list[int] | None],
+                  limit: int = 3) -> str:
+    """One line: partitions done, then the copy progress of the first pending ones."""
+    done = sum(1 for s in statuses if reassignment_done(s, targets.get((s.topic, s.partition))))
+    parts = [f"reassigning: {done}/{len(targets)} partitions done"]
+    pending = [s for s in statuses
+               if not reassignment_done(s, targets.get((s.topic, s.partition)))]
+    for s in pending[:limit]:
+        leo = s.leader_log_end_offset if s.HasField("leader_log_end_offset") else "?"
+        copies = " ".join(f"{p.replica_id}@{p.log_end_offset}" for p in s.progress
+                          if p.replica_id in s.adding_replicas) or "-"
+        parts.append(f"{s.topic}-{s.partition} leader {s.leader} LEO {leo} adding {copies}")
+    if len(pending) > limit:
+        parts.append(f"+{len(pending) - limit} more")
+    return "; ".join(parts)
+
+
+SETTLE_S = 3.0
+
+
+def _leader_view_settling(statuses: Sequence[Any]) -> bool:
+    """Some replica of a finished move is not yet seen at the leader's log end offset."""
+    return any(s.HasField("leader_log_end_offset") and any(
+        p.log_end_offset < s.leader_log_end_offset for p in s.progress) for s in statuses)
+
+
+def _wait_reassignments(c: Client, targets: dict[tuple[str, int], list[int] | None],
+                        timeout_s: float, tty: TextIO) -> list[Any]:
+    """Poll until every partition has its target replicas, with a live line of real copy
+    progress (leader's and adding replicas' log end offsets) on a terminal."""
     pb = c.pb.partitions
     deadline = time.monotonic() + timeout_s
     live = tty.isatty()
+    request = pb.ListPartitionReassignmentsRequest(include_completed=True, partitions=[
+        pb.TopicPartition(topic=t, partition=p) for t, p in targets])
+    width = 0
+    settled_by: float | None = None
     while True:
-        resp = c.call(c.topics.DescribeTopics, c.pb.topics.DescribeTopicsRequest(
-            names=sorted({t for t, _ in keys})))
-        by_key = {(t.topic.name, p.partition.partition_id): p
-                  for t in resp.topics for p in t.partitions}
-        pending = [k for k in keys if by_key[k].partition.adding_replicas
-                   or by_key[k].partition.removing_replicas]
+        statuses = list(c.call(c.partitions.ListPartitionReassignments,
+                               request).reassignments)
+        pending = [s for s in statuses
+                   if not reassignment_done(s, targets.get((s.topic, s.partition)))]
         if live:
-            tty.write(f"\rreassigning: {len(keys) - len(pending)}/{len(keys)} partitions done")
+            line = progress_line(statuses, targets)
+            tty.write("\r" + line.ljust(width))
+            width = max(width, len(line))
             tty.flush()
         if not pending:
-            if live:
-                tty.write("\n")
-            break
+            if settled_by is None:
+                # a leader elected by the move knows its followers' offsets only after
+                # their next fetch: give that a moment so the final table shows them
+                settled_by = time.monotonic() + SETTLE_S
+            if not _leader_view_settling(statuses) or time.monotonic() >= settled_by:
+                if live:
+                    tty.write("\n")
+                return statuses
         if time.monotonic() >= deadline:
             if live:
                 tty.write("\n")
             raise TimeoutError(f"{len(pending)} reassignment(s) still in progress after "
                                f"{timeout_s:g}s (`skiff partitions reassignments` shows them)")
         time.sleep(0.2)
-    listing = c.call(c.partitions.ListPartitionReassignments,
-                     pb.ListPartitionReassignmentsRequest(partitions=[
-                         pb.TopicPartition(topic=t, partition=p) for t, p in keys]))
-    ongoing = {(s.topic, s.partition): s for s in listing.reassignments}
-    return [ongoing.get(k) or pb.ReassignmentStatus(
-        topic=k[0], partition=k[1], replicas=by_key[k].partition.replicas,
-        isr=by_key[k].partition.isr) for k in keys]
 
 
 def cmd_partitions_reassignments(c: Client, args: argparse.Namespace, out: TextIO) -> int:
