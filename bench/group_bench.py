@@ -9,7 +9,7 @@ Run by hand, two ways:
       10-member group on 60 partitions is balanced again after an 11th member is created
       (classic eager range, and group.protocol=consumer), judged by the members' own
       assign/revoke callbacks; synchronous commit throughput, p50 and p99, and asynchronous
-      commit throughput. Figures: docs/benchmarks/groups.md.
+      commit throughput. Figures: docs/benchmarks.md.
 
   python bench/group_bench.py [--members 10] [--commits 5000] [--heartbeat-ms 100]
       In-process, no network: simulated members call the GroupCoordinatorService the way
