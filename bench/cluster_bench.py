@@ -60,7 +60,7 @@ def full_isr(c: Cluster, name: str) -> bool:
 
 # ---------------------------------------------------------------------------- failover
 
-def bench_failover(rounds: int) -> None:
+def bench_failover(rounds: int, client_overrides: dict[str, str]) -> None:
     from confluent_kafka import Producer
 
     with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
@@ -73,7 +73,7 @@ def bench_failover(rounds: int) -> None:
             p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
                           "linger.ms": 0, "retry.backoff.ms": 20, "log_level": 0,
                           "topic.metadata.refresh.interval.ms": 1000,
-                          "message.timeout.ms": 30000})
+                          "message.timeout.ms": 30000, **client_overrides})
 
             def on_delivery(err: Any, msg: Any, t: float) -> None:
                 if err is None:
@@ -275,6 +275,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     p = sub.add_parser("failover")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("-X", dest="client", action="append", default=[], metavar="KEY=VALUE",
+                   help="a librdkafka producer setting, e.g. retry.backoff.max.ms=100")
     p = sub.add_parser("replication")
     p.add_argument("--messages", type=int, default=300_000)
     p.add_argument("--repeats", type=int, default=2)
@@ -283,7 +285,7 @@ def main() -> None:
     p.add_argument("--replication-factor", type=int, default=1)
     args = parser.parse_args()
     if args.what == "failover":
-        bench_failover(args.rounds)
+        bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
     elif args.what == "replication":
         bench_replication(args.messages, args.repeats)
     else:
