@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.controller.rpc import alter_partition_reassignments as rpc
+from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
-from broker.handlers.create_topics import await_controller, timeout_ms
+from broker.handlers.create_topics import timeout_ms
 
 if TYPE_CHECKING:
     from broker.node import Node

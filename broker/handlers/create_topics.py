@@ -6,22 +6,21 @@ and applied on this node. From v5 a created (or validated) topic's answer carrie
 partition count, replication factor and every topic config with its source, as Kafka's
 controller returns them to a client allowed to describe the topic's configs.
 
-Also here: `await_controller`, the admin handlers' way to run a controller operation under
-the request's timeout.
+`timeout_ms` reads a request's timeout for the admin handlers; they bound the controller
+operation with `broker.controller.rpc._common.within`, as the controller listener does.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import describe_topic_configs
 from broker.controller.requests import CreatableTopic, CreateTopicResult
+from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
 
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
 API_KEY = 19
 log = structlog.get_logger(__name__)
 _NO_THROTTLE = datetime.timedelta(0)
-T = TypeVar("T")
 
 
 def timeout_ms(request: Any) -> int:
@@ -40,22 +38,6 @@ def timeout_ms(request: Any) -> int:
     if isinstance(t, datetime.timedelta):
         return int(t.total_seconds() * 1000)
     return int(t) if t is not None else 0
-
-
-async def await_controller(call: Callable[[], Awaitable[T]], timeout_ms: int) -> T:
-    """Run a controller operation, waiting at most `timeout_ms` (a non-positive timeout waits
-    for the controller's own commit timeout). On timeout the operation keeps running — its
-    records may already be in the log — and the client gets REQUEST_TIMED_OUT, as Kafka's
-    controller answers a request whose deadline passed."""
-    task: asyncio.Future[T] = asyncio.ensure_future(call())
-    if timeout_ms <= 0:
-        return await task
-    done, _ = await asyncio.wait({task}, timeout=timeout_ms / 1000)
-    if not done:
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        raise KafkaError(ErrorCode.request_timed_out,
-                         f"The controller did not finish within {timeout_ms} ms.")
-    return task.result()
 
 
 def _to_creatable(topic: Any) -> CreatableTopic | CreateTopicResult:

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import DeleteTopicResult
+from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
-from broker.handlers.create_topics import await_controller, timeout_ms
+from broker.handlers.create_topics import timeout_ms
 
 if TYPE_CHECKING:
     from broker.node import Node

@@ -11,6 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.config import ConfigSource, describe_topic_configs
+from broker.controller.rpc._common import within
 from broker.errors import KafkaError
 from broker.handlers import create_topics
 from broker.handlers._build import build
@@ -183,10 +184,10 @@ def test_request_timeout(node: TestNode) -> None:
     assert node.metadata.topic("late") is not None
 
 
-def test_await_controller_passes_errors_through() -> None:
+def test_controller_wait_passes_errors_through() -> None:
     async def fail() -> None:
         raise KafkaError(ErrorCode.not_controller, "x")
 
     with pytest.raises(KafkaError) as exc:
-        asyncio.run(create_topics.await_controller(fail, 1000))
+        asyncio.run(within(fail, 1000))
     assert exc.value.error_code is ErrorCode.not_controller
