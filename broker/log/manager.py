@@ -207,12 +207,6 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
 
-    def update_config(self, topic: str, config: LogConfig) -> None:
-        with self._lock:
-            for (t, _), plog in self._logs.items():
-                if t == topic:
-                    plog.update_config(config)
-
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename its directory to `<tp>.<uuid>-delete`, remove it later."""
         key = (topic, partition)
