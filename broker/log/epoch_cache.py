@@ -7,6 +7,12 @@ Transitions (all here):
 - truncate_from_start(start): drop entries wholly before `start`, move the last one's
   start up to `start` (log start moved: retention, DeleteRecords).
 - clear(): truncate fully.
+
+Appends assign with persist=False: the entry is written (fsynced) by the log's next flush,
+before the recovery point passes its start offset, so a crash before then re-scans the
+batches that carry the epoch and assigns it again. This keeps an fsync per partition off
+the first append of every new leader epoch (Kafka moved the same fsync off its log lock
+in KAFKA-15046). Truncations still persist at once, with fsync.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class LeaderEpochCache:
         self.fsync = fsync
         self.epochs: list[int] = []
         self.starts: list[int] = []
+        self.dirty = False
         if self.path is not None:
             try:
                 entries = read_epoch_checkpoint(self.path)
@@ -53,6 +60,13 @@ class LeaderEpochCache:
     def _persist(self) -> None:
         if self.path is not None:
             write_epoch_checkpoint(self.path, self.entries(), fsync=self.fsync)
+        self.dirty = False
+
+    def persist_if_dirty(self) -> None:
+        """Write the entries assigned with persist=False; the log calls this before it
+        moves its recovery point."""
+        if self.dirty:
+            self._persist()
 
     def assign(self, epoch: int, start_offset: int, *, persist: bool = True) -> bool:
         """Record that `epoch` starts at `start_offset`; return True if the cache changed."""
@@ -70,6 +84,8 @@ class LeaderEpochCache:
         self.starts.append(start_offset)
         if persist:
             self._persist()
+        else:
+            self.dirty = True
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:

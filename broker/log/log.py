@@ -431,7 +431,7 @@ class PartitionLog:
                 end = pos + size
             base = entries[0][2]
             if leader_epoch > self.epoch_cache.latest_epoch:
-                self.epoch_cache.assign(leader_epoch, base)
+                self.epoch_cache.assign(leader_epoch, base, persist=False)
             self._append_locked(mv if writable else buffers, end, entries, written, now_ms, count)
             return AppendResult(
                 base,
@@ -538,7 +538,7 @@ class PartitionLog:
                 )
             for t in written:
                 if t[2] > self.epoch_cache.latest_epoch:
-                    self.epoch_cache.assign(t[2], t[0])
+                    self.epoch_cache.assign(t[2], t[0], persist=False)
             self._append_locked(mv, len(mv), entries, written, self.clock(), count)
             return AppendResult(
                 entries[0][2],
@@ -569,6 +569,7 @@ class PartitionLog:
             if len(self._segments) > 1 and self._segments[-2].indexes_unflushed:
                 self.flush()  # a roll just happened: make the previous segment durable too
             seg.flush(indexes=False)
+            self.epoch_cache.persist_if_dirty()
             self._recovery_point = self._log_end_offset
             self._unflushed_messages = 0
             self._last_flush_ms = now_ms
@@ -966,6 +967,8 @@ class PartitionLog:
                 return
             target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
             generation = self.truncation_generation
+            # Before the recovery point can pass an epoch's start (rare: once per epoch).
+            self.epoch_cache.persist_if_dirty()
             fds: list[int] = []
             segs = self._segments
             for seg in segs:
@@ -1010,6 +1013,7 @@ class PartitionLog:
                 return
             for s in self._segments:
                 s.flush()
+            self.epoch_cache.persist_if_dirty()
             self._recovery_point = self._log_end_offset
             for s in self._segments:
                 s.close()

@@ -88,3 +88,39 @@ def test_active_segment_tail_is_found_after_clean_restart(open_log, clock):
     assert plog2.log_end_offset == 75
     assert plog2.max_timestamp_offset() == (74, 1026, 2)
     assert plog2.append_as_leader(batch(1), 2, clock.now).base_offset == 75
+
+
+def test_a_new_epoch_reaches_the_checkpoint_before_the_recovery_point_passes_it(
+    open_log, clock, tmp_path
+):
+    """The first append of an epoch does not fsync the checkpoint (KAFKA-15046's cost);
+    flush writes it before moving the recovery point, and a crash before that re-assigns
+    the epoch from the batches recovery re-scans."""
+    checkpoint = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    plog = open_log()
+    plog.append_as_leader(batch(2), 1, clock())
+    plog.flush()
+    assert checkpoint.read_text() == "0\n1\n1 0\n"
+    plog.append_as_leader(batch(2), 4, clock())
+    assert checkpoint.read_text() == "0\n1\n1 0\n"  # not yet: no fsync on the append path
+    assert plog.recovery_point == 2
+    # A crash now: the file lacks epoch 4, the recovery point is below its start.
+    crashed = open_log(plog.config, clean_shutdown=False, recovery_point=plog.recovery_point)
+    assert crashed.epoch_cache.entries() == [(1, 0), (4, 2)]
+    crashed.flush()
+    assert checkpoint.read_text() == "0\n2\n1 0\n4 2\n"
+    plog.close()
+
+
+def test_fsync_on_append_persists_a_new_epoch_with_the_append(open_log, clock, tmp_path):
+    plog = open_log(LogConfig(fsync_on_append=True))
+    plog.append_as_leader(batch(2), 3, clock())
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n"
+    assert plog.recovery_point == 2
+
+
+def test_close_persists_a_new_epoch(open_log, clock, tmp_path):
+    plog = open_log()
+    plog.append_as_leader(batch(2), 2, clock())
+    plog.close()
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n2 0\n"
