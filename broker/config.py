@@ -304,7 +304,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, 60000, at_least(0)),
     ConfigDef("log.index.size.max.bytes", INT, 10 * 1024 * 1024, at_least(4)),
     ConfigDef("log.index.interval.bytes", INT, 4096, at_least(0)),
-    ConfigDef("log.preallocate", B, False),
+    ConfigDef("log.preallocate", B, True),
     ConfigDef("log.segment.delete.delay.ms", L, 60000, at_least(0)),
     ConfigDef("log.message.timestamp.type", S, "CreateTime", one_of("CreateTime", "LogAppendTime")),
     ConfigDef("log.message.timestamp.before.max.ms", L, LONG_MAX, at_least(0)),

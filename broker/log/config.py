@@ -36,7 +36,7 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60000
     compression_type: str = "producer"
-    preallocate: bool = False
+    preallocate: bool = True
     # Not a Kafka topic config: fsync every append before acknowledging (metadata log).
     fsync_on_append: bool = False
 

@@ -254,6 +254,7 @@ class PartitionLog:
             max_index_size=self.config.segment_index_bytes,
             created_ms=self.clock(),
             suffix=suffix,
+            preallocate=self.config.preallocate and not suffix,
         )
 
     def _set_segments(self, segs: Sequence[LogSegment]) -> None:
@@ -298,6 +299,8 @@ class PartitionLog:
             if segs:
                 segs[-1].release_index_fds()
             segs.append(seg)
+        if segs and not clean_shutdown:
+            segs[-1].release_leftover_reserve()  # preallocate's reserve, if a crash left one
         if not segs:
             segs.append(self._new_segment(max(log_start_offset, 0)))
         self._set_segments(segs)

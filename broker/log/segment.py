@@ -26,6 +26,7 @@ from broker.log.files import (
     pread_exact,
     pwrite_all,
     pwritev_all,
+    reserve_space,
     segment_name,
 )
 from broker.log.index import IndexCorrupt, OffsetIndex, TimeIndex
@@ -47,6 +48,11 @@ INT32_MAX = (1 << 31) - 1
 _BASE_LEN_DELTA = struct.Struct(">qi11xi")
 _SCAN_CHUNK = 4096 + 64  # about one index interval of small batches
 _RECOVER_CHUNK = 8 * 1024 * 1024
+# Space reserved ahead of the write position (preallocate): as much as the segment
+# already holds, so a quiet partition reserves little, up to this step.
+_MAX_RESERVE_STEP = 16 * 1024 * 1024
+_BLOCK = 4096
+_LEFTOVER_SLACK = 64 * 1024
 
 
 @dataclass
@@ -94,6 +100,7 @@ class LogSegment:
         max_index_size: int,
         created_ms: int,
         suffix: str = "",
+        preallocate: bool = False,
     ) -> None:
         self.dir = directory
         self.base_offset = base_offset
@@ -104,6 +111,8 @@ class LogSegment:
         self.file = SegmentFile(fd, "r+")
         self.fd = fd
         self.size = os.fstat(fd).st_size
+        self.preallocate = preallocate
+        self.reserved_end = self.size
         self.offset_index = OffsetIndex(
             directory / f"{name}{INDEX_SUFFIX}{suffix}", base_offset, max_index_size
         )
@@ -225,6 +234,7 @@ class LogSegment:
         truncated = file_size - valid
         if truncated:
             os.ftruncate(self.fd, valid)
+            self.reserved_end = valid
         self.size = valid
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -241,12 +251,15 @@ class LogSegment:
         """Write `data` (one buffer, or buffers gathered with pwritev totalling `size`) at
         the end and index its batches. `size` only moves after the bytes are written."""
         physical = self.size
+        if size is None:
+            assert not isinstance(data, list)
+            size = len(data)
+        if self.preallocate and physical + size > self.reserved_end:
+            self._reserve(physical + size)
         if isinstance(data, list):
-            assert size is not None
             pwritev_all(self.fd, data, physical, size)
         else:
             pwrite_all(self.fd, data, physical)
-            size = len(data)
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
         max_ts = self.max_timestamp
@@ -268,6 +281,30 @@ class LogSegment:
         self.indexes_unflushed = True
         self.size = physical + size
 
+    def _reserve(self, end: int) -> None:
+        step = min(_MAX_RESERVE_STEP, max(end, _BLOCK))
+        target = -(-(end + step) // _BLOCK) * _BLOCK
+        start = max(self.reserved_end, self.size)
+        if reserve_space(self.fd, start, target - start):
+            self.reserved_end = target
+        else:
+            self.preallocate = False  # not supported here (or no space: the write says)
+
+    def release_reserved(self) -> None:
+        """Give back blocks reserved past the data (roll, close)."""
+        if self.reserved_end > self.size:
+            os.ftruncate(self.fd, self.size)
+            self.reserved_end = self.size
+
+    def release_leftover_reserve(self) -> None:
+        """After a crash: give back a reserve the previous run left past the data. Only a
+        clear excess counts (the last block's slack and extent blocks do not), so files
+        without one keep their mtime."""
+        st = os.fstat(self.fd)
+        rounded = -(-self.size // _BLOCK) * _BLOCK
+        if st.st_blocks * 512 > rounded + _LEFTOVER_SLACK:
+            os.ftruncate(self.fd, self.size)
+
     def last_modified_ms(self) -> int:
         return os.fstat(self.fd).st_mtime_ns // 1_000_000
 
@@ -281,6 +318,7 @@ class LogSegment:
         self.offset_index.trim()
         self.time_index.trim()
         self.release_index_fds()
+        self.release_reserved()
 
     def release_index_fds(self) -> None:
         """Inactive segments keep only their log file open."""
@@ -399,6 +437,7 @@ class LogSegment:
         pos, h = found
         self.size = pos
         os.ftruncate(self.fd, pos)
+        self.reserved_end = pos
         self.offset_index.truncate_to_position(pos)
         self.time_index.truncate_to(h.base_offset)
         if pos == 0:
@@ -440,6 +479,7 @@ class LogSegment:
         return fds
 
     def close(self) -> None:
+        self.release_reserved()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()

@@ -520,3 +520,78 @@ def test_rolled_segments_are_flushed_by_the_next_tick(open_log, clock):
     assert not any(s.unflushed for s in plog.segments[:-1])
     assert plog.active_segment.unflushed
     assert not plog.maybe_flush(clock.now)
+
+
+def allocated(path):
+    return os.stat(path).st_blocks * 512
+
+
+def test_preallocate_reserves_blocks_ahead_without_changing_the_size(open_log, clock, tmp_path):
+    from broker.log.files import reserve_space
+
+    probe = tmp_path / "probe"
+    fd = os.open(probe, os.O_RDWR | os.O_CREAT)
+    supported = reserve_space(fd, 0, 4096)
+    os.close(fd)
+    if not supported:
+        pytest.skip("this filesystem cannot fallocate with FALLOC_FL_KEEP_SIZE")
+    plog = open_log(LogConfig(segment_bytes=1 << 20))
+    data = batch(20, size=500)
+    plog.append_as_leader(data, 0, clock.now)
+    seg = plog.segments[-1]
+    assert os.path.getsize(seg.log_path) == len(data) == seg.size
+    assert allocated(seg.log_path) >= 2 * len(data)  # as much again reserved ahead
+    for _ in range(5):
+        plog.append_as_leader(data, 0, clock.now)
+    assert os.path.getsize(seg.log_path) == 6 * len(data)
+    assert len(all_values(plog)) == 120
+    # A follower truncation gives the reserve back with the truncated bytes.
+    plog.truncate_to(40)
+    assert allocated(seg.log_path) <= 4096 * -(-seg.size // 4096)
+    plog.append_as_leader(data, 0, clock.now)
+    assert allocated(seg.log_path) > seg.size
+    # Rolling gives it back, and so does close.
+    plog.roll()
+    assert allocated(seg.log_path) <= 4096 * -(-seg.size // 4096)
+    plog.append_as_leader(data, 0, clock.now)
+    active = plog.segments[-1]
+    assert allocated(active.log_path) > active.size
+    plog.close()
+    assert allocated(active.log_path) <= 4096 * -(-active.size // 4096)
+
+
+def test_a_crash_with_blocks_reserved_loses_nothing_and_reopens_with_the_data_size(
+    open_log, clock
+):
+    from broker.log.files import reserve_space
+
+    plog = open_log(LogConfig(segment_bytes=1 << 20))
+    data = batch(20, size=500)
+    for _ in range(3):
+        plog.append_as_leader(data, 0, clock.now)
+    before = all_values(plog)
+    path = plog.segments[-1].log_path
+    plog.close()
+    # As after kill -9: a reserve left past the end of the file.
+    fd = os.open(path, os.O_RDWR)
+    reserved = reserve_space(fd, os.path.getsize(path), 1 << 20)
+    os.close(fd)
+    crashed = open_log(plog.config, clean_shutdown=False, recovery_point=0)
+    assert all_values(crashed) == before
+    seg = crashed.segments[-1]
+    assert seg.size == os.path.getsize(seg.log_path) == 3 * len(data)
+    if reserved:  # the leftover reserve was given back on the way up
+        assert allocated(seg.log_path) <= 4096 * -(-seg.size // 4096)
+    crashed.append_as_leader(data, 0, clock.now)
+    assert crashed.log_end_offset == 80
+    crashed.close()
+    if reserved:
+        assert allocated(seg.log_path) <= 4096 * -(-seg.size // 4096)
+
+
+def test_preallocate_false_reserves_nothing(open_log, clock):
+    plog = open_log(LogConfig(segment_bytes=1 << 20, preallocate=False))
+    data = batch(20, size=500)
+    plog.append_as_leader(data, 0, clock.now)
+    seg = plog.segments[-1]
+    assert allocated(seg.log_path) <= 4096 * -(-seg.size // 4096)
