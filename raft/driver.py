@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,13 +86,22 @@ class TcpTransport:
 
     async def request(self, dst: int, api_key: int, version: int, request: Any,
                       timeout_s: float) -> Any:
+        return await self._conn(dst, api_key).request(api_key, version, request, timeout_s)
+
+    def start_request(self, dst: int, api_key: int, version: int, request: Any,
+                      timeout_s: float) -> asyncio.Future[Any]:
+        """Like `request`, but the frame is written before this returns when the
+        connection is up; the future holds the answer."""
+        return self._conn(dst, api_key).start_request(api_key, version, request, timeout_s)
+
+    def _conn(self, dst: int, api_key: int) -> KafkaConnection:
         lane = api_key in (1, 59)
         conn = self._conns.get((dst, lane))
         if conn is None:
             addr = self.config.voters[dst]
             conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}")
             self._conns[(dst, lane)] = conn
-        return await conn.request(api_key, version, request, timeout_s)
+        return conn
 
     async def close(self) -> None:
         for c in self._conns.values():
@@ -150,6 +160,7 @@ class RaftDriver:
         self._closed = False
         self._syncing = False
         self._after_stall = False
+        self._deliver_scheduled = False
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -291,6 +302,48 @@ class RaftDriver:
         self.core.handle_response(send.dst, send.rid, resp, self._now())
         self._drain()
 
+    def _start_send(self, send: Send) -> None:
+        """Write a request in this turn of the event loop when the transport can (a
+        follower's next Fetch leaves as soon as the previous answer is handled, with no
+        task hop in between); other transports run `_send` in a task."""
+        start = getattr(self.transport, "start_request", None)
+        if start is None:
+            self._spawn(self._send(send))
+            return
+        req = send.message
+        assert isinstance(req, Request.__args__)
+        api_key, version, entity = encode_request(req, self.config.cluster_id)
+        wait_ms = req.max_wait_ms if isinstance(req, FetchRequest) else 0
+        timeout = (self.config.request_timeout_ms + wait_ms) / 1000
+        fut: asyncio.Future[Any]
+        try:
+            fut = start(send.dst, api_key, version, entity, timeout)
+        except (OSError, ConnectionError, RuntimeError) as e:
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_exception(e)
+        if isinstance(fut, asyncio.Task):  # still connecting: stop() cancels it
+            self._tasks.add(fut)
+            fut.add_done_callback(self._tasks.discard)
+        fut.add_done_callback(functools.partial(self._on_answer, send, req, api_key))
+
+    def _on_answer(self, send: Send, req: Request, api_key: int,
+                   fut: asyncio.Future[Any]) -> None:
+        if self._closed:
+            if not fut.cancelled():
+                fut.exception()  # retrieved: nobody else will
+            return
+        try:
+            if fut.cancelled():
+                raise ConnectionError("request cancelled")
+            resp = decode_response(req, fut.result())
+        except (OSError, TimeoutError, ConnectionError, ValueError, RuntimeError) as e:
+            log.debug("raft.request_failed", dst=send.dst, api=api_key, error=repr(e))
+            self.core.handle_failure(send.dst, send.rid, self._now())
+            self._drain()
+            return
+        self.core.handle_response(send.dst, send.rid, resp, self._now())
+        self._drain()
+
     def _spawn(self, coro: Any) -> None:
         t = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(t)
@@ -302,13 +355,15 @@ class RaftDriver:
         if self._closed:
             return
         out = self.core.take_output()
+        requests_sent = False
         for send in out.sends:
             if send.is_response:
                 fut = self._inbound.get(send.rid)
                 if fut is not None and not fut.done():
                     fut.set_result(send.message)  # type: ignore[arg-type]
             else:
-                self._spawn(self._send(send))
+                self._start_send(send)
+                requests_sent = True
         if out.flush:
             # queued after the answers just released, so they are written first
             self._start_sync()
@@ -327,7 +382,14 @@ class RaftDriver:
                 for lst in self.listeners:
                     lst.on_snapshot_load(ev.snapshot_id, data)
                 self._delivered = ev.snapshot_id.end_offset
-        self._deliver_commits()
+        if requests_sent and self.core.hw > self._delivered:
+            # A follower: its next Fetch is on its way (or in a task queued just now);
+            # the state machine gets the commits after that, off the replication path.
+            if not self._deliver_scheduled:
+                self._deliver_scheduled = True
+                (self._loop or asyncio.get_running_loop()).call_soon(self._deliver_later)
+        else:
+            self._deliver_commits()
         if self._pending and not self._syncing and self._flush_handle is not None:
             # the previous fsync finished: write what gathered meanwhile now
             self._flush_handle.cancel()
@@ -361,6 +423,11 @@ class RaftDriver:
             return
         self.core.flushed(epoch, end, self._now())
         self._drain()
+
+    def _deliver_later(self) -> None:
+        self._deliver_scheduled = False
+        if not self._closed:
+            self._deliver_commits()
 
     def _deliver_commits(self) -> None:
         hw = self.core.hw

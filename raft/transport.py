@@ -151,7 +151,9 @@ class KafkaConnection:
 
     async def request(self, api_key: int, version: int, request: Any,
                       timeout_s: float) -> Any:
-        writer = await asyncio.wait_for(self._connect(), timeout_s)
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            writer = await asyncio.wait_for(self._connect(), timeout_s)
         self._next = (self._next + 1) & 0x7FFFFFFF
         cid = self._next
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -161,6 +163,34 @@ class KafkaConnection:
             return await asyncio.wait_for(fut, timeout_s)
         finally:
             self._pending.pop(cid, None)
+
+    def start_request(self, api_key: int, version: int, request: Any,
+                      timeout_s: float) -> asyncio.Future[Any]:
+        """`request` without a coroutine hop: on a live connection the frame is written
+        before this returns, and the future holds the answer (TimeoutError after
+        `timeout_s`). Otherwise it connects first, in a task, as `request` does."""
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            return asyncio.ensure_future(self.request(api_key, version, request, timeout_s))
+        loop = asyncio.get_running_loop()
+        self._next = (self._next + 1) & 0x7FFFFFFF
+        cid = self._next
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._pending[cid] = (fut, api_key, version)
+
+        def expire() -> None:
+            if not fut.done():
+                fut.set_exception(TimeoutError(f"no answer to api {api_key} in {timeout_s}s"))
+
+        timer = loop.call_later(timeout_s, expire)
+
+        def done(_f: asyncio.Future[Any]) -> None:
+            timer.cancel()
+            self._pending.pop(cid, None)
+
+        fut.add_done_callback(done)
+        writer.write(encode_request(api_key, version, cid, self.client_id, request))
+        return fut
 
     async def close(self) -> None:
         if self._writer is not None:
