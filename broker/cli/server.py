@@ -16,6 +16,7 @@ import structlog
 from broker.cli.storage import StorageError, format_storage, random_kafka_uuid, read_meta_properties
 from broker.config import ConfigError, NodeConfig, load_config
 from broker.logsetup import configure_logging
+from raft import eventloop
 
 log = structlog.get_logger(__name__)
 
@@ -83,7 +84,7 @@ def _run(cfg: NodeConfig) -> int:
     for warning in cfg.warnings:
         _warn(warning)
     try:
-        asyncio.run(_serve(cfg))
+        eventloop.run(_serve(cfg))
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -28,6 +28,7 @@ from typing import Any
 
 import structlog
 
+from raft import eventloop
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(args))
+        eventloop.run(run(args))
 
 
 if __name__ == "__main__":
