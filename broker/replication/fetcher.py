@@ -139,7 +139,8 @@ class ReplicaFetcher:
         self._conn: FetchConnection | None = None
         self._conn_address: tuple[str, int] | None = None
         self._wakeup = asyncio.Event()
-        self._added = asyncio.Event()  # a partition joined while a fetch was in flight
+        self._in_flight: asyncio.Future[Any] | None = None
+        self._abandoned = False  # a partition joined while the fetch in flight was held
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -156,7 +157,10 @@ class ReplicaFetcher:
             return
         self.partitions[key] = _FetchState(part, part.leader_epoch)
         self._wakeup.set()
-        self._added.set()
+        fetching = self._in_flight
+        if fetching is not None and not fetching.done():
+            self._abandoned = True
+            fetching.cancel()
 
     def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
@@ -249,24 +253,30 @@ class ReplicaFetcher:
         sent = {(st.part.topic, st.part.index): (st, st.part.log.log_end_offset) for st in ready}
         request = self._request(version, [st for st, _ in sent.values()])
         s = self.settings
-        self._added.clear()
-        fetching = loop.create_task(conn.request(
-            FETCH, version, request, (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000))
-        added = loop.create_task(self._added.wait())
+        timeout_s = (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000
+        start = getattr(conn, "start_request", None)
+        # No task per round where the connection can write the request at once: a round
+        # is a few hundred microseconds of Python, and followers run one per leader batch.
+        fetching: asyncio.Future[Any] = (
+            start(FETCH, version, request, timeout_s) if start is not None
+            else loop.create_task(conn.request(FETCH, version, request, timeout_s)))
+        self._in_flight = fetching
+        self._abandoned = False
         try:
-            await asyncio.wait({fetching, added}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            added.cancel()
-            if not fetching.done():
-                fetching.cancel()
-        if fetching.cancelled():
+            response = await fetching
+        except asyncio.CancelledError:
+            if not self._abandoned:
+                raise
             # A partition arrived (a leadership change) while the leader held this fetch in
             # its long poll: rather than wait up to replica.fetch.wait.max.ms, drop the
             # connection (the leader answers requests on one connection in order) and fetch
             # again with the new partition at once. Nothing of the abandoned fetch was used.
             await self._close_connection()
             return
-        response = fetching.result()
+        finally:
+            self._in_flight = None
+            if not fetching.done():
+                fetching.cancel()
         if response.error_code != ErrorCode.none:
             log.info("replica_fetch_error", source=self.source_id,
                      error=ErrorCode(response.error_code).name)
