@@ -143,10 +143,12 @@ def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, acks:
         if i % 1000 == 0:
             p.poll(0)
     left = p.flush(300)
-    out.put({"elapsed_s": time.perf_counter() - t0, "undelivered": left, "errors": errors[0]})
+    out.put({"elapsed_s": time.perf_counter() - t0, "undelivered": left, "errors": errors[0],
+             "cpu_s": time.process_time()})
 
 
-def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> float:
+def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> tuple[float, float]:
+    """(messages/s, the producer process's CPU seconds)."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     proc = ctx.Process(target=producer_proc, args=(bootstrap, topic, 3, count, acks, q))
@@ -155,7 +157,17 @@ def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> float:
     proc.join(30)
     if res["undelivered"] or res["errors"]:
         raise RuntimeError(f"{topic}: {res}")
-    return float(count / res["elapsed_s"])
+    return float(count / res["elapsed_s"]), float(res["cpu_s"])
+
+
+def cpu_seconds(c: Cluster, ids: list[int]) -> float:
+    import psutil
+
+    total = 0.0
+    for i in ids:
+        t = psutil.Process(c.nodes[i].pid).cpu_times()
+        total += t.user + t.system
+    return total
 
 
 def bench_replication(messages: int, repeats: int) -> None:
@@ -165,11 +177,19 @@ def bench_replication(messages: int, repeats: int) -> None:
         cases = [("RF=1 acks=1", "rf1", "1"), ("RF=3 acks=1", "rf3", "1"),
                  ("RF=3 acks=all", "rf3", "all")]
         results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+        brokers, controllers = list(c.broker_ids), list(c.controller_ids)
         for _ in range(repeats):
             for name, topic, acks in cases:
-                rate = run_producer(c.bootstrap_servers, topic, messages, acks)
+                b0, c0 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)
+                rate, producer_cpu = run_producer(c.bootstrap_servers, topic, messages, acks)
+                b1, c1 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)
                 results[name].append(rate)
-                print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s)", flush=True)
+                # CPU-s per 100k records: where the two shared cores went in this case
+                # (broker figures include the ~1 s of the producer's startup and flush).
+                per = 100_000 / messages
+                print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s); CPU-s per "
+                      f"100k records: brokers {(b1 - b0) * per:.2f}, controllers "
+                      f"{(c1 - c0) * per:.2f}, producer {producer_cpu * per:.2f}", flush=True)
                 c.wait_for(lambda topic=topic: full_isr(c, topic), 60, "ISR full")
     base = statistics.median(results["RF=1 acks=1"])
     for name, rates in results.items():

@@ -237,8 +237,11 @@ class Cluster:
             raise RuntimeError(f"node {node_id} (pid {node.pid}) is already running")
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         env.pop("SKIFF_TEST_BOOTSTRAP", None)
-        cmd = [sys.executable, "-m", "broker.cli.main", "server", "start",
-               str(node.config_path)]
+        profile_dir = os.environ.get("SKIFF_CLUSTER_CPROFILE_DIR")  # benchmarks, by hand
+        prefix = ([sys.executable, "-m", "cProfile", "-o",
+                   f"{profile_dir}/node{node_id}.{node.starts}.prof"]
+                  if profile_dir else [sys.executable])
+        cmd = [*prefix, "-m", "broker.cli.main", "server", "start", str(node.config_path)]
         node._log = open(node.log_path, "ab")  # noqa: SIM115 - closed in _reap
         node._log.write(f"\n=== start #{node.starts + 1}: {' '.join(cmd)}\n".encode())
         node._log.flush()
