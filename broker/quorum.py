@@ -22,6 +22,7 @@ from broker.metadata_log_store import MetadataLogStore
 from broker.protocol.api import API_VERSIONS, ApiTable
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher
+from broker.server.frames import ResponseChunks
 from raft.config import RaftConfig
 from raft.driver import RaftDriver
 from raft.messages import Batch, SnapshotId
@@ -124,7 +125,10 @@ class MetadataQuorumDriver:
         return dispatcher
 
     async def _handle(self, node: Any, ctx: RequestContext, request: Any) -> Any:
-        return await self.driver.handle_request(ctx.api_key, ctx.api_version, request)
+        response = await self.driver.handle_request(ctx.api_key, ctx.api_version, request)
+        if isinstance(response, bytes):  # a Fetch answer from raft's narrow encoder
+            return ResponseChunks([response])
+        return response
 
     # ---- RaftListener ------------------------------------------------------------------
 

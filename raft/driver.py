@@ -44,9 +44,9 @@ from raft.wire import (
     build,
     decode_request,
     decode_response,
-    encode_request,
-    encode_response,
     error_response,
+    outbound,
+    response_body,
     schema_module,
 )
 
@@ -277,14 +277,14 @@ class RaftDriver:
             resp = await fut
         finally:
             self._inbound.pop(rid, None)
-        return encode_response(api_key, api_version, resp)
+        return response_body(api_key, api_version, resp)
 
     # ----------------------------------------------------------------- outbound
 
     async def _send(self, send: Send) -> None:
         req = send.message
         assert isinstance(req, Request.__args__)
-        api_key, version, entity = encode_request(req, self.config.cluster_id)
+        api_key, version, entity = outbound(req, self.config.cluster_id)
         wait_ms = req.max_wait_ms if isinstance(req, FetchRequest) else 0
         timeout = (self.config.request_timeout_ms + wait_ms) / 1000
         try:
@@ -312,7 +312,7 @@ class RaftDriver:
             return
         req = send.message
         assert isinstance(req, Request.__args__)
-        api_key, version, entity = encode_request(req, self.config.cluster_id)
+        api_key, version, entity = outbound(req, self.config.cluster_id)
         wait_ms = req.max_wait_ms if isinstance(req, FetchRequest) else 0
         timeout = (self.config.request_timeout_ms + wait_ms) / 1000
         fut: asyncio.Future[Any]

@@ -19,11 +19,9 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
-from kio.static.primitive import i16, i32
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
@@ -40,6 +38,11 @@ def _encode(entity: Any) -> bytes:
     return buf.getvalue()
 
 
+_I32 = struct.Struct(">i")
+_request_schema = functools.cache(load_request_schema)
+_response_schema = functools.cache(load_response_schema)
+
+
 def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
@@ -54,19 +57,28 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BY
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str,
                    request: Any) -> bytes:
-    flexible = type(request).__flexible__
-    header: Any
-    if flexible:
-        header = RequestHeaderV2(request_api_key=i16(api_key), request_api_version=i16(version),
-                                 correlation_id=i32(correlation_id), client_id=client_id)
+    """A request frame; `request` is a kio entity or an already encoded body."""
+    if isinstance(request, bytes):
+        flexible = _request_schema(api_key, version).__flexible__
+        body = request
     else:
-        header = RequestHeaderV1(request_api_key=i16(api_key), request_api_version=i16(version),
-                                 correlation_id=i32(correlation_id), client_id=client_id)
-    return frame(_encode(header) + _encode(request))
+        flexible = type(request).__flexible__
+        body = _encode(request)
+    return frame(request_header(api_key, version, correlation_id, client_id, flexible) + body)
 
 
-_request_schema = functools.cache(load_request_schema)
-_response_schema = functools.cache(load_response_schema)
+_REQUEST_HEADER = struct.Struct(">hhih")
+
+
+def request_header(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   flexible: bool) -> bytes:
+    """Request header v1, or v2 when `flexible` (v2 adds an empty tagged-field section;
+    client_id stays a non-compact nullable string): the bytes kio writes, without its
+    generic writer on every metadata Fetch."""
+    raw = b"" if client_id is None else client_id.encode()
+    head = _REQUEST_HEADER.pack(api_key, version, correlation_id,
+                                -1 if client_id is None else len(raw)) + raw
+    return head + b"\x00" if flexible else head
 
 
 def decode_request(payload: bytes) -> tuple[int, int, int, Any]:
@@ -86,13 +98,21 @@ def decode_request(payload: bytes) -> tuple[int, int, int, Any]:
     return api_key, version, correlation_id, request
 
 
-def encode_response(correlation_id: int, response: Any) -> bytes:
-    header: Any
-    if type(response).__flexible__:
-        header = ResponseHeaderV1(correlation_id=i32(correlation_id))
+def encode_response(correlation_id: int, response: Any, *,
+                    api: tuple[int, int] | None = None) -> bytes:
+    """A response frame; `response` is a kio entity, or an already encoded body of the
+    (api_key, version) named by `api`."""
+    if isinstance(response, bytes):
+        if api is None:
+            raise TypeError("an encoded response body needs its (api_key, version)")
+        flexible = _response_schema(*api).__flexible__
+        body = response
     else:
-        header = ResponseHeaderV0(correlation_id=i32(correlation_id))
-    return frame(_encode(header) + _encode(response))
+        flexible = type(response).__flexible__
+        body = _encode(response)
+    # Response header v1 is v0 (the correlation id) plus an empty tagged-field section.
+    header = _I32.pack(correlation_id) + (b"\x00" if flexible else b"")
+    return frame(header + body)
 
 
 class KafkaConnection:
@@ -222,7 +242,7 @@ async def serve(handler: Handler, host: str, port: int,
                     return
                 resp = error_response(api_key, version, e)
             if not writer.is_closing():
-                writer.write(encode_response(cid, resp))
+                writer.write(encode_response(cid, resp, api=(api_key, version)))
 
         try:
             while True:

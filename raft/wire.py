@@ -18,6 +18,9 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from raft.fetch_codec import REQUEST_VERSION as FETCH_REQUEST_VERSION
+from raft.fetch_codec import RESPONSE_VERSIONS as FETCH_RESPONSE_VERSIONS
+from raft.fetch_codec import encode_fetch_request, encode_fetch_response
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -152,6 +155,15 @@ def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]
                                    topics=(t,))
 
 
+def outbound(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]:
+    """(api key, version, body) to send: Fetch, the per-record RPC, as bytes from the
+    narrow encoder (raft/fetch_codec.py); the rest as kio entities."""
+    if isinstance(msg, FetchRequest):
+        return FETCH, FETCH_REQUEST_VERSION, encode_fetch_request(msg, cluster_id,
+                                                                  METADATA_TOPIC_ID)
+    return encode_request(msg, cluster_id)
+
+
 def decode_response(request: Request, response: Any) -> Response:
     """The core's view of the kio response to `request`."""
     err = getattr(response, "error_code", ErrorCode.none)
@@ -268,6 +280,15 @@ def encode_response(api_key: int, version: int, msg: Response) -> Any:
               leader_id=msg.leader_id, leader_epoch=msg.epoch, vote_granted=granted)
     t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
     return build(m, name, error_code=ErrorCode.none, topics=(t,), node_endpoints=())
+
+
+def response_body(api_key: int, version: int, msg: Response) -> Any:
+    """The answer to send: a Fetch answer as bytes from the narrow encoder, the rest as
+    kio entities (encode_response)."""
+    if isinstance(msg, FetchResponse) and version in FETCH_RESPONSE_VERSIONS:
+        return encode_fetch_response(version, msg, encode_batches(msg.batches),
+                                     METADATA_TOPIC_ID)
+    return encode_response(api_key, version, msg)
 
 
 def error_response(api_key: int, version: int, error: ErrorCode) -> Any:

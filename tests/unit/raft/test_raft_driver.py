@@ -35,7 +35,7 @@ class Loopback:
         frame = transport.encode_request(api_key, version, 1, "t", request)
         k, v, _cid, req = transport.decode_request(frame[4:])
         resp = await asyncio.wait_for(self.nodes[dst].handle_request(k, v, req), timeout_s)
-        out = transport.encode_response(1, resp)[4:]
+        out = transport.encode_response(1, resp, api=(k, v))[4:]
         _h, hs = entity_reader(ResponseHeader)(out, 0)
         return entity_reader(load_response_schema(api_key, version))(out, hs)[0]
 
