@@ -11,8 +11,9 @@ Transitions (all here):
 Appends assign with persist=False: the entry is written (fsynced) by the log's next flush,
 before the recovery point passes its start offset, so a crash before then re-scans the
 batches that carry the epoch and assigns it again. This keeps an fsync per partition off
-the first append of every new leader epoch (Kafka moved the same fsync off its log lock
-in KAFKA-15046). Truncations still persist at once, with fsync.
+the first append of every new leader epoch (Kafka took leader-epoch-checkpoint fsyncs
+out from under its log lock for the same reason, KAFKA-15046). Truncations still persist
+at once, with fsync.
 """
 
 from __future__ import annotations
