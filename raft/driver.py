@@ -155,7 +155,7 @@ class RaftDriver:
         self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # (last offset, future)
         self._delivered = log_store.log_start_offset
         self._bytes_since_snapshot = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._syncing = False
@@ -281,47 +281,28 @@ class RaftDriver:
 
     # ----------------------------------------------------------------- outbound
 
-    async def _send(self, send: Send) -> None:
-        req = send.message
-        assert isinstance(req, Request.__args__)
-        api_key, version, entity = outbound(req, self.config.cluster_id)
-        wait_ms = req.max_wait_ms if isinstance(req, FetchRequest) else 0
-        timeout = (self.config.request_timeout_ms + wait_ms) / 1000
-        try:
-            raw = await self.transport.request(send.dst, api_key, version, entity, timeout)
-            resp = decode_response(req, raw)
-        except (OSError, TimeoutError, ConnectionError, ValueError, RuntimeError) as e:
-            if self._closed:
-                return
-            log.debug("raft.request_failed", dst=send.dst, api=api_key, error=repr(e))
-            self.core.handle_failure(send.dst, send.rid, self._now())
-            self._drain()
-            return
-        if self._closed:
-            return
-        self.core.handle_response(send.dst, send.rid, resp, self._now())
-        self._drain()
-
     def _start_send(self, send: Send) -> None:
-        """Write a request in this turn of the event loop when the transport can (a
-        follower's next Fetch leaves as soon as the previous answer is handled, with no
-        task hop in between); other transports run `_send` in a task."""
-        start = getattr(self.transport, "start_request", None)
-        if start is None:
-            self._spawn(self._send(send))
-            return
+        """Send a request; its answer or failure reaches `_on_answer`. A transport with
+        `start_request` writes it in this turn of the event loop (a follower's next Fetch
+        leaves as soon as the previous answer is handled, with no task hop in between);
+        other transports run `request` in a task."""
         req = send.message
         assert isinstance(req, Request.__args__)
-        api_key, version, entity = outbound(req, self.config.cluster_id)
+        api_key, version, body = outbound(req, self.config.cluster_id)
         wait_ms = req.max_wait_ms if isinstance(req, FetchRequest) else 0
         timeout = (self.config.request_timeout_ms + wait_ms) / 1000
+        start = getattr(self.transport, "start_request", None)
         fut: asyncio.Future[Any]
         try:
-            fut = start(send.dst, api_key, version, entity, timeout)
+            if start is not None:
+                fut = start(send.dst, api_key, version, body, timeout)
+            else:
+                fut = asyncio.ensure_future(
+                    self.transport.request(send.dst, api_key, version, body, timeout))
         except (OSError, ConnectionError, RuntimeError) as e:
             fut = asyncio.get_running_loop().create_future()
             fut.set_exception(e)
-        if isinstance(fut, asyncio.Task):  # still connecting: stop() cancels it
+        if isinstance(fut, asyncio.Task):  # a request still running: stop() cancels it
             self._tasks.add(fut)
             fut.add_done_callback(self._tasks.discard)
         fut.add_done_callback(functools.partial(self._on_answer, send, req, api_key))
@@ -343,11 +324,6 @@ class RaftDriver:
             return
         self.core.handle_response(send.dst, send.rid, resp, self._now())
         self._drain()
-
-    def _spawn(self, coro: Any) -> None:
-        t = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
 
     def _drain(self) -> None:
         """Act on the core's output: send, resolve answers, deliver commits and
