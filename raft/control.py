@@ -10,21 +10,11 @@ from __future__ import annotations
 
 import struct
 
+from raft.kafka_bytes import uvarint
+
 LEADER_CHANGE_TYPE = 2
 CONTROL_KEY_LEADER_CHANGE = struct.pack(">hh", 0, LEADER_CHANGE_TYPE)
 _MAX_VOTERS = 10_000
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -42,7 +32,7 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _voters(ids: tuple[int, ...]) -> bytes:
-    return _uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
+    return uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
 
 
 def encode_leader_change(

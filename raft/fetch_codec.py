@@ -27,6 +27,7 @@ from __future__ import annotations
 import struct
 import uuid
 
+from raft.kafka_bytes import tagged_field, uvarint
 from raft.messages import FetchRequest, FetchResponse
 
 REQUEST_VERSION = 17
@@ -46,30 +47,15 @@ _NO_TAGS = b"\x00"
 _NULL = b"\x00"  # a null compact array
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _tag(tag: int, data: bytes) -> bytes:
-    return _uvarint(tag) + _uvarint(len(data)) + data
-
-
 def encode_fetch_request(msg: FetchRequest, cluster_id: str | None,
                          topic_id: uuid.UUID) -> bytes:
     """The body of the Fetch v17 request `wire.encode_request` describes."""
     tags = []
     if cluster_id is not None:
         raw = cluster_id.encode()
-        tags.append(_tag(0, _uvarint(len(raw) + 1) + raw))
+        tags.append(tagged_field(0, uvarint(len(raw) + 1) + raw))
     if msg.replica_id != -1:
-        tags.append(_tag(1, _REPLICA_STATE.pack(msg.replica_id, -1, 0)))
+        tags.append(tagged_field(1, _REPLICA_STATE.pack(msg.replica_id, -1, 0)))
     return b"".join((
         _REQUEST_HEAD.pack(msg.max_wait_ms, 1, msg.max_bytes, 0, 0, -1),
         b"\x02", topic_id.bytes,
@@ -79,7 +65,7 @@ def encode_fetch_request(msg: FetchRequest, cluster_id: str | None,
         _NO_TAGS,  # topic
         _ONE,  # forgotten_topics_data: empty
         _ONE,  # rack_id: ""
-        _uvarint(len(tags)), *tags,
+        uvarint(len(tags)), *tags,
     ))
 
 
@@ -91,13 +77,13 @@ def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
         raise ValueError(f"Fetch v{version} response is not encoded here")
     tags = []
     if (msg.diverging_epoch, msg.diverging_end_offset) != (-1, -1):
-        tags.append(_tag(0, _IQ.pack(msg.diverging_epoch, msg.diverging_end_offset)
+        tags.append(tagged_field(0, _IQ.pack(msg.diverging_epoch, msg.diverging_end_offset)
                          + _NO_TAGS))
     if (msg.leader_id, msg.epoch) != (-1, -1):
-        tags.append(_tag(1, _II.pack(msg.leader_id, msg.epoch) + _NO_TAGS))
+        tags.append(tagged_field(1, _II.pack(msg.leader_id, msg.epoch) + _NO_TAGS))
     sid = msg.snapshot_id
     if sid is not None and (sid.end_offset, sid.epoch) != (-1, -1):
-        tags.append(_tag(2, _QI.pack(sid.end_offset, sid.epoch) + _NO_TAGS))
+        tags.append(tagged_field(2, _QI.pack(sid.end_offset, sid.epoch) + _NO_TAGS))
     return b"".join((
         _RESPONSE_HEAD.pack(0, 0, 0),
         b"\x02", topic_id.bytes,
@@ -105,8 +91,8 @@ def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
                                       msg.high_watermark, msg.log_start_offset),
         _NULL,  # aborted_transactions
         _I32.pack(-1),  # preferred_read_replica
-        _uvarint(len(records) + 1), records,
-        _uvarint(len(tags)), *tags,  # partition
+        uvarint(len(records) + 1), records,
+        uvarint(len(tags)), *tags,  # partition
         _NO_TAGS,  # topic
         _NO_TAGS,  # response (node_endpoints empty)
     ))

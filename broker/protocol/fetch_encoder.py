@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Final, cast
 
 from broker.server.frames import Chunk, FileSlice, ResponseChunks, chunk_length
+from raft.kafka_bytes import tagged_field, uvarint
 
 MIN_VERSION: Final = 4
 MAX_VERSION: Final = 16
@@ -89,21 +90,10 @@ class FetchResponseData:
     node_endpoints: Sequence[NodeEndpoint] = field(default=())
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0:
-        raise ValueError("negative unsigned varint")
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(s: str, flexible: bool) -> bytes:
     b = s.encode()
     if flexible:
-        return _uvarint(len(b) + 1) + b
+        return uvarint(len(b) + 1) + b
     if len(b) > 0x7FFF:
         raise ValueError("string too long")
     return _I16.pack(len(b)) + b
@@ -118,11 +108,7 @@ def _nullable_string(s: str | None, flexible: bool) -> bytes:
 def _array_len(n: int | None, flexible: bool) -> bytes:
     if n is None:
         return b"\x00" if flexible else b"\xff\xff\xff\xff"
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
-
-
-def _tagged(tag: int, payload: bytes) -> bytes:
-    return _uvarint(tag) + _uvarint(len(payload)) + payload
+    return uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _record_chunks(records: Records) -> list[Chunk] | None:
@@ -172,7 +158,7 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
                 buf += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
                 size = sum(chunk_length(c) for c in chunks)
-                buf += _uvarint(size + 1) if flexible else _I32.pack(size)
+                buf += uvarint(size + 1) if flexible else _I32.pack(size)
                 if size:
                     out.append(bytes(buf))
                     buf = bytearray()
@@ -184,7 +170,7 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
             buf += b"\x00"  # topic tagged fields
     if flexible:
         if version >= 16 and data.node_endpoints:
-            buf += b"\x01" + _tagged(0, _node_endpoints(data.node_endpoints))
+            buf += b"\x01" + tagged_field(0, _node_endpoints(data.node_endpoints))
         else:
             buf += b"\x00"
     out.append(bytes(buf))
@@ -194,16 +180,16 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
 def _partition_tags(p: FetchPartition) -> bytes:
     tags: list[bytes] = []
     if p.diverging_epoch != (-1, -1):
-        tags.append(_tagged(0, _IQ.pack(*p.diverging_epoch) + b"\x00"))
+        tags.append(tagged_field(0, _IQ.pack(*p.diverging_epoch) + b"\x00"))
     if p.current_leader != (-1, -1):
-        tags.append(_tagged(1, _II.pack(*p.current_leader) + b"\x00"))
+        tags.append(tagged_field(1, _II.pack(*p.current_leader) + b"\x00"))
     if p.snapshot_id != (-1, -1):
-        tags.append(_tagged(2, _QI.pack(*p.snapshot_id) + b"\x00"))
-    return _uvarint(len(tags)) + b"".join(tags)
+        tags.append(tagged_field(2, _QI.pack(*p.snapshot_id) + b"\x00"))
+    return uvarint(len(tags)) + b"".join(tags)
 
 
 def _node_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
-    out = bytearray(_uvarint(len(endpoints) + 1))
+    out = bytearray(uvarint(len(endpoints) + 1))
     for e in endpoints:
         out += _I32.pack(e.node_id)
         out += _string(e.host, True)
