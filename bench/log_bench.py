@@ -45,49 +45,51 @@ def make_batches(batch_bytes: int, total_bytes: int, rng: random.Random) -> list
     return [one] * max(1, total_bytes // len(one))
 
 
+class RawWriter:
+    """The peer: a plain os.write loop into one file, fsyncing every `fsync_every` bytes;
+    with `reserve_step`, it first reserves blocks the way the engine's preallocate does."""
+
+    def __init__(self, path: Path, fsync_every: int, reserve_step: int = 0) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.fsync_every = fsync_every
+        self.reserve_step = reserve_step
+        self.pending = self.written = self.reserved = 0
+
+    def write(self, chunk: list[bytes]) -> None:
+        for b in chunk:
+            if self.reserve_step and self.written + len(b) > self.reserved:
+                reserve_space(self.fd, self.reserved, self.reserve_step)
+                self.reserved += self.reserve_step
+            view = memoryview(b)
+            while view:
+                view = view[os.write(self.fd, view) :]
+            self.written += len(b)
+            self.pending += len(b)
+            if self.fsync_every and self.pending >= self.fsync_every:
+                os.fsync(self.fd)
+                self.pending = 0
+
+    def close(self) -> None:
+        os.close(self.fd)
+        self.path.unlink()
+
+
 def paired_append(
     root: Path, batches: list[bytes], fsync_every: int, chunk_bytes: int = 0
-) -> tuple[float, float, float, float]:
-    """Write the same batches with a raw os.write loop and with the engine, alternating
-    batch by batch (or in chunks of `chunk_bytes`), and alternating which goes first, so
-    both see the same page-cache, writeback and CPU-contention state of a shared
-    machine. Returns wall and CPU seconds: (raw wall, engine wall, raw cpu, engine cpu,
-    reserved-raw wall, reserved-raw cpu)."""
-    fd = os.open(root / "raw.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    rfd = os.open(root / "reserved.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+) -> tuple[float, float, float, float, float, float]:
+    """Write the same batches with a raw os.write loop, with the engine and with a raw
+    loop into reserved space, in turn batch by batch (or in chunks of `chunk_bytes`),
+    rotating which goes first, so all see the same page-cache, writeback and
+    CPU-contention state of a shared machine. Returns wall and CPU seconds: (raw wall,
+    engine wall, raw cpu, engine cpu, reserved-raw wall, reserved-raw cpu)."""
+    raw = RawWriter(root / "raw.bin", fsync_every)
+    reserved = RawWriter(root / "reserved.bin", fsync_every, reserve_step=16 << 20)
     plog = PartitionLog(
         root / "bench-0", TopicPartition("bench", 0), LogConfig(), clock=lambda: 1_700_000_000_000
     )
     per_chunk = max(1, chunk_bytes // len(batches[0]))
-    raw_w = eng_w = raw_c = eng_c = res_w = res_c = 0.0
-    raw_pending = eng_pending = res_pending = 0
-    res_written = res_reserved = 0
-
-    def raw(chunk: list[bytes]) -> None:
-        nonlocal raw_pending
-        for b in chunk:
-            view = memoryview(b)
-            while view:
-                view = view[os.write(fd, view) :]
-            raw_pending += len(b)
-            if fsync_every and raw_pending >= fsync_every:
-                os.fsync(fd)
-                raw_pending = 0
-
-    def reserved(chunk: list[bytes]) -> None:
-        nonlocal res_pending, res_written, res_reserved
-        for b in chunk:
-            if res_written + len(b) > res_reserved:
-                reserve_space(rfd, res_reserved, 16 << 20)
-                res_reserved += 16 << 20
-            view = memoryview(b)
-            while view:
-                view = view[os.write(rfd, view) :]
-            res_written += len(b)
-            res_pending += len(b)
-            if fsync_every and res_pending >= fsync_every:
-                os.fsync(rfd)
-                res_pending = 0
+    eng_pending = 0
 
     def eng(chunk: list[bytes]) -> None:
         nonlocal eng_pending
@@ -98,30 +100,22 @@ def paired_append(
                 plog.flush()
                 eng_pending = 0
 
-    sides = [raw, eng, reserved]
+    sides = [raw.write, eng, reserved.write]
+    wall = [0.0, 0.0, 0.0]
+    cpu = [0.0, 0.0, 0.0]
     for i in range(0, len(batches), per_chunk):
         chunk = batches[i : i + per_chunk]
         k = (i // per_chunk) % 3
-        for f in sides[k:] + sides[:k]:
+        for j in (*range(k, 3), *range(k)):
             t0, c0 = time.perf_counter(), time.process_time()
-            f(chunk)
-            dt, dc = time.perf_counter() - t0, time.process_time() - c0
-            if f is raw:
-                raw_w += dt
-                raw_c += dc
-            elif f is eng:
-                eng_w += dt
-                eng_c += dc
-            else:
-                res_w += dt
-                res_c += dc
-    os.close(fd)
-    os.close(rfd)
+            sides[j](chunk)
+            wall[j] += time.perf_counter() - t0
+            cpu[j] += time.process_time() - c0
+    raw.close()
+    reserved.close()
     plog.close()
-    (root / "raw.bin").unlink()
-    (root / "reserved.bin").unlink()
     shutil.rmtree(root / "bench-0")
-    return raw_w, eng_w, raw_c, eng_c, res_w, res_c
+    return wall[0], wall[1], cpu[0], cpu[1], wall[2], cpu[2]
 
 
 def best_of(n: int, f):  # type: ignore[no-untyped-def]
