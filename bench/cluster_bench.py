@@ -38,6 +38,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.perf import broker_cpu_s  # noqa: E402
 from tests.support.cluster import Cluster  # noqa: E402
 
 
@@ -161,13 +162,7 @@ def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> tuple[flo
 
 
 def cpu_seconds(c: Cluster, ids: list[int]) -> float:
-    import psutil
-
-    total = 0.0
-    for i in ids:
-        t = psutil.Process(c.nodes[i].pid).cpu_times()
-        total += t.user + t.system
-    return total
+    return sum(broker_cpu_s(c.nodes[i].pid) or 0.0 for i in ids)
 
 
 def bench_replication(messages: int, repeats: int) -> None:
