@@ -39,27 +39,48 @@ def parse(r: kreq.AlterConfigsRequest) -> list[AlterConfigsResource]:
 
 
 def response(results: Sequence[AlterConfigsResult]) -> kresp.AlterConfigsResponse:
-    return P.AlterConfigsResponse(throttle_time=NO_THROTTLE, responses=tuple(
-        P.AlterConfigsResourceResponse(
-            error_code=x.error, error_message=x.message,
-            resource_type=x.resource.resource_type, resource_name=x.resource.resource_name)
-        for x in results))
+    return P.AlterConfigsResponse(throttle_time=NO_THROTTLE,
+                                  responses=resource_responses(P, results))
 
 
 def results_of(r: kresp.AlterConfigsResponse) -> list[AlterConfigsResult]:
-    return [AlterConfigsResult(ConfigResource(int(x.resource_type), x.resource_name),
-                               x.error_code, x.error_message) for x in r.responses]
+    return config_results(r.responses)
 
 
 def error_code_of(r: kresp.AlterConfigsResponse) -> ErrorCode:
-    return next((x.error_code for x in r.responses if x.error_code is ErrorCode.not_controller),
-                ErrorCode.none)
+    return not_controller_in(r.responses)
 
 
 def _failed(r: kreq.AlterConfigsRequest, code: ErrorCode, message: str | None
             ) -> kresp.AlterConfigsResponse:
-    return response([AlterConfigsResult(ConfigResource(int(x.resource_type), x.resource_name),
-                                        code, message) for x in r.resources])
+    return response(failed_results(r.resources, code, message))
+
+
+# Shared with IncrementalAlterConfigs, whose answers have the same per-resource shape.
+
+def resource_responses(p: Any, results: Sequence[AlterConfigsResult]) -> tuple[Any, ...]:
+    """Per-resource answers of kio response module `p` (AlterConfigsResourceResponse)."""
+    return tuple(
+        p.AlterConfigsResourceResponse(
+            error_code=x.error, error_message=x.message,
+            resource_type=x.resource.resource_type, resource_name=x.resource.resource_name)
+        for x in results)
+
+
+def config_results(responses: Sequence[Any]) -> list[AlterConfigsResult]:
+    return [AlterConfigsResult(ConfigResource(int(x.resource_type), x.resource_name),
+                               x.error_code, x.error_message) for x in responses]
+
+
+def not_controller_in(responses: Sequence[Any]) -> ErrorCode:
+    return next((x.error_code for x in responses if x.error_code is ErrorCode.not_controller),
+                ErrorCode.none)
+
+
+def failed_results(resources: Sequence[Any], code: ErrorCode, message: str | None
+                   ) -> list[AlterConfigsResult]:
+    return [AlterConfigsResult(ConfigResource(int(x.resource_type), x.resource_name),
+                               code, message) for x in resources]
 
 
 def error_response(ctx: Any, r: kreq.AlterConfigsRequest, code: ErrorCode

@@ -17,6 +17,12 @@ from broker.controller.requests import (
     IncrementalAlterConfigsResource,
 )
 from broker.controller.rpc._common import NO_THROTTLE, active_service
+from broker.controller.rpc.alter_configs import (
+    config_results,
+    failed_results,
+    not_controller_in,
+    resource_responses,
+)
 from broker.errors import KafkaError
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
@@ -55,27 +61,21 @@ def parse(r: kreq.IncrementalAlterConfigsRequest) -> list[IncrementalAlterConfig
 
 
 def response(results: Sequence[AlterConfigsResult]) -> kresp.IncrementalAlterConfigsResponse:
-    return P.IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE, responses=tuple(
-        P.AlterConfigsResourceResponse(
-            error_code=x.error, error_message=x.message,
-            resource_type=x.resource.resource_type, resource_name=x.resource.resource_name)
-        for x in results))
+    return P.IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE,
+                                             responses=resource_responses(P, results))
 
 
 def results_of(r: kresp.IncrementalAlterConfigsResponse) -> list[AlterConfigsResult]:
-    return [AlterConfigsResult(ConfigResource(int(x.resource_type), x.resource_name),
-                               x.error_code, x.error_message) for x in r.responses]
+    return config_results(r.responses)
 
 
 def error_code_of(r: kresp.IncrementalAlterConfigsResponse) -> ErrorCode:
-    return next((x.error_code for x in r.responses if x.error_code is ErrorCode.not_controller),
-                ErrorCode.none)
+    return not_controller_in(r.responses)
 
 
 def _failed(r: kreq.IncrementalAlterConfigsRequest, code: ErrorCode, message: str | None
             ) -> kresp.IncrementalAlterConfigsResponse:
-    return response([AlterConfigsResult(ConfigResource(int(x.resource_type), x.resource_name),
-                                        code, message) for x in r.resources])
+    return response(failed_results(r.resources, code, message))
 
 
 def error_response(ctx: Any, r: kreq.IncrementalAlterConfigsRequest, code: ErrorCode
