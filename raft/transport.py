@@ -174,7 +174,15 @@ class KafkaConnection:
         writer = self._writer
         if writer is None or writer.is_closing():
             writer = await asyncio.wait_for(self._connect(), timeout_s)
-        return await self._send(writer, api_key, version, request, timeout_s)
+        self._next = (self._next + 1) & 0x7FFFFFFF
+        cid = self._next
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = (fut, api_key, version)
+        try:
+            writer.write(encode_request(api_key, version, cid, self.client_id, request))
+            return await asyncio.wait_for(fut, timeout_s)
+        finally:
+            self._pending.pop(cid, None)
 
     def start_request(self, api_key: int, version: int, request: Any,
                       timeout_s: float) -> asyncio.Future[Any]:
@@ -184,16 +192,9 @@ class KafkaConnection:
         writer = self._writer
         if writer is None or writer.is_closing():
             return asyncio.ensure_future(self.request(api_key, version, request, timeout_s))
-        return self._send(writer, api_key, version, request, timeout_s)
-
-    def _send(self, writer: asyncio.StreamWriter, api_key: int, version: int, request: Any,
-              timeout_s: float) -> asyncio.Future[Any]:
-        """Write the request now; the future gets the answer, a ConnectionResetError
-        from the read loop, or a TimeoutError after `timeout_s`."""
         loop = asyncio.get_running_loop()
         self._next = (self._next + 1) & 0x7FFFFFFF
         cid = self._next
-        data = encode_request(api_key, version, cid, self.client_id, request)
         fut: asyncio.Future[Any] = loop.create_future()
         self._pending[cid] = (fut, api_key, version)
 
@@ -208,11 +209,7 @@ class KafkaConnection:
             self._pending.pop(cid, None)
 
         fut.add_done_callback(done)
-        try:
-            writer.write(data)
-        except BaseException:
-            fut.cancel()  # forgets the request and its timer
-            raise
+        writer.write(encode_request(api_key, version, cid, self.client_id, request))
         return fut
 
     async def close(self) -> None:
