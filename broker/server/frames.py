@@ -140,12 +140,20 @@ class ZeroCopyWriter:
             self._dup_fd = None
 
     async def write(self, prefix: bytes, chunks: ResponseChunks) -> None:
-        self._writer.write(prefix)
+        # Bytes go out together with the frame prefix or the bytes before them (writelines:
+        # one writev on uvloop, no copy): on loopback every send is a segment the peer may
+        # wake up for, and a Fetch answer is prefix, partition head, file slice, tail.
+        pending: list[bytes | bytearray | memoryview] = [prefix]
         for part in chunks:
             if isinstance(part, _BYTES):
-                self._writer.write(part)
-            else:
-                await self._sendfile(part)
+                pending.append(part)
+                continue
+            if pending:
+                self._writer.writelines(pending)
+                pending = []
+            await self._sendfile(part)
+        if pending:
+            self._writer.writelines(pending)
 
     async def _drain_fully(self) -> None:
         transport = self._writer.transport
