@@ -32,19 +32,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.metadata.image import MetadataImage
+from broker.replication import fetch_request
 from broker.replication.cluster_view import ClusterView
+from broker.replication.fetch_request import PartitionFetch, TopicFetch, encode_replica_fetch
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 
@@ -52,10 +52,9 @@ log = structlog.get_logger(__name__)
 
 FETCH = 1
 API_VERSIONS = 18
-FETCH_MIN_VERSION = 12  # DivergingEpoch
-FETCH_MAX_VERSION = 16
-FETCH_TOPIC_IDS_VERSION = 13
-FETCH_REPLICA_STATE_VERSION = 15
+FETCH_MIN_VERSION = fetch_request.MIN_VERSION  # 12: DivergingEpoch
+FETCH_MAX_VERSION = fetch_request.MAX_VERSION
+FETCH_TOPIC_IDS_VERSION = fetch_request.TOPIC_IDS_VERSION
 LEADERSHIP_RETRY_MS = 100
 _LEADERSHIP_ERRORS = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
@@ -63,7 +62,6 @@ _LEADERSHIP_ERRORS = frozenset({
 })
 TopicPartition = tuple[str, int]
 AddressOf = Callable[[int], "tuple[str, int] | None"]
-T = TypeVar("T")
 
 
 class FetchConnection(Protocol):
@@ -103,21 +101,6 @@ def truncation_offset(part: Partition, epoch: int, end_offset: int) -> int | Non
     if own_epoch != epoch:
         return own_end
     return min(own_end, end_offset)
-
-
-@cache
-def _schema(version: int, side: str) -> Any:
-    return importlib.import_module(f"kio.schema.fetch.v{version}.{side}")
-
-
-@cache
-def _fields(cls: Any) -> frozenset[str]:
-    return frozenset(cls.__dataclass_fields__)
-
-
-def _build(cls: type[T], **fields: Any) -> T:
-    names = _fields(cls)  # type: ignore[arg-type]  # classes are hashable
-    return cls(**{k: v for k, v in fields.items() if k in names})
 
 
 @dataclass(eq=False)
@@ -290,35 +273,22 @@ class ReplicaFetcher:
                 if entry is not None:
                     self._handle_partition(entry[0], entry[1], pd)
 
-    def _request(self, version: int, states: list[_FetchState]) -> Any:
-        m = _schema(version, "request")
+    def _request(self, version: int, states: list[_FetchState]) -> bytes:
         s = self.settings
-        by_topic: dict[str, list[Any]] = {}
-        ids: dict[str, Any] = {}
+        by_topic: dict[str, list[PartitionFetch]] = {}
+        ids = {}
         for st in states:
             plog = st.part.log
             ids[st.part.topic] = st.part.topic_id
-            by_topic.setdefault(st.part.topic, []).append(_build(
-                m.FetchPartition, partition=st.part.index,
-                current_leader_epoch=st.leader_epoch, fetch_offset=plog.log_end_offset,
-                last_fetched_epoch=plog.latest_epoch, log_start_offset=plog.log_start_offset,
-                partition_max_bytes=s.fetch_max_bytes,
-            ))
-        topics = tuple(
-            _build(m.FetchTopic, topic=name, topic_id=ids[name], partitions=tuple(parts))
-            for name, parts in by_topic.items()
-        )
-        node_id = self.manager.replicas.node_id
-        extra: dict[str, Any] = {"replica_id": node_id}
-        if version >= FETCH_REPLICA_STATE_VERSION:
-            extra = {"replica_state": m.ReplicaState(
-                replica_id=node_id, replica_epoch=self.manager.replicas.broker_epoch())}
-        return _build(
-            m.FetchRequest, max_wait=datetime.timedelta(milliseconds=s.fetch_wait_max_ms),
-            min_bytes=s.fetch_min_bytes, max_bytes=s.fetch_response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1, topics=topics,
-            forgotten_topics_data=(), rack_id="", **extra,
-        )
+            by_topic.setdefault(st.part.topic, []).append(PartitionFetch(
+                st.part.index, st.leader_epoch, plog.log_end_offset, plog.latest_epoch,
+                plog.log_start_offset, s.fetch_max_bytes))
+        replicas = self.manager.replicas
+        return encode_replica_fetch(
+            version, replica_id=replicas.node_id, replica_epoch=replicas.broker_epoch(),
+            max_wait_ms=s.fetch_wait_max_ms, min_bytes=s.fetch_min_bytes,
+            max_bytes=s.fetch_response_max_bytes,
+            topics=[TopicFetch(name, ids[name], parts) for name, parts in by_topic.items()])
 
     def _delay(self, states: list[_FetchState], delay_ms: int | None = None) -> None:
         backoff = self.settings.fetch_backoff_ms

@@ -16,7 +16,7 @@ from kio.serial import entity_reader
 from broker.handlers import api_versions, fetch
 from broker.log import LogConfig, LogManager
 from broker.metadata.image import MetadataImage
-from broker.protocol.api import BROKER_APIS, FETCH, ApiTable, response_schema
+from broker.protocol.api import BROKER_APIS, FETCH, ApiTable, request_schema, response_schema
 from broker.replication import ReplicaManager, Role
 from broker.replication.fetcher import ReplicaFetcherManager
 from broker.server.context import RequestContext
@@ -53,6 +53,10 @@ class DirectConnection:
             return await api_versions.handle(self.leader, ctx, request)
         assert api_key == FETCH
         self.versions_used.append(version)
+        if isinstance(request, bytes):  # the fetcher's narrow encoder; the handler takes kio's
+            raw = request
+            request, used = entity_reader(request_schema(FETCH, version))(raw, 0)
+            assert used == len(raw)
         self.in_fetch = True
         try:
             body = (await fetch.handle(self.leader, ctx, request)).to_bytes()

@@ -1,0 +1,104 @@
+"""broker/replication/fetch_request.py writes exactly what kio writes for the same replica
+Fetch request, for every version the fetcher sends, and kio reads it back."""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import io
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.serial import entity_reader, entity_writer
+
+from broker.replication.fetch_request import (
+    MAX_VERSION,
+    MIN_VERSION,
+    PartitionFetch,
+    TopicFetch,
+    encode_replica_fetch,
+)
+
+i32 = st.integers(-1, 2**31 - 1)
+i64 = st.integers(-1, 2**63 - 1)
+VERSIONS = list(range(MIN_VERSION, MAX_VERSION + 1))
+
+partitions = st.builds(PartitionFetch, st.integers(0, 2**31 - 1), i32, i64, i32, i64, i32)
+topics = st.lists(
+    st.builds(TopicFetch, st.text(min_size=1, max_size=20), st.one_of(st.none(), st.uuids()),
+              st.lists(partitions, min_size=1, max_size=4)),
+    max_size=3)
+
+
+def kio_entity(version: int, replica_id: int, replica_epoch: int, max_wait_ms: int,
+               min_bytes: int, max_bytes: int, topics: list[TopicFetch]) -> Any:
+    m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+
+    def build(cls: Any, **fields: Any) -> Any:
+        return cls(**{k: v for k, v in fields.items() if k in cls.__dataclass_fields__})
+
+    extra: dict[str, Any] = {"replica_id": replica_id}
+    if version >= 15:
+        extra = {"replica_state": m.ReplicaState(replica_id=replica_id,
+                                                  replica_epoch=replica_epoch)}
+    return build(
+        m.FetchRequest, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0,
+        session_epoch=-1, forgotten_topics_data=(), rack_id="", **extra,
+        topics=tuple(
+            build(m.FetchTopic, topic=t.topic, topic_id=t.topic_id,
+                  partitions=tuple(
+                      build(m.FetchPartition, partition=p.partition,
+                            current_leader_epoch=p.current_leader_epoch,
+                            fetch_offset=p.fetch_offset,
+                            last_fetched_epoch=p.last_fetched_epoch,
+                            log_start_offset=p.log_start_offset,
+                            partition_max_bytes=p.partition_max_bytes)
+                      for p in t.partitions))
+            for t in topics),
+    )
+
+
+def kio_bytes(entity: Any) -> bytes:
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+@settings(max_examples=400, deadline=None)
+@given(version=st.sampled_from(VERSIONS), replica_id=i32, replica_epoch=i64,
+       max_wait_ms=st.integers(0, 2**31 - 1), min_bytes=i32, max_bytes=i32, topics=topics)
+def test_bytes_match_kio(version: int, replica_id: int, replica_epoch: int, max_wait_ms: int,
+                         min_bytes: int, max_bytes: int, topics: list[TopicFetch]) -> None:
+    fast = encode_replica_fetch(version, replica_id=replica_id, replica_epoch=replica_epoch,
+                                max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                max_bytes=max_bytes, topics=topics)
+    entity = kio_entity(version, replica_id, replica_epoch, max_wait_ms, min_bytes, max_bytes,
+                        topics)
+    assert fast == kio_bytes(entity)
+    decoded, used = entity_reader(type(entity))(fast, 0)
+    assert used == len(fast)
+    assert decoded == entity
+
+
+def test_the_fetchers_shape_on_v16_carries_the_replica_state() -> None:
+    tid = uuid.uuid4()
+    body = encode_replica_fetch(
+        16, replica_id=4, replica_epoch=77, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20,
+        topics=[TopicFetch("t", tid, [PartitionFetch(0, 3, 1000, 3, 0, 1 << 20)])])
+    m = importlib.import_module("kio.schema.fetch.v16.request")
+    decoded, _ = entity_reader(m.FetchRequest)(body, 0)
+    assert (decoded.replica_state.replica_id, decoded.replica_state.replica_epoch) == (4, 77)
+    [topic] = decoded.topics
+    assert topic.topic_id == tid
+    assert topic.partitions[0].fetch_offset == 1000
+
+
+@pytest.mark.parametrize("version", [11, 17])
+def test_versions_outside_the_fetchers_range_are_refused(version: int) -> None:
+    with pytest.raises(ValueError, match="outside"):
+        encode_replica_fetch(version, replica_id=1, replica_epoch=1, max_wait_ms=0,
+                             min_bytes=1, max_bytes=1, topics=[])
