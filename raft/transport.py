@@ -115,6 +115,99 @@ def encode_response(correlation_id: int, response: Any, *,
     return frame(header + body)
 
 
+class FrameReader(asyncio.BufferedProtocol):
+    """Reads size-prefixed frames from a transport without copying them around.
+
+    Frames that fit in the 64 KiB scratch buffer are read into it, several per receive,
+    and handed to `on_frame` as read-only views valid only during that call. A larger
+    frame gets a buffer of its own size once its length has been checked against
+    `max_bytes`, and the transport receives the rest of it straight into that buffer
+    (asyncio's StreamReader copied every frame three times on its way to the caller).
+    A length outside 0..max_bytes, or an exception from `on_frame`, closes the transport;
+    `on_lost` then gets the reason."""
+
+    SCRATCH_BYTES = 64 * 1024
+
+    def __init__(self, on_frame: Callable[[memoryview], None],
+                 on_lost: Callable[[BaseException], None], max_bytes: int = MAX_FRAME_BYTES,
+                 ) -> None:
+        self._on_frame = on_frame
+        self._on_lost = on_lost
+        self._max_bytes = max_bytes
+        self._scratch = bytearray(self.SCRATCH_BYTES)
+        self._start = 0  # unparsed bytes are scratch[start:end]
+        self._end = 0
+        self._big: bytearray | None = None  # a frame larger than the scratch, being read
+        self._big_got = 0
+        self._error: BaseException | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return memoryview(self._big)[self._big_got:]
+        return memoryview(self._scratch)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            if self._big is not None:
+                self._big_got += nbytes
+                if self._big_got == len(self._big):
+                    frame, self._big = self._big, None
+                    self._on_frame(memoryview(frame).toreadonly())
+                return
+            self._end += nbytes
+            self._parse()
+        except Exception as e:
+            self._fail(e)
+
+    def _parse(self) -> None:
+        buf = self._scratch
+        view = memoryview(buf).toreadonly()
+        try:
+            while self._end - self._start >= 4:
+                (size,) = _I32.unpack_from(buf, self._start)
+                if size < 0 or size > self._max_bytes:
+                    raise FrameError(f"frame of {size} bytes (cap {self._max_bytes})")
+                body = self._start + 4
+                have = self._end - body
+                if have >= size:
+                    self._start = body + size
+                    self._on_frame(view[body:body + size])
+                    continue
+                if size + 4 > len(buf):
+                    big = bytearray(size)
+                    big[:have] = view[body:self._end]
+                    self._big, self._big_got = big, have
+                    self._start = self._end = 0
+                    return
+                break
+        finally:
+            view.release()
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._start > 0:
+            left = self._end - self._start
+            buf[:left] = buf[self._start:self._end]
+            self._start, self._end = 0, left
+
+    def _fail(self, error: BaseException) -> None:
+        if self._error is None:
+            self._error = error
+        if self.transport is not None:
+            self.transport.close()
+
+    def eof_received(self) -> bool | None:
+        return None  # close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = self._error or exc or ConnectionResetError("connection closed")
+        self._big = None
+        self._on_lost(error)
+
+
 class KafkaConnection:
     """One client connection to one peer; requests are pipelined."""
 
@@ -122,64 +215,74 @@ class KafkaConnection:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._lost: asyncio.Future[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
         self._next = 0
         self._lock = asyncio.Lock()
 
-    async def _connect(self) -> asyncio.StreamWriter:
-        async with self._lock:
-            if self._writer is None or self._writer.is_closing():
-                reader, writer = await asyncio.open_connection(self.host, self.port)
-                self._writer = writer
-                self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
-            return self._writer
+    def _live(self) -> asyncio.Transport | None:
+        t = self._transport
+        return None if t is None or t.is_closing() else t
 
-    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        err: BaseException = ConnectionResetError("connection closed")
+    async def _connect(self) -> asyncio.Transport:
+        async with self._lock:
+            transport = self._live()
+            if transport is None:
+                loop = asyncio.get_running_loop()
+                lost: asyncio.Future[None] = loop.create_future()
+
+                def reader() -> FrameReader:
+                    proto = FrameReader(self._on_frame,
+                                        lambda e: self._on_lost(proto, lost, e))
+                    return proto
+
+                transport, _ = await loop.create_connection(reader, self.host, self.port)
+                self._transport, self._lost = transport, lost
+            return transport
+
+    def _on_frame(self, payload: memoryview) -> None:
+        if len(payload) < 4:
+            raise FrameError("response shorter than a header")
+        (cid,) = _I32.unpack_from(payload, 0)
+        entry = self._pending.pop(cid, None)
+        if entry is None:
+            return
+        fut, api_key, version = entry
+        schema = _response_schema(api_key, version)
+        hsize = 4
         try:
-            while True:
-                payload = await read_frame(reader)
-                if len(payload) < 4:
-                    raise FrameError("response shorter than a header")
-                (cid,) = struct.unpack_from(">i", payload, 0)
-                entry = self._pending.pop(cid, None)
-                if entry is None:
-                    continue
-                fut, api_key, version = entry
-                schema = _response_schema(api_key, version)
-                hsize = 4
-                if schema.__flexible__:
-                    _h, hsize = entity_reader(ResponseHeaderV1)(payload, 0)
-                try:
-                    response, _size = entity_reader(schema)(payload, hsize)
-                except (BufferUnderflow, ValueError) as e:
-                    raise FrameError(f"malformed response: {e}") from e
-                if not fut.done():
-                    fut.set_result(response)
-        except (OSError, asyncio.IncompleteReadError, FrameError) as e:
-            err = e
-        finally:
-            if self._writer is writer:
-                self._writer = None
-            writer.close()
-            for fut, _k, _v in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(ConnectionResetError(str(err)))
-            self._pending.clear()
+            if schema.__flexible__:
+                _h, hsize = entity_reader(ResponseHeaderV1)(payload, 0)
+            response, _size = entity_reader(schema)(payload, hsize)
+        except (BufferUnderflow, ValueError) as e:
+            raise FrameError(f"malformed response: {e}") from e
+        if not fut.done():
+            fut.set_result(response)
+
+    def _on_lost(self, proto: FrameReader, lost: asyncio.Future[None],
+                 error: BaseException) -> None:
+        if self._transport is not None and self._transport is proto.transport:
+            self._transport = None
+        pending = list(self._pending.values())
+        self._pending.clear()
+        for fut, _k, _v in pending:
+            if not fut.done():
+                fut.set_exception(ConnectionResetError(str(error)))
+        if not lost.done():
+            lost.set_result(None)
 
     async def request(self, api_key: int, version: int, request: Any,
                       timeout_s: float) -> Any:
-        writer = self._writer
-        if writer is None or writer.is_closing():
-            writer = await asyncio.wait_for(self._connect(), timeout_s)
+        transport = self._live()
+        if transport is None:
+            transport = await asyncio.wait_for(self._connect(), timeout_s)
         self._next = (self._next + 1) & 0x7FFFFFFF
         cid = self._next
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[cid] = (fut, api_key, version)
         try:
-            writer.write(encode_request(api_key, version, cid, self.client_id, request))
+            transport.write(encode_request(api_key, version, cid, self.client_id, request))
             return await asyncio.wait_for(fut, timeout_s)
         finally:
             self._pending.pop(cid, None)
@@ -189,8 +292,8 @@ class KafkaConnection:
         """`request` without a coroutine hop: on a live connection the frame is written
         before this returns, and the future holds the answer (TimeoutError after
         `timeout_s`). Otherwise it connects first, in a task, as `request` does."""
-        writer = self._writer
-        if writer is None or writer.is_closing():
+        transport = self._live()
+        if transport is None:
             return asyncio.ensure_future(self.request(api_key, version, request, timeout_s))
         loop = asyncio.get_running_loop()
         self._next = (self._next + 1) & 0x7FFFFFFF
@@ -209,17 +312,18 @@ class KafkaConnection:
             self._pending.pop(cid, None)
 
         fut.add_done_callback(done)
-        writer.write(encode_request(api_key, version, cid, self.client_id, request))
+        transport.write(encode_request(api_key, version, cid, self.client_id, request))
         return fut
 
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._reader_task
+        transport, lost = self._transport, self._lost
+        self._transport = None
+        if transport is not None:
+            transport.close()
+        if lost is not None and not lost.done():
+            # connection_lost fails what is still pending; it runs on the next loop turn.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(lost), 1.0)
 
 
 async def serve(handler: Handler, host: str, port: int,

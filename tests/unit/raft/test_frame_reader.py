@@ -1,0 +1,171 @@
+"""raft/transport.FrameReader: frames come out whole and in order whatever the receive
+sizes, large frames get buffers of their own, and a bad length closes the connection
+before anything is allocated for it."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raft.transport import FrameError, FrameReader, KafkaConnection
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def feed(reader: FrameReader, data: bytes, chunk_sizes: list[int]) -> None:
+    """Deliver `data` the way a transport does: into get_buffer's view, at most what the
+    caller asks per receive, cycling through `chunk_sizes`."""
+    pos, i = 0, 0
+    while pos < len(data) and not reader.transport.closed:  # type: ignore[union-attr]
+        buf = reader.get_buffer(-1)
+        assert len(buf) > 0
+        n = min(len(buf), chunk_sizes[i % len(chunk_sizes)], len(data) - pos)
+        buf[:n] = data[pos:pos + n]
+        buf.release()
+        reader.buffer_updated(n)
+        pos += n
+        i += 1
+
+
+def make_reader(max_bytes: int = 1 << 20) -> tuple[FrameReader, list[bytes], list[BaseException]]:
+    frames: list[bytes] = []
+    lost: list[BaseException] = []
+    reader = FrameReader(lambda f: frames.append(bytes(f)), lost.append, max_bytes)
+    reader.connection_made(FakeTransport())  # type: ignore[arg-type]
+    return reader, frames, lost
+
+
+def framed(payloads: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 3, 100, 4000, 65532, 65533, 70000, 200_000]),
+                      min_size=1, max_size=8),
+       chunks=st.lists(st.integers(1, 300_000), min_size=1, max_size=5))
+def test_frames_come_out_whole_and_in_order(sizes: list[int], chunks: list[int]) -> None:
+    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    reader, frames, lost = make_reader()
+    feed(reader, framed(payloads), chunks)
+    assert frames == payloads
+    assert not lost
+
+
+def test_a_frame_larger_than_the_scratch_is_read_into_its_own_buffer() -> None:
+    reader, frames, _ = make_reader()
+    payload = b"x" * 100_000
+    data = framed([payload])
+    buf = reader.get_buffer(-1)
+    buf[:1000] = data[:1000]
+    reader.buffer_updated(1000)
+    rest = reader.get_buffer(-1)
+    assert len(rest) == len(data) - 1000  # exactly the rest of this frame, nothing more
+    rest[:] = data[1000:]
+    rest.release()
+    reader.buffer_updated(len(data) - 1000)
+    assert frames == [payload]
+
+
+@pytest.mark.parametrize("size", [-1, (1 << 20) + 1, 2**31 - 1])
+def test_a_bad_length_closes_the_connection(size: int) -> None:
+    reader, frames, lost = make_reader(1 << 20)
+    feed(reader, struct.pack(">i", size) + b"abcd", [64])
+    assert reader.transport.closed  # type: ignore[union-attr]
+    assert frames == []
+    reader.connection_lost(None)
+    assert isinstance(lost[0], FrameError)
+
+
+def test_an_exception_from_the_consumer_closes_the_connection() -> None:
+    lost: list[BaseException] = []
+
+    def boom(frame: memoryview) -> None:
+        raise FrameError("malformed response")
+
+    reader = FrameReader(boom, lost.append)
+    reader.connection_made(FakeTransport())  # type: ignore[arg-type]
+    feed(reader, framed([b"abc"]), [100])
+    assert reader.transport.closed  # type: ignore[union-attr]
+    reader.connection_lost(None)
+    assert str(lost[0]) == "malformed response"
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_kafka_connection_gets_large_and_small_answers_and_fails_pending_on_close(
+        loop: str) -> None:
+    """Over real loopback TCP: a 300 KB Fetch answer with small ones pipelined behind it,
+    then the server drops the connection and the request still pending fails at once."""
+    from broker.replication.fetch_request import encode_replica_fetch
+
+    async def main() -> None:
+        big_records = b"r" * 300_000
+        hold = asyncio.Event()
+
+        async def serve_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            n = 0
+            while True:
+                try:
+                    head = await reader.readexactly(4)
+                except asyncio.IncompleteReadError:
+                    return
+                frame = await reader.readexactly(struct.unpack(">i", head)[0])
+                cid = struct.unpack_from(">i", frame, 4)[0]
+                n += 1
+                if n == 4:
+                    await hold.wait()
+                    writer.close()
+                    return
+                writer.write(_with_records(cid, big_records if n == 1 else b"small"))
+
+        server = await asyncio.start_server(serve_conn, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = KafkaConnection("127.0.0.1", port, "test")
+        body = encode_replica_fetch(16, replica_id=1, replica_epoch=1, max_wait_ms=0,
+                                    min_bytes=1, max_bytes=1 << 20, topics=[])
+        try:
+            first = await conn.request(1, 16, body, 5)  # connects
+            assert first.responses[0].partitions[0].records == big_records
+            answers = await asyncio.gather(*(conn.start_request(1, 16, body, 5)
+                                             for _ in range(2)))
+            assert [a.responses[0].partitions[0].records for a in answers] == [b"small"] * 2
+            fourth = conn.start_request(1, 16, body, 5)
+            await asyncio.sleep(0.05)
+            hold.set()
+            with pytest.raises(ConnectionResetError):
+                await asyncio.wait_for(fourth, 5)
+        finally:
+            await conn.close()
+            server.close()
+
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
+def _with_records(cid: int, records: bytes) -> bytes:
+    import uuid
+
+    from broker.protocol.fetch_encoder import (
+        FetchPartition,
+        FetchResponseData,
+        FetchTopic,
+        encode_fetch_response,
+    )
+
+    data = FetchResponseData(topics=[FetchTopic(
+        partitions=[FetchPartition(0, 0, 1, 1, 0, None, -1, records)], topic_id=uuid.uuid4())])
+    body = encode_fetch_response(16, data).to_bytes()
+    return struct.pack(">ii", len(body) + 5, cid) + b"\x00" + body
