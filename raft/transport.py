@@ -23,13 +23,11 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
 
+from raft.frame_reader import FrameError, FrameReader
+
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 Handler = Callable[[int, int, Any], Awaitable[Any]]
-
-
-class FrameError(Exception):
-    pass
 
 
 def _encode(entity: Any) -> bytes:
@@ -115,99 +113,6 @@ def encode_response(correlation_id: int, response: Any, *,
     return frame(header + body)
 
 
-class FrameReader(asyncio.BufferedProtocol):
-    """Reads size-prefixed frames from a transport without copying them around.
-
-    Frames that fit in the 64 KiB scratch buffer are read into it, several per receive,
-    and handed to `on_frame` as read-only views valid only during that call. A larger
-    frame gets a buffer of its own size once its length has been checked against
-    `max_bytes`, and the transport receives the rest of it straight into that buffer
-    (asyncio's StreamReader copied every frame three times on its way to the caller).
-    A length outside 0..max_bytes, or an exception from `on_frame`, closes the transport;
-    `on_lost` then gets the reason."""
-
-    SCRATCH_BYTES = 64 * 1024
-
-    def __init__(self, on_frame: Callable[[memoryview], None],
-                 on_lost: Callable[[BaseException], None], max_bytes: int = MAX_FRAME_BYTES,
-                 ) -> None:
-        self._on_frame = on_frame
-        self._on_lost = on_lost
-        self._max_bytes = max_bytes
-        self._scratch = bytearray(self.SCRATCH_BYTES)
-        self._start = 0  # unparsed bytes are scratch[start:end]
-        self._end = 0
-        self._big: bytearray | None = None  # a frame larger than the scratch, being read
-        self._big_got = 0
-        self._error: BaseException | None = None
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_got:]
-        return memoryview(self._scratch)[self._end:]
-
-    def buffer_updated(self, nbytes: int) -> None:
-        try:
-            if self._big is not None:
-                self._big_got += nbytes
-                if self._big_got == len(self._big):
-                    frame, self._big = self._big, None
-                    self._on_frame(memoryview(frame).toreadonly())
-                return
-            self._end += nbytes
-            self._parse()
-        except Exception as e:
-            self._fail(e)
-
-    def _parse(self) -> None:
-        buf = self._scratch
-        view = memoryview(buf).toreadonly()
-        try:
-            while self._end - self._start >= 4:
-                (size,) = _I32.unpack_from(buf, self._start)
-                if size < 0 or size > self._max_bytes:
-                    raise FrameError(f"frame of {size} bytes (cap {self._max_bytes})")
-                body = self._start + 4
-                have = self._end - body
-                if have >= size:
-                    self._start = body + size
-                    self._on_frame(view[body:body + size])
-                    continue
-                if size + 4 > len(buf):
-                    big = bytearray(size)
-                    big[:have] = view[body:self._end]
-                    self._big, self._big_got = big, have
-                    self._start = self._end = 0
-                    return
-                break
-        finally:
-            view.release()
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif self._start > 0:
-            left = self._end - self._start
-            buf[:left] = buf[self._start:self._end]
-            self._start, self._end = 0, left
-
-    def _fail(self, error: BaseException) -> None:
-        if self._error is None:
-            self._error = error
-        if self.transport is not None:
-            self.transport.close()
-
-    def eof_received(self) -> bool | None:
-        return None  # close
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        error = self._error or exc or ConnectionResetError("connection closed")
-        self._big = None
-        self._on_lost(error)
-
-
 class KafkaConnection:
     """One client connection to one peer; requests are pipelined."""
 
@@ -234,14 +139,15 @@ class KafkaConnection:
 
                 def reader() -> FrameReader:
                     proto = FrameReader(self._on_frame,
-                                        lambda e: self._on_lost(proto, lost, e))
+                                        lambda e: self._on_lost(proto, lost, e),
+                                        max_bytes=MAX_FRAME_BYTES)
                     return proto
 
                 transport, _ = await loop.create_connection(reader, self.host, self.port)
                 self._transport, self._lost = transport, lost
             return transport
 
-    def _on_frame(self, payload: memoryview) -> None:
+    def _on_frame(self, payload: memoryview | bytes) -> None:
         if len(payload) < 4:
             raise FrameError("response shorter than a header")
         (cid,) = _I32.unpack_from(payload, 0)
@@ -261,14 +167,14 @@ class KafkaConnection:
             fut.set_result(response)
 
     def _on_lost(self, proto: FrameReader, lost: asyncio.Future[None],
-                 error: BaseException) -> None:
+                 error: BaseException | None) -> None:
         if self._transport is not None and self._transport is proto.transport:
             self._transport = None
         pending = list(self._pending.values())
         self._pending.clear()
         for fut, _k, _v in pending:
             if not fut.done():
-                fut.set_exception(ConnectionResetError(str(error)))
+                fut.set_exception(ConnectionResetError(str(error or "connection closed")))
         if not lost.done():
             lost.set_result(None)
 

@@ -90,7 +90,8 @@ from broker.controller.rpc import (
 )
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
-from raft.transport import FrameError, KafkaConnection
+from raft.frame_reader import FrameError
+from raft.transport import KafkaConnection
 from raft.wire import METADATA_TOPIC
 
 log = structlog.get_logger(__name__)

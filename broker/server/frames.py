@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 
@@ -128,10 +128,15 @@ def _fileno(f: HasFileno | int | None) -> int:
 
 
 class ZeroCopyWriter:
-    """Writes ResponseChunks to an asyncio stream, splicing file slices with os.sendfile."""
+    """Writes ResponseChunks to a transport, splicing file slices with os.sendfile.
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+    `drain` waits until the transport's write buffer is below its high-water mark (the
+    protocol's flow control)."""
+
+    def __init__(self, transport: asyncio.Transport,
+                 drain: Callable[[], Awaitable[None]]) -> None:
+        self._transport = transport
+        self._drain = drain
         self._dup_fd: int | None = None
 
     def close(self) -> None:
@@ -149,20 +154,20 @@ class ZeroCopyWriter:
                 pending.append(part)
                 continue
             if pending:
-                self._writer.writelines(pending)
+                self._transport.writelines(pending)
                 pending = []
             await self._sendfile(part)
         if pending:
-            self._writer.writelines(pending)
+            self._transport.writelines(pending)
 
     async def _drain_fully(self) -> None:
-        transport = self._writer.transport
+        transport = self._transport
         if transport.get_write_buffer_size() == 0:
             return
         low, high = transport.get_write_buffer_limits()
         transport.set_write_buffer_limits(high=0, low=0)
         try:
-            await self._writer.drain()
+            await self._drain()
         finally:
             transport.set_write_buffer_limits(high=high, low=low)
         if transport.get_write_buffer_size() != 0:
@@ -170,14 +175,14 @@ class ZeroCopyWriter:
 
     def _socket_fd(self) -> int:
         if self._dup_fd is None:
-            sock = self._writer.get_extra_info("socket")
+            sock = self._transport.get_extra_info("socket")
             if sock is None:
                 raise ConnectionError("transport has no socket")
             self._dup_fd = os.dup(sock.fileno())
         return self._dup_fd
 
     async def _sendfile(self, s: FileSlice) -> None:
-        if self._writer.transport.is_closing():
+        if self._transport.is_closing():
             raise ConnectionError("connection closed")
         await self._drain_fully()
         out_fd = self._socket_fd()

@@ -1,16 +1,18 @@
 """The Kafka network server: listeners, connections, in-order pipelining, dispatch.
 
-Per connection there are two tasks. The reader reads size-prefixed frames (the size is checked
-against `socket.request.max.bytes` before anything is read or allocated), parses the header,
-starts the handler as its own task, and queues it. The writer takes queued requests in order
-of arrival, awaits each handler and writes its response, so responses leave in request order
-while handlers run concurrently. Handlers are started in arrival order and each runs up to its
-first await before the next one starts, so work a handler does before its first await (a
-Produce append) keeps arrival order.
+Per connection, a FrameReader protocol (raft/frame_reader.py) receives size-prefixed frames
+(the size is checked against `socket.request.max.bytes` before anything is read or allocated;
+a frame over 64 KiB is received straight into a buffer of its own), parses the header,
+starts the handler as its own task, and queues it. One task, the writer, takes queued
+requests in order of arrival, awaits each handler and writes its response, so responses
+leave in request order while handlers run concurrently. Handlers are started in arrival
+order and each runs up to its first await before the next one starts, so work a handler
+does before its first await (a Produce append) keeps arrival order.
 
 At most `max_inflight_requests` requests per connection, holding at most
 `max_inflight_bytes` of request frames (one frame of any allowed size is always let in), are
-queued or running; at either cap the reader stops reading and TCP pushes back on the client.
+queued or running; at either cap the reader pauses the socket and TCP pushes back on the
+client. When the peer shuts its side down, the answers already owed are still written.
 A connection with nothing in flight and no bytes moved for `connections.max.idle.ms` is closed.
 
 Kafka's answers to bad requests: an ApiVersions request of an unsupported version gets a v0
@@ -25,7 +27,6 @@ import asyncio
 import contextlib
 import functools
 import itertools
-import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,16 +48,15 @@ from broker.server import legacy_produce
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry
 from broker.server.frames import ResponseChunks, ZeroCopyWriter
+from raft.frame_reader import FrameReader
 
 log = structlog.get_logger("skiff.server")
 
-_SIZE: Final = struct.Struct(">i")
 
 DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104857600
 DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
-STREAM_LIMIT: Final = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -131,14 +131,12 @@ class Server:
     async def start(self) -> None:
         for listener in self._listeners.values():
             spec = listener.spec
-            listener.server = await asyncio.start_server(
+            loop = asyncio.get_running_loop()
+            listener.server = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
                 spec.port,
                 reuse_address=True,
-                # Buffer up to 2 MiB before pausing the socket: fewer pause/resume cycles
-                # while a large Produce frame arrives.
-                limit=STREAM_LIMIT,
             )
             host, port = self.address(spec.name)
             log.info("listener started", listener=spec.name, host=host, port=port,
@@ -175,19 +173,9 @@ class Server:
             )
         log.info("server stopped")
 
-    async def _accept(
-        self, listener: _Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        conn = _Connection(self, listener, reader, writer, next(self._ids))
-        self._connections.add(conn)
-        try:
-            await conn.run()
-        except Exception:  # the process never dies of a client
-            log.exception("connection failed", connection=conn.id)
-        finally:
-            self._connections.discard(conn)
-            if not conn.done.done():
-                conn.done.set_result(None)
+    def _accept(self, listener: _Listener) -> FrameReader:
+        conn = _Connection(self, listener, next(self._ids))
+        return conn.protocol
 
 
 def _now_ms() -> int:
@@ -195,102 +183,106 @@ def _now_ms() -> int:
 
 
 class _Connection:
-    def __init__(
-        self,
-        server: Server,
-        listener: _Listener,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        n: int,
-    ) -> None:
+    """One client connection: a FrameReader protocol feeds `_accept_frame`; the write loop
+    answers in request order. Created by the listener's protocol factory."""
+
+    def __init__(self, server: Server, listener: _Listener, n: int) -> None:
         self.server = server
         self.listener = listener
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        local = writer.get_extra_info("sockname") or ("?", 0)
-        self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
-        self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{n}"
-        # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
-        self.log = log.bind(connection=self.id)
+        self.n = n
+        config = server.config
+        self.protocol = FrameReader(
+            self._on_frame, self._on_lost,
+            max_bytes=config.socket_request_max_bytes, min_bytes=8, admit=self._admit,
+            on_error=self._on_bad_frame, on_eof=self._on_eof,
+            on_connected=self._on_connected,
+            # Frames under 64 KiB arrive in a shared scratch buffer; requests keep theirs.
+            copy_small=True,
+        )
+        self.transport: asyncio.Transport | None = None
+        self.peer_host, self.peer_port = "?", 0
+        self.id = f"?-{n}"
+        self.log = log
         self.queue: asyncio.Queue[_Pending | _Close] = asyncio.Queue()
         self.inflight = 0
         self.inflight_bytes = 0
-        self.progress = asyncio.Event()  # set whenever a queued request is done with
         self.last_active = time.monotonic()
         self.idle_timer: asyncio.TimerHandle | None = None
-        self.zero_copy = ZeroCopyWriter(writer)
+        self.zero_copy: ZeroCopyWriter | None = None
         self.tasks: set[asyncio.Future[Any]] = set()
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.closing = False
+        self.reading = True  # until a close is queued: no request after it is read
+        self.run_task: asyncio.Task[None] | None = None
 
-    async def run(self) -> None:
+    def _on_connected(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
+        self.peer_host, self.peer_port = str(peer[0]), int(peer[1])
+        self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{self.n}"
+        # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
+        self.log = log.bind(connection=self.id)
+        self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain)
+        self.server._connections.add(self)
         self.log.debug("connection opened", listener=self.listener.spec.name)
         self._arm_idle_timer()
-        write_task = asyncio.create_task(self._write_loop())
+        self.run_task = asyncio.get_running_loop().create_task(self.run())
+
+    async def run(self) -> None:
         try:
-            reason = await self._read_loop()
-        except asyncio.CancelledError:
-            reason = "cancelled"
-        except Exception:  # a bug on our side: this connection goes, the server stays
-            self.log.exception("reading a request failed, closing connection")
-            reason = "internal error"
-        self.queue.put_nowait(_Close(reason))
-        try:
-            await write_task
+            await self._write_loop()
         except asyncio.CancelledError:
             pass
-        except Exception:
+        except Exception:  # a bug on our side: this connection goes, the server stays
             self.log.exception("writing responses failed, closing connection")
         finally:
             self._cleanup()
+            self.server._connections.discard(self)
+            if not self.done.done():
+                self.done.set_result(None)
 
-    # ---- reading ----
+    # ---- reading (FrameReader callbacks) ----
 
-    async def _read_loop(self) -> str:
+    def _admit(self, size: int) -> bool:
+        """Room for one more request of `size` bytes? (One frame of any allowed size is
+        always let in when nothing is in flight.)"""
         config = self.server.config
-        max_bytes = config.socket_request_max_bytes
-        while not self.closing:
-            while self.inflight >= config.max_inflight_requests and not self.closing:
-                await self._wait_progress()
-            try:
-                head = await self.reader.readexactly(4)
-            except asyncio.IncompleteReadError as e:
-                return "peer closed" if not e.partial else "peer closed mid-frame"
-            except (ConnectionError, OSError):
-                return "connection reset"
-            (size,) = _SIZE.unpack(head)
-            if size < 8 or size > max_bytes:
-                self.log.warning(
-                    "request frame size refused", size=size,
-                    socket_request_max_bytes=max_bytes,
-                )
-                return f"frame size {size} outside 8..{max_bytes}"
-            while (
-                self.inflight > 0
-                and self.inflight_bytes + size > config.max_inflight_bytes
-                and not self.closing
-            ):
-                await self._wait_progress()
-            if self.closing:
-                break
-            try:
-                frame = await self.reader.readexactly(size)
-            except asyncio.IncompleteReadError:
-                return "peer closed mid-frame"
-            except (ConnectionError, OSError):
-                return "connection reset"
-            self.last_active = time.monotonic()
+        if self.inflight >= config.max_inflight_requests:
+            return False
+        return self.inflight == 0 or self.inflight_bytes + size <= config.max_inflight_bytes
+
+    def _on_frame(self, frame: memoryview | bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
             problem = self._accept_frame(frame)
-            if problem is not None:
-                return problem
-        return "closing"
+        except Exception:  # a bug on our side: this connection goes, the server stays
+            self.log.exception("reading a request failed, closing connection")
+            problem = "internal error"
+        if problem is not None:
+            self._stop_reading(problem)
 
-    async def _wait_progress(self) -> None:
-        self.progress.clear()
-        await self.progress.wait()
+    def _on_bad_frame(self, error: BaseException) -> None:
+        self.log.warning("request frame refused", reason=str(error),
+                         socket_request_max_bytes=self.server.config.socket_request_max_bytes)
+        self._stop_reading(str(error))
 
-    def _accept_frame(self, frame: bytes) -> str | None:
+    def _on_eof(self, partial: bool) -> bool:
+        self._stop_reading("peer closed mid-frame" if partial else "peer closed")
+        return True  # keep the socket open to write the answers already owed
+
+    def _on_lost(self, error: BaseException | None) -> None:
+        # The write loop finds the transport closed at its next answer and closes then.
+        self._stop_reading("connection reset")
+
+    def _stop_reading(self, reason: str) -> None:
+        if not self.reading:
+            return
+        self.reading = False
+        self.protocol.stop()
+        self.queue.put_nowait(_Close(reason))
+
+    def _accept_frame(self, frame: bytes | memoryview) -> str | None:
         """Queue the request; a reason string means: stop reading and close."""
         received_ms = _now_ms()
         try:
@@ -353,7 +345,7 @@ class _Connection:
         self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task, len(frame)))
         return None
 
-    def _legacy_produce(self, ctx: RequestContext, frame: bytes) -> str | None:
+    def _legacy_produce(self, ctx: RequestContext, frame: bytes | memoryview) -> str | None:
         try:
             _client_id, offset = _legacy_header(frame)
             request = legacy_produce.parse_request(memoryview(frame)[offset:])
@@ -396,7 +388,7 @@ class _Connection:
                 self.inflight -= 1
                 self.inflight_bytes -= item.size
                 self.last_active = time.monotonic()
-                self.progress.set()
+                self.protocol.release()  # read on if a cap held the reader
             if not ok:
                 self._close("request failed")
                 return
@@ -422,10 +414,14 @@ class _Connection:
             return False
         if result is None:
             return True
+        if self.transport is None or self.transport.is_closing():
+            return False
         try:
             if isinstance(result, ResponseChunks):
                 prefix = frame_prefix(ctx.api_key, ctx.api_version, ctx.correlation_id,
                                       result.size)
+                if self.zero_copy is None:
+                    raise ConnectionError("not connected")
                 await self.zero_copy.write(prefix, result)
             else:
                 got = (int(result.__api_key__), int(result.__version__))
@@ -435,8 +431,8 @@ class _Connection:
                               api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                               response=type(result).__name__)
                     return False
-                self.writer.write(encode_response(result, ctx.correlation_id))
-            await self.writer.drain()
+                self._transport().write(encode_response(result, ctx.correlation_id))
+            await self.protocol.drain()
         except (ConnectionError, OSError) as e:
             self.log.debug("write failed", error=repr(e))
             return False
@@ -476,8 +472,6 @@ class _Connection:
         if self.closing:
             return
         self._close(reason)
-        # Unblock the read loop, whatever it is waiting on.
-        self.reader.feed_eof()
 
     def _close(self, reason: str) -> None:
         if self.closing:
@@ -488,16 +482,22 @@ class _Connection:
             self.idle_timer.cancel()
         for t in list(self.tasks):
             t.cancel()
-        self.writer.close()
-        # Let a read loop parked on an in-flight cap observe `closing`.
-        self.progress.set()
+        if self.transport is not None:
+            self.transport.close()
+        self._stop_reading(reason)  # ends the write loop if it waits for a request
 
     def _cleanup(self) -> None:
         self._close("done")
-        self.zero_copy.close()
+        if self.zero_copy is not None:
+            self.zero_copy.close()
+
+    def _transport(self) -> asyncio.Transport:
+        if self.transport is None:
+            raise ConnectionError("not connected")
+        return self.transport
 
 
-def _legacy_header(frame: bytes) -> tuple[str | None, int]:
+def _legacy_header(frame: bytes | memoryview) -> tuple[str | None, int]:
     from broker.protocol.headers import parse_request_header
 
     return parse_request_header(frame, flexible=False)

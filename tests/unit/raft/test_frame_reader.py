@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -22,11 +23,13 @@ class FakeTransport:
         self.closed = True
 
 
-def feed(reader: FrameReader, data: bytes, chunk_sizes: list[int]) -> None:
+def feed(reader: FrameReader, data: bytes, chunk_sizes: list[int]) -> int:
     """Deliver `data` the way a transport does: into get_buffer's view, at most what the
-    caller asks per receive, cycling through `chunk_sizes`."""
+    caller asks per receive, cycling through `chunk_sizes`, until the reader pauses the
+    transport. Returns how many bytes it took."""
     pos, i = 0, 0
-    while pos < len(data) and not reader.transport.closed:  # type: ignore[union-attr]
+    transport: Any = reader.transport
+    while pos < len(data) and not transport.closed and getattr(transport, "reading", True):
         buf = reader.get_buffer(-1)
         assert len(buf) > 0
         n = min(len(buf), chunk_sizes[i % len(chunk_sizes)], len(data) - pos)
@@ -35,12 +38,15 @@ def feed(reader: FrameReader, data: bytes, chunk_sizes: list[int]) -> None:
         reader.buffer_updated(n)
         pos += n
         i += 1
+    return pos
 
 
-def make_reader(max_bytes: int = 1 << 20) -> tuple[FrameReader, list[bytes], list[BaseException]]:
+def make_reader(max_bytes: int = 1 << 20, **kw: Any,
+                ) -> tuple[FrameReader, list[bytes], list[BaseException | None]]:
     frames: list[bytes] = []
-    lost: list[BaseException] = []
-    reader = FrameReader(lambda f: frames.append(bytes(f)), lost.append, max_bytes)
+    lost: list[BaseException | None] = []
+    reader = FrameReader(lambda f: frames.append(bytes(f)), lost.append, max_bytes=max_bytes,
+                         **kw)
     reader.connection_made(FakeTransport())  # type: ignore[arg-type]
     return reader, frames, lost
 
@@ -87,12 +93,12 @@ def test_a_bad_length_closes_the_connection(size: int) -> None:
 
 
 def test_an_exception_from_the_consumer_closes_the_connection() -> None:
-    lost: list[BaseException] = []
+    lost: list[BaseException | None] = []
 
-    def boom(frame: memoryview) -> None:
+    def boom(frame: memoryview | bytes) -> None:
         raise FrameError("malformed response")
 
-    reader = FrameReader(boom, lost.append)
+    reader = FrameReader(boom, lost.append, max_bytes=1 << 20)
     reader.connection_made(FakeTransport())  # type: ignore[arg-type]
     feed(reader, framed([b"abc"]), [100])
     assert reader.transport.closed  # type: ignore[union-attr]
@@ -169,3 +175,81 @@ def _with_records(cid: int, records: bytes) -> bytes:
         partitions=[FetchPartition(0, 0, 1, 1, 0, None, -1, records)], topic_id=uuid.uuid4())])
     body = encode_fetch_response(16, data).to_bytes()
     return struct.pack(">ii", len(body) + 5, cid) + b"\x00" + body
+
+
+class PausableTransport(FakeTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_admit_holds_the_reader_before_allocating_and_release_reads_on() -> None:
+    room = {"frames": 1}
+    asked: list[int] = []
+
+    def admit(size: int) -> bool:
+        asked.append(size)
+        return room["frames"] > 0
+
+    frames: list[bytes] = []
+
+    def take(frame: memoryview | bytes) -> None:
+        frames.append(bytes(frame))
+        room["frames"] -= 1
+
+    reader = FrameReader(take, lambda e: None, max_bytes=1 << 20, admit=admit)
+    transport = PausableTransport()
+    reader.connection_made(transport)  # type: ignore[arg-type]
+    data = framed([b"one", b"x" * 100_000])
+    took = feed(reader, data, [20_000])
+    assert frames == [b"one"]
+    assert not transport.reading  # paused, and the 100 KB frame has no buffer yet
+    assert reader._big is None
+    room["frames"] = 1
+    reader.release()
+    assert transport.reading
+    feed(reader, data[took:], [20_000])
+    assert frames == [b"one", b"x" * 100_000]
+    assert asked == [3, 100_000, 100_000]
+
+
+def test_copy_small_hands_out_bytes_the_owner_may_keep() -> None:
+    kept: list[memoryview | bytes] = []
+    reader = FrameReader(kept.append, lambda e: None, max_bytes=1 << 20, copy_small=True)
+    reader.connection_made(FakeTransport())  # type: ignore[arg-type]
+    feed(reader, framed([b"first", b"second"]), [100])
+    feed(reader, framed([b"third"]), [100])  # reuses the scratch buffer
+    assert [type(f) for f in kept] == [bytes, bytes, bytes]
+    assert kept == [b"first", b"second", b"third"]
+
+
+@pytest.mark.parametrize(("data", "partial"), [(b"", False), (b"\x00\x00\x00\x09abc", True)])
+def test_eof_tells_the_owner_whether_a_frame_was_cut(data: bytes, partial: bool) -> None:
+    seen: list[bool] = []
+    reader = FrameReader(lambda f: None, lambda e: None, max_bytes=100,
+                         on_eof=lambda cut: seen.append(cut) or True)
+    reader.connection_made(FakeTransport())  # type: ignore[arg-type]
+    if data:
+        feed(reader, data, [100])
+    assert reader.eof_received() is True
+    assert seen == [partial]
+
+
+def test_a_frame_below_the_minimum_is_an_error_for_the_owner() -> None:
+    errors: list[BaseException] = []
+    reader = FrameReader(lambda f: None, lambda e: None, max_bytes=100, min_bytes=8,
+                         on_error=errors.append)
+    transport = FakeTransport()
+    reader.connection_made(transport)  # type: ignore[arg-type]
+    feed(reader, struct.pack(">i", 7) + b"1234567", [100])
+    assert isinstance(errors[0], FrameError)
+    assert not transport.closed  # the owner decides when to close
