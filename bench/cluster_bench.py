@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gc
 import multiprocessing as mp
+import os
 import random
 import statistics
 import sys
@@ -175,6 +176,9 @@ def bench_replication(messages: int, repeats: int) -> None:
         brokers, controllers = list(c.broker_ids), list(c.controller_ids)
         for _ in range(repeats):
             for name, topic, acks in cases:
+                # Write back what earlier cases left dirty: the kernel's flusher would
+                # otherwise take CPU from whichever case runs 30 s later (dirty_expire).
+                os.sync()
                 b0, c0 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)
                 rate, producer_cpu = run_producer(c.bootstrap_servers, topic, messages, acks)
                 b1, c1 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)

@@ -342,7 +342,7 @@ class ReplicaManager:
                 return
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining > 0:
-                await asyncio.wait(pending, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                await wait_first(pending, remaining)
             if asyncio.get_running_loop().time() >= deadline:
                 for key, result in results.items():
                     part = self._partitions.get(key)
@@ -460,6 +460,32 @@ class ReplicaManager:
             ]
             if not waiters:
                 return results
-            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                w.cancel()
+            await wait_first(waiters, remaining)
+
+
+async def wait_first(waiters: list[asyncio.Future[None]], timeout_s: float) -> None:
+    """Until one of `waiters` (fresh Partition.new_waiter futures, owned by the caller) is
+    done or `timeout_s` passes; then cancels the rest. asyncio.wait(FIRST_COMPLETED) does
+    the same with a set, a future and callbacks per call: 20-30 us on every long poll and
+    acks=all wait, once per follower round."""
+    loop = asyncio.get_running_loop()
+    target = waiters[0] if len(waiters) == 1 else loop.create_future()
+    if target is not waiters[0]:
+        def wake(_f: asyncio.Future[None]) -> None:
+            if not target.done():
+                target.set_result(None)
+
+        for w in waiters:
+            w.add_done_callback(wake)
+    timer = loop.call_later(timeout_s, _expire, target)
+    try:
+        await target  # a cancellation of the caller comes through here
+    finally:
+        timer.cancel()
+        for w in waiters:
+            w.cancel()
+
+
+def _expire(target: asyncio.Future[None]) -> None:
+    if not target.done():
+        target.set_result(None)

@@ -163,3 +163,32 @@ async def test_only_assigned_replicas_fetch_as_followers(manager):
     assert out[0].error_code is ErrorCode.not_leader_or_follower
     assert out[0].size == 0
     assert manager.get("t", 0).high_watermark == 0  # a stranger does not move it
+
+
+def test_wait_first_returns_on_the_first_waiter_or_the_timeout_and_cancels_the_rest() -> None:
+    from broker.replication.replica_manager import wait_first
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        a, b = loop.create_future(), loop.create_future()
+        loop.call_later(0.01, b.set_result, None)
+        t0 = loop.time()
+        await wait_first([a, b], 5.0)
+        assert loop.time() - t0 < 1.0
+        assert a.cancelled() and b.done()
+
+        c = loop.create_future()
+        t0 = loop.time()
+        await wait_first([c], 0.05)  # nobody wakes it: the timeout ends the wait
+        assert 0.04 <= loop.time() - t0 < 1.0
+        assert c.done()
+
+        d = loop.create_future()
+        task = loop.create_task(wait_first([d], 5.0))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert d.cancelled()
+
+    asyncio.run(main())
