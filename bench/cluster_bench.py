@@ -7,6 +7,8 @@
   replication  produce throughput (librdkafka, acks as stated, 100 B records, 3 partitions
                led by the 3 brokers) to RF=1, RF=3 acks=1 and RF=3 acks=all topics in the
                same cluster and run, as ratios to RF=1.
+  roles        the same RF=3 acks=1 load on one topic whose partitions are all led by one
+               broker: CPU per 100k records of the leader and of each follower.
   metadata     create --partitions partitions (topics of 100), the time until every broker
                serves Metadata for all of them; the controller's failover time with them
                (kill -9 the active controller until a CreateTopics through a broker
@@ -14,7 +16,8 @@
                (tracemalloc, in this process, built by the pure controller).
 
     python bench/cluster_bench.py failover --rounds 5
-    python bench/cluster_bench.py replication --messages 300000
+    python bench/cluster_bench.py replication --messages 1500000 --repeats 5
+    python bench/cluster_bench.py roles --messages 1500000 --repeats 5
     python bench/cluster_bench.py metadata --partitions 10000
 """
 
@@ -197,6 +200,38 @@ def bench_replication(messages: int, repeats: int) -> None:
     print("goals: RF=3 acks=1 >= 0.9, RF=3 acks=all >= 0.6 (LinkedIn's Kafka: 0.96 / 0.51)")
 
 
+def bench_roles(messages: int, repeats: int) -> None:
+    """Where replication's CPU goes, per role: one RF=3 topic whose 3 partitions are all led
+    by the first broker, so that broker only leads (Produce, serving follower fetches) and
+    the other two only follow (one fetcher each, multiplexing the 3 partitions)."""
+    from confluent_kafka.admin import NewTopic
+
+    with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
+        b = list(c.broker_ids)
+        c.admin(b[0]).create_topics(new_topics=[NewTopic(
+            "roles", 3, replica_assignment=[b] * 3,
+            config={"min.insync.replicas": "2"})])["roles"].result(60)
+        c.wait_for(lambda: len(c.metadata(b[0]).topics["roles"].partitions) == 3 and all(
+            p.leader == b[0] for p in c.metadata(b[0]).topics["roles"].partitions.values()),
+            60, "roles led by the first broker")
+        run_producer(c.bootstrap_servers, "roles", 300_000, "1")  # warm-up
+        leader_ms: list[float] = []
+        follower_ms: list[float] = []
+        for _ in range(repeats):
+            os.sync()
+            before = [broker_cpu_s(c.nodes[x].pid) or 0.0 for x in b]
+            rate, producer_cpu = run_producer(c.bootstrap_servers, "roles", messages, "1")
+            after = [broker_cpu_s(c.nodes[x].pid) or 0.0 for x in b]
+            per = [(a - z) * 1e8 / messages for a, z in zip(after, before, strict=True)]
+            leader_ms.append(per[0])
+            follower_ms.append((per[1] + per[2]) / 2)
+            print(f"  {rate:,.0f} msg/s; CPU-ms per 100k records: leader {per[0]:.1f}, "
+                  f"followers {per[1]:.1f} {per[2]:.1f}, producer "
+                  f"{producer_cpu * 1e8 / messages:.1f}", flush=True)
+    print(f"roles (RF=3 acks=1): median CPU-ms per 100k records: leader "
+          f"{statistics.median(leader_ms):.1f}, follower {statistics.median(follower_ms):.1f}")
+
+
 # ----------------------------------------------------------------------------- metadata
 
 def image_memory_per_10k() -> tuple[int, float]:
@@ -299,6 +334,9 @@ def main() -> None:
     p = sub.add_parser("replication")
     p.add_argument("--messages", type=int, default=300_000)
     p.add_argument("--repeats", type=int, default=2)
+    p = sub.add_parser("roles")
+    p.add_argument("--messages", type=int, default=1_500_000)
+    p.add_argument("--repeats", type=int, default=5)
     p = sub.add_parser("metadata")
     p.add_argument("--partitions", type=int, default=10_000)
     p.add_argument("--replication-factor", type=int, default=1)
@@ -307,6 +345,8 @@ def main() -> None:
         bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
     elif args.what == "replication":
         bench_replication(args.messages, args.repeats)
+    elif args.what == "roles":
+        bench_roles(args.messages, args.repeats)
     else:
         bench_metadata(args.partitions, args.replication_factor)
 
