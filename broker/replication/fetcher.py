@@ -42,19 +42,18 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.metadata.image import MetadataImage
-from broker.replication import fetch_request
 from broker.replication.cluster_view import ClusterView
-from broker.replication.fetch_request import PartitionFetch, TopicFetch, encode_replica_fetch
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+from raft.fetch_codec import PartitionFetch, TopicFetch, encode_fetch_request_body
 
 log = structlog.get_logger(__name__)
 
 FETCH = 1
 API_VERSIONS = 18
-FETCH_MIN_VERSION = fetch_request.MIN_VERSION  # 12: DivergingEpoch
-FETCH_MAX_VERSION = fetch_request.MAX_VERSION
-FETCH_TOPIC_IDS_VERSION = fetch_request.TOPIC_IDS_VERSION
+FETCH_MIN_VERSION = 12  # DivergingEpoch
+FETCH_MAX_VERSION = 16
+FETCH_TOPIC_IDS_VERSION = 13
 LEADERSHIP_RETRY_MS = 100
 _LEADERSHIP_ERRORS = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
@@ -284,7 +283,7 @@ class ReplicaFetcher:
                 st.part.index, st.leader_epoch, plog.log_end_offset, plog.latest_epoch,
                 plog.log_start_offset, s.fetch_max_bytes))
         replicas = self.manager.replicas
-        return encode_replica_fetch(
+        return encode_fetch_request_body(
             version, replica_id=replicas.node_id, replica_epoch=replicas.broker_epoch(),
             max_wait_ms=s.fetch_wait_max_ms, min_bytes=s.fetch_min_bytes,
             max_bytes=s.fetch_response_max_bytes,

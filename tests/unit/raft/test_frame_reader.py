@@ -111,7 +111,7 @@ def test_kafka_connection_gets_large_and_small_answers_and_fails_pending_on_clos
         loop: str) -> None:
     """Over real loopback TCP: a 300 KB Fetch answer with small ones pipelined behind it,
     then the server drops the connection and the request still pending fails at once."""
-    from broker.replication.fetch_request import encode_replica_fetch
+    from raft.fetch_codec import encode_fetch_request_body
 
     async def main() -> None:
         big_records = b"r" * 300_000
@@ -136,8 +136,8 @@ def test_kafka_connection_gets_large_and_small_answers_and_fails_pending_on_clos
         server = await asyncio.start_server(serve_conn, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         conn = KafkaConnection("127.0.0.1", port, "test")
-        body = encode_replica_fetch(16, replica_id=1, replica_epoch=1, max_wait_ms=0,
-                                    min_bytes=1, max_bytes=1 << 20, topics=[])
+        body = encode_fetch_request_body(16, replica_id=1, replica_epoch=1, max_wait_ms=0,
+                                         min_bytes=1, max_bytes=1 << 20, topics=[])
         try:
             first = await conn.request(1, 16, body, 5)  # connects
             assert first.responses[0].partitions[0].records == big_records

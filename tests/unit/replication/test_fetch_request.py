@@ -1,5 +1,6 @@
-"""broker/replication/fetch_request.py writes exactly what kio writes for the same replica
-Fetch request, for every version the fetcher sends, and kio reads it back."""
+"""raft/fetch_codec.encode_fetch_request_body writes exactly what kio writes for the same
+replica Fetch request, for every version the replica fetcher and the quorum send (v12-v17),
+and kio reads it back."""
 
 from __future__ import annotations
 
@@ -14,17 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 
-from broker.replication.fetch_request import (
-    MAX_VERSION,
-    MIN_VERSION,
+from raft.fetch_codec import (
+    REQUEST_VERSIONS,
     PartitionFetch,
     TopicFetch,
-    encode_replica_fetch,
+    encode_fetch_request_body,
 )
 
 i32 = st.integers(-1, 2**31 - 1)
 i64 = st.integers(-1, 2**63 - 1)
-VERSIONS = list(range(MIN_VERSION, MAX_VERSION + 1))
+VERSIONS = list(REQUEST_VERSIONS)
 
 partitions = st.builds(PartitionFetch, st.integers(0, 2**31 - 1), i32, i64, i32, i64, i32)
 topics = st.lists(
@@ -34,7 +34,8 @@ topics = st.lists(
 
 
 def kio_entity(version: int, replica_id: int, replica_epoch: int, max_wait_ms: int,
-               min_bytes: int, max_bytes: int, topics: list[TopicFetch]) -> Any:
+               min_bytes: int, max_bytes: int, topics: list[TopicFetch],
+               cluster_id: str | None = None) -> Any:
     m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
 
     def build(cls: Any, **fields: Any) -> Any:
@@ -47,7 +48,7 @@ def kio_entity(version: int, replica_id: int, replica_epoch: int, max_wait_ms: i
     return build(
         m.FetchRequest, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
         min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0,
-        session_epoch=-1, forgotten_topics_data=(), rack_id="", **extra,
+        session_epoch=-1, forgotten_topics_data=(), rack_id="", cluster_id=cluster_id, **extra,
         topics=tuple(
             build(m.FetchTopic, topic=t.topic, topic_id=t.topic_id,
                   partitions=tuple(
@@ -70,14 +71,16 @@ def kio_bytes(entity: Any) -> bytes:
 
 @settings(max_examples=400, deadline=None)
 @given(version=st.sampled_from(VERSIONS), replica_id=i32, replica_epoch=i64,
-       max_wait_ms=st.integers(0, 2**31 - 1), min_bytes=i32, max_bytes=i32, topics=topics)
+       max_wait_ms=st.integers(0, 2**31 - 1), min_bytes=i32, max_bytes=i32, topics=topics,
+       cluster_id=st.one_of(st.none(), st.text(max_size=30)))
 def test_bytes_match_kio(version: int, replica_id: int, replica_epoch: int, max_wait_ms: int,
-                         min_bytes: int, max_bytes: int, topics: list[TopicFetch]) -> None:
-    fast = encode_replica_fetch(version, replica_id=replica_id, replica_epoch=replica_epoch,
-                                max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                                max_bytes=max_bytes, topics=topics)
+                         min_bytes: int, max_bytes: int, topics: list[TopicFetch],
+                         cluster_id: str | None) -> None:
+    fast = encode_fetch_request_body(version, replica_id=replica_id, replica_epoch=replica_epoch,
+                                     max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+                                     max_bytes=max_bytes, topics=topics, cluster_id=cluster_id)
     entity = kio_entity(version, replica_id, replica_epoch, max_wait_ms, min_bytes, max_bytes,
-                        topics)
+                        topics, cluster_id)
     assert fast == kio_bytes(entity)
     decoded, used = entity_reader(type(entity))(fast, 0)
     assert used == len(fast)
@@ -86,7 +89,7 @@ def test_bytes_match_kio(version: int, replica_id: int, replica_epoch: int, max_
 
 def test_the_fetchers_shape_on_v16_carries_the_replica_state() -> None:
     tid = uuid.uuid4()
-    body = encode_replica_fetch(
+    body = encode_fetch_request_body(
         16, replica_id=4, replica_epoch=77, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20,
         topics=[TopicFetch("t", tid, [PartitionFetch(0, 3, 1000, 3, 0, 1 << 20)])])
     m = importlib.import_module("kio.schema.fetch.v16.request")
@@ -97,8 +100,8 @@ def test_the_fetchers_shape_on_v16_carries_the_replica_state() -> None:
     assert topic.partitions[0].fetch_offset == 1000
 
 
-@pytest.mark.parametrize("version", [11, 17])
-def test_versions_outside_the_fetchers_range_are_refused(version: int) -> None:
+@pytest.mark.parametrize("version", [11, 18])
+def test_versions_outside_the_encoders_range_are_refused(version: int) -> None:
     with pytest.raises(ValueError, match="outside"):
-        encode_replica_fetch(version, replica_id=1, replica_epoch=1, max_wait_ms=0,
-                             min_bytes=1, max_bytes=1, topics=[])
+        encode_fetch_request_body(version, replica_id=1, replica_epoch=1, max_wait_ms=0,
+                                  min_bytes=1, max_bytes=1, topics=[])
