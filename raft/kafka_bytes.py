@@ -1,6 +1,8 @@
 """Kafka wire primitives shared by the narrow encoders (raft/fetch_codec.py,
-raft/control.py, broker/protocol/fetch_encoder.py): unsigned varints (compact lengths,
-tag counts) and tagged fields of flexible message versions."""
+raft/control.py, broker/protocol/fetch_encoder.py) and the record writers (raft/records.py,
+broker/protocol/records.py, broker/group/records.py): unsigned varints (compact lengths,
+tag counts, and the zigzag varints of record fields) and tagged fields of flexible message
+versions."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ import struct
 from crc32c import crc32c
 
 from raft.control import CONTROL_KEY_LEADER_CHANGE
+from raft.kafka_bytes import uvarint
 from raft.messages import Batch
 
 CONTROL_ATTRIBUTE = 0x20
@@ -35,15 +36,8 @@ class CorruptBatch(ValueError):
 
 
 def _varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    if z < 0x80:
-        return bytes((z,))
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    """A zigzag varint (record fields): the unsigned varint of the zigzag of `n`."""
+    return uvarint((n << 1) ^ (n >> 63))
 
 
 def encode_batch(batch: Batch) -> bytes:

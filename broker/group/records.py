@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from raft import kafka_bytes
 
 OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
@@ -99,10 +100,7 @@ class _Writer:
         self.out += struct.pack(">q", v)
 
     def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.out.append(v)
+        self.out += kafka_bytes.uvarint(v)
 
     def string(self, s: str | None) -> None:
         if s is None:

@@ -33,6 +33,7 @@ from broker.protocol.compression import (
     compress,
     decompress,
 )
+from raft.kafka_bytes import uvarint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -306,11 +307,7 @@ def _zigzag(n: int) -> int:
 
 
 def write_varint(out: bytearray, n: int) -> None:
-    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+    out += uvarint(_zigzag(n) & 0xFFFFFFFFFFFFFFFF)
 
 
 def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
