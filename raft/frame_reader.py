@@ -36,11 +36,6 @@ class FrameError(Exception):
     pass
 
 
-def _close_transport(reader: FrameReader) -> None:
-    if reader.transport is not None:
-        reader.transport.close()
-
-
 class FrameReader(asyncio.BufferedProtocol):
     SCRATCH_BYTES = 64 * 1024
 
@@ -100,10 +95,9 @@ class FrameReader(asyncio.BufferedProtocol):
             if self._big is not None:
                 self._big_got += nbytes
                 if self._big_got == len(self._big):
+                    # Nothing waits in the scratch buffer: it was emptied when this began.
                     frame, self._big = self._big, None
                     self._on_frame(memoryview(frame).toreadonly())
-                    if not self._stopped and not self._held:
-                        self._parse()
                 return
             self._end += nbytes
             if not self._held and not self._stopped:
@@ -209,5 +203,5 @@ class FrameReader(asyncio.BufferedProtocol):
         self._stopped = True
         if self._on_error is not None:
             self._on_error(error)
-        else:
-            _close_transport(self)
+        elif self.transport is not None:
+            self.transport.close()
