@@ -305,6 +305,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("log.index.size.max.bytes", INT, 10 * 1024 * 1024, at_least(4)),
     ConfigDef("log.index.interval.bytes", INT, 4096, at_least(0)),
     ConfigDef("log.preallocate", B, True),
+    ConfigDef("log.drop.behind.bytes", L, 64 * 1024 * 1024, at_least(-1)),  # Skiff's
     ConfigDef("log.segment.delete.delay.ms", L, 60000, at_least(0)),
     ConfigDef("log.message.timestamp.type", S, "CreateTime", one_of("CreateTime", "LogAppendTime")),
     ConfigDef("log.message.timestamp.before.max.ms", L, LONG_MAX, at_least(0)),
@@ -425,6 +426,7 @@ _TOPIC_DEFS: list[TopicConfigDef] = [
                    ("log.cleaner.min.compaction.lag.ms",)),
     TopicConfigDef("min.insync.replicas", INT, at_least(1), ("min.insync.replicas",)),
     TopicConfigDef("preallocate", B, None, ("log.preallocate",)),
+    TopicConfigDef("drop.behind.bytes", L, at_least(-1), ("log.drop.behind.bytes",)),
     TopicConfigDef("retention.bytes", L, None, ("log.retention.bytes",)),
     TopicConfigDef("retention.ms", L, at_least(-1),
                    ("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
@@ -1067,7 +1069,8 @@ def log_config(effective: Mapping[str, Any]) -> dict[str, Any]:
             "file.delete.delay.ms", "delete.retention.ms", "min.compaction.lag.ms",
             "max.compaction.lag.ms", "min.cleanable.dirty.ratio", "compression.type",
             "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-            "preallocate", "min.insync.replicas", "unclean.leader.election.enable")
+            "preallocate", "drop.behind.bytes", "min.insync.replicas",
+            "unclean.leader.election.enable")
     out = {k: effective[k] for k in keys}
     out["cleanup.policy"] = list(out["cleanup.policy"])
     out["compression.type"] = str(out["compression.type"]).lower()

@@ -37,6 +37,10 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     compression_type: str = "producer"
     preallocate: bool = True
+    # Skiff's: each segment keeps its newest drop_behind_bytes in the page cache and has
+    # the kernel write back and forget the rest (broker/log/drop_behind.py); -1 leaves
+    # the cache to the kernel, as Kafka does.
+    drop_behind_bytes: int = 64 * 1024 * 1024
     # Not a Kafka topic config: fsync every append before acknowledging (metadata log).
     fsync_on_append: bool = False
 
@@ -118,5 +122,7 @@ class LogConfig:
             "zstd",
         ):
             raise bad(f"compression.type {self.compression_type}")
+        if self.drop_behind_bytes < -1:
+            raise bad(f"drop.behind.bytes {self.drop_behind_bytes}")
         if self.flush_messages < 1 or self.flush_ms < 0:
             raise bad("flush.messages / flush.ms")

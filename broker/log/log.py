@@ -564,6 +564,8 @@ class PartitionLog:
     ) -> None:
         seg = self._maybe_roll(size, entries, now_ms)
         seg.append(data, entries, size)
+        if self.config.drop_behind_bytes >= 0:
+            seg.drop_cached_behind(self.config.drop_behind_bytes)
         self._log_end_offset = entries[-1][3] + 1
         if self.producer_state_hook is not None:
             self.producer_state_hook.on_append([BatchHeader(*t) for t in written])

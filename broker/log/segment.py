@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 from crc32c import crc32c
 
+from broker.log.drop_behind import DROPPER, next_drop
 from broker.log.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -128,6 +129,7 @@ class LogSegment:
         self.deleted = False
         self.unflushed = False
         self.indexes_unflushed = False
+        self.cache_dropped_to = 0  # see drop_cached_behind
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
@@ -280,6 +282,14 @@ class LogSegment:
         self.unflushed = True
         self.indexes_unflushed = True
         self.size = physical + size
+
+    def drop_cached_behind(self, window_bytes: int) -> None:
+        """Have the kernel write back and forget this segment's pages older than its newest
+        `window_bytes` (broker/log/drop_behind.py), once the window has moved a step."""
+        drop = next_drop(self.size, self.cache_dropped_to, window_bytes)
+        if drop is not None:
+            DROPPER.submit(self.file, *drop)
+            self.cache_dropped_to = drop[1]
 
     def _reserve(self, end: int) -> None:
         step = min(_MAX_RESERVE_STEP, max(end, _BLOCK))
@@ -436,6 +446,7 @@ class LogSegment:
             return None
         pos, h = found
         self.size = pos
+        self.cache_dropped_to = min(self.cache_dropped_to, pos)
         os.ftruncate(self.fd, pos)
         self.reserved_end = pos
         self.offset_index.truncate_to_position(pos)
