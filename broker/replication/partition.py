@@ -137,6 +137,7 @@ class Partition:
     pending_isr: PendingIsrChange | None = None
     isr_retry_after_ms: int = 0
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    _log_end_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     _next_producer_expiry_ms: int = 0
 
     def __post_init__(self) -> None:
@@ -271,7 +272,7 @@ class Partition:
             )
         result = self.log.append_as_leader(records, self.leader_epoch, now)
         self._maybe_advance_high_watermark()
-        self._wake_waiters()  # followers long-polling for new data
+        _wake(self._log_end_waiters)  # followers long-polling for new data
         return result
 
     def _check_producers(self, records: bytes | memoryview, now_ms: int) -> BatchMetadata | None:
@@ -419,7 +420,7 @@ class Partition:
             self.high_watermark = new_hw
             # Retention and DeleteRecords never go past what the ISR holds.
             self.log.update_high_watermark(new_hw)
-            self._wake_waiters()
+            _wake(self._waiters)
 
     # ---- follower data path ------------------------------------------------------------
 
@@ -436,7 +437,7 @@ class Partition:
         if new_hw != self.high_watermark:
             self.high_watermark = new_hw
             self.log.update_high_watermark(new_hw)
-            self._wake_waiters()
+            _wake(self._waiters)
 
     def truncate_to(self, offset: int) -> None:
         """Follower truncation to `offset` (from DivergingEpoch)."""
@@ -461,20 +462,31 @@ class Partition:
     def last_stable_offset(self) -> int:
         return self.high_watermark
 
-    # ---- waiting for the high watermark (acks=all, fetch long polls) -------------
+    # ---- waiting (acks=all, fetch long polls) ---------------------------------------
 
-    def new_waiter(self) -> asyncio.Future[None]:
+    def new_waiter(self, *, for_log_end: bool = False) -> asyncio.Future[None]:
+        """A future done when the high watermark moves (consumers, acks=all) or, with
+        `for_log_end`, when the leader's log end moves (followers' fetches: a high
+        watermark that a follower's own fetch moved must not wake the other followers,
+        whose next data round carries it anyway). Role changes wake both."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if len(self._waiters) >= 64:  # long polls that timed out leave cancelled futures behind
-            self._waiters = [w for w in self._waiters if not w.done()]
-        self._waiters.append(future)
+        waiters = self._log_end_waiters if for_log_end else self._waiters
+        if len(waiters) >= 64:  # long polls that timed out leave cancelled futures behind
+            waiters[:] = [w for w in waiters if not w.done()]
+        waiters.append(future)
         return future
 
     def _wake_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for future in waiters:
-            if not future.done():
-                future.set_result(None)
+        _wake(self._waiters)
+        _wake(self._log_end_waiters)
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    pending = waiters[:]
+    waiters.clear()
+    for future in pending:
+        if not future.done():
+            future.set_result(None)
 
 
 class _ProducerStateSync(ProducerStateHook):

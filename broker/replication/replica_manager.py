@@ -452,10 +452,10 @@ class ReplicaManager:
             remaining = deadline - loop.time()
             if total >= min_bytes or errored or remaining <= 0:
                 return results
-            # Registered after the read with no await in between, so nothing is missed, and
-            # a follower's own fetch (which may move the high watermark) does not wake it.
+            # Registered after the read with no await in between, so nothing is missed.
+            # Followers wait for the log end to move, consumers for the high watermark.
             waiters = [
-                p.new_waiter() for r in requests
+                p.new_waiter(for_log_end=replica_id >= 0) for r in requests
                 if (p := self._partitions.get((r.topic, r.partition))) is not None
             ]
             if not waiters:

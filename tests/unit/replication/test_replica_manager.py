@@ -119,6 +119,27 @@ async def test_consumers_do_not_see_past_the_high_watermark(manager):
     assert follower[0].size > 0
 
 
+async def test_followers_wait_for_the_log_end_and_consumers_for_the_high_watermark(manager):
+    lead(manager, replicas=(NODE, 2, 3), isr=(NODE, 2, 3), min_isr=2)
+    part = manager.get("t", 0)
+    await manager.append({("t", 0): batch(b"x")}, required_acks=1, timeout_ms=100)
+    for replica in (2, 3):
+        await manager.fetch([fetch_req(offset=0)], replica_id=replica, max_wait_ms=0,
+                            min_bytes=1, max_bytes=1 << 20)
+    follower = part.new_waiter(for_log_end=True)
+    consumer = part.new_waiter()
+    # Follower 2 holds offset 0; follower 3's fetch then moves the high watermark.
+    await manager.fetch([fetch_req(offset=1)], replica_id=2, max_wait_ms=0, min_bytes=0,
+                        max_bytes=100)
+    assert part.high_watermark == 0 and not consumer.done()
+    await manager.fetch([fetch_req(offset=1)], replica_id=3, max_wait_ms=0, min_bytes=0,
+                        max_bytes=100)
+    assert part.high_watermark == 1
+    assert consumer.done() and not follower.done()
+    await manager.append({("t", 0): batch(b"y")}, required_acks=1, timeout_ms=100)
+    assert follower.done()
+
+
 async def test_not_enough_replicas_for_acks_all_below_min_isr(manager):
     lead(manager, replicas=(NODE, 2), isr=(NODE,), min_isr=2)
     res = await manager.append({("t", 0): batch(b"x")}, required_acks=-1, timeout_ms=100)
