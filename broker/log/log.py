@@ -684,7 +684,7 @@ class PartitionLog:
             return None, 0
         i = max(bisect.bisect_right(bases, offset) - 1, 0)
         while i < len(segs):
-            found = segs[i].translate_offset(offset)
+            found = segs[i].locate(offset)
             if found is not None:
                 return segs[i], found[0]
             i += 1

@@ -7,6 +7,7 @@ bound themselves by the `size` they saw.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import struct
@@ -47,6 +48,7 @@ from broker.protocol.records import (
 INT32_MAX = (1 << 31) - 1
 # baseOffset, batchLength, then lastOffsetDelta at byte 23.
 _BASE_LEN_DELTA = struct.Struct(">qi11xi")
+_RECENT_BATCHES = 256  # at least this many newest batches are remembered by `locate`
 _SCAN_CHUNK = 4096 + 64  # about one index interval of small batches
 _RECOVER_CHUNK = 8 * 1024 * 1024
 # Space reserved ahead of the write position (preallocate): as much as the segment
@@ -130,6 +132,12 @@ class LogSegment:
         self.unflushed = False
         self.indexes_unflushed = False
         self.cache_dropped_to = 0  # see drop_cached_behind
+        # The batches appended most recently, oldest first: tailing fetches (followers,
+        # caught-up consumers) read them back and find them here without index lookups or
+        # header reads. Every batch whose last offset is >= _recent_floor is listed.
+        self._recent_lasts: list[int] = []
+        self._recent_spans: list[tuple[int, int]] = []  # (position, size)
+        self._recent_floor = 0
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
@@ -174,6 +182,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self._forget_recent()
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
@@ -265,7 +274,13 @@ class LogSegment:
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
         max_ts = self.max_timestamp
+        lasts = self._recent_lasts
+        spans = self._recent_spans
+        if not lasts:
+            self._recent_floor = self.next_offset
         for position, bsize, _, last, bmax in batches:
+            lasts.append(last)
+            spans.append((physical + position, bsize))
             if bmax > max_ts:
                 max_ts = bmax
                 self.offset_of_max_timestamp = last
@@ -276,6 +291,9 @@ class LogSegment:
             since += bsize
         self.max_timestamp = max_ts
         self.bytes_since_last_index_entry = since
+        if len(lasts) > 2 * _RECENT_BATCHES:
+            self._recent_floor = lasts[-_RECENT_BATCHES - 1] + 1
+            del lasts[:-_RECENT_BATCHES], spans[:-_RECENT_BATCHES]
         if self.rolling_based_timestamp is None and batches:
             self.rolling_based_timestamp = batches[0][4]
         self.next_offset = batches[-1][3] + 1
@@ -397,18 +415,27 @@ class LogSegment:
             pos += p
         return None
 
+    def locate(self, offset: int) -> tuple[int, int] | None:
+        """(position, size) of the first batch whose last offset >= `offset`."""
+        lasts = self._recent_lasts
+        if lasts and offset >= self._recent_floor:
+            i = bisect.bisect_left(lasts, offset)
+            return self._recent_spans[i] if i < len(lasts) else None
+        found = self.translate_offset(offset)
+        return None if found is None else (found[0], found[1].size)
+
     def read(
         self, offset: int, max_size: int, max_position: int, min_one_batch: bool
     ) -> FileSlice | None:
         """Slice from the batch holding `offset`; None if no batch at or after it here."""
         limit = min(max_position, self.size)
-        found = self.translate_offset(offset)
+        found = self.locate(offset)
         if found is None:
             return None
-        pos, h = found
+        pos, batch_size = found
         if pos >= limit:
             return EMPTY_SLICE
-        size = max(max_size, h.size) if min_one_batch else max_size
+        size = max(max_size, batch_size) if min_one_batch else max_size
         length = min(limit - pos, size)
         if length <= 0:
             return EMPTY_SLICE
@@ -436,6 +463,10 @@ class LogSegment:
             return []
         return decode_records(self.read_batch(position, header))
 
+    def _forget_recent(self) -> None:
+        self._recent_lasts.clear()
+        self._recent_spans.clear()
+
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> int | None:
@@ -447,6 +478,7 @@ class LogSegment:
         pos, h = found
         self.size = pos
         self.cache_dropped_to = min(self.cache_dropped_to, pos)
+        self._forget_recent()
         os.ftruncate(self.fd, pos)
         self.reserved_end = pos
         self.offset_index.truncate_to_position(pos)

@@ -1,5 +1,6 @@
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -145,6 +146,7 @@ def test_concurrent_readers_and_appends_see_a_consistent_log(open_log, clock):
     def reader():
         try:
             while not stop.is_set():
+                time.sleep(0)  # let the writer have the GIL between reads
                 seen = contents(plog)
                 offs = [o for o, _, _ in seen]
                 assert offs == sorted(set(offs))

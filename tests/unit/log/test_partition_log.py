@@ -470,6 +470,9 @@ def test_concurrent_appends_reads_and_deletes(open_log, clock):
         rng = random.Random(7)
         try:
             while not done.is_set():
+                # Reads of recent batches do no IO, so a loop of them would hold the GIL
+                # and starve the writer (a convoy, not what this test is about).
+                time.sleep(0)
                 end = plog.log_end_offset
                 off = rng.randrange(0, end + 1)
                 try:
@@ -595,3 +598,28 @@ def test_preallocate_false_reserves_nothing(open_log, clock):
     plog.append_as_leader(data, 0, clock.now)
     seg = plog.segments[-1]
     assert allocated(seg.log_path) <= 4096 * -(-seg.size // 4096)
+
+
+def test_recent_batches_are_located_as_the_index_and_headers_would(open_log, clock):
+    # More batches than a segment remembers (so its memory is trimmed), of varied sizes,
+    # across a truncation and a reopen: `locate` must agree with translate_offset everywhere.
+    from broker.log.segment import _RECENT_BATCHES
+
+    plog = open_log(LogConfig(segment_bytes=1 << 30, index_interval_bytes=4096))
+
+    def check() -> None:
+        seg = plog.active_segment
+        for offset in range(seg.base_offset, plog.log_end_offset + 3):
+            found = seg.translate_offset(offset)
+            expected = None if found is None else (found[0], found[1].size)
+            assert seg.locate(offset) == expected, offset
+
+    for i in range(2 * _RECENT_BATCHES + 40):
+        plog.append_as_leader(batch(1 + i % 4, size=10 + i % 50, tag=i), 0, clock.now)
+    check()
+    plog.truncate_to(plog.log_end_offset - 100)
+    check()
+    for i in range(30):
+        plog.append_as_leader(batch(2, tag=i), 1, clock.now)
+    check()
+    assert plog.read(plog.log_end_offset - 2, 1 << 20, plog.log_end_offset).length > 0
