@@ -3,19 +3,18 @@
 Versions 3-10 are served; 0-2 are advertised and answered UNSUPPORTED_VERSION by the
 server (librdkafka disables compression unless it sees them). v10+ answers
 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH with the current leader and its endpoint
-(KIP-951), so the producer switches without a metadata round trip.
+(KIP-951), so the producer switches without a metadata round trip. The answer is written
+by the narrow encoder in broker/protocol/produce_encoder.py.
 """
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
 from broker.handlers._leader_hints import (
     LEADER_HINT_ERRORS,
     current_leader,
@@ -23,6 +22,13 @@ from broker.handlers._leader_hints import (
     not_hosted_error,
 )
 from broker.log import AppendResult
+from broker.protocol.produce_encoder import (
+    ProducePartition,
+    ProduceTopic,
+    encode_produce_response,
+)
+from broker.protocol.wire import NodeEndpoint
+from broker.server.frames import ResponseChunks
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -30,15 +36,9 @@ if TYPE_CHECKING:
 
 API_KEY = 0
 log = structlog.get_logger(__name__)
-_NO_THROTTLE = datetime.timedelta(0)
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
-def _append_time(ms: int) -> datetime.datetime | None:
-    return None if ms < 0 else _EPOCH + datetime.timedelta(milliseconds=ms)
-
-
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: Node, ctx: RequestContext, request: Any) -> ResponseChunks | None:
     acks = request.acks
     entries: dict[tuple[str, int], bytes | memoryview] = {}
     errors: dict[tuple[str, int], KafkaError] = {}
@@ -74,8 +74,8 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     if acks == 0:
         return None
 
-    mod = response_module(request)
-    hints = hasattr(mod, "LeaderIdAndEpoch")
+    version = ctx.api_version
+    hints = version >= 10
     image = node.metadata
     leaders: list[int] = []
     topics = []
@@ -84,34 +84,26 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         for part in topic.partition_data:
             result = results[(topic.name, part.index)]
             if isinstance(result, KafkaError):
-                if result.error_code is ErrorCode.unknown_topic_or_partition:
-                    result = KafkaError(not_hosted_error(image, topic.name, part.index),
-                                        result.message)
-                extra: dict[str, Any] = {}
-                if hints and result.error_code in LEADER_HINT_ERRORS:
-                    leader, epoch = current_leader(image, topic.name, part.index)
-                    if leader >= 0:
-                        leaders.append(leader)
-                        extra["current_leader"] = mod.LeaderIdAndEpoch(
-                            leader_id=leader, leader_epoch=epoch)
-                partitions.append(build(
-                    mod.PartitionProduceResponse, index=part.index, error_code=result.error_code,
-                    base_offset=-1, log_append_time=None, log_start_offset=-1, record_errors=(),
-                    error_message=result.message or None, **extra,
-                ))
+                code = result.error_code
+                if code is ErrorCode.unknown_topic_or_partition:
+                    code = not_hosted_error(image, topic.name, part.index)
+                leader_and_epoch = (-1, -1)
+                if hints and code in LEADER_HINT_ERRORS:
+                    leader_and_epoch = current_leader(image, topic.name, part.index)
+                    if leader_and_epoch[0] >= 0:
+                        leaders.append(leader_and_epoch[0])
+                    else:
+                        leader_and_epoch = (-1, -1)
+                partitions.append(ProducePartition(
+                    part.index, code.value, error_message=result.message or None,
+                    current_leader=leader_and_epoch))
             else:
-                partitions.append(build(
-                    mod.PartitionProduceResponse, index=part.index, error_code=ErrorCode.none,
-                    base_offset=result.base_offset,
-                    log_append_time=_append_time(result.log_append_time_ms),
-                    log_start_offset=result.log_start_offset, record_errors=(),
-                ))
-        topics.append(build(
-            mod.TopicProduceResponse, name=topic.name, partition_responses=tuple(partitions)
-        ))
-    endpoints = tuple(
-        mod.NodeEndpoint(node_id=b, host=host, port=port, rack=rack)
+                partitions.append(ProducePartition(
+                    part.index, 0, result.base_offset, result.log_append_time_ms,
+                    result.log_start_offset))
+        topics.append(ProduceTopic(topic.name, partitions))
+    endpoints = [
+        NodeEndpoint(b, host, port, rack)
         for b, host, port, rack in leader_endpoints(image, ctx.listener_name, leaders)
-    ) if leaders else ()
-    return build(mod.ProduceResponse, responses=tuple(topics), throttle_time=_NO_THROTTLE,
-                 node_endpoints=endpoints)
+    ] if leaders else []
+    return ResponseChunks([encode_produce_response(version, topics, 0, endpoints)])

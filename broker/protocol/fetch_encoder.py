@@ -25,8 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
+from broker.protocol.wire import NodeEndpoint, array_length, node_endpoints, string
 from broker.server.frames import Chunk, FileSlice, ResponseChunks, chunk_length
 from raft.kafka_bytes import tagged_field, uvarint
+
+__all__ = [
+    "FetchPartition", "FetchResponseData", "FetchTopic", "NodeEndpoint", "encode_fetch_response",
+]
 
 MIN_VERSION: Final = 4
 MAX_VERSION: Final = 16
@@ -74,41 +79,12 @@ class FetchTopic:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeEndpoint:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class FetchResponseData:
     topics: Sequence[FetchTopic]
     throttle_time_ms: int = 0
     error_code: int = 0
     session_id: int = 0
     node_endpoints: Sequence[NodeEndpoint] = field(default=())
-
-
-def _string(s: str, flexible: bool) -> bytes:
-    b = s.encode()
-    if flexible:
-        return uvarint(len(b) + 1) + b
-    if len(b) > 0x7FFF:
-        raise ValueError("string too long")
-    return _I16.pack(len(b)) + b
-
-
-def _nullable_string(s: str | None, flexible: bool) -> bytes:
-    if s is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    return _string(s, flexible)
-
-
-def _array_len(n: int | None, flexible: bool) -> bytes:
-    if n is None:
-        return b"\x00" if flexible else b"\xff\xff\xff\xff"
-    return uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _record_chunks(records: Records) -> list[Chunk] | None:
@@ -131,13 +107,13 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
     if version >= 7:
         buf += _I16.pack(data.error_code)
         buf += _I32.pack(data.session_id)
-    buf += _array_len(len(data.topics), flexible)
+    buf += array_length(len(data.topics), flexible)
     for t in data.topics:
         if version >= 13:
             buf += t.topic_id.bytes if t.topic_id is not None else _NULL_UUID
         else:
-            buf += _string(t.topic, flexible)
-        buf += _array_len(len(t.partitions), flexible)
+            buf += string(t.topic, flexible)
+        buf += array_length(len(t.partitions), flexible)
         for p in t.partitions:
             buf += _PARTITION_HEAD.pack(
                 p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
@@ -145,7 +121,7 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
             if version >= 5:
                 buf += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
-            buf += _array_len(None if aborted is None else len(aborted), flexible)
+            buf += array_length(None if aborted is None else len(aborted), flexible)
             if aborted is not None:
                 for producer_id, first_offset in aborted:
                     buf += _QQ.pack(producer_id, first_offset)
@@ -170,7 +146,7 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
             buf += b"\x00"  # topic tagged fields
     if flexible:
         if version >= 16 and data.node_endpoints:
-            buf += b"\x01" + tagged_field(0, _node_endpoints(data.node_endpoints))
+            buf += b"\x01" + tagged_field(0, node_endpoints(data.node_endpoints))
         else:
             buf += b"\x00"
     out.append(bytes(buf))
@@ -187,13 +163,3 @@ def _partition_tags(p: FetchPartition) -> bytes:
         tags.append(tagged_field(2, _QI.pack(*p.snapshot_id) + b"\x00"))
     return uvarint(len(tags)) + b"".join(tags)
 
-
-def _node_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
-    out = bytearray(uvarint(len(endpoints) + 1))
-    for e in endpoints:
-        out += _I32.pack(e.node_id)
-        out += _string(e.host, True)
-        out += _I32.pack(e.port)
-        out += _nullable_string(e.rack, True)
-        out += b"\x00"
-    return bytes(out)

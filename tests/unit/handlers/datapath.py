@@ -6,6 +6,9 @@ import datetime
 import importlib
 from typing import Any
 
+from kio.index import load_response_schema
+from kio.serial import entity_reader
+
 from broker.controller.requests import CreatableTopic
 from broker.handlers import produce
 from broker.handlers._build import build
@@ -37,8 +40,20 @@ def produce_request(version: int, topic: str, partition: int, data: bytes | None
     )
 
 
+async def produce_answer(node: TestNode, version: int, request: Any) -> Any:
+    """produce.handle's answer (written by the narrow encoder) read back by kio: None for
+    acks=0, else the ProduceResponse of `version`, every byte consumed."""
+    chunks = await produce.handle(node, make_ctx(0, version), request)
+    if chunks is None:
+        return None
+    body = chunks.to_bytes()
+    decoded, used = entity_reader(load_response_schema(0, version))(body, 0)
+    assert used == len(body)
+    return decoded
+
+
 async def produce_ok(node: TestNode, topic: str, data: bytes, partition: int = 0) -> int:
-    resp = await produce.handle(node, make_ctx(0, 9), produce_request(9, topic, partition, data))
+    resp = await produce_answer(node, 9, produce_request(9, topic, partition, data))
     part = resp.responses[0].partition_responses[0]
     assert part.error_code.name == "none", part
     return int(part.base_offset)

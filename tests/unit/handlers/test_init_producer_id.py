@@ -19,11 +19,11 @@ from kio.serial import entity_reader, entity_writer
 from broker.controller import PRODUCER_ID_BLOCK_SIZE
 from broker.controller.requests import AllocateProducerIdsReply
 from broker.errors import KafkaError
-from broker.handlers import init_producer_id, produce
+from broker.handlers import init_producer_id
 from broker.handlers.init_producer_id import ProducerIdManager, node_producer_ids
 from broker.protocol.records import Record, build_batch
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, run
-from tests.unit.handlers.datapath import BASE_TS, create, produce_request
+from tests.unit.handlers.datapath import BASE_TS, create, produce_answer, produce_request
 
 VERSIONS = range(0, 5)
 
@@ -190,7 +190,7 @@ def idem_batch(pid: int, seq: int, n: int = 1, epoch: int = 0, tag: bytes = b"v"
 
 
 async def produce_part(node: TestNode, version: int, data: bytes, acks: int = -1) -> Any:
-    resp = await produce.handle(node, make_ctx(0, version),
+    resp = await produce_answer(node, version,
                                 produce_request(version, "t", 0, data, acks=acks))
     return resp.responses[0].partition_responses[0]
 

@@ -12,11 +12,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from broker.handlers import fetch, produce
+from broker.handlers import fetch
 from broker.handlers._build import build
 from broker.protocol.records import decode_records
 from tests.unit.handlers.conftest import make_ctx, roundtrip
-from tests.unit.handlers.datapath import produce_request, records
+from tests.unit.handlers.datapath import produce_answer, produce_request, records
 from tests.unit.replication.cluster import Cluster, batch, eventually, run
 
 
@@ -50,7 +50,7 @@ def test_produce_and_fetch_name_the_leader(tmp_path: Path) -> None:
             reg = c.metadata.partition("t", 0)
             assert reg is not None and reg.leader == 1
 
-            resp = await produce.handle(outsider, make_ctx(0, 10),
+            resp = await produce_answer(outsider, 10,
                                         produce_request(10, "t", 0, records(b"x")))
             roundtrip(resp)
             part = resp.responses[0].partition_responses[0]
@@ -61,11 +61,11 @@ def test_produce_and_fetch_name_the_leader(tmp_path: Path) -> None:
             assert (ep.node_id, ep.host, ep.port, ep.rack) == (1, "127.0.0.1", leader.port,
                                                                "rack1")
             # The follower refuses produce with the same hint.
-            resp = await produce.handle(c.brokers[2], make_ctx(0, 10),
+            resp = await produce_answer(c.brokers[2], 10,
                                         produce_request(10, "t", 0, records(b"x")))
             assert resp.responses[0].partition_responses[0].current_leader.leader_id == 1
             # v9 has no such fields; the answer is the bare error.
-            old = await produce.handle(outsider, make_ctx(0, 9),
+            old = await produce_answer(outsider, 9,
                                        produce_request(9, "t", 0, records(b"x")))
             roundtrip(old)
             assert old.responses[0].partition_responses[0].error_code is (

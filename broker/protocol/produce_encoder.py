@@ -1,0 +1,98 @@
+"""A narrow encoder for ProduceResponse v3-v10, the answer to every acks=1/all request.
+
+kio's generic writer takes about 18 µs for a one-partition answer, and building its frozen
+entities about 8 µs more; this writes the same bytes (tests check byte for byte against
+kio at every version) from plain tuples in a few µs. Field layout by version:
+
+- v3-v4: [name, [index, error_code, base_offset, log_append_time_ms]], throttle_time_ms
+- v5+: log_start_offset after log_append_time_ms
+- v8+: record_errors [batch_index, batch_index_error_message] and error_message
+- v9+: flexible (compact strings/arrays, tagged fields)
+- v10+: partition tag 0 current_leader (written only when set), top-level tag 0
+  node_endpoints (written only when non-empty), KIP-951
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+from broker.protocol.wire import (
+    NodeEndpoint,
+    array_length,
+    node_endpoints,
+    nullable_string,
+    string,
+)
+from raft.kafka_bytes import tagged_field
+
+MIN_VERSION: Final = 3
+MAX_VERSION: Final = 10
+
+_I32: Final = struct.Struct(">i")
+_II: Final = struct.Struct(">ii")
+_I64: Final = struct.Struct(">q")
+_PARTITION_HEAD: Final = struct.Struct(">ihqq")  # index, error, base offset, append time
+
+
+class ProducePartition(NamedTuple):
+    partition_index: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: Sequence[tuple[int, str | None]] = ()
+    """(batch_index, batch_index_error_message), v8+."""
+    error_message: str | None = None
+    """v8+."""
+    current_leader: tuple[int, int] = (-1, -1)
+    """(leader_id, leader_epoch), v10+."""
+
+
+class ProduceTopic(NamedTuple):
+    name: str
+    partitions: Sequence[ProducePartition]
+
+
+def encode_produce_response(
+    version: int,
+    topics: Sequence[ProduceTopic],
+    throttle_time_ms: int = 0,
+    endpoints: Sequence[NodeEndpoint] = (),
+) -> bytes:
+    """The ProduceResponse body of `version`."""
+    if not MIN_VERSION <= version <= MAX_VERSION:
+        raise ValueError(f"Produce v{version} is outside v{MIN_VERSION}-v{MAX_VERSION}")
+    flexible = version >= 9
+    buf = bytearray(array_length(len(topics), flexible))
+    for t in topics:
+        buf += string(t.name, flexible)
+        buf += array_length(len(t.partitions), flexible)
+        for p in t.partitions:
+            buf += _PARTITION_HEAD.pack(
+                p.partition_index, p.error_code, p.base_offset, p.log_append_time_ms)
+            if version >= 5:
+                buf += _I64.pack(p.log_start_offset)
+            if version >= 8:
+                buf += array_length(len(p.record_errors), flexible)
+                for batch_index, message in p.record_errors:
+                    buf += _I32.pack(batch_index)
+                    buf += nullable_string(message, flexible)
+                    if flexible:
+                        buf += b"\x00"
+                buf += nullable_string(p.error_message, flexible)
+            if flexible:
+                if version >= 10 and p.current_leader != (-1, -1):
+                    buf += b"\x01" + tagged_field(0, _II.pack(*p.current_leader) + b"\x00")
+                else:
+                    buf += b"\x00"
+        if flexible:
+            buf += b"\x00"  # topic tagged fields
+    buf += _I32.pack(throttle_time_ms)
+    if flexible:
+        if version >= 10 and endpoints:
+            buf += b"\x01" + tagged_field(0, node_endpoints(endpoints))
+        else:
+            buf += b"\x00"
+    return bytes(buf)
