@@ -8,7 +8,9 @@ Fetch requests v12-v17 (`encode_fetch_request_body`: the quorum's v17 requests f
 round), and v13-v17 answers from `wire.encode_response` (one topic, one partition, no
 aborted transactions, no node endpoints). tests/unit/raft/test_raft_fetch_codec.py and
 tests/unit/replication/test_fetch_request.py check them byte for byte against kio's
-encoding of the same entities. Decoding stays with kio (its reader is native).
+encoding of the same entities. Fetch answers v12-v17 are decoded here too
+(`decode_fetch_response`, for the replica fetcher), because kio's native reader copies every
+partition's records; tests/unit/raft/test_fetch_answer_decoder.py checks it against kio.
 
 Layout (flexible versions: compact arrays and strings, tagged fields):
 
@@ -31,7 +33,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from raft.kafka_bytes import tagged_field, uvarint
+from raft.kafka_bytes import read_uvarint, tagged_field, uvarint
 from raft.messages import FetchRequest, FetchResponse
 
 REQUEST_VERSION = 17
@@ -146,3 +148,221 @@ def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
         _NO_TAGS,  # topic
         _NO_TAGS,  # response (node_endpoints empty)
     ))
+
+
+# ---- decoding Fetch answers (v12-v17) ----------------------------------------------------
+
+
+class EpochEndOffset(NamedTuple):
+    epoch: int = -1
+    end_offset: int = -1
+
+
+class LeaderIdAndEpoch(NamedTuple):
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+class SnapshotId(NamedTuple):
+    end_offset: int = -1
+    epoch: int = -1
+
+
+class AbortedTransaction(NamedTuple):
+    producer_id: int
+    first_offset: int
+
+
+class PartitionAnswer(NamedTuple):
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    diverging_epoch: EpochEndOffset
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId
+    aborted_transactions: tuple[AbortedTransaction, ...] | None
+    preferred_read_replica: int
+    records: memoryview | bytes | None
+
+
+class TopicAnswer(NamedTuple):
+    topic: str
+    """v12; "" from v13."""
+    topic_id: uuid.UUID | None
+    """v13+; None in v12."""
+    partitions: tuple[PartitionAnswer, ...]
+
+
+class NodeEndpoint(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class FetchAnswer(NamedTuple):
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: tuple[TopicAnswer, ...]
+    node_endpoints: tuple[NodeEndpoint, ...]
+    """v16+ (KIP-951)."""
+
+
+DECODED_RESPONSE_VERSIONS = range(12, 18)
+_AT_LEAST_ONE_PARTITION = _PARTITION_HEAD.size + 1 + 4 + 1 + 1  # ... tags
+_QQ = struct.Struct(">qq")
+
+
+def decode_fetch_response(
+    frame: bytes | memoryview, offset: int, version: int, keep: bool
+) -> FetchAnswer:
+    """The Fetch answer body (v12-v17) at `offset` of `frame`, with each partition's records
+    as a slice of `frame` when `keep` (the caller may hold on to the frame's buffer) and as
+    a copy otherwise.
+
+    kio's native reader copies every partition's records into a new bytes object: for a
+    follower, a copy of everything it replicates, and the allocation and release of a
+    buffer that size per round. Here the records stay where the socket put them, and the
+    log writes them from there. Every length and count is checked against the bytes left
+    before it is used; anything malformed raises ValueError."""
+    if version not in DECODED_RESPONSE_VERSIONS:
+        raise ValueError(f"Fetch v{version} answers are not decoded here")
+    view = memoryview(frame)
+    try:
+        return _decode(view, offset, version, keep)
+    except struct.error as e:
+        raise ValueError(f"Fetch v{version} answer ends early: {e}") from e
+
+
+def _count(view: memoryview, pos: int, min_item_bytes: int) -> tuple[int | None, int]:
+    """A compact array's length (None for null), checked against the bytes left."""
+    n, pos = read_uvarint(view, pos)
+    if n == 0:
+        return None, pos
+    n -= 1
+    if n * min_item_bytes > len(view) - pos:
+        raise ValueError(f"array of {n} items in {len(view) - pos} bytes")
+    return n, pos
+
+
+def _string(view: memoryview, pos: int) -> tuple[str | None, int]:
+    n, pos = read_uvarint(view, pos)
+    if n == 0:
+        return None, pos
+    end = pos + n - 1
+    if end > len(view):
+        raise ValueError("string runs past the end")
+    return str(view[pos:end], "utf-8"), end
+
+
+def _skip_tags(view: memoryview, pos: int) -> int:
+    count, pos = read_uvarint(view, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(view, pos)
+        size, pos = read_uvarint(view, pos)
+        pos += size
+        if pos > len(view):
+            raise ValueError("tagged field runs past the end")
+    return pos
+
+
+def _tag_body(view: memoryview, pos: int, size: int, fixed: int) -> int:
+    if size < fixed or pos + size > len(view):
+        raise ValueError("tagged field shorter than its fields or past the end")
+    return pos
+
+
+def _decode(view: memoryview, pos: int, version: int, keep: bool) -> FetchAnswer:
+    throttle, error, session = _RESPONSE_HEAD.unpack_from(view, pos)
+    pos += _RESPONSE_HEAD.size
+    n_topics, pos = _count(view, pos, 2)
+    topics = []
+    for _ in range(n_topics or 0):
+        name = ""
+        topic_id = None
+        if version >= TOPIC_IDS_VERSION:
+            if pos + 16 > len(view):
+                raise ValueError("topic id runs past the end")
+            topic_id = uuid.UUID(bytes=bytes(view[pos:pos + 16]))
+            pos += 16
+        else:
+            raw, pos = _string(view, pos)
+            if raw is None:
+                raise ValueError("null topic name")
+            name = raw
+        n_parts, pos = _count(view, pos, _AT_LEAST_ONE_PARTITION)
+        partitions = []
+        for _ in range(n_parts or 0):
+            index, p_error, hw, lso, log_start = _PARTITION_HEAD.unpack_from(view, pos)
+            pos += _PARTITION_HEAD.size
+            n_aborted, pos = _count(view, pos, _QQ.size)
+            aborted: tuple[AbortedTransaction, ...] | None = None
+            if n_aborted is not None:
+                items = []
+                for _ in range(n_aborted):
+                    items.append(AbortedTransaction(*_QQ.unpack_from(view, pos)))
+                    pos += _QQ.size
+                    pos = _skip_tags(view, pos)
+                aborted = tuple(items)
+            (preferred,) = _I32.unpack_from(view, pos)
+            pos += 4
+            size, pos = read_uvarint(view, pos)
+            records: memoryview | bytes | None = None
+            if size:
+                end = pos + size - 1
+                if end > len(view):
+                    raise ValueError(f"records of {size - 1} bytes run past the end")
+                records = view[pos:end] if keep else bytes(view[pos:end])
+                pos = end
+            diverging, leader, snapshot = EpochEndOffset(), LeaderIdAndEpoch(), SnapshotId()
+            n_tags, pos = read_uvarint(view, pos)
+            for _ in range(n_tags):
+                tag, pos = read_uvarint(view, pos)
+                size, pos = read_uvarint(view, pos)
+                if tag == 0:
+                    diverging = EpochEndOffset(*_IQ.unpack_from(
+                        view, _tag_body(view, pos, size, _IQ.size)))
+                elif tag == 1:
+                    leader = LeaderIdAndEpoch(*_II.unpack_from(
+                        view, _tag_body(view, pos, size, _II.size)))
+                elif tag == 2:
+                    snapshot = SnapshotId(*_QI.unpack_from(
+                        view, _tag_body(view, pos, size, _QI.size)))
+                pos += size
+                if pos > len(view):
+                    raise ValueError("tagged field runs past the end")
+            partitions.append(PartitionAnswer(
+                index, p_error, hw, lso, log_start, diverging, leader, snapshot, aborted,
+                preferred, records))
+        pos = _skip_tags(view, pos)
+        topics.append(TopicAnswer(name, topic_id, tuple(partitions)))
+    endpoints: list[NodeEndpoint] = []
+    n_tags, pos = read_uvarint(view, pos)
+    for _ in range(n_tags):
+        tag, pos = read_uvarint(view, pos)
+        size, pos = read_uvarint(view, pos)
+        end = pos + size
+        if end > len(view):
+            raise ValueError("tagged field runs past the end")
+        if tag == 0 and version >= 16:
+            endpoints = _node_endpoints(view[:end], pos)
+        pos = end
+    return FetchAnswer(throttle, error, session, tuple(topics), tuple(endpoints))
+
+
+def _node_endpoints(view: memoryview, pos: int) -> list[NodeEndpoint]:
+    n, pos = _count(view, pos, 4 + 1 + 4 + 1 + 1)
+    out = []
+    for _ in range(n or 0):
+        (node_id,) = _I32.unpack_from(view, pos)
+        host, pos = _string(view, pos + 4)
+        (port,) = _I32.unpack_from(view, pos)
+        rack, pos = _string(view, pos + 4)
+        pos = _skip_tags(view, pos)
+        if host is None:
+            raise ValueError("null host in a node endpoint")
+        out.append(NodeEndpoint(node_id, host, port, rack))
+    return out
