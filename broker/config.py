@@ -246,6 +246,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     # broker is cheap for the controller. Raise both on slow or overloaded hosts.
     ConfigDef("broker.session.timeout.ms", INT, 1500, at_least(1)),
     ConfigDef("broker.heartbeat.interval.ms", INT, 500, at_least(1)),
+    # Skiff's: null is 1.5 x broker.heartbeat.interval.ms; -1 is Kafka's behaviour.
+    ConfigDef("broker.session.disconnect.timeout.ms", INT, None, at_least(-1)),
     # Controlled shutdown (SIGTERM): the broker heartbeats with WantShutDown until the
     # controller, having moved its leaderships away, answers ShouldShutDown; it gives up and
     # stops anyway after controlled.shutdown.timeout.ms (a Skiff key: KRaft Kafka waits up to
@@ -917,9 +919,21 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
         raise ConfigError("broker.heartbeat.interval.ms", v["broker.heartbeat.interval.ms"],
                           "less than broker.session.timeout.ms "
                           f"({v['broker.session.timeout.ms']})")
+    disconnect = v["broker.session.disconnect.timeout.ms"]
+    if disconnect is not None and 0 <= disconnect < v["broker.heartbeat.interval.ms"]:
+        # A live broker whose connection dropped heartbeats again within an interval.
+        raise ConfigError("broker.session.disconnect.timeout.ms", disconnect,
+                          "-1, or at least broker.heartbeat.interval.ms "
+                          f"({v['broker.heartbeat.interval.ms']})")
     if v["socket.request.max.bytes"] < v["message.max.bytes"]:
         cfg.warnings.append("socket.request.max.bytes is smaller than message.max.bytes: "
                             "produce requests near the message limit will be refused")
+
+
+def session_disconnect_timeout_ms(cfg: NodeConfig) -> int:
+    """broker.session.disconnect.timeout.ms as the controller applies it."""
+    value = cfg["broker.session.disconnect.timeout.ms"]
+    return int(value) if value is not None else cfg["broker.heartbeat.interval.ms"] * 3 // 2
 
 
 # -- effective topic configs and DescribeConfigs -------------------------------

@@ -153,8 +153,10 @@ class Node:
         # listener opens only once this broker is registered and unfenced, so clients never
         # see a node that does not yet know the cluster's metadata. A broker-only node has
         # no controller listener: it follows the metadata log as a Raft observer.
-        if cfg.is_controller:
-            self.controller_server = Server(self, self._controller_listeners(), server_config)
+        if self.controller_service is not None:
+            self.controller_server = Server(
+                self, self._controller_listeners(), server_config,
+                on_connection_closed=self.controller_service.connection_closed)
             await self.controller_server.start()
         await self.quorum.start()
         self.admin = AdminServer(

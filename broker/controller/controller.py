@@ -23,6 +23,10 @@ Broker liveness is a state machine (KIP-631), all transitions here:
   CONTROLLED_SHUTDOWN --heartbeat, leads nothing, caught up--> should_shut_down = true
   UNFENCED or CONTROLLED_SHUTDOWN --no heartbeat for broker.session.timeout.ms (tick)-->
                                               FENCED        FenceBroker (+ ISR/leader moves)
+  UNFENCED or CONTROLLED_SHUTDOWN --the connection of its latest heartbeat closed
+                                  (broker_disconnected), no heartbeat since for
+                                  broker.session.disconnect.timeout.ms (tick)-->
+                                              FENCED        FenceBroker (+ ISR/leader moves)
   any         --register again (new incarnation)--> FENCED  RegisterBroker with a new epoch
                                               (+ ISR/leader moves; an unclean restart,
                                               previous_broker_epoch != current epoch, also
@@ -30,9 +34,12 @@ Broker liveness is a state machine (KIP-631), all transitions here:
 
 The soft state (last heartbeat time, reported metadata offset) is not in the
 image; a new active controller starts every unfenced broker's session at its first
-tick. A session ends when its broker is fenced; while a session is alive (the
-broker heartbeats, fenced or not) another incarnation of that broker id is refused
-with DUPLICATE_BROKER_REGISTRATION, as in Kafka.
+tick. A broker process that dies closes its connections at once, while a broker that
+is alive but whose connection dropped heartbeats again on a new one within an interval:
+the second session rule above fences the first kind long before its session expires
+(Skiff's; Kafka waits for the session). A session ends when its broker is fenced;
+while a session is alive (the broker heartbeats, fenced or not) another incarnation of
+that broker id is refused with DUPLICATE_BROKER_REGISTRATION, as in Kafka.
 """
 
 from __future__ import annotations
@@ -111,6 +118,8 @@ class ControllerSettings:
     unclean_leader_election_enable: bool = False
     delete_topic_enable: bool = True
     broker_session_timeout_ms: int = 9000
+    # Skiff's: -1 waits for the session timeout after a disconnect, as Kafka does.
+    broker_session_disconnect_timeout_ms: int = -1
     node_config: NodeConfig | None = None  # for broker-level fallbacks in validation
 
     @staticmethod
@@ -123,6 +132,7 @@ class ControllerSettings:
             unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
             delete_topic_enable=cfg["delete.topic.enable"],
             broker_session_timeout_ms=cfg["broker.session.timeout.ms"],
+            broker_session_disconnect_timeout_ms=cfgmod.session_disconnect_timeout_ms(cfg),
             node_config=cfg,
         )
 
@@ -132,6 +142,7 @@ class _BrokerSession:
     last_seen_ms: int
     metadata_offset: int = -1
     register_offset: int = 0   # the broker is caught up once it has applied this offset
+    disconnected_ms: int | None = None  # when its latest heartbeat's connection closed
 
 
 def random_topic_id(rng: random.Random, taken: Iterable[uuid.UUID] = ()) -> uuid.UUID:
@@ -696,6 +707,7 @@ class Controller:
             s = _BrokerSession(last_seen_ms=now_ms, register_offset=0)
             self._sessions[req.broker_id] = s
         s.last_seen_ms = now_ms
+        s.disconnected_ms = None
         s.metadata_offset = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= s.register_offset
         records: list[Any] = []
@@ -745,10 +757,22 @@ class Controller:
             return True
         return any(broker_id in p.isr for _, _, p in image.iter_partitions())
 
+    def broker_disconnected(self, broker_id: int, now_ms: int) -> None:
+        """The connection that carried `broker_id`'s latest heartbeat closed: unless it
+        heartbeats again, tick fences it after broker.session.disconnect.timeout.ms."""
+        s = self._sessions.get(broker_id)
+        if s is not None and s.disconnected_ms is None:
+            s.disconnected_ms = now_ms
+
+    def _session_expired(self, s: _BrokerSession, now_ms: int) -> bool:
+        if now_ms - s.last_seen_ms >= self.settings.broker_session_timeout_ms:
+            return True
+        grace = self.settings.broker_session_disconnect_timeout_ms
+        return grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace
+
     def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
         """Fence brokers whose session expired; returns the records to append (one batch)."""
         records: list[Any] = []
-        timeout = self.settings.broker_session_timeout_ms
         for bid in sorted(image.brokers):
             reg = image.brokers[bid]
             s = self._sessions.get(bid)
@@ -756,7 +780,7 @@ class Controller:
                 if not reg.fenced:
                     self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
                 continue
-            if reg.fenced or now_ms - s.last_seen_ms < timeout:
+            if reg.fenced or not self._session_expired(s, now_ms):
                 continue
             # Later brokers in this tick must see this one as fenced: apply as we go.
             changes = parts.remove_broker(image, bid, self._topic_min_isr(image),

@@ -68,6 +68,8 @@ class ControllerService:
         self.commit_timeout_s = commit_timeout_s
         self._lock = asyncio.Lock()
         self._last_appended = -1
+        # broker id -> the listener connection its latest heartbeat came on
+        self._heartbeat_connections: dict[int, str] = {}
 
     async def _run(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
         # Shielded: a caller that gives up (client timeout, cancelled request) must not
@@ -152,10 +154,23 @@ class ControllerService:
             lambda image: self.controller.register_broker(image, req, self.clock())
         )
 
-    async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+    async def broker_heartbeat(self, req: BrokerHeartbeatRequest,
+                               connection_id: str = "") -> BrokerHeartbeatReply:
+        """`connection_id`: the controller listener connection it came on, if any."""
+        if connection_id:
+            self._heartbeat_connections[req.broker_id] = connection_id
         return await self._run(
             lambda image: self.controller.broker_heartbeat(image, req, self.clock())
         )
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A controller listener connection closed: the brokers whose latest heartbeat came
+        on it may have died (Controller.broker_disconnected)."""
+        for broker_id in [b for b, c in self._heartbeat_connections.items()
+                          if c == connection_id]:
+            del self._heartbeat_connections[broker_id]
+            if self.quorum.is_leader:
+                self.controller.broker_disconnected(broker_id, self.clock())
 
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int,

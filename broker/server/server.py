@@ -28,7 +28,7 @@ import contextlib
 import functools
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -118,12 +118,16 @@ class Server:
         node: object,
         listeners: Sequence[ListenerSpec],
         config: ServerConfig | None = None,
+        on_connection_closed: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_connection_closed(connection_id)` runs once for each connection that ends,
+        whatever ended it (the controller fences a broker whose heartbeats came on it)."""
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
         self.node = node
         self.config = config or ServerConfig()
+        self.on_connection_closed = on_connection_closed
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
@@ -241,6 +245,11 @@ class _Connection:
             self.server._connections.discard(self)
             if not self.done.done():
                 self.done.set_result(None)
+            if self.server.on_connection_closed is not None:
+                try:
+                    self.server.on_connection_closed(self.id)
+                except Exception:
+                    self.log.exception("on_connection_closed failed")
 
     # ---- reading (FrameReader callbacks) ----
 

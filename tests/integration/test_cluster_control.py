@@ -353,3 +353,33 @@ def test_three_combined_nodes(tmp_path: Path) -> None:
         c.wait_for(lambda: c.active_controller() not in (-1, active), 10, "new controller")
         for topic in ("combined", "combined-2"):
             assert active not in leaders(c, survivor, topic).values()
+
+
+@pytest.mark.timeout(120)
+def test_a_dead_broker_is_fenced_by_its_closed_connection_a_paused_one_by_its_session(
+    tmp_path: Path,
+) -> None:
+    """broker.session.disconnect.timeout.ms (Skiff's): kill -9 closes the broker's
+    connection to the controller, which fences it within the disconnect timeout (750 ms
+    here) instead of the 8 s session; a paused broker keeps its connection open and keeps
+    its session until that expires."""
+    with Cluster(tmp_path, controllers=1, brokers=2,
+                 overrides={"broker.session.timeout.ms": "8000"}) as c:
+        killed, paused = c.broker_ids
+        witness = c.controller_ids[0]
+        c.kill(killed)
+        killed_at = time.monotonic()
+        c.wait_for(lambda: broker_states(c, witness)[killed][0] == FENCED, 6,
+                   f"broker {killed} fenced after kill -9", interval=0.02)
+        took = time.monotonic() - killed_at
+        print(f"broker {killed} killed: fenced after {took:.2f}s (session 8 s)")
+        assert took < 2.5, took
+
+        c.pause(paused)
+        try:
+            time.sleep(3.0)  # several heartbeat intervals and disconnect timeouts
+            assert broker_states(c, witness)[paused][0] == UNFENCED
+        finally:
+            c.resume(paused)
+        time.sleep(1.0)
+        assert broker_states(c, witness)[paused][0] == UNFENCED

@@ -248,6 +248,8 @@ def test_metadata_log_dir_and_log_dir_fallback():
     ({"advertised_listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"),
     ({"advertised_listeners": "OTHER://h:1"}, "advertised.listeners"),
     ({"broker_heartbeat_interval_ms": "9000"}, "broker.heartbeat.interval.ms"),
+    ({"broker_session_disconnect_timeout_ms": "499"}, "broker.session.disconnect.timeout.ms"),
+    ({"broker_session_disconnect_timeout_ms": "-2"}, "broker.session.disconnect.timeout.ms"),
     ({"log_dirs": "/a,/a"}, "log.dirs"),
     ({"listener_security_protocol_map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
 ])
@@ -255,6 +257,15 @@ def test_cross_field_rules(changes, key):
     with pytest.raises(ConfigError) as ei:
         cfg(**changes)
     assert ei.value.key == key, str(ei.value)
+
+
+def test_the_disconnect_timeout_follows_the_heartbeat_interval_unless_set():
+    from broker.config import session_disconnect_timeout_ms
+    assert cfg()["broker.session.disconnect.timeout.ms"] is None
+    assert session_disconnect_timeout_ms(cfg()) == 750
+    assert session_disconnect_timeout_ms(cfg(broker_heartbeat_interval_ms="200")) == 300
+    assert session_disconnect_timeout_ms(cfg(broker_session_disconnect_timeout_ms="-1")) == -1
+    assert session_disconnect_timeout_ms(cfg(broker_session_disconnect_timeout_ms="500")) == 500
 
 
 def test_broker_only_and_controller_only_roles():

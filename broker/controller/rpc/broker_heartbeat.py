@@ -57,6 +57,10 @@ def error_response(ctx: Any, request: Any, code: ErrorCode) -> kresp.BrokerHeart
 async def handle(node: Any, ctx: Any, r: kreq.BrokerHeartbeatRequest
                  ) -> kresp.BrokerHeartbeatResponse:
     try:
-        return response(await active_service(node).broker_heartbeat(parse(r)))
+        # The connection lets the controller fence a broker whose process died as soon as
+        # that connection closes (ControllerService.connection_closed).
+        connection_id = ctx.connection_id if ctx is not None else ""
+        return response(await active_service(node).broker_heartbeat(
+            parse(r), connection_id=connection_id))
     except KafkaError as exc:
         return response(BrokerHeartbeatReply(error=exc.error_code, message=exc.message))

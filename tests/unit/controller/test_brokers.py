@@ -155,6 +155,53 @@ def test_session_expiry_fences_and_moves_leadership():
     assert h.controller.tick(h.image, SESSION + 100) == []  # already fenced: nothing more
 
 
+def test_a_closed_connection_fences_after_the_disconnect_timeout():
+    h = empty_harness(broker_session_disconnect_timeout_ms=750)
+    up(h, 0, 1, 2, now=0)
+    topic(h, "t", 3, 3)
+    hb(h, 0, 1000)
+    h.controller.broker_disconnected(0, 1100)
+    for b in (1, 2):
+        hb(h, b, 1800)
+    assert h.controller.tick(h.image, 1849) == []  # 749 ms since the close
+    records = h.controller.tick(h.image, 1850)  # long before the 9 s session expires
+    assert kind(records[-1]) == "fence_broker" and records[-1].fence_broker.broker_id == 0
+    h.image = apply_records(h.image, records)
+    assert all(0 not in p.isr for p in h.image.topic("t").partitions.values())
+
+
+def test_a_heartbeat_after_the_close_keeps_the_broker():
+    h = empty_harness(broker_session_disconnect_timeout_ms=750)
+    up(h, 0, 1, now=0)
+    h.controller.broker_disconnected(0, 100)
+    hb(h, 0, 500)  # a new connection
+    hb(h, 1, 1000)
+    assert h.controller.tick(h.image, 1000) == []
+    assert not h.image.brokers[0].fenced
+    # the session rule still holds on its own
+    hb(h, 1, SESSION)
+    assert kind(h.controller.tick(h.image, SESSION + 500)[-1]) == "fence_broker"
+
+
+def test_disconnects_are_ignored_when_the_timeout_is_off_or_unknown():
+    h = empty_harness(broker_session_disconnect_timeout_ms=-1)  # Kafka's behaviour
+    up(h, 0, 1, now=0)
+    h.controller.broker_disconnected(0, 0)
+    h.controller.broker_disconnected(7, 0)  # no session: nothing to do
+    hb(h, 1, SESSION - 1)
+    assert h.controller.tick(h.image, SESSION - 1) == []
+    assert kind(h.controller.tick(h.image, SESSION)[-1]) == "fence_broker"
+
+
+def test_the_first_close_counts_not_a_later_one():
+    h = empty_harness(broker_session_disconnect_timeout_ms=750)
+    up(h, 0, 1, now=0)
+    h.controller.broker_disconnected(0, 100)
+    h.controller.broker_disconnected(0, 800)
+    hb(h, 1, 850)
+    assert kind(h.controller.tick(h.image, 850)[-1]) == "fence_broker"
+
+
 def test_fencing_below_min_isr_fills_elr_and_unfence_elects_from_it():
     h = empty_harness()
     up(h, 0, 1)

@@ -18,10 +18,12 @@ async def running_server(
     config: ServerConfig | None = None,
     apis: ApiTable = BROKER_APIS,
     node: object = None,
+    on_connection_closed: Callable[[str], None] | None = None,
 ) -> AsyncIterator[tuple[Server, int]]:
     if dispatcher is None:
         dispatcher = Dispatcher.from_modules([api_versions])
-    server = Server(node, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0, apis, dispatcher)], config)
+    server = Server(node, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0, apis, dispatcher)], config,
+                    on_connection_closed=on_connection_closed)
     await server.start()
     try:
         yield server, server.address("PLAINTEXT")[1]

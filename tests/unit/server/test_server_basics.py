@@ -206,3 +206,36 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (47, 0, 0), (48, 0, 0), (60, 0, 1),
         (68, 0, 1), (69, 0, 1),
     ]
+
+
+def test_on_connection_closed_runs_once_per_connection_whatever_ended_it() -> None:
+    closed: list[str] = []
+
+    def on_closed(connection_id: str) -> None:
+        closed.append(connection_id)
+        raise RuntimeError("a failing callback is logged, the server goes on")
+
+    async def main() -> None:
+        async with running_server(on_connection_closed=on_closed) as (_server, port):
+            # the peer closes
+            _reader, writer = await _open(port)
+            writer.write(encode_request(api_versions_request(3), 1))
+            await writer.drain()
+            writer.close()
+            # the server closes (a bad frame)
+            reader2, writer2 = await _open(port)
+            writer2.write(struct.pack(">i", 3) + b"\x00\x01\x02")  # shorter than a header
+            assert await _closed(reader2)
+            writer2.close()
+            for _ in range(200):
+                if len(closed) == 2:
+                    break
+                await asyncio.sleep(0.01)
+            # the server still answers
+            reader3, writer3 = await _open(port)
+            writer3.write(encode_request(api_versions_request(3), 2))
+            assert await arecv_frame(reader3)
+            writer3.close()
+        assert len(closed) == 3 and len(set(closed)) == 3, closed
+
+    run(main)
