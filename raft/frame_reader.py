@@ -126,13 +126,6 @@ class FrameReader(asyncio.BufferedProtocol):
 
     # ---- for the owner ----
 
-    @classmethod
-    def may_keep(cls, frame: memoryview | bytes) -> bool:
-        """Whether the owner may keep `frame` (or slices of it) after `on_frame` returns:
-        bytes (`copy_small`) and frames too large for the scratch buffer, which were read
-        into a buffer of their own."""
-        return isinstance(frame, bytes) or len(frame) + 4 > cls.SCRATCH_BYTES
-
     async def drain(self) -> None:
         if not self._writable.is_set():
             await self._writable.wait()

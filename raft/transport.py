@@ -13,7 +13,7 @@ import contextlib
 import functools
 import io
 import struct
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
@@ -113,21 +113,13 @@ def encode_response(correlation_id: int, response: Any, *,
     return frame(header + body)
 
 
-ResponseDecoder = Callable[[memoryview | bytes, int, int, bool], Any]
-"""(frame, offset of the body, version, may keep the frame) -> the answer; ValueError when
-malformed. For APIs whose kio reading is too costly (raft/fetch_codec.py)."""
-
-
 class KafkaConnection:
-    """One client connection to one peer; requests are pipelined. Answers are read with kio
-    unless `response_decoders` has a decoder for their API key."""
+    """One client connection to one peer; requests are pipelined."""
 
-    def __init__(self, host: str, port: int, client_id: str = "skiff-raft",
-                 response_decoders: Mapping[int, ResponseDecoder] | None = None) -> None:
+    def __init__(self, host: str, port: int, client_id: str = "skiff-raft") -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self._decoders = dict(response_decoders or {})
         self._transport: asyncio.Transport | None = None
         self._lost: asyncio.Future[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
@@ -168,11 +160,7 @@ class KafkaConnection:
         try:
             if schema.__flexible__:
                 _h, hsize = entity_reader(ResponseHeaderV1)(payload, 0)
-            decode = self._decoders.get(api_key)
-            if decode is not None:
-                response = decode(payload, hsize, version, FrameReader.may_keep(payload))
-            else:
-                response, _size = entity_reader(schema)(payload, hsize)
+            response, _size = entity_reader(schema)(payload, hsize)
         except (BufferUnderflow, ValueError) as e:
             raise FrameError(f"malformed response: {e}") from e
         if not fut.done():

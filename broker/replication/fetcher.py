@@ -45,12 +45,7 @@ from broker.metadata.image import MetadataImage
 from broker.replication.cluster_view import ClusterView
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
-from raft.fetch_codec import (
-    PartitionFetch,
-    TopicFetch,
-    decode_fetch_response,
-    encode_fetch_request_body,
-)
+from raft.fetch_codec import PartitionFetch, TopicFetch, encode_fetch_request_body
 
 log = structlog.get_logger(__name__)
 
@@ -82,10 +77,7 @@ ConnectFn = Callable[[str, int], FetchConnection]
 def _kafka_connection(host: str, port: int) -> FetchConnection:
     from raft.transport import KafkaConnection
 
-    # Fetch answers by the narrow decoder: the records stay in the buffer the socket
-    # filled, and the log writes them from there.
-    return KafkaConnection(host, port, client_id="skiff-replica-fetcher",
-                           response_decoders={FETCH: decode_fetch_response})
+    return KafkaConnection(host, port, client_id="skiff-replica-fetcher")
 
 
 def broker_address_resolver(image: Callable[[], MetadataImage], listener_name: str) -> AddressOf:

@@ -253,23 +253,3 @@ def test_a_frame_below_the_minimum_is_an_error_for_the_owner() -> None:
     feed(reader, struct.pack(">i", 7) + b"1234567", [100])
     assert isinstance(errors[0], FrameError)
     assert not transport.closed  # the owner decides when to close
-
-
-@settings(max_examples=200, deadline=None)
-@given(sizes=st.lists(st.sampled_from([0, 5, 4000, 65531, 65532, 65533, 70000, 200_000]),
-                      min_size=2, max_size=8),
-       chunks=st.lists(st.integers(1, 100_000), min_size=1, max_size=4))
-def test_frames_it_may_keep_still_hold_their_bytes_after_later_reads(
-        sizes: list[int], chunks: list[int]) -> None:
-    kept: list[tuple[memoryview | bytes, bytes]] = []
-    payloads = [bytes([i % 251 + 1]) * n for i, n in enumerate(sizes)]
-
-    def on_frame(frame: memoryview | bytes) -> None:
-        if FrameReader.may_keep(frame):
-            kept.append((frame, bytes(frame)))
-
-    reader = FrameReader(on_frame, lambda e: None, max_bytes=1 << 20)
-    reader.connection_made(FakeTransport())  # type: ignore[arg-type]
-    feed(reader, framed(payloads), chunks)
-    assert [copy for _, copy in kept] == [p for p in payloads if len(p) + 4 > 65536]
-    assert all(bytes(frame) == copy for frame, copy in kept)
