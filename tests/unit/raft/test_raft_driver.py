@@ -66,9 +66,11 @@ def cluster() -> tuple[dict[int, RaftDriver], dict[int, Recorder], set[int]]:
     recs: dict[int, Recorder] = {}
     down: set[int] = set()
     for i in (1, 2, 3, 4):  # 4 is an observer, as a broker is
-        cfg = RaftConfig(node_id=i, voters=voters, election_timeout_ms=100,
-                         fetch_timeout_ms=150, election_backoff_max_ms=50,
-                         fetch_max_wait_ms=50, append_linger_ms=2, request_timeout_ms=200)
+        # Timeouts leave room for a loaded 2-core CI machine: at 100/150 ms a
+        # stalled event loop once cost the first leader its term mid-test.
+        cfg = RaftConfig(node_id=i, voters=voters, election_timeout_ms=400,
+                         fetch_timeout_ms=600, election_backoff_max_ms=100,
+                         fetch_max_wait_ms=50, append_linger_ms=2, request_timeout_ms=500)
         nodes[i] = RaftDriver(cfg, MemoryLogStore(), MemoryQuorumStateStore(),
                               Loopback(nodes, down), Random(i))
         recs[i] = Recorder()
@@ -77,7 +79,7 @@ def cluster() -> tuple[dict[int, RaftDriver], dict[int, Recorder], set[int]]:
 
 
 async def leader_of(nodes: dict[int, RaftDriver], down: set[int]) -> int:
-    for _ in range(200):
+    for _ in range(600):
         leaders = [i for i, n in nodes.items() if n.is_leader and i not in down]
         if leaders:
             return leaders[0]
@@ -120,7 +122,7 @@ async def _scenario() -> None:
     new = await leader_of(nodes, down)
     assert new != lid
     await nodes[new].append([b"after"])
-    for _ in range(200):  # the observer finds the new leader through any voter
+    for _ in range(600):  # the observer finds the new leader through any voter
         if recs[4].records and recs[4].records[-1][1] == b"after":
             break
         await asyncio.sleep(0.01)
