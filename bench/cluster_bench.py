@@ -43,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.perf import CLK_TCK, broker_cpu_s  # noqa: E402
+from bench.perf import broker_cpu_s, proc_user_system_s  # noqa: E402
 from tests.support.cluster import Cluster  # noqa: E402
 
 
@@ -166,15 +166,6 @@ def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> tuple[flo
     return float(count / res["elapsed_s"]), float(res["cpu_s"])
 
 
-def user_system_s(pid: int | None) -> tuple[float, float]:
-    """A node process's (user, system) CPU seconds; it runs no child processes."""
-    if pid is None:
-        return 0.0, 0.0
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
-
-
 def cpu_seconds(c: Cluster, ids: list[int]) -> float:
     return sum(broker_cpu_s(c.nodes[i].pid) or 0.0 for i in ids)
 
@@ -238,12 +229,12 @@ def bench_roles(messages: int, repeats: int) -> None:
         run_producer(c.bootstrap_servers, "roles", 300_000, "1")  # warm-up
         leader_ms: list[float] = []
         follower_ms: list[float] = []
-        pids = [c.nodes[x].pid for x in b]
+        pids = [c.nodes[x].pid for x in b]  # node processes run no children
         for _ in range(repeats):
             os.sync()
-            before = [user_system_s(pid) for pid in pids]
+            before = [proc_user_system_s(pid) for pid in pids]
             rate, producer_cpu = run_producer(c.bootstrap_servers, "roles", messages, "1")
-            after = [user_system_s(pid) for pid in pids]
+            after = [proc_user_system_s(pid) for pid in pids]
             # (user, system) CPU-ms per 100k records for each broker
             split = [((a[0] - z[0]) * 1e8 / messages, (a[1] - z[1]) * 1e8 / messages)
                      for a, z in zip(after, before, strict=True)]

@@ -51,11 +51,16 @@ STAMP = struct.Struct(">q")  # send time in ns at the head of each latency paylo
 
 # ---------------------------------------------------------------- broker CPU from /proc
 
-def _proc_cpu_s(pid: int) -> float:
+def proc_user_system_s(pid: int) -> tuple[float, float]:
+    """One process's (user, system) CPU seconds, without its children."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     # after "pid (comm)": state is field 3, so utime (14) and stime (15) are at 11 and 12
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def _proc_cpu_s(pid: int) -> float:
+    return sum(proc_user_system_s(pid))
 
 
 def _children(pid: int) -> list[int]:
