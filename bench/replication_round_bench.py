@@ -7,7 +7,8 @@ as the lever for the RF=3 acks=1 ratio.
 
 The limit it prints beside it is the same data movement with bare syscalls in the same
 run: pwrite the batch to one file, sendfile it into a loopback socket, recv it and pwrite
-it to a second file. Both files are preallocated and dropped behind as the logs are.
+it to a second file. Both files are preallocated, and dropped behind by the segments' rule
+(broker/log/drop_behind.next_drop, default window) with the fadvise calls inline.
 
     python bench/replication_round_bench.py --rounds 3000
     python bench/replication_round_bench.py --rounds 3000 --profile 30
@@ -31,14 +32,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from broker.log import LogConfig  # noqa: E402
+from broker.log.drop_behind import next_drop  # noqa: E402
 from broker.logsetup import configure_logging  # noqa: E402
 from broker.protocol.records import Record, build_batch  # noqa: E402
 from raft import eventloop  # noqa: E402
 from tests.unit.replication.cluster import FAST, Cluster  # noqa: E402
 
 WARM_UP_ROUNDS = 50
-DROP_WINDOW = 64 * 1024 * 1024
-DROP_STEP = 4 * 1024 * 1024
+DROP_BEHIND_BYTES = LogConfig().drop_behind_bytes  # the segments' default window
 
 
 def make_batch(records: int, value_bytes: int) -> bytes:
@@ -107,10 +109,11 @@ def syscall_rounds(tmp: Path, batch: bytes, rounds: int) -> float:
                     got += receiver.recv_into(view[got:])
             os.pwrite(follower_fd, buf, pos)
             pos += len(batch)
-            while pos - dropped > DROP_WINDOW + DROP_STEP:
+            drop = next_drop(pos, dropped, DROP_BEHIND_BYTES)
+            if drop is not None:
                 for fd in fds:
-                    os.posix_fadvise(fd, dropped, DROP_STEP, os.POSIX_FADV_DONTNEED)
-                dropped += DROP_STEP
+                    os.posix_fadvise(fd, drop[0], drop[1] - drop[0], os.POSIX_FADV_DONTNEED)
+                dropped = drop[1]
 
         for _ in range(WARM_UP_ROUNDS):
             one()
