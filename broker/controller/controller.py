@@ -651,8 +651,7 @@ class Controller:
         existing = image.brokers.get(req.broker_id)
         session = self._sessions.get(req.broker_id)
         if (existing is not None and existing.incarnation_id != req.incarnation_id
-                and session is not None
-                and now_ms - session.last_seen_ms < self.settings.broker_session_timeout_ms):
+                and session is not None and not self._heartbeats_lapsed(session, now_ms)):
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id ({req.broker_id})."))
@@ -764,8 +763,13 @@ class Controller:
         if s is not None and s.disconnected_ms is None:
             s.disconnected_ms = now_ms
 
+    def _heartbeats_lapsed(self, s: _BrokerSession, now_ms: int) -> bool:
+        """No heartbeat for broker.session.timeout.ms (Kafka's session rule)."""
+        return now_ms - s.last_seen_ms >= self.settings.broker_session_timeout_ms
+
     def _session_expired(self, s: _BrokerSession, now_ms: int) -> bool:
-        if now_ms - s.last_seen_ms >= self.settings.broker_session_timeout_ms:
+        """The session rule, or a closed heartbeat connection past its timeout."""
+        if self._heartbeats_lapsed(s, now_ms):
             return True
         grace = self.settings.broker_session_disconnect_timeout_ms
         return grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace
