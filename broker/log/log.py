@@ -44,7 +44,6 @@ from broker.protocol.records import (
     _U32,
     COMPRESSION_MASK,
     CONTROL_MASK,
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
@@ -56,6 +55,7 @@ from broker.protocol.records import (
     build_batch,
     decode_records,
     iter_batch_headers,
+    iter_raw_batch_headers,
     patch_log_append_time,
     patch_log_append_time_split,
     patch_offset_and_epoch,
@@ -524,17 +524,20 @@ class PartitionLog:
             expected = self._log_end_offset
             max_ts = -1
             count = 0
-            for pos, h in iter_batch_headers(mv, validate_crc=True):
-                if h.base_offset < expected or h.last_offset_delta < 0:
+            for pos, t in iter_raw_batch_headers(mv, validate_crc=True):
+                base_offset, last_offset_delta, batch_max_ts = t[0], t[6], t[8]
+                if base_offset < expected or last_offset_delta < 0:
                     raise KafkaError(
                         ErrorCode.corrupt_message,
-                        f"out of order offsets: batch {h.base_offset} at log end {expected}",
+                        f"out of order offsets: batch {base_offset} at log end {expected}",
                     )
-                entries.append((pos, h.size, h.base_offset, h.last_offset, h.max_timestamp))
-                written.append(HEADER.unpack_from(mv, pos))
-                expected = h.next_offset
-                count += h.records_count
-                max_ts = max(max_ts, h.max_timestamp)
+                expected = base_offset + last_offset_delta + 1
+                entries.append((pos, t[1] + LOG_OVERHEAD, base_offset, expected - 1,
+                                batch_max_ts))
+                written.append(t)
+                count += t[12]
+                if batch_max_ts > max_ts:
+                    max_ts = batch_max_ts
             if entries[-1][3] - entries[0][2] > (1 << 31) - 1:
                 raise KafkaError(
                     ErrorCode.corrupt_message, "offset range of one append exceeds int32"
@@ -568,7 +571,11 @@ class PartitionLog:
             seg.drop_cached_behind(self.config.drop_behind_bytes)
         self._log_end_offset = entries[-1][3] + 1
         if self.producer_state_hook is not None:
-            self.producer_state_hook.on_append([BatchHeader(*t) for t in written])
+            # Only batches with a producer id carry producer state (on_append skips the
+            # rest): plain producers' appends build no BatchHeader at all.
+            with_producer = [BatchHeader(*t) for t in written if t[9] >= 0]
+            if with_producer:
+                self.producer_state_hook.on_append(with_producer)
         self._unflushed_messages += records_count
         if self.config.fsync_on_append:
             if len(self._segments) > 1 and self._segments[-2].indexes_unflushed:

@@ -107,13 +107,15 @@ def _body_reader(api_key: int, version: int) -> Callable[[Any, int], tuple[Any, 
     return reader
 
 
-def parse_request(frame: bytes | memoryview) -> ParsedRequest:
-    """Header and body of a frame whose (api key, version) has a kio schema.
+def parse_request(frame: bytes | memoryview, peek: ApiPeek | None = None) -> ParsedRequest:
+    """Header and body of a frame whose (api key, version) has a kio schema; `peek` is
+    `peek_api(frame)` when the caller has it already.
 
     Raises FrameError for anything that does not parse. Bytes after the body are ignored, as
     Kafka does.
     """
-    peek = peek_api(frame)
+    if peek is None:
+        peek = peek_api(frame)
     try:
         schema = request_schema(peek.api_key, peek.api_version)
     except Exception as e:

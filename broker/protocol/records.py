@@ -161,24 +161,34 @@ def iter_batch_headers(
     Raises KafkaError(CORRUPT_MESSAGE) at the first batch whose length fields do not fit
     the bytes present, whose magic is not 2, or (with validate_crc) whose CRC is wrong.
     """
+    for pos, t in iter_raw_batch_headers(buf, validate_crc=validate_crc):
+        yield pos, BatchHeader(*t)
+
+
+def iter_raw_batch_headers(
+    buf: bytes | bytearray | memoryview, *, validate_crc: bool
+) -> Iterator[tuple[int, RawHeader]]:
+    """iter_batch_headers with each header as its raw tuple (HEADER's fields in order), for
+    the append paths: a BatchHeader costs more to build than the rest of a batch's checks."""
     mv = memoryview(buf)
     end = len(mv)
     pos = 0
+    unpack = HEADER.unpack_from
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise _corrupt(f"{end - pos} trailing bytes at {pos}, less than a batch header")
-        _, length, _, magic = _LEN_AND_MAGIC.unpack_from(mv, pos)
+        t = unpack(mv, pos)
+        length = t[1]
         if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
             raise _corrupt(f"batch length {length} at {pos}")
         size = length + LOG_OVERHEAD
         if pos + size > end:
             raise _corrupt(f"batch length {length} at {pos} exceeds the {end - pos} bytes left")
-        if magic != 2:
-            raise _corrupt(f"magic {magic} at {pos}")
-        header = BatchHeader(*HEADER.unpack_from(mv, pos))
-        if validate_crc and crc32c(mv[pos + CRC_START : pos + size]) != header.crc:
-            raise _corrupt(f"CRC mismatch in batch at {pos} (base offset {header.base_offset})")
-        yield pos, header
+        if t[3] != 2:
+            raise _corrupt(f"magic {t[3]} at {pos}")
+        if validate_crc and crc32c(mv[pos + CRC_START : pos + size]) != t[4]:
+            raise _corrupt(f"CRC mismatch in batch at {pos} (base offset {t[0]})")
+        yield pos, t
         pos += size
 
 

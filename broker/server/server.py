@@ -38,6 +38,7 @@ from broker.errors import KafkaError
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.headers import (
+    ApiPeek,
     FrameError,
     encode_response,
     frame_prefix,
@@ -299,24 +300,11 @@ class _Connection:
         except FrameError as e:
             return self._refuse("unparseable request header", str(e))
         apis = self.listener.apis
-        ctx = RequestContext(
-            api_key=peek.api_key,
-            api_version=peek.api_version,
-            correlation_id=peek.correlation_id,
-            client_id=None,
-            listener_name=self.listener.spec.name,
-            peer_host=self.peer_host,
-            peer_port=self.peer_port,
-            received_ms=received_ms,
-            apis=apis,
-            connection_id=self.id,
-        )
         if not apis.supports(peek.api_key, peek.api_version):
             if peek.api_key == api.API_VERSIONS:
                 # Kafka answers with v0 so any client can read the supported ranges.
-                self._enqueue_ready(
-                    ctx, _unsupported_versions_answer(apis)
-                )
+                self._enqueue_ready(self._context(peek, None, received_ms),
+                                    _unsupported_versions_answer(apis))
                 self.log.info("unsupported ApiVersions version",
                          api_version=peek.api_version)
                 return None
@@ -324,23 +312,12 @@ class _Connection:
             return self._refuse(what, f"{api.api_name(peek.api_key)} ({peek.api_key}) "
                                       f"v{peek.api_version}")
         if api.is_server_answered(peek.api_key, peek.api_version):
-            return self._legacy_produce(ctx, frame)
+            return self._legacy_produce(self._context(peek, None, received_ms), frame)
         try:
-            parsed = parse_request(frame)
+            parsed = parse_request(frame, peek)
         except FrameError as e:
             return self._refuse("unparseable request", str(e))
-        ctx = RequestContext(
-            api_key=ctx.api_key,
-            api_version=ctx.api_version,
-            correlation_id=ctx.correlation_id,
-            client_id=parsed.client_id,
-            listener_name=ctx.listener_name,
-            peer_host=ctx.peer_host,
-            peer_port=ctx.peer_port,
-            received_ms=received_ms,
-            apis=apis,
-            connection_id=self.id,
-        )
+        ctx = self._context(peek, parsed.client_id, received_ms)
         entry = self.listener.spec.dispatcher.get(peek.api_key)
         if entry is None:  # not reachable: the advertised table is restricted to handlers
             return self._refuse("no handler", api.api_name(peek.api_key))
@@ -353,6 +330,21 @@ class _Connection:
         self.inflight_bytes += len(frame)
         self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task, len(frame)))
         return None
+
+    def _context(self, peek: ApiPeek, client_id: str | None,
+                 received_ms: int) -> RequestContext:
+        return RequestContext(
+            api_key=peek.api_key,
+            api_version=peek.api_version,
+            correlation_id=peek.correlation_id,
+            client_id=client_id,
+            listener_name=self.listener.spec.name,
+            peer_host=self.peer_host,
+            peer_port=self.peer_port,
+            received_ms=received_ms,
+            apis=self.listener.apis,
+            connection_id=self.id,
+        )
 
     def _legacy_produce(self, ctx: RequestContext, frame: bytes | memoryview) -> str | None:
         try:
