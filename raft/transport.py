@@ -39,6 +39,14 @@ def _encode(entity: Any) -> bytes:
 _I32 = struct.Struct(">i")
 _request_schema = functools.cache(load_request_schema)
 _response_schema = functools.cache(load_response_schema)
+_read_response_header_v1 = entity_reader(ResponseHeaderV1)
+
+
+@functools.cache
+def _response_reader(api_key: int, version: int) -> tuple[bool, Callable[..., Any]]:
+    """(flexible, body reader) of a response: built once, not on every answer."""
+    schema = _response_schema(api_key, version)
+    return bool(schema.__flexible__), entity_reader(schema)
 
 
 def frame(payload: bytes) -> bytes:
@@ -155,12 +163,12 @@ class KafkaConnection:
         if entry is None:
             return
         fut, api_key, version = entry
-        schema = _response_schema(api_key, version)
+        flexible, read_body = _response_reader(api_key, version)
         hsize = 4
         try:
-            if schema.__flexible__:
-                _h, hsize = entity_reader(ResponseHeaderV1)(payload, 0)
-            response, _size = entity_reader(schema)(payload, hsize)
+            if flexible:
+                _h, hsize = _read_response_header_v1(payload, 0)
+            response, _size = read_body(payload, hsize)
         except (BufferUnderflow, ValueError) as e:
             raise FrameError(f"malformed response: {e}") from e
         if not fut.done():

@@ -48,8 +48,11 @@ _NULL_UUID: Final = bytes(16)
 
 Records = bytes | FileSlice | Sequence[bytes | FileSlice] | None
 
+# Not frozen: built once or more per partition per Fetch answer, and a frozen dataclass's
+# __init__ costs three times a plain one's (object.__setattr__ per field).
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class FetchPartition:
     partition_index: int
     error_code: int = 0
@@ -69,7 +72,7 @@ class FetchPartition:
     """(end_offset, epoch), v12+."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchTopic:
     partitions: Sequence[FetchPartition]
     topic: str = ""
@@ -78,7 +81,7 @@ class FetchTopic:
     """v13+."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchResponseData:
     topics: Sequence[FetchTopic]
     throttle_time_ms: int = 0

@@ -411,11 +411,15 @@ class Partition:
     def _maybe_advance_high_watermark(self) -> None:
         if self.role is not Role.LEADER or len(self.isr) < self.min_insync_replicas:
             return
-        candidates = [self.log.log_end_offset]
+        new_hw = self.log.log_end_offset
+        followers = self.followers
         for replica in self.maximal_isr:
             if replica != self.node_id:
-                candidates.append(self.followers.get(replica, FollowerState()).log_end_offset)
-        new_hw = min(candidates)
+                state = followers.get(replica)
+                # A member this leader has no state for yet holds nothing it knows of.
+                end = state.log_end_offset if state is not None else 0
+                if end < new_hw:
+                    new_hw = end
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             # Retention and DeleteRecords never go past what the ISR holds.

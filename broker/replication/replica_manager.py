@@ -77,7 +77,7 @@ class FetcherHook(Protocol):
     def remove_partition(self, topic: str, index: int) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per partition per Fetch, see fetch_encoder
 class FetchPartitionRequest:
     topic: str
     partition: int
