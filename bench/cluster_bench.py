@@ -18,6 +18,8 @@
 
     python bench/cluster_bench.py failover --rounds 5
     python bench/cluster_bench.py replication --messages 1500000 --repeats 5
+    python bench/cluster_bench.py replication --messages 1500000 --repeats 5 \
+        -C replica.fetch.min.bytes=1048576 -C replica.fetch.wait.max.ms=20
     python bench/cluster_bench.py roles --messages 1500000 --repeats 5
     python bench/cluster_bench.py metadata --partitions 10000
 """
@@ -170,8 +172,14 @@ def cpu_seconds(c: Cluster, ids: list[int]) -> float:
     return sum(broker_cpu_s(c.nodes[i].pid) or 0.0 for i in ids)
 
 
-def bench_replication(messages: int, repeats: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
+def user_seconds(c: Cluster, ids: list[int]) -> float:
+    """User CPU of the nodes themselves (the rest of cpu_seconds is the kernel's work)."""
+    return sum(proc_user_system_s(pid)[0] for i in ids if (pid := c.nodes[i].pid) is not None)
+
+
+def bench_replication(messages: int, repeats: int, broker_config: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp, \
+            Cluster(Path(tmp), 3, 3, overrides=broker_config) as c:
         create_topic(c, "rf1", 3, 1)
         create_topic(c, "rf3", 3, 3, {"min.insync.replicas": "2"})
         cases = [("RF=1 acks=1", "rf1", "1"), ("RF=3 acks=1", "rf3", "1"),
@@ -191,15 +199,18 @@ def bench_replication(messages: int, repeats: int) -> None:
                 # otherwise take CPU from whichever case runs 30 s later (dirty_expire).
                 os.sync()
                 b0, c0 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)
+                u0 = user_seconds(c, brokers)
                 rate, producer_cpu = run_producer(c.bootstrap_servers, topic, messages, acks)
                 b1, c1 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)
+                u1 = user_seconds(c, brokers)
                 results[name].append(rate)
-                # CPU-s per 100k records: where the two shared cores went in this case
+                # CPU-ms per 100k records: where the two shared cores went in this case
                 # (broker figures include the ~1 s of the producer's startup and flush).
-                per = 100_000 / messages
-                print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s); CPU-s per "
-                      f"100k records: brokers {(b1 - b0) * per:.2f}, controllers "
-                      f"{(c1 - c0) * per:.2f}, producer {producer_cpu * per:.2f}", flush=True)
+                per = 100_000 / messages * 1000
+                print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s); CPU-ms per "
+                      f"100k records: brokers {(b1 - b0) * per:.1f} (user {(u1 - u0) * per:.1f}), "
+                      f"controllers {(c1 - c0) * per:.1f}, producer {producer_cpu * per:.1f}",
+                      flush=True)
                 c.wait_for(lambda topic=topic: full_isr(c, topic), 60, "ISR full")
     base = statistics.median(results["RF=1 acks=1"])
     for name, rates in results.items():
@@ -351,6 +362,9 @@ def main() -> None:
     p = sub.add_parser("replication")
     p.add_argument("--messages", type=int, default=300_000)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("-C", dest="broker_config", action="append", default=[],
+                   metavar="KEY=VALUE",
+                   help="a setting for every node, e.g. replica.fetch.min.bytes=1048576")
     p = sub.add_parser("roles")
     p.add_argument("--messages", type=int, default=1_500_000)
     p.add_argument("--repeats", type=int, default=5)
@@ -361,7 +375,8 @@ def main() -> None:
     if args.what == "failover":
         bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
     elif args.what == "replication":
-        bench_replication(args.messages, args.repeats)
+        bench_replication(args.messages, args.repeats,
+                          dict(kv.split("=", 1) for kv in args.broker_config))
     elif args.what == "roles":
         bench_roles(args.messages, args.repeats)
     else:
