@@ -48,10 +48,9 @@ _NULL_UUID: Final = bytes(16)
 
 Records = bytes | FileSlice | Sequence[bytes | FileSlice] | None
 
-# Not frozen: built once or more per partition per Fetch answer, and a frozen dataclass's
-# __init__ costs three times a plain one's (object.__setattr__ per field).
 
-
+# Not frozen, like the two below: built once or more per partition per Fetch answer, and a
+# frozen dataclass's __init__ costs three times a plain one's (object.__setattr__ per field).
 @dataclass(slots=True)
 class FetchPartition:
     partition_index: int

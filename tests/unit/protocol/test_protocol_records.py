@@ -17,11 +17,13 @@ from broker.errors import KafkaError
 from broker.protocol.compression import Compression
 from broker.protocol.records import (
     HEADER_SIZE,
+    BatchHeader,
     Record,
     TimestampType,
     build_batch,
     decode_records,
     iter_batch_headers,
+    iter_raw_batch_headers,
     parse_header,
     patch_log_append_time,
     patch_offset_and_epoch,
@@ -218,6 +220,26 @@ def test_valid_prefix_and_whole_batches():
     assert n == first and len(batches) == 1
     assert whole_batches_length(b[:-3]) == first
     assert [p for p, _ in iter_batch_headers(b, validate_crc=True)] == [0, first]
+
+
+def test_raw_headers_are_the_headers_fields_with_the_same_checks():
+    b = _two_batches()
+    raw = list(iter_raw_batch_headers(b, validate_crc=True))
+    assert [(p, BatchHeader(*t)) for p, t in raw] == list(
+        iter_batch_headers(b, validate_crc=True))
+    first = parse_header(b).size
+    c = bytearray(b)
+    c[first + 40] ^= 0xFF  # the second batch's CRC no longer matches
+    with pytest.raises(KafkaError) as e:
+        list(iter_raw_batch_headers(c, validate_crc=True))
+    assert code(e) == ErrorCode.corrupt_message
+    assert [p for p, _ in iter_raw_batch_headers(c, validate_crc=False)] == [0, first]
+    c = bytearray(b)
+    c[16] = 1  # magic
+    with pytest.raises(KafkaError, match="magic 1"):
+        list(iter_raw_batch_headers(c, validate_crc=False))
+    with pytest.raises(KafkaError, match="trailing bytes"):
+        list(iter_raw_batch_headers(b + b"\0" * 20, validate_crc=False))
 
 
 record_st = st.builds(
