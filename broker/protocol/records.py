@@ -224,24 +224,13 @@ RawHeader = tuple[int, int, int, int, int, int, int, int, int, int, int, int, in
 def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, RawHeader]]:
     """validate_batches for the append path: (position, raw header tuple) per batch, no
     objects built. Same checks and error codes."""
-    end = len(buf)
-    if end == 0:
+    if len(buf) == 0:
         raise _corrupt("no record batches")
     out: list[tuple[int, RawHeader]] = []
-    pos = 0
-    unpack = HEADER.unpack_from
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            raise _corrupt(f"{end - pos} trailing bytes at {pos}, less than a batch header")
-        t = unpack(buf, pos)
-        length = t[1]
-        if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
-            raise _corrupt(f"batch length {length} at {pos}")
-        size = length + LOG_OVERHEAD
-        if pos + size > end:
-            raise _corrupt(f"batch length {length} at {pos} exceeds the {end - pos} bytes left")
-        if t[3] != 2:
-            raise _corrupt(f"magic {t[3]} at {pos}")
+    # The framing checks (lengths, magic) come from the iterator; the size limit is checked
+    # before the CRC, so the CRC is computed here.
+    for pos, t in iter_raw_batch_headers(buf, validate_crc=False):
+        size = t[1] + LOG_OVERHEAD
         if size > max_message_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
@@ -266,7 +255,6 @@ def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, Raw
                 ErrorCode.invalid_record, f"lastOffsetDelta {t[6]} with {count} records"
             )
         out.append((pos, t))
-        pos += size
     return out
 
 
