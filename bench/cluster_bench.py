@@ -45,7 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.perf import broker_cpu_s, proc_user_system_s  # noqa: E402
+from bench.perf import proc_user_system_s  # noqa: E402
 from tests.support.cluster import Cluster  # noqa: E402
 
 
@@ -168,13 +168,16 @@ def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> tuple[flo
     return float(count / res["elapsed_s"]), float(res["cpu_s"])
 
 
-def cpu_seconds(c: Cluster, ids: list[int]) -> float:
-    return sum(broker_cpu_s(c.nodes[i].pid) or 0.0 for i in ids)
-
-
-def user_seconds(c: Cluster, ids: list[int]) -> float:
-    """User CPU of the nodes themselves (the rest of cpu_seconds is the kernel's work)."""
-    return sum(proc_user_system_s(pid)[0] for i in ids if (pid := c.nodes[i].pid) is not None)
+def user_system_s(c: Cluster, ids: list[int]) -> tuple[float, float]:
+    """The nodes' summed (user, system) CPU seconds, one /proc read each (node processes
+    run no children)."""
+    user = system = 0.0
+    for i in ids:
+        pid = c.nodes[i].pid
+        if pid is not None:
+            u, s = proc_user_system_s(pid)
+            user, system = user + u, system + s
+    return user, system
 
 
 def bench_replication(messages: int, repeats: int, broker_config: dict[str, str]) -> None:
@@ -198,11 +201,10 @@ def bench_replication(messages: int, repeats: int, broker_config: dict[str, str]
                 # Write back what earlier cases left dirty: the kernel's flusher would
                 # otherwise take CPU from whichever case runs 30 s later (dirty_expire).
                 os.sync()
-                b0, c0 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)
-                u0 = user_seconds(c, brokers)
+                (u0, s0), c0 = user_system_s(c, brokers), sum(user_system_s(c, controllers))
                 rate, producer_cpu = run_producer(c.bootstrap_servers, topic, messages, acks)
-                b1, c1 = cpu_seconds(c, brokers), cpu_seconds(c, controllers)
-                u1 = user_seconds(c, brokers)
+                (u1, s1), c1 = user_system_s(c, brokers), sum(user_system_s(c, controllers))
+                b0, b1 = u0 + s0, u1 + s1
                 results[name].append(rate)
                 # CPU-ms per 100k records: where the two shared cores went in this case
                 # (broker figures include the ~1 s of the producer's startup and flush).
