@@ -7,7 +7,10 @@
   replication  produce throughput (librdkafka, acks as stated, 100 B records, 3 partitions
                led by the 3 brokers) to RF=1, RF=3 acks=1 and RF=3 acks=all topics in the
                same cluster and run, as ratios to RF=1, after one uncounted warm-up round
-               of every case.
+               of every case. The load comes from confluent-kafka driven by a Python loop,
+               or with --producer kcat from kcat reading a file (half the CPU per record).
+               --pin runs the cluster on CPU 1 and the producer on CPU 0, as a producer on
+               its own machine would run; by default all share both cores.
   roles        the same RF=3 acks=1 load on one topic whose partitions are all led by one
                broker: CPU per 100k records of the leader and of each follower.
   metadata     create --partitions partitions (topics of 100), the time until every broker
@@ -20,6 +23,8 @@
     python bench/cluster_bench.py replication --messages 1500000 --repeats 5
     python bench/cluster_bench.py replication --messages 1500000 --repeats 5 \
         -C replica.fetch.min.bytes=1048576 -C replica.fetch.wait.max.ms=20
+    python bench/cluster_bench.py replication --messages 1500000 --repeats 9 --pin
+    python bench/cluster_bench.py replication --messages 1500000 --repeats 15 --producer kcat
     python bench/cluster_bench.py roles --messages 1500000 --repeats 5
     python bench/cluster_bench.py metadata --partitions 10000
 """
@@ -32,12 +37,14 @@ import multiprocessing as mp
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import tracemalloc
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,17 +162,71 @@ def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, acks:
              "cpu_s": time.process_time()})
 
 
-def run_producer(bootstrap: str, topic: str, count: int, acks: str) -> tuple[float, float]:
-    """(messages/s, the producer process's CPU seconds)."""
+def run_producer(bootstrap: str, topic: str, count: int, acks: str,
+                 cpu: int | None = None) -> tuple[float, float]:
+    """(messages/s, the producer process's CPU seconds); `cpu`: the one CPU it may run on."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     proc = ctx.Process(target=producer_proc, args=(bootstrap, topic, 3, count, acks, q))
-    proc.start()
+    mine = os.sched_getaffinity(0)
+    if cpu is not None:  # the spawned child inherits this process's affinity
+        os.sched_setaffinity(0, {cpu})
+    try:
+        proc.start()
+    finally:
+        os.sched_setaffinity(0, mine)
     res = q.get(timeout=600)
     proc.join(30)
     if res["undelivered"] or res["errors"]:
         raise RuntimeError(f"{topic}: {res}")
     return float(count / res["elapsed_s"]), float(res["cpu_s"])
+
+
+def kcat_lines(count: int, directory: Path) -> Path:
+    """A file of `count` lines of 99 random hex characters: kcat -l sends each line (without
+    its newline) as one 99 B record."""
+    path = directory / "kcat-records"
+    line = os.urandom(50).hex()[:99].encode() + b"\n"
+    with open(path, "wb") as f:
+        for _ in range(count // 10_000):
+            f.write(line * 10_000)
+        f.write(line * (count % 10_000))
+    return path
+
+
+def run_kcat(bootstrap: str, topic: str, lines: Path, count: int, acks: str,
+             cpu: int | None = None) -> tuple[float, float]:
+    """The same load from kcat (librdkafka driven from C, about half the producer CPU per
+    record of the Python loop): (messages/s, kcat's CPU seconds). No key, so
+    sticky.partitioning.linger.ms=0 spreads records over the partitions as the Python
+    producer's round robin does."""
+    cmd = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-l", str(lines),
+           "-X", f"acks={acks}", "-X", "linger.ms=5", "-X", "batch.size=1000000",
+           "-X", "queue.buffering.max.messages=1000000",
+           "-X", "sticky.partitioning.linger.ms=0", "-X", "log_level=3"]
+    if cpu is not None:
+        cmd = ["taskset", "-c", str(cpu), *cmd]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    _pid, status, usage = os.wait4(proc.pid, 0)  # reaps it, with its CPU use
+    elapsed = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{topic}: kcat exited with {proc.returncode}")
+    return count / elapsed, usage.ru_utime + usage.ru_stime
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int = 3) -> int:
+    """The sum of the topic's partitions' high watermarks."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-bench",
+                         "log_level": 3})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, i), timeout=30)[1]
+                   for i in range(partitions))
+    finally:
+        consumer.close()
 
 
 def user_system_s(c: Cluster, ids: list[int]) -> tuple[float, float]:
@@ -180,40 +241,73 @@ def user_system_s(c: Cluster, ids: list[int]) -> tuple[float, float]:
     return user, system
 
 
-def bench_replication(messages: int, repeats: int, broker_config: dict[str, str]) -> None:
-    with tempfile.TemporaryDirectory() as tmp, \
-            Cluster(Path(tmp), 3, 3, overrides=broker_config) as c:
-        create_topic(c, "rf1", 3, 1)
-        create_topic(c, "rf3", 3, 3, {"min.insync.replicas": "2"})
-        cases = [("RF=1 acks=1", "rf1", "1"), ("RF=3 acks=1", "rf3", "1"),
-                 ("RF=3 acks=all", "rf3", "all")]
-        results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
-        brokers, controllers = list(c.broker_ids), list(c.controller_ids)
-        # One round of every case first, not counted: the first rounds of a fresh cluster
-        # ran 10-20% slower for every case (connections, metadata, the allocators' and the
-        # page cache's first use), and would otherwise enter the medians.
+def bench_replication(messages: int, repeats: int, broker_config: dict[str, str],
+                      producer: str = "python", pin: bool = False) -> None:
+    """`pin`: the cluster's processes on CPU 1 and the producer on CPU 0, so neither takes
+    the other's core."""
+    mine = os.sched_getaffinity(0)
+    producer_cpu = 0 if pin else None
+    with tempfile.TemporaryDirectory() as tmp:
+        lines = kcat_lines(messages, Path(tmp)) if producer == "kcat" else None
+
+        if pin:
+            os.sched_setaffinity(0, {1})  # the nodes started below inherit it
+        try:
+            with Cluster(Path(tmp), 3, 3, overrides=broker_config) as c:
+                os.sched_setaffinity(0, mine)
+                bootstrap = c.bootstrap_servers
+
+                def produce(topic: str, acks: str) -> tuple[float, float]:
+                    if lines is None:  # producer_proc counts undelivered records itself
+                        return run_producer(bootstrap, topic, messages, acks, producer_cpu)
+                    before = end_offsets(bootstrap, topic)
+                    result = run_kcat(bootstrap, topic, lines, messages, acks, producer_cpu)
+                    # acks=1: the high watermark may still trail the leaders for a moment.
+                    c.wait_for(lambda: end_offsets(bootstrap, topic) - before == messages,
+                               30, f"all {messages} records of kcat in {topic}")
+                    return result
+
+                _replication_cases(c, messages, repeats, produce)
+        finally:
+            os.sched_setaffinity(0, mine)
+    print(f"load generator: {producer}" + (", pinned: cluster on CPU 1, producer on CPU 0"
+                                           if pin else ", cores shared"))
+    print("goals: RF=3 acks=1 >= 0.9, RF=3 acks=all >= 0.6 (LinkedIn's Kafka: 0.96 / 0.51)")
+
+
+def _replication_cases(c: Cluster, messages: int, repeats: int,
+                       produce: Callable[[str, str], tuple[float, float]]) -> None:
+    create_topic(c, "rf1", 3, 1)
+    create_topic(c, "rf3", 3, 3, {"min.insync.replicas": "2"})
+    cases = [("RF=1 acks=1", "rf1", "1"), ("RF=3 acks=1", "rf3", "1"),
+             ("RF=3 acks=all", "rf3", "all")]
+    results: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+    brokers, controllers = list(c.broker_ids), list(c.controller_ids)
+    # One round of every case first, not counted: the first rounds of a fresh cluster
+    # ran 10-20% slower for every case (connections, metadata, the allocators' and the
+    # page cache's first use), and would otherwise enter the medians.
+    for name, topic, acks in cases:
+        rate, _ = produce(topic, acks)
+        print(f"  warm-up, not counted: {name}: {rate:,.0f} msg/s", flush=True)
+        c.wait_for(lambda topic=topic: full_isr(c, topic), 60, "ISR full")
+    for _ in range(repeats):
         for name, topic, acks in cases:
-            rate, _ = run_producer(c.bootstrap_servers, topic, messages, acks)
-            print(f"  warm-up, not counted: {name}: {rate:,.0f} msg/s", flush=True)
+            # Write back what earlier cases left dirty: the kernel's flusher would
+            # otherwise take CPU from whichever case runs 30 s later (dirty_expire).
+            os.sync()
+            (u0, s0), c0 = user_system_s(c, brokers), sum(user_system_s(c, controllers))
+            rate, producer_cpu = produce(topic, acks)
+            (u1, s1), c1 = user_system_s(c, brokers), sum(user_system_s(c, controllers))
+            b0, b1 = u0 + s0, u1 + s1
+            results[name].append(rate)
+            # CPU-ms per 100k records: where the two shared cores went in this case
+            # (broker figures include the ~1 s of the producer's startup and flush).
+            per = 100_000 / messages * 1000
+            print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s); CPU-ms per "
+                  f"100k records: brokers {(b1 - b0) * per:.1f} (user {(u1 - u0) * per:.1f}), "
+                  f"controllers {(c1 - c0) * per:.1f}, producer {producer_cpu * per:.1f}",
+                  flush=True)
             c.wait_for(lambda topic=topic: full_isr(c, topic), 60, "ISR full")
-        for _ in range(repeats):
-            for name, topic, acks in cases:
-                # Write back what earlier cases left dirty: the kernel's flusher would
-                # otherwise take CPU from whichever case runs 30 s later (dirty_expire).
-                os.sync()
-                (u0, s0), c0 = user_system_s(c, brokers), sum(user_system_s(c, controllers))
-                rate, producer_cpu = run_producer(c.bootstrap_servers, topic, messages, acks)
-                (u1, s1), c1 = user_system_s(c, brokers), sum(user_system_s(c, controllers))
-                b0, b1 = u0 + s0, u1 + s1
-                results[name].append(rate)
-                # CPU-ms per 100k records: where the two shared cores went in this case
-                # (broker figures include the ~1 s of the producer's startup and flush).
-                per = 100_000 / messages * 1000
-                print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s); CPU-ms per "
-                      f"100k records: brokers {(b1 - b0) * per:.1f} (user {(u1 - u0) * per:.1f}), "
-                      f"controllers {(c1 - c0) * per:.1f}, producer {producer_cpu * per:.1f}",
-                      flush=True)
-                c.wait_for(lambda topic=topic: full_isr(c, topic), 60, "ISR full")
     base = statistics.median(results["RF=1 acks=1"])
     for name, rates in results.items():
         rounds = " ".join(f"{r / b:.2f}" for r, b in zip(rates, results["RF=1 acks=1"],
@@ -222,7 +316,6 @@ def bench_replication(messages: int, repeats: int, broker_config: dict[str, str]
     for name, rates in results.items():
         med = statistics.median(rates)
         print(f"replication: {name:14s} median {med:,.0f} msg/s  ratio to RF=1 {med / base:.2f}")
-    print("goals: RF=3 acks=1 >= 0.9, RF=3 acks=all >= 0.6 (LinkedIn's Kafka: 0.96 / 0.51)")
 
 
 def bench_roles(messages: int, repeats: int) -> None:
@@ -367,6 +460,11 @@ def main() -> None:
     p.add_argument("-C", dest="broker_config", action="append", default=[],
                    metavar="KEY=VALUE",
                    help="a setting for every node, e.g. replica.fetch.min.bytes=1048576")
+    p.add_argument("--producer", choices=("python", "kcat"), default="python",
+                   help="the load generator: confluent-kafka driven from a Python loop "
+                        "(default), or kcat reading a file of records")
+    p.add_argument("--pin", action="store_true",
+                   help="run the cluster on CPU 1 and the producer on CPU 0")
     p = sub.add_parser("roles")
     p.add_argument("--messages", type=int, default=1_500_000)
     p.add_argument("--repeats", type=int, default=5)
@@ -378,7 +476,8 @@ def main() -> None:
         bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
     elif args.what == "replication":
         bench_replication(args.messages, args.repeats,
-                          dict(kv.split("=", 1) for kv in args.broker_config))
+                          dict(kv.split("=", 1) for kv in args.broker_config),
+                          args.producer, args.pin)
     elif args.what == "roles":
         bench_roles(args.messages, args.repeats)
     else:
