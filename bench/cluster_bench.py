@@ -300,8 +300,9 @@ def _replication_cases(c: Cluster, messages: int, repeats: int,
             (u1, s1), c1 = user_system_s(c, brokers), sum(user_system_s(c, controllers))
             b0, b1 = u0 + s0, u1 + s1
             results[name].append(rate)
-            # CPU-ms per 100k records: where the two shared cores went in this case
-            # (broker figures include the ~1 s of the producer's startup and flush).
+            # CPU-ms per 100k records: where the two cores (shared, or one each with --pin)
+            # went in this case. Broker figures include the ~1 s of the producer's startup
+            # and flush.
             per = 100_000 / messages * 1000
             print(f"  {name}: {rate:,.0f} msg/s ({rate * 100 / 1e6:.1f} MB/s); CPU-ms per "
                   f"100k records: brokers {(b1 - b0) * per:.1f} (user {(u1 - u0) * per:.1f}), "
