@@ -23,6 +23,7 @@ from kio.serial.readers import read_unsigned_varint
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from broker.protocol.api import is_server_answered, request_schema, response_header_schema
+from broker.protocol.nulls import first_null_array
 
 _HEAD: Final = struct.Struct(">hhi")
 _SIZE: Final = struct.Struct(">i")
@@ -125,6 +126,12 @@ def parse_request(frame: bytes | memoryview, peek: ApiPeek | None = None) -> Par
         body, _consumed = _body_reader(peek.api_key, peek.api_version)(frame, offset)
     except Exception as e:  # kio: BufferUnderflow, KeyError (unknown tag), ValueError, ...
         raise FrameError(f"unparseable {schema.__name__} v{peek.api_version}: {e!r}") from e
+    null_field = first_null_array(body)
+    if null_field is not None:
+        raise FrameError(
+            f"non-nullable field {null_field} of {schema.__name__} v{peek.api_version} "
+            "was serialized as null"
+        )
     return ParsedRequest(peek.api_key, peek.api_version, peek.correlation_id, client_id, body)
 
 

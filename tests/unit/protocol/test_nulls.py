@@ -1,0 +1,50 @@
+"""first_null_array: a non-nullable array sent as null is found; nullable ones pass."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kio.index import load_request_schema
+
+from broker.protocol.headers import FrameError, parse_request
+from broker.protocol.nulls import first_null_array
+from tests.support.probe import null_probe
+from tests.unit.server.wire import raw_frame
+
+
+def _produce_v3(topic_array: bytes) -> bytes:
+    body = struct.pack(">hhi", -1, 1, 1000) + topic_array
+    return raw_frame(0, 3, 1, body)[4:]
+
+
+def test_null_topic_array_in_produce_is_refused_at_parse() -> None:
+    with pytest.raises(FrameError, match=r"non-nullable field topic_data .* serialized as null"):
+        parse_request(_produce_v3(struct.pack(">i", -1)))
+
+
+def test_null_partition_array_inside_a_topic_names_its_path() -> None:
+    topic = struct.pack(">h", 1) + b"t" + struct.pack(">i", -1)
+    with pytest.raises(FrameError, match=r"topic_data\[0\]\.partition_data"):
+        parse_request(_produce_v3(struct.pack(">i", 1) + topic))
+
+
+def test_empty_arrays_parse() -> None:
+    parsed = parse_request(_produce_v3(struct.pack(">i", 0)))
+    assert parsed.body.topic_data == ()
+
+
+def test_a_nullable_array_may_be_null() -> None:
+    # Metadata v1+: topics = null means every topic.
+    frame = raw_frame(3, 1, 1, struct.pack(">i", -1))[4:]
+    assert parse_request(frame).body.topics is None
+
+
+@pytest.mark.parametrize("api_key", range(0, 90))
+def test_every_schema_with_nullable_fields_null_passes(api_key: int) -> None:
+    for version in range(0, 20):
+        try:
+            schema = load_request_schema(api_key, version)
+        except Exception:
+            continue
+        assert first_null_array(null_probe(schema)) is None
