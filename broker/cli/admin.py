@@ -22,10 +22,13 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
+
+from broker.protocol.kafka_uuid import kafka_to_uuid, uuid_to_kafka
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9094"
 ENV_BOOTSTRAP = "SKIFF_ADMIN"
@@ -68,18 +71,16 @@ class Client:
 
 
 def kafka_uuid(raw: bytes) -> str:
-    """Kafka's text form of a Uuid: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=") if raw else ""
+    """Kafka's text form of a Uuid: URL-safe base64 without padding ("" for no id)."""
+    return uuid_to_kafka(uuid.UUID(bytes=raw)) if raw else ""
 
 
 def parse_kafka_uuid(text: str) -> bytes:
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        return kafka_to_uuid(text).bytes
     except ValueError:
-        raw = b""
-    if len(raw) != 16:
-        raise UsageError(f"{text!r} is not a topic id (22 characters of URL-safe base64)")
-    return raw
+        raise UsageError(
+            f"{text!r} is not a topic id (22 characters of URL-safe base64)") from None
 
 
 _UUID_FIELDS = {"topic_id", "incarnation_id"}

@@ -13,17 +13,17 @@ mismatch between directories, or a node-id mismatch.
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from broker.config import ConfigError, NodeConfig, load_config, parse_properties
+from broker.protocol.kafka_uuid import kafka_to_uuid, random_kafka_uuid
+from broker.util.files import atomic_write
 
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
@@ -34,42 +34,6 @@ METADATA_VERSION = 1
 
 class StorageError(Exception):
     """A storage directory is missing, unformatted, or inconsistent with the config."""
-
-
-# -- Kafka's Uuid string form ---------------------------------------------------
-
-
-def uuid_to_kafka(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, no padding (22 chars)."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def kafka_to_uuid(s: str) -> uuid.UUID:
-    """Kafka's Uuid.fromString(); ValueError unless 22 base64url chars giving 16 bytes."""
-    if len(s) != 22:
-        raise ValueError(f"Input string with prefix `{s[:22]}` is too long to be decoded as a "
-                         "base64 UUID" if len(s) > 22 else
-                         f"Input string `{s}` decoded as {len(s) * 6 // 8} bytes, which is not "
-                         "equal to the expected 16 bytes of a base64-encoded UUID")
-    try:
-        raw = base64.urlsafe_b64decode(s + "==")
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"Input string `{s}` is not valid base64: {exc}") from None
-    if len(raw) != 16 or uuid_to_kafka(uuid.UUID(bytes=raw)) != s:
-        raise ValueError(f"Input string `{s}` is not a canonical base64-encoded UUID")
-    return uuid.UUID(bytes=raw)
-
-
-def random_kafka_uuid() -> str:
-    """A random Uuid string as `kafka-storage.sh random-uuid` prints it (never zero, never the
-    metadata topic id, never starting with '-')."""
-    while True:
-        u = uuid.uuid4()
-        if u.int in (0, 1):
-            continue
-        s = uuid_to_kafka(u)
-        if not s.startswith("-"):
-            return s
 
 
 # -- meta.properties -----------------------------------------------------------------
@@ -117,20 +81,6 @@ def read_meta_properties(directory: Path) -> MetaProperties | None:
     return MetaProperties(version, cluster_id, node_id, props.get("directory.id"))
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # -- bootstrap ------------------------------------------------------------------------
 
 
@@ -146,7 +96,7 @@ def write_bootstrap(metadata_dir: Path, cluster_id: str) -> Path:
 
     image = image_from_records(bootstrap_records(), cluster_id=cluster_id)
     path = metadata_dir / BOOTSTRAP_CHECKPOINT
-    _write_atomically(path, encode_snapshot(image))
+    atomic_write(path, encode_snapshot(image))
     return path
 
 
@@ -199,7 +149,7 @@ def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool =
         except OSError as exc:
             raise StorageError(f"Unable to create storage directory {d}: {exc.strerror}") from None
         meta = MetaProperties(1, cluster_id, config.node_id, random_kafka_uuid())
-        _write_atomically(d / META_PROPERTIES, meta.render().encode())
+        atomic_write(d / META_PROPERTIES, meta.render().encode())
         if d == config.metadata_log_dir:
             write_bootstrap(d, cluster_id)
             if out is not None:

@@ -17,7 +17,6 @@ Synonyms (v1+) when asked; documentation and config types from v3.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +36,7 @@ from broker.controller.validation import topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
 from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.config import NodeConfig
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 API_KEY = 32
 RESOURCE_BROKER_LOGGER = 8
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def _cluster_default_entries(dynamic_default: Mapping[str, str], names: Sequence[str] | None,
@@ -161,4 +160,4 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
             resource_type=r.resource_type, resource_name=r.resource_name,
             configs=tuple(_entry(mod, e, r.resource_type, include_documentation)
                           for e in entries)))
-    return build(mod.DescribeConfigsResponse, throttle_time=_NO_THROTTLE, results=tuple(results))
+    return build(mod.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

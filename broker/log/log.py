@@ -36,7 +36,6 @@ from broker.log.files import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    fsync_dir,
 )
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
 from broker.protocol.compression import Compression, codec_by_name
@@ -62,6 +61,7 @@ from broker.protocol.records import (
     validate_raw,
     whole_batches_length,
 )
+from broker.util.files import fsync_dir
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)((?:\.\w+)?)$")
 

@@ -14,13 +14,11 @@ from broker.cli.storage import (
     StorageError,
     ensure_formatted,
     format_storage,
-    kafka_to_uuid,
-    random_kafka_uuid,
     read_bootstrap,
     read_meta_properties,
-    uuid_to_kafka,
 )
 from broker.config import load_config, parse_properties
+from broker.protocol.kafka_uuid import kafka_to_uuid, random_kafka_uuid, uuid_to_kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"  # the example id from Kafka's quickstart
