@@ -25,9 +25,9 @@ from broker.server.dispatch import Dispatcher
 from broker.server.frames import ResponseChunks
 from raft.config import RaftConfig
 from raft.driver import RaftDriver
+from raft.kafka_messages import RAFT_APIS
 from raft.messages import Batch, SnapshotId
 from raft.stores.file import FileQuorumStateStore
-from raft.wire import RAFT_APIS
 
 log = structlog.get_logger(__name__)
 

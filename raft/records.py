@@ -17,8 +17,8 @@ import struct
 
 from crc32c import crc32c
 
+from broker.protocol.kafka_bytes import uvarint
 from raft.control import CONTROL_KEY_LEADER_CHANGE
-from raft.kafka_bytes import uvarint
 from raft.messages import Batch
 
 CONTROL_ATTRIBUTE = 0x20

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from raft import kafka_bytes
+from broker.protocol import kafka_bytes
 
 OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2

@@ -18,6 +18,7 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
+from broker.protocol.kafka_bytes import tagged_field
 from broker.protocol.wire import (
     NodeEndpoint,
     array_length,
@@ -25,7 +26,6 @@ from broker.protocol.wire import (
     nullable_string,
     string,
 )
-from raft.kafka_bytes import tagged_field
 
 MIN_VERSION: Final = 3
 MAX_VERSION: Final = 10

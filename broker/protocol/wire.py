@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from raft.kafka_bytes import uvarint
+from broker.protocol.kafka_bytes import uvarint
 
 I16: Final = struct.Struct(">h")
 I32: Final = struct.Struct(">i")

@@ -28,14 +28,14 @@ from typing import Any
 
 import structlog
 
+from broker.protocol.transport import serve
 from raft import eventloop
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
+from raft.kafka_messages import WireError, error_response
 from raft.messages import Batch, SnapshotId
 from raft.stores.file import FileLogStore, FileQuorumStateStore
-from raft.transport import serve
-from raft.wire import WireError, error_response
 
 MAX_LINE = 1 << 20
 

@@ -467,7 +467,7 @@ def _accepts(address: str) -> bool:
 async def _describe_quorum_leader(port: int, timeout_s: float) -> int:
     from kio.schema.describe_quorum.v0 import request as dq
 
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
     conn = KafkaConnection("127.0.0.1", port, "skiff-test")

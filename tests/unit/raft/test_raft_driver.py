@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader
 
-from raft import transport
+from broker.protocol import transport
 from raft.config import RaftConfig, parse_voters
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
@@ -140,7 +140,7 @@ def test_three_drivers_elect_replicate_and_fail_over() -> None:
 
 
 def test_requests_from_another_cluster_are_refused() -> None:
-    from raft import wire
+    from raft import kafka_messages
     from raft.messages import VoteRequest
 
     async def run() -> None:
@@ -148,10 +148,10 @@ def test_requests_from_another_cluster_are_refused() -> None:
         d = RaftDriver(cfg, MemoryLogStore(), MemoryQuorumStateStore(),
                        Loopback({}, set()), Random(1))
         await d.start()
-        k, v, req = wire.encode_request(VoteRequest(1, 2, 0, 0, True), "B")
+        k, v, req = kafka_messages.encode_request(VoteRequest(1, 2, 0, 0, True), "B")
         resp = await d.handle_request(k, v, req)
         assert resp.error_code == ErrorCode.inconsistent_cluster_id  # type: ignore[attr-defined]
-        k, v, req = wire.encode_request(VoteRequest(1, 2, 0, 0, True), "A")
+        k, v, req = kafka_messages.encode_request(VoteRequest(1, 2, 0, 0, True), "A")
         resp = await d.handle_request(k, v, req)
         assert resp.topics[0].partitions[0].vote_granted  # type: ignore[attr-defined]
         await d.stop()

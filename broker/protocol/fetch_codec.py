@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from raft.kafka_bytes import tagged_field, uvarint
+from broker.protocol.kafka_bytes import tagged_field, uvarint
 from raft.messages import FetchRequest, FetchResponse
 
 REQUEST_VERSION = 17

@@ -1,4 +1,4 @@
-"""Kafka wire primitives shared by the narrow encoders (raft/fetch_codec.py,
+"""Kafka wire primitives shared by the narrow encoders (broker/protocol/fetch_codec.py,
 raft/control.py, broker/protocol/fetch_encoder.py) and the record writers (raft/records.py,
 broker/protocol/records.py, broker/group/records.py): unsigned varints (compact lengths,
 tag counts, and the zigzag varints of record fields) and tagged fields of flexible message

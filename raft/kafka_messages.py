@@ -18,9 +18,9 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from raft.fetch_codec import REQUEST_VERSION as FETCH_REQUEST_VERSION
-from raft.fetch_codec import RESPONSE_VERSIONS as FETCH_RESPONSE_VERSIONS
-from raft.fetch_codec import encode_fetch_request, encode_fetch_response
+from broker.protocol.fetch_codec import REQUEST_VERSION as FETCH_REQUEST_VERSION
+from broker.protocol.fetch_codec import RESPONSE_VERSIONS as FETCH_RESPONSE_VERSIONS
+from broker.protocol.fetch_codec import encode_fetch_request, encode_fetch_response
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -157,7 +157,7 @@ def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]
 
 def outbound(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]:
     """(api key, version, body) to send: Fetch, the per-record RPC, as bytes from the
-    narrow encoder (raft/fetch_codec.py); the rest as kio entities."""
+    narrow encoder (broker/protocol/fetch_codec.py); the rest as kio entities."""
     if isinstance(msg, FetchRequest):
         return FETCH, FETCH_REQUEST_VERSION, encode_fetch_request(msg, cluster_id,
                                                                   METADATA_TOPIC_ID)

@@ -23,7 +23,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import BufferUnderflow
 
-from raft.frame_reader import FrameError, FrameReader
+from broker.protocol.frame_reader import FrameError, FrameReader
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 
