@@ -20,7 +20,12 @@ from kio.static.constants import EntityType
 
 from broker.protocol.fetch_codec import REQUEST_VERSION as FETCH_REQUEST_VERSION
 from broker.protocol.fetch_codec import RESPONSE_VERSIONS as FETCH_RESPONSE_VERSIONS
-from broker.protocol.fetch_codec import encode_fetch_request, encode_fetch_response
+from broker.protocol.fetch_codec import (
+    PartitionFetch,
+    TopicFetch,
+    encode_fetch_request_body,
+    encode_fetch_response_body,
+)
 from raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -105,6 +110,29 @@ def _the_partition(request: Any, topics_attr: str = "topics") -> Any:
 
 
 # ------------------------------------------------------------------ outbound
+
+
+def encode_fetch_request(msg: FetchRequest, cluster_id: str | None,
+                         topic_id: uuid.UUID) -> bytes:
+    """The body of the Fetch v17 request `encode_request` describes."""
+    return encode_fetch_request_body(
+        FETCH_REQUEST_VERSION, replica_id=msg.replica_id, replica_epoch=-1,
+        max_wait_ms=msg.max_wait_ms, min_bytes=1, max_bytes=msg.max_bytes,
+        cluster_id=cluster_id, topics=(TopicFetch("", topic_id, (PartitionFetch(
+            0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, -1, msg.max_bytes),)),))
+
+
+def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
+                          topic_id: uuid.UUID) -> bytes:
+    """The body of the Fetch response (v13-v17) `encode_response` describes, with
+    `records` as the partition's record bytes."""
+    sid = msg.snapshot_id
+    return encode_fetch_response_body(
+        version, topic_id=topic_id, error_code=int(msg.error),
+        high_watermark=msg.high_watermark, log_start_offset=msg.log_start_offset,
+        records=records, diverging=(msg.diverging_epoch, msg.diverging_end_offset),
+        current_leader=(msg.leader_id, msg.epoch),
+        snapshot_id=(sid.end_offset, sid.epoch) if sid is not None else (-1, -1))
 
 
 def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]:

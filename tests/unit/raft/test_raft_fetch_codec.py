@@ -1,4 +1,5 @@
-"""broker/protocol/fetch_codec.py writes exactly what kio writes for the quorum's Fetch messages."""
+"""broker/protocol/fetch_codec.py, through raft/kafka_messages.py, writes exactly what kio
+writes for the quorum's Fetch messages."""
 
 from __future__ import annotations
 
@@ -9,12 +10,9 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from broker.protocol.fetch_codec import (
-    RESPONSE_VERSIONS,
-    encode_fetch_request,
-    encode_fetch_response,
-)
+from broker.protocol.fetch_codec import RESPONSE_VERSIONS
 from raft import kafka_messages
+from raft.kafka_messages import encode_fetch_request, encode_fetch_response
 from raft.messages import Batch, FetchRequest, FetchResponse, SnapshotId, VoteResponse
 from raft.records import encode_batches
 
