@@ -17,7 +17,7 @@ import struct
 
 from crc32c import crc32c
 
-from broker.protocol.kafka_bytes import uvarint
+from broker.protocol.wire import uvarint
 from raft.control import CONTROL_KEY_LEADER_CHANGE
 from raft.messages import Batch
 

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from broker.protocol.kafka_bytes import tagged_field, uvarint
+from broker.protocol.wire import tagged_field, uvarint
 
 REQUEST_VERSION = 17
 REQUEST_VERSIONS = range(12, 18)

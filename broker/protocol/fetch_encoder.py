@@ -25,8 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
-from broker.protocol.kafka_bytes import tagged_field, uvarint
-from broker.protocol.wire import NodeEndpoint, array_length, node_endpoints, string
+from broker.protocol.wire import (
+    NodeEndpoint,
+    array_length,
+    node_endpoints,
+    string,
+    tagged_field,
+    uvarint,
+)
 from broker.server.frames import Chunk, FileSlice, ResponseChunks, chunk_length
 
 __all__ = [

@@ -18,13 +18,13 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from broker.protocol.kafka_bytes import tagged_field
 from broker.protocol.wire import (
     NodeEndpoint,
     array_length,
     node_endpoints,
     nullable_string,
     string,
+    tagged_field,
 )
 
 MIN_VERSION: Final = 3

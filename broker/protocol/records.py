@@ -33,7 +33,7 @@ from broker.protocol.compression import (
     compress,
     decompress,
 )
-from broker.protocol.kafka_bytes import uvarint
+from broker.protocol.wire import uvarint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
