@@ -1,4 +1,10 @@
-"""Translation between the core's messages and kio's Kafka protocol entities.
+"""Translation between the core's messages and the Kafka wire: kio's protocol entities for
+the RPCs, and Kafka v2 record batches for the log's `Batch`es.
+
+A Batch's records become the values of the batch's records (keys null); a control batch
+(attributes bit 5) holds LeaderChange control records whose key is (version 0, type 2).
+partitionLeaderEpoch carries the Raft epoch. The bytes are written and read by the wire
+package's narrow value-batch codec (broker/protocol/records.py).
 
 Outbound requests use Vote v2 (KIP-996 pre_vote), BeginQuorumEpoch v1,
 EndQuorumEpoch v1, Fetch v17 (KRaft: topic id, replica_state) and
@@ -26,7 +32,12 @@ from broker.protocol.fetch_codec import (
     encode_fetch_request_body,
     encode_fetch_response_body,
 )
+from broker.protocol.records import CorruptBatch as CorruptBatch
+from broker.protocol.records import batch_length_at as _batch_length_at
+from broker.protocol.records import decode_value_batches, encode_value_batch
+from raft.control import CONTROL_KEY_LEADER_CHANGE
 from raft.messages import (
+    Batch,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -41,7 +52,6 @@ from raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.records import decode_batches, encode_batches
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAAAAAAAAAAAAAAAQ)
@@ -65,6 +75,33 @@ OUTBOUND_VERSION = {
     FetchSnapshotRequest: (FETCH_SNAPSHOT, 1),
 }
 _ZERO = datetime.timedelta(0)
+MAX_BATCH_BYTES = 8 * 1024 * 1024  # the largest metadata-log batch read back
+
+
+
+def encode_batch(batch: Batch) -> bytes:
+    """`batch` as Kafka v2 bytes (its own bytes when it was read from disk or the wire)."""
+    if batch.raw is not None:
+        return batch.raw
+    return encode_value_batch(
+        batch.base_offset, batch.epoch, batch.records, control=batch.control,
+        key=CONTROL_KEY_LEADER_CHANGE if batch.control else None)
+
+
+def encode_batches(batches: tuple[Batch, ...] | list[Batch]) -> bytes:
+    return b"".join(encode_batch(b) for b in batches)
+
+
+def decode_batches(data: bytes | memoryview,
+                   max_batch_bytes: int = MAX_BATCH_BYTES) -> list[Batch]:
+    """Every whole batch in `data` (a trailing partial batch is ignored, as a Fetch answer
+    may cut one); raises CorruptBatch on a bad length or CRC."""
+    return decode_value_batches(data, Batch, max_batch_bytes)
+
+
+def batch_length_at(data: bytes | memoryview, pos: int) -> int | None:
+    """Total size of the batch starting at `pos`, or None if incomplete/invalid."""
+    return _batch_length_at(data, pos, MAX_BATCH_BYTES)
 
 
 class WireError(ValueError):

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
@@ -516,3 +517,141 @@ def whole_batches_length(buf: bytes | bytearray | memoryview) -> int:
             break
         pos += LOG_OVERHEAD + length
     return pos
+
+
+# ------------------------------------------- the narrow path: uncompressed batches of values
+#
+# The metadata log's hot path writes one shape only (no compression, no headers, timestamps
+# 0, every record's key the same: null, or a control record's key), and reads back any
+# uncompressed v2 batch, checking every length against the bytes present. raft's batches
+# travel through these (raft/kafka_messages.py adapts raft's Batch); tests/unit/raft/
+# test_raft_records.py checks them byte for byte against kio's record writers and readers.
+
+_T = TypeVar("_T")
+_PRE = struct.Struct(">qiibI")  # base offset .. crc (21 bytes)
+_POST = struct.Struct(">hiqqqhii")  # attributes .. record count (40 bytes)
+_BASE_AND_LENGTH = struct.Struct(">qi")
+
+
+class CorruptBatch(ValueError):
+    """A batch the narrow decoder refuses: bad length, magic, CRC or record layout."""
+
+
+def _zz(n: int) -> bytes:
+    """A zigzag varint (record fields): the unsigned varint of the zigzag of `n`."""
+    return uvarint(_zigzag(n))
+
+
+def encode_value_batch(base_offset: int, leader_epoch: int, values: Sequence[bytes], *,
+                       key: bytes | None = None, control: bool = False) -> bytes:
+    """One uncompressed v2 batch whose records carry `values` (each with `key`, no headers,
+    timestamps 0, no producer); `control` sets the control attribute."""
+    if not values:
+        raise ValueError("empty batch")
+    key_bytes = b"\x01" if key is None else _zz(len(key)) + key
+    parts = []
+    for i, value in enumerate(values):
+        body = b"\x00\x00" + _zz(i) + key_bytes + _zz(len(value)) + value + b"\x00"
+        parts.append(_zz(len(body)))
+        parts.append(body)
+    attributes = CONTROL_MASK if control else 0
+    n = len(values)
+    post = _POST.pack(attributes, n - 1, 0, 0, -1, -1, -1, n) + b"".join(parts)
+    return _PRE.pack(base_offset, len(post) + 9, leader_epoch, 2, crc32c(post)) + post
+
+
+def _read_zz(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    shift = 0
+    z = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise CorruptBatch("bad varint")
+        b = buf[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+
+
+def _decode_value_batch(buf: bytes, pos: int, length: int,
+                        make: Callable[[int, int, tuple[bytes, ...], bool, bytes], _T]) -> _T:
+    end = pos + 12 + length
+    (base, _len, epoch, magic, crc, attributes, last_delta, _bts, _mts, _pid, _pep, _seq,
+     count) = HEADER.unpack_from(buf, pos)
+    if magic != 2:
+        raise CorruptBatch(f"magic {magic}")
+    if crc32c(memoryview(buf)[pos + CRC_START : end]) != crc:
+        raise CorruptBatch("CRC mismatch")
+    if attributes & COMPRESSION_MASK:
+        raise CorruptBatch("compressed batches are not used in the metadata log")
+    if count < 0 or count * MIN_RECORD_SIZE > length or count != last_delta + 1:
+        raise CorruptBatch(f"record count {count}")
+    p = pos + HEADER_SIZE
+    values = []
+    for i in range(count):
+        rlen, p = _read_zz(buf, p, end)
+        rend = p + rlen
+        if rlen < 0 or rend > end:
+            raise CorruptBatch("record length past the batch")
+        p += 1  # attributes
+        _ts, p = _read_zz(buf, p, rend)
+        delta, p = _read_zz(buf, p, rend)
+        if delta != i:
+            raise CorruptBatch("offset deltas out of order")
+        klen, p = _read_zz(buf, p, rend)
+        if klen > 0:
+            p += klen
+        vlen, p = _read_zz(buf, p, rend)
+        if vlen < 0:
+            value = b""
+        else:
+            if p + vlen > rend:
+                raise CorruptBatch("value past the record")
+            value = buf[p : p + vlen]
+            p += vlen
+        nh, p = _read_zz(buf, p, rend)
+        for _ in range(nh):
+            hk, p = _read_zz(buf, p, rend)
+            p += max(hk, 0)
+            hv, p = _read_zz(buf, p, rend)
+            p += max(hv, 0)
+        if p != rend:
+            raise CorruptBatch("record length does not match its fields")
+        values.append(value)
+    if p != end:
+        raise CorruptBatch("batch length does not match its records")
+    return make(int(base), int(epoch), tuple(values), bool(attributes & CONTROL_MASK),
+                buf[pos:end])
+
+
+def decode_value_batches(data: bytes | memoryview,
+                         make: Callable[[int, int, tuple[bytes, ...], bool, bytes], _T],
+                         max_batch_bytes: int) -> list[_T]:
+    """`make(base offset, leader epoch, values, control, raw bytes)` of every whole batch in
+    `data` (a trailing partial batch is ignored, as a Fetch answer may cut one); raises
+    CorruptBatch on a bad length, CRC or record layout."""
+    buf = bytes(data)
+    out: list[_T] = []
+    pos = 0
+    while len(buf) - pos >= LOG_OVERHEAD:
+        _base, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
+        if length < MIN_BATCH_LENGTH or length > max_batch_bytes:
+            raise CorruptBatch(f"batch at {pos}: bad length {length}")
+        if pos + LOG_OVERHEAD + length > len(buf):
+            break
+        out.append(_decode_value_batch(buf, pos, length, make))
+        pos += LOG_OVERHEAD + length
+    return out
+
+
+def batch_length_at(data: bytes | memoryview, pos: int, max_batch_bytes: int) -> int | None:
+    """Total size of the batch starting at `pos`, or None if incomplete/invalid."""
+    if len(data) - pos < LOG_OVERHEAD:
+        return None
+    _base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
+    if length < MIN_BATCH_LENGTH or length > max_batch_bytes:
+        return None
+    if pos + LOG_OVERHEAD + length > len(data):
+        return None
+    return LOG_OVERHEAD + int(length)

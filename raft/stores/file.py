@@ -19,8 +19,8 @@ from pathlib import Path
 
 from broker.util.files import atomic_write as atomic_write
 from broker.util.files import fsync_dir as fsync_dir
+from raft.kafka_messages import CorruptBatch, batch_length_at, decode_batches, encode_batch
 from raft.messages import Batch, SnapshotId
-from raft.records import CorruptBatch, batch_length_at, decode_batches, encode_batch
 from raft.store import MemoryLogStore, QuorumState
 
 PARTITION_DIR = "__cluster_metadata-0"

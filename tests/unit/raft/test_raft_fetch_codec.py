@@ -12,9 +12,8 @@ from kio.serial import entity_writer
 
 from broker.protocol.fetch_codec import RESPONSE_VERSIONS
 from raft import kafka_messages
-from raft.kafka_messages import encode_fetch_request, encode_fetch_response
+from raft.kafka_messages import encode_batches, encode_fetch_request, encode_fetch_response
 from raft.messages import Batch, FetchRequest, FetchResponse, SnapshotId, VoteResponse
-from raft.records import encode_batches
 
 i32 = st.integers(-1, 2**31 - 1)
 i64 = st.integers(-1, 2**63 - 1)

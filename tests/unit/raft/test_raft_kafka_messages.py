@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.protocol import transport
 from raft import kafka_messages
+from raft.kafka_messages import CorruptBatch, decode_batches, encode_batch
 from raft.messages import (
     Batch,
     BeginQuorumEpochRequest,
@@ -21,7 +22,6 @@ from raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.records import CorruptBatch, decode_batches, encode_batch
 
 REQUESTS = [
     (3, VoteRequest(7, 3, 6, 120, True)),
