@@ -20,9 +20,9 @@ from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.snapshot import decode_snapshot, encode_snapshot
 from broker.metadata_log_store import MetadataLogStore
 from broker.protocol.api import API_VERSIONS, ApiTable
+from broker.protocol.frames import ResponseChunks
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher
-from broker.server.frames import ResponseChunks
 from raft.config import RaftConfig
 from raft.driver import RaftDriver
 from raft.kafka_messages import RAFT_APIS

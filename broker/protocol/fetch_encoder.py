@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
+from broker.protocol.frames import Chunk, FileSlice, ResponseChunks, chunk_length
 from broker.protocol.wire import (
     NodeEndpoint,
     array_length,
@@ -33,7 +34,6 @@ from broker.protocol.wire import (
     tagged_field,
     uvarint,
 )
-from broker.server.frames import Chunk, FileSlice, ResponseChunks, chunk_length
 
 __all__ = [
     "FetchPartition", "FetchResponseData", "FetchTopic", "NodeEndpoint", "encode_fetch_response",

@@ -39,6 +39,7 @@ from broker.errors import KafkaError
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.frame_reader import FrameReader
+from broker.protocol.frames import ResponseChunks, ZeroCopyWriter
 from broker.protocol.headers import (
     ApiPeek,
     FrameError,
@@ -50,7 +51,6 @@ from broker.protocol.headers import (
 from broker.server import legacy_produce
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry
-from broker.server.frames import ResponseChunks, ZeroCopyWriter
 
 log = structlog.get_logger("skiff.server")
 
