@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader
 
-from broker.protocol import transport
+from broker.protocol import headers
 from raft.config import RaftConfig, parse_voters
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
@@ -32,10 +32,10 @@ class Loopback:
                       timeout_s: float) -> Any:
         if dst in self.down:
             raise ConnectionRefusedError("down")
-        frame = transport.encode_request(api_key, version, 1, "t", request)
-        k, v, _cid, req = transport.decode_request(frame[4:])
+        frame = headers.encode_request(api_key, version, 1, "t", request)
+        k, v, _cid, req = headers.decode_request(frame[4:])
         resp = await asyncio.wait_for(self.nodes[dst].handle_request(k, v, req), timeout_s)
-        out = transport.encode_response(1, resp, api=(k, v))[4:]
+        out = headers.encode_response(resp, 1, api=(k, v))[4:]
         _h, hs = entity_reader(ResponseHeader)(out, 0)
         return entity_reader(load_response_schema(api_key, version))(out, hs)[0]
 

@@ -80,7 +80,7 @@ def test_request_headers_match_kio(api_key, version, cid, client_id, flexible):
     from kio.schema.request_header.v2.header import RequestHeader as V2
     from kio.static.primitive import i16, i32
 
-    from broker.protocol.transport import request_header
+    from broker.protocol.headers import request_header
 
     cls = V2 if flexible else V1
     header = cls(request_api_key=i16(api_key), request_api_version=i16(version),
@@ -95,14 +95,14 @@ def test_response_headers_match_kio(cid):
     from kio.schema.response_header.v1.header import ResponseHeader as V1
     from kio.static.primitive import i32
 
-    from broker.protocol import transport
+    from broker.protocol import headers
 
     vote = kafka_messages.encode_response(
         kafka_messages.VOTE, 2, VoteResponse(ErrorCode.none, 1, 1, True, False))
-    flexible_frame = transport.encode_response(cid, vote)
+    flexible_frame = headers.encode_response(vote, cid)
     assert flexible_frame[4:].startswith(kio_bytes(V1(correlation_id=i32(cid))))
     assert flexible_frame[4:] == kio_bytes(V1(correlation_id=i32(cid))) + kio_bytes(vote)
-    fetch_v13 = transport.encode_response(cid, b"body", api=(kafka_messages.FETCH, 13))
+    fetch_v13 = headers.encode_response(b"body", cid, api=(kafka_messages.FETCH, 13))
     assert fetch_v13[4:] == kio_bytes(V1(correlation_id=i32(cid))) + b"body"
-    old = transport.encode_response(cid, b"body", api=(kafka_messages.FETCH, 11))  # not flexible
+    old = headers.encode_response(b"body", cid, api=(kafka_messages.FETCH, 11))  # not flexible
     assert old[4:] == kio_bytes(V0(correlation_id=i32(cid))) + b"body"

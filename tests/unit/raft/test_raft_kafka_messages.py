@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker.protocol import transport
+from broker.protocol import headers
 from raft import kafka_messages
 from raft.kafka_messages import CorruptBatch, decode_batches, encode_batch
 from raft.messages import (
@@ -36,8 +36,8 @@ REQUESTS = [
 @pytest.mark.parametrize("src,msg", REQUESTS)
 def test_request_round_trip_through_frames(src: int, msg: object) -> None:
     api_key, version, entity = kafka_messages.encode_request(msg, "cluster-x")  # type: ignore[arg-type]
-    frame = transport.encode_request(api_key, version, 42, "raft-1", entity)
-    api, ver, cid, decoded = transport.decode_request(frame[4:])
+    frame = headers.encode_request(api_key, version, 42, "raft-1", entity)
+    api, ver, cid, decoded = headers.decode_request(frame[4:])
     assert (api, ver, cid) == (api_key, version, 42)
     assert kafka_messages.decode_request(api, decoded) == (src, msg)
 
@@ -66,7 +66,7 @@ RESPONSES = [
 def test_response_round_trip_through_frames(req: object, resp: object) -> None:
     api_key, version, _ = kafka_messages.encode_request(req, None)  # type: ignore[arg-type]
     entity = kafka_messages.encode_response(api_key, version, resp)  # type: ignore[arg-type]
-    frame = transport.encode_response(9, entity)
+    frame = headers.encode_response(entity, 9)
     from kio.index import load_response_schema
     from kio.schema.response_header.v1.header import ResponseHeader
     from kio.serial import entity_reader
@@ -86,10 +86,10 @@ def test_requests_for_other_topics_are_refused() -> None:
 
 
 def test_oversized_and_malformed_frames() -> None:
-    with pytest.raises(transport.FrameError):
-        transport.decode_request(b"\x00\x34\x00\x02\x00\x00\x00\x01\xff")
-    with pytest.raises(transport.FrameError):
-        transport.decode_request(b"\x00")
+    with pytest.raises(headers.FrameError):
+        headers.decode_request(b"\x00\x34\x00\x02\x00\x00\x00\x01\xff")
+    with pytest.raises(headers.FrameError):
+        headers.decode_request(b"\x00")
 
 
 def test_batches_round_trip_and_corruption_is_caught() -> None:
