@@ -240,7 +240,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     # leaderless for up to 9 s. Skiff aims at a failover under 2 s (kill -9 of a leader's
     # broker -> the producer's next write acknowledged): a broker is fenced, and its
     # leaderships move, 1.5 s after its last heartbeat, plus at most one controller tick
-    # (CONTROLLER_TICK_MS in broker/node.py). Three heartbeats fit in a session, so one
+    # (CONTROLLER_TICK_MS in broker/node). Three heartbeats fit in a session, so one
     # lost or late heartbeat (a busy event loop) does not fence a live broker. Heartbeats
     # are small and answered from memory unless the broker's state changes, so 2/s per
     # broker is cheap for the controller. Raise both on slow or overloaded hosts.

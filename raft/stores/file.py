@@ -1,5 +1,5 @@
 """A simple durable store for the metadata log: a stepping stone until the
-partition log engine (broker.log) carries it through broker/metadata_log_store.py.
+partition log engine (broker.log) carries it through broker/metadata/log_store.py.
 
 Layout under `metadata.log.dir`, named as KRaft names them:
   quorum-state                                  JSON, replaced atomically

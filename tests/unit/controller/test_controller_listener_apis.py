@@ -1,7 +1,7 @@
 """The controller listener advertises the controller APIs at the version the channel sends."""
 
 from broker.controller.rpc import CONTROLLER_RPCS
-from broker.quorum import controller_api_table
+from broker.node.quorum import controller_api_table
 from raft.kafka_messages import RAFT_APIS
 
 

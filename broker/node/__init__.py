@@ -48,8 +48,8 @@ from broker.handlers import BROKER_HANDLERS
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
+from broker.node.quorum import MetadataQuorumDriver, controller_api_table
 from broker.protocol.api import BROKER_APIS
-from broker.quorum import MetadataQuorumDriver, controller_api_table
 from broker.replication import (
     ClusterView,
     ReplicaFetcherManager,

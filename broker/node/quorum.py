@@ -16,9 +16,9 @@ from typing import Any
 import structlog
 
 from broker.config import NodeConfig
+from broker.metadata.log_store import MetadataLogStore
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.snapshot import decode_snapshot, encode_snapshot
-from broker.metadata_log_store import MetadataLogStore
 from broker.protocol.api import API_VERSIONS, ApiTable
 from broker.protocol.frames import ResponseChunks
 from broker.server.context import RequestContext
