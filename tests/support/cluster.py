@@ -209,8 +209,8 @@ class Cluster:
 
     def format(self) -> None:
         """Write every node's properties file and format its storage (one cluster id)."""
-        from broker.cli.storage import format_storage
         from broker.config import load_config
+        from broker.metadata.storage import format_storage
         from broker.protocol.kafka_uuid import random_kafka_uuid
 
         self.cluster_id = random_kafka_uuid()

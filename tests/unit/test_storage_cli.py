@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli.storage import (
+from broker.config import load_config, parse_properties
+from broker.metadata.storage import (
     BOOTSTRAP_CHECKPOINT,
     METADATA_VERSION,
     StorageError,
@@ -17,7 +18,6 @@ from broker.cli.storage import (
     read_bootstrap,
     read_meta_properties,
 )
-from broker.config import load_config, parse_properties
 from broker.protocol.kafka_uuid import kafka_to_uuid, random_kafka_uuid, uuid_to_kafka
 
 ROOT = Path(__file__).resolve().parents[2]
