@@ -376,15 +376,15 @@ class PartitionLog:
         if flags.check_after:
             limit = now_ms + cfg.message_timestamp_after_max_ms
             for _, t in raw:
-                if t[8] > limit and not t[5] & CONTROL_MASK:
+                if t.max_timestamp > limit and not t.attributes & CONTROL_MASK:
                     raise KafkaError(
                         ErrorCode.invalid_timestamp,
-                        f"timestamp {t[8]} is more than "
+                        f"timestamp {t.max_timestamp} is more than "
                         f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
                     )
         if flags.need_decode or (
             flags.target is not None
-            and any(t[5] & COMPRESSION_MASK != flags.target for _, t in raw)
+            and any(t.attributes & COMPRESSION_MASK != flags.target for _, t in raw)
         ):
             mv, raw = self._decode_checks_and_rewrites(mv, raw, now_ms)
         log_append = flags.log_append
@@ -400,7 +400,7 @@ class PartitionLog:
             count = 0
             end = 0
             for pos, t in raw:
-                size = t[1] + LOG_OVERHEAD
+                size = t.batch_length + LOG_OVERHEAD
                 if writable:
                     patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
                     if log_append:
@@ -408,28 +408,28 @@ class PartitionLog:
                 else:
                     head = bytearray(mv[pos : pos + HEADER_SIZE])
                     body = mv[pos + HEADER_SIZE : pos + size]
-                    _PATCH.pack_into(head, 0, next_offset, t[1], leader_epoch)
+                    _PATCH.pack_into(head, 0, next_offset, t.batch_length, leader_epoch)
                     if log_append:
                         patch_log_append_time_split(head, body, now_ms)
                     buffers.append(head)
                     buffers.append(body)
-                bmax = now_ms if log_append else t[8]
-                last = next_offset + t[6]
+                bmax = now_ms if log_append else t.max_timestamp
+                last = next_offset + t.last_offset_delta
                 entries.append((pos, size, next_offset, last, bmax))
                 if log_append:
                     crc = _U32.unpack_from(
                         mv if writable else buffers[-2], (pos if writable else 0) + 17
                     )[0]
-                    attrs = t[5] | TIMESTAMP_TYPE_MASK
+                    attrs = t.attributes | TIMESTAMP_TYPE_MASK
                 else:
-                    crc, attrs = t[4], t[5]
-                written.append(
-                    (next_offset, t[1], leader_epoch, 2, crc, attrs, t[6], t[7], bmax,
-                     t[9], t[10], t[11], t[12])
-                )  # fmt: skip
+                    crc, attrs = t.crc, t.attributes
+                written.append(RawHeader(
+                    next_offset, t.batch_length, leader_epoch, 2, crc, attrs,
+                    t.last_offset_delta, t.base_timestamp, bmax, t.producer_id,
+                    t.producer_epoch, t.base_sequence, t.records_count))
                 if bmax > max_ts:
                     max_ts = bmax
-                count += t[12]
+                count += t.records_count
                 next_offset = last + 1
                 end = pos + size
             base = entries[0][2]
@@ -525,17 +525,18 @@ class PartitionLog:
             max_ts = -1
             count = 0
             for pos, t in iter_raw_batch_headers(mv, validate_crc=True):
-                base_offset, last_offset_delta, batch_max_ts = t[0], t[6], t[8]
+                base_offset, last_offset_delta, batch_max_ts = (
+                    t.base_offset, t.last_offset_delta, t.max_timestamp)
                 if base_offset < expected or last_offset_delta < 0:
                     raise KafkaError(
                         ErrorCode.corrupt_message,
                         f"out of order offsets: batch {base_offset} at log end {expected}",
                     )
                 expected = base_offset + last_offset_delta + 1
-                entries.append((pos, t[1] + LOG_OVERHEAD, base_offset, expected - 1,
+                entries.append((pos, t.batch_length + LOG_OVERHEAD, base_offset, expected - 1,
                                 batch_max_ts))
                 written.append(t)
-                count += t[12]
+                count += t.records_count
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
             if entries[-1][3] - entries[0][2] > (1 << 31) - 1:
@@ -543,8 +544,8 @@ class PartitionLog:
                     ErrorCode.corrupt_message, "offset range of one append exceeds int32"
                 )
             for t in written:
-                if t[2] > self.epoch_cache.latest_epoch:
-                    self.epoch_cache.assign(t[2], t[0], persist=False)
+                if t.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(t.partition_leader_epoch, t.base_offset, persist=False)
             self._append_locked(mv, len(mv), entries, written, self.clock(), count)
             return AppendResult(
                 entries[0][2],
@@ -573,7 +574,7 @@ class PartitionLog:
         if self.producer_state_hook is not None:
             # Only batches with a producer id carry producer state (on_append skips the
             # rest): plain producers' appends build no BatchHeader at all.
-            with_producer = [BatchHeader(*t) for t in written if t[9] >= 0]
+            with_producer = [BatchHeader(*t) for t in written if t.producer_id >= 0]
             if with_producer:
                 self.producer_state_hook.on_append(with_producer)
         self._unflushed_messages += records_count
