@@ -339,7 +339,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--concurrency", default="1,16,64,256")
     ap.add_argument("--failovers", type=int, default=5)
-    ap.add_argument("--log-store", default="broker.metadata_log_store:MetadataLogStore")
+    ap.add_argument("--log-store", default="broker.metadata.log_store:MetadataLogStore")
     ap.add_argument("--skip-etcd", action="store_true")
     args = ap.parse_args()
     conc = [int(c) for c in args.concurrency.split(",")]

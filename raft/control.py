@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import struct
 
-from raft.kafka_bytes import uvarint
-
 LEADER_CHANGE_TYPE = 2
 CONTROL_KEY_LEADER_CHANGE = struct.pack(">hh", 0, LEADER_CHANGE_TYPE)
 _MAX_VOTERS = 10_000
+
+
+def _uvarint(n: int) -> bytes:
+    """An unsigned varint (a compact array's length + 1). The pure core imports nothing from
+    the Kafka wire package (broker/protocol), so this one small writer lives here."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -32,7 +41,7 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _voters(ids: tuple[int, ...]) -> bytes:
-    return uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
+    return _uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
 
 
 def encode_leader_change(

@@ -2,7 +2,7 @@
 
 The node's network server dispatches Vote, BeginQuorumEpoch, EndQuorumEpoch,
 DescribeQuorum, Fetch and FetchSnapshot to `handle_request`; outbound RPCs go
-through `Transport` (raft/transport.py).  The controller appends through
+through `Transport` (broker/protocol/transport.py).  The controller appends through
 `append` and learns of commits, snapshots and leadership through listeners.
 """
 
@@ -21,22 +21,10 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from broker.protocol.transport import KafkaConnection
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
-from raft.messages import (
-    Batch,
-    FetchRequest,
-    LeaderChanged,
-    Request,
-    Response,
-    Send,
-    SnapshotId,
-    SnapshotLoaded,
-)
-from raft.roles import Leader
-from raft.store import LogStore, QuorumStateStore
-from raft.transport import KafkaConnection
-from raft.wire import (
+from raft.kafka_messages import (
     DESCRIBE_QUORUM,
     METADATA_TOPIC,
     RAFT_APIS,
@@ -49,6 +37,18 @@ from raft.wire import (
     response_body,
     schema_module,
 )
+from raft.messages import (
+    Batch,
+    FetchRequest,
+    LeaderChanged,
+    Request,
+    Response,
+    Send,
+    SnapshotId,
+    SnapshotLoaded,
+)
+from raft.roles import Leader
+from raft.store import LogStore, QuorumStateStore
 
 log = structlog.get_logger("raft")
 

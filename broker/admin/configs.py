@@ -19,7 +19,7 @@ from broker.controller.requests import (
     IncrementalAlterConfigsResource,
 )
 from broker.errors import KafkaError
-from broker.handlers.describe_configs import describe as describe_resource
+from broker.metadata.config_describe import describe_resource
 from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 
 _SERVICE = configs.DESCRIPTOR.services_by_name["ConfigService"]
@@ -90,7 +90,8 @@ class ConfigService(configs_grpc.ConfigServiceServicer):  # type: ignore[misc]
             if unknown:
                 raise AdminError(S.INVALID_ARGUMENT,
                                  f"unknown {_kind(r.type)} config(s): {', '.join(unknown)}")
-        entries = describe_resource(self.node, r.type, r.name, names, request.include_synonyms)
+        entries = describe_resource(self.node.metadata, self.node.config, self.node.node_id,
+                                        r.type, r.name, names, request.include_synonyms)
         if request.dynamic_only:
             entries = [e for e in entries if e.source in _DYNAMIC]
         return configs.DescribeConfigsResponse(

@@ -490,7 +490,7 @@ async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], times
     """Kafka's ListOffsets v4 for `keys` at `timestamp_ms`: (error, offset) per partition."""
     from kio.schema.list_offsets.v4 import request as lo
 
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     q: Any = lo
     topics: dict[str, list[int]] = {}

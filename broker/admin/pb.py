@@ -1,10 +1,10 @@
-"""The generated admin-API modules (compiled from proto/skiff/admin/v1 by broker.protogen)."""
+"""The generated admin-API modules (compiled from proto/skiff/admin/v1 by broker.util.protogen)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker import protogen
+from broker.util import protogen
 
 _V1 = "skiff.admin.v1."
 

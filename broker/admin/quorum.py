@@ -117,7 +117,7 @@ async def describe_at(host: str, port: int, timeout_s: float) -> QuorumInfo:
     do not know the leader's admin address (dedicated controllers do not register one)."""
     from kio.schema.describe_quorum.v1 import request as dq
 
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
     conn = KafkaConnection(host, port, "skiff-admin")

@@ -57,7 +57,7 @@ def parse_admin_listeners(value: str | Sequence[str] | None) -> list[str]:
 
 
 def admin_listeners(cfg: Any) -> list[str]:
-    """The admin addresses of a NodeConfig: a declared key if config.py has one, else the
+    """The admin addresses of a NodeConfig: a declared key if broker/config has one, else the
     raw property (unknown keys are kept in `originals`), else the default."""
     value = cfg.get(ADMIN_LISTENERS_KEY) if ADMIN_LISTENERS_KEY in cfg.values else None
     if value is None:

@@ -13,9 +13,10 @@ from typing import Any
 
 import structlog
 
-from broker.cli.storage import StorageError, format_storage, random_kafka_uuid, read_meta_properties
 from broker.config import ConfigError, NodeConfig, load_config
 from broker.logsetup import configure_logging
+from broker.metadata.storage import StorageError, format_storage, read_meta_properties
+from broker.protocol.kafka_uuid import random_kafka_uuid
 from raft import eventloop
 
 log = structlog.get_logger(__name__)

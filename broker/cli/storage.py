@@ -1,240 +1,16 @@
-"""`skiff storage`: random-uuid and format, as kafka-storage.sh; plus the startup check.
-
-`format` writes Kafka's KRaft `meta.properties` (version=1, cluster.id, node.id,
-directory.id) into every log dir and the metadata log dir, and a
-`bootstrap.checkpoint` into the metadata log dir holding the records the first
-active controller writes to an empty metadata log (the finalized
-metadata.version). A directory that already has meta.properties is refused
-unless --ignore-formatted, which skips it. `ensure_formatted(config)` is what a
-starting node calls: it fails clearly on an unformatted directory, a cluster-id
-mismatch between directories, or a node-id mismatch.
-"""
+"""`skiff storage`: random-uuid and format, as kafka-storage.sh. What formatting writes and
+what a starting node checks is broker/metadata/storage.py."""
 
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import sys
-import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from broker.config import ConfigError, NodeConfig, load_config, parse_properties
-
-META_PROPERTIES = "meta.properties"
-BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-# Skiff's own metadata.version: 1 is the record set in proto/skiff/metadata/v1.
-METADATA_VERSION_FEATURE = "metadata.version"
-METADATA_VERSION = 1
-
-
-class StorageError(Exception):
-    """A storage directory is missing, unformatted, or inconsistent with the config."""
-
-
-# -- Kafka's Uuid string form ---------------------------------------------------
-
-
-def uuid_to_kafka(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, no padding (22 chars)."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def kafka_to_uuid(s: str) -> uuid.UUID:
-    """Kafka's Uuid.fromString(); ValueError unless 22 base64url chars giving 16 bytes."""
-    if len(s) != 22:
-        raise ValueError(f"Input string with prefix `{s[:22]}` is too long to be decoded as a "
-                         "base64 UUID" if len(s) > 22 else
-                         f"Input string `{s}` decoded as {len(s) * 6 // 8} bytes, which is not "
-                         "equal to the expected 16 bytes of a base64-encoded UUID")
-    try:
-        raw = base64.urlsafe_b64decode(s + "==")
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"Input string `{s}` is not valid base64: {exc}") from None
-    if len(raw) != 16 or uuid_to_kafka(uuid.UUID(bytes=raw)) != s:
-        raise ValueError(f"Input string `{s}` is not a canonical base64-encoded UUID")
-    return uuid.UUID(bytes=raw)
-
-
-def random_kafka_uuid() -> str:
-    """A random Uuid string as `kafka-storage.sh random-uuid` prints it (never zero, never the
-    metadata topic id, never starting with '-')."""
-    while True:
-        u = uuid.uuid4()
-        if u.int in (0, 1):
-            continue
-        s = uuid_to_kafka(u)
-        if not s.startswith("-"):
-            return s
-
-
-# -- meta.properties -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MetaProperties:
-    version: int
-    cluster_id: str
-    node_id: int
-    directory_id: str | None = None
-
-    def render(self) -> str:
-        lines = ["#", "#" + time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())]
-        lines += [f"node.id={self.node_id}"]
-        if self.directory_id is not None:
-            lines += [f"directory.id={self.directory_id}"]
-        lines += [f"version={self.version}", f"cluster.id={self.cluster_id}"]
-        return "\n".join(lines) + "\n"
-
-
-def read_meta_properties(directory: Path) -> MetaProperties | None:
-    """The directory's meta.properties, None when absent; StorageError when unreadable."""
-    path = directory / META_PROPERTIES
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StorageError(f"Unable to read {path}: {exc.strerror}") from None
-    props = parse_properties(text)
-    try:
-        version = int(props.get("version", ""))
-    except ValueError:
-        raise StorageError(f"{path}: version is missing or not a number") from None
-    if version != 1:
-        raise StorageError(f"{path}: version={version}, but only version 1 (KRaft) is supported")
-    cluster_id = props.get("cluster.id", "")
-    if not cluster_id:
-        raise StorageError(f"{path}: cluster.id is missing")
-    try:
-        node_id = int(props.get("node.id", ""))
-    except ValueError:
-        raise StorageError(f"{path}: node.id is missing or not a number") from None
-    return MetaProperties(version, cluster_id, node_id, props.get("directory.id"))
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# -- bootstrap ------------------------------------------------------------------------
-
-
-def bootstrap_records() -> list[Any]:
-    """What the first active controller writes to an empty metadata log."""
-    from broker.metadata import records as rec
-
-    return [rec.feature_level_record(METADATA_VERSION_FEATURE, METADATA_VERSION)]
-
-
-def write_bootstrap(metadata_dir: Path, cluster_id: str) -> Path:
-    from broker.metadata.snapshot import encode_snapshot, image_from_records
-
-    image = image_from_records(bootstrap_records(), cluster_id=cluster_id)
-    path = metadata_dir / BOOTSTRAP_CHECKPOINT
-    _write_atomically(path, encode_snapshot(image))
-    return path
-
-
-def read_bootstrap(metadata_dir: Path) -> list[Any]:
-    """The bootstrap records written by format; the defaults when the file is absent."""
-    from broker.metadata.records import InvalidRecordError
-    from broker.metadata.snapshot import decode_snapshot, image_to_records
-
-    path = metadata_dir / BOOTSTRAP_CHECKPOINT
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return bootstrap_records()
-    try:
-        return image_to_records(decode_snapshot(data))
-    except InvalidRecordError as exc:
-        raise StorageError(f"{path} is corrupt: {exc}") from None
-
-
-# -- format and the startup check ---------------------------------------------------------
-
-
-def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool = False,
-                   out: Any = None) -> list[Path]:
-    """Format every directory of the node; returns the directories written."""
-    try:
-        kafka_to_uuid(cluster_id)
-    except ValueError as exc:
-        raise StorageError(f"Cluster ID string {cluster_id} does not appear to be a valid UUID: "
-                           f"{exc}") from None
-    dirs = config.all_directories()
-    todo: list[Path] = []
-    for d in dirs:
-        if d.exists() and not d.is_dir():
-            raise StorageError(f"{d} exists and is not a directory")
-        if d.is_dir() and read_meta_properties(d) is not None:
-            if not ignore_formatted:
-                raise StorageError(f"Log directory {d} is already formatted. Use "
-                                   "--ignore-formatted to ignore this directory and format the "
-                                   "others.")
-            continue
-        todo.append(d)
-    if not todo:
-        if out is not None:
-            print("All of the log directories are already formatted.", file=out)
-        return []
-    for d in todo:
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"Unable to create storage directory {d}: {exc.strerror}") from None
-        meta = MetaProperties(1, cluster_id, config.node_id, random_kafka_uuid())
-        _write_atomically(d / META_PROPERTIES, meta.render().encode())
-        if d == config.metadata_log_dir:
-            write_bootstrap(d, cluster_id)
-            if out is not None:
-                print(f"Formatting metadata directory {d} with {METADATA_VERSION_FEATURE} "
-                      f"{METADATA_VERSION}.", file=out)
-        elif out is not None:
-            print(f"Formatting data directory {d} with {METADATA_VERSION_FEATURE} "
-                  f"{METADATA_VERSION}.", file=out)
-    return todo
-
-
-def ensure_formatted(config: NodeConfig) -> str:
-    """Check every directory is formatted for this node and cluster; return the cluster id."""
-    cluster_id: str | None = None
-    first: Path | None = None
-    for d in config.all_directories():
-        meta = read_meta_properties(d) if d.is_dir() else None
-        if meta is None:
-            raise StorageError(
-                f"No {META_PROPERTIES} found in {d}. Format the node's storage first: "
-                "skiff storage format --config <file> --cluster-id $(skiff storage random-uuid)")
-        if meta.node_id != config.node_id:
-            raise StorageError(
-                f"Stored node id {meta.node_id} in {d} doesn't match node.id {config.node_id} "
-                "from the configuration. If you moved your data, make sure your configured "
-                "node id matches; otherwise format this directory again.")
-        if cluster_id is None:
-            cluster_id, first = meta.cluster_id, d
-        elif meta.cluster_id != cluster_id:
-            raise StorageError(
-                f"Inconsistent cluster.id: {first} has {cluster_id} but {d} has "
-                f"{meta.cluster_id}. Every directory of a node must belong to one cluster.")
-    assert cluster_id is not None
-    return cluster_id
-
+from broker.config import ConfigError, load_config
+from broker.protocol.kafka_uuid import random_kafka_uuid
 
 # -- the subcommands ------------------------------------------------------------------------
 
@@ -253,6 +29,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from broker.metadata.storage import StorageError, format_storage
+
     if args.storage_command == "random-uuid":
         print(random_kafka_uuid())
         return 0

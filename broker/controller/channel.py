@@ -90,9 +90,9 @@ from broker.controller.rpc import (
 )
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
-from raft.frame_reader import FrameError
-from raft.transport import KafkaConnection
-from raft.wire import METADATA_TOPIC
+from broker.protocol.frame_reader import FrameError
+from broker.protocol.transport import KafkaConnection
+from raft.kafka_messages import METADATA_TOPIC
 
 log = structlog.get_logger(__name__)
 R = TypeVar("R")

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-NO_THROTTLE = datetime.timedelta(0)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # READ (3), DELETE (6), DESCRIBE (8): what Kafka reports for a group without ACLs
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-
-
-def to_ms(value: datetime.timedelta | int | None, default: int = -1) -> int:
-    if value is None:
-        return default
-    if isinstance(value, datetime.timedelta):
-        return value // datetime.timedelta(milliseconds=1)
-    return int(value)
 
 
 def client_host(ctx: Any) -> str:

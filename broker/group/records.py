@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from raft import kafka_bytes
+from broker.protocol import wire
 
 OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
@@ -100,7 +100,7 @@ class _Writer:
         self.out += struct.pack(">q", v)
 
     def uvarint(self, v: int) -> None:
-        self.out += kafka_bytes.uvarint(v)
+        self.out += wire.uvarint(v)
 
     def string(self, s: str | None) -> None:
         if s is None:

@@ -7,7 +7,6 @@ names and values and answers per resource once the change is committed and appli
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterConfigsResource, AlterConfigsResult, ConfigResource
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 API_KEY = 33
 log = structlog.get_logger(__name__)
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def responses(mod: Any, cls_name: str, resources: Sequence[ConfigResource],
@@ -60,5 +59,5 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                 wanted, validate_only=request.validate_only)
         except KafkaError as exc:
             results = exc
-    return build(mod.AlterConfigsResponse, throttle_time=_NO_THROTTLE, responses=responses(
+    return build(mod.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses(
         mod, "AlterConfigsResourceResponse", [w.resource for w in wanted], results))

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.controller.deadline import within as await_controller
 from broker.controller.rpc import alter_partition_reassignments as rpc
-from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
-from broker.handlers.create_topics import timeout_ms
+from broker.protocol.durations import to_ms
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -22,7 +22,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     items = rpc.parse(request)
     try:
         results = await await_controller(
-            lambda: node.controller.alter_partition_reassignments(items), timeout_ms(request))
+            lambda: node.controller.alter_partition_reassignments(items), to_ms(request.timeout, 0))
     except KafkaError as exc:
         return rpc.response([], exc.error_code, exc.message or None)
     return rpc.response(results)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from datetime import timedelta
 from typing import Any
 
 from kio.index import load_response_schema
@@ -19,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32Timedelta
 
 from broker.protocol.api import API_VERSIONS, ApiTable
+from broker.protocol.durations import NO_THROTTLE
 from broker.server.context import RequestContext
 
 API_KEY = API_VERSIONS
@@ -42,7 +42,7 @@ def build_response(version: int, apis: ApiTable, error_code: ErrorCode) -> Any:
     if version == 0:
         return schema(error_code=error_code, api_keys=keys)  # type: ignore[call-arg]
     return schema(  # type: ignore[call-arg]
-        error_code=error_code, api_keys=keys, throttle_time=i32Timedelta.parse(timedelta(0))
+        error_code=error_code, api_keys=keys, throttle_time=i32Timedelta.parse(NO_THROTTLE)
     )
 
 

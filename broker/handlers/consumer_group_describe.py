@@ -9,13 +9,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.group.consumer import ConsumerGroupDescription
-from broker.group.handler_util import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    GROUP_AUTHORIZED_OPERATIONS,
-    NO_THROTTLE,
-)
+from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
 from broker.group.shell import service_of
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from broker.errors import KafkaError
 from broker.group.consumer import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
-from broker.group.handler_util import NO_THROTTLE, client_host, to_ms
+from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

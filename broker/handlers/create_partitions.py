@@ -7,23 +7,21 @@ applied on this node.
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.deadline import within as await_controller
 from broker.controller.requests import CreatePartitionsResult, CreatePartitionsTopic
-from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
-from broker.handlers.create_topics import timeout_ms
+from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 37
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
@@ -47,14 +45,14 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
             done = await await_controller(
                 lambda: node.controller.create_partitions(
                     wanted, validate_only=request.validate_only),
-                timeout_ms(request))
+                to_ms(request.timeout, 0))
             for r in done:
                 results[r.name] = r
         except KafkaError as exc:
             for w in wanted:
                 results[w.name] = CreatePartitionsResult(w.name, exc.error_code,
                                                          exc.message or None)
-    return build(mod.CreatePartitionsResponse, throttle_time=_NO_THROTTLE, results=tuple(
+    return build(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(
         build(mod.CreatePartitionsTopicResult, name=n, error_code=results[n].error,
               error_message=results[n].message or None)
         for n in order

@@ -12,17 +12,17 @@ operation with `broker.controller.rpc._common.within`, as the controller listene
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import describe_topic_configs
+from broker.controller.deadline import within as await_controller
 from broker.controller.requests import CreatableTopic, CreateTopicResult
-from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -30,14 +30,6 @@ if TYPE_CHECKING:
 
 API_KEY = 19
 log = structlog.get_logger(__name__)
-_NO_THROTTLE = datetime.timedelta(0)
-
-
-def timeout_ms(request: Any) -> int:
-    t = getattr(request, "timeout", None)
-    if isinstance(t, datetime.timedelta):
-        return int(t.total_seconds() * 1000)
-    return int(t) if t is not None else 0
 
 
 def _to_creatable(topic: Any) -> CreatableTopic | CreateTopicResult:
@@ -83,7 +75,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
             created = await await_controller(
                 lambda: node.controller.create_topics(to_create,
                                                       validate_only=request.validate_only),
-                timeout_ms(request))
+                to_ms(request.timeout, 0))
             for r in created:
                 results[r.name] = r
         except KafkaError as exc:
@@ -115,4 +107,4 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
             replication_factor=r.replication_factor if ok else -1,
             configs=configs,
         ))
-    return build(mod.CreateTopicsResponse, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return build(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 21
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
@@ -44,4 +43,4 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                 ))
         topics.append(build(mod.DeleteRecordsTopicResult, name=topic.name,
                             partitions=tuple(partitions)))
-    return build(mod.DeleteRecordsResponse, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return build(mod.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -7,23 +7,21 @@ id is v6, not served.)
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.deadline import within as await_controller
 from broker.controller.requests import DeleteTopicResult
-from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
-from broker.handlers.create_topics import timeout_ms
+from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 20
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
@@ -34,7 +32,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     if names:
         try:
             deleted = await await_controller(
-                lambda: node.controller.delete_topics(names), timeout_ms(request))
+                lambda: node.controller.delete_topics(names), to_ms(request.timeout, 0))
             for r in deleted:
                 if r.name is not None:
                     results.setdefault(r.name, r)
@@ -45,11 +43,11 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         build(mod.DeletableTopicResult, name=n, error_code=results[n].error)
         for n in order
     )
-    return build(mod.DeleteTopicsResponse, throttle_time=_NO_THROTTLE, responses=responses)
+    return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=responses)
 
 
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     mod = response_module(request)
-    return build(mod.DeleteTopicsResponse, throttle_time=_NO_THROTTLE, responses=tuple(
+    return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(
         build(mod.DeletableTopicResult, name=n, error_code=code)
         for n in dict.fromkeys(request.topic_names)))

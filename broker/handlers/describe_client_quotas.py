@@ -6,12 +6,12 @@ kafka-python and aiokafka also use this API's presence to infer a broker >= 2.6.
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -23,6 +23,6 @@ API_KEY = 48
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     return build(
-        mod.DescribeClientQuotasResponse, throttle_time=datetime.timedelta(0),
+        mod.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none, error_message=None, entries=(),
     )

@@ -8,13 +8,13 @@ UNSUPPORTED_ENDPOINT_TYPE, as Kafka answers.
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._build import build, response_module
 from broker.handlers.metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS, controller_id_for
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 API_KEY = 60
 ENDPOINT_TYPE_BROKERS = 1
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
@@ -32,7 +31,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         else UNSET_OPERATIONS
     if endpoint_type != ENDPOINT_TYPE_BROKERS:
         return build(
-            mod.DescribeClusterResponse, throttle_time=_NO_THROTTLE,
+            mod.DescribeClusterResponse, throttle_time=NO_THROTTLE,
             error_code=ErrorCode.unsupported_endpoint_type,
             error_message="The broker only handles the BROKER endpoint type",
             endpoint_type=endpoint_type, cluster_id=node.cluster_id, controller_id=-1,
@@ -45,7 +44,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         for bid, e in endpoints.items()
     )
     return build(
-        mod.DescribeClusterResponse, throttle_time=_NO_THROTTLE, error_code=ErrorCode.none,
+        mod.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
         error_message=None, endpoint_type=endpoint_type, cluster_id=node.cluster_id,
         controller_id=controller_id_for(node, list(endpoints)), brokers=brokers,
         cluster_authorized_operations=ops)

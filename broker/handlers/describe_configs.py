@@ -17,8 +17,6 @@ Synonyms (v1+) when asked; documentation and config types from v3.
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -26,89 +24,19 @@ from kio.schema.errors import ErrorCode
 from broker.config import (
     BROKER_CONFIGS,
     ConfigEntry,
-    ConfigSource,
-    ConfigSynonym,
-    describe_broker_configs,
-    describe_topic_configs,
-    format_value,
 )
 from broker.controller.controller import DYNAMIC_BROKER_KEYS
-from broker.controller.validation import topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
-from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.metadata.config_describe import describe_resource
+from broker.metadata.records import RESOURCE_BROKER
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.config import NodeConfig
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 32
-RESOURCE_BROKER_LOGGER = 8
-_NO_THROTTLE = datetime.timedelta(0)
-
-
-def _cluster_default_entries(dynamic_default: Mapping[str, str], names: Sequence[str] | None,
-                             include_synonyms: bool) -> list[ConfigEntry]:
-    out: list[ConfigEntry] = []
-    for name in sorted(dynamic_default):
-        if names is not None and name not in names:
-            continue
-        d = BROKER_CONFIGS.get(name)
-        if d is None:
-            continue
-        value = format_value(d.type, d.parse(dynamic_default[name]))
-        src = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-        out.append(ConfigEntry(
-            name, None if d.sensitive else value, src, d.type, sensitive=d.sensitive,
-            synonyms=(ConfigSynonym(name, value, src),) if include_synonyms else ()))
-    return out
-
-
-def _broker_id(node: Node) -> str:
-    return str(node.node_id)
-
-
-def describe(node: Node, resource_type: int, resource_name: str,
-             names: Sequence[str] | None, include_synonyms: bool) -> list[ConfigEntry]:
-    """The entries of one resource; raises KafkaError for the resource's error."""
-    image = node.metadata
-    cfg: NodeConfig = node.config
-    if resource_type == RESOURCE_TOPIC:
-        problem = topic_name_error(resource_name)
-        if problem is not None:
-            raise KafkaError(ErrorCode.invalid_topic_exception, problem)
-        if image.topic(resource_name) is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                             f"The topic '{resource_name}' does not exist.")
-        return describe_topic_configs(cfg, image.topic_config(resource_name), names,
-                                      include_synonyms, dynamic_default=image.broker_config())
-    if resource_type == RESOURCE_BROKER:
-        if resource_name == "":
-            return _cluster_default_entries(image.broker_config(), names, include_synonyms)
-        _require_this_broker(node, resource_name)
-        return describe_broker_configs(
-            cfg, names, include_synonyms,
-            dynamic_broker=image.broker_config(node.node_id),
-            dynamic_default=image.broker_config())
-    if resource_type == RESOURCE_BROKER_LOGGER:
-        if resource_name == "":
-            raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
-        _require_this_broker(node, resource_name)
-        return []
-    raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}")
-
-
-def _require_this_broker(node: Node, resource_name: str) -> None:
-    try:
-        broker_id = int(resource_name)
-    except ValueError:
-        raise KafkaError(ErrorCode.invalid_request,
-                         f"Broker id must be an integer, but it is: {resource_name}") from None
-    if broker_id != node.node_id:
-        raise KafkaError(ErrorCode.invalid_request,
-                         f"Unexpected broker id, expected {_broker_id(node)} or empty string, "
-                         f"but received {resource_name}")
 
 
 def _doc(name: str, resource_type: int) -> str | None:
@@ -149,7 +77,8 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         # null or empty: every config, as Kafka reads it
         names = list(r.configuration_keys) if r.configuration_keys else None
         try:
-            entries = describe(node, r.resource_type, r.resource_name, names, include_synonyms)
+            entries = describe_resource(node.metadata, node.config, node.node_id, r.resource_type,
+                                        r.resource_name, names, include_synonyms)
         except KafkaError as exc:
             results.append(build(
                 mod.DescribeConfigsResult, error_code=exc.error_code,
@@ -161,4 +90,4 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
             resource_type=r.resource_type, resource_name=r.resource_name,
             configs=tuple(_entry(mod, e, r.resource_type, include_documentation)
                           for e in entries)))
-    return build(mod.DescribeConfigsResponse, throttle_time=_NO_THROTTLE, results=tuple(results))
+    return build(mod.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -53,6 +53,6 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
             total_bytes=total, usable_bytes=usable,
         ))
     return build(
-        mod.DescribeLogDirsResponse, throttle_time=datetime.timedelta(0),
+        mod.DescribeLogDirsResponse, throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none, results=tuple(results),
     )

@@ -9,23 +9,21 @@ partition's error (v0).
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.deadline import within as await_controller
 from broker.controller.requests import ElectionType, ElectLeadersResult
-from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
-from broker.handlers.create_topics import timeout_ms
+from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 43
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
@@ -43,7 +41,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         try:
             results = await await_controller(
                 lambda: node.controller.elect_leaders(election_type, asked),
-                timeout_ms(request))
+                to_ms(request.timeout, 0))
         except KafkaError as exc:
             top_error = exc.error_code
     if top_error is not ErrorCode.none and ctx.api_version == 0:
@@ -52,7 +50,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     for r in results:
         grouped.setdefault(r.topic, []).append(r)
     return build(
-        mod.ElectLeadersResponse, throttle_time=_NO_THROTTLE, error_code=top_error,
+        mod.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=top_error,
         replica_election_results=tuple(
             build(mod.ReplicaElectionResult, topic=topic, partition_result=tuple(
                 build(mod.PartitionResult, partition_id=r.partition, error_code=r.error,

@@ -37,8 +37,8 @@ from broker.protocol.fetch_encoder import (
     NodeEndpoint,
     encode_fetch_response,
 )
+from broker.protocol.frames import ResponseChunks
 from broker.replication.replica_manager import FetchPartitionRequest, FetchPartitionResult
-from broker.server.frames import ResponseChunks
 
 if TYPE_CHECKING:
     from broker.metadata.image import MetadataImage

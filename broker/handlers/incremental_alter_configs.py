@@ -8,7 +8,6 @@ resource (the controller checks it).
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.controller.requests import (
@@ -20,13 +19,13 @@ from broker.controller.requests import (
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
 from broker.handlers.alter_configs import responses
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 44
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
@@ -46,6 +45,6 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                 wanted, validate_only=request.validate_only)
         except KafkaError as exc:
             results = exc
-    return build(mod.IncrementalAlterConfigsResponse, throttle_time=_NO_THROTTLE,
+    return build(mod.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE,
                  responses=responses(mod, "AlterConfigsResourceResponse",
                                      [w.resource for w in wanted], results))

@@ -22,7 +22,6 @@ RPCProducerIdManager), so ids are unique across brokers and restarts.
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AllocateProducerIdsReply
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 API_KEY = 22
 log = structlog.get_logger(__name__)
-_NO_THROTTLE = datetime.timedelta(0)
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
@@ -132,7 +131,7 @@ def _response(request: Any, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
               producer_epoch: int = NO_PRODUCER_EPOCH) -> Any:
     mod = response_module(request)
     return build(
-        mod.InitProducerIdResponse, throttle_time=_NO_THROTTLE, error_code=error,
+        mod.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=error,
         producer_id=producer_id, producer_epoch=producer_epoch,
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -10,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
 from broker.handlers._leader_hints import not_hosted_error
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -20,7 +20,6 @@ API_KEY = 2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 def lookup(part: Partition, timestamp: int, *, replica_id: int) -> tuple[int, int, int]:
@@ -67,4 +66,4 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                 ))
         topics.append(build(mod.ListOffsetsTopicResponse, name=topic.name,
                             partitions=tuple(partitions)))
-    return build(mod.ListOffsetsResponse, throttle_time=_NO_THROTTLE, topics=tuple(topics))
+    return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

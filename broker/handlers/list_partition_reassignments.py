@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.controller.deadline import within as await_controller
 from broker.controller.rpc import list_partition_reassignments as rpc
-from broker.controller.rpc._common import within as await_controller
 from broker.errors import KafkaError
-from broker.handlers.create_topics import timeout_ms
+from broker.protocol.durations import to_ms
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -22,7 +22,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     try:
         ongoing = await await_controller(
             lambda: node.controller.list_partition_reassignments(partitions),
-            timeout_ms(request))
+            to_ms(request.timeout, 0))
     except KafkaError as exc:
         return rpc.response([], exc.error_code, exc.message or None)
     return rpc.response(ongoing)

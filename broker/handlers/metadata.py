@@ -20,7 +20,6 @@ Answers come from the node's MetadataImage, with Kafka's KRaft-broker rules:
 from __future__ import annotations
 
 import asyncio
-import datetime
 import uuid
 import weakref
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
 from broker.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
@@ -47,7 +47,6 @@ AUTO_CREATE_WAIT_S = 1.0
 # UNKNOWN_TOPIC_OR_PARTITION. Both are retriable; LEADER_NOT_AVAILABLE keeps librdkafka from
 # treating the topic as missing (it fails queued messages of missing topics sooner).
 AUTO_CREATE_PENDING_ERROR = ErrorCode.leader_not_available
-_NO_THROTTLE = datetime.timedelta(0)
 log = structlog.get_logger(__name__)
 
 # AclOperation codes (org.apache.kafka.common.acl.AclOperation) that Kafka reports as
@@ -247,7 +246,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         for bid, e in endpoints.items()
     )
     return build(
-        mod.MetadataResponse, throttle_time=_NO_THROTTLE, brokers=brokers,
+        mod.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers,
         cluster_id=node.cluster_id or image.cluster_id or None,
         controller_id=controller_id_for(node, list(endpoints)),
         topics=tuple(topics),
@@ -265,5 +264,5 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
                      getattr(t, "topic_id", None))
         for t in (request.topics or ())
     )
-    return build(mod.MetadataResponse, throttle_time=_NO_THROTTLE, brokers=(), cluster_id=None,
+    return build(mod.MetadataResponse, throttle_time=NO_THROTTLE, brokers=(), cluster_id=None,
                  controller_id=-1, topics=topics)

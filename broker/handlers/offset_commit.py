@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.group.handler_util import NO_THROTTLE, to_ms
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

@@ -10,7 +10,6 @@ epoch above its latest (or with no epochs) -1/-1.
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -18,13 +17,13 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
 from broker.handlers._leader_hints import not_hosted_error
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 23
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
@@ -51,5 +50,5 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
                 ))
         topics.append(build(mod.OffsetForLeaderTopicResult, topic=topic.topic,
                             partitions=tuple(partitions)))
-    return build(mod.OffsetForLeaderEpochResponse, throttle_time=_NO_THROTTLE,
+    return build(mod.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE,
                  topics=tuple(topics))

@@ -22,13 +22,13 @@ from broker.handlers._leader_hints import (
     not_hosted_error,
 )
 from broker.log import AppendResult
+from broker.protocol.frames import ResponseChunks
 from broker.protocol.produce_encoder import (
     ProducePartition,
     ProduceTopic,
     encode_produce_response,
 )
 from broker.protocol.wire import NodeEndpoint
-from broker.server.frames import ResponseChunks
 
 if TYPE_CHECKING:
     from broker.node import Node

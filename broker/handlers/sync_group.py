@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.errors import KafkaError
-from broker.group.handler_util import NO_THROTTLE
 from broker.group.shell import service_of
 from broker.group.types import SyncGroupRequest, SyncGroupResult
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

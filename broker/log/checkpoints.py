@@ -9,11 +9,11 @@
 
 from __future__ import annotations
 
-import base64
 import uuid
 from pathlib import Path
 
-from broker.log.files import atomic_write
+from broker.protocol.kafka_uuid import kafka_to_uuid, uuid_to_kafka
+from broker.util.files import atomic_write
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -93,23 +93,11 @@ def write_epoch_checkpoint(
     atomic_write(path, ("\n".join(lines) + "\n").encode(), fsync=fsync)
 
 
-def topic_id_to_str(topic_id: uuid.UUID) -> str:
-    """Kafka prints topic ids as unpadded base64url of the 16 bytes."""
-    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-
-
-def topic_id_from_str(text: str) -> uuid.UUID:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if len(raw) != 16:
-        raise CheckpointError(f"topic id {text!r} is not 16 bytes")
-    return uuid.UUID(bytes=raw)
-
-
 def write_partition_metadata(directory: Path, topic_id: uuid.UUID, *, fsync: bool = True
                              ) -> None:
     atomic_write(
         directory / PARTITION_METADATA,
-        f"version: 0\ntopic_id: {topic_id_to_str(topic_id)}\n".encode(),
+        f"version: 0\ntopic_id: {uuid_to_kafka(topic_id)}\n".encode(),
         fsync=fsync,
     )
 
@@ -126,7 +114,10 @@ def read_partition_metadata(directory: Path) -> uuid.UUID | None:
     )
     if fields.get("version") != "0" or "topic_id" not in fields:
         raise CheckpointError(f"bad partition.metadata in {directory}")
-    return topic_id_from_str(fields["topic_id"])
+    try:
+        return kafka_to_uuid(fields["topic_id"])
+    except ValueError as exc:
+        raise CheckpointError(f"bad topic id in {directory}/{PARTITION_METADATA}: {exc}") from None
 
 
 def read_properties(path: Path) -> dict[str, str]:

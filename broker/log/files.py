@@ -1,4 +1,5 @@
-"""Small file helpers: atomic writes, directory fsync, segment file names."""
+"""Small file helpers: segment file names, page-cache hints; atomic writes and directory fsync
+live in broker/util/files.py (raft's stores use them too)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import ctypes.util
 import io
 import os
 import sys
-from pathlib import Path
+
+from broker.util.files import atomic_write as atomic_write
+from broker.util.files import fsync_dir as fsync_dir
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -20,32 +23,6 @@ SWAP_SUFFIX = ".swap"
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Write via temp file + rename so readers see the old or the new content, never half."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if fsync:
-        fsync_dir(path.parent)
 
 
 _FALLOC_FL_KEEP_SIZE = 1

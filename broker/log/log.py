@@ -11,7 +11,6 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import struct
 import threading
 import time
 import uuid
@@ -27,7 +26,7 @@ from broker.log.checkpoints import (
     read_partition_metadata,
     write_partition_metadata,
 )
-from broker.log.config import LONG_MAX, LogConfig
+from broker.log.config import LogConfig
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import (
     CLEANED_SUFFIX,
@@ -36,32 +35,21 @@ from broker.log.files import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    fsync_dir,
 )
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
-from broker.protocol.compression import Compression, codec_by_name
+from broker.log.validator import LogValidator
 from broker.protocol.records import (
-    _U32,
-    COMPRESSION_MASK,
-    CONTROL_MASK,
-    HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     RawHeader,
     Record,
     TimestampType,
-    build_batch,
     decode_records,
     iter_batch_headers,
     iter_raw_batch_headers,
-    patch_log_append_time,
-    patch_log_append_time_split,
-    patch_offset_and_epoch,
-    validate_raw,
     whole_batches_length,
 )
+from broker.util.files import fsync_dir
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)((?:\.\w+)?)$")
 
@@ -112,32 +100,6 @@ class ProducerStateHook:
         """The log was truncated; rebuild from a snapshot at or below the new end."""
 
 
-@dataclass(frozen=True, slots=True)
-class _AppendFlags:
-    """What the append path must do beyond header checks, derived once per config."""
-
-    log_append: bool
-    check_after: bool
-    check_before: bool
-    need_decode: bool
-    target: Compression | None
-
-    @staticmethod
-    def of(cfg: LogConfig) -> _AppendFlags:
-        check_before = not cfg.log_append_time and cfg.message_timestamp_before_max_ms < LONG_MAX
-        return _AppendFlags(
-            log_append=cfg.log_append_time,
-            check_after=not cfg.log_append_time and cfg.message_timestamp_after_max_ms < LONG_MAX,
-            check_before=check_before,
-            need_decode=cfg.compact or check_before,
-            target=codec_by_name(cfg.compression_type),
-        )
-
-
-# baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
-_PATCH = struct.Struct(">qii")
-
-
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -160,7 +122,7 @@ class PartitionLog:
         self.dir = directory
         self.topic_partition = topic_partition
         self.config = config
-        self._flags = _AppendFlags.of(config)
+        self.validator = LogValidator(config)
         self.clock = clock
         self._lock = threading.RLock()
         self.producer_state_hook: ProducerStateHook | None = None
@@ -358,84 +320,18 @@ class PartitionLog:
         A writable buffer is patched in place and written as is; a read-only one is not
         copied: each batch is written as a patched private copy of its 61-byte header
         followed by the caller's record bytes (pwritev)."""
-        mv = memoryview(records)
-        if mv.ndim != 1 or mv.itemsize != 1:
-            mv = mv.cast("B")
-        if len(mv) > MAGIC_OFFSET and mv[MAGIC_OFFSET] in (0, 1):
-            from broker.protocol.legacy import convert_to_v2
-
-            mv = memoryview(convert_to_v2(mv, now_ms=now_ms))
-        cfg = self.config
-        raw = validate_raw(mv, cfg.max_message_bytes)
-        if len(mv) > cfg.segment_bytes:
-            raise KafkaError(
-                ErrorCode.record_list_too_large,
-                f"{len(mv)} bytes exceed segment.bytes {cfg.segment_bytes}",
-            )
-        flags = self._flags
-        if flags.check_after:
-            limit = now_ms + cfg.message_timestamp_after_max_ms
-            for _, t in raw:
-                if t[8] > limit and not t[5] & CONTROL_MASK:
-                    raise KafkaError(
-                        ErrorCode.invalid_timestamp,
-                        f"timestamp {t[8]} is more than "
-                        f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
-                    )
-        if flags.need_decode or (
-            flags.target is not None
-            and any(t[5] & COMPRESSION_MASK != flags.target for _, t in raw)
-        ):
-            mv, raw = self._decode_checks_and_rewrites(mv, raw, now_ms)
-        log_append = flags.log_append
-        writable = not mv.readonly
+        mv, raw = self.validator.validate(records, now_ms)
+        log_append = self.validator.log_append
         with self._lock:
             if self._closed:
                 self._check_open()
-            next_offset = self._log_end_offset
-            entries: list[BatchEntry] = []
-            buffers: list[bytes | bytearray | memoryview] = []
-            written: list[RawHeader] = []
-            max_ts = -1
-            count = 0
-            end = 0
-            for pos, t in raw:
-                size = t[1] + LOG_OVERHEAD
-                if writable:
-                    patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
-                    if log_append:
-                        patch_log_append_time(mv, pos, size, now_ms)
-                else:
-                    head = bytearray(mv[pos : pos + HEADER_SIZE])
-                    body = mv[pos + HEADER_SIZE : pos + size]
-                    _PATCH.pack_into(head, 0, next_offset, t[1], leader_epoch)
-                    if log_append:
-                        patch_log_append_time_split(head, body, now_ms)
-                    buffers.append(head)
-                    buffers.append(body)
-                bmax = now_ms if log_append else t[8]
-                last = next_offset + t[6]
-                entries.append((pos, size, next_offset, last, bmax))
-                if log_append:
-                    crc = _U32.unpack_from(
-                        mv if writable else buffers[-2], (pos if writable else 0) + 17
-                    )[0]
-                    attrs = t[5] | TIMESTAMP_TYPE_MASK
-                else:
-                    crc, attrs = t[4], t[5]
-                written.append(
-                    (next_offset, t[1], leader_epoch, 2, crc, attrs, t[6], t[7], bmax,
-                     t[9], t[10], t[11], t[12])
-                )  # fmt: skip
-                if bmax > max_ts:
-                    max_ts = bmax
-                count += t[12]
-                next_offset = last + 1
-                end = pos + size
+            data, end, entries, written, max_ts, count, next_offset = (
+                self.validator.assign_offsets(mv, raw, self._log_end_offset, leader_epoch,
+                                              now_ms))
             base = entries[0][2]
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base, persist=False)
-            self._append_locked(mv if writable else buffers, end, entries, written, now_ms, count)
+            self._append_locked(data, end, entries, written, now_ms, count)
             return AppendResult(
                 base,
                 next_offset - 1,
@@ -445,59 +341,6 @@ class PartitionLog:
                 max_ts,
                 tuple(written),
             )
-
-    def _decode_checks_and_rewrites(
-        self, mv: memoryview, raw: list[tuple[int, RawHeader]], now_ms: int
-    ) -> tuple[memoryview, list[tuple[int, RawHeader]]]:
-        """Checks that must look at records (compacted keys, old timestamps) and the
-        topic's compression.type when it differs from the producer's."""
-        cfg = self.config
-        target = self._flags.target
-        check_before = self._flags.check_before
-        out = bytearray()
-        recompressed = False
-        for pos, t in raw:
-            h = BatchHeader(*t)
-            batch = mv[pos : pos + h.size]
-            if h.is_control:
-                out += batch
-                continue
-            recs = decode_records(batch)
-            if len(recs) != h.records_count:
-                raise KafkaError(ErrorCode.invalid_record, "record count mismatch")
-            for r in recs:
-                if cfg.compact and r.key is None:
-                    raise KafkaError(
-                        ErrorCode.invalid_record, "compacted topic requires keys on every record"
-                    )
-                if check_before and now_ms - r.timestamp > cfg.message_timestamp_before_max_ms:
-                    raise KafkaError(
-                        ErrorCode.invalid_timestamp,
-                        f"timestamp {r.timestamp} is more than "
-                        f"{cfg.message_timestamp_before_max_ms} ms before {now_ms}",
-                    )
-            if target is not None and h.compression != target:
-                recompressed = True
-                out += build_batch(
-                    recs,
-                    base_offset=h.base_offset,
-                    compression=target,
-                    timestamp_type=h.timestamp_type,
-                    producer_id=h.producer_id,
-                    producer_epoch=h.producer_epoch,
-                    base_sequence=h.base_sequence,
-                    partition_leader_epoch=h.partition_leader_epoch,
-                    is_transactional=h.is_transactional,
-                    last_offset_delta=h.last_offset_delta,
-                    base_timestamp=h.base_timestamp,
-                    max_timestamp=h.max_timestamp,
-                )
-            else:
-                out += batch
-        if not recompressed:
-            return mv, raw
-        new = memoryview(out)
-        return new, validate_raw(new, 1 << 31)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append the leader's batches as they are (offsets, epochs, timestamps).
@@ -525,17 +368,18 @@ class PartitionLog:
             max_ts = -1
             count = 0
             for pos, t in iter_raw_batch_headers(mv, validate_crc=True):
-                base_offset, last_offset_delta, batch_max_ts = t[0], t[6], t[8]
+                base_offset, last_offset_delta, batch_max_ts = (
+                    t.base_offset, t.last_offset_delta, t.max_timestamp)
                 if base_offset < expected or last_offset_delta < 0:
                     raise KafkaError(
                         ErrorCode.corrupt_message,
                         f"out of order offsets: batch {base_offset} at log end {expected}",
                     )
                 expected = base_offset + last_offset_delta + 1
-                entries.append((pos, t[1] + LOG_OVERHEAD, base_offset, expected - 1,
+                entries.append((pos, t.batch_length + LOG_OVERHEAD, base_offset, expected - 1,
                                 batch_max_ts))
                 written.append(t)
-                count += t[12]
+                count += t.records_count
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
             if entries[-1][3] - entries[0][2] > (1 << 31) - 1:
@@ -543,8 +387,8 @@ class PartitionLog:
                     ErrorCode.corrupt_message, "offset range of one append exceeds int32"
                 )
             for t in written:
-                if t[2] > self.epoch_cache.latest_epoch:
-                    self.epoch_cache.assign(t[2], t[0], persist=False)
+                if t.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                    self.epoch_cache.assign(t.partition_leader_epoch, t.base_offset, persist=False)
             self._append_locked(mv, len(mv), entries, written, self.clock(), count)
             return AppendResult(
                 entries[0][2],
@@ -573,7 +417,7 @@ class PartitionLog:
         if self.producer_state_hook is not None:
             # Only batches with a producer id carry producer state (on_append skips the
             # rest): plain producers' appends build no BatchHeader at all.
-            with_producer = [BatchHeader(*t) for t in written if t[9] >= 0]
+            with_producer = [BatchHeader(*t) for t in written if t.producer_id >= 0]
             if with_producer:
                 self.producer_state_hook.on_append(with_producer)
         self._unflushed_messages += records_count
@@ -1015,7 +859,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
-            self._flags = _AppendFlags.of(config)
+            self.validator = LogValidator(config)
             for s in self._segments:
                 s.index_interval_bytes = config.index_interval_bytes
 

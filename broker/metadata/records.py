@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from broker import protogen
+from broker.util import protogen
 
 pb: Any = protogen.load("skiff.metadata.v1.records_pb2")
 

@@ -25,9 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
-from broker.protocol.wire import NodeEndpoint, array_length, node_endpoints, string
-from broker.server.frames import Chunk, FileSlice, ResponseChunks, chunk_length
-from raft.kafka_bytes import tagged_field, uvarint
+from broker.protocol.frames import Chunk, FileSlice, ResponseChunks, chunk_length
+from broker.protocol.wire import (
+    NodeEndpoint,
+    array_length,
+    node_endpoints,
+    string,
+    tagged_field,
+    uvarint,
+)
 
 __all__ = [
     "FetchPartition", "FetchResponseData", "FetchTopic", "NodeEndpoint", "encode_fetch_response",

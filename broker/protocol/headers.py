@@ -1,4 +1,6 @@
-"""Request frames in, response frames out, through kio.
+"""Kafka's request and response headers and frames, both directions, through kio.
+
+The server's side: requests in, responses out.
 
 A request frame (after its 4-byte size) is a RequestHeader (v1, or v2 for flexible versions:
 v1 plus tagged fields) followed by the request body. `peek_api` reads only the api key,
@@ -6,10 +8,15 @@ version and correlation id, so the server can decide what to do with a version i
 support before parsing anything else. Responses are the 4-byte size, the ResponseHeader
 (v0, or v1 with an empty tagged-field section for flexible versions; ApiVersions always v0) and
 the body, all written by kio's entity_writer.
+
+The client's side (broker/protocol/transport.py's KafkaConnection): `encode_request` writes
+request header v1/v2 without kio's generic writer, `parse_response` reads a response of the
+(api key, version) the client asked.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from collections.abc import Callable
@@ -22,7 +29,13 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_unsigned_varint
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from broker.protocol.api import is_server_answered, request_schema, response_header_schema
+from broker.protocol.api import (
+    is_server_answered,
+    request_schema,
+    response_header_schema,
+    response_schema,
+)
+from broker.protocol.frame_reader import FrameError as FrameError
 from broker.protocol.nulls import first_null_array
 
 _HEAD: Final = struct.Struct(">hhi")
@@ -31,10 +44,6 @@ _SIZE: Final = struct.Struct(">i")
 # Tagged fields in a request header are allowed by the protocol but none are defined; we skip
 # them, bounded by this many.
 MAX_HEADER_TAGGED_FIELDS: Final = 64
-
-
-class FrameError(ValueError):
-    """The frame cannot be parsed: the connection that sent it is closed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +117,26 @@ def _body_reader(api_key: int, version: int) -> Callable[[Any, int], tuple[Any, 
     return reader
 
 
+def _parse(frame: bytes | memoryview, peek: ApiPeek) -> tuple[str | None, Any, int]:
+    """(client_id, body, end of the body) of a frame whose header `peek` read."""
+    try:
+        schema = request_schema(peek.api_key, peek.api_version)
+    except Exception as e:
+        raise FrameError(f"no schema for api {peek.api_key} v{peek.api_version}") from e
+    client_id, offset = parse_request_header(frame, bool(schema.__flexible__))
+    try:
+        body, consumed = _body_reader(peek.api_key, peek.api_version)(frame, offset)
+    except Exception as e:  # kio: BufferUnderflow, KeyError (unknown tag), ValueError, ...
+        raise FrameError(f"unparseable {schema.__name__} v{peek.api_version}: {e!r}") from e
+    null_field = first_null_array(body)
+    if null_field is not None:
+        raise FrameError(
+            f"non-nullable field {null_field} of {schema.__name__} v{peek.api_version} "
+            "was serialized as null"
+        )
+    return client_id, body, offset + consumed
+
+
 def parse_request(frame: bytes | memoryview, peek: ApiPeek | None = None) -> ParsedRequest:
     """Header and body of a frame whose (api key, version) has a kio schema; `peek` is
     `peek_api(frame)` when the caller has it already.
@@ -117,22 +146,18 @@ def parse_request(frame: bytes | memoryview, peek: ApiPeek | None = None) -> Par
     """
     if peek is None:
         peek = peek_api(frame)
-    try:
-        schema = request_schema(peek.api_key, peek.api_version)
-    except Exception as e:
-        raise FrameError(f"no schema for api {peek.api_key} v{peek.api_version}") from e
-    client_id, offset = parse_request_header(frame, bool(schema.__flexible__))
-    try:
-        body, _consumed = _body_reader(peek.api_key, peek.api_version)(frame, offset)
-    except Exception as e:  # kio: BufferUnderflow, KeyError (unknown tag), ValueError, ...
-        raise FrameError(f"unparseable {schema.__name__} v{peek.api_version}: {e!r}") from e
-    null_field = first_null_array(body)
-    if null_field is not None:
-        raise FrameError(
-            f"non-nullable field {null_field} of {schema.__name__} v{peek.api_version} "
-            "was serialized as null"
-        )
+    client_id, body, _end = _parse(frame, peek)
     return ParsedRequest(peek.api_key, peek.api_version, peek.correlation_id, client_id, body)
+
+
+def decode_request(frame: bytes | memoryview) -> tuple[int, int, int, Any]:
+    """(api_key, api_version, correlation_id, request) of a frame that holds exactly one
+    request: the minimal server's (`transport.serve`) stricter reading."""
+    peek = peek_api(frame)
+    _client_id, body, end = _parse(frame, peek)
+    if end != len(frame):
+        raise FrameError("trailing bytes after request")
+    return peek.api_key, peek.api_version, peek.correlation_id, body
 
 
 def _header_bytes(api_key: int, version: int, correlation_id: int) -> bytes:
@@ -156,8 +181,15 @@ def encode_body(response: ResponsePayload) -> bytes:
     return buf.getvalue()
 
 
-def encode_response(response: ResponsePayload, correlation_id: int) -> bytes:
-    """Size prefix + response header + body, the whole frame."""
+def encode_response(response: ResponsePayload | bytes, correlation_id: int, *,
+                    api: tuple[int, int] | None = None) -> bytes:
+    """Size prefix + response header + body, the whole frame. `response` is a kio entity, or
+    an already encoded body of the (api_key, version) named by `api`."""
+    if isinstance(response, bytes):
+        if api is None:
+            raise TypeError("an encoded response body needs its (api_key, version)")
+        header = _header_bytes(api[0], api[1], correlation_id)
+        return _SIZE.pack(len(header) + len(response)) + header + response
     buf = io.BytesIO()
     buf.write(b"\x00\x00\x00\x00")
     header = _header_bytes(int(response.__api_key__), int(response.__version__), correlation_id)
@@ -175,3 +207,56 @@ def frame_prefix(
     """Size prefix + response header for a body of `body_size` bytes written separately."""
     header = _header_bytes(api_key, version, correlation_id)
     return _SIZE.pack(len(header) + body_size) + header
+
+
+# ---------------------------------------------------------------------- the client's side
+
+_REQUEST_HEADER: Final = struct.Struct(">hhih")
+
+
+def frame(payload: bytes) -> bytes:
+    """`payload` with its size prefix."""
+    return _SIZE.pack(len(payload)) + payload
+
+
+def request_header(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   flexible: bool) -> bytes:
+    """Request header v1, or v2 when `flexible` (v2 adds an empty tagged-field section;
+    client_id stays a non-compact nullable string): the bytes kio writes, without its
+    generic writer on every metadata Fetch."""
+    raw = b"" if client_id is None else client_id.encode()
+    head = _REQUEST_HEADER.pack(api_key, version, correlation_id,
+                                -1 if client_id is None else len(raw)) + raw
+    return head + b"\x00" if flexible else head
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str,
+                   request: Any) -> bytes:
+    """A request frame; `request` is a kio entity or an already encoded body."""
+    if isinstance(request, bytes):
+        flexible = request_schema(api_key, version).__flexible__
+        body = request
+    else:
+        flexible = type(request).__flexible__
+        body = encode_body(request)
+    return frame(request_header(api_key, version, correlation_id, client_id, flexible) + body)
+
+
+@functools.cache
+def _response_reader(api_key: int, version: int) -> tuple[bool, Callable[[Any, int], Any]]:
+    """(header v1?, body reader) of a response: built once, not on every answer."""
+    return (response_header_schema(api_key, version) is ResponseHeaderV1,
+            entity_reader(response_schema(api_key, version)))
+
+
+def parse_response(frame: bytes | memoryview, api_key: int, version: int) -> Any:
+    """The body of a response frame (after its size) to a request of (api_key, version)."""
+    if len(frame) < _SIZE.size:
+        raise FrameError("response shorter than a header")
+    header_v1, read_body = _response_reader(api_key, version)
+    offset = _skip_tagged_fields(frame, _SIZE.size) if header_v1 else _SIZE.size
+    try:
+        response, _size = read_body(frame, offset)
+    except Exception as e:  # kio: BufferUnderflow, ValueError, ...
+        raise FrameError(f"malformed response: {e!r}") from e
+    return response

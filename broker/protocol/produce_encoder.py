@@ -24,8 +24,8 @@ from broker.protocol.wire import (
     node_endpoints,
     nullable_string,
     string,
+    tagged_field,
 )
-from raft.kafka_bytes import tagged_field
 
 MIN_VERSION: Final = 3
 MAX_VERSION: Final = 10

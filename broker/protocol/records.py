@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple, TypeVar
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
@@ -33,7 +34,7 @@ from broker.protocol.compression import (
     compress,
     decompress,
 )
-from raft.kafka_bytes import uvarint
+from broker.protocol.wire import uvarint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -79,6 +80,26 @@ class Record:
     value: bytes | None = None
     headers: tuple[tuple[str, bytes | None], ...] = field(default=())
     attributes: int = 0
+
+
+class RawHeader(NamedTuple):
+    """A batch header's fields in HEADER's order, for the append paths: a tuple (built by
+    `_make` straight from struct's unpack) costs less than a BatchHeader, and the fields
+    still have their names."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,20 +195,21 @@ def iter_raw_batch_headers(
     end = len(mv)
     pos = 0
     unpack = HEADER.unpack_from
+    make = RawHeader._make
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise _corrupt(f"{end - pos} trailing bytes at {pos}, less than a batch header")
-        t = unpack(mv, pos)
-        length = t[1]
+        t = make(unpack(mv, pos))
+        length = t.batch_length
         if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
             raise _corrupt(f"batch length {length} at {pos}")
         size = length + LOG_OVERHEAD
         if pos + size > end:
             raise _corrupt(f"batch length {length} at {pos} exceeds the {end - pos} bytes left")
-        if t[3] != 2:
-            raise _corrupt(f"magic {t[3]} at {pos}")
-        if validate_crc and crc32c(mv[pos + CRC_START : pos + size]) != t[4]:
-            raise _corrupt(f"CRC mismatch in batch at {pos} (base offset {t[0]})")
+        if t.magic != 2:
+            raise _corrupt(f"magic {t.magic} at {pos}")
+        if validate_crc and crc32c(mv[pos + CRC_START : pos + size]) != t.crc:
+            raise _corrupt(f"CRC mismatch in batch at {pos} (base offset {t.base_offset})")
         yield pos, t
         pos += size
 
@@ -218,9 +240,6 @@ def valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[i
     return pos, out
 
 
-RawHeader = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
-
-
 def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, RawHeader]]:
     """validate_batches for the append path: (position, raw header tuple) per batch, no
     objects built. Same checks and error codes."""
@@ -230,29 +249,28 @@ def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, Raw
     # The framing checks (lengths, magic) come from the iterator; the size limit is checked
     # before the CRC, so the CRC is computed here.
     for pos, t in iter_raw_batch_headers(buf, validate_crc=False):
-        size = t[1] + LOG_OVERHEAD
+        size = t.batch_length + LOG_OVERHEAD
         if size > max_message_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
                 f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}",
             )
-        if crc32c(buf[pos + CRC_START : pos + size]) != t[4]:
+        if crc32c(buf[pos + CRC_START : pos + size]) != t.crc:
             raise _corrupt(f"CRC mismatch in batch at {pos}")
-        if t[5] & COMPRESSION_MASK > 4:
-            raise KafkaError(
-                ErrorCode.unsupported_compression_type,
-                f"compression codec {t[5] & COMPRESSION_MASK}",
-            )
-        count = t[12]
+        codec = t.attributes & COMPRESSION_MASK
+        if codec > 4:
+            raise KafkaError(ErrorCode.unsupported_compression_type, f"compression codec {codec}")
+        count = t.records_count
         if count <= 0:
             raise KafkaError(ErrorCode.invalid_record, f"batch with {count} records")
-        if not t[5] & COMPRESSION_MASK and count > (size - HEADER_SIZE) // MIN_RECORD_SIZE:
+        if not codec and count > (size - HEADER_SIZE) // MIN_RECORD_SIZE:
             # Uncompressed records take at least 7 bytes each: a larger count would claim
             # offsets the batch cannot hold.
             raise _corrupt(f"{count} records cannot fit in {size - HEADER_SIZE} bytes")
-        if t[6] != count - 1:
+        if t.last_offset_delta != count - 1:
             raise KafkaError(
-                ErrorCode.invalid_record, f"lastOffsetDelta {t[6]} with {count} records"
+                ErrorCode.invalid_record,
+                f"lastOffsetDelta {t.last_offset_delta} with {count} records",
             )
         out.append((pos, t))
     return out
@@ -516,3 +534,141 @@ def whole_batches_length(buf: bytes | bytearray | memoryview) -> int:
             break
         pos += LOG_OVERHEAD + length
     return pos
+
+
+# ------------------------------------------- the narrow path: uncompressed batches of values
+#
+# The metadata log's hot path writes one shape only (no compression, no headers, timestamps
+# 0, every record's key the same: null, or a control record's key), and reads back any
+# uncompressed v2 batch, checking every length against the bytes present. raft's batches
+# travel through these (raft/kafka_messages.py adapts raft's Batch); tests/unit/raft/
+# test_raft_records.py checks them byte for byte against kio's record writers and readers.
+
+_T = TypeVar("_T")
+_PRE = struct.Struct(">qiibI")  # base offset .. crc (21 bytes)
+_POST = struct.Struct(">hiqqqhii")  # attributes .. record count (40 bytes)
+_BASE_AND_LENGTH = struct.Struct(">qi")
+
+
+class CorruptBatch(ValueError):
+    """A batch the narrow decoder refuses: bad length, magic, CRC or record layout."""
+
+
+def _zz(n: int) -> bytes:
+    """A zigzag varint (record fields): the unsigned varint of the zigzag of `n`."""
+    return uvarint(_zigzag(n))
+
+
+def encode_value_batch(base_offset: int, leader_epoch: int, values: Sequence[bytes], *,
+                       key: bytes | None = None, control: bool = False) -> bytes:
+    """One uncompressed v2 batch whose records carry `values` (each with `key`, no headers,
+    timestamps 0, no producer); `control` sets the control attribute."""
+    if not values:
+        raise ValueError("empty batch")
+    key_bytes = b"\x01" if key is None else _zz(len(key)) + key
+    parts = []
+    for i, value in enumerate(values):
+        body = b"\x00\x00" + _zz(i) + key_bytes + _zz(len(value)) + value + b"\x00"
+        parts.append(_zz(len(body)))
+        parts.append(body)
+    attributes = CONTROL_MASK if control else 0
+    n = len(values)
+    post = _POST.pack(attributes, n - 1, 0, 0, -1, -1, -1, n) + b"".join(parts)
+    return _PRE.pack(base_offset, len(post) + 9, leader_epoch, 2, crc32c(post)) + post
+
+
+def _read_zz(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    shift = 0
+    z = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise CorruptBatch("bad varint")
+        b = buf[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+
+
+def _decode_value_batch(buf: bytes, pos: int, length: int,
+                        make: Callable[[int, int, tuple[bytes, ...], bool, bytes], _T]) -> _T:
+    end = pos + 12 + length
+    (base, _len, epoch, magic, crc, attributes, last_delta, _bts, _mts, _pid, _pep, _seq,
+     count) = HEADER.unpack_from(buf, pos)
+    if magic != 2:
+        raise CorruptBatch(f"magic {magic}")
+    if crc32c(memoryview(buf)[pos + CRC_START : end]) != crc:
+        raise CorruptBatch("CRC mismatch")
+    if attributes & COMPRESSION_MASK:
+        raise CorruptBatch("compressed batches are not used in the metadata log")
+    if count < 0 or count * MIN_RECORD_SIZE > length or count != last_delta + 1:
+        raise CorruptBatch(f"record count {count}")
+    p = pos + HEADER_SIZE
+    values = []
+    for i in range(count):
+        rlen, p = _read_zz(buf, p, end)
+        rend = p + rlen
+        if rlen < 0 or rend > end:
+            raise CorruptBatch("record length past the batch")
+        p += 1  # attributes
+        _ts, p = _read_zz(buf, p, rend)
+        delta, p = _read_zz(buf, p, rend)
+        if delta != i:
+            raise CorruptBatch("offset deltas out of order")
+        klen, p = _read_zz(buf, p, rend)
+        if klen > 0:
+            p += klen
+        vlen, p = _read_zz(buf, p, rend)
+        if vlen < 0:
+            value = b""
+        else:
+            if p + vlen > rend:
+                raise CorruptBatch("value past the record")
+            value = buf[p : p + vlen]
+            p += vlen
+        nh, p = _read_zz(buf, p, rend)
+        for _ in range(nh):
+            hk, p = _read_zz(buf, p, rend)
+            p += max(hk, 0)
+            hv, p = _read_zz(buf, p, rend)
+            p += max(hv, 0)
+        if p != rend:
+            raise CorruptBatch("record length does not match its fields")
+        values.append(value)
+    if p != end:
+        raise CorruptBatch("batch length does not match its records")
+    return make(int(base), int(epoch), tuple(values), bool(attributes & CONTROL_MASK),
+                buf[pos:end])
+
+
+def decode_value_batches(data: bytes | memoryview,
+                         make: Callable[[int, int, tuple[bytes, ...], bool, bytes], _T],
+                         max_batch_bytes: int) -> list[_T]:
+    """`make(base offset, leader epoch, values, control, raw bytes)` of every whole batch in
+    `data` (a trailing partial batch is ignored, as a Fetch answer may cut one); raises
+    CorruptBatch on a bad length, CRC or record layout."""
+    buf = bytes(data)
+    out: list[_T] = []
+    pos = 0
+    while len(buf) - pos >= LOG_OVERHEAD:
+        _base, length = _BASE_AND_LENGTH.unpack_from(buf, pos)
+        if length < MIN_BATCH_LENGTH or length > max_batch_bytes:
+            raise CorruptBatch(f"batch at {pos}: bad length {length}")
+        if pos + LOG_OVERHEAD + length > len(buf):
+            break
+        out.append(_decode_value_batch(buf, pos, length, make))
+        pos += LOG_OVERHEAD + length
+    return out
+
+
+def batch_length_at(data: bytes | memoryview, pos: int, max_batch_bytes: int) -> int | None:
+    """Total size of the batch starting at `pos`, or None if incomplete/invalid."""
+    if len(data) - pos < LOG_OVERHEAD:
+        return None
+    _base, length = _BASE_AND_LENGTH.unpack_from(data, pos)
+    if length < MIN_BATCH_LENGTH or length > max_batch_bytes:
+        return None
+    if pos + LOG_OVERHEAD + length > len(data):
+        return None
+    return LOG_OVERHEAD + int(length)

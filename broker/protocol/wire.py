@@ -1,6 +1,8 @@
-"""Kafka wire primitives shared by the narrow response encoders (fetch_encoder,
-produce_encoder): strings, arrays and the KIP-951 node endpoints, in both the classic
-and the flexible (compact, KIP-482) forms."""
+"""Kafka wire primitives shared by the narrow encoders (fetch_codec, fetch_encoder,
+produce_encoder) and the record writers (records, broker/group/records.py): unsigned
+varints (compact lengths, tag counts, and the zigzag varints of record fields), tagged
+fields of flexible versions, strings, arrays and the KIP-951 node endpoints, in both the
+classic and the flexible (compact, KIP-482) forms."""
 
 from __future__ import annotations
 
@@ -9,10 +11,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from raft.kafka_bytes import uvarint
-
 I16: Final = struct.Struct(">h")
 I32: Final = struct.Struct(">i")
+
+
+def uvarint(n: int) -> bytes:
+    if n < 0:
+        raise ValueError("negative unsigned varint")
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def tagged_field(tag: int, data: bytes) -> bytes:
+    """One tagged field: its tag, its size, its bytes."""
+    return uvarint(tag) + uvarint(len(data)) + data
 
 
 @dataclass(frozen=True, slots=True)

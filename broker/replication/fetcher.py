@@ -42,10 +42,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.metadata.image import MetadataImage
+from broker.protocol.fetch_codec import PartitionFetch, TopicFetch, encode_fetch_request_body
 from broker.replication.cluster_view import ClusterView
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
-from raft.fetch_codec import PartitionFetch, TopicFetch, encode_fetch_request_body
 
 log = structlog.get_logger(__name__)
 
@@ -64,7 +64,7 @@ AddressOf = Callable[[int], "tuple[str, int] | None"]
 
 
 class FetchConnection(Protocol):
-    """What a fetcher needs of a connection: raft/transport.py's KafkaConnection."""
+    """What a fetcher needs of a connection: broker/protocol/transport.py's KafkaConnection."""
 
     async def request(self, api_key: int, version: int, request: Any, timeout_s: float) -> Any: ...
 
@@ -75,7 +75,7 @@ ConnectFn = Callable[[str, int], FetchConnection]
 
 
 def _kafka_connection(host: str, port: int) -> FetchConnection:
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     return KafkaConnection(host, port, client_id="skiff-replica-fetcher")
 

@@ -57,7 +57,6 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterPartitionItem
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
-from broker.log.files import atomic_write
 from broker.protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -68,6 +67,7 @@ from broker.protocol.records import (
     validate_batches,
 )
 from broker.replication.producer_state import BatchMetadata, ProducerStateManager
+from broker.util.files import atomic_write
 
 # A replica opened without producer snapshots rebuilds its producer state from the batch
 # headers of at most this many bytes at the end of its log. A producer whose last batch

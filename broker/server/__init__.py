@@ -1,8 +1,8 @@
 """The Kafka network server (listeners, frames, dispatch, in-order pipelining)."""
 
+from broker.protocol.frames import FileSlice, ResponseChunks
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, Handler, HandlerEntry
-from broker.server.frames import FileSlice, ResponseChunks
 from broker.server.server import ListenerSpec, Server, ServerConfig
 
 __all__ = [

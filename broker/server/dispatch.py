@@ -21,8 +21,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.api import api_name
+from broker.protocol.frames import ResponseChunks
 from broker.server.context import RequestContext
-from broker.server.frames import ResponseChunks
 
 Response = Any  # a kio ResponsePayload of the request's api and version
 HandlerResult = Response | ResponseChunks | None

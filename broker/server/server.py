@@ -1,8 +1,9 @@
 """The Kafka network server: listeners, connections, in-order pipelining, dispatch.
 
-Per connection, a FrameReader protocol (raft/frame_reader.py) receives size-prefixed frames
-(the size is checked against `socket.request.max.bytes` before anything is read or allocated;
-a frame over 64 KiB is received straight into a buffer of its own), parses the header,
+Per connection, a FrameReader protocol (broker/protocol/frame_reader.py) receives
+size-prefixed frames (the size is checked against `socket.request.max.bytes` before anything
+is read or allocated; a frame over 64 KiB is received straight into a buffer of its own),
+parses the header,
 starts the handler as its own task, and queues it. One task, the writer, takes queued
 requests in order of arrival, awaits each handler and writes its response, so responses
 leave in request order while handlers run concurrently. Handlers are started in arrival
@@ -37,6 +38,8 @@ import structlog
 from broker.errors import KafkaError
 from broker.protocol import api
 from broker.protocol.api import ApiTable
+from broker.protocol.frame_reader import FrameReader
+from broker.protocol.frames import ResponseChunks, ZeroCopyWriter
 from broker.protocol.headers import (
     ApiPeek,
     FrameError,
@@ -48,8 +51,6 @@ from broker.protocol.headers import (
 from broker.server import legacy_produce
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry
-from broker.server.frames import ResponseChunks, ZeroCopyWriter
-from raft.frame_reader import FrameReader
 
 log = structlog.get_logger("skiff.server")
 

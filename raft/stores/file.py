@@ -1,5 +1,5 @@
 """A simple durable store for the metadata log: a stepping stone until the
-partition log engine (broker.log) carries it through broker/metadata_log_store.py.
+partition log engine (broker.log) carries it through broker/metadata/log_store.py.
 
 Layout under `metadata.log.dir`, named as KRaft names them:
   quorum-state                                  JSON, replaced atomically
@@ -17,33 +17,16 @@ import json
 import os
 from pathlib import Path
 
+from broker.util.files import atomic_write as atomic_write
+from broker.util.files import fsync_dir as fsync_dir
+from raft.kafka_messages import CorruptBatch, batch_length_at, decode_batches, encode_batch
 from raft.messages import Batch, SnapshotId
-from raft.records import CorruptBatch, batch_length_at, decode_batches, encode_batch
 from raft.store import MemoryLogStore, QuorumState
 
 PARTITION_DIR = "__cluster_metadata-0"
 LOG_FILE = "00000000000000000000.log"
 MAX_QUORUM_STATE_BYTES = 64 * 1024
 MAX_SNAPSHOT_BYTES = 1 << 31
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename, fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 class FileQuorumStateStore:

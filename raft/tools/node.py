@@ -28,14 +28,14 @@ from typing import Any
 
 import structlog
 
+from broker.protocol.transport import serve
 from raft import eventloop
 from raft.config import RaftConfig
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
+from raft.kafka_messages import WireError, error_response
 from raft.messages import Batch, SnapshotId
 from raft.stores.file import FileLogStore, FileQuorumStateStore
-from raft.transport import serve
-from raft.wire import WireError, error_response
 
 MAX_LINE = 1 << 20
 
@@ -133,7 +133,7 @@ async def client_session(driver: RaftDriver, sm: ListStateMachine,
 
 def open_log_store(spec: str, log_dir: str) -> Any:
     """`file` (raft's own simple store) or `module:Class` taking the log dir, e.g.
-    broker.metadata_log_store:MetadataLogStore (named, not imported: raft/ never
+    broker.metadata.log_store:MetadataLogStore (named, not imported: raft/ never
     depends on broker/)."""
     if spec == "file":
         return FileLogStore(log_dir)
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--client-port", type=int, required=True)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--log-store", default="file",
-                    help="file, or module:Class, e.g. broker.metadata_log_store:MetadataLogStore")
+                    help="file, or module:Class, e.g. broker.metadata.log_store:MetadataLogStore")
     ap.add_argument("--set", action="append", help="KEY=VALUE config property")
     ap.add_argument("--log-level", default="WARNING")
     args = ap.parse_args(argv)

@@ -435,12 +435,12 @@ def _dev_node(tmp_path: Path, *overrides: str) -> Iterator[tuple[int, str]]:
 
 
 def _node_starts_admin() -> bool:
-    node_py = (ROOT / "broker" / "node.py").read_text()
+    node_py = (ROOT / "broker" / "node" / "__init__.py").read_text()
     return "AdminServer" in node_py
 
 
 @pytest.mark.skipif(not _node_starts_admin(),
-                    reason="broker/node.py does not start the admin server yet (integration)")
+                    reason="broker/node does not start the admin server yet (integration)")
 def test_cli_against_a_real_node_checked_with_a_kafka_client(tmp_path: Path) -> None:
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
@@ -507,7 +507,7 @@ def _consume(bootstrap: str, group: str, topic: str, want: int, *,
 
 
 @pytest.mark.skipif(not _node_starts_admin(),
-                    reason="broker/node.py does not start the admin server yet (integration)")
+                    reason="broker/node does not start the admin server yet (integration)")
 def test_groups_cli_against_a_real_node_with_a_kafka_consumer(tmp_path: Path) -> None:
     with _dev_node(tmp_path, "group.initial.rebalance.delay.ms=0") as (port, admin):
         def cli(*args: str, stdin: str | None = None) -> str:

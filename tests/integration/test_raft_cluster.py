@@ -71,7 +71,7 @@ class Cluster:
             self.kill9(i)
 
 
-@pytest.fixture(params=["broker.metadata_log_store:MetadataLogStore", "file"],
+@pytest.fixture(params=["broker.metadata.log_store:MetadataLogStore", "file"],
                 ids=["partition-log-store", "raft-file-store"])
 def cluster(tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     c = Cluster(tmp_path, snapshot_bytes=16_000, log_store=request.param)

@@ -209,8 +209,9 @@ class Cluster:
 
     def format(self) -> None:
         """Write every node's properties file and format its storage (one cluster id)."""
-        from broker.cli.storage import format_storage, random_kafka_uuid
         from broker.config import load_config
+        from broker.metadata.storage import format_storage
+        from broker.protocol.kafka_uuid import random_kafka_uuid
 
         self.cluster_id = random_kafka_uuid()
         for node in self.nodes.values():
@@ -466,7 +467,7 @@ def _accepts(address: str) -> bool:
 async def _describe_quorum_leader(port: int, timeout_s: float) -> int:
     from kio.schema.describe_quorum.v0 import request as dq
 
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
     conn = KafkaConnection("127.0.0.1", port, "skiff-test")

@@ -111,7 +111,7 @@ def test_environment_is_read_by_default(monkeypatch):
 
 @pytest.mark.parametrize("key", ["node.id", "a_b.c", "x-y.z", "log.dirs"])
 def test_env_key_round_trip(key):
-    from broker.config import _key_from_env
+    from broker.config.properties import _key_from_env
     assert _key_from_env(env_key(key)) == key
 
 

@@ -8,19 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from broker.cli.storage import (
+from broker.config import load_config, parse_properties
+from broker.metadata.storage import (
     BOOTSTRAP_CHECKPOINT,
     METADATA_VERSION,
     StorageError,
     ensure_formatted,
     format_storage,
-    kafka_to_uuid,
-    random_kafka_uuid,
     read_bootstrap,
     read_meta_properties,
-    uuid_to_kafka,
 )
-from broker.config import load_config, parse_properties
+from broker.protocol.kafka_uuid import kafka_to_uuid, random_kafka_uuid, uuid_to_kafka
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"  # the example id from Kafka's quickstart

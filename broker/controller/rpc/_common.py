@@ -1,12 +1,9 @@
-"""What every controller RPC module shares: finding the active local controller, deadlines
-and the kio duration type."""
+"""What every controller RPC module shares: finding the active local controller and the
+security protocol ids BrokerRegistration carries."""
 
 from __future__ import annotations
 
-import asyncio
-import datetime
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -15,8 +12,6 @@ from broker.errors import KafkaError
 if TYPE_CHECKING:
     from broker.controller.service import ControllerService
 
-T = TypeVar("T")
-NO_THROTTLE = datetime.timedelta(0)
 
 # Security protocols as BrokerRegistration carries them (Kafka's SecurityProtocol ids).
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -31,28 +26,3 @@ def active_service(node: Any) -> ControllerService:
         raise KafkaError(ErrorCode.not_controller,
                          f"node {getattr(node, 'node_id', '?')} is not the active controller")
     return service
-
-
-def duration(ms: int) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=max(0, ms))
-
-
-def to_ms(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    return int(value) if value is not None else 0
-
-
-async def within(call: Callable[[], Awaitable[T]], timeout_ms: int) -> T:
-    """Run a controller operation for at most `timeout_ms` (non-positive: no limit). The
-    operation keeps running after a timeout (ControllerService shields it): its records may
-    already be in the log, so the caller gets REQUEST_TIMED_OUT, not a rollback."""
-    task: asyncio.Future[T] = asyncio.ensure_future(call())
-    if timeout_ms <= 0:
-        return await task
-    done, _ = await asyncio.wait({task}, timeout=timeout_ms / 1000)
-    if not done:
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        raise KafkaError(ErrorCode.request_timed_out,
-                         f"The controller did not finish within {timeout_ms} ms.")
-    return task.result()

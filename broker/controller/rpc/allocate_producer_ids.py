@@ -10,8 +10,9 @@ from kio.schema.allocate_producer_ids.v0 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AllocateProducerIdsReply
-from broker.controller.rpc._common import NO_THROTTLE, active_service
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq

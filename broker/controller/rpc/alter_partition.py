@@ -16,8 +16,9 @@ from broker.controller.requests import (
     AlterPartitionReply,
     AlterPartitionRequest,
 )
-from broker.controller.rpc._common import NO_THROTTLE, active_service
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq

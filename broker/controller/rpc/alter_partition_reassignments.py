@@ -11,9 +11,11 @@ from kio.schema.alter_partition_reassignments.v0 import request as kreq
 from kio.schema.alter_partition_reassignments.v0 import response as kresp
 from kio.schema.errors import ErrorCode
 
+from broker.controller.deadline import within
 from broker.controller.requests import ReassignmentResult
-from broker.controller.rpc._common import NO_THROTTLE, active_service, duration, to_ms, within
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
@@ -76,6 +78,6 @@ async def handle(node: Any, ctx: Any, r: kreq.AlterPartitionReassignmentsRequest
         service = active_service(node)
         items = parse(r)
         return response(await within(lambda: service.alter_partition_reassignments(items),
-                                     to_ms(r.timeout)))
+                                     to_ms(r.timeout, 0)))
     except KafkaError as exc:
         return response([], exc.error_code, exc.message or None)

@@ -10,8 +10,9 @@ from kio.schema.broker_heartbeat.v1 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import BrokerHeartbeatReply, BrokerHeartbeatRequest
-from broker.controller.rpc._common import NO_THROTTLE, active_service
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq

@@ -15,12 +15,12 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import BrokerRegistrationReply, BrokerRegistrationRequest
 from broker.controller.rpc._common import (
-    NO_THROTTLE,
     SECURITY_PROTOCOL_IDS,
     SECURITY_PROTOCOL_NAMES,
     active_service,
 )
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq

@@ -10,9 +10,11 @@ from kio.schema.create_partitions.v3 import request as kreq
 from kio.schema.create_partitions.v3 import response as kresp
 from kio.schema.errors import ErrorCode
 
+from broker.controller.deadline import within
 from broker.controller.requests import CreatePartitionsResult, CreatePartitionsTopic
-from broker.controller.rpc._common import NO_THROTTLE, active_service, duration, to_ms, within
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
@@ -74,6 +76,6 @@ async def handle(node: Any, ctx: Any, r: kreq.CreatePartitionsRequest
         topics = parse(r)
         return response(await within(
             lambda: service.create_partitions(topics, validate_only=r.validate_only),
-            to_ms(r.timeout)))
+            to_ms(r.timeout, 0)))
     except KafkaError as exc:
         return _failed(r, exc.error_code, exc.message or None)

@@ -13,9 +13,11 @@ from kio.schema.create_topics.v7 import request as kreq
 from kio.schema.create_topics.v7 import response as kresp
 from kio.schema.errors import ErrorCode
 
+from broker.controller.deadline import within
 from broker.controller.requests import CreatableTopic, CreateTopicResult
-from broker.controller.rpc._common import NO_THROTTLE, active_service, duration, to_ms, within
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
@@ -94,6 +96,6 @@ async def handle(node: Any, ctx: Any, r: kreq.CreateTopicsRequest) -> kresp.Crea
         topics = parse(r)
         return response(await within(
             lambda: service.create_topics(topics, validate_only=r.validate_only),
-            to_ms(r.timeout)))
+            to_ms(r.timeout, 0)))
     except KafkaError as exc:
         return _failed(r, exc.error_code, exc.message or None)

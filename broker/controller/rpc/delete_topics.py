@@ -11,9 +11,11 @@ from kio.schema.delete_topics.v6 import request as kreq
 from kio.schema.delete_topics.v6 import response as kresp
 from kio.schema.errors import ErrorCode
 
+from broker.controller.deadline import within
 from broker.controller.requests import DeleteTopicResult
-from broker.controller.rpc._common import NO_THROTTLE, active_service, duration, to_ms, within
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
@@ -73,6 +75,7 @@ async def handle(node: Any, ctx: Any, r: kreq.DeleteTopicsRequest) -> kresp.Dele
     try:
         service = active_service(node)
         names, ids = parse(r)
-        return response(await within(lambda: service.delete_topics(names, ids), to_ms(r.timeout)))
+        return response(await within(lambda: service.delete_topics(names, ids),
+                                     to_ms(r.timeout, 0)))
     except KafkaError as exc:
         return _failed(r, exc.error_code, exc.message or None)

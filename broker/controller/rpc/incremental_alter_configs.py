@@ -16,7 +16,7 @@ from broker.controller.requests import (
     ConfigResource,
     IncrementalAlterConfigsResource,
 )
-from broker.controller.rpc._common import NO_THROTTLE, active_service
+from broker.controller.rpc._common import active_service
 from broker.controller.rpc.alter_configs import (
     config_results,
     failed_results,
@@ -24,6 +24,7 @@ from broker.controller.rpc.alter_configs import (
     resource_responses,
 )
 from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq

@@ -1,7 +1,7 @@
 """`quorum describe` on a node that is not the quorum leader and does not know the leader's
 admin address (a dedicated controller registers none): it sends Kafka's DescribeQuorum v1
 to the leader's controller listener. The listener here is a real Kafka-framed server
-(raft.transport.serve) answering with a fixed DescribeQuorum response."""
+(broker.protocol.transport.serve) answering with a fixed DescribeQuorum response."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 from broker.admin import AdminServer
 from broker.admin.quorum import QuorumInfo
 from broker.errors import KafkaError
-from raft.transport import serve
+from broker.protocol.transport import serve
 from tests.unit.admin.harness import Admin, AdminTestNode, pb, status_of
 
 S = grpc.StatusCode

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.cli.admin import progress_line, reassignment_done
+from broker.cli.admin.partitions import progress_line, reassignment_done
 from tests.unit.admin.harness import pb
 
 P = pb.partitions

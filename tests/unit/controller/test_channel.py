@@ -24,7 +24,7 @@ from broker.controller.requests import (
 )
 from broker.controller.rpc import CONTROLLER_RPCS
 from broker.errors import KafkaError
-from raft.transport import serve
+from broker.protocol.transport import serve
 from tests.unit.controller.rpc.rpc_support import CLUSTER_ID, ControllerNode, run
 
 RPCS = {m.API_KEY: m for m in CONTROLLER_RPCS}

@@ -1,8 +1,8 @@
 """The controller listener advertises the controller APIs at the version the channel sends."""
 
 from broker.controller.rpc import CONTROLLER_RPCS
-from broker.quorum import controller_api_table
-from raft.wire import RAFT_APIS
+from broker.node.quorum import controller_api_table
+from raft.kafka_messages import RAFT_APIS
 
 
 def test_every_controller_rpc_is_advertised_at_its_version() -> None:

@@ -11,7 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.config import ConfigSource, describe_topic_configs
-from broker.controller.rpc._common import within
+from broker.controller.deadline import within
 from broker.errors import KafkaError
 from broker.handlers import create_topics
 from broker.handlers._build import build

@@ -15,9 +15,9 @@ from kio.serial import entity_reader
 from broker.handlers import fetch
 from broker.handlers._build import build
 from broker.protocol.records import decode_records
+from tests.support.inprocess_cluster import Cluster, batch, eventually, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip
 from tests.unit.handlers.datapath import produce_answer, produce_request, records
-from tests.unit.replication.cluster import Cluster, batch, eventually, run
 
 
 def fetch_v(version: int, topic_id: Any, *, leader_epoch: int = -1) -> Any:

@@ -11,8 +11,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.handlers import offset_for_leader_epoch
 from broker.handlers._build import build
+from tests.support.inprocess_cluster import Cluster, batch, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip
-from tests.unit.replication.cluster import Cluster, batch, run
 
 
 def request(version: int, *parts: tuple[str, int, int, int]) -> Any:

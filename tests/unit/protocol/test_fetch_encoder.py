@@ -25,7 +25,7 @@ from broker.protocol.fetch_encoder import (
     NodeEndpoint,
     encode_fetch_response,
 )
-from broker.server.frames import FileSlice, ResponseChunks
+from broker.protocol.frames import FileSlice, ResponseChunks
 
 I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader
 
-from raft import transport
+from broker.protocol import headers
 from raft.config import RaftConfig, parse_voters
 from raft.core import NotLeaderError
 from raft.driver import RaftDriver
@@ -32,10 +32,10 @@ class Loopback:
                       timeout_s: float) -> Any:
         if dst in self.down:
             raise ConnectionRefusedError("down")
-        frame = transport.encode_request(api_key, version, 1, "t", request)
-        k, v, _cid, req = transport.decode_request(frame[4:])
+        frame = headers.encode_request(api_key, version, 1, "t", request)
+        k, v, _cid, req = headers.decode_request(frame[4:])
         resp = await asyncio.wait_for(self.nodes[dst].handle_request(k, v, req), timeout_s)
-        out = transport.encode_response(1, resp, api=(k, v))[4:]
+        out = headers.encode_response(resp, 1, api=(k, v))[4:]
         _h, hs = entity_reader(ResponseHeader)(out, 0)
         return entity_reader(load_response_schema(api_key, version))(out, hs)[0]
 
@@ -140,7 +140,7 @@ def test_three_drivers_elect_replicate_and_fail_over() -> None:
 
 
 def test_requests_from_another_cluster_are_refused() -> None:
-    from raft import wire
+    from raft import kafka_messages
     from raft.messages import VoteRequest
 
     async def run() -> None:
@@ -148,10 +148,10 @@ def test_requests_from_another_cluster_are_refused() -> None:
         d = RaftDriver(cfg, MemoryLogStore(), MemoryQuorumStateStore(),
                        Loopback({}, set()), Random(1))
         await d.start()
-        k, v, req = wire.encode_request(VoteRequest(1, 2, 0, 0, True), "B")
+        k, v, req = kafka_messages.encode_request(VoteRequest(1, 2, 0, 0, True), "B")
         resp = await d.handle_request(k, v, req)
         assert resp.error_code == ErrorCode.inconsistent_cluster_id  # type: ignore[attr-defined]
-        k, v, req = wire.encode_request(VoteRequest(1, 2, 0, 0, True), "A")
+        k, v, req = kafka_messages.encode_request(VoteRequest(1, 2, 0, 0, True), "A")
         resp = await d.handle_request(k, v, req)
         assert resp.topics[0].partitions[0].vote_granted  # type: ignore[attr-defined]
         await d.stop()

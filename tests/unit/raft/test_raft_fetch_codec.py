@@ -1,4 +1,5 @@
-"""raft/fetch_codec.py writes exactly what kio writes for the quorum's Fetch messages."""
+"""broker/protocol/fetch_codec.py, through raft/kafka_messages.py, writes exactly what kio
+writes for the quorum's Fetch messages."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from raft import wire
-from raft.fetch_codec import RESPONSE_VERSIONS, encode_fetch_request, encode_fetch_response
+from broker.protocol.fetch_codec import RESPONSE_VERSIONS
+from raft import kafka_messages
+from raft.kafka_messages import encode_batches, encode_fetch_request, encode_fetch_response
 from raft.messages import Batch, FetchRequest, FetchResponse, SnapshotId, VoteResponse
-from raft.records import encode_batches
 
 i32 = st.integers(-1, 2**31 - 1)
 i64 = st.integers(-1, 2**63 - 1)
@@ -31,9 +32,10 @@ def kio_bytes(entity: object) -> bytes:
 def test_request_bytes_match_kio(epoch, replica, offset, last_epoch, max_bytes, wait,
                                  cluster_id):
     msg = FetchRequest(epoch, replica, offset, last_epoch, max_bytes, wait)
-    api_key, version, entity = wire.encode_request(msg, cluster_id)
-    assert (api_key, version) == (wire.FETCH, 17)
-    assert encode_fetch_request(msg, cluster_id, wire.METADATA_TOPIC_ID) == kio_bytes(entity)
+    api_key, version, entity = kafka_messages.encode_request(msg, cluster_id)
+    assert (api_key, version) == (kafka_messages.FETCH, 17)
+    assert (encode_fetch_request(msg, cluster_id, kafka_messages.METADATA_TOPIC_ID)
+            == kio_bytes(entity))
 
 
 batches = st.lists(
@@ -55,16 +57,16 @@ def test_response_bytes_match_kio(version, error, epoch, leader, hw, start, batc
                                   diverging, snapshot):
     msg = FetchResponse(error, epoch, leader, hw, start, tuple(batches), diverging[0],
                         diverging[1], snapshot)
-    entity = wire.encode_response(wire.FETCH, version, msg)
+    entity = kafka_messages.encode_response(kafka_messages.FETCH, version, msg)
     fast = encode_fetch_response(version, msg, encode_batches(msg.batches),
-                                 wire.METADATA_TOPIC_ID)
+                                 kafka_messages.METADATA_TOPIC_ID)
     assert fast == kio_bytes(entity)
 
 
 def test_defaults_leave_the_tagged_fields_out():
     msg = FetchResponse(ErrorCode.none, -1, -1, 5, 0)
-    entity = wire.encode_response(wire.FETCH, 17, msg)
-    fast = encode_fetch_response(17, msg, b"", wire.METADATA_TOPIC_ID)
+    entity = kafka_messages.encode_response(kafka_messages.FETCH, 17, msg)
+    fast = encode_fetch_response(17, msg, b"", kafka_messages.METADATA_TOPIC_ID)
     assert fast == kio_bytes(entity)
     assert fast.endswith(b"\x00\x00\x00")  # partition, topic and response tag counts
 
@@ -78,7 +80,7 @@ def test_request_headers_match_kio(api_key, version, cid, client_id, flexible):
     from kio.schema.request_header.v2.header import RequestHeader as V2
     from kio.static.primitive import i16, i32
 
-    from raft.transport import request_header
+    from broker.protocol.headers import request_header
 
     cls = V2 if flexible else V1
     header = cls(request_api_key=i16(api_key), request_api_version=i16(version),
@@ -93,13 +95,14 @@ def test_response_headers_match_kio(cid):
     from kio.schema.response_header.v1.header import ResponseHeader as V1
     from kio.static.primitive import i32
 
-    from raft import transport
+    from broker.protocol import headers
 
-    vote = wire.encode_response(wire.VOTE, 2, VoteResponse(ErrorCode.none, 1, 1, True, False))
-    flexible_frame = transport.encode_response(cid, vote)
+    vote = kafka_messages.encode_response(
+        kafka_messages.VOTE, 2, VoteResponse(ErrorCode.none, 1, 1, True, False))
+    flexible_frame = headers.encode_response(vote, cid)
     assert flexible_frame[4:].startswith(kio_bytes(V1(correlation_id=i32(cid))))
     assert flexible_frame[4:] == kio_bytes(V1(correlation_id=i32(cid))) + kio_bytes(vote)
-    fetch_v13 = transport.encode_response(cid, b"body", api=(wire.FETCH, 13))
+    fetch_v13 = headers.encode_response(b"body", cid, api=(kafka_messages.FETCH, 13))
     assert fetch_v13[4:] == kio_bytes(V1(correlation_id=i32(cid))) + b"body"
-    old = transport.encode_response(cid, b"body", api=(wire.FETCH, 11))  # not flexible
+    old = headers.encode_response(b"body", cid, api=(kafka_messages.FETCH, 11))  # not flexible
     assert old[4:] == kio_bytes(V0(correlation_id=i32(cid))) + b"body"

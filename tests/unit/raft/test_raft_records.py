@@ -1,5 +1,6 @@
-"""raft/records.py's narrow codec agrees byte for byte with kio's record writers
-and readers, and refuses malformed input without over-reading."""
+"""The narrow value-batch codec (broker/protocol/records.py, through raft/kafka_messages.py)
+agrees byte for byte with kio's record writers and readers, and refuses malformed input
+without over-reading."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from kio.records.writers import write_new_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from raft.control import CONTROL_KEY_LEADER_CHANGE
+from raft.kafka_messages import CorruptBatch, decode_batches, encode_batch
 from raft.messages import Batch
-from raft.records import CorruptBatch, decode_batches, encode_batch
 
 EPOCH0 = TZAwareMicros.parse(datetime.datetime.fromtimestamp(0, datetime.UTC))
 

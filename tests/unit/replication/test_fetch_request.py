@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 
-from raft.fetch_codec import (
+from broker.protocol.fetch_codec import (
     REQUEST_VERSIONS,
     PartitionFetch,
     TopicFetch,

@@ -1,4 +1,4 @@
-"""broker/metadata_log_store.py (the Raft log on broker.log) behaves exactly like
+"""broker/metadata/log_store.py (the Raft log on broker.log) behaves exactly like
 the in-memory LogStore the simulator verifies, operation for operation, and
 keeps its state across reopen."""
 
@@ -9,7 +9,7 @@ from random import Random
 
 import pytest
 
-from broker.metadata_log_store import MetadataLogStore
+from broker.metadata.log_store import MetadataLogStore
 from raft.messages import Batch, SnapshotId
 from raft.store import MemoryLogStore
 

@@ -1,56 +1,31 @@
-"""A small Kafka-framed transport on asyncio: size-prefixed frames, request
-header v1/v2 and response header v0/v1 by the message's flexible-ness.
+"""The Kafka client connection on asyncio, and a minimal server.
 
-`KafkaConnection` is a client that pipelines requests on one connection and
-matches responses by correlation id; `serve` is a minimal server for the
-standalone node runner (the broker's own server will carry the same RPCs).
+`KafkaConnection` is a client that pipelines requests on one connection and matches
+responses by correlation id; `serve` is a minimal server for the standalone node runner
+(the broker's own server carries the same RPCs). Headers and frames are written and read by
+broker/protocol/headers.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import io
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import BufferUnderflow
-
-from raft.frame_reader import FrameError, FrameReader
+from broker.protocol.frame_reader import FrameError, FrameReader
+from broker.protocol.headers import (
+    decode_request,
+    encode_request,
+    encode_response,
+    parse_response,
+)
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+_I32 = struct.Struct(">i")
 
 Handler = Callable[[int, int, Any], Awaitable[Any]]
-
-
-def _encode(entity: Any) -> bytes:
-    buf = io.BytesIO()
-    entity_writer(type(entity))(buf, entity)
-    return buf.getvalue()
-
-
-_I32 = struct.Struct(">i")
-_request_schema = functools.cache(load_request_schema)
-_response_schema = functools.cache(load_response_schema)
-_read_response_header_v1 = entity_reader(ResponseHeaderV1)
-
-
-@functools.cache
-def _response_reader(api_key: int, version: int) -> tuple[bool, Callable[..., Any]]:
-    """(flexible, body reader) of a response: built once, not on every answer."""
-    schema = _response_schema(api_key, version)
-    return bool(schema.__flexible__), entity_reader(schema)
-
-
-def frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
 
 
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
@@ -59,66 +34,6 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BY
     if size < 0 or size > max_bytes:
         raise FrameError(f"frame of {size} bytes (cap {max_bytes})")
     return await reader.readexactly(size)
-
-
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str,
-                   request: Any) -> bytes:
-    """A request frame; `request` is a kio entity or an already encoded body."""
-    if isinstance(request, bytes):
-        flexible = _request_schema(api_key, version).__flexible__
-        body = request
-    else:
-        flexible = type(request).__flexible__
-        body = _encode(request)
-    return frame(request_header(api_key, version, correlation_id, client_id, flexible) + body)
-
-
-_REQUEST_HEADER = struct.Struct(">hhih")
-
-
-def request_header(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                   flexible: bool) -> bytes:
-    """Request header v1, or v2 when `flexible` (v2 adds an empty tagged-field section;
-    client_id stays a non-compact nullable string): the bytes kio writes, without its
-    generic writer on every metadata Fetch."""
-    raw = b"" if client_id is None else client_id.encode()
-    head = _REQUEST_HEADER.pack(api_key, version, correlation_id,
-                                -1 if client_id is None else len(raw)) + raw
-    return head + b"\x00" if flexible else head
-
-
-def decode_request(payload: bytes) -> tuple[int, int, int, Any]:
-    """(api_key, api_version, correlation_id, request) from one frame."""
-    if len(payload) < 8:
-        raise FrameError("request shorter than a header")
-    api_key, version, correlation_id = struct.unpack_from(">hhi", payload, 0)
-    schema = _request_schema(api_key, version)
-    header_type: Any = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
-    try:
-        _header, hsize = entity_reader(header_type)(payload, 0)
-        request, size = entity_reader(schema)(payload, hsize)
-    except (BufferUnderflow, ValueError, UnicodeDecodeError) as e:
-        raise FrameError(f"malformed request: {e}") from e
-    if hsize + size != len(payload):
-        raise FrameError("trailing bytes after request")
-    return api_key, version, correlation_id, request
-
-
-def encode_response(correlation_id: int, response: Any, *,
-                    api: tuple[int, int] | None = None) -> bytes:
-    """A response frame; `response` is a kio entity, or an already encoded body of the
-    (api_key, version) named by `api`."""
-    if isinstance(response, bytes):
-        if api is None:
-            raise TypeError("an encoded response body needs its (api_key, version)")
-        flexible = _response_schema(*api).__flexible__
-        body = response
-    else:
-        flexible = type(response).__flexible__
-        body = _encode(response)
-    # Response header v1 is v0 (the correlation id) plus an empty tagged-field section.
-    header = _I32.pack(correlation_id) + (b"\x00" if flexible else b"")
-    return frame(header + body)
 
 
 class KafkaConnection:
@@ -163,14 +78,7 @@ class KafkaConnection:
         if entry is None:
             return
         fut, api_key, version = entry
-        flexible, read_body = _response_reader(api_key, version)
-        hsize = 4
-        try:
-            if flexible:
-                _h, hsize = _read_response_header_v1(payload, 0)
-            response, _size = read_body(payload, hsize)
-        except (BufferUnderflow, ValueError) as e:
-            raise FrameError(f"malformed response: {e}") from e
+        response = parse_response(payload, api_key, version)
         if not fut.done():
             fut.set_result(response)
 
@@ -260,7 +168,7 @@ async def serve(handler: Handler, host: str, port: int,
                     return
                 resp = error_response(api_key, version, e)
             if not writer.is_closing():
-                writer.write(encode_response(cid, resp, api=(api_key, version)))
+                writer.write(encode_response(resp, cid, api=(api_key, version)))
 
         try:
             while True:

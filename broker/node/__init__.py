@@ -32,7 +32,6 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.admin import AdminServer, admin_listeners, describe_raft
-from broker.cli.storage import ensure_formatted, read_bootstrap
 from broker.config import NodeConfig
 from broker.controller import (
     BrokerHeartbeatRequest,
@@ -48,8 +47,9 @@ from broker.handlers import BROKER_HANDLERS
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
+from broker.metadata.storage import ensure_formatted, read_bootstrap
+from broker.node.quorum import MetadataQuorumDriver, controller_api_table
 from broker.protocol.api import BROKER_APIS
-from broker.quorum import MetadataQuorumDriver, controller_api_table
 from broker.replication import (
     ClusterView,
     ReplicaFetcherManager,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
-from raft import transport, wire
+from broker.protocol import headers
+from raft import kafka_messages
+from raft.kafka_messages import CorruptBatch, decode_batches, encode_batch
 from raft.messages import (
     Batch,
     BeginQuorumEpochRequest,
@@ -20,7 +22,6 @@ from raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.records import CorruptBatch, decode_batches, encode_batch
 
 REQUESTS = [
     (3, VoteRequest(7, 3, 6, 120, True)),
@@ -34,11 +35,11 @@ REQUESTS = [
 
 @pytest.mark.parametrize("src,msg", REQUESTS)
 def test_request_round_trip_through_frames(src: int, msg: object) -> None:
-    api_key, version, entity = wire.encode_request(msg, "cluster-x")  # type: ignore[arg-type]
-    frame = transport.encode_request(api_key, version, 42, "raft-1", entity)
-    api, ver, cid, decoded = transport.decode_request(frame[4:])
+    api_key, version, entity = kafka_messages.encode_request(msg, "cluster-x")  # type: ignore[arg-type]
+    frame = headers.encode_request(api_key, version, 42, "raft-1", entity)
+    api, ver, cid, decoded = headers.decode_request(frame[4:])
     assert (api, ver, cid) == (api_key, version, 42)
-    assert wire.decode_request(api, decoded) == (src, msg)
+    assert kafka_messages.decode_request(api, decoded) == (src, msg)
 
 
 RESPONSES = [
@@ -63,32 +64,32 @@ RESPONSES = [
 
 @pytest.mark.parametrize("req,resp", RESPONSES)
 def test_response_round_trip_through_frames(req: object, resp: object) -> None:
-    api_key, version, _ = wire.encode_request(req, None)  # type: ignore[arg-type]
-    entity = wire.encode_response(api_key, version, resp)  # type: ignore[arg-type]
-    frame = transport.encode_response(9, entity)
+    api_key, version, _ = kafka_messages.encode_request(req, None)  # type: ignore[arg-type]
+    entity = kafka_messages.encode_response(api_key, version, resp)  # type: ignore[arg-type]
+    frame = headers.encode_response(entity, 9)
     from kio.index import load_response_schema
     from kio.schema.response_header.v1.header import ResponseHeader
     from kio.serial import entity_reader
     payload = frame[4:]
     _h, hsize = entity_reader(ResponseHeader)(payload, 0)
     decoded, _ = entity_reader(load_response_schema(api_key, version))(payload, hsize)
-    assert wire.decode_response(req, decoded) == resp  # type: ignore[arg-type]
+    assert kafka_messages.decode_response(req, decoded) == resp  # type: ignore[arg-type]
 
 
 def test_requests_for_other_topics_are_refused() -> None:
-    api_key, _version, entity = wire.encode_request(BeginQuorumEpochRequest(1, 1), None)
+    api_key, _version, entity = kafka_messages.encode_request(BeginQuorumEpochRequest(1, 1), None)
     bad_topic = type(entity.topics[0])(topic_name="other", partitions=entity.topics[0].partitions)
     bad = type(entity)(cluster_id=None, voter_id=-1, topics=(bad_topic,), leader_endpoints=())
-    with pytest.raises(wire.WireError) as e:
-        wire.decode_request(api_key, bad)
+    with pytest.raises(kafka_messages.WireError) as e:
+        kafka_messages.decode_request(api_key, bad)
     assert e.value.error == ErrorCode.unknown_topic_or_partition
 
 
 def test_oversized_and_malformed_frames() -> None:
-    with pytest.raises(transport.FrameError):
-        transport.decode_request(b"\x00\x34\x00\x02\x00\x00\x00\x01\xff")
-    with pytest.raises(transport.FrameError):
-        transport.decode_request(b"\x00")
+    with pytest.raises(headers.FrameError):
+        headers.decode_request(b"\x00\x34\x00\x02\x00\x00\x00\x01\xff")
+    with pytest.raises(headers.FrameError):
+        headers.decode_request(b"\x00")
 
 
 def test_batches_round_trip_and_corruption_is_caught() -> None:

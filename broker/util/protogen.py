@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from types import ModuleType
 
-_BROKER_DIR = Path(__file__).resolve().parent
+_BROKER_DIR = Path(__file__).resolve().parents[1]
 PROTO_ROOT = _BROKER_DIR.parent / "proto"
 _STAMP = ".proto-stamp"
 _thread_lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""broker.protogen compiles proto/ at first import, atomically, safe across processes."""
+"""broker.util.protogen compiles proto/ at first import, atomically, safe across processes."""
 
 from __future__ import annotations
 
@@ -7,20 +7,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import sys
-from broker import protogen
+from broker.util import protogen
 m = protogen.load("skiff.metadata.v1.records_pb2")
 print(sorted(f.name for f in m.Topic.DESCRIPTOR.fields))
 """
 
 
 def _copy_tree(tmp: Path) -> Path:
-    (tmp / "broker").mkdir()
+    (tmp / "broker" / "util").mkdir(parents=True)
     (tmp / "broker" / "__init__.py").write_text("")
-    shutil.copy(ROOT / "broker" / "protogen.py", tmp / "broker" / "protogen.py")
+    (tmp / "broker" / "util" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "broker" / "util" / "protogen.py", tmp / "broker" / "util" / "protogen.py")
     shutil.copytree(ROOT / "proto", tmp / "proto")
     return tmp
 

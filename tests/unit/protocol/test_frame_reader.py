@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raft.transport import FrameError, FrameReader, KafkaConnection
+from broker.protocol.transport import FrameError, FrameReader, KafkaConnection
 
 
 class FakeTransport:
@@ -111,7 +111,7 @@ def test_kafka_connection_gets_large_and_small_answers_and_fails_pending_on_clos
         loop: str) -> None:
     """Over real loopback TCP: a 300 KB Fetch answer with small ones pipelined behind it,
     then the server drops the connection and the request still pending fails at once."""
-    from raft.fetch_codec import encode_fetch_request_body
+    from broker.protocol.fetch_codec import encode_fetch_request_body
 
     async def main() -> None:
         big_records = b"r" * 300_000

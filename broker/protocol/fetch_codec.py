@@ -1,12 +1,13 @@
-"""A narrow encoder for the metadata quorum's Fetch request and response bodies.
+"""A narrow encoder for Fetch request and response bodies (the metadata quorum's and the
+replica fetcher's).
 
 Every committed metadata record costs one Fetch round per follower, and kio's generic
 writer spent 30-50 us of Python on each of these two messages (a third of a follower's
 Python time per round). This writes the same bytes kio would for the shapes sent here:
 Fetch requests v12-v17 (`encode_fetch_request_body`: the quorum's v17 requests from
-`wire.encode_request`, and a broker's replica fetcher, which also sent 33 us of kio per
-round), and v13-v17 answers from `wire.encode_response` (one topic, one partition, no
-aborted transactions, no node endpoints). tests/unit/raft/test_raft_fetch_codec.py and
+raft/kafka_messages.py, and a broker's replica fetcher, which also sent 33 us of kio per
+round), and v13-v17 answers (`encode_fetch_response_body`: the quorum's, one topic, one
+partition, no aborted transactions, no node endpoints). tests/unit/raft/test_raft_fetch_codec.py and
 tests/unit/replication/test_fetch_request.py check them byte for byte against kio's
 encoding of the same entities. Decoding stays with kio (its reader is native).
 
@@ -31,8 +32,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from raft.kafka_bytes import tagged_field, uvarint
-from raft.messages import FetchRequest, FetchResponse
+from broker.protocol.wire import tagged_field, uvarint
 
 REQUEST_VERSION = 17
 REQUEST_VERSIONS = range(12, 18)
@@ -109,36 +109,29 @@ def encode_fetch_request_body(
     return bytes(out)
 
 
-def encode_fetch_request(msg: FetchRequest, cluster_id: str | None,
-                         topic_id: uuid.UUID) -> bytes:
-    """The body of the Fetch v17 request `wire.encode_request` describes."""
-    return encode_fetch_request_body(
-        REQUEST_VERSION, replica_id=msg.replica_id, replica_epoch=-1,
-        max_wait_ms=msg.max_wait_ms, min_bytes=1, max_bytes=msg.max_bytes,
-        cluster_id=cluster_id, topics=(TopicFetch("", topic_id, (PartitionFetch(
-            0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, -1, msg.max_bytes),)),))
-
-
-def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
-                          topic_id: uuid.UUID) -> bytes:
-    """The body of the Fetch response (v13-v17) `wire.encode_response` describes, with
-    `records` as the partition's record bytes."""
+def encode_fetch_response_body(
+    version: int, *, topic_id: uuid.UUID, error_code: int, high_watermark: int,
+    log_start_offset: int, records: bytes, diverging: tuple[int, int] = (-1, -1),
+    current_leader: tuple[int, int] = (-1, -1), snapshot_id: tuple[int, int] = (-1, -1),
+) -> bytes:
+    """A Fetch response body (v13-v17) for one partition (index 0) of one topic: no
+    throttle, no session, last stable offset = high watermark, no aborted transactions;
+    `diverging` is (epoch, end offset), `current_leader` (leader id, epoch), `snapshot_id`
+    (end offset, epoch), each written as its tagged field only when not (-1, -1)."""
     if version not in RESPONSE_VERSIONS:
         raise ValueError(f"Fetch v{version} response is not encoded here")
     tags = []
-    if (msg.diverging_epoch, msg.diverging_end_offset) != (-1, -1):
-        tags.append(tagged_field(0, _IQ.pack(msg.diverging_epoch, msg.diverging_end_offset)
-                         + _NO_TAGS))
-    if (msg.leader_id, msg.epoch) != (-1, -1):
-        tags.append(tagged_field(1, _II.pack(msg.leader_id, msg.epoch) + _NO_TAGS))
-    sid = msg.snapshot_id
-    if sid is not None and (sid.end_offset, sid.epoch) != (-1, -1):
-        tags.append(tagged_field(2, _QI.pack(sid.end_offset, sid.epoch) + _NO_TAGS))
+    if diverging != (-1, -1):
+        tags.append(tagged_field(0, _IQ.pack(*diverging) + _NO_TAGS))
+    if current_leader != (-1, -1):
+        tags.append(tagged_field(1, _II.pack(*current_leader) + _NO_TAGS))
+    if snapshot_id != (-1, -1):
+        tags.append(tagged_field(2, _QI.pack(*snapshot_id) + _NO_TAGS))
     return b"".join((
         _RESPONSE_HEAD.pack(0, 0, 0),
         b"\x02", topic_id.bytes,
-        b"\x02", _PARTITION_HEAD.pack(0, int(msg.error), msg.high_watermark,
-                                      msg.high_watermark, msg.log_start_offset),
+        b"\x02", _PARTITION_HEAD.pack(0, error_code, high_watermark,
+                                      high_watermark, log_start_offset),
         _NULL,  # aborted_transactions
         _I32.pack(-1),  # preferred_read_replica
         uvarint(len(records) + 1), records,

@@ -1,4 +1,10 @@
-"""Translation between the core's messages and kio's Kafka protocol entities.
+"""Translation between the core's messages and the Kafka wire: kio's protocol entities for
+the RPCs, and Kafka v2 record batches for the log's `Batch`es.
+
+A Batch's records become the values of the batch's records (keys null); a control batch
+(attributes bit 5) holds LeaderChange control records whose key is (version 0, type 2).
+partitionLeaderEpoch carries the Raft epoch. The bytes are written and read by the wire
+package's narrow value-batch codec (broker/protocol/records.py).
 
 Outbound requests use Vote v2 (KIP-996 pre_vote), BeginQuorumEpoch v1,
 EndQuorumEpoch v1, Fetch v17 (KRaft: topic id, replica_state) and
@@ -18,10 +24,20 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from raft.fetch_codec import REQUEST_VERSION as FETCH_REQUEST_VERSION
-from raft.fetch_codec import RESPONSE_VERSIONS as FETCH_RESPONSE_VERSIONS
-from raft.fetch_codec import encode_fetch_request, encode_fetch_response
+from broker.protocol.fetch_codec import REQUEST_VERSION as FETCH_REQUEST_VERSION
+from broker.protocol.fetch_codec import RESPONSE_VERSIONS as FETCH_RESPONSE_VERSIONS
+from broker.protocol.fetch_codec import (
+    PartitionFetch,
+    TopicFetch,
+    encode_fetch_request_body,
+    encode_fetch_response_body,
+)
+from broker.protocol.records import CorruptBatch as CorruptBatch
+from broker.protocol.records import batch_length_at as _batch_length_at
+from broker.protocol.records import decode_value_batches, encode_value_batch
+from raft.control import CONTROL_KEY_LEADER_CHANGE
 from raft.messages import (
+    Batch,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -36,7 +52,6 @@ from raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from raft.records import decode_batches, encode_batches
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAAAAAAAAAAAAAAAQ)
@@ -60,6 +75,33 @@ OUTBOUND_VERSION = {
     FetchSnapshotRequest: (FETCH_SNAPSHOT, 1),
 }
 _ZERO = datetime.timedelta(0)
+MAX_BATCH_BYTES = 8 * 1024 * 1024  # the largest metadata-log batch read back
+
+
+
+def encode_batch(batch: Batch) -> bytes:
+    """`batch` as Kafka v2 bytes (its own bytes when it was read from disk or the wire)."""
+    if batch.raw is not None:
+        return batch.raw
+    return encode_value_batch(
+        batch.base_offset, batch.epoch, batch.records, control=batch.control,
+        key=CONTROL_KEY_LEADER_CHANGE if batch.control else None)
+
+
+def encode_batches(batches: tuple[Batch, ...] | list[Batch]) -> bytes:
+    return b"".join(encode_batch(b) for b in batches)
+
+
+def decode_batches(data: bytes | memoryview,
+                   max_batch_bytes: int = MAX_BATCH_BYTES) -> list[Batch]:
+    """Every whole batch in `data` (a trailing partial batch is ignored, as a Fetch answer
+    may cut one); raises CorruptBatch on a bad length or CRC."""
+    return decode_value_batches(data, Batch, max_batch_bytes)
+
+
+def batch_length_at(data: bytes | memoryview, pos: int) -> int | None:
+    """Total size of the batch starting at `pos`, or None if incomplete/invalid."""
+    return _batch_length_at(data, pos, MAX_BATCH_BYTES)
 
 
 class WireError(ValueError):
@@ -105,6 +147,29 @@ def _the_partition(request: Any, topics_attr: str = "topics") -> Any:
 
 
 # ------------------------------------------------------------------ outbound
+
+
+def encode_fetch_request(msg: FetchRequest, cluster_id: str | None,
+                         topic_id: uuid.UUID) -> bytes:
+    """The body of the Fetch v17 request `encode_request` describes."""
+    return encode_fetch_request_body(
+        FETCH_REQUEST_VERSION, replica_id=msg.replica_id, replica_epoch=-1,
+        max_wait_ms=msg.max_wait_ms, min_bytes=1, max_bytes=msg.max_bytes,
+        cluster_id=cluster_id, topics=(TopicFetch("", topic_id, (PartitionFetch(
+            0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, -1, msg.max_bytes),)),))
+
+
+def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
+                          topic_id: uuid.UUID) -> bytes:
+    """The body of the Fetch response (v13-v17) `encode_response` describes, with
+    `records` as the partition's record bytes."""
+    sid = msg.snapshot_id
+    return encode_fetch_response_body(
+        version, topic_id=topic_id, error_code=int(msg.error),
+        high_watermark=msg.high_watermark, log_start_offset=msg.log_start_offset,
+        records=records, diverging=(msg.diverging_epoch, msg.diverging_end_offset),
+        current_leader=(msg.leader_id, msg.epoch),
+        snapshot_id=(sid.end_offset, sid.epoch) if sid is not None else (-1, -1))
 
 
 def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]:
@@ -157,7 +222,7 @@ def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]
 
 def outbound(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]:
     """(api key, version, body) to send: Fetch, the per-record RPC, as bytes from the
-    narrow encoder (raft/fetch_codec.py); the rest as kio entities."""
+    narrow encoder (broker/protocol/fetch_codec.py); the rest as kio entities."""
     if isinstance(msg, FetchRequest):
         return FETCH, FETCH_REQUEST_VERSION, encode_fetch_request(msg, cluster_id,
                                                                   METADATA_TOPIC_ID)

@@ -4,7 +4,7 @@ Real: the pure Controller behind a ControllerService (its AlterPartition checks 
 partition epoch and answers INVALID_UPDATE_VERSION as the active controller does), one
 MetadataPublisher every broker subscribes to with its own ReplicaSync, and per broker a
 LogManager in a tmp dir, a ReplicaManager, a ReplicaFetcherManager using
-raft/transport.py's KafkaConnection, and a broker Server on 127.0.0.1:0 serving the
+broker/protocol/transport.py's KafkaConnection, and a broker Server on 127.0.0.1:0 serving the
 real Fetch, Produce, ListOffsets, OffsetForLeaderEpoch and ApiVersions handlers.
 
 The one double is the metadata quorum (CommitOnAppendQuorum): metadata records are

@@ -32,8 +32,8 @@ from collections.abc import Callable
 _I32 = struct.Struct(">i")
 
 
-class FrameError(Exception):
-    pass
+class FrameError(ValueError):
+    """A frame that cannot be read or parsed: the connection that sent it is closed."""
 
 
 class FrameReader(asyncio.BufferedProtocol):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from broker.log.config import LONG_MAX, LogConfig
 from broker.log.log import PartitionLog, TopicPartition
+from raft.kafka_messages import decode_batches, encode_batch, encode_batches
 from raft.messages import Batch, SnapshotId
-from raft.records import decode_batches, encode_batch, encode_batches
 from raft.stores.file import MAX_SNAPSHOT_BYTES, PARTITION_DIR, atomic_write
 
 METADATA_PARTITION = TopicPartition("__cluster_metadata", 0)

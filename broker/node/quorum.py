@@ -16,18 +16,18 @@ from typing import Any
 import structlog
 
 from broker.config import NodeConfig
+from broker.metadata.log_store import MetadataLogStore
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.snapshot import decode_snapshot, encode_snapshot
-from broker.metadata_log_store import MetadataLogStore
 from broker.protocol.api import API_VERSIONS, ApiTable
+from broker.protocol.frames import ResponseChunks
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher
-from broker.server.frames import ResponseChunks
 from raft.config import RaftConfig
 from raft.driver import RaftDriver
+from raft.kafka_messages import RAFT_APIS
 from raft.messages import Batch, SnapshotId
 from raft.stores.file import FileQuorumStateStore
-from raft.wire import RAFT_APIS
 
 log = structlog.get_logger(__name__)
 

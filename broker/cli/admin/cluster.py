@@ -1,0 +1,59 @@
+"""`skiff cluster describe` and `skiff quorum describe`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from broker.cli.admin.common import EXIT_OK, Client, _when, print_json, print_table, to_json
+
+# ---- cluster and quorum --------------------------------------------------------------
+
+
+def cmd_cluster_describe(c: Client, args: argparse.Namespace, out: TextIO) -> int:
+    pb = c.pb
+    resp = c.call(c.cluster.DescribeCluster, pb.cluster.DescribeClusterRequest())
+    if args.output == "json":
+        print_json(to_json(resp), out)
+        return EXIT_OK
+    out.write(f"ClusterId:       {resp.cluster_id}\n")
+    out.write(f"ControllerId:    {resp.controller_id}\n")
+    out.write(f"MetadataOffset:  {resp.metadata_offset} (epoch {resp.metadata_epoch})\n")
+    feats = ", ".join(f"{f.name}={f.feature_level}" for f in resp.finalized_features)
+    out.write(f"Features:        {feats or '-'}\n\n")
+    states = {v: k.removeprefix("BROKER_STATE_").replace("_", " ").lower()
+              for k, v in pb.cluster.BrokerState.items()}
+    print_table(
+        ["BROKER", "STATE", "EPOCH", "CONTROLLER", "LEADERS", "REPLICAS", "RACK", "ENDPOINTS"],
+        ([b.registration.broker_id, states[b.state], b.registration.broker_epoch,
+          "yes" if b.is_controller else "", b.leader_count, b.replica_count,
+          b.registration.rack if b.registration.HasField("rack") else "-",
+          [f"{e.name}://{e.host}:{e.port}" for e in b.registration.endpoints]]
+         for b in resp.brokers), out)
+    return EXIT_OK
+
+
+def cmd_quorum_describe(c: Client, args: argparse.Namespace, out: TextIO) -> int:
+    resp = c.call(c.quorum.DescribeQuorum, c.pb.cluster.DescribeQuorumRequest())
+    if args.output == "json":
+        print_json(to_json(resp), out)
+        return EXIT_OK
+    out.write(f"ClusterId:              {resp.cluster_id}\n")
+    out.write(f"LeaderId:               {resp.leader_id}\n")
+    out.write(f"LeaderEpoch:            {resp.leader_epoch}\n")
+    out.write(f"HighWatermark:          {resp.high_watermark}\n")
+    out.write(f"MaxFollowerLag:         {resp.max_follower_lag}\n")
+    out.write(f"MaxFollowerLagTimeMs:   {resp.max_follower_lag_time_ms}\n")
+    out.write(f"CurrentVoters:          {[v.replica_id for v in resp.voters]}\n")
+    out.write(f"CurrentObservers:       {[o.replica_id for o in resp.observers]}\n\n")
+    rows = []
+    for kind, reps in (("Voter", resp.voters), ("Observer", resp.observers)):
+        for r in reps:
+            status = "Leader" if r.replica_id == resp.leader_id else (
+                "Follower" if kind == "Voter" else "Observer")
+            rows.append([r.replica_id, r.log_end_offset, r.lag,
+                         _when(r.last_fetch_timestamp_ms),
+                         _when(r.last_caught_up_timestamp_ms), status])
+    print_table(["NODE", "LOG END OFFSET", "LAG", "LAST FETCH", "LAST CAUGHT UP", "STATUS"],
+                rows, out)
+    return EXIT_OK

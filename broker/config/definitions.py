@@ -1,0 +1,283 @@
+"""Every broker and topic property Skiff knows, under Kafka's names, with its type, default
+and check; topic configs name the broker key they fall back to."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.config.types import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigType,
+    at_least,
+    between,
+    list_of,
+    one_of,
+    one_of_ints,
+    parse_value,
+)
+
+if TYPE_CHECKING:
+    from broker.config.types import Validator
+
+B, S, INT, SH, L, D, LI, P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT,
+                              ConfigType.SHORT, ConfigType.LONG, ConfigType.DOUBLE,
+                              ConfigType.LIST, ConfigType.PASSWORD)
+
+_DEFAULT_SECURITY_MAP = (
+    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+_BROKER_DEFS: list[ConfigDef] = [
+    # KRaft roles and quorum
+    ConfigDef("process.roles", LI, [], list_of("broker", "controller")),
+    ConfigDef("node.id", INT, -1),
+    ConfigDef("controller.quorum.voters", LI, []),
+    ConfigDef("controller.quorum.bootstrap.servers", LI, []),
+    ConfigDef("controller.listener.names", LI, []),
+    ConfigDef("controller.quorum.election.timeout.ms", INT, 1000, at_least(1)),
+    ConfigDef("controller.quorum.fetch.timeout.ms", INT, 2000, at_least(1)),
+    ConfigDef("controller.quorum.election.backoff.max.ms", INT, 1000, at_least(1)),
+    ConfigDef("controller.quorum.append.linger.ms", INT, 25, at_least(0)),
+    ConfigDef("controller.quorum.request.timeout.ms", INT, 2000, at_least(1)),
+    ConfigDef("controller.quorum.retry.backoff.ms", INT, 20, at_least(0)),
+    ConfigDef("controller.quorum.fetch.snapshot.max.bytes", INT, 1024 * 1024, at_least(1)),
+    ConfigDef("controller.socket.timeout.ms", INT, 30000, at_least(0)),
+    ConfigDef("metadata.log.dir", S, None),
+    ConfigDef("metadata.log.segment.bytes", INT, 1024 * 1024 * 1024, at_least(12)),
+    ConfigDef("metadata.log.segment.ms", L, 7 * 24 * 3600 * 1000, at_least(1)),
+    ConfigDef("metadata.log.max.record.bytes.between.snapshots", L, 20 * 1024 * 1024,
+              at_least(1)),
+    ConfigDef("metadata.log.max.snapshot.interval.ms", L, 3600 * 1000, at_least(0)),
+    ConfigDef("metadata.max.retention.bytes", L, 100 * 1024 * 1024),
+    ConfigDef("metadata.max.retention.ms", L, 7 * 24 * 3600 * 1000),
+    ConfigDef("metadata.max.idle.interval.ms", INT, 500, at_least(0)),
+    # Broker liveness. Kafka's defaults (9000 / 2000) leave a crashed broker's partitions
+    # leaderless for up to 9 s. Skiff aims at a failover under 2 s (kill -9 of a leader's
+    # broker -> the producer's next write acknowledged): a broker is fenced, and its
+    # leaderships move, 1.5 s after its last heartbeat, plus at most one controller tick
+    # (CONTROLLER_TICK_MS in broker/node). Three heartbeats fit in a session, so one
+    # lost or late heartbeat (a busy event loop) does not fence a live broker. Heartbeats
+    # are small and answered from memory unless the broker's state changes, so 2/s per
+    # broker is cheap for the controller. Raise both on slow or overloaded hosts.
+    ConfigDef("broker.session.timeout.ms", INT, 1500, at_least(1)),
+    ConfigDef("broker.heartbeat.interval.ms", INT, 500, at_least(1)),
+    # Skiff's: null is 1.5 x broker.heartbeat.interval.ms; -1 is Kafka's behaviour.
+    ConfigDef("broker.session.disconnect.timeout.ms", INT, None, at_least(-1)),
+    # Controlled shutdown (SIGTERM): the broker heartbeats with WantShutDown until the
+    # controller, having moved its leaderships away, answers ShouldShutDown; it gives up and
+    # stops anyway after controlled.shutdown.timeout.ms (a Skiff key: KRaft Kafka waits up to
+    # 5 minutes; 30 s keeps a stuck rollout visible without hanging a deploy).
+    ConfigDef("controlled.shutdown.enable", B, True),
+    ConfigDef("controlled.shutdown.timeout.ms", INT, 30000, at_least(0)),
+    ConfigDef("initial.broker.registration.timeout.ms", INT, 60000, at_least(1)),
+    # listeners and network
+    ConfigDef("listeners", LI, ["PLAINTEXT://:9092"]),
+    ConfigDef("advertised.listeners", LI, None),
+    ConfigDef("listener.security.protocol.map", LI, _DEFAULT_SECURITY_MAP.split(",")),
+    ConfigDef("inter.broker.listener.name", S, None),
+    ConfigDef("admin.listeners", LI, ["127.0.0.1:9094"]),  # Skiff's gRPC admin API
+    ConfigDef("security.inter.broker.protocol", S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS)),
+    ConfigDef("socket.request.max.bytes", INT, 100 * 1024 * 1024, at_least(1)),
+    ConfigDef("socket.send.buffer.bytes", INT, 100 * 1024),
+    ConfigDef("socket.receive.buffer.bytes", INT, 100 * 1024),
+    ConfigDef("socket.listen.backlog.size", INT, 50, at_least(1)),
+    ConfigDef("connections.max.idle.ms", L, 600000),
+    ConfigDef("queued.max.requests", INT, 500, at_least(1)),
+    ConfigDef("max.connections", INT, INT_MAX, at_least(0)),
+    ConfigDef("max.connections.per.ip", INT, INT_MAX, at_least(0)),
+    ConfigDef("num.network.threads", INT, 3, at_least(1)),
+    ConfigDef("num.io.threads", INT, 8, at_least(1)),
+    ConfigDef("request.timeout.ms", INT, 30000, at_least(0)),
+    ConfigDef("broker.rack", S, None),
+    # topics and logs
+    ConfigDef("log.dirs", LI, None),
+    ConfigDef("log.dir", S, "/tmp/kafka-logs"),
+    ConfigDef("num.partitions", INT, 1, at_least(1)),
+    ConfigDef("default.replication.factor", INT, 1, at_least(1)),
+    ConfigDef("auto.create.topics.enable", B, True),
+    ConfigDef("delete.topic.enable", B, True),
+    ConfigDef("message.max.bytes", INT, 1048588, at_least(0)),
+    ConfigDef("log.segment.bytes", INT, 1024 * 1024 * 1024, at_least(14)),
+    ConfigDef("log.roll.ms", L, None),
+    ConfigDef("log.roll.hours", INT, 168, at_least(1)),
+    ConfigDef("log.roll.jitter.ms", L, None),
+    ConfigDef("log.roll.jitter.hours", INT, 0, at_least(0)),
+    ConfigDef("log.retention.ms", L, None),
+    ConfigDef("log.retention.minutes", INT, None),
+    ConfigDef("log.retention.hours", INT, 168),
+    ConfigDef("log.retention.bytes", L, -1),
+    ConfigDef("log.retention.check.interval.ms", L, 300000, at_least(1)),
+    ConfigDef("log.cleanup.policy", LI, ["delete"], list_of("compact", "delete")),
+    ConfigDef("log.cleaner.enable", B, True),
+    ConfigDef("log.cleaner.threads", INT, 1, at_least(0)),
+    ConfigDef("log.cleaner.backoff.ms", L, 15000, at_least(0)),
+    ConfigDef("log.cleaner.delete.retention.ms", L, 86400000, at_least(0)),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", L, 0, at_least(0)),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, at_least(1)),
+    ConfigDef("log.cleaner.min.cleanable.ratio", D, 0.5, between(0, 1)),
+    ConfigDef("log.flush.interval.messages", L, LONG_MAX, at_least(1)),
+    ConfigDef("log.flush.interval.ms", L, None),
+    ConfigDef("log.flush.scheduler.interval.ms", L, LONG_MAX),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", INT, 60000, at_least(0)),
+    ConfigDef("log.index.size.max.bytes", INT, 10 * 1024 * 1024, at_least(4)),
+    ConfigDef("log.index.interval.bytes", INT, 4096, at_least(0)),
+    ConfigDef("log.preallocate", B, True),
+    ConfigDef("log.drop.behind.bytes", L, 64 * 1024 * 1024, at_least(-1)),  # Skiff's
+    ConfigDef("log.segment.delete.delay.ms", L, 60000, at_least(0)),
+    ConfigDef("log.message.timestamp.type", S, "CreateTime", one_of("CreateTime", "LogAppendTime")),
+    ConfigDef("log.message.timestamp.before.max.ms", L, LONG_MAX, at_least(0)),
+    ConfigDef("log.message.timestamp.after.max.ms", L, 3600000, at_least(0)),
+    ConfigDef("log.message.downconversion.enable", B, True),
+    ConfigDef("compression.type", S, "producer", one_of(*COMPRESSION_TYPES, case_sensitive=False)),
+    ConfigDef("compression.gzip.level", INT, -1, one_of_ints(-1, *range(1, 10))),
+    ConfigDef("compression.lz4.level", INT, 9, between(1, 17)),
+    ConfigDef("compression.zstd.level", INT, 3, between(-131072, 22)),
+    ConfigDef("min.insync.replicas", INT, 1, at_least(1)),
+    ConfigDef("unclean.leader.election.enable", B, False),
+    ConfigDef("auto.leader.rebalance.enable", B, True),
+    ConfigDef("leader.imbalance.check.interval.seconds", L, 300, at_least(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", INT, 10, at_least(0)),
+    ConfigDef("num.recovery.threads.per.data.dir", INT, 1, at_least(1)),
+    # replication
+    ConfigDef("replica.lag.time.max.ms", L, 30000),
+    ConfigDef("num.replica.fetchers", INT, 1),
+    ConfigDef("replica.fetch.max.bytes", INT, 1024 * 1024, at_least(0)),
+    ConfigDef("replica.fetch.response.max.bytes", INT, 10 * 1024 * 1024, at_least(0)),
+    ConfigDef("replica.fetch.min.bytes", INT, 1),
+    ConfigDef("replica.fetch.wait.max.ms", INT, 500),
+    ConfigDef("replica.fetch.backoff.ms", INT, 1000, at_least(0)),
+    ConfigDef("replica.socket.timeout.ms", INT, 30000),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", L, 5000),
+    ConfigDef("fetch.max.bytes", INT, 55 * 1024 * 1024, at_least(1024)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, at_least(0)),
+    # groups and offsets
+    ConfigDef("offsets.topic.num.partitions", INT, 50, at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", SH, 3, at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", INT, 100 * 1024 * 1024, at_least(1)),
+    ConfigDef("offsets.retention.minutes", INT, 7 * 24 * 60, at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", L, 600000, at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", INT, 5000, at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", INT, 4096),
+    ConfigDef("group.initial.rebalance.delay.ms", INT, 3000),
+    ConfigDef("group.min.session.timeout.ms", INT, 6000),
+    ConfigDef("group.max.session.timeout.ms", INT, 1800000),
+    ConfigDef("group.max.size", INT, INT_MAX, at_least(1)),
+    # KIP-848 (group.protocol=consumer) groups
+    ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.consumer.max.size", INT, INT_MAX, at_least(1)),
+    # transactions and producer ids
+    ConfigDef("transaction.state.log.num.partitions", INT, 50, at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", SH, 3, at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", INT, 2, at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", INT, 100 * 1024 * 1024, at_least(1)),
+    ConfigDef("transaction.max.timeout.ms", INT, 900000, at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", INT, 604800000, at_least(1)),
+    ConfigDef("producer.id.expiration.ms", INT, 86400000, at_least(1)),
+    # Skiff's own (no Kafka equivalent: Kafka configures logging through log4j)
+    ConfigDef("log.format", S, "console", one_of("json", "console")),
+    ConfigDef("log.level", S, "INFO",
+              one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", case_sensitive=False)),
+]
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+
+# Keys that are per-node identity or topology: AlterConfigs cannot change them.
+READ_ONLY_BROKER_KEYS = frozenset(
+    k for k in BROKER_CONFIGS
+    if k.startswith(("process.", "node.", "controller.", "metadata.log.dir", "listener",
+                     "log.dir", "broker.rack", "advertised.", "inter.broker"))
+    or k in ("listeners", "log.dirs", "log.dir")
+)
+
+
+# -- topic configs -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    """A topic-level config, the broker keys it falls back to (synonyms, most specific first)."""
+
+    name: str
+    type: ConfigType
+    validator: Validator | None
+    synonyms: tuple[str, ...]  # broker keys; the first one present wins
+    default: Any = None        # used only when there is no broker synonym
+
+    def parse(self, raw: object) -> Any:
+        return parse_value(self.name, self.type, raw, self.validator)
+
+
+_TOPIC_DEFS: list[TopicConfigDef] = [
+    TopicConfigDef("cleanup.policy", LI, list_of("compact", "delete"), ("log.cleanup.policy",)),
+    TopicConfigDef("compression.type", S, one_of(*COMPRESSION_TYPES, case_sensitive=False),
+                   ("compression.type",)),
+    TopicConfigDef("compression.gzip.level", INT, one_of_ints(-1, *range(1, 10)),
+                   ("compression.gzip.level",)),
+    TopicConfigDef("compression.lz4.level", INT, between(1, 17), ("compression.lz4.level",)),
+    TopicConfigDef("compression.zstd.level", INT, between(-131072, 22),
+                   ("compression.zstd.level",)),
+    TopicConfigDef("delete.retention.ms", L, at_least(0), ("log.cleaner.delete.retention.ms",)),
+    TopicConfigDef("file.delete.delay.ms", L, at_least(0), ("log.segment.delete.delay.ms",)),
+    TopicConfigDef("flush.messages", L, at_least(1), ("log.flush.interval.messages",)),
+    TopicConfigDef("flush.ms", L, at_least(0),
+                   ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")),
+    TopicConfigDef("follower.replication.throttled.replicas", LI, None, (), []),
+    TopicConfigDef("index.interval.bytes", INT, at_least(0), ("log.index.interval.bytes",)),
+    TopicConfigDef("leader.replication.throttled.replicas", LI, None, (), []),
+    TopicConfigDef("max.compaction.lag.ms", L, at_least(1),
+                   ("log.cleaner.max.compaction.lag.ms",)),
+    TopicConfigDef("max.message.bytes", INT, at_least(0), ("message.max.bytes",)),
+    TopicConfigDef("message.downconversion.enable", B, None,
+                   ("log.message.downconversion.enable",)),
+    TopicConfigDef("message.timestamp.after.max.ms", L, at_least(0),
+                   ("log.message.timestamp.after.max.ms",)),
+    TopicConfigDef("message.timestamp.before.max.ms", L, at_least(0),
+                   ("log.message.timestamp.before.max.ms",)),
+    TopicConfigDef("message.timestamp.type", S, one_of("CreateTime", "LogAppendTime"),
+                   ("log.message.timestamp.type",)),
+    TopicConfigDef("min.cleanable.dirty.ratio", D, between(0, 1),
+                   ("log.cleaner.min.cleanable.ratio",)),
+    TopicConfigDef("min.compaction.lag.ms", L, at_least(0),
+                   ("log.cleaner.min.compaction.lag.ms",)),
+    TopicConfigDef("min.insync.replicas", INT, at_least(1), ("min.insync.replicas",)),
+    TopicConfigDef("preallocate", B, None, ("log.preallocate",)),
+    TopicConfigDef("drop.behind.bytes", L, at_least(-1), ("log.drop.behind.bytes",)),
+    TopicConfigDef("retention.bytes", L, None, ("log.retention.bytes",)),
+    TopicConfigDef("retention.ms", L, at_least(-1),
+                   ("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
+    TopicConfigDef("segment.bytes", INT, at_least(14), ("log.segment.bytes",)),
+    TopicConfigDef("segment.index.bytes", INT, at_least(4), ("log.index.size.max.bytes",)),
+    TopicConfigDef("segment.jitter.ms", L, at_least(0),
+                   ("log.roll.jitter.ms", "log.roll.jitter.hours")),
+    TopicConfigDef("segment.ms", L, at_least(1), ("log.roll.ms", "log.roll.hours")),
+    TopicConfigDef("unclean.leader.election.enable", B, None,
+                   ("unclean.leader.election.enable",)),
+]
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _TOPIC_DEFS}
+
+# Broker keys whose unit differs from the topic key they stand in for.
+_SYNONYM_SCALE = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000,
+                  "log.roll.hours": 3_600_000, "log.roll.jitter.hours": 3_600_000}
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
+    """Check names and values of topic configs from a request; return the parsed values.
+
+    Raises ConfigError for an unknown name or a bad value (INVALID_CONFIG to the client).
+    A None value is kept as None (it means "delete" / "use the default").
+    """
+    out: dict[str, Any] = {}
+    for name, raw in configs.items():
+        d = TOPIC_CONFIGS.get(name)
+        if d is None:
+            raise ConfigError(name, raw, "Unknown topic config name")
+        out[name] = None if raw is None else d.parse(raw)
+    return out

@@ -1,0 +1,241 @@
+"""ClusterControlManager: broker registration, heartbeats, sessions and fencing.
+
+Broker liveness is a state machine (KIP-631), all transitions here:
+
+  (none)      --register-->                   FENCED        RegisterBroker(fenced)
+  FENCED      --heartbeat, caught up-->       UNFENCED      UnfenceBroker (+ elections)
+  FENCED      --heartbeat want_shut_down-->   FENCED, should_shut_down = true
+  UNFENCED    --heartbeat want_fence-->       FENCED        FenceBroker (+ ISR/leader moves)
+  UNFENCED    --heartbeat want_shut_down-->   CONTROLLED_SHUTDOWN
+                                              BrokerRegistrationChange(in_controlled_shutdown)
+                                              (+ ISR/leader moves)
+  CONTROLLED_SHUTDOWN --heartbeat, leads nothing, caught up--> should_shut_down = true
+  UNFENCED or CONTROLLED_SHUTDOWN --no heartbeat for broker.session.timeout.ms (tick)-->
+                                              FENCED        FenceBroker (+ ISR/leader moves)
+  UNFENCED or CONTROLLED_SHUTDOWN --the connection of its latest heartbeat closed
+                                  (broker_disconnected), no heartbeat since for
+                                  broker.session.disconnect.timeout.ms (tick)-->
+                                              FENCED        FenceBroker (+ ISR/leader moves)
+  any         --register again (new incarnation)--> FENCED  RegisterBroker with a new epoch
+                                              (+ ISR/leader moves; an unclean restart,
+                                              previous_broker_epoch != current epoch, also
+                                              leaves the ELR)
+
+The soft state (last heartbeat time, reported metadata offset) is not in the
+image; a new active controller starts every unfenced broker's session at its first
+tick. A broker process that dies closes its connections at once, while a broker that
+is alive but whose connection dropped heartbeats again on a new one within an interval:
+the second session rule above fences the first kind long before its session expires
+(Skiff's; Kafka waits for the session). A session ends when its broker is fenced;
+while a session is alive (the broker heartbeats, fenced or not) another incarnation of
+that broker id is refused with DUPLICATE_BROKER_REGISTRATION, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.controller import partitions as parts
+from broker.controller.control_base import ControlManagerBase
+from broker.controller.requests import (
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+    ControllerResult,
+)
+from broker.metadata import records as rec
+from broker.metadata.delta import apply_records
+from broker.metadata.image import (
+    MetadataImage,
+)
+from broker.metadata.records import pb
+
+
+@dataclass
+class _BrokerSession:
+    last_seen_ms: int
+    metadata_offset: int = -1
+    register_offset: int = 0   # the broker is caught up once it has applied this offset
+    disconnected_ms: int | None = None  # when its latest heartbeat's connection closed
+
+
+class ClusterControlManager(ControlManagerBase):
+    _sessions: dict[int, _BrokerSession]
+
+    # -- broker registration and heartbeats -------------------------------------------
+
+    def register_broker(self, image: MetadataImage, req: BrokerRegistrationRequest,
+                        now_ms: int) -> ControllerResult[BrokerRegistrationReply]:
+        if self.settings.cluster_id and req.cluster_id != self.settings.cluster_id:
+            return ControllerResult([], BrokerRegistrationReply(
+                ErrorCode.inconsistent_cluster_id,
+                f"Expected cluster ID {self.settings.cluster_id}, but got {req.cluster_id}"))
+        if req.broker_id < 0:
+            return ControllerResult([], BrokerRegistrationReply(
+                ErrorCode.invalid_registration, f"Invalid broker id {req.broker_id}"))
+        existing = image.brokers.get(req.broker_id)
+        session = self._sessions.get(req.broker_id)
+        if (existing is not None and existing.incarnation_id != req.incarnation_id
+                and session is not None and not self._heartbeats_lapsed(session, now_ms)):
+            return ControllerResult([], BrokerRegistrationReply(
+                ErrorCode.duplicate_broker_registration,
+                f"Another broker is registered with that broker id ({req.broker_id})."))
+        # A feature the broker declares must include the finalized level; one it does not
+        # declare is taken as supported (Skiff brokers of one version all share it).
+        for name, lo, hi in req.features:
+            level = image.features.get(name)
+            if level is not None and not lo <= level <= hi:
+                return ControllerResult([], BrokerRegistrationReply(
+                    ErrorCode.unsupported_version,
+                    f"Unable to register because the broker does not support finalized "
+                    f"version {level} of {name}. The broker wants a version between {lo} and "
+                    f"{hi}, inclusive."))
+        records: list[Any] = []
+        if existing is not None:
+            unclean = req.previous_broker_epoch != existing.epoch
+            records.extend(parts.remove_broker(image, req.broker_id, self._topic_min_isr(image),
+                                               self._topic_unclean(image),
+                                               unclean_shutdown=unclean))
+        epoch = image.last_broker_epoch + 1
+        msg = pb.RegisterBroker(
+            broker_id=req.broker_id,
+            incarnation_id=req.incarnation_id.bytes,
+            broker_epoch=epoch,
+            endpoints=[pb.Endpoint(name=n, host=h, port=p, security_protocol=sp)
+                       for n, h, p, sp in req.listeners],
+            features=[pb.FeatureRange(name=n, min_supported_version=lo, max_supported_version=hi)
+                      for n, lo, hi in req.features],
+            fenced=True,
+            log_dirs=[d.bytes for d in req.log_dirs],
+        )
+        if req.rack is not None:
+            msg.rack = req.rack
+        records.append(rec.wrap(msg))
+        self._sessions[req.broker_id] = _BrokerSession(
+            last_seen_ms=now_ms, register_offset=image.offset + len(records))
+        return ControllerResult(records, BrokerRegistrationReply(broker_epoch=epoch))
+
+    def broker_heartbeat(self, image: MetadataImage, req: BrokerHeartbeatRequest,
+                         now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
+        reg = image.brokers.get(req.broker_id)
+        if reg is None:
+            return ControllerResult([], BrokerHeartbeatReply(
+                ErrorCode.broker_id_not_registered,
+                f"No registration found for broker {req.broker_id}"))
+        if reg.epoch != req.broker_epoch:
+            return ControllerResult([], BrokerHeartbeatReply(
+                ErrorCode.stale_broker_epoch,
+                f"Expected broker epoch {reg.epoch}, but got {req.broker_epoch}"))
+        s = self._sessions.get(req.broker_id)
+        if s is None:  # registered under a previous controller
+            s = _BrokerSession(last_seen_ms=now_ms, register_offset=0)
+            self._sessions[req.broker_id] = s
+        s.last_seen_ms = now_ms
+        s.disconnected_ms = None
+        s.metadata_offset = req.current_metadata_offset
+        caught_up = req.current_metadata_offset >= s.register_offset
+        records: list[Any] = []
+        min_isr, unclean = self._topic_min_isr(image), self._topic_unclean(image)
+        if reg.fenced:
+            if req.want_shut_down:
+                return ControllerResult([], BrokerHeartbeatReply(
+                    is_caught_up=caught_up, is_fenced=True, should_shut_down=True))
+            if req.want_fence or not caught_up:
+                return ControllerResult([], BrokerHeartbeatReply(
+                    is_caught_up=caught_up, is_fenced=True))
+            records.extend(parts.elect_for_unfenced(image, req.broker_id, unclean))
+            records.append(rec.wrap(pb.UnfenceBroker(broker_id=reg.broker_id,
+                                                     broker_epoch=reg.epoch)))
+            if reg.in_controlled_shutdown:
+                records.append(rec.wrap(pb.BrokerRegistrationChange(
+                    broker_id=reg.broker_id, broker_epoch=reg.epoch,
+                    in_controlled_shutdown=False)))
+            return ControllerResult(records, BrokerHeartbeatReply(
+                is_caught_up=True, is_fenced=False))
+        # unfenced or in controlled shutdown
+        if req.want_fence:
+            records.extend(parts.remove_broker(image, req.broker_id, min_isr, unclean))
+            records.append(rec.wrap(pb.FenceBroker(broker_id=reg.broker_id,
+                                                   broker_epoch=reg.epoch)))
+            del self._sessions[req.broker_id]
+            return ControllerResult(records, BrokerHeartbeatReply(
+                is_caught_up=caught_up, is_fenced=True, should_shut_down=req.want_shut_down))
+        if req.want_shut_down:
+            if not reg.in_controlled_shutdown:
+                records.extend(parts.remove_broker(image, req.broker_id, min_isr, unclean))
+                records.append(rec.wrap(pb.BrokerRegistrationChange(
+                    broker_id=reg.broker_id, broker_epoch=reg.epoch,
+                    in_controlled_shutdown=True)))
+                return ControllerResult(records, BrokerHeartbeatReply(
+                    is_caught_up=caught_up, is_fenced=False, should_shut_down=False))
+            done = (not self._has_duties(image, req.broker_id)
+                    and req.current_metadata_offset >= image.offset)
+            return ControllerResult([], BrokerHeartbeatReply(
+                is_caught_up=caught_up, is_fenced=False, should_shut_down=done))
+        return ControllerResult([], BrokerHeartbeatReply(is_caught_up=caught_up,
+                                                         is_fenced=False))
+
+    @staticmethod
+    def _has_duties(image: MetadataImage, broker_id: int) -> bool:
+        if image.leaderships.get(broker_id):
+            return True
+        return any(broker_id in p.isr for _, _, p in image.iter_partitions())
+
+    def broker_disconnected(self, broker_id: int, now_ms: int) -> None:
+        """The connection that carried `broker_id`'s latest heartbeat closed: unless it
+        heartbeats again, tick fences it after broker.session.disconnect.timeout.ms."""
+        s = self._sessions.get(broker_id)
+        if s is not None and s.disconnected_ms is None:
+            s.disconnected_ms = now_ms
+
+    def _heartbeats_lapsed(self, s: _BrokerSession, now_ms: int) -> bool:
+        """No heartbeat for broker.session.timeout.ms (Kafka's session rule)."""
+        return now_ms - s.last_seen_ms >= self.settings.broker_session_timeout_ms
+
+    def _session_expired(self, s: _BrokerSession, now_ms: int) -> bool:
+        """The session rule, or a closed heartbeat connection past its timeout."""
+        if self._heartbeats_lapsed(s, now_ms):
+            return True
+        grace = self.settings.broker_session_disconnect_timeout_ms
+        return grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace
+
+    def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
+        """Fence brokers whose session expired; returns the records to append (one batch)."""
+        records: list[Any] = []
+        for bid in sorted(image.brokers):
+            reg = image.brokers[bid]
+            s = self._sessions.get(bid)
+            if s is None:
+                if not reg.fenced:
+                    self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
+                continue
+            if reg.fenced or not self._session_expired(s, now_ms):
+                continue
+            # Later brokers in this tick must see this one as fenced: apply as we go.
+            changes = parts.remove_broker(image, bid, self._topic_min_isr(image),
+                                          self._topic_unclean(image))
+            fence = rec.wrap(pb.FenceBroker(broker_id=bid, broker_epoch=reg.epoch))
+            records.extend(changes)
+            records.append(fence)
+            del self._sessions[bid]  # a fenced broker's session is over
+            image = apply_records(image, [*changes, fence], image.offset, image.epoch)
+        for bid in [b for b in self._sessions if b not in image.brokers]:
+            del self._sessions[bid]
+        return records
+
+    def unregister_broker(self, image: MetadataImage,
+                          broker_id: int) -> ControllerResult[tuple[ErrorCode, str | None]]:
+        reg = image.brokers.get(broker_id)
+        if reg is None:
+            return ControllerResult([], (ErrorCode.broker_id_not_registered,
+                                         f"Broker ID {broker_id} is not currently registered"))
+        records = parts.remove_broker(image, broker_id, self._topic_min_isr(image),
+                                      self._topic_unclean(image))
+        records.append(rec.wrap(pb.UnregisterBroker(broker_id=broker_id,
+                                                    broker_epoch=reg.epoch)))
+        self._sessions.pop(broker_id, None)
+        return ControllerResult(records, (ErrorCode.none, None))

@@ -1,0 +1,222 @@
+"""ConfigurationControlManager: AlterConfigs and IncrementalAlterConfigs on topics, brokers
+and the cluster default, checked against Kafka's config definitions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker import config as cfgmod
+from broker.config import ConfigError
+from broker.controller.control_base import ControlManagerBase
+from broker.controller.requests import (
+    AlterConfigOp,
+    AlterConfigsResource,
+    AlterConfigsResult,
+    ConfigResource,
+    ControllerResult,
+    IncrementalAlterConfigsResource,
+)
+from broker.controller.validation import topic_name_error
+from broker.metadata import records as rec
+from broker.metadata.image import (
+    MetadataImage,
+)
+from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+
+# Broker keys that AlterConfigs may set dynamically (cluster default or per broker):
+# the broker-level fallbacks of topic configs, as Kafka's DynamicLogConfig allows.
+DYNAMIC_BROKER_KEYS = frozenset(
+    k for d in cfgmod.TOPIC_CONFIGS.values() for k in d.synonyms
+) | {"log.cleaner.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
+     "max.connections", "max.connections.per.ip", "log.retention.check.interval.ms"}
+
+
+class ConfigurationControlManager(ControlManagerBase):
+    # -- AlterConfigs / IncrementalAlterConfigs --------------------------------------
+
+    def _check_resource(self, image: MetadataImage,
+                        r: ConfigResource) -> tuple[ErrorCode, str] | None:
+        if r.resource_type == RESOURCE_TOPIC:
+            if topic_name_error(r.resource_name) is not None:
+                return ErrorCode.invalid_topic_exception, topic_name_error(r.resource_name) or ""
+            if r.resource_name not in image.topics_by_name:
+                return (ErrorCode.unknown_topic_or_partition,
+                        f"The topic '{r.resource_name}' does not exist.")
+            return None
+        if r.resource_type == RESOURCE_BROKER:
+            if r.resource_name == "":
+                return None
+            try:
+                int(r.resource_name)
+            except ValueError:
+                return (ErrorCode.invalid_request,
+                        f"Invalid broker name {r.resource_name!r}: must be a broker id or empty")
+            return None
+        return ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
+
+    def _check_value(self, r: ConfigResource, name: str, value: str | None) -> str | None:
+        """Why (name, value) cannot be set on the resource, or None."""
+        try:
+            if r.resource_type == RESOURCE_TOPIC:
+                cfgmod.validate_topic_configs({name: value})
+                return None
+            d = cfgmod.BROKER_CONFIGS.get(name)
+            if d is None:
+                return f"Unknown broker config name: {name}"
+            if name not in DYNAMIC_BROKER_KEYS:
+                return f"Cannot update these configs dynamically: {name}"
+            if value is not None:
+                d.parse(value)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    def _diff(self, r: ConfigResource, old: Mapping[str, str],
+              new: Mapping[str, str]) -> list[Any]:
+        out = []
+        for k in sorted(set(old) | set(new)):
+            if k in new and old.get(k) != new[k]:
+                out.append(rec.config_record(r.resource_type, r.resource_name, k, new[k]))
+            elif k not in new:
+                out.append(rec.config_record(r.resource_type, r.resource_name, k, None))
+        return out
+
+    def alter_configs(
+        self, image: MetadataImage, resources: Sequence[AlterConfigsResource],
+        validate_only: bool = False,
+    ) -> ControllerResult[list[AlterConfigsResult]]:
+        """Legacy AlterConfigs: each resource's dynamic configs become exactly the given set."""
+        counts: dict[ConfigResource, int] = {}
+        for res in resources:
+            counts[res.resource] = counts.get(res.resource, 0) + 1
+        records: list[Any] = []
+        results: list[AlterConfigsResult] = []
+        for res in resources:
+            r = res.resource
+            if counts[r] > 1:
+                results.append(AlterConfigsResult(r, ErrorCode.invalid_request,
+                                                  "Duplicate resource."))
+                continue
+            bad = self._check_resource(image, r)
+            if bad is not None:
+                results.append(AlterConfigsResult(r, *bad))
+                continue
+            new: dict[str, str] = {}
+            problem = None
+            for name, value in res.configs.items():
+                if value is None:
+                    problem = f"Null value not supported for : {name}"
+                    break
+                problem = self._check_value(r, name, value)
+                if problem is not None:
+                    break
+                new[name] = value
+            if problem is not None:
+                results.append(AlterConfigsResult(r, ErrorCode.invalid_config, problem))
+                continue
+            old = image.configs.get((r.resource_type, r.resource_name), {})
+            results.append(AlterConfigsResult(r))
+            if not validate_only:
+                records.extend(self._diff(r, old, new))
+        return ControllerResult(records, results)
+
+    def incremental_alter_configs(
+        self, image: MetadataImage, resources: Sequence[IncrementalAlterConfigsResource],
+        validate_only: bool = False,
+    ) -> ControllerResult[list[AlterConfigsResult]]:
+        counts: dict[ConfigResource, int] = {}
+        for res in resources:
+            counts[res.resource] = counts.get(res.resource, 0) + 1
+        records: list[Any] = []
+        results: list[AlterConfigsResult] = []
+        for res in resources:
+            r = res.resource
+            if counts[r] > 1:
+                results.append(AlterConfigsResult(r, ErrorCode.invalid_request,
+                                                  "Duplicate resource."))
+                continue
+            bad = self._check_resource(image, r)
+            if bad is not None:
+                results.append(AlterConfigsResult(r, *bad))
+                continue
+            old = dict(image.configs.get((r.resource_type, r.resource_name), {}))
+            new = dict(old)
+            seen: set[str] = set()
+            problem: tuple[ErrorCode, str] | None = None
+            for name, op, value in res.ops:
+                if name in seen:
+                    problem = (ErrorCode.invalid_request, f"Duplicate config key: {name}")
+                    break
+                seen.add(name)
+                try:
+                    op = AlterConfigOp(op)
+                except ValueError:
+                    problem = (ErrorCode.invalid_request, f"Unknown alter config operation {op}")
+                    break
+                msg = self._check_value(r, name, value if op is not AlterConfigOp.DELETE
+                                        else None)
+                if msg is not None:
+                    problem = (ErrorCode.invalid_config, msg)
+                    break
+                if op is AlterConfigOp.SET:
+                    if value is None:
+                        problem = (ErrorCode.invalid_config,
+                                   f"Null value not supported for : {name}")
+                        break
+                    new[name] = value
+                elif op is AlterConfigOp.DELETE:
+                    new.pop(name, None)
+                else:
+                    ctype = self._config_type(r, name)
+                    if ctype is not cfgmod.ConfigType.LIST:
+                        problem = (ErrorCode.invalid_config,
+                                   f"Config value append is not allowed for config key: {name}"
+                                   if op is AlterConfigOp.APPEND else
+                                   f"Config value subtract is not allowed for config key: {name}")
+                        break
+                    current = self._current_list(r, name, new)
+                    items = [x.strip() for x in (value or "").split(",") if x.strip()]
+                    if op is AlterConfigOp.APPEND:
+                        merged = current + [x for x in items if x not in current]
+                    else:
+                        merged = [x for x in current if x not in items]
+                    joined = ",".join(merged)
+                    msg = self._check_value(r, name, joined)
+                    if msg is not None:
+                        problem = (ErrorCode.invalid_config, msg)
+                        break
+                    new[name] = joined
+            if problem is not None:
+                results.append(AlterConfigsResult(r, *problem))
+                continue
+            results.append(AlterConfigsResult(r))
+            if not validate_only:
+                records.extend(self._diff(r, old, new))
+        return ControllerResult(records, results)
+
+    @staticmethod
+    def _config_type(r: ConfigResource, name: str) -> cfgmod.ConfigType | None:
+        if r.resource_type == RESOURCE_TOPIC:
+            td = cfgmod.TOPIC_CONFIGS.get(name)
+            return None if td is None else td.type
+        bd = cfgmod.BROKER_CONFIGS.get(name)
+        return None if bd is None else bd.type
+
+    def _current_list(self, r: ConfigResource, name: str, new: Mapping[str, str]) -> list[str]:
+        """The list value APPEND/SUBTRACT start from: the dynamic value, else the default."""
+        if name in new:
+            return [x.strip() for x in new[name].split(",") if x.strip()]
+        if r.resource_type == RESOURCE_TOPIC:
+            td = cfgmod.TOPIC_CONFIGS[name]
+            nc = self.settings.node_config
+            if nc is not None:
+                v = cfgmod.effective_topic_configs(nc, {}).get(name)
+            else:
+                syn = cfgmod.BROKER_CONFIGS.get(td.synonyms[0]) if td.synonyms else None
+                v = syn.default if syn is not None else td.default
+            return list(v or [])
+        bd = cfgmod.BROKER_CONFIGS[name]
+        return list(bd.default or [])

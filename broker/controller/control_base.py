@@ -1,0 +1,61 @@
+"""What the control managers share: the controller's settings and seeded random source, and
+the topic and broker policies read from the image (min ISR, unclean election, usable
+brokers)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.metadata.image import (
+    MetadataImage,
+)
+
+if TYPE_CHECKING:
+    from broker.controller.controller import ControllerSettings
+
+
+
+class ControlManagerBase:
+    """State every control manager reads; Controller (a dataclass) provides it."""
+
+    settings: ControllerSettings
+    rng: random.Random
+
+    # -- helpers ------------------------------------------------------------------
+
+    def _topic_min_isr(self, image: MetadataImage) -> Callable[[str], int]:
+        def get(topic: str) -> int:
+            v = image.topic_config(topic).get("min.insync.replicas")
+            if v is None:
+                v = image.broker_config().get("min.insync.replicas")
+            try:
+                return int(v) if v is not None else self.settings.min_insync_replicas
+            except ValueError:
+                return self.settings.min_insync_replicas
+        return get
+
+    def _topic_unclean(self, image: MetadataImage) -> Callable[[str], bool]:
+        def get(topic: str) -> bool:
+            v = image.topic_config(topic).get("unclean.leader.election.enable")
+            if v is None:
+                v = image.broker_config().get("unclean.leader.election.enable")
+            if v is None:
+                return self.settings.unclean_leader_election_enable
+            return v.strip().lower() == "true"
+        return get
+
+    @staticmethod
+    def usable_brokers(image: MetadataImage) -> dict[int, str | None]:
+        """Brokers that may receive new replicas: registered, unfenced, not shutting down."""
+        return {b: r.rack for b, r in image.brokers.items()
+                if not r.fenced and not r.in_controlled_shutdown}
+
+
+    @staticmethod
+    def _usable(image: MetadataImage) -> Callable[[int], bool]:
+        def usable(b: int) -> bool:
+            reg = image.brokers.get(b)
+            return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+        return usable

@@ -1,0 +1,123 @@
+"""The floors of docs/architecture.md: a module imports from its own floor or below, never above.
+
+Every import counts, wherever it stands (top level, inside a function, under TYPE_CHECKING):
+a lazy or type-only import still ties the lower module to the higher one. The few imports
+that break the rule today are listed in KNOWN_UPWARD with the issue that removes them; the
+list must match exactly, so a new upward import fails here and so does a fixed one that is
+still listed. raft's own purity rules are tests/unit/raft/test_raft_core_purity.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# floor -> package prefixes (the longest prefix that matches a module decides its floor)
+FLOORS: dict[int, tuple[str, ...]] = {
+    1: ("broker.errors", "broker.util", "broker.protocol", "broker.config", "broker.logsetup",
+        "broker.log"),
+    2: ("raft.core", "raft.roles", "raft.messages", "raft.store", "raft.control", "raft.config"),
+    3: ("raft.driver", "raft.kafka_messages", "raft.stores", "raft.eventloop",
+        "broker.metadata", "broker.replication", "broker.group", "broker.controller"),
+    4: ("broker.server", "broker.handlers"),
+    5: ("broker.admin",),
+    6: ("broker.node", "raft.tools"),
+    7: ("broker.cli",),
+}
+# Packages that are only a name (their __init__ holds a docstring): importable from anywhere.
+NAMESPACES = {"broker", "raft"}
+
+# The Kafka handlers are typed against the whole Node (TYPE_CHECKING only); issue 18 point 3
+# gives them narrow services instead.
+KNOWN_UPWARD = {
+    (f"broker.handlers.{name}", "broker.node") for name in (
+        "alter_configs", "alter_partition_reassignments", "create_partitions", "create_topics",
+        "delete_records", "delete_topics", "describe_client_quotas", "describe_cluster",
+        "describe_configs", "describe_log_dirs", "elect_leaders", "fetch",
+        "incremental_alter_configs", "init_producer_id", "list_offsets",
+        "list_partition_reassignments", "metadata", "offset_for_leader_epoch", "produce",
+    )
+}
+
+# What the wire package may import of the project: itself and the floor-1 leaves beside it.
+PROTOCOL_MAY_IMPORT = ("broker.protocol", "broker.errors", "broker.util")
+
+
+def floor_of(module: str) -> int | None:
+    best: tuple[int, int] | None = None
+    for floor, prefixes in FLOORS.items():
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (
+                    best is None or len(prefix) > best[1]):
+                best = (floor, len(prefix))
+    return best[0] if best else None
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> list[pathlib.Path]:
+    return sorted(p for top in ("broker", "raft") for p in (ROOT / top).rglob("*.py")
+                  if "_generated" not in p.parts)
+
+
+def imported(path: pathlib.Path) -> set[str]:
+    """Every project module `path` imports (for `from a.b import c`: a.b.c when that is a
+    module the floors know, else a.b)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module in NAMESPACES:
+                out.update(f"{node.module}.{a.name}" for a in node.names)
+            else:
+                out.add(node.module)
+    return {m for m in out if m.split(".")[0] in NAMESPACES}
+
+
+def test_every_module_has_a_floor() -> None:
+    unplaced = [module_name(p) for p in project_modules()
+                if module_name(p) not in NAMESPACES and floor_of(module_name(p)) is None]
+    assert not unplaced, f"give these a floor in FLOORS and docs/architecture.md: {unplaced}"
+
+
+def test_no_module_imports_a_higher_floor() -> None:
+    upward: set[tuple[str, str]] = set()
+    for path in project_modules():
+        me = module_name(path)
+        mine = floor_of(me)
+        for target in imported(path):
+            theirs = floor_of(target)
+            if mine is not None and theirs is not None and theirs > mine:
+                upward.add((me, target))
+    new = upward - KNOWN_UPWARD
+    assert not new, f"imports of a higher floor: {sorted(new)}"
+    fixed = KNOWN_UPWARD - upward
+    assert not fixed, f"no longer upward, remove from KNOWN_UPWARD: {sorted(fixed)}"
+
+
+def test_the_wire_package_imports_nothing_above_it() -> None:
+    for path in (ROOT / "broker" / "protocol").rglob("*.py"):
+        for target in imported(path):
+            assert any(target == ok or target.startswith(ok + ".")
+                       for ok in PROTOCOL_MAY_IMPORT), f"{path} imports {target}"
+
+
+def test_importing_the_wire_package_loads_nothing_else_of_the_project() -> None:
+    modules = [module_name(p) for p in (ROOT / "broker" / "protocol").rglob("*.py")]
+    probe = (f"import sys\nfor m in {modules!r}: __import__(m)\n"
+             "print('\\n'.join(m for m in sys.modules if m.split('.')[0] in ('broker', 'raft')))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    loaded = {m for m in out if m not in NAMESPACES}
+    assert loaded and all(any(m == ok or m.startswith(ok + ".") for ok in PROTOCOL_MAY_IMPORT)
+                          for m in loaded), sorted(loaded)
