@@ -5,7 +5,8 @@ control batch (attributes bit 5) holds LeaderChange control records whose key
 is (version 0, type 2).  partitionLeaderEpoch carries the Raft epoch.
 
 This is the metadata log's hot path, so it has its own narrow codec for the
-one shape Raft writes (no compression, no headers, timestamps 0), tested
+one shape Raft writes (no compression, no headers; the batch's append time as its
+base and max timestamp, record timestamp deltas 0), tested
 byte for byte against kio's record writers and readers
 (tests/unit/raft/test_raft_records.py); decoding accepts any uncompressed v2
 batch and checks every length against the bytes present.
@@ -54,7 +55,8 @@ def encode_batch(batch: Batch) -> bytes:
         parts.append(body)
     attributes = CONTROL_ATTRIBUTE if batch.control else 0
     n = len(batch.records)
-    post = _POST.pack(attributes, n - 1, 0, 0, -1, -1, -1, n) + b"".join(parts)
+    ts = batch.timestamp
+    post = _POST.pack(attributes, n - 1, ts, ts, -1, -1, -1, n) + b"".join(parts)
     return _PRE.pack(batch.base_offset, len(post) + 9, batch.epoch, 2, crc32c(post)) + post
 
 
@@ -78,7 +80,7 @@ def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 def _decode_one(buf: bytes, pos: int, length: int) -> Batch:
     end = pos + 12 + length
-    (base, _len, epoch, magic, crc, attributes, last_delta, _bts, _mts, _pid, _pep, _seq,
+    (base, _len, epoch, magic, crc, attributes, last_delta, bts, _mts, _pid, _pep, _seq,
      count) = _HEADER.unpack_from(buf, pos)
     if magic != 2:
         raise CorruptBatch(f"magic {magic}")
@@ -123,7 +125,7 @@ def _decode_one(buf: bytes, pos: int, length: int) -> Batch:
     if p != end:
         raise CorruptBatch("batch length does not match its records")
     return Batch(int(base), int(epoch), tuple(values), bool(attributes & CONTROL_ATTRIBUTE),
-                 raw=buf[pos:end])
+                 raw=buf[pos:end], timestamp=int(bts))
 
 
 def decode_batches(data: bytes | memoryview, max_batch_bytes: int = MAX_BATCH_BYTES) -> list[Batch]:

@@ -116,12 +116,12 @@ def test_topics_with_dashes_and_dots(tmp_path):
     clock = FakeClock()
     m = manager(tmp_path, clock, dirs=("d1",))
     m.get_or_create("my-topic.v2", 11).append_as_leader(batch(1), 0, clock.now)
-    m.get_or_create("__cluster_metadata", 0, LogConfig(fsync_on_append=True))
+    m.get_or_create("__consumer_offsets", 0, LogConfig(fsync_on_append=True))
     m.shutdown()
     m2 = manager(tmp_path, clock, dirs=("d1",))
     plog = m2.get("my-topic.v2", 11)
     assert plog is not None and plog.log_end_offset == 1
-    assert m2.get("__cluster_metadata", 0) is not None
+    assert m2.get("__consumer_offsets", 0) is not None
     m2.shutdown()
 
 
