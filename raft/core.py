@@ -159,6 +159,11 @@ class RaftCore:
         # IO shell passes the offset (its wall clock minus its monotonic clock at start).
         self.wall_offset_ms = wall_offset_ms
         self.hw = log.log_start_offset
+        snap0 = log.latest_snapshot()
+        if self.hw > 0 and (snap0 is None or snap0.end_offset < self.hw):
+            # a log that lost its head knows nothing committed until it loads the
+            # leader's snapshot
+            self.hw = 0
         self._out = Output()
         self._rid = rng.randrange(1 << 30)
         self._inflight: dict[int, _Inflight] = {}
@@ -573,9 +578,10 @@ class RaftCore:
             )
             kind = "fetch_snapshot"
         elif self.wants_snapshot():
-            # "nothing of epoch 0 or later that you can check": the leader answers with
-            # its snapshot (KIP-630), never with records this log could not place
-            req = FetchRequest(r.epoch, self.node_id, self.log.log_start_offset, 0,
+            # "offsets up to my log end, but no epoch you can check": the leader answers
+            # with a snapshot (KIP-630) covering every committed record below our log end,
+            # never with records this log could not place
+            req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, 0,
                                self.cfg.fetch_max_bytes, 0)
             kind = "fetch"
         else:
@@ -598,7 +604,7 @@ class RaftCore:
         assert isinstance(r, Unattached)
         dst = self.rng.choice(sorted(self.voters - {self.node_id}) or sorted(self.voters))
         if self.wants_snapshot():
-            req = FetchRequest(r.epoch, self.node_id, self.log.log_start_offset, 0,
+            req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, 0,
                                self.cfg.fetch_max_bytes, 0)
         else:
             req = FetchRequest(r.epoch, self.node_id, self.log.end_offset,
@@ -820,13 +826,22 @@ class RaftCore:
                 valid = True
             else:
                 target = min(end, off) if ep >= 0 else start
-                if (start > 0 and target <= start) or (ep < 0 and off > 0):
-                    # The follower must go back below our log start, or (no epoch of
-                    # ours is <= its last one, yet it claims offsets) below its own:
-                    # only a snapshot can repair it (KIP-630).
-                    if snap is None:
-                        # none yet: ask the state machine for one; the follower retries
+                if last_epoch == 0 and off > 0:
+                    # Offsets without an epoch (records of epoch 0 do not exist: the
+                    # first leader's epoch is 1): a follower whose log lost its head
+                    # asks for a snapshot covering every committed record it may have
+                    # held.
+                    # It could have acknowledged records up to `off`: an older snapshot
+                    # would let it vote again without them.
+                    need = min(off, self.hw)
+                    if snap is None or snap.end_offset < need:
+                        # ask the state machine for one; the follower retries
                         self._out.events.append(SnapshotWanted())
+                        snap = None
+                    self._reply(src, rid, FetchResponse(ErrorCode.none, r.epoch, self.node_id,
+                                                        self.hw, start, snapshot_id=snap))
+                elif start > 0 and target <= start:
+                    # the follower must go back below our log start (KIP-630)
                     self._reply(src, rid, FetchResponse(ErrorCode.none, r.epoch, self.node_id,
                                                         self.hw, start, snapshot_id=snap))
                 else:
@@ -929,13 +944,14 @@ class RaftCore:
                 self._snap = _SnapshotFetch(sid)
         elif resp.diverging_end_offset >= 0:
             ep, end = log.end_offset_for_epoch(resp.diverging_epoch)
-            target = min(resp.diverging_end_offset, end if ep >= 0 else 0)
-            if target < log.log_start_offset:
+            if resp.diverging_end_offset < log.log_start_offset:
                 # below our log start: truncating cannot reach it (it would spin on the
                 # same answer); fetch the leader's snapshot instead
                 self._needs_snapshot = True
             else:
-                log.truncate_to(target)
+                # no epoch of ours <= the diverging one: our log start (a snapshot's end)
+                target = min(resp.diverging_end_offset, end if ep >= 0 else log.log_start_offset)
+                log.truncate_to(max(target, log.log_start_offset))
         elif self.wants_snapshot():
             # the leader has no snapshot yet (it is making one): ask again shortly
             self._retry_at = self._now + self.cfg.retry_backoff_ms

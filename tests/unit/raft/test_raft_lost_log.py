@@ -80,7 +80,7 @@ def test_a_lost_voter_never_stands_it_looks_for_the_leader_instead() -> None:
         assert not isinstance(core.role, Prospective | Leader)
         for s in sends(core):
             assert isinstance(s.message, FetchRequest)  # discovery, never a VoteRequest
-            assert (s.message.fetch_offset, s.message.last_fetched_epoch) == (6, 0)
+            assert (s.message.fetch_offset, s.message.last_fetched_epoch) == (10, 0)
             assert s.dst != 2
     assert core.epoch == 0
 
@@ -91,33 +91,33 @@ def test_a_lost_follower_asks_for_the_snapshot_loads_it_and_votes_again() -> Non
     leader.tick(leader.next_wakeup_ms())
     assert isinstance(leader.role, Leader)
     epoch = leader.epoch
-    leader.create_snapshot(8, b"IMAGE@8", 1000)
+    assert leader.hw == 11  # ten records and the LeaderChange
+    leader.create_snapshot(11, b"IMAGE@11", 1000)
     follower = make(2, lost_log(), state=QuorumState(epoch, 1, -1))
     [fetch] = [s for s in sends(follower) if isinstance(s.message, FetchRequest)]
     assert isinstance(fetch.message, FetchRequest)
-    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (6, 0)
+    assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (10, 0)
     leader.take_output()
     leader.handle_request(2, 7, fetch.message, 1001)
     [answer] = sends(leader)
     assert isinstance(answer.message, FetchResponse)
-    assert answer.message.snapshot_id == SnapshotId(8, 1) and not answer.message.batches
+    assert answer.message.snapshot_id == SnapshotId(11, epoch) and not answer.message.batches
     follower.handle_response(1, fetch.rid, answer.message, 1002)
     [req] = sends(follower)
-    # its own records 6..9 agree with the snapshot, yet it fetches the snapshot: a log
-    # that lost its head needs one to cover its start
+    # a log that lost its head needs a snapshot to cover its start
     assert isinstance(req.message, FetchSnapshotRequest)
     leader.handle_request(2, 8, req.message, 1003)
     [chunk] = sends(leader)
     assert isinstance(chunk.message, FetchSnapshotResponse)
     follower.handle_response(1, req.rid, chunk.message, 1004)
     out = follower.take_output()
-    assert SnapshotLoaded(SnapshotId(8, 1)) in out.events
+    assert SnapshotLoaded(SnapshotId(11, epoch)) in out.events
     assert not follower.lost_committed_state() and not follower.wants_snapshot()
-    assert follower.log.log_start_offset == 8 and follower.hw >= 8
+    assert follower.log.log_start_offset == 11 and follower.hw == 11
     [nxt] = out.sends
-    assert isinstance(nxt.message, FetchRequest) and nxt.message.last_fetched_epoch == 1
+    assert isinstance(nxt.message, FetchRequest) and nxt.message.last_fetched_epoch == epoch
     # a full voter again: it grants a vote to an up-to-date candidate
-    follower.handle_request(3, 9, VoteRequest(epoch + 1, 3, 1, 10, False), 1005)
+    follower.handle_request(3, 9, VoteRequest(epoch + 1, 3, epoch, 11, False), 1005)
     [vote] = [s for s in sends(follower) if s.is_response]
     assert isinstance(vote.message, VoteResponse) and vote.message.vote_granted
 
@@ -127,18 +127,25 @@ def test_a_leader_without_a_snapshot_asks_for_one_and_the_follower_backs_off() -
     leader.tick(leader.next_wakeup_ms())
     leader.take_output()
     epoch = leader.epoch
-    leader.handle_request(2, 1, FetchRequest(epoch, 2, 6, 0, 1 << 20, 0), 1000)
+    leader.handle_request(2, 1, FetchRequest(epoch, 2, 10, 0, 1 << 20, 0), 1000)
     out = leader.take_output()
     assert SnapshotWanted() in out.events
     [answer] = out.sends
     assert isinstance(answer.message, FetchResponse)
     assert answer.message.snapshot_id is None and not answer.message.batches
-    assert answer.message.diverging_end_offset < 0  # never a DivergingEpoch below offset 6
+    assert answer.message.diverging_end_offset < 0  # never a DivergingEpoch it cannot reach
+    # an older snapshot will not do either: the follower may have acknowledged records
+    # up to its log end, and would vote again without them
+    leader.create_snapshot(5, b"IMAGE@5", 1000)
+    leader.handle_request(2, 2, FetchRequest(epoch, 2, 10, 0, 1 << 20, 0), 1000)
+    out2 = leader.take_output()
+    assert SnapshotWanted() in out2.events
+    assert out2.sends[0].message.snapshot_id is None  # type: ignore[union-attr]
     follower = make(2, lost_log(), state=QuorumState(epoch, 1, -1))
     [fetch] = [s for s in sends(follower) if isinstance(s.message, FetchRequest)]
     follower.handle_response(1, fetch.rid, answer.message, 1001)
     assert sends(follower) == []  # no spin: it asks again after the retry backoff
-    assert follower.hw == follower.log.log_start_offset  # and applies nothing
+    assert follower.hw == 0  # and knows nothing committed: it applies nothing
     follower.tick(1001 + CFG.retry_backoff_ms)
     [again] = sends(follower)
     assert isinstance(again.message, FetchRequest) and again.message.last_fetched_epoch == 0
@@ -156,7 +163,7 @@ def test_a_diverging_epoch_below_the_log_start_leads_to_the_snapshot_not_a_spin(
     assert follower.log.end_offset == 6  # nothing truncated below the start
     [nxt] = sends(follower)
     assert isinstance(nxt.message, FetchRequest)
-    assert (nxt.message.fetch_offset, nxt.message.last_fetched_epoch) == (4, 0)
+    assert (nxt.message.fetch_offset, nxt.message.last_fetched_epoch) == (6, 0)
     assert follower.wants_snapshot() and isinstance(follower.role, Follower)
 
 
