@@ -37,6 +37,14 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
   Follower    -> Follower      leader learned for a higher epoch
   (restart)   -> Resigned if the persisted leader is us, Follower if a leader is
                  persisted, else Unattached keeping the persisted vote
+
+A voter whose log lost committed state (log start > 0 and no snapshot covering it, e.g.
+segments deleted from its disk; `lost_committed_state()`) never goes to Prospective:
+where a voter would run it acts as an observer (Unattached, asks a voter for the leader),
+it grants no vote or pre-vote, and as a Follower it asks for the leader's snapshot
+(KIP-630) instead of records.  Loading that snapshot makes it a full voter again.  So
+does a follower told to truncate below its own log start (it cannot: it fetches the
+snapshot instead of spinning on the same DivergingEpoch).
 """
 
 from __future__ import annotations
@@ -59,12 +67,14 @@ from raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     LeaderChanged,
+    LogStateLost,
     Output,
     Request,
     Response,
     Send,
     SnapshotId,
     SnapshotLoaded,
+    SnapshotWanted,
     VoteRequest,
     VoteResponse,
 )
@@ -135,6 +145,7 @@ class RaftCore:
         rng: Random,
         now_ms: int,
         config: CoreConfig | None = None,
+        wall_offset_ms: int = 0,
     ) -> None:
         self.node_id = node_id
         self.voters = frozenset(voters)
@@ -144,7 +155,15 @@ class RaftCore:
         self.state_store = state_store
         self.rng = rng
         self.cfg = config or CoreConfig()
+        # now_ms + wall_offset_ms is wall-clock ms: the append time batches carry.  The
+        # IO shell passes the offset (its wall clock minus its monotonic clock at start).
+        self.wall_offset_ms = wall_offset_ms
         self.hw = log.log_start_offset
+        snap0 = log.latest_snapshot()
+        if self.hw > 0 and (snap0 is None or snap0.end_offset < self.hw):
+            # a log that lost its head knows nothing committed until it loads the
+            # leader's snapshot
+            self.hw = 0
         self._out = Output()
         self._rid = rng.randrange(1 << 30)
         self._inflight: dict[int, _Inflight] = {}
@@ -159,6 +178,10 @@ class RaftCore:
         self._leader_contact_ms = -NEVER  # last direct word from the leader we follow
         self._fetch_failures = 0  # connection failures to that leader in a row
         self._now = now_ms
+        # a follower told to truncate below its log start: it needs the leader's snapshot
+        self._needs_snapshot = False
+        self._lost_reported = False
+        self._report_lost()
         st = self._persisted
         self.role: Role
         if st.leader_id == node_id and self.is_voter:
@@ -190,6 +213,26 @@ class RaftCore:
             return r.leader_id
         return NO_LEADER
 
+    def lost_committed_state(self) -> bool:
+        """The log starts above 0 and no snapshot covers its start: records below it
+        were lost (they were committed: only committed offsets are snapshotted)."""
+        start = self.log.log_start_offset
+        if start <= 0:
+            return False
+        snap = self.log.latest_snapshot()
+        return snap is None or snap.end_offset < start
+
+    def wants_snapshot(self) -> bool:
+        """This node must load the leader's snapshot before it votes, runs or applies."""
+        return self._needs_snapshot or self.lost_committed_state()
+
+    def _report_lost(self) -> None:
+        if not self._lost_reported and self.lost_committed_state():
+            self._lost_reported = True
+            snap = self.log.latest_snapshot()
+            self._out.events.append(LogStateLost(
+                self.log.log_start_offset, snap.end_offset if snap is not None else -1))
+
     def take_output(self) -> Output:
         out, self._out = self._out, Output()
         return out
@@ -200,7 +243,8 @@ class RaftCore:
         role = self.role
         if not isinstance(role, Leader):
             raise NotLeaderError(self.leader_id, role.epoch)
-        batch = self.log.append(tuple(records), role.epoch)
+        batch = self.log.append(tuple(records), role.epoch,
+                                timestamp=now_ms + self.wall_offset_ms)
         self._leader_flush()
         self._complete_parked()
         return batch.last_offset
@@ -424,6 +468,15 @@ class RaftCore:
 
     def _become_prospective(self) -> None:
         r = self.role
+        if self.wants_snapshot():
+            # lost committed state: it must not stand (it could win with a log that
+            # misses committed records); as an observer would, it looks for the leader
+            self._report_lost()
+            voted = (r.voted_for if isinstance(r, Unattached | Prospective | Follower)
+                     else self.node_id)
+            self._set_role(Unattached(r.epoch, voted, self._now))
+            self._discover()
+            return
         voted = r.voted_for if isinstance(r, Unattached | Prospective | Follower) else NO_LEADER
         if isinstance(r, Candidate | Resigned | Leader):
             voted = self.node_id
@@ -458,6 +511,7 @@ class RaftCore:
             (encode_leader_change(self.node_id, tuple(sorted(self.voters)), granting),),
             epoch,
             control=True,
+            timestamp=self._now + self.wall_offset_ms,
         )
         self._send_begin_epoch()
         self._leader_flush()
@@ -523,6 +577,13 @@ class RaftCore:
                 self.cfg.snapshot_chunk_bytes,
             )
             kind = "fetch_snapshot"
+        elif self.wants_snapshot():
+            # "offsets up to my log end, but no epoch you can check": the leader answers
+            # with a snapshot (KIP-630) covering every committed record below our log end,
+            # never with records this log could not place
+            req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, 0,
+                               self.cfg.fetch_max_bytes, 0)
+            kind = "fetch"
         else:
             req = FetchRequest(
                 r.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(),
@@ -541,9 +602,13 @@ class RaftCore:
         a non-leader answers with the leader it knows)."""
         r = self.role
         assert isinstance(r, Unattached)
-        dst = self.rng.choice(sorted(self.voters))
-        req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(),
-                           self.cfg.fetch_max_bytes, 0)
+        dst = self.rng.choice(sorted(self.voters - {self.node_id}) or sorted(self.voters))
+        if self.wants_snapshot():
+            req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, 0,
+                               self.cfg.fetch_max_bytes, 0)
+        else:
+            req = FetchRequest(r.epoch, self.node_id, self.log.end_offset,
+                               self.log.last_epoch(), self.cfg.fetch_max_bytes, 0)
         self._request(dst, "fetch", req)
         self._set_role(replace(r, election_deadline_ms=self._now + self.cfg.retry_backoff_ms))
 
@@ -564,7 +629,10 @@ class RaftCore:
             self._reply(src, rid, VoteResponse(ErrorCode.none, r.epoch, self.leader_id,
                                                False, req.pre_vote))
             return
-        log_ok = self._log_up_to_date(req.last_offset_epoch, req.last_offset)
+        # a voter that lost committed state grants nothing: its log cannot tell whether
+        # the candidate holds every committed record
+        log_ok = (self._log_up_to_date(req.last_offset_epoch, req.last_offset)
+                  and not self.wants_snapshot())
         if req.pre_vote:
             # KIP-996: refuse while we lead or have heard from our leader within
             # the fetch timeout; otherwise grant to an up-to-date log
@@ -758,7 +826,22 @@ class RaftCore:
                 valid = True
             else:
                 target = min(end, off) if ep >= 0 else start
-                if start > 0 and target <= start:
+                if last_epoch == 0 and off > 0:
+                    # Offsets without an epoch (records of epoch 0 do not exist: the
+                    # first leader's epoch is 1): a follower whose log lost its head
+                    # asks for a snapshot covering every committed record it may have
+                    # held.
+                    # It could have acknowledged records up to `off`: an older snapshot
+                    # would let it vote again without them.
+                    need = min(off, self.hw)
+                    if snap is None or snap.end_offset < need:
+                        # ask the state machine for one; the follower retries
+                        self._out.events.append(SnapshotWanted())
+                        snap = None
+                    self._reply(src, rid, FetchResponse(ErrorCode.none, r.epoch, self.node_id,
+                                                        self.hw, start, snapshot_id=snap))
+                elif start > 0 and target <= start:
+                    # the follower must go back below our log start (KIP-630)
                     self._reply(src, rid, FetchResponse(ErrorCode.none, r.epoch, self.node_id,
                                                         self.hw, start, snapshot_id=snap))
                 else:
@@ -851,7 +934,7 @@ class RaftCore:
         log = self.log
         if resp.snapshot_id is not None:
             sid = resp.snapshot_id
-            holds = log.end_offset >= sid.end_offset and (
+            holds = not self.wants_snapshot() and log.end_offset >= sid.end_offset and (
                 log.epoch_at(sid.end_offset - 1) == sid.epoch or log.latest_snapshot() == sid
             )
             if holds:
@@ -861,8 +944,18 @@ class RaftCore:
                 self._snap = _SnapshotFetch(sid)
         elif resp.diverging_end_offset >= 0:
             ep, end = log.end_offset_for_epoch(resp.diverging_epoch)
-            target = min(resp.diverging_end_offset, end if ep >= 0 else log.log_start_offset)
-            log.truncate_to(max(target, log.log_start_offset))
+            if resp.diverging_end_offset < log.log_start_offset:
+                # below our log start: truncating cannot reach it (it would spin on the
+                # same answer); fetch the leader's snapshot instead
+                self._needs_snapshot = True
+            else:
+                # no epoch of ours <= the diverging one: our log start (a snapshot's end)
+                target = min(resp.diverging_end_offset, end if ep >= 0 else log.log_start_offset)
+                log.truncate_to(max(target, log.log_start_offset))
+        elif self.wants_snapshot():
+            # the leader has no snapshot yet (it is making one): ask again shortly
+            self._retry_at = self._now + self.cfg.retry_backoff_ms
+            return
         elif resp.batches:
             end = log.end_offset
             batches = tuple(_trim(b, end) for b in resp.batches if b.next_offset > end)
@@ -896,6 +989,8 @@ class RaftCore:
         if len(snap.data) == resp.size:
             self.log.store_snapshot(snap.snapshot_id, bytes(snap.data))
             self._snap = None
+            self._needs_snapshot = False
+            self._lost_reported = False
             self.hw = max(self.hw, snap.snapshot_id.end_offset)
             self._out.events.append(SnapshotLoaded(snap.snapshot_id))
         self._send_fetch()

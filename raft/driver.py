@@ -41,11 +41,13 @@ from raft.messages import (
     Batch,
     FetchRequest,
     LeaderChanged,
+    LogStateLost,
     Request,
     Response,
     Send,
     SnapshotId,
     SnapshotLoaded,
+    SnapshotWanted,
 )
 from raft.roles import Leader
 from raft.store import LogStore, QuorumStateStore
@@ -141,6 +143,7 @@ class RaftDriver:
         self.core = RaftCore(
             config.node_id, frozenset(config.voters), log_store, state_store,
             rng or Random(), self._now(), config.core_config(),
+            wall_offset_ms=time.time_ns() // 1_000_000 - self._now(),
         )
         self.transport: Transport = transport or TcpTransport(config)
         self.listeners: list[RaftListener] = []
@@ -161,6 +164,7 @@ class RaftDriver:
         self._syncing = False
         self._after_stall = False
         self._deliver_scheduled = False
+        self._lost_at_start = self.core.lost_committed_state()
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -352,7 +356,21 @@ class RaftDriver:
                     self._fail_waiting()
                 for lst in self.listeners:
                     lst.on_leader_change(ev.leader_id, ev.epoch)
+            elif isinstance(ev, LogStateLost):
+                log.error(
+                    "raft.log_lost_committed_state", node=self.config.node_id,
+                    log_start_offset=ev.log_start_offset, snapshot_end_offset=ev.snapshot_end,
+                    message="the metadata log starts above 0 but no snapshot covers its "
+                            "start: committed records are missing from this node's disk. "
+                            "It will not vote or stand for election, and applies nothing, "
+                            "until it has loaded the leader's snapshot")
+            elif isinstance(ev, SnapshotWanted):
+                self._snapshot_on_demand()
             elif isinstance(ev, SnapshotLoaded):
+                if self.stats.snapshots_loaded == 0 and self._lost_at_start:
+                    log.warning("raft.log_recovered_from_snapshot", node=self.config.node_id,
+                                end_offset=ev.snapshot_id.end_offset,
+                                epoch=ev.snapshot_id.epoch)
                 self.stats.snapshots_loaded += 1
                 data = self.log.read_snapshot(ev.snapshot_id, 0, 1 << 62)
                 for lst in self.listeners:
@@ -450,6 +468,18 @@ class RaftDriver:
             return
         data = self.snapshot_provider(end)
         self.create_snapshot(end, data)
+
+    def _snapshot_on_demand(self) -> None:
+        """A follower needs a snapshot this leader does not have: make one of what the
+        state machine has applied (at most one per call; the follower asks again)."""
+        end = self._delivered
+        if self.snapshot_provider is None or end <= self.log.log_start_offset:
+            return
+        latest = self.log.latest_snapshot()
+        if latest is not None and latest.end_offset >= end:
+            return
+        log.info("raft.snapshot_for_follower", node=self.config.node_id, end_offset=end)
+        self.create_snapshot(end, self.snapshot_provider(end))
 
     def create_snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
         """The state machine's snapshot of everything below `end_offset` (committed)."""

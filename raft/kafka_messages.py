@@ -85,7 +85,7 @@ def encode_batch(batch: Batch) -> bytes:
         return batch.raw
     return encode_value_batch(
         batch.base_offset, batch.epoch, batch.records, control=batch.control,
-        key=CONTROL_KEY_LEADER_CHANGE if batch.control else None)
+        key=CONTROL_KEY_LEADER_CHANGE if batch.control else None, timestamp=batch.timestamp)
 
 
 def encode_batches(batches: tuple[Batch, ...] | list[Batch]) -> bytes:
@@ -96,7 +96,12 @@ def decode_batches(data: bytes | memoryview,
                    max_batch_bytes: int = MAX_BATCH_BYTES) -> list[Batch]:
     """Every whole batch in `data` (a trailing partial batch is ignored, as a Fetch answer
     may cut one); raises CorruptBatch on a bad length or CRC."""
-    return decode_value_batches(data, Batch, max_batch_bytes)
+    return decode_value_batches(data, _batch, max_batch_bytes)
+
+
+def _batch(base_offset: int, epoch: int, records: tuple[bytes, ...], control: bool,
+           raw: bytes, timestamp: int) -> Batch:
+    return Batch(base_offset, epoch, records, control, raw=raw, timestamp=timestamp)
 
 
 def batch_length_at(data: bytes | memoryview, pos: int) -> int | None:

@@ -37,6 +37,9 @@ class Batch:
     # the batch as Kafka v2 bytes, when known (read from disk or the wire): saves
     # encoding it again for every Fetch answer and log write
     raw: bytes | None = field(default=None, compare=False, repr=False)
+    # append time, wall-clock ms (Kafka's batch timestamps); passed in by the IO shell,
+    # so the core stays clock-free.  Not part of a batch's identity.
+    timestamp: int = field(default=0, compare=False)
 
     @property
     def last_offset(self) -> int:
@@ -190,7 +193,24 @@ class SnapshotLoaded:
     snapshot_id: SnapshotId
 
 
-Event = LeaderChanged | SnapshotLoaded
+@dataclass(frozen=True, slots=True)
+class LogStateLost:
+    """This node's log starts at `log_start_offset` > 0 but no snapshot covers it
+    (`snapshot_end` is the latest snapshot's end, -1 if none): committed records were
+    lost from its disk.  Until it has loaded the leader's snapshot it neither votes nor
+    stands for election, and applies nothing."""
+
+    log_start_offset: int
+    snapshot_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotWanted:
+    """The leader was asked for a snapshot it does not have (a follower lost its log):
+    the state machine should snapshot what it has applied (create_snapshot)."""
+
+
+Event = LeaderChanged | SnapshotLoaded | LogStateLost | SnapshotWanted
 
 
 @dataclass(slots=True)

@@ -46,8 +46,10 @@ class LogStore(Protocol):
     def last_epoch(self) -> int:
         """Epoch of the last record, else of the latest snapshot, else 0."""
 
-    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False) -> Batch:
-        """Leader append: assigns offsets from end_offset."""
+    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
+               timestamp: int = 0) -> Batch:
+        """Leader append: assigns offsets from end_offset; `timestamp` is the append
+        time (wall-clock ms) the batch carries."""
 
     def append_batches(self, batches: tuple[Batch, ...]) -> None:
         """Follower append: the first batch starts at end_offset."""
@@ -85,7 +87,8 @@ class LogStore(Protocol):
     def store_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         """Keep a snapshot durably.  If the log agrees with it (holds the
         record before its end offset with its epoch) the log start moves up to
-        its end offset; otherwise the whole log is replaced by it."""
+        its end offset; otherwise the whole log is replaced by it (and so is a log
+        that lost its head, whose start no snapshot covers, even by an older one)."""
 
 
 class MemoryQuorumStateStore:
@@ -143,10 +146,11 @@ class MemoryLogStore:
         self._batches.append(batch)
         self._bases.append(batch.base_offset)
 
-    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False) -> Batch:
+    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
+               timestamp: int = 0) -> Batch:
         if not records:
             raise ValueError("empty batch")
-        batch = Batch(self.end_offset, epoch, tuple(records), control)
+        batch = Batch(self.end_offset, epoch, tuple(records), control, timestamp=timestamp)
         self._add(batch)
         return batch
 
@@ -234,6 +238,11 @@ class MemoryLogStore:
         if self._latest is None or snapshot_id.end_offset > self._latest.end_offset:
             self._latest = snapshot_id
         end = snapshot_id.end_offset
+        if end < self._start and not any(s.end_offset >= self._start for s in self._snapshots):
+            # the log lost its head (nothing covers its start): this older snapshot and
+            # the log cannot be joined, so the snapshot replaces the log
+            self._replace_by(snapshot_id)
+            return
         if end <= self._start:
             return
         agrees = (
@@ -244,14 +253,21 @@ class MemoryLogStore:
         if agrees:
             self._delete_before(end)
         else:
-            self._batches.clear()
-            self._bases.clear()
-            self._epochs.clear()
-            self._start = end
-            self._flushed = end
+            self._replace_by(snapshot_id)
+            return
         # keep the latest two: a follower part-way through the previous one can finish
         for sid in sorted(self._snapshots)[:-2]:
             del self._snapshots[sid]
+
+    def _replace_by(self, snapshot_id: SnapshotId) -> None:
+        end = snapshot_id.end_offset
+        self._batches.clear()
+        self._bases.clear()
+        self._epochs.clear()
+        self._start = end
+        self._flushed = end
+        self._snapshots = {snapshot_id: self._snapshots[snapshot_id]}
+        self._latest = snapshot_id
 
     def _delete_before(self, offset: int) -> None:
         i = self._index(offset)
@@ -275,3 +291,11 @@ class MemoryLogStore:
             saved = self.min_truncation
             self.truncate_to(max(self._flushed, self._start))
             self.min_truncation = saved
+
+    def lose_head(self, offset: int) -> None:
+        """Lose every record below `offset` with no snapshot to cover them, as a disk
+        does when something else deletes the log's first segments (issue 17: the
+        partition manager's retention on the metadata log).  For the simulator."""
+        offset = min(max(offset, self._start), self.end_offset)
+        if offset > self._start:
+            self._delete_before(offset)

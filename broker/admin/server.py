@@ -139,7 +139,11 @@ class AdminServer:
         if not self.listeners:
             log.info("admin_disabled", reason=f"{ADMIN_LISTENERS_KEY} is empty")
             return
-        server = grpc.aio.server(interceptors=[_ReadyGate(self.node)])
+        # gRPC binds with SO_REUSEPORT by default: several nodes on one host would then all
+        # "listen" on the same admin port and the CLI reach a random one. A taken port
+        # must fail the start, as Kafka's listeners do.
+        server = grpc.aio.server(interceptors=[_ReadyGate(self.node)],
+                                 options=[("grpc.so_reuseport", 0)])
         node = self.node
         pb.cluster_grpc.add_ClusterServiceServicer_to_server(ClusterService(node), server)
         fwd = self.forwarder
@@ -159,9 +163,20 @@ class AdminServer:
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         ports = []
         for listener in self.listeners:
-            port = server.add_insecure_port(listener)
-            if port == 0:
-                raise OSError(f"cannot bind the admin listener {listener}")
+            wanted = int(listener.rpartition(":")[2])
+            try:
+                port = server.add_insecure_port(listener)
+            except RuntimeError as exc:  # grpcio >= 1.5x raises instead of returning 0
+                port, why = 0, str(exc)
+            else:
+                why = ""
+            if port == 0 or (wanted != 0 and port != wanted):
+                await server.stop(0)
+                raise OSError(
+                    f"admin.listeners: cannot bind {listener}: the port is in use or the "
+                    f"address is not local{f' ({why})' if why else ''}. Each node needs "
+                    f"its own admin port: set admin.listeners (e.g. 127.0.0.1:0 for any "
+                    f"free port) or leave it empty to disable the admin API")
             ports.append(port)
         await server.start()
         self._server, self.ports = server, ports

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import linecache
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -97,10 +98,34 @@ def _run(cfg: NodeConfig) -> int:
 
 def _dump_tasks() -> None:
     """SIGUSR1: every asyncio task's stack to stderr, to see what a stuck node waits on."""
-    for task in asyncio.all_tasks():
-        print(f"--- task {task.get_name()}", file=sys.stderr)
-        task.print_stack(limit=12, file=sys.stderr)
-    sys.stderr.flush()
+    dump_tasks(sys.stderr)
+
+
+def dump_tasks(out: TextIO, limit: int = 12) -> int:
+    """Every task's stack, formatted here rather than by Task.print_stack: under uvloop a
+    task may wait in a Cython frame (uvloop/server.pyx) whose f_lineno is None, and
+    print_stack's linecache lookup then raises TypeError and prints nothing. Returns how
+    many tasks were written."""
+    tasks = sorted(asyncio.all_tasks(), key=lambda t: t.get_name())
+    for task in tasks:
+        print(f"--- task {task.get_name()} ({'done' if task.done() else 'pending'})",
+              file=out)
+        try:
+            frames = task.get_stack(limit=limit)
+        except Exception as exc:  # a loop's own task type may not give its stack
+            print(f"  (no stack: {exc!r})", file=out)
+            continue
+        for frame in frames:
+            code = frame.f_code
+            lineno = frame.f_lineno
+            print(f'  File "{code.co_filename}", line {lineno if lineno is not None else "?"}'
+                  f", in {code.co_name}", file=out)
+            if isinstance(lineno, int):
+                text = linecache.getline(code.co_filename, lineno, frame.f_globals).strip()
+                if text:
+                    print(f"    {text}", file=out)
+    out.flush()
+    return len(tasks)
 
 
 async def _serve(cfg: NodeConfig) -> None:

@@ -8,6 +8,11 @@ load, every log is recovered after its checkpointed recovery point.
 Periodic work (retention, delayed file deletion, flush.ms, checkpoints, the cleaner) is
 done by `tick(now_ms)`, which a background thread (`start()` / `stop()`) calls; tests
 call tick directly with a fake clock.
+
+The metadata log `__cluster_metadata-0` belongs to Raft alone (broker/metadata_log_store.py):
+under Kafka's default layout (`metadata.log.dir` unset) it lives in the first `log.dirs`
+entry, next to the partitions, yet this manager never loads, retains, cleans, checkpoints
+or deletes it, in any layout (RAFT_OWNED_TOPICS).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from broker.log.log import PartitionLog, TopicPartition
 log = structlog.get_logger(__name__)
 
 DELETE_DIR_SUFFIX = "-delete"
+# Topics whose directories Raft owns: never opened as partition logs here.
+RAFT_OWNED_TOPICS = frozenset({"__cluster_metadata"})
 _LEGAL_TOPIC_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -113,6 +120,8 @@ class LogManager:
                     tp = TopicPartition.parse_dir_name(child.name)
                     if tp is None or "." in child.name.rsplit("-", 1)[-1]:
                         continue
+                    if tp.topic in RAFT_OWNED_TOPICS:
+                        continue  # the metadata log: Raft's, not ours (see the docstring)
                     key = (tp.topic, tp.partition)
                     if key in self._logs:
                         raise KafkaError(
@@ -182,6 +191,9 @@ class LogManager:
                 self.delete(topic, partition)
             if not topic or not set(topic) <= _LEGAL_TOPIC_CHARS or topic in (".", ".."):
                 raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name {topic!r}")
+            if topic in RAFT_OWNED_TOPICS:
+                raise KafkaError(ErrorCode.invalid_topic_exception,
+                                 f"{topic} is the metadata log, owned by Raft")
             if partition < 0:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"partition {partition}")
             d = self._next_log_dir()

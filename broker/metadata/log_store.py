@@ -39,8 +39,8 @@ class MetadataLogStore:
         start = latest.end_offset if latest else 0
         self.plog = PartitionLog(
             self.dir, METADATA_PARTITION,
-            # Raft batches carry timestamp 0 (the sans-IO core has no wall clock), so
-            # time-based rolling would roll on every append: size-based only
+            # Raft owns this log's length: segments roll by size only, and nothing is
+            # deleted by time (retention_ms=-1) -- only snapshots move the log start
             LogConfig(segment_bytes=segment_bytes, segment_ms=LONG_MAX, file_delete_delay_ms=0,
                       max_message_bytes=8 * 1024 * 1024, retention_ms=-1),
             recovery_point=0, log_start_offset=start, clean_shutdown=False,
@@ -92,10 +92,11 @@ class MetadataLogStore:
 
     # ------------------------------------------------------------------- log
 
-    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False) -> Batch:
+    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
+               timestamp: int = 0) -> Batch:
         if not records:
             raise ValueError("empty batch")
-        batch = Batch(self.end_offset, epoch, tuple(records), control)
+        batch = Batch(self.end_offset, epoch, tuple(records), control, timestamp=timestamp)
         raw = encode_batch(batch)
         self._tail = None
         self.plog.append_as_follower(raw)
@@ -171,7 +172,17 @@ class MetadataLogStore:
         atomic_write(path, data)
         self._snapshots[snapshot_id] = path
         end = snapshot_id.end_offset
-        if end > self.log_start_offset:
+        start = self.log_start_offset
+        if end < start and not any(s.end_offset >= start for s in self._snapshots):
+            # the log lost its head (no snapshot covers its start): this older snapshot
+            # cannot be joined to it, so it replaces the log, and the other snapshots go
+            self._tail = None
+            self.plog.truncate_fully_and_start_at(end)
+            self._flushed = end
+            for sid in [s for s in self._snapshots if s != snapshot_id]:
+                self._snapshots.pop(sid).unlink(missing_ok=True)
+            return
+        if end > start:
             agrees = self.end_offset >= end and self.epoch_at(end - 1) == snapshot_id.epoch
             if agrees:
                 self.plog.update_high_watermark(end)

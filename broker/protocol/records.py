@@ -538,8 +538,9 @@ def whole_batches_length(buf: bytes | bytearray | memoryview) -> int:
 
 # ------------------------------------------- the narrow path: uncompressed batches of values
 #
-# The metadata log's hot path writes one shape only (no compression, no headers, timestamps
-# 0, every record's key the same: null, or a control record's key), and reads back any
+# The metadata log's hot path writes one shape only (no compression, no headers, the batch's
+# append time as its base and max timestamp with record timestamp deltas 0, every record's
+# key the same: null, or a control record's key), and reads back any
 # uncompressed v2 batch, checking every length against the bytes present. raft's batches
 # travel through these (raft/kafka_messages.py adapts raft's Batch); tests/unit/raft/
 # test_raft_records.py checks them byte for byte against kio's record writers and readers.
@@ -560,9 +561,11 @@ def _zz(n: int) -> bytes:
 
 
 def encode_value_batch(base_offset: int, leader_epoch: int, values: Sequence[bytes], *,
-                       key: bytes | None = None, control: bool = False) -> bytes:
+                       key: bytes | None = None, control: bool = False,
+                       timestamp: int = 0) -> bytes:
     """One uncompressed v2 batch whose records carry `values` (each with `key`, no headers,
-    timestamps 0, no producer); `control` sets the control attribute."""
+    no producer), stamped `timestamp` (the append time, ms); `control` sets the control
+    attribute."""
     if not values:
         raise ValueError("empty batch")
     key_bytes = b"\x01" if key is None else _zz(len(key)) + key
@@ -573,7 +576,7 @@ def encode_value_batch(base_offset: int, leader_epoch: int, values: Sequence[byt
         parts.append(body)
     attributes = CONTROL_MASK if control else 0
     n = len(values)
-    post = _POST.pack(attributes, n - 1, 0, 0, -1, -1, -1, n) + b"".join(parts)
+    post = _POST.pack(attributes, n - 1, timestamp, timestamp, -1, -1, -1, n) + b"".join(parts)
     return _PRE.pack(base_offset, len(post) + 9, leader_epoch, 2, crc32c(post)) + post
 
 
@@ -592,9 +595,10 @@ def _read_zz(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def _decode_value_batch(buf: bytes, pos: int, length: int,
-                        make: Callable[[int, int, tuple[bytes, ...], bool, bytes], _T]) -> _T:
+                        make: Callable[[int, int, tuple[bytes, ...], bool, bytes, int], _T]
+                        ) -> _T:
     end = pos + 12 + length
-    (base, _len, epoch, magic, crc, attributes, last_delta, _bts, _mts, _pid, _pep, _seq,
+    (base, _len, epoch, magic, crc, attributes, last_delta, bts, _mts, _pid, _pep, _seq,
      count) = HEADER.unpack_from(buf, pos)
     if magic != 2:
         raise CorruptBatch(f"magic {magic}")
@@ -639,13 +643,14 @@ def _decode_value_batch(buf: bytes, pos: int, length: int,
     if p != end:
         raise CorruptBatch("batch length does not match its records")
     return make(int(base), int(epoch), tuple(values), bool(attributes & CONTROL_MASK),
-                buf[pos:end])
+                buf[pos:end], int(bts))
 
 
 def decode_value_batches(data: bytes | memoryview,
-                         make: Callable[[int, int, tuple[bytes, ...], bool, bytes], _T],
+                         make: Callable[[int, int, tuple[bytes, ...], bool, bytes, int], _T],
                          max_batch_bytes: int) -> list[_T]:
-    """`make(base offset, leader epoch, values, control, raw bytes)` of every whole batch in
+    """`make(base offset, leader epoch, values, control, raw bytes, base timestamp)` of every
+    whole batch in
     `data` (a trailing partial batch is ignored, as a Fetch answer may cut one); raises
     CorruptBatch on a bad length, CRC or record layout."""
     buf = bytes(data)

@@ -138,8 +138,9 @@ class FileLogStore(MemoryLogStore):
 
     # ------------------------------------------------------------------ writes
 
-    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False) -> Batch:
-        batch = super().append(records, epoch, control)
+    def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
+               timestamp: int = 0) -> Batch:
+        batch = super().append(records, epoch, control, timestamp)
         self._write(encode_batch(batch))
         return batch
 

@@ -382,7 +382,7 @@ def test_wiped_broker_bootstraps_from_a_metadata_snapshot(cluster: Cluster) -> N
         create_topic(c, f"snap-{i}", partitions=20, rf=1)
     broker = c.broker_ids[-1]
     assert c.terminate(broker) == 0
-    shutil.rmtree(c.nodes[broker].directory / "metadata" / "__cluster_metadata-0")
+    shutil.rmtree(c.nodes[broker].metadata_dir / "__cluster_metadata-0")
     starts_before = c.nodes[broker].log_path.read_text(errors="replace").count("=== start")
     c.restart(broker)
     log = c.nodes[broker].log_path.read_text(errors="replace")

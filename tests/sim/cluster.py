@@ -2,9 +2,19 @@
 
 One `random.Random(seed)` drives everything: message delays, drops,
 duplicates (reordering follows from random delays), partitions, crashes and
-client appends.  Time is a fake clock in milliseconds.  Storage loses what was
-not flushed when a node crashes.  Invariants are checked after every event;
-a violation raises `InvariantError` carrying the seed.
+client appends.  Time is a fake clock in milliseconds.
+
+Storage is durable across restarts: a node restarts from exactly what its disk held.
+A crash keeps what was flushed plus a random prefix of what was not (a crash between
+writes: the OS may have written some of it), and `lose_head` models what issue 17's
+bug did to the metadata log (its first segments deleted from under Raft, no snapshot
+covering the new start).  Invariants are checked after every event; a violation raises
+`InvariantError` carrying the seed.
+
+Before issue 17 the storage only ever lost an unflushed tail: no log ever started above
+its snapshot, so a voter voting or standing with a log that had lost committed records,
+a DivergingEpoch below a follower's log start, and a leader asked for a snapshot it had
+not made were never exercised.
 """
 
 from __future__ import annotations
@@ -24,8 +34,10 @@ from raft.messages import (
     Response,
     Send,
     SnapshotLoaded,
+    SnapshotWanted,
+    VoteResponse,
 )
-from raft.roles import Leader
+from raft.roles import Candidate, Leader, Prospective
 from raft.store import MemoryLogStore, MemoryQuorumStateStore
 
 SIM_CONFIG = CoreConfig(
@@ -62,6 +74,12 @@ class SimLogStore(MemoryLogStore):
                 )
         super().truncate_to(offset)
 
+    def crash_between_writes(self, rng: Random) -> None:
+        """Lose a random suffix of what was not flushed (possibly none of it)."""
+        if self._flushed < self.end_offset:
+            self._flushed = rng.randint(self._flushed, self.end_offset)
+        self.crash()
+
 
 @dataclass
 class SimNode:
@@ -80,6 +98,9 @@ class SimNode:
     last_epoch: int = 0
     snapshot_every: int = 0
     snapshots_loaded: int = 0
+    # the state machine's state has a hole (its log lost its head): it must apply nothing
+    state_hole: bool = False
+    heads_lost: int = 0
 
 
 @dataclass(order=True)
@@ -156,6 +177,7 @@ class Cluster:
         n.applied = []
         n.applied_to = n.log.log_start_offset
         snap = n.log.latest_snapshot()
+        n.state_hole = n.log.log_start_offset > (snap.end_offset if snap else 0)
         if snap is not None:
             self._load_snapshot(n, snap.end_offset,
                                 n.log.read_snapshot(snap, 0, 1 << 30))
@@ -169,10 +191,21 @@ class Cluster:
         n.alive = False
         n.core = None
         n.log.crashing = True
-        n.log.crash()
+        n.log.crash_between_writes(self.rng)
         n.log.crashing = False
         self._record("crash", node_id)
 
+    def lose_head(self, node_id: int) -> None:
+        """Crash `node_id` and delete the head of its log with no snapshot to cover it
+        (what the partition manager's retention did to the metadata log, issue 17)."""
+        self.crash(node_id)
+        log = self.nodes[node_id].log
+        snap = log.latest_snapshot()
+        lo = max(log.log_start_offset, snap.end_offset if snap else 0) + 1
+        if log.end_offset >= lo:
+            log.lose_head(self.rng.randint(lo, log.end_offset))
+            self.nodes[node_id].heads_lost += 1
+            self._record("lose_head", node_id * 1000000 + log.log_start_offset)
     def partition(self, *groups: set[int] | frozenset[int]) -> None:
         self.groups = [frozenset(g) for g in groups]
         self._record("partition", hash(tuple(sorted(tuple(sorted(g)) for g in self.groups))))
@@ -243,9 +276,24 @@ class Cluster:
             delay = self.rng.randint(0, 3)
             self._push(self.now + delay, "flushed",
                        (n.node_id, n.incarnation, core.epoch, n.log.end_offset))
+        # judged from the disk, not by asking the core
+        snap = n.log.latest_snapshot()
+        lost = n.log.log_start_offset > (snap.end_offset if snap is not None else 0)
+        if lost and isinstance(core.role, Prospective | Candidate | Leader):
+            raise InvariantError(f"node {n.node_id} lost committed state yet stands "
+                                 f"({type(core.role).__name__}, epoch {core.epoch})")
+        for send in out.sends:
+            if lost and isinstance(send.message, VoteResponse) and send.message.vote_granted:
+                raise InvariantError(f"node {n.node_id} lost committed state yet grants a "
+                                     f"{'pre-' if send.message.pre_vote else ''}vote")
         for ev in out.events:
-            if isinstance(ev, SnapshotLoaded):
+            if isinstance(ev, SnapshotWanted):
+                # the state machine snapshots what it applied, as the driver does
+                if n.applied_to > n.log.log_start_offset and not n.state_hole:
+                    core.create_snapshot(n.applied_to, pickle.dumps(n.applied), self.now)
+            elif isinstance(ev, SnapshotLoaded):
                 n.snapshots_loaded += 1
+                n.state_hole = False
                 sid = ev.snapshot_id
                 self._load_snapshot(n, sid.end_offset, n.log.read_snapshot(sid, 0, 1 << 30))
             elif isinstance(ev, LeaderChanged) and ev.leader_id == n.node_id:
@@ -285,6 +333,9 @@ class Cluster:
         assert core is not None
         if core.hw <= n.applied_to:
             return
+        if n.state_hole:
+            raise InvariantError(f"node {n.node_id} applies from {n.applied_to} to {core.hw} "
+                                 f"with a hole in its state (its log lost its head)")
         pos = n.applied_to
         while pos < core.hw:
             batches = n.log.read(pos, 1 << 20)

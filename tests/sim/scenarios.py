@@ -143,6 +143,36 @@ def snapshot_catchup(c: Cluster, rng: Random) -> None:
         raise InvariantError(f"laggard {laggard} never loaded a snapshot from the leader")
 
 
+def restart_storm(c: Cluster, rng: Random) -> None:
+    """Issue 17: every node killed and restarted from its disk several times in quick
+    succession; a minority of voters (and any observer) may come back with the head of
+    its log gone and no snapshot covering it.  Such a node must neither vote nor stand
+    (checked after every event), must apply nothing, and must come back by loading the
+    leader's snapshot -- never by spinning on a DivergingEpoch below its log start."""
+    c.wait_for_leader(LIVENESS_MS)
+    c.run_with_load(150)
+    voters = sorted(c.voter_ids)
+    may_lose = set(rng.sample(voters, (len(voters) - 1) // 2))
+    may_lose |= {i for i in c.nodes if i not in c.voter_ids}
+    for _round in range(rng.randint(2, 5)):
+        ids = list(c.nodes)
+        rng.shuffle(ids)
+        for i in ids:
+            if i in may_lose and rng.random() < 0.5:
+                c.lose_head(i)
+            else:
+                c.crash(i)
+            c.run_with_load(rng.randint(0, 30))
+            c.start(i)
+            c.run_with_load(rng.randint(0, 60))
+    c.wait_for_leader(LIVENESS_MS)
+    c.run_with_load(150)
+    c.wait_converged(LIVENESS_MS)
+    for n in c.nodes.values():
+        if n.core is not None and n.core.wants_snapshot():
+            raise InvariantError(f"node {n.node_id} still lacks the state its log lost")
+
+
 def chaos(c: Cluster, rng: Random) -> None:
     c.wait_for_leader(LIVENESS_MS)
     ids = sorted(c.nodes)
@@ -180,6 +210,7 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("back_to_back", back_to_back),
     ("snapshot_catchup", snapshot_catchup),
     ("chaos", chaos),
+    ("restart_storm", restart_storm),
 ]
 
 

@@ -60,7 +60,17 @@ class _ForgetfulVoter(RaftCore):
         super()._on_vote(src, rid, req)
 
 
-@pytest.mark.parametrize("broken", [_VotesForAnyLog, _ForgetfulVoter])
+class _IgnoresLostLog(RaftCore):
+    """A broken voter that votes and runs although its log lost committed records."""
+
+    def wants_snapshot(self) -> bool:
+        return False
+
+    def lost_committed_state(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("broken", [_VotesForAnyLog, _ForgetfulVoter, _IgnoresLostLog])
 def test_simulator_catches_broken_cores(
     monkeypatch: pytest.MonkeyPatch, broken: type[RaftCore]
 ) -> None:
@@ -69,7 +79,7 @@ def test_simulator_catches_broken_cores(
     caught = 0
     for seed in range(400):
         name, voters, observers, drop, dup, snap = shape(seed)
-        if voters < 3:
+        if voters < 3 or (broken is _IgnoresLostLog and name != "restart_storm"):
             continue
         c = Cluster(seed, voters, observers, drop=drop, duplicate=dup, snapshot_every=snap)
         try:

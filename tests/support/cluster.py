@@ -28,6 +28,11 @@ set on every node (e.g. {"broker.session.timeout.ms": "3000"}); `node_overrides=
 per node. Nodes run `python -m broker.cli.main server start <server.properties>` with
 PYTHONPATH set to this checkout.
 
+The storage layout is Kafka's default: `metadata.log.dir` is unset, so the metadata log
+lives in the first `log.dirs` entry next to the partitions (`node.metadata_dir`). Pass
+`{"metadata.log.dir": ...}` in `overrides`/`node_overrides` only in a test about it
+(the SEPARATE_METADATA_DIR marker value puts it in `node-<id>/metadata`).
+
 Only processes this object started are signalled, by their PIDs. Every wait is bounded;
 failures carry the tail of every node's log. Use as a context manager, or call stop() in a
 finally block.
@@ -51,6 +56,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 40.0
 T = TypeVar("T")
+# the value of `metadata.log.dir` in overrides that means "node-<id>/metadata"
+SEPARATE_METADATA_DIR = "<node>/metadata"
 
 
 def free_ports(n: int) -> list[int]:
@@ -94,6 +101,13 @@ class ClusterNode:
     @property
     def log_path(self) -> Path:
         return self.directory / "node.log"
+
+    @property
+    def metadata_dir(self) -> Path:
+        """Where `__cluster_metadata-0` and `quorum-state`'s directory live: the first
+        log dir under Kafka's default layout, `node-<id>/metadata` if a test set it."""
+        separate = self.directory / "metadata"
+        return separate if separate.is_dir() else self.directory / "logs"
 
     @property
     def running(self) -> bool:
@@ -197,7 +211,6 @@ class Cluster:
             "listeners": ",".join(listeners),
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(node.directory / "logs"),
-            "metadata.log.dir": str(node.directory / "metadata"),
             "admin.listeners": node.admin_address,
         }
         if node.is_broker:
@@ -205,6 +218,8 @@ class Cluster:
             props["inter.broker.listener.name"] = "PLAINTEXT"
         props.update(self.overrides)
         props.update(self.node_overrides.get(node.node_id, {}))
+        if props.get("metadata.log.dir") == SEPARATE_METADATA_DIR:
+            props["metadata.log.dir"] = str(node.directory / "metadata")
         return props
 
     def format(self) -> None:

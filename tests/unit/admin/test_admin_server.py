@@ -166,3 +166,35 @@ def test_advertised_admin_endpoints_skip_wildcards(node: AdminTestNode) -> None:
             await server.stop()
 
     asyncio.run(main())
+
+
+def test_a_taken_admin_port_fails_the_start_with_a_clear_message() -> None:
+    """Issue 17: gRPC binds with SO_REUSEPORT by default, so several nodes on one host all
+    "listened" on 127.0.0.1:9094. The second server on a port must fail to start."""
+
+    from types import SimpleNamespace
+
+    def bare() -> Any:  # what the services look at while constructed
+        return SimpleNamespace(controller=None, ready=asyncio.Event(), config={},
+                               node_id=1)
+
+    async def go() -> None:
+        first = AdminServer(bare(), ["127.0.0.1:0"], grace_s=0)
+        await first.start()
+        try:
+            taken = f"127.0.0.1:{first.ports[0]}"
+            second = AdminServer(bare(), [taken], grace_s=0)
+            with pytest.raises(OSError, match=r"admin\.listeners: cannot bind .*in use"):
+                await second.start()
+        finally:
+            await first.stop()
+        # a port held by a plain socket (another program) too
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            third = AdminServer(bare(), [f"127.0.0.1:{s.getsockname()[1]}"], grace_s=0)
+            with pytest.raises(OSError, match=r"admin\.listeners"):
+                await third.start()
+
+    asyncio.run(asyncio.wait_for(go(), 20))

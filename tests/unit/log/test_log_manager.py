@@ -116,12 +116,12 @@ def test_topics_with_dashes_and_dots(tmp_path):
     clock = FakeClock()
     m = manager(tmp_path, clock, dirs=("d1",))
     m.get_or_create("my-topic.v2", 11).append_as_leader(batch(1), 0, clock.now)
-    m.get_or_create("__cluster_metadata", 0, LogConfig(fsync_on_append=True))
+    m.get_or_create("__consumer_offsets", 0, LogConfig(fsync_on_append=True))
     m.shutdown()
     m2 = manager(tmp_path, clock, dirs=("d1",))
     plog = m2.get("my-topic.v2", 11)
     assert plog is not None and plog.log_end_offset == 1
-    assert m2.get("__cluster_metadata", 0) is not None
+    assert m2.get("__consumer_offsets", 0) is not None
     m2.shutdown()
 
 
@@ -239,3 +239,42 @@ def test_a_log_of_an_earlier_topic_with_the_same_name_is_replaced(tmp_path):
     assert fresh.log_end_offset == 0 and fresh.topic_id == uuid.UUID(int=2)
     assert any(p.name.endswith("-delete") for p in (tmp_path / "d1").iterdir())
     m2.shutdown()
+
+
+def test_the_metadata_log_in_a_log_dir_is_left_to_raft(tmp_path):
+    """Issue 17: under Kafka's default layout (metadata.log.dir unset) the metadata log
+    lives in the first log.dirs entry. The partition manager must never open it, so
+    retention (whose clock says every old segment expired), the cleaner, checkpoints and
+    deletion cannot touch Raft's segments, however many times the node restarts."""
+    from broker.metadata_log_store import MetadataLogStore
+
+    d = tmp_path / "d1"
+    store = MetadataLogStore(d, segment_bytes=1024)
+    for i in range(40):
+        store.append((b"r%03d" % i * 20,), epoch=1)
+    store.close()
+    files_before = sorted(p.name for p in (d / "__cluster_metadata-0").iterdir())
+    assert len([f for f in files_before if f.endswith(".log")]) > 1  # several segments
+    # a retention of 1 ms and a clock far in the future: every partition segment expires
+    cfg = LogConfig(segment_bytes=1024, retention_ms=1, file_delete_delay_ms=0)
+    clock = FakeClock()
+    clock.now = 10**13
+    for _restart in range(3):
+        m = LogManager([d], cfg, clock, retention_check_interval_ms=1)
+        m.load()
+        assert m.get("__cluster_metadata", 0) is None
+        assert m.all_logs() == []
+        m.tick(clock.now)
+        m.run_retention(clock.now)
+        m.shutdown()
+        clock.now += 10**9
+    assert sorted(p.name for p in (d / "__cluster_metadata-0").iterdir()) == files_before
+    assert read_offsets_checkpoint(d / "log-start-offset-checkpoint") == {}
+    store = MetadataLogStore(d, segment_bytes=1024)
+    assert (store.log_start_offset, store.end_offset) == (0, 40)
+    store.close()
+    m = LogManager([d], cfg, clock)
+    m.load()
+    with pytest.raises(KafkaError):
+        m.get_or_create("__cluster_metadata", 0)
+    m.shutdown()
