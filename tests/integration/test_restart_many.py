@@ -86,8 +86,7 @@ def consume_all(c: Cluster, partitions: int) -> set[bytes]:
 
 async def _describe_quorum(port: int) -> Any:
     from kio.schema.describe_quorum.v1 import request as dq
-
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
     conn = KafkaConnection("127.0.0.1", port, "restart-many")

@@ -246,7 +246,7 @@ def test_the_metadata_log_in_a_log_dir_is_left_to_raft(tmp_path):
     lives in the first log.dirs entry. The partition manager must never open it, so
     retention (whose clock says every old segment expired), the cleaner, checkpoints and
     deletion cannot touch Raft's segments, however many times the node restarts."""
-    from broker.metadata_log_store import MetadataLogStore
+    from broker.metadata.log_store import MetadataLogStore
 
     d = tmp_path / "d1"
     store = MetadataLogStore(d, segment_bytes=1024)

@@ -186,8 +186,8 @@ def test_batches_carry_the_wall_clock_append_time_given_by_the_shell() -> None:
 
 
 def test_the_codec_keeps_the_append_time() -> None:
-    from raft.messages import Batch
     from raft.kafka_messages import decode_batches, encode_batch
+    from raft.messages import Batch
 
     raw = encode_batch(Batch(5, 3, (b"a", b"b"), timestamp=1_764_000_000_123))
     [back] = decode_batches(raw)
@@ -195,7 +195,7 @@ def test_the_codec_keeps_the_append_time() -> None:
 
 
 def test_the_metadata_log_store_replaces_a_headless_log_by_an_older_snapshot(tmp_path) -> None:
-    from broker.metadata_log_store import MetadataLogStore
+    from broker.metadata.log_store import MetadataLogStore
 
     store = MetadataLogStore(tmp_path, segment_bytes=200)
     for i in range(30):
