@@ -48,7 +48,7 @@ from broker.handlers import BROKER_HANDLERS
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
-from broker.protocol.api import BROKER_APIS
+from broker.protocol.api import BROKER_APIS, floors_table
 from broker.quorum import MetadataQuorumDriver, controller_api_table
 from broker.replication import (
     ClusterView,
@@ -266,8 +266,9 @@ class Node:
 
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
+        apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
-            ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher)
+            ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher)
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

@@ -1,4 +1,7 @@
-"""CreateTopics (API 19), versions 2-5.
+"""CreateTopics (API 19), versions 0-5.
+
+v0-v1 (dropped by Kafka 4.0, KIP-896): v0 has no validate_only (always creates) and answers
+only name and error code; v1 adds validate_only and error_message; v2 throttle time.
 
 Each topic becomes a controller CreatableTopic; the controller validates names, counts,
 replication factor, assignments and configs, and answers once the records are committed
@@ -82,7 +85,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         try:
             created = await await_controller(
                 lambda: node.controller.create_topics(to_create,
-                                                      validate_only=request.validate_only),
+                                                      validate_only=getattr(request, "validate_only", False)),
                 timeout_ms(request))
             for r in created:
                 results[r.name] = r

@@ -1,4 +1,12 @@
-"""OffsetCommit (API 8): store a group's consumed positions; answered once replicated."""
+"""OffsetCommit (API 8): store a group's consumed positions; answered once replicated.
+
+v0 and v1 were dropped by Kafka 4.0 (KIP-896) and are served as Kafka 3.9 did, with one
+deliberate difference for v0: Kafka stored v0 commits in ZooKeeper (and a KRaft-mode 3.9
+broker refuses them); Skiff has no ZooKeeper, so v0 commits go to the group coordinator like
+the rest, as a commit outside any generation (generation -1, member ""), which OffsetFetch of
+any version then returns. v1 carries a per-partition commit_timestamp, stored as the commit
+time when set (-1 means now), from which retention counts.
+"""
 
 from __future__ import annotations
 
@@ -33,12 +41,13 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             accepted.append(CommitPartition(
                 topic.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata,
+                getattr(p, "commit_timestamp", -1),
             ))
     if accepted:
         req = OffsetCommitRequest(
             group_id=str(request.group_id),
-            generation_id=request.generation_id_or_member_epoch,
-            member_id=request.member_id,
+            generation_id=getattr(request, "generation_id_or_member_epoch", -1),
+            member_id=getattr(request, "member_id", ""),
             group_instance_id=getattr(request, "group_instance_id", None),
             partitions=tuple(accepted),
             retention_time_ms=to_ms(getattr(request, "retention_time", None)),

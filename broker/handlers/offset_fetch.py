@@ -1,4 +1,8 @@
-"""OffsetFetch (API 9): committed offsets of listed partitions or of all (v2+), batched v8+."""
+"""OffsetFetch (API 9): committed offsets of listed partitions or of all (v2+), batched v8+.
+
+v0 (dropped by Kafka 4.0, KIP-896) read ZooKeeper-stored offsets in Kafka; Skiff stores v0
+commits in the group coordinator (see offset_commit.py), so v0 is answered like v1 from there.
+"""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_unsigned_varint
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from broker.protocol.api import is_server_answered, request_schema, response_header_schema
+from broker.protocol.api import request_schema, response_header_schema
 
 _HEAD: Final = struct.Struct(">hhi")
 _SIZE: Final = struct.Struct(">i")
@@ -129,11 +129,7 @@ def parse_request(frame: bytes | memoryview, peek: ApiPeek | None = None) -> Par
 
 
 def _header_bytes(api_key: int, version: int, correlation_id: int) -> bytes:
-    # Versions without a kio schema (Produce v0-v2) are all pre-flexible: header v0.
-    if (
-        not is_server_answered(api_key, version)
-        and response_header_schema(api_key, version) is ResponseHeaderV1
-    ):
+    if response_header_schema(api_key, version) is ResponseHeaderV1:
         return _SIZE.pack(correlation_id) + b"\x00"  # correlation id + no tagged fields
     return _SIZE.pack(correlation_id)
 
