@@ -82,10 +82,10 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         else:
             to_create.append(c)
     if to_create:
+        validate_only = bool(getattr(request, "validate_only", False))  # v1+
         try:
             created = await await_controller(
-                lambda: node.controller.create_topics(to_create,
-                                                      validate_only=getattr(request, "validate_only", False)),
+                lambda: node.controller.create_topics(to_create, validate_only=validate_only),
                 timeout_ms(request))
             for r in created:
                 results[r.name] = r

@@ -282,7 +282,7 @@ def request_schema(api_key: int, version: int) -> type[RequestPayload]:
         legacy = _legacy_class(api_key, version, "request")
         if legacy is None:
             raise
-        return legacy  # type: ignore[return-value]
+        return legacy
 
 
 @functools.cache
@@ -293,7 +293,7 @@ def response_schema(api_key: int, version: int) -> type[ResponsePayload]:
         legacy = _legacy_class(api_key, version, "response")
         if legacy is None:
             raise
-        return legacy  # type: ignore[return-value]
+        return legacy
 
 
 def request_header_schema(api_key: int, version: int) -> type[Entity]:

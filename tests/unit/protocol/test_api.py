@@ -63,7 +63,7 @@ def test_floors_table_kafka4_raises_to_kip896_floors() -> None:
         assert r is not None and r.min_version == max(versions) + 1
         assert r.max_version == BROKER_APIS.get(key).max_version  # type: ignore[union-attr]
     assert k4.get(3) == BROKER_APIS.get(3)  # Metadata keeps v0 in Kafka 4
-    with pytest.raises(ValueError, match="skiff.min.api.versions"):
+    with pytest.raises(ValueError, match=r"skiff\.min\.api\.versions"):
         api.floors_table(BROKER_APIS, "kafka2")
 
 
