@@ -4,8 +4,12 @@ v0 and v1 were dropped by Kafka 4.0 (KIP-896) and are served as Kafka 3.9 did, w
 deliberate difference for v0: Kafka stored v0 commits in ZooKeeper (and a KRaft-mode 3.9
 broker refuses them); Skiff has no ZooKeeper, so v0 commits go to the group coordinator like
 the rest, as a commit outside any generation (generation -1, member ""), which OffsetFetch of
-any version then returns. v1 carries a per-partition commit_timestamp, stored as the commit
-time when set (-1 means now), from which retention counts.
+any version then returns. A v0 client (ZooKeeper era) never asks FindCoordinator, which is
+what creates the offsets topic, so v0 creates it too when it is missing; in a cluster of
+several brokers a v0 commit sent to a broker that is not the group's coordinator is answered
+NOT_COORDINATOR (ZooKeeper let any broker take it). v1 carries a per-partition
+commit_timestamp, stored as the commit time when set (-1 means now), from which retention
+counts.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.group.handler_util import NO_THROTTLE, to_ms
+from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest
 from broker.handlers._build import build, response_module
@@ -24,6 +29,17 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 8
+
+
+async def ensure_offsets_topic(node: Any) -> None:
+    """OffsetCommit/OffsetFetch v0 clients never send FindCoordinator, which creates the
+    offsets topic in Kafka: create it for them (errors surface on the commit itself)."""
+    try:
+        service = service_of(node)
+    except KafkaError:
+        return
+    if node.metadata.topic(OFFSETS_TOPIC) is None:
+        await service.ensure_offsets_topic()
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
@@ -43,6 +59,8 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata,
                 getattr(p, "commit_timestamp", -1),
             ))
+    if accepted and ctx.api_version == 0:
+        await ensure_offsets_topic(node)
     if accepted:
         req = OffsetCommitRequest(
             group_id=str(request.group_id),

@@ -1,6 +1,6 @@
 """Old clients with their old API versions (issue 23): kafka-python pinned to a broker version
 from before KIP-896's floors, so it sends Produce v0-v2 with magic 0/1 message sets, Fetch
-v0-v2 (down-converted answers), ListOffsets v0, OffsetCommit v1-v2 and OffsetFetch v1 — the
+v0-v2 (down-converted answers), ListOffsets v0, OffsetCommit v0-v2 and OffsetFetch v0-v1 — the
 versions Kafka 3.9 served and 4.0 dropped. Each pinned client produces, consumes what it
 produced, commits its position and reads back the committed offset and the end offset.
 """
@@ -25,6 +25,9 @@ OLD = {
     (0, 10, 0): {("produce", 2), ("fetch", 2), ("list_offsets", 0)},
     (0, 9): {("produce", 1), ("fetch", 1), ("list_offsets", 0)},
     (0, 8, 2): {("produce", 0), ("fetch", 0), ("list_offsets", 0), ("offset_commit", 1)},
+    # "zookeeper-storage offset commits" in kafka-python: OffsetCommit v0 / OffsetFetch v0
+    (0, 8, 1): {("produce", 0), ("fetch", 0), ("list_offsets", 0), ("offset_commit", 0),
+                ("offset_fetch", 0)},
 }
 
 
