@@ -19,6 +19,16 @@ if ! command -v kcat >/dev/null 2>&1; then
         sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq kcat >/dev/null
     fi
 fi
+# Go and Debian's sarama 1.22: an old client with old defaults (tests/compat/test_old_sarama.py).
+if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/Shopify/sarama ]; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq >/dev/null \
+            && apt-get install -y -qq golang-go golang-github-shopify-sarama-dev >/dev/null
+    else
+        sudo apt-get update -qq >/dev/null \
+            && sudo apt-get install -y -qq golang-go golang-github-shopify-sarama-dev >/dev/null
+    fi
+fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi

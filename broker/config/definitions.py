@@ -180,6 +180,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.max.timeout.ms", INT, 900000, at_least(1)),
     ConfigDef("transactional.id.expiration.ms", INT, 604800000, at_least(1)),
     ConfigDef("producer.id.expiration.ms", INT, 86400000, at_least(1)),
+    # Skiff's own: which API versions the client listener serves. kafka3 = from v0, every
+    # version Kafka 3.9 served; kafka4 = Kafka 4's floors (KIP-896 removed the oldest).
+    ConfigDef("skiff.min.api.versions", S, "kafka3", one_of("kafka3", "kafka4")),
     # Skiff's own (no Kafka equivalent: Kafka configures logging through log4j)
     ConfigDef("log.format", S, "console", one_of("json", "console")),
     ConfigDef("log.level", S, "INFO",

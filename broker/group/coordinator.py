@@ -867,8 +867,10 @@ class GroupCoordinator(ConsumerGroups):
                 results[(p.topic, p.partition)] = ErrorCode.offset_metadata_too_large
                 continue
             expire = now_ms + req.retention_time_ms if req.retention_time_ms >= 0 else -1
+            committed_at = now_ms if p.commit_timestamp < 0 else p.commit_timestamp
             accepted.append(((p.topic, p.partition),
-                             CommittedOffset(p.offset, p.leader_epoch, meta, now_ms, expire)))
+                             CommittedOffset(p.offset, p.leader_epoch, meta, committed_at,
+                                             expire)))
         if not accepted:
             self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
             self._drop_if_unused(g)

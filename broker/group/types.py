@@ -173,6 +173,8 @@ class CommitPartition:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
+    commit_timestamp: int = -1
+    """OffsetCommit v1's per-partition commit time; -1 (every other version) means now."""
 
 
 @dataclass(frozen=True, slots=True)

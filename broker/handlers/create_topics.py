@@ -1,13 +1,13 @@
-"""CreateTopics (API 19), versions 2-5.
+"""CreateTopics (API 19), versions 0-5.
+
+v0-v1 (dropped by Kafka 4.0, KIP-896): v0 has no validate_only (always creates) and answers
+only name and error code; v1 adds validate_only and error_message; v2 throttle time.
 
 Each topic becomes a controller CreatableTopic; the controller validates names, counts,
 replication factor, assignments and configs, and answers once the records are committed
 and applied on this node. From v5 a created (or validated) topic's answer carries its
 partition count, replication factor and every topic config with its source, as Kafka's
 controller returns them to a client allowed to describe the topic's configs.
-
-`timeout_ms` reads a request's timeout for the admin handlers; they bound the controller
-operation with `broker.controller.rpc._common.within`, as the controller listener does.
 """
 
 from __future__ import annotations
@@ -71,10 +71,10 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         else:
             to_create.append(c)
     if to_create:
+        validate_only = bool(getattr(request, "validate_only", False))  # v1+
         try:
             created = await await_controller(
-                lambda: node.controller.create_topics(to_create,
-                                                      validate_only=request.validate_only),
+                lambda: node.controller.create_topics(to_create, validate_only=validate_only),
                 to_ms(request.timeout, 0))
             for r in created:
                 results[r.name] = r

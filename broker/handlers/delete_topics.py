@@ -1,4 +1,5 @@
-"""DeleteTopics (API 20), versions 1-4: delete topics by name.
+"""DeleteTopics (API 20), versions 0-4: delete topics by name (v0, dropped by Kafka 4.0 in
+KIP-896, answers without throttle time).
 
 The controller answers once the RemoveTopic records are committed and applied on this
 node, so a client that gets NONE no longer sees the topic in Metadata. (Deletion by topic

@@ -1,4 +1,4 @@
-"""DescribeConfigs (API 32), versions 1-4: topic and broker configs with their sources.
+"""DescribeConfigs (API 32), versions 0-4: topic and broker configs with their sources.
 
 As Kafka's broker answers it:
   * TOPIC (2): every topic config (or the requested keys) with value and source —
@@ -12,7 +12,9 @@ As Kafka's broker answers it:
     request to the broker they describe);
   * BROKER_LOGGER (8) for this node: no loggers to report (Skiff has no log4j loggers);
     other resource types: INVALID_REQUEST.
-Synonyms (v1+) when asked; documentation and config types from v3.
+Synonyms (v1+) when asked; documentation and config types from v3. v0 (dropped by Kafka 4.0,
+KIP-896) has no source: its is_default is true for a value from Kafka's defaults
+(DEFAULT_CONFIG), as Kafka 3.9 answered.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import (
     BROKER_CONFIGS,
     ConfigEntry,
+    ConfigSource,
 )
 from broker.controller.controller import DYNAMIC_BROKER_KEYS
 from broker.errors import KafkaError
@@ -59,7 +62,8 @@ def _entry(mod: Any, e: ConfigEntry, resource_type: int, include_documentation: 
     return build(
         mod.DescribeConfigsResourceResult, name=e.name,
         value=None if e.sensitive else e.value, read_only=_read_only(e, resource_type),
-        config_source=int(e.source), is_sensitive=e.sensitive,
+        config_source=int(e.source), is_default=e.source is ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=e.sensitive,
         synonyms=tuple(build(mod.DescribeConfigsSynonym, name=s.name,
                              value=None if e.sensitive else s.value, source=int(s.source))
                        for s in e.synonyms),

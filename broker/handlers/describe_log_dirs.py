@@ -1,4 +1,6 @@
-"""DescribeLogDirs (API 35), versions 1-4: partitions and sizes per log directory."""
+"""DescribeLogDirs (API 35), versions 0-4: partitions and sizes per log directory (v0, dropped
+by Kafka 4.0 in KIP-896, is v1's shape; v1 only changed throttling to happen before the
+answer)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,11 @@
-"""Fetch (API 1), versions 4-16: long-polled reads up to the high watermark, and the
+"""Fetch (API 1), versions 0-16: long-polled reads up to the high watermark, and the
 leader's side of replication for fetches from follower replicas (replica_id >= 0).
+
+v0-v3 (Kafka 3.9 served them, 4.0 dropped them: KIP-896) are for consumers that read only the
+legacy message formats: their records are down-converted, as Kafka 3.9 does, to magic 0 (v0-v1)
+or magic 1 (v2-v3) message sets (broker/protocol/legacy.py `down_convert`), so they are read
+into memory rather than sent with os.sendfile. v0-v2 have no response-wide max_bytes (Kafka
+takes it as unlimited); v0 no throttle time.
 
 Records go out as file slices spliced into the socket with os.sendfile: the response is
 encoded by the narrow fast encoder (broker/protocol/fetch_encoder.py), which is tested
@@ -24,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.config import effective_topic_configs
+from broker.errors import KafkaError
 from broker.handlers._leader_hints import (
     LEADER_HINT_ERRORS,
     current_leader,
@@ -38,6 +46,7 @@ from broker.protocol.fetch_encoder import (
     encode_fetch_response,
 )
 from broker.protocol.frames import ResponseChunks
+from broker.protocol.legacy import down_convert
 from broker.replication.replica_manager import FetchPartitionRequest, FetchPartitionResult
 
 if TYPE_CHECKING:
@@ -47,9 +56,33 @@ if TYPE_CHECKING:
 
 API_KEY = 1
 TOPIC_IDS_VERSION = 13
+# Below this version consumers read legacy message sets only.
+DOWN_CONVERSION_BELOW_VERSION = 4
+_NO_MAX_BYTES = 2**31 - 1
 
 
-def _partition(res: FetchPartitionResult, image: MetadataImage) -> FetchPartition:
+def _down_conversion_enabled(node: Node, topic: str) -> bool:
+    """The topic's message.downconversion.enable (Kafka 3.9's; default true)."""
+    overrides = dict(node.metadata.topic_config(topic))
+    dynamic = node.metadata.broker_config()
+    return bool(effective_topic_configs(node.config, overrides, dynamic)
+                ["message.downconversion.enable"])
+
+
+def _down_converted(res: FetchPartitionResult, version: int, fetch_offset: int) -> Any:
+    """The records of `res` as a legacy message set for a Fetch v0-v3 consumer."""
+    if res.records is None or not res.records.length:
+        return b""
+    data = res.records.read_bytes()
+    try:
+        return down_convert(data, magic=0 if version <= 1 else 1, fetch_offset=fetch_offset)
+    except KafkaError as e:
+        res.error_code = e.error_code
+        return b""
+
+
+def _partition(res: FetchPartitionResult, image: MetadataImage,
+               records: Any = None) -> FetchPartition:
     if res.error_code is ErrorCode.unknown_topic_or_partition:
         res.error_code = not_hosted_error(image, res.topic, res.partition)
     current = (-1, -1)
@@ -58,7 +91,8 @@ def _partition(res: FetchPartitionResult, image: MetadataImage) -> FetchPartitio
         current = current_leader(image, res.topic, res.partition)
         if current == (-1, -1):
             current = (res.leader_id, res.leader_epoch)
-    records: Any = res.records if res.records is not None and res.records.length else b""
+    if records is None:
+        records = res.records if res.records is not None and res.records.length else b""
     return FetchPartition(
         partition_index=res.partition, error_code=int(res.error_code),
         high_watermark=res.high_watermark, last_stable_offset=res.last_stable_offset,
@@ -114,12 +148,23 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> ResponseChunk
     results = await node.replicas.fetch(
         wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
         max_wait_ms=0 if unknown_ids else int(request.max_wait.total_seconds() * 1000),
-        min_bytes=request.min_bytes, max_bytes=request.max_bytes,
+        min_bytes=request.min_bytes, max_bytes=getattr(request, "max_bytes", _NO_MAX_BYTES),
     )
+    down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
+    offsets = {(w.topic, w.partition): w.fetch_offset for w in wanted}
     by_topic: dict[str, list[FetchPartition]] = {}
     leaders: list[int] = []
     for res in results:
-        part = _partition(res, image)
+        records = None
+        if down_convert_to is not None:
+            if res.error_code is ErrorCode.none and not _down_conversion_enabled(node, res.topic):
+                # Kafka: an old consumer of a topic with down-conversion disabled
+                res.error_code = ErrorCode.unsupported_version
+                records = b""
+            else:
+                records = _down_converted(res, down_convert_to,
+                                          offsets.get((res.topic, res.partition), 0))
+        part = _partition(res, image, records)
         if part.current_leader != (-1, -1):
             leaders.append(part.current_leader[0])
         by_topic.setdefault(res.topic, []).append(part)

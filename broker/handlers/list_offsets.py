@@ -1,7 +1,16 @@
-"""ListOffsets (API 2), versions 1-7: earliest, latest, by timestamp, max timestamp."""
+"""ListOffsets (API 2), versions 0-7: earliest, latest, by timestamp, max timestamp.
+
+v0 (Kafka 3.9 served it, 4.0 dropped it: KIP-896) answers the way Kafka's
+legacyFetchOffsetsBefore did: a list (`old_style_offsets`) of up to `max_num_offsets` offsets,
+newest first, drawn from the segments' base offsets (each with its file's last-modified time)
+and, when the active segment holds data, the log end offset (time now). Latest starts from the
+newest entry, earliest from the oldest; a timestamp starts from the newest segment modified
+at or before it. For a consumer the high watermark replaces the offsets above it.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -42,8 +51,42 @@ def lookup(part: Partition, timestamp: int, *, replica_id: int) -> tuple[int, in
     return ts, offset, epoch
 
 
+def legacy_offsets(part: Partition, timestamp: int, max_num_offsets: int, *,
+                   replica_id: int, now_ms: int) -> list[int]:
+    """ListOffsets v0: offsets newest first (see the module docstring)."""
+    plog = part.log
+    segments = plog.segments
+    entries: list[tuple[int, int]] = [
+        (max(seg.base_offset, plog.log_start_offset), seg.last_modified_ms())
+        for seg in segments[:-1]
+    ]
+    active = segments[-1]
+    entries.append((max(active.base_offset, plog.log_start_offset), active.last_modified_ms()))
+    if active.size > 0:
+        entries.append((plog.log_end_offset, now_ms))
+    if timestamp == LATEST_TIMESTAMP:
+        start = len(entries) - 1
+    elif timestamp == EARLIEST_TIMESTAMP:
+        start = 0
+    elif timestamp < 0:
+        raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
+    else:
+        start = -1
+        for i, (_, modified) in enumerate(entries):
+            if modified <= timestamp:
+                start = i
+    offsets = [entries[i][0] for i in range(start, max(start - max_num_offsets, -1), -1)]
+    if replica_id < 0:
+        hw = part.high_watermark
+        if any(o > hw for o in offsets):
+            offsets = [hw, *(o for o in offsets if o <= hw)][:max(max_num_offsets, 1)]
+    return offsets
+
+
 async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
+    if ctx.api_version == 0:
+        return _handle_v0(node, request, mod)
     topics = []
     for topic in request.topics:
         partitions = []
@@ -67,3 +110,30 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         topics.append(build(mod.ListOffsetsTopicResponse, name=topic.name,
                             partitions=tuple(partitions)))
     return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _handle_v0(node: Node, request: Any, mod: Any) -> Any:
+    now_ms = int(time.time() * 1000)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            try:
+                if p.max_num_offsets < 0:
+                    raise KafkaError(ErrorCode.invalid_request,
+                                     f"max_num_offsets {p.max_num_offsets}")
+                part = node.replicas.leader_partition(topic.name, p.partition_index, -1)
+                offsets = legacy_offsets(part, p.timestamp, p.max_num_offsets,
+                                         replica_id=request.replica_id, now_ms=now_ms)
+                code = ErrorCode.none
+            except KafkaError as exc:
+                code = exc.error_code
+                if code is ErrorCode.unknown_topic_or_partition:
+                    code = not_hosted_error(node.metadata, topic.name, p.partition_index)
+                offsets = []
+            partitions.append(build(
+                mod.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                error_code=code, old_style_offsets=tuple(offsets)))
+        topics.append(build(mod.ListOffsetsTopicResponse, name=topic.name,
+                            partitions=tuple(partitions)))
+    return build(mod.ListOffsetsResponse, topics=tuple(topics))

@@ -1,4 +1,16 @@
-"""OffsetCommit (API 8): store a group's consumed positions; answered once replicated."""
+"""OffsetCommit (API 8): store a group's consumed positions; answered once replicated.
+
+v0 and v1 were dropped by Kafka 4.0 (KIP-896) and are served as Kafka 3.9 did, with one
+deliberate difference for v0: Kafka stored v0 commits in ZooKeeper (and a KRaft-mode 3.9
+broker refuses them); Skiff has no ZooKeeper, so v0 commits go to the group coordinator like
+the rest, as a commit outside any generation (generation -1, member ""), which OffsetFetch of
+any version then returns. A v0 client (ZooKeeper era) never asks FindCoordinator, which is
+what creates the offsets topic, so v0 creates it too when it is missing; in a cluster of
+several brokers a v0 commit sent to a broker that is not the group's coordinator is answered
+NOT_COORDINATOR (ZooKeeper let any broker take it). v1 carries a per-partition
+commit_timestamp, stored as the commit time when set (-1 means now), from which retention
+counts.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest
 from broker.handlers._build import build, response_module
@@ -16,6 +29,17 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 8
+
+
+async def ensure_offsets_topic(node: Any) -> None:
+    """OffsetCommit/OffsetFetch v0 clients never send FindCoordinator, which creates the
+    offsets topic in Kafka: create it for them (errors surface on the commit itself)."""
+    try:
+        service = service_of(node)
+    except KafkaError:
+        return
+    if node.metadata.topic(OFFSETS_TOPIC) is None:
+        await service.ensure_offsets_topic()
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
@@ -33,12 +57,15 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             accepted.append(CommitPartition(
                 topic.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata,
+                getattr(p, "commit_timestamp", -1),
             ))
+    if accepted and ctx.api_version == 0:
+        await ensure_offsets_topic(node)
     if accepted:
         req = OffsetCommitRequest(
             group_id=str(request.group_id),
-            generation_id=request.generation_id_or_member_epoch,
-            member_id=request.member_id,
+            generation_id=getattr(request, "generation_id_or_member_epoch", -1),
+            member_id=getattr(request, "member_id", ""),
             group_instance_id=getattr(request, "group_instance_id", None),
             partitions=tuple(accepted),
             retention_time_ms=to_ms(getattr(request, "retention_time", None)),

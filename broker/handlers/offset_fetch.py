@@ -1,4 +1,9 @@
-"""OffsetFetch (API 9): committed offsets of listed partitions or of all (v2+), batched v8+."""
+"""OffsetFetch (API 9): committed offsets of listed partitions or of all (v2+), batched v8+.
+
+v0 (dropped by Kafka 4.0, KIP-896) read ZooKeeper-stored offsets in Kafka; Skiff stores v0
+commits in the group coordinator (see offset_commit.py), so v0 is answered like v1 from there
+(creating the offsets topic first if it is missing, as v0 clients never ask FindCoordinator).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import FetchedOffset, OffsetFetchResult
 from broker.handlers._build import build, response_module
+from broker.handlers.offset_commit import ensure_offsets_topic
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
@@ -51,6 +57,8 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
                 topics=_topics(mod, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
                                r.partitions)))
         return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    if version == 0:
+        await ensure_offsets_topic(node)
     r = _fetch(node, str(request.group_id), request.topics)
     parts = r.partitions
     if version < 2 and r.error is not ErrorCode.none:

@@ -1,4 +1,4 @@
-"""OffsetForLeaderEpoch (API 23), versions 2-4: the end offset of a leader epoch.
+"""OffsetForLeaderEpoch (API 23), versions 0-4: the end offset of a leader epoch.
 
 Clients (the Java consumer, librdkafka) ask it after a leader change to check that their
 position is still on the leader's log (KIP-320); followers of older brokers used it to
@@ -6,6 +6,9 @@ find where to truncate. The leader answers from its leader-epoch cache as Kafka 
 for the latest epoch its log end offset; for an older one the start offset of the next
 higher epoch it knows, with the largest epoch at or below the requested one; for an
 epoch above its latest (or with no epochs) -1/-1.
+
+v0-v1 (dropped by Kafka 4.0, KIP-896) carry no current_leader_epoch (no fencing) and no
+throttle time; v0's answer has no leader_epoch, only the end offset.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
         for p in topic.partitions:
             try:
                 part = node.replicas.leader_partition(
-                    topic.topic, p.partition, p.current_leader_epoch)
+                    topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
                 epoch, end = part.end_offset_for_epoch(p.leader_epoch)
                 partitions.append(build(
                     mod.EpochEndOffset, error_code=ErrorCode.none, partition=p.partition,

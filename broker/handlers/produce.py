@@ -1,7 +1,9 @@
 """Produce (API 0): append record batches to partition leaders.
 
-Versions 3-10 are served; 0-2 are advertised and answered UNSUPPORTED_VERSION by the
-server (librdkafka disables compression unless it sees them). v10+ answers
+Versions 0-10 are served. v0-v2 (Kafka 3.9 served them; 4.0 dropped them, KIP-896) carry
+legacy message sets (magic 0 on v0-v1, magic 1 on v2), which the log converts to v2 batches on
+append (broker/protocol/legacy.py); they have no transactional_id, v0 no throttle time, v0-v1
+no log_append_time in the answer. v10+ answers
 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH with the current leader and its endpoint
 (KIP-951), so the producer switches without a metadata round trip. The answer is written
 by the narrow encoder in broker/protocol/produce_encoder.py.
@@ -47,7 +49,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> ResponseChunk
             key = (topic.name, part.index)
             if acks not in (0, 1, -1):
                 errors[key] = KafkaError(ErrorCode.invalid_required_acks, f"acks={acks}")
-            elif request.transactional_id is not None:
+            elif getattr(request, "transactional_id", None) is not None:
                 errors[key] = KafkaError(
                     ErrorCode.transactional_id_authorization_failed,
                     "transactions are not supported yet",

@@ -49,7 +49,7 @@ from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.storage import ensure_formatted, read_bootstrap
 from broker.node.quorum import MetadataQuorumDriver, controller_api_table
-from broker.protocol.api import BROKER_APIS
+from broker.protocol.api import BROKER_APIS, floors_table
 from broker.replication import (
     ClusterView,
     ReplicaFetcherManager,
@@ -266,8 +266,9 @@ class Node:
 
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
+        apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
-            ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher)
+            ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher)
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

@@ -5,19 +5,22 @@ controller listener serves `CONTROLLER_APIS` (the KRaft RPCs). Tables are immuta
 are added with `ApiTable.with_api` (groups, transactions, ...), and the server advertises only the
 APIs that also have a registered handler (`ApiTable.restricted_to`).
 
-Produce v0-v2 have no kio schema: they are advertised (librdkafka disables compression when
-Produce < 3 is missing) and answered by the server itself with UNSUPPORTED_VERSION
-(broker/server/legacy_produce.py).
+The versions Kafka 4.0 removed (KIP-896) but Kafka 3.9 served have no class in kio 0.6; their
+classes come from kio 0.5.0, extracted into broker/protocol/_kio_legacy/ by
+broker/protocol/kio_legacy_gen.py, and `request_schema`/`response_schema` fall back to them.
+`MIN_API_VERSIONS` (config `skiff.min.api.versions`) chooses between Kafka 3.9's floors (v0,
+the default) and Kafka 4's (`floors_table`).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
@@ -61,10 +64,6 @@ DESCRIBE_QUORUM = 55
 FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
 
-# Produce versions below this have no kio schema; the server answers them UNSUPPORTED_VERSION.
-PRODUCE_MIN_IMPLEMENTED_VERSION = 3
-
-
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
     return api_key_map.get(api_key, "unknown")
@@ -84,7 +83,8 @@ class ApiVersionRange:
         return isinstance(version, int) and self.min_version <= version <= self.max_version
 
 
-def has_kio_schema(api_key: int, version: int) -> bool:
+def has_current_kio_schema(api_key: int, version: int) -> bool:
+    """Does installed kio (Kafka 4.x schemas) have this version?"""
     name = api_key_map.get(api_key)
     if name is None:
         return False
@@ -93,9 +93,66 @@ def has_kio_schema(api_key: int, version: int) -> bool:
     return entry is not None and EntityType.request in entry and EntityType.response in entry
 
 
-def is_server_answered(api_key: int, version: int) -> bool:
-    """Versions the server answers itself without a kio schema or a handler (Produce v0-v2)."""
-    return api_key == PRODUCE and 0 <= version < PRODUCE_MIN_IMPLEMENTED_VERSION
+@functools.cache
+def _legacy_module(api_key: int, version: int, kind: str) -> object | None:
+    name = api_key_map.get(api_key)
+    if name is None:
+        return None
+    try:
+        return importlib.import_module(f"broker.protocol._kio_legacy.{name}.v{version}.{kind}")
+    except ModuleNotFoundError:
+        return None
+
+
+def _legacy_class(api_key: int, version: int, kind: str) -> type | None:
+    module = _legacy_module(api_key, version, kind)
+    if module is None:
+        return None
+    suffix = "Request" if kind == "request" else "Response"
+    for value in vars(module).values():
+        if (isinstance(value, type) and value.__name__.endswith(suffix)
+                and value.__module__ == getattr(module, "__name__", None)
+                and getattr(value, "__type__", None) is getattr(EntityType, kind)):
+            return value
+    return None
+
+
+def has_legacy_schema(api_key: int, version: int) -> bool:
+    """A version Kafka 4.0 removed, with its class from kio 0.5.0 (broker/protocol/_kio_legacy)."""
+    return (_legacy_class(api_key, version, "request") is not None
+            and _legacy_class(api_key, version, "response") is not None)
+
+
+def has_kio_schema(api_key: int, version: int) -> bool:
+    return has_current_kio_schema(api_key, version) or has_legacy_schema(api_key, version)
+
+
+def kafka4_min_version(api_key: int) -> int | None:
+    """Kafka 4's lowest version of an API: the lowest installed kio (Kafka 4.x schemas) has."""
+    name = api_key_map.get(api_key)
+    versions = schema_name_map.get(name, {}) if name is not None else {}
+    present = [v for v in versions if has_current_kio_schema(api_key, v)]
+    return min(present) if present else None
+
+
+MIN_API_VERSIONS_CHOICES = ("kafka3", "kafka4")
+
+
+def floors_table(table: ApiTable, min_api_versions: str) -> ApiTable:
+    """`table` with each API's lowest version raised to Kafka 4's floor (KIP-896) when
+    `min_api_versions` is ``kafka4``; unchanged for ``kafka3`` (Kafka 3.9: from v0)."""
+    if min_api_versions == "kafka3":
+        return table
+    if min_api_versions != "kafka4":
+        raise ValueError(f"skiff.min.api.versions must be one of "
+                         f"{', '.join(MIN_API_VERSIONS_CHOICES)}, not {min_api_versions!r}")
+    ranges = []
+    for r in table:
+        floor = kafka4_min_version(r.api_key)
+        lo = r.min_version if floor is None else max(r.min_version, floor)
+        if lo <= r.max_version:
+            ranges.append(ApiVersionRange(r.api_key, lo, r.max_version))
+    return ApiTable(ranges)
 
 
 class ApiTable:
@@ -109,7 +166,7 @@ class ApiTable:
             if r.api_key in by_key:
                 raise ValueError(f"api key {r.api_key} listed twice")
             for v in range(r.min_version, r.max_version + 1):
-                if not has_kio_schema(r.api_key, v) and not is_server_answered(r.api_key, v):
+                if not has_kio_schema(r.api_key, v):
                     raise ValueError(f"no kio schema for {api_name(r.api_key)} v{v}")
             by_key[r.api_key] = r
         self._ranges: Mapping[int, ApiVersionRange] = MappingProxyType(dict(sorted(by_key.items())))
@@ -160,23 +217,23 @@ class ApiTable:
         return ApiTable(r for r in self._ranges.values() if r.api_key in keep)
 
 
-# What the client listener of a broker advertises (issue 4). DescribeLogDirs starts at v1 because
-# kio has no v0 schema.
+# What the client listener of a broker advertises (issue 4): every version from Kafka 3.9's
+# floor, v0 (issue 23); `floors_table` raises them to Kafka 4's.
 BROKER_APIS = ApiTable.of(
     # Produce v10 and Fetch v16 carry the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
     (PRODUCE, 0, 10),
-    (FETCH, 4, 16),
-    (LIST_OFFSETS, 1, 7),
+    (FETCH, 0, 16),
+    (LIST_OFFSETS, 0, 7),
     (METADATA, 0, 12),
     (API_VERSIONS, 0, 4),
-    (CREATE_TOPICS, 2, 5),
-    (DELETE_TOPICS, 1, 4),
+    (CREATE_TOPICS, 0, 5),
+    (DELETE_TOPICS, 0, 4),
     (DELETE_RECORDS, 0, 2),
     (INIT_PRODUCER_ID, 0, 4),
-    (OFFSET_FOR_LEADER_EPOCH, 2, 4),  # kio has no v0-v1
+    (OFFSET_FOR_LEADER_EPOCH, 0, 4),
     # consumer groups (issue 6): the classic protocol and KIP-848
-    (OFFSET_COMMIT, 2, 9),
-    (OFFSET_FETCH, 1, 9),
+    (OFFSET_COMMIT, 0, 9),
+    (OFFSET_FETCH, 0, 9),
     (FIND_COORDINATOR, 0, 4),
     (JOIN_GROUP, 0, 9),
     (HEARTBEAT, 0, 4),
@@ -188,9 +245,9 @@ BROKER_APIS = ApiTable.of(
     (OFFSET_DELETE, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1),
     (CONSUMER_GROUP_DESCRIBE, 0, 1),
-    (DESCRIBE_CONFIGS, 1, 4),
+    (DESCRIBE_CONFIGS, 0, 4),
     (ALTER_CONFIGS, 0, 2),
-    (DESCRIBE_LOG_DIRS, 1, 4),
+    (DESCRIBE_LOG_DIRS, 0, 4),
     (CREATE_PARTITIONS, 0, 3),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),
     (DESCRIBE_CLIENT_QUOTAS, 0, 0),
@@ -217,13 +274,26 @@ CONTROLLER_APIS = ApiTable.of(
 
 @functools.cache
 def request_schema(api_key: int, version: int) -> type[RequestPayload]:
-    """kio's request class; raises kio.index.UnknownAPIKey / UnknownEntity when there is none."""
-    return load_request_schema(api_key, version)
+    """kio's request class, or kio 0.5.0's for a version Kafka 4 removed; raises
+    kio.index.UnknownAPIKey / UnknownEntity when there is none."""
+    try:
+        return load_request_schema(api_key, version)
+    except KioIndexError:
+        legacy = _legacy_class(api_key, version, "request")
+        if legacy is None:
+            raise
+        return legacy
 
 
 @functools.cache
 def response_schema(api_key: int, version: int) -> type[ResponsePayload]:
-    return load_response_schema(api_key, version)
+    try:
+        return load_response_schema(api_key, version)
+    except KioIndexError:
+        legacy = _legacy_class(api_key, version, "response")
+        if legacy is None:
+            raise
+        return legacy
 
 
 def request_header_schema(api_key: int, version: int) -> type[Entity]:

@@ -1,4 +1,4 @@
-"""A narrow fast encoder for FetchResponse v4-v16 whose records are file slices.
+"""A narrow fast encoder for FetchResponse v0-v16 whose records are file slices.
 
 kio's encoder is pure Python and wants the records as bytes; the Fetch hot path wants to send
 segment bytes with os.sendfile without reading them. This module writes the same bytes kio
@@ -6,6 +6,8 @@ would (tests check byte for byte against kio's FetchResponse of every version), 
 partition's `records` left as the caller's chunks (bytes or FileSlice) inside a ResponseChunks
 body. Field layout by version:
 
+- v0: [topic, [partition_index, error_code, high_watermark, records]]
+- v1-v3: throttle_time_ms first
 - v4: throttle_time_ms, [topic, [partition_index, error_code, high_watermark,
   last_stable_offset, aborted_transactions, records]]
 - v5+: log_start_offset after last_stable_offset
@@ -39,7 +41,7 @@ __all__ = [
     "FetchPartition", "FetchResponseData", "FetchTopic", "NodeEndpoint", "encode_fetch_response",
 ]
 
-MIN_VERSION: Final = 4
+MIN_VERSION: Final = 0
 MAX_VERSION: Final = 16
 
 _I16: Final = struct.Struct(">h")
@@ -50,6 +52,7 @@ _IQ: Final = struct.Struct(">iq")
 _QI: Final = struct.Struct(">qi")
 _QQ: Final = struct.Struct(">qq")
 _PARTITION_HEAD: Final = struct.Struct(">ihqq")  # index, error, high watermark, LSO
+_PARTITION_HEAD_V0: Final = struct.Struct(">ihq")  # index, error, high watermark
 _NULL_UUID: Final = bytes(16)
 
 Records = bytes | FileSlice | Sequence[bytes | FileSlice] | None
@@ -111,7 +114,7 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
         raise ValueError(f"Fetch v{version} is outside v{MIN_VERSION}-v{MAX_VERSION}")
     flexible = version >= 12
     out = ResponseChunks()
-    buf = bytearray(_I32.pack(data.throttle_time_ms))
+    buf = bytearray(_I32.pack(data.throttle_time_ms)) if version >= 1 else bytearray()
     if version >= 7:
         buf += _I16.pack(data.error_code)
         buf += _I32.pack(data.session_id)
@@ -123,14 +126,18 @@ def encode_fetch_response(version: int, data: FetchResponseData) -> ResponseChun
             buf += string(t.topic, flexible)
         buf += array_length(len(t.partitions), flexible)
         for p in t.partitions:
-            buf += _PARTITION_HEAD.pack(
-                p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
-            )
+            if version < 4:
+                buf += _PARTITION_HEAD_V0.pack(p.partition_index, p.error_code, p.high_watermark)
+            else:
+                buf += _PARTITION_HEAD.pack(
+                    p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset
+                )
             if version >= 5:
                 buf += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
-            buf += array_length(None if aborted is None else len(aborted), flexible)
-            if aborted is not None:
+            if version >= 4:
+                buf += array_length(None if aborted is None else len(aborted), flexible)
+            if version >= 4 and aborted is not None:
                 for producer_id, first_offset in aborted:
                     buf += _QQ.pack(producer_id, first_offset)
                     if flexible:

@@ -30,7 +30,6 @@ from kio.serial.readers import read_unsigned_varint
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from broker.protocol.api import (
-    is_server_answered,
     request_schema,
     response_header_schema,
     response_schema,
@@ -161,11 +160,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[int, int, int, Any]:
 
 
 def _header_bytes(api_key: int, version: int, correlation_id: int) -> bytes:
-    # Versions without a kio schema (Produce v0-v2) are all pre-flexible: header v0.
-    if (
-        not is_server_answered(api_key, version)
-        and response_header_schema(api_key, version) is ResponseHeaderV1
-    ):
+    if response_header_schema(api_key, version) is ResponseHeaderV1:
         return _SIZE.pack(correlation_id) + b"\x00"  # correlation id + no tagged fields
     return _SIZE.pack(correlation_id)
 

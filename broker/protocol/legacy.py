@@ -1,4 +1,5 @@
-"""Legacy message sets (magic 0 and 1) converted to v2 record batches on append.
+"""Legacy message sets (magic 0 and 1) converted to v2 record batches on append, and v2
+batches down-converted to them for Fetch v0-v3 (`down_convert`).
 
 A message set is a sequence of ``offset i64, message_size i32, message`` where a message is
 
@@ -24,7 +25,15 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.protocol.compression import DEFAULT_MAX_DECOMPRESSED, Compression, decompress
-from broker.protocol.records import NO_TIMESTAMP, Record, TimestampType, build_batch
+from broker.protocol.records import (
+    NO_TIMESTAMP,
+    Record,
+    TimestampType,
+    build_batch,
+    decode_records,
+    iter_batches,
+    whole_batches_length,
+)
 
 _ENTRY = struct.Struct(">qi")
 _V0 = struct.Struct(">Ibb")
@@ -255,3 +264,91 @@ def build_message_set(
     payload = compress(codec, inner)
     ts = wrapper_timestamp if wrapper_timestamp is not None else max(t for _, _, t in messages)
     return entry(base_offset + len(messages) - 1, message(int(codec), None, payload, ts))
+
+
+def _break_lz4_header_for_v0(data: bytes) -> bytes:
+    """Kafka's magic 0 lz4 framing: the frame header checksum over magic and descriptor
+    (KAFKA-3160), the form pre-0.10 consumers check."""
+    if len(data) < 7 or data[:4] != b"\x04\x22\x4d\x18":
+        return data
+    flg = data[4]
+    desc_len = 2 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if len(data) < 4 + desc_len + 1:
+        return data
+    hc = (_xxh32(data[: 4 + desc_len]) >> 8) & 0xFF
+    return data[: 4 + desc_len] + bytes([hc]) + data[4 + desc_len + 1 :]
+
+
+def _legacy_message(magic: int, attributes: int, timestamp: int,
+                    key: bytes | None, value: bytes | None) -> bytes:
+    body = bytearray(struct.pack(">bb", magic, attributes))
+    if magic == 1:
+        body += _I64.pack(timestamp)
+    for part in (key, value):
+        if part is None:
+            body += _I32.pack(-1)
+        else:
+            body += _I32.pack(len(part)) + part
+    return struct.pack(">I", zlib.crc32(body)) + bytes(body)
+
+
+def down_convert(
+    buf: bytes | bytearray | memoryview,
+    *,
+    magic: int,
+    fetch_offset: int,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> bytes:
+    """v2 batches as a legacy message set of `magic` (0 for Fetch v0-v1, 1 for Fetch v2-v3),
+    the way Kafka 3.9 down-converts for old consumers.
+
+    Only whole batches are converted (a fetch may end mid-batch); control batches are
+    dropped, and so are records before `fetch_offset`. An uncompressed batch becomes plain
+    messages with their own offsets; a compressed one becomes one wrapper message of the
+    same codec whose offset is the last inner offset (magic 1 inner offsets relative to the
+    first, magic 0 absolute). Magic 1 keeps timestamps and the timestamp type (attribute bit
+    3); magic 0 has none. Record headers cannot be expressed and are dropped. zstd has no
+    legacy form: UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers.
+    """
+    if magic not in (0, 1):
+        raise ValueError(f"magic {magic} is not a legacy format")
+    mv = memoryview(buf)
+    mv = mv[: whole_batches_length(mv)]
+    out = bytearray()
+    for header, batch in iter_batches(mv):
+        if header.is_control or header.last_offset < fetch_offset:
+            continue
+        codec = header.compression
+        if codec == Compression.ZSTD:
+            raise KafkaError(ErrorCode.unsupported_compression_type,
+                             "zstd batches cannot be down-converted for Fetch v0-v3")
+        records = [r for r in decode_records(batch, max_decompressed=max_decompressed)
+                   if r.offset >= fetch_offset]
+        if not records:
+            continue
+        ts_bit = 0
+        if magic == 1 and header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            ts_bit = 0x08
+
+        def ts(r: Record) -> int:
+            return r.timestamp if magic == 1 else NO_TIMESTAMP
+
+        if codec == Compression.NONE:
+            for r in records:
+                msg = _legacy_message(magic, ts_bit, ts(r), r.key, r.value)
+                out += _ENTRY.pack(r.offset, len(msg)) + msg
+            continue
+        first = records[0].offset
+        inner = bytearray()
+        for r in records:
+            msg = _legacy_message(magic, 0, ts(r), r.key, r.value)
+            inner += _ENTRY.pack(r.offset - first if magic == 1 else r.offset, len(msg)) + msg
+        from broker.protocol.compression import compress
+
+        payload = compress(codec, bytes(inner))
+        if codec == Compression.LZ4 and magic == 0:
+            payload = _break_lz4_header_for_v0(payload)
+        wrapper_ts = max(r.timestamp for r in records)
+        wrapper = _legacy_message(magic, int(codec) | ts_bit, wrapper_ts, None, payload)
+        out += _ENTRY.pack(records[-1].offset, len(wrapper)) + wrapper
+    return bytes(out)

@@ -48,9 +48,9 @@ from broker.protocol.headers import (
     parse_request,
     peek_api,
 )
-from broker.server import legacy_produce
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry
+from broker.server.old_versions import OldVersionLog
 
 log = structlog.get_logger("skiff.server")
 
@@ -129,6 +129,7 @@ class Server:
             raise ValueError(f"listener names must be unique: {names}")
         self.node = node
         self.config = config or ServerConfig()
+        self.old_versions = OldVersionLog()
         self.on_connection_closed = on_connection_closed
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
@@ -312,13 +313,17 @@ class _Connection:
             what = "unknown api key" if peek.api_key not in apis else "unsupported version"
             return self._refuse(what, f"{api.api_name(peek.api_key)} ({peek.api_key}) "
                                       f"v{peek.api_version}")
-        if api.is_server_answered(peek.api_key, peek.api_version):
-            return self._legacy_produce(self._context(peek, None, received_ms), frame)
         try:
             parsed = parse_request(frame, peek)
         except FrameError as e:
             return self._refuse("unparseable request", str(e))
         ctx = self._context(peek, parsed.client_id, received_ms)
+        if self.server.old_versions.first_time(ctx.client_id, self.peer_host, ctx.api_key,
+                                               ctx.api_version):
+            self.log.info("old api version (removed in Kafka 4.0, KIP-896)",
+                          api=api.api_name(ctx.api_key), api_version=ctx.api_version,
+                          client_id=ctx.client_id, peer_host=self.peer_host,
+                          peer_port=self.peer_port)
         entry = self.listener.spec.dispatcher.get(peek.api_key)
         if entry is None:  # not reachable: the advertised table is restricted to handlers
             return self._refuse("no handler", api.api_name(peek.api_key))
@@ -346,20 +351,6 @@ class _Connection:
             apis=self.listener.apis,
             connection_id=self.id,
         )
-
-    def _legacy_produce(self, ctx: RequestContext, frame: bytes | memoryview) -> str | None:
-        try:
-            _client_id, offset = _legacy_header(frame)
-            request = legacy_produce.parse_request(memoryview(frame)[offset:])
-        except Exception as e:
-            return self._refuse("unparseable request", f"Produce v{ctx.api_version}: {e!r}")
-        self.log.info("legacy Produce answered UNSUPPORTED_VERSION",
-                 api_version=ctx.api_version)
-        if int(request.acks) == 0:
-            return None
-        body = legacy_produce.encode_unsupported_response(ctx.api_version, request)
-        self._enqueue_ready(ctx, ResponseChunks([body]))
-        return None
 
     def _enqueue_ready(self, ctx: RequestContext, response: Any) -> None:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -497,12 +488,6 @@ class _Connection:
         if self.transport is None:
             raise ConnectionError("not connected")
         return self.transport
-
-
-def _legacy_header(frame: bytes | memoryview) -> tuple[str | None, int]:
-    from broker.protocol.headers import parse_request_header
-
-    return parse_request_header(frame, flexible=False)
 
 
 def _unsupported_versions_answer(apis: ApiTable) -> Any:

@@ -86,6 +86,7 @@ def consume_all(c: Cluster, partitions: int) -> set[bytes]:
 
 async def _describe_quorum(port: int) -> Any:
     from kio.schema.describe_quorum.v1 import request as dq
+
     from broker.protocol.transport import KafkaConnection
 
     q: Any = dq

@@ -381,3 +381,15 @@ def test_describe_broker_configs():
     assert entries["node.id"].read_only and not entries["num.partitions"].read_only
     assert entries["log.dirs"].value == "/tmp/skiff-a,/tmp/skiff-b"
     assert entries["advertised.listeners"].value is None
+
+
+def test_min_api_versions_choices():
+    from broker.config import build_config as bc
+    base = {"process.roles": "broker,controller", "node.id": "1",
+            "controller.quorum.voters": "1@127.0.0.1:9093",
+            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "controller.listener.names": "CONTROLLER", "log.dirs": "/tmp/skiff-x"}
+    assert bc(base)["skiff.min.api.versions"] == "kafka3"
+    assert bc({**base, "skiff.min.api.versions": "kafka4"})["skiff.min.api.versions"] == "kafka4"
+    with pytest.raises(ConfigError, match="kafka3, kafka4"):
+        bc({**base, "skiff.min.api.versions": "kafka2"})

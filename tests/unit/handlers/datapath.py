@@ -6,16 +6,25 @@ import datetime
 import importlib
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.serial import entity_reader
 
 from broker.controller.requests import CreatableTopic
 from broker.handlers import produce
 from broker.handlers._build import build
+from broker.protocol.api import response_schema
 from broker.protocol.records import Record, build_batch
 from tests.unit.handlers.conftest import TestNode, make_ctx
 
 BASE_TS = 1_700_000_000_000
+
+
+def schema_module(api: str, version: int, kind: str = "request") -> Any:
+    """kio's module for the version, or kio 0.5.0's (broker/protocol/_kio_legacy) for the
+    versions Kafka 4 removed."""
+    try:
+        return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"broker.protocol._kio_legacy.{api}.v{version}.{kind}")
 
 
 def records(*values: bytes, ts: int = BASE_TS) -> bytes:
@@ -31,7 +40,7 @@ async def create(node: TestNode, name: str, partitions: int = 1, **configs: str)
 
 def produce_request(version: int, topic: str, partition: int, data: bytes | None,
                     acks: int = -1) -> Any:
-    m = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    m = schema_module("produce", version)
     return build(
         m.ProduceRequest, transactional_id=None, acks=acks,
         timeout=datetime.timedelta(seconds=5),
@@ -47,7 +56,7 @@ async def produce_answer(node: TestNode, version: int, request: Any) -> Any:
     if chunks is None:
         return None
     body = chunks.to_bytes()
-    decoded, used = entity_reader(load_response_schema(0, version))(body, 0)
+    decoded, used = entity_reader(response_schema(0, version))(body, 0)
     assert used == len(body)
     return decoded
 

@@ -161,18 +161,21 @@ def encodes(response: Any) -> Any:
 
 def request(api: str, version: int, cls: str, **fields: Any) -> Any:
     """A kio request entity of `api` at `version`; fields the version lacks are dropped."""
-    import importlib
 
     from broker.handlers._build import build
 
-    mod = importlib.import_module(f"kio.schema.{api}.v{version}.request")
-    return build(getattr(mod, cls), **fields)
+    return build(request_class(api, version, cls), **fields)
 
 
 def request_class(api: str, version: int, cls: str) -> Any:
+    """kio's class, or kio 0.5.0's (broker/protocol/_kio_legacy) for versions Kafka 4 removed."""
     import importlib
 
-    return getattr(importlib.import_module(f"kio.schema.{api}.v{version}.request"), cls)
+    try:
+        mod = importlib.import_module(f"kio.schema.{api}.v{version}.request")
+    except ModuleNotFoundError:
+        mod = importlib.import_module(f"broker.protocol._kio_legacy.{api}.v{version}.request")
+    return getattr(mod, cls)
 
 
 async def find(node: GroupNode, group: str, version: int = 3) -> Any:

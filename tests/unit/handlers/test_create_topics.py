@@ -16,6 +16,7 @@ from broker.errors import KafkaError
 from broker.handlers import create_topics
 from broker.handlers._build import build
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, roundtrip
+from tests.unit.handlers.datapath import schema_module
 
 VERSIONS = range(2, 6)
 
@@ -23,7 +24,7 @@ VERSIONS = range(2, 6)
 def topic(v: int, name: str, partitions: int = -1, rf: int = -1,
           assignments: dict[int, list[int]] | None = None,
           configs: dict[str, str | None] | None = None) -> Any:
-    m = importlib.import_module(f"kio.schema.create_topics.v{v}.request")
+    m = schema_module("create_topics", v)
     return build(
         m.CreatableTopic, name=name, num_partitions=partitions, replication_factor=rf,
         assignments=tuple(
@@ -35,7 +36,7 @@ def topic(v: int, name: str, partitions: int = -1, rf: int = -1,
 
 
 def request(v: int, *topics: Any, validate_only: bool = False, timeout_ms: int = 5000) -> Any:
-    m = importlib.import_module(f"kio.schema.create_topics.v{v}.request")
+    m = schema_module("create_topics", v)
     return build(m.CreateTopicsRequest, topics=tuple(topics),
                  timeout=datetime.timedelta(milliseconds=timeout_ms), validate_only=validate_only)
 
@@ -191,3 +192,20 @@ def test_controller_wait_passes_errors_through() -> None:
     with pytest.raises(KafkaError) as exc:
         asyncio.run(within(fail, 1000))
     assert exc.value.error_code is ErrorCode.not_controller
+
+
+@pytest.mark.parametrize("v", [0, 1])
+def test_legacy_versions(node: TestNode, v: int) -> None:
+    """v0 always creates (no validate_only) and answers name and error only; v1 adds
+    validate_only and error_message (Kafka 3.9 served both; KIP-896 removed them)."""
+    resp = call(node, v, request(v, topic(v, "old", 2, 1), topic(v, "bad/name", 1, 1)))
+    got = {r.name: r for r in resp.topics}
+    assert got["old"].error_code is ErrorCode.none
+    assert got["bad/name"].error_code is ErrorCode.invalid_topic_exception
+    assert hasattr(got["old"], "error_message") == (v == 1)
+    assert not hasattr(resp, "throttle_time")
+    t = node.metadata.topic("old")
+    assert t is not None and t.num_partitions == 2
+    if v == 1:
+        call(node, v, request(v, topic(v, "dry", 1, 1), validate_only=True))
+        assert node.metadata.topic("dry") is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib
 from typing import Any
 
 import pytest
@@ -14,12 +13,13 @@ from broker.controller.requests import CreatableTopic
 from broker.handlers import delete_topics
 from broker.handlers._build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip
+from tests.unit.handlers.datapath import schema_module
 
-VERSIONS = range(1, 5)
+VERSIONS = range(0, 5)
 
 
 def request(v: int, *names: str) -> Any:
-    m = importlib.import_module(f"kio.schema.delete_topics.v{v}.request")
+    m = schema_module("delete_topics", v)
     return build(m.DeleteTopicsRequest, topic_names=tuple(names),
                  timeout=datetime.timedelta(seconds=5))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 from typing import Any
 
 import pytest
@@ -20,18 +19,19 @@ from broker.handlers import describe_configs
 from broker.handlers._build import build
 from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, roundtrip
+from tests.unit.handlers.datapath import schema_module
 
 VERSIONS = range(1, 5)
 
 
 def resource(v: int, rtype: int, name: str, keys: list[str] | None = None) -> Any:
-    m = importlib.import_module(f"kio.schema.describe_configs.v{v}.request")
+    m = schema_module("describe_configs", v)
     return build(m.DescribeConfigsResource, resource_type=rtype, resource_name=name,
                  configuration_keys=None if keys is None else tuple(keys))
 
 
 def request(v: int, *resources: Any, synonyms: bool = False, docs: bool = False) -> Any:
-    m = importlib.import_module(f"kio.schema.describe_configs.v{v}.request")
+    m = schema_module("describe_configs", v)
     return build(m.DescribeConfigsRequest, resources=tuple(resources), include_synonyms=synonyms,
                  include_documentation=docs)
 
@@ -184,3 +184,20 @@ def test_read_only_matches_what_alter_configs_accepts(node: TestNode) -> None:
                   if c.read_only != (r.error is not ErrorCode.none)]
     assert mismatched == []
     assert any(not c.read_only for c in entries) and any(c.read_only for c in entries)
+
+
+def test_v0_answers_is_default_instead_of_sources(node_factory: Any) -> None:
+    node = node_factory({"log.retention.hours": "48"})
+    asyncio.run(node.controller.create_topics([CreatableTopic(
+        "t", 1, 1, configs={"cleanup.policy": "compact"})]))
+    resp = call(node, 0, request(0, resource(0, RESOURCE_TOPIC, "t")))
+    (res,) = resp.results
+    assert res.error_code is ErrorCode.none
+    entries = {c.name: c for c in res.configs}
+    assert not hasattr(entries["cleanup.policy"], "config_source")
+    # a topic override and a static broker value are not defaults; Kafka's default is
+    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].is_default) == (
+        "compact", False)
+    assert (entries["retention.ms"].value, entries["retention.ms"].is_default) == (
+        str(48 * 3600 * 1000), False)
+    assert entries["segment.bytes"].is_default is True

@@ -1,11 +1,10 @@
-"""Fetch v4-16: records spliced as file slices, decoded here by kio at every version; v13+
-names topics by id."""
+"""Fetch v0-16 (v0-v3 down-converted to legacy message sets): records spliced as file
+slices, decoded here by kio at every version; v13+ names topics by id."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib
 import time
 import uuid
 from typing import Any
@@ -16,9 +15,16 @@ from kio.serial import entity_reader
 
 from broker.handlers import fetch
 from broker.handlers._build import build
-from broker.protocol.records import decode_records
+from broker.protocol.compression import Compression
+from broker.protocol.records import Record, build_batch, decode_records
 from tests.unit.handlers.conftest import TestNode, make_ctx, run
-from tests.unit.handlers.datapath import create, produce_ok, records
+from tests.unit.handlers.datapath import (
+    BASE_TS,
+    create,
+    produce_ok,
+    records,
+    schema_module,
+)
 
 VERSIONS = range(4, 17)
 
@@ -26,7 +32,7 @@ VERSIONS = range(4, 17)
 def fetch_request(version: int, topic: str, offset: int, *, max_wait_ms: int = 0,
                   min_bytes: int = 1, partition: int = 0, session_id: int = 0,
                   leader_epoch: int = -1, topic_id: uuid.UUID | None = None) -> Any:
-    m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    m = schema_module("fetch", version)
     return build(
         m.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
         min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0, session_id=session_id,
@@ -42,7 +48,7 @@ def fetch_request(version: int, topic: str, offset: int, *, max_wait_ms: int = 0
 async def fetch_decoded(node: TestNode, version: int, request: Any) -> Any:
     chunks = await fetch.handle(node, make_ctx(1, version), request)
     body = chunks.to_bytes()
-    m = importlib.import_module(f"kio.schema.fetch.v{version}.response")
+    m = schema_module("fetch", version, "response")
     decoded, used = entity_reader(m.FetchResponse)(body, 0)
     assert used == len(body)
     return decoded
@@ -142,4 +148,101 @@ def test_unknown_topic_id_is_answered_at_once(node: TestNode, version: int) -> N
         [topic] = resp.responses
         assert topic.topic_id == stranger
         assert topic.partitions[0].error_code is ErrorCode.unknown_topic_id
+    run(go())
+
+
+# ---- v0-v3: down-conversion for consumers of the legacy formats (KIP-896 removed them) ------
+
+def _legacy_records(data: bytes) -> list[tuple[int, int, int, bytes | None, bytes | None]]:
+    """(magic, offset, timestamp, key, value) per message, parsed by kafka-python (a real
+    client's decoder of magic 0/1 message sets, wrappers decompressed)."""
+    from kafka.record import MemoryRecords
+
+    from broker.protocol import legacy
+
+    out = []
+    wrappers = legacy.parse_message_set(data) if data else []
+    if any(w.magic == 0 and w.codec == Compression.LZ4 for w in wrappers):
+        # kafka-python needs xxhash for Kafka's pre-0.10 lz4 framing: read it with ours, which
+        # repairs that framing's header checksum before lz4 checks it.
+        for w in wrappers:
+            inner = legacy._inner_messages(w, 1 << 20) if w.codec else [w]
+            out.extend((m.magic, m.offset, None, m.key, m.value) for m in inner)
+        return out
+    mr = MemoryRecords(data)
+    while (batch := mr.next_batch()) is not None:
+        out.extend((batch.magic, r.offset, r.timestamp, r.key, r.value) for r in batch)
+    return out
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.SNAPPY,
+                                   Compression.LZ4])
+def test_legacy_fetch_down_converts(node: TestNode, version: int, codec: Compression) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        batch = [Record(timestamp=BASE_TS + i, key=b"k%d" % i, value=v, headers=(("h", b"x"),))
+                 for i, v in enumerate((b"a", b"b", b"c"))]
+        await produce_ok(node, "t", build_batch(batch, compression=codec))     # 0..2
+        await produce_ok(node, "t", records(b"d"))                              # 3
+        got: list[Any] = []
+        offset = 1
+        for _ in range(4):  # a fetch may stop at a batch boundary: read on to the end
+            resp = await fetch_decoded(node, version, fetch_request(version, "t", offset))
+            assert hasattr(resp, "throttle_time") == (version >= 1)
+            part = resp.responses[0].partitions[0]
+            assert part.error_code is ErrorCode.none and part.high_watermark == 4
+            got.extend(_legacy_records(part.records))
+            if not got or got[-1][1] == 3:
+                break
+            offset = got[-1][1] + 1
+        magic = 0 if version <= 1 else 1
+        assert [g[0] for g in got] == [magic] * 3
+        # records before the fetch offset inside the first batch are left out
+        assert [(g[1], g[3], g[4]) for g in got] == [
+            (1, b"k1", b"b"), (2, b"k2", b"c"), (3, b"k0", b"d")]
+        if magic == 1:
+            assert [g[2] for g in got] == [BASE_TS + 1, BASE_TS + 2, BASE_TS]
+        else:
+            assert [g[2] for g in got] == [None] * 3 or [g[2] for g in got] == [-1] * 3
+    run(go())
+
+
+def test_legacy_fetch_zstd_is_unsupported_compression(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        await produce_ok(node, "t", build_batch([Record(value=b"z")],
+                                                compression=Compression.ZSTD))
+        resp = await fetch_decoded(node, 2, fetch_request(2, "t", 0))
+        part = resp.responses[0].partitions[0]
+        assert part.error_code is ErrorCode.unsupported_compression_type
+        assert part.records == b""
+        # newer versions read it as it is
+        resp = await fetch_decoded(node, 4, fetch_request(4, "t", 0))
+        assert resp.responses[0].partitions[0].error_code is ErrorCode.none
+    run(go())
+
+
+def test_legacy_fetch_refused_when_down_conversion_disabled(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t", **{"message.downconversion.enable": "false"})
+        await produce_ok(node, "t", records(b"a"))
+        resp = await fetch_decoded(node, 1, fetch_request(1, "t", 0))
+        assert resp.responses[0].partitions[0].error_code is ErrorCode.unsupported_version
+        resp = await fetch_decoded(node, 4, fetch_request(4, "t", 0))
+        assert resp.responses[0].partitions[0].error_code is ErrorCode.none
+    run(go())
+
+
+def test_legacy_fetch_empty_and_log_append_time(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t", **{"message.timestamp.type": "LogAppendTime"})
+        resp = await fetch_decoded(node, 3, fetch_request(3, "t", 0))
+        assert resp.responses[0].partitions[0].records == b""
+        await produce_ok(node, "t", records(b"a", ts=5))
+        resp = await fetch_decoded(node, 3, fetch_request(3, "t", 0))
+        raw = resp.responses[0].partitions[0].records
+        [(magic, offset, ts, _k, value)] = _legacy_records(raw)
+        assert (magic, offset, value) == (1, 0, b"a") and ts > BASE_TS
+        assert raw[12 + 5] & 0x08  # attributes: timestamp type LogAppendTime
     run(go())

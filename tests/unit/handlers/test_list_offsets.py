@@ -1,8 +1,9 @@
-"""ListOffsets v1-7: earliest, latest, by timestamp and max timestamp."""
+"""ListOffsets v0-7: earliest, latest, by timestamp and max timestamp; v0's offset lists."""
 
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from broker.handlers import list_offsets
 from broker.handlers._build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
-from tests.unit.handlers.datapath import BASE_TS, create, produce_ok, records
+from tests.unit.handlers.datapath import BASE_TS, create, produce_ok, records, schema_module
 
 VERSIONS = range(1, 8)
 
@@ -63,4 +64,39 @@ def test_after_delete_records_earliest_moves(node: TestNode) -> None:
         await produce_ok(node, "t", records(b"a", b"b", b"c"))
         node.replicas.get("t", 0).log.delete_records_before(2)
         assert (await lookup(node, 7, -2)).offset == 2
+    run(go())
+
+
+def v0_request(topic: str, timestamp: int, max_num_offsets: int, partition: int = 0) -> Any:
+    m = schema_module("list_offsets", 0)
+    return build(m.ListOffsetsRequest, replica_id=-1, topics=(
+        build(m.ListOffsetsTopic, name=topic, partitions=(
+            build(m.ListOffsetsPartition, partition_index=partition, timestamp=timestamp,
+                  max_num_offsets=max_num_offsets),)),))
+
+
+def test_v0_old_style_offsets(node: TestNode) -> None:
+    """v0: up to max_num_offsets offsets, newest first, from segment bases and the log end."""
+    async def go() -> None:
+        await create(node, "t")
+        await produce_ok(node, "t", records(b"a", b"b"))          # 0..1
+        node.replicas.get("t", 0).log.roll()                       # segment at 2
+        await produce_ok(node, "t", records(b"c", b"d", b"e"))    # 2..4
+
+        async def ask(timestamp: int, n: int, topic: str = "t") -> Any:
+            resp = await list_offsets.handle(node, make_ctx(2, 0), v0_request(topic, timestamp, n))
+            roundtrip(resp)
+            return resp.topics[0].partitions[0]
+
+        latest = await ask(-1, 10)
+        assert (latest.error_code, latest.old_style_offsets) == (ErrorCode.none, (5, 2, 0))
+        assert (await ask(-1, 1)).old_style_offsets == (5,)
+        assert (await ask(-2, 1)).old_style_offsets == (0,)
+        assert (await ask(-2, 5)).old_style_offsets == (0,)
+        far_future = int(time.time() * 1000) + 3_600_000
+        assert (await ask(far_future, 10)).old_style_offsets == (5, 2, 0)
+        assert (await ask(1, 10)).old_style_offsets == ()  # before every segment
+        missing = await ask(-1, 1, topic="nope")
+        assert (missing.error_code, missing.old_style_offsets) == (
+            ErrorCode.unknown_topic_or_partition, ())
     run(go())

@@ -27,7 +27,7 @@ from broker.group.hashing import OFFSETS_TOPIC
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7, 8, 9])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
 async def test_manual_commit_every_version(node: GroupNode, version: int) -> None:
     node.add_topic("t", 2)
     await ready(node)
@@ -118,3 +118,43 @@ async def test_offsets_and_groups_survive_restart(tmp_path: Path) -> None:
     finally:
         await again.stop()
     assert a.error_code is ErrorCode.none
+
+
+async def test_v1_commit_timestamp_is_stored(node: GroupNode) -> None:
+    """OffsetCommit v1's per-partition commit_timestamp is the commit time (-1: now)."""
+    from group_node import ctx, request, request_class
+
+    from broker.handlers import offset_commit
+    from broker.handlers._build import build
+
+    node.add_topic("t", 2)
+    await ready(node)
+    part = request_class("offset_commit", 1, "OffsetCommitRequestPartition")
+    topic = request_class("offset_commit", 1, "OffsetCommitRequestTopic")
+    req = request("offset_commit", 1, "OffsetCommitRequest", group_id="g",
+                  generation_id_or_member_epoch=-1, member_id="", topics=(build(
+                      topic, name="t", partitions=(
+                          build(part, partition_index=0, committed_offset=4,
+                                commit_timestamp=1_600_000_000_000, committed_metadata="m"),
+                          build(part, partition_index=1, committed_offset=7,
+                                commit_timestamp=-1, committed_metadata=None))),))
+    resp = await offset_commit.handle(node, ctx(8, 1), req)
+    assert commit_errors(resp) == {("t", 0): 0, ("t", 1): 0}
+    values = [rec.decode_offset_commit_value(r.value) for r in offsets_log_records(node)[-2:]]
+    assert values[0].commit_timestamp == 1_600_000_000_000
+    assert values[1].commit_timestamp > 1_700_000_000_000
+    for version in (0, 1):
+        got = await fetch(node, "g", [("t", 0), ("t", 1)], version=version)
+        assert fetched(got.topics) == {("t", 0): 4, ("t", 1): 7}
+
+
+async def test_v0_commit_is_stored_by_the_coordinator(node: GroupNode) -> None:
+    """Kafka kept v0 commits in ZooKeeper; Skiff's coordinator stores them, outside any
+    generation, and every OffsetFetch version reads them."""
+    node.add_topic("t", 1)
+    await ready(node)
+    resp = await commit(node, "legacy", {("t", 0): 9}, version=0)
+    assert commit_errors(resp) == {("t", 0): 0}
+    for version in (0, 1, 7):
+        got = await fetch(node, "legacy", [("t", 0)], version=version)
+        assert fetched(got.topics) == {("t", 0): 9}

@@ -19,7 +19,7 @@ from broker.group.hashing import OFFSETS_TOPIC
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 9])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
 async def test_listed_partitions(node: GroupNode, version: int) -> None:
     node.add_topic("t", 2)
     await ready(node)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +12,12 @@ from broker.handlers import offset_for_leader_epoch
 from broker.handlers._build import build
 from tests.support.inprocess_cluster import Cluster, batch, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip
+from tests.unit.handlers.datapath import schema_module
 
 
 def request(version: int, *parts: tuple[str, int, int, int]) -> Any:
     """parts: (topic, partition, current_leader_epoch, leader_epoch)."""
-    m = importlib.import_module(f"kio.schema.offset_for_leader_epoch.v{version}.request")
+    m = schema_module("offset_for_leader_epoch", version)
     topics: dict[str, list[Any]] = {}
     for topic, index, current, epoch in parts:
         topics.setdefault(topic, []).append(build(
@@ -71,4 +71,34 @@ def test_end_offsets_by_epoch_and_errors(tmp_path: Path, version: int) -> None:
         finally:
             await c.stop()
 
+    run(main)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_legacy_versions_without_fencing(tmp_path: Path, version: int) -> None:
+    """v0-v1 carry no current leader epoch (nothing to fence); v0 answers the end offset only."""
+    async def main() -> None:
+        c = Cluster(tmp_path, ids=(1,))
+        await c.start()
+        try:
+            await c.create_topic("t", [1])
+            part = c.metadata.partition("t", 0)
+            assert part is not None
+            epoch = part.leader_epoch
+            leader = c.brokers[1]
+            await leader.replicas.append({("t", 0): batch(b"a", b"b")}, required_acks=1,
+                                         timeout_ms=5000)
+            resp = await offset_for_leader_epoch.handle(
+                leader, make_ctx(23, version),
+                request(version, ("t", 0, -1, epoch), ("t", 0, -1, epoch + 3), ("u", 0, -1, 0)))
+            roundtrip(resp)
+            got = [p for t in resp.topics for p in t.partitions]
+            assert [(p.error_code, p.end_offset) for p in got] == [
+                (ErrorCode.none, 2), (ErrorCode.none, -1),
+                (ErrorCode.unknown_topic_or_partition, -1)]
+            assert all(hasattr(p, "leader_epoch") == (version == 1) for p in got)
+            if version == 1:
+                assert got[0].leader_epoch == epoch
+        finally:
+            await c.stop()
     run(main)

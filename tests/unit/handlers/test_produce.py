@@ -1,13 +1,21 @@
-"""Produce v3-10: appends, acks, per-partition errors, and the response at every version."""
+"""Produce v0-10: appends, acks, per-partition errors, and the response at every version."""
 
 from __future__ import annotations
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.protocol.compression import Compression
+from broker.protocol.legacy import build_message_set
 from broker.protocol.records import decode_records
 from tests.unit.handlers.conftest import TestNode, roundtrip, run
-from tests.unit.handlers.datapath import create, produce_answer, produce_request, records
+from tests.unit.handlers.datapath import (
+    BASE_TS,
+    create,
+    produce_answer,
+    produce_request,
+    records,
+)
 
 VERSIONS = range(3, 11)
 
@@ -95,4 +103,62 @@ def test_log_append_time_is_returned(node: TestNode) -> None:
         part = resp.responses[0].partition_responses[0]
         assert part.log_append_time is not None
         assert part.log_append_time.timestamp() * 1000 >= before - 1
+    run(go())
+
+
+# ---- v0-v2 (Kafka 3.9 served them; 4.0 dropped them: KIP-896) ------------------------------
+
+LEGACY_MAGIC = {0: 0, 1: 0, 2: 1}  # the message format each version's clients send
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+def test_legacy_versions_append_message_sets(node: TestNode, version: int,
+                                             codec: Compression) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        magic = LEGACY_MAGIC[version]
+        for expected_base in (0, 2):
+            data = build_message_set([(b"k", b"a", BASE_TS), (None, b"b", BASE_TS + 1)],
+                                     magic=magic, codec=codec)
+            resp = await produce_answer(node, version, produce_request(version, "t", 0, data))
+            roundtrip(resp)
+            part = resp.responses[0].partition_responses[0]
+            assert (part.error_code, part.base_offset) == (ErrorCode.none, expected_base)
+            assert hasattr(part, "log_append_time") == (version >= 2)
+            assert hasattr(resp, "throttle_time") == (version >= 1)
+            if version >= 2:
+                assert part.log_append_time is None  # CreateTime topic: -1
+        stored = node.replicas.get("t", 0).log.read_records(0)
+        assert [r.value for r in stored] == [b"a", b"b", b"a", b"b"]
+        assert [r.key for r in stored] == [b"k", None, b"k", None]
+        assert [r.offset for r in stored] == [0, 1, 2, 3]
+        # magic 0 has no timestamps; magic 1 keeps them
+        expect_ts = [-1] * 4 if magic == 0 else [BASE_TS, BASE_TS + 1] * 2
+        assert [r.timestamp for r in stored] == expect_ts
+    run(go())
+
+
+def test_legacy_v2_answers_log_append_time(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t", **{"message.timestamp.type": "LogAppendTime"})
+        data = build_message_set([(None, b"a", BASE_TS)], magic=1)
+        resp = await produce_answer(node, 2, produce_request(2, "t", 0, data))
+        part = resp.responses[0].partition_responses[0]
+        assert part.error_code is ErrorCode.none and part.log_append_time is not None
+        assert part.log_append_time.timestamp() > BASE_TS / 1000
+    run(go())
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_legacy_versions_unknown_topic_and_acks_zero(node: TestNode, version: int) -> None:
+    async def go() -> None:
+        data = build_message_set([(None, b"a", BASE_TS)], magic=LEGACY_MAGIC[version])
+        resp = await produce_answer(node, version, produce_request(version, "nope", 0, data))
+        assert resp.responses[0].partition_responses[0].error_code is (
+            ErrorCode.unknown_topic_or_partition)
+        await create(node, "t")
+        assert await produce_answer(node, version,
+                                    produce_request(version, "t", 0, data, acks=0)) is None
+        assert [r.value for r in node.replicas.get("t", 0).log.read_records(0)] == [b"a"]
     run(go())

@@ -26,15 +26,45 @@ from broker.protocol.headers import (
 )
 
 
-def test_every_advertised_version_has_kio_classes_or_is_server_answered() -> None:
+def test_every_advertised_version_has_kio_classes() -> None:
     for table in (BROKER_APIS, CONTROLLER_APIS):
         for r in table:
             for v in range(r.min_version, r.max_version + 1):
-                if api.is_server_answered(r.api_key, v):
-                    assert (r.api_key, v) in {(0, 0), (0, 1), (0, 2)}
-                    continue
                 assert api.request_schema(r.api_key, v).__version__ == v
                 assert api.response_schema(r.api_key, v).__api_key__ == r.api_key
+
+
+LEGACY = {0: (0, 1, 2), 1: (0, 1, 2, 3), 2: (0,), 8: (0, 1), 9: (0,), 19: (0, 1), 20: (0,),
+          32: (0,), 35: (0,), 23: (0, 1)}
+
+
+def test_versions_kafka4_removed_come_from_kio_050() -> None:
+    for key, versions in LEGACY.items():
+        for v in versions:
+            assert not api.has_current_kio_schema(key, v)
+            assert api.has_legacy_schema(key, v)
+            req, resp = api.request_schema(key, v), api.response_schema(key, v)
+            assert req.__module__.startswith("broker.protocol._kio_legacy.")
+            assert (req.__api_key__, req.__version__) == (key, v)
+            assert (resp.__api_key__, resp.__version__) == (key, v)
+            assert not req.__flexible__
+            assert api.response_header_schema(key, v) is ResponseHeaderV0
+            assert BROKER_APIS.supports(key, v)
+        # the next version up comes from installed kio
+        assert api.has_current_kio_schema(key, max(versions) + 1)
+    assert not api.has_kio_schema(1, 99)
+
+
+def test_floors_table_kafka4_raises_to_kip896_floors() -> None:
+    assert api.floors_table(BROKER_APIS, "kafka3") == BROKER_APIS
+    k4 = api.floors_table(BROKER_APIS, "kafka4")
+    for key, versions in LEGACY.items():
+        r = k4.get(key)
+        assert r is not None and r.min_version == max(versions) + 1
+        assert r.max_version == BROKER_APIS.get(key).max_version  # type: ignore[union-attr]
+    assert k4.get(3) == BROKER_APIS.get(3)  # Metadata keeps v0 in Kafka 4
+    with pytest.raises(ValueError, match=r"skiff\.min\.api\.versions"):
+        api.floors_table(BROKER_APIS, "kafka2")
 
 
 def test_header_versions_follow_flexibility() -> None:
@@ -68,9 +98,10 @@ def test_table_operations() -> None:
     assert list(t2.restricted_to({18})) == [ApiVersionRange(18, 0, 4)]
     assert 3 not in t2.without_api(3)
     with pytest.raises(ValueError, match="no kio schema"):
-        ApiTable.of((1, 0, 12))  # Fetch v0-v3 are not in kio
+        ApiTable.of((1, 0, 19))  # beyond kio's newest Fetch
     with pytest.raises(ValueError, match="no kio schema"):
         ApiTable.of((0, 0, 14))
+
     with pytest.raises(ValueError, match="twice"):
         ApiTable.of((18, 0, 1), (18, 2, 3))
     with pytest.raises(ValueError):

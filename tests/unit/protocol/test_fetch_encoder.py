@@ -1,4 +1,5 @@
-"""The fast Fetch encoder writes exactly kio's bytes for FetchResponse v4-v16."""
+"""The fast Fetch encoder writes exactly kio's bytes for FetchResponse v0-v16 (v0-v3 with kio
+0.5.0's classes, broker/protocol/_kio_legacy)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from typing import Any, BinaryIO
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import i32Timedelta
 
+from broker.protocol.api import response_schema
 from broker.protocol.fetch_encoder import (
     FetchPartition,
     FetchResponseData,
@@ -72,7 +73,7 @@ def responses(draw: Any) -> FetchResponseData:
 
 def kio_bytes(version: int, data: FetchResponseData) -> bytes:
     """The same response built as kio entities and written by kio."""
-    schema = load_response_schema(1, version)
+    schema = response_schema(1, version)
     mod = __import__(schema.__module__, fromlist=["PartitionData"])
 
     def partition(p: FetchPartition) -> Any:
@@ -80,12 +81,13 @@ def kio_bytes(version: int, data: FetchResponseData) -> bytes:
             partition_index=p.partition_index,
             error_code=ErrorCode(p.error_code),
             high_watermark=p.high_watermark,
-            last_stable_offset=p.last_stable_offset,
-            aborted_transactions=None if p.aborted_transactions is None else tuple(
-                mod.AbortedTransaction(producer_id=a, first_offset=b)
-                for a, b in p.aborted_transactions),
             records=p.records,
         )
+        if version >= 4:
+            kw["last_stable_offset"] = p.last_stable_offset
+            kw["aborted_transactions"] = None if p.aborted_transactions is None else tuple(
+                mod.AbortedTransaction(producer_id=a, first_offset=b)
+                for a, b in p.aborted_transactions)
         if version >= 5:
             kw["log_start_offset"] = p.log_start_offset
         if version >= 11:
@@ -105,10 +107,9 @@ def kio_bytes(version: int, data: FetchResponseData) -> bytes:
             return mod.FetchableTopicResponse(topic_id=t.topic_id, partitions=ps)
         return mod.FetchableTopicResponse(topic=t.topic, partitions=ps)
 
-    kw: dict[str, Any] = dict(
-        throttle_time=i32Timedelta.parse(timedelta(milliseconds=data.throttle_time_ms)),
-        responses=tuple(topic(t) for t in data.topics),
-    )
+    kw: dict[str, Any] = dict(responses=tuple(topic(t) for t in data.topics))
+    if version >= 1:
+        kw["throttle_time"] = i32Timedelta.parse(timedelta(milliseconds=data.throttle_time_ms))
     if version >= 7:
         kw["error_code"] = ErrorCode(data.error_code)
         kw["session_id"] = data.session_id
@@ -153,7 +154,7 @@ def with_file_slices(data: FetchResponseData, f: BinaryIO) -> FetchResponseData:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(4, 16), responses())
+@given(st.integers(0, 16), responses())
 def test_matches_kio_byte_for_byte(version: int, data: FetchResponseData) -> None:
     expected = kio_bytes(version, data)
     chunks = encode_fetch_response(version, data)
@@ -172,7 +173,7 @@ def test_records_stay_file_slices() -> None:
         data = FetchResponseData(topics=[FetchTopic(topic="t", partitions=[
             FetchPartition(0, records=s), FetchPartition(1, records=b""),
             FetchPartition(2, records=None)])])
-        for version in (4, 11, 12, 13):
+        for version in (0, 3, 4, 11, 12, 13):
             chunks = encode_fetch_response(version, data)
             parts = list(chunks)
             assert parts[1] is s and len(parts) == 3
@@ -190,7 +191,7 @@ def test_empty_records_are_empty_not_null() -> None:
 
 def test_version_bounds() -> None:
     with pytest.raises(ValueError):
-        encode_fetch_response(3, FetchResponseData(topics=[]))
+        encode_fetch_response(-1, FetchResponseData(topics=[]))
     with pytest.raises(ValueError):
         encode_fetch_response(17, FetchResponseData(topics=[]))
 

@@ -1,4 +1,5 @@
-"""The narrow Produce encoder writes exactly kio's bytes for ProduceResponse v3-v10."""
+"""The narrow Produce encoder writes exactly kio's bytes for ProduceResponse v0-v10
+(v0-v2 with kio 0.5.0's classes, broker/protocol/_kio_legacy)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 from kio.static.primitive import i32Timedelta
 
+from broker.protocol.api import response_schema
 from broker.protocol.produce_encoder import (
     MAX_VERSION,
     MIN_VERSION,
@@ -49,15 +50,17 @@ endpoints = st.lists(st.builds(NodeEndpoint, node_id=I32, host=TEXT, port=I32,
 def kio_bytes(version: int, ts: list[ProduceTopic], throttle_ms: int,
               eps: list[NodeEndpoint]) -> bytes:
     """The same response built as kio entities and written by kio."""
-    schema = load_response_schema(0, version)
+    schema = response_schema(0, version)
     mod = __import__(schema.__module__, fromlist=["PartitionProduceResponse"])
 
     def partition(p: ProducePartition) -> Any:
         kw: dict[str, Any] = dict(
             index=p.partition_index, error_code=ErrorCode(p.error_code), base_offset=p.base_offset,
-            log_append_time=None if p.log_append_time_ms < 0
-            else EPOCH + datetime.timedelta(milliseconds=p.log_append_time_ms),
         )
+        if version >= 2:
+            kw["log_append_time"] = (None if p.log_append_time_ms < 0
+                                     else EPOCH + datetime.timedelta(
+                                         milliseconds=p.log_append_time_ms))
         if version >= 5:
             kw["log_start_offset"] = p.log_start_offset
         if version >= 8:
@@ -74,8 +77,9 @@ def kio_bytes(version: int, ts: list[ProduceTopic], throttle_ms: int,
         responses=tuple(mod.TopicProduceResponse(
             name=t.name, partition_responses=tuple(partition(p) for p in t.partitions))
             for t in ts),
-        throttle_time=i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms)),
     )
+    if version >= 1:
+        kw["throttle_time"] = i32Timedelta.parse(datetime.timedelta(milliseconds=throttle_ms))
     if version >= 10:
         kw["node_endpoints"] = tuple(
             mod.NodeEndpoint(node_id=e.node_id, host=e.host, port=e.port, rack=e.rack)

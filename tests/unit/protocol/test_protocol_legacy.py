@@ -137,3 +137,85 @@ def test_partition_log_converts_legacy_on_append(tmp_path):
     assert parse_header(data).magic == 2
     assert [x.value for x in plog.read_records(0)] == [b"v1", b"v2", None, b"v1"]
     plog.close()
+
+
+# ---- down-conversion for Fetch v0-v3 ------------------------------------------------------
+
+def _v2(values, base_offset=0, **kw):
+    from broker.protocol.records import Record, build_batch
+
+    return build_batch([Record(timestamp=2000 + i, key=b"k", value=v, headers=(("h", b"x"),))
+                        for i, v in enumerate(values)], base_offset=base_offset, **kw)
+
+
+def _flatten(legacy_set):
+    """(magic, offset, timestamp, key, value) of every message, wrappers opened."""
+    from broker.protocol.legacy import _inner_messages
+
+    out = []
+    for m in parse_message_set(legacy_set):
+        if m.codec == Compression.NONE:
+            out.append((m.magic, m.offset, m.timestamp, m.key, m.value))
+            continue
+        inner = _inner_messages(m, 1 << 20)
+        first = m.offset - (len(inner) - 1) if m.magic == 1 else 0
+        for i in inner:
+            off = first + i.offset if m.magic == 1 else i.offset
+            out.append((i.magic, off, i.timestamp, i.key, i.value))
+    return out
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.LZ4,
+                                   Compression.SNAPPY])
+def test_down_convert_offsets_timestamps_and_fetch_offset(magic, codec):
+    from broker.protocol.legacy import down_convert
+
+    data = _v2([b"a", b"b", b"c"], base_offset=10, compression=codec) + _v2([b"d"], base_offset=13)
+    got = _flatten(down_convert(data, magic=magic, fetch_offset=11))
+    ts = (lambda t: t) if magic == 1 else (lambda t: -1)
+    assert got == [(magic, 11, ts(2001), b"k", b"b"), (magic, 12, ts(2002), b"k", b"c"),
+                   (magic, 13, ts(2000), b"k", b"d")]
+    # every message's CRC checks (parse_message_set verifies them) and the wrapper of a
+    # compressed batch sits at its last inner offset
+    wrappers = parse_message_set(down_convert(data, magic=magic, fetch_offset=0))
+    assert wrappers[0].offset == (12 if codec else 10)
+    assert wrappers[0].codec == codec
+
+
+def test_down_convert_drops_control_batches_and_partial_tail():
+    from broker.protocol.legacy import down_convert
+    from broker.protocol.records import Record, build_batch
+
+    marker = build_batch([Record(key=b"\x00\x00\x00\x00", value=b"\x00\x00")], base_offset=1,
+                         is_control=True, is_transactional=True, producer_id=5,
+                         producer_epoch=0)
+    data = _v2([b"a"]) + marker + _v2([b"c"], base_offset=2)
+    assert [g[1] for g in _flatten(down_convert(data, magic=1, fetch_offset=0))] == [0, 2]
+    cut = data[:-5]  # a fetch may end inside a batch
+    assert [g[1] for g in _flatten(down_convert(cut, magic=1, fetch_offset=0))] == [0]
+    assert down_convert(b"", magic=0, fetch_offset=0) == b""
+
+
+def test_down_convert_zstd_and_bad_magic():
+    from broker.protocol.legacy import down_convert
+
+    with pytest.raises(KafkaError) as e:
+        down_convert(_v2([b"z"], compression=Compression.ZSTD), magic=1, fetch_offset=0)
+    assert e.value.error_code is ErrorCode.unsupported_compression_type
+    with pytest.raises(ValueError):
+        down_convert(b"", magic=2, fetch_offset=0)
+
+
+def test_down_convert_magic0_lz4_uses_kafka_0_8_header_checksum():
+    from broker.protocol.legacy import down_convert
+
+    (wrapper,) = parse_message_set(down_convert(_v2([b"a", b"b"], compression=Compression.LZ4),
+                                                magic=0, fetch_offset=0))
+    frame = wrapper.value
+    flg = frame[4]
+    desc_len = 2 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    # the checksum a 0.8/0.9 consumer verifies: over magic and descriptor (KAFKA-3160)
+    assert frame[4 + desc_len] == (_xxh32(bytes(frame[: 4 + desc_len])) >> 8) & 0xFF
+    with pytest.raises(RuntimeError):
+        lz4.frame.decompress(bytes(frame))  # not the standard checksum

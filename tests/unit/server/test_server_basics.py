@@ -199,10 +199,11 @@ def test_idle_connection_is_closed_but_busy_one_is_not() -> None:
 
 def test_broker_apis_table_is_the_issue_list() -> None:
     assert [(r.api_key, r.min_version, r.max_version) for r in BROKER_APIS] == [
-        (0, 0, 10), (1, 4, 16), (2, 1, 7), (3, 0, 12), (8, 2, 9), (9, 1, 9), (10, 0, 4),
+        # every API from v0, as Kafka 3.9 (issue 23)
+        (0, 0, 10), (1, 0, 16), (2, 0, 7), (3, 0, 12), (8, 0, 9), (9, 0, 9), (10, 0, 4),
         (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5), (18, 0, 4),
-        (19, 2, 5), (20, 1, 4), (21, 0, 2), (22, 0, 4), (23, 2, 4), (32, 1, 4), (33, 0, 2),
-        (35, 1, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
+        (19, 0, 5), (20, 0, 4), (21, 0, 2), (22, 0, 4), (23, 0, 4), (32, 0, 4), (33, 0, 2),
+        (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
         (47, 0, 0), (48, 0, 0), (60, 0, 1),
         (68, 0, 1), (69, 0, 1),
     ]
@@ -239,3 +240,49 @@ def test_on_connection_closed_runs_once_per_connection_whatever_ended_it() -> No
         assert len(closed) == 3 and len(set(closed)) == 3, closed
 
     run(main)
+
+
+def test_kafka4_floors_advertise_and_refuse_like_kafka_4() -> None:
+    """skiff.min.api.versions=kafka4: KIP-896's removed versions are neither advertised nor
+    served (the connection closes, as Kafka 4 does)."""
+    from broker.handlers import api_versions, produce
+    from broker.protocol.api import floors_table
+    from broker.server import Dispatcher
+
+    async def main() -> None:
+        dispatcher = Dispatcher.from_modules([api_versions, produce])
+        async with running_server(dispatcher, apis=floors_table(BROKER_APIS, "kafka4")) as (
+                _server, port):
+            reader, writer = await _open(port)
+            writer.write(encode_request(api_versions_request(3), 1))
+            _, resp = decode_response(18, 3, await arecv_frame(reader))
+            ranges = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                      for k in resp.api_keys}
+            assert ranges[0] == (3, 10)
+            writer.write(raw_frame(0, 2, 2, b"\x00\x01\x00\x00\x03\xe8\x00\x00\x00\x00"))
+            assert await _closed(reader)
+            writer.close()
+        async with running_server(dispatcher) as (_server, port):
+            reader, writer = await _open(port)
+            writer.write(encode_request(api_versions_request(3), 1))
+            _, resp = decode_response(18, 3, await arecv_frame(reader))
+            ranges = {int(k.api_key): (int(k.min_version), int(k.max_version))
+                      for k in resp.api_keys}
+            assert ranges[0] == (0, 10)
+            writer.close()
+
+    run(main)
+
+
+def test_old_versions_are_logged_once_per_client() -> None:
+    from broker.server.old_versions import OldVersionLog, is_removed_in_kafka4
+
+    assert is_removed_in_kafka4(0, 2) and not is_removed_in_kafka4(0, 3)
+    assert is_removed_in_kafka4(1, 3) and not is_removed_in_kafka4(3, 0)  # Metadata v0 stays
+    log = OldVersionLog(limit=3)
+    assert log.first_time("a", "127.0.0.1", 0, 2)
+    assert not log.first_time("a", "127.0.0.1", 0, 2)
+    assert not log.first_time("a", "127.0.0.1", 0, 3)  # not an old version
+    assert log.first_time("a", "127.0.0.2", 0, 2)      # another address
+    assert log.first_time("b", "127.0.0.1", 1, 0)
+    assert not log.first_time("c", "127.0.0.1", 1, 0)  # past the bound: nothing more

@@ -8,11 +8,13 @@ import socket
 import struct
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2 import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
+
+from broker.protocol.api import response_schema
 
 
 def encode_request(request: Any, correlation_id: int, client_id: str | None = "test") -> bytes:
@@ -44,7 +46,7 @@ def raw_frame(api_key: int, version: int, correlation_id: int, body: bytes,
 
 def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
     """(correlation id, kio response) from a frame without its size prefix."""
-    schema = load_response_schema(api_key, version)
+    schema = response_schema(api_key, version)  # kio's, or kio 0.5.0's for removed versions
     (correlation_id,) = struct.unpack_from(">i", frame, 0)
     offset = 4
     if schema.__header_schema__.__flexible__:
