@@ -684,6 +684,11 @@ class NodeConfig:
                 if k in self.values and not BROKER_CONFIGS[k].sensitive}
 
 
+# SKIFF_* variables that are not node properties: the cluster id `server start
+# --auto-format` writes, and the admin address the CLI talks to.
+ENV_NOT_CONFIG = frozenset({"SKIFF_CLUSTER_ID", "SKIFF_ADMIN"})
+
+
 def env_key(key: str) -> str:
     return "SKIFF_" + key.upper().replace("_", "__").replace("-", "___").replace(".", "_")
 
@@ -733,7 +738,8 @@ def load_config(
         env = os.environ
     if env:
         for name, v in env.items():
-            if not name.startswith("SKIFF_") or len(name) <= len("SKIFF_"):
+            if not name.startswith("SKIFF_") or len(name) <= len("SKIFF_") \
+                    or name in ENV_NOT_CONFIG:
                 continue
             k = _key_from_env(name)
             raw[k], origin[k] = v, "env"
