@@ -35,7 +35,7 @@ def _free_host_port() -> int:
         return int(s.getsockname()[1])
 
 
-class SkiffContainer(DockerContainer):  # type: ignore[misc]
+class SkiffContainer(DockerContainer):
     def __init__(self, image: str = "skiff:latest", port: int | None = None,
                  startup_timeout: float = 60.0, **kwargs: Any) -> None:
         super().__init__(image, **kwargs)
