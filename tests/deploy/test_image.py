@@ -46,8 +46,8 @@ def test_image_shape(skiff_image: str) -> None:
     assert size_mb <= 250, f"image is {size_mb:.0f} MB, over the 250 MB goal"
 
 
-def produce(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    """acks=all records; returns the values the broker acknowledged."""
+def produce(bootstrap: str, topic: str, count: int, batch: str = "a") -> list[bytes]:
+    """acks=all records valued `topic-batch-i`; returns the values acknowledged."""
     acked: list[bytes] = []
     errors: list[str] = []
 
@@ -60,7 +60,7 @@ def produce(bootstrap: str, topic: str, count: int) -> list[bytes]:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "enable.idempotence": True, "message.timeout.ms": 30000})
     for i in range(count):
-        producer.produce(topic, value=f"{topic}-{i}".encode(), on_delivery=on_delivery)
+        producer.produce(topic, value=f"{topic}-{batch}-{i}".encode(), on_delivery=on_delivery)
         producer.poll(0)
     assert producer.flush(60) == 0
     assert not errors, errors[:5]
