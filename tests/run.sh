@@ -19,6 +19,20 @@ if ! command -v kcat >/dev/null 2>&1; then
         sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq kcat >/dev/null
     fi
 fi
+# The deploy tests (tests/deploy) build the image and run it, Compose and `podman kube play`:
+# podman with runc, buildah, podman-compose, and debootstrap for the local base image (no
+# registry is needed). They skip with the reason when no container engine works.
+deploy_pkgs=""
+for tool in podman:podman buildah:buildah runc:runc podman-compose:podman-compose \
+        debootstrap:debootstrap; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || deploy_pkgs="$deploy_pkgs ${tool#*:}"
+done
+if [ -n "$deploy_pkgs" ]; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq >/dev/null
+    # shellcheck disable=SC2086
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $deploy_pkgs >/dev/null
+fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi
