@@ -63,6 +63,7 @@ def run_server(args: argparse.Namespace) -> int:
     try:
         cfg = load_config(args.config, args.override, os.environ, warn=_warn)
         if args.auto_format:
+            configure_logging(cfg["log.format"], cfg["log.level"])  # its line in the node's format
             auto_format(cfg, args.cluster_id or os.environ.get(ENV_CLUSTER_ID) or None)
     except (ConfigError, StorageError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -84,6 +84,27 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 60) 
     return got
 
 
+def read_partitions(bootstrap: str, topic: str, partitions: int, expected: int,
+                    timeout: float = 120) -> list[bytes]:
+    """Every record of the topic's partitions from the start, by assignment: no consumer
+    group, so no group coordinator (nor __consumer_offsets) is needed."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
 @pytest.fixture
 def names() -> list[str]:
     """Containers and volumes a test creates; removed at its end, whatever happens."""
