@@ -11,23 +11,28 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 
-# kcat (Debian) and kafkajs (npm) are real clients the compat tests drive.
-if ! command -v kcat >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq >/dev/null && apt-get install -y -qq kcat >/dev/null
-    else
-        sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq kcat >/dev/null
-    fi
-fi
-# Go and Debian's sarama 1.22: an old client with old defaults (tests/compat/test_old_sarama.py).
-if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/Shopify/sarama ]; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq >/dev/null \
-            && apt-get install -y -qq golang-go golang-github-shopify-sarama-dev >/dev/null
-    else
-        sudo apt-get update -qq >/dev/null \
-            && sudo apt-get install -y -qq golang-go golang-github-shopify-sarama-dev >/dev/null
-    fi
+# System packages the tests drive, each checked by a file it installs; one apt-get run for all.
+#   kcat                       a real client (librdkafka from C)            tests/compat
+#   golang-go, sarama          an old Go client with old defaults            tests/compat/test_old_sarama.py
+#   podman buildah runc        build and run the image, Compose, kube play   tests/deploy
+#   podman-compose debootstrap (the local base image: no registry needed)
+apt_pkgs=""
+need() {  # need FILE PACKAGE: install PACKAGE when FILE is missing
+    [ -e "$1" ] || apt_pkgs="$apt_pkgs $2"
+}
+need /usr/bin/kcat kcat
+need /usr/bin/go golang-go
+need /usr/share/gocode/src/github.com/Shopify/sarama golang-github-shopify-sarama-dev
+need /usr/bin/podman podman
+need /usr/bin/buildah buildah
+need /usr/sbin/runc runc
+need /usr/bin/podman-compose podman-compose
+need /usr/sbin/debootstrap debootstrap
+if [ -n "$apt_pkgs" ]; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq >/dev/null
+    # shellcheck disable=SC2086
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $apt_pkgs >/dev/null
 fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)

@@ -22,6 +22,10 @@ from raft import eventloop
 
 log = structlog.get_logger(__name__)
 
+# Read by `server start --auto-format` (as CLUSTER_ID is by the apache/kafka image); not a
+# node property, so broker.config leaves it out of the SKIFF_<KEY> mapping.
+ENV_CLUSTER_ID = "SKIFF_CLUSTER_ID"
+
 
 def add_parsers(sub: Any) -> None:
     server = sub.add_parser("server", help="run a node from a Kafka-style properties file")
@@ -30,6 +34,12 @@ def add_parsers(sub: Any) -> None:
     start.add_argument("config", help="the node's properties file")
     start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a property, over the file (repeatable)")
+    start.add_argument("--auto-format", action="store_true",
+                       help="format unformatted storage directories first (first start), with "
+                            f"--cluster-id, else ${ENV_CLUSTER_ID}, else a random id when the "
+                            "node is a single combined node that is its own only voter")
+    start.add_argument("--cluster-id", default=None,
+                       help=f"the cluster id --auto-format writes (default ${ENV_CLUSTER_ID})")
     server.set_defaults(handler=run_server)
 
     dev = sub.add_parser(
@@ -54,10 +64,35 @@ def run_server(args: argparse.Namespace) -> int:
         return 2
     try:
         cfg = load_config(args.config, args.override, os.environ, warn=_warn)
-    except ConfigError as exc:
+        if args.auto_format:
+            configure_logging(cfg["log.format"], cfg["log.level"])  # its line in the node's format
+            auto_format(cfg, args.cluster_id or os.environ.get(ENV_CLUSTER_ID) or None)
+    except (ConfigError, StorageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return _run(cfg)
+
+
+def auto_format(cfg: NodeConfig, cluster_id: str | None) -> None:
+    """Format the node's unformatted directories (a container's first start). Without a
+    cluster id only a single combined node that is its own only voter may pick a random one:
+    nodes of a cluster must share theirs, so they are refused with a clear message."""
+    unformatted = [d for d in cfg.all_directories()
+                   if not (d.is_dir() and read_meta_properties(d) is not None)]
+    if not unformatted:
+        return
+    if cluster_id is None:
+        standalone = ("controller" in cfg.process_roles and "broker" in cfg.process_roles
+                      and [v.node_id for v in cfg.voters] == [cfg.node_id])
+        if not standalone:
+            raise StorageError(
+                f"{', '.join(map(str, unformatted))} not formatted and no cluster id: set "
+                f"{ENV_CLUSTER_ID} (the same on every node; `skiff storage random-uuid` makes "
+                "one) or --cluster-id")
+        cluster_id = random_kafka_uuid()
+    log.info("formatting_storage", directories=[str(d) for d in unformatted],
+             cluster_id=cluster_id)
+    format_storage(cfg, cluster_id, ignore_formatted=True)
 
 
 def run_dev(args: argparse.Namespace) -> int:

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS
 from broker.config.describe import _broker_synonym_value
-from broker.config.properties import _key_from_env, parse_overrides, parse_properties
+from broker.config.properties import (
+    ENV_NOT_CONFIG,
+    _key_from_env,
+    parse_overrides,
+    parse_properties,
+)
 from broker.config.types import ConfigError
 from broker.config.validation import _derive_and_check
 
@@ -121,7 +126,8 @@ def load_config(
         env = os.environ
     if env:
         for name, v in env.items():
-            if not name.startswith("SKIFF_") or len(name) <= len("SKIFF_"):
+            if not name.startswith("SKIFF_") or len(name) <= len("SKIFF_") \
+                    or name in ENV_NOT_CONFIG:
                 continue
             k = _key_from_env(name)
             raw[k], origin[k] = v, "env"

@@ -88,6 +88,11 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
+# SKIFF_* variables that are not node properties: the cluster id `server start
+# --auto-format` writes, and the admin address the CLI talks to.
+ENV_NOT_CONFIG = frozenset({"SKIFF_CLUSTER_ID", "SKIFF_ADMIN"})
+
+
 def env_key(key: str) -> str:
     return "SKIFF_" + key.upper().replace("_", "__").replace("-", "___").replace(".", "_")
 

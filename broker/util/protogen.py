@@ -123,7 +123,10 @@ def ensure() -> Path:
         if PROTO_ROOT.is_dir():
             files = _proto_files(PROTO_ROOT)
             digest = _digest(PROTO_ROOT, files)
-            if not _is_fresh(out, digest):
+            built = _BROKER_DIR / "_generated"
+            if _is_fresh(built, digest):
+                out = built  # generated at install time (a container image): maybe read-only
+            elif not _is_fresh(out, digest):
                 _generate(PROTO_ROOT, out, digest, files)
         elif not (out / _STAMP).exists():
             raise RuntimeError(f"no .proto sources at {PROTO_ROOT} and no generated code at {out}")

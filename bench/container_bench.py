@@ -1,0 +1,146 @@
+"""The container image (issue 19), run by hand: its size, and cold start to ready.
+
+  size   the image's size (podman image inspect) against the 250 MB goal, and the base
+         image's share of it (python:3.11-slim-bookworm, or the local look-alike that
+         tests/deploy/base_image.sh makes where no registry is reachable).
+  start  --rounds times: `podman run -d` of the image on a new, empty volume (so the first
+         start formats its storage), until (a) the gRPC health service answers SERVING
+         (what the HEALTHCHECK and the Kubernetes probes ask) and (b) a librdkafka producer
+         on the host has a record acknowledged (acks=all) through the published port. The
+         peer in the same run: the same node as a process on the host (`skiff server start`
+         with the image's properties file, a fresh data dir), to (a) and (b). Prints the
+         medians and the ratios container/host and container/goal (5 s).
+
+Needs podman (tests/run.sh installs it) and the image: `podman build -t localhost/skiff:test
+.`, or run tests/deploy once (it builds that tag). Uses the deploy tests' containers.conf.
+
+    python bench/container_bench.py size
+    python bench/container_bench.py start --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer  # noqa: E402
+
+from broker.cli.health import check  # noqa: E402
+from tests.deploy import engine  # noqa: E402
+
+GOAL_MB = 250
+GOAL_START_S = 5.0
+
+
+def until_serving(admin: str, started: float, timeout: float = 60) -> float:
+    while time.monotonic() - started < timeout:
+        if check(admin, timeout=1.0)[0]:
+            return time.monotonic() - started
+        time.sleep(0.02)
+    raise TimeoutError(f"{admin} not SERVING within {timeout}s")
+
+
+def until_acked(bootstrap: str, started: float, timeout: float = 60) -> float:
+    acked: list[bool] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "message.timeout.ms": int(timeout * 1000),
+                         "topic.metadata.refresh.interval.ms": 100,
+                         "reconnect.backoff.ms": 10, "reconnect.backoff.max.ms": 50})
+    producer.produce("bench-start", b"x", on_delivery=lambda err, _m: acked.append(err is None))
+    producer.flush(timeout)
+    if acked != [True]:
+        raise RuntimeError(f"record not acknowledged: {acked}")
+    return time.monotonic() - started
+
+
+def container_round(image: str) -> tuple[float, float]:
+    name, volume = f"bench-{uuid.uuid4().hex[:8]}", f"bench-vol-{uuid.uuid4().hex[:8]}"
+    port, admin_port = engine.free_ports(2)
+    try:
+        engine.podman("volume", "create", volume)
+        started = time.monotonic()
+        engine.run_detached(name, [
+            "-p", f"127.0.0.1:{port}:9092", "-p", f"127.0.0.1:{admin_port}:9094",
+            "-v", f"{volume}:/var/lib/skiff",
+            "-e", f"SKIFF_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:{port}"], image)
+        ready = until_serving(f"127.0.0.1:{admin_port}", started)
+        acked = until_acked(f"127.0.0.1:{port}", started)
+        return ready, acked
+    finally:
+        engine.remove(name)
+        engine.podman("volume", "rm", "-f", volume, check=False)
+
+
+def host_round() -> tuple[float, float]:
+    port, cport, admin_port = engine.free_ports(3)
+    with tempfile.TemporaryDirectory() as data:
+        env = {**os.environ, "SKIFF_LOG_DIRS": data,
+               "SKIFF_LISTENERS": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+               "SKIFF_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+               "SKIFF_CONTROLLER_QUORUM_VOTERS": f"1@127.0.0.1:{cport}",
+               "SKIFF_ADMIN_LISTENERS": f"127.0.0.1:{admin_port}"}
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker.cli.main", "server", "start",
+             str(REPO / "deploy/docker/server.properties"), "--auto-format"],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            ready = until_serving(f"127.0.0.1:{admin_port}", started)
+            acked = until_acked(f"127.0.0.1:{port}", started)
+            return ready, acked
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+
+def cmd_size(args: argparse.Namespace) -> None:
+    image = engine.image_inspect(args.image)["Size"] / 1e6
+    base = engine.image_inspect(engine.BASE_IMAGE)["Size"] / 1e6
+    print(f"image {args.image}: {image:.0f} MB (goal {GOAL_MB} MB: ratio {image / GOAL_MB:.2f});"
+          f" base {engine.BASE_IMAGE}: {base:.0f} MB, Skiff's layers {image - base:.0f} MB")
+
+
+def cmd_start(args: argparse.Namespace) -> None:
+    rows: dict[str, list[tuple[float, float]]] = {"container": [], "host": []}
+    for i in range(args.rounds):
+        rows["container"].append(container_round(args.image))
+        rows["host"].append(host_round())
+        print(f"round {i + 1}: container ready {rows['container'][-1][0]:.2f}s acked "
+              f"{rows['container'][-1][1]:.2f}s; host process ready {rows['host'][-1][0]:.2f}s"
+              f" acked {rows['host'][-1][1]:.2f}s", flush=True)
+    med = {k: (statistics.median(r for r, _ in v), statistics.median(a for _, a in v))
+           for k, v in rows.items()}
+    c, h = med["container"], med["host"]
+    print(f"median of {args.rounds}: container to SERVING {c[0]:.2f}s, to first acked record "
+          f"{c[1]:.2f}s; host process {h[0]:.2f}s, {h[1]:.2f}s")
+    print(f"ratios: container/host {c[0] / h[0]:.2f} (SERVING), {c[1] / h[1]:.2f} (acked); "
+          f"container/goal({GOAL_START_S:.0f}s) {c[0] / GOAL_START_S:.2f}, "
+          f"{c[1] / GOAL_START_S:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--image", default=engine.IMAGE)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("size")
+    start = sub.add_parser("start")
+    start.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    conf = Path(tempfile.mkdtemp()) / "containers.conf"
+    os.environ["CONTAINERS_CONF"] = str(engine.write_containers_conf(conf))
+    {"size": cmd_size, "start": cmd_start}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Helpers for the tests of projects that use Skiff (testcontainers' SkiffContainer)."""
