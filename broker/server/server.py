@@ -35,6 +35,7 @@ from typing import Any, Final
 import structlog
 
 from broker.errors import KafkaError
+from broker.metrics.stats import ServerStats
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.headers import (
@@ -103,6 +104,8 @@ class _Pending:
     entry: HandlerEntry | None
     task: asyncio.Future[Any]
     size: int
+    received: float = 0.0  # time.perf_counter() when the frame was read (metrics)
+    ready: float = 0.0  # ... when the handler's answer was ready
 
 
 class _Listener:
@@ -120,15 +123,18 @@ class Server:
         listeners: Sequence[ListenerSpec],
         config: ServerConfig | None = None,
         on_connection_closed: Callable[[str], None] | None = None,
+        stats: ServerStats | None = None,
     ) -> None:
         """`on_connection_closed(connection_id)` runs once for each connection that ends,
-        whatever ended it (the controller fences a broker whose heartbeats came on it)."""
+        whatever ended it (the controller fences a broker whose heartbeats came on it).
+        `stats` (broker/metrics) gets the request and connection counters; None: none kept."""
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
         self.node = node
         self.config = config or ServerConfig()
         self.on_connection_closed = on_connection_closed
+        self.stats = stats
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
@@ -161,6 +167,14 @@ class Server:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    def connection_stats(self) -> dict[str, tuple[int, int, int]]:
+        """Per listener: (open connections, requests in flight, bytes of their frames)."""
+        out = dict.fromkeys(self._listeners, (0, 0, 0))
+        for c in self._connections:
+            n, requests, size = out[c.listener.spec.name]
+            out[c.listener.spec.name] = (n + 1, requests + c.inflight, size + c.inflight_bytes)
+        return out
 
     async def stop(self) -> None:
         for listener in self._listeners.values():
@@ -219,6 +233,8 @@ class _Connection:
         self.closing = False
         self.reading = True  # until a close is queued: no request after it is read
         self.run_task: asyncio.Task[None] | None = None
+        self.stats = server.stats
+        self.lstats = None if server.stats is None else server.stats.listener(listener.spec.name)
 
     def _on_connected(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -230,6 +246,8 @@ class _Connection:
         self.log = log.bind(connection=self.id)
         self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain)
         self.server._connections.add(self)
+        if self.lstats is not None:
+            self.lstats.connections_created += 1
         self.log.debug("connection opened", listener=self.listener.spec.name)
         self._arm_idle_timer()
         self.run_task = asyncio.get_running_loop().create_task(self.run())
@@ -244,6 +262,8 @@ class _Connection:
         finally:
             self._cleanup()
             self.server._connections.discard(self)
+            if self.lstats is not None:
+                self.lstats.connections_closed += 1
             if not self.done.done():
                 self.done.set_result(None)
             if self.server.on_connection_closed is not None:
@@ -264,6 +284,8 @@ class _Connection:
 
     def _on_frame(self, frame: memoryview | bytes) -> None:
         self.last_active = time.monotonic()
+        if self.lstats is not None:
+            self.lstats.bytes_in += len(frame) + 4
         try:
             problem = self._accept_frame(frame)
         except Exception:  # a bug on our side: this connection goes, the server stays
@@ -328,7 +350,11 @@ class _Connection:
         self._track(task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
-        self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task, len(frame)))
+        pending = _Pending(ctx, parsed.body, entry, task, len(frame))
+        if self.stats is not None:
+            self.stats.request(peek.api_key, peek.api_version)
+            pending.received = time.perf_counter()
+        self.queue.put_nowait(pending)
         return None
 
     def _context(self, peek: ApiPeek, client_id: str | None,
@@ -390,6 +416,9 @@ class _Connection:
                 self.inflight_bytes -= item.size
                 self.last_active = time.monotonic()
                 self.protocol.release()  # read on if a cap held the reader
+            if item.ready and self.stats is not None:
+                self.stats.times(item.ctx.api_key, item.received, item.ready,
+                                 time.perf_counter())
             if not ok:
                 self._close("request failed")
                 return
@@ -413,6 +442,8 @@ class _Connection:
             self.log.exception("handler failed, closing connection",
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version)
             return False
+        if p.received:
+            p.ready = time.perf_counter()
         if result is None:
             return True
         if self.transport is None or self.transport.is_closing():
@@ -423,6 +454,8 @@ class _Connection:
                                       result.size)
                 if self.zero_copy is None:
                     raise ConnectionError("not connected")
+                if self.lstats is not None:
+                    self.lstats.bytes_out += len(prefix) + result.size
                 await self.zero_copy.write(prefix, result)
             else:
                 got = (int(result.__api_key__), int(result.__version__))
@@ -432,7 +465,13 @@ class _Connection:
                               api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                               response=type(result).__name__)
                     return False
-                self._transport().write(encode_response(result, ctx.correlation_id))
+                data = encode_response(result, ctx.correlation_id)
+                if self.stats is not None and self.lstats is not None:
+                    self.lstats.bytes_out += len(data)
+                    code = getattr(result, "error_code", None)
+                    if code is not None:
+                        self.stats.error(ctx.api_key, int(code))
+                self._transport().write(data)
             await self.protocol.drain()
         except (ConnectionError, OSError) as e:
             self.log.debug("write failed", error=repr(e))
