@@ -19,6 +19,14 @@ if ! command -v kcat >/dev/null 2>&1; then
         sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq kcat >/dev/null
     fi
 fi
+# prometheus (Debian) brings promtool and the server the metrics tests scrape a cluster with.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq >/dev/null && apt-get install -y -qq prometheus >/dev/null
+    else
+        sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq prometheus >/dev/null
+    fi
+fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi
