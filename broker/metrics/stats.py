@@ -17,6 +17,7 @@ Who bumps what:
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import defaultdict
 
 # Request times in milliseconds: from well under a millisecond (a metadata answer from
 # memory) to a Fetch long poll's 30 s cap.
@@ -124,15 +125,17 @@ class ServerStats:
     """Kafka's RequestMetrics (per API and version, error codes, times) and the socket
     server's counters, for every listener of one node."""
 
-    __slots__ = ("errors", "listeners", "local_time", "requests", "response_send_time",
-                 "total_time")
+    __slots__ = ("_timers", "errors", "listeners", "local_time", "requests",
+                 "response_send_time", "total_time")
 
     def __init__(self) -> None:
-        self.requests: dict[tuple[int, int], int] = {}  # (api key, version) -> count
-        self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) -> count
+        # (api key, version) -> count; (api key, error code) -> count
+        self.requests: defaultdict[tuple[int, int], int] = defaultdict(int)
+        self.errors: defaultdict[tuple[int, int], int] = defaultdict(int)
         self.total_time: dict[int, Histogram] = {}
         self.local_time: dict[int, Histogram] = {}
         self.response_send_time: dict[int, Histogram] = {}
+        self._timers: dict[int, tuple[Histogram, Histogram, Histogram]] = {}
         self.listeners: dict[str, ListenerStats] = {}
 
     def listener(self, name: str) -> ListenerStats:
@@ -142,26 +145,35 @@ class ServerStats:
         return st
 
     def request(self, api_key: int, version: int) -> None:
-        key = (api_key, version)
-        self.requests[key] = self.requests.get(key, 0) + 1
+        self.requests[(api_key, version)] += 1
 
     def error(self, api_key: int, code: int) -> None:
-        key = (api_key, code)
-        self.errors[key] = self.errors.get(key, 0) + 1
+        self.errors[(api_key, code)] += 1
 
     def times(self, api_key: int, received: float, ready: float, sent: float) -> None:
-        """Seconds from time.perf_counter(): the frame read, the handler's answer ready
-        (its turn in the connection's order included), the response written."""
-        _histogram(self.total_time, api_key).observe((sent - received) * 1000.0)
-        _histogram(self.local_time, api_key).observe((ready - received) * 1000.0)
-        _histogram(self.response_send_time, api_key).observe((sent - ready) * 1000.0)
+        """Seconds from time.monotonic(): the frame read, the handler's answer ready
+        (its turn in the connection's order included), the response written. Once per
+        request: the three observations are inlined (a call each cost more than the rest)."""
+        timers = self._timers.get(api_key)
+        if timers is None:
+            timers = self._new_timers(api_key)
+        total, local, send = timers
+        ms = (sent - received) * 1000.0
+        total.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        total.sum += ms
+        ms = (ready - received) * 1000.0
+        local.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        local.sum += ms
+        ms = (sent - ready) * 1000.0
+        send.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        send.sum += ms
 
-
-def _histogram(table: dict[int, Histogram], key: int) -> Histogram:
-    h = table.get(key)
-    if h is None:
-        h = table[key] = Histogram()
-    return h
+    def _new_timers(self, api_key: int) -> tuple[Histogram, Histogram, Histogram]:
+        timers = (Histogram(), Histogram(), Histogram())
+        self.total_time[api_key], self.local_time[api_key], self.response_send_time[api_key] = \
+            timers
+        self._timers[api_key] = timers
+        return timers
 
 
 class NodeStats:

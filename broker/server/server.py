@@ -104,7 +104,7 @@ class _Pending:
     entry: HandlerEntry | None
     task: asyncio.Future[Any]
     size: int
-    received: float = 0.0  # time.perf_counter() when the frame was read (metrics)
+    received: float = 0.0  # time.monotonic() when the frame was read (metrics)
     ready: float = 0.0  # ... when the handler's answer was ready
 
 
@@ -353,7 +353,7 @@ class _Connection:
         pending = _Pending(ctx, parsed.body, entry, task, len(frame))
         if self.stats is not None:
             self.stats.request(peek.api_key, peek.api_version)
-            pending.received = time.perf_counter()
+            pending.received = self.last_active  # _on_frame's clock read
         self.queue.put_nowait(pending)
         return None
 
@@ -414,11 +414,10 @@ class _Connection:
             finally:
                 self.inflight -= 1
                 self.inflight_bytes -= item.size
-                self.last_active = time.monotonic()
+                self.last_active = now = time.monotonic()
                 self.protocol.release()  # read on if a cap held the reader
             if item.ready and self.stats is not None:
-                self.stats.times(item.ctx.api_key, item.received, item.ready,
-                                 time.perf_counter())
+                self.stats.times(item.ctx.api_key, item.received, item.ready, now)
             if not ok:
                 self._close("request failed")
                 return
@@ -443,7 +442,7 @@ class _Connection:
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version)
             return False
         if p.received:
-            p.ready = time.perf_counter()
+            p.ready = time.monotonic()
         if result is None:
             return True
         if self.transport is None or self.transport.is_closing():
