@@ -39,6 +39,7 @@ from broker.log.files import (
     fsync_dir,
 )
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
+from broker.metrics.stats import LOG_FLUSH_TIME
 from broker.protocol.compression import Compression, codec_by_name
 from broker.protocol.records import (
     _U32,
@@ -989,12 +990,14 @@ class PartitionLog:
             if up_to is None:
                 self._unflushed_messages = 0
                 self._last_flush_ms = self.clock()
+        started = time.monotonic()
         try:
             for fd in fds:
                 os.fdatasync(fd)  # data and size; mtime need not be durable
         finally:
             for fd in fds:
                 os.close(fd)
+        LOG_FLUSH_TIME.observe((time.monotonic() - started) * 1000.0)
         with self._lock:
             # A truncation meanwhile may have replaced flushed data with unflushed data.
             if generation == self.truncation_generation:

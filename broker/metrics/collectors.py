@@ -25,7 +25,13 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 
-from broker.metrics.stats import BrokerTopicStats, Histogram, ServerStats, TopicStats
+from broker.metrics.stats import (
+    LOG_FLUSH_TIME,
+    BrokerTopicStats,
+    Histogram,
+    ServerStats,
+    TopicStats,
+)
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 LEADER_RECOVERING = 1
@@ -302,7 +308,8 @@ class ElectionCounter:
 
 
 def controller_families(image: Any, active: bool, raft_hw: int,
-                        elections: ElectionCounter | None) -> list[Metric]:
+                        elections: ElectionCounter | None,
+                        service: Any = None) -> list[Metric]:
     """KafkaController gauges. As in Kafka, the cluster-wide figures are reported by the
     active controller and are 0 on the others, so `sum` over the cluster is right."""
     prefix = "kafka_controller_kafkacontroller_"
@@ -346,6 +353,20 @@ def controller_families(image: Any, active: bool, raft_hw: int,
         prefix + "lastcommittedrecordoffset",
         "Offset of the last committed metadata record (LastCommittedRecordOffset)",
         value=raft_hw - 1))
+    if service is not None:
+        for attr, name, help_text in (
+            ("event_queue_time", "eventqueuetimems",
+             "Milliseconds a controller operation waited for the one before it "
+             "(ControllerEventManager EventQueueTimeMs)"),
+            ("event_processing_time", "eventqueueprocessingtimems",
+             "Milliseconds a controller operation took, its commit included "
+             "(EventQueueProcessingTimeMs)"),
+        ):
+            h = getattr(service, attr)
+            fam = HistogramMetricFamily(f"kafka_controller_controllereventmanager_{name}",
+                                        help_text)
+            fam.add_metric([], h.cumulative(), sum_value=h.sum)
+            out.append(fam)
     if elections is not None:
         out.append(CounterMetricFamily(
             "kafka_controller_controllerstats_leaderelections",
@@ -363,6 +384,15 @@ def metadata_families(image: Any) -> list[Metric]:
         "kafka_server_broker_metadata_metrics_last_applied_record_offset",
         "Offset of the last metadata record this node applied "
         "(broker-metadata-metrics last-applied-record-offset)", value=image.offset)]
+
+
+def log_flush_families() -> list[Metric]:
+    fam = HistogramMetricFamily(
+        "kafka_log_logflushstats_logflushrateandtimems",
+        "Milliseconds per log flush (fdatasync of segments), every log of this process "
+        "(LogFlushStats LogFlushRateAndTimeMs)")
+    fam.add_metric([], LOG_FLUSH_TIME.cumulative(), sum_value=LOG_FLUSH_TIME.sum)
+    return [fam]
 
 
 RAFT_STATES = ("leader", "follower", "candidate", "prospective", "unattached", "resigned")
@@ -517,13 +547,15 @@ def node_families(node: Any) -> list[Metric]:
         out.extend(fetcher_families(node.fetchers))
     if image is not None:
         out.extend(metadata_families(image))
+    out.extend(log_flush_families())
     if hasattr(node, "quorum") and getattr(node.quorum, "driver", None) is not None:
         driver = node.quorum.driver
         out.extend(raft_families(driver))
         if node.config.is_controller and image is not None:
             active = node.controller_service is not None and node.quorum.is_leader
             out.extend(controller_families(image, active, driver.core.hw,
-                                           getattr(node, "election_counter", None)))
+                                           getattr(node, "election_counter", None),
+                                           node.controller_service))
     if node.config.is_broker and hasattr(node, "group_coordinator"):
         replicas = getattr(node, "replicas", None)
         out.extend(group_families(list(node.group_coordinator.coordinators.values()),

@@ -176,6 +176,11 @@ class ServerStats:
         return timers
 
 
+# Kafka's LogFlushStats LogFlushRateAndTimeMs: one per process, as in Kafka. Flushes may run
+# on the log manager's thread: an increment lost to a race is the price of no lock.
+LOG_FLUSH_TIME = Histogram()
+
+
 class NodeStats:
     """Everything a node counts; `node.stats` when metrics are on, else None."""
 

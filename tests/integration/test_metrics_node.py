@@ -105,6 +105,9 @@ def test_figures_match_what_was_done(node: SkiffNode, worked: dict[str, int]) ->
     g = {"consumergroup": "g", "topic": "metrics-t", "partition": "0"}
     assert get(v, "kafka_consumergroup_current_offset", **g) == COMMITTED
     assert get(v, "kafka_consumergroup_lag", **g) == RECORDS - COMMITTED
+    # the controller served registration, heartbeats and the topic's creation
+    assert get(v, "kafka_controller_controllereventmanager_eventqueueprocessingtimems_count") > 0
+    assert ("kafka_log_logflushstats_logflushrateandtimems_count", frozenset()) in v
     assert get(v, "process_resident_memory_bytes") > 0
     assert get(v, "process_cpu_seconds_total") > 0
 

@@ -261,3 +261,29 @@ def test_promtool_accepts_every_family() -> None:
     out = subprocess.run(["promtool", "check", "metrics"], input=exposition(fams),
                          capture_output=True, timeout=30)
     assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+
+
+def test_controller_operations_timed_while_queued_and_running() -> None:
+    import asyncio
+
+    from broker.controller.service import ControllerService
+
+    service = ControllerService(None, None, None, lambda: 0)  # type: ignore[arg-type]
+
+    async def op(hold_s: float) -> None:
+        async with service._timed_lock():
+            await asyncio.sleep(hold_s)
+
+    async def main() -> None:
+        await asyncio.gather(op(0.05), op(0.0))
+
+    asyncio.run(main())
+    assert service.event_queue_time.count == 2
+    assert service.event_processing_time.count == 2
+    assert service.event_queue_time.sum >= 40  # the second waited for the first (ms)
+    assert service.event_processing_time.sum >= 40
+    image = _image({"a": [(0, (1,), 1)]}, fenced=(), live=(1,))
+    fams = controller_families(image, True, 1, None, service)
+    name = "kafka_controller_controllereventmanager_eventqueuetimems"
+    assert value(fams, name + "_count") == 2
+    assert value(fams, name + "_bucket", le="+Inf") == 2
