@@ -49,6 +49,7 @@ from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metrics.stats import NodeStats
+from broker.metrics.telemetry import TelemetryStore
 from broker.protocol.api import BROKER_APIS
 from broker.quorum import MetadataQuorumDriver, controller_api_table
 from broker.replication import (
@@ -98,6 +99,9 @@ class Node:
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: Any = None
         self.election_counter: Any = None
+        self.telemetry = TelemetryStore(
+            list(config["client.telemetry.metrics"]),
+            config["client.telemetry.push.interval.ms"], config["telemetry.max.bytes"])
 
     @property
     def metadata(self) -> MetadataImage:

@@ -556,6 +556,10 @@ def node_families(node: Any) -> list[Metric]:
             out.extend(controller_families(image, active, driver.core.hw,
                                            getattr(node, "election_counter", None),
                                            node.controller_service))
+    if node.config.is_broker and getattr(node, "telemetry", None) is not None:
+        from broker.metrics.telemetry import telemetry_families
+
+        out.extend(telemetry_families(node.telemetry, node.clock()))
     if node.config.is_broker and hasattr(node, "group_coordinator"):
         replicas = getattr(node, "replicas", None)
         out.extend(group_families(list(node.group_coordinator.coordinators.values()),

@@ -60,6 +60,8 @@ END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
 FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
+GET_TELEMETRY_SUBSCRIPTIONS = 71
+PUSH_TELEMETRY = 72
 
 # Produce versions below this have no kio schema; the server answers them UNSUPPORTED_VERSION.
 PRODUCE_MIN_IMPLEMENTED_VERSION = 3
@@ -199,6 +201,9 @@ BROKER_APIS = ApiTable.of(
     (ELECT_LEADERS, 0, 2),
     (ALTER_PARTITION_REASSIGNMENTS, 0, 0),
     (LIST_PARTITION_REASSIGNMENTS, 0, 0),
+    # client telemetry (KIP-714)
+    (GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),
+    (PUSH_TELEMETRY, 0, 0),
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch
