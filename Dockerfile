@@ -48,8 +48,9 @@ ENV PATH=/opt/skiff/venv/bin:$PATH \
 USER 1000:1000
 WORKDIR /var/lib/skiff
 VOLUME ["/var/lib/skiff"]
-# Kafka clients, the controller quorum, the gRPC admin API (with grpc.health.v1)
-EXPOSE 9092 9093 9094
+# Kafka clients, the controller quorum, the gRPC admin API (with grpc.health.v1), and
+# Prometheus metrics
+EXPOSE 9092 9093 9094 9095
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["skiff", "health", "--quiet"]
 # The node is PID 1 itself: it handles SIGTERM/SIGINT with a controlled shutdown (its

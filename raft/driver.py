@@ -124,6 +124,9 @@ class _Stats:
     snapshots_loaded: int = 0
     snapshots_created: int = 0
     leader_changes: list[tuple[int, int, float]] = field(default_factory=list)
+    # appends as the leader, from append() to committed (seconds): sum and count
+    commit_latency_sum: float = 0.0
+    commit_latency_count: int = 0
 
 
 class RaftDriver:
@@ -532,7 +535,13 @@ class RaftDriver:
         self._pending.append(_Pending(list(records), fut))
         if self._flush_handle is None:
             self._schedule_flush()
-        return await fut
+        started = time.monotonic()
+        offset = await fut
+        took = time.monotonic() - started
+        st = self.stats
+        st.commit_latency_sum += took
+        st.commit_latency_count += 1
+        return offset
 
     def _schedule_flush(self) -> None:
         loop = self._loop or asyncio.get_running_loop()

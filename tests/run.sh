@@ -16,6 +16,7 @@ fi
 #   golang-go, sarama          an old Go client with old defaults            tests/compat/test_old_sarama.py
 #   podman buildah runc        build and run the image, Compose, kube play   tests/deploy
 #   podman-compose debootstrap (the local base image: no registry needed)
+#   prometheus                 promtool and the server that scrapes a cluster tests/integration/test_metrics_*
 apt_pkgs=""
 need() {  # need FILE PACKAGE: install PACKAGE when FILE is missing
     [ -e "$1" ] || apt_pkgs="$apt_pkgs $2"
@@ -28,6 +29,8 @@ need /usr/bin/buildah buildah
 need /usr/sbin/runc runc
 need /usr/bin/podman-compose podman-compose
 need /usr/sbin/debootstrap debootstrap
+need /usr/bin/promtool prometheus
+need /usr/bin/prometheus prometheus
 if [ -n "$apt_pkgs" ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq >/dev/null

@@ -50,6 +50,8 @@ def add_parsers(sub: Any) -> None:
     dev.add_argument("--controller-port", type=int, default=9093,
                      help="controller listener port (9093)")
     dev.add_argument("--admin-port", type=int, default=9094, help="gRPC admin port (9094)")
+    dev.add_argument("--metrics-port", type=int, default=9095,
+                     help="Prometheus metrics port (9095; 0: off)")
     dev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     dev.set_defaults(handler=run_dev)
 
@@ -101,6 +103,7 @@ def run_dev(args: argparse.Namespace) -> int:
     data = Path(args.data).resolve()
     props = data_dir_overrides(data, args.port, args.controller_port)
     props["admin.listeners"] = f"127.0.0.1:{args.admin_port}"
+    props["metrics.listeners"] = f"127.0.0.1:{args.metrics_port}" if args.metrics_port else ""
     try:
         overrides = dict(props)
         for item in args.override:

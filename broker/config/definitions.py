@@ -82,6 +82,13 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("listener.security.protocol.map", LI, _DEFAULT_SECURITY_MAP.split(",")),
     ConfigDef("inter.broker.listener.name", S, None),
     ConfigDef("admin.listeners", LI, ["127.0.0.1:9094"]),  # Skiff's gRPC admin API
+    # Skiff's Prometheus endpoint (docs/monitoring.md); empty: off
+    ConfigDef("metrics.listeners", LI, ["127.0.0.1:9095"]),
+    # Client telemetry (KIP-714, docs/monitoring.md): Kafka takes what to request from
+    # client-metrics resources; Skiff from these two (empty: request nothing).
+    ConfigDef("client.telemetry.metrics", LI, []),
+    ConfigDef("client.telemetry.push.interval.ms", INT, 300000, at_least(100)),
+    ConfigDef("telemetry.max.bytes", INT, 1048576, at_least(1)),
     ConfigDef("security.inter.broker.protocol", S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS)),
     ConfigDef("socket.request.max.bytes", INT, 100 * 1024 * 1024, at_least(1)),
     ConfigDef("socket.send.buffer.bytes", INT, 100 * 1024),

@@ -8,8 +8,10 @@ state. An operation answers only once its records are committed and applied here
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -42,6 +44,7 @@ from broker.errors import KafkaError
 from broker.metadata import records as rec
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
+from broker.metrics.stats import Histogram
 
 log = structlog.get_logger(__name__)
 R = TypeVar("R")
@@ -68,6 +71,9 @@ class ControllerService:
         self.commit_timeout_s = commit_timeout_s
         self._lock = asyncio.Lock()
         self._last_appended = -1
+        # Kafka's ControllerEventManager EventQueueTimeMs / EventQueueProcessingTimeMs
+        self.event_queue_time = Histogram()
+        self.event_processing_time = Histogram()
         # broker id -> the listener connection its latest heartbeat came on
         self._heartbeat_connections: dict[int, str] = {}
 
@@ -77,8 +83,20 @@ class ControllerService:
         # image missing it.
         return await asyncio.shield(self._run_serialised(op))
 
-    async def _run_serialised(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+    @contextlib.asynccontextmanager
+    async def _timed_lock(self) -> AsyncIterator[None]:
+        """The operations' lock, timing the wait for it and the time holding it (metrics)."""
+        queued = time.monotonic()
         async with self._lock:
+            started = time.monotonic()
+            self.event_queue_time.observe((started - queued) * 1000.0)
+            try:
+                yield
+            finally:
+                self.event_processing_time.observe((time.monotonic() - started) * 1000.0)
+
+    async def _run_serialised(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
+        async with self._timed_lock():
             if not self.quorum.is_leader:
                 raise KafkaError(ErrorCode.not_controller, "this node is not the active controller")
             try:

@@ -289,6 +289,7 @@ class GroupCoordinator(ConsumerGroups):
         self._writes: dict[int, WriteCallback] = {}
         self._next_write_id = 1
         self.next_cleanup_ms = now_ms + config.offsets_retention_check_interval_ms
+        self.rebalances = 0  # classic generations completed (metrics)
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -680,6 +681,7 @@ class GroupCoordinator(ConsumerGroups):
         if g.leader_id is None or not g.members[g.leader_id].awaiting_join:
             g.leader_id = joined[0].member_id if joined else None
         g.generation_id += 1
+        self.rebalances += 1
         if not g.members:
             g.protocol_name = None
             g.transition(GroupState.EMPTY, now_ms)

@@ -28,6 +28,7 @@ from broker.handlers import (
     elect_leaders,
     fetch,
     find_coordinator,
+    get_telemetry_subscriptions,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
@@ -42,6 +43,7 @@ from broker.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    push_telemetry,
     sync_group,
 )
 from broker.server.dispatch import Dispatcher
@@ -81,6 +83,9 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     delete_groups,
     consumer_group_heartbeat,
     consumer_group_describe,
+    # client telemetry (KIP-714)
+    get_telemetry_subscriptions,
+    push_telemetry,
 )
 
 

@@ -38,6 +38,7 @@ from broker.log.files import (
 )
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
 from broker.log.validator import LogValidator
+from broker.metrics.stats import LOG_FLUSH_TIME
 from broker.protocol.records import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -833,12 +834,14 @@ class PartitionLog:
             if up_to is None:
                 self._unflushed_messages = 0
                 self._last_flush_ms = self.clock()
+        started = time.monotonic()
         try:
             for fd in fds:
                 os.fdatasync(fd)  # data and size; mtime need not be durable
         finally:
             for fd in fds:
                 os.close(fd)
+        LOG_FLUSH_TIME.observe((time.monotonic() - started) * 1000.0)
         with self._lock:
             # A truncation meanwhile may have replaced flushed data with unflushed data.
             if generation == self.truncation_generation:

@@ -48,6 +48,8 @@ from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.storage import ensure_formatted, read_bootstrap
+from broker.metrics.stats import NodeStats
+from broker.metrics.telemetry import TelemetryStore
 from broker.node.quorum import MetadataQuorumDriver, controller_api_table
 from broker.protocol.api import BROKER_APIS, floors_table
 from broker.replication import (
@@ -94,6 +96,12 @@ class Node:
         self.admin: AdminServer
         self.group_coordinator: GroupCoordinatorService
         self.broker_server: Server
+        self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
+        self.metrics_server: Any = None
+        self.election_counter: Any = None
+        self.telemetry = TelemetryStore(
+            list(config["client.telemetry.metrics"]),
+            config["client.telemetry.push.interval.ms"], config["telemetry.max.bytes"])
 
     @property
     def metadata(self) -> MetadataImage:
@@ -107,6 +115,7 @@ class Node:
         self.previous_broker_epoch = self._take_clean_shutdown_epoch()
         log.info("node_starting", node_id=self.node_id, cluster_id=self.cluster_id,
                  roles=sorted(cfg.process_roles), config=cfg.summary())
+        self._start_metrics()
 
         self.logs = LogManager(
             list(cfg.log_dirs), log_config_for(cfg, {}), self.clock,
@@ -122,6 +131,8 @@ class Node:
             broker_epoch=lambda: self.broker_epoch,
             rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible,
         )
+        if self.stats is not None:
+            self.replicas.topic_stats = self.stats.topics
         self.fetchers = ReplicaFetcherManager(self.replicas, address_of=cluster.address_of)
 
         self.publisher = MetadataPublisher(self.cluster_id)
@@ -135,6 +146,11 @@ class Node:
                 self.quorum, self.publisher, self.clock,
             )
             self.quorum.on_become_leader(self._on_become_controller)
+            if self.stats is not None:
+                from broker.metrics.collectors import ElectionCounter
+
+                self.election_counter = ElectionCounter(lambda: self.quorum.is_leader)
+                self.publisher.subscribe(self.election_counter)
         self.controller = ControllerChannel(
             self.node_id, {v.node_id: (v.host, v.port) for v in cfg.voters},
             lambda: int(self.quorum.driver.leader_and_epoch[0]), self.controller_service,
@@ -156,7 +172,8 @@ class Node:
         if self.controller_service is not None:
             self.controller_server = Server(
                 self, self._controller_listeners(), server_config,
-                on_connection_closed=self.controller_service.connection_closed)
+                on_connection_closed=self.controller_service.connection_closed,
+                stats=self.stats.server if self.stats is not None else None)
             await self.controller_server.start()
         await self.quorum.start()
         self.admin = AdminServer(
@@ -175,7 +192,9 @@ class Node:
             self.fetchers.start()
             self.group_coordinator = GroupCoordinatorService(self)
             self.group_coordinator.start()
-            self.broker_server = Server(self, self._broker_listeners(), server_config)
+            self.broker_server = Server(
+                self, self._broker_listeners(), server_config,
+                stats=self.stats.server if self.stats is not None else None)
             await self.broker_server.start()
         else:
             self.ready.set()
@@ -198,6 +217,8 @@ class Node:
             ("controller_channel", "controller", "close"), ("quorum", "quorum", "stop"),
             ("replica_fetchers", "fetchers", "stop"), ("isr_check", "replicas", "stop"),
         ]
+        if self.metrics_server is not None:
+            steps.append(("metrics", "metrics_server", "stop"))
         for step, attr, method in steps:
             if hasattr(self, attr):
                 await self._stop_step(step, getattr(getattr(self, attr), method)())
@@ -210,6 +231,22 @@ class Node:
             if self.broker_epoch >= 0:
                 self._write_clean_shutdown_epoch()
         log.info("node_stopped", node_id=self.node_id)
+
+    def _start_metrics(self) -> None:
+        """The metrics endpoint first, so a taken port fails the start at once and a node
+        waiting for its quorum can already be watched."""
+        from broker.metrics.exporter import METRICS_LISTENERS_KEY, parse_metrics_listeners
+
+        listeners = parse_metrics_listeners(self.config[METRICS_LISTENERS_KEY])
+        if not listeners:
+            log.info("metrics_disabled", reason=f"{METRICS_LISTENERS_KEY} is empty")
+            return
+        from broker.metrics.collectors import node_families
+        from broker.metrics.exporter import MetricsServer
+
+        self.stats = NodeStats()
+        self.metrics_server = MetricsServer(listeners, lambda: node_families(self))
+        self.metrics_server.start()
 
     async def _stop_step(self, step: str, stopping: Awaitable[None]) -> None:
         """One part of the shutdown, bounded: a part that hangs is logged, cancelled and

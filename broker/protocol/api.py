@@ -63,6 +63,8 @@ END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
 FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
+GET_TELEMETRY_SUBSCRIPTIONS = 71
+PUSH_TELEMETRY = 72
 
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
@@ -256,6 +258,9 @@ BROKER_APIS = ApiTable.of(
     (ELECT_LEADERS, 0, 2),
     (ALTER_PARTITION_REASSIGNMENTS, 0, 0),
     (LIST_PARTITION_REASSIGNMENTS, 0, 0),
+    # client telemetry (KIP-714)
+    (GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),
+    (PUSH_TELEMETRY, 0, 0),
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

@@ -108,6 +108,7 @@ class _FetchState:
     leader_epoch: int
     delayed_until: float = 0.0  # event loop time
     last_divergence: tuple[int, int, int, int] | None = None
+    lag: int = 0  # the leader's high watermark minus this log's end, at the last answer
 
 
 class ReplicaFetcher:
@@ -313,7 +314,13 @@ class ReplicaFetcher:
                     return
                 if pd.records:
                     part.append_as_follower(pd.records)
+                    self.manager.bytes_fetched[self.source_id] = (
+                        self.manager.bytes_fetched.get(self.source_id, 0) + len(pd.records))
+                    stats = self.manager.replicas.topic_stats
+                    if stats is not None:
+                        stats.topic(part.topic).replication_bytes_in += len(pd.records)
                 part.update_follower_high_watermark(pd.high_watermark)
+                st.lag = max(0, pd.high_watermark - part.log.log_end_offset)
                 leader_start = min(pd.log_start_offset, part.high_watermark)
                 if leader_start > part.log.log_start_offset:
                     part.log.delete_records_before(leader_start)
@@ -384,6 +391,7 @@ class ReplicaFetcherManager:
         self._source_of: dict[TopicPartition, int] = {}
         self._started = False
         self._closing: set[asyncio.Task[None]] = set()
+        self.bytes_fetched: dict[int, int] = {}  # source broker -> record bytes (metrics)
         replicas.fetchers = self
         for part in replicas.partitions():
             if part.role is Role.FOLLOWER:

@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
+from broker.metrics.stats import BrokerTopicStats, TopicStats
 from broker.replication.partition import Partition, PendingIsrChange, Role
 
 log = structlog.get_logger(__name__)
@@ -131,6 +132,11 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_task: asyncio.Task[None] | None = None
+        # Metrics (broker/metrics): plain counters, None when metrics are off.
+        self.topic_stats: BrokerTopicStats | None = None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.failed_isr_updates = 0
 
     # ---- lifecycle (the periodic ISR check) ------------------------------------------
 
@@ -284,6 +290,10 @@ class ReplicaManager:
                         if topic_id == part.topic_id and item.partition_index == part.index:
                             error = item.error
                             if error is ErrorCode.none:
+                                if pending.expand:
+                                    self.isr_expands += 1
+                                else:
+                                    self.isr_shrinks += 1
                                 changed = part.apply_isr_result(
                                     pending, error=error, isr=tuple(item.isr),
                                     leader_epoch=item.leader_epoch,
@@ -305,6 +315,7 @@ class ReplicaManager:
         # the next metadata or the next check after the backoff proposes again.
         log.info("isr_change_refused", topic=part.topic, partition=part.index,
                  proposed=list(pending.new_isr), error=error.name)
+        self.failed_isr_updates += 1
         part.apply_isr_result(pending, error=error, retry_after_ms=self.clock() + backoff)
 
     # ---- produce -----------------------------------------------------------------
@@ -314,12 +325,20 @@ class ReplicaManager:
         timeout_ms: int,
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
         results: dict[TopicPartition, AppendResult | KafkaError] = {}
+        stats = self.topic_stats
         for (topic, index), records in entries.items():
             try:
                 part = self.leader_partition(topic, index)
-                results[(topic, index)] = part.append_as_leader(records, required_acks)
+                result = results[(topic, index)] = part.append_as_leader(records, required_acks)
+                if stats is not None:
+                    st = stats.topic(topic)
+                    st.total_produce += 1
+                    st.messages_in += result.records_count
+                    st.bytes_in += len(records)
             except KafkaError as exc:
                 results[(topic, index)] = exc
+                if stats is not None:
+                    count_failed_produce(stats.topic(topic), exc, len(records))
         if required_acks == -1:
             await self._wait_replicated(results, timeout_ms)
         return results
@@ -451,6 +470,8 @@ class ReplicaManager:
             )
             remaining = deadline - loop.time()
             if total >= min_bytes or errored or remaining <= 0:
+                if self.topic_stats is not None:
+                    count_fetch(self.topic_stats, results, replica_id >= 0)
                 return results
             # Registered after the read with no await in between, so nothing is missed.
             # Followers wait for the log end to move, consumers for the high watermark.
@@ -459,8 +480,39 @@ class ReplicaManager:
                 if (p := self._partitions.get((r.topic, r.partition))) is not None
             ]
             if not waiters:
+                if self.topic_stats is not None:
+                    count_fetch(self.topic_stats, results, replica_id >= 0)
                 return results
             await wait_first(waiters, remaining)
+
+
+# Kafka's BytesRejectedPerSec: produce bytes refused for what they are, not where they went.
+_REJECTING_ERRORS = frozenset({
+    ErrorCode.corrupt_message, ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+    ErrorCode.invalid_record, ErrorCode.invalid_timestamp,
+})
+
+
+def count_failed_produce(st: TopicStats, exc: KafkaError, size: int) -> None:
+    st.total_produce += 1
+    st.failed_produce += 1
+    if exc.error_code in _REJECTING_ERRORS:
+        st.bytes_rejected += size
+
+
+def count_fetch(stats: BrokerTopicStats, results: list[FetchPartitionResult],
+                replication: bool) -> None:
+    """A fetch's answer, counted once (long-poll rereads are not)."""
+    for r in results:
+        st = stats.topic(r.topic)
+        st.total_fetch += 1
+        if r.error_code is not ErrorCode.none:
+            st.failed_fetch += 1
+        elif r.records is not None:
+            if replication:
+                st.replication_bytes_out += r.records.length
+            else:
+                st.bytes_out += r.records.length
 
 
 async def wait_first(waiters: list[asyncio.Future[None]], timeout_s: float) -> None:

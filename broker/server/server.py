@@ -36,6 +36,7 @@ from typing import Any, Final
 import structlog
 
 from broker.errors import KafkaError
+from broker.metrics.stats import ServerStats
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.frame_reader import FrameReader
@@ -104,6 +105,8 @@ class _Pending:
     entry: HandlerEntry | None
     task: asyncio.Future[Any]
     size: int
+    received: float = 0.0  # time.monotonic() when the frame was read (metrics)
+    ready: float = 0.0  # ... when the handler's answer was ready
 
 
 class _Listener:
@@ -121,9 +124,11 @@ class Server:
         listeners: Sequence[ListenerSpec],
         config: ServerConfig | None = None,
         on_connection_closed: Callable[[str], None] | None = None,
+        stats: ServerStats | None = None,
     ) -> None:
         """`on_connection_closed(connection_id)` runs once for each connection that ends,
-        whatever ended it (the controller fences a broker whose heartbeats came on it)."""
+        whatever ended it (the controller fences a broker whose heartbeats came on it).
+        `stats` (broker/metrics) gets the request and connection counters; None: none kept."""
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
@@ -131,6 +136,7 @@ class Server:
         self.config = config or ServerConfig()
         self.old_versions = OldVersionLog()
         self.on_connection_closed = on_connection_closed
+        self.stats = stats
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
@@ -163,6 +169,14 @@ class Server:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    def connection_stats(self) -> dict[str, tuple[int, int, int]]:
+        """Per listener: (open connections, requests in flight, bytes of their frames)."""
+        out = dict.fromkeys(self._listeners, (0, 0, 0))
+        for c in self._connections:
+            n, requests, size = out[c.listener.spec.name]
+            out[c.listener.spec.name] = (n + 1, requests + c.inflight, size + c.inflight_bytes)
+        return out
 
     async def stop(self) -> None:
         for listener in self._listeners.values():
@@ -221,6 +235,8 @@ class _Connection:
         self.closing = False
         self.reading = True  # until a close is queued: no request after it is read
         self.run_task: asyncio.Task[None] | None = None
+        self.stats = server.stats
+        self.lstats = None if server.stats is None else server.stats.listener(listener.spec.name)
 
     def _on_connected(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -232,6 +248,8 @@ class _Connection:
         self.log = log.bind(connection=self.id)
         self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain)
         self.server._connections.add(self)
+        if self.lstats is not None:
+            self.lstats.connections_created += 1
         self.log.debug("connection opened", listener=self.listener.spec.name)
         self._arm_idle_timer()
         self.run_task = asyncio.get_running_loop().create_task(self.run())
@@ -246,6 +264,8 @@ class _Connection:
         finally:
             self._cleanup()
             self.server._connections.discard(self)
+            if self.lstats is not None:
+                self.lstats.connections_closed += 1
             if not self.done.done():
                 self.done.set_result(None)
             if self.server.on_connection_closed is not None:
@@ -266,6 +286,8 @@ class _Connection:
 
     def _on_frame(self, frame: memoryview | bytes) -> None:
         self.last_active = time.monotonic()
+        if self.lstats is not None:
+            self.lstats.bytes_in += len(frame) + 4
         try:
             problem = self._accept_frame(frame)
         except Exception:  # a bug on our side: this connection goes, the server stays
@@ -334,7 +356,11 @@ class _Connection:
         self._track(task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
-        self.queue.put_nowait(_Pending(ctx, parsed.body, entry, task, len(frame)))
+        pending = _Pending(ctx, parsed.body, entry, task, len(frame))
+        if self.stats is not None:
+            self.stats.request(peek.api_key, peek.api_version)
+            pending.received = self.last_active  # _on_frame's clock read
+        self.queue.put_nowait(pending)
         return None
 
     def _context(self, peek: ApiPeek, client_id: str | None,
@@ -380,8 +406,10 @@ class _Connection:
             finally:
                 self.inflight -= 1
                 self.inflight_bytes -= item.size
-                self.last_active = time.monotonic()
+                self.last_active = now = time.monotonic()
                 self.protocol.release()  # read on if a cap held the reader
+            if item.ready and self.stats is not None:
+                self.stats.times(item.ctx.api_key, item.received, item.ready, now)
             if not ok:
                 self._close("request failed")
                 return
@@ -405,6 +433,8 @@ class _Connection:
             self.log.exception("handler failed, closing connection",
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version)
             return False
+        if p.received:
+            p.ready = time.monotonic()
         if result is None:
             return True
         if self.transport is None or self.transport.is_closing():
@@ -415,6 +445,8 @@ class _Connection:
                                       result.size)
                 if self.zero_copy is None:
                     raise ConnectionError("not connected")
+                if self.lstats is not None:
+                    self.lstats.bytes_out += len(prefix) + result.size
                 await self.zero_copy.write(prefix, result)
             else:
                 got = (int(result.__api_key__), int(result.__version__))
@@ -424,7 +456,13 @@ class _Connection:
                               api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                               response=type(result).__name__)
                     return False
-                self._transport().write(encode_response(result, ctx.correlation_id))
+                data = encode_response(result, ctx.correlation_id)
+                if self.stats is not None and self.lstats is not None:
+                    self.lstats.bytes_out += len(data)
+                    code = getattr(result, "error_code", None)
+                    if code is not None:
+                        self.stats.error(ctx.api_key, int(code))
+                self._transport().write(data)
             await self.protocol.drain()
         except (ConnectionError, OSError) as e:
             self.log.debug("write failed", error=repr(e))

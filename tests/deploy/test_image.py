@@ -38,7 +38,7 @@ def test_dockerfile_passes_hadolint() -> None:
 def test_image_shape(skiff_image: str) -> None:
     info = engine.image_inspect(skiff_image)
     assert info["User"] == "1000:1000"  # numeric, so runAsNonRoot can check it
-    assert set(info["Config"]["ExposedPorts"]) == {"9092/tcp", "9093/tcp", "9094/tcp"}
+    assert set(info["Config"]["ExposedPorts"]) == {"9092/tcp", "9093/tcp", "9094/tcp", "9095/tcp"}
     assert set(info["Config"]["Volumes"]) == {"/var/lib/skiff"}
     assert info["Healthcheck"]["Test"][:3] == ["CMD", "skiff", "health"]
     assert info["Config"]["StopSignal"] == "SIGTERM"

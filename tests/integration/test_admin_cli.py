@@ -401,14 +401,14 @@ def _dev_node(tmp_path: Path, *overrides: str) -> Iterator[tuple[int, str]]:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    port, cport, aport = _free_ports(3)
+    port, cport, aport, mport = _free_ports(4)
     admin = f"127.0.0.1:{aport}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     extra = [a for o in overrides for a in ("--override", o)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "broker.cli.main", "dev", "--data", str(tmp_path / "data"),
          "--port", str(port), "--controller-port", str(cport),
-         "--override", f"admin.listeners={admin}", *extra],
+         "--override", f"admin.listeners={admin}", "--metrics-port", str(mport), *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     try:
         deadline = time.monotonic() + 60

@@ -22,6 +22,7 @@ def test_sigterm_during_startup_exits_cleanly(tmp_path: Path) -> None:
         proc = subprocess.Popen(
             [sys.executable, "-m", "broker.cli.main", "dev", "--data", str(tmp_path / "d"),
              "--port", str(port), "--controller-port", str(cport), "--admin-port", str(aport),
+             "--metrics-port", str(free_port()),
              "--override",
              f"controller.quorum.voters=1@127.0.0.1:{cport},2@127.0.0.1:{absent}"],
             cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT,

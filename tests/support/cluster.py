@@ -82,6 +82,7 @@ class ClusterNode:
     client_port: int | None       # broker listener (None on a dedicated controller)
     controller_port: int | None   # controller listener (None on a dedicated broker)
     admin_port: int
+    metrics_port: int
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     _log: IO[bytes] | None = field(default=None, repr=False)
@@ -129,6 +130,10 @@ class ClusterNode:
     def admin_address(self) -> str:
         return f"127.0.0.1:{self.admin_port}"
 
+    @property
+    def metrics_address(self) -> str:
+        return f"127.0.0.1:{self.metrics_port}"
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
@@ -155,13 +160,13 @@ class Cluster:
         else:
             specs = [(i, ("controller",)) for i in range(1, controllers + 1)]
             specs += [(controllers + j, ("broker",)) for j in range(1, brokers + 1)]
-        ports = iter(free_ports(3 * len(specs)))
+        ports = iter(free_ports(4 * len(specs)))
         for node_id, roles in specs:
             self.nodes[node_id] = ClusterNode(
                 node_id, roles, self.base / f"node-{node_id}",
                 client_port=next(ports) if "broker" in roles else None,
                 controller_port=next(ports) if "controller" in roles else None,
-                admin_port=next(ports))
+                admin_port=next(ports), metrics_port=next(ports))
         self._formatted = False
         self._admins: dict[int, Any] = {}
 
@@ -212,6 +217,7 @@ class Cluster:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(node.directory / "logs"),
             "admin.listeners": node.admin_address,
+            "metrics.listeners": node.metrics_address,
         }
         if node.is_broker:
             props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.client_port}"

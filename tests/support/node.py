@@ -67,6 +67,9 @@ class SkiffNode:
         self.admin_port = free_port()
         while self.admin_port in (self.port, self.controller_port):
             self.admin_port = free_port()
+        self.metrics_port = free_port()
+        while self.metrics_port in (self.port, self.controller_port, self.admin_port):
+            self.metrics_port = free_port()
         self.log_path = self.data_dir / "skiff-node.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -91,7 +94,8 @@ class SkiffNode:
                 "--data", str(self.data_dir),
                 "--port", str(self.port),
                 "--controller-port", str(self.controller_port),
-                "--admin-port", str(self.admin_port)]
+                "--admin-port", str(self.admin_port),
+                "--metrics-port", str(self.metrics_port)]
 
     def start(self) -> None:
         if self.running:

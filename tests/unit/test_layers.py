@@ -19,14 +19,15 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # floor -> package prefixes (the longest prefix that matches a module decides its floor)
 FLOORS: dict[int, tuple[str, ...]] = {
     1: ("broker.errors", "broker.util", "broker.protocol", "broker.config", "broker.logsetup",
-        "broker.log"),
+        "broker.log", "broker.metrics.stats"),
     2: ("raft.core", "raft.roles", "raft.messages", "raft.store", "raft.control", "raft.config"),
     3: ("raft.driver", "raft.kafka_messages", "raft.stores", "raft.eventloop",
-        "broker.metadata", "broker.replication", "broker.group", "broker.controller"),
+        "broker.metadata", "broker.replication", "broker.group", "broker.controller",
+        "broker.metrics.telemetry"),
     4: ("broker.server", "broker.handlers"),
-    5: ("broker.admin",),
+    5: ("broker.admin", "broker.metrics"),
     6: ("broker.node", "raft.tools"),
-    7: ("broker.cli",),
+    7: ("broker.cli", "broker.testing"),
 }
 # Packages that are only a name (their __init__ holds a docstring): importable from anywhere.
 NAMESPACES = {"broker", "raft"}

@@ -1,0 +1,235 @@
+"""What the metrics cost on the produce path: one `skiff dev` node with metrics on (and
+scraped every --scrape-interval seconds) against one with `metrics.listeners` empty (no
+endpoint, no counters), in the same run, rounds alternating so drift hits both alike.
+
+Per round: a fresh topic, --messages records of --size bytes produced by librdkafka
+(acks=all, in its own process, as bench/perf.py does), the node's CPU seconds
+(utime+stime from /proc) and the elapsed time around the produce. Printed per mode: the
+median produce throughput and broker CPU-seconds per GB, and the ratios on/off.
+
+A second figure does not depend on the machine's noise: the counter work of a produce
+request (server: request count, one clock read, three time histograms, socket bytes;
+replica manager: the topic's counters), timed in-process with timeit, times the produce
+requests the node served (read from its own metrics), as a share of the CPU it spent.
+
+    python bench/metrics_bench.py --messages 300000 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import timeit
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench.perf import broker_cpu_s, create_topic, run_in_process  # noqa: E402
+from tests.support.node import SkiffNode  # noqa: E402
+
+
+class Scraper:
+    """GETs the node's /metrics every `interval` seconds on a thread."""
+
+    def __init__(self, port: int, interval: float) -> None:
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.interval = interval
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with urllib.request.urlopen(self.url, timeout=10) as resp:
+                resp.read()
+            self.scrapes += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+def produce_requests(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+               if line.startswith('kafka_network_requestmetrics_requests_total{request="Produce"'))
+
+
+def scrape_cost_s(node: SkiffNode, n: int = 50) -> float:
+    """CPU seconds the node spends per scrape (collection on its loop plus encoding on the
+    HTTP thread), measured on the idle node against its idle CPU."""
+    time.sleep(1)
+    c0 = broker_cpu_s(node.pid)
+    time.sleep(3)
+    c1 = broker_cpu_s(node.pid)
+    assert c0 is not None and c1 is not None
+    idle_per_s = (c1 - c0) / 3
+    t0 = time.monotonic()
+    for _ in range(n):
+        with urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics",
+                                    timeout=10) as resp:
+            resp.read()
+    elapsed = time.monotonic() - t0
+    c2 = broker_cpu_s(node.pid)
+    assert c2 is not None
+    return max(0.0, (c2 - c1) - idle_per_s * elapsed) / n
+
+
+def bump_cost_s() -> float:
+    """Seconds of the counter work one single-partition produce request does."""
+    from broker.metrics.stats import NodeStats
+
+    stats = NodeStats()
+    server, topics = stats.server, stats.topics
+    listener = server.listener("PLAINTEXT")
+
+    def one_request() -> None:
+        listener.bytes_in += 1000
+        server.request(0, 9)
+        st = topics.topic("t")
+        st.total_produce += 1
+        st.messages_in += 10
+        st.bytes_in += 1000
+        listener.bytes_out += 60
+        server.times(0, 1.0, 1.0004, 1.0005)
+        time.monotonic()  # the one clock read the server adds (answer ready)
+
+    n = 200_000
+    return min(timeit.repeat(one_request, number=n, repeat=5)) / n
+
+
+def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, size: int,
+                  batch_size: int, out: Any) -> None:
+    """bench/perf.py's producer with a chosen batch.size: small batches mean many produce
+    requests, where per-request counters weigh most."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "batch.size": batch_size, "queue.buffering.max.messages": 1_000_000,
+                  "log_level": 3, "delivery.report.only.error": True})
+    payload = os.urandom(size)
+    errors = [0]
+
+    def cb(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors[0] += 1
+
+    t0 = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, payload, partition=i % partitions, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.001)
+        if i % 1000 == 0:
+            p.poll(0)
+    left = p.flush(120)
+    out.put({"elapsed_s": time.perf_counter() - t0, "undelivered": left, "errors": errors[0]})
+
+
+def one_round(node: SkiffNode, args: argparse.Namespace, scrape: bool) -> dict[str, float]:
+    topic = f"mbench-{uuid.uuid4().hex[:8]}"
+    create_topic(node.bootstrap, topic, args.partitions)
+    scraper = Scraper(node.metrics_port, args.scrape_interval) if scrape else None
+    try:
+        cpu0 = broker_cpu_s(node.pid)
+        prod = run_in_process(producer_proc, node.bootstrap, topic, args.partitions,
+                              args.messages, args.size, args.batch_size)
+        cpu1 = broker_cpu_s(node.pid)
+    finally:
+        if scraper is not None:
+            scraper.stop()
+    if prod["undelivered"] or prod["errors"]:
+        raise RuntimeError(f"produce: {prod}")
+    assert cpu0 is not None and cpu1 is not None
+    gb = args.messages * args.size / 1e9
+    return {"msgs_s": args.messages / prod["elapsed_s"],
+            "mb_s": args.messages * args.size / prod["elapsed_s"] / 1e6,
+            "cpu_s_per_gb": (cpu1 - cpu0) / gb, "cpu_s": cpu1 - cpu0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--size", type=int, default=100, help="bytes per record value")
+    ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=16384,
+                    help="producer batch.size (16384, the Java client's default: many "
+                         "requests; librdkafka's own default is 1000000)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds per mode, alternating")
+    ap.add_argument("--scrape-interval", type=float, default=15.0,
+                    help="seconds between scrapes of the metrics-on node (15: Prometheus' "
+                         "default)")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="skiff-mbench-") as tmp:
+        on = SkiffNode(Path(tmp) / "on")
+        off = SkiffNode(Path(tmp) / "off")
+        off.metrics_port = 0  # `skiff dev --metrics-port 0`: metrics.listeners empty
+        nodes = {"on": on, "off": off}
+        try:
+            for n in nodes.values():
+                n.start()
+            for n in nodes.values():
+                n.wait_ready()
+            results: dict[str, list[dict[str, float]]] = {"on": [], "off": []}
+            one_round(on, args, scrape=False)  # warm-up, both
+            one_round(off, args, scrape=False)
+            cpu_on = 0.0
+            for i in range(args.rounds):
+                for mode in (("on", "off") if i % 2 == 0 else ("off", "on")):
+                    r = one_round(nodes[mode], args, scrape=mode == "on")
+                    results[mode].append(r)
+                    if mode == "on":
+                        cpu_on += r["cpu_s"]
+                    print(f"round {i + 1} metrics {mode:3}: {r['msgs_s']:9.0f} msg/s "
+                          f"{r['mb_s']:7.1f} MB/s  {r['cpu_s_per_gb']:6.1f} CPU-s/GB",
+                          flush=True)
+            requests = produce_requests(on.metrics_port)
+            per_scrape = scrape_cost_s(on)
+        finally:
+            for n in nodes.values():
+                n.close()
+
+    med = {m: {k: statistics.median(r[k] for r in rs) for k in ("msgs_s", "mb_s",
+                                                                 "cpu_s_per_gb")}
+           for m, rs in results.items()}
+    print(f"\n{args.rounds} rounds per mode, {args.messages} x {args.size} B, "
+          f"{args.partitions} partition(s), acks=all, batch.size {args.batch_size}; "
+          f"scrape every {args.scrape_interval} s")
+    for m in ("off", "on"):
+        print(f"metrics {m:3}: median {med[m]['msgs_s']:9.0f} msg/s  {med[m]['mb_s']:7.1f} MB/s"
+              f"  {med[m]['cpu_s_per_gb']:6.1f} CPU-s/GB")
+    print(f"on/off: throughput {med['on']['msgs_s'] / med['off']['msgs_s']:.3f}, "
+          f"CPU per GB {med['on']['cpu_s_per_gb'] / med['off']['cpu_s_per_gb']:.3f}")
+    cost = bump_cost_s()
+    all_produce_requests = requests  # warm-up included, as is its CPU below
+    print(f"counter work per produce request: {cost * 1e6:.2f} us (timeit); the on node "
+          f"served {all_produce_requests} produce requests in the measured rounds and the "
+          f"warm-up")
+    print(f"counter work / the on node's produce CPU (measured rounds): "
+          f"{cost * all_produce_requests / cpu_on * 100:.2f}% (upper bound: warm-up requests "
+          f"counted)")
+    busy = med["on"]["cpu_s_per_gb"] * med["on"]["mb_s"] / 1000  # node CPU-s per second
+    print(f"one scrape: {per_scrape * 1000:.1f} ms of node CPU (idle node, {args.rounds + 1} "
+          f"topics); scraped every 15 s that is {per_scrape / 15 / busy * 100:.2f}% of the "
+          f"node's CPU while producing at the median rate, every 1 s "
+          f"{per_scrape / busy * 100:.2f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

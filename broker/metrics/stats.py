@@ -1,0 +1,191 @@
+"""The plain counters the data path bumps.
+
+Nothing here knows Prometheus: the hot path adds to integers (and a histogram's bucket
+list) on objects it already holds, and the collectors (broker/metrics/collectors.py)
+turn them into metric families when a scrape asks. Every object here is owned by the
+node's event loop; only that loop reads or writes it (the exporter hops onto the loop to
+collect).
+
+Who bumps what:
+  * broker/server/server.py: `ServerStats` (requests per API and version, top-level
+    error codes, request times, connections and socket bytes per listener);
+  * broker/replication/replica_manager.py: `BrokerTopicStats` (messages and bytes in and
+    out per topic, failed and total produce/fetch requests, replication bytes out);
+  * broker/replication/fetcher.py: replication bytes in per topic and fetcher bytes.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict
+
+# Request times in milliseconds: from well under a millisecond (a metadata answer from
+# memory) to a Fetch long poll's 30 s cap.
+TIME_BUCKETS_MS: tuple[float, ...] = (
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0,
+    1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
+)
+
+
+class Histogram:
+    """Counts per bucket (not cumulative; the last one is +Inf) and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...] = TIME_BUCKETS_MS) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        # bisect_left: a value equal to a bound belongs to that bound's bucket (le)
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """Prometheus buckets: (le, cumulative count), ending with +Inf."""
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, n in zip(self.bounds, self.counts, strict=False):
+            running += n
+            out.append((_le(bound), float(running)))
+        running += self.counts[-1]
+        out.append(("+Inf", float(running)))
+        return out
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+class TopicStats:
+    """Kafka's BrokerTopicMetrics for one topic (or all of them)."""
+
+    __slots__ = (
+        "bytes_in", "bytes_out", "bytes_rejected", "failed_fetch", "failed_produce",
+        "messages_in", "replication_bytes_in", "replication_bytes_out", "total_fetch",
+        "total_produce",
+    )
+
+    def __init__(self) -> None:
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.bytes_rejected = 0
+        self.failed_produce = 0
+        self.failed_fetch = 0
+        self.total_produce = 0
+        self.total_fetch = 0
+        self.replication_bytes_in = 0
+        self.replication_bytes_out = 0
+
+
+TOPIC_FIELDS = TopicStats.__slots__
+
+
+class BrokerTopicStats:
+    """Per-topic counters; the all-topics figures are their sum at scrape time."""
+
+    __slots__ = ("topics",)
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicStats] = {}
+
+    def topic(self, name: str) -> TopicStats:
+        st = self.topics.get(name)
+        if st is None:
+            st = self.topics[name] = TopicStats()
+        return st
+
+    def total(self) -> TopicStats:
+        out = TopicStats()
+        for st in self.topics.values():
+            for f in TOPIC_FIELDS:
+                setattr(out, f, getattr(out, f) + getattr(st, f))
+        return out
+
+
+class ListenerStats:
+    """Kafka's socket-server-metrics for one listener."""
+
+    __slots__ = ("bytes_in", "bytes_out", "connections_closed", "connections_created")
+
+    def __init__(self) -> None:
+        self.connections_created = 0
+        self.connections_closed = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+
+class ServerStats:
+    """Kafka's RequestMetrics (per API and version, error codes, times) and the socket
+    server's counters, for every listener of one node."""
+
+    __slots__ = ("_timers", "errors", "listeners", "local_time", "requests",
+                 "response_send_time", "total_time")
+
+    def __init__(self) -> None:
+        # (api key, version) -> count; (api key, error code) -> count
+        self.requests: defaultdict[tuple[int, int], int] = defaultdict(int)
+        self.errors: defaultdict[tuple[int, int], int] = defaultdict(int)
+        self.total_time: dict[int, Histogram] = {}
+        self.local_time: dict[int, Histogram] = {}
+        self.response_send_time: dict[int, Histogram] = {}
+        self._timers: dict[int, tuple[Histogram, Histogram, Histogram]] = {}
+        self.listeners: dict[str, ListenerStats] = {}
+
+    def listener(self, name: str) -> ListenerStats:
+        st = self.listeners.get(name)
+        if st is None:
+            st = self.listeners[name] = ListenerStats()
+        return st
+
+    def request(self, api_key: int, version: int) -> None:
+        self.requests[(api_key, version)] += 1
+
+    def error(self, api_key: int, code: int) -> None:
+        self.errors[(api_key, code)] += 1
+
+    def times(self, api_key: int, received: float, ready: float, sent: float) -> None:
+        """Seconds from time.monotonic(): the frame read, the handler's answer ready
+        (its turn in the connection's order included), the response written. Once per
+        request: the three observations are inlined (a call each cost more than the rest)."""
+        timers = self._timers.get(api_key)
+        if timers is None:
+            timers = self._new_timers(api_key)
+        total, local, send = timers
+        ms = (sent - received) * 1000.0
+        total.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        total.sum += ms
+        ms = (ready - received) * 1000.0
+        local.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        local.sum += ms
+        ms = (sent - ready) * 1000.0
+        send.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        send.sum += ms
+
+    def _new_timers(self, api_key: int) -> tuple[Histogram, Histogram, Histogram]:
+        timers = (Histogram(), Histogram(), Histogram())
+        self.total_time[api_key], self.local_time[api_key], self.response_send_time[api_key] = \
+            timers
+        self._timers[api_key] = timers
+        return timers
+
+
+# Kafka's LogFlushStats LogFlushRateAndTimeMs: one per process, as in Kafka. Flushes may run
+# on the log manager's thread: an increment lost to a race is the price of no lock.
+LOG_FLUSH_TIME = Histogram()
+
+
+class NodeStats:
+    """Everything a node counts; `node.stats` when metrics are on, else None."""
+
+    __slots__ = ("server", "topics")
+
+    def __init__(self) -> None:
+        self.server = ServerStats()
+        self.topics = BrokerTopicStats()

@@ -1,0 +1,289 @@
+"""The metric families built from counters and node state (broker/metrics)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from broker.metrics.collectors import (
+    ElectionCounter,
+    controller_families,
+    group_families,
+    replica_families,
+    request_families,
+    request_label,
+    topic_families,
+)
+from broker.metrics.stats import BrokerTopicStats, Histogram, ServerStats
+from broker.replication import Role
+
+
+def samples(families: list[Metric]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for fam in families for s in fam.samples}
+
+
+def value(families: list[Metric], name: str, **labels: str) -> float:
+    return samples(families)[(name, frozenset(labels.items()))]
+
+
+class _Static(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+def exposition(families: list[Metric]) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Static(families))
+    return generate_latest(registry)
+
+
+def test_histogram_buckets_are_le_and_cumulative() -> None:
+    h = Histogram((1.0, 10.0))
+    for v in (0.5, 1.0, 1.5, 10.0, 11.0):
+        h.observe(v)
+    assert h.cumulative() == [("1.0", 2.0), ("10.0", 4.0), ("+Inf", 5.0)]
+    assert h.count == 5
+    assert h.sum == pytest.approx(24.0)
+
+
+def test_request_label_is_kafkas_api_name() -> None:
+    assert request_label("produce") == "Produce"
+    assert request_label("api_versions") == "ApiVersions"
+    assert request_label("offset_for_leader_epoch") == "OffsetForLeaderEpoch"
+
+
+def test_topic_metrics_per_topic_and_total_without_topic_label() -> None:
+    stats = BrokerTopicStats()
+    stats.topic("a").messages_in += 3
+    stats.topic("a").bytes_in += 300
+    stats.topic("b").bytes_in += 50
+    stats.topic("gone").bytes_in += 7
+    stats.topic("b").replication_bytes_in += 9
+    fams = topic_families(stats, live_topics=["a", "b"])
+    assert value(fams, "kafka_server_brokertopicmetrics_bytesin_total", topic="a") == 300
+    assert value(fams, "kafka_server_brokertopicmetrics_bytesin_total", topic="b") == 50
+    # a deleted topic's series goes, its bytes stay in the all-topics total (as in Kafka)
+    assert ("kafka_server_brokertopicmetrics_bytesin_total",
+            frozenset({("topic", "gone")})) not in samples(fams)
+    assert value(fams, "kafka_server_brokertopicmetrics_bytesin_total") == 357
+    assert value(fams, "kafka_server_brokertopicmetrics_messagesin_total") == 3
+    # replication bytes are all-topics only, as Kafka's
+    assert value(fams, "kafka_server_brokertopicmetrics_replicationbytesin_total") == 9
+    assert ("kafka_server_brokertopicmetrics_replicationbytesin_total",
+            frozenset({("topic", "b")})) not in samples(fams)
+
+
+def test_request_metrics_per_api_version_error_and_time() -> None:
+    stats = ServerStats()
+    stats.request(0, 9)
+    stats.request(0, 9)
+    stats.request(3, 12)
+    stats.error(3, 0)
+    stats.error(0, 6)
+    stats.times(0, received=1.0, ready=1.002, sent=1.003)
+    fams = request_families(stats)
+    assert value(fams, "kafka_network_requestmetrics_requests_total",
+                 request="Produce", version="9") == 2
+    assert value(fams, "kafka_network_requestmetrics_requests_total",
+                 request="Metadata", version="12") == 1
+    assert value(fams, "kafka_network_requestmetrics_errors_total",
+                 request="Metadata", error="NONE") == 1
+    assert value(fams, "kafka_network_requestmetrics_errors_total",
+                 request="Produce", error="NOT_LEADER_OR_FOLLOWER") == 1
+    assert value(fams, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == 1
+    assert value(fams, "kafka_network_requestmetrics_totaltimems_sum",
+                 request="Produce") == pytest.approx(3.0)
+    assert value(fams, "kafka_network_requestmetrics_localtimems_sum",
+                 request="Produce") == pytest.approx(2.0)
+    assert value(fams, "kafka_network_requestmetrics_responsesendtimems_bucket",
+                 request="Produce", le="1.0") == 1
+
+
+def _part(topic: str, index: int, role: Role, isr: tuple[int, ...],
+          replicas: tuple[int, ...], min_isr: int = 2, hw: int = 0) -> Any:
+    log = SimpleNamespace(size_in_bytes=100 * (index + 1), segments=(1, 2),
+                          log_start_offset=5, log_end_offset=hw)
+    return SimpleNamespace(topic=topic, index=index, role=role, isr=isr, replicas=replicas,
+                           min_insync_replicas=min_isr, log=log, high_watermark=hw)
+
+
+class _Replicas:
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = {(p.topic, p.index): p for p in parts}
+        self.isr_shrinks, self.isr_expands, self.failed_isr_updates = 2, 1, 0
+
+    def partitions(self) -> list[Any]:
+        return list(self.parts.values())
+
+    def get(self, topic: str, index: int) -> Any:
+        return self.parts.get((topic, index))
+
+
+def test_partition_state_counts_as_kafkas_replica_manager() -> None:
+    replicas = _Replicas([
+        _part("t", 0, Role.LEADER, (1, 2, 3), (1, 2, 3)),  # healthy
+        _part("t", 1, Role.LEADER, (1, 2), (1, 2, 3)),  # under-replicated, at min ISR
+        _part("t", 2, Role.LEADER, (1,), (1, 2, 3)),  # under-replicated, under min ISR
+        _part("t", 3, Role.FOLLOWER, (2,), (1, 2)),  # a follower counts in partitions only
+        _part("t", 4, Role.OFFLINE, (), (1,)),
+    ])
+    fams = replica_families(replicas, image=None)
+    p = "kafka_server_replicamanager_"
+    assert value(fams, p + "partitioncount") == 5
+    assert value(fams, p + "leadercount") == 3
+    assert value(fams, p + "underreplicatedpartitions") == 2
+    assert value(fams, p + "underminisrpartitioncount") == 1
+    assert value(fams, p + "atminisrpartitioncount") == 1
+    assert value(fams, p + "offlinereplicacount") == 1
+    assert value(fams, p + "isrshrinks_total") == 2
+    assert value(fams, "kafka_cluster_partition_underreplicated", topic="t", partition="1") == 1
+    assert value(fams, "kafka_cluster_partition_underreplicated", topic="t", partition="0") == 0
+    assert value(fams, "kafka_log_log_size", topic="t", partition="2") == 300
+    assert value(fams, "kafka_log_log_numlogsegments", topic="t", partition="3") == 2
+
+
+def _image(partitions: dict[str, list[tuple[int, tuple[int, ...], int]]],
+           fenced: tuple[int, ...], live: tuple[int, ...]) -> Any:
+    topics = {}
+    for name, parts in partitions.items():
+        topics[name] = SimpleNamespace(
+            name=name, topic_id=uuid.uuid4(),
+            partitions={i: SimpleNamespace(leader=leader, replicas=reps, leader_recovery_state=0)
+                        for i, reps, leader in parts})
+    brokers = {b: SimpleNamespace(fenced=True) for b in fenced}
+    brokers.update({b: SimpleNamespace(fenced=False) for b in live})
+
+    def iter_partitions() -> Any:
+        for t in topics.values():
+            for i, p in t.partitions.items():
+                yield t, i, p
+
+    return SimpleNamespace(brokers=brokers, topics_by_name=topics, offset=41,
+                           topics_by_id={t.topic_id: t for t in topics.values()},
+                           iter_partitions=iter_partitions)
+
+
+def test_controller_figures_only_on_the_active_controller() -> None:
+    image = _image({"a": [(0, (1, 2), 1), (1, (2, 1), 1), (2, (3,), -1)]},
+                   fenced=(3,), live=(1, 2))
+    p = "kafka_controller_kafkacontroller_"
+    active = controller_families(image, True, raft_hw=43, elections=None)
+    assert value(active, p + "activecontrollercount") == 1
+    assert value(active, p + "globaltopiccount") == 1
+    assert value(active, p + "globalpartitioncount") == 3
+    assert value(active, p + "offlinepartitionscount") == 1
+    assert value(active, p + "preferredreplicaimbalancecount") == 1
+    assert value(active, p + "fencedbrokercount") == 1
+    assert value(active, p + "activebrokercount") == 2
+    assert value(active, p + "lastappliedrecordoffset") == 41
+    assert value(active, p + "lastcommittedrecordoffset") == 42
+    standby = controller_families(image, False, raft_hw=43, elections=None)
+    assert value(standby, p + "activecontrollercount") == 0
+    assert value(standby, p + "offlinepartitionscount") == 0
+
+
+def test_election_counter_counts_leader_changes_while_active() -> None:
+    old = _image({"a": [(0, (1, 2), 1), (1, (1, 2), 1)]}, fenced=(), live=(1, 2))
+    tid = next(iter(old.topics_by_id))
+    moved = SimpleNamespace(leader=2, replicas=(1, 2), leader_recovery_state=0)
+    unclean = SimpleNamespace(leader=2, replicas=(1, 2), leader_recovery_state=1)
+    same = SimpleNamespace(leader=1, replicas=(1, 2), leader_recovery_state=0)
+    active = [True]
+    counter = ElectionCounter(lambda: active[0])
+    counter(old, None, SimpleNamespace(changed_partitions={(tid, 0): moved, (tid, 1): same}))
+    assert (counter.elections, counter.unclean) == (1, 0)
+    counter(old, None, SimpleNamespace(changed_partitions={(tid, 1): unclean}))
+    assert (counter.elections, counter.unclean) == (2, 1)
+    active[0] = False
+    counter(old, None, SimpleNamespace(changed_partitions={(tid, 0): moved}))
+    assert counter.elections == 2
+    counter(old, None, None)  # a snapshot: nothing to count
+    assert counter.elections == 2
+
+
+def test_groups_by_state_members_offsets_and_lag() -> None:
+    committed = SimpleNamespace(offset=40)
+    stable = SimpleNamespace(state=SimpleNamespace(value="Stable"), members={"m1": 1, "m2": 2},
+                             offsets={("t", 0): committed, ("t", 9): SimpleNamespace(offset=3)})
+    empty = SimpleNamespace(state=SimpleNamespace(value="Empty"), members={}, offsets={})
+    kip848 = SimpleNamespace(state=SimpleNamespace(value="Reconciling"), members={"x": 1},
+                             offsets={})
+    coord = SimpleNamespace(groups={"g1": stable, "g2": empty},
+                            consumer_groups={"g3": kip848}, rebalances=4)
+    replicas = _Replicas([_part("t", 0, Role.LEADER, (1,), (1,), hw=100)])
+    fams = group_families([coord], replicas)
+    p = "kafka_coordinator_group_groupmetadatamanager_"
+    assert value(fams, p + "numgroups") == 2
+    assert value(fams, p + "numgroupsstable") == 1
+    assert value(fams, p + "numgroupsempty") == 1
+    assert value(fams, p + "numoffsets") == 2
+    assert value(fams, "kafka_server_group_coordinator_metrics_consumer_groups",
+                 state="Reconciling") == 1
+    assert value(fams, "kafka_server_group_coordinator_metrics_group_rebalance_total") == 4
+    assert value(fams, "kafka_consumergroup_members", consumergroup="g1") == 2
+    assert value(fams, "kafka_consumergroup_current_offset",
+                 consumergroup="g1", topic="t", partition="0") == 40
+    assert value(fams, "kafka_consumergroup_lag",
+                 consumergroup="g1", topic="t", partition="0") == 60
+    # no replica of t-9 here: no lag series rather than a made-up one
+    assert ("kafka_consumergroup_lag", frozenset(
+        {("consumergroup", "g1"), ("topic", "t"), ("partition", "9")})) not in samples(fams)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="promtool (Debian package prometheus) is not installed")
+def test_promtool_accepts_every_family() -> None:
+    server = ServerStats()
+    server.request(1, 16)
+    server.error(1, 0)
+    server.times(1, 0.0, 0.5, 0.6)
+    topics = BrokerTopicStats()
+    topics.topic("a").bytes_out += 5
+    image = _image({"a": [(0, (1,), 1)]}, fenced=(), live=(1,))
+    replicas = _Replicas([_part("a", 0, Role.LEADER, (1,), (1, 2))])
+    coord = SimpleNamespace(groups={}, consumer_groups={}, rebalances=0)
+    fams = [*request_families(server), *topic_families(topics, None),
+            *replica_families(replicas, image),
+            *controller_families(image, True, 1, ElectionCounter(lambda: True)),
+            *group_families([coord], replicas)]
+    out = subprocess.run(["promtool", "check", "metrics"], input=exposition(fams),
+                         capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+
+
+def test_controller_operations_timed_while_queued_and_running() -> None:
+    import asyncio
+
+    from broker.controller.service import ControllerService
+
+    service = ControllerService(None, None, None, lambda: 0)  # type: ignore[arg-type]
+
+    async def op(hold_s: float) -> None:
+        async with service._timed_lock():
+            await asyncio.sleep(hold_s)
+
+    async def main() -> None:
+        await asyncio.gather(op(0.05), op(0.0))
+
+    asyncio.run(main())
+    assert service.event_queue_time.count == 2
+    assert service.event_processing_time.count == 2
+    assert service.event_queue_time.sum >= 40  # the second waited for the first (ms)
+    assert service.event_processing_time.sum >= 40
+    image = _image({"a": [(0, (1,), 1)]}, fenced=(), live=(1,))
+    fams = controller_families(image, True, 1, None, service)
+    name = "kafka_controller_controllereventmanager_eventqueuetimems"
+    assert value(fams, name + "_count") == 2
+    assert value(fams, name + "_bucket", le="+Inf") == 2
