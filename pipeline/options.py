@@ -374,4 +374,5 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
 
 def known_read_option(key: str) -> bool:
     low = key.lower()
-    return low in _READ_KEYS or low in _ACCEPTED_NOOP or low.startswith("kafka.")
+    return (low in _READ_KEYS or low in _ACCEPTED_NOOP or low in _UNSUPPORTED
+            or low.startswith("kafka."))
