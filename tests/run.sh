@@ -9,7 +9,8 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+# The pipeline extra (PySpark, pyarrow) lets tests/spark run real Spark; Java comes from the OS.
+.venv/bin/python -m pip install -q -e '.[test,pipeline]'
 
 # kcat (Debian) and kafkajs (npm) are real clients the compat tests drive.
 if ! command -v kcat >/dev/null 2>&1; then

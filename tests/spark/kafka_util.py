@@ -20,7 +20,7 @@ class Rec:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-def by_offset(recs: "list[Rec] | object") -> list[Rec]:
+def by_offset(recs: list[Rec] | object) -> list[Rec]:
     return sorted(recs, key=lambda r: (r.topic, r.partition, r.offset))  # type: ignore[arg-type]
 
 
@@ -64,8 +64,9 @@ def produce(bootstrap: str, topic: str, items: list[dict[str, object]]) -> list[
         for k in ("partition", "headers", "timestamp"):
             if it.get(k) is not None:
                 kw[k] = it[k]
+        hdrs = it.get("headers")
         p.produce(topic, it.get("value"), it.get("key"),
-                  on_delivery=lambda e, m, h=it.get("headers"): cb(e, m, h), **kw)
+                  on_delivery=lambda e, m, h=hdrs: cb(e, m, h), **kw)
         p.poll(0)
     assert p.flush(60) == 0
     assert not errors, errors

@@ -144,7 +144,7 @@ def test_bad_options_fail_when_planned(spark: Any, skiff_node: Any, options: dic
 
 
 def test_missing_bootstrap_fails_at_load(spark: Any) -> None:
-    with pytest.raises(Exception, match="Option 'kafka.bootstrap.servers' must be specified"):
+    with pytest.raises(Exception, match=r"Option 'kafka\.bootstrap\.servers' must be specified"):
         spark.read.format("skiff").option("subscribe", "a").load()
 
 

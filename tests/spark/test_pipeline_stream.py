@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -106,10 +107,8 @@ def test_driver_killed_with_sigkill_resumes_from_checkpoint(
         proc.wait(10)
     finally:
         # The driver's JVM is in the process group we created for it: end it too.
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         log.close()
     assert _commits(ck) < 15, "the query finished before it was killed"
     produce(b, topic, _values(100, 300, 2))
