@@ -12,10 +12,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import (
+    AdminClient,
+    OffsetSpec,  # type: ignore[attr-defined]
+)
 
 from pipeline.options import (
     EARLIEST,
@@ -57,18 +61,18 @@ def data_loss_message(detail: str) -> str:
         "to continue on such cases, set the source option 'failOnDataLoss' to 'false'.")
 
 
-def consumer_config(opts: ReadOptions) -> dict[str, str]:
-    conf = dict(_CONSUMER_DEFAULTS)
+def consumer_config(opts: ReadOptions) -> dict[str, Any]:
+    conf: dict[str, Any] = dict(_CONSUMER_DEFAULTS)
     conf.update(opts.client)
     conf.setdefault("group.id", f"{opts.group_id_prefix}-{uuid.uuid4()}")
     return conf
 
 
-def admin_config(client: dict[str, str]) -> dict[str, str]:
+def admin_config(client: dict[str, str]) -> dict[str, Any]:
     return {k: v for k, v in client.items() if not k.startswith(_CONSUMER_ONLY)}
 
 
-def check_client_config(conf: dict[str, str], role: str) -> None:
+def check_client_config(conf: dict[str, Any], role: str) -> None:
     """librdkafka refuses settings it does not know: say so while the query is planned."""
     try:
         if role == "consumer":
@@ -97,14 +101,14 @@ class OffsetReader:
         if sub.kind == "assign":
             return sorted(sub.assigned)
         md = self._admin.list_topics(timeout=_REQUEST_TIMEOUT_S)
-        out = []
+        out: list[TopicPart] = []
         for name, t in md.topics.items():
             if t.error is not None or name.startswith("__") or not sub.matches(name):
                 continue
             out.extend((name, p) for p in t.partitions)
         return sorted(out)
 
-    def _list(self, specs: dict[TopicPart, OffsetSpec]) -> dict[TopicPart, int]:
+    def _list(self, specs: dict[TopicPart, Any]) -> dict[TopicPart, int]:
         if not specs:
             return {}
         from confluent_kafka import IsolationLevel
@@ -120,10 +124,10 @@ class OffsetReader:
         return out
 
     def earliest(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
-        return self._list({tp: OffsetSpec.earliest() for tp in tps})
+        return self._list({tp: OffsetSpec.earliest() for tp in tps})  # type: ignore[no-untyped-call]
 
     def latest(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
-        return self._list({tp: OffsetSpec.latest() for tp in tps})
+        return self._list({tp: OffsetSpec.latest() for tp in tps})  # type: ignore[no-untyped-call]
 
     def by_timestamp(self, stamps: dict[TopicPart, int]) -> dict[TopicPart, int]:
         """First offset whose timestamp is >= the given one; -1 where there is none."""
@@ -213,7 +217,7 @@ def read_range(opts: ReadOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         consumer.close()
 
 
-def _consume(consumer: Consumer, rng: OffsetRange, until: int, schema: pa.Schema,
+def _consume(consumer: Any, rng: OffsetRange, until: int, schema: pa.Schema,
              with_headers: bool, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
@@ -224,7 +228,7 @@ def _consume(consumer: Consumer, rng: OffsetRange, until: int, schema: pa.Schema
     last_progress = time.monotonic()
     done = False
     while not done:
-        msgs = consumer.consume(num_messages=10_000, timeout=1.0)
+        msgs: list[Any] = consumer.consume(num_messages=10_000, timeout=1.0)
         if not msgs:
             if (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
                 at = offsets[-1] + 1 if offsets else rng.from_offset

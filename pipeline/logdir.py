@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -178,7 +179,7 @@ def read_partition(files: PartitionFiles, rng: OffsetRange, include_headers: boo
     schema = arrow_schema(include_headers)
     ts_type = schema.field("timestamp").type
     segs = files.segments
-    cols: dict[str, list] = {k: [] for k in ("key", "value", "offset", "ts", "tt", "h")}
+    cols: dict[str, list[Any]] = {k: [] for k in ("key", "value", "offset", "ts", "tt", "h")}
     start = max(rng.from_offset, files.log_start_offset)
 
     def flush() -> pa.RecordBatch:

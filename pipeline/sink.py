@@ -99,7 +99,8 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
             if name in ("key", "value") and (
                     pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
                 col = col.cast(pa.binary())
-            return col.to_pylist()
+            values: list[Any] = col.to_pylist()
+            return values
     return None
 
 

@@ -161,7 +161,7 @@ class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._offsets = kafka.OffsetReader(self.opts)
         return self._offsets
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         tps = self.offsets.topic_partitions()
         return offsets_to_json(self.offsets.resolve(self.opts.starting, tps, "starting"))
 
@@ -195,7 +195,7 @@ class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 latest[tp] = start[tp]
         return latest
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = offsets_from_json(start)
         latest = self._available(begin)
         if isinstance(limit, ReadMaxRows):
@@ -209,10 +209,10 @@ class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end.setdefault(tp, off)
         return offsets_to_json(end)
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         return None
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin = offsets_from_json(start)
         until = offsets_from_json(end)
         new = [tp for tp in until if tp not in begin]
@@ -226,7 +226,7 @@ class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return  # Spark runs one empty task when partitions() planned none
         yield from kafka.read_range(self.opts, partition.range)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         pass
 
     def stop(self) -> None:

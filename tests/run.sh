@@ -25,5 +25,5 @@ if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs
 fi
 
 .venv/bin/ruff check .
-.venv/bin/mypy broker raft
+.venv/bin/mypy broker raft pipeline
 exec .venv/bin/python -m pytest -q "$@"
