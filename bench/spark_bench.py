@@ -2,8 +2,10 @@
 
   batch    a topic of --records records (--value-bytes B values, --partitions partitions)
            read by ONE confluent-kafka consumer (the limit: the client's own speed), then by
-           Spark (local[2], format("skiff")) into a count and into Parquet; rows/s and the
-           ratio of each Spark figure to the client's, all in the same run.
+           Spark (local[2], format("skiff")) into a count and into Parquet, with one task per
+           partition (Spark's layout, the default) and with skiff.partitionsPerTask=4 (two
+           tasks, one per core); rows/s and the ratio of each Spark figure to the client's,
+           all in the same run.
   latency  a producer at --rate records/s for --seconds s into a topic that a streaming
            query (format("skiff") -> Parquet, trigger every --trigger-ms) writes out; the
            time from each record's produce to the commit of the micro-batch holding it
@@ -119,27 +121,31 @@ def batch(args: argparse.Namespace, bootstrap: str) -> None:
     df = (spark.read.format("skiff").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", topic).load())
     assert df.count() == args.records  # warm-up: Python workers, JIT, page cache
-    rows: dict[str, list[float]] = {"client": [], "count": [], "parquet": []}
+    cases = {"count": ("1", False), "parquet": ("1", True),
+             "count/4": ("4", False), "parquet/4": ("4", True)}
+    rows: dict[str, list[float]] = {"client": [], **{k: [] for k in cases}}
     out = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     for r in range(args.repeats):
         rows["client"].append(args.records / client_read(bootstrap, topic, args.partitions,
                                                          args.records))
-        df = (spark.read.format("skiff").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).load())
-        t = time.monotonic()
-        assert df.count() == args.records
-        rows["count"].append(args.records / (time.monotonic() - t))
-        t = time.monotonic()
-        df.write.mode("overwrite").parquet(str(out / f"r{r}"))
-        rows["parquet"].append(args.records / (time.monotonic() - t))
-        print(f"round {r}: client {rows['client'][-1]:,.0f} rows/s, spark count "
-              f"{rows['count'][-1]:,.0f} rows/s, spark -> parquet {rows['parquet'][-1]:,.0f} "
-              "rows/s", flush=True)
+        for name, (per_task, parquet) in cases.items():
+            df = (spark.read.format("skiff").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("skiff.partitionsPerTask", per_task)
+                  .load())
+            t = time.monotonic()
+            if parquet:
+                df.write.mode("overwrite").parquet(str(out / f"r{r}"))
+            else:
+                assert df.count() == args.records
+            rows[name].append(args.records / (time.monotonic() - t))
+        print(f"round {r}: " + ", ".join(f"{k} {v[-1]:,.0f} rows/s" for k, v in rows.items()),
+              flush=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"\nmedian of {args.repeats}: confluent-kafka consumer {med['client']:,.0f} rows/s; "
-          f"Spark count {med['count']:,.0f} rows/s ({med['count'] / med['client']:.2f}x); "
-          f"Spark -> Parquet {med['parquet']:,.0f} rows/s "
-          f"({med['parquet'] / med['client']:.2f}x)")
+    print(f"\nmedian of {args.repeats}, rows/s: confluent-kafka consumer {med['client']:,.0f}")
+    for name, (per_task, parquet) in cases.items():
+        what = "Parquet" if parquet else "count"
+        print(f"  Spark -> {what}, skiff.partitionsPerTask={per_task}: {med[name]:,.0f} "
+              f"({med[name] / med['client']:.2f}x the client)")
     spark.stop()
 
 

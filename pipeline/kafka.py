@@ -2,7 +2,7 @@
 
 Driver side: `OffsetReader` lists the partitions a subscription covers and resolves
 earliest / latest / timestamps to offsets with one ListOffsets round per question.
-Executor side: `read_range` reads one offset range with its own consumer and yields
+Executor side: `read_ranges` reads a task's offset ranges with its own consumer and yields
 `pyarrow.RecordBatch`es in the source schema; `Writer` produces rows. Clients are
 created inside these calls (Spark pickles everything else).
 """
@@ -16,10 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    OffsetSpec,  # type: ignore[attr-defined]
-)
+from confluent_kafka import admin as _admin
+from confluent_kafka.admin import AdminClient
 
 from pipeline.options import (
     EARLIEST,
@@ -38,10 +36,12 @@ from pipeline.plan import OffsetRange, Offsets
 from pipeline.schema import arrow_schema
 
 TopicPart = tuple[str, int]
-ROWS_PER_BATCH = 32_768
+# confluent-kafka's stubs do not export OffsetSpec from the package they define it in.
+_OffsetSpec: Any = getattr(_admin, "OffsetSpec")  # noqa: B009
 _REQUEST_TIMEOUT_S = 30.0
 # librdkafka's own prefetch default (1 s back-off when its queue is full) caps throughput.
 _CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": "1", "enable.auto.commit": "false",
+                      "max.partition.fetch.bytes": str(16 << 20),
                       "enable.partition.eof": "true"}
 # Consumer-only settings that an admin client would warn about.
 _CONSUMER_ONLY = ("isolation.level", "group.id", "fetch.", "queued.", "enable.", "auto.",
@@ -124,14 +124,14 @@ class OffsetReader:
         return out
 
     def earliest(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
-        return self._list({tp: OffsetSpec.earliest() for tp in tps})  # type: ignore[no-untyped-call]
+        return self._list({tp: _OffsetSpec.earliest() for tp in tps})
 
     def latest(self, tps: list[TopicPart]) -> dict[TopicPart, int]:
-        return self._list({tp: OffsetSpec.latest() for tp in tps})  # type: ignore[no-untyped-call]
+        return self._list({tp: _OffsetSpec.latest() for tp in tps})
 
     def by_timestamp(self, stamps: dict[TopicPart, int]) -> dict[TopicPart, int]:
         """First offset whose timestamp is >= the given one; -1 where there is none."""
-        return self._list({tp: OffsetSpec.for_timestamp(ts) for tp, ts in stamps.items()})
+        return self._list({tp: _OffsetSpec.for_timestamp(ts) for tp, ts in stamps.items()})
 
     def resolve(self, spec: Spec, tps: list[TopicPart], which: str) -> Offsets:
         """Offsets for `tps` from a startingOffsets / endingOffsets specification."""
@@ -178,106 +178,123 @@ def _names(tps: set[TopicPart]) -> str:
     return "[" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "]"
 
 
-def read_range(opts: ReadOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The records of [from, until) of one partition as Arrow batches (executor side).
-
-    Gaps inside the range (compaction, transaction markers, aborted records under
-    read_committed) are skipped. A start below the partition's earliest offset is data
-    loss: an error with failOnDataLoss=true, else reading starts at the earliest offset.
-    """
-    schema = arrow_schema(opts.include_headers)
-    poll_timeout = opts.poll_timeout_ms
-    consumer = Consumer(consumer_config(opts))
+def _check_range(opts: ReadOptions, consumer: Any, rng: OffsetRange) -> tuple[int, int] | None:
+    """[start, until) to read after the data-loss checks, or None when nothing is left."""
+    tp = TopicPartition(rng.topic, rng.partition)
     try:
-        tp = TopicPartition(rng.topic, rng.partition)
-        try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=_REQUEST_TIMEOUT_S)
-        except KafkaException as e:
-            if opts.fail_on_data_loss:
-                raise DataLossError(data_loss_message(
-                    f"Cannot read {rng.topic}-{rng.partition}: {e}")) from None
-            return
-        start = rng.from_offset
-        if start < low:
-            if opts.fail_on_data_loss:
-                raise DataLossError(data_loss_message(
-                    f"Cannot fetch offset {start} of {rng.topic}-{rng.partition}: its "
-                    f"earliest offset is now {low}"))
-            start = low
-        until = min(rng.until_offset, high) if not opts.fail_on_data_loss else rng.until_offset
-        if until > high and opts.fail_on_data_loss:
+        low, high = consumer.get_watermark_offsets(tp, timeout=_REQUEST_TIMEOUT_S)
+    except KafkaException as e:
+        if opts.fail_on_data_loss:
+            raise DataLossError(data_loss_message(
+                f"Cannot read {rng.topic}-{rng.partition}: {e}")) from None
+        return None
+    start = rng.from_offset
+    if start < low:
+        if opts.fail_on_data_loss:
+            raise DataLossError(data_loss_message(
+                f"Cannot fetch offset {start} of {rng.topic}-{rng.partition}: its "
+                f"earliest offset is now {low}"))
+        start = low
+    until = rng.until_offset
+    if until > high:
+        if opts.fail_on_data_loss:
             raise DataLossError(data_loss_message(
                 f"Cannot fetch offsets [{high}, {until}) of {rng.topic}-{rng.partition}: "
                 f"its latest offset is now {high}"))
-        if start >= until:
+        until = high
+    return (start, until) if start < until else None
+
+
+def read_ranges(opts: ReadOptions, ranges: tuple[OffsetRange, ...]
+                ) -> Iterator[pa.RecordBatch]:
+    """The records of each [from, until) range (distinct partitions) as Arrow batches, read
+    by one consumer (executor side).
+
+    Gaps inside a range (compaction, transaction markers, aborted records under
+    read_committed) are skipped. A start below the partition's earliest offset is data
+    loss: an error with failOnDataLoss=true, else reading starts at the earliest offset.
+    Each consume() result becomes one batch through column-wise comprehensions; the
+    per-record Python work is one attribute call per column.
+    """
+    schema = arrow_schema(opts.include_headers)
+    consumer = Consumer(consumer_config(opts))
+    try:
+        until: dict[TopicPart, int] = {}
+        starts: dict[TopicPart, int] = {}
+        for rng in ranges:
+            span = _check_range(opts, consumer, rng)
+            if span is not None:
+                starts[(rng.topic, rng.partition)] = span[0]
+                until[(rng.topic, rng.partition)] = span[1]
+        if not until:
             return
-        consumer.assign([TopicPartition(rng.topic, rng.partition, start)])
-        yield from _consume(consumer, rng, until, schema, opts.include_headers, poll_timeout)
+        consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
+        todo = set(until)
+        last_progress = time.monotonic()
+        while todo:
+            msgs: list[Any] = consumer.consume(num_messages=10_000, timeout=1.0)
+            if not msgs:
+                if (time.monotonic() - last_progress) * 1000 > opts.poll_timeout_ms:
+                    t, p = next(iter(todo))
+                    raise TimeoutError(
+                        f"Cannot fetch records of {t}-{p} up to offset {until[(t, p)]} in "
+                        f"{opts.poll_timeout_ms} milliseconds")
+                continue
+            last_progress = time.monotonic()
+            errors = [m for m in msgs if m.error() is not None]
+            if errors:
+                for m in errors:
+                    if m.error().code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(m.error())
+                    todo.discard((m.topic(), m.partition()))  # nothing more below its end
+                msgs = [m for m in msgs if m.error() is None]
+            if not msgs:
+                continue
+            batch = _batch(schema, msgs, opts.include_headers)
+            del msgs
+            # Per partition in this result: its last offset, to find completed ranges.
+            last = pa.Table.from_batches([batch.select(["topic", "partition", "offset"])]
+                                         ).group_by(["topic", "partition"]).aggregate(
+                                             [("offset", "max")]).to_pylist()
+            spill = False
+            for row in last:
+                tp = (row["topic"], row["partition"])
+                end = until.get(tp)
+                if end is None or tp not in todo:
+                    spill = True
+                    continue
+                if row["offset_max"] >= end - 1:
+                    todo.discard(tp)
+                    spill = spill or row["offset_max"] >= end
+            if spill:  # records past a range's end, or of a partition already complete
+                keep = [o < until.get((t, p), -1) for t, p, o in zip(
+                    batch.column("topic").to_pylist(), batch.column("partition").to_pylist(),
+                    batch.column("offset").to_pylist(), strict=True)]
+                batch = batch.filter(pa.array(keep))
+            done = [TopicPartition(t, p) for t, p in until if (t, p) not in todo]
+            if done:
+                consumer.pause(done)
+                # Forget finished partitions: their prefetched records are dropped above.
+                until = {tp: e for tp, e in until.items() if tp in todo}
+            if batch.num_rows:
+                yield batch
     finally:
         consumer.close()
 
 
-def _consume(consumer: Any, rng: OffsetRange, until: int, schema: pa.Schema,
-             with_headers: bool, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
-    keys: list[bytes | None] = []
-    values: list[bytes | None] = []
-    offsets: list[int] = []
-    stamps: list[int] = []
-    types: list[int] = []
-    headers: list[list[dict[str, object]] | None] = []
-    last_progress = time.monotonic()
-    done = False
-    while not done:
-        msgs: list[Any] = consumer.consume(num_messages=10_000, timeout=1.0)
-        if not msgs:
-            if (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                at = offsets[-1] + 1 if offsets else rng.from_offset
-                raise TimeoutError(
-                    f"Cannot fetch record for offset {at}"
-                    f" of {rng.topic}-{rng.partition} in {poll_timeout_ms} milliseconds")
-            continue
-        last_progress = time.monotonic()
-        for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    done = True  # nothing more exists below the partition's end
-                    break
-                raise KafkaException(err)
-            off = m.offset()
-            if off >= until:
-                done = True
-                break
-            keys.append(m.key())
-            values.append(m.value())
-            offsets.append(off)
-            kind, ts = m.timestamp()
-            stamps.append(ts * 1000)
-            types.append(kind - 1 if kind > 0 else 0)
-            if with_headers:
-                h = m.headers()
-                headers.append([{"key": k, "value": v} for k, v in h] if h else None)
-            if off == until - 1:
-                done = True
-                break
-        if len(offsets) >= ROWS_PER_BATCH or (done and offsets):
-            yield _batch(schema, rng, keys, values, offsets, stamps, types, headers, with_headers)
-            keys, values, offsets, stamps, types, headers = [], [], [], [], [], []
-
-
-def _batch(schema: pa.Schema, rng: OffsetRange, keys: list[bytes | None],
-           values: list[bytes | None], offsets: list[int], stamps: list[int], types: list[int],
-           headers: list[list[dict[str, object]] | None], with_headers: bool) -> pa.RecordBatch:
-    n = len(offsets)
+def _batch(schema: pa.Schema, msgs: list[Any], with_headers: bool) -> pa.RecordBatch:
+    stamps = [m.timestamp() for m in msgs]
     cols = [
-        pa.array(keys, pa.binary()),
-        pa.array(values, pa.binary()),
-        pa.array([rng.topic] * n, pa.string()),
-        pa.array([rng.partition] * n, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pa.array(stamps, schema.field("timestamp").type),
-        pa.array(types, pa.int32()),
+        pa.array([m.key() for m in msgs], pa.binary()),
+        pa.array([m.value() for m in msgs], pa.binary()),
+        pa.array([m.topic() for m in msgs], pa.string()),
+        pa.array([m.partition() for m in msgs], pa.int32()),
+        pa.array([m.offset() for m in msgs], pa.int64()),
+        pa.array([ts * 1000 for _, ts in stamps], schema.field("timestamp").type),
+        pa.array([kind - 1 if kind > 0 else 0 for kind, _ in stamps], pa.int32()),
     ]
     if with_headers:
-        cols.append(pa.array(headers, schema.field("headers").type))
+        cols.append(pa.array(
+            [[{"key": k, "value": v} for k, v in h] if (h := m.headers()) else None
+             for m in msgs], schema.field("headers").type))
     return pa.RecordBatch.from_arrays(cols, schema=schema)

@@ -41,7 +41,7 @@ from pipeline.options import (
     lower,
     offset_spec,
 )
-from pipeline.plan import OffsetRange, RangePartition, ranges_between, split_ranges
+from pipeline.plan import OffsetRange, ranges_between, split_ranges
 from pipeline.schema import arrow_schema, spark_schema
 
 _KEYS = {"path", "paths", "subscribe", "subscribepattern", "assign", "startingoffsets",
@@ -296,4 +296,4 @@ def _resolve(spec: OffsetSpec, edges: dict[tuple[str, int], tuple[int, int]],
     return out
 
 
-__all__ = ["RangePartition", "SkiffLogDirDataSource"]
+__all__ = ["SkiffLogDirDataSource"]

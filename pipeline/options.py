@@ -40,7 +40,7 @@ _READ_KEYS = {
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "maxoffsetspertrigger", "minpartitions", "failondataloss", "includeheaders",
-    "kafkaconsumer.polltimeoutms", "groupidprefix",
+    "kafkaconsumer.polltimeoutms", "groupidprefix", "skiff.partitionspertask",
 }
 
 
@@ -105,6 +105,7 @@ class ReadOptions:
     include_headers: bool = False
     starting_by_timestamp_latest: bool = False
     poll_timeout_ms: int = 120_000
+    partitions_per_task: int = 1
     group_id_prefix: str = "spark-kafka-source"
     client: dict[str, str] = field(default_factory=dict)
 
@@ -357,6 +358,8 @@ def read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadO
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms",
                                       "kafkaConsumer.pollTimeoutMs") or 120_000,
         group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
+        partitions_per_task=_positive_int(opts, "skiff.partitionspertask",
+                                          "skiff.partitionsPerTask") or 1,
         client=client,
     )
 

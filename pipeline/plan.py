@@ -34,11 +34,26 @@ class OffsetRange:
 
 
 class RangePartition(InputPartition):
-    """One Spark task: read [from_offset, until_offset) of one topic partition."""
+    """One Spark task: read [from_offset, until_offset) of one or more topic partitions
+    (never two ranges of the same partition), with one consumer."""
 
-    def __init__(self, rng: OffsetRange) -> None:
-        super().__init__(rng)
-        self.range = rng
+    def __init__(self, ranges: tuple[OffsetRange, ...]) -> None:
+        super().__init__(ranges)
+        self.ranges = ranges
+
+
+def group_ranges(ranges: list[OffsetRange], per_task: int) -> list[tuple[OffsetRange, ...]]:
+    """Ranges packed into tasks of up to `per_task`, no partition twice in a task."""
+    groups: list[list[OffsetRange]] = []
+    for r in ranges:
+        for g in groups:
+            if len(g) < per_task and all(
+                    (x.topic, x.partition) != (r.topic, r.partition) for x in g):
+                g.append(r)
+                break
+        else:
+            groups.append([r])
+    return [tuple(g) for g in groups]
 
 
 def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -46,6 +46,7 @@ from pipeline.options import (
 from pipeline.plan import (
     Offsets,
     RangePartition,
+    group_ranges,
     offsets_from_json,
     offsets_to_json,
     ranges_between,
@@ -126,7 +127,7 @@ def _batch_ranges(opts: ReadOptions) -> list[RangePartition]:
                 f"The ending offset {end[tp]} of {t}-{p} is before its starting offset "
                 f"{start[tp]}")
     ranges = split_ranges(ranges_between(start, end), opts.min_partitions)
-    return [RangePartition(r) for r in ranges]
+    return [RangePartition(g) for g in group_ranges(ranges, opts.partitions_per_task)]
 
 
 class SkiffBatchReader(DataSourceReader):
@@ -139,7 +140,7 @@ class SkiffBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RangePartition):
             return  # Spark runs one empty task when partitions() planned none
-        yield from kafka.read_range(self.opts, partition.range)
+        yield from kafka.read_ranges(self.opts, partition.ranges)
 
 
 class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -219,12 +220,12 @@ class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if new:
             begin.update(self.offsets.earliest(new))
         ranges = split_ranges(ranges_between(begin, until), self.opts.min_partitions)
-        return [RangePartition(r) for r in ranges]
+        return [RangePartition(g) for g in group_ranges(ranges, self.opts.partitions_per_task)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RangePartition):
             return  # Spark runs one empty task when partitions() planned none
-        yield from kafka.read_range(self.opts, partition.range)
+        yield from kafka.read_ranges(self.opts, partition.ranges)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass

@@ -122,6 +122,11 @@ def test_min_partitions_splits_offset_ranges(spark: Any, skiff_node: Any,
     assert df.rdd.getNumPartitions() >= 9
     assert _recs(df) == produced
     assert _read(spark, skiff_node.bootstrap, subscribe=name).rdd.getNumPartitions() == 3
+    # Skiff's own option: several partitions per task, one consumer each.
+    grouped = _read(spark, skiff_node.bootstrap, subscribe=name, includeHeaders="true",
+                    **{"skiff.partitionsPerTask": "2"})
+    assert grouped.rdd.getNumPartitions() == 2
+    assert _recs(grouped) == produced
 
 
 @pytest.mark.parametrize(("options", "message"), [

@@ -96,7 +96,10 @@ def test_driver_killed_with_sigkill_resumes_from_checkpoint(
     produce(b, topic, _values(300, 0, 2))
     out, ck = tmp_path / "out", tmp_path / "ck"
     cmd = [sys.executable, "-m", "tests.spark.stream_driver", b, topic, str(out), str(ck)]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    # Without the gateway variables of this process's Spark session, or the child would
+    # attach to our JVM instead of starting its own.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
     log = open(tmp_path / "driver.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([*cmd, "run"], cwd=REPO_ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)

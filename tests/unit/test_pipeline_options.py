@@ -112,3 +112,16 @@ def test_split_ranges_and_rate_limit() -> None:
     end = rate_limit({("a", 0): 0, ("a", 1): 0}, {("a", 0): 300, ("a", 1): 100}, 40)
     assert end == {("a", 0): 30, ("a", 1): 10}
     assert rate_limit({("a", 0): 0}, {("a", 0): 5}, 40) == {("a", 0): 5}
+
+
+def test_group_ranges_never_puts_a_partition_twice_in_a_task() -> None:
+    pytest.importorskip("pyspark", reason="pipeline.plan needs the pipeline extra")
+    from pipeline.plan import OffsetRange, group_ranges
+
+    rs = [OffsetRange("a", p, 0, 10) for p in range(5)] + [OffsetRange("a", 0, 10, 20)]
+    groups = group_ranges(rs, 4)
+    assert sorted(r for g in groups for r in g) == sorted(rs)
+    assert all(len(g) <= 4 for g in groups)
+    for g in groups:
+        assert len({(r.topic, r.partition) for r in g}) == len(g)
+    assert group_ranges(rs, 1) == [(r,) for r in rs]
