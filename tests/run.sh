@@ -9,13 +9,15 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[test]'
+# The pipeline extra (PySpark, pyarrow) lets tests/spark run real Spark; Java comes from the OS.
+.venv/bin/python -m pip install -q -e '.[test,pipeline]'
 
 # System packages the tests drive, each checked by a file it installs; one apt-get run for all.
 #   kcat                       a real client (librdkafka from C)            tests/compat
 #   golang-go, sarama          an old Go client with old defaults            tests/compat/test_old_sarama.py
 #   podman buildah runc        build and run the image, Compose, kube play   tests/deploy
 #   podman-compose debootstrap (the local base image: no registry needed)
+#   openjdk-17-jre-headless    the JVM under PySpark                         tests/spark
 #   prometheus                 promtool and the server that scrapes a cluster tests/integration/test_metrics_*
 apt_pkgs=""
 need() {  # need FILE PACKAGE: install PACKAGE when FILE is missing
@@ -29,6 +31,7 @@ need /usr/bin/buildah buildah
 need /usr/sbin/runc runc
 need /usr/bin/podman-compose podman-compose
 need /usr/sbin/debootstrap debootstrap
+need /usr/bin/java openjdk-17-jre-headless
 need /usr/bin/promtool prometheus
 need /usr/bin/prometheus prometheus
 if [ -n "$apt_pkgs" ]; then
@@ -42,5 +45,5 @@ if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs
 fi
 
 .venv/bin/ruff check .
-.venv/bin/mypy broker raft
+.venv/bin/mypy broker raft pipeline
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,243 @@
+"""Spark on Skiff (issue 20), run by hand against a `skiff dev` node this script starts:
+
+  batch    a topic of --records records (--value-bytes B values, --partitions partitions)
+           read by ONE confluent-kafka consumer (the limit: the client's own speed), then by
+           Spark (local[2], format("skiff")) into a count and into Parquet, with one task per
+           partition (Spark's layout, the default) and with skiff.partitionsPerTask=4 (two
+           tasks, one per core); rows/s and the ratio of each Spark figure to the client's,
+           all in the same run.
+  latency  a producer at --rate records/s for --seconds s into a topic that a streaming
+           query (format("skiff") -> Parquet, trigger every --trigger-ms) writes out; the
+           time from each record's produce to the commit of the micro-batch holding it
+           (the mtime of the sink's _spark_metadata/<batch> entry), p50/p90/p99/max.
+
+    python bench/spark_bench.py batch --records 10000000
+    python bench/spark_bench.py latency --rate 10000 --seconds 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.support.node import SkiffNode  # noqa: E402
+
+
+def spark_session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession
+
+    import pipeline
+
+    spark = (SparkSession.builder.master("local[2]").appName("skiff-spark-bench")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", "2g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    pipeline.register(spark)
+    return spark
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(30)
+    time.sleep(1.0)
+
+
+def fill(bootstrap: str, topic: str, records: int, value_bytes: int) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
+                  "queue.buffering.max.messages": 1_000_000})
+    value = b"x" * value_bytes
+    t = time.monotonic()
+    for i in range(records):
+        while True:
+            try:
+                p.produce(topic, value, str(i).encode())
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % 10_000 == 0:
+            p.poll(0)
+    assert p.flush(300) == 0
+    return time.monotonic() - t
+
+
+def client_read(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    """One librdkafka consumer reading every partition to its end; seconds taken."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "fetch.queue.backoff.ms": 1})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    n = 0
+    eof: set[int] = set()
+    t = time.monotonic()
+    deadline = t + 1800
+    while len(eof) < partitions and time.monotonic() < deadline:
+        for m in c.consume(10_000, 1.0):
+            err = m.error()
+            if err is None:
+                n += 1
+                m.value()
+            elif err.code() == KafkaError._PARTITION_EOF:
+                eof.add(m.partition())
+            else:
+                raise RuntimeError(err)
+    took = time.monotonic() - t
+    c.close()
+    assert n == records, f"client read {n} of {records}"
+    return took
+
+
+def batch(args: argparse.Namespace, bootstrap: str) -> None:
+    topic = f"bench-spark-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, args.partitions)
+    took = fill(bootstrap, topic, args.records, args.value_bytes)
+    print(f"filled {args.records:,} records x {args.value_bytes} B in {took:.1f} s "
+          f"({args.records / took:,.0f} rec/s)", flush=True)
+    spark = spark_session()
+    df = (spark.read.format("skiff").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic).load())
+    assert df.count() == args.records  # warm-up: Python workers, JIT, page cache
+    cases = {"count": ("1", False), "parquet": ("1", True),
+             "count/4": ("4", False), "parquet/4": ("4", True)}
+    rows: dict[str, list[float]] = {"client": [], **{k: [] for k in cases}}
+    out = Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    for r in range(args.repeats):
+        rows["client"].append(args.records / client_read(bootstrap, topic, args.partitions,
+                                                         args.records))
+        for name, (per_task, parquet) in cases.items():
+            df = (spark.read.format("skiff").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("skiff.partitionsPerTask", per_task)
+                  .load())
+            t = time.monotonic()
+            if parquet:
+                df.write.mode("overwrite").parquet(str(out / f"r{r}"))
+            else:
+                assert df.count() == args.records
+            rows[name].append(args.records / (time.monotonic() - t))
+        print(f"round {r}: " + ", ".join(f"{k} {v[-1]:,.0f} rows/s" for k, v in rows.items()),
+              flush=True)
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"\nmedian of {args.repeats}, rows/s: confluent-kafka consumer {med['client']:,.0f}")
+    for name, (per_task, parquet) in cases.items():
+        what = "Parquet" if parquet else "count"
+        print(f"  Spark -> {what}, skiff.partitionsPerTask={per_task}: {med[name]:,.0f} "
+              f"({med[name] / med['client']:.2f}x the client)")
+    spark.stop()
+
+
+def latency(args: argparse.Namespace, bootstrap: str) -> None:
+    from confluent_kafka import Producer
+
+    topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, args.partitions)
+    spark = spark_session()
+    work = Path(tempfile.mkdtemp(prefix="spark-lat-"))
+    out, ck = work / "out", work / "ck"
+    q = (spark.readStream.format("skiff").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest").load()
+         .selectExpr("CAST(value AS STRING) AS sent")
+         .writeStream.format("parquet").option("path", str(out))
+         .option("checkpointLocation", str(ck))
+         .trigger(processingTime=f"{args.trigger_ms} milliseconds").start())
+    time.sleep(10)  # the first micro-batches start the Python workers
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
+    total = int(args.rate * args.seconds)
+    stop = threading.Event()
+
+    def pump() -> None:
+        begin = time.monotonic()
+        for i in range(total):
+            delay = begin + i / args.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            p.produce(topic, f"{time.time():.6f}".encode(), partition=i % args.partitions)
+            p.poll(0)
+        p.flush(60)
+        stop.set()
+
+    th = threading.Thread(target=pump)
+    th.start()
+    th.join()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if spark.read.parquet(str(out)).count() >= total:
+            break
+        time.sleep(1)
+    q.stop()
+    meta = out / "_spark_metadata"
+    lat: list[float] = []
+    for entry in meta.iterdir():
+        if not entry.name.isdigit():
+            continue
+        committed = entry.stat().st_mtime
+        files = [json.loads(line)["path"] for line in entry.read_text().splitlines()[1:]]
+        for f in files:
+            import pyarrow.parquet as pq
+
+            for sent in pq.read_table(f.removeprefix("file:")).column("sent").to_pylist():
+                lat.append(committed - float(sent))
+    lat.sort()
+    assert len(lat) >= total, f"{len(lat)} of {total} records committed"
+
+    def pct(x: float) -> float:
+        return lat[min(len(lat) - 1, int(x * len(lat)))] * 1000
+
+    print(f"{total:,} records at {args.rate:,.0f} rec/s, trigger {args.trigger_ms} ms: "
+          f"produce -> Parquet commit p50 {pct(0.5):.0f} ms, p90 {pct(0.9):.0f} ms, "
+          f"p99 {pct(0.99):.0f} ms, max {lat[-1] * 1000:.0f} ms")
+    spark.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=("batch", "latency"))
+    ap.add_argument("--records", type=int, default=10_000_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=10_000)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--trigger-ms", type=int, default=500)
+    ap.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
+    args = ap.parse_args()
+    node = None
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        node = SkiffNode(Path(tempfile.mkdtemp(prefix="spark-bench-node-")))
+        node.start()
+        node.wait_ready()
+        bootstrap = node.bootstrap
+    try:
+        (batch if args.mode == "batch" else latency)(args, bootstrap)
+    finally:
+        if node is not None:
+            node.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
