@@ -314,9 +314,56 @@ class Node:
     # ---- broker side ---------------------------------------------------------------
 
     async def _broker_lifecycle(self) -> None:
-        """Register with the controller, then heartbeat until told otherwise."""
+        """Register with the controller, then heartbeat until told otherwise.
+
+        A live broker that finds itself fenced (its session expired: the process was
+        paused, or starved of CPU) heartbeats at a short interval until the controller
+        unfences it again, which it does on the first heartbeat of a caught-up broker. A
+        heartbeat refused with STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED means the
+        controller no longer knows this registration: the broker registers again (same
+        incarnation) instead of heartbeating a dead epoch forever."""
         cfg = self.config
         interval = cfg["broker.heartbeat.interval.ms"] / 1000
+        fast = min(0.02, interval)
+        await self._register()
+        fenced = True  # registered brokers start fenced
+        while True:
+            try:
+                beat = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
+                    broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                    current_metadata_offset=self.publisher.image.offset,
+                    want_fence=False, want_shut_down=False,
+                ))
+                if beat.error is ErrorCode.none and not beat.is_fenced:
+                    if fenced:
+                        log.info("broker_unfenced", broker_epoch=self.broker_epoch)
+                    fenced = False
+                    self.ready.set()
+                elif beat.error is ErrorCode.none:
+                    if not fenced:
+                        log.warning("broker_fenced_by_controller", broker_epoch=self.broker_epoch,
+                                    reason="session expired (process paused or starved?)",
+                                    session_timeout_ms=cfg["broker.session.timeout.ms"])
+                    fenced = True
+                elif beat.error in (ErrorCode.stale_broker_epoch,
+                                    ErrorCode.broker_id_not_registered):
+                    log.warning("broker_heartbeat_refused", error=beat.error.name,
+                                broker_epoch=self.broker_epoch, action="registering again")
+                    self.broker_epoch = -1
+                    self.previous_broker_epoch = -1
+                    fenced = True
+                    await self._register()
+                    continue
+                else:
+                    log.warning("broker_heartbeat_refused", error=beat.error.name,
+                                broker_epoch=self.broker_epoch)
+            except KafkaError as exc:
+                log.debug("broker_heartbeat_failed", error=str(exc))
+            await asyncio.sleep(fast if fenced else interval)
+
+    async def _register(self) -> None:
+        """Register until the controller gives this broker an epoch."""
+        cfg = self.config
         last_refusal: ErrorCode | None = None
         while self.broker_epoch < 0:
             try:
@@ -339,23 +386,6 @@ class Node:
                 log.debug("broker_registration_retry", error=str(exc))
             if self.broker_epoch < 0:
                 await asyncio.sleep(0.05)
-        while True:
-            try:
-                beat = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
-                    broker_id=self.node_id, broker_epoch=self.broker_epoch,
-                    current_metadata_offset=self.publisher.image.offset,
-                    want_fence=False, want_shut_down=False,
-                ))
-                if beat.error is ErrorCode.none and not beat.is_fenced:
-                    if not self.ready.is_set():
-                        log.info("broker_unfenced", broker_epoch=self.broker_epoch)
-                    self.ready.set()
-                elif beat.error is not ErrorCode.none:
-                    log.warning("broker_heartbeat_refused", error=beat.error.name,
-                                broker_epoch=self.broker_epoch)
-            except KafkaError as exc:
-                log.debug("broker_heartbeat_failed", error=str(exc))
-            await asyncio.sleep(interval if self.ready.is_set() else 0.02)
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Heartbeat with WantShutDown until the controller answers ShouldShutDown (it first
