@@ -125,8 +125,9 @@ class Node:
         self.fetchers = ReplicaFetcherManager(self.replicas, address_of=cluster.address_of)
 
         self.publisher = MetadataPublisher(self.cluster_id)
+        self.replica_sync = ReplicaSync(cfg, self.replicas)
         if cfg.is_broker:
-            self.publisher.subscribe(ReplicaSync(cfg, self.replicas))
+            self.publisher.subscribe(self.replica_sync)
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock)
         if cfg.is_controller:
             self.controller_service = ControllerService(
@@ -201,6 +202,8 @@ class Node:
         for step, attr, method in steps:
             if hasattr(self, attr):
                 await self._stop_step(step, getattr(getattr(self, attr), method)())
+        if hasattr(self, "replica_sync"):
+            self.replica_sync.close()
         if hasattr(self, "replicas"):
             for part in list(self.replicas.partitions()):
                 part.close()
