@@ -136,8 +136,9 @@ class Node:
         self.fetchers = ReplicaFetcherManager(self.replicas, address_of=cluster.address_of)
 
         self.publisher = MetadataPublisher(self.cluster_id)
+        self.replica_sync = ReplicaSync(cfg, self.replicas)
         if cfg.is_broker:
-            self.publisher.subscribe(ReplicaSync(cfg, self.replicas))
+            self.publisher.subscribe(self.replica_sync)
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock)
         if cfg.is_controller:
             self.controller_service = ControllerService(
@@ -222,6 +223,8 @@ class Node:
         for step, attr, method in steps:
             if hasattr(self, attr):
                 await self._stop_step(step, getattr(getattr(self, attr), method)())
+        if hasattr(self, "replica_sync"):
+            self.replica_sync.close()
         if hasattr(self, "replicas"):
             for part in list(self.replicas.partitions()):
                 part.close()
@@ -352,9 +355,56 @@ class Node:
     # ---- broker side ---------------------------------------------------------------
 
     async def _broker_lifecycle(self) -> None:
-        """Register with the controller, then heartbeat until told otherwise."""
+        """Register with the controller, then heartbeat until told otherwise.
+
+        A live broker that finds itself fenced (its session expired: the process was
+        paused, or starved of CPU) heartbeats at a short interval until the controller
+        unfences it again, which it does on the first heartbeat of a caught-up broker. A
+        heartbeat refused with STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED means the
+        controller no longer knows this registration: the broker registers again (same
+        incarnation) instead of heartbeating a dead epoch forever."""
         cfg = self.config
         interval = cfg["broker.heartbeat.interval.ms"] / 1000
+        fast = min(0.02, interval)
+        await self._register()
+        fenced = True  # registered brokers start fenced
+        while True:
+            try:
+                beat = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
+                    broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                    current_metadata_offset=self.publisher.image.offset,
+                    want_fence=False, want_shut_down=False,
+                ))
+                if beat.error is ErrorCode.none and not beat.is_fenced:
+                    if fenced:
+                        log.info("broker_unfenced", broker_epoch=self.broker_epoch)
+                    fenced = False
+                    self.ready.set()
+                elif beat.error is ErrorCode.none:
+                    if not fenced:
+                        log.warning("broker_fenced_by_controller", broker_epoch=self.broker_epoch,
+                                    reason="session expired (process paused or starved?)",
+                                    session_timeout_ms=cfg["broker.session.timeout.ms"])
+                    fenced = True
+                elif beat.error in (ErrorCode.stale_broker_epoch,
+                                    ErrorCode.broker_id_not_registered):
+                    log.warning("broker_heartbeat_refused", error=beat.error.name,
+                                broker_epoch=self.broker_epoch, action="registering again")
+                    self.broker_epoch = -1
+                    self.previous_broker_epoch = -1
+                    fenced = True
+                    await self._register()
+                    continue
+                else:
+                    log.warning("broker_heartbeat_refused", error=beat.error.name,
+                                broker_epoch=self.broker_epoch)
+            except KafkaError as exc:
+                log.debug("broker_heartbeat_failed", error=str(exc))
+            await asyncio.sleep(fast if fenced else interval)
+
+    async def _register(self) -> None:
+        """Register until the controller gives this broker an epoch."""
+        cfg = self.config
         last_refusal: ErrorCode | None = None
         while self.broker_epoch < 0:
             try:
@@ -377,23 +427,6 @@ class Node:
                 log.debug("broker_registration_retry", error=str(exc))
             if self.broker_epoch < 0:
                 await asyncio.sleep(0.05)
-        while True:
-            try:
-                beat = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
-                    broker_id=self.node_id, broker_epoch=self.broker_epoch,
-                    current_metadata_offset=self.publisher.image.offset,
-                    want_fence=False, want_shut_down=False,
-                ))
-                if beat.error is ErrorCode.none and not beat.is_fenced:
-                    if not self.ready.is_set():
-                        log.info("broker_unfenced", broker_epoch=self.broker_epoch)
-                    self.ready.set()
-                elif beat.error is not ErrorCode.none:
-                    log.warning("broker_heartbeat_refused", error=beat.error.name,
-                                broker_epoch=self.broker_epoch)
-            except KafkaError as exc:
-                log.debug("broker_heartbeat_failed", error=str(exc))
-            await asyncio.sleep(interval if self.ready.is_set() else 0.02)
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Heartbeat with WantShutDown until the controller answers ShouldShutDown (it first

@@ -1,0 +1,106 @@
+"""The broker's registration and heartbeat loop (broker/node.py) against a scripted
+controller: a live broker that is fenced again, or whose heartbeats are refused with
+STALE_BROKER_EPOCH (its registration replaced), gets back to unfenced by itself within a
+few heartbeat intervals (issue 17)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.config import build_config
+from broker.controller import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from broker.controller.requests import BrokerHeartbeatReply, BrokerRegistrationReply
+from broker.node import Node
+
+HEARTBEAT_MS = 50
+
+
+class ScriptedController:
+    """Registrations get epochs 1, 2, ...; heartbeats follow `script` (then unfenced)."""
+
+    def __init__(self, script: list[BrokerHeartbeatReply]) -> None:
+        self.script = list(script)
+        self.registrations: list[BrokerRegistrationRequest] = []
+        self.beats: list[BrokerHeartbeatRequest] = []
+        self.epoch = 0
+
+    async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        self.registrations.append(req)
+        self.epoch += 1
+        return BrokerRegistrationReply(broker_epoch=self.epoch)
+
+    async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        self.beats.append(req)
+        if req.broker_epoch != self.epoch:
+            return BrokerHeartbeatReply(ErrorCode.stale_broker_epoch, "stale")
+        if self.script:
+            return self.script.pop(0)
+        return BrokerHeartbeatReply(is_caught_up=True, is_fenced=False)
+
+
+def make_node(controller: ScriptedController) -> Node:
+    cfg = build_config({
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:19093",
+        "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+        "controller.listener.names": "CONTROLLER", "log.dirs": "/nonexistent/skiff",
+        "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
+        "broker.session.timeout.ms": str(3 * HEARTBEAT_MS),
+    }, warn=lambda m: None)
+    node = Node(cfg)
+    node.cluster_id = "c"
+    node.controller = controller  # type: ignore[assignment]
+    node.publisher = SimpleNamespace(image=SimpleNamespace(offset=7))  # type: ignore[assignment]
+    return node
+
+
+async def run_until(node: Node, pred: Any, within_s: float) -> float:
+    task = asyncio.create_task(node._broker_lifecycle())
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        while not pred():
+            assert loop.time() - t0 < within_s, "not within the bound"
+            await asyncio.sleep(0.005)
+        return loop.time() - t0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_a_broker_fenced_again_heartbeats_quickly_until_unfenced() -> None:
+    fenced = BrokerHeartbeatReply(is_caught_up=True, is_fenced=True)
+    unfenced = BrokerHeartbeatReply(is_caught_up=True, is_fenced=False)
+    ctl = ScriptedController([unfenced, fenced, fenced, unfenced])
+    node = make_node(ctl)
+
+    async def go() -> None:
+        await run_until(node, lambda: len(ctl.beats) >= 5, 5 * HEARTBEAT_MS / 1000 + 1)
+
+    asyncio.run(go())
+    assert node.ready.is_set() and node.broker_epoch == 1
+    assert len(ctl.registrations) == 1
+
+
+def test_stale_broker_epoch_makes_the_broker_register_again() -> None:
+    ctl = ScriptedController([])
+    node = make_node(ctl)
+
+    async def go() -> float:
+        await run_until(node, node.ready.is_set, 2)
+        # the controller replaced the registration (e.g. a retried registration got a
+        # second epoch): heartbeats with epoch 1 are now STALE_BROKER_EPOCH
+        ctl.epoch = 5
+        node.ready.clear()
+        return await run_until(node, lambda: node.broker_epoch == 6 and bool(
+            ctl.beats) and ctl.beats[-1].broker_epoch == 6, 5 * HEARTBEAT_MS / 1000 + 1)
+
+    took = asyncio.run(go())
+    assert len(ctl.registrations) == 2
+    again = ctl.registrations[-1]
+    assert again.incarnation_id == ctl.registrations[0].incarnation_id
+    assert took < 5 * HEARTBEAT_MS / 1000 + 1
