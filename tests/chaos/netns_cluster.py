@@ -79,7 +79,22 @@ class NetnsCluster(Cluster):
         return f"n{node_id}"
 
     def command_prefix(self, node: ClusterNode) -> list[str]:
-        return self.net.hosts[self.host_of(node.node_id)].exec_prefix()
+        # SKIFF_* variables are configuration to a node: the harness's own are not for it
+        unset = [f"--unset={k}" for k in os.environ if k.startswith("SKIFF_PARTITION_")]
+        return [*self.net.hosts[self.host_of(node.node_id)].exec_prefix(),
+                *(["env", *unset] if unset else [])]
+
+    def sockets(self) -> str:
+        """`ss -tnoi` in every node's namespace: TCP connections with their timers,
+        retransmissions and queues (for failure reports)."""
+        out = []
+        for node_id in self.nodes:
+            try:
+                text = self.net.run_in(self.host_of(node_id), ["ss", "-tnoi"])
+            except (RuntimeError, OSError) as exc:
+                text = repr(exc)
+            out.append(f"--- sockets of node {node_id} ---\n{text.strip()}")
+        return "\n".join(out)
 
     def in_client(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """fn(*args, **kwargs) on the client namespace's thread (directly when already on it)."""

@@ -18,6 +18,7 @@ during the run; replicas identical on disk where they overlap (epochs.py).
         .venv/bin/python -m pytest -s tests/chaos/test_partitions.py
     SKIFF_PARTITION_FIRST=17 SKIFF_PARTITION_SCHEDULES=1 SKIFF_PARTITION_SEED=1234 ...  # one
     SKIFF_PARTITION_REPORT=/tmp/stalls.json  # also write every schedule's figures there
+    SKIFF_PARTITION_LOG_LEVEL=DEBUG          # the nodes' log.level (node.log in each node dir)
 
 The seed is random unless given and printed at the start and in every failure. Needs root
 and `ip netns` with nftables (skips otherwise; CI runs as root and installs nftables).
@@ -76,6 +77,7 @@ class Outcome:
     kind: str
     extra: str
     description: str
+    started: str            # wall clock (UTC), to find the schedule in the nodes' logs
     duration_s: float
     stall_s: float          # longest time some partition had no acknowledgement at all
     recovery_s: float       # from the heal until every partition acknowledged again
@@ -96,7 +98,9 @@ def network() -> Iterator[TestNetwork]:
 @pytest.fixture(scope="module")
 def cluster(network: TestNetwork, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[NetnsCluster]:
-    c = NetnsCluster(tmp_path_factory.mktemp("partitions"), network, controllers=3, brokers=3)
+    level = os.environ.get("SKIFF_PARTITION_LOG_LEVEL")  # e.g. DEBUG, to diagnose a failure
+    c = NetnsCluster(tmp_path_factory.mktemp("partitions"), network, controllers=3, brokers=3,
+                     overrides={"log.level": level} if level else None)
     try:
         c.start()
         yield c
@@ -243,6 +247,7 @@ class Runner:
         killed: list[int] = []
         paused: dict[int, float] = {}  # node -> when to resume
         extra_done = s.extra == "none"
+        started = time.strftime("%H:%M:%S", time.gmtime())
         start = time.monotonic()
         self.net.set_blocked(cut)
         phases = list(s.flap_phases) if s.kind == "flapping" else []
@@ -282,7 +287,7 @@ class Runner:
                    f"{s.name}: every partition back to an ISR of 3")
         isr_done = time.monotonic()
         stall = max(w.longest_ack_gap(start, recovered) for w in self.producers)
-        return Outcome(s.index, s.kind, s.extra, s.describe(), s.duration_s,
+        return Outcome(s.index, s.kind, s.extra, s.describe(), started, s.duration_s,
                        round(stall, 2), round(recovered - healed, 2), round(isr_done - healed, 2),
                        raft_state(c)[1] - raft_epoch_before, leader_epochs(c) - epochs_before)
 
@@ -299,7 +304,8 @@ class Runner:
                   for w in self.producers}
         raise AssertionError(f"{s.describe()}: partitions without an acknowledgement "
                              f"{RECOVERY_S:.0f}s after the heal: {behind}; failures so far: "
-                             f"{[w.failed[-3:] for w in self.producers]}\n{self.c.log_tails()}")
+                             f"{[w.failed[-3:] for w in self.producers]}\n{self.c.log_tails()}"
+                             f"\n{self.c.sockets()}")
 
 
 # ---- the test -------------------------------------------------------------------------------
@@ -381,7 +387,7 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
                 current = s.describe()
                 outcome = runner.run(s)
                 outcomes.append(outcome)
-                print(f"{current}: stall {outcome.stall_s:.2f}s, acks back "
+                print(f"{outcome.started} {current}: stall {outcome.stall_s:.2f}s, acks back "
                       f"{outcome.recovery_s:.2f}s and ISR back {outcome.isr_s:.2f}s after "
                       f"the heal; elections: Raft {outcome.raft_elections}, partition "
                       f"leaders {outcome.leader_elections}", flush=True)
@@ -389,7 +395,7 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
         finally:
             c.net.heal()
             monitor.stop()
-            remaining = [c.in_client(w.stop) for w in producers]
+            remaining = [c.in_client(w.stop, 30.0) for w in producers]
     except BaseException as exc:
         raise AssertionError(f"during {current}: {exc}\n{replay}") from exc
     finally:

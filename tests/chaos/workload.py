@@ -81,7 +81,9 @@ class ProducerWorkload:
                 self.misrouted += 1
             else:
                 self.acknowledged[partition].append(rid)
-                self.acked_offsets[partition][rid] = msg.offset()
+                offset = msg.offset()
+                if offset is not None and offset >= 0:  # None: acknowledged implicitly, by a
+                    self.acked_offsets[partition][rid] = offset  # later batch's (idempotence)
                 self.ack_times[partition].append(time.monotonic())
                 if produced_at > self._last_ack_produced.get(partition, 0.0):
                     self._last_ack_produced[partition] = produced_at
