@@ -425,7 +425,12 @@ class RaftCore:
             self._fetch_failures = 0
             self._snap = None
             self._retry_at = NEVER
-            self._parked.clear()
+            # every request gets an answer: an unanswered one holds one of the connection's
+            # in-flight slots on the server for good (and it has only so many)
+            parked, self._parked = self._parked, {}
+            for src, (rid, req, _deadline) in parked.items():
+                self._reply(src, rid, FetchResponse(self._fetch_error(req.epoch), role.epoch,
+                                                    self.leader_id))
             if not isinstance(role, Leader):
                 self._replicas.clear()
                 self._observers.clear()
@@ -858,7 +863,13 @@ class RaftCore:
         p.last_fetch_ms = self._now
         if not p.fetched:
             p.fetched = True
-        self._parked.pop(src, None)
+        replaced = self._parked.pop(src, None)
+        if replaced is not None:
+            # A newer Fetch from the same node (its earlier ones were held up on the way,
+            # e.g. by a network partition, and arrive together): answer the old one now,
+            # the follower ignores it; left unanswered it would hold an in-flight slot of
+            # the connection for good, and once all are held the connection is dead.
+            self._answer_fetch(src, replaced[0], replaced[1])
         if src in self._replicas:
             self._update_hw()
         news = self.hw > p.last_hw_sent

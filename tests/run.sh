@@ -40,6 +40,11 @@ if [ -n "$apt_pkgs" ]; then
     # shellcheck disable=SC2086
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $apt_pkgs >/dev/null
 fi
+# iproute2 (ip netns) and nftables build the network-partition harness
+# (tests/chaos/test_partitions.py); it needs root, so without root it skips and nothing is installed.
+if [ "$(id -u)" = 0 ] && ! { command -v ip && command -v nft; } >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null && apt-get install -y -qq iproute2 nftables >/dev/null
+fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi

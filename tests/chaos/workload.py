@@ -45,6 +45,7 @@ class ProducerWorkload:
         conf.update(extra or {})
         self.producer = Producer(conf)
         self.acknowledged: dict[int, list[RecordId]] = defaultdict(list)
+        self.acked_offsets: dict[int, dict[RecordId, int]] = defaultdict(dict)
         self.failed: list[tuple[RecordId, str]] = []
         self.sent = 0
         self.misrouted = 0
@@ -80,6 +81,9 @@ class ProducerWorkload:
                 self.misrouted += 1
             else:
                 self.acknowledged[partition].append(rid)
+                offset = msg.offset()
+                if offset is not None and offset >= 0:  # None: acknowledged implicitly, by a
+                    self.acked_offsets[partition][rid] = offset  # later batch's (idempotence)
                 self.ack_times[partition].append(time.monotonic())
                 if produced_at > self._last_ack_produced.get(partition, 0.0):
                     self._last_ack_produced[partition] = produced_at
@@ -133,6 +137,14 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.
              ) -> dict[int, list[bytes]]:
     """Every value in each partition, from its start up to the high watermark observed
     when reading began (producers have stopped by then)."""
+    return {p: [value for _offset, _epoch, value in records] for p, records in
+            read_records(bootstrap, topic, partitions, timeout_s).items()}
+
+
+def read_records(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0
+                 ) -> dict[int, list[tuple[int, int, bytes]]]:
+    """As read_all, with each record's offset and the leader epoch its batch carries:
+    {partition: [(offset, leader epoch, value), ...]} in offset order."""
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"chaos-reader-{time.monotonic_ns()}",
         "enable.auto.commit": False, "log_level": 3, "fetch.wait.max.ms": 100,
@@ -143,7 +155,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.
             _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
             ends[p] = high
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        out: dict[int, list[tuple[int, int, bytes]]] = {p: [] for p in range(partitions)}
         done = {p for p, end in ends.items() if end <= 0}
         deadline = time.monotonic() + timeout_s
         while len(done) < partitions and time.monotonic() < deadline:
@@ -152,7 +164,8 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.
                     continue
                 p, offset = msg.partition(), msg.offset()
                 if offset < ends[p]:
-                    out[p].append(msg.value())
+                    epoch = msg.leader_epoch()
+                    out[p].append((offset, -1 if epoch is None else epoch, msg.value()))
                 if offset + 1 >= ends[p]:
                     done.add(p)
         if len(done) < partitions:

@@ -83,6 +83,7 @@ class ClusterNode:
     controller_port: int | None   # controller listener (None on a dedicated broker)
     admin_port: int
     metrics_port: int
+    host: str = "127.0.0.1"      # the address every listener of this node binds
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     _log: IO[bytes] | None = field(default=None, repr=False)
@@ -124,15 +125,15 @@ class ClusterNode:
     def bootstrap(self) -> str:
         if self.client_port is None:
             raise ValueError(f"node {self.node_id} is not a broker")
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def admin_address(self) -> str:
-        return f"127.0.0.1:{self.admin_port}"
+        return f"{self.host}:{self.admin_port}"
 
     @property
     def metrics_address(self) -> str:
-        return f"127.0.0.1:{self.metrics_port}"
+        return f"{self.host}:{self.metrics_port}"
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -182,7 +183,7 @@ class Cluster:
 
     @property
     def voters(self) -> str:
-        return ",".join(f"{i}@127.0.0.1:{self.nodes[i].controller_port}"
+        return ",".join(f"{i}@{self.nodes[i].host}:{self.nodes[i].controller_port}"
                         for i in self.controller_ids)
 
     @property
@@ -205,9 +206,9 @@ class Cluster:
     def properties(self, node: ClusterNode) -> dict[str, str]:
         listeners = []
         if node.client_port is not None:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{node.client_port}")
+            listeners.append(f"PLAINTEXT://{node.host}:{node.client_port}")
         if node.controller_port is not None:
-            listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
+            listeners.append(f"CONTROLLER://{node.host}:{node.controller_port}")
         props = {
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
@@ -220,7 +221,7 @@ class Cluster:
             "metrics.listeners": node.metrics_address,
         }
         if node.is_broker:
-            props["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.client_port}"
+            props["advertised.listeners"] = f"PLAINTEXT://{node.host}:{node.client_port}"
             props["inter.broker.listener.name"] = "PLAINTEXT"
         props.update(self.overrides)
         props.update(self.node_overrides.get(node.node_id, {}))
@@ -263,13 +264,18 @@ class Cluster:
         prefix = ([sys.executable, "-m", "cProfile", "-o",
                    f"{profile_dir}/node{node_id}.{node.starts}.prof"]
                   if profile_dir else [sys.executable])
-        cmd = [*prefix, "-m", "broker.cli.main", "server", "start", str(node.config_path)]
+        cmd = [*self.command_prefix(node), *prefix,
+               "-m", "broker.cli.main", "server", "start", str(node.config_path)]
         node._log = open(node.log_path, "ab")  # noqa: SIM115 - closed in _reap
         node._log.write(f"\n=== start #{node.starts + 1}: {' '.join(cmd)}\n".encode())
         node._log.flush()
         node.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
                                      stdout=node._log, stderr=subprocess.STDOUT)
         node.starts += 1
+
+    def command_prefix(self, node: ClusterNode) -> list[str]:
+        """What a node's command runs under (e.g. `ip netns exec <ns>`); nothing here."""
+        return []
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until the quorum has a leader and every running broker serves Metadata listing
@@ -422,7 +428,8 @@ class Cluster:
             if not node.running or node.controller_port is None:
                 continue
             try:
-                leader = asyncio.run(_describe_quorum_leader(node.controller_port, timeout))
+                leader = asyncio.run(_describe_quorum_leader(node.host, node.controller_port,
+                                                             timeout))
             except Exception:
                 continue
             if leader >= 0:
@@ -485,13 +492,13 @@ def _accepts(address: str) -> bool:
         return False
 
 
-async def _describe_quorum_leader(port: int, timeout_s: float) -> int:
+async def _describe_quorum_leader(host: str, port: int, timeout_s: float) -> int:
     from kio.schema.describe_quorum.v0 import request as dq
 
     from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
-    conn = KafkaConnection("127.0.0.1", port, "skiff-test")
+    conn = KafkaConnection(host, port, "skiff-test")
     try:
         resp = await conn.request(55, 0, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name="__cluster_metadata",
