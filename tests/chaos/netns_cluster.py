@@ -170,7 +170,7 @@ async def _gather(coros: Mapping[int, Any]) -> dict[int, Any]:
 async def _describe_quorum(host: str, port: int, timeout_s: float) -> tuple[int, int] | None:
     from kio.schema.describe_quorum.v0 import request as dq
 
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
     conn = KafkaConnection(host, port, "skiff-partition-probe")
@@ -190,7 +190,7 @@ async def _metadata_leaders(host: str, port: int, topic: str, timeout_s: float
                             ) -> dict[int, tuple[int, int]] | None:
     from kio.schema.metadata.v9 import request as mr
 
-    from raft.transport import KafkaConnection
+    from broker.protocol.transport import KafkaConnection
 
     m: Any = mr
     conn = KafkaConnection(host, port, "skiff-partition-probe")
