@@ -128,7 +128,8 @@ def container_logs(name: str, tail: int = 60) -> str:
 
 def remove(*names: str) -> None:
     if names:
-        podman("rm", "-f", "-t", "0", *names, check=False, timeout=120)
+        # -v: with the anonymous volume the image's VOLUME gives a container run without one
+        podman("rm", "-f", "-v", "-t", "0", *names, check=False, timeout=120)
 
 
 def run_detached(name: str, args: Sequence[str], image: str = IMAGE,

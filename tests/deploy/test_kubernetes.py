@@ -207,5 +207,6 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
     finally:
         podman("kube", "down", str(play), check=False, timeout=300)
         podman("pod", "rm", "-f", "skiff-broker-0", check=False)
-        podman("volume", "rm", "-f", volume, check=False)
+        for name in [volume, *(c["metadata"]["name"] for c in configmaps)]:
+            podman("volume", "rm", "-f", name, check=False)  # kube play's configMap volumes too
         play.unlink(missing_ok=True)
