@@ -119,8 +119,8 @@ def batch(args: argparse.Namespace, bootstrap: str) -> None:
           f"({args.records / took:,.0f} rec/s)", flush=True)
     spark = spark_session()
     df = (spark.read.format("skiff").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).load())
-    assert df.count() == args.records  # warm-up: Python workers, JIT, page cache
+          .option("subscribe", topic).option("skiff.partitionsPerTask", "4").load())
+    assert df.count() == args.records  # warm-up: Python workers, page cache
     cases = {"count": ("1", False), "parquet": ("1", True),
              "count/4": ("4", False), "parquet/4": ("4", True)}
     rows: dict[str, list[float]] = {"client": [], **{k: [] for k in cases}}
