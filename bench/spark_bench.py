@@ -12,7 +12,7 @@
            (the mtime of the sink's _spark_metadata/<batch> entry), p50/p90/p99/max.
 
     python bench/spark_bench.py batch --records 10000000
-    python bench/spark_bench.py latency --rate 10000 --seconds 60
+    python bench/spark_bench.py latency --rate 10000 --seconds 60 [--per-task 4]
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ def batch(args: argparse.Namespace, bootstrap: str) -> None:
           f"({args.records / took:,.0f} rec/s)", flush=True)
     spark = spark_session()
     df = (spark.read.format("skiff").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).load())
-    assert df.count() == args.records  # warm-up: Python workers, JIT, page cache
+          .option("subscribe", topic).option("skiff.partitionsPerTask", "4").load())
+    assert df.count() == args.records  # warm-up: Python workers, page cache
     cases = {"count": ("1", False), "parquet": ("1", True),
              "count/4": ("4", False), "parquet/4": ("4", True)}
     rows: dict[str, list[float]] = {"client": [], **{k: [] for k in cases}}
@@ -158,7 +158,8 @@ def latency(args: argparse.Namespace, bootstrap: str) -> None:
     work = Path(tempfile.mkdtemp(prefix="spark-lat-"))
     out, ck = work / "out", work / "ck"
     q = (spark.readStream.format("skiff").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).option("startingOffsets", "earliest").load()
+         .option("subscribe", topic).option("startingOffsets", "earliest")
+         .option("skiff.partitionsPerTask", str(args.per_task)).load()
          .selectExpr("CAST(value AS STRING) AS sent")
          .writeStream.format("parquet").option("path", str(out))
          .option("checkpointLocation", str(ck))
@@ -206,7 +207,8 @@ def latency(args: argparse.Namespace, bootstrap: str) -> None:
     def pct(x: float) -> float:
         return lat[min(len(lat) - 1, int(x * len(lat)))] * 1000
 
-    print(f"{total:,} records at {args.rate:,.0f} rec/s, trigger {args.trigger_ms} ms: "
+    print(f"{total:,} records at {args.rate:,.0f} rec/s, trigger {args.trigger_ms} ms, "
+          f"{args.partitions} partitions, partitionsPerTask {args.per_task}: "
           f"produce -> Parquet commit p50 {pct(0.5):.0f} ms, p90 {pct(0.9):.0f} ms, "
           f"p99 {pct(0.99):.0f} ms, max {lat[-1] * 1000:.0f} ms")
     spark.stop()
@@ -222,6 +224,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10_000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--trigger-ms", type=int, default=500)
+    ap.add_argument("--per-task", type=int, default=1,
+                    help="latency: skiff.partitionsPerTask of the streaming query")
     ap.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
     args = ap.parse_args()
     node = None

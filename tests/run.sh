@@ -45,6 +45,15 @@ fi
 if [ "$(id -u)" = 0 ] && ! { command -v ip && command -v nft; } >/dev/null 2>&1; then
     apt-get update -qq >/dev/null && apt-get install -y -qq iproute2 nftables >/dev/null
 fi
+# Java runs Spark for tests/spark (PySpark 4 needs Java 17+).
+if ! command -v java >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq >/dev/null && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    else
+        sudo apt-get update -qq >/dev/null \
+            && sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    fi
+fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi
