@@ -12,7 +12,7 @@ from broker.handlers._leader_hints import not_hosted_error
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.replication import Partition
     from broker.server import RequestContext
 
@@ -42,7 +42,7 @@ def lookup(part: Partition, timestamp: int, *, replica_id: int) -> tuple[int, in
     return ts, offset, epoch
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     topics = []
     for topic in request.topics:
