@@ -41,20 +41,30 @@ offset commits are applied and SyncGroup/commit replies are released (acks=all).
 
 from __future__ import annotations
 
-import enum
 import random
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
+from broker.group.classic import CONSUMER_PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
+from broker.group.classic import EMPTY_CONSUMER_ASSIGNMENT as EMPTY_CONSUMER_ASSIGNMENT
+from broker.group.classic import TRANSITIONS as TRANSITIONS
+from broker.group.classic import UNWRITTEN as UNWRITTEN
+from broker.group.classic import ClassicGroup as ClassicGroup
+from broker.group.classic import CommittedOffset as CommittedOffset
+from broker.group.classic import GroupState as GroupState
+from broker.group.classic import IllegalTransition as IllegalTransition
+from broker.group.classic import Member as Member
+from broker.group.classic import parse_subscription_topics as parse_subscription_topics
 from broker.group.consumer import ConsumerGroup, ConsumerGroups, ConsumerGroupState
+from broker.group.offsets import GroupOffsets, WriteCallback, _consumer_subscribed
+from broker.group.offsets import map_store_error as map_store_error
 from broker.group.types import (
     DescribedMember,
     Effects,
-    FetchedOffset,
     GroupConfig,
     GroupDescription,
     HeartbeatRequest,
@@ -64,10 +74,6 @@ from broker.group.types import (
     LeaveGroupResult,
     LeaveMember,
     ListedGroup,
-    OffsetCommitRequest,
-    OffsetCommitResult,
-    OffsetDeleteResult,
-    OffsetFetchResult,
     OffsetsRecord,
     Reply,
     SyncGroupRequest,
@@ -77,207 +83,8 @@ from broker.group.types import (
     Write,
 )
 
-CONSUMER_PROTOCOL_TYPE = "consumer"
-UNWRITTEN = b""  # ConsumerGroup.persisted value of a key whose last write failed
-# ConsumerProtocolAssignment v0 with no partitions and null user data: what a consumer-protocol
-# member gets when the leader left it out, so every client can parse its SyncGroup answer
-EMPTY_CONSUMER_ASSIGNMENT = b"\x00\x00" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xff"
 
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-_S = GroupState
-TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
-    _S.EMPTY: frozenset({_S.PREPARING_REBALANCE, _S.DEAD}),
-    _S.PREPARING_REBALANCE: frozenset({_S.COMPLETING_REBALANCE, _S.EMPTY, _S.DEAD}),
-    _S.COMPLETING_REBALANCE: frozenset({_S.STABLE, _S.PREPARING_REBALANCE, _S.DEAD}),
-    _S.STABLE: frozenset({_S.PREPARING_REBALANCE, _S.DEAD}),
-    _S.DEAD: frozenset(),
-}
-
-
-class IllegalTransition(RuntimeError):
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1  # set only by OffsetCommit v2-v4 retention_time_ms
-
-
-@dataclass(slots=True)
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    assignment: bytes = b""
-    join_token: Token | None = None
-    sync_token: Token | None = None
-    heartbeat_deadline: int = 0
-    is_new: bool = False
-
-    def metadata(self, protocol: str | None) -> bytes:
-        for name, meta in self.protocols:
-            if name == protocol:
-                return meta
-        return b""
-
-    def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
-
-    @property
-    def awaiting_join(self) -> bool:
-        return self.join_token is not None
-
-
-@dataclass(slots=True)
-class ClassicGroup:
-    group_id: str
-    state: GroupState = GroupState.EMPTY
-    state_timestamp: int | None = None
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    generation_id: int = 0
-    leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline
-    pending_sync: set[str] = field(default_factory=set)
-    join_deadline: int | None = None
-    initial_join: bool = False
-    initial_remaining_ms: int = 0
-    new_member_added: bool = False
-    sync_deadline: int | None = None
-    offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
-    pending_commits: dict[TopicPartition, int] = field(default_factory=dict)  # in-flight count
-
-    def transition(self, to: GroupState, now_ms: int) -> None:
-        if to not in TRANSITIONS[self.state]:
-            raise IllegalTransition(f"group {self.group_id}: {self.state.value} -> {to.value}")
-        self.state = to
-        self.state_timestamp = now_ms
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def has_all_members_joined(self) -> bool:
-        return (all(m.awaiting_join for m in self.members.values())
-                and not self.pending_members)
-
-    def supports_protocols(self, protocol_type: str, names: Iterable[str],
-                           excluding: str | None = None) -> bool:
-        wanted = set(names)
-        others = [m for mid, m in self.members.items() if mid != excluding]
-        if not others:
-            return bool(protocol_type) and bool(wanted)
-        if protocol_type != self.protocol_type:
-            return False
-        common = set(others[0].protocol_names())
-        for m in others[1:]:
-            common &= set(m.protocol_names())
-        return bool(common & wanted)
-
-    def select_protocol(self) -> str:
-        members = list(self.members.values())
-        candidates = set(members[0].protocol_names())
-        for m in members[1:]:
-            candidates &= set(m.protocol_names())
-        if not candidates:
-            raise IllegalTransition(f"group {self.group_id}: no protocol common to all members")
-        votes: dict[str, int] = {}
-        for m in members:
-            choice = next(n for n in m.protocol_names() if n in candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        leader = self.members.get(self.leader_id or "", members[0])
-        order = {n: i for i, n in enumerate(leader.protocol_names())}
-        return min(votes, key=lambda n: (-votes[n], order.get(n, len(order)), n))
-
-    def subscribed_topics(self) -> set[str] | None:
-        """Topics of the consumer-protocol subscriptions, None when unknown."""
-        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
-            return None
-        topics: set[str] = set()
-        for m in self.members.values():
-            parsed = parse_subscription_topics(m.metadata(self.protocol_name))
-            if parsed is None:
-                return None
-            topics |= parsed
-        return topics
-
-    def is_static_fenced(self, member_id: str, instance_id: str | None) -> bool:
-        if instance_id is None:
-            return False
-        known = self.static_members.get(instance_id)
-        return known is not None and known != member_id
-
-
-def parse_subscription_topics(data: bytes) -> set[str] | None:
-    """The topic list of a ConsumerProtocolSubscription (any version), None if malformed."""
-    try:
-        if len(data) < 6:
-            return None
-        pos = 2
-        n = int.from_bytes(data[pos:pos + 4], "big", signed=True)
-        pos += 4
-        if n < 0 or n > len(data):
-            return None
-        topics = set()
-        for _ in range(n):
-            if pos + 2 > len(data):
-                return None
-            ln = int.from_bytes(data[pos:pos + 2], "big", signed=True)
-            pos += 2
-            if ln < 0 or pos + ln > len(data):
-                return None
-            topics.add(data[pos:pos + ln].decode())
-            pos += ln
-        return topics
-    except UnicodeDecodeError:
-        return None
-
-
-_COORDINATOR_UNAVAILABLE = {
-    ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-    ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out,
-}
-_NOT_COORDINATOR = {ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error,
-                    ErrorCode.not_coordinator}
-_TOO_LARGE = {ErrorCode.message_too_large, ErrorCode.record_list_too_large,
-              ErrorCode.invalid_fetch_size}
-
-
-def map_store_error(error: ErrorCode, *, commit: bool) -> ErrorCode:
-    """Kafka's mapping of an append failure on __consumer_offsets to what the client sees."""
-    if error in _COORDINATOR_UNAVAILABLE:
-        return ErrorCode.coordinator_not_available
-    if error in _NOT_COORDINATOR:
-        return ErrorCode.not_coordinator
-    if error in _TOO_LARGE:
-        return ErrorCode.invalid_commit_offset_size if commit else ErrorCode.unknown_server_error
-    if commit:
-        return error
-    return ErrorCode.unknown_server_error
-
-
-WriteCallback = Callable[[ErrorCode, int], None]
-
-
-class GroupCoordinator(ConsumerGroups):
+class GroupCoordinator(GroupOffsets, ConsumerGroups):
     """Groups (classic and KIP-848) and committed offsets of one __consumer_offsets partition."""
 
     def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int) -> None:
@@ -839,188 +646,6 @@ class GroupCoordinator(ConsumerGroups):
             out.append((lm, ErrorCode.none))
         return LeaveGroupResult(ErrorCode.none, tuple(out)), self._take()
 
-    # ---- OffsetCommit ---------------------------------------------------------------------------
-
-    def commit_offsets(self, token: Token, req: OffsetCommitRequest, now_ms: int) -> Effects:
-        keys = [(p.topic, p.partition) for p in req.partitions]
-        cg = self.consumer_groups.get(req.group_id)
-        g: ClassicGroup | ConsumerGroup | None = self.groups.get(req.group_id)
-        error: ErrorCode | None = None
-        if cg is not None:
-            g = cg
-            error = self._validate_consumer_commit(cg, req)
-        elif g is None:
-            if req.generation_id < 0:
-                g = self.groups[req.group_id] = ClassicGroup(req.group_id, state_timestamp=now_ms)
-            else:
-                error = ErrorCode.illegal_generation
-        else:
-            assert isinstance(g, ClassicGroup)
-            error = self._validate_commit(g, req, now_ms)
-        if error is not None or g is None:
-            err = error or ErrorCode.unknown_server_error
-            self._reply(token, OffsetCommitResult(tuple((k, err) for k in keys)))
-            return self._take()
-        results: dict[TopicPartition, ErrorCode] = {}
-        accepted: list[tuple[TopicPartition, CommittedOffset]] = []
-        for p in req.partitions:
-            meta = p.metadata or ""
-            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                results[(p.topic, p.partition)] = ErrorCode.offset_metadata_too_large
-                continue
-            expire = now_ms + req.retention_time_ms if req.retention_time_ms >= 0 else -1
-            committed_at = now_ms if p.commit_timestamp < 0 else p.commit_timestamp
-            accepted.append(((p.topic, p.partition),
-                             CommittedOffset(p.offset, p.leader_epoch, meta, committed_at,
-                                             expire)))
-        if not accepted:
-            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
-            self._drop_if_unused(g)
-            return self._take()
-        for tp, _ in accepted:
-            g.pending_commits[tp] = g.pending_commits.get(tp, 0) + 1
-        group = g
-
-        def stored(error: ErrorCode, now: int) -> None:
-            for tp, committed in accepted:
-                left = group.pending_commits.get(tp, 1) - 1
-                if left:
-                    group.pending_commits[tp] = left
-                else:
-                    group.pending_commits.pop(tp, None)
-                if error is ErrorCode.none and not _is_dead(group):
-                    group.offsets[tp] = committed
-                results[tp] = map_store_error(error, commit=True)
-            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
-            if error is not ErrorCode.none:
-                self._drop_if_unused(group)
-
-        self._write([self._offset_record(req.group_id, tp, c) for tp, c in accepted], stored)
-        return self._take()
-
-    @staticmethod
-    def _validate_consumer_commit(cg: ConsumerGroup, req: OffsetCommitRequest,
-                                  ) -> ErrorCode | None:
-        """KIP-848: the commit carries the member epoch; -1 only while the group is empty."""
-        if req.generation_id < 0 and not req.member_id:
-            return ErrorCode.unknown_member_id if cg.members else None
-        member = cg.members.get(req.member_id)
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if req.generation_id != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
-
-    def _validate_commit(
-        self, g: ClassicGroup, req: OffsetCommitRequest, now_ms: int,
-    ) -> ErrorCode | None:
-        if g.state is GroupState.DEAD:
-            return ErrorCode.coordinator_not_available
-        if req.generation_id < 0 and g.state is GroupState.EMPTY:
-            return None
-        error = self._validate_member(g, req.member_id, req.group_instance_id)
-        if error is not None:
-            return error
-        if req.generation_id != g.generation_id:
-            return ErrorCode.illegal_generation
-        if g.state is GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.rebalance_in_progress
-        member = g.members[req.member_id]
-        member.heartbeat_deadline = now_ms + member.session_timeout_ms
-        return None
-
-    @staticmethod
-    def _offset_record(group_id: str, tp: TopicPartition, c: CommittedOffset) -> OffsetsRecord:
-        return OffsetsRecord(
-            rec.encode_offset_commit_key(group_id, tp[0], tp[1]),
-            rec.encode_offset_commit_value(rec.OffsetCommitValue(
-                c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp)),
-        )
-
-    def _drop_if_unused(self, g: ClassicGroup | ConsumerGroup) -> None:
-        if isinstance(g, ConsumerGroup):
-            return
-        if (g.state is GroupState.EMPTY and g.generation_id == 0 and not g.members
-                and not g.offsets and not g.pending_commits and not g.pending_members
-                and g.protocol_type is None and self.groups.get(g.group_id) is g):
-            del self.groups[g.group_id]
-
-    # ---- OffsetFetch ---------------------------------------------------------------------------
-
-    def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None,
-        member_id: str | None = None, member_epoch: int = -1,
-    ) -> OffsetFetchResult:
-        cg = self.consumer_groups.get(group_id)
-        if cg is not None and member_epoch >= 0:
-            member = cg.members.get(member_id or "")
-            if member is None:
-                return OffsetFetchResult(ErrorCode.unknown_member_id)
-            if member.member_epoch != member_epoch:
-                return OffsetFetchResult(ErrorCode.stale_member_epoch)
-        g = self._offsets_holder(group_id)
-        offsets = g.offsets if g is not None else {}
-        if partitions is None:
-            return OffsetFetchResult(ErrorCode.none, tuple(
-                FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata)
-                for (t, p), c in sorted(offsets.items())
-            ))
-        out = []
-        for t, p in partitions:
-            c = offsets.get((t, p))
-            if c is None:
-                out.append(FetchedOffset(t, p, -1, -1, ""))
-            else:
-                out.append(FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata))
-        return OffsetFetchResult(ErrorCode.none, tuple(out))
-
-    # ---- OffsetDelete ---------------------------------------------------------------------------
-
-    def delete_offsets(
-        self, token: Token, group_id: str, partitions: Iterable[TopicPartition], now_ms: int,
-    ) -> Effects:
-        keys = list(partitions)
-        cg = self.consumer_groups.get(group_id)
-        g: ClassicGroup | ConsumerGroup | None = cg or self.groups.get(group_id)
-        if g is None or _is_dead(g):
-            self._reply(token, OffsetDeleteResult(ErrorCode.group_id_not_found))
-            return self._take()
-        subscribed: set[str] = set()
-        if isinstance(g, ConsumerGroup):
-            subscribed = _consumer_subscribed(g)
-        elif g.state is not GroupState.EMPTY:
-            if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
-                self._reply(token, OffsetDeleteResult(ErrorCode.non_empty_group))
-                return self._take()
-            subscribed = g.subscribed_topics() or set()
-        results: dict[TopicPartition, ErrorCode] = {}
-        doomed: list[TopicPartition] = []
-        for tp in keys:
-            if tp[0] in subscribed:
-                results[tp] = ErrorCode.group_subscribed_to_topic
-            else:
-                results[tp] = ErrorCode.none
-                if tp in g.offsets:
-                    doomed.append(tp)
-        if not doomed:
-            self._reply(token, OffsetDeleteResult(ErrorCode.none,
-                                                  tuple((k, results[k]) for k in keys)))
-            return self._take()
-
-        def stored(error: ErrorCode, now: int) -> None:
-            if error is not ErrorCode.none:
-                mapped = map_store_error(error, commit=False)
-                self._reply(token, OffsetDeleteResult(mapped))
-                return
-            for tp in doomed:
-                g.offsets.pop(tp, None)
-            self._reply(token, OffsetDeleteResult(ErrorCode.none,
-                                                  tuple((k, results[k]) for k in keys)))
-
-        self._write([OffsetsRecord(rec.encode_offset_commit_key(group_id, t, p), None)
-                     for t, p in doomed], stored)
-        return self._take()
-
     # ---- ListGroups / DescribeGroups / DeleteGroups ------------------------------------------
 
     def list_groups(
@@ -1312,15 +937,3 @@ class GroupCoordinator(ConsumerGroups):
         for done in pending.values():
             done(ErrorCode.not_coordinator, now_ms)
         return self._take()
-
-
-
-def _is_dead(g: ClassicGroup | ConsumerGroup) -> bool:
-    return g.dead if isinstance(g, ConsumerGroup) else g.state is GroupState.DEAD
-
-
-def _consumer_subscribed(cg: ConsumerGroup) -> set[str]:
-    names = {name for name, _, _ in cg.metadata_fingerprint}
-    for m in cg.members.values():
-        names |= set(m.subscribed_names)
-    return names

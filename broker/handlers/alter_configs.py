@@ -19,7 +19,7 @@ from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 33
@@ -45,7 +45,7 @@ def responses(mod: Any, cls_name: str, resources: Sequence[ConfigResource],
     return tuple(out)
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     wanted = [
         AlterConfigsResource(ConfigResource(r.resource_type, r.resource_name),

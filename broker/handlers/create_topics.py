@@ -25,7 +25,7 @@ from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 19
@@ -50,7 +50,7 @@ def _to_creatable(topic: Any) -> CreatableTopic | CreateTopicResult:
     )
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     order: list[str] = []          # one answer per distinct name, in request order
     counts: dict[str, int] = {}

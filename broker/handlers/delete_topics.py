@@ -19,13 +19,13 @@ from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 20
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     names = list(request.topic_names)
     order = list(dict.fromkeys(names))  # one answer per distinct name, in request order

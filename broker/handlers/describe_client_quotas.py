@@ -14,13 +14,13 @@ from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 48
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     return build(
         mod.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,

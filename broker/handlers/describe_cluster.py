@@ -17,14 +17,14 @@ from broker.handlers.metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS, contr
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 60
 ENDPOINT_TYPE_BROKERS = 1
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS))
     ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations \

@@ -20,13 +20,13 @@ from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 43
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     asked = None if request.topic_partitions is None else [
         (t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]

@@ -50,8 +50,8 @@ from broker.protocol.legacy import down_convert
 from broker.replication.replica_manager import FetchPartitionRequest, FetchPartitionResult
 
 if TYPE_CHECKING:
+    from broker.handlers.services import BrokerServices
     from broker.metadata.image import MetadataImage
-    from broker.node import Node
     from broker.server import RequestContext
 
 API_KEY = 1
@@ -110,7 +110,7 @@ def replica_of(request: Any) -> tuple[int, int]:
     return int(getattr(request, "replica_id", -1)), -1
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> ResponseChunks:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks:
     version = ctx.api_version
     if getattr(request, "session_id", 0) != 0:
         return encode_fetch_response(version, FetchResponseData(

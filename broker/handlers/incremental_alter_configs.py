@@ -22,13 +22,13 @@ from broker.handlers.alter_configs import responses
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 44
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     wanted = [
         IncrementalAlterConfigsResource(

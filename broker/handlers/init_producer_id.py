@@ -34,7 +34,7 @@ from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 22
@@ -110,7 +110,7 @@ class ProducerIdManager:
         log.info("producer_id_block", start=self._next, end=self._end)
 
 
-def node_producer_ids(node: Node) -> ProducerIdManager:
+def node_producer_ids(node: BrokerServices) -> ProducerIdManager:
     """The node's manager (`node.producer_ids`), made on first use if the node has none."""
     manager = getattr(node, "producer_ids", None)
     if not isinstance(manager, ProducerIdManager):
@@ -119,7 +119,7 @@ def node_producer_ids(node: Node) -> ProducerIdManager:
     return manager
 
 
-async def allocate_for_node(node: Node) -> AllocateProducerIdsReply:
+async def allocate_for_node(node: BrokerServices) -> AllocateProducerIdsReply:
     """One block for this broker from the controller, under its current broker epoch."""
     epoch = getattr(node, "broker_epoch", -1)
     if epoch < 0:
@@ -136,7 +136,7 @@ def _response(request: Any, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
     )
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         error = (
             ErrorCode.invalid_request if request.transactional_id == ""

@@ -21,7 +21,7 @@ from broker.handlers._leader_hints import not_hosted_error
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.replication import Partition
     from broker.server import RequestContext
 
@@ -83,7 +83,7 @@ def legacy_offsets(part: Partition, timestamp: int, max_num_offsets: int, *,
     return offsets
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     if ctx.api_version == 0:
         return _handle_v0(node, request, mod)
@@ -112,7 +112,7 @@ async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
     return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _handle_v0(node: Node, request: Any, mod: Any) -> Any:
+def _handle_v0(node: BrokerServices, request: Any, mod: Any) -> Any:
     now_ms = int(time.time() * 1000)
     topics = []
     for topic in request.topics:

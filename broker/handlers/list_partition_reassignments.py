@@ -11,13 +11,13 @@ from broker.errors import KafkaError
 from broker.protocol.durations import to_ms
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 46
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     partitions = rpc.parse(request)
     try:
         ongoing = await await_controller(

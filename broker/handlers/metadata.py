@@ -37,7 +37,7 @@ from broker.metadata.image import MetadataImage, PartitionRegistration, TopicIma
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 3
@@ -69,7 +69,7 @@ CLUSTER_OPERATIONS = _bitfield(_CREATE, _ALTER, _DESCRIBE, _CLUSTER_ACTION, _DES
 UNSET_OPERATIONS = -(2**31)  # Kafka's "not requested" value for authorized-operations fields
 
 
-def controller_id_for(node: Node, listed: Sequence[int]) -> int:
+def controller_id_for(node: BrokerServices, listed: Sequence[int]) -> int:
     """The controller id a KRaft broker reports: a live broker's id (of those `listed` on the
     request's listener), this node's if it is among them."""
     if node.node_id in listed:
@@ -133,7 +133,7 @@ _in_flight: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Future[Any]]] = \
     weakref.WeakKeyDictionary()
 
 
-async def _auto_create(node: Node, names: Sequence[str]) -> None:
+async def _auto_create(node: BrokerServices, names: Sequence[str]) -> None:
     """Ask the controller to create `names` with the defaults; wait briefly for the commit.
 
     The creation is never cancelled: once asked, the controller finishes it even when this
@@ -193,7 +193,7 @@ def _requested(request: Any, version: int) -> list[tuple[str | None, uuid.UUID |
     return out
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     version = _version(request)
     listener = ctx.listener_name

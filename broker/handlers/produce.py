@@ -33,14 +33,14 @@ from broker.protocol.produce_encoder import (
 from broker.protocol.wire import NodeEndpoint
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 0
 log = structlog.get_logger(__name__)
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> ResponseChunks | None:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks | None:
     acks = request.acks
     entries: dict[tuple[str, int], bytes | memoryview] = {}
     errors: dict[tuple[str, int], KafkaError] = {}

@@ -61,6 +61,8 @@ class _AppendFlags:
         )
 
 
+# A RawHeader from a tuple of its 13 fields without NamedTuple's argument handling.
+_new_header = tuple.__new__
 # baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
 _PATCH = struct.Struct(">qii")
 
@@ -129,8 +131,13 @@ class LogValidator:
         max_ts = -1
         count = 0
         end = 0
+        new_header = _new_header
         for pos, t in raw:
-            size = t.batch_length + LOG_OVERHEAD
+            # the header's fields by name, read once (cheaper than attribute reads)
+            (_base, batch_length, _epoch, _magic, crc, attributes, last_offset_delta,
+             base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+             records_count) = t
+            size = batch_length + LOG_OVERHEAD
             if writable:
                 patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
                 if log_append:
@@ -138,28 +145,26 @@ class LogValidator:
             else:
                 head = bytearray(mv[pos : pos + HEADER_SIZE])
                 body = mv[pos + HEADER_SIZE : pos + size]
-                _PATCH.pack_into(head, 0, next_offset, t.batch_length, leader_epoch)
+                _PATCH.pack_into(head, 0, next_offset, batch_length, leader_epoch)
                 if log_append:
                     patch_log_append_time_split(head, body, now_ms)
                 buffers.append(head)
                 buffers.append(body)
-            bmax = now_ms if log_append else t.max_timestamp
-            last = next_offset + t.last_offset_delta
+            bmax = now_ms if log_append else max_timestamp
+            last = next_offset + last_offset_delta
             entries.append((pos, size, next_offset, last, bmax))
             if log_append:
                 crc = _U32.unpack_from(
                     mv if writable else buffers[-2], (pos if writable else 0) + 17
                 )[0]
-                attrs = t.attributes | TIMESTAMP_TYPE_MASK
-            else:
-                crc, attrs = t.crc, t.attributes
-            written.append(RawHeader(
-                next_offset, t.batch_length, leader_epoch, 2, crc, attrs,
-                t.last_offset_delta, t.base_timestamp, bmax, t.producer_id,
-                t.producer_epoch, t.base_sequence, t.records_count))
+                attributes |= TIMESTAMP_TYPE_MASK
+            written.append(new_header(RawHeader, (
+                next_offset, batch_length, leader_epoch, 2, crc, attributes, last_offset_delta,
+                base_timestamp, bmax, producer_id, producer_epoch, base_sequence,
+                records_count)))
             if bmax > max_ts:
                 max_ts = bmax
-            count += t.records_count
+            count += records_count
             next_offset = last + 1
             end = pos + size
         return (mv if writable else buffers, end, entries, written, max_ts, count, next_offset)

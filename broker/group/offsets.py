@@ -1,0 +1,274 @@
+"""Offsets of classic and consumer groups (Kafka's OffsetMetadataManager): OffsetCommit,
+OffsetFetch, OffsetDelete, mixed into GroupCoordinator; and how a failed write to
+__consumer_offsets shows to clients. Nothing here moves a group between states."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from broker.group import records as rec
+from broker.group.classic import (
+    CONSUMER_PROTOCOL_TYPE,
+    ClassicGroup,
+    CommittedOffset,
+    GroupState,
+)
+from broker.group.consumer import ConsumerGroup
+from broker.group.types import (
+    Effects,
+    FetchedOffset,
+    GroupConfig,
+    OffsetCommitRequest,
+    OffsetCommitResult,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    OffsetsRecord,
+    Token,
+    TopicPartition,
+)
+
+_COORDINATOR_UNAVAILABLE = {
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+    ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out,
+}
+_NOT_COORDINATOR = {ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error,
+                    ErrorCode.not_coordinator}
+_TOO_LARGE = {ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+              ErrorCode.invalid_fetch_size}
+
+
+def map_store_error(error: ErrorCode, *, commit: bool) -> ErrorCode:
+    """Kafka's mapping of an append failure on __consumer_offsets to what the client sees."""
+    if error in _COORDINATOR_UNAVAILABLE:
+        return ErrorCode.coordinator_not_available
+    if error in _NOT_COORDINATOR:
+        return ErrorCode.not_coordinator
+    if error in _TOO_LARGE:
+        return ErrorCode.invalid_commit_offset_size if commit else ErrorCode.unknown_server_error
+    if commit:
+        return error
+    return ErrorCode.unknown_server_error
+
+
+WriteCallback = Callable[[ErrorCode, int], None]
+
+
+class GroupOffsets:
+    """Offset commits, fetches and deletes of one coordinator partition (mixed into
+    GroupCoordinator, which provides the groups and the plumbing below)."""
+
+    config: GroupConfig
+    groups: dict[str, ClassicGroup]
+    consumer_groups: dict[str, ConsumerGroup]
+
+    def _take(self) -> Effects:
+        raise NotImplementedError
+
+    def _reply(self, token: Token | None, result: object) -> None:
+        raise NotImplementedError
+
+    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback) -> None:
+        raise NotImplementedError
+
+    def _offsets_holder(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
+        raise NotImplementedError
+
+    def _validate_member(
+        self, g: ClassicGroup | None, member_id: str, instance_id: str | None,
+    ) -> ErrorCode | None:
+        raise NotImplementedError
+
+    # ---- OffsetCommit ---------------------------------------------------------------------------
+
+    def commit_offsets(self, token: Token, req: OffsetCommitRequest, now_ms: int) -> Effects:
+        keys = [(p.topic, p.partition) for p in req.partitions]
+        cg = self.consumer_groups.get(req.group_id)
+        g: ClassicGroup | ConsumerGroup | None = self.groups.get(req.group_id)
+        error: ErrorCode | None = None
+        if cg is not None:
+            g = cg
+            error = self._validate_consumer_commit(cg, req)
+        elif g is None:
+            if req.generation_id < 0:
+                g = self.groups[req.group_id] = ClassicGroup(req.group_id, state_timestamp=now_ms)
+            else:
+                error = ErrorCode.illegal_generation
+        else:
+            assert isinstance(g, ClassicGroup)
+            error = self._validate_commit(g, req, now_ms)
+        if error is not None or g is None:
+            err = error or ErrorCode.unknown_server_error
+            self._reply(token, OffsetCommitResult(tuple((k, err) for k in keys)))
+            return self._take()
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: list[tuple[TopicPartition, CommittedOffset]] = []
+        for p in req.partitions:
+            meta = p.metadata or ""
+            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                results[(p.topic, p.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            expire = now_ms + req.retention_time_ms if req.retention_time_ms >= 0 else -1
+            committed_at = now_ms if p.commit_timestamp < 0 else p.commit_timestamp
+            accepted.append(((p.topic, p.partition),
+                             CommittedOffset(p.offset, p.leader_epoch, meta, committed_at,
+                                             expire)))
+        if not accepted:
+            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
+            self._drop_if_unused(g)
+            return self._take()
+        for tp, _ in accepted:
+            g.pending_commits[tp] = g.pending_commits.get(tp, 0) + 1
+        group = g
+
+        def stored(error: ErrorCode, now: int) -> None:
+            for tp, committed in accepted:
+                left = group.pending_commits.get(tp, 1) - 1
+                if left:
+                    group.pending_commits[tp] = left
+                else:
+                    group.pending_commits.pop(tp, None)
+                if error is ErrorCode.none and not _is_dead(group):
+                    group.offsets[tp] = committed
+                results[tp] = map_store_error(error, commit=True)
+            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
+            if error is not ErrorCode.none:
+                self._drop_if_unused(group)
+
+        self._write([self._offset_record(req.group_id, tp, c) for tp, c in accepted], stored)
+        return self._take()
+
+    @staticmethod
+    def _validate_consumer_commit(cg: ConsumerGroup, req: OffsetCommitRequest,
+                                  ) -> ErrorCode | None:
+        """KIP-848: the commit carries the member epoch; -1 only while the group is empty."""
+        if req.generation_id < 0 and not req.member_id:
+            return ErrorCode.unknown_member_id if cg.members else None
+        member = cg.members.get(req.member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if req.generation_id != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return None
+
+    def _validate_commit(
+        self, g: ClassicGroup, req: OffsetCommitRequest, now_ms: int,
+    ) -> ErrorCode | None:
+        if g.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if req.generation_id < 0 and g.state is GroupState.EMPTY:
+            return None
+        error = self._validate_member(g, req.member_id, req.group_instance_id)
+        if error is not None:
+            return error
+        if req.generation_id != g.generation_id:
+            return ErrorCode.illegal_generation
+        if g.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        member = g.members[req.member_id]
+        member.heartbeat_deadline = now_ms + member.session_timeout_ms
+        return None
+
+    @staticmethod
+    def _offset_record(group_id: str, tp: TopicPartition, c: CommittedOffset) -> OffsetsRecord:
+        return OffsetsRecord(
+            rec.encode_offset_commit_key(group_id, tp[0], tp[1]),
+            rec.encode_offset_commit_value(rec.OffsetCommitValue(
+                c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp)),
+        )
+
+    def _drop_if_unused(self, g: ClassicGroup | ConsumerGroup) -> None:
+        if isinstance(g, ConsumerGroup):
+            return
+        if (g.state is GroupState.EMPTY and g.generation_id == 0 and not g.members
+                and not g.offsets and not g.pending_commits and not g.pending_members
+                and g.protocol_type is None and self.groups.get(g.group_id) is g):
+            del self.groups[g.group_id]
+
+    # ---- OffsetFetch ---------------------------------------------------------------------------
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None, member_epoch: int = -1,
+    ) -> OffsetFetchResult:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and member_epoch >= 0:
+            member = cg.members.get(member_id or "")
+            if member is None:
+                return OffsetFetchResult(ErrorCode.unknown_member_id)
+            if member.member_epoch != member_epoch:
+                return OffsetFetchResult(ErrorCode.stale_member_epoch)
+        g = self._offsets_holder(group_id)
+        offsets = g.offsets if g is not None else {}
+        if partitions is None:
+            return OffsetFetchResult(ErrorCode.none, tuple(
+                FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata)
+                for (t, p), c in sorted(offsets.items())
+            ))
+        out = []
+        for t, p in partitions:
+            c = offsets.get((t, p))
+            if c is None:
+                out.append(FetchedOffset(t, p, -1, -1, ""))
+            else:
+                out.append(FetchedOffset(t, p, c.offset, c.leader_epoch, c.metadata))
+        return OffsetFetchResult(ErrorCode.none, tuple(out))
+
+    # ---- OffsetDelete ---------------------------------------------------------------------------
+
+    def delete_offsets(
+        self, token: Token, group_id: str, partitions: Iterable[TopicPartition], now_ms: int,
+    ) -> Effects:
+        keys = list(partitions)
+        cg = self.consumer_groups.get(group_id)
+        g: ClassicGroup | ConsumerGroup | None = cg or self.groups.get(group_id)
+        if g is None or _is_dead(g):
+            self._reply(token, OffsetDeleteResult(ErrorCode.group_id_not_found))
+            return self._take()
+        subscribed: set[str] = set()
+        if isinstance(g, ConsumerGroup):
+            subscribed = _consumer_subscribed(g)
+        elif g.state is not GroupState.EMPTY:
+            if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                self._reply(token, OffsetDeleteResult(ErrorCode.non_empty_group))
+                return self._take()
+            subscribed = g.subscribed_topics() or set()
+        results: dict[TopicPartition, ErrorCode] = {}
+        doomed: list[TopicPartition] = []
+        for tp in keys:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.group_subscribed_to_topic
+            else:
+                results[tp] = ErrorCode.none
+                if tp in g.offsets:
+                    doomed.append(tp)
+        if not doomed:
+            self._reply(token, OffsetDeleteResult(ErrorCode.none,
+                                                  tuple((k, results[k]) for k in keys)))
+            return self._take()
+
+        def stored(error: ErrorCode, now: int) -> None:
+            if error is not ErrorCode.none:
+                mapped = map_store_error(error, commit=False)
+                self._reply(token, OffsetDeleteResult(mapped))
+                return
+            for tp in doomed:
+                g.offsets.pop(tp, None)
+            self._reply(token, OffsetDeleteResult(ErrorCode.none,
+                                                  tuple((k, results[k]) for k in keys)))
+
+        self._write([OffsetsRecord(rec.encode_offset_commit_key(group_id, t, p), None)
+                     for t, p in doomed], stored)
+        return self._take()
+
+
+def _is_dead(g: ClassicGroup | ConsumerGroup) -> bool:
+    return g.dead if isinstance(g, ConsumerGroup) else g.state is GroupState.DEAD
+
+
+def _consumer_subscribed(cg: ConsumerGroup) -> set[str]:
+    names = {name for name, _, _ in cg.metadata_fingerprint}
+    for m in cg.members.values():
+        names |= set(m.subscribed_names)
+    return names

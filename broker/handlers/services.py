@@ -1,0 +1,32 @@
+"""What a Kafka handler may use of the node it runs on: a typed, narrow surface instead of the
+whole Node (broker/node), which stands floors above the handlers. broker/node's Node
+provides it; handler tests pass small fakes of it.
+
+Each handler module's `handle(node, ctx, request)` takes a `BrokerServices`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from broker.config import NodeConfig
+    from broker.controller.channel import ControllerChannel
+    from broker.log import LogManager
+    from broker.metadata.image import MetadataImage
+    from broker.replication import ReplicaManager
+
+
+class BrokerServices(Protocol):
+    node_id: int
+    cluster_id: str
+    broker_epoch: int
+    config: NodeConfig
+    logs: LogManager  # the partitions' logs, for DescribeLogDirs
+    replicas: ReplicaManager  # produce, fetch, offsets, DeleteRecords
+    controller: ControllerChannel  # the way to the active controller
+
+    @property
+    def metadata(self) -> MetadataImage:
+        """The current metadata image."""
+        ...
