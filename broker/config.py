@@ -759,6 +759,9 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
     values: dict[str, Any] = {}
     for key, d in BROKER_CONFIGS.items():
         values[key] = d.parse(raw[key]) if key in raw else d.default
+    from broker.security.settings import refuse_unsupported_keys
+
+    refuse_unsupported_keys(raw, BROKER_CONFIGS)  # ssl.*/sasl.* are errors, not warnings
     for key in raw:
         if key not in BROKER_CONFIGS:
             warning(f"unknown configuration {key!r} (from {(origin or {}).get(key, 'input')}) "
@@ -822,6 +825,9 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
             "at least one value appearing in listeners "
             f"({','.join(v['listeners'])}) because process.roles contains controller")
     cfg.listeners = parse_listeners("listeners", v["listeners"], pmap)
+    from broker.security.settings import refuse_unsupported_listeners
+
+    refuse_unsupported_listeners("listeners", cfg.listeners)  # never served as PLAINTEXT
     ports = [x.port for x in cfg.listeners if x.port != 0]
     if len(set(ports)) != len(ports):
         raise ConfigError("listeners", ",".join(v["listeners"]), "each listener on its own port")

@@ -1,0 +1,52 @@
+"""Never downgrade, on a real process: an unsupported listener or security key stops
+`skiff server start` with a message naming it, and nothing listens."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.node import REPO_ROOT, free_port, tcp_connects
+
+
+def _start(tmp_path: Path, props: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", "server", "start", str(path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+
+
+def _props(tmp_path: Path, port: int, cport: int, **extra: str) -> dict[str, str]:
+    return {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{cport}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+        "controller.listener.names": "CONTROLLER",
+        "log.dirs": str(tmp_path / "logs"),
+        "admin.listeners": f"127.0.0.1:{free_port()}",
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_unsupported_listener_refused(tmp_path: Path, protocol: str) -> None:
+    port, cport = free_port(), free_port()
+    props = _props(tmp_path, port, cport)
+    props["listeners"] = f"CLIENTS://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"
+    props["listener.security.protocol.map"] = f"CLIENTS:{protocol},CONTROLLER:PLAINTEXT"
+    done = _start(tmp_path, props)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"listener CLIENTS maps to {protocol}" in done.stderr
+    assert not tcp_connects("127.0.0.1", port)
+
+
+def test_unsupported_sasl_key_refused(tmp_path: Path) -> None:
+    props = _props(tmp_path, free_port(), free_port(), **{"sasl.enabled.mechanisms": "PLAIN"})
+    done = _start(tmp_path, props)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "sasl.enabled.mechanisms" in done.stderr

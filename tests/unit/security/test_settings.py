@@ -1,0 +1,63 @@
+"""Never downgrade: unsupported security settings stop the config from loading."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import ConfigError, build_config
+from broker.security.settings import is_security_key
+
+COMBINED = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.quorum.voters": "1@127.0.0.1:9093",
+    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "log.dirs": "/tmp/skiff-a",
+}
+
+
+def test_security_keys_are_recognised() -> None:
+    assert is_security_key("ssl.keystore.location")
+    assert is_security_key("sasl.enabled.mechanisms")
+    assert is_security_key("listener.name.external.ssl.client.auth")
+    assert is_security_key("listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config")
+    assert not is_security_key("listener.security.protocol.map")
+    assert not is_security_key("log.dirs")
+
+
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_sasl_listener_refused(listener: str) -> None:
+    raw = dict(COMBINED, listeners=f"{listener}://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093")
+    with pytest.raises(ConfigError, match=f"listener {listener} maps to {listener}"):
+        build_config(raw, warn=lambda m: None)
+
+
+def test_mapped_listener_refused_by_name() -> None:
+    raw = dict(COMBINED, **{
+        "listeners": "EXTERNAL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "EXTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT"})
+    with pytest.raises(ConfigError) as err:
+        build_config(raw, warn=lambda m: None)
+    assert "EXTERNAL" in str(err.value) and "SASL_SSL" in str(err.value)
+
+
+def test_controller_listener_refused_too() -> None:
+    raw = dict(COMBINED, **{
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"})
+    with pytest.raises(ConfigError, match="CONTROLLER"):
+        build_config(raw, warn=lambda m: None)
+
+
+@pytest.mark.parametrize("key", ["sasl.enabled.mechanisms", "ssl.bogus.thing",
+                                 "listener.name.plaintext.plain.sasl.jaas.config"])
+def test_unknown_security_key_is_an_error(key: str) -> None:
+    warnings: list[str] = []
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        build_config(dict(COMBINED, **{key: "x"}), warn=warnings.append)
+
+
+def test_other_unknown_keys_stay_warnings() -> None:
+    warnings: list[str] = []
+    build_config(dict(COMBINED, **{"some.future.key": "1"}), warn=warnings.append)
+    assert any("some.future.key" in w for w in warnings)
