@@ -366,6 +366,32 @@ _BROKER_DEFS: list[ConfigDef] = [
 ]
 
 
+# -- security (broker/security/) -------------------------------------------------
+# Kafka's ssl.* keys with Kafka's defaults. Each may also be set per listener as
+# `listener.name.<listener>.ssl.<key>` (broker/security/tls.py resolves them); an ssl.* or
+# sasl.* key not listed here stops startup (broker/security/settings.py).
+_SECURITY_DEFS: list[ConfigDef] = [
+    ConfigDef("ssl.keystore.type", S, "JKS"),
+    ConfigDef("ssl.keystore.location", S, None),
+    ConfigDef("ssl.keystore.password", P, None, sensitive=True),
+    ConfigDef("ssl.key.password", P, None, sensitive=True),
+    ConfigDef("ssl.keystore.certificate.chain", P, None, sensitive=True),
+    ConfigDef("ssl.keystore.key", P, None, sensitive=True),
+    ConfigDef("ssl.truststore.type", S, "JKS"),
+    ConfigDef("ssl.truststore.location", S, None),
+    ConfigDef("ssl.truststore.password", P, None, sensitive=True),
+    ConfigDef("ssl.truststore.certificates", P, None, sensitive=True),
+    ConfigDef("ssl.client.auth", S, "none", one_of("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", LI, ["TLSv1.2", "TLSv1.3"],
+              list_of("TLSv1.2", "TLSv1.3")),
+    ConfigDef("ssl.protocol", S, "TLSv1.3", one_of("TLS", "TLSv1.2", "TLSv1.3")),
+    ConfigDef("ssl.cipher.suites", LI, []),
+    ConfigDef("ssl.endpoint.identification.algorithm", S, "https", one_of("https", "")),
+    ConfigDef("ssl.principal.mapping.rules", S, "DEFAULT"),
+]
+_BROKER_DEFS += _SECURITY_DEFS
+
+
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 
 # Keys that are per-node identity or topology: AlterConfigs cannot change them.
@@ -761,9 +787,10 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
         values[key] = d.parse(raw[key]) if key in raw else d.default
     from broker.security.settings import refuse_unsupported_keys
 
-    refuse_unsupported_keys(raw, BROKER_CONFIGS)  # ssl.*/sasl.* are errors, not warnings
+    # ssl.*/sasl.* keys Skiff lacks are errors; per-listener forms of known ones are parsed
+    accepted = refuse_unsupported_keys(raw, BROKER_CONFIGS)
     for key in raw:
-        if key not in BROKER_CONFIGS:
+        if key not in BROKER_CONFIGS and key not in accepted:
             warning(f"unknown configuration {key!r} (from {(origin or {}).get(key, 'input')}) "
                     "is ignored")
     cfg = NodeConfig(values=values, originals=dict(raw), origin=dict(origin or {}),

@@ -56,7 +56,9 @@ from broker.replication import (
     ReplicaManager,
     ReplicationSettings,
 )
+from broker.replication.fetcher import tls_connect
 from broker.replication.sync import ReplicaSync, log_config_for
+from broker.security.tls import client_context_for, server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
 
@@ -122,12 +124,17 @@ class Node:
             broker_epoch=lambda: self.broker_epoch,
             rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible,
         )
+        inter_broker_tls = client_context_for(cfg, cfg.inter_broker_listener_name)
         self.fetchers = ReplicaFetcherManager(self.replicas, address_of=cluster.address_of)
+        if inter_broker_tls is not None:
+            self.fetchers.connect = tls_connect(inter_broker_tls)
+        controller_tls = client_context_for(cfg, cfg.controller_listener_names[0])
 
         self.publisher = MetadataPublisher(self.cluster_id)
         if cfg.is_broker:
             self.publisher.subscribe(ReplicaSync(cfg, self.replicas))
-        self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock)
+        self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock,
+                                           ssl=controller_tls)
         if cfg.is_controller:
             self.controller_service = ControllerService(
                 Controller(ControllerSettings.from_config(cfg, self.cluster_id),
@@ -144,6 +151,7 @@ class Node:
             attempt_timeout_s=min(cfg["controller.quorum.request.timeout.ms"],
                                   cfg["broker.session.timeout.ms"] // 3) / 1000,
             wait_applied=self.publisher.wait_for_offset,
+            ssl=controller_tls,
         )
         server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
@@ -259,7 +267,7 @@ class Node:
     def _controller_listeners(self) -> list[ListenerSpec]:
         return [
             ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
-                         self.quorum.dispatcher())
+                         self.quorum.dispatcher(), tls=server_tls_for(self.config, lst.name))
             for lst in self.config.listeners
             if lst.name in self.config.controller_listener_names
         ]
@@ -267,7 +275,8 @@ class Node:
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
         return [
-            ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher)
+            ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher,
+                         tls=server_tls_for(self.config, lst.name))
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from random import Random
+from ssl import SSLContext
 from typing import Any
 
 import structlog
@@ -24,7 +25,7 @@ from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher
 from broker.server.frames import ResponseChunks
 from raft.config import RaftConfig
-from raft.driver import RaftDriver
+from raft.driver import RaftDriver, TcpTransport
 from raft.messages import Batch, SnapshotId
 from raft.stores.file import FileQuorumStateStore
 from raft.wire import RAFT_APIS
@@ -70,16 +71,18 @@ def controller_api_table() -> ApiTable:
 class MetadataQuorumDriver:
     def __init__(
         self, cfg: NodeConfig, cluster_id: str, publisher: MetadataPublisher,
-        clock: Callable[[], int],
+        clock: Callable[[], int], *, ssl: SSLContext | None = None,
     ) -> None:
+        """`ssl`: the controller listener is TLS (the Raft driver's connections)."""
         self.cfg = cfg
         self.cluster_id = cluster_id
         self.publisher = publisher
         self.clock = clock
         self.store = MetadataLogStore(cfg.metadata_log_dir)
+        rcfg = raft_config(cfg, cluster_id)
         self.driver = RaftDriver(
-            raft_config(cfg, cluster_id), self.store, FileQuorumStateStore(self.store.dir),
-            rng=Random(),
+            rcfg, self.store, FileQuorumStateStore(self.store.dir),
+            transport=TcpTransport(rcfg, ssl=ssl), rng=Random(),
         )
         self.driver.snapshot_provider = self._snapshot
         self.driver.register(self)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
+from ssl import SSLContext
 from typing import Any, Protocol
 
 import structlog
@@ -80,8 +81,10 @@ class TcpTransport:
     """Two connections per peer: one for Fetch/FetchSnapshot (long polls), one
     for elections, so a parked Fetch never delays a Vote."""
 
-    def __init__(self, config: RaftConfig) -> None:
+    def __init__(self, config: RaftConfig, *, ssl: SSLContext | None = None) -> None:
+        """`ssl`: the controller listener is TLS; connect to voters with this context."""
         self.config = config
+        self.ssl = ssl
         self._conns: dict[tuple[int, bool], KafkaConnection] = {}
 
     async def request(self, dst: int, api_key: int, version: int, request: Any,
@@ -99,7 +102,8 @@ class TcpTransport:
         conn = self._conns.get((dst, lane))
         if conn is None:
             addr = self.config.voters[dst]
-            conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}")
+            conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}",
+                                   ssl=self.ssl)
             self._conns[(dst, lane)] = conn
         return conn
 

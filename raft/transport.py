@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import io
+import ssl as ssl_module
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -124,10 +125,14 @@ def encode_response(correlation_id: int, response: Any, *,
 class KafkaConnection:
     """One client connection to one peer; requests are pipelined."""
 
-    def __init__(self, host: str, port: int, client_id: str = "skiff-raft") -> None:
+    def __init__(self, host: str, port: int, client_id: str = "skiff-raft", *,
+                 ssl: ssl_module.SSLContext | None = None) -> None:
+        """`ssl`: connect with TLS (the peer's listener is SSL); the host name is checked
+        against the peer's certificate when the context says so."""
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.ssl = ssl
         self._transport: asyncio.Transport | None = None
         self._lost: asyncio.Future[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
@@ -151,7 +156,11 @@ class KafkaConnection:
                                         max_bytes=MAX_FRAME_BYTES)
                     return proto
 
-                transport, _ = await loop.create_connection(reader, self.host, self.port)
+                if self.ssl is None:
+                    transport, _ = await loop.create_connection(reader, self.host, self.port)
+                else:
+                    transport, _ = await loop.create_connection(
+                        reader, self.host, self.port, ssl=self.ssl, server_hostname=self.host)
                 self._transport, self._lost = transport, lost
             return transport
 

@@ -35,6 +35,7 @@ import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any, Protocol
 
 import structlog
@@ -78,6 +79,16 @@ def _kafka_connection(host: str, port: int) -> FetchConnection:
     from raft.transport import KafkaConnection
 
     return KafkaConnection(host, port, client_id="skiff-replica-fetcher")
+
+
+def tls_connect(ssl: SSLContext) -> ConnectFn:
+    """`connect` for an inter-broker listener on TLS."""
+    from raft.transport import KafkaConnection
+
+    def connect(host: str, port: int) -> FetchConnection:
+        return KafkaConnection(host, port, client_id="skiff-replica-fetcher", ssl=ssl)
+
+    return connect
 
 
 def broker_address_resolver(image: Callable[[], MetadataImage], listener_name: str) -> AddressOf:

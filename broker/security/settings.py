@@ -8,11 +8,12 @@ the node with a message naming it, instead of being served as PLAINTEXT or ignor
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from broker.config import ConfigError, Listener
 
 # Security protocols a listener may use today.
-SUPPORTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT"})
+SUPPORTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL"})
 
 _SECURITY_PREFIXES = ("ssl.", "sasl.")
 
@@ -28,14 +29,34 @@ def is_security_key(key: str) -> bool:
     return False
 
 
-def refuse_unsupported_keys(raw: Mapping[str, str], known: Iterable[str]) -> None:
-    known_set = set(known)
+def listener_key_base(key: str) -> str | None:
+    """`ssl.client.auth` for `listener.name.<l>.ssl.client.auth`; None for other keys."""
+    if not key.lower().startswith("listener.name."):
+        return None
+    rest = key[len("listener.name."):].partition(".")[2]
+    return rest if rest.startswith(_SECURITY_PREFIXES) else None
+
+
+def refuse_unsupported_keys(raw: Mapping[str, str],
+                            known: Mapping[str, Any]) -> set[str]:
+    """Raise ConfigError for a security key Skiff does not implement; return the
+    `listener.name.<l>.` keys accepted (their values are checked as the base key's)."""
+    accepted: set[str] = set()
     for key in sorted(raw):
-        if key not in known_set and is_security_key(key):
+        base = listener_key_base(key)
+        if base is not None and base in known:
+            try:  # same type and validation as the broker-wide key
+                known[base].parse(raw[key])
+            except ConfigError as e:
+                raise ConfigError(key, e.value, e.expected) from None
+            accepted.add(key)
+            continue
+        if key not in known and is_security_key(key):
             raise ConfigError(key, raw[key],
                               "a supported setting: this version of Skiff does not implement "
                               f"{key} and will not start without it rather than ignore it "
                               "(see docs/security.md)")
+    return accepted
 
 
 def refuse_unsupported_listeners(key: str, listeners: Iterable[Listener]) -> None:

@@ -45,6 +45,8 @@ from broker.protocol.headers import (
     parse_request,
     peek_api,
 )
+from broker.security.principal import ANONYMOUS, MappingRuleError
+from broker.security.tls import ServerTls
 from broker.server import legacy_produce
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry
@@ -58,6 +60,7 @@ DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104857600
 DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
+TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class ListenerSpec:
     port: int
     apis: ApiTable
     dispatcher: Dispatcher = field(compare=False)
+    tls: ServerTls | None = field(default=None, compare=False)
+    """Serve TLS on this listener (SSL, SASL_SSL): broker/security/tls.py."""
 
 
 class _Close:
@@ -137,15 +142,18 @@ class Server:
         for listener in self._listeners.values():
             spec = listener.spec
             loop = asyncio.get_running_loop()
+            tls: dict[str, Any] = {} if spec.tls is None else {
+                "ssl": spec.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
             listener.server = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
                 spec.port,
                 reuse_address=True,
+                **tls,
             )
             host, port = self.address(spec.name)
             log.info("listener started", listener=spec.name, host=host, port=port,
-                     apis=len(listener.apis))
+                     apis=len(listener.apis), tls=spec.tls is not None)
 
     def address(self, listener_name: str) -> tuple[str, int]:
         """Where the listener is bound (the real port when the configured one was 0)."""
@@ -219,6 +227,7 @@ class _Connection:
         self.closing = False
         self.reading = True  # until a close is queued: no request after it is read
         self.run_task: asyncio.Task[None] | None = None
+        self.principal = ANONYMOUS
 
     def _on_connected(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -228,7 +237,16 @@ class _Connection:
         self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{self.n}"
         # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
         self.log = log.bind(connection=self.id)
-        self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain)
+        tls = self.listener.spec.tls
+        if tls is not None:
+            try:
+                self.principal = tls.principal(transport.get_extra_info("peercert"))
+            except MappingRuleError as e:  # Kafka fails the authentication
+                self.log.warning("tls principal mapping failed, closing", error=str(e))
+                transport.abort()
+                return
+        # Under TLS the bytes must go through the transport: Fetch copies (as Kafka does).
+        self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain, copy=tls is not None)
         self.server._connections.add(self)
         self.log.debug("connection opened", listener=self.listener.spec.name)
         self._arm_idle_timer()
@@ -344,6 +362,7 @@ class _Connection:
             received_ms=received_ms,
             apis=self.listener.apis,
             connection_id=self.id,
+            principal=self.principal,
         )
 
     def _legacy_produce(self, ctx: RequestContext, frame: bytes | memoryview) -> str | None:

@@ -50,3 +50,21 @@ def test_unsupported_sasl_key_refused(tmp_path: Path) -> None:
     done = _start(tmp_path, props)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "sasl.enabled.mechanisms" in done.stderr
+
+
+def test_ssl_listener_without_keystore_refused(tmp_path: Path) -> None:
+    port, cport = free_port(), free_port()
+    props = _props(tmp_path, port, cport)
+    props["listener.security.protocol.map"] = "PLAINTEXT:SSL,CONTROLLER:PLAINTEXT"
+    done = _start(tmp_path, props)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ssl.keystore.location" in done.stderr and "PLAINTEXT" in done.stderr
+    assert not tcp_connects("127.0.0.1", port)
+
+
+def test_bad_listener_ssl_value_refused(tmp_path: Path) -> None:
+    props = _props(tmp_path, free_port(), free_port(),
+                   **{"listener.name.plaintext.ssl.client.auth": "maybe"})
+    done = _start(tmp_path, props)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "listener.name.plaintext.ssl.client.auth" in done.stderr

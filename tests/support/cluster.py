@@ -39,6 +39,7 @@ import asyncio
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -128,8 +129,15 @@ class ClusterNode:
 class Cluster:
     def __init__(self, tmp_path: Path, controllers: int = 3, brokers: int = 3,
                  combined: bool = False, overrides: Mapping[str, str] | None = None,
-                 node_overrides: Mapping[int, Mapping[str, str]] | None = None) -> None:
+                 node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+                 client_config: Mapping[str, str] | None = None,
+                 controller_ssl: ssl.SSLContext | None = None) -> None:
+        """`client_config`: librdkafka settings for the harness's own clients (e.g.
+        security.protocol=ssl when the overrides secure the listeners); `controller_ssl`:
+        how the harness reaches controller listeners when they are TLS."""
         self.base = Path(tmp_path)
+        self.client_config = dict(client_config or {})
+        self.controller_ssl = controller_ssl
         self.combined = combined
         self.overrides = dict(overrides or {})
         self.node_overrides = {k: dict(v) for k, v in (node_overrides or {}).items()}
@@ -360,7 +368,8 @@ class Cluster:
         client = self._admins.get(broker_id)
         if client is None:
             client = self._admins[broker_id] = AdminClient({
-                "bootstrap.servers": self.nodes[broker_id].bootstrap, "log_level": 0})
+                "bootstrap.servers": self.nodes[broker_id].bootstrap, "log_level": 0,
+                **self.client_config})
         return client
 
     def metadata(self, broker_id: int, timeout: float = 5.0) -> Any:
@@ -400,7 +409,8 @@ class Cluster:
             if not node.running or node.controller_port is None:
                 continue
             try:
-                leader = asyncio.run(_describe_quorum_leader(node.controller_port, timeout))
+                leader = asyncio.run(_describe_quorum_leader(node.controller_port, timeout,
+                                                             self.controller_ssl))
             except Exception:
                 continue
             if leader >= 0:
@@ -463,13 +473,14 @@ def _accepts(address: str) -> bool:
         return False
 
 
-async def _describe_quorum_leader(port: int, timeout_s: float) -> int:
+async def _describe_quorum_leader(port: int, timeout_s: float,
+                                  tls: ssl.SSLContext | None = None) -> int:
     from kio.schema.describe_quorum.v0 import request as dq
 
     from raft.transport import KafkaConnection
 
     q: Any = dq
-    conn = KafkaConnection("127.0.0.1", port, "skiff-test")
+    conn = KafkaConnection("127.0.0.1", port, "skiff-test", ssl=tls)
     try:
         resp = await conn.request(55, 0, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name="__cluster_metadata",
