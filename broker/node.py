@@ -56,9 +56,10 @@ from broker.replication import (
     ReplicaManager,
     ReplicationSettings,
 )
-from broker.replication.fetcher import tls_connect
+from broker.replication.fetcher import secured_connect
 from broker.replication.sync import ReplicaSync, log_config_for
-from broker.security.tls import client_context_for, server_tls_for
+from broker.security.client import controller_security, inter_broker_security
+from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
 
@@ -124,17 +125,18 @@ class Node:
             broker_epoch=lambda: self.broker_epoch,
             rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible,
         )
-        inter_broker_tls = client_context_for(cfg, cfg.inter_broker_listener_name)
+        self.inter_broker_security = inter_broker_security(cfg)
+        self.controller_security = controller_security(cfg)
         self.fetchers = ReplicaFetcherManager(self.replicas, address_of=cluster.address_of)
-        if inter_broker_tls is not None:
-            self.fetchers.connect = tls_connect(inter_broker_tls)
-        controller_tls = client_context_for(cfg, cfg.controller_listener_names[0])
+        if self.inter_broker_security is not None:
+            self.fetchers.connect = secured_connect(self.inter_broker_security)
+        controller_security_ = self.controller_security
 
         self.publisher = MetadataPublisher(self.cluster_id)
         if cfg.is_broker:
             self.publisher.subscribe(ReplicaSync(cfg, self.replicas))
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock,
-                                           ssl=controller_tls)
+                                           security=controller_security_)
         if cfg.is_controller:
             self.controller_service = ControllerService(
                 Controller(ControllerSettings.from_config(cfg, self.cluster_id),
@@ -151,7 +153,7 @@ class Node:
             attempt_timeout_s=min(cfg["controller.quorum.request.timeout.ms"],
                                   cfg["broker.session.timeout.ms"] // 3) / 1000,
             wait_applied=self.publisher.wait_for_offset,
-            ssl=controller_tls,
+            security=controller_security_,
         )
         server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],

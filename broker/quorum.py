@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from random import Random
-from ssl import SSLContext
 from typing import Any
 
 import structlog
@@ -28,6 +27,7 @@ from raft.config import RaftConfig
 from raft.driver import RaftDriver, TcpTransport
 from raft.messages import Batch, SnapshotId
 from raft.stores.file import FileQuorumStateStore
+from raft.transport import ConnectionSecurity
 from raft.wire import RAFT_APIS
 
 log = structlog.get_logger(__name__)
@@ -71,9 +71,9 @@ def controller_api_table() -> ApiTable:
 class MetadataQuorumDriver:
     def __init__(
         self, cfg: NodeConfig, cluster_id: str, publisher: MetadataPublisher,
-        clock: Callable[[], int], *, ssl: SSLContext | None = None,
+        clock: Callable[[], int], *, security: ConnectionSecurity | None = None,
     ) -> None:
-        """`ssl`: the controller listener is TLS (the Raft driver's connections)."""
+        """`security`: how the controller listener is secured (the Raft driver's connections)."""
         self.cfg = cfg
         self.cluster_id = cluster_id
         self.publisher = publisher
@@ -82,7 +82,7 @@ class MetadataQuorumDriver:
         rcfg = raft_config(cfg, cluster_id)
         self.driver = RaftDriver(
             rcfg, self.store, FileQuorumStateStore(self.store.dir),
-            transport=TcpTransport(rcfg, ssl=ssl), rng=Random(),
+            transport=TcpTransport(rcfg, security=security), rng=Random(),
         )
         self.driver.snapshot_provider = self._snapshot
         self.driver.register(self)

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
-from ssl import SSLContext
 from typing import Any, Protocol
 
 import structlog
@@ -36,7 +35,7 @@ from raft.messages import (
 )
 from raft.roles import Leader
 from raft.store import LogStore, QuorumStateStore
-from raft.transport import KafkaConnection
+from raft.transport import ConnectionSecurity, KafkaConnection
 from raft.wire import (
     DESCRIBE_QUORUM,
     METADATA_TOPIC,
@@ -81,10 +80,11 @@ class TcpTransport:
     """Two connections per peer: one for Fetch/FetchSnapshot (long polls), one
     for elections, so a parked Fetch never delays a Vote."""
 
-    def __init__(self, config: RaftConfig, *, ssl: SSLContext | None = None) -> None:
-        """`ssl`: the controller listener is TLS; connect to voters with this context."""
+    def __init__(self, config: RaftConfig, *,
+                 security: ConnectionSecurity | None = None) -> None:
+        """`security`: how the controller listener is secured (TLS, SASL)."""
         self.config = config
-        self.ssl = ssl
+        self.security = security
         self._conns: dict[tuple[int, bool], KafkaConnection] = {}
 
     async def request(self, dst: int, api_key: int, version: int, request: Any,
@@ -103,7 +103,7 @@ class TcpTransport:
         if conn is None:
             addr = self.config.voters[dst]
             conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}",
-                                   ssl=self.ssl)
+                                   security=self.security)
             self._conns[(dst, lane)] = conn
         return conn
 

@@ -13,7 +13,6 @@ from broker.admin.forward import Forwarder, controller_id, forwards_writes
 from broker.admin.pb import cluster, cluster_grpc, meta
 from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo, describe_at
 from broker.errors import KafkaError
-from broker.security.tls import client_context_for
 
 LEADER_DESCRIBE_TIMEOUT_S = 5.0
 
@@ -105,10 +104,8 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
             host, port = voters[leader]
             timeout = min(LEADER_DESCRIBE_TIMEOUT_S, context.time_remaining() or 1e9)
             try:
-                cfg = getattr(self.node, "config", None)
-                tls = None if cfg is None else client_context_for(
-                    cfg, cfg.controller_listener_names[0])
-                info = await describe_at(host, port, timeout, tls)
+                info = await describe_at(host, port, timeout,
+                                         getattr(self.node, "controller_security", None))
             except KafkaError as err:
                 raise AdminError(S.UNAVAILABLE, f"node {leader}, the metadata quorum leader as "
                                                 f"node {self.node.node_id} knows it, answered "

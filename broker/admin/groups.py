@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from ssl import SSLContext
 from typing import Any
 
 import grpc
@@ -33,7 +32,7 @@ from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from broker.group.shell import GroupCoordinatorService, service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest, TopicPartition
 from broker.replication.partition import Role
-from broker.security.tls import client_context_for
+from raft.transport import ConnectionSecurity
 
 MAX_ASSIGNMENT_TOPICS = 100_000
 MAX_RESET_PARTITIONS = 100_000
@@ -196,9 +195,9 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                 t, p = wanted[0]
                 raise AdminError(S.UNAVAILABLE, f"{t}-{p}: its leader (broker {leader}) has "
                                                 f"no {listener} endpoint known here; retry")
-            tls = None if cfg is None else client_context_for(cfg, listener)
             for (t, p), (error, offset) in (await _list_offsets(
-                    ep.host, ep.port, wanted, timestamp_ms, tls)).items():
+                    ep.host, ep.port, wanted, timestamp_ms,
+                    getattr(self.node, "inter_broker_security", None))).items():
                 if error is not ErrorCode.none:
                     raise _status(error, f"({t}-{p} on broker {leader})")
                 out[(t, p)] = bounds[(t, p)][1] if offset < 0 else offset
@@ -489,7 +488,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
 
 
 async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], timestamp_ms: int,
-                        tls: SSLContext | None = None,
+                        security: ConnectionSecurity | None = None,
                         ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
     """Kafka's ListOffsets v4 for `keys` at `timestamp_ms`: (error, offset) per partition."""
     from kio.schema.list_offsets.v4 import request as lo
@@ -505,7 +504,7 @@ async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], times
             q.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
                                    timestamp=timestamp_ms) for p in ps))
         for t, ps in topics.items()))
-    conn = KafkaConnection(host, port, "skiff-admin", ssl=tls)
+    conn = KafkaConnection(host, port, "skiff-admin", security=security)
     try:
         resp = await conn.request(LIST_OFFSETS_KEY, 4, request, PEER_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:

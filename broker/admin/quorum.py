@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from ssl import SSLContext
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from raft.transport import ConnectionSecurity
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ DESCRIBE_QUORUM_KEY = 55
 
 
 async def describe_at(host: str, port: int, timeout_s: float,
-                      tls: SSLContext | None = None) -> QuorumInfo:
+                      security: ConnectionSecurity | None = None) -> QuorumInfo:
     """Kafka's DescribeQuorum (v1, with fetch and caught-up times) sent to a controller
     listener, as `kafka-metadata-quorum` does: for nodes that are not the quorum leader and
     do not know the leader's admin address (dedicated controllers do not register one)."""
@@ -122,7 +122,7 @@ async def describe_at(host: str, port: int, timeout_s: float,
     from raft.transport import KafkaConnection
 
     q: Any = dq
-    conn = KafkaConnection(host, port, "skiff-admin", ssl=tls)
+    conn = KafkaConnection(host, port, "skiff-admin", security=security)
     try:
         resp = await conn.request(DESCRIBE_QUORUM_KEY, 1, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name=METADATA_TOPIC,

@@ -45,7 +45,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from ssl import SSLContext
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -92,7 +91,7 @@ from broker.controller.rpc import (
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from raft.frame_reader import FrameError
-from raft.transport import KafkaConnection
+from raft.transport import ConnectionSecurity, KafkaConnection
 from raft.wire import METADATA_TOPIC
 
 log = structlog.get_logger(__name__)
@@ -110,7 +109,7 @@ class ControllerChannel:
         retry_backoff_ms: int = 20, attempt_timeout_s: float = 2.0,
         default_timeout_s: float = 30.0,
         wait_applied: Callable[[int, float], Awaitable[None]] | None = None,
-        ssl: SSLContext | None = None,
+        security: ConnectionSecurity | None = None,
     ) -> None:
         """`voters`: controller id -> controller listener (host, port); `leader_id()`: the
         metadata quorum's current leader (-1 when unknown); `local`: this node's controller
@@ -124,7 +123,7 @@ class ControllerChannel:
         self.attempt_timeout_s = attempt_timeout_s
         self.default_timeout_s = default_timeout_s
         self.wait_applied = wait_applied
-        self.ssl = ssl  # the controller listener is TLS
+        self.security = security  # how the controller listener is secured
         self._conns: dict[int, KafkaConnection] = {}
         self._suspect_until: dict[int, float] = {}
         self.remote_calls = 0  # requests sent on the wire (tests and logs)
@@ -265,7 +264,7 @@ class ControllerChannel:
         conn = self._conns.get(controller_id)
         if conn is None:
             host, port = self.voters[controller_id]
-            conn = KafkaConnection(host, port, f"skiff-node-{self.node_id}", ssl=self.ssl)
+            conn = KafkaConnection(host, port, f"skiff-node-{self.node_id}", security=self.security)
             self._conns[controller_id] = conn
         return conn
 

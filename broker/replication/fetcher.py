@@ -35,7 +35,6 @@ import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from ssl import SSLContext
 from typing import Any, Protocol
 
 import structlog
@@ -47,6 +46,7 @@ from broker.replication.cluster_view import ClusterView
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 from raft.fetch_codec import PartitionFetch, TopicFetch, encode_fetch_request_body
+from raft.transport import ConnectionSecurity
 
 log = structlog.get_logger(__name__)
 
@@ -81,12 +81,13 @@ def _kafka_connection(host: str, port: int) -> FetchConnection:
     return KafkaConnection(host, port, client_id="skiff-replica-fetcher")
 
 
-def tls_connect(ssl: SSLContext) -> ConnectFn:
-    """`connect` for an inter-broker listener on TLS."""
+def secured_connect(security: ConnectionSecurity) -> ConnectFn:
+    """`connect` for a secured inter-broker listener (TLS, SASL)."""
     from raft.transport import KafkaConnection
 
     def connect(host: str, port: int) -> FetchConnection:
-        return KafkaConnection(host, port, client_id="skiff-replica-fetcher", ssl=ssl)
+        return KafkaConnection(host, port, client_id="skiff-replica-fetcher",
+                               security=security)
 
     return connect
 

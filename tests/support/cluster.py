@@ -477,10 +477,11 @@ async def _describe_quorum_leader(port: int, timeout_s: float,
                                   tls: ssl.SSLContext | None = None) -> int:
     from kio.schema.describe_quorum.v0 import request as dq
 
-    from raft.transport import KafkaConnection
+    from raft.transport import ConnectionSecurity, KafkaConnection
 
     q: Any = dq
-    conn = KafkaConnection("127.0.0.1", port, "skiff-test", ssl=tls)
+    conn = KafkaConnection("127.0.0.1", port, "skiff-test",
+                           security=None if tls is None else ConnectionSecurity(ssl=tls))
     try:
         resp = await conn.request(55, 0, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name="__cluster_metadata",
