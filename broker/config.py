@@ -388,6 +388,13 @@ _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("ssl.cipher.suites", LI, []),
     ConfigDef("ssl.endpoint.identification.algorithm", S, "https", one_of("https", "")),
     ConfigDef("ssl.principal.mapping.rules", S, "DEFAULT"),
+    # SASL: mechanisms PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not
+    # implemented: a SASL listener needs sasl.enabled.mechanisms set). JAAS configs are
+    # per listener and mechanism: listener.name.<l>.<mechanism>.sasl.jaas.config.
+    ConfigDef("sasl.enabled.mechanisms", LI, ["GSSAPI"]),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI"),
+    ConfigDef("sasl.mechanism.controller.protocol", S, "GSSAPI"),
+    ConfigDef("connections.max.reauth.ms", L, 0, at_least(0)),
 ]
 _BROKER_DEFS += _SECURITY_DEFS
 

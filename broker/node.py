@@ -59,6 +59,8 @@ from broker.replication import (
 from broker.replication.fetcher import secured_connect
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.security.client import controller_security, inter_broker_security
+from broker.security.sasl_config import server_sasl_for
+from broker.security.scram import ScramCredential
 from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
@@ -269,16 +271,23 @@ class Node:
     def _controller_listeners(self) -> list[ListenerSpec]:
         return [
             ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
-                         self.quorum.dispatcher(), tls=server_tls_for(self.config, lst.name))
+                         self.quorum.dispatcher(), tls=server_tls_for(self.config, lst.name),
+                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential))
             for lst in self.config.listeners
             if lst.name in self.config.controller_listener_names
         ]
+
+    def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """SCRAM credentials live in the metadata log (UserScramCredentialRecord)."""
+        creds = getattr(self.metadata, "scram_credentials", None)
+        return None if creds is None else creds.get((mechanism, user))
 
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
         return [
             ListenerSpec(lst.name, lst.host, lst.port, BROKER_APIS, dispatcher,
-                         tls=server_tls_for(self.config, lst.name))
+                         tls=server_tls_for(self.config, lst.name),
+                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential))
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

@@ -8,20 +8,25 @@ TLS client context when the listener's protocol is SSL/SASL_SSL, None for PLAINT
 from __future__ import annotations
 
 from broker.config import NodeConfig
+from broker.security.sasl_config import client_authenticator
 from broker.security.tls import client_context_for
 from raft.transport import ConnectionSecurity
 
 
-def connection_security(cfg: NodeConfig, listener: str) -> ConnectionSecurity | None:
+def connection_security(cfg: NodeConfig, listener: str,
+                        mechanism_key: str) -> ConnectionSecurity | None:
     tls = client_context_for(cfg, listener)
-    if tls is None:
+    authenticate = client_authenticator(cfg, listener, mechanism_key)
+    if tls is None and authenticate is None:
         return None
-    return ConnectionSecurity(ssl=tls)
+    return ConnectionSecurity(ssl=tls, authenticate=authenticate)
 
 
 def inter_broker_security(cfg: NodeConfig) -> ConnectionSecurity | None:
-    return connection_security(cfg, cfg.inter_broker_listener_name)
+    return connection_security(cfg, cfg.inter_broker_listener_name,
+                               "sasl.mechanism.inter.broker.protocol")
 
 
 def controller_security(cfg: NodeConfig) -> ConnectionSecurity | None:
-    return connection_security(cfg, cfg.controller_listener_names[0])
+    return connection_security(cfg, cfg.controller_listener_names[0],
+                               "sasl.mechanism.controller.protocol")

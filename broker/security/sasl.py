@@ -2,8 +2,10 @@
 
 Kafka's protocol (SaslServerAuthenticator): before authentication a connection may send
 ApiVersions, then SaslHandshake v1 naming a mechanism, then SaslAuthenticate requests
-carrying the mechanism's tokens until it succeeds or fails. SaslHandshake v0 (tokens
-without Kafka framing) is not offered, as in Kafka 4.0 (KIP-896).
+carrying the mechanism's tokens until it succeeds or fails. SaslHandshake v0 is answered
+(librdkafka before 2.x only enables SASL when v0 is advertised) but its raw-token flow is
+not: tokens must come in SaslAuthenticate requests; a raw token does not parse as a
+request and closes the connection.
 
 All transitions, by input:
 
@@ -34,7 +36,7 @@ import enum
 import hmac
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -227,3 +229,29 @@ class SaslSession:
         lifetime = self.config.reauth_ms
         self.expires_ms = self._now_ms() + lifetime if lifetime > 0 else None
         return Answer(auth_bytes=out, session_lifetime_ms=lifetime if version >= 1 else 0)
+
+
+def handshake_response(version: int, answer: Answer) -> Any:
+    from kio.schema.sasl_handshake.v0.response import SaslHandshakeResponse as V0
+    from kio.schema.sasl_handshake.v1.response import SaslHandshakeResponse as V1
+
+    cls = V0 if version == 0 else V1
+    return cls(error_code=answer.error, mechanisms=answer.mechanisms)
+
+
+def authenticate_response(version: int, answer: Answer) -> Any:
+    import datetime
+
+    from kio.schema.sasl_authenticate.v0.response import SaslAuthenticateResponse as V0
+    from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse as V1
+    from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as V2
+    from kio.static.primitive import i64Timedelta
+
+    if version == 0:
+        return V0(error_code=answer.error, error_message=answer.message,
+                  auth_bytes=answer.auth_bytes)
+    cls = V1 if version == 1 else V2
+    return cls(error_code=answer.error, error_message=answer.message,
+               auth_bytes=answer.auth_bytes,
+               session_lifetime=i64Timedelta.parse(
+                   datetime.timedelta(milliseconds=answer.session_lifetime_ms)))

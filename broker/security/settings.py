@@ -7,15 +7,19 @@ the node with a message naming it, instead of being served as PLAINTEXT or ignor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from broker.config import ConfigError, Listener
 
 # Security protocols a listener may use today.
-SUPPORTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL"})
+SUPPORTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                                  "SASL_SSL"})
 
 _SECURITY_PREFIXES = ("ssl.", "sasl.")
+JAAS_KEY = re.compile(r"listener\.name\.[^.]+\.(plain|scram-sha-256|scram-sha-512)"
+                      r"\.sasl\.jaas\.config")
 
 
 def is_security_key(key: str) -> bool:
@@ -43,6 +47,9 @@ def refuse_unsupported_keys(raw: Mapping[str, str],
     `listener.name.<l>.` keys accepted (their values are checked as the base key's)."""
     accepted: set[str] = set()
     for key in sorted(raw):
+        if JAAS_KEY.fullmatch(key.lower()):
+            accepted.add(key)  # parsed when the listener's SASL settings are built
+            continue
         base = listener_key_base(key)
         if base is not None and base in known:
             try:  # same type and validation as the broker-wide key

@@ -45,7 +45,9 @@ from broker.protocol.headers import (
     parse_request,
     peek_api,
 )
+from broker.security import sasl
 from broker.security.principal import ANONYMOUS, MappingRuleError
+from broker.security.sasl import SaslConfig
 from broker.security.tls import ServerTls
 from broker.server import legacy_produce
 from broker.server.context import RequestContext
@@ -61,6 +63,7 @@ DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
 TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
+SASL_SERVER_MAX_RECEIVE_SIZE: Final = 524288  # Kafka's sasl.server.max.receive.size default
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,8 @@ class ListenerSpec:
     dispatcher: Dispatcher = field(compare=False)
     tls: ServerTls | None = field(default=None, compare=False)
     """Serve TLS on this listener (SSL, SASL_SSL): broker/security/tls.py."""
+    sasl: SaslConfig | None = field(default=None, compare=False)
+    """Authenticate with SASL first (SASL_PLAINTEXT, SASL_SSL): broker/security/sasl.py."""
 
 
 class _Close:
@@ -115,6 +120,10 @@ class _Listener:
         self.spec = spec
         # Advertise only what has a handler (Produce v0-v2 rides on the Produce handler).
         self.apis = spec.apis.restricted_to(spec.dispatcher.api_keys() | {api.API_VERSIONS})
+        if spec.sasl is not None:
+            # Answered by the connection itself (broker/security/sasl.py).
+            self.apis = self.apis.with_api(sasl.SASL_HANDSHAKE, 0, 1).with_api(
+                sasl.SASL_AUTHENTICATE, 0, 2)
         self.server: asyncio.Server | None = None
 
 
@@ -228,6 +237,8 @@ class _Connection:
         self.reading = True  # until a close is queued: no request after it is read
         self.run_task: asyncio.Task[None] | None = None
         self.principal = ANONYMOUS
+        self.sasl = None if listener.spec.sasl is None else \
+            sasl.SaslSession(listener.spec.sasl, _now_ms)
 
     def _on_connected(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -276,6 +287,13 @@ class _Connection:
         """Room for one more request of `size` bytes? (One frame of any allowed size is
         always let in when nothing is in flight.)"""
         config = self.server.config
+        if self.sasl is not None and not self.sasl.authenticated \
+                and size > SASL_SERVER_MAX_RECEIVE_SIZE:
+            # Kafka's sasl.server.max.receive.size: nothing large before authentication.
+            self.log.warning("frame too large before SASL authentication, closing",
+                             size=size, limit=SASL_SERVER_MAX_RECEIVE_SIZE)
+            asyncio.get_running_loop().call_soon(self.abort, "oversized SASL frame")
+            return False
         if self.inflight >= config.max_inflight_requests:
             return False
         return self.inflight == 0 or self.inflight_bytes + size <= config.max_inflight_bytes
@@ -329,6 +347,11 @@ class _Connection:
             what = "unknown api key" if peek.api_key not in apis else "unsupported version"
             return self._refuse(what, f"{api.api_name(peek.api_key)} ({peek.api_key}) "
                                       f"v{peek.api_version}")
+        if self.sasl is not None and peek.api_key not in (sasl.SASL_HANDSHAKE,
+                                                          sasl.SASL_AUTHENTICATE):
+            refused = self.sasl.admits(peek.api_key)
+            if refused is not None:
+                return self._refuse("sasl", refused)
         if api.is_server_answered(peek.api_key, peek.api_version):
             return self._legacy_produce(self._context(peek, None, received_ms), frame)
         try:
@@ -336,6 +359,9 @@ class _Connection:
         except FrameError as e:
             return self._refuse("unparseable request", str(e))
         ctx = self._context(peek, parsed.client_id, received_ms)
+        if self.sasl is not None and peek.api_key in (sasl.SASL_HANDSHAKE,
+                                                      sasl.SASL_AUTHENTICATE):
+            return self._sasl_request(ctx, parsed.body)
         entry = self.listener.spec.dispatcher.get(peek.api_key)
         if entry is None:  # not reachable: the advertised table is restricted to handlers
             return self._refuse("no handler", api.api_name(peek.api_key))
@@ -364,6 +390,29 @@ class _Connection:
             connection_id=self.id,
             principal=self.principal,
         )
+
+    def _sasl_request(self, ctx: RequestContext, request: Any) -> str | None:
+        """SaslHandshake / SaslAuthenticate, answered here; a failure closes after the
+        answer is written."""
+        assert self.sasl is not None
+        session = self.sasl
+        if ctx.api_key == sasl.SASL_HANDSHAKE:
+            answer = session.handshake(str(request.mechanism))
+            response = sasl.handshake_response(ctx.api_version, answer)
+        else:
+            answer = session.authenticate(bytes(request.auth_bytes), ctx.api_version)
+            response = sasl.authenticate_response(ctx.api_version, answer)
+            if session.principal is not None and not answer.closes:
+                self.principal = session.principal
+        self._enqueue_ready(ctx, response)
+        if answer.closes:
+            self.log.info("sasl authentication failed", error=answer.error.name,
+                          detail=session.failure, peer=self.peer_host)
+            return f"sasl: {session.failure}"
+        if ctx.api_key == sasl.SASL_AUTHENTICATE and session.principal is not None \
+                and session.state is sasl.State.AUTHENTICATED:
+            self.log.debug("sasl authenticated", principal=session.principal)
+        return None
 
     def _legacy_produce(self, ctx: RequestContext, frame: bytes | memoryview) -> str | None:
         try:

@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.node import REPO_ROOT, free_port, tcp_connects
 
 
@@ -33,23 +31,35 @@ def _props(tmp_path: Path, port: int, cport: int, **extra: str) -> dict[str, str
     }
 
 
-@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
-def test_unsupported_listener_refused(tmp_path: Path, protocol: str) -> None:
+def test_sasl_listener_with_kafkas_default_gssapi_refused(tmp_path: Path) -> None:
+    """SASL listeners exist, GSSAPI (Kafka's default mechanism) does not: refused, named."""
     port, cport = free_port(), free_port()
     props = _props(tmp_path, port, cport)
     props["listeners"] = f"CLIENTS://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"
-    props["listener.security.protocol.map"] = f"CLIENTS:{protocol},CONTROLLER:PLAINTEXT"
+    props["listener.security.protocol.map"] = "CLIENTS:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+    props["inter.broker.listener.name"] = "CLIENTS"
     done = _start(tmp_path, props)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"listener CLIENTS maps to {protocol}" in done.stderr
+    assert "sasl.enabled.mechanisms" in done.stderr and "GSSAPI" in done.stderr
+    assert "CLIENTS" in done.stderr
     assert not tcp_connects("127.0.0.1", port)
 
 
-def test_unsupported_sasl_key_refused(tmp_path: Path) -> None:
-    props = _props(tmp_path, free_port(), free_port(), **{"sasl.enabled.mechanisms": "PLAIN"})
+def test_plain_without_jaas_users_refused(tmp_path: Path) -> None:
+    port, cport = free_port(), free_port()
+    props = _props(tmp_path, port, cport, **{"sasl.enabled.mechanisms": "PLAIN"})
+    props["listener.security.protocol.map"] = "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
     done = _start(tmp_path, props)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "sasl.enabled.mechanisms" in done.stderr
+    assert "listener.name.plaintext.plain.sasl.jaas.config" in done.stderr
+
+
+def test_unsupported_sasl_key_refused(tmp_path: Path) -> None:
+    props = _props(tmp_path, free_port(), free_port(),
+                   **{"sasl.kerberos.service.name": "kafka"})
+    done = _start(tmp_path, props)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "sasl.kerberos.service.name" in done.stderr
 
 
 def test_ssl_listener_without_keystore_refused(tmp_path: Path) -> None:
