@@ -43,7 +43,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -131,13 +131,15 @@ class Cluster:
                  combined: bool = False, overrides: Mapping[str, str] | None = None,
                  node_overrides: Mapping[int, Mapping[str, str]] | None = None,
                  client_config: Mapping[str, str] | None = None,
-                 controller_ssl: ssl.SSLContext | None = None) -> None:
+                 controller_ssl: ssl.SSLContext | None = None,
+                 add_scram: Sequence[str] = ()) -> None:
         """`client_config`: librdkafka settings for the harness's own clients (e.g.
         security.protocol=ssl when the overrides secure the listeners); `controller_ssl`:
         how the harness reaches controller listeners when they are TLS."""
         self.base = Path(tmp_path)
         self.client_config = dict(client_config or {})
         self.controller_ssl = controller_ssl
+        self.add_scram = list(add_scram)  # `storage format --add-scram` arguments
         self.combined = combined
         self.overrides = dict(overrides or {})
         self.node_overrides = {k: dict(v) for k, v in (node_overrides or {}).items()}
@@ -226,7 +228,7 @@ class Cluster:
             node.config_path.write_text(
                 "".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
             cfg = load_config(str(node.config_path), [], {})
-            format_storage(cfg, self.cluster_id)
+            format_storage(cfg, self.cluster_id, add_scram=self.add_scram)
         self._formatted = True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
