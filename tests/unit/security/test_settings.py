@@ -60,3 +60,12 @@ def test_other_unknown_keys_stay_warnings() -> None:
     warnings: list[str] = []
     build_config(dict(COMBINED, **{"some.future.key": "1"}), warn=warnings.append)
     assert any("some.future.key" in w for w in warnings)
+
+
+def test_authorizer_refused_until_implemented() -> None:
+    with pytest.raises(ConfigError, match="authorizer"):
+        build_config(dict(COMBINED, **{
+            "authorizer.class.name":
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}),
+            warn=lambda m: None)
+    build_config(dict(COMBINED, **{"authorizer.class.name": ""}), warn=lambda m: None)
