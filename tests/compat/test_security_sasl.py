@@ -39,7 +39,7 @@ def conf(user: str = "alice", password: str = "alice-secret") -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sasl_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("sasl-node"), controllers=1, brokers=0, combined=True,
                 client_config=conf("admin", "admin-secret"), overrides={
         "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -50,7 +50,12 @@ def sasl_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     })
     with c:
         c.start()
-        yield c.nodes[1].bootstrap
+        yield c
+
+
+@pytest.fixture(scope="module")
+def sasl_node(sasl_cluster: Cluster) -> str:
+    return sasl_cluster.nodes[1].bootstrap
 
 
 def _create(bootstrap: str, topic: str) -> None:
@@ -242,3 +247,65 @@ def test_raw_wrong_password_gets_sasl_authentication_failed(sasl_node: str) -> N
     hs, au, msg = asyncio.run(run())
     assert (hs, au) == (0, 58)
     assert msg == "Authentication failed: Invalid username or password"
+
+
+def test_malformed_sasl_input_leaves_the_node_up(sasl_cluster: Cluster) -> None:
+    """Seeded garbage before and during authentication: bad frames, oversized frames,
+    malformed PLAIN and SCRAM tokens, requests before authenticating. Each connection is
+    closed or refused; the node stays up, its memory bounded, and a real client still
+    authenticates afterwards."""
+    import random
+    import socket
+    import struct
+
+    import psutil
+
+
+    node = sasl_cluster.nodes[1]
+    host, _, port = node.bootstrap.rpartition(":")
+    proc = psutil.Process(node.pid)
+    rss0 = proc.memory_info().rss
+    rng = random.Random(21)
+
+    def frame(api_key: int, version: int, body: bytes) -> bytes:
+        header = struct.pack(">hhi", api_key, version, 7) + struct.pack(">h", 4) + b"fuzz"
+        payload = header + body
+        return struct.pack(">i", len(payload)) + payload
+
+    def handshake(mech: bytes) -> bytes:
+        return frame(17, 1, struct.pack(">h", len(mech)) + mech)
+
+    def authenticate(token: bytes) -> bytes:
+        return frame(36, 0, struct.pack(">i", len(token)) + token)
+
+    cases = []
+    for _ in range(60):
+        junk = rng.randbytes(rng.randrange(1, 300))
+        kind = rng.randrange(7)
+        if kind == 0:
+            cases.append(junk)                                    # not a frame at all
+        elif kind == 1:
+            cases.append(struct.pack(">i", 100_000_000) + junk)   # huge before auth
+        elif kind == 2:
+            cases.append(frame(3, 0, junk))                       # Metadata before auth
+        elif kind == 3:
+            cases.append(handshake(b"PLAIN") + authenticate(junk))
+        elif kind == 4:
+            cases.append(handshake(b"SCRAM-SHA-512") + authenticate(junk))
+        elif kind == 5:
+            cases.append(handshake(junk[:50]))                    # unknown mechanism
+        else:
+            cases.append(authenticate(b"\0alice\0alice-secret"))  # no handshake
+    for data in cases:
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            try:
+                s.sendall(data)
+                s.settimeout(5)
+                while s.recv(65536):
+                    pass
+            except OSError:
+                pass
+    assert node.running
+    grown = proc.memory_info().rss - rss0
+    assert grown < 64 << 20, f"RSS grew {grown >> 20} MiB"
+    _create(node.bootstrap, "sasl-after-fuzz")

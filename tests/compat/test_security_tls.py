@@ -13,6 +13,7 @@ without a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import socket
@@ -369,3 +370,57 @@ def test_mtls_answers_a_trusted_certificate(tls_node: TlsNode) -> None:
     ctx.load_cert_chain(tls_node.pki.path("alice.pem"), tls_node.pki.path("alice.key"))
     answer = _raw_tls(tls_node.mtls, ctx)
     assert answer[4:8] == b"\x00\x00\x00\x07"
+
+
+def test_malformed_tls_input_leaves_the_node_up(tls_node: TlsNode) -> None:
+    """Seeded garbage at the TLS listeners: random bytes instead of a ClientHello, a
+    ClientHello cut short, a TLS record header announcing more than it sends, and garbage
+    Kafka frames after a good handshake. The node stays up with bounded memory and serves
+    a real client afterwards."""
+    import random
+
+    import psutil
+
+    node = tls_node.cluster.nodes[1]
+    proc = psutil.Process(node.pid)
+    rss0 = proc.memory_info().rss
+    rng = random.Random(21)
+    ctx = ssl.create_default_context(cafile=tls_node.pki.ca)
+    hello = bytearray()
+    # A real ClientHello's first bytes, captured from Python's client through a memory BIO.
+    obj = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_hostname="127.0.0.1")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        obj.do_handshake()
+    hello += out.read()
+    for i in range(40):
+        address = tls_node.ssl if i % 2 else tls_node.mtls
+        host, _, port = address.rpartition(":")
+        kind = i % 4
+        with socket.create_connection((host, int(port)), timeout=5) as raw:
+            try:
+                if kind == 0:
+                    raw.sendall(rng.randbytes(rng.randrange(1, 2000)))
+                elif kind == 1:
+                    raw.sendall(bytes(hello[:rng.randrange(1, len(hello))]))
+                    raw.shutdown(socket.SHUT_WR)
+                elif kind == 2:
+                    raw.sendall(b"\x16\x03\x01\xff\xff" + rng.randbytes(100))
+                    raw.shutdown(socket.SHUT_WR)
+                else:
+                    ctx2 = ssl.create_default_context(cafile=tls_node.pki.ca)
+                    ctx2.load_cert_chain(tls_node.pki.path("alice.pem"),
+                                         tls_node.pki.path("alice.key"))
+                    with ctx2.wrap_socket(raw, server_hostname=host) as s:
+                        s.sendall(rng.randbytes(rng.randrange(1, 500)))
+                        while s.recv(65536):
+                            pass
+                    continue
+                raw.settimeout(12)
+                while raw.recv(65536):
+                    pass
+            except OSError:
+                pass
+    assert node.running
+    grown = proc.memory_info().rss - rss0
+    assert grown < 64 << 20, f"RSS grew {grown >> 20} MiB"
+    _create(tls_node, "tls-after-fuzz")
