@@ -26,8 +26,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.cluster import Cluster, free_ports  # noqa: E402
-from tests.support.tls import make_pki  # noqa: E402
+from tests.support.cluster import Cluster, free_ports
+from tests.support.tls import make_pki
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 

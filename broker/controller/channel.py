@@ -79,6 +79,7 @@ from broker.controller.rpc import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     broker_heartbeat,
     broker_registration,
     create_partitions,
@@ -193,6 +194,15 @@ class ControllerChannel:
             lambda s: s.incremental_alter_configs(resources, validate_only=validate_only),
             lambda: incremental_alter_configs.request(resources, validate_only),
             incremental_alter_configs, incremental_alter_configs.results_of,
+            self._deadline(None), whole=True, sync=True)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Any], upsertions: Sequence[Any],
+    ) -> list[Any]:
+        return await self._call(
+            lambda s: s.alter_user_scram_credentials(deletions, upsertions),
+            lambda: alter_user_scram_credentials.request(deletions, upsertions),
+            alter_user_scram_credentials, alter_user_scram_credentials.results_of,
             self._deadline(None), whole=True, sync=True)
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:

@@ -199,6 +199,9 @@ BROKER_APIS = ApiTable.of(
     (ELECT_LEADERS, 0, 2),
     (ALTER_PARTITION_REASSIGNMENTS, 0, 0),
     (LIST_PARTITION_REASSIGNMENTS, 0, 0),
+    # SCRAM users (broker/security): read from the image / sent on to the controller
+    (50, 0, 0),  # DescribeUserScramCredentials
+    (51, 0, 0),  # AlterUserScramCredentials
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

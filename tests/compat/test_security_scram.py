@@ -299,3 +299,55 @@ def test_wrong_password_or_unknown_user_is_refused(secured: Secured, user: str,
     assert any("invalid credentials with SASL mechanism SCRAM-SHA-512" in e.str()
                for e in errors), errors
     assert _end_offset(secured, topic) == 0
+
+
+def test_alter_and_describe_scram_users_at_runtime(secured: Secured) -> None:
+    """librdkafka's AdminClient: a user created at runtime can authenticate at once on
+    every broker (UserScramCredential records through the controller), is listed by
+    DescribeUserScramCredentials, and is refused once deleted."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap, **secured.conf()})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("carol", info, b"carol-secret")])["carol"].result(30)
+    described = admin.describe_user_scram_credentials(["carol", "alice"])
+    carol = described["carol"].result(30).scram_credential_infos
+    assert [(c.mechanism, c.iterations) for c in carol] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    everyone = admin.describe_user_scram_credentials().result(30)
+    assert {"admin", "alice", "bob", "carol"} <= set(everyone)
+
+    def lists_topics(user: str, password: str) -> bool:
+        c = AdminClient({"bootstrap.servers": secured.bootstrap,
+                         **secured.conf(user, password)})
+        try:
+            c.list_topics(timeout=8)
+            return True
+        except KafkaException:
+            return False
+
+    for node_id in secured.cluster.broker_ids:  # every broker knows carol now
+        one = secured.cluster.nodes[node_id].bootstrap
+        c = AdminClient({"bootstrap.servers": one, **secured.conf("carol", "carol-secret")})
+        assert len(c.list_topics(timeout=20).brokers) == 3
+    with pytest.raises(KafkaException) as err:
+        admin.alter_user_scram_credentials([UserScramCredentialDeletion(
+            "nobody", ScramMechanism.SCRAM_SHA_512)])["nobody"].result(30)
+    assert err.value.args[0].code() == 91  # RESOURCE_NOT_FOUND
+    with pytest.raises(KafkaException):
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 100),
+            b"x")])["dave"].result(30)  # too few iterations: UNACCEPTABLE_CREDENTIAL
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion(
+        "carol", ScramMechanism.SCRAM_SHA_512)])["carol"].result(30)
+    deadline = time.monotonic() + 20
+    while lists_topics("carol", "carol-secret") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not lists_topics("carol", "carol-secret")

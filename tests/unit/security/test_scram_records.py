@@ -46,3 +46,38 @@ def test_salted_password_form() -> None:
 def test_bad_add_scram(bad: str) -> None:
     with pytest.raises(StorageError, match="--add-scram"):
         parse_add_scram(bad)
+
+
+def test_alter_user_scram_credentials_rules() -> None:
+    from kio.schema.errors import ErrorCode
+
+    from broker.security.scram import salted_password
+    from broker.security.scram_admin import Deletion, Upsertion, alter, describe
+
+    image = apply_records(MetadataImage.empty("c"), [
+        parse_add_scram("SCRAM-SHA-512=[name=alice,password=a]")])
+    sp = salted_password("SCRAM-SHA-256", "pw", b"salt", 4096)
+    ok = Upsertion("bob", 1, 4096, b"salt", sp)
+    result = alter(image, [Deletion("alice", 2), Deletion("ghost", 2), Deletion("eve", 9)], [
+        ok, Upsertion("carol", 2, 100, b"s", b"p"), Upsertion("dan", 2, 4096, b"", b"p"),
+        Upsertion("alice", 1, 4096, b"s", sp), Upsertion("alice", 1, 4096, b"s", sp),
+        Upsertion("", 1, 4096, b"s", sp)])
+    got = {r.user: r.error for r in result.response}
+    assert got == {"alice": ErrorCode.duplicate_resource,  # so its deletion is not applied
+                   "ghost": ErrorCode.resource_not_found,
+                   "eve": ErrorCode.unsupported_sasl_mechanism, "bob": ErrorCode.none,
+                   "carol": ErrorCode.unacceptable_credential,
+                   "dan": ErrorCode.unacceptable_credential,
+                   "": ErrorCode.unacceptable_credential}
+    after = apply_records(image, result.records)
+    assert set(after.scram_credentials) == {("SCRAM-SHA-512", "alice"), ("SCRAM-SHA-256", "bob")}
+    server = ScramServer("SCRAM-SHA-256", lambda u: after.scram_credentials.get(
+        ("SCRAM-SHA-256", u)))
+    client = ScramClient("SCRAM-SHA-256", "bob", "pw")
+    client.verify(server.step(client.final(server.step(client.first()))))
+    listed, _ = describe(after, None)
+    assert [(u, infos) for u, _e, _m, infos in listed] == [("alice", [(2, 4096)]),
+                                                          ("bob", [(1, 4096)])]
+    listed, _ = describe(after, ["bob", "zed", "bob"])
+    assert [(u, e) for u, e, _m, _i in listed] == [("bob", ErrorCode.duplicate_resource),
+                                                  ("zed", ErrorCode.resource_not_found)]
