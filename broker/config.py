@@ -405,8 +405,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 READ_ONLY_BROKER_KEYS = frozenset(
     k for k in BROKER_CONFIGS
     if k.startswith(("process.", "node.", "controller.", "metadata.log.dir", "listener",
-                     "log.dir", "broker.rack", "advertised.", "inter.broker"))
-    or k in ("listeners", "log.dirs", "log.dir")
+                     "log.dir", "broker.rack", "advertised.", "inter.broker",
+                     "ssl.", "sasl."))  # security: files are re-read instead (docs/security.md)
+    or k in ("listeners", "log.dirs", "log.dir", "connections.max.reauth.ms")
 )
 
 

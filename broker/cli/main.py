@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from broker import __name__ as _pkg  # noqa: F401  (keeps the package importable check honest)
-from broker.cli import admin, server, storage, tools
+from broker.cli import admin, server, storage, tools, users
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_parsers(sub)
     tools.add_parser(sub)
     admin.add_parsers(sub)
+    users.add_parser(sub)
     return parser
 
 

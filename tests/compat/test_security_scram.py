@@ -351,3 +351,35 @@ def test_alter_and_describe_scram_users_at_runtime(secured: Secured) -> None:
     while lists_topics("carol", "carol-secret") and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not lists_topics("carol", "carol-secret")
+
+
+def test_skiff_users_cli(secured: Secured, tmp_path: Path) -> None:
+    """`skiff users` over SASL_SSL/SCRAM with a Kafka client properties file: add a user,
+    list it, authenticate as it with librdkafka, delete it."""
+    import sys
+
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.node import REPO_ROOT
+
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.jaas.config={SCRAM} required username=\"admin\" password=\"admin-secret\";\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={secured.pki.ca}\n")
+    first = secured.bootstrap.split(",")[0]
+
+    def users(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "broker.cli.main", "users", "-b", first,
+                               "--command-config", str(props), *args], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=60)
+
+    done = users("add", "--user", "erin", "--password", "erin-secret", "--iterations", "8192")
+    assert done.returncode == 0, done.stderr
+    listed = users("list", "--user", "erin")
+    assert listed.returncode == 0 and "erin: SCRAM-SHA-512 (iterations 8192)" in listed.stdout
+    c = AdminClient({"bootstrap.servers": secured.bootstrap, **secured.conf("erin", "erin-secret")})
+    assert len(c.list_topics(timeout=20).brokers) == 3
+    assert users("delete", "--user", "erin").returncode == 0
+    missing = users("list", "--user", "erin")
+    assert missing.returncode == 1 and "RESOURCE_NOT_FOUND" in missing.stderr.upper()
