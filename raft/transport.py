@@ -302,6 +302,8 @@ class KafkaConnection:
         return fut
 
     async def close(self) -> None:
+        for task in list(self._reauth_tasks):
+            task.cancel()
         transport, lost = self._transport, self._lost
         self._transport = None
         if transport is not None:
