@@ -315,7 +315,9 @@ class _Connection:
 
     def _on_eof(self, partial: bool) -> bool:
         self._stop_reading("peer closed mid-frame" if partial else "peer closed")
-        return True  # keep the socket open to write the answers already owed
+        # Keep the socket open to write the answers already owed; TLS has no half-close
+        # (asyncio warns and closes anyway), so a TLS connection just ends.
+        return self.listener.spec.tls is None
 
     def _on_lost(self, error: BaseException | None) -> None:
         # The write loop finds the transport closed at its next answer and closes then.
