@@ -21,7 +21,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from broker.protocol.transport import KafkaConnection
+from broker.protocol.transport import ConnectionSecurity, KafkaConnection
 from raft.config import RaftConfig
 from raft.core import NotLeaderError, RaftCore
 from raft.kafka_messages import (
@@ -82,8 +82,11 @@ class TcpTransport:
     """Two connections per peer: one for Fetch/FetchSnapshot (long polls), one
     for elections, so a parked Fetch never delays a Vote."""
 
-    def __init__(self, config: RaftConfig) -> None:
+    def __init__(self, config: RaftConfig, *,
+                 security: ConnectionSecurity | None = None) -> None:
+        """`security`: how the controller listener is secured (TLS, SASL)."""
         self.config = config
+        self.security = security
         self._conns: dict[tuple[int, bool], KafkaConnection] = {}
 
     async def request(self, dst: int, api_key: int, version: int, request: Any,
@@ -101,7 +104,8 @@ class TcpTransport:
         conn = self._conns.get((dst, lane))
         if conn is None:
             addr = self.config.voters[dst]
-            conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}")
+            conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}",
+                                   security=self.security)
             self._conns[(dst, lane)] = conn
         return conn
 

@@ -54,6 +54,14 @@ if ! command -v java >/dev/null 2>&1; then
             && sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
     fi
 fi
+# openssl (Debian's default install has it) makes the CA and certificates of the TLS tests.
+if ! command -v openssl >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq >/dev/null && apt-get install -y -qq openssl >/dev/null
+    else
+        sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq openssl >/dev/null
+    fi
+fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi

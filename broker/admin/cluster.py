@@ -104,7 +104,8 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
             host, port = voters[leader]
             timeout = min(LEADER_DESCRIBE_TIMEOUT_S, context.time_remaining() or 1e9)
             try:
-                info = await describe_at(host, port, timeout)
+                info = await describe_at(host, port, timeout,
+                                         getattr(self.node, "controller_security", None))
             except KafkaError as err:
                 raise AdminError(S.UNAVAILABLE, f"node {leader}, the metadata quorum leader as "
                                                 f"node {self.node.node_id} knows it, answered "

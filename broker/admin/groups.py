@@ -31,6 +31,7 @@ from broker.errors import KafkaError
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from broker.group.shell import GroupCoordinatorService, service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest, TopicPartition
+from broker.protocol.transport import ConnectionSecurity
 from broker.replication.partition import Role
 
 MAX_ASSIGNMENT_TOPICS = 100_000
@@ -195,7 +196,8 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                 raise AdminError(S.UNAVAILABLE, f"{t}-{p}: its leader (broker {leader}) has "
                                                 f"no {listener} endpoint known here; retry")
             for (t, p), (error, offset) in (await _list_offsets(
-                    ep.host, ep.port, wanted, timestamp_ms)).items():
+                    ep.host, ep.port, wanted, timestamp_ms,
+                    getattr(self.node, "inter_broker_security", None))).items():
                 if error is not ErrorCode.none:
                     raise _status(error, f"({t}-{p} on broker {leader})")
                 out[(t, p)] = bounds[(t, p)][1] if offset < 0 else offset
@@ -486,6 +488,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
 
 
 async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], timestamp_ms: int,
+                        security: ConnectionSecurity | None = None,
                         ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
     """Kafka's ListOffsets v4 for `keys` at `timestamp_ms`: (error, offset) per partition."""
     from kio.schema.list_offsets.v4 import request as lo
@@ -501,7 +504,7 @@ async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], times
             q.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
                                    timestamp=timestamp_ms) for p in ps))
         for t, ps in topics.items()))
-    conn = KafkaConnection(host, port, "skiff-admin")
+    conn = KafkaConnection(host, port, "skiff-admin", security=security)
     try:
         resp = await conn.request(LIST_OFFSETS_KEY, 4, request, PEER_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:

@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.protocol.transport import ConnectionSecurity
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,8 @@ METADATA_TOPIC = "__cluster_metadata"
 DESCRIBE_QUORUM_KEY = 55
 
 
-async def describe_at(host: str, port: int, timeout_s: float) -> QuorumInfo:
+async def describe_at(host: str, port: int, timeout_s: float,
+                      security: ConnectionSecurity | None = None) -> QuorumInfo:
     """Kafka's DescribeQuorum (v1, with fetch and caught-up times) sent to a controller
     listener, as `kafka-metadata-quorum` does: for nodes that are not the quorum leader and
     do not know the leader's admin address (dedicated controllers do not register one)."""
@@ -120,7 +122,7 @@ async def describe_at(host: str, port: int, timeout_s: float) -> QuorumInfo:
     from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
-    conn = KafkaConnection(host, port, "skiff-admin")
+    conn = KafkaConnection(host, port, "skiff-admin", security=security)
     try:
         resp = await conn.request(DESCRIBE_QUORUM_KEY, 1, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name=METADATA_TOPIC,

@@ -120,6 +120,15 @@ def run_dev(args: argparse.Namespace) -> int:
 
 
 def _run(cfg: NodeConfig) -> int:
+    from broker.security.sasl_config import check_sasl
+    from broker.security.tls import check_tls
+
+    try:
+        check_tls(cfg)  # every key and trust store loads, before anything starts
+        check_sasl(cfg)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     configure_logging(cfg["log.format"], cfg["log.level"])
     for warning in cfg.warnings:
         _warn(warning)

@@ -25,6 +25,9 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--ignore-formatted", "-g", action="store_true",
                    help="skip directories that are already formatted")
     f.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    f.add_argument("--add-scram", "-S", action="append", default=[], metavar="SCRAM",
+                   help="a SCRAM credential for the bootstrap metadata, as kafka-storage.sh: "
+                        "'SCRAM-SHA-512=[name=alice,password=alice-secret]'")
     p.set_defaults(handler=run)
 
 
@@ -38,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             cfg = load_config(args.config, args.override, os.environ,
                               warn=lambda m: print(f"warning: {m}", file=sys.stderr))
-            format_storage(cfg, args.cluster_id, args.ignore_formatted, out=sys.stdout)
+            format_storage(cfg, args.cluster_id, args.ignore_formatted, out=sys.stdout,
+                           add_scram=args.add_scram)
         except (ConfigError, StorageError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

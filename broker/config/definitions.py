@@ -197,14 +197,48 @@ _BROKER_DEFS: list[ConfigDef] = [
 ]
 
 
+# -- security (broker/security/) -------------------------------------------------
+# Kafka's ssl.* keys with Kafka's defaults. Each may also be set per listener as
+# `listener.name.<listener>.ssl.<key>` (broker/security/tls.py resolves them); an ssl.* or
+# sasl.* key not listed here stops startup (broker/security/settings.py).
+_SECURITY_DEFS: list[ConfigDef] = [
+    ConfigDef("ssl.keystore.type", S, "JKS"),
+    ConfigDef("ssl.keystore.location", S, None),
+    ConfigDef("ssl.keystore.password", P, None, sensitive=True),
+    ConfigDef("ssl.key.password", P, None, sensitive=True),
+    ConfigDef("ssl.keystore.certificate.chain", P, None, sensitive=True),
+    ConfigDef("ssl.keystore.key", P, None, sensitive=True),
+    ConfigDef("ssl.truststore.type", S, "JKS"),
+    ConfigDef("ssl.truststore.location", S, None),
+    ConfigDef("ssl.truststore.password", P, None, sensitive=True),
+    ConfigDef("ssl.truststore.certificates", P, None, sensitive=True),
+    ConfigDef("ssl.client.auth", S, "none", one_of("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", LI, ["TLSv1.2", "TLSv1.3"],
+              list_of("TLSv1.2", "TLSv1.3")),
+    ConfigDef("ssl.protocol", S, "TLSv1.3", one_of("TLS", "TLSv1.2", "TLSv1.3")),
+    ConfigDef("ssl.cipher.suites", LI, []),
+    ConfigDef("ssl.endpoint.identification.algorithm", S, "https", one_of("https", "")),
+    ConfigDef("ssl.principal.mapping.rules", S, "DEFAULT"),
+    # SASL: mechanisms PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default GSSAPI is not
+    # implemented: a SASL listener needs sasl.enabled.mechanisms set). JAAS configs are
+    # per listener and mechanism: listener.name.<l>.<mechanism>.sasl.jaas.config.
+    ConfigDef("sasl.enabled.mechanisms", LI, ["GSSAPI"]),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI"),
+    ConfigDef("sasl.mechanism.controller.protocol", S, "GSSAPI"),
+    ConfigDef("connections.max.reauth.ms", L, 0, at_least(0)),
+]
+_BROKER_DEFS += _SECURITY_DEFS
+
+
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
 
 # Keys that are per-node identity or topology: AlterConfigs cannot change them.
 READ_ONLY_BROKER_KEYS = frozenset(
     k for k in BROKER_CONFIGS
     if k.startswith(("process.", "node.", "controller.", "metadata.log.dir", "listener",
-                     "log.dir", "broker.rack", "advertised.", "inter.broker"))
-    or k in ("listeners", "log.dirs", "log.dir")
+                     "log.dir", "broker.rack", "advertised.", "inter.broker",
+                     "ssl.", "sasl."))  # security: files are re-read instead (docs/security.md)
+    or k in ("listeners", "log.dirs", "log.dir", "connections.max.reauth.ms")
 )
 
 

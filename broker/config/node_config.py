@@ -153,8 +153,12 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
     values: dict[str, Any] = {}
     for key, d in BROKER_CONFIGS.items():
         values[key] = d.parse(raw[key]) if key in raw else d.default
+    from broker.security.settings import refuse_unsupported_keys
+
+    # ssl.*/sasl.* keys Skiff lacks are errors; per-listener forms of known ones are parsed
+    accepted = refuse_unsupported_keys(raw, BROKER_CONFIGS)
     for key in raw:
-        if key not in BROKER_CONFIGS:
+        if key not in BROKER_CONFIGS and key not in accepted:
             warning(f"unknown configuration {key!r} (from {(origin or {}).get(key, 'input')}) "
                     "is ignored")
     cfg = NodeConfig(values=values, originals=dict(raw), origin=dict(origin or {}),

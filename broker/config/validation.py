@@ -63,6 +63,9 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
             "at least one value appearing in listeners "
             f"({','.join(v['listeners'])}) because process.roles contains controller")
     cfg.listeners = parse_listeners("listeners", v["listeners"], pmap)
+    from broker.security.settings import refuse_unsupported_listeners
+
+    refuse_unsupported_listeners("listeners", cfg.listeners)  # never served as PLAINTEXT
     ports = [x.port for x in cfg.listeners if x.port != 0]
     if len(set(ports)) != len(ports):
         raise ConfigError("listeners", ",".join(v["listeners"]), "each listener on its own port")

@@ -79,6 +79,7 @@ from broker.controller.rpc import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     broker_heartbeat,
     broker_registration,
     create_partitions,
@@ -91,7 +92,7 @@ from broker.controller.rpc import (
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.protocol.frame_reader import FrameError
-from broker.protocol.transport import KafkaConnection
+from broker.protocol.transport import ConnectionSecurity, KafkaConnection
 from raft.kafka_messages import METADATA_TOPIC
 
 log = structlog.get_logger(__name__)
@@ -109,6 +110,7 @@ class ControllerChannel:
         retry_backoff_ms: int = 20, attempt_timeout_s: float = 2.0,
         default_timeout_s: float = 30.0,
         wait_applied: Callable[[int, float], Awaitable[None]] | None = None,
+        security: ConnectionSecurity | None = None,
     ) -> None:
         """`voters`: controller id -> controller listener (host, port); `leader_id()`: the
         metadata quorum's current leader (-1 when unknown); `local`: this node's controller
@@ -122,6 +124,7 @@ class ControllerChannel:
         self.attempt_timeout_s = attempt_timeout_s
         self.default_timeout_s = default_timeout_s
         self.wait_applied = wait_applied
+        self.security = security  # how the controller listener is secured
         self._conns: dict[int, KafkaConnection] = {}
         self._suspect_until: dict[int, float] = {}
         self.remote_calls = 0  # requests sent on the wire (tests and logs)
@@ -193,6 +196,15 @@ class ControllerChannel:
             incremental_alter_configs, incremental_alter_configs.results_of,
             self._deadline(None), whole=True, sync=True)
 
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Any], upsertions: Sequence[Any],
+    ) -> list[Any]:
+        return await self._call(
+            lambda s: s.alter_user_scram_credentials(deletions, upsertions),
+            lambda: alter_user_scram_credentials.request(deletions, upsertions),
+            alter_user_scram_credentials, alter_user_scram_credentials.results_of,
+            self._deadline(None), whole=True, sync=True)
+
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._call(
             lambda s: s.register_broker(req), lambda: broker_registration.request(req),
@@ -262,7 +274,7 @@ class ControllerChannel:
         conn = self._conns.get(controller_id)
         if conn is None:
             host, port = self.voters[controller_id]
-            conn = KafkaConnection(host, port, f"skiff-node-{self.node_id}")
+            conn = KafkaConnection(host, port, f"skiff-node-{self.node_id}", security=self.security)
             self._conns[controller_id] = conn
         return conn
 

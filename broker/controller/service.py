@@ -167,6 +167,14 @@ class ControllerService:
             lambda image: self.controller.incremental_alter_configs(image, resources, validate_only)
         )
 
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[Any], upsertions: Sequence[Any],
+    ) -> list[Any]:
+        """broker/security/scram_admin.py: UserScramCredential records."""
+        from broker.security import scram_admin
+
+        return await self._run(lambda image: scram_admin.alter(image, deletions, upsertions))
+
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._run(
             lambda image: self.controller.register_broker(image, req, self.clock())

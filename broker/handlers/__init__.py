@@ -12,6 +12,7 @@ from types import ModuleType
 from broker.handlers import (
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -25,6 +26,7 @@ from broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -86,6 +88,8 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     # client telemetry (KIP-714)
     get_telemetry_subscriptions,
     push_telemetry,
+    describe_user_scram_credentials,  # broker/security: SCRAM users
+    alter_user_scram_credentials,
 )
 
 

@@ -61,7 +61,7 @@ DOWN_CONVERSION_BELOW_VERSION = 4
 _NO_MAX_BYTES = 2**31 - 1
 
 
-def _down_conversion_enabled(node: Node, topic: str) -> bool:
+def _down_conversion_enabled(node: BrokerServices, topic: str) -> bool:
     """The topic's message.downconversion.enable (Kafka 3.9's; default true)."""
     overrides = dict(node.metadata.topic_config(topic))
     dynamic = node.metadata.broker_config()

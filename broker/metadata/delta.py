@@ -17,6 +17,8 @@ Record types and their effect (one place, as the state machine's transition list
   config                     set a key, or delete it when value is absent
   producer_ids               next_producer_id = the record's value (must not go back)
   feature_level              set a finalized feature level; 0 removes it
+  user_scram_credential      set (mechanism, user)'s SCRAM credential
+  remove_user_scram_credential  drop it
   no_op                      nothing
 
 A record that does not fit the image raises InvalidRecordError: the log is
@@ -42,9 +44,11 @@ from broker.metadata.image import (
 )
 from broker.metadata.records import (
     RESOURCE_TOPIC,
+    SCRAM_MECHANISM_NAMES,
     InvalidRecordError,
     uuid_from_bytes,
 )
+from broker.security.scram import ScramCredential
 
 # Small int tuples recur (every partition on the same 3 brokers); share them.
 _TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -89,6 +93,7 @@ class MetadataDelta:
         self._configs: dict[tuple[int, str], dict[str, str]] | None = None
         self._copied_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
+        self._scram: dict[tuple[str, str], ScramCredential] | None = None
         self._next_producer_id = image.next_producer_id
         self._last_broker_epoch = image.last_broker_epoch
         # what changed, for listeners
@@ -168,6 +173,7 @@ class MetadataDelta:
             features=self._features if self._features is not None else b.features,
             next_producer_id=self._next_producer_id,
             last_broker_epoch=self._last_broker_epoch,
+            scram_credentials=self._scram if self._scram is not None else b.scram_credentials,
         )
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
@@ -390,6 +396,24 @@ class MetadataDelta:
         else:
             self._features[r.name] = r.feature_level
 
+    def _scram_w(self) -> dict[tuple[str, str], ScramCredential]:
+        if self._scram is None:
+            self._scram = dict(self.base.scram_credentials)
+        return self._scram
+
+    def _user_scram_credential(self, r: Any) -> None:
+        mechanism = SCRAM_MECHANISM_NAMES.get(r.mechanism)
+        if mechanism is None:
+            raise InvalidRecordError(f"unknown SCRAM mechanism code {r.mechanism}")
+        self._scram_w()[(mechanism, r.name)] = ScramCredential(
+            mechanism, bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
+
+    def _remove_user_scram_credential(self, r: Any) -> None:
+        mechanism = SCRAM_MECHANISM_NAMES.get(r.mechanism)
+        if mechanism is None:
+            raise InvalidRecordError(f"unknown SCRAM mechanism code {r.mechanism}")
+        self._scram_w().pop((mechanism, r.name), None)
+
     def _no_op(self, r: Any) -> None:
         return None
 
@@ -413,6 +437,8 @@ _HANDLERS: dict[str, Any] = {
     "config": MetadataDelta._config,
     "producer_ids": MetadataDelta._producer_ids,
     "feature_level": MetadataDelta._feature_level,
+    "user_scram_credential": MetadataDelta._user_scram_credential,
+    "remove_user_scram_credential": MetadataDelta._remove_user_scram_credential,
     "no_op": MetadataDelta._no_op,
 }
 

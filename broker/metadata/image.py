@@ -19,6 +19,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.security.scram import ScramCredential
 
 LEADER_RECOVERED = 0
 LEADER_RECOVERING = 1
@@ -104,6 +105,8 @@ class MetadataImage:
     features: Mapping[str, int] = field(default_factory=dict)
     next_producer_id: int = 0
     last_broker_epoch: int = 0  # the highest broker epoch ever handed out
+    # (mechanism name, user) -> credential: Kafka's UserScramCredentialRecord
+    scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
 
     @staticmethod
     def empty(cluster_id: str = "") -> MetadataImage:

@@ -141,6 +141,23 @@ def feature_level_record(name: str, level: int) -> Any:
     return wrap(pb.FeatureLevel(name=name, feature_level=level))
 
 
+# Kafka's ScramMechanism type codes.
+SCRAM_MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+SCRAM_MECHANISM_NAMES = {v: k for k, v in SCRAM_MECHANISM_CODES.items()}
+
+
+def user_scram_credential_record(name: str, mechanism: str, salt: bytes, stored_key: bytes,
+                                 server_key: bytes, iterations: int) -> Any:
+    return wrap(pb.UserScramCredential(
+        name=name, mechanism=SCRAM_MECHANISM_CODES[mechanism], salt=salt,
+        stored_key=stored_key, server_key=server_key, iterations=iterations))
+
+
+def remove_user_scram_credential_record(name: str, mechanism: str) -> Any:
+    return wrap(pb.RemoveUserScramCredential(name=name,
+                                             mechanism=SCRAM_MECHANISM_CODES[mechanism]))
+
+
 def producer_ids_record(broker_id: int, broker_epoch: int, next_producer_id: int) -> Any:
     return wrap(
         pb.ProducerIds(

@@ -72,6 +72,10 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             out.append(rec.config_record(rtype, rname, k, cfg[k]))
     if image.next_producer_id:
         out.append(rec.producer_ids_record(-1, -1, image.next_producer_id))
+    for mechanism, user in sorted(image.scram_credentials):
+        c = image.scram_credentials[(mechanism, user)]
+        out.append(rec.user_scram_credential_record(user, mechanism, c.salt, c.stored_key,
+                                                    c.server_key, c.iterations))
     return out
 
 

@@ -13,6 +13,7 @@ mismatch between directories, or a node-id mismatch.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,10 +88,11 @@ def bootstrap_records() -> list[Any]:
     return [rec.feature_level_record(METADATA_VERSION_FEATURE, METADATA_VERSION)]
 
 
-def write_bootstrap(metadata_dir: Path, cluster_id: str) -> Path:
+def write_bootstrap(metadata_dir: Path, cluster_id: str, extra: Sequence[Any] = ()) -> Path:
+    """`extra`: records added at format time (--add-scram credentials)."""
     from broker.metadata.snapshot import encode_snapshot, image_from_records
 
-    image = image_from_records(bootstrap_records(), cluster_id=cluster_id)
+    image = image_from_records([*bootstrap_records(), *extra], cluster_id=cluster_id)
     path = metadata_dir / BOOTSTRAP_CHECKPOINT
     atomic_write(path, encode_snapshot(image))
     return path
@@ -115,14 +117,60 @@ def read_bootstrap(metadata_dir: Path) -> list[Any]:
 # -- format and the startup check ---------------------------------------------------------
 
 
+def parse_add_scram(arg: str) -> Any:
+    """kafka-storage.sh's --add-scram: 'SCRAM-SHA-512=[name=alice,password=secret]' (also
+    iterations=, and salt= with saltedpassword= in base64 instead of password=): a
+    UserScramCredential record."""
+    import base64
+    import binascii
+
+    from broker.metadata import records as rec
+    from broker.security import scram
+
+    mechanism, sep, body = arg.partition("=")
+    mechanism = mechanism.strip().upper()
+    if not sep or mechanism not in scram.MECHANISMS or not (
+            body.startswith("[") and body.endswith("]")):
+        raise StorageError(f"--add-scram {arg!r}: expected MECHANISM=[name=...,password=...] "
+                           f"with MECHANISM one of {', '.join(scram.MECHANISMS)}")
+    fields: dict[str, str] = {}
+    for part in body[1:-1].split(","):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise StorageError(f"--add-scram {arg!r}: {part!r} is not key=value")
+        fields[key.strip().lower()] = value.strip().strip('"')
+    name = fields.get("name")
+    if not name:
+        raise StorageError(f"--add-scram {arg!r}: name= is required")
+    try:
+        iterations = int(fields.get("iterations", scram.DEFAULT_ITERATIONS))
+        salt = base64.b64decode(fields["salt"], validate=True) if "salt" in fields else None
+        if "saltedpassword" in fields:
+            if salt is None:
+                raise StorageError(f"--add-scram {arg!r}: saltedpassword= needs salt=")
+            cred = scram.credential_from_salted(
+                mechanism, base64.b64decode(fields["saltedpassword"], validate=True), salt,
+                iterations)
+        elif "password" in fields:
+            cred = scram.credential(mechanism, fields["password"], salt, iterations)
+        else:
+            raise StorageError(f"--add-scram {arg!r}: password= (or salt= and "
+                               "saltedpassword=) is required")
+    except (ValueError, binascii.Error, scram.ScramError) as exc:
+        raise StorageError(f"--add-scram {arg!r}: {exc}") from None
+    return rec.user_scram_credential_record(name, mechanism, cred.salt, cred.stored_key,
+                                            cred.server_key, cred.iterations)
+
+
 def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool = False,
-                   out: Any = None) -> list[Path]:
+                   out: Any = None, add_scram: Sequence[str] = ()) -> list[Path]:
     """Format every directory of the node; returns the directories written."""
     try:
         kafka_to_uuid(cluster_id)
     except ValueError as exc:
         raise StorageError(f"Cluster ID string {cluster_id} does not appear to be a valid UUID: "
                            f"{exc}") from None
+    extra = [parse_add_scram(a) for a in add_scram]
     dirs = config.all_directories()
     todo: list[Path] = []
     for d in dirs:
@@ -147,7 +195,7 @@ def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool =
         meta = MetaProperties(1, cluster_id, config.node_id, random_kafka_uuid())
         atomic_write(d / META_PROPERTIES, meta.render().encode())
         if d == config.metadata_log_dir:
-            write_bootstrap(d, cluster_id)
+            write_bootstrap(d, cluster_id, extra)
             if out is not None:
                 print(f"Formatting metadata directory {d} with {METADATA_VERSION_FEATURE} "
                       f"{METADATA_VERSION}.", file=out)

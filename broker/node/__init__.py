@@ -58,7 +58,12 @@ from broker.replication import (
     ReplicaManager,
     ReplicationSettings,
 )
+from broker.replication.fetcher import secured_connect
 from broker.replication.sync import ReplicaSync, log_config_for
+from broker.security.client import controller_security, inter_broker_security
+from broker.security.sasl_config import server_sasl_for
+from broker.security.scram import ScramCredential
+from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
 
@@ -133,13 +138,19 @@ class Node:
         )
         if self.stats is not None:
             self.replicas.topic_stats = self.stats.topics
+        self.inter_broker_security = inter_broker_security(cfg)
+        self.controller_security = controller_security(cfg)
         self.fetchers = ReplicaFetcherManager(self.replicas, address_of=cluster.address_of)
+        if self.inter_broker_security is not None:
+            self.fetchers.connect = secured_connect(self.inter_broker_security)
+        controller_security_ = self.controller_security
 
         self.publisher = MetadataPublisher(self.cluster_id)
         self.replica_sync = ReplicaSync(cfg, self.replicas)
         if cfg.is_broker:
             self.publisher.subscribe(self.replica_sync)
-        self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock)
+        self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock,
+                                           security=controller_security_)
         if cfg.is_controller:
             self.controller_service = ControllerService(
                 Controller(ControllerSettings.from_config(cfg, self.cluster_id),
@@ -161,6 +172,7 @@ class Node:
             attempt_timeout_s=min(cfg["controller.quorum.request.timeout.ms"],
                                   cfg["broker.session.timeout.ms"] // 3) / 1000,
             wait_applied=self.publisher.wait_for_offset,
+            security=controller_security_,
         )
         server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
@@ -299,16 +311,24 @@ class Node:
     def _controller_listeners(self) -> list[ListenerSpec]:
         return [
             ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
-                         self.quorum.dispatcher())
+                         self.quorum.dispatcher(), tls=server_tls_for(self.config, lst.name),
+                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential))
             for lst in self.config.listeners
             if lst.name in self.config.controller_listener_names
         ]
+
+    def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """SCRAM credentials live in the metadata log (UserScramCredentialRecord)."""
+        creds = getattr(self.metadata, "scram_credentials", None)
+        return None if creds is None else creds.get((mechanism, user))
 
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
-            ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher)
+            ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher,
+                         tls=server_tls_for(self.config, lst.name),
+                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential))
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

@@ -21,10 +21,11 @@ from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.snapshot import decode_snapshot, encode_snapshot
 from broker.protocol.api import API_VERSIONS, ApiTable
 from broker.protocol.frames import ResponseChunks
+from broker.protocol.transport import ConnectionSecurity
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher
 from raft.config import RaftConfig
-from raft.driver import RaftDriver
+from raft.driver import RaftDriver, TcpTransport
 from raft.kafka_messages import RAFT_APIS
 from raft.messages import Batch, SnapshotId
 from raft.stores.file import FileQuorumStateStore
@@ -70,16 +71,18 @@ def controller_api_table() -> ApiTable:
 class MetadataQuorumDriver:
     def __init__(
         self, cfg: NodeConfig, cluster_id: str, publisher: MetadataPublisher,
-        clock: Callable[[], int],
+        clock: Callable[[], int], *, security: ConnectionSecurity | None = None,
     ) -> None:
+        """`security`: how the controller listener is secured (the Raft driver's connections)."""
         self.cfg = cfg
         self.cluster_id = cluster_id
         self.publisher = publisher
         self.clock = clock
         self.store = MetadataLogStore(cfg.metadata_log_dir)
+        rcfg = raft_config(cfg, cluster_id)
         self.driver = RaftDriver(
-            raft_config(cfg, cluster_id), self.store, FileQuorumStateStore(self.store.dir),
-            rng=Random(),
+            rcfg, self.store, FileQuorumStateStore(self.store.dir),
+            transport=TcpTransport(rcfg, security=security), rng=Random(),
         )
         self.driver.snapshot_provider = self._snapshot
         self.driver.register(self)

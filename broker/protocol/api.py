@@ -261,6 +261,9 @@ BROKER_APIS = ApiTable.of(
     # client telemetry (KIP-714)
     (GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),
     (PUSH_TELEMETRY, 0, 0),
+    # SCRAM users (broker/security): read from the image / sent on to the controller
+    (50, 0, 0),  # DescribeUserScramCredentials
+    (51, 0, 0),  # AlterUserScramCredentials
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

@@ -134,9 +134,12 @@ class ZeroCopyWriter:
     protocol's flow control)."""
 
     def __init__(self, transport: asyncio.Transport,
-                 drain: Callable[[], Awaitable[None]]) -> None:
+                 drain: Callable[[], Awaitable[None]], *, copy: bool = False) -> None:
+        """`copy`: the transport encrypts (TLS), so file slices are read and written
+        through it; sendfile on the raw socket would bypass the encryption."""
         self._transport = transport
         self._drain = drain
+        self._copy = copy
         self._dup_fd: int | None = None
 
     def close(self) -> None:
@@ -152,6 +155,12 @@ class ZeroCopyWriter:
         for part in chunks:
             if isinstance(part, _BYTES):
                 pending.append(part)
+                continue
+            if self._copy:
+                data = part.read_bytes()
+                if len(data) != part.length:
+                    raise OSError(f"file slice read {len(data)} of {part.length} bytes")
+                pending.append(data)
                 continue
             if pending:
                 self._transport.writelines(pending)

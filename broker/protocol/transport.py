@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl as ssl_module
 import struct
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from broker.protocol.frame_reader import FrameError, FrameReader
@@ -36,13 +38,33 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BY
     return await reader.readexactly(size)
 
 
+Exchange = Callable[[int, int, Any, float], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ConnectionSecurity:
+    """How to reach a secured listener: `ssl` (TLS; the peer's certificate is checked
+    against the host name when the context says so) and `authenticate`, run on each new
+    connection before any other request (SASL: it sends SaslHandshake/SaslAuthenticate
+    through the exchange it is given and raises ConnectionError when refused)."""
+
+    ssl: ssl_module.SSLContext | None = None
+    authenticate: Callable[[Exchange], Awaitable[int]] | None = None
+    """Returns the session lifetime in ms the server gave (0: none); the connection
+    re-authenticates in band (KIP-368) once 85% of it has passed."""
+
+
 class KafkaConnection:
     """One client connection to one peer; requests are pipelined."""
 
-    def __init__(self, host: str, port: int, client_id: str = "skiff-raft") -> None:
+    def __init__(self, host: str, port: int, client_id: str = "skiff-raft", *,
+                 security: ConnectionSecurity | None = None) -> None:
+        """`security`: TLS and/or SASL, as the peer's listener wants them."""
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security
+        self._reauth_tasks: set[asyncio.Task[None]] = set()
         self._transport: asyncio.Transport | None = None
         self._lost: asyncio.Future[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
@@ -66,7 +88,20 @@ class KafkaConnection:
                                         max_bytes=MAX_FRAME_BYTES)
                     return proto
 
-                transport, _ = await loop.create_connection(reader, self.host, self.port)
+                tls = None if self.security is None else self.security.ssl
+                if tls is None:
+                    transport, _ = await loop.create_connection(reader, self.host, self.port)
+                else:
+                    transport, _ = await loop.create_connection(
+                        reader, self.host, self.port, ssl=tls, server_hostname=self.host)
+                if self.security is not None and self.security.authenticate is not None:
+                    try:
+                        lifetime_ms = await self.security.authenticate(
+                            lambda k, v, r, t: self._exchange(transport, k, v, r, t))
+                    except BaseException:
+                        transport.close()
+                        raise
+                    self._schedule_reauth(transport, lifetime_ms)
                 self._transport, self._lost = transport, lost
             return transport
 
@@ -93,6 +128,43 @@ class KafkaConnection:
                 fut.set_exception(ConnectionResetError(str(error or "connection closed")))
         if not lost.done():
             lost.set_result(None)
+
+    def _schedule_reauth(self, transport: asyncio.Transport, lifetime_ms: int) -> None:
+        if lifetime_ms <= 0 or self.security is None or self.security.authenticate is None:
+            return
+        authenticate = self.security.authenticate
+        loop = asyncio.get_running_loop()
+
+        async def reauth() -> None:
+            try:
+                again = await authenticate(
+                    lambda k, v, r, t: self._exchange(transport, k, v, r, t))
+            except Exception:  # the server closes the connection; requests reconnect
+                transport.close()
+                return
+            if not transport.is_closing():
+                self._schedule_reauth(transport, again)
+
+        def start() -> None:
+            if not transport.is_closing():
+                task = loop.create_task(reauth())
+                self._reauth_tasks.add(task)
+                task.add_done_callback(self._reauth_tasks.discard)
+
+        loop.call_later(lifetime_ms * 0.85 / 1000, start)
+
+    async def _exchange(self, transport: asyncio.Transport, api_key: int, version: int,
+                        request: Any, timeout_s: float) -> Any:
+        """One request on a connection that is not yet handed out (authentication)."""
+        self._next = (self._next + 1) & 0x7FFFFFFF
+        cid = self._next
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = (fut, api_key, version)
+        try:
+            transport.write(encode_request(api_key, version, cid, self.client_id, request))
+            return await asyncio.wait_for(fut, timeout_s)
+        finally:
+            self._pending.pop(cid, None)
 
     async def request(self, api_key: int, version: int, request: Any,
                       timeout_s: float) -> Any:
@@ -138,6 +210,8 @@ class KafkaConnection:
         return fut
 
     async def close(self) -> None:
+        for task in list(self._reauth_tasks):
+            task.cancel()
         transport, lost = self._transport, self._lost
         self._transport = None
         if transport is not None:

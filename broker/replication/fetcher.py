@@ -43,6 +43,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.metadata.image import MetadataImage
 from broker.protocol.fetch_codec import PartitionFetch, TopicFetch, encode_fetch_request_body
+from broker.protocol.transport import ConnectionSecurity
 from broker.replication.cluster_view import ClusterView
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
@@ -78,6 +79,17 @@ def _kafka_connection(host: str, port: int) -> FetchConnection:
     from broker.protocol.transport import KafkaConnection
 
     return KafkaConnection(host, port, client_id="skiff-replica-fetcher")
+
+
+def secured_connect(security: ConnectionSecurity) -> ConnectFn:
+    """`connect` for a secured inter-broker listener (TLS, SASL)."""
+    from broker.protocol.transport import KafkaConnection
+
+    def connect(host: str, port: int) -> FetchConnection:
+        return KafkaConnection(host, port, client_id="skiff-replica-fetcher",
+                               security=security)
+
+    return connect
 
 
 def broker_address_resolver(image: Callable[[], MetadataImage], listener_name: str) -> AddressOf:

@@ -22,3 +22,6 @@ class RequestContext:
     """What this listener advertises (ApiVersions answers with it)."""
     connection_id: str = ""
     """Unique per connection: ``local_host:port-peer_host:port-n`` as Kafka names it."""
+    principal: str = "User:ANONYMOUS"
+    """Who the connection authenticated as (broker/security): from the TLS client
+    certificate, else ANONYMOUS."""

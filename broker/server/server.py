@@ -49,6 +49,10 @@ from broker.protocol.headers import (
     parse_request,
     peek_api,
 )
+from broker.security import sasl
+from broker.security.principal import ANONYMOUS, MappingRuleError
+from broker.security.sasl import SaslConfig
+from broker.security.tls import ServerTls
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry
 from broker.server.old_versions import OldVersionLog
@@ -60,6 +64,8 @@ DEFAULT_SOCKET_REQUEST_MAX_BYTES: Final = 104857600
 DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
+TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
+SASL_SERVER_MAX_RECEIVE_SIZE: Final = 524288  # Kafka's sasl.server.max.receive.size default
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,10 @@ class ListenerSpec:
     port: int
     apis: ApiTable
     dispatcher: Dispatcher = field(compare=False)
+    tls: ServerTls | None = field(default=None, compare=False)
+    """Serve TLS on this listener (SSL, SASL_SSL): broker/security/tls.py."""
+    sasl: SaslConfig | None = field(default=None, compare=False)
+    """Authenticate with SASL first (SASL_PLAINTEXT, SASL_SSL): broker/security/sasl.py."""
 
 
 class _Close:
@@ -114,6 +124,10 @@ class _Listener:
         self.spec = spec
         # Advertise only what has a handler (Produce v0-v2 rides on the Produce handler).
         self.apis = spec.apis.restricted_to(spec.dispatcher.api_keys() | {api.API_VERSIONS})
+        if spec.sasl is not None:
+            # Answered by the connection itself (broker/security/sasl.py).
+            self.apis = self.apis.with_api(sasl.SASL_HANDSHAKE, 0, 1).with_api(
+                sasl.SASL_AUTHENTICATE, 0, 2)
         self.server: asyncio.Server | None = None
 
 
@@ -145,15 +159,18 @@ class Server:
         for listener in self._listeners.values():
             spec = listener.spec
             loop = asyncio.get_running_loop()
+            tls: dict[str, Any] = {} if spec.tls is None else {
+                "ssl": spec.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
             listener.server = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
                 spec.port,
                 reuse_address=True,
+                **tls,
             )
             host, port = self.address(spec.name)
             log.info("listener started", listener=spec.name, host=host, port=port,
-                     apis=len(listener.apis))
+                     apis=len(listener.apis), tls=spec.tls is not None)
 
     def address(self, listener_name: str) -> tuple[str, int]:
         """Where the listener is bound (the real port when the configured one was 0)."""
@@ -237,6 +254,9 @@ class _Connection:
         self.run_task: asyncio.Task[None] | None = None
         self.stats = server.stats
         self.lstats = None if server.stats is None else server.stats.listener(listener.spec.name)
+        self.principal = ANONYMOUS
+        self.sasl = None if listener.spec.sasl is None else \
+            sasl.SaslSession(listener.spec.sasl, _now_ms)
 
     def _on_connected(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -246,7 +266,16 @@ class _Connection:
         self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{self.n}"
         # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
         self.log = log.bind(connection=self.id)
-        self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain)
+        tls = self.listener.spec.tls
+        if tls is not None:
+            try:
+                self.principal = tls.principal(transport.get_extra_info("peercert"))
+            except MappingRuleError as e:  # Kafka fails the authentication
+                self.log.warning("tls principal mapping failed, closing", error=str(e))
+                transport.abort()
+                return
+        # Under TLS the bytes must go through the transport: Fetch copies (as Kafka does).
+        self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain, copy=tls is not None)
         self.server._connections.add(self)
         if self.lstats is not None:
             self.lstats.connections_created += 1
@@ -280,6 +309,13 @@ class _Connection:
         """Room for one more request of `size` bytes? (One frame of any allowed size is
         always let in when nothing is in flight.)"""
         config = self.server.config
+        if self.sasl is not None and not self.sasl.authenticated \
+                and size > SASL_SERVER_MAX_RECEIVE_SIZE:
+            # Kafka's sasl.server.max.receive.size: nothing large before authentication.
+            self.log.warning("frame too large before SASL authentication, closing",
+                             size=size, limit=SASL_SERVER_MAX_RECEIVE_SIZE)
+            asyncio.get_running_loop().call_soon(self.abort, "oversized SASL frame")
+            return False
         if self.inflight >= config.max_inflight_requests:
             return False
         return self.inflight == 0 or self.inflight_bytes + size <= config.max_inflight_bytes
@@ -303,7 +339,9 @@ class _Connection:
 
     def _on_eof(self, partial: bool) -> bool:
         self._stop_reading("peer closed mid-frame" if partial else "peer closed")
-        return True  # keep the socket open to write the answers already owed
+        # Keep the socket open to write the answers already owed; TLS has no half-close
+        # (asyncio warns and closes anyway), so a TLS connection just ends.
+        return self.listener.spec.tls is None
 
     def _on_lost(self, error: BaseException | None) -> None:
         # The write loop finds the transport closed at its next answer and closes then.
@@ -335,6 +373,11 @@ class _Connection:
             what = "unknown api key" if peek.api_key not in apis else "unsupported version"
             return self._refuse(what, f"{api.api_name(peek.api_key)} ({peek.api_key}) "
                                       f"v{peek.api_version}")
+        if self.sasl is not None and peek.api_key not in (sasl.SASL_HANDSHAKE,
+                                                          sasl.SASL_AUTHENTICATE):
+            refused = self.sasl.admits(peek.api_key)
+            if refused is not None:
+                return self._refuse("sasl", refused)
         try:
             parsed = parse_request(frame, peek)
         except FrameError as e:
@@ -346,6 +389,9 @@ class _Connection:
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version,
                           client_id=ctx.client_id, peer_host=self.peer_host,
                           peer_port=self.peer_port)
+        if self.sasl is not None and peek.api_key in (sasl.SASL_HANDSHAKE,
+                                                      sasl.SASL_AUTHENTICATE):
+            return self._sasl_request(ctx, parsed.body)
         entry = self.listener.spec.dispatcher.get(peek.api_key)
         if entry is None:  # not reachable: the advertised table is restricted to handlers
             return self._refuse("no handler", api.api_name(peek.api_key))
@@ -376,7 +422,31 @@ class _Connection:
             received_ms=received_ms,
             apis=self.listener.apis,
             connection_id=self.id,
+            principal=self.principal,
         )
+
+    def _sasl_request(self, ctx: RequestContext, request: Any) -> str | None:
+        """SaslHandshake / SaslAuthenticate, answered here; a failure closes after the
+        answer is written."""
+        assert self.sasl is not None
+        session = self.sasl
+        if ctx.api_key == sasl.SASL_HANDSHAKE:
+            answer = session.handshake(str(request.mechanism))
+            response = sasl.handshake_response(ctx.api_version, answer)
+        else:
+            answer = session.authenticate(bytes(request.auth_bytes), ctx.api_version)
+            response = sasl.authenticate_response(ctx.api_version, answer)
+            if session.principal is not None and not answer.closes:
+                self.principal = session.principal
+        self._enqueue_ready(ctx, response)
+        if answer.closes:
+            self.log.info("sasl authentication failed", error=answer.error.name,
+                          detail=session.failure, peer=self.peer_host)
+            return f"sasl: {session.failure}"
+        if ctx.api_key == sasl.SASL_AUTHENTICATE and session.principal is not None \
+                and session.state is sasl.State.AUTHENTICATED:
+            self.log.debug("sasl authenticated", principal=session.principal)
+        return None
 
     def _enqueue_ready(self, ctx: RequestContext, response: Any) -> None:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -44,10 +44,11 @@ import asyncio
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -148,8 +149,17 @@ class ClusterNode:
 class Cluster:
     def __init__(self, tmp_path: Path, controllers: int = 3, brokers: int = 3,
                  combined: bool = False, overrides: Mapping[str, str] | None = None,
-                 node_overrides: Mapping[int, Mapping[str, str]] | None = None) -> None:
+                 node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+                 client_config: Mapping[str, str] | None = None,
+                 controller_ssl: ssl.SSLContext | None = None,
+                 add_scram: Sequence[str] = ()) -> None:
+        """`client_config`: librdkafka settings for the harness's own clients (e.g.
+        security.protocol=ssl when the overrides secure the listeners); `controller_ssl`:
+        how the harness reaches controller listeners when they are TLS."""
         self.base = Path(tmp_path)
+        self.client_config = dict(client_config or {})
+        self.controller_ssl = controller_ssl
+        self.add_scram = list(add_scram)  # `storage format --add-scram` arguments
         self.combined = combined
         self.overrides = dict(overrides or {})
         self.node_overrides = {k: dict(v) for k, v in (node_overrides or {}).items()}
@@ -241,7 +251,7 @@ class Cluster:
             node.config_path.write_text(
                 "".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
             cfg = load_config(str(node.config_path), [], {})
-            format_storage(cfg, self.cluster_id)
+            format_storage(cfg, self.cluster_id, add_scram=self.add_scram)
         self._formatted = True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
@@ -388,7 +398,8 @@ class Cluster:
         client = self._admins.get(broker_id)
         if client is None:
             client = self._admins[broker_id] = AdminClient({
-                "bootstrap.servers": self.nodes[broker_id].bootstrap, "log_level": 0})
+                "bootstrap.servers": self.nodes[broker_id].bootstrap, "log_level": 0,
+                **self.client_config})
         return client
 
     def metadata(self, broker_id: int, timeout: float = 5.0) -> Any:
@@ -429,7 +440,7 @@ class Cluster:
                 continue
             try:
                 leader = asyncio.run(_describe_quorum_leader(node.host, node.controller_port,
-                                                             timeout))
+                                                             timeout, self.controller_ssl))
             except Exception:
                 continue
             if leader >= 0:
@@ -492,13 +503,15 @@ def _accepts(address: str) -> bool:
         return False
 
 
-async def _describe_quorum_leader(host: str, port: int, timeout_s: float) -> int:
+async def _describe_quorum_leader(host: str, port: int, timeout_s: float,
+                                  tls: ssl.SSLContext | None = None) -> int:
     from kio.schema.describe_quorum.v0 import request as dq
 
-    from broker.protocol.transport import KafkaConnection
+    from broker.protocol.transport import ConnectionSecurity, KafkaConnection
 
     q: Any = dq
-    conn = KafkaConnection(host, port, "skiff-test")
+    conn = KafkaConnection(host, port, "skiff-test",
+                           security=None if tls is None else ConnectionSecurity(ssl=tls))
     try:
         resp = await conn.request(55, 0, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name="__cluster_metadata",

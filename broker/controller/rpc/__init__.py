@@ -19,6 +19,7 @@ from broker.controller.rpc import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     broker_heartbeat,
     broker_registration,
     create_partitions,
@@ -42,6 +43,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    alter_user_scram_credentials,
 )
 
 __all__ = ["CONTROLLER_RPCS"]

@@ -21,6 +21,13 @@ function client(req) {
     connectionTimeout: 5000,
     requestTimeout: 20000,
     retry: { retries: 3, initialRetryTime: 100 },
+    // TLS: {"ca": path, "cert": path, "key": path} (test_security_*.py)
+    ssl: req.ssl ? {
+      ca: [fs.readFileSync(req.ssl.ca, 'utf-8')],
+      ...(req.ssl.cert ? { cert: fs.readFileSync(req.ssl.cert, 'utf-8') } : {}),
+      ...(req.ssl.key ? { key: fs.readFileSync(req.ssl.key, 'utf-8') } : {}),
+    } : undefined,
+    sasl: req.sasl || undefined,
   })
 }
 

@@ -1,0 +1,25 @@
+"""AlterUserScramCredentials (API 51), version 0: sent on to the active controller, which
+writes UserScramCredential records (broker/security/scram_admin.py). No authorizer yet, so
+any authenticated principal may alter (Kafka checks ALTER on the cluster)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.controller.rpc import alter_user_scram_credentials as rpc
+from broker.errors import KafkaError
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 51
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    deletions, upsertions = rpc.parse(request)
+    try:
+        results = await node.controller.alter_user_scram_credentials(deletions, upsertions)
+    except KafkaError as exc:
+        return rpc._failed(request, exc.error_code, exc.message or None)
+    return rpc.response(results)

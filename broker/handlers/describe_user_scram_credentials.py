@@ -1,0 +1,31 @@
+"""DescribeUserScramCredentials (API 50), version 0: users and their SCRAM mechanisms and
+iterations from this broker's metadata image (never salts or keys). No authorizer yet, so
+any authenticated principal may ask (Kafka checks DESCRIBE on the cluster)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from broker.handlers._build import build, response_module
+from broker.security import scram_admin
+
+if TYPE_CHECKING:
+    from broker.node import Node
+    from broker.server import RequestContext
+
+API_KEY = 50
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    users = None if request.users is None else [u.name for u in request.users]
+    results, error = scram_admin.describe(node.metadata, users)
+    return build(
+        mod.DescribeUserScramCredentialsResponse, throttle_time=_NO_THROTTLE, error_code=error,
+        error_message=None, results=tuple(
+            build(mod.DescribeUserScramCredentialsResult, user=u, error_code=code,
+                  error_message=message, credential_infos=tuple(
+                      build(mod.CredentialInfo, mechanism=m, iterations=i) for m, i in infos))
+            for u, code, message, infos in results))
