@@ -19,10 +19,10 @@ COPY pyproject.toml README.md ./
 COPY proto ./proto
 COPY raft ./raft
 COPY broker ./broker
-# An editable install: broker/protogen.py compiles proto/ next to the package, at build time
+# An editable install: broker/util/protogen.py compiles proto/ next to the package, at build time
 # here, so the running image never needs to write its own code.
 RUN /opt/skiff/venv/bin/pip install --no-compile -e . \
-    && /opt/skiff/venv/bin/python -c "from broker import protogen; protogen.ensure()" \
+    && /opt/skiff/venv/bin/python -c "from broker.util import protogen; protogen.ensure()" \
     && /opt/skiff/venv/bin/python -m compileall -q -j 0 /opt/skiff/venv /opt/skiff/app \
     && find /opt/skiff/venv -depth -type d \( -name tests -o -name test \) \
         -path '*/site-packages/*' -exec rm -rf {} + \
