@@ -21,7 +21,7 @@ TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class OffsetRange:
     topic: str
     partition: int
