@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-# The pipeline extra (PySpark, pyarrow) lets tests/spark run real Spark; Java comes from the OS.
+# The pipeline extra (PySpark, pyarrow) lets tests/spark run real Spark (Java from apt below).
 .venv/bin/python -m pip install -q -e '.[test,pipeline]'
 
 # System packages the tests drive, each checked by a file it installs; one apt-get run for all.
@@ -19,6 +19,8 @@ fi
 #   podman-compose debootstrap (the local base image: no registry needed)
 #   openjdk-17-jre-headless    the JVM under PySpark                         tests/spark
 #   prometheus                 promtool and the server that scrapes a cluster tests/integration/test_metrics_*
+#   iproute2 nftables          network namespaces and drops                  tests/chaos/test_partitions.py
+#   openssl                    the TLS tests' CA and certificates            tests/compat/test_security_*
 apt_pkgs=""
 need() {  # need FILE PACKAGE: install PACKAGE when FILE is missing
     [ -e "$1" ] || apt_pkgs="$apt_pkgs $2"
@@ -32,35 +34,16 @@ need /usr/sbin/runc runc
 need /usr/bin/podman-compose podman-compose
 need /usr/sbin/debootstrap debootstrap
 need /usr/bin/java openjdk-17-jre-headless
+need /usr/bin/ip iproute2
 need /usr/bin/promtool prometheus
 need /usr/bin/prometheus prometheus
+need /usr/sbin/nft nftables
+need /usr/bin/openssl openssl
 if [ -n "$apt_pkgs" ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq >/dev/null
     # shellcheck disable=SC2086
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $apt_pkgs >/dev/null
-fi
-# iproute2 (ip netns) and nftables build the network-partition harness
-# (tests/chaos/test_partitions.py); it needs root, so without root it skips and nothing is installed.
-if [ "$(id -u)" = 0 ] && ! { command -v ip && command -v nft; } >/dev/null 2>&1; then
-    apt-get update -qq >/dev/null && apt-get install -y -qq iproute2 nftables >/dev/null
-fi
-# Java runs Spark for tests/spark (PySpark 4 needs Java 17+).
-if ! command -v java >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq >/dev/null && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
-    else
-        sudo apt-get update -qq >/dev/null \
-            && sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
-    fi
-fi
-# openssl (Debian's default install has it) makes the CA and certificates of the TLS tests.
-if ! command -v openssl >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then
-        apt-get update -qq >/dev/null && apt-get install -y -qq openssl >/dev/null
-    else
-        sudo apt-get update -qq >/dev/null && sudo apt-get install -y -qq openssl >/dev/null
-    fi
 fi
 if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
