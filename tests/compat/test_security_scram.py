@@ -92,8 +92,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 
     original = cluster_module._describe_quorum_leader
 
-    async def describe(port: int, timeout_s: float, tls: Any = None) -> int:
-        return await _describe_with_sasl(port, timeout_s, ConnectionSecurity(
+    async def describe(host: str, port: int, timeout_s: float, tls: Any = None) -> int:
+        return await _describe_with_sasl(host, port, timeout_s, ConnectionSecurity(
             ssl=harness, authenticate=make_authenticator("PLAIN", "ops", "ops-secret")))
 
     cluster_module._describe_quorum_leader = describe  # type: ignore[assignment]
@@ -105,13 +105,13 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         cluster_module._describe_quorum_leader = original  # type: ignore[assignment]
 
 
-async def _describe_with_sasl(port: int, timeout_s: float, security: Any) -> int:
+async def _describe_with_sasl(host: str, port: int, timeout_s: float, security: Any) -> int:
     from kio.schema.describe_quorum.v0 import request as dq
 
     from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
-    conn = KafkaConnection("127.0.0.1", port, "skiff-test", security=security)
+    conn = KafkaConnection(host, port, "skiff-test", security=security)
     try:
         resp = await conn.request(55, 0, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name="__cluster_metadata",
