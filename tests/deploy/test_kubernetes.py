@@ -174,7 +174,7 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
     volume = f"skiff-kube-{suffix}"
     spec["volumes"].append({"name": "data", "persistentVolumeClaim": {"claimName": volume}})
     container["image"] = skiff_image
-    host_ports = dict(zip((9092, 9093, 9094), engine.free_ports(3), strict=True))
+    host_ports = dict(zip((9092, 9093, 9094, 9095), engine.free_ports(4), strict=True))
     for port in container["ports"]:  # podman publishes every containerPort: choose free ones
         port["hostPort"] = host_ports[port["containerPort"]]
     bootstrap = f"localhost:{host_ports[9092]}"
