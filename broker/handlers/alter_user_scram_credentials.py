@@ -10,13 +10,13 @@ from broker.controller.rpc import alter_user_scram_credentials as rpc
 from broker.errors import KafkaError
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 51
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     deletions, upsertions = rpc.parse(request)
     try:
         results = await node.controller.alter_user_scram_credentials(deletions, upsertions)

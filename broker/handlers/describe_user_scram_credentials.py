@@ -11,14 +11,14 @@ from broker.handlers._build import build, response_module
 from broker.security import scram_admin
 
 if TYPE_CHECKING:
-    from broker.node import Node
+    from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 50
 _NO_THROTTLE = datetime.timedelta(0)
 
 
-async def handle(node: Node, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     users = None if request.users is None else [u.name for u in request.users]
     results, error = scram_admin.describe(node.metadata, users)
