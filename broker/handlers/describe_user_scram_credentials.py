@@ -4,10 +4,10 @@ any authenticated principal may ask (Kafka checks DESCRIBE on the cluster)."""
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
 from broker.security import scram_admin
 
 if TYPE_CHECKING:
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 50
-_NO_THROTTLE = datetime.timedelta(0)
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
@@ -23,7 +22,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     users = None if request.users is None else [u.name for u in request.users]
     results, error = scram_admin.describe(node.metadata, users)
     return build(
-        mod.DescribeUserScramCredentialsResponse, throttle_time=_NO_THROTTLE, error_code=error,
+        mod.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE, error_code=error,
         error_message=None, results=tuple(
             build(mod.DescribeUserScramCredentialsResult, user=u, error_code=code,
                   error_message=message, credential_infos=tuple(
