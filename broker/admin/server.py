@@ -27,6 +27,7 @@ from broker.admin.partitions import PartitionService
 from broker.admin.quorum import QuorumDescriber, describe_from_node
 from broker.admin.records import RecordService
 from broker.admin.topics import TopicService
+from broker.config.listeners import parse_host_ports
 
 log = structlog.get_logger(__name__)
 
@@ -40,20 +41,8 @@ def parse_admin_listeners(value: str | Sequence[str] | None) -> list[str]:
     admin server. None: the default."""
     if value is None:
         return [DEFAULT_ADMIN_LISTENER]
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out: list[str] = []
-    for raw in items:
-        item = raw.strip()
-        if not item:
-            continue
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or int(port) > 65535:
-            raise ValueError(f"Invalid value {raw!r} for configuration {ADMIN_LISTENERS_KEY}: "
-                             "host:port expected")
-        out.append(f"{host or '0.0.0.0'}:{port}")
-    return out
+    return [f"{host or '0.0.0.0'}:{port}"
+            for host, port in parse_host_ports(ADMIN_LISTENERS_KEY, value)]
 
 
 def admin_listeners(cfg: Any) -> list[str]:

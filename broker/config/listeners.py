@@ -62,6 +62,27 @@ def _host_port(key: str, value: str, item: str) -> tuple[str, int]:
     return m.group(1), int(m.group(2))
 
 
+def parse_host_ports(key: str, value: str | Sequence[str]) -> list[tuple[str, int]]:
+    """Skiff's own listener lists (`admin.listeners`, `metrics.listeners`): comma-separated
+    `host:port`, a `NAME://` prefix accepted and ignored; the host as written (an IPv6 host
+    keeps its brackets), "" for every interface. ValueError on an item that is not
+    host:port."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        if "://" in item:
+            item = item.split("://", 1)[1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"Invalid value {raw!r} for configuration {key}: "
+                             "host:port expected")
+        out.append((host, int(port)))
+    return out
+
+
 def parse_voters(key: str, items: Sequence[str]) -> list[Voter]:
     value = ",".join(items)
     out: list[Voter] = []

@@ -25,6 +25,8 @@ from prometheus_client import start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from broker.config.listeners import parse_host_ports
+
 log = structlog.get_logger(__name__)
 
 METRICS_LISTENERS_KEY = "metrics.listeners"
@@ -37,20 +39,8 @@ def parse_metrics_listeners(value: str | Sequence[str] | None) -> list[tuple[str
     empty host is every interface); empty: no endpoint. None: the default."""
     if value is None:
         value = [DEFAULT_METRICS_LISTENER]
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out: list[tuple[str, int]] = []
-    for raw in items:
-        item = raw.strip()
-        if not item:
-            continue
-        if "://" in item:
-            item = item.split("://", 1)[1]
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or int(port) > 65535:
-            raise ValueError(f"Invalid value {raw!r} for configuration {METRICS_LISTENERS_KEY}:"
-                             " host:port expected")
-        out.append((host.strip("[]") or "0.0.0.0", int(port)))
-    return out
+    return [(host.strip("[]") or "0.0.0.0", port)
+            for host, port in parse_host_ports(METRICS_LISTENERS_KEY, value)]
 
 
 class LoopCollector(Collector):
