@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster
+from tests.support.roundtrip import aiokafka_roundtrip
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -146,41 +147,14 @@ def test_kafka_python_plain(sasl_node: str) -> None:
 
 
 def test_aiokafka_plain(sasl_node: str) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
     topic = "sasl-aiokafka"
     _create(sasl_node, topic)
-    opts: dict[str, Any] = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+    opts: dict[str, Any] = {"bootstrap_servers": sasl_node,
+                            "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
                             "sasl_plain_username": "alice",
                             "sasl_plain_password": "alice-secret"}
     values = [f"ak-{i}".encode() for i in range(50)]
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=sasl_node, **opts)
-        await producer.start()
-        try:
-            for v in values:
-                await producer.send(topic, v)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=sasl_node, enable_auto_commit=False,
-                                    **opts)
-        await consumer.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            out: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(out) < len(values):
-                    batch = await consumer.getmany(tp, timeout_ms=1000)
-                    out += [m.value for m in batch.get(tp, []) if m.value is not None]
-            return out
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(run()) == values
+    assert aiokafka_roundtrip(topic, values, opts, opts) == values
 
 
 @pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),

@@ -11,7 +11,6 @@ SASL_AUTHENTICATION_FAILED and write nothing; DescribeUserScramCredentials lists
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import shutil
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster
+from tests.support.roundtrip import aiokafka_roundtrip
 from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
@@ -215,43 +215,17 @@ def test_kafka_python_scram(secured: Secured) -> None:
 
 
 def test_aiokafka_scram(secured: Secured) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
 
     topic = "scram-aiokafka"
     _create(secured, topic)
     values = [f"ak-{i}".encode() for i in range(50)]
-
-    async def run() -> list[bytes]:
-        opts: dict[str, Any] = {
-            "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
-            "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret",
-            "ssl_context": create_ssl_context(cafile=secured.pki.ca)}
-        producer = AIOKafkaProducer(bootstrap_servers=secured.bootstrap, **opts)
-        await producer.start()
-        try:
-            for v in values:
-                await producer.send(topic, v)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=secured.bootstrap,
-                                    enable_auto_commit=False, **opts)
-        await consumer.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            out: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(out) < len(values):
-                    batch = await consumer.getmany(tp, timeout_ms=1000)
-                    out += [m.value for m in batch.get(tp, []) if m.value is not None]
-            return out
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(run()) == values
+    opts: dict[str, Any] = {
+        "bootstrap_servers": secured.bootstrap,
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret",
+        "ssl_context": create_ssl_context(cafile=secured.pki.ca)}
+    assert aiokafka_roundtrip(topic, values, opts, opts) == values
 
 
 @pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),

@@ -12,7 +12,6 @@ without a restart.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import shutil
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster, free_ports
+from tests.support.roundtrip import aiokafka_roundtrip
 from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
@@ -203,43 +203,18 @@ def test_kafka_python_mtls(tls_node: TlsNode) -> None:
 
 
 def test_aiokafka_ssl(tls_node: TlsNode) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.helpers import create_ssl_context
 
     topic = "tls-aiokafka"
     _create(tls_node, topic)
     values = _values("ak", 100)
-
-    async def run() -> list[bytes]:
-        ctx = create_ssl_context(cafile=tls_node.pki.ca)
-        producer = AIOKafkaProducer(bootstrap_servers=tls_node.ssl, security_protocol="SSL",
-                                    ssl_context=ctx)
-        await producer.start()
-        try:
-            for v in values:
-                await producer.send(topic, v)
-            await producer.flush()
-        finally:
-            await producer.stop()
-        mctx = create_ssl_context(cafile=tls_node.pki.ca, certfile=tls_node.pki.path("bob.pem"),
-                                  keyfile=tls_node.pki.path("bob.key"))
-        consumer = AIOKafkaConsumer(bootstrap_servers=tls_node.mtls, security_protocol="SSL",
-                                    ssl_context=mctx, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            out: list[bytes] = []
-            async with asyncio.timeout(30):
-                while len(out) < len(values):
-                    batch = await consumer.getmany(tp, timeout_ms=1000)
-                    out += [m.value for m in batch.get(tp, []) if m.value is not None]
-            return out
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(run()) == values
+    ctx = create_ssl_context(cafile=tls_node.pki.ca)
+    mctx = create_ssl_context(cafile=tls_node.pki.ca, certfile=tls_node.pki.path("bob.pem"),
+                              keyfile=tls_node.pki.path("bob.key"))
+    producer = {"bootstrap_servers": tls_node.ssl, "security_protocol": "SSL", "ssl_context": ctx}
+    consumer = {"bootstrap_servers": tls_node.mtls, "security_protocol": "SSL",
+                "ssl_context": mctx}
+    assert aiokafka_roundtrip(topic, values, producer, consumer) == values
 
 
 @pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
