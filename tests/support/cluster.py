@@ -363,7 +363,11 @@ class Cluster:
             self._reap(node)
 
     def __enter__(self) -> Cluster:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.stop()  # __exit__ does not run when __enter__ raises: no node is left behind
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
