@@ -3,8 +3,8 @@ and the cluster default, checked against Kafka's config definitions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -32,6 +32,8 @@ DYNAMIC_BROKER_KEYS = frozenset(
     k for d in cfgmod.TOPIC_CONFIGS.values() for k in d.synonyms
 ) | {"log.cleaner.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
      "max.connections", "max.connections.per.ip", "log.retention.check.interval.ms"}
+
+_R = TypeVar("_R", AlterConfigsResource, IncrementalAlterConfigsResource)
 
 
 class ConfigurationControlManager(ControlManagerBase):
@@ -84,16 +86,14 @@ class ConfigurationControlManager(ControlManagerBase):
                 out.append(rec.config_record(r.resource_type, r.resource_name, k, None))
         return out
 
-    def alter_configs(
-        self, image: MetadataImage, resources: Sequence[AlterConfigsResource],
-        validate_only: bool = False,
-    ) -> ControllerResult[list[AlterConfigsResult]]:
-        """Legacy AlterConfigs: each resource's dynamic configs become exactly the given set."""
+    def _admissible(self, image: MetadataImage, resources: Sequence[_R],
+                    results: list[AlterConfigsResult]) -> Iterator[_R]:
+        """The resources of an (Incremental)AlterConfigs request that are named once and pass
+        `_check_resource`; the others get their error appended to `results` as they come,
+        so results stay in request order while the caller appends for each one yielded."""
         counts: dict[ConfigResource, int] = {}
         for res in resources:
             counts[res.resource] = counts.get(res.resource, 0) + 1
-        records: list[Any] = []
-        results: list[AlterConfigsResult] = []
         for res in resources:
             r = res.resource
             if counts[r] > 1:
@@ -104,6 +104,17 @@ class ConfigurationControlManager(ControlManagerBase):
             if bad is not None:
                 results.append(AlterConfigsResult(r, *bad))
                 continue
+            yield res
+
+    def alter_configs(
+        self, image: MetadataImage, resources: Sequence[AlterConfigsResource],
+        validate_only: bool = False,
+    ) -> ControllerResult[list[AlterConfigsResult]]:
+        """Legacy AlterConfigs: each resource's dynamic configs become exactly the given set."""
+        records: list[Any] = []
+        results: list[AlterConfigsResult] = []
+        for res in self._admissible(image, resources, results):
+            r = res.resource
             new: dict[str, str] = {}
             problem = None
             for name, value in res.configs.items():
@@ -127,21 +138,10 @@ class ConfigurationControlManager(ControlManagerBase):
         self, image: MetadataImage, resources: Sequence[IncrementalAlterConfigsResource],
         validate_only: bool = False,
     ) -> ControllerResult[list[AlterConfigsResult]]:
-        counts: dict[ConfigResource, int] = {}
-        for res in resources:
-            counts[res.resource] = counts.get(res.resource, 0) + 1
         records: list[Any] = []
         results: list[AlterConfigsResult] = []
-        for res in resources:
+        for res in self._admissible(image, resources, results):
             r = res.resource
-            if counts[r] > 1:
-                results.append(AlterConfigsResult(r, ErrorCode.invalid_request,
-                                                  "Duplicate resource."))
-                continue
-            bad = self._check_resource(image, r)
-            if bad is not None:
-                results.append(AlterConfigsResult(r, *bad))
-                continue
             old = dict(image.configs.get((r.resource_type, r.resource_name), {}))
             new = dict(old)
             seen: set[str] = set()
