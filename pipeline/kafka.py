@@ -39,6 +39,9 @@ TopicPart = tuple[str, int]
 # confluent-kafka's stubs do not export OffsetSpec from the package they define it in.
 _OffsetSpec: Any = getattr(_admin, "OffsetSpec")  # noqa: B009
 _REQUEST_TIMEOUT_S = 30.0
+_CONSUME_BATCH = 10_000
+# Short enough that gaps at a range's end (compaction, transaction markers) cost little.
+_CONSUME_WAIT_S = 0.1
 # librdkafka's own prefetch default (1 s back-off when its queue is full) caps throughput.
 _CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": "1", "enable.auto.commit": "false",
                       "max.partition.fetch.bytes": str(16 << 20),
@@ -230,9 +233,15 @@ def read_ranges(opts: ReadOptions, ranges: tuple[OffsetRange, ...]
             return
         consumer.assign([TopicPartition(t, p, s) for (t, p), s in starts.items()])
         todo = set(until)
+        position = dict(starts)
         last_progress = time.monotonic()
         while todo:
-            msgs: list[Any] = consumer.consume(num_messages=10_000, timeout=1.0)
+            # librdkafka's consume() returns only when it has num_messages or the timeout
+            # passed: asking for no more than the ranges still hold keeps a short range (a
+            # streaming micro-batch) from waiting out the timeout.
+            wanted = sum(max(1, until[tp] - position[tp]) for tp in todo)
+            msgs: list[Any] = consumer.consume(num_messages=min(_CONSUME_BATCH, wanted),
+                                               timeout=_CONSUME_WAIT_S)
             if not msgs:
                 if (time.monotonic() - last_progress) * 1000 > opts.poll_timeout_ms:
                     t, p = next(iter(todo))
@@ -259,6 +268,8 @@ def read_ranges(opts: ReadOptions, ranges: tuple[OffsetRange, ...]
             spill = False
             for row in last:
                 tp = (row["topic"], row["partition"])
+                if tp in position:
+                    position[tp] = max(position[tp], row["offset_max"] + 1)
                 end = until.get(tp)
                 if end is None or tp not in todo:
                     spill = True
