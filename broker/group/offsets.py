@@ -286,6 +286,20 @@ class GroupOffsets:
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None, member_epoch: int = -1, require_stable: bool = False,
+    ) -> OffsetFetchResult:
+        """`require_stable` (OffsetFetch v7+, KIP-447): a partition with a transactional
+        offset still pending gets UNSTABLE_OFFSET_COMMIT, which clients retry."""
+        result = self._fetch_offsets(group_id, partitions, member_id, member_epoch)
+        if not require_stable or not self.pending_txn_offsets or result.error is not ErrorCode.none:
+            return result
+        return OffsetFetchResult(result.error, tuple(
+            FetchedOffset(f.topic, f.partition, -1, -1, "", ErrorCode.unstable_offset_commit)
+            if self.has_pending_txn_offset(group_id, (f.topic, f.partition)) else f
+            for f in result.partitions))
+
+    def _fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None,
         member_id: str | None = None, member_epoch: int = -1,
     ) -> OffsetFetchResult:
         cg = self.consumer_groups.get(group_id)

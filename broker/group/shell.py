@@ -471,13 +471,14 @@ class GroupCoordinatorService:
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None,
-        member_id: str | None = None, member_epoch: int = -1,
+        member_id: str | None = None, member_epoch: int = -1, require_stable: bool = False,
     ) -> OffsetFetchResult:
         try:
             _, coord = self.coordinator_for(group_id)
         except KafkaError as exc:
             return OffsetFetchResult(exc.error_code)
-        return coord.fetch_offsets(group_id, partitions, member_id, member_epoch)
+        return coord.fetch_offsets(group_id, partitions, member_id, member_epoch,
+                                   require_stable=require_stable)
 
     async def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition],
