@@ -1,6 +1,7 @@
-"""(Beside the handler tests for their node helpers.) The transaction coordinator's IO shell on real logs: transitions are written to
-__transaction_state, and a coordinator that loads the partition (failover, restart) resumes
-a transaction left in PrepareCommit by sending its markers again."""
+"""The transaction coordinator's IO shell on real logs (here, beside the handler tests, for
+their node helpers): transitions are written to __transaction_state, and a coordinator that
+loads the partition (failover, restart) resumes a transaction left in PrepareCommit by
+sending its markers again."""
 
 from __future__ import annotations
 
