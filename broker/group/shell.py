@@ -292,6 +292,7 @@ class GroupCoordinatorService:
         now = self._now()
         batch = build_batch([Record(timestamp=now, key=r.key, value=r.value) for r in w.records],
                             producer_id=w.producer_id, producer_epoch=w.producer_epoch,
+                            base_sequence=self._next_sequence(p, w),
                             is_transactional=w.producer_id >= 0)
         error = ErrorCode.none
         try:
@@ -312,6 +313,20 @@ class GroupCoordinatorService:
         if error is not ErrorCode.none:
             log.info("group_write_error", partition=p, error=error.name)
         self._dispatch(p, coord, coord.write_completed(w.write_id, error, self._now()))
+
+    def _next_sequence(self, p: int, w: Write) -> int:
+        """The base sequence of a TxnOffsetCommit batch (-1 for plain writes). Kafka's
+        coordinator writes these batches without one and its log skips the sequence check
+        for coordinator appends; Skiff's log checks every producer batch, so the batch goes
+        on from the producer's last sequence in this partition (0 in a new epoch). Read
+        right before the append, with no await in between, so writes cannot interleave."""
+        if w.producer_id < 0:
+            return -1
+        part = self.node.replicas.get(OFFSETS_TOPIC, p)
+        entry = None if part is None else part.producer_state.entry(w.producer_id)
+        if entry is None or entry.epoch != w.producer_epoch or entry.last_seq < 0:
+            return 0
+        return int(entry.last_seq) + 1
 
     async def _call(self, group_id: str, call: Callable[[GroupCoordinator, Token, int], Effects],
                     ) -> Any:

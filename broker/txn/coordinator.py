@@ -485,7 +485,8 @@ class TransactionCoordinator:
                 self._reply(token, InitResult(map_write_error(error)))
         return done
 
-    def _fence_and_abort(self, meta: TxnMetadata, now_ms: int) -> None:
+    def _fence_and_abort(self, meta: TxnMetadata, now_ms: int,
+                         token: Token | None = None) -> None:
         """Ongoing -> PrepareEpochFence -> PrepareAbort: the epoch is bumped (unless
         exhausted) so the current producer is fenced, and its transaction aborted."""
         check_transition(meta.transactional_id, meta.state, S.PREPARE_EPOCH_FENCE)
@@ -497,7 +498,7 @@ class TransactionCoordinator:
         # PrepareEpochFence is held in memory only; the record says PrepareAbort
         meta.state, saved = S.PREPARE_EPOCH_FENCE, meta.state
         try:
-            self._transit(meta, target, self._prepare_done(meta, None, target))
+            self._transit(meta, target, self._prepare_done(meta, token, target))
         finally:
             if meta.pending is None:
                 meta.state = saved
@@ -670,7 +671,8 @@ class TransactionCoordinator:
 
     def abort(self, token: Token, tid: str, now_ms: int) -> Effects:
         """An operator's abort of an ongoing transaction (`skiff transactions abort`):
-        the producer is fenced, as by a timeout. Reply: ErrorCode."""
+        the producer is fenced, as by a timeout. Reply: ErrorCode, once PrepareAbort (with
+        the bumped epoch) is written."""
         meta = self.txns.get(tid)
         if meta is None:
             self._reply(token, ErrorCode.transactional_id_not_found)
@@ -678,8 +680,7 @@ class TransactionCoordinator:
             self._reply(token, ErrorCode.invalid_txn_state if meta.pending is None
                         else ErrorCode.concurrent_transactions)
         else:
-            self._fence_and_abort(meta, now_ms)
-            self._reply(token, ErrorCode.none)
+            self._fence_and_abort(meta, now_ms, token)  # answered once PrepareAbort is written
         return self._take()
 
     def describe(self, tid: str) -> TxnDescription | None:
