@@ -241,7 +241,11 @@ class GroupOffsets:
                 return ErrorCode.illegal_generation
             return None
         g = self.groups.get(req.group_id)
-        if g is None:
+        if g is None:  # as an empty group: no members, generation 0 (Kafka's checks)
+            if req.member_id:
+                return ErrorCode.unknown_member_id
+            if req.generation_id > 0:
+                return ErrorCode.illegal_generation
             return None
         if g.state is GroupState.DEAD:
             return ErrorCode.coordinator_not_available
