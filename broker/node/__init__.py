@@ -528,4 +528,6 @@ def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str,
         "log.dirs": str(data / "logs"),
         "metadata.log.dir": str(data / "metadata"),
         "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
     }
