@@ -53,3 +53,31 @@ async def test_reload_resumes_prepare_commit(tmp_path: Path) -> None:
         assert (m.producer_id, m.producer_epoch, m.transaction_result) == (r.producer_id, 0, True)
     finally:
         await node.stop()
+
+
+async def test_leadership_loss_unloads_and_answers_not_coordinator(tmp_path: Path) -> None:
+    import asyncio
+
+    node = TxnNode(tmp_path)
+    await node.start()
+    try:
+        await txn_ready(node, "tx")
+        svc = node.txn_coordinator
+        p = svc.partition_of("tx")
+        assert p in svc.coordinators
+        topic = node.metadata.topic(TRANSACTION_STATE_TOPIC)
+        assert topic is not None
+        node.add_topic(TRANSACTION_STATE_TOPIC, len(topic.partitions), leader=2, epoch=1)
+        for _ in range(200):
+            if not svc.coordinators:
+                break
+            await asyncio.sleep(0.01)
+        assert svc.coordinators == {}
+        r = await init_txn(node, "tx")
+        assert r.error_code is ErrorCode.not_coordinator
+        # back to this broker at a newer epoch: loaded again, with that coordinator epoch
+        node.add_topic(TRANSACTION_STATE_TOPIC, len(topic.partitions), leader=1, epoch=2)
+        await txn_ready(node, "tx")
+        assert svc.coordinators[p].coordinator_epoch == 2
+    finally:
+        await node.stop()
