@@ -18,6 +18,8 @@ groups: Any = protogen.load(_V1 + "groups_pb2")
 groups_grpc: Any = protogen.load(_V1 + "groups_pb2_grpc")
 configs: Any = protogen.load(_V1 + "configs_pb2")
 configs_grpc: Any = protogen.load(_V1 + "configs_pb2_grpc")
+transactions: Any = protogen.load(_V1 + "transactions_pb2")
+transactions_grpc: Any = protogen.load(_V1 + "transactions_pb2_grpc")
 records: Any = protogen.load(_V1 + "records_pb2")
 records_grpc: Any = protogen.load(_V1 + "records_pb2_grpc")
 meta: Any = protogen.load("skiff.metadata.v1.records_pb2")
@@ -25,6 +27,6 @@ meta: Any = protogen.load("skiff.metadata.v1.records_pb2")
 # Every admin service's full name, for health and reflection.
 SERVICE_NAMES: tuple[str, ...] = tuple(
     svc.full_name
-    for mod in (cluster, topics, partitions, groups, configs, records)
+    for mod in (cluster, topics, partitions, groups, configs, records, transactions)
     for svc in mod.DESCRIPTOR.services_by_name.values()
 )

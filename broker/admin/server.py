@@ -27,6 +27,7 @@ from broker.admin.partitions import PartitionService
 from broker.admin.quorum import QuorumDescriber, describe_from_node
 from broker.admin.records import RecordService
 from broker.admin.topics import TopicService
+from broker.admin.transactions import TransactionService
 from broker.config.listeners import parse_host_ports
 
 log = structlog.get_logger(__name__)
@@ -143,6 +144,8 @@ class AdminServer:
             PartitionService(node, fwd), server)
         pb.groups_grpc.add_GroupServiceServicer_to_server(GroupService(node, fwd), server)
         pb.configs_grpc.add_ConfigServiceServicer_to_server(ConfigService(node, fwd), server)
+        pb.transactions_grpc.add_TransactionServiceServicer_to_server(
+            TransactionService(node, fwd), server)
         pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name

@@ -186,6 +186,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.state.log.segment.bytes", INT, 100 * 1024 * 1024, at_least(1)),
     ConfigDef("transaction.max.timeout.ms", INT, 900000, at_least(1)),
     ConfigDef("transactional.id.expiration.ms", INT, 604800000, at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10000,
+              at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000,
+              at_least(1)),
     ConfigDef("producer.id.expiration.ms", INT, 86400000, at_least(1)),
     # Skiff's own: which API versions the client listener serves. kafka3 = from v0, every
     # version Kafka 3.9 served; kafka4 = Kafka 4's floors (KIP-896 removed the oldest).

@@ -92,6 +92,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
         self._fx = Effects()
         self._writes: dict[int, WriteCallback] = {}
         self._next_write_id = 1
@@ -108,11 +109,13 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         if token is not None:
             self._fx.replies.append(Reply(token, result))
 
-    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback) -> None:
+    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback,
+               producer: tuple[int, int] | None = None) -> None:
         write_id = self._next_write_id
         self._next_write_id += 1
         self._writes[write_id] = done
-        self._fx.writes.append(Write(write_id, tuple(records)))
+        pid, epoch = producer if producer is not None else (-1, -1)
+        self._fx.writes.append(Write(write_id, tuple(records), pid, epoch))
 
     def _write_group_records(self, records: list[OffsetsRecord],
                              group: ConsumerGroup | None = None) -> None:

@@ -27,6 +27,7 @@ from broker.group.types import (
     OffsetsRecord,
     Token,
     TopicPartition,
+    TxnOffsetCommitRequest,
 )
 
 _COORDINATOR_UNAVAILABLE = {
@@ -61,6 +62,7 @@ class GroupOffsets:
 
     config: GroupConfig
     groups: dict[str, ClassicGroup]
+    pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]]
     consumer_groups: dict[str, ConsumerGroup]
 
     def _take(self) -> Effects:
@@ -69,7 +71,8 @@ class GroupOffsets:
     def _reply(self, token: Token | None, result: object) -> None:
         raise NotImplementedError
 
-    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback) -> None:
+    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback,
+               producer: tuple[int, int] | None = None) -> None:
         raise NotImplementedError
 
     def _offsets_holder(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
@@ -186,9 +189,120 @@ class GroupOffsets:
                 and g.protocol_type is None and self.groups.get(g.group_id) is g):
             del self.groups[g.group_id]
 
+    # ---- TxnOffsetCommit ------------------------------------------------------------------------
+    # Transactional offsets are written as the producer's transactional batch; once replicated
+    # they wait in pending_txn_offsets (per producer id) until the transaction's marker reaches
+    # this partition: COMMIT makes them the group's offsets, ABORT drops them
+    # (complete_txn_offsets, called when the WriteTxnMarkers append ends, and on replay).
+
+    def commit_txn_offsets(self, token: Token, req: TxnOffsetCommitRequest,
+                           now_ms: int) -> Effects:
+        keys = [(p.topic, p.partition) for p in req.partitions]
+        error = self._validate_txn_commit(req, now_ms)
+        if error is not None:
+            self._reply(token, OffsetCommitResult(tuple((k, error) for k in keys)))
+            return self._take()
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: list[tuple[TopicPartition, CommittedOffset]] = []
+        for p in req.partitions:
+            meta = p.metadata or ""
+            if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                results[(p.topic, p.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            accepted.append(((p.topic, p.partition),
+                             CommittedOffset(p.offset, p.leader_epoch, meta, now_ms, -1)))
+        if not accepted:
+            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
+            return self._take()
+
+        def stored(error: ErrorCode, now: int) -> None:
+            if error is ErrorCode.none:
+                pending = self.pending_txn_offsets.setdefault(req.producer_id, {})
+                for tp, committed in accepted:
+                    pending[(req.group_id, tp)] = committed
+            for tp, _ in accepted:
+                results[tp] = map_store_error(error, commit=True)
+            self._reply(token, OffsetCommitResult(tuple((k, results[k]) for k in keys)))
+
+        self._write([self._offset_record(req.group_id, tp, c) for tp, c in accepted], stored,
+                    producer=(req.producer_id, req.producer_epoch))
+        return self._take()
+
+    def _validate_txn_commit(self, req: TxnOffsetCommitRequest, now_ms: int,
+                             ) -> ErrorCode | None:
+        cg = self.consumer_groups.get(req.group_id)
+        if cg is not None:
+            if not req.member_id or req.generation_id < 0:
+                return None
+            member = cg.members.get(req.member_id)
+            if member is None:
+                return ErrorCode.unknown_member_id
+            if req.generation_id != member.member_epoch:
+                return ErrorCode.illegal_generation
+            return None
+        g = self.groups.get(req.group_id)
+        if g is None:  # as an empty group: no members, generation 0 (Kafka's checks)
+            if req.member_id:
+                return ErrorCode.unknown_member_id
+            if req.generation_id > 0:
+                return ErrorCode.illegal_generation
+            return None
+        if g.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if req.member_id:
+            error = self._validate_member(g, req.member_id, req.group_instance_id)
+            if error is not None:
+                return error
+        if req.generation_id >= 0 and req.generation_id != g.generation_id:
+            return ErrorCode.illegal_generation
+        return None
+
+    def replay_txn_offset(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """A record of a transactional batch (loading): pending until its marker."""
+        k = rec.decode_key(key)
+        if not isinstance(k, rec.OffsetCommitKey) or value is None:
+            return
+        v = rec.decode_offset_commit_value(value)
+        self.pending_txn_offsets.setdefault(producer_id, {})[(k.group, (k.topic, k.partition))] = (
+            CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                            v.expire_timestamp))
+
+    def complete_txn_offsets(self, producer_id: int, committed: bool) -> int:
+        """The producer's transaction ended (its marker is in this partition): its pending
+        offsets become the groups' offsets (commit) or are dropped (abort). How many."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not pending:
+            return 0
+        if committed:
+            for (group_id, tp), c in pending.items():
+                holder = self._offsets_holder(group_id)
+                if holder is None:
+                    holder = self.groups[group_id] = ClassicGroup(group_id)
+                if _is_dead(holder):
+                    continue
+                holder.offsets[tp] = c
+        return len(pending)
+
+    def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        return any((group_id, tp) in offs for offs in self.pending_txn_offsets.values())
+
     # ---- OffsetFetch ---------------------------------------------------------------------------
 
     def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None, member_epoch: int = -1, require_stable: bool = False,
+    ) -> OffsetFetchResult:
+        """`require_stable` (OffsetFetch v7+, KIP-447): a partition with a transactional
+        offset still pending gets UNSTABLE_OFFSET_COMMIT, which clients retry."""
+        result = self._fetch_offsets(group_id, partitions, member_id, member_epoch)
+        if not require_stable or not self.pending_txn_offsets or result.error is not ErrorCode.none:
+            return result
+        return OffsetFetchResult(result.error, tuple(
+            FetchedOffset(f.topic, f.partition, -1, -1, "", ErrorCode.unstable_offset_commit)
+            if self.has_pending_txn_offset(group_id, (f.topic, f.partition)) else f
+            for f in result.partitions))
+
+    def _fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None,
         member_id: str | None = None, member_epoch: int = -1,
     ) -> OffsetFetchResult:

@@ -49,17 +49,81 @@ from broker.group.types import (
     SyncGroupResult,
     Token,
     TopicPartition,
+    TxnOffsetCommitRequest,
     Write,
 )
-from broker.protocol.records import Record, build_batch
+from broker.protocol.records import (
+    BatchHeader,
+    Record,
+    build_batch,
+    decode_records,
+    iter_batch_headers,
+    whole_batches_length,
+)
 from broker.replication import Role
 
 log = structlog.get_logger(__name__)
 
 GROUP_KEY_TYPE = 0
-TRANSACTION_KEY_TYPE = 1
 LOAD_WINDOW = 4096  # offsets read per step while loading, between yields to the event loop
 LEADER_WAIT_S = 30.0
+
+
+CONTROL_COMMIT = 1  # a control record's type (key: int16 version, int16 type)
+
+
+def read_batches(plog: Any, offset: int, upto: int) -> list[tuple[BatchHeader, list[Record]]]:
+    """The batches of a log from `offset` up to `upto` (exclusive), with their records:
+    loading needs the batch attributes (transactional, control) that read_records drops."""
+    out: list[tuple[BatchHeader, list[Record]]] = []
+    while offset < upto:
+        data = plog.read(offset, 1 << 20, upto).read_bytes()
+        data = data[: whole_batches_length(data)]
+        if not data:
+            break
+        mv = memoryview(data)
+        for pos, h in iter_batch_headers(mv, validate_crc=True):
+            records = [r for r in decode_records(mv[pos: pos + h.size])
+                       if offset <= r.offset < upto]
+            if records:
+                out.append((h, records))
+            offset = max(offset, h.next_offset)
+    return out
+
+
+def replay_batch(coord: GroupCoordinator, h: BatchHeader, records: list[Record]) -> int:
+    """One batch of __consumer_offsets into a loading coordinator: plain records apply at
+    once; a transactional batch's offsets wait for their producer's marker, and a control
+    batch (the marker) commits or drops them. How many records were applied."""
+    count = 0
+    if h.is_control:
+        for r in records:
+            if r.key is not None and len(r.key) >= 4:
+                committed = int.from_bytes(r.key[2:4], "big", signed=True) == CONTROL_COMMIT
+                coord.complete_txn_offsets(h.producer_id, committed)
+        return 0
+    for r in records:
+        if r.key is None:
+            continue
+        if h.is_transactional:
+            coord.replay_txn_offset(h.producer_id, r.key, r.value)
+        else:
+            coord.replay(r.key, r.value)
+        count += 1
+    return count
+
+
+def on_txn_marker_written(node: Any, topic: str, partition: int, producer_id: int,
+                          committed: bool) -> None:
+    """The hook for WriteTxnMarkers: call it once a marker is appended (and replicated) to
+    a partition this broker leads. For a __consumer_offsets partition, the producer's
+    transactional offsets there are materialized (commit) or dropped (abort); other topics
+    are ignored."""
+    if topic != OFFSETS_TOPIC:
+        return
+    service = getattr(node, "group_coordinator", None)
+    if isinstance(service, GroupCoordinatorService):
+        service.complete_txn_offsets(partition, producer_id, committed)
 
 
 def service_of(node: Any) -> GroupCoordinatorService:
@@ -175,15 +239,12 @@ class GroupCoordinatorService:
             count = 0
             while offset < end:
                 upto = min(end, offset + LOAD_WINDOW)
-                for r in plog.read_records(offset, upto):
-                    if r.key is None:
-                        continue
+                for item in read_batches(plog, offset, upto):
                     try:
-                        coord.replay(r.key, r.value)
-                        count += 1
+                        count += replay_batch(coord, *item)
                     except KafkaError as exc:
-                        log.warning("group_record_unreadable", partition=p, offset=r.offset,
-                                    error=str(exc))
+                        log.warning("group_record_unreadable", partition=p,
+                                    offset=item[0].base_offset, error=str(exc))
                 offset = upto
                 await asyncio.sleep(0)
             coord.finish_loading(self._now())
@@ -229,7 +290,10 @@ class GroupCoordinatorService:
 
     async def _write(self, p: int, coord: GroupCoordinator, w: Write) -> None:
         now = self._now()
-        batch = build_batch([Record(timestamp=now, key=r.key, value=r.value) for r in w.records])
+        batch = build_batch([Record(timestamp=now, key=r.key, value=r.value) for r in w.records],
+                            producer_id=w.producer_id, producer_epoch=w.producer_epoch,
+                            base_sequence=self._next_sequence(p, w),
+                            is_transactional=w.producer_id >= 0)
         error = ErrorCode.none
         try:
             results = await self.node.replicas.append(
@@ -249,6 +313,20 @@ class GroupCoordinatorService:
         if error is not ErrorCode.none:
             log.info("group_write_error", partition=p, error=error.name)
         self._dispatch(p, coord, coord.write_completed(w.write_id, error, self._now()))
+
+    def _next_sequence(self, p: int, w: Write) -> int:
+        """The base sequence of a TxnOffsetCommit batch (-1 for plain writes). Kafka's
+        coordinator writes these batches without one and its log skips the sequence check
+        for coordinator appends; Skiff's log checks every producer batch, so the batch goes
+        on from the producer's last sequence in this partition (0 in a new epoch). Read
+        right before the append, with no await in between, so writes cannot interleave."""
+        if w.producer_id < 0:
+            return -1
+        part = self.node.replicas.get(OFFSETS_TOPIC, p)
+        entry = None if part is None else part.producer_state.entry(w.producer_id)
+        if entry is None or entry.epoch != w.producer_epoch or entry.last_seq < 0:
+            return 0
+        return int(entry.last_seq) + 1
 
     async def _call(self, group_id: str, call: Callable[[GroupCoordinator, Token, int], Effects],
                     ) -> Any:
@@ -285,10 +363,8 @@ class GroupCoordinatorService:
     async def find_coordinator(
         self, key: str, key_type: int, listener_name: str,
     ) -> tuple[ErrorCode, int, str, int, str | None]:
-        """(error, node id, host, port, message) of the coordinator of `key`."""
-        if key_type == TRANSACTION_KEY_TYPE:
-            return (ErrorCode.coordinator_not_available, -1, "", -1,
-                    "transactions are not supported")
+        """(error, node id, host, port, message) of the coordinator of group `key`
+        (transactional ids are broker/txn's: FindCoordinator sends key type 1 there)."""
         if key_type != GROUP_KEY_TYPE:
             return ErrorCode.invalid_request, -1, "", -1, f"key type {key_type}"
         if self.node.metadata.topic(OFFSETS_TOPIC) is None:
@@ -386,15 +462,38 @@ class GroupCoordinatorService:
                                             for p in req.partitions))
         return result
 
+    async def commit_txn_offsets(self, req: TxnOffsetCommitRequest) -> OffsetCommitResult:
+        try:
+            result: OffsetCommitResult = await self._call(
+                req.group_id, lambda c, t, now: c.commit_txn_offsets(t, req, now))
+        except KafkaError as exc:
+            return OffsetCommitResult(tuple(((p.topic, p.partition), exc.error_code)
+                                            for p in req.partitions))
+        return result
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, committed: bool) -> int:
+        """A transaction marker of `producer_id` reached __consumer_offsets-`partition`:
+        its pending offsets there take effect (commit) or are dropped. How many; 0 when the
+        partition is not loaded here (a later load replays the marker from the log)."""
+        coord = self.coordinators.get(partition)
+        if coord is None:
+            return 0
+        n = coord.complete_txn_offsets(producer_id, committed)
+        if n:
+            log.debug("txn_offsets_completed", partition=partition, producer_id=producer_id,
+                      committed=committed, offsets=n)
+        return n
+
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None,
-        member_id: str | None = None, member_epoch: int = -1,
+        member_id: str | None = None, member_epoch: int = -1, require_stable: bool = False,
     ) -> OffsetFetchResult:
         try:
             _, coord = self.coordinator_for(group_id)
         except KafkaError as exc:
             return OffsetFetchResult(exc.error_code)
-        return coord.fetch_offsets(group_id, partitions, member_id, member_epoch)
+        return coord.fetch_offsets(group_id, partitions, member_id, member_epoch,
+                                   require_stable=require_stable)
 
     async def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition],

@@ -76,6 +76,8 @@ class Write:
 
     write_id: int
     records: tuple[OffsetsRecord, ...]
+    producer_id: int = -1  # >= 0: a transactional batch of this producer (TxnOffsetCommit)
+    producer_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -185,6 +187,22 @@ class OffsetCommitRequest:
     group_instance_id: str | None
     partitions: tuple[CommitPartition, ...]
     retention_time_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit: offsets that take effect when the producer's transaction commits.
+    generation_id -1 / member_id "" (before v3, or from a client outside the group) skip
+    the member check (KIP-447)."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[CommitPartition, ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

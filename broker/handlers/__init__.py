@@ -10,6 +10,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from broker.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
@@ -26,8 +28,10 @@ from broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     get_telemetry_subscriptions,
@@ -39,6 +43,7 @@ from broker.handlers import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -47,6 +52,7 @@ from broker.handlers import (
     produce,
     push_telemetry,
     sync_group,
+    txn_offset_commit,
 )
 from broker.server.dispatch import Dispatcher
 
@@ -85,6 +91,13 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     delete_groups,
     consumer_group_heartbeat,
     consumer_group_describe,
+    # transactions: the coordinator's side (issue 22)
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
+    describe_transactions,
+    list_transactions,
     # client telemetry (KIP-714)
     get_telemetry_subscriptions,
     push_telemetry,

@@ -1,4 +1,5 @@
-"""FindCoordinator (API 10): which broker coordinates a group (v0-v3 one key, v4+ a batch)."""
+"""FindCoordinator (API 10): which broker coordinates a group (key type 0) or a transactional
+id (key type 1, the leader of its __transaction_state partition); v0-v3 one key, v4+ a batch."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.txn.shell import txn_service_of
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -17,8 +19,17 @@ if TYPE_CHECKING:
 API_KEY = 10
 
 
+TRANSACTION_KEY_TYPE = 1
+
+
 async def _find(node: Any, key: str, key_type: int, listener: str,
                 ) -> tuple[ErrorCode, int, str, int, str | None]:
+    if key_type == TRANSACTION_KEY_TYPE:
+        try:
+            txn = txn_service_of(node)
+        except KafkaError as exc:
+            return exc.error_code, -1, "", -1, exc.message
+        return await txn.find_coordinator(key, listener)
     try:
         service = service_of(node)
     except KafkaError as exc:

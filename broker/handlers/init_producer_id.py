@@ -1,18 +1,16 @@
-"""InitProducerId (API 22), versions 0-4: producer ids for idempotent producers.
+"""InitProducerId (API 22), versions 0-4: producer ids for idempotent and transactional
+producers.
 
-Non-transactional only, as Kafka's TransactionCoordinator treats a null transactional id:
-every request gets a fresh producer id with epoch 0. A producer id and epoch passed at
-v3+ (KIP-360) are not bumped for a null transactional id: Kafka "blindly accepts" the
-request and returns a new id, and idempotent clients bump their epoch themselves (Java)
-or take whatever id and epoch come back (librdkafka, kafka-python). Passing only one of
-the two is INVALID_REQUEST, as in Kafka.
+A null transactional id gets a fresh producer id with epoch 0, as Kafka's
+TransactionCoordinator treats it. A producer id and epoch passed at v3+ (KIP-360) are not
+bumped for a null transactional id: Kafka "blindly accepts" the request and returns a new id,
+and idempotent clients bump their epoch themselves (Java) or take whatever id and epoch come
+back (librdkafka, kafka-python). Passing only one of the two is INVALID_REQUEST, as in Kafka.
 
-A transactional id is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED (an empty one
-INVALID_REQUEST, as Kafka's coordinator does): Skiff has no transaction coordinator, and
-this is the error Java, librdkafka and kafka-python all treat as fatal, so a
-transactional producer stops with a clear error instead of retrying
-COORDINATOR_NOT_AVAILABLE until its timeout. Produce answers transactional requests the
-same way.
+A transactional id goes to the transaction coordinator (broker/txn): its producer id and a
+bumped epoch, which fences older producers of the same id (an empty id is INVALID_REQUEST,
+a timeout above transaction.max.timeout.ms INVALID_TRANSACTION_TIMEOUT). Clients before v4
+get INVALID_PRODUCER_EPOCH where Kafka says PRODUCER_FENCED (KIP-588).
 
 Producer ids come from `ProducerIdManager`, which takes blocks of
 PRODUCER_ID_BLOCK_SIZE ids from the controller through the metadata log (Kafka's
@@ -30,8 +28,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AllocateProducerIdsReply
 from broker.errors import KafkaError
+from broker.handlers import _txn
 from broker.handlers._build import build, response_module
-from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -41,6 +40,7 @@ API_KEY = 22
 log = structlog.get_logger(__name__)
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+FENCED_VERSION = 4  # PRODUCER_FENCED (KIP-588); older clients get INVALID_PRODUCER_EPOCH
 
 # Errors of the controller round trip that a later attempt can get past (another node is
 # the controller, the metadata commit timed out, this broker is re-registering). Kafka's
@@ -136,19 +136,36 @@ def _response(request: Any, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
     )
 
 
-async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
-        error = (
-            ErrorCode.invalid_request if request.transactional_id == ""
-            else ErrorCode.transactional_id_authorization_failed
-        )
-        log.info("init_producer_id_transactional_refused", client=ctx.client_id,
-                 transactional_id=request.transactional_id, error=error.name)
+async def _transactional(node: BrokerServices, ctx: RequestContext, request: Any,
+                         pid: int, epoch: int) -> Any:
+    tid = str(request.transactional_id)
+    if tid == "":
+        return _response(request, ErrorCode.invalid_request)
+    try:
+        service = _txn.service(node)
+    except KafkaError as exc:
+        return _response(request, exc.error_code)
+    result = await service.init_producer_id(
+        tid, to_ms(request.transaction_timeout), pid, epoch)
+    error = result.error
+    if error is ErrorCode.producer_fenced and ctx.api_version < FENCED_VERSION:
+        error = ErrorCode.invalid_producer_epoch
+    if error is not ErrorCode.none:
+        log.info("init_producer_id_transactional_failed", client=ctx.client_id,
+                 transactional_id=tid, error=error.name)
         return _response(request, error)
+    log.debug("transactional_producer_id", transactional_id=tid,
+              producer_id=result.producer_id, producer_epoch=result.producer_epoch)
+    return _response(request, ErrorCode.none, result.producer_id, result.producer_epoch)
+
+
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     pid = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _response(request, ErrorCode.invalid_request)
+    if request.transactional_id is not None:
+        return await _transactional(node, ctx, request, int(pid), int(epoch))
     try:
         new_pid = await node_producer_ids(node).generate()
     except KafkaError as exc:

@@ -3,6 +3,8 @@
 v0 (dropped by Kafka 4.0, KIP-896) read ZooKeeper-stored offsets in Kafka; Skiff stores v0
 commits in the group coordinator (see offset_commit.py), so v0 is answered like v1 from there
 (creating the offsets topic first if it is missing, as v0 clients never ask FindCoordinator).
+v7+ require_stable (KIP-447): partitions with a transactional offset commit still pending
+answer UNSTABLE_OFFSET_COMMIT, which clients retry.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ API_KEY = 9
 
 
 def _fetch(node: Any, group_id: str, topics: Any, member_id: str | None = None,
-           member_epoch: int = -1) -> OffsetFetchResult:
+           member_epoch: int = -1, require_stable: bool = False) -> OffsetFetchResult:
     wanted = None if topics is None else [
         (t.name, i) for t in topics for i in t.partition_indexes]
     try:
-        return service_of(node).fetch_offsets(group_id, wanted, member_id, member_epoch)
+        return service_of(node).fetch_offsets(group_id, wanted, member_id, member_epoch,
+                                              require_stable)
     except KafkaError as exc:
         return OffsetFetchResult(exc.error_code)
 
@@ -51,7 +54,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         groups = []
         for g in request.groups:
             r = _fetch(node, str(g.group_id), g.topics, getattr(g, "member_id", None),
-                       getattr(g, "member_epoch", -1))
+                       getattr(g, "member_epoch", -1), bool(request.require_stable))
             groups.append(build(
                 mod.OffsetFetchResponseGroup, group_id=g.group_id, error_code=r.error,
                 topics=_topics(mod, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
@@ -59,7 +62,8 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     if version == 0:
         await ensure_offsets_topic(node)
-    r = _fetch(node, str(request.group_id), request.topics)
+    r = _fetch(node, str(request.group_id), request.topics,
+               require_stable=bool(getattr(request, "require_stable", False)))
     parts = r.partitions
     if version < 2 and r.error is not ErrorCode.none:
         # v0-v1 have no top-level error: every listed partition carries it

@@ -44,6 +44,7 @@ from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.group.shell import GroupCoordinatorService
 from broker.handlers import BROKER_HANDLERS
+from broker.handlers.init_producer_id import node_producer_ids
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
@@ -66,6 +67,7 @@ from broker.security.scram import ScramCredential
 from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.server.dispatch import Dispatcher
+from broker.txn.shell import TransactionCoordinatorService
 
 log = structlog.get_logger(__name__)
 CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
@@ -100,6 +102,7 @@ class Node:
         self.controller_server: Server
         self.admin: AdminServer
         self.group_coordinator: GroupCoordinatorService
+        self.txn_coordinator: TransactionCoordinatorService
         self.broker_server: Server
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: Any = None
@@ -205,6 +208,10 @@ class Node:
             self.fetchers.start()
             self.group_coordinator = GroupCoordinatorService(self)
             self.group_coordinator.start()
+            self.txn_coordinator = TransactionCoordinatorService(
+                self, node_producer_ids(self).generate, security=self.inter_broker_security,
+                listener_name=cfg.inter_broker_listener_name)
+            self.txn_coordinator.start()
             self.broker_server = Server(
                 self, self._broker_listeners(), server_config,
                 stats=self.stats.server if self.stats is not None else None)
@@ -225,6 +232,7 @@ class Node:
             await asyncio.wait(self._tasks, timeout=STOP_STEP_TIMEOUT_S)
         steps: list[tuple[str, str, str]] = [
             ("admin", "admin", "stop"), ("group_coordinator", "group_coordinator", "stop"),
+            ("txn_coordinator", "txn_coordinator", "stop"),
             ("broker_server", "broker_server", "stop"),
             ("controller_server", "controller_server", "stop"),
             ("controller_channel", "controller", "close"), ("quorum", "quorum", "stop"),
@@ -520,4 +528,6 @@ def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str,
         "log.dirs": str(data / "logs"),
         "metadata.log.dir": str(data / "metadata"),
         "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
     }

@@ -65,6 +65,12 @@ FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
 GET_TELEMETRY_SUBSCRIPTIONS = 71
 PUSH_TELEMETRY = 72
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
@@ -247,6 +253,15 @@ BROKER_APIS = ApiTable.of(
     (OFFSET_DELETE, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1),
     (CONSUMER_GROUP_DESCRIBE, 0, 1),
+    # transactions (issue 22): the coordinator's side. AddPartitionsToTxn v4 is the batched
+    # form brokers send (KIP-890); v5 and EndTxn/TxnOffsetCommit v4+ belong to transactions
+    # version 2, which Skiff does not coordinate.
+    (ADD_PARTITIONS_TO_TXN, 0, 4),
+    (ADD_OFFSETS_TO_TXN, 0, 3),
+    (END_TXN, 0, 3),
+    (TXN_OFFSET_COMMIT, 0, 3),
+    (DESCRIBE_TRANSACTIONS, 0, 0),
+    (LIST_TRANSACTIONS, 0, 1),
     (DESCRIBE_CONFIGS, 0, 4),
     (ALTER_CONFIGS, 0, 2),
     (DESCRIBE_LOG_DIRS, 0, 4),

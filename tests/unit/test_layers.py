@@ -22,7 +22,7 @@ FLOORS: dict[int, tuple[str, ...]] = {
         "broker.log", "broker.metrics.stats", "broker.security"),
     2: ("raft.core", "raft.roles", "raft.messages", "raft.store", "raft.control", "raft.config"),
     3: ("raft.driver", "raft.kafka_messages", "raft.stores", "raft.eventloop",
-        "broker.metadata", "broker.replication", "broker.group", "broker.controller",
+        "broker.metadata", "broker.replication", "broker.group", "broker.txn", "broker.controller",
         "broker.metrics.telemetry", "broker.security.scram_admin"),
     4: ("broker.server", "broker.handlers"),
     5: ("broker.admin", "broker.metrics"),

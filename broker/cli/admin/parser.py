@@ -39,6 +39,11 @@ from broker.cli.admin.topics import (
     cmd_topics_describe,
     cmd_topics_list,
 )
+from broker.cli.admin.transactions import (
+    cmd_transactions_abort,
+    cmd_transactions_describe,
+    cmd_transactions_list,
+)
 
 # ---- the parser ----------------------------------------------------------------------------
 
@@ -138,6 +143,20 @@ def add_parsers(sub: Any) -> None:
               "delete a group, or its offsets with --topic T:P")
     p.add_argument("--group", required=True)
     p.add_argument("--topic", action="append", metavar="TOPIC:P,..")
+
+    txns = sub.add_parser("transactions", help="transactions (their coordinators' view)")
+    tv = txns.add_subparsers(dest="verb", metavar="VERB", required=True)
+    p = _verb(tv, "list", cmd_transactions_list, common, "list transactions")
+    p.add_argument("--state", action="append", help="Kafka's state name, e.g. Ongoing")
+    p.add_argument("--producer-id", type=int, action="append")
+    p.add_argument("--min-duration-ms", type=int,
+                   help="only transactions ongoing at least this long (hanging ones)")
+    p = _verb(tv, "describe", cmd_transactions_describe, common,
+              "state, producer, partitions of a transactional id")
+    p.add_argument("--transactional-id", required=True)
+    p = _verb(tv, "abort", cmd_transactions_abort, common,
+              "fence the producer and abort its ongoing transaction")
+    p.add_argument("--transactional-id", required=True)
 
     cluster = sub.add_parser("cluster", help="brokers, controller, features")
     cv = cluster.add_subparsers(dest="verb", metavar="VERB", required=True)

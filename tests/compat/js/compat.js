@@ -59,6 +59,55 @@ function listToHeaders(list) {
 }
 
 const ops = {
+  // Transactions (test_transactions_kafkajs.py): req.transactions is a list of
+  // {topic, partition, values (base64), commit}, each one transaction of one producer.
+  async txn(req) {
+    const producer = client(req).producer({
+      transactionalId: req.transactionalId, idempotent: true, maxInFlightRequests: 1,
+    })
+    await producer.connect()
+    try {
+      for (const t of req.transactions) {
+        const txn = await producer.transaction()
+        await txn.send({
+          topic: t.topic,
+          messages: t.values.map(v => ({ value: unb64(v), partition: t.partition || 0 })),
+        })
+        if (t.commit) await txn.commit()
+        else await txn.abort()
+      }
+      return { done: req.transactions.length }
+    } finally {
+      await producer.disconnect()
+    }
+  },
+  // A second producer with the same transactionalId fences the first: the first's commit
+  // must fail; the second's transaction commits.
+  async txnFence(req) {
+    const kafka = client(req)
+    const opts = { transactionalId: req.transactionalId, idempotent: true, maxInFlightRequests: 1 }
+    const first = kafka.producer(opts)
+    await first.connect()
+    const second = kafka.producer(opts)
+    try {
+      const t1 = await first.transaction()
+      await t1.send({ topic: req.topic, messages: [{ value: 'from-the-zombie', partition: 0 }] })
+      await second.connect()
+      const t2 = await second.transaction()
+      await t2.send({ topic: req.topic, messages: [{ value: 'from-the-new-one', partition: 0 }] })
+      await t2.commit()
+      let error = null
+      try {
+        await t1.commit()
+      } catch (e) {
+        error = { type: e.type || e.name, message: e.message }
+      }
+      return { error }
+    } finally {
+      await first.disconnect().catch(() => {})
+      await second.disconnect().catch(() => {})
+    }
+  },
   async metadata(req) {
     const admin = client(req).admin()
     await admin.connect()

@@ -110,3 +110,33 @@ async def test_no_live_broker_means_no_offsets_topic(node: GroupNode) -> None:
     resp = await find(node, "g")
     assert resp.error_code is ErrorCode.coordinator_not_available
     assert node.controller.calls == []
+
+
+# ---- key type 1: transactional ids --------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
+async def test_transaction_key_creates_the_state_topic(tmp_path: object, version: int) -> None:
+    from pathlib import Path
+
+    from txn_node import TxnNode, find_txn
+
+    from broker.txn.records import TRANSACTION_STATE_TOPIC
+
+    n = TxnNode(Path(str(tmp_path)))
+    await n.start()
+    try:
+        resp = await find_txn(n, "my-txn", version=version)
+        [c] = resp.coordinators if version >= 4 else [resp]
+        assert c.error_code is ErrorCode.none
+        assert (c.node_id, c.host, c.port) == (1, "127.0.0.1", 9092)
+        [call] = n.controller.calls
+        assert call.name == TRANSACTION_STATE_TOPIC and call.num_partitions == 3
+        assert call.replication_factor == 1  # configured 3, one live broker
+        assert call.configs["cleanup.policy"] == "compact"
+        assert call.configs["min.insync.replicas"] == "1"  # configured 2, capped to the RF
+        empty = await find_txn(n, "", version=version)
+        [e] = empty.coordinators if version >= 4 else [empty]
+        assert e.error_code is ErrorCode.invalid_request
+    finally:
+        await n.stop()

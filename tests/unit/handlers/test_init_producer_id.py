@@ -12,9 +12,17 @@ import io
 from typing import Any
 
 import pytest
+from group_node import anyio_backend_fixture  # noqa: F401
 from kafka.protocol.producer.transaction import InitProducerIdResponse as KpResponse
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from txn_node import (  # noqa: F401
+    TxnNode,
+    init_txn,
+    tnode_fixture,
+    txn_ready,
+    wait_state,
+)
 
 from broker.controller import PRODUCER_ID_BLOCK_SIZE
 from broker.controller.requests import AllocateProducerIdsReply
@@ -131,15 +139,73 @@ def test_manager_refuses_a_block_that_goes_back() -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_transactional_ids_are_refused_as_fatal(reg_node: TestNode, version: int) -> None:
+def test_transactional_id_without_a_coordinator(reg_node: TestNode, version: int) -> None:
+    """A node without a transaction coordinator answers COORDINATOR_NOT_AVAILABLE (clients
+    retry it); an empty transactional id is INVALID_REQUEST, as in Kafka."""
     async def go() -> None:
         resp = await init(reg_node, version, transactional_id="txn-1")
-        assert resp.error_code is ErrorCode.transactional_id_authorization_failed
+        assert resp.error_code is ErrorCode.coordinator_not_available
         assert (resp.producer_id, resp.producer_epoch) == (-1, -1)
         resp = await init(reg_node, version, transactional_id="")
         assert resp.error_code is ErrorCode.invalid_request
         assert reg_node.metadata.next_producer_id == 0  # no block was taken
     run(go())
+
+
+# ---- transactional ids, through the transaction coordinator (txn_node.TxnNode) ----------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("version", VERSIONS)
+async def test_transactional_id_gets_its_id_and_bumped_epochs(tnode: TxnNode,
+                                                              version: int) -> None:
+    await txn_ready(tnode, "tx")
+    first = await init_txn(tnode, "tx", version=version)
+    roundtrip(first)
+    assert (first.error_code, first.producer_id, first.producer_epoch) == (ErrorCode.none, 1000, 0)
+    again = await init_txn(tnode, "tx", version=version)
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (ErrorCode.none, 1000, 1)
+    other = await init_txn(tnode, "other", version=version)
+    assert other.producer_id == 1001
+
+
+@pytest.mark.anyio
+async def test_timeout_above_the_maximum_is_refused(tnode: TxnNode) -> None:
+    await txn_ready(tnode, "tx")
+    resp = await init_txn(tnode, "tx", timeout_ms=900001)
+    assert resp.error_code is ErrorCode.invalid_transaction_timeout
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("version,expected", [(3, ErrorCode.invalid_producer_epoch),
+                                              (4, ErrorCode.producer_fenced)])
+async def test_kip360_with_a_stale_epoch_is_fenced(tnode: TxnNode, version: int,
+                                                   expected: ErrorCode) -> None:
+    await txn_ready(tnode, "tx")
+    for _ in range(3):
+        resp = await init_txn(tnode, "tx")
+    resp = await init_txn(tnode, "tx", version=version, producer_id=1000, producer_epoch=0)
+    assert resp.error_code is expected
+    ok = await init_txn(tnode, "tx", version=version, producer_id=1000, producer_epoch=2)
+    assert (ok.error_code, ok.producer_epoch) == (ErrorCode.none, 3)
+
+
+@pytest.mark.anyio
+async def test_reinit_aborts_the_ongoing_transaction(tnode: TxnNode) -> None:
+    await txn_ready(tnode, "tx")
+    tnode.add_topic("data", 2)
+    first = await init_txn(tnode, "tx")
+    svc = tnode.txn_coordinator
+    assert await svc.add_partitions("tx", 1000, 0, [("data", 0)]) is ErrorCode.none
+    resp = await init_txn(tnode, "tx")
+    assert resp.error_code is ErrorCode.concurrent_transactions
+    await wait_state(tnode, "tx", "CompleteAbort")
+    [(_, _, markers)] = tnode.leaders.requests
+    [m] = markers.markers
+    assert (m.producer_id, m.producer_epoch, m.transaction_result) == (1000, 1, False)
+    resp = await init_txn(tnode, "tx")
+    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (
+        ErrorCode.none, first.producer_id, 2)
 
 
 @pytest.mark.parametrize("version", [3, 4])

@@ -1,0 +1,161 @@
+"""TransactionService: transactions through this node's transaction coordinator (what
+kafka-transactions.sh lists, describes and aborts).
+
+A call about one transactional id is answered by its coordinator, the broker leading the
+id's __transaction_state partition; any other node forwards it there once (as GroupService
+does). ListTransactions asks every unfenced broker and merges their listings. Abort fences
+the producer and aborts its ongoing transaction, as the coordinator does on a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+from kio.schema.errors import ErrorCode
+
+from broker.admin.errors import AdminError, S, from_kafka, rpc_errors
+from broker.admin.forward import Forwarder, admin_endpoint_of
+from broker.admin.pb import partitions, transactions, transactions_grpc
+from broker.errors import KafkaError
+from broker.group.hashing import partition_for
+from broker.txn.coordinator import TxnState
+from broker.txn.records import TRANSACTION_STATE_TOPIC
+from broker.txn.shell import TransactionCoordinatorService
+
+PEER_TIMEOUT_S = 5.0
+_TXNS = transactions.DESCRIPTOR.services_by_name["TransactionService"]
+
+
+def _status(error: ErrorCode, tid: str) -> AdminError:
+    if error is ErrorCode.transactional_id_not_found:
+        return AdminError(S.NOT_FOUND, f"no transactional id {tid}")
+    if error is ErrorCode.invalid_txn_state:
+        return AdminError(S.FAILED_PRECONDITION,
+                          f"transactional id {tid} has no ongoing transaction to abort")
+    if error in (ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions):
+        return AdminError(S.UNAVAILABLE, f"transactional id {tid}: {error.name}; retry")
+    return from_kafka(KafkaError(error, f"transactional id {tid}"))
+
+
+class TransactionService(transactions_grpc.TransactionServiceServicer):  # type: ignore[misc]
+    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
+        self.node = node
+        self.forwarder = forwarder
+
+    def _service(self) -> TransactionCoordinatorService | None:
+        svc = getattr(self.node, "txn_coordinator", None)
+        return svc if isinstance(svc, TransactionCoordinatorService) else None
+
+    def _coordinator_id(self, tid: str) -> int:
+        image = self.node.metadata
+        topic = image.topic(TRANSACTION_STATE_TOPIC)
+        if topic is None or not topic.partitions:
+            return -1
+        return int(image.leader_of(TRANSACTION_STATE_TOPIC,
+                                   partition_for(tid, len(topic.partitions))))
+
+    async def _at_coordinator(self, request: Any, context: grpc.aio.ServicerContext,
+                              name: str) -> Any | None:
+        tid = request.transactional_id
+        if not tid:
+            raise AdminError(S.INVALID_ARGUMENT, "a transactional id is required")
+        target = self._coordinator_id(tid)
+        if target < 0:
+            raise AdminError(S.NOT_FOUND, f"no transactional id {tid} (no "
+                                          f"{TRANSACTION_STATE_TOPIC} yet)")
+        if target == self.node.node_id:
+            return None
+        if self.forwarder is None or self.forwarder.is_forwarded(context):
+            raise AdminError(S.FAILED_PRECONDITION,
+                             f"transactional id {tid} is coordinated by broker {target}")
+        address = admin_endpoint_of(self.node)(target)
+        if address is None:
+            raise AdminError(S.UNAVAILABLE, f"transactional id {tid} is coordinated by broker "
+                                            f"{target}, whose admin address is unknown here")
+        return await self.forwarder.call(address, _TXNS.methods_by_name[name], request,
+                                         context.time_remaining())
+
+    def _local(self) -> TransactionCoordinatorService:
+        svc = self._service()
+        if svc is None:
+            raise AdminError(S.UNAVAILABLE, f"node {self.node.node_id} has no transaction "
+                                            "coordinator (not a broker); ask a broker")
+        return svc
+
+    @rpc_errors
+    async def ListTransactions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        states = []
+        for name in request.states:
+            state = TxnState.from_kafka_name(name)
+            if state is None:
+                raise AdminError(S.INVALID_ARGUMENT, f"unknown transaction state {name!r}; "
+                                 f"one of {', '.join(s.kafka_name for s in TxnState)}")
+            states.append(state)
+        found: dict[str, Any] = {}
+        svc = self._service()
+        if svc is not None:
+            error, listed = svc.list(states, list(request.producer_ids),
+                                     int(request.min_duration_ms) or -1)
+            if error is not ErrorCode.none:
+                raise _status(error, "(listing)")
+            for d in listed:
+                found[d.transactional_id] = transactions.TransactionListing(
+                    transactional_id=d.transactional_id, producer_id=d.producer_id,
+                    state=d.state.kafka_name, coordinator_id=self.node.node_id)
+        elif self.forwarder is None or self.forwarder.is_forwarded(context):
+            self._local()
+        if self.forwarder is not None and not self.forwarder.is_forwarded(context):
+            address_of = admin_endpoint_of(self.node)
+            peers = [b for b, reg in sorted(self.node.metadata.brokers.items())
+                     if not reg.fenced and b != self.node.node_id]
+            method = _TXNS.methods_by_name["ListTransactions"]
+
+            async def ask(broker: int) -> list[Any]:
+                address = address_of(broker)
+                if address is None:
+                    raise AdminError(S.UNAVAILABLE, f"broker {broker}'s admin address is "
+                                                    "unknown here; the listing would be partial")
+                resp = await self.forwarder.call(  # type: ignore[union-attr]
+                    address, method, request,
+                    min(PEER_TIMEOUT_S, context.time_remaining() or 1e9))
+                return list(resp.transactions)
+
+            for listing in await asyncio.gather(*(ask(b) for b in peers)):
+                for t in listing:
+                    found.setdefault(t.transactional_id, t)
+        return transactions.ListTransactionsResponse(
+            transactions=[found[k] for k in sorted(found)])
+
+    @rpc_errors
+    async def DescribeTransaction(self, request: Any,
+                                  context: grpc.aio.ServicerContext) -> Any:
+        remote = await self._at_coordinator(request, context, "DescribeTransaction")
+        if remote is not None:
+            return remote
+        tid = request.transactional_id
+        error, d = self._local().describe(tid)
+        if d is None:
+            raise _status(error, tid)
+        return transactions.DescribeTransactionResponse(
+            transactional_id=tid, coordinator_id=self.node.node_id, state=d.state.kafka_name,
+            producer_id=d.producer_id, producer_epoch=d.producer_epoch, timeout_ms=d.timeout_ms,
+            start_time_ms=d.start_ms, last_update_time_ms=d.last_update_ms,
+            partitions=[partitions.TopicPartition(topic=t, partition=p)
+                        for t, p in sorted(d.partitions)])
+
+    @rpc_errors
+    async def AbortTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        remote = await self._at_coordinator(request, context, "AbortTransaction")
+        if remote is not None:
+            return remote
+        tid = request.transactional_id
+        svc = self._local()
+        error = await svc.abort(tid)
+        if error is not ErrorCode.none:
+            raise _status(error, tid)
+        _, d = svc.describe(tid)
+        return transactions.AbortTransactionResponse(
+            transactional_id=tid, producer_id=d.producer_id if d else -1,
+            producer_epoch=d.producer_epoch if d else -1)

@@ -1,0 +1,29 @@
+"""AddOffsetsToTxn (API 25): the __consumer_offsets partition of a group joins a producer's
+transaction, so TxnOffsetCommit may follow and the EndTxn markers reach that partition."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.errors import KafkaError
+from broker.handlers import _txn
+from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 25
+FENCED_VERSION = 2
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    try:
+        error = await _txn.service(node).add_offsets(
+            str(request.transactional_id), int(request.producer_id),
+            int(request.producer_epoch), str(request.group_id))
+    except KafkaError as exc:
+        error = exc.error_code
+    return build(mod.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                 error_code=_txn.fenced_for(ctx.api_version, FENCED_VERSION, error))

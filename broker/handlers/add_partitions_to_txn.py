@@ -1,0 +1,88 @@
+"""AddPartitionsToTxn (API 24): partitions join a producer's transaction.
+
+v0-v3 are the client's form (one transaction). v4+ is the batched form brokers send
+(KIP-890): several transactions, each either added or, with verify_only, only checked
+against the ongoing transaction (no state change). Partitions of unknown topics get
+UNKNOWN_TOPIC_OR_PARTITION and the others of that transaction OPERATION_NOT_ATTEMPTED, as in
+Kafka; otherwise every partition gets the coordinator's answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.handlers import _txn
+from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 24
+BATCHED_VERSION = 4
+FENCED_VERSION = 2
+
+TopicPartition = tuple[str, int]
+
+
+def _unknown(node: Any, parts: list[TopicPartition]) -> set[TopicPartition]:
+    image = node.metadata
+    out = set()
+    for topic, p in parts:
+        t = image.topic(topic)
+        if t is None or p not in t.partitions:
+            out.add((topic, p))
+    return out
+
+
+def _parts(topics: Any) -> list[TopicPartition]:
+    return [(str(t.name), int(p)) for t in topics for p in t.partitions]
+
+
+async def _one(node: Any, tid: str, pid: int, epoch: int, parts: list[TopicPartition],
+               verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+    try:
+        svc = _txn.service(node)
+    except KafkaError as exc:
+        return dict.fromkeys(parts, exc.error_code)
+    unknown = _unknown(node, parts)
+    if unknown:
+        return {tp: (ErrorCode.unknown_topic_or_partition if tp in unknown
+                     else ErrorCode.operation_not_attempted) for tp in parts}
+    if verify_only:
+        return svc.verify_partitions(tid, pid, epoch, parts)
+    error = await svc.add_partitions(tid, pid, epoch, parts)
+    return dict.fromkeys(parts, error)
+
+
+def _topic_results(mod: Any, results: dict[TopicPartition, ErrorCode],
+                   version: int) -> tuple[Any, ...]:
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, p), err in results.items():
+        by_topic.setdefault(topic, []).append(build(
+            mod.AddPartitionsToTxnPartitionResult, partition_index=p,
+            partition_error_code=_txn.fenced_for(version, FENCED_VERSION, err)))
+    return tuple(build(mod.AddPartitionsToTxnTopicResult, name=t, results_by_partition=tuple(rs))
+                 for t, rs in by_topic.items())
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    mod = response_module(request)
+    if ctx.api_version < BATCHED_VERSION:
+        parts = _parts(request.v3_and_below_topics)
+        results = await _one(node, str(request.v3_and_below_transactional_id),
+                             int(request.v3_and_below_producer_id),
+                             int(request.v3_and_below_producer_epoch), parts, False)
+        return build(mod.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                     results_by_topic_v3_and_below=_topic_results(mod, results, ctx.api_version))
+    out = []
+    for txn in request.transactions:
+        results = await _one(node, str(txn.transactional_id), int(txn.producer_id),
+                             int(txn.producer_epoch), _parts(txn.topics), bool(txn.verify_only))
+        out.append(build(mod.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+                         topic_results=_topic_results(mod, results, ctx.api_version)))
+    return build(mod.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                 error_code=ErrorCode.none, results_by_transaction=tuple(out))

@@ -1,0 +1,64 @@
+"""TxnOffsetCommit (API 28): a transactional producer commits a group's offsets inside its
+transaction (send_offsets_to_transaction). Sent to the GROUP coordinator: the offsets are
+written to __consumer_offsets as the producer's transactional batch and take effect only
+when the transaction's COMMIT marker reaches that partition (an ABORT drops them); see
+broker/group/offsets.py. v3 (KIP-447) carries the consumer's generation and member id,
+which are checked as OffsetCommit checks them; before v3 they are absent and not checked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.group.shell import service_of
+from broker.group.types import CommitPartition, TxnOffsetCommitRequest
+from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+API_KEY = 28
+
+
+async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+    image = node.metadata
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    accepted: list[CommitPartition] = []
+    order: list[tuple[str, int]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (str(topic.name), int(p.partition_index))
+            order.append(key)
+            if image.partition(topic.name, p.partition_index) is None:
+                errors[key] = ErrorCode.unknown_topic_or_partition
+                continue
+            accepted.append(CommitPartition(
+                key[0], key[1], int(p.committed_offset),
+                int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    if accepted:
+        req = TxnOffsetCommitRequest(
+            transactional_id=str(request.transactional_id), group_id=str(request.group_id),
+            producer_id=int(request.producer_id), producer_epoch=int(request.producer_epoch),
+            partitions=tuple(accepted),
+            generation_id=int(getattr(request, "generation_id", -1)),
+            member_id=str(getattr(request, "member_id", "")),
+            group_instance_id=getattr(request, "group_instance_id", None))
+        try:
+            result = await service_of(node).commit_txn_offsets(req)
+            errors.update(result.errors())
+        except KafkaError as exc:
+            for c in accepted:
+                errors[(c.topic, c.partition)] = exc.error_code
+    mod = response_module(request)
+    by_topic: dict[str, list[Any]] = {}
+    for name, index in order:
+        by_topic.setdefault(name, []).append(build(
+            mod.TxnOffsetCommitResponsePartition, partition_index=index,
+            error_code=errors.get((name, index), ErrorCode.unknown_server_error)))
+    return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
+        build(mod.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()))
