@@ -7,10 +7,12 @@ Per round: a fresh topic, --messages records of --size bytes produced by librdka
 (utime+stime from /proc) and the elapsed time around the produce. Printed per mode: the
 median produce throughput and broker CPU-seconds per GB, and the ratios on/off.
 
-A second figure does not depend on the machine's noise: the counter work of a produce
-request (server: request count, one clock read, three time histograms, socket bytes;
-replica manager: the topic's counters), timed in-process with timeit, times the produce
-requests the node served (read from its own metrics), as a share of the CPU it spent.
+A second figure does not depend on the machine's noise: the metrics work of a produce
+request (server: request count, socket bytes, the timing coroutine around the handler and
+its clock reads, five phase histograms; replica manager: the topic's counters), timed
+in-process with timeit, times the produce requests the node served (read from its own
+metrics), as a share of the CPU it spent. The producer is bench/perf.py's, with a chosen
+batch.size.
 
     python bench/metrics_bench.py --messages 300000 --rounds 5
 """
@@ -18,7 +20,7 @@ requests the node served (read from its own metrics), as a share of the CPU it s
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -28,13 +30,17 @@ import timeit
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.perf import broker_cpu_s, create_topic, run_in_process  # noqa: E402
+from bench.perf import (  # noqa: E402
+    broker_cpu_s,
+    create_topic,
+    producer_proc,
+    run_in_process,
+)
 from tests.support.node import SkiffNode  # noqa: E402
 
 
@@ -88,7 +94,10 @@ def scrape_cost_s(node: SkiffNode, n: int = 50) -> float:
 
 
 def bump_cost_s() -> float:
-    """Seconds of the counter work one single-partition produce request does."""
+    """Seconds of the metrics work one single-partition produce request does: the counters
+    (server: request count, socket bytes, five phase histograms; replica manager: the
+    topic's counters) and the timing coroutine around the handler with its two clock reads
+    (timed against running the handler's coroutine bare)."""
     from broker.metrics.stats import NodeStats
 
     stats = NodeStats()
@@ -103,40 +112,37 @@ def bump_cost_s() -> float:
         st.messages_in += 10
         st.bytes_in += 1000
         listener.bytes_out += 60
-        server.times(0, 1.0, 1.0004, 1.0005)
-        time.monotonic()  # the one clock read the server adds (answer ready)
+        server.times(0, 1.0, 1.0001, 1.0003, 1.0004, 1.0005)
+        time.monotonic()  # the write loop's clock read for the answer taken
+
+    class P:
+        started = done = 0.0
+
+    async def handler() -> int:
+        return 1
+
+    async def timed(p: P) -> int:
+        p.started = time.monotonic()
+        try:
+            return await handler()
+        finally:
+            p.done = time.monotonic()
+
+    pending = P()
+
+    def run_timed() -> None:
+        with contextlib.suppress(StopIteration):
+            timed(pending).send(None)
+
+    def run_bare() -> None:
+        with contextlib.suppress(StopIteration):
+            handler().send(None)
 
     n = 200_000
-    return min(timeit.repeat(one_request, number=n, repeat=5)) / n
-
-
-def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, size: int,
-                  batch_size: int, out: Any) -> None:
-    """bench/perf.py's producer with a chosen batch.size: small batches mean many produce
-    requests, where per-request counters weigh most."""
-    from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "batch.size": batch_size, "queue.buffering.max.messages": 1_000_000,
-                  "log_level": 3, "delivery.report.only.error": True})
-    payload = os.urandom(size)
-    errors = [0]
-
-    def cb(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors[0] += 1
-
-    t0 = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions, on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.001)
-        if i % 1000 == 0:
-            p.poll(0)
-    left = p.flush(120)
-    out.put({"elapsed_s": time.perf_counter() - t0, "undelivered": left, "errors": errors[0]})
+    counters = min(timeit.repeat(one_request, number=n, repeat=5)) / n
+    wrapper = (min(timeit.repeat(run_timed, number=n, repeat=5))
+               - min(timeit.repeat(run_bare, number=n, repeat=5))) / n
+    return counters + max(0.0, wrapper)
 
 
 def one_round(node: SkiffNode, args: argparse.Namespace, scrape: bool) -> dict[str, float]:
@@ -146,7 +152,8 @@ def one_round(node: SkiffNode, args: argparse.Namespace, scrape: bool) -> dict[s
     try:
         cpu0 = broker_cpu_s(node.pid)
         prod = run_in_process(producer_proc, node.bootstrap, topic, args.partitions,
-                              args.messages, args.size, args.batch_size)
+                              args.messages, args.size, "none",
+                              kwargs={"batch_size": args.batch_size})
         cpu1 = broker_cpu_s(node.pid)
     finally:
         if scraper is not None:
