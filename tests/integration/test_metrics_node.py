@@ -72,6 +72,20 @@ def worked(node: SkiffNode) -> dict[str, int]:
         consumer.commit(offsets=[TopicPartition(topic, 0, COMMITTED)], asynchronous=False)
     finally:
         consumer.close()
+    # a KIP-848 consumer group (the consumer protocol): its rebalances are counted apart
+    kip848 = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "g848",
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+    try:
+        kip848.subscribe([topic])
+        got, deadline = 0, time.monotonic() + 30
+        while got == 0 and time.monotonic() < deadline:
+            msg = kip848.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got += 1
+        assert got, "the KIP-848 consumer got nothing"
+    finally:
+        kip848.close()
     return {"bytes": len(payload) * RECORDS}
 
 
@@ -119,6 +133,9 @@ def test_figures_match_what_was_done(node: SkiffNode, worked: dict[str, int]) ->
     g = {"consumergroup": "g", "topic": "metrics-t", "partition": "0"}
     assert get(v, "kafka_consumergroup_current_offset", **g) == COMMITTED
     assert get(v, "kafka_consumergroup_lag", **g) == RECORDS - COMMITTED
+    # group "g" (classic) joined once; "g848" got a target assignment when it joined
+    assert get(v, "kafka_server_group_coordinator_metrics_group_rebalance_total") >= 1
+    assert get(v, "kafka_server_group_coordinator_metrics_consumer_group_rebalance_total") >= 1
     # the controller served registration, heartbeats and the topic's creation
     assert get(v, "kafka_controller_controllereventmanager_eventqueueprocessingtimems_count") > 0
     assert ("kafka_log_logflushstats_logflushrateandtimems_count", frozenset()) in v
