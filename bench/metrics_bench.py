@@ -138,10 +138,12 @@ def bump_cost_s() -> float:
         with contextlib.suppress(StopIteration):
             handler().send(None)
 
-    n = 200_000
-    counters = min(timeit.repeat(one_request, number=n, repeat=5)) / n
-    wrapper = (min(timeit.repeat(run_timed, number=n, repeat=5))
-               - min(timeit.repeat(run_bare, number=n, repeat=5))) / n
+    # CPU time, not wall time: the node's side of the ratio is CPU from /proc, and on a
+    # loaded machine wall time also counts the slices other processes took
+    n, cpu = 200_000, time.process_time
+    counters = min(timeit.repeat(one_request, number=n, repeat=7, timer=cpu)) / n
+    wrapper = (min(timeit.repeat(run_timed, number=n, repeat=7, timer=cpu))
+               - min(timeit.repeat(run_bare, number=n, repeat=7, timer=cpu))) / n
     return counters + max(0.0, wrapper)
 
 
@@ -180,12 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scrape-interval", type=float, default=15.0,
                     help="seconds between scrapes of the metrics-on node (15: Prometheus' "
                          "default)")
+    ap.add_argument("--control", action="store_true",
+                    help="A/A run: the 'on' node runs with metrics off too (and is not "
+                         "scraped), to measure the bias between the two nodes themselves")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="skiff-mbench-") as tmp:
         on = SkiffNode(Path(tmp) / "on")
         off = SkiffNode(Path(tmp) / "off")
         off.metrics_port = 0  # `skiff dev --metrics-port 0`: metrics.listeners empty
+        if args.control:
+            on.metrics_port = 0
         nodes = {"on": on, "off": off}
         try:
             for n in nodes.values():
@@ -198,15 +205,17 @@ def main(argv: list[str] | None = None) -> int:
             cpu_on = 0.0
             for i in range(args.rounds):
                 for mode in (("on", "off") if i % 2 == 0 else ("off", "on")):
-                    r = one_round(nodes[mode], args, scrape=mode == "on")
+                    r = one_round(nodes[mode], args,
+                                  scrape=mode == "on" and not args.control)
                     results[mode].append(r)
                     if mode == "on":
                         cpu_on += r["cpu_s"]
                     print(f"round {i + 1} metrics {mode:3}: {r['msgs_s']:9.0f} msg/s "
                           f"{r['mb_s']:7.1f} MB/s  {r['cpu_s_per_gb']:6.1f} CPU-s/GB",
                           flush=True)
-            requests = produce_requests(on.metrics_port)
-            per_scrape = scrape_cost_s(on)
+            if not args.control:
+                requests = produce_requests(on.metrics_port)
+                per_scrape = scrape_cost_s(on)
         finally:
             for n in nodes.values():
                 n.close()
@@ -222,9 +231,17 @@ def main(argv: list[str] | None = None) -> int:
               f"  {med[m]['cpu_s_per_gb']:6.1f} CPU-s/GB")
     print(f"on/off: throughput {med['on']['msgs_s'] / med['off']['msgs_s']:.3f}, "
           f"CPU per GB {med['on']['cpu_s_per_gb'] / med['off']['cpu_s_per_gb']:.3f}")
+    # rounds paired as run (on and off back to back): drift between pairs cancels out
+    pairs = [on_r["cpu_s_per_gb"] / off_r["cpu_s_per_gb"]
+             for on_r, off_r in zip(results["on"], results["off"], strict=True)]
+    print(f"paired rounds: CPU per GB on/off median {statistics.median(pairs):.3f}, "
+          f"on above off in {sum(r > 1 for r in pairs)} of {len(pairs)}"
+          + ("  [control: both nodes metrics off]" if args.control else ""))
+    if args.control:
+        return 0
     cost = bump_cost_s()
     all_produce_requests = requests  # warm-up included, as is its CPU below
-    print(f"counter work per produce request: {cost * 1e6:.2f} us (timeit); the on node "
+    print(f"counter work per produce request: {cost * 1e6:.2f} us (timeit, CPU time); the on node "
           f"served {all_produce_requests} produce requests in the measured rounds and the "
           f"warm-up")
     print(f"counter work / the on node's produce CPU (measured rounds): "

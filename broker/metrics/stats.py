@@ -25,6 +25,7 @@ TIME_BUCKETS_MS: tuple[float, ...] = (
     0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0,
     1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
 )
+FIRST_BOUND_MS = TIME_BUCKETS_MS[0]
 
 
 class Histogram:
@@ -166,20 +167,21 @@ class ServerStats:
         if timers is None:
             timers = self._new_timers(api_key)
         total, rqueue, local, squeue, send = timers
+        # most phases take under the first bound (0.25 ms): a comparison spares the bisect
         ms = (sent - received) * 1000.0
-        total.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        total.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         total.sum += ms
         ms = (started - received) * 1000.0
-        rqueue.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        rqueue.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         rqueue.sum += ms
         ms = (done - started) * 1000.0
-        local.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        local.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         local.sum += ms
         ms = (writing - done) * 1000.0
-        squeue.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        squeue.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         squeue.sum += ms
         ms = (sent - writing) * 1000.0
-        send.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        send.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         send.sum += ms
 
     def _new_timers(self, api_key: int) -> tuple[Histogram, Histogram, Histogram, Histogram,

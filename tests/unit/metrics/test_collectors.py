@@ -341,3 +341,19 @@ def test_controller_operations_timed_while_queued_and_running() -> None:
     name = "kafka_controller_controllereventmanager_eventqueuetimems"
     assert value(fams, name + "_count") == 2
     assert value(fams, name + "_bucket", le="+Inf") == 2
+
+
+def test_request_phase_buckets_match_histogram_observe() -> None:
+    """ServerStats.times files each phase in the bucket Histogram.observe would (its
+    shortcut for the first bucket included: at, below and just above 0.25 ms)."""
+    stats = ServerStats()
+    phases = [0.0, 0.1, 0.25, 0.2500001, 0.3, 7.0, 40000.0]
+    reference = Histogram()
+    for ms in phases:
+        start = 100.0
+        stats.times(1, start, start + ms / 1000, start + ms / 1000, start + ms / 1000,
+                    start + ms / 1000)
+        reference.observe(ms)
+    assert stats.total_time[1].counts == pytest.approx(reference.counts)
+    assert stats.request_queue_time[1].counts == pytest.approx(reference.counts)
+    assert stats.local_time[1].counts == [len(phases)] + [0] * 16
