@@ -7,10 +7,12 @@ Per round: a fresh topic, --messages records of --size bytes produced by librdka
 (utime+stime from /proc) and the elapsed time around the produce. Printed per mode: the
 median produce throughput and broker CPU-seconds per GB, and the ratios on/off.
 
-A second figure does not depend on the machine's noise: the counter work of a produce
-request (server: request count, one clock read, three time histograms, socket bytes;
-replica manager: the topic's counters), timed in-process with timeit, times the produce
-requests the node served (read from its own metrics), as a share of the CPU it spent.
+A second figure does not depend on the machine's noise: the metrics work of a produce
+request (server: request count, socket bytes, the timing coroutine around the handler and
+its clock reads, five phase histograms; replica manager: the topic's counters), timed
+in-process with timeit, times the produce requests the node served (read from its own
+metrics), as a share of the CPU it spent. The producer is bench/perf.py's, with a chosen
+batch.size.
 
     python bench/metrics_bench.py --messages 300000 --rounds 5
 """
@@ -18,7 +20,7 @@ requests the node served (read from its own metrics), as a share of the CPU it s
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -28,13 +30,17 @@ import timeit
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.perf import broker_cpu_s, create_topic, run_in_process  # noqa: E402
+from bench.perf import (  # noqa: E402
+    broker_cpu_s,
+    create_topic,
+    producer_proc,
+    run_in_process,
+)
 from tests.support.node import SkiffNode  # noqa: E402
 
 
@@ -88,7 +94,10 @@ def scrape_cost_s(node: SkiffNode, n: int = 50) -> float:
 
 
 def bump_cost_s() -> float:
-    """Seconds of the counter work one single-partition produce request does."""
+    """Seconds of the metrics work one single-partition produce request does: the counters
+    (server: request count, socket bytes, five phase histograms; replica manager: the
+    topic's counters) and the timing coroutine around the handler with its two clock reads
+    (timed against running the handler's coroutine bare)."""
     from broker.metrics.stats import NodeStats
 
     stats = NodeStats()
@@ -103,40 +112,39 @@ def bump_cost_s() -> float:
         st.messages_in += 10
         st.bytes_in += 1000
         listener.bytes_out += 60
-        server.times(0, 1.0, 1.0004, 1.0005)
-        time.monotonic()  # the one clock read the server adds (answer ready)
+        server.times(0, 1.0, 1.0001, 1.0003, 1.0004, 1.0005)
+        time.monotonic()  # the write loop's clock read for the answer taken
 
-    n = 200_000
-    return min(timeit.repeat(one_request, number=n, repeat=5)) / n
+    class P:
+        started = done = 0.0
 
+    async def handler() -> int:
+        return 1
 
-def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, size: int,
-                  batch_size: int, out: Any) -> None:
-    """bench/perf.py's producer with a chosen batch.size: small batches mean many produce
-    requests, where per-request counters weigh most."""
-    from confluent_kafka import Producer
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "batch.size": batch_size, "queue.buffering.max.messages": 1_000_000,
-                  "log_level": 3, "delivery.report.only.error": True})
-    payload = os.urandom(size)
-    errors = [0]
+    async def timed(p: P) -> int:
+        p.started = time.monotonic()
+        try:
+            return await handler()
+        finally:
+            p.done = time.monotonic()
 
-    def cb(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors[0] += 1
+    pending = P()
 
-    t0 = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % partitions, on_delivery=cb)
-                break
-            except BufferError:
-                p.poll(0.001)
-        if i % 1000 == 0:
-            p.poll(0)
-    left = p.flush(120)
-    out.put({"elapsed_s": time.perf_counter() - t0, "undelivered": left, "errors": errors[0]})
+    def run_timed() -> None:
+        with contextlib.suppress(StopIteration):
+            timed(pending).send(None)
+
+    def run_bare() -> None:
+        with contextlib.suppress(StopIteration):
+            handler().send(None)
+
+    # CPU time, not wall time: the node's side of the ratio is CPU from /proc, and on a
+    # loaded machine wall time also counts the slices other processes took
+    n, cpu = 200_000, time.process_time
+    counters = min(timeit.repeat(one_request, number=n, repeat=7, timer=cpu)) / n
+    wrapper = (min(timeit.repeat(run_timed, number=n, repeat=7, timer=cpu))
+               - min(timeit.repeat(run_bare, number=n, repeat=7, timer=cpu))) / n
+    return counters + max(0.0, wrapper)
 
 
 def one_round(node: SkiffNode, args: argparse.Namespace, scrape: bool) -> dict[str, float]:
@@ -146,7 +154,8 @@ def one_round(node: SkiffNode, args: argparse.Namespace, scrape: bool) -> dict[s
     try:
         cpu0 = broker_cpu_s(node.pid)
         prod = run_in_process(producer_proc, node.bootstrap, topic, args.partitions,
-                              args.messages, args.size, args.batch_size)
+                              args.messages, args.size, "none",
+                              kwargs={"batch_size": args.batch_size})
         cpu1 = broker_cpu_s(node.pid)
     finally:
         if scraper is not None:
@@ -173,12 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scrape-interval", type=float, default=15.0,
                     help="seconds between scrapes of the metrics-on node (15: Prometheus' "
                          "default)")
+    ap.add_argument("--control", action="store_true",
+                    help="A/A run: the 'on' node runs with metrics off too (and is not "
+                         "scraped), to measure the bias between the two nodes themselves")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="skiff-mbench-") as tmp:
         on = SkiffNode(Path(tmp) / "on")
         off = SkiffNode(Path(tmp) / "off")
         off.metrics_port = 0  # `skiff dev --metrics-port 0`: metrics.listeners empty
+        if args.control:
+            on.metrics_port = 0
         nodes = {"on": on, "off": off}
         try:
             for n in nodes.values():
@@ -191,15 +205,17 @@ def main(argv: list[str] | None = None) -> int:
             cpu_on = 0.0
             for i in range(args.rounds):
                 for mode in (("on", "off") if i % 2 == 0 else ("off", "on")):
-                    r = one_round(nodes[mode], args, scrape=mode == "on")
+                    r = one_round(nodes[mode], args,
+                                  scrape=mode == "on" and not args.control)
                     results[mode].append(r)
                     if mode == "on":
                         cpu_on += r["cpu_s"]
                     print(f"round {i + 1} metrics {mode:3}: {r['msgs_s']:9.0f} msg/s "
                           f"{r['mb_s']:7.1f} MB/s  {r['cpu_s_per_gb']:6.1f} CPU-s/GB",
                           flush=True)
-            requests = produce_requests(on.metrics_port)
-            per_scrape = scrape_cost_s(on)
+            if not args.control:
+                requests = produce_requests(on.metrics_port)
+                per_scrape = scrape_cost_s(on)
         finally:
             for n in nodes.values():
                 n.close()
@@ -215,9 +231,17 @@ def main(argv: list[str] | None = None) -> int:
               f"  {med[m]['cpu_s_per_gb']:6.1f} CPU-s/GB")
     print(f"on/off: throughput {med['on']['msgs_s'] / med['off']['msgs_s']:.3f}, "
           f"CPU per GB {med['on']['cpu_s_per_gb'] / med['off']['cpu_s_per_gb']:.3f}")
+    # rounds paired as run (on and off back to back): drift between pairs cancels out
+    pairs = [on_r["cpu_s_per_gb"] / off_r["cpu_s_per_gb"]
+             for on_r, off_r in zip(results["on"], results["off"], strict=True)]
+    print(f"paired rounds: CPU per GB on/off median {statistics.median(pairs):.3f}, "
+          f"on above off in {sum(r > 1 for r in pairs)} of {len(pairs)}"
+          + ("  [control: both nodes metrics off]" if args.control else ""))
+    if args.control:
+        return 0
     cost = bump_cost_s()
     all_produce_requests = requests  # warm-up included, as is its CPU below
-    print(f"counter work per produce request: {cost * 1e6:.2f} us (timeit); the on node "
+    print(f"counter work per produce request: {cost * 1e6:.2f} us (timeit, CPU time); the on node "
           f"served {all_produce_requests} produce requests in the measured rounds and the "
           f"warm-up")
     print(f"counter work / the on node's produce CPU (measured rounds): "

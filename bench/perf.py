@@ -114,10 +114,12 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def producer_proc(bootstrap: str, topic: str, partitions: int, count: int, size: int,
-                  codec: str, out: Any) -> None:
+                  codec: str, out: Any, *, batch_size: int = 1_000_000) -> None:
+    """`batch_size`: librdkafka's batch.size (its default, 1 MB, unless a bench wants many
+    small produce requests, as bench/metrics_bench.py does)."""
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "batch.size": 1_000_000, "compression.type": codec,
+                  "batch.size": batch_size, "compression.type": codec,
                   "queue.buffering.max.messages": 1_000_000, "log_level": 3,
                   # a Python callback per record would make the client the bottleneck
                   "delivery.report.only.error": True})
@@ -220,10 +222,12 @@ def latency_producer_proc(bootstrap: str, topic: str, count: int, size: int, rat
     out.put({"undelivered": left, "elapsed_s": time.monotonic() - start})
 
 
-def run_in_process(target: Any, *args: Any, timeout: float = 900) -> dict[str, Any]:
+def run_in_process(target: Any, *args: Any, timeout: float = 900,
+                   kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`target(*args, queue, **kwargs)` in a spawned process; its one answer on the queue."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    proc = ctx.Process(target=target, args=(*args, q))
+    proc = ctx.Process(target=target, args=(*args, q), kwargs=kwargs or {})
     proc.start()
     try:
         result: dict[str, Any] = q.get(timeout=timeout)

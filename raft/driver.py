@@ -40,6 +40,7 @@ from raft.kafka_messages import (
 from raft.messages import (
     Batch,
     FetchRequest,
+    FetchResponse,
     LeaderChanged,
     LogStateLost,
     Request,
@@ -49,7 +50,7 @@ from raft.messages import (
     SnapshotLoaded,
     SnapshotWanted,
 )
-from raft.roles import Leader
+from raft.roles import Candidate, Follower, Leader, Prospective
 from raft.store import LogStore, QuorumStateStore
 
 log = structlog.get_logger("raft")
@@ -131,6 +132,13 @@ class _Stats:
     # appends as the leader, from append() to committed (seconds): sum and count
     commit_latency_sum: float = 0.0
     commit_latency_count: int = 0
+    # records a follower or observer got in Fetch answers (Kafka's fetch-records-rate)
+    fetched_records: int = 0
+    # elections this node stood in, from becoming prospective or candidate to a known
+    # leader (Kafka's election-latency-avg/max), seconds: sum, count, largest
+    election_latency_sum: float = 0.0
+    election_latency_count: int = 0
+    election_latency_max: float = 0.0
 
 
 class RaftDriver:
@@ -172,6 +180,8 @@ class RaftDriver:
         self._after_stall = False
         self._deliver_scheduled = False
         self._lost_at_start = self.core.lost_committed_state()
+        self._role_type: type = type(self.core.role)
+        self._election_started = -1.0  # clock() when this node's election began, or -1
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -333,6 +343,8 @@ class RaftDriver:
             self.core.handle_failure(send.dst, send.rid, self._now())
             self._drain()
             return
+        if type(resp) is FetchResponse and resp.batches:
+            self.stats.fetched_records += sum(len(b.records) for b in resp.batches)
         self.core.handle_response(send.dst, send.rid, resp, self._now())
         self._drain()
 
@@ -342,6 +354,8 @@ class RaftDriver:
         if self._closed:
             return
         out = self.core.take_output()
+        if type(self.core.role) is not self._role_type:
+            self._role_changed(type(self.core.role))
         requests_sent = False
         for send in out.sends:
             if send.is_response:
@@ -399,6 +413,27 @@ class RaftDriver:
             self._schedule_flush()
         self._arm_timer()
 
+    def _role_changed(self, role: type) -> None:
+        """Times elections in the shell (the core has no clock): one begins when this node
+        turns prospective or candidate, and ends when a leader is known (this node leading
+        or following); losing rounds and backoffs in between belong to it."""
+        self._role_type = role
+        if role is Prospective or role is Candidate:
+            if self._election_started < 0:
+                self._election_started = self._clock()
+        elif role is Leader or role is Follower:
+            if self._election_started >= 0:
+                took = self._clock() - self._election_started
+            elif role is Leader:
+                took = 0.0  # stood and won within one step of the core: a lone voter
+            else:
+                return  # told of a leader without standing: no election of this node's
+            self._election_started = -1.0
+            st = self.stats
+            st.election_latency_sum += took
+            st.election_latency_count += 1
+            st.election_latency_max = max(st.election_latency_max, took)
+
     def _start_sync(self) -> None:
         if self._syncing:
             return  # the queued fsync will cover this append too: it reads the end then
@@ -445,7 +480,7 @@ class RaftDriver:
                     if b.base_offset < pos or b.next_offset > hw:
                         lo, hi = max(pos, b.base_offset), min(hw, b.next_offset)
                         b = Batch(lo, b.epoch, b.records[lo - b.base_offset: hi - b.base_offset],
-                                  b.control)
+                                  b.control, timestamp=b.timestamp)
                     out.append(b)
                     pos = b.next_offset
                     self._bytes_since_snapshot += b.size_bytes

@@ -357,6 +357,7 @@ class ConsumerGroups:
 
     consumer_groups: dict[str, ConsumerGroup]
     config: GroupConfig
+    consumer_rebalances: int  # target assignments computed, a new group epoch each (metrics)
 
     def _new_consumer_member_id(self) -> str:
         raise NotImplementedError
@@ -578,6 +579,7 @@ class ConsumerGroups:
                                           g.target.get(m.member_id, {})))
         g.target = ASSIGNORS[name](members, partitions)
         g.assignment_epoch = g.group_epoch
+        self.consumer_rebalances += 1
 
     def _owned_elsewhere(self, g: ConsumerGroup, member_id: str) -> Assignment:
         out: dict[uuid.UUID, frozenset[int]] = {}

@@ -98,6 +98,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         self._next_write_id = 1
         self.next_cleanup_ms = now_ms + config.offsets_retention_check_interval_ms
         self.rebalances = 0  # classic generations completed (metrics)
+        self.consumer_rebalances = 0  # KIP-848 target assignments computed (metrics)
 
     # ---- plumbing ------------------------------------------------------------------------
 

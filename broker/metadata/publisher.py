@@ -27,14 +27,21 @@ class MetadataPublisher:
         self.image = MetadataImage.empty(cluster_id)
         self._subscribers: list[Subscriber] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # append time (wall-clock ms) of the last batch applied, 0 before the first: Kafka's
+        # last-applied-record-timestamp, from which the metrics derive the lag in ms
+        self.last_applied_timestamp = 0
 
     def subscribe(self, subscriber: Subscriber) -> None:
         """`subscriber(old, new, delta)` runs after each published image, in order; `delta`
         says what changed, or is None when a snapshot replaced the image wholesale."""
         self._subscribers.append(subscriber)
 
-    def apply_committed(self, last_offset: int, epoch: int, payloads: Iterable[bytes]) -> None:
-        """Records of one committed batch ending at `last_offset` (control records excluded)."""
+    def apply_committed(self, last_offset: int, epoch: int, payloads: Iterable[bytes],
+                        timestamp: int = 0) -> None:
+        """Records of one committed batch ending at `last_offset` (control records excluded);
+        `timestamp` is the batch's append time (wall-clock ms), 0 when unknown."""
+        if timestamp > 0:
+            self.last_applied_timestamp = timestamp
         delta = MetadataDelta(self.image)
         for payload in payloads:
             try:
@@ -48,8 +55,10 @@ class MetadataPublisher:
     def load_snapshot(self, image: MetadataImage) -> None:
         self._publish(image, image.offset, image.epoch, None)
 
-    def advance_offset(self, last_offset: int, epoch: int) -> None:
+    def advance_offset(self, last_offset: int, epoch: int, timestamp: int = 0) -> None:
         """A committed batch with nothing for the image (e.g. a LeaderChange control batch)."""
+        if timestamp > 0:
+            self.last_applied_timestamp = timestamp
         if last_offset > self.image.offset:
             self._publish(
                 dataclasses.replace(self.image, offset=last_offset, epoch=epoch),

@@ -14,6 +14,7 @@ replica manager) or has not started yet are skipped.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -106,9 +107,14 @@ def topic_families(stats: BrokerTopicStats, live_topics: Iterable[str] | None) -
 HISTOGRAMS = (
     ("total_time", "totaltimems",
      "Milliseconds from a request's last byte read to its response written (TotalTimeMs)"),
+    ("request_queue_time", "requestqueuetimems",
+     "Milliseconds from a request read to its handler's first step (RequestQueueTimeMs)"),
     ("local_time", "localtimems",
-     "Milliseconds from a request read to its answer ready, waits for replication or a "
-     "long poll and its turn on the connection included (LocalTimeMs + RemoteTimeMs)"),
+     "Milliseconds from a handler's first step to its answer, waits for replication and "
+     "long polls included (LocalTimeMs + RemoteTimeMs)"),
+    ("response_queue_time", "responsequeuetimems",
+     "Milliseconds from a handler's answer to its response's write begun, the responses "
+     "owed before it on the connection written first (ResponseQueueTimeMs)"),
     ("response_send_time", "responsesendtimems",
      "Milliseconds writing a response to the socket (ResponseSendTimeMs)"),
 )
@@ -309,7 +315,8 @@ class ElectionCounter:
 
 def controller_families(image: Any, active: bool, raft_hw: int,
                         elections: ElectionCounter | None,
-                        service: Any = None) -> list[Metric]:
+                        service: Any = None, applied_ts: int = 0,
+                        now_ms: int = 0) -> list[Metric]:
     """KafkaController gauges. As in Kafka, the cluster-wide figures are reported by the
     active controller and are 0 on the others, so `sum` over the cluster is right."""
     prefix = "kafka_controller_kafkacontroller_"
@@ -353,6 +360,9 @@ def controller_families(image: Any, active: bool, raft_hw: int,
         prefix + "lastcommittedrecordoffset",
         "Offset of the last committed metadata record (LastCommittedRecordOffset)",
         value=raft_hw - 1))
+    out.extend(_applied_time(prefix + "lastappliedrecordtimestamp",
+                             prefix + "lastappliedrecordlagms", applied_ts, now_ms,
+                             "(LastAppliedRecordTimestamp)", "(LastAppliedRecordLagMs)"))
     if service is not None:
         for attr, name, help_text in (
             ("event_queue_time", "eventqueuetimems",
@@ -379,11 +389,33 @@ def controller_families(image: Any, active: bool, raft_hw: int,
     return out
 
 
-def metadata_families(image: Any) -> list[Metric]:
-    return [GaugeMetricFamily(
-        "kafka_server_broker_metadata_metrics_last_applied_record_offset",
+def metadata_families(image: Any, applied_ts: int = 0, now_ms: int = 0) -> list[Metric]:
+    """broker-metadata-metrics: the last metadata batch applied here, its offset, its
+    append time (wall-clock ms) and how long ago that was (no series before the first)."""
+    prefix = "kafka_server_broker_metadata_metrics_"
+    out: list[Metric] = [GaugeMetricFamily(
+        prefix + "last_applied_record_offset",
         "Offset of the last metadata record this node applied "
         "(broker-metadata-metrics last-applied-record-offset)", value=image.offset)]
+    # promtool refuses "_ms" in a name: the lag is in seconds here, as Prometheus prefers
+    out.extend(_applied_time(prefix + "last_applied_record_timestamp",
+                             prefix + "last_applied_record_lag_seconds", applied_ts, now_ms,
+                             "(broker-metadata-metrics last-applied-record-timestamp)",
+                             "(broker-metadata-metrics last-applied-record-lag-ms, in "
+                             "seconds)", unit_s=1000.0))
+    return out
+
+
+def _applied_time(ts_name: str, lag_name: str, applied_ts: int, now_ms: int,
+                  ts_kafka: str, lag_kafka: str, unit_s: float = 1.0) -> list[Metric]:
+    ts = GaugeMetricFamily(ts_name, "Append time, Unix ms, of the last metadata record "
+                           f"applied here {ts_kafka}")
+    lag = GaugeMetricFamily(lag_name, "Time between the last metadata record's append "
+                            f"time and now {lag_kafka}")
+    if applied_ts > 0:
+        ts.add_metric([], applied_ts)
+        lag.add_metric([], max(0, now_ms - applied_ts) / unit_s)
+    return [ts, lag]
 
 
 def log_flush_families() -> list[Metric]:
@@ -429,6 +461,18 @@ def raft_families(driver: Any) -> list[Metric]:
         CounterMetricFamily(prefix + "append_records",
                             "Records appended as the Raft leader (append-records-rate)",
                             value=st.appended_records),
+        CounterMetricFamily(prefix + "fetch_records",
+                            "Records fetched from the Raft leader as a follower or observer "
+                            "(fetch-records-rate)", value=st.fetched_records),
+        SummaryMetricFamily(
+            prefix + "election_latency_seconds",
+            "Seconds from this node standing for election to a leader known (election-"
+            "latency-avg is rate(_sum)/rate(_count))",
+            count_value=st.election_latency_count, sum_value=st.election_latency_sum),
+        GaugeMetricFamily(prefix + "election_latency_max_seconds",
+                          "The longest election this node stood in since it started "
+                          "(election-latency-max, not windowed)",
+                          value=st.election_latency_max),
         CounterMetricFamily(prefix + "leader_changes",
                             "Raft leader changes this node has seen", value=len(st.leader_changes)),
     ]
@@ -459,7 +503,7 @@ def group_families(coordinators: Iterable[Any], replicas: Any) -> list[Metric]:
     high watermark may trail the leader's by a fetch round)."""
     classic = dict.fromkeys(CLASSIC_STATES, 0)
     consumer = dict.fromkeys(CONSUMER_STATES, 0)
-    offsets_count = rebalances = 0
+    offsets_count = rebalances = consumer_rebalances = 0
     members = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group",
                                 labels=["consumergroup"])
     current = GaugeMetricFamily("kafka_consumergroup_current_offset",
@@ -471,6 +515,7 @@ def group_families(coordinators: Iterable[Any], replicas: Any) -> list[Metric]:
         labels=["consumergroup", "topic", "partition"])
     for coord in coordinators:
         rebalances += coord.rebalances
+        consumer_rebalances += coord.consumer_rebalances
         groups: Iterator[tuple[str, Any, str, int]] = (
             (gid, g, g.state.value, len(g.members)) for gid, g in coord.groups.items())
         cgroups: Iterator[tuple[str, Any, str, int]] = (
@@ -503,6 +548,10 @@ def group_families(coordinators: Iterable[Any], replicas: Any) -> list[Metric]:
     out.append(CounterMetricFamily(
         "kafka_server_group_coordinator_metrics_group_rebalance",
         "Classic group rebalances completed here (group-rebalance-count)", value=rebalances))
+    out.append(CounterMetricFamily(
+        "kafka_server_group_coordinator_metrics_consumer_group_rebalance",
+        "KIP-848 consumer group rebalances here: new target assignments, each for a new "
+        "group epoch (consumer-group-rebalance-count)", value=consumer_rebalances))
     out.extend([members, current, lag])
     return out
 
@@ -545,8 +594,10 @@ def node_families(node: Any) -> list[Metric]:
         out.extend(replica_families(node.replicas, image))
     if node.config.is_broker and hasattr(node, "fetchers"):
         out.extend(fetcher_families(node.fetchers))
+    applied_ts = node.publisher.last_applied_timestamp if image is not None else 0
+    now_ms = int(time.time() * 1000)
     if image is not None:
-        out.extend(metadata_families(image))
+        out.extend(metadata_families(image, applied_ts, now_ms))
     out.extend(log_flush_families())
     if hasattr(node, "quorum") and getattr(node.quorum, "driver", None) is not None:
         driver = node.quorum.driver
@@ -555,7 +606,7 @@ def node_families(node: Any) -> list[Metric]:
             active = node.controller_service is not None and node.quorum.is_leader
             out.extend(controller_families(image, active, driver.core.hw,
                                            getattr(node, "election_counter", None),
-                                           node.controller_service))
+                                           node.controller_service, applied_ts, now_ms))
     if node.config.is_broker and getattr(node, "telemetry", None) is not None:
         from broker.metrics.telemetry import telemetry_families
 

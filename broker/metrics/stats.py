@@ -25,6 +25,7 @@ TIME_BUCKETS_MS: tuple[float, ...] = (
     0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0,
     1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
 )
+FIRST_BOUND_MS = TIME_BUCKETS_MS[0]
 
 
 class Histogram:
@@ -125,17 +126,20 @@ class ServerStats:
     """Kafka's RequestMetrics (per API and version, error codes, times) and the socket
     server's counters, for every listener of one node."""
 
-    __slots__ = ("_timers", "errors", "listeners", "local_time", "requests",
-                 "response_send_time", "total_time")
+    __slots__ = ("_timers", "errors", "listeners", "local_time", "request_queue_time",
+                 "requests", "response_queue_time", "response_send_time", "total_time")
 
     def __init__(self) -> None:
         # (api key, version) -> count; (api key, error code) -> count
         self.requests: defaultdict[tuple[int, int], int] = defaultdict(int)
         self.errors: defaultdict[tuple[int, int], int] = defaultdict(int)
         self.total_time: dict[int, Histogram] = {}
+        self.request_queue_time: dict[int, Histogram] = {}
         self.local_time: dict[int, Histogram] = {}
+        self.response_queue_time: dict[int, Histogram] = {}
         self.response_send_time: dict[int, Histogram] = {}
-        self._timers: dict[int, tuple[Histogram, Histogram, Histogram]] = {}
+        self._timers: dict[int, tuple[Histogram, Histogram, Histogram, Histogram,
+                                      Histogram]] = {}
         self.listeners: dict[str, ListenerStats] = {}
 
     def listener(self, name: str) -> ListenerStats:
@@ -150,28 +154,41 @@ class ServerStats:
     def error(self, api_key: int, code: int) -> None:
         self.errors[(api_key, code)] += 1
 
-    def times(self, api_key: int, received: float, ready: float, sent: float) -> None:
-        """Seconds from time.monotonic(): the frame read, the handler's answer ready
-        (its turn in the connection's order included), the response written. Once per
-        request: the three observations are inlined (a call each cost more than the rest)."""
+    def times(self, api_key: int, received: float, started: float, done: float,
+              writing: float, sent: float) -> None:
+        """Seconds from time.monotonic(), Kafka's request phases: the frame read
+        (`received`), the handler's first step (`started`; before it: RequestQueueTimeMs),
+        its answer (`done`; before it: LocalTimeMs, waits for replication and long polls
+        included), the response's write begun (`writing`, after the responses owed before
+        it on the connection; before it: ResponseQueueTimeMs), and written (`sent`;
+        ResponseSendTimeMs). Once per request: the five observations are inlined (a call
+        each cost more than the rest)."""
         timers = self._timers.get(api_key)
         if timers is None:
             timers = self._new_timers(api_key)
-        total, local, send = timers
+        total, rqueue, local, squeue, send = timers
+        # most phases take under the first bound (0.25 ms): a comparison spares the bisect
         ms = (sent - received) * 1000.0
-        total.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        total.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         total.sum += ms
-        ms = (ready - received) * 1000.0
-        local.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        ms = (started - received) * 1000.0
+        rqueue.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        rqueue.sum += ms
+        ms = (done - started) * 1000.0
+        local.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         local.sum += ms
-        ms = (sent - ready) * 1000.0
-        send.counts[bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        ms = (writing - done) * 1000.0
+        squeue.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
+        squeue.sum += ms
+        ms = (sent - writing) * 1000.0
+        send.counts[0 if ms <= FIRST_BOUND_MS else bisect_left(TIME_BUCKETS_MS, ms)] += 1
         send.sum += ms
 
-    def _new_timers(self, api_key: int) -> tuple[Histogram, Histogram, Histogram]:
-        timers = (Histogram(), Histogram(), Histogram())
-        self.total_time[api_key], self.local_time[api_key], self.response_send_time[api_key] = \
-            timers
+    def _new_timers(self, api_key: int) -> tuple[Histogram, Histogram, Histogram, Histogram,
+                                                 Histogram]:
+        timers = (Histogram(), Histogram(), Histogram(), Histogram(), Histogram())
+        (self.total_time[api_key], self.request_queue_time[api_key], self.local_time[api_key],
+         self.response_queue_time[api_key], self.response_send_time[api_key]) = timers
         self._timers[api_key] = timers
         return timers
 

@@ -138,9 +138,10 @@ class MetadataQuorumDriver:
     def on_commit(self, batches: list[Batch]) -> None:
         for batch in batches:
             if batch.control:
-                self.publisher.advance_offset(batch.last_offset, batch.epoch)
+                self.publisher.advance_offset(batch.last_offset, batch.epoch, batch.timestamp)
             else:
-                self.publisher.apply_committed(batch.last_offset, batch.epoch, batch.records)
+                self.publisher.apply_committed(batch.last_offset, batch.epoch, batch.records,
+                                               batch.timestamp)
             if (
                 batch.epoch == self._leader_epoch and self._active_epoch != batch.epoch
                 and self.driver.is_leader

@@ -116,7 +116,13 @@ class _Pending:
     task: asyncio.Future[Any]
     size: int
     received: float = 0.0  # time.monotonic() when the frame was read (metrics)
-    ready: float = 0.0  # ... when the handler's answer was ready
+    started: float = 0.0  # ... when the handler took its first step
+    done: float = 0.0  # ... when the handler returned or raised
+    ready: float = 0.0  # ... when the write loop took the answer (its turn came)
+
+
+# Stands for a request's task between its _Pending and the task that needs that _Pending.
+_NO_TASK: Any = None
 
 
 class _Listener:
@@ -398,16 +404,30 @@ class _Connection:
         self.log.debug("request", api=api.api_name(ctx.api_key),
                   api_version=ctx.api_version, correlation_id=ctx.correlation_id,
                   client_id=ctx.client_id)
-        task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
+        if self.stats is None:
+            task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
+            pending = _Pending(ctx, parsed.body, entry, task, len(frame))
+        else:
+            self.stats.request(peek.api_key, peek.api_version)
+            pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame),
+                               received=self.last_active)  # _on_frame's clock read
+            task = pending.task = asyncio.ensure_future(
+                self._timed(entry, ctx, parsed.body, pending))
         self._track(task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
-        pending = _Pending(ctx, parsed.body, entry, task, len(frame))
-        if self.stats is not None:
-            self.stats.request(peek.api_key, peek.api_version)
-            pending.received = self.last_active  # _on_frame's clock read
         self.queue.put_nowait(pending)
         return None
+
+    async def _timed(self, entry: HandlerEntry, ctx: RequestContext, request: Any,
+                     p: _Pending) -> Any:
+        """The handler, with the times Kafka's request metrics split a request by: its
+        wait to start (request queue) and its run (local, remote waits included)."""
+        p.started = time.monotonic()
+        try:
+            return await entry.handle(self.server.node, ctx, request)
+        finally:
+            p.done = time.monotonic()
 
     def _context(self, peek: ApiPeek, client_id: str | None,
                  received_ms: int) -> RequestContext:
@@ -479,7 +499,8 @@ class _Connection:
                 self.last_active = now = time.monotonic()
                 self.protocol.release()  # read on if a cap held the reader
             if item.ready and self.stats is not None:
-                self.stats.times(item.ctx.api_key, item.received, item.ready, now)
+                self.stats.times(item.ctx.api_key, item.received, item.started, item.done,
+                                 item.ready, now)
             if not ok:
                 self._close("request failed")
                 return

@@ -72,6 +72,20 @@ def worked(node: SkiffNode) -> dict[str, int]:
         consumer.commit(offsets=[TopicPartition(topic, 0, COMMITTED)], asynchronous=False)
     finally:
         consumer.close()
+    # a KIP-848 consumer group (the consumer protocol): its rebalances are counted apart
+    kip848 = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "g848",
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+    try:
+        kip848.subscribe([topic])
+        got, deadline = 0, time.monotonic() + 30
+        while got == 0 and time.monotonic() < deadline:
+            msg = kip848.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got += 1
+        assert got, "the KIP-848 consumer got nothing"
+    finally:
+        kip848.close()
     return {"bytes": len(payload) * RECORDS}
 
 
@@ -94,17 +108,34 @@ def test_figures_match_what_was_done(node: SkiffNode, worked: dict[str, int]) ->
                   and ("request", "Produce") in labels)
     assert produce >= 1
     assert get(v, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produce
+    # Kafka's request phases, each observed once per request
+    for phase in ("requestqueuetimems", "localtimems", "responsequeuetimems",
+                  "responsesendtimems"):
+        assert get(v, f"kafka_network_requestmetrics_{phase}_count", request="Produce") == \
+            produce, phase
+    assert get(v, "kafka_network_requestmetrics_localtimems_sum", request="Produce") <= \
+        get(v, "kafka_network_requestmetrics_totaltimems_sum", request="Produce")
     assert get(v, "kafka_network_requestmetrics_errors_total",
                request="ApiVersions", error="NONE") >= 1
     assert get(v, "kafka_server_replicamanager_leadercount") >= 1
     assert get(v, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert get(v, "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert get(v, "kafka_server_raftmetrics_current_state", state="leader") == 1
+    # the single voter stood for election once, at its start, and won at once
+    assert get(v, "kafka_server_raftmetrics_election_latency_seconds_count") == 1
+    # metadata applied: its append time, and a lag of a few seconds at most (heartbeats and
+    # the topic's creation wrote records moments ago)
+    applied = get(v, "kafka_server_broker_metadata_metrics_last_applied_record_timestamp")
+    assert abs(applied / 1000 - time.time()) < 120
+    assert 0 <= get(v, "kafka_controller_kafkacontroller_lastappliedrecordlagms") < 120_000
     assert get(v, "kafka_server_socket_server_metrics_connection_creation_total",
                listener="PLAINTEXT") >= 2
     g = {"consumergroup": "g", "topic": "metrics-t", "partition": "0"}
     assert get(v, "kafka_consumergroup_current_offset", **g) == COMMITTED
     assert get(v, "kafka_consumergroup_lag", **g) == RECORDS - COMMITTED
+    # group "g" (classic) joined once; "g848" got a target assignment when it joined
+    assert get(v, "kafka_server_group_coordinator_metrics_group_rebalance_total") >= 1
+    assert get(v, "kafka_server_group_coordinator_metrics_consumer_group_rebalance_total") >= 1
     # the controller served registration, heartbeats and the topic's creation
     assert get(v, "kafka_controller_controllereventmanager_eventqueueprocessingtimems_count") > 0
     assert ("kafka_log_logflushstats_logflushrateandtimems_count", frozenset()) in v

@@ -205,6 +205,10 @@ def test_second_member_gets_partitions_only_after_first_revokes() -> None:
     assert sum(len(ps) for ps in c.owned[b].values()) == 2
     assert c.group().state is ConsumerGroupState.STABLE
     no_double_ownership(c)
+    # two group epochs, two target assignments: Kafka's consumer-group-rebalance-count
+    assert c.coord.consumer_rebalances == 2
+    c.hb(a)
+    assert c.coord.consumer_rebalances == 2  # a heartbeat without change: no rebalance
 
 
 def test_member_epoch_fencing() -> None:

@@ -17,6 +17,8 @@ from broker.metrics.collectors import (
     ElectionCounter,
     controller_families,
     group_families,
+    metadata_families,
+    raft_families,
     replica_families,
     request_families,
     request_label,
@@ -92,7 +94,7 @@ def test_request_metrics_per_api_version_error_and_time() -> None:
     stats.request(3, 12)
     stats.error(3, 0)
     stats.error(0, 6)
-    stats.times(0, received=1.0, ready=1.002, sent=1.003)
+    stats.times(0, received=1.0, started=1.0005, done=1.002, writing=1.0022, sent=1.003)
     fams = request_families(stats)
     assert value(fams, "kafka_network_requestmetrics_requests_total",
                  request="Produce", version="9") == 2
@@ -105,8 +107,15 @@ def test_request_metrics_per_api_version_error_and_time() -> None:
     assert value(fams, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == 1
     assert value(fams, "kafka_network_requestmetrics_totaltimems_sum",
                  request="Produce") == pytest.approx(3.0)
+    # Kafka's phases: request queue, local (remote included), response queue, send
+    assert value(fams, "kafka_network_requestmetrics_requestqueuetimems_sum",
+                 request="Produce") == pytest.approx(0.5)
     assert value(fams, "kafka_network_requestmetrics_localtimems_sum",
-                 request="Produce") == pytest.approx(2.0)
+                 request="Produce") == pytest.approx(1.5)
+    assert value(fams, "kafka_network_requestmetrics_responsequeuetimems_sum",
+                 request="Produce") == pytest.approx(0.2)
+    assert value(fams, "kafka_network_requestmetrics_responsesendtimems_sum",
+                 request="Produce") == pytest.approx(0.8)
     assert value(fams, "kafka_network_requestmetrics_responsesendtimems_bucket",
                  request="Produce", le="1.0") == 1
 
@@ -189,6 +198,17 @@ def test_controller_figures_only_on_the_active_controller() -> None:
     assert value(active, p + "activebrokercount") == 2
     assert value(active, p + "lastappliedrecordoffset") == 41
     assert value(active, p + "lastcommittedrecordoffset") == 42
+    # nothing applied yet: no timestamp or lag series rather than "1970"
+    assert (p + "lastappliedrecordlagms", frozenset()) not in samples(active)
+    applied = controller_families(image, True, 43, None, applied_ts=1_000_000,
+                                  now_ms=1_000_250)
+    assert value(applied, p + "lastappliedrecordtimestamp") == 1_000_000
+    assert value(applied, p + "lastappliedrecordlagms") == 250
+    m = "kafka_server_broker_metadata_metrics_"
+    fams = metadata_families(image, 1_000_000, 1_000_900)
+    assert value(fams, m + "last_applied_record_offset") == 41
+    assert value(fams, m + "last_applied_record_timestamp") == 1_000_000
+    assert value(fams, m + "last_applied_record_lag_seconds") == pytest.approx(0.9)
     standby = controller_families(image, False, raft_hw=43, elections=None)
     assert value(standby, p + "activecontrollercount") == 0
     assert value(standby, p + "offlinepartitionscount") == 0
@@ -221,7 +241,8 @@ def test_groups_by_state_members_offsets_and_lag() -> None:
     kip848 = SimpleNamespace(state=SimpleNamespace(value="Reconciling"), members={"x": 1},
                              offsets={})
     coord = SimpleNamespace(groups={"g1": stable, "g2": empty},
-                            consumer_groups={"g3": kip848}, rebalances=4)
+                            consumer_groups={"g3": kip848}, rebalances=4,
+                            consumer_rebalances=7)
     replicas = _Replicas([_part("t", 0, Role.LEADER, (1,), (1,), hw=100)])
     fams = group_families([coord], replicas)
     p = "kafka_coordinator_group_groupmetadatamanager_"
@@ -232,6 +253,8 @@ def test_groups_by_state_members_offsets_and_lag() -> None:
     assert value(fams, "kafka_server_group_coordinator_metrics_consumer_groups",
                  state="Reconciling") == 1
     assert value(fams, "kafka_server_group_coordinator_metrics_group_rebalance_total") == 4
+    assert value(fams,
+                 "kafka_server_group_coordinator_metrics_consumer_group_rebalance_total") == 7
     assert value(fams, "kafka_consumergroup_members", consumergroup="g1") == 2
     assert value(fams, "kafka_consumergroup_current_offset",
                  consumergroup="g1", topic="t", partition="0") == 40
@@ -242,21 +265,52 @@ def test_groups_by_state_members_offsets_and_lag() -> None:
         {("consumergroup", "g1"), ("topic", "t"), ("partition", "9")})) not in samples(fams)
 
 
+def _driver() -> Any:
+    from random import Random
+
+    from raft.config import RaftConfig, parse_voters
+    from raft.driver import RaftDriver
+    from raft.store import MemoryLogStore, MemoryQuorumStateStore
+
+    cfg = RaftConfig(node_id=1, voters=parse_voters("1@h:1,2@h:2,3@h:3"))
+    return RaftDriver(cfg, MemoryLogStore(), MemoryQuorumStateStore(), rng=Random(1))
+
+
+def test_raft_metrics_from_the_drivers_counters() -> None:
+    driver = _driver()
+    p = "kafka_server_raftmetrics_"
+    fams = raft_families(driver)
+    assert value(fams, p + "election_latency_seconds_count") == 0
+    assert value(fams, p + "fetch_records_total") == 0
+    st = driver.stats
+    st.fetched_records = 12
+    st.election_latency_sum, st.election_latency_count, st.election_latency_max = 0.9, 2, 0.6
+    fams = raft_families(driver)
+    assert value(fams, p + "fetch_records_total") == 12
+    assert value(fams, p + "election_latency_seconds_count") == 2
+    assert value(fams, p + "election_latency_seconds_sum") == pytest.approx(0.9)
+    assert value(fams, p + "election_latency_max_seconds") == pytest.approx(0.6)
+    assert value(fams, p + "current_state", state="unattached") == 1
+
+
 @pytest.mark.skipif(shutil.which("promtool") is None,
                     reason="promtool (Debian package prometheus) is not installed")
 def test_promtool_accepts_every_family() -> None:
     server = ServerStats()
     server.request(1, 16)
     server.error(1, 0)
-    server.times(1, 0.0, 0.5, 0.6)
+    server.times(1, 0.0, 0.1, 0.5, 0.55, 0.6)
     topics = BrokerTopicStats()
     topics.topic("a").bytes_out += 5
     image = _image({"a": [(0, (1,), 1)]}, fenced=(), live=(1,))
     replicas = _Replicas([_part("a", 0, Role.LEADER, (1,), (1, 2))])
-    coord = SimpleNamespace(groups={}, consumer_groups={}, rebalances=0)
+    coord = SimpleNamespace(groups={}, consumer_groups={}, rebalances=0,
+                            consumer_rebalances=0)
     fams = [*request_families(server), *topic_families(topics, None),
             *replica_families(replicas, image),
-            *controller_families(image, True, 1, ElectionCounter(lambda: True)),
+            *controller_families(image, True, 1, ElectionCounter(lambda: True),
+                                 applied_ts=1000, now_ms=1500),
+            *metadata_families(image, 1000, 1500), *raft_families(_driver()),
             *group_families([coord], replicas)]
     out = subprocess.run(["promtool", "check", "metrics"], input=exposition(fams),
                          capture_output=True, timeout=30)
@@ -287,3 +341,19 @@ def test_controller_operations_timed_while_queued_and_running() -> None:
     name = "kafka_controller_controllereventmanager_eventqueuetimems"
     assert value(fams, name + "_count") == 2
     assert value(fams, name + "_bucket", le="+Inf") == 2
+
+
+def test_request_phase_buckets_match_histogram_observe() -> None:
+    """ServerStats.times files each phase in the bucket Histogram.observe would (its
+    shortcut for the first bucket included: at, below and just above 0.25 ms)."""
+    stats = ServerStats()
+    phases = [0.0, 0.1, 0.25, 0.2500001, 0.3, 7.0, 40000.0]
+    reference = Histogram()
+    for ms in phases:
+        start = 100.0
+        stats.times(1, start, start + ms / 1000, start + ms / 1000, start + ms / 1000,
+                    start + ms / 1000)
+        reference.observe(ms)
+    assert stats.total_time[1].counts == pytest.approx(reference.counts)
+    assert stats.request_queue_time[1].counts == pytest.approx(reference.counts)
+    assert stats.local_time[1].counts == [len(phases)] + [0] * 16

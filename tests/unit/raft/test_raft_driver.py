@@ -112,6 +112,15 @@ async def _scenario() -> None:
     assert [o.replica_id for o in obs] == [4]
     assert nodes[follower].leader_and_epoch == (lid, nodes[lid].core.epoch)
 
+    # metrics measured by the driver (the core has no clock): the leader's election was
+    # timed, followers and the observer counted the records they fetched
+    assert nodes[lid].stats.election_latency_count >= 1
+    assert 0 < nodes[lid].stats.election_latency_max <= nodes[lid].stats.election_latency_sum
+    assert nodes[follower].stats.fetched_records >= 20
+    assert nodes[4].stats.fetched_records >= 20
+    assert nodes[4].stats.election_latency_count == 0  # an observer never stands
+    elections_before = {i: n.stats.election_latency_count for i, n in nodes.items()}
+
     dq = nodes[lid].describe_quorum()
     p = dq.topics[0].partitions[0]
     assert p.leader_id == lid and [v.replica_id for v in p.current_voters] == [1, 2, 3]
@@ -130,6 +139,7 @@ async def _scenario() -> None:
     assert recs[new].records[:20] == recs[lid].records
     # ready: everything of earlier epochs is delivered to the new leader's state machine
     assert nodes[new].leader_ready and len(recs[new].records) >= 21
+    assert nodes[new].stats.election_latency_count > elections_before[new]
     for i, n in nodes.items():
         if i not in down:
             await n.stop()
