@@ -145,6 +145,25 @@ def filter_allowed(node: Any, ctx: RequestContext, op: AclOperation, rtype: Reso
     return ok, refused
 
 
+# Kafka's ConfigResource.Type codes, and what a config check of each is made on.
+_CONFIG_TOPIC, _CONFIG_GROUP = 2, 32
+
+
+def config_refusal(node: Any, ctx: RequestContext, op: AclOperation, resource_type: int,
+                   name: str) -> ErrorCode:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource: on the topic for TOPIC
+    (TOPIC_AUTHORIZATION_FAILED), on the group for GROUP (GROUP_AUTHORIZATION_FAILED), on
+    the cluster for BROKER, BROKER_LOGGER and CLIENT_METRICS (CLUSTER_AUTHORIZATION_FAILED).
+    ErrorCode.none when allowed."""
+    if resource_type == _CONFIG_TOPIC:
+        ok, code = allowed(node, ctx, op, Res.TOPIC, name), ErrorCode.topic_authorization_failed
+    elif resource_type == _CONFIG_GROUP:
+        ok, code = allowed(node, ctx, op, Res.GROUP, name), ErrorCode.group_authorization_failed
+    else:
+        ok, code = allowed(node, ctx, op, Res.CLUSTER), ErrorCode.cluster_authorization_failed
+    return ErrorCode.none if ok else code
+
+
 # ---- whole-request checks ------------------------------------------------------------------
 
 

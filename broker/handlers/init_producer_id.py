@@ -30,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AllocateProducerIdsReply
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed, allowed_on_any
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -145,6 +146,11 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         log.info("init_producer_id_transactional_refused", client=ctx.client_id,
                  transactional_id=request.transactional_id, error=error.name)
         return _response(request, error)
+    # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    # (Kafka's KIP-679 rule); a transactional one WRITE on its transactional id (above).
+    if not (allowed(node, ctx, Op.IDEMPOTENT_WRITE, Res.CLUSTER)
+            or allowed_on_any(node, ctx, Op.WRITE, Res.TOPIC)):
+        return _response(request, ErrorCode.cluster_authorization_failed)
     pid = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
