@@ -1,10 +1,13 @@
 """Authorization with the StandardAuthorizer and ACLs, with real clients on a real node.
 
-One combined node with `authorizer.class.name` set. Every listener authenticates with
-SASL/PLAIN: the client listener (`PLAINTEXT`, the harness's name, mapped to
-SASL_PLAINTEXT) knows admin, producer, alice and mallory; the controller listener knows the
-node's own principal, `node`. `super.users` is User:admin;User:node: the inter-broker and
-controller principals must be super users (or hold CLUSTER_ACTION), as in Kafka.
+One controller and two brokers with `authorizer.class.name` set. Every listener
+authenticates with SASL/PLAIN: the client and inter-broker listener (`PLAINTEXT`, the
+harness's name, mapped to SASL_PLAINTEXT) knows admin, producer, alice and mallory, and the
+brokers replicate as admin; the controller listener knows the nodes' own principal, `node`
+(registration, heartbeats, AlterPartition, forwarded admin requests). `super.users` is
+User:admin;User:node: the inter-broker and controller principals must be super users (or
+hold CLUSTER_ACTION), as in Kafka. Topics have two replicas, so replication runs under the
+authorizer too.
 
 ACLs are created with confluent-kafka's AdminClient (CreateAcls) as admin. The producer may
 WRITE `orders`; alice may READ `orders` and READ groups prefixed `app`: exactly what a
@@ -70,8 +73,8 @@ async def _describe_quorum_as_node(host: str, port: int, timeout_s: float,
 
 
 @pytest.fixture(scope="module")
-def acl_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    c = Cluster(tmp_path_factory.mktemp("acl-node"), controllers=1, brokers=0, combined=True,
+def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("acl-cluster"), controllers=1, brokers=2,
                 client_config=conf("admin"), overrides={
         "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN",
@@ -87,11 +90,15 @@ def acl_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         with c:
             c.start()
-            bootstrap = c.nodes[1].bootstrap
-            _setup(bootstrap)
-            yield bootstrap
+            _setup(c.bootstrap_servers)
+            yield c
     finally:
         cluster_module._describe_quorum_leader = original  # type: ignore[assignment]
+
+
+@pytest.fixture(scope="module")
+def acl_node(acl_cluster: Cluster) -> str:
+    return acl_cluster.bootstrap_servers
 
 
 def _setup(bootstrap: str) -> None:
@@ -106,7 +113,7 @@ def _setup(bootstrap: str) -> None:
     )
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **conf("admin")})
-    for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("orders", "secret")]).values():
+    for f in admin.create_topics([NewTopic(t, 1, 2) for t in ("orders", "secret")]).values():
         f.result(30)
     allow = AclPermissionType.ALLOW
     bindings = [
@@ -163,14 +170,24 @@ def test_describe_acls_lists_what_was_granted(acl_node: str) -> None:
         ("TOPIC", "orders", "User:producer", "WRITE")]
 
 
-def test_consumer_groups_work_with_exactly_the_needed_acls(acl_node: str) -> None:
+def test_consumer_groups_work_with_exactly_the_needed_acls(acl_cluster: Cluster,
+                                                           acl_node: str) -> None:
     """confluent-kafka and aiokafka consumer groups (alice: READ on the topic, READ on the
-    groups) read what the producer (WRITE on the topic) wrote, and commit."""
+    groups) read what the producer (WRITE on the topic) wrote, and commit; the follower
+    replicated it (as admin, a super user)."""
     from aiokafka import AIOKafkaConsumer
     from confluent_kafka import Consumer
 
     values = [f"order-{i}".encode() for i in range(20)]
     assert _produce(acl_node, "producer", "orders", values) == [None] * len(values)
+
+    def replicated() -> bool:
+        sizes = [sum(f.stat().st_size for f in (acl_cluster.nodes[b].directory / "logs" /
+                                                "orders-0").glob("*.log"))
+                 for b in acl_cluster.broker_ids]
+        return all(s > 0 for s in sizes)
+
+    acl_cluster.wait_for(replicated, 20, "both replicas of orders-0 to hold the records")
 
     c = Consumer({"bootstrap.servers": acl_node, "group.id": "app-confluent",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
@@ -262,7 +279,7 @@ def test_follower_fetch_without_cluster_action_is_refused(acl_node: str) -> None
     from broker.protocol.transport import KafkaConnection
 
     m: Any = fetch_v12
-    host, _, port = acl_node.rpartition(":")
+    host, _, port = acl_node.split(",")[0].rpartition(":")
 
     async def fetch_as(user: str) -> Any:
         conn = KafkaConnection(host, int(port), "rogue-follower", security=security(user))
