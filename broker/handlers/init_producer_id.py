@@ -138,6 +138,10 @@ def _response(request: Any, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    tid = request.transactional_id
+    if tid and not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+        # a transactional producer needs WRITE on its transactional id (Kafka)
+        return _response(request, ErrorCode.transactional_id_authorization_failed)
     if request.transactional_id is not None:
         error = (
             ErrorCode.invalid_request if request.transactional_id == ""

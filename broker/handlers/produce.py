@@ -45,13 +45,19 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     acks = request.acks
     entries: dict[tuple[str, int], bytes | memoryview] = {}
     errors: dict[tuple[str, int], KafkaError] = {}
+    tid = getattr(request, "transactional_id", None)
     may_write = {t.name: allowed(node, ctx, Op.WRITE, Res.TOPIC, t.name)
                  for t in request.topic_data}
+    # Kafka refuses the whole request when WRITE on the transactional id is missing
+    may_txn = not tid or allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid)
     for topic in request.topic_data:
         for part in topic.partition_data:
             key = (topic.name, part.index)
             if acks not in (0, 1, -1):
                 errors[key] = KafkaError(ErrorCode.invalid_required_acks, f"acks={acks}")
+            elif not may_txn:
+                errors[key] = KafkaError(ErrorCode.transactional_id_authorization_failed,
+                                         f"WRITE on transactional id {tid}")
             elif getattr(request, "transactional_id", None) is not None:
                 errors[key] = KafkaError(
                     ErrorCode.transactional_id_authorization_failed,
