@@ -314,3 +314,19 @@ def _error_codes(entity: Any) -> set[ErrorCode]:
                 if dataclasses.is_dataclass(item):
                     out |= _error_codes(item)
     return out
+
+
+def test_describe_groups_checks_describe_and_reports_operations(node_factory: Any) -> None:
+    from broker.handlers import describe_groups
+
+    node = secured(node_factory)
+    grant(node, allow(ALICE, O.READ, R.GROUP, "app"))
+    m = importlib.import_module("kio.schema.describe_groups.v5.request")
+    req = m.DescribeGroupsRequest(groups=("app", "other"), include_authorized_operations=True)
+    resp = run(describe_groups, node, 15, 5, req)
+    app, other = resp.groups
+    assert other.error_code is ErrorCode.group_authorization_failed
+    assert app.error_code is not ErrorCode.group_authorization_failed  # past the check
+    assert app.authorized_operations == (1 << O.READ) | (1 << O.DESCRIBE)
+    assert other.authorized_operations == 0
+    assert roundtrip(resp) == resp
