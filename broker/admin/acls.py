@@ -14,10 +14,12 @@ from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.pb import acls, acls_grpc, meta
 from broker.errors import KafkaError
 from broker.security.authorizer import (
+    STANDARD_AUTHORIZER,
     AclBinding,
     AclFilter,
     AclOperation,
     AclPermissionType,
+    AuthorizerSettings,
     PatternType,
     ResourceType,
     validate_new_acl,
@@ -62,11 +64,21 @@ def entry_of(b: AclBinding, acl_id: uuid.UUID | None = None) -> Any:
 
 
 class AclService(acls_grpc.AclServiceServicer):  # type: ignore[misc]
+    """Every call needs the authorizer on (`authorizer.class.name`), as Kafka's ACL APIs
+    answer SECURITY_DISABLED without one."""
+
     def __init__(self, node: Any) -> None:
         self.node = node
 
+    def _check_enabled(self) -> None:
+        if not AuthorizerSettings.from_config(self.node.config).enabled:
+            raise AdminError(S.FAILED_PRECONDITION,
+                             "No Authorizer is configured: set authorizer.class.name="
+                             f"{STANDARD_AUTHORIZER} (and super.users) on every node")
+
     @rpc_errors
     async def DescribeAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self._check_enabled()
         f = filter_of(request.filter)
         found = sorted(((i, b) for i, b in self.node.metadata.acls.items() if f.matches(b)),
                        key=lambda ib: (ib[1].resource_type, ib[1].resource_name,
@@ -75,6 +87,7 @@ class AclService(acls_grpc.AclServiceServicer):  # type: ignore[misc]
 
     @rpc_errors
     async def CreateAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self._check_enabled()
         bindings = [binding_of(e) for e in request.acls]
         if not bindings:
             raise AdminError(S.INVALID_ARGUMENT, "no ACLs given")
@@ -90,6 +103,7 @@ class AclService(acls_grpc.AclServiceServicer):  # type: ignore[misc]
 
     @rpc_errors
     async def DeleteAcls(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self._check_enabled()
         filters = [filter_of(f) for f in request.filters]
         if not filters:
             raise AdminError(S.INVALID_ARGUMENT, "no ACL filters given")

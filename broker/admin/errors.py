@@ -62,6 +62,7 @@ _CODES: dict[ErrorCode, grpc.StatusCode] = {
     ErrorCode.cluster_authorization_failed: S.PERMISSION_DENIED,
     ErrorCode.topic_authorization_failed: S.PERMISSION_DENIED,
     ErrorCode.group_authorization_failed: S.PERMISSION_DENIED,
+    ErrorCode.security_disabled: S.FAILED_PRECONDITION,
 }
 
 # What to do about it, where the Kafka message alone does not say.

@@ -101,6 +101,10 @@ def enabled(node: Any) -> bool:
     return settings_of(node).enabled
 
 
+# What the ACL APIs answer on a node without an authorizer (Kafka's AclApis).
+SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
+
+
 def _index(node: Any) -> AclIndex:
     image = getattr(node, "metadata", None)
     index = getattr(image, "acl_index", None)

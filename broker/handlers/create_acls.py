@@ -1,6 +1,7 @@
 """CreateAcls (API 30), versions 1-3: ALTER on the cluster (broker/handlers/_authz.py), then
 sent on to the active controller, whose AclControlManager validates each ACL and writes
-AccessControlEntry records; one result per creation, in order."""
+AccessControlEntry records; one result per creation, in order. Without an authorizer
+(`authorizer.class.name` empty) every creation is SECURITY_DISABLED, as in Kafka."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import ApiError
 from broker.controller.rpc import create_acls as rpc
 from broker.errors import KafkaError
+from broker.handlers._authz import SECURITY_DISABLED_MESSAGE, enabled
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -34,6 +36,10 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not enabled(node):
+        return _response(request, [ApiError(ErrorCode.security_disabled,
+                                            SECURITY_DISABLED_MESSAGE)
+                                   for _ in request.creations])
     if not request.creations:
         return _response(request, [])
     try:

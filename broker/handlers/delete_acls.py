@@ -1,6 +1,7 @@
 """DeleteAcls (API 31), versions 1-3: ALTER on the cluster (broker/handlers/_authz.py), then
 sent on to the active controller, which removes every ACL each filter matches
-(RemoveAccessControlEntry records) and lists them per filter."""
+(RemoveAccessControlEntry records) and lists them per filter. Without an authorizer every
+filter is SECURITY_DISABLED, as in Kafka."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kio.static.primitive import i8
 from broker.controller.acl_control import AclDeletionResult
 from broker.controller.rpc import delete_acls as rpc
 from broker.errors import KafkaError
+from broker.handlers._authz import SECURITY_DISABLED_MESSAGE, enabled
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -42,6 +44,10 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not enabled(node):
+        return _response(request, [AclDeletionResult(ErrorCode.security_disabled,
+                                                      SECURITY_DISABLED_MESSAGE)
+                                   for _ in request.filters])
     if not request.filters:
         return _response(request, [])
     try:

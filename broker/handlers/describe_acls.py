@@ -1,6 +1,7 @@
 """DescribeAcls (API 29), versions 1-3: DESCRIBE on the cluster (broker/handlers/_authz.py),
 then the ACLs matching the filter, from this broker's metadata image, grouped by resource
-pattern. A filter with an UNKNOWN part is INVALID_REQUEST, as Kafka answers it."""
+pattern. A filter with an UNKNOWN part is INVALID_REQUEST, as Kafka answers it; without an
+authorizer the answer is SECURITY_DISABLED."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker.controller.rpc.delete_acls import filter_of
+from broker.handlers._authz import SECURITY_DISABLED_MESSAGE, enabled
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 from broker.security.authorizer import AclBinding
@@ -40,6 +42,8 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    if not enabled(node):
+        return _response(request, ErrorCode.security_disabled, SECURITY_DISABLED_MESSAGE, {})
     f = filter_of(request)
     unknown = f.unknown_part()
     if unknown is not None:

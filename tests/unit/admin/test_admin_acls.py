@@ -3,6 +3,7 @@ CLI's kafka-acls.sh options map to those calls."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,15 @@ from broker.security.authorizer import AclOperation as O
 from broker.security.authorizer import AclPermissionType as P
 from broker.security.authorizer import PatternType as T
 from broker.security.authorizer import ResourceType as R
-from tests.unit.admin.harness import Admin, AdminTestNode, ServerThread, pb, serve, status_of
+from tests.unit.admin.harness import (
+    NODE_ID,
+    Admin,
+    AdminTestNode,
+    ServerThread,
+    pb,
+    serve,
+    status_of,
+)
 
 A = pb.acls
 
@@ -28,7 +37,31 @@ def entry(rtype: int, name: str, principal: str, op: int, pattern: int = T.LITER
                                       operation=op, permission_type=permission)
 
 
-def test_create_describe_delete(node: AdminTestNode) -> None:
+AUTHORIZER = {"authorizer.class.name":
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[AdminTestNode]:
+    n = AdminTestNode(tmp_path, AUTHORIZER)
+    asyncio.run(n.register(NODE_ID))
+    n.ready.set()
+    yield n
+    n.close()
+
+
+def test_without_an_authorizer_acls_are_refused(node: AdminTestNode) -> None:
+    async def body(a: Admin) -> Any:
+        stub = pb.acls_grpc.AclServiceStub(a.channel)
+        return await status_of(stub.DescribeAcls(A.DescribeAclsRequest(filter=A.AclFilter())))
+
+    code, details = serve(node, body)
+    assert code is grpc.StatusCode.FAILED_PRECONDITION and "authorizer.class.name" in details
+
+
+def test_create_describe_delete(secured: AdminTestNode) -> None:
+    node = secured
+
     async def body(a: Admin) -> Any:
         stub = pb.acls_grpc.AclServiceStub(a.channel)
         await stub.CreateAcls(A.CreateAclsRequest(acls=[
@@ -55,7 +88,7 @@ def test_create_describe_delete(node: AdminTestNode) -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    s = ServerThread(Path(tmp_path_factory.mktemp("acl-cli")))
+    s = ServerThread(Path(tmp_path_factory.mktemp("acl-cli")), overrides=AUTHORIZER)
     try:
         yield s
     finally:

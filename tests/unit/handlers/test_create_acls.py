@@ -39,7 +39,9 @@ def test_needs_alter_on_the_cluster(node_factory) -> None:
     assert [r.error_code for r in resp.results] == [ErrorCode.none]
 
 
-def test_without_an_authorizer_anyone_may(node) -> None:
+def test_without_an_authorizer_security_is_disabled(node) -> None:
     acl = allow("User:bob", O.READ, R.TOPIC, "t")
     resp = dispatch(node, 30, 3, create_acls_request(3, [acl]), principal="User:ANONYMOUS")
-    assert resp.results[0].error_code is ErrorCode.none
+    assert resp.results[0].error_code is ErrorCode.security_disabled
+    assert resp.results[0].error_message == "No Authorizer is configured."
+    assert node.metadata.acls == {}

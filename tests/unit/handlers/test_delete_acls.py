@@ -46,6 +46,11 @@ def test_refused_without_alter(node_factory) -> None:
     assert len(node.metadata.acls) == 1
 
 
+def test_without_an_authorizer_security_is_disabled(node) -> None:
+    resp = dispatch(node, 31, 3, request(3, R.ANY, None, PatternType.ANY))
+    assert resp.filter_results[0].error_code is ErrorCode.security_disabled
+
+
 def test_unknown_filter_is_invalid(node_factory) -> None:
     node = node_factory(AUTHORIZER)
     resp = dispatch(node, 31, 3, request(3, R.UNKNOWN, None, PatternType.ANY))

@@ -48,3 +48,7 @@ def test_refused_without_describe_and_unknown_filter(node_factory) -> None:
     assert resp.error_code is ErrorCode.cluster_authorization_failed and resp.resources == ()
     bad = dispatch(node, 29, 3, request(3, R.UNKNOWN))
     assert bad.error_code is ErrorCode.invalid_request
+
+
+def test_without_an_authorizer_security_is_disabled(node) -> None:
+    assert dispatch(node, 29, 3, request(3)).error_code is ErrorCode.security_disabled
