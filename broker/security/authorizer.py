@@ -317,9 +317,11 @@ def authorize_any(settings: AuthorizerSettings, index: AclIndex, principal: str,
     (a literal `*`, a literal of the same name, or a prefix of it)."""
     if not settings.enabled or principal in settings.super_users:
         return True
+    # As Kafka: first whether some resource nobody named would be allowed (wildcard ACLs,
+    # allow.everyone.if.no.acl.found), then the ALLOWs not wholly covered by a DENY.
+    if authorize(settings, index, principal, host, op, rtype, "hardcode"):
+        return True
     acls = index.of_type(rtype)
-    if not acls:
-        return settings.allow_everyone_if_no_acl_found
 
     def applies(b: AclBinding) -> bool:
         return (_principal_matches(b.principal, principal) and _host_matches(b.host, host)

@@ -112,6 +112,13 @@ def test_authorize_any() -> None:
                         acl(name="ord", pattern=T.PREFIXED, op=O.WRITE, perm=P.DENY)])
     assert not authorize_any(ON, covered, "User:alice", "h", O.WRITE, R.TOPIC)
     assert authorize_any(ON, AclIndex([]), "User:x", "h", O.WRITE, R.TOPIC) is False
+    everyone = AuthorizerSettings(True, frozenset(), allow_everyone_if_no_acl_found=True)
+    assert authorize_any(everyone, AclIndex([]), "User:x", "h", O.WRITE, R.TOPIC)
+    # allow.everyone applies to resources without ACLs, so some topic is writable
+    assert authorize_any(everyone, AclIndex([acl(op=O.WRITE, principal="User:y")]),
+                         "User:x", "h", O.WRITE, R.TOPIC)
+    assert authorize_any(ON, AclIndex([acl(name="*", op=O.WRITE, principal="User:*")]),
+                         "User:x", "h", O.WRITE, R.TOPIC)
 
 
 def test_authorized_operations_bitfield() -> None:
