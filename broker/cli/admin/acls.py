@@ -12,8 +12,8 @@ resource (--topic, --group, --cluster, --transactional-id) with --resource-patte
 none is given). --producer grants WRITE, DESCRIBE and CREATE on the topics (IDEMPOTENT_WRITE
 on the cluster with --idempotent); --consumer READ and DESCRIBE on the topics and READ on
 the group. `list` with no resource lists every ACL; `remove` deletes every ACL matching the
-given resource, principals, hosts and operations (all of the resource's ACLs when only the
-resource is given).
+given resource, principals (`--principal`: ALLOW or DENY), hosts and operations (all of the
+resource's ACLs when only the resource is given).
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser, *, adding: bool) -> None:
     p.add_argument("--deny-host", action="append", default=[])
     p.add_argument("--operation", action="append", default=[],
                    type=lambda s: s.lower().replace("_", "-"), choices=OPERATIONS)
+    if not adding:
+        p.add_argument("--principal", action="append", default=[], metavar="Type:name",
+                       help="ACLs of this principal, ALLOW or DENY")
     if adding:
         p.add_argument("--producer", action="store_true",
                        help="WRITE, DESCRIBE, CREATE on the topics")
@@ -154,9 +157,9 @@ def _filters(c: Client, args: argparse.Namespace, default: PatternType) -> list[
     elif args.resource_pattern_type is not None:
         base = [{"pattern_type": int(_pattern(args, default))}]
     who: list[dict[str, Any]] = [{}]
-    if args.allow_principal or args.deny_principal:
+    if args.principal or args.allow_principal or args.deny_principal:
         # hosts narrow the filter only when given; else any host matches
-        who = []
+        who = [{"principal": p} for p in args.principal]
         for principal, perm, _hosts in _principals(args):
             given = args.allow_host if perm is AclPermissionType.ALLOW else args.deny_host
             who.extend({"principal": principal, "permission_type": int(perm),
@@ -181,7 +184,8 @@ def cmd_acls_list(c: Client, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_acls_remove(c: Client, args: argparse.Namespace, out: TextIO) -> int:
-    if not _resources(args) and not (args.allow_principal or args.deny_principal):
+    if not _resources(args) and not (args.principal or args.allow_principal
+                                     or args.deny_principal):
         raise UsageError("name a resource or a principal: removing every ACL needs "
                          "--resource-pattern-type any with --topic/--group/... ")
     resp = c.call(c.acls.DeleteAcls,

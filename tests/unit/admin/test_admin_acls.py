@@ -121,6 +121,10 @@ def test_cli_add_list_remove(server: ServerThread, capsys: pytest.CaptureFixture
     assert sorted(a["operation"] for a in listed) == [O.READ, O.DESCRIBE]
     table = skiff(server, capsys, "list")
     assert "User:mallory" in table and "DENY" in table
+    mallory = json.loads(skiff(server, capsys, "list", "--principal", "User:mallory",
+                               "-o", "json"))
+    assert [(a["principal"], a["permission_type"]) for a in mallory] == [
+        ("User:mallory", P.DENY)]
     out = skiff(server, capsys, "remove", "--allow-principal", "User:alice", "--operation",
                 "describe", "--topic", "orders", "--resource-pattern-type", "prefixed")
     assert "Removed 1 ACL(s)." in out
