@@ -61,6 +61,8 @@ _CODES: dict[ErrorCode, grpc.StatusCode] = {
     ErrorCode.election_not_needed: S.FAILED_PRECONDITION,
     ErrorCode.cluster_authorization_failed: S.PERMISSION_DENIED,
     ErrorCode.topic_authorization_failed: S.PERMISSION_DENIED,
+    ErrorCode.group_authorization_failed: S.PERMISSION_DENIED,
+    ErrorCode.security_disabled: S.FAILED_PRECONDITION,
 }
 
 # What to do about it, where the Kafka message alone does not say.

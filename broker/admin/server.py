@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from broker.admin import pb
+from broker.admin.acls import AclService
 from broker.admin.cluster import ClusterService, QuorumService
 from broker.admin.configs import ConfigService
 from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
@@ -147,6 +148,7 @@ class AdminServer:
         pb.transactions_grpc.add_TransactionServiceServicer_to_server(
             TransactionService(node, fwd), server)
         pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
+        pb.acls_grpc.add_AclServiceServicer_to_server(AclService(node), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
         reflection.enable_server_reflection(

@@ -205,6 +205,19 @@ _BROKER_DEFS: list[ConfigDef] = [
 # Kafka's ssl.* keys with Kafka's defaults. Each may also be set per listener as
 # `listener.name.<listener>.ssl.<key>` (broker/security/tls.py resolves them); an ssl.* or
 # sasl.* key not listed here stops startup (broker/security/settings.py).
+def _authorizer_class(key: str, v: Any) -> None:
+    """Only the StandardAuthorizer (or none) is implemented; anything else stops the node."""
+    from broker.security.authorizer import AuthorizerSettings
+
+    AuthorizerSettings.from_values(v, None, False)
+
+
+def _super_users(key: str, v: Any) -> None:
+    from broker.security.authorizer import AuthorizerSettings
+
+    AuthorizerSettings.from_values(None, v, False)
+
+
 _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("ssl.keystore.type", S, "JKS"),
     ConfigDef("ssl.keystore.location", S, None),
@@ -230,6 +243,12 @@ _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI"),
     ConfigDef("sasl.mechanism.controller.protocol", S, "GSSAPI"),
     ConfigDef("connections.max.reauth.ms", L, 0, at_least(0)),
+    # Authorization (broker/security/authorizer.py): empty = none (every principal may do
+    # everything); org.apache.kafka.metadata.authorizer.StandardAuthorizer = ACLs from the
+    # metadata log. Any other class is refused at start.
+    ConfigDef("authorizer.class.name", S, "", _authorizer_class),
+    ConfigDef("super.users", S, "", _super_users),
+    ConfigDef("allow.everyone.if.no.acl.found", B, False),
 ]
 _BROKER_DEFS += _SECURITY_DEFS
 

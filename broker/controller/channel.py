@@ -52,6 +52,7 @@ import structlog
 from kio.schema.describe_quorum.v0 import request as describe_quorum_request
 from kio.schema.errors import ErrorCode
 
+from broker.controller.acl_control import AclDeletionResult
 from broker.controller.controller import Controller
 from broker.controller.requests import (
     AllocateProducerIdsReply,
@@ -59,6 +60,7 @@ from broker.controller.requests import (
     AlterConfigsResult,
     AlterPartitionReply,
     AlterPartitionRequest,
+    ApiError,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
@@ -82,8 +84,10 @@ from broker.controller.rpc import (
     alter_user_scram_credentials,
     broker_heartbeat,
     broker_registration,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_topics,
     elect_leaders,
     incremental_alter_configs,
@@ -93,6 +97,7 @@ from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.protocol.frame_reader import FrameError
 from broker.protocol.transport import ConnectionSecurity, KafkaConnection
+from broker.security.authorizer import AclBinding, AclFilter
 from raft.kafka_messages import METADATA_TOPIC
 
 log = structlog.get_logger(__name__)
@@ -204,6 +209,16 @@ class ControllerChannel:
             lambda: alter_user_scram_credentials.request(deletions, upsertions),
             alter_user_scram_credentials, alter_user_scram_credentials.results_of,
             self._deadline(None), whole=True, sync=True)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[ApiError]:
+        return await self._call(
+            lambda s: s.create_acls(bindings), lambda: create_acls.request(bindings),
+            create_acls, create_acls.results_of, self._deadline(None), whole=True, sync=True)
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletionResult]:
+        return await self._call(
+            lambda s: s.delete_acls(filters), lambda: delete_acls.request(filters),
+            delete_acls, delete_acls.results_of, self._deadline(None), whole=True, sync=True)
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._call(

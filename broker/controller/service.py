@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.controller.acl_control import AclDeletionResult
 from broker.controller.controller import Controller
 from broker.controller.requests import (
     AllocateProducerIdsReply,
@@ -24,6 +25,7 @@ from broker.controller.requests import (
     AlterConfigsResult,
     AlterPartitionReply,
     AlterPartitionRequest,
+    ApiError,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
@@ -45,6 +47,7 @@ from broker.metadata import records as rec
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metrics.stats import Histogram
+from broker.security.authorizer import AclBinding, AclFilter
 
 log = structlog.get_logger(__name__)
 R = TypeVar("R")
@@ -174,6 +177,22 @@ class ControllerService:
         from broker.security import scram_admin
 
         return await self._run(lambda image: scram_admin.alter(image, deletions, upsertions))
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> list[ApiError]:
+        """AclControlManager: AccessControlEntry records."""
+        results = await self._run(lambda image: self.controller.create_acls(image, bindings))
+        for b, r in zip(bindings, results, strict=True):
+            if r.error is ErrorCode.none:
+                log.info("acl_created", acl=str(b))
+        return results
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeletionResult]:
+        """AclControlManager: RemoveAccessControlEntry records."""
+        results = await self._run(lambda image: self.controller.delete_acls(image, filters))
+        for r in results:
+            for b in r.matching:
+                log.info("acl_deleted", acl=str(b))
+        return results
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._run(

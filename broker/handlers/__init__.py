@@ -18,11 +18,14 @@ from broker.handlers import (
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_client_quotas,
     describe_cluster,
     describe_configs,
@@ -103,8 +106,15 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     push_telemetry,
     describe_user_scram_credentials,  # broker/security: SCRAM users
     alter_user_scram_credentials,
+    describe_acls,  # ACLs (broker/security/authorizer.py)
+    create_acls,
+    delete_acls,
 )
 
 
 def broker_dispatcher(modules: tuple[ModuleType, ...] = BROKER_HANDLERS) -> Dispatcher:
-    return Dispatcher.from_modules(modules)
+    """The client listener's dispatcher, the whole-request authorization checks
+    (broker/handlers/_authz.py) in front of the handlers that need them."""
+    from broker.handlers._authz import guarded_dispatcher
+
+    return guarded_dispatcher(modules)

@@ -7,14 +7,20 @@ names and values and answers per resource once the change is committed and appli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from kio.schema.errors import ErrorCode
 
-from broker.controller.requests import AlterConfigsResource, AlterConfigsResult, ConfigResource
+from broker.controller.requests import (
+    AlterConfigsResource,
+    AlterConfigsResult,
+    ConfigResource,
+    IncrementalAlterConfigsResource,
+)
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, config_refusal
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -45,6 +51,33 @@ def responses(mod: Any, cls_name: str, resources: Sequence[ConfigResource],
     return tuple(out)
 
 
+R = TypeVar("R", AlterConfigsResource, IncrementalAlterConfigsResource)
+
+
+async def authorized_alter(
+    node: BrokerServices, ctx: RequestContext, wanted: Sequence[R],
+    send: Callable[[list[R]], Awaitable[list[AlterConfigsResult]]],
+) -> list[AlterConfigsResult] | KafkaError:
+    """ALTER_CONFIGS on each resource (broker/handlers/_authz.config_refusal); the allowed
+    ones go to the controller. One result per wanted resource, in order."""
+    refused = [config_refusal(node, ctx, Op.ALTER_CONFIGS, int(w.resource.resource_type),
+                              w.resource.resource_name) for w in wanted]
+    ok = [w for w, code in zip(wanted, refused, strict=True) if code is ErrorCode.none]
+    sent: list[AlterConfigsResult] = []
+    if ok:
+        try:
+            sent = await send(ok)
+        except KafkaError as exc:
+            if len(ok) == len(wanted):
+                return exc
+            sent = [AlterConfigsResult(w.resource, exc.error_code, exc.message or None)
+                    for w in ok]
+    answers = iter(sent)
+    return [next(answers) if code is ErrorCode.none
+            else AlterConfigsResult(w.resource, code, None)
+            for w, code in zip(wanted, refused, strict=True)]
+
+
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     wanted = [
@@ -52,12 +85,8 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                              {c.name: c.value for c in r.configs})
         for r in request.resources
     ]
-    results: list[AlterConfigsResult] | KafkaError = []
-    if wanted:
-        try:
-            results = await node.controller.alter_configs(
-                wanted, validate_only=request.validate_only)
-        except KafkaError as exc:
-            results = exc
+    results = await authorized_alter(
+        node, ctx, wanted, lambda ok: node.controller.alter_configs(
+            ok, validate_only=request.validate_only))
     return build(mod.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=responses(
         mod, "AlterConfigsResourceResponse", [w.resource for w in wanted], results))

@@ -1,10 +1,13 @@
-"""AlterUserScramCredentials (API 51), version 0: sent on to the active controller, which
-writes UserScramCredential records (broker/security/scram_admin.py). No authorizer yet, so
-any authenticated principal may alter (Kafka checks ALTER on the cluster)."""
+"""AlterUserScramCredentials (API 51), version 0: ALTER on the cluster (checked before, in
+broker/handlers/_authz.py; refused: CLUSTER_AUTHORIZATION_FAILED per user), then sent on to
+the active controller, which writes UserScramCredential records
+(broker/security/scram_admin.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
 
 from broker.controller.rpc import alter_user_scram_credentials as rpc
 from broker.errors import KafkaError
@@ -14,6 +17,10 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 51
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    return rpc._failed(request, code, None)
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:

@@ -9,8 +9,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.group.consumer import ConsumerGroupDescription
-from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
+from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED
 from broker.group.shell import service_of
+from broker.handlers._authz import Op, Res, allowed, operations
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -29,15 +30,18 @@ def _assignment(mod: Any, items: Any) -> Any:
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
-    ops = (GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations
-           else AUTHORIZED_OPERATIONS_OMITTED)
     out = []
     for group_id in request.group_ids:
+        ops = (operations(node, ctx, Res.GROUP, str(group_id))
+               if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED)
         desc: ConsumerGroupDescription | None = None
-        try:
-            error, desc = service_of(node).consumer_group_describe(str(group_id))
-        except KafkaError as exc:
-            error = exc.error_code
+        if not allowed(node, ctx, Op.DESCRIBE, Res.GROUP, str(group_id)):
+            error = ErrorCode.group_authorization_failed
+        else:
+            try:
+                error, desc = service_of(node).consumer_group_describe(str(group_id))
+            except KafkaError as exc:
+                error = exc.error_code
         message = None
         if error is ErrorCode.none and desc is None:
             error, message = ErrorCode.group_id_not_found, \

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from broker.errors import KafkaError
 from broker.group.consumer import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
 from broker.group.handler_util import client_host
 from broker.group.shell import service_of
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
@@ -31,10 +34,19 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         server_assignor=request.server_assignor, owned_partitions=owned,
         client_id=ctx.client_id or "", client_host=client_host(ctx),
     )
-    try:
-        result = service_of(node).consumer_group_heartbeat(req)
-    except KafkaError as exc:
-        result = ConsumerHeartbeatResult(exc.error_code, member_id=req.member_id or None)
+    # READ on the group, DESCRIBE on every subscribed topic (KIP-848 as Kafka checks it)
+    if not allowed(node, ctx, Op.READ, Res.GROUP, req.group_id):
+        result = ConsumerHeartbeatResult(ErrorCode.group_authorization_failed,
+                                         member_id=req.member_id or None)
+    elif any(not allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, n)
+             for n in req.subscribed_topic_names or ()):
+        result = ConsumerHeartbeatResult(ErrorCode.topic_authorization_failed,
+                                         member_id=req.member_id or None)
+    else:
+        try:
+            result = service_of(node).consumer_group_heartbeat(req)
+        except KafkaError as exc:
+            result = ConsumerHeartbeatResult(exc.error_code, member_id=req.member_id or None)
     mod = response_module(request)
     assignment = None
     if result.assignment is not None:

@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.deadline import within as await_controller
 from broker.controller.requests import CreatePartitionsResult, CreatePartitionsTopic
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
@@ -36,6 +37,10 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         if counts[t.name] > 1:
             results[t.name] = CreatePartitionsResult(t.name, ErrorCode.invalid_request,
                                                      "Duplicate topic name.")
+            continue
+        if not allowed(node, ctx, Op.ALTER, Res.TOPIC, t.name):
+            results[t.name] = CreatePartitionsResult(
+                t.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
             continue
         assignments = None if t.assignments is None else \
             tuple(tuple(a.broker_ids) for a in t.assignments)

@@ -21,6 +21,7 @@ from broker.config import describe_topic_configs
 from broker.controller.deadline import within as await_controller
 from broker.controller.requests import CreatableTopic, CreateTopicResult
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
@@ -60,10 +61,17 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         counts[t.name] = counts.get(t.name, 0) + 1
     results: dict[str, CreateTopicResult] = {}
     to_create: list[CreatableTopic] = []
+    # CREATE on the cluster, or on the topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka
+    on_cluster = allowed(node, ctx, Op.CREATE, Res.CLUSTER)
     for t in request.topics:
         if counts[t.name] > 1:
             results[t.name] = CreateTopicResult(t.name, ErrorCode.invalid_request,
                                                 "Duplicate topic name.")
+            continue
+        if not on_cluster and not allowed(node, ctx, Op.CREATE, Res.TOPIC, t.name):
+            results[t.name] = CreateTopicResult(
+                t.name, ErrorCode.topic_authorization_failed,
+                "Authorization failed.")
             continue
         c = _to_creatable(t)
         if isinstance(c, CreateTopicResult):
@@ -90,7 +98,11 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             log.info("create_topic_rejected", topic=name, error=r.error.name, reason=r.message,
                      client=ctx.client_id)
         configs: tuple[Any, ...] = ()
-        if r.error is ErrorCode.none and hasattr(mod, "CreatableTopicConfigs"):
+        config_error = ErrorCode.none
+        if r.error is ErrorCode.none and hasattr(mod, "CreatableTopicConfigs") and \
+                not allowed(node, ctx, Op.DESCRIBE_CONFIGS, Res.TOPIC, name):
+            config_error = ErrorCode.topic_authorization_failed  # created, configs withheld
+        elif r.error is ErrorCode.none and hasattr(mod, "CreatableTopicConfigs"):
             configs = tuple(
                 build(mod.CreatableTopicConfigs, name=e.name,
                       value=None if e.sensitive else e.value, read_only=e.read_only,
@@ -102,7 +114,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         topics.append(build(
             mod.CreatableTopicResult, name=name, error_code=r.error,
             error_message=r.message if r.message else None,
-            topic_id=r.topic_id, topic_config_error_code=ErrorCode.none,
+            topic_id=r.topic_id, topic_config_error_code=config_error,
             num_partitions=r.num_partitions if ok else -1,
             replication_factor=r.replication_factor if ok else -1,
             configs=configs,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -22,8 +23,11 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     topics = []
     for topic in request.topics:
         partitions = []
+        may = allowed(node, ctx, Op.DELETE, Res.TOPIC, topic.name)
         for p in topic.partitions:
             try:
+                if not may:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, topic.name)
                 part = node.replicas.leader_partition(topic.name, p.partition_index)
                 offset = part.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > part.high_watermark:

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.deadline import within as await_controller
 from broker.controller.requests import DeleteTopicResult
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
@@ -30,6 +31,11 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     names = list(request.topic_names)
     order = list(dict.fromkeys(names))  # one answer per distinct name, in request order
     results: dict[str, DeleteTopicResult] = {}
+    for n in order:  # DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED
+        if not allowed(node, ctx, Op.DELETE, Res.TOPIC, n):
+            results[n] = DeleteTopicResult(n, None, ErrorCode.topic_authorization_failed,
+                                           None)
+    names = [n for n in names if n not in results]
     if names:
         try:
             deleted = await await_controller(
@@ -38,7 +44,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                 if r.name is not None:
                     results.setdefault(r.name, r)
         except KafkaError as exc:
-            for n in order:
+            for n in dict.fromkeys(names):
                 results[n] = DeleteTopicResult(n, None, exc.error_code, exc.message)
     responses = tuple(
         build(mod.DeletableTopicResult, name=n, error_code=results[n].error)

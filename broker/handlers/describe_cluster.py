@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.handlers._authz import Res, operations
 from broker.handlers._build import build, response_module
-from broker.handlers.metadata import CLUSTER_OPERATIONS, UNSET_OPERATIONS, controller_id_for
+from broker.handlers.metadata import UNSET_OPERATIONS, controller_id_for
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ ENDPOINT_TYPE_BROKERS = 1
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS))
-    ops = CLUSTER_OPERATIONS if request.include_cluster_authorized_operations \
+    # DESCRIBE on the cluster is checked before (broker/handlers/_authz.py CLUSTER_CHECKS)
+    ops = operations(node, ctx, Res.CLUSTER) if request.include_cluster_authorized_operations \
         else UNSET_OPERATIONS
     if endpoint_type != ENDPOINT_TYPE_BROKERS:
         return build(

@@ -30,6 +30,7 @@ from broker.config import (
 )
 from broker.controller.controller import DYNAMIC_BROKER_KEYS
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, config_refusal
 from broker.handlers._build import build, response_module
 from broker.metadata.config_describe import describe_resource
 from broker.metadata.records import RESOURCE_BROKER
@@ -80,7 +81,11 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     for r in request.resources:
         # null or empty: every config, as Kafka reads it
         names = list(r.configuration_keys) if r.configuration_keys else None
+        refused = config_refusal(node, ctx, Op.DESCRIBE_CONFIGS, int(r.resource_type),
+                                 r.resource_name)
         try:
+            if refused is not ErrorCode.none:
+                raise KafkaError(refused, "")
             entries = describe_resource(node.metadata, node.config, node.node_id, r.resource_type,
                                         r.resource_name, names, include_synonyms)
         except KafkaError as exc:

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED, GROUP_AUTHORIZED_OPERATIONS
+from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED
 from broker.group.shell import service_of
 from broker.group.types import GroupDescription
+from broker.handlers._authz import Op, Res, allowed, operations
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -21,15 +22,19 @@ API_KEY = 15
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
-    ops = (GROUP_AUTHORIZED_OPERATIONS if getattr(request, "include_authorized_operations", False)
-           else AUTHORIZED_OPERATIONS_OMITTED)
+    want_ops = bool(getattr(request, "include_authorized_operations", False))
     out = []
     for group_id in request.groups:
+        ops = (operations(node, ctx, Res.GROUP, str(group_id)) if want_ops
+               else AUTHORIZED_OPERATIONS_OMITTED)
         desc: GroupDescription | None = None
-        try:
-            error, desc = service_of(node).describe_group(str(group_id))
-        except KafkaError as exc:
-            error = exc.error_code
+        if not allowed(node, ctx, Op.DESCRIBE, Res.GROUP, str(group_id)):
+            error = ErrorCode.group_authorization_failed
+        else:
+            try:
+                error, desc = service_of(node).describe_group(str(group_id))
+            except KafkaError as exc:
+                error = exc.error_code
         if error is not ErrorCode.none:
             out.append(build(mod.DescribedGroup, error_code=error, error_message=None,
                              group_id=group_id, group_state="", protocol_type="",

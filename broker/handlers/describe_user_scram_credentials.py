@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials (API 50), version 0: users and their SCRAM mechanisms and
-iterations from this broker's metadata image (never salts or keys). No authorizer yet, so
-any authenticated principal may ask (Kafka checks DESCRIBE on the cluster)."""
+iterations from this broker's metadata image (never salts or keys). DESCRIBE on the cluster
+is checked before (broker/handlers/_authz.py: CLUSTER_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 

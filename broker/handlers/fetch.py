@@ -32,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.config import effective_topic_configs
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed, filter_allowed
 from broker.handlers._leader_hints import (
     LEADER_HINT_ERRORS,
     current_leader,
@@ -142,12 +143,20 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
             for p in topic.partitions
         )
     replica_id, replica_epoch = replica_of(request)
+    # A follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic; what is
+    # refused is answered TOPIC_AUTHORIZATION_FAILED per partition, as Kafka does.
+    if replica_id >= 0:
+        refused = [] if allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER) else wanted
+        wanted = [] if refused else wanted
+    else:
+        wanted, refused = filter_allowed(node, ctx, Op.READ, Res.TOPIC, wanted,
+                                         lambda w: w.topic)
     # KIP-392: consumers of v11+ may read from a follower, and the leader may send them to
     # one in their rack.
     client_rack = request.rack_id if version >= 11 and replica_id < 0 else None
     results = await node.replicas.fetch(
         wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
-        max_wait_ms=0 if unknown_ids else int(request.max_wait.total_seconds() * 1000),
+        max_wait_ms=0 if unknown_ids or refused else int(request.max_wait.total_seconds() * 1000),
         min_bytes=request.min_bytes, max_bytes=getattr(request, "max_bytes", _NO_MAX_BYTES),
     )
     down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
@@ -168,6 +177,10 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
         if part.current_leader != (-1, -1):
             leaders.append(part.current_leader[0])
         by_topic.setdefault(res.topic, []).append(part)
+    for w in refused:
+        by_topic.setdefault(w.topic, []).append(FetchPartition(
+            partition_index=w.partition, error_code=int(ErrorCode.topic_authorization_failed),
+            records=b""))
     topics = [
         FetchTopic(partitions=parts, topic=name, topic_id=topic_ids.get(name))
         for name, parts in by_topic.items()

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.group.shell import service_of
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 from broker.txn.shell import txn_service_of
@@ -22,14 +23,19 @@ API_KEY = 10
 TRANSACTION_KEY_TYPE = 1
 
 
-async def _find(node: Any, key: str, key_type: int, listener: str,
+async def _find(node: Any, ctx: RequestContext, key: str, key_type: int, listener: str,
                 ) -> tuple[ErrorCode, int, str, int, str | None]:
+    # DESCRIBE on the group (key type 0) or the transactional id (1), as Kafka checks it
     if key_type == TRANSACTION_KEY_TYPE:
+        if not allowed(node, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+            return ErrorCode.transactional_id_authorization_failed, -1, "", -1, None
         try:
             txn = txn_service_of(node)
         except KafkaError as exc:
             return exc.error_code, -1, "", -1, exc.message
         return await txn.find_coordinator(key, listener)
+    if not allowed(node, ctx, Op.DESCRIBE, Res.GROUP, key):
+        return ErrorCode.group_authorization_failed, -1, "", -1, None
     try:
         service = service_of(node)
     except KafkaError as exc:
@@ -42,12 +48,12 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     key_type = int(getattr(request, "key_type", 0))
     if ctx.api_version < 4:
         error, node_id, host, port, message = await _find(
-            node, request.key, key_type, ctx.listener_name)
+            node, ctx, request.key, key_type, ctx.listener_name)
         return build(mod.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
                      error_message=message, node_id=node_id, host=host, port=port)
     coordinators = []
     for key in request.coordinator_keys:
-        error, node_id, host, port, message = await _find(node, key, key_type,
+        error, node_id, host, port, message = await _find(node, ctx, key, key_type,
                                                           ctx.listener_name)
         coordinators.append(build(mod.Coordinator, key=key, node_id=node_id, host=host,
                                   port=port, error_code=error, error_message=message))

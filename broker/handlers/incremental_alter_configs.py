@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from broker.controller.requests import (
     AlterConfigOp,
-    AlterConfigsResult,
     ConfigResource,
     IncrementalAlterConfigsResource,
 )
-from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
-from broker.handlers.alter_configs import responses
+from broker.handlers.alter_configs import authorized_alter, responses
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
@@ -38,13 +36,9 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         )
         for r in request.resources
     ]
-    results: list[AlterConfigsResult] | KafkaError = []
-    if wanted:
-        try:
-            results = await node.controller.incremental_alter_configs(
-                wanted, validate_only=request.validate_only)
-        except KafkaError as exc:
-            results = exc
+    results = await authorized_alter(
+        node, ctx, wanted, lambda ok: node.controller.incremental_alter_configs(
+            ok, validate_only=request.validate_only))
     return build(mod.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE,
                  responses=responses(mod, "AlterConfigsResourceResponse",
                                      [w.resource for w in wanted], results))

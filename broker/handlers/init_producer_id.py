@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AllocateProducerIdsReply
 from broker.errors import KafkaError
 from broker.handlers import _txn
+from broker.handlers._authz import Op, Res, allowed, allowed_on_any
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
@@ -160,6 +161,15 @@ async def _transactional(node: BrokerServices, ctx: RequestContext, request: Any
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    tid = request.transactional_id
+    if tid and not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+        # a transactional producer needs WRITE on its transactional id (Kafka)
+        return _response(request, ErrorCode.transactional_id_authorization_failed)
+    # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    # (Kafka's KIP-679 rule); a transactional one WRITE on its transactional id (above).
+    if tid is None and not (allowed(node, ctx, Op.IDEMPOTENT_WRITE, Res.CLUSTER)
+                            or allowed_on_any(node, ctx, Op.WRITE, Res.TOPIC)):
+        return _response(request, ErrorCode.cluster_authorization_failed)
     pid = getattr(request, "producer_id", NO_PRODUCER_ID)
     epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from broker.errors import KafkaError
 from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.group.types import JoinGroupRequest, JoinGroupResult
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
@@ -30,6 +33,9 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         require_known_member_id=ctx.api_version >= 4,
         supports_skip_assignment=ctx.api_version >= 9,  # KIP-814
     )
+    if not allowed(node, ctx, Op.READ, Res.GROUP, req.group_id):
+        return response(request, ctx.api_version, JoinGroupResult(
+            ErrorCode.group_authorization_failed, member_id=req.member_id))
     try:
         result = await service_of(node).join_group(req)
     except KafkaError as exc:

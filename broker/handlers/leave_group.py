@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import LeaveGroupResult, LeaveMember
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -23,10 +24,13 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         members = [LeaveMember(request.member_id)]
     else:
         members = [LeaveMember(m.member_id, m.group_instance_id) for m in request.members]
-    try:
-        result = service_of(node).leave_group(str(request.group_id), members)
-    except KafkaError as exc:
-        result = LeaveGroupResult(exc.error_code)
+    if not allowed(node, ctx, Op.READ, Res.GROUP, str(request.group_id)):
+        result = LeaveGroupResult(ErrorCode.group_authorization_failed)
+    else:
+        try:
+            result = service_of(node).leave_group(str(request.group_id), members)
+        except KafkaError as exc:
+            result = LeaveGroupResult(exc.error_code)
     mod = response_module(request)
     if ctx.api_version < 3:
         error = result.error

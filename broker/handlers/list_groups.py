@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import ListedGroup
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -23,6 +24,10 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
     except KafkaError as exc:
         error = exc.error_code
+    # DESCRIBE on the cluster lists every group; otherwise only the groups the principal
+    # may DESCRIBE (Kafka's ListGroups)
+    if not allowed(node, ctx, Op.DESCRIBE, Res.CLUSTER):
+        groups = [g for g in groups if allowed(node, ctx, Op.DESCRIBE, Res.GROUP, g.group_id)]
     mod = response_module(request)
     return build(mod.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=error,
                  groups=tuple(build(mod.ListedGroup, group_id=g.group_id,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.handlers._leader_hints import not_hosted_error
 from broker.protocol.durations import NO_THROTTLE
@@ -86,12 +87,15 @@ def legacy_offsets(part: Partition, timestamp: int, max_num_offsets: int, *,
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     if ctx.api_version == 0:
-        return _handle_v0(node, request, mod)
+        return _handle_v0(node, ctx, request, mod)
     topics = []
     for topic in request.topics:
         partitions = []
+        may = allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, topic.name)
         for p in topic.partitions:
             try:
+                if not may:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, topic.name)
                 part = node.replicas.leader_partition(
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
                 ts, offset, epoch = lookup(part, p.timestamp, replica_id=request.replica_id)
@@ -112,13 +116,16 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     return build(mod.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _handle_v0(node: BrokerServices, request: Any, mod: Any) -> Any:
+def _handle_v0(node: BrokerServices, ctx: RequestContext, request: Any, mod: Any) -> Any:
     now_ms = int(time.time() * 1000)
     topics = []
     for topic in request.topics:
         partitions = []
+        may = allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, topic.name)
         for p in topic.partitions:
             try:
+                if not may:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, topic.name)
                 if p.max_num_offsets < 0:
                     raise KafkaError(ErrorCode.invalid_request,
                                      f"max_num_offsets {p.max_num_offsets}")

@@ -32,6 +32,7 @@ from kio.static.constants import uuid_zero
 from broker.controller.requests import CreatableTopic, CreateTopicResult
 from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed, operations
 from broker.handlers._build import build, response_module
 from broker.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from broker.protocol.durations import NO_THROTTLE
@@ -200,24 +201,45 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     all_topics = request.topics is None or (version == 0 and not request.topics)
     wanted = [] if all_topics else _requested(request, version)
 
+    # Authorization (Kafka's): a topic the principal may not DESCRIBE is left out of an
+    # all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (whether it exists
+    # or not); auto-creating a missing topic needs CREATE on the cluster or on the topic.
+    may_describe: dict[str, bool] = {}
+
+    def describable(name: str) -> bool:
+        if name not in may_describe:
+            may_describe[name] = allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, name)
+        return may_describe[name]
+
+    may_create_any = allowed(node, ctx, Op.CREATE, Res.CLUSTER)
+
+    def creatable(name: str) -> bool:
+        return may_create_any or allowed(node, ctx, Op.CREATE, Res.TOPIC, name)
+
+    allow_auto = False
     if not all_topics:
         allow_auto = getattr(request, "allow_auto_topic_creation", True) and bool(
             node.config["auto.create.topics.enable"])
         image = node.metadata
         missing = [name for name, tid in wanted
                    if tid is None and name is not None and image.topic(name) is None
-                   and name not in INTERNAL_TOPICS and topic_name_error(name) is None]
+                   and name not in INTERNAL_TOPICS and topic_name_error(name) is None
+                   and describable(name) and creatable(name)]
         if allow_auto and missing:
             await _auto_create(node, missing)
 
     image = node.metadata
-    topic_ops = TOPIC_OPERATIONS if getattr(
-        request, "include_topic_authorized_operations", False) else UNSET_OPERATIONS
+    want_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+
+    def topic_ops(name: str) -> int:
+        return operations(node, ctx, Res.TOPIC, name) if want_ops else UNSET_OPERATIONS
+
     topics: list[Any] = []
     if all_topics:
         for topic_name in sorted(image.topics_by_name):
-            topics.append(_topic(mod, version, image, listener, image.topics_by_name[topic_name],
-                                 topic_ops))
+            if describable(topic_name):
+                topics.append(_topic(mod, version, image, listener,
+                                     image.topics_by_name[topic_name], topic_ops(topic_name)))
     else:
         for name, tid in wanted:
             if tid is not None:
@@ -225,19 +247,27 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                 if t is None:
                     topics.append(_error_topic(mod, ErrorCode.unknown_topic_id, None, tid))
                     continue
+                if not describable(t.name):
+                    topics.append(_error_topic(mod, ErrorCode.topic_authorization_failed, None,
+                                               tid))
+                    continue
             else:
                 assert name is not None
+                if not describable(name):
+                    topics.append(_error_topic(mod, ErrorCode.topic_authorization_failed, name))
+                    continue
                 t = image.topic(name)
                 if t is None:
                     if topic_name_error(name) is not None:
                         code = ErrorCode.invalid_topic_exception
                     elif allow_auto and name not in INTERNAL_TOPICS:
-                        code = AUTO_CREATE_PENDING_ERROR
+                        code = (AUTO_CREATE_PENDING_ERROR if creatable(name)
+                                else ErrorCode.topic_authorization_failed)
                     else:
                         code = ErrorCode.unknown_topic_or_partition
                     topics.append(_error_topic(mod, code, name))
                     continue
-            topics.append(_topic(mod, version, image, listener, t, topic_ops))
+            topics.append(_topic(mod, version, image, listener, t, topic_ops(t.name)))
 
     endpoints = image.broker_endpoints(listener)
     brokers = tuple(
@@ -250,7 +280,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         cluster_id=node.cluster_id or image.cluster_id or None,
         controller_id=controller_id_for(node, list(endpoints)),
         topics=tuple(topics),
-        cluster_authorized_operations=CLUSTER_OPERATIONS if getattr(
+        cluster_authorized_operations=operations(node, ctx, Res.CLUSTER) if getattr(
             request, "include_cluster_authorized_operations", False) else UNSET_OPERATIONS,
     )
 

@@ -22,6 +22,7 @@ from broker.errors import KafkaError
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
@@ -47,10 +48,21 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     accepted: list[CommitPartition] = []
     order: list[tuple[str, int]] = []
+    # READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), then READ on
+    # each topic (TOPIC_AUTHORIZATION_FAILED), as Kafka checks them
+    group_ok = allowed(node, ctx, Op.READ, Res.GROUP, str(request.group_id))
+    topic_ok = {t.name: group_ok and allowed(node, ctx, Op.READ, Res.TOPIC, t.name)
+                for t in request.topics}
     for topic in request.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             order.append(key)
+            if not group_ok:
+                errors[key] = ErrorCode.group_authorization_failed
+                continue
+            if not topic_ok[topic.name]:
+                errors[key] = ErrorCode.topic_authorization_failed
+                continue
             if image.partition(topic.name, p.partition_index) is None:
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue

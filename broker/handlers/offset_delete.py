@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import OffsetDeleteResult
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -23,11 +24,18 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[tuple[str, int]] = []
     order: list[tuple[str, int]] = []
+    mod = response_module(request)
+    if not allowed(node, ctx, Op.DELETE, Res.GROUP, str(request.group_id)):
+        return build(mod.OffsetDeleteResponse, error_code=ErrorCode.group_authorization_failed,
+                     throttle_time=NO_THROTTLE, topics=())
+    topic_ok = {t.name: allowed(node, ctx, Op.READ, Res.TOPIC, t.name) for t in request.topics}
     for t in request.topics:
         for p in t.partitions:
             key = (t.name, p.partition_index)
             order.append(key)
-            if image.partition(t.name, p.partition_index) is None:
+            if not topic_ok[t.name]:
+                errors[key] = ErrorCode.topic_authorization_failed
+            elif image.partition(t.name, p.partition_index) is None:
                 errors[key] = ErrorCode.unknown_topic_or_partition
             else:
                 wanted.append(key)
@@ -35,7 +43,6 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         result = await service_of(node).delete_offsets(str(request.group_id), wanted)
     except KafkaError as exc:
         result = OffsetDeleteResult(exc.error_code)
-    mod = response_module(request)
     if result.error is not ErrorCode.none:
         return build(mod.OffsetDeleteResponse, error_code=result.error,
                      throttle_time=NO_THROTTLE, topics=())

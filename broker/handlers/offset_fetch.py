@@ -9,6 +9,7 @@ answer UNSTABLE_OFFSET_COMMIT, which clients retry.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -16,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import FetchedOffset, OffsetFetchResult
+from broker.handlers._authz import Op, Res, allowed, filter_allowed
 from broker.handlers._build import build, response_module
 from broker.handlers.offset_commit import ensure_offsets_topic
 from broker.protocol.durations import NO_THROTTLE
@@ -26,15 +28,29 @@ if TYPE_CHECKING:
 API_KEY = 9
 
 
-def _fetch(node: Any, group_id: str, topics: Any, member_id: str | None = None,
-           member_epoch: int = -1, require_stable: bool = False) -> OffsetFetchResult:
-    wanted = None if topics is None else [
-        (t.name, i) for t in topics for i in t.partition_indexes]
+def _fetch(node: Any, ctx: RequestContext, group_id: str, topics: Any,
+           member_id: str | None = None, member_epoch: int = -1,
+           require_stable: bool = False) -> OffsetFetchResult:
+    """DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); named topics the principal
+    may not DESCRIBE are TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer."""
+    if not allowed(node, ctx, Op.DESCRIBE, Res.GROUP, group_id):
+        return OffsetFetchResult(ErrorCode.group_authorization_failed)
+    refused: list[FetchedOffset] = []
+    wanted = None
+    if topics is not None:
+        ok, no = filter_allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, topics, lambda t: t.name)
+        wanted = [(t.name, i) for t in ok for i in t.partition_indexes]
+        refused = [FetchedOffset(t.name, i, -1, -1, "", ErrorCode.topic_authorization_failed)
+                   for t in no for i in t.partition_indexes]
     try:
-        return service_of(node).fetch_offsets(group_id, wanted, member_id, member_epoch,
-                                              require_stable)
+        result = service_of(node).fetch_offsets(group_id, wanted, member_id, member_epoch,
+                                                require_stable)
     except KafkaError as exc:
         return OffsetFetchResult(exc.error_code)
+    parts = list(result.partitions)
+    if topics is None:
+        parts, _ = filter_allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, parts, lambda p: p.topic)
+    return dataclasses.replace(result, partitions=(*parts, *refused))
 
 
 def _topics(mod: Any, topic_cls: str, part_cls: str, parts: tuple[FetchedOffset, ...]) -> Any:
@@ -53,7 +69,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     if version >= 8:
         groups = []
         for g in request.groups:
-            r = _fetch(node, str(g.group_id), g.topics, getattr(g, "member_id", None),
+            r = _fetch(node, ctx, str(g.group_id), g.topics, getattr(g, "member_id", None),
                        getattr(g, "member_epoch", -1), bool(request.require_stable))
             groups.append(build(
                 mod.OffsetFetchResponseGroup, group_id=g.group_id, error_code=r.error,
@@ -62,7 +78,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     if version == 0:
         await ensure_offsets_topic(node)
-    r = _fetch(node, str(request.group_id), request.topics,
+    r = _fetch(node, ctx, str(request.group_id), request.topics,
                require_stable=bool(getattr(request, "require_stable", False)))
     parts = r.partitions
     if version < 2 and r.error is not ErrorCode.none:

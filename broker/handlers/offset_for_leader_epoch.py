@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.handlers._leader_hints import not_hosted_error
 from broker.protocol.durations import NO_THROTTLE
@@ -32,10 +33,15 @@ API_KEY = 23
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     topics = []
+    # CLUSTER_ACTION (a follower) covers every topic; otherwise DESCRIBE on each, as Kafka
+    everything = allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER)
     for topic in request.topics:
         partitions = []
+        may = everything or allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, topic.topic)
         for p in topic.partitions:
             try:
+                if not may:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, topic.topic)
                 part = node.replicas.leader_partition(
                     topic.topic, p.partition, getattr(p, "current_leader_epoch", -1))
                 epoch, end = part.end_offset_for_epoch(p.leader_epoch)

@@ -17,6 +17,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._leader_hints import (
     LEADER_HINT_ERRORS,
     current_leader,
@@ -44,16 +45,26 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     acks = request.acks
     entries: dict[tuple[str, int], bytes | memoryview] = {}
     errors: dict[tuple[str, int], KafkaError] = {}
+    tid = getattr(request, "transactional_id", None)
+    may_write = {t.name: allowed(node, ctx, Op.WRITE, Res.TOPIC, t.name)
+                 for t in request.topic_data}
+    # Kafka refuses the whole request when WRITE on the transactional id is missing
+    may_txn = not tid or allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid)
     for topic in request.topic_data:
         for part in topic.partition_data:
             key = (topic.name, part.index)
             if acks not in (0, 1, -1):
                 errors[key] = KafkaError(ErrorCode.invalid_required_acks, f"acks={acks}")
+            elif not may_txn:
+                errors[key] = KafkaError(ErrorCode.transactional_id_authorization_failed,
+                                         f"WRITE on transactional id {tid}")
             elif getattr(request, "transactional_id", None) is not None:
                 errors[key] = KafkaError(
                     ErrorCode.transactional_id_authorization_failed,
                     "transactions are not supported yet",
                 )
+            elif not may_write[topic.name]:  # WRITE on the topic, before it is looked up
+                errors[key] = KafkaError(ErrorCode.topic_authorization_failed, topic.name)
             elif part.records is None:
                 errors[key] = KafkaError(ErrorCode.corrupt_message, "null record set")
             elif node.metadata.topic(topic.name) is None:
@@ -70,6 +81,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     for key, result in results.items():
         if isinstance(result, KafkaError) and result.error_code not in (
             ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
+            ErrorCode.topic_authorization_failed,
         ):
             log.info("produce_rejected", topic=key[0], partition=key[1],
                      error=result.error_code.name, reason=result.message, client=ctx.client_id)

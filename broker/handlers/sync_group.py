@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import SyncGroupRequest, SyncGroupResult
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -25,10 +28,13 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         protocol_name=getattr(request, "protocol_name", None),
         assignments=tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
     )
-    try:
-        result = await service_of(node).sync_group(req)
-    except KafkaError as exc:
-        result = SyncGroupResult(exc.error_code)
+    if not allowed(node, ctx, Op.READ, Res.GROUP, req.group_id):
+        result = SyncGroupResult(ErrorCode.group_authorization_failed)
+    else:
+        try:
+            result = await service_of(node).sync_group(req)
+        except KafkaError as exc:
+            result = SyncGroupResult(exc.error_code)
     mod = response_module(request)
     return build(mod.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
                  protocol_type=result.protocol_type, protocol_name=result.protocol_name,

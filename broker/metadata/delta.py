@@ -19,6 +19,8 @@ Record types and their effect (one place, as the state machine's transition list
   feature_level              set a finalized feature level; 0 removes it
   user_scram_credential      set (mechanism, user)'s SCRAM credential
   remove_user_scram_credential  drop it
+  access_control_entry       add an ACL under its id (an id already present is a corrupt log)
+  remove_access_control_entry  drop the ACL with that id (absent: corrupt log)
   no_op                      nothing
 
 A record that does not fit the image raises InvalidRecordError: the log is
@@ -47,6 +49,13 @@ from broker.metadata.records import (
     SCRAM_MECHANISM_NAMES,
     InvalidRecordError,
     uuid_from_bytes,
+)
+from broker.security.authorizer import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
 )
 from broker.security.scram import ScramCredential
 
@@ -94,6 +103,7 @@ class MetadataDelta:
         self._copied_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
         self._scram: dict[tuple[str, str], ScramCredential] | None = None
+        self._acls: dict[uuid.UUID, AclBinding] | None = None
         self._next_producer_id = image.next_producer_id
         self._last_broker_epoch = image.last_broker_epoch
         # what changed, for listeners
@@ -174,6 +184,7 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             last_broker_epoch=self._last_broker_epoch,
             scram_credentials=self._scram if self._scram is not None else b.scram_credentials,
+            acls=self._acls if self._acls is not None else b.acls,
         )
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
@@ -414,6 +425,30 @@ class MetadataDelta:
             raise InvalidRecordError(f"unknown SCRAM mechanism code {r.mechanism}")
         self._scram_w().pop((mechanism, r.name), None)
 
+    def _acls_w(self) -> dict[uuid.UUID, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self.base.acls)
+        return self._acls
+
+    def _access_control_entry(self, r: Any) -> None:
+        acl_id = uuid_from_bytes(r.id)
+        try:
+            binding = AclBinding(
+                ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type),
+                r.principal, r.host, AclOperation(r.operation),
+                AclPermissionType(r.permission_type))
+        except ValueError as exc:
+            raise InvalidRecordError(f"AccessControlEntry {acl_id}: {exc}") from None
+        acls = self._acls_w()
+        if acl_id in acls:
+            raise InvalidRecordError(f"an ACL with id {acl_id} already exists")
+        acls[acl_id] = binding
+
+    def _remove_access_control_entry(self, r: Any) -> None:
+        acl_id = uuid_from_bytes(r.id)
+        if self._acls_w().pop(acl_id, None) is None:
+            raise InvalidRecordError(f"no ACL with id {acl_id} to remove")
+
     def _no_op(self, r: Any) -> None:
         return None
 
@@ -439,6 +474,8 @@ _HANDLERS: dict[str, Any] = {
     "feature_level": MetadataDelta._feature_level,
     "user_scram_credential": MetadataDelta._user_scram_credential,
     "remove_user_scram_credential": MetadataDelta._remove_user_scram_credential,
+    "access_control_entry": MetadataDelta._access_control_entry,
+    "remove_access_control_entry": MetadataDelta._remove_access_control_entry,
     "no_op": MetadataDelta._no_op,
 }
 

@@ -19,6 +19,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.security.authorizer import AclBinding, AclIndex
 from broker.security.scram import ScramCredential
 
 LEADER_RECOVERED = 0
@@ -107,6 +108,8 @@ class MetadataImage:
     last_broker_epoch: int = 0  # the highest broker epoch ever handed out
     # (mechanism name, user) -> credential: Kafka's UserScramCredentialRecord
     scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
+    # ACL id -> ACL: Kafka's AccessControlEntryRecord
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
 
     @staticmethod
     def empty(cluster_id: str = "") -> MetadataImage:
@@ -148,6 +151,13 @@ class MetadataImage:
         """Dynamic broker configs: per broker, or the cluster default when broker_id is None."""
         key = "" if broker_id is None else str(broker_id)
         return self.configs.get((RESOURCE_BROKER, key), _EMPTY)
+
+    # -- ACLs ----------------------------------------------------------------
+
+    @cached_property
+    def acl_index(self) -> AclIndex:
+        """The ACLs indexed for authorization decisions (built once per image)."""
+        return AclIndex(self.acls.values())
 
     # -- brokers -------------------------------------------------------------
 

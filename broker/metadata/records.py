@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from broker.security.authorizer import AclBinding
 from broker.util import protogen
 
 pb: Any = protogen.load("skiff.metadata.v1.records_pb2")
@@ -156,6 +157,18 @@ def user_scram_credential_record(name: str, mechanism: str, salt: bytes, stored_
 def remove_user_scram_credential_record(name: str, mechanism: str) -> Any:
     return wrap(pb.RemoveUserScramCredential(name=name,
                                              mechanism=SCRAM_MECHANISM_CODES[mechanism]))
+
+
+def access_control_entry_record(acl_id: uuid.UUID, binding: AclBinding) -> Any:
+    return wrap(pb.AccessControlEntry(
+        id=acl_id.bytes, resource_type=int(binding.resource_type),
+        resource_name=binding.resource_name, pattern_type=int(binding.pattern_type),
+        principal=binding.principal, host=binding.host, operation=int(binding.operation),
+        permission_type=int(binding.permission)))
+
+
+def remove_access_control_entry_record(acl_id: uuid.UUID) -> Any:
+    return wrap(pb.RemoveAccessControlEntry(id=acl_id.bytes))
 
 
 def producer_ids_record(broker_id: int, broker_epoch: int, next_producer_id: int) -> Any:

@@ -76,6 +76,8 @@ def image_to_records(image: MetadataImage) -> list[Any]:
         c = image.scram_credentials[(mechanism, user)]
         out.append(rec.user_scram_credential_record(user, mechanism, c.salt, c.stored_key,
                                                     c.server_key, c.iterations))
+    for acl_id in sorted(image.acls):
+        out.append(rec.access_control_entry_record(acl_id, image.acls[acl_id]))
     return out
 
 

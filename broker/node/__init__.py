@@ -43,7 +43,7 @@ from broker.controller.channel import ControllerChannel
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.group.shell import GroupCoordinatorService
-from broker.handlers import BROKER_HANDLERS
+from broker.handlers import BROKER_HANDLERS, broker_dispatcher
 from broker.handlers.init_producer_id import node_producer_ids
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
@@ -66,7 +66,6 @@ from broker.security.sasl_config import server_sasl_for
 from broker.security.scram import ScramCredential
 from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
-from broker.server.dispatch import Dispatcher
 from broker.txn.shell import TransactionCoordinatorService
 
 log = structlog.get_logger(__name__)
@@ -331,7 +330,7 @@ class Node:
         return None if creds is None else creds.get((mechanism, user))
 
     def _broker_listeners(self) -> list[ListenerSpec]:
-        dispatcher = Dispatcher.from_modules(BROKER_HANDLERS)
+        dispatcher = broker_dispatcher(BROKER_HANDLERS)
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
             ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher,

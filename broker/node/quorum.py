@@ -125,7 +125,9 @@ class MetadataQuorumDriver:
         dispatcher.register_module(api_versions)
         for module in CONTROLLER_RPCS:
             dispatcher.register_module(module)
-        return dispatcher
+        from broker.handlers._authz import guard_controller_listener
+
+        return guard_controller_listener(dispatcher)
 
     async def _handle(self, node: Any, ctx: RequestContext, request: Any) -> Any:
         response = await self.driver.handle_request(ctx.api_key, ctx.api_version, request)

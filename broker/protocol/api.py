@@ -279,6 +279,10 @@ BROKER_APIS = ApiTable.of(
     # SCRAM users (broker/security): read from the image / sent on to the controller
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials
+    # ACLs (broker/security/authorizer.py); v0 was removed in Kafka 4.0 (KIP-896)
+    (29, 1, 3),  # DescribeAcls
+    (30, 1, 3),  # CreateAcls
+    (31, 1, 3),  # DeleteAcls
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

@@ -18,8 +18,6 @@ SUPPORTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAIN
                                                   "SASL_SSL"})
 
 _SECURITY_PREFIXES = ("ssl.", "sasl.")
-# Settings whose absence of an implementation would silently widen access.
-_NOT_YET = ("authorizer.class.name",)
 JAAS_KEY = re.compile(r"listener\.name\.[^.]+\.(plain|scram-sha-256|scram-sha-512)"
                       r"\.sasl\.jaas\.config")
 
@@ -48,11 +46,6 @@ def refuse_unsupported_keys(raw: Mapping[str, str],
     """Raise ConfigError for a security key Skiff does not implement; return the
     `listener.name.<l>.` keys accepted (their values are checked as the base key's)."""
     accepted: set[str] = set()
-    for key in _NOT_YET:
-        if str(raw.get(key, "")).strip():
-            raise ConfigError(key, raw[key], "unset: Skiff has no authorizer yet, and would "
-                              "otherwise allow every operation this setting means to restrict "
-                              "(see docs/security.md)")
     for key in sorted(raw):
         if JAAS_KEY.fullmatch(key.lower()):
             accepted.add(key)  # parsed when the listener's SASL settings are built

@@ -78,3 +78,15 @@ def test_bad_listener_ssl_value_refused(tmp_path: Path) -> None:
     done = _start(tmp_path, props)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "listener.name.plaintext.ssl.client.auth" in done.stderr
+
+
+def test_an_authorizer_other_than_the_standard_one_refused(tmp_path: Path) -> None:
+    """Only the StandardAuthorizer is implemented: another class would silently authorize
+    nothing it promised, so the node does not start, and names the key."""
+    port = free_port()
+    props = _props(tmp_path, port, free_port(), **{
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    done = _start(tmp_path, props)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "authorizer.class.name" in done.stderr and "StandardAuthorizer" in done.stderr
+    assert not tcp_connects("127.0.0.1", port)

@@ -45,6 +45,7 @@ class Client:
         self.configs = pb.configs_grpc.ConfigServiceStub(self.channel)
         self.records = pb.records_grpc.RecordServiceStub(self.channel)
         self.transactions = pb.transactions_grpc.TransactionServiceStub(self.channel)
+        self.acls = pb.acls_grpc.AclServiceStub(self.channel)
 
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         return method(request, timeout=self.timeout_s)

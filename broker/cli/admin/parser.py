@@ -8,6 +8,14 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from broker.cli.admin.acls import (
+    add_arguments as acl_arguments,
+)
+from broker.cli.admin.acls import (
+    cmd_acls_add,
+    cmd_acls_list,
+    cmd_acls_remove,
+)
 from broker.cli.admin.cluster import cmd_cluster_describe, cmd_quorum_describe
 from broker.cli.admin.common import (
     DEFAULT_BOOTSTRAP,
@@ -180,6 +188,15 @@ def add_parsers(sub: Any) -> None:
     _target(p)
     p.add_argument("keys", nargs="+", metavar="KEY")
     p.add_argument("--validate-only", action="store_true")
+
+    acls = sub.add_parser("acls", help="ACLs (as kafka-acls.sh)")
+    av = acls.add_subparsers(dest="verb", metavar="VERB", required=True)
+    p = _verb(av, "list", cmd_acls_list, common, "list ACLs (all, or of a resource)")
+    acl_arguments(p, adding=False)
+    p = _verb(av, "add", cmd_acls_add, common, "add ALLOW/DENY ACLs")
+    acl_arguments(p, adding=True)
+    p = _verb(av, "remove", cmd_acls_remove, common, "remove the matching ACLs")
+    acl_arguments(p, adding=False)
 
     p = _verb(sub, "produce", cmd_produce, common,
               "console producer: one record per stdin line (or --value)")

@@ -22,8 +22,10 @@ from broker.controller.rpc import (
     alter_user_scram_credentials,
     broker_heartbeat,
     broker_registration,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_topics,
     elect_leaders,
     incremental_alter_configs,
@@ -44,6 +46,8 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     alter_partition_reassignments,
     list_partition_reassignments,
     alter_user_scram_credentials,
+    create_acls,
+    delete_acls,
 )
 
 __all__ = ["CONTROLLER_RPCS"]

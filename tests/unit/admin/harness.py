@@ -89,12 +89,13 @@ async def status_of(call: Awaitable[Any]) -> tuple[grpc.StatusCode, str]:
 class ServerThread:
     """A registered, ready AdminTestNode and its AdminServer in a background event loop."""
 
-    def __init__(self, tmp: Path, describe_quorum: QuorumDescriber | None = None) -> None:
+    def __init__(self, tmp: Path, describe_quorum: QuorumDescriber | None = None,
+                 overrides: dict[str, str] | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="admin-server",
                                        daemon=True)
         self.thread.start()
-        self.node = AdminTestNode(tmp)
+        self.node = AdminTestNode(tmp, overrides)
         self.server = AdminServer(self.node, ["127.0.0.1:0"], describe_quorum=describe_quorum,
                                   grace_s=0)
 

@@ -62,10 +62,17 @@ def test_other_unknown_keys_stay_warnings() -> None:
     assert any("some.future.key" in w for w in warnings)
 
 
-def test_authorizer_refused_until_implemented() -> None:
-    with pytest.raises(ConfigError, match="authorizer"):
+def test_only_the_standard_authorizer_is_accepted() -> None:
+    with pytest.raises(ConfigError, match=r"authorizer\.class\.name"):
         build_config(dict(COMBINED, **{
-            "authorizer.class.name":
-                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}),
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}),
             warn=lambda m: None)
+    cfg = build_config(dict(COMBINED, **{
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:broker", "allow.everyone.if.no.acl.found": "true"}),
+        warn=lambda m: None)
+    assert cfg["super.users"] == "User:admin;User:broker"
+    assert cfg["allow.everyone.if.no.acl.found"] is True
     build_config(dict(COMBINED, **{"authorizer.class.name": ""}), warn=lambda m: None)
+    with pytest.raises(ConfigError, match=r"super\.users"):
+        build_config(dict(COMBINED, **{"super.users": "admin"}), warn=lambda m: None)

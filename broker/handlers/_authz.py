@@ -1,0 +1,242 @@
+"""Authorization in the Kafka handlers: who may do what, asked of broker/security/authorizer.
+
+The request's principal is the connection's (`ctx.principal`: from SASL or the TLS client
+certificate, else User:ANONYMOUS) and its host the peer address (`ctx.peer_host`). The
+settings come from the node's config (`authorizer.class.name`, `super.users`,
+`allow.everyone.if.no.acl.found`), the ACLs from its current metadata image. With no
+authorizer configured every check passes (Kafka without `authorizer.class.name`).
+
+Two kinds of checks, as Kafka's KafkaApis / ControllerApis make them:
+  * whole-request checks, the same for every request of an API (CLUSTER_CHECKS): made by
+    `guard`, which the dispatchers wrap around the handler; a refused request is answered
+    by the module's `error_response` (or, without one, a response of the request's version
+    carrying the error in its top-level error code and nothing else) and never reaches the
+    handler. The controller listener guards every API (CONTROLLER_LISTENER_CHECKS).
+  * per-resource checks (a topic, a group, a transactional id): made in the handler with
+    `allowed`, which answers per partition or per group as Kafka does (Produce, Fetch,
+    Metadata, ListOffsets, OffsetForLeaderEpoch, the group APIs, CreateTopics,
+    DeleteTopics, CreatePartitions, the config APIs, DeleteRecords, InitProducerId,
+    FindCoordinator, ListGroups, DescribeGroups).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from broker.handlers._build import response_module
+from broker.protocol.durations import NO_THROTTLE
+from broker.security.authorizer import (
+    CLUSTER_NAME,
+    EMPTY_INDEX,
+    AclIndex,
+    AclOperation,
+    AuthorizerSettings,
+    ResourceType,
+    authorize,
+    authorize_any,
+    authorized_operations,
+)
+from broker.server.context import RequestContext
+from broker.server.dispatch import Dispatcher, HandlerResult
+
+T = TypeVar("T")
+Op = AclOperation
+Res = ResourceType
+
+# api key -> the cluster operation every request of it needs (Kafka's KafkaApis).
+CLUSTER_CHECKS: dict[int, AclOperation] = {
+    29: Op.DESCRIBE,  # DescribeAcls
+    30: Op.ALTER,  # CreateAcls
+    31: Op.ALTER,  # DeleteAcls
+    35: Op.DESCRIBE,  # DescribeLogDirs
+    43: Op.ALTER,  # ElectLeaders
+    45: Op.ALTER,  # AlterPartitionReassignments
+    46: Op.DESCRIBE,  # ListPartitionReassignments
+    48: Op.DESCRIBE_CONFIGS,  # DescribeClientQuotas
+    49: Op.ALTER_CONFIGS,  # AlterClientQuotas
+    50: Op.DESCRIBE,  # DescribeUserScramCredentials
+    51: Op.ALTER,  # AlterUserScramCredentials
+    60: Op.DESCRIBE,  # DescribeCluster
+}
+
+# The controller listener: only Skiff nodes call it, with their inter-broker or controller
+# principal. Every API there needs CLUSTER_ACTION (Kafka's ControllerApis for the broker
+# lifecycle and Raft RPCs), DescribeQuorum needs DESCRIBE; ApiVersions needs nothing.
+DESCRIBE_QUORUM = 55
+
+
+def controller_listener_check(api_key: int) -> AclOperation | None:
+    if api_key == 18:  # ApiVersions
+        return None
+    return Op.DESCRIBE if api_key == DESCRIBE_QUORUM else Op.CLUSTER_ACTION
+
+
+# ---- settings and decisions --------------------------------------------------------------
+
+_SETTINGS: dict[int, tuple[object, AuthorizerSettings]] = {}
+
+
+def settings_of(node: Any) -> AuthorizerSettings:
+    """The node's authorizer settings (parsed once per config object)."""
+    cfg = getattr(node, "config", None)
+    if cfg is None:
+        return AuthorizerSettings()
+    hit = _SETTINGS.get(id(cfg))
+    if hit is not None and hit[0] is cfg:
+        return hit[1]
+    settings = AuthorizerSettings.from_config(cfg)
+    if len(_SETTINGS) > 64:
+        _SETTINGS.clear()
+    _SETTINGS[id(cfg)] = (cfg, settings)
+    return settings
+
+
+def enabled(node: Any) -> bool:
+    return settings_of(node).enabled
+
+
+# What the ACL APIs answer on a node without an authorizer (Kafka's AclApis).
+SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
+
+
+def _index(node: Any) -> AclIndex:
+    image = getattr(node, "metadata", None)
+    index = getattr(image, "acl_index", None)
+    return index if isinstance(index, AclIndex) else EMPTY_INDEX
+
+
+def allowed(node: Any, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
+            name: str = CLUSTER_NAME) -> bool:
+    s = settings_of(node)
+    if not s.enabled:
+        return True
+    return authorize(s, _index(node), ctx.principal, ctx.peer_host, op, rtype, name)
+
+
+def allowed_on_any(node: Any, ctx: RequestContext, op: AclOperation,
+                   rtype: ResourceType) -> bool:
+    """Kafka's authorizeByResourceType: `op` on at least one resource of the type."""
+    s = settings_of(node)
+    if not s.enabled:
+        return True
+    return authorize_any(s, _index(node), ctx.principal, ctx.peer_host, op, rtype)
+
+
+def operations(node: Any, ctx: RequestContext, rtype: ResourceType,
+               name: str = CLUSTER_NAME) -> int:
+    """The authorized-operations bitfield Metadata, DescribeGroups and DescribeCluster carry."""
+    return authorized_operations(settings_of(node), _index(node), ctx.principal,
+                                 ctx.peer_host, rtype, name)
+
+
+def filter_allowed(node: Any, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
+                   items: Iterable[T], name: Callable[[T], str]) -> tuple[list[T], list[T]]:
+    """(allowed, refused) of `items`, each named by `name(item)`; one decision per name."""
+    ok: list[T] = []
+    refused: list[T] = []
+    seen: dict[str, bool] = {}
+    for item in items:
+        n = name(item)
+        if n not in seen:
+            seen[n] = allowed(node, ctx, op, rtype, n)
+        (ok if seen[n] else refused).append(item)
+    return ok, refused
+
+
+# Kafka's ConfigResource.Type codes, and what a config check of each is made on.
+_CONFIG_TOPIC, _CONFIG_GROUP = 2, 32
+
+
+def config_refusal(node: Any, ctx: RequestContext, op: AclOperation, resource_type: int,
+                   name: str) -> ErrorCode:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource: on the topic for TOPIC
+    (TOPIC_AUTHORIZATION_FAILED), on the group for GROUP (GROUP_AUTHORIZATION_FAILED), on
+    the cluster for BROKER, BROKER_LOGGER and CLIENT_METRICS (CLUSTER_AUTHORIZATION_FAILED).
+    ErrorCode.none when allowed."""
+    if resource_type == _CONFIG_TOPIC:
+        ok, code = allowed(node, ctx, op, Res.TOPIC, name), ErrorCode.topic_authorization_failed
+    elif resource_type == _CONFIG_GROUP:
+        ok, code = allowed(node, ctx, op, Res.GROUP, name), ErrorCode.group_authorization_failed
+    else:
+        ok, code = allowed(node, ctx, op, Res.CLUSTER), ErrorCode.cluster_authorization_failed
+    return ErrorCode.none if ok else code
+
+
+# ---- whole-request checks ------------------------------------------------------------------
+
+
+def refused_response(request: Any, code: ErrorCode) -> Any:
+    """A response of the request's API and version with `code` as its top-level error and
+    every other field empty (for APIs whose module has no error_response)."""
+    mod = response_module(request)
+    cls = getattr(mod, type(request).__name__.removesuffix("Request") + "Response")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING or \
+                f.default_factory is not dataclasses.MISSING:
+            continue
+        kind = f.metadata.get("kafka_type", "")
+        if f.name == "error_code":
+            values[f.name] = code
+        elif f.name == "error_message":
+            values[f.name] = None
+        elif kind == "timedelta_i32":
+            values[f.name] = NO_THROTTLE
+        elif kind == "string":
+            values[f.name] = ""
+        elif kind == "bool":
+            values[f.name] = False
+        elif kind == "uuid":
+            values[f.name] = uuid.UUID(int=0)
+        elif kind.startswith("int"):
+            values[f.name] = -1 if f.name.endswith("_id") else 0
+        else:
+            values[f.name] = ()
+    return cls(**values)
+
+
+def guard(handle: Any, error_response: Any, op: Callable[[int], AclOperation | None],
+          code: ErrorCode) -> Any:
+    """`handle` behind the whole-request check `op(api_key)` on the cluster."""
+
+    async def guarded(node: Any, ctx: RequestContext, request: Any) -> HandlerResult:
+        needed = op(ctx.api_key)
+        if needed is not None and not allowed(node, ctx, needed, Res.CLUSTER):
+            if error_response is not None:
+                return error_response(ctx, request, code)
+            return refused_response(request, code)
+        return await handle(node, ctx, request)
+
+    return guarded
+
+
+def guarded_dispatcher(modules: Iterable[ModuleType]) -> Dispatcher:
+    """The client listener's dispatcher: CLUSTER_CHECKS made before the handlers."""
+    d = Dispatcher()
+    for m in modules:
+        key = int(m.API_KEY)
+        err = getattr(m, "error_response", None)
+        handle = m.handle
+        if key in CLUSTER_CHECKS:
+            handle = guard(handle, err, CLUSTER_CHECKS.get,
+                           ErrorCode.cluster_authorization_failed)
+        d.register(key, handle, error_response=err)
+    return d
+
+
+def guard_controller_listener(d: Dispatcher) -> Dispatcher:
+    """Every API of the controller listener behind controller_listener_check."""
+    out = Dispatcher()
+    for key in sorted(d.api_keys()):
+        entry = d.get(key)
+        assert entry is not None
+        out.register(key, guard(entry.handle, entry.error_response, controller_listener_check,
+                                ErrorCode.cluster_authorization_failed),
+                     error_response=entry.error_response)
+    return out
