@@ -26,6 +26,7 @@ from broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_user_scram_credentials,
     elect_leaders,
     fetch,
@@ -47,6 +48,7 @@ from broker.handlers import (
     produce,
     push_telemetry,
     sync_group,
+    write_txn_markers,
 )
 from broker.server.dispatch import Dispatcher
 
@@ -90,6 +92,9 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     push_telemetry,
     describe_user_scram_credentials,  # broker/security: SCRAM users
     alter_user_scram_credentials,
+    # transactions, the log side (issue 22)
+    write_txn_markers,
+    describe_producers,
 )
 
 
