@@ -102,6 +102,11 @@ class ProducerStateHook:
         log records in the active segment's `.txnindex`."""
         return ()
 
+    def first_ongoing_txn_offset(self) -> int | None:
+        """The lowest first offset of an ongoing transaction (called under the log
+        lock, where appends change it); None when none is open."""
+        return None
+
     def on_roll(self, new_segment_base: int) -> None:
         """A segment starts at this offset: Kafka snapshots producer state here."""
 
@@ -609,6 +614,12 @@ class PartitionLog:
     def all_aborted_txns(self) -> Iterator[AbortedTxn]:
         for seg in self._segments:
             yield from seg.txn_index.entries
+
+    def first_ongoing_txn_offset(self) -> int | None:
+        """The cleaner's bound: no transaction still open may be compacted."""
+        with self._lock:
+            hook = self.producer_state_hook
+            return None if hook is None else hook.first_ongoing_txn_offset()
 
     @property
     def txn_index_rebuild_from(self) -> int | None:

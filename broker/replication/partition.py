@@ -554,6 +554,9 @@ class _ProducerStateSync(ProducerStateHook):
     ) -> Sequence[AbortedTxn]:
         return self._partition.producer_state.on_append(batches, markers)
 
+    def first_ongoing_txn_offset(self) -> int | None:
+        return min(self._partition.producer_state.ongoing_txns.values(), default=None)
+
     def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
         for path in _snapshot_files(self._partition.log):
             with contextlib.suppress(OSError):

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.log import LogConfig, PartitionLog, TopicPartition
+from broker.log.cleaner import clean_log
 from broker.log.control import read_marker
 from broker.log.txn_index import AbortedTxn, decode_entries
 from broker.protocol.records import (
@@ -394,3 +395,52 @@ def test_crash_cut_mid_transaction_recovers_open_txns_and_lso(tmp_path: Path, se
         on_disk += decode_entries(p.read_bytes())
     assert on_disk == list(part.log.all_aborted_txns())
     part.log.close()
+
+
+# ---- the cleaner ----------------------------------------------------------------------
+
+
+def test_cleaner_drops_aborted_data_keeps_markers_and_stops_at_open_transactions(
+    tmp_path: Path,
+) -> None:
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=500, index_interval_bytes=64,
+                    min_cleanable_dirty_ratio=0.01, file_delete_delay_ms=0)
+    plog = PartitionLog(tmp_path / "t-0", TopicPartition("t", 0), cfg, clock=lambda: TS)
+    part = leader(plog)
+    p1, p2, p3 = Producer(1), Producer(2), Producer(3)
+
+    def keyed(p: Producer, key: bytes, value: bytes) -> bytes:
+        b = build_batch([Record(timestamp=TS, key=key, value=value)], producer_id=p.pid,
+                        producer_epoch=0, base_sequence=p.seq, is_transactional=True)
+        p.seq += 1
+        return b
+
+    part.append_as_leader(plain([b"x"]), required_acks=1)                    # k: x
+    part.append_as_leader(keyed(p1, b"k", b"aborted-1"), required_acks=1)
+    part.append_as_leader(keyed(p1, b"j", b"aborted-2"), required_acks=1)
+    part.write_marker(producer_id=1, producer_epoch=0, coordinator_epoch=0, committed=False)
+    part.append_as_leader(keyed(p2, b"j", b"committed"), required_acks=1)
+    part.write_marker(producer_id=2, producer_epoch=0, coordinator_epoch=0, committed=True)
+    part.append_as_leader(keyed(p1, b"m", b"last-of-p1"), required_acks=1)
+    part.write_marker(producer_id=1, producer_epoch=0, coordinator_epoch=0, committed=False)
+    open_from = part.append_as_leader(keyed(p3, b"k", b"open"), required_acks=1).base_offset
+    for i in range(12):
+        part.append_as_leader(plain([b"filler%d" % i]), required_acks=1)
+    assert len(plog.segments) > 3
+    before_committed = read_committed(part)
+    aborted_before = list(plog.all_aborted_txns())
+    result = clean_log(plog, TS, 0)
+    assert result is not None
+    first_dirty, _ = result
+    assert first_dirty <= open_from  # nothing from the open transaction on is cleaned
+    values = [r.value for r in plog.read_records(0)]
+    assert b"aborted-1" not in values and b"aborted-2" not in values
+    assert b"last-of-p1" not in values and b"committed" in values and b"open" in values
+    # markers kept; p1's last batch kept empty (its producer state survives)
+    data = fetch_all(part, 0, committed=False)
+    heads = [h for _, h in iter_batch_headers(data, validate_crc=True)]
+    assert sum(h.is_control for h in heads) == 3
+    assert any(h.producer_id == 1 and h.records_count == 0 for h in heads)
+    assert list(plog.all_aborted_txns()) == aborted_before
+    assert read_committed(part) == before_committed
+    plog.close()
