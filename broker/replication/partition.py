@@ -510,7 +510,11 @@ class Partition:
     def last_stable_offset(self) -> int:
         hw = self.high_watermark
         first = self.producer_state.first_unstable_offset(hw)
-        return hw if first is None else min(first, hw)
+        if first is None:
+            return hw
+        # Retention or DeleteRecords may pass an open transaction's start (Kafka's
+        # updateFirstUnstableOffset): the log start bounds it from below.
+        return min(max(first, self.log.log_start_offset), hw)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         return self.log.collect_aborted_txns(fetch_offset, upper_bound)

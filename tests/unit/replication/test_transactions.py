@@ -444,3 +444,43 @@ def test_cleaner_drops_aborted_data_keeps_markers_and_stops_at_open_transactions
     assert list(plog.all_aborted_txns()) == aborted_before
     assert read_committed(part) == before_committed
     plog.close()
+
+
+def test_follower_tracks_transactions_and_keeps_them_when_it_becomes_leader(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path / "leader", segment_bytes=1 << 20)
+    h.txn(10, 2)
+    h.end(10, committed=False)
+    h.txn(11, 1)
+    h.data(1)
+    source = h.part
+    plog = open_log(tmp_path / "follower")
+    follower = Partition(topic="t", index=0, topic_id=None, log=plog, clock=lambda: TS,
+                         node_id=2)
+    follower.become_follower(leader_id=1, leader_epoch=0, partition_epoch=0, replicas=(1, 2),
+                             isr=(1, 2))
+    follower.append_as_follower(fetch_all(source, 0, committed=False))
+    follower.update_follower_high_watermark(source.high_watermark)
+    assert follower.producer_state.ongoing_txns == {11: 3}
+    assert list(plog.all_aborted_txns()) == list(source.log.all_aborted_txns())
+    assert follower.last_stable_offset == 3
+    follower.become_leader(leader_epoch=1, partition_epoch=1, replicas=(1, 2), isr=(2,),
+                           min_insync_replicas=1)
+    assert follower.last_stable_offset == 3
+    follower.write_marker(producer_id=11, producer_epoch=0, coordinator_epoch=1,
+                          committed=True)
+    assert follower.last_stable_offset == follower.log.log_end_offset == 6
+    source.log.close()
+    plog.close()
+
+
+def test_lso_never_below_the_log_start(tmp_path: Path) -> None:
+    h = Harness(tmp_path / "t-0", segment_bytes=1 << 20)
+    h.data(1)
+    h.txn(10, 1)
+    h.data(2)
+    assert h.part.last_stable_offset == 1
+    h.part.log.delete_records_before(3)
+    assert h.part.last_stable_offset == 3
+    h.part.log.close()
