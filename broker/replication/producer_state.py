@@ -170,6 +170,8 @@ class ProducerStateManager:
         unrep = self._unreplicated
         while unrep and unrep[0][1] < high_watermark:
             unrep.popleft()
+        if not unrep and not self._ongoing:
+            return None  # every fetch asks: no transaction, no allocation
         candidates = [*self._ongoing.values(), *(first for first, _ in unrep)]
         return min(candidates) if candidates else None
 
