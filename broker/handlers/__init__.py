@@ -31,6 +31,7 @@ from broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -56,6 +57,7 @@ from broker.handlers import (
     push_telemetry,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from broker.server.dispatch import Dispatcher
 
@@ -109,6 +111,9 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     describe_acls,  # ACLs (broker/security/authorizer.py)
     create_acls,
     delete_acls,
+    # transactions, the log side (issue 22)
+    write_txn_markers,
+    describe_producers,
 )
 
 

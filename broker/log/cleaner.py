@@ -3,7 +3,8 @@
 Rules, as Kafka's LogCleaner:
 - Only the range [log start, first uncleanable offset) is cleaned; the first
   uncleanable offset is the lowest of: the active segment's base, the high watermark,
-  the first segment younger than `min.compaction.lag.ms`.
+  the first offset of an ongoing transaction, the first segment younger than
+  `min.compaction.lag.ms`.
 - A log is cleaned when dirty bytes / (clean + dirty) >= `min.cleanable.dirty.ratio`,
   or a dirty segment is older than `max.compaction.lag.ms`.
 - A record survives if it is the latest for its key (offset map over the dirty range).
@@ -17,9 +18,15 @@ Rules, as Kafka's LogCleaner:
   recopied into one `.cleaned` file per group, which keeps each group's last batch (empty
   if need be) so it ends at the group's end offset; groups are swapped in under the log
   lock (PartitionLog.replace_segments); appends and reads never wait for the copy.
+- Transactions (Kafka's CleanedTransactionMetadata, in part): the records of aborted
+  transactions (a transactional batch of a producer inside one of its aborted ranges of
+  the .txnindex) never enter the offset map and are dropped, whatever their keys (the
+  producer's last batch is kept empty, as above); the .txnindex entries go with their
+  segment into the cleaned copy.
 - An I/O throttle caps bytes read+written per second.
 
-Gap: aborted-transaction data is not removed (there is no .txnindex).
+Gap: transaction markers are always kept; Kafka removes a marker once its transaction's
+data is gone and the marker's delete horizon (delete.retention.ms) has passed.
 """
 
 from __future__ import annotations
@@ -91,6 +98,9 @@ class Throttler:
 def first_uncleanable_offset(plog: PartitionLog, now_ms: int) -> int:
     segs = plog.segments
     bound = min(segs[-1].base_offset, plog.high_watermark)
+    first_open = plog.first_ongoing_txn_offset()
+    if first_open is not None:
+        bound = min(bound, first_open)
     lag = plog.config.min_compaction_lag_ms
     if lag > 0:
         for s in segs[:-1]:
@@ -132,6 +142,7 @@ def clean_log(
     # 1. Offset map: key -> latest offset in the dirty range; also each producer's last batch.
     offset_map: dict[bytes, int] = {}
     last_batch_of_producer: dict[int, int] = {}
+    aborted = AbortedRanges(plog)
     map_end = end
     for s in plog.segments:
         for _, h in s.iter_headers(0):
@@ -142,7 +153,8 @@ def clean_log(
         if s.next_offset <= first_dirty or full:
             continue
         for pos, h in s.iter_headers(0):
-            if h.last_offset < first_dirty or h.base_offset >= end or h.is_control:
+            if (h.last_offset < first_dirty or h.base_offset >= end or h.is_control
+                    or aborted.holds(h)):
                 continue
             if len(offset_map) >= max_map_keys:
                 map_end = h.base_offset
@@ -171,7 +183,10 @@ def clean_log(
                 stats,
                 throttler,
                 keep_last_batch=i == len(group) - 1,
+                aborted=aborted,
             )
+            for entry in s.txn_index.entries:
+                new.txn_index.append(entry)
             stats.segments += 1
         groups.append((group, new))
     # 3. Swap in.
@@ -213,6 +228,7 @@ def _recopy(
     throttler: Throttler | None,
     *,
     keep_last_batch: bool = False,
+    aborted: AbortedRanges | None = None,
 ) -> None:
     """Copy what survives of `src` into `dst`. With `keep_last_batch` the segment's last
     batch is kept (empty if need be) so the copy ends at the same offset as the
@@ -224,6 +240,10 @@ def _recopy(
         out: bytes | None
         if h.is_control:
             out = raw
+        elif aborted is not None and aborted.holds(h):
+            stats.records_read += h.records_count
+            last_of_producer = last_batch_of_producer.get(h.producer_id) == h.base_offset
+            out = _empty_batch(h) if last_of_producer else None
         else:
             out = _clean_batch(
                 raw, h, offset_map, last_batch_of_producer, now_ms, delete_retention_ms, stats
@@ -237,6 +257,24 @@ def _recopy(
         stats.bytes_written += len(out)
         if throttler is not None:
             throttler.maybe_throttle(len(raw) + len(out))
+
+
+class AbortedRanges:
+    """The aborted transactions of a log by producer: [first offset, marker offset)."""
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for e in plog.all_aborted_txns():
+            self._by_producer.setdefault(e.producer_id, []).append(
+                (e.first_offset, e.last_offset))
+
+    def holds(self, h: BatchHeader) -> bool:
+        """Whether `h` is a data batch of an aborted transaction."""
+        if not h.is_transactional or h.is_control:
+            return False
+        ranges = self._by_producer.get(h.producer_id)
+        return ranges is not None and any(
+            first <= h.base_offset < last for first, last in ranges)
 
 
 def _clean_batch(
