@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from broker.handlers import (
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
@@ -90,6 +91,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     push_telemetry,
     describe_user_scram_credentials,  # broker/security: SCRAM users
     alter_user_scram_credentials,
+    alter_client_quotas,  # client quotas (broker/quotas)
 )
 
 

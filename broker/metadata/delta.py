@@ -19,6 +19,8 @@ Record types and their effect (one place, as the state machine's transition list
   feature_level              set a finalized feature level; 0 removes it
   user_scram_credential      set (mechanism, user)'s SCRAM credential
   remove_user_scram_credential  drop it
+  client_quota               set an entity's quota key, or drop it (remove); an entity left
+                             with no keys is dropped
   no_op                      nothing
 
 A record that does not fit the image raises InvalidRecordError: the log is
@@ -46,8 +48,10 @@ from broker.metadata.records import (
     RESOURCE_TOPIC,
     SCRAM_MECHANISM_NAMES,
     InvalidRecordError,
+    client_quota_entity,
     uuid_from_bytes,
 )
+from broker.quotas.core import QuotaEntity, validate_entity
 from broker.security.scram import ScramCredential
 
 # Small int tuples recur (every partition on the same 3 brokers); share them.
@@ -94,6 +98,8 @@ class MetadataDelta:
         self._copied_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
         self._scram: dict[tuple[str, str], ScramCredential] | None = None
+        self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
+        self.changed_client_quotas = False
         self._next_producer_id = image.next_producer_id
         self._last_broker_epoch = image.last_broker_epoch
         # what changed, for listeners
@@ -174,6 +180,8 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             last_broker_epoch=self._last_broker_epoch,
             scram_credentials=self._scram if self._scram is not None else b.scram_credentials,
+            client_quotas=({e: v for e, v in self._quotas.items() if v}
+                           if self._quotas is not None else b.client_quotas),
         )
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
@@ -414,6 +422,20 @@ class MetadataDelta:
             raise InvalidRecordError(f"unknown SCRAM mechanism code {r.mechanism}")
         self._scram_w().pop((mechanism, r.name), None)
 
+    def _client_quota(self, r: Any) -> None:
+        if self._quotas is None:
+            self._quotas = {e: dict(v) for e, v in self.base.client_quotas.items()}
+        entity = client_quota_entity(r)
+        problem = validate_entity(entity)
+        if problem is not None:
+            raise InvalidRecordError(f"client quota record: {problem}")
+        values = self._quotas.setdefault(entity, {})
+        if r.remove:
+            values.pop(r.key, None)
+        else:
+            values[r.key] = r.value
+        self.changed_client_quotas = True
+
     def _no_op(self, r: Any) -> None:
         return None
 
@@ -439,6 +461,7 @@ _HANDLERS: dict[str, Any] = {
     "feature_level": MetadataDelta._feature_level,
     "user_scram_credential": MetadataDelta._user_scram_credential,
     "remove_user_scram_credential": MetadataDelta._remove_user_scram_credential,
+    "client_quota": MetadataDelta._client_quota,
     "no_op": MetadataDelta._no_op,
 }
 

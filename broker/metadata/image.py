@@ -19,6 +19,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.quotas.core import QuotaMap
 from broker.security.scram import ScramCredential
 
 LEADER_RECOVERED = 0
@@ -107,6 +108,8 @@ class MetadataImage:
     last_broker_epoch: int = 0  # the highest broker epoch ever handed out
     # (mechanism name, user) -> credential: Kafka's UserScramCredentialRecord
     scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
+    # client quota entity -> {key: value}: Kafka's ClientQuotaRecord (broker/quotas/core.py)
+    client_quotas: QuotaMap = field(default_factory=dict)
 
     @staticmethod
     def empty(cluster_id: str = "") -> MetadataImage:

@@ -252,7 +252,8 @@ BROKER_APIS = ApiTable.of(
     (DESCRIBE_LOG_DIRS, 0, 4),
     (CREATE_PARTITIONS, 0, 3),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),
-    (DESCRIBE_CLIENT_QUOTAS, 0, 0),
+    (DESCRIBE_CLIENT_QUOTAS, 0, 1),
+    (49, 0, 1),  # AlterClientQuotas, sent on to the active controller
     (DESCRIBE_CLUSTER, 0, 1),
     # sent on to the active controller (KIP-460, KIP-455)
     (ELECT_LEADERS, 0, 2),

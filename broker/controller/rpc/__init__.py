@@ -16,6 +16,7 @@ from types import ModuleType
 
 from broker.controller.rpc import (
     allocate_producer_ids,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -44,6 +45,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     alter_partition_reassignments,
     list_partition_reassignments,
     alter_user_scram_credentials,
+    alter_client_quotas,
 )
 
 __all__ = ["CONTROLLER_RPCS"]
