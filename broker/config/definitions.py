@@ -187,6 +187,12 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.max.timeout.ms", INT, 900000, at_least(1)),
     ConfigDef("transactional.id.expiration.ms", INT, 604800000, at_least(1)),
     ConfigDef("producer.id.expiration.ms", INT, 86400000, at_least(1)),
+    # Client quotas (broker/quotas, docs/security.md): Kafka's sample windows of the byte-rate
+    # and request quotas, and of the controller mutation quota
+    ConfigDef("quota.window.num", INT, 11, at_least(1)),
+    ConfigDef("quota.window.size.seconds", INT, 1, at_least(1)),
+    ConfigDef("controller.quota.window.num", INT, 11, at_least(1)),
+    ConfigDef("controller.quota.window.size.seconds", INT, 1, at_least(1)),
     # Skiff's own: which API versions the client listener serves. kafka3 = from v0, every
     # version Kafka 3.9 served; kafka4 = Kafka 4's floors (KIP-896 removed the oldest).
     ConfigDef("skiff.min.api.versions", S, "kafka3", one_of("kafka3", "kafka4")),

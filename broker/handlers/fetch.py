@@ -38,6 +38,7 @@ from broker.handlers._leader_hints import (
     leader_endpoints,
     not_hosted_error,
 )
+from broker.handlers._quotas import now_ms, who
 from broker.protocol.fetch_encoder import (
     FetchPartition,
     FetchResponseData,
@@ -145,10 +146,18 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     # KIP-392: consumers of v11+ may read from a follower, and the leader may send them to
     # one in their rack.
     client_rack = request.rack_id if version >= 11 and replica_id < 0 else None
+    max_bytes = getattr(request, "max_bytes", _NO_MAX_BYTES)
+    user, client_id = who(ctx)
+    if replica_id < 0:
+        # consumer_byte_rate: one answer holds at most what the quota allows in a window
+        # (Kafka's getMaxValueInQuotaWindow); followers are not held to client quotas.
+        allowed = node.quotas.fetch.max_value_in_window(
+            image.client_quotas, user, client_id)
+        max_bytes = min(max_bytes, max(1, int(min(allowed, _NO_MAX_BYTES))))
     results = await node.replicas.fetch(
         wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
         max_wait_ms=0 if unknown_ids else int(request.max_wait.total_seconds() * 1000),
-        min_bytes=request.min_bytes, max_bytes=getattr(request, "max_bytes", _NO_MAX_BYTES),
+        min_bytes=request.min_bytes, max_bytes=max_bytes,
     )
     down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
     offsets = {(w.topic, w.partition): w.fetch_offset for w in wanted}
@@ -182,5 +191,18 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     if version >= 16 and leaders:
         endpoints = [NodeEndpoint(b, host, port, rack) for b, host, port, rack
                      in leader_endpoints(image, ctx.listener_name, leaders)]
-    return encode_fetch_response(version, FetchResponseData(
+    response = encode_fetch_response(version, FetchResponseData(
         topics=topics, node_endpoints=endpoints))
+    if replica_id < 0:
+        quotas = node.metadata.client_quotas
+        throttle_ms = node.quotas.fetch.record(quotas, user, client_id, response.size, now_ms())
+        if throttle_ms > 0:
+            # Over consumer_byte_rate: as Kafka does, take the bytes back and answer an
+            # empty response carrying the throttle time; the server mutes the connection
+            # that long after sending it (KIP-219) and the consumer fetches the same
+            # offsets again afterwards.
+            node.quotas.fetch.unrecord(quotas, user, client_id, response.size, now_ms())
+            response = encode_fetch_response(version, FetchResponseData(
+                topics=(), throttle_time_ms=throttle_ms))
+            response.throttle_ms = throttle_ms
+    return response

@@ -283,6 +283,8 @@ class Quotas:
 
     samples: int = DEFAULT_WINDOW_NUM
     window_ms: int = DEFAULT_WINDOW_SIZE_S * 1000
+    mutation_samples: int = DEFAULT_WINDOW_NUM
+    mutation_window_ms: int = DEFAULT_WINDOW_SIZE_S * 1000
     produce: ClientQuotaManager = field(init=False)
     fetch: ClientQuotaManager = field(init=False)
     request: ClientQuotaManager = field(init=False)
@@ -295,7 +297,13 @@ class Quotas:
         self.produce = m(PRODUCER_BYTE_RATE)
         self.fetch = m(CONSUMER_BYTE_RATE)
         self.request = m(REQUEST_PERCENTAGE)
-        self.controller_mutation = m(CONTROLLER_MUTATION_RATE)
+        self.controller_mutation = ClientQuotaManager(
+            CONTROLLER_MUTATION_RATE, self.mutation_samples, self.mutation_window_ms)
+
+    @staticmethod
+    def any_set(quotas: QuotaMap, key: str) -> bool:
+        """Whether some entity sets `key` (no need to measure otherwise)."""
+        return any(key in v for v in quotas.values())
 
 
 def user_of(principal: str) -> str:

@@ -16,6 +16,13 @@ queued or running; at either cap the reader pauses the socket and TCP pushes bac
 client. When the peer shuts its side down, the answers already owed are still written.
 A connection with nothing in flight and no bytes moved for `connections.max.idle.ms` is closed.
 
+Quotas (KIP-219): an answer that carries a throttle time (a kio response's throttle_time,
+ResponseChunks.throttle_ms, NoResponse for acks=0) is sent at once, then the connection is
+muted for that long: nothing more is read and nothing more is written. With a
+request_percentage quota in force for the request (`request_quota`), the handler's time on
+the event loop is measured step by step (_Timed) and its throttle time, when larger,
+replaces a kio response's throttle_time (ResponseChunks keep theirs; the mute is the larger).
+
 Kafka's answers to bad requests: an ApiVersions request of an unsupported version gets a v0
 ApiVersions response with UNSUPPORTED_VERSION and our ranges; any other unknown API key,
 unsupported version or unparseable frame is logged and the connection is closed (after the
@@ -39,6 +46,7 @@ from broker.errors import KafkaError
 from broker.metrics.stats import ServerStats
 from broker.protocol import api
 from broker.protocol.api import ApiTable
+from broker.protocol.durations import duration, to_ms
 from broker.protocol.frame_reader import FrameReader
 from broker.protocol.frames import ResponseChunks, ZeroCopyWriter
 from broker.protocol.headers import (
@@ -54,7 +62,7 @@ from broker.security.principal import ANONYMOUS, MappingRuleError
 from broker.security.sasl import SaslConfig
 from broker.security.tls import ServerTls
 from broker.server.context import RequestContext
-from broker.server.dispatch import Dispatcher, HandlerEntry
+from broker.server.dispatch import Dispatcher, HandlerEntry, NoResponse, RequestQuota
 from broker.server.old_versions import OldVersionLog
 
 log = structlog.get_logger("skiff.server")
@@ -108,6 +116,41 @@ class _Close:
         self.reason = reason
 
 
+class _Timed:
+    """Wraps a handler's coroutine and adds up the time each of its steps runs on the loop
+    (the time Kafka's request quota counts on an IO thread; waits are not counted)."""
+
+    __slots__ = ("busy", "coro")
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+        self.busy = 0.0
+
+    def __await__(self) -> Any:
+        coro = self.coro
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            t0 = time.perf_counter()
+            try:
+                step = coro.throw(error) if error is not None else coro.send(value)
+            except StopIteration as stop:
+                self.busy += time.perf_counter() - t0
+                return stop.value
+            except BaseException:
+                self.busy += time.perf_counter() - t0
+                raise
+            self.busy += time.perf_counter() - t0
+            try:
+                value, error = (yield step), None
+            except BaseException as e:  # delivered into the coroutine at its next step
+                value, error = None, e
+
+
+async def _run_timed(timed: _Timed) -> Any:
+    return await timed
+
+
 @dataclass(slots=True)
 class _Pending:
     ctx: RequestContext
@@ -117,6 +160,7 @@ class _Pending:
     size: int
     received: float = 0.0  # time.monotonic() when the frame was read (metrics)
     ready: float = 0.0  # ... when the handler's answer was ready
+    timed: _Timed | None = None  # the handler's busy time, under a request quota
 
 
 class _Listener:
@@ -139,10 +183,12 @@ class Server:
         config: ServerConfig | None = None,
         on_connection_closed: Callable[[str], None] | None = None,
         stats: ServerStats | None = None,
+        request_quota: RequestQuota | None = None,
     ) -> None:
         """`on_connection_closed(connection_id)` runs once for each connection that ends,
         whatever ended it (the controller fences a broker whose heartbeats came on it).
-        `stats` (broker/metrics) gets the request and connection counters; None: none kept."""
+        `stats` (broker/metrics) gets the request and connection counters; None: none kept.
+        `request_quota`: request_percentage quotas (None: none measured)."""
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
@@ -151,6 +197,7 @@ class Server:
         self.old_versions = OldVersionLog()
         self.on_connection_closed = on_connection_closed
         self.stats = stats
+        self.request_quota = request_quota
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
@@ -255,6 +302,9 @@ class _Connection:
         self.stats = server.stats
         self.lstats = None if server.stats is None else server.stats.listener(listener.spec.name)
         self.principal = ANONYMOUS
+        self.muted_until = 0.0  # time.monotonic(): read nothing before (KIP-219)
+        self.throttle_ms = 0  # the throttle time of the answer just written
+        self.closed = asyncio.Event()
         self.sasl = None if listener.spec.sasl is None else \
             sasl.SaslSession(listener.spec.sasl, _now_ms)
 
@@ -309,6 +359,8 @@ class _Connection:
         """Room for one more request of `size` bytes? (One frame of any allowed size is
         always let in when nothing is in flight.)"""
         config = self.server.config
+        if self.muted_until and time.monotonic() < self.muted_until:
+            return False  # muted while throttled; the write loop releases the reader
         if self.sasl is not None and not self.sasl.authenticated \
                 and size > SASL_SERVER_MAX_RECEIVE_SIZE:
             # Kafka's sasl.server.max.receive.size: nothing large before authentication.
@@ -398,11 +450,14 @@ class _Connection:
         self.log.debug("request", api=api.api_name(ctx.api_key),
                   api_version=ctx.api_version, correlation_id=ctx.correlation_id,
                   client_id=ctx.client_id)
-        task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
+        coro = entry.handle(self.server.node, ctx, parsed.body)
+        quota = self.server.request_quota
+        timed = _Timed(coro) if quota is not None and quota.applies(ctx) else None
+        task = asyncio.ensure_future(coro if timed is None else _run_timed(timed))
         self._track(task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
-        pending = _Pending(ctx, parsed.body, entry, task, len(frame))
+        pending = _Pending(ctx, parsed.body, entry, task, len(frame), timed=timed)
         if self.stats is not None:
             self.stats.request(peek.api_key, peek.api_version)
             pending.received = self.last_active  # _on_frame's clock read
@@ -472,7 +527,10 @@ class _Connection:
                 self._close(item.reason)
                 return
             try:
+                self.throttle_ms = 0
                 ok = await self._answer(item)
+                if ok and self.throttle_ms > 0:
+                    await self._mute(self.throttle_ms)
             finally:
                 self.inflight -= 1
                 self.inflight_bytes -= item.size
@@ -483,6 +541,32 @@ class _Connection:
             if not ok:
                 self._close("request failed")
                 return
+
+    async def _mute(self, throttle_ms: int) -> None:
+        """KIP-219: after a throttled answer, read and write nothing for `throttle_ms`."""
+        self.muted_until = time.monotonic() + throttle_ms / 1000
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.closed.wait(), throttle_ms / 1000)
+        self.muted_until = 0.0
+
+    def _throttle(self, p: _Pending, result: Any) -> Any:
+        """Note the answer's throttle time (and the request quota's) for the mute; a kio
+        response gets the larger one in its throttle_time."""
+        if isinstance(result, NoResponse | ResponseChunks):
+            own = result.throttle_ms
+        else:
+            own = to_ms(getattr(result, "throttle_time", None), 0)
+        request_ms = 0
+        quota = self.server.request_quota
+        if p.timed is not None and quota is not None:
+            request_ms = quota.record(p.ctx, p.timed.busy)
+        if request_ms > own and not isinstance(result, NoResponse | ResponseChunks) \
+                and hasattr(result, "throttle_time"):
+            import dataclasses
+
+            result = dataclasses.replace(result, throttle_time=duration(request_ms))
+        self.throttle_ms = max(own, request_ms)
+        return result
 
     async def _answer(self, p: _Pending) -> bool:
         ctx = p.ctx
@@ -505,7 +589,9 @@ class _Connection:
             return False
         if p.received:
             p.ready = time.monotonic()
-        if result is None:
+        if result is not None:
+            result = self._throttle(p, result)
+        if result is None or isinstance(result, NoResponse):
             return True
         if self.transport is None or self.transport.is_closing():
             return False
@@ -578,6 +664,7 @@ class _Connection:
         if self.closing:
             return
         self.closing = True
+        self.closed.set()
         self.log.debug("connection closed", reason=reason)
         if self.idle_timer is not None:
             self.idle_timer.cancel()
