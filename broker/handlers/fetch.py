@@ -149,10 +149,11 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     max_bytes = getattr(request, "max_bytes", _NO_MAX_BYTES)
     user, client_id = who(ctx)
     if replica_id < 0:
-        # consumer_byte_rate: one answer holds at most what the quota allows in a window
-        # (Kafka's getMaxValueInQuotaWindow); followers are not held to client quotas.
-        allowed = node.quotas.fetch.max_value_in_window(
-            image.client_quotas, user, client_id)
+        # consumer_byte_rate: one answer holds at most what the quota still allows now
+        # (Kafka caps it at getMaxValueInQuotaWindow; Skiff also takes off what the window
+        # already holds, so answers are sized to the rate); followers are not held to
+        # client quotas. One batch always goes out, as max_bytes says.
+        allowed = node.quotas.fetch.headroom(image.client_quotas, user, client_id, now_ms())
         max_bytes = min(max_bytes, max(1, int(min(allowed, _NO_MAX_BYTES))))
     results = await node.replicas.fetch(
         wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,

@@ -23,7 +23,8 @@ quota.window.num, default 11, and quota.window.size.seconds, default 1). The rat
 over the live windows divided by the elapsed time they span, counted as at least
 (samples - 1) full windows. A request that takes the rate over the bound is throttled for
   (rate - bound) / bound * elapsed window time
-(Kafka's QuotaUtils.throttleTime), capped at the whole sample span.
+(Kafka's QuotaUtils.throttleTime); request_percentage caps it at one window, as Kafka's
+ClientRequestQuotaManager does.
 """
 
 from __future__ import annotations
@@ -208,8 +209,7 @@ class SampledRate:
         r = self.rate(now_ms)
         if r <= bound:
             return 0
-        t = (r - bound) / bound * self.elapsed_ms(now_ms)
-        return min(round(t), self.samples * self.window_ms)
+        return round((r - bound) / bound * self.elapsed_ms(now_ms))
 
     def unrecord(self, value: float, now_ms: int) -> None:
         """Take back a value recorded in the current window (a throttled Fetch sends no
@@ -229,6 +229,7 @@ class ClientQuotaManager:
     samples: int = DEFAULT_WINDOW_NUM
     window_ms: int = DEFAULT_WINDOW_SIZE_S * 1000
     sensors: dict[tuple[str, str], SampledRate] = field(default_factory=dict)
+    max_throttle_ms: int | None = None  # request_percentage: one window
     throttled: int = 0  # responses throttled so far (metrics)
     throttle_ms_total: int = 0
 
@@ -247,6 +248,8 @@ class ClientQuotaManager:
         s = self._sensor(q.sensor)
         s.record(value, now_ms)
         t = s.throttle_ms(q.bound, now_ms)
+        if self.max_throttle_ms is not None:
+            t = min(t, self.max_throttle_ms)
         if t > 0:
             self.throttled += 1
             self.throttle_ms_total += t
@@ -265,6 +268,21 @@ class ClientQuotaManager:
         if q is None:
             return math.inf
         return q.bound * (self.samples - 1) * self.window_ms / 1000.0
+
+    def headroom(self, quotas: QuotaMap, user: str, client_id: str, now_ms: int) -> float:
+        """What may still be taken now without going over the bound: bound x elapsed
+        window time - what the sensor holds, at most max_value_in_window; inf without a
+        quota. A Fetch is sized to it, so a consumer is held to its rate by the size of
+        its answers rather than by throttled empty ones."""
+        q = resolve(quotas, user, client_id, self.key)
+        if q is None:
+            return math.inf
+        cap = q.bound * (self.samples - 1) * self.window_ms / 1000.0
+        s = self.sensors.get(q.sensor)
+        if s is None:
+            return cap
+        room = q.bound * s.elapsed_ms(now_ms) / 1000.0 - s.total(now_ms)
+        return max(0.0, min(cap, room))
 
     def would_throttle_ms(self, quotas: QuotaMap, user: str, client_id: str,
                           now_ms: int) -> int:
@@ -297,6 +315,7 @@ class Quotas:
         self.produce = m(PRODUCER_BYTE_RATE)
         self.fetch = m(CONSUMER_BYTE_RATE)
         self.request = m(REQUEST_PERCENTAGE)
+        self.request.max_throttle_ms = self.window_ms
         self.controller_mutation = ClientQuotaManager(
             CONTROLLER_MUTATION_RATE, self.mutation_samples, self.mutation_window_ms)
 

@@ -147,6 +147,10 @@ class _Timed:
                 value, error = None, e
 
 
+def _finished(pending: _Pending, _task: object) -> None:
+    pending.done_at = time.monotonic()
+
+
 async def _run_timed(timed: _Timed) -> Any:
     return await timed
 
@@ -161,6 +165,7 @@ class _Pending:
     received: float = 0.0  # time.monotonic() when the frame was read (metrics)
     ready: float = 0.0  # ... when the handler's answer was ready
     timed: _Timed | None = None  # the handler's busy time, under a request quota
+    done_at: float = 0.0  # time.monotonic() when the handler finished
 
 
 class _Listener:
@@ -303,6 +308,7 @@ class _Connection:
         self.lstats = None if server.stats is None else server.stats.listener(listener.spec.name)
         self.principal = ANONYMOUS
         self.muted_until = 0.0  # time.monotonic(): read nothing before (KIP-219)
+        self.muted = False
         self.throttle_ms = 0  # the throttle time of the answer just written
         self.closed = asyncio.Event()
         self.sasl = None if listener.spec.sasl is None else \
@@ -359,7 +365,7 @@ class _Connection:
         """Room for one more request of `size` bytes? (One frame of any allowed size is
         always let in when nothing is in flight.)"""
         config = self.server.config
-        if self.muted_until and time.monotonic() < self.muted_until:
+        if self.muted:
             return False  # muted while throttled; the write loop releases the reader
         if self.sasl is not None and not self.sasl.authenticated \
                 and size > SASL_SERVER_MAX_RECEIVE_SIZE:
@@ -458,6 +464,7 @@ class _Connection:
         self.inflight += 1
         self.inflight_bytes += len(frame)
         pending = _Pending(ctx, parsed.body, entry, task, len(frame), timed=timed)
+        task.add_done_callback(functools.partial(_finished, pending))
         if self.stats is not None:
             self.stats.request(peek.api_key, peek.api_version)
             pending.received = self.last_active  # _on_frame's clock read
@@ -530,7 +537,7 @@ class _Connection:
                 self.throttle_ms = 0
                 ok = await self._answer(item)
                 if ok and self.throttle_ms > 0:
-                    await self._mute(self.throttle_ms)
+                    await self._mute(item.done_at + self.throttle_ms / 1000)
             finally:
                 self.inflight -= 1
                 self.inflight_bytes -= item.size
@@ -542,12 +549,21 @@ class _Connection:
                 self._close("request failed")
                 return
 
-    async def _mute(self, throttle_ms: int) -> None:
-        """KIP-219: after a throttled answer, read and write nothing for `throttle_ms`."""
-        self.muted_until = time.monotonic() + throttle_ms / 1000
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.closed.wait(), throttle_ms / 1000)
-        self.muted_until = 0.0
+    async def _mute(self, until: float) -> None:
+        """KIP-219: after a throttled answer, read and write nothing until `until` (the
+        time its handler finished plus its throttle time: pipelined answers, each throttled
+        for the same bytes, must not add up their mutes)."""
+        self.muted_until = max(self.muted_until, until)
+        wait = self.muted_until - time.monotonic()
+        if wait > 0:
+            # A flag, not a clock test, in _admit: the timer may fire a hair before the
+            # deadline, and a reader held then would wait for a release that never comes.
+            self.muted = True
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.closed.wait(), wait)
+            finally:
+                self.muted = False
 
     def _throttle(self, p: _Pending, result: Any) -> Any:
         """Note the answer's throttle time (and the request quota's) for the mute; a kio
@@ -587,8 +603,11 @@ class _Connection:
             self.log.exception("handler failed, closing connection",
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version)
             return False
+        now = time.monotonic()
         if p.received:
-            p.ready = time.monotonic()
+            p.ready = now
+        if not p.done_at:
+            p.done_at = now
         if result is not None:
             result = self._throttle(p, result)
         if result is None or isinstance(result, NoResponse):

@@ -71,9 +71,9 @@ def test_throttle_time_is_kafkas_formula() -> None:
     assert r.throttle_ms(200, 0) == 0
     # (200 - 100) / 100 * 10_000 ms
     assert r.throttle_ms(100, 0) == 10_000
-    # capped at the whole sample span
-    r.record(10**9, now_ms=0)
-    assert r.throttle_ms(1, 0) == 11_000
+    # no cap for byte rates: a burst of 100 s of quota waits about 100 s
+    r.record(100 * 100 - 2000, now_ms=0)
+    assert r.throttle_ms(100, 0) == 90_000
 
 
 def test_manager_shares_a_sensor_per_matched_entity() -> None:
