@@ -18,6 +18,8 @@ groups: Any = protogen.load(_V1 + "groups_pb2")
 groups_grpc: Any = protogen.load(_V1 + "groups_pb2_grpc")
 configs: Any = protogen.load(_V1 + "configs_pb2")
 configs_grpc: Any = protogen.load(_V1 + "configs_pb2_grpc")
+quotas: Any = protogen.load(_V1 + "quotas_pb2")
+quotas_grpc: Any = protogen.load(_V1 + "quotas_pb2_grpc")
 records: Any = protogen.load(_V1 + "records_pb2")
 records_grpc: Any = protogen.load(_V1 + "records_pb2_grpc")
 meta: Any = protogen.load("skiff.metadata.v1.records_pb2")
@@ -25,6 +27,6 @@ meta: Any = protogen.load("skiff.metadata.v1.records_pb2")
 # Every admin service's full name, for health and reflection.
 SERVICE_NAMES: tuple[str, ...] = tuple(
     svc.full_name
-    for mod in (cluster, topics, partitions, groups, configs, records)
+    for mod in (cluster, topics, partitions, groups, configs, quotas, records)
     for svc in mod.DESCRIPTOR.services_by_name.values()
 )

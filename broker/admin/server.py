@@ -25,6 +25,7 @@ from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
 from broker.admin.groups import GroupService
 from broker.admin.partitions import PartitionService
 from broker.admin.quorum import QuorumDescriber, describe_from_node
+from broker.admin.quotas import QuotaService
 from broker.admin.records import RecordService
 from broker.admin.topics import TopicService
 from broker.config.listeners import parse_host_ports
@@ -144,6 +145,7 @@ class AdminServer:
         pb.groups_grpc.add_GroupServiceServicer_to_server(GroupService(node, fwd), server)
         pb.configs_grpc.add_ConfigServiceServicer_to_server(ConfigService(node, fwd), server)
         pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
+        pb.quotas_grpc.add_QuotaServiceServicer_to_server(QuotaService(node), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
         reflection.enable_server_reflection(

@@ -44,6 +44,7 @@ class Client:
         self.groups = pb.groups_grpc.GroupServiceStub(self.channel)
         self.configs = pb.configs_grpc.ConfigServiceStub(self.channel)
         self.records = pb.records_grpc.RecordServiceStub(self.channel)
+        self.quotas = pb.quotas_grpc.QuotaServiceStub(self.channel)
 
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         return method(request, timeout=self.timeout_s)

@@ -31,6 +31,7 @@ from broker.cli.admin.partitions import (
     cmd_partitions_reassign,
     cmd_partitions_reassignments,
 )
+from broker.cli.admin.quotas import add_entity_options, cmd_quotas_alter, cmd_quotas_describe
 from broker.cli.admin.records import cmd_consume, cmd_produce
 from broker.cli.admin.topics import (
     cmd_topics_alter,
@@ -160,6 +161,21 @@ def add_parsers(sub: Any) -> None:
     p = _verb(fv, "delete", cmd_configs_delete, common, "remove dynamic configs")
     _target(p)
     p.add_argument("keys", nargs="+", metavar="KEY")
+    p.add_argument("--validate-only", action="store_true")
+
+    quotas = sub.add_parser("quotas", help="client quotas (users, client ids, IPs)")
+    qv2 = quotas.add_subparsers(dest="verb", metavar="VERB", required=True)
+    p = _verb(qv2, "describe", cmd_quotas_describe, common,
+              "quotas of the entities matching the options (none: every entity)")
+    add_entity_options(p)
+    p.add_argument("--strict", action="store_true",
+                   help="only entities with exactly the types given")
+    p = _verb(qv2, "alter", cmd_quotas_alter, common, "set or remove quotas of one entity")
+    add_entity_options(p)
+    p.add_argument("--add-config", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="producer_byte_rate, consumer_byte_rate, request_percentage, "
+                        "controller_mutation_rate; connection_creation_rate for IPs")
+    p.add_argument("--delete-config", action="append", metavar="KEY[,KEY]")
     p.add_argument("--validate-only", action="store_true")
 
     p = _verb(sub, "produce", cmd_produce, common,

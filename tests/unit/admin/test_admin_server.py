@@ -102,7 +102,7 @@ def test_health_serves_every_service_and_reflection_lists_them(node: AdminTestNo
     assert set(SERVICE_NAMES) == {
         f"skiff.admin.v1.{n}" for n in ("ClusterService", "QuorumService", "TopicService",
                                          "PartitionService", "GroupService", "ConfigService",
-                                         "RecordService")}
+                                         "RecordService", "QuotaService")}
 
     # reflection, with grpc's own (synchronous) reflection client in a thread
     async def reflect(a: Admin) -> Any:
