@@ -82,6 +82,15 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("listener.security.protocol.map", LI, _DEFAULT_SECURITY_MAP.split(",")),
     ConfigDef("inter.broker.listener.name", S, None),
     ConfigDef("admin.listeners", LI, ["127.0.0.1:9094"]),  # Skiff's gRPC admin API
+    # ... its TLS (PEM files), client certificates and who may call it unauthenticated
+    # (broker/admin/auth.py, docs/security.md)
+    ConfigDef("admin.ssl.certificate.location", S, None),
+    ConfigDef("admin.ssl.key.location", S, None),
+    ConfigDef("admin.ssl.truststore.location", S, None),
+    # Kafka's "requested" is not offered: grpcio cannot ask without requiring
+    ConfigDef("admin.ssl.client.auth", S, "none", one_of("none", "required")),
+    ConfigDef("admin.ssl.principal.mapping.rules", S, "DEFAULT"),
+    ConfigDef("admin.allow.unauthenticated", S, "none", one_of("none", "loopback")),
     # Skiff's Prometheus endpoint (docs/monitoring.md); empty: off
     ConfigDef("metrics.listeners", LI, ["127.0.0.1:9095"]),
     # Client telemetry (KIP-714, docs/monitoring.md): Kafka takes what to request from

@@ -528,4 +528,6 @@ def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str,
         "log.dirs": str(data / "logs"),
         "metadata.log.dir": str(data / "metadata"),
         "offsets.topic.replication.factor": "1",
+        # the admin plane without credentials, for callers on this host only
+        "admin.allow.unauthenticated": "loopback",
     }

@@ -202,10 +202,10 @@ def test_configs_errors(server: ServerThread) -> None:
 def test_quotas_alter_describe_and_errors(server: ServerThread) -> None:
     from broker.quotas.core import entity
 
-    out = ok(skiff(server, "quotas", "alter", "--user", "alice", "--client-id", "app",
+    out = ok(skiff(server, "quotas", "alter", "--user", "alice", "--client", "app",
                    "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048"))
     assert "Updated quotas of user=alice, client-id=app" in out
-    ok(skiff(server, "quotas", "alter", "--user-default",
+    ok(skiff(server, "quotas", "alter", "--user-defaults",
              "--add-config", "request_percentage=12.5"))
     quotas = server.node.metadata.client_quotas
     assert quotas[entity(user="alice", client_id="app")] == {
@@ -215,11 +215,11 @@ def test_quotas_alter_describe_and_errors(server: ServerThread) -> None:
     assert rows[0].split() == ["ENTITY", "QUOTAS"]
     assert "consumer_byte_rate=2048,producer_byte_rate=1024" in rows[1]
     assert len(rows) == 2
-    doc = json.loads(ok(skiff(server, "quotas", "describe", "--user-default", "--strict",
+    doc = json.loads(ok(skiff(server, "quotas", "describe", "--user-defaults", "--strict",
                               "-o", "json")))
     assert doc["entries"] == [{"entity": [{"entity_type": "user"}],
                                "values": {"request_percentage": 12.5}}]
-    ok(skiff(server, "quotas", "alter", "--user", "alice", "--client-id", "app",
+    ok(skiff(server, "quotas", "alter", "--user", "alice", "--client", "app",
              "--delete-config", "producer_byte_rate"))
     assert server.node.metadata.client_quotas[entity(user="alice", client_id="app")] == {
         "consumer_byte_rate": 2048.0}

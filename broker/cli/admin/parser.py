@@ -16,6 +16,7 @@ from broker.cli.admin.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    AdminCredentials,
     Client,
     UsageError,
 )
@@ -51,6 +52,15 @@ def _common() -> argparse.ArgumentParser:
                         f"{DEFAULT_BOOTSTRAP})")
     p.add_argument("--output", "-o", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    # the admin plane's TLS and authentication (docs/security.md)
+    p.add_argument("--ssl-ca", metavar="PEM", help="CA certificates of the admin listener")
+    p.add_argument("--ssl-cert", metavar="PEM", help="client certificate chain (mTLS)")
+    p.add_argument("--ssl-key", metavar="PEM", help="client private key (mTLS)")
+    p.add_argument("--username", help="SCRAM user (skiff users)")
+    p.add_argument("--password", help="its password (prefer --command-config)")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="properties: ssl.ca.location, ssl.certificate.location, "
+                        "ssl.key.location, username, password, sasl.mechanism")
     return p
 
 
@@ -221,7 +231,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     address = args.bootstrap or os.environ.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
     client = None
     try:
-        client = Client(address, args.timeout)
+        client = Client(address, args.timeout, AdminCredentials.from_args(args))
         return int(args.admin_fn(client, args, out))
     except UsageError as exc:
         print(f"skiff: error: {exc}", file=sys.stderr)
@@ -232,7 +242,18 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except grpc.RpcError as exc:
         code = exc.code()
         details = (exc.details() or "").replace("\n", " ")
-        if code is grpc.StatusCode.UNAVAILABLE and (
+        tls = client is not None and client.tls
+        if code is grpc.StatusCode.UNAVAILABLE and not tls and "socket closed" in \
+                details.lower():
+            reason = (f"the admin API at {address} closed the connection ({details}): it "
+                      "may be a TLS listener; give --ssl-ca (and --ssl-cert/--ssl-key if it "
+                      "asks for client certificates)")
+        elif code is grpc.StatusCode.UNAVAILABLE and tls and (
+                "handshake" in details.lower() or "ssl" in details.lower()):
+            reason = (f"TLS with the admin API at {address} failed ({details}): check "
+                      "--ssl-ca, and --ssl-cert/--ssl-key when it requires client "
+                      "certificates")
+        elif code is grpc.StatusCode.UNAVAILABLE and (
                 "connect" in details.lower() or "dns" in details.lower()):
             reason = (f"cannot reach the admin API at {address} ({details}); is the node "
                       f"running? Set --bootstrap or ${ENV_BOOTSTRAP}")

@@ -21,12 +21,16 @@ _TYPES = (("user", "user"), ("client", "client-id"), ("ip", "ip"))
 
 
 def add_entity_options(p: argparse.ArgumentParser) -> None:
+    # kafka-configs.sh's shorthand options
     p.add_argument("--user", help="a user (principal name)")
-    p.add_argument("--user-default", action="store_true", help="the default user")
-    p.add_argument("--client-id", dest="client", help="a client id")
-    p.add_argument("--client-default", action="store_true", help="the default client id")
+    p.add_argument("--user-defaults", dest="user_default", action="store_true",
+                   help="the default user")
+    p.add_argument("--client", help="a client id")
+    p.add_argument("--client-defaults", dest="client_default", action="store_true",
+                   help="the default client id")
     p.add_argument("--ip", help="an IP address (connection_creation_rate only)")
-    p.add_argument("--ip-default", action="store_true", help="the default IP")
+    p.add_argument("--ip-defaults", dest="ip_default", action="store_true",
+                   help="the default IP")
 
 
 def _chosen(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -35,7 +39,7 @@ def _chosen(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     for stem, etype in _TYPES:
         name, default = getattr(args, stem), getattr(args, f"{stem}_default")
         if name is not None and default:
-            raise UsageError(f"give --{stem} or --{stem}-default, not both")
+            raise UsageError(f"give --{stem} or --{stem}-defaults, not both")
         if name is not None or default:
             out.append((etype, name))
     return out
@@ -76,8 +80,8 @@ def cmd_quotas_alter(c: Client, args: argparse.Namespace, out: TextIO) -> int:
     q = c.pb.quotas
     entity = _chosen(args)
     if not entity:
-        raise UsageError("name the entity: --user/--user-default, --client-id/--client-default "
-                         "or --ip/--ip-default")
+        raise UsageError("name the entity: --user/--user-defaults, --client/--client-defaults "
+                         "or --ip/--ip-defaults")
     adds = _kv([x for item in args.add_config or () for x in item.split(",") if x],
                "quota")
     deletes = [k for item in args.delete_config or () for k in item.split(",") if k]
