@@ -202,3 +202,8 @@ def test_authenticator_policy_unit() -> None:
                                {}) == "User:CN=bob,O=Skiff"
     assert not auth.authorize_admin("User:ANONYMOUS", "ALTER", auth.CLUSTER_RESOURCE)
     assert auth.authorize_admin("User:bob", "ALTER", auth.CLUSTER_RESOURCE)
+
+
+def test_health_answers_over_tls_without_credentials(tls_only: SecuredAdmin, pki: Pki) -> None:
+    p = skiff(tls_only, "health", "--ssl-ca", pki.ca)
+    assert p.returncode == 0 and "SERVING" in p.stdout, p.stderr
