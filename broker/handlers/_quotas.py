@@ -32,12 +32,17 @@ class RequestTimeQuota:
     def __init__(self, quotas: Callable[[], QuotaMap], manager: ClientQuotaManager) -> None:
         self.quotas = quotas
         self.manager = manager
+        self._seen: QuotaMap | None = None  # the quota map last looked at...
+        self._any = False  # ...and whether any entity in it sets the key
 
     def applies(self, ctx: RequestContext) -> bool:
-        if ctx.api_key == API_VERSIONS:
+        quotas = self.quotas()
+        if quotas is not self._seen:  # a new image's quotas: look once
+            self._seen, self._any = quotas, any(self.manager.key in v for v in quotas.values())
+        if not self._any or ctx.api_key == API_VERSIONS:
             return False
         user, client_id = who(ctx)
-        return resolve(self.quotas(), user, client_id, self.manager.key) is not None
+        return resolve(quotas, user, client_id, self.manager.key) is not None
 
     def record(self, ctx: RequestContext, busy_s: float) -> int:
         user, client_id = who(ctx)

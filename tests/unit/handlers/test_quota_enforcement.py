@@ -132,3 +132,20 @@ def test_create_and_delete_topics_count_partitions(node: TestNode) -> None:
         assert to_ms(dresp.throttle_time) > 0
         assert node.metadata.topic("x") is not None
     run(go())
+
+
+def test_request_time_quota_applies_only_where_a_quota_matches() -> None:
+    from broker.handlers._quotas import RequestTimeQuota
+    from broker.quotas.core import Quotas
+
+    q = Quotas()
+    current: dict[Any, Any] = {}
+    rq = RequestTimeQuota(lambda: current, q.request)
+    ctx = make_ctx(3, 12)
+    assert not rq.applies(ctx)
+    current = {entity(client_id="test-client"): {"request_percentage": 1.0}}
+    assert rq.applies(ctx)
+    assert not rq.applies(make_ctx(18, 3))  # ApiVersions is exempt
+    # 50 ms of a 10 s minimum window is 0.5%: within 1%; 300 ms more is not
+    assert rq.record(ctx, 0.05) == 0
+    assert 0 < rq.record(ctx, 0.3) <= 1000  # capped at one window, as Kafka
