@@ -21,10 +21,12 @@ import grpc
 from google.protobuf import message_factory
 from kio.schema.errors import ErrorCode
 
+from broker.admin.auth import MECHANISM_KEY, PASSWORD_KEY, USER_KEY
 from broker.admin.errors import AdminError, S
 from broker.errors import KafkaError
 
 ADMIN_ENDPOINT = "ADMIN"
+_AUTH_KEYS = (USER_KEY, PASSWORD_KEY, MECHANISM_KEY)
 FORWARDED_KEY = "skiff-forwarded"
 
 
@@ -50,9 +52,11 @@ def admin_endpoint_of(node: Any) -> Callable[[int], str | None]:
 
 
 class Forwarder:
-    def __init__(self, node: Any, address_of: Callable[[int], str | None] | None = None
-                 ) -> None:
+    def __init__(self, node: Any, address_of: Callable[[int], str | None] | None = None, *,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
+        """`credentials`: TLS for calls to other admin listeners (None: plaintext)."""
         self.node = node
+        self.credentials = credentials
         self.address_of = address_of or admin_endpoint_of(node)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
@@ -72,18 +76,23 @@ class Forwarder:
                              f"node {self.node.node_id} is not the active controller; node "
                              f"{cid} is, and its admin address is unknown here: send the "
                              "request to its admin listener")
-        return await self.call(address, method, request, context.time_remaining())
+        # the caller's credentials go along: the controller authenticates the caller again
+        passed = tuple((k, v) for k, v in (context.invocation_metadata() or ())
+                       if k in _AUTH_KEYS)
+        return await self.call(address, method, request, context.time_remaining(), passed)
 
     def is_forwarded(self, context: grpc.aio.ServicerContext) -> bool:
         return any(k == FORWARDED_KEY for k, _ in context.invocation_metadata() or ())
 
     async def call(self, address: str, method: Any, request: Any,
-                   timeout_s: float | None) -> Any:
+                   timeout_s: float | None, metadata: tuple[tuple[str, str], ...] = ()) -> Any:
         """`method` (a MethodDescriptor) on the admin listener at `address`, marked as
         forwarded so that it is answered there and not sent on again."""
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(address)
+            channel = self._channels[address] = (
+                grpc.aio.insecure_channel(address) if self.credentials is None
+                else grpc.aio.secure_channel(address, self.credentials))
         output = message_factory.GetMessageClass(method.output_type)
         call = channel.unary_unary(
             f"/{method.containing_service.full_name}/{method.name}",
@@ -91,7 +100,7 @@ class Forwarder:
             response_deserializer=output.FromString)
         try:
             return await call(request, timeout=timeout_s,
-                              metadata=((FORWARDED_KEY, str(self.node.node_id)),))
+                              metadata=((FORWARDED_KEY, str(self.node.node_id)), *metadata))
         except grpc.aio.AioRpcError as exc:
             raise AdminError(exc.code(), exc.details() or exc.code().name) from None
 

@@ -20,6 +20,8 @@ configs: Any = protogen.load(_V1 + "configs_pb2")
 configs_grpc: Any = protogen.load(_V1 + "configs_pb2_grpc")
 transactions: Any = protogen.load(_V1 + "transactions_pb2")
 transactions_grpc: Any = protogen.load(_V1 + "transactions_pb2_grpc")
+quotas: Any = protogen.load(_V1 + "quotas_pb2")
+quotas_grpc: Any = protogen.load(_V1 + "quotas_pb2_grpc")
 records: Any = protogen.load(_V1 + "records_pb2")
 records_grpc: Any = protogen.load(_V1 + "records_pb2_grpc")
 acls: Any = protogen.load(_V1 + "acls_pb2")
@@ -29,6 +31,7 @@ meta: Any = protogen.load("skiff.metadata.v1.records_pb2")
 # Every admin service's full name, for health and reflection.
 SERVICE_NAMES: tuple[str, ...] = tuple(
     svc.full_name
-    for mod in (cluster, topics, partitions, groups, configs, records, transactions, acls)
+    for mod in (cluster, topics, partitions, groups, configs, quotas, records, transactions,
+                acls)
     for svc in mod.DESCRIPTOR.services_by_name.values()
 )

@@ -20,12 +20,14 @@ from grpc_reflection.v1alpha import reflection
 
 from broker.admin import pb
 from broker.admin.acls import AclService
+from broker.admin.auth import AdminSecurity, Authenticator, AuthInterceptor
 from broker.admin.cluster import ClusterService, QuorumService
 from broker.admin.configs import ConfigService
 from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
 from broker.admin.groups import GroupService
 from broker.admin.partitions import PartitionService
 from broker.admin.quorum import QuorumDescriber, describe_from_node
+from broker.admin.quotas import QuotaService
 from broker.admin.records import RecordService
 from broker.admin.topics import TopicService
 from broker.admin.transactions import TransactionService
@@ -99,7 +101,9 @@ class AdminServer:
     def __init__(self, node: Any, listeners: Sequence[str] = (DEFAULT_ADMIN_LISTENER,), *,
                  describe_quorum: QuorumDescriber | None = None,
                  admin_address_of: Callable[[int], str | None] | None = None,
-                 grace_s: float = 1.0) -> None:
+                 grace_s: float = 1.0, security: AdminSecurity | None = None) -> None:
+        """`security`: TLS and authentication (broker/admin/auth.py); None: from
+        `node.config`."""
         self.node = node
         self.listeners = list(listeners)
         self.describe_quorum = describe_quorum or describe_from_node(node)
@@ -108,7 +112,10 @@ class AdminServer:
         self._server: grpc.aio.Server | None = None
         self._health = health.aio.HealthServicer()
         self._watch: asyncio.Task[None] | None = None
-        self.forwarder = Forwarder(node, admin_address_of)
+        self.security = security if security is not None else AdminSecurity.from_config(
+            node.config)
+        self.forwarder = Forwarder(node, admin_address_of,
+                                   credentials=self.security.channel_credentials())
 
     @property
     def addresses(self) -> list[str]:
@@ -123,7 +130,8 @@ class AdminServer:
         for address in self.addresses:
             host = address.rpartition(":")[0].strip("[]")
             if host not in ("", "0.0.0.0", "::"):
-                out.append((ADMIN_ENDPOINT, host, int(address.rpartition(":")[2]), "PLAINTEXT"))
+                out.append((ADMIN_ENDPOINT, host, int(address.rpartition(":")[2]),
+                            "SSL" if self.security.tls else "PLAINTEXT"))
         return out
 
     async def start(self) -> None:
@@ -133,8 +141,12 @@ class AdminServer:
         # gRPC binds with SO_REUSEPORT by default: several nodes on one host would then all
         # "listen" on the same admin port and the CLI reach a random one. A taken port
         # must fail the start, as Kafka's listeners do.
-        server = grpc.aio.server(interceptors=[_ReadyGate(self.node)],
-                                 options=[("grpc.so_reuseport", 0)])
+        authenticator = Authenticator(self.security,
+                                      lambda: self.node.metadata.scram_credentials)
+        server = grpc.aio.server(
+            interceptors=[_ReadyGate(self.node), AuthInterceptor(authenticator)],
+            options=[("grpc.so_reuseport", 0)])
+        credentials = self.security.server_credentials()
         node = self.node
         pb.cluster_grpc.add_ClusterServiceServicer_to_server(ClusterService(node), server)
         fwd = self.forwarder
@@ -149,6 +161,7 @@ class AdminServer:
             TransactionService(node, fwd), server)
         pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
         pb.acls_grpc.add_AclServiceServicer_to_server(AclService(node), server)
+        pb.quotas_grpc.add_QuotaServiceServicer_to_server(QuotaService(node), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
         reflection.enable_server_reflection(
@@ -159,7 +172,8 @@ class AdminServer:
         for listener in self.listeners:
             wanted = int(listener.rpartition(":")[2])
             try:
-                port = server.add_insecure_port(listener)
+                port = (server.add_insecure_port(listener) if credentials is None
+                        else server.add_secure_port(listener, credentials))
             except RuntimeError as exc:  # grpcio >= 1.5x raises instead of returning 0
                 port, why = 0, str(exc)
             else:
@@ -176,7 +190,9 @@ class AdminServer:
         self._server, self.ports = server, ports
         self._watch = asyncio.get_running_loop().create_task(self._serve_when_ready(),
                                                              name="admin_ready")
-        log.info("admin_listening", addresses=self.addresses)
+        log.info("admin_listening", addresses=self.addresses, tls=self.security.tls,
+                 client_auth=self.security.client_auth,
+                 allow_unauthenticated=self.security.allow_unauthenticated)
 
     async def _serve_when_ready(self) -> None:
         await self.node.ready.wait()

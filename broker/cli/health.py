@@ -33,15 +33,24 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=3.0,
                    help="seconds to wait for an answer (default 3)")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing, only exit")
+    # a TLS admin listener (admin.ssl.*); health needs no authentication
+    p.add_argument("--ssl-ca", metavar="PEM", help="CA certificates of the admin listener")
+    p.add_argument("--ssl-cert", metavar="PEM", help="client certificate chain (mTLS)")
+    p.add_argument("--ssl-key", metavar="PEM", help="client private key (mTLS)")
     p.set_defaults(handler=run)
 
 
-def check(address: str, service: str = "", timeout: float = 3.0) -> tuple[bool, str]:
-    """(serving?, the status name or why there is no status) for one health Check call."""
+def check(address: str, service: str = "", timeout: float = 3.0,
+          tls: tuple[bytes | None, bytes | None, bytes | None] | None = None
+          ) -> tuple[bool, str]:
+    """(serving?, the status name or why there is no status) for one health Check call.
+    `tls`: (CA, client key, client chain) PEM bytes for a TLS admin listener."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(address) as channel:
+    channel = grpc.insecure_channel(address) if tls is None else grpc.secure_channel(
+        address, grpc.ssl_channel_credentials(*tls))
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
@@ -55,7 +64,15 @@ def check(address: str, service: str = "", timeout: float = 3.0) -> tuple[bool, 
 
 def run(args: argparse.Namespace) -> int:
     address = args.bootstrap or os.environ.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
-    serving, status = check(address, args.service, args.timeout)
+    tls = None
+    if args.ssl_ca or args.ssl_cert:
+        def read(path: str | None) -> bytes | None:
+            if not path:
+                return None
+            with open(path, "rb") as f:
+                return f.read()
+        tls = (read(args.ssl_ca), read(args.ssl_key), read(args.ssl_cert))
+    serving, status = check(address, args.service, args.timeout, tls)
     if not args.quiet:
         if serving:
             print(status)

@@ -82,6 +82,15 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("listener.security.protocol.map", LI, _DEFAULT_SECURITY_MAP.split(",")),
     ConfigDef("inter.broker.listener.name", S, None),
     ConfigDef("admin.listeners", LI, ["127.0.0.1:9094"]),  # Skiff's gRPC admin API
+    # ... its TLS (PEM files), client certificates and who may call it unauthenticated
+    # (broker/admin/auth.py, docs/security.md)
+    ConfigDef("admin.ssl.certificate.location", S, None),
+    ConfigDef("admin.ssl.key.location", S, None),
+    ConfigDef("admin.ssl.truststore.location", S, None),
+    # Kafka's "requested" is not offered: grpcio cannot ask without requiring
+    ConfigDef("admin.ssl.client.auth", S, "none", one_of("none", "required")),
+    ConfigDef("admin.ssl.principal.mapping.rules", S, "DEFAULT"),
+    ConfigDef("admin.allow.unauthenticated", S, "none", one_of("none", "loopback")),
     # Skiff's Prometheus endpoint (docs/monitoring.md); empty: off
     ConfigDef("metrics.listeners", LI, ["127.0.0.1:9095"]),
     # Client telemetry (KIP-714, docs/monitoring.md): Kafka takes what to request from
@@ -191,6 +200,12 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000,
               at_least(1)),
     ConfigDef("producer.id.expiration.ms", INT, 86400000, at_least(1)),
+    # Client quotas (broker/quotas, docs/security.md): Kafka's sample windows of the byte-rate
+    # and request quotas, and of the controller mutation quota
+    ConfigDef("quota.window.num", INT, 11, at_least(1)),
+    ConfigDef("quota.window.size.seconds", INT, 1, at_least(1)),
+    ConfigDef("controller.quota.window.num", INT, 11, at_least(1)),
+    ConfigDef("controller.quota.window.size.seconds", INT, 1, at_least(1)),
     # Skiff's own: which API versions the client listener serves. kafka3 = from v0, every
     # version Kafka 3.9 served; kafka4 = Kafka 4's floors (KIP-896 removed the oldest).
     ConfigDef("skiff.min.api.versions", S, "kafka3", one_of("kafka3", "kafka4")),

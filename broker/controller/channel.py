@@ -78,6 +78,7 @@ from broker.controller.requests import (
 )
 from broker.controller.rpc import (
     allocate_producer_ids,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -219,6 +220,14 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.delete_acls(filters), lambda: delete_acls.request(filters),
             delete_acls, delete_acls.results_of, self._deadline(None), whole=True, sync=True)
+    async def alter_client_quotas(
+        self, alterations: Sequence[Any], validate_only: bool = False,
+    ) -> list[Any]:
+        return await self._call(
+            lambda s: s.alter_client_quotas(alterations, validate_only),
+            lambda: alter_client_quotas.request(alterations, validate_only),
+            alter_client_quotas, alter_client_quotas.results_of,
+            self._deadline(None), whole=True, sync=True)
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._call(

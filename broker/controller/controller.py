@@ -16,8 +16,9 @@ own module: ClusterControlManager (broker registration, heartbeats, liveness and
 cluster_control.py), ReplicationControlManager (topics, partitions, ISR changes,
 reassignments, elections; replication_control.py), ConfigurationControlManager
 (AlterConfigs, IncrementalAlterConfigs; configuration_control.py),
-ProducerIdControlManager (producer id blocks; producer_id_control.py) and AclControlManager
-(CreateAcls, DeleteAcls; acl_control.py). Controller is their
+ProducerIdControlManager (producer id blocks; producer_id_control.py), AclControlManager
+(CreateAcls, DeleteAcls; acl_control.py) and ClientQuotaControlManager (AlterClientQuotas;
+client_quota_control.py). Controller is their
 composition over one ControllerSettings, one seeded random source and the brokers' sessions.
 """
 
@@ -31,6 +32,7 @@ from typing import Any
 from broker import config as cfgmod
 from broker.config import NodeConfig
 from broker.controller.acl_control import AclControlManager
+from broker.controller.client_quota_control import ClientQuotaControlManager
 from broker.controller.cluster_control import ClusterControlManager, _BrokerSession
 from broker.controller.configuration_control import DYNAMIC_BROKER_KEYS as DYNAMIC_BROKER_KEYS
 from broker.controller.configuration_control import ConfigurationControlManager
@@ -78,7 +80,8 @@ class ControllerSettings:
 
 @dataclass
 class Controller(ClusterControlManager, ReplicationControlManager,
-                 ConfigurationControlManager, ProducerIdControlManager, AclControlManager):
+                 ConfigurationControlManager, ProducerIdControlManager, AclControlManager,
+                 ClientQuotaControlManager):
     settings: ControllerSettings
     # Required: the shell seeds it (random.Random(os.urandom(16)) in production, a fixed
     # seed in tests); a default would give every controller the same topic ids.

@@ -47,6 +47,7 @@ from broker.metadata import records as rec
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metrics.stats import Histogram
+from broker.quotas.core import entity_text
 from broker.security.authorizer import AclBinding, AclFilter
 
 log = structlog.get_logger(__name__)
@@ -192,6 +193,17 @@ class ControllerService:
         for r in results:
             for b in r.matching:
                 log.info("acl_deleted", acl=str(b))
+        return results
+
+    async def alter_client_quotas(
+        self, alterations: Sequence[Any], validate_only: bool = False,
+    ) -> list[Any]:
+        """client_quota_control.py: ClientQuota records."""
+        results: list[Any] = await self._run(
+            lambda image: self.controller.alter_client_quotas(image, alterations, validate_only))
+        for r in results:
+            if r.error is ErrorCode.none and not validate_only:
+                log.info("client_quotas_altered", entity=entity_text(r.entity))
         return results
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:

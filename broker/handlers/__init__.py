@@ -12,6 +12,7 @@ from types import ModuleType
 from broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     alter_user_scram_credentials,
@@ -114,6 +115,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     # transactions, the log side (issue 22)
     write_txn_markers,
     describe_producers,
+    alter_client_quotas,  # client quotas (broker/quotas)
 )
 
 

@@ -16,7 +16,8 @@ from broker.controller.requests import CreatePartitionsResult, CreatePartitionsT
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
-from broker.protocol.durations import NO_THROTTLE, to_ms
+from broker.handlers._quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
+from broker.protocol.durations import duration, to_ms
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -45,6 +46,20 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         assignments = None if t.assignments is None else \
             tuple(tuple(a.broker_ids) for a in t.assignments)
         wanted.append(CreatePartitionsTopic(t.name, t.count, assignments))
+    # controller_mutation_rate (KIP-599): the partitions added count; strict from v3
+    quota = MutationQuota(node, ctx, strict=ctx.api_version >= 3)
+    if not request.validate_only:
+        image = node.metadata
+        admitted = []
+        for w in wanted:
+            topic = image.topic(w.name)
+            if quota.admit(max(0, w.count - (topic.num_partitions if topic else 0))):
+                admitted.append(w)
+            else:
+                results[w.name] = CreatePartitionsResult(
+                    w.name, ErrorCode.throttling_quota_exceeded,
+                    THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+        wanted = admitted
     if wanted:
         try:
             done = await await_controller(
@@ -57,7 +72,8 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             for w in wanted:
                 results[w.name] = CreatePartitionsResult(w.name, exc.error_code,
                                                          exc.message or None)
-    return build(mod.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(
+    return build(mod.CreatePartitionsResponse, throttle_time=duration(quota.throttle_ms()),
+                 results=tuple(
         build(mod.CreatePartitionsTopicResult, name=n, error_code=results[n].error,
               error_message=results[n].message or None)
         for n in order

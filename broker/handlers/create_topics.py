@@ -1,4 +1,4 @@
-"""CreateTopics (API 19), versions 0-5.
+"""CreateTopics (API 19), versions 0-6.
 
 v0-v1 (dropped by Kafka 4.0, KIP-896): v0 has no validate_only (always creates) and answers
 only name and error code; v1 adds validate_only and error_message; v2 throttle time.
@@ -7,7 +7,9 @@ Each topic becomes a controller CreatableTopic; the controller validates names, 
 replication factor, assignments and configs, and answers once the records are committed
 and applied on this node. From v5 a created (or validated) topic's answer carries its
 partition count, replication factor and every topic config with its source, as Kafka's
-controller returns them to a client allowed to describe the topic's configs.
+controller returns them to a client allowed to describe the topic's configs. v6 (KIP-599)
+answers THROTTLING_QUOTA_EXCEEDED for a topic asked for while the controller mutation quota
+is exceeded (broker/handlers/_quotas.MutationQuota).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from broker.controller.requests import CreatableTopic, CreateTopicResult
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
-from broker.protocol.durations import NO_THROTTLE, to_ms
+from broker.handlers._quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
+from broker.protocol.durations import duration, to_ms
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -78,8 +81,21 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             results[t.name] = c
         else:
             to_create.append(c)
+    validate_only = bool(getattr(request, "validate_only", False))  # v1+
+    # controller_mutation_rate (KIP-599): the partitions created count; strict from v6
+    quota = MutationQuota(node, ctx, strict=ctx.api_version >= 6)
+    if not validate_only:
+        admitted = []
+        for c in to_create:
+            mutations = c.num_partitions if c.num_partitions > 0 else (
+                len(c.assignments) if c.assignments else node.config["num.partitions"])
+            if quota.admit(mutations):
+                admitted.append(c)
+            else:
+                results[c.name] = CreateTopicResult(c.name, ErrorCode.throttling_quota_exceeded,
+                                                    THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+        to_create = admitted
     if to_create:
-        validate_only = bool(getattr(request, "validate_only", False))  # v1+
         try:
             created = await await_controller(
                 lambda: node.controller.create_topics(to_create, validate_only=validate_only),
@@ -119,4 +135,5 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             replication_factor=r.replication_factor if ok else -1,
             configs=configs,
         ))
-    return build(mod.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+    return build(mod.CreateTopicsResponse, throttle_time=duration(quota.throttle_ms()),
+                 topics=tuple(topics))

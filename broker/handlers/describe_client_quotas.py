@@ -1,8 +1,8 @@
-"""DescribeClientQuotas (API 48), version 0.
-
-Skiff enforces no client quotas yet, so the truthful answer is an empty list.
-kafka-python and aiokafka also use this API's presence to infer a broker >= 2.6.
-"""
+"""DescribeClientQuotas (API 48), versions 0-1: the client quotas of the metadata image that
+match the request's filter (broker/controller/client_quota_control.describe_client_quotas
+has Kafka's filter semantics). A bad filter fails the whole request with its error code and
+message and no entries. kafka-python and aiokafka also use this API's presence to infer a
+broker >= 2.6."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.client_quota_control import (
+    DescribeError,
+    FilterComponent,
+    describe_client_quotas,
+)
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -22,7 +27,17 @@ API_KEY = 48
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
-    return build(
-        mod.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none, error_message=None, entries=(),
-    )
+    components = [FilterComponent(c.entity_type, int(c.match_type), c.match)
+                  for c in request.components]
+    try:
+        found = describe_client_quotas(node.metadata, components, bool(request.strict))
+    except DescribeError as exc:
+        return build(mod.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,
+                     error_code=exc.code, error_message=exc.message, entries=None)
+    entries = tuple(
+        mod.EntryData(
+            entity=tuple(mod.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+            values=tuple(mod.ValueData(key=k, value=float(v)) for k, v in sorted(values.items())))
+        for entity, values in found)
+    return build(mod.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,
+                 error_code=ErrorCode.none, error_message=None, entries=entries)

@@ -42,6 +42,7 @@ from broker.handlers._leader_hints import (
     leader_endpoints,
     not_hosted_error,
 )
+from broker.handlers._quotas import now_ms, who
 from broker.protocol.fetch_encoder import (
     FetchPartition,
     FetchResponseData,
@@ -158,10 +159,19 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     # KIP-392: consumers of v11+ may read from a follower, and the leader may send them to
     # one in their rack.
     client_rack = request.rack_id if version >= 11 and replica_id < 0 else None
+    max_bytes = getattr(request, "max_bytes", _NO_MAX_BYTES)
+    user, client_id = who(ctx)
+    if replica_id < 0:
+        # consumer_byte_rate: one answer holds at most what the quota still allows now
+        # (Kafka caps it at getMaxValueInQuotaWindow; Skiff also takes off what the window
+        # already holds, so answers are sized to the rate); followers are not held to
+        # client quotas. One batch always goes out, as max_bytes says.
+        headroom = node.quotas.fetch.headroom(image.client_quotas, user, client_id, now_ms())
+        max_bytes = min(max_bytes, max(1, int(min(headroom, _NO_MAX_BYTES))))
     results = await node.replicas.fetch(
         wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
         max_wait_ms=0 if unknown_ids or refused else int(request.max_wait.total_seconds() * 1000),
-        min_bytes=request.min_bytes, max_bytes=getattr(request, "max_bytes", _NO_MAX_BYTES),
+        min_bytes=request.min_bytes, max_bytes=max_bytes,
         isolation_level=int(getattr(request, "isolation_level", 0)),
     )
     down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
@@ -200,5 +210,18 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     if version >= 16 and leaders:
         endpoints = [NodeEndpoint(b, host, port, rack) for b, host, port, rack
                      in leader_endpoints(image, ctx.listener_name, leaders)]
-    return encode_fetch_response(version, FetchResponseData(
+    response = encode_fetch_response(version, FetchResponseData(
         topics=topics, node_endpoints=endpoints))
+    if replica_id < 0:
+        quotas = node.metadata.client_quotas
+        throttle_ms = node.quotas.fetch.record(quotas, user, client_id, response.size, now_ms())
+        if throttle_ms > 0:
+            # Over consumer_byte_rate: as Kafka does, take the bytes back and answer an
+            # empty response carrying the throttle time; the server mutes the connection
+            # that long after sending it (KIP-219) and the consumer fetches the same
+            # offsets again afterwards.
+            node.quotas.fetch.unrecord(quotas, user, client_id, response.size, now_ms())
+            response = encode_fetch_response(version, FetchResponseData(
+                topics=(), throttle_time_ms=throttle_ms))
+            response.throttle_ms = throttle_ms
+    return response

@@ -32,6 +32,7 @@ from broker.handlers._leader_hints import (
     leader_endpoints,
     not_hosted_error,
 )
+from broker.handlers._quotas import now_ms, who
 from broker.log import AppendResult
 from broker.protocol.frames import ResponseChunks
 from broker.protocol.produce_encoder import (
@@ -47,6 +48,7 @@ from broker.protocol.records import (
     TRANSACTIONAL_MASK,
 )
 from broker.protocol.wire import NodeEndpoint
+from broker.server.dispatch import NoResponse
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -76,7 +78,8 @@ def has_transactional_batch(records: bytes | memoryview) -> bool:
     return False
 
 
-async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks | None:
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any
+                 ) -> ResponseChunks | NoResponse | None:
     acks = request.acks
     entries: dict[tuple[str, int], bytes | memoryview] = {}
     errors: dict[tuple[str, int], KafkaError] = {}
@@ -120,8 +123,16 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
         ):
             log.info("produce_rejected", topic=key[0], partition=key[1],
                      error=result.error_code.name, reason=result.message, client=ctx.client_id)
+    # producer_byte_rate (broker/quotas): the bytes count whether or not they were appended,
+    # as Kafka records the request's size; over the quota, the answer carries the throttle
+    # time and the server mutes the connection that long after sending it (KIP-219).
+    user, client_id = who(ctx)
+    throttle_ms = node.quotas.produce.record(
+        node.metadata.client_quotas, user, client_id,
+        sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data),
+        now_ms())
     if acks == 0:
-        return None
+        return NoResponse(throttle_ms) if throttle_ms else None
 
     version = ctx.api_version
     hints = version >= 10
@@ -155,4 +166,5 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
         NodeEndpoint(b, host, port, rack)
         for b, host, port, rack in leader_endpoints(image, ctx.listener_name, leaders)
     ] if leaders else []
-    return ResponseChunks([encode_produce_response(version, topics, 0, endpoints)])
+    return ResponseChunks([encode_produce_response(version, topics, throttle_ms, endpoints)],
+                          throttle_ms=throttle_ms)

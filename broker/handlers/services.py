@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from broker.controller.channel import ControllerChannel
     from broker.log import LogManager
     from broker.metadata.image import MetadataImage
+    from broker.quotas.core import Quotas
     from broker.replication import ReplicaManager
 
 
@@ -25,6 +26,7 @@ class BrokerServices(Protocol):
     logs: LogManager  # the partitions' logs, for DescribeLogDirs
     replicas: ReplicaManager  # produce, fetch, offsets, DeleteRecords
     controller: ControllerChannel  # the way to the active controller
+    quotas: Quotas  # client quotas measured on this broker (broker/quotas)
 
     @property
     def metadata(self) -> MetadataImage:

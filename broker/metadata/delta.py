@@ -21,6 +21,8 @@ Record types and their effect (one place, as the state machine's transition list
   remove_user_scram_credential  drop it
   access_control_entry       add an ACL under its id (an id already present is a corrupt log)
   remove_access_control_entry  drop the ACL with that id (absent: corrupt log)
+  client_quota               set an entity's quota key, or drop it (remove); an entity left
+                             with no keys is dropped
   no_op                      nothing
 
 A record that does not fit the image raises InvalidRecordError: the log is
@@ -48,8 +50,10 @@ from broker.metadata.records import (
     RESOURCE_TOPIC,
     SCRAM_MECHANISM_NAMES,
     InvalidRecordError,
+    client_quota_entity,
     uuid_from_bytes,
 )
+from broker.quotas.core import QuotaEntity, validate_entity
 from broker.security.authorizer import (
     AclBinding,
     AclOperation,
@@ -104,6 +108,8 @@ class MetadataDelta:
         self._features: dict[str, int] | None = None
         self._scram: dict[tuple[str, str], ScramCredential] | None = None
         self._acls: dict[uuid.UUID, AclBinding] | None = None
+        self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
+        self.changed_client_quotas = False
         self._next_producer_id = image.next_producer_id
         self._last_broker_epoch = image.last_broker_epoch
         # what changed, for listeners
@@ -185,6 +191,8 @@ class MetadataDelta:
             last_broker_epoch=self._last_broker_epoch,
             scram_credentials=self._scram if self._scram is not None else b.scram_credentials,
             acls=self._acls if self._acls is not None else b.acls,
+            client_quotas=({e: v for e, v in self._quotas.items() if v}
+                           if self._quotas is not None else b.client_quotas),
         )
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
@@ -448,6 +456,19 @@ class MetadataDelta:
         acl_id = uuid_from_bytes(r.id)
         if self._acls_w().pop(acl_id, None) is None:
             raise InvalidRecordError(f"no ACL with id {acl_id} to remove")
+    def _client_quota(self, r: Any) -> None:
+        if self._quotas is None:
+            self._quotas = {e: dict(v) for e, v in self.base.client_quotas.items()}
+        entity = client_quota_entity(r)
+        problem = validate_entity(entity)
+        if problem is not None:
+            raise InvalidRecordError(f"client quota record: {problem}")
+        values = self._quotas.setdefault(entity, {})
+        if r.remove:
+            values.pop(r.key, None)
+        else:
+            values[r.key] = r.value
+        self.changed_client_quotas = True
 
     def _no_op(self, r: Any) -> None:
         return None
@@ -476,6 +497,7 @@ _HANDLERS: dict[str, Any] = {
     "remove_user_scram_credential": MetadataDelta._remove_user_scram_credential,
     "access_control_entry": MetadataDelta._access_control_entry,
     "remove_access_control_entry": MetadataDelta._remove_access_control_entry,
+    "client_quota": MetadataDelta._client_quota,
     "no_op": MetadataDelta._no_op,
 }
 

@@ -19,6 +19,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.quotas.core import QuotaMap
 from broker.security.authorizer import AclBinding, AclIndex
 from broker.security.scram import ScramCredential
 
@@ -110,6 +111,8 @@ class MetadataImage:
     scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)
     # ACL id -> ACL: Kafka's AccessControlEntryRecord
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
+    # client quota entity -> {key: value}: Kafka's ClientQuotaRecord (broker/quotas/core.py)
+    client_quotas: QuotaMap = field(default_factory=dict)
 
     @staticmethod
     def empty(cluster_id: str = "") -> MetadataImage:

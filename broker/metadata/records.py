@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from broker.quotas.core import QuotaEntity, make_entity
 from broker.security.authorizer import AclBinding
 from broker.util import protogen
 
@@ -169,6 +170,24 @@ def access_control_entry_record(acl_id: uuid.UUID, binding: AclBinding) -> Any:
 
 def remove_access_control_entry_record(acl_id: uuid.UUID) -> Any:
     return wrap(pb.RemoveAccessControlEntry(id=acl_id.bytes))
+def client_quota_record(entity: QuotaEntity, key: str, value: float | None) -> Any:
+    """Kafka's ClientQuotaRecord: set `key` on `entity`, or remove it when value is None."""
+    msg = pb.ClientQuota(key=key)
+    for entity_type, name in entity:
+        data = msg.entity.add(entity_type=entity_type)
+        if name is not None:
+            data.entity_name = name
+    if value is None:
+        msg.remove = True
+    else:
+        msg.value = value
+    return wrap(msg)
+
+
+def client_quota_entity(r: Any) -> QuotaEntity:
+    """The entity of a ClientQuota record (absent names are default entities)."""
+    return make_entity(
+        (d.entity_type, d.entity_name if d.HasField("entity_name") else None) for d in r.entity)
 
 
 def producer_ids_record(broker_id: int, broker_epoch: int, next_producer_id: int) -> Any:

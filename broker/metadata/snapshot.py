@@ -78,7 +78,16 @@ def image_to_records(image: MetadataImage) -> list[Any]:
                                                     c.server_key, c.iterations))
     for acl_id in sorted(image.acls):
         out.append(rec.access_control_entry_record(acl_id, image.acls[acl_id]))
+    for entity in sorted(image.client_quotas, key=_entity_order):
+        values = image.client_quotas[entity]
+        for key in sorted(values):
+            out.append(rec.client_quota_record(entity, key, values[key]))
     return out
+
+
+def _entity_order(entity: Any) -> tuple[tuple[str, str, str], ...]:
+    # None (a default entity) sorts before every name
+    return tuple((t, "0" if n is None else "1", n or "") for t, n in entity)
 
 
 def image_from_records(records: list[Any], cluster_id: str = "", offset: int = -1,

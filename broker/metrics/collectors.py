@@ -572,6 +572,41 @@ def _group_offsets(gid: str, g: Any, n_members: int, replicas: Any,
 # ---- the whole node -------------------------------------------------------------------
 
 
+# (manager attribute, MBean type as the JMX exporter lowers it, attribute, help)
+QUOTA_METRICS = (
+    ("produce", "produce", "byte_rate", "Bytes/s produced, per quota sensor (Produce byte-rate)"),
+    ("fetch", "fetch", "byte_rate", "Bytes/s fetched by consumers, per quota sensor "
+                                    "(Fetch byte-rate)"),
+    ("request", "request", "request_time", "Handler time as % of one thread, per quota "
+                                           "sensor (Request request-time)"),
+    ("controller_mutation", "controllermutation", "mutation_rate",
+     "Partitions created or deleted per second, per quota sensor (ControllerMutation "
+     "mutation-rate)"),
+)
+
+
+def quota_families(quotas: Any, now_ms: int) -> list[Metric]:
+    """Client quotas (broker/quotas): the rate of every sensor a quota created, labelled as
+    Kafka's quota MBeans are (user, client-id: empty when the quota is not per that part),
+    and Skiff's counts of throttled answers."""
+    out: list[Metric] = []
+    throttled = CounterMetricFamily("skiff_quota_throttled", "Answers throttled by a client "
+                                    "quota", labels=["type"])
+    throttle_ms = CounterMetricFamily("skiff_quota_throttle_ms", "Milliseconds of throttle "
+                                      "time given by a client quota", labels=["type"])
+    for attr, mbean, name, help_text in QUOTA_METRICS:
+        manager = getattr(quotas, attr)
+        fam = GaugeMetricFamily(f"kafka_server_{mbean}_{name}", help_text,
+                                labels=["user", "client_id"])
+        for (user, client_id), sensor in sorted(manager.sensors.items()):
+            fam.add_metric([user, client_id], sensor.rate(now_ms))
+        out.append(fam)
+        throttled.add_metric([mbean], manager.throttled)
+        throttle_ms.add_metric([mbean], manager.throttle_ms_total)
+    out.extend((throttled, throttle_ms))
+    return out
+
+
 def node_families(node: Any) -> list[Metric]:
     """Every family for one node, from whatever of it is running."""
     out: list[Metric] = []
@@ -594,6 +629,8 @@ def node_families(node: Any) -> list[Metric]:
         out.extend(replica_families(node.replicas, image))
     if node.config.is_broker and hasattr(node, "fetchers"):
         out.extend(fetcher_families(node.fetchers))
+    if node.config.is_broker and getattr(node, "quotas", None) is not None:
+        out.extend(quota_families(node.quotas, time.monotonic_ns() // 1_000_000))
     applied_ts = node.publisher.last_applied_timestamp if image is not None else 0
     now_ms = int(time.time() * 1000)
     if image is not None:

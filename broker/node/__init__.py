@@ -44,6 +44,7 @@ from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.group.shell import GroupCoordinatorService
 from broker.handlers import BROKER_HANDLERS, broker_dispatcher
+from broker.handlers._quotas import RequestTimeQuota
 from broker.handlers.init_producer_id import node_producer_ids
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
@@ -53,6 +54,7 @@ from broker.metrics.stats import NodeStats
 from broker.metrics.telemetry import TelemetryStore
 from broker.node.quorum import MetadataQuorumDriver, controller_api_table
 from broker.protocol.api import BROKER_APIS, floors_table
+from broker.quotas.core import Quotas
 from broker.replication import (
     ClusterView,
     ReplicaFetcherManager,
@@ -106,6 +108,10 @@ class Node:
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: Any = None
         self.election_counter: Any = None
+        self.quotas = Quotas(
+            config["quota.window.num"], config["quota.window.size.seconds"] * 1000,
+            config["controller.quota.window.num"],
+            config["controller.quota.window.size.seconds"] * 1000)
         self.telemetry = TelemetryStore(
             list(config["client.telemetry.metrics"]),
             config["client.telemetry.push.interval.ms"], config["telemetry.max.bytes"])
@@ -213,7 +219,9 @@ class Node:
             self.txn_coordinator.start()
             self.broker_server = Server(
                 self, self._broker_listeners(), server_config,
-                stats=self.stats.server if self.stats is not None else None)
+                stats=self.stats.server if self.stats is not None else None,
+                request_quota=RequestTimeQuota(lambda: self.metadata.client_quotas,
+                                               self.quotas.request))
             await self.broker_server.start()
         else:
             self.ready.set()
@@ -529,4 +537,6 @@ def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str,
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
+        # the admin plane without credentials, for callers on this host only
+        "admin.allow.unauthenticated": "loopback",
     }

@@ -236,8 +236,8 @@ BROKER_APIS = ApiTable.of(
     (LIST_OFFSETS, 0, 7),
     (METADATA, 0, 12),
     (API_VERSIONS, 0, 4),
-    (CREATE_TOPICS, 0, 5),
-    (DELETE_TOPICS, 0, 4),
+    (CREATE_TOPICS, 0, 6),
+    (DELETE_TOPICS, 0, 5),
     (DELETE_RECORDS, 0, 2),
     (INIT_PRODUCER_ID, 0, 4),
     (OFFSET_FOR_LEADER_EPOCH, 0, 4),
@@ -269,7 +269,8 @@ BROKER_APIS = ApiTable.of(
     (DESCRIBE_LOG_DIRS, 0, 4),
     (CREATE_PARTITIONS, 0, 3),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),
-    (DESCRIBE_CLIENT_QUOTAS, 0, 0),
+    (DESCRIBE_CLIENT_QUOTAS, 0, 1),
+    (49, 0, 1),  # AlterClientQuotas, sent on to the active controller
     (DESCRIBE_CLUSTER, 0, 1),
     # sent on to the active controller (KIP-460, KIP-455)
     (ELECT_LEADERS, 0, 2),

@@ -61,13 +61,16 @@ def chunk_length(chunk: Chunk) -> int:
 
 
 class ResponseChunks:
-    """A response body as bytes and file slices, in wire order; `size` is its total length."""
+    """A response body as bytes and file slices, in wire order; `size` is its total length.
+    `throttle_ms`: the throttle time the body carries, for the server to mute the
+    connection that long after sending it (KIP-219)."""
 
-    __slots__ = ("_parts", "size")
+    __slots__ = ("_parts", "size", "throttle_ms")
 
-    def __init__(self, parts: Iterable[Chunk] = ()) -> None:
+    def __init__(self, parts: Iterable[Chunk] = (), throttle_ms: int = 0) -> None:
         self._parts: list[Chunk] = []
         self.size = 0
+        self.throttle_ms = throttle_ms
         for p in parts:
             self.append(p)
 

@@ -235,3 +235,11 @@ class ScramClient:
             raise ScramError(f"server refused: {attrs['e']}")
         if base64.b64decode(attrs.get("v", "")) != self._server_sig:
             raise ScramError("server signature mismatch")
+
+
+def verify_password(cred: ScramCredential, password: str) -> bool:
+    """Whether `password` is the one `cred` was made from (its stored key matches), in
+    constant time: for callers that receive the password itself over TLS (the admin plane)
+    rather than running the SCRAM exchange."""
+    mine = credential(cred.mechanism, password, cred.salt, cred.iterations)
+    return hmac.compare_digest(mine.stored_key, cred.stored_key)

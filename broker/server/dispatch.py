@@ -3,7 +3,8 @@
 A handler is ``async def handle(node, ctx, request) -> response | ResponseChunks | None``:
 `request` is the kio request entity of ``ctx.api_version``; the response is the kio response
 entity of the same API and version, or ResponseChunks (a body spliced from files), or None
-when the client expects no answer (Produce with acks=0).
+when the client expects no answer (Produce with acks=0), or NoResponse(throttle_ms) for
+that case when the client went over a quota.
 
 When a handler raises `KafkaError`, the connection gets `error_response(ctx, request, code)`
 if the handler module defines one (most APIs carry per-partition or top-level error codes that
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -25,9 +26,29 @@ from broker.protocol.frames import ResponseChunks
 from broker.server.context import RequestContext
 
 Response = Any  # a kio ResponsePayload of the request's api and version
-HandlerResult = Response | ResponseChunks | None
+
+
+@dataclass(frozen=True, slots=True)
+class NoResponse:
+    """No answer (Produce with acks=0), but mute the connection for `throttle_ms` as a
+    throttled answer would (KIP-219)."""
+
+    throttle_ms: int
+
+
+HandlerResult = Response | ResponseChunks | NoResponse | None
 Handler = Callable[[Any, RequestContext, Any], Awaitable[HandlerResult]]
 ErrorResponder = Callable[[RequestContext, Any, ErrorCode], Response]
+
+
+class RequestQuota(Protocol):
+    """request_percentage (broker/quotas): the server measures a handler's time on the
+    event loop (the share of an IO thread Kafka measures) when `applies(ctx)`, and
+    `record(ctx, busy_s)` answers the throttle time owed."""
+
+    def applies(self, ctx: RequestContext) -> bool: ...
+
+    def record(self, ctx: RequestContext, busy_s: float) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,13 @@ queued or running; at either cap the reader pauses the socket and TCP pushes bac
 client. When the peer shuts its side down, the answers already owed are still written.
 A connection with nothing in flight and no bytes moved for `connections.max.idle.ms` is closed.
 
+Quotas (KIP-219): an answer that carries a throttle time (a kio response's throttle_time,
+ResponseChunks.throttle_ms, NoResponse for acks=0) is sent at once, then the connection is
+muted for that long: nothing more is read and nothing more is written. With a
+request_percentage quota in force for the request (`request_quota`), the handler's time on
+the event loop is measured step by step (_Timed) and its throttle time, when larger,
+replaces a kio response's throttle_time (ResponseChunks keep theirs; the mute is the larger).
+
 Kafka's answers to bad requests: an ApiVersions request of an unsupported version gets a v0
 ApiVersions response with UNSUPPORTED_VERSION and our ranges; any other unknown API key,
 unsupported version or unparseable frame is logged and the connection is closed (after the
@@ -39,6 +46,7 @@ from broker.errors import KafkaError
 from broker.metrics.stats import ServerStats
 from broker.protocol import api
 from broker.protocol.api import ApiTable
+from broker.protocol.durations import duration, to_ms
 from broker.protocol.frame_reader import FrameReader
 from broker.protocol.frames import ResponseChunks, ZeroCopyWriter
 from broker.protocol.headers import (
@@ -54,7 +62,7 @@ from broker.security.principal import ANONYMOUS, MappingRuleError
 from broker.security.sasl import SaslConfig
 from broker.security.tls import ServerTls
 from broker.server.context import RequestContext
-from broker.server.dispatch import Dispatcher, HandlerEntry
+from broker.server.dispatch import Dispatcher, HandlerEntry, NoResponse, RequestQuota
 from broker.server.old_versions import OldVersionLog
 
 log = structlog.get_logger("skiff.server")
@@ -108,6 +116,45 @@ class _Close:
         self.reason = reason
 
 
+class _Timed:
+    """Wraps a handler's coroutine and adds up the time each of its steps runs on the loop
+    (the time Kafka's request quota counts on an IO thread; waits are not counted)."""
+
+    __slots__ = ("busy", "coro")
+
+    def __init__(self, coro: Any) -> None:
+        self.coro = coro
+        self.busy = 0.0
+
+    def __await__(self) -> Any:
+        coro = self.coro
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            t0 = time.perf_counter()
+            try:
+                step = coro.throw(error) if error is not None else coro.send(value)
+            except StopIteration as stop:
+                self.busy += time.perf_counter() - t0
+                return stop.value
+            except BaseException:
+                self.busy += time.perf_counter() - t0
+                raise
+            self.busy += time.perf_counter() - t0
+            try:
+                value, error = (yield step), None
+            except BaseException as e:  # delivered into the coroutine at its next step
+                value, error = None, e
+
+
+def _finished(pending: _Pending, _task: object) -> None:
+    pending.done_at = time.monotonic()
+
+
+async def _run_timed(timed: _Timed) -> Any:
+    return await timed
+
+
 @dataclass(slots=True)
 class _Pending:
     ctx: RequestContext
@@ -119,6 +166,8 @@ class _Pending:
     started: float = 0.0  # ... when the handler took its first step
     done: float = 0.0  # ... when the handler returned or raised
     ready: float = 0.0  # ... when the write loop took the answer (its turn came)
+    timed: _Timed | None = None  # the handler's busy time, under a request quota
+    done_at: float = 0.0  # time.monotonic() when the handler finished
 
 
 # Stands for a request's task between its _Pending and the task that needs that _Pending.
@@ -145,10 +194,12 @@ class Server:
         config: ServerConfig | None = None,
         on_connection_closed: Callable[[str], None] | None = None,
         stats: ServerStats | None = None,
+        request_quota: RequestQuota | None = None,
     ) -> None:
         """`on_connection_closed(connection_id)` runs once for each connection that ends,
         whatever ended it (the controller fences a broker whose heartbeats came on it).
-        `stats` (broker/metrics) gets the request and connection counters; None: none kept."""
+        `stats` (broker/metrics) gets the request and connection counters; None: none kept.
+        `request_quota`: request_percentage quotas (None: none measured)."""
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
@@ -157,6 +208,7 @@ class Server:
         self.old_versions = OldVersionLog()
         self.on_connection_closed = on_connection_closed
         self.stats = stats
+        self.request_quota = request_quota
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
@@ -261,6 +313,10 @@ class _Connection:
         self.stats = server.stats
         self.lstats = None if server.stats is None else server.stats.listener(listener.spec.name)
         self.principal = ANONYMOUS
+        self.muted_until = 0.0  # time.monotonic(): read nothing before (KIP-219)
+        self.muted = False
+        self.throttle_ms = 0  # the throttle time of the answer just written
+        self.closed = asyncio.Event()
         self.sasl = None if listener.spec.sasl is None else \
             sasl.SaslSession(listener.spec.sasl, _now_ms)
 
@@ -315,6 +371,8 @@ class _Connection:
         """Room for one more request of `size` bytes? (One frame of any allowed size is
         always let in when nothing is in flight.)"""
         config = self.server.config
+        if self.muted:
+            return False  # muted while throttled; the write loop releases the reader
         if self.sasl is not None and not self.sasl.authenticated \
                 and size > SASL_SERVER_MAX_RECEIVE_SIZE:
             # Kafka's sasl.server.max.receive.size: nothing large before authentication.
@@ -405,14 +463,19 @@ class _Connection:
                   api_version=ctx.api_version, correlation_id=ctx.correlation_id,
                   client_id=ctx.client_id)
         if self.stats is None:
-            task = asyncio.ensure_future(entry.handle(self.server.node, ctx, parsed.body))
-            pending = _Pending(ctx, parsed.body, entry, task, len(frame))
+            coro = entry.handle(self.server.node, ctx, parsed.body)
+            pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame))
         else:
             self.stats.request(peek.api_key, peek.api_version)
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame),
                                received=self.last_active)  # _on_frame's clock read
-            task = pending.task = asyncio.ensure_future(
-                self._timed(entry, ctx, parsed.body, pending))
+            coro = self._timed(entry, ctx, parsed.body, pending)
+        quota = self.server.request_quota
+        timed = _Timed(coro) if quota is not None and quota.applies(ctx) else None
+        pending.timed = timed
+        task = pending.task = asyncio.ensure_future(
+            coro if timed is None else _run_timed(timed))
+        task.add_done_callback(functools.partial(_finished, pending))
         self._track(task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
@@ -492,7 +555,10 @@ class _Connection:
                 self._close(item.reason)
                 return
             try:
+                self.throttle_ms = 0
                 ok = await self._answer(item)
+                if ok and self.throttle_ms > 0:
+                    await self._mute(item.done_at + self.throttle_ms / 1000)
             finally:
                 self.inflight -= 1
                 self.inflight_bytes -= item.size
@@ -504,6 +570,41 @@ class _Connection:
             if not ok:
                 self._close("request failed")
                 return
+
+    async def _mute(self, until: float) -> None:
+        """KIP-219: after a throttled answer, read and write nothing until `until` (the
+        time its handler finished plus its throttle time: pipelined answers, each throttled
+        for the same bytes, must not add up their mutes)."""
+        self.muted_until = max(self.muted_until, until)
+        wait = self.muted_until - time.monotonic()
+        if wait > 0:
+            # A flag, not a clock test, in _admit: the timer may fire a hair before the
+            # deadline, and a reader held then would wait for a release that never comes.
+            self.muted = True
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.closed.wait(), wait)
+            finally:
+                self.muted = False
+
+    def _throttle(self, p: _Pending, result: Any) -> Any:
+        """Note the answer's throttle time (and the request quota's) for the mute; a kio
+        response gets the larger one in its throttle_time."""
+        if isinstance(result, NoResponse | ResponseChunks):
+            own = result.throttle_ms
+        else:
+            own = to_ms(getattr(result, "throttle_time", None), 0)
+        request_ms = 0
+        quota = self.server.request_quota
+        if p.timed is not None and quota is not None:
+            request_ms = quota.record(p.ctx, p.timed.busy)
+        if request_ms > own and not isinstance(result, NoResponse | ResponseChunks) \
+                and hasattr(result, "throttle_time"):
+            import dataclasses
+
+            result = dataclasses.replace(result, throttle_time=duration(request_ms))
+        self.throttle_ms = max(own, request_ms)
+        return result
 
     async def _answer(self, p: _Pending) -> bool:
         ctx = p.ctx
@@ -524,9 +625,14 @@ class _Connection:
             self.log.exception("handler failed, closing connection",
                           api=api.api_name(ctx.api_key), api_version=ctx.api_version)
             return False
+        now = time.monotonic()
         if p.received:
-            p.ready = time.monotonic()
-        if result is None:
+            p.ready = now
+        if not p.done_at:
+            p.done_at = now
+        if result is not None:
+            result = self._throttle(p, result)
+        if result is None or isinstance(result, NoResponse):
             return True
         if self.transport is None or self.transport.is_closing():
             return False
@@ -599,6 +705,7 @@ class _Connection:
         if self.closing:
             return
         self.closing = True
+        self.closed.set()
         self.log.debug("connection closed", reason=reason)
         if self.idle_timer is not None:
             self.idle_timer.cancel()

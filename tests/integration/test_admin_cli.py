@@ -199,6 +199,41 @@ def test_configs_errors(server: ServerThread) -> None:
     assert "FAILED_PRECONDITION" in line
 
 
+def test_quotas_alter_describe_and_errors(server: ServerThread) -> None:
+    from broker.quotas.core import entity
+
+    out = ok(skiff(server, "quotas", "alter", "--user", "alice", "--client", "app",
+                   "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048"))
+    assert "Updated quotas of user=alice, client-id=app" in out
+    ok(skiff(server, "quotas", "alter", "--user-defaults",
+             "--add-config", "request_percentage=12.5"))
+    quotas = server.node.metadata.client_quotas
+    assert quotas[entity(user="alice", client_id="app")] == {
+        "producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0}
+    assert quotas[entity(user=None)] == {"request_percentage": 12.5}
+    rows = ok(skiff(server, "quotas", "describe", "--user", "alice")).splitlines()
+    assert rows[0].split() == ["ENTITY", "QUOTAS"]
+    assert "consumer_byte_rate=2048,producer_byte_rate=1024" in rows[1]
+    assert len(rows) == 2
+    doc = json.loads(ok(skiff(server, "quotas", "describe", "--user-defaults", "--strict",
+                              "-o", "json")))
+    assert doc["entries"] == [{"entity": [{"entity_type": "user"}],
+                               "values": {"request_percentage": 12.5}}]
+    ok(skiff(server, "quotas", "alter", "--user", "alice", "--client", "app",
+             "--delete-config", "producer_byte_rate"))
+    assert server.node.metadata.client_quotas[entity(user="alice", client_id="app")] == {
+        "consumer_byte_rate": 2048.0}
+    # Kafka's validation, answered as INVALID_ARGUMENT (exit 2); nothing changes
+    line = failed(skiff(server, "quotas", "alter", "--user", "bob",
+                        "--add-config", "producer_byte_rate=1.5"), 2)
+    assert "must be a Long value" in line
+    line = failed(skiff(server, "quotas", "alter", "--ip", "10.0.0.1", "--user", "x",
+                        "--add-config", "connection_creation_rate=3"), 2)
+    assert "IP entity should not be combined" in line
+    assert entity(user="bob") not in server.node.metadata.client_quotas
+    failed(skiff(server, "quotas", "alter", "--user", "bob"), 2)
+
+
 # ---- partitions --------------------------------------------------------------------------
 
 

@@ -228,6 +228,7 @@ class Cluster:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": str(node.directory / "logs"),
             "admin.listeners": node.admin_address,
+            "admin.allow.unauthenticated": "loopback",
             "metrics.listeners": node.metrics_address,
         }
         if node.is_broker:

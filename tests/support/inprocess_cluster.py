@@ -39,6 +39,7 @@ from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.protocol.records import Record, build_batch
+from broker.quotas.core import Quotas
 from broker.replication import ReplicaManager
 from broker.replication.cluster_view import ClusterView
 from broker.replication.fetcher import ReplicaFetcherManager
@@ -74,6 +75,7 @@ class Broker:
         self.cluster_id = CLUSTER_ID
         self.broker_epoch = -1
         self.rack = f"rack{node_id}"
+        self.quotas = Quotas()
         self.logs = LogManager([cluster.tmp / f"b{node_id}"], LogConfig(), now_ms)
         self.logs.load()
         # Wired as the Node does.

@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # floor -> package prefixes (the longest prefix that matches a module decides its floor)
 FLOORS: dict[int, tuple[str, ...]] = {
     1: ("broker.errors", "broker.util", "broker.protocol", "broker.config", "broker.logsetup",
-        "broker.log", "broker.metrics.stats", "broker.security"),
+        "broker.log", "broker.metrics.stats", "broker.security", "broker.quotas"),
     2: ("raft.core", "raft.roles", "raft.messages", "raft.store", "raft.control", "raft.config"),
     3: ("raft.driver", "raft.kafka_messages", "raft.stores", "raft.eventloop",
         "broker.metadata", "broker.replication", "broker.group", "broker.txn", "broker.controller",

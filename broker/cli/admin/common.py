@@ -7,6 +7,7 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -25,17 +26,111 @@ class UsageError(Exception):
 # ---- plumbing ------------------------------------------------------------------------
 
 
-class Client:
-    """Stubs over one channel; every call has the command's deadline."""
+@dataclass(frozen=True)
+class AdminCredentials:
+    """How the CLI meets the admin plane's TLS and authentication (broker/admin/auth.py):
+    PEM files, and SCRAM credentials sent as call metadata."""
 
-    def __init__(self, address: str, timeout_s: float) -> None:
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    username: str | None = None
+    password: str | None = None
+    mechanism: str = "SCRAM-SHA-512"
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ssl_ca or self.ssl_cert)
+
+    @staticmethod
+    def from_args(args: Any) -> AdminCredentials:
+        """--ssl-ca/--ssl-cert/--ssl-key/--username/--password, over the --command-config
+        properties file (keys ssl.ca.location, ssl.certificate.location, ssl.key.location,
+        username, password, sasl.mechanism)."""
+        props: dict[str, str] = {}
+        path = getattr(args, "command_config", None)
+        if path:
+            from broker.config import parse_properties
+
+            try:
+                with open(path, encoding="utf-8") as f:
+                    props = parse_properties(f.read())
+            except OSError as exc:
+                raise UsageError(f"--command-config {path}: {exc.strerror}") from None
+            known = {"ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
+                     "username", "password", "sasl.mechanism"}
+            unknown = sorted(set(props) - known)
+            if unknown:
+                raise UsageError(f"--command-config {path}: unknown keys {', '.join(unknown)} "
+                                 f"(known: {', '.join(sorted(known))})")
+
+        def pick(attr: str, key: str) -> str | None:
+            value = getattr(args, attr, None)
+            return value if value is not None else props.get(key)
+
+        creds = AdminCredentials(
+            pick("ssl_ca", "ssl.ca.location"), pick("ssl_cert", "ssl.certificate.location"),
+            pick("ssl_key", "ssl.key.location"), pick("username", "username"),
+            pick("password", "password"), props.get("sasl.mechanism", "SCRAM-SHA-512"))
+        if bool(creds.ssl_cert) != bool(creds.ssl_key):
+            raise UsageError("--ssl-cert and --ssl-key go together")
+        if (creds.username is None) != (creds.password is None):
+            raise UsageError("--username and --password go together")
+        return creds
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        if self.username is None or self.password is None:
+            return ()
+        return (("skiff-user", self.username), ("skiff-password", self.password),
+                ("skiff-sasl-mechanism", self.mechanism))
+
+
+def _loopback(address: str) -> bool:
+    import ipaddress
+
+    host = address.rpartition(":")[0].strip("[]") or address
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_pem(path: str | None, what: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: {exc.strerror}") from None
+
+
+class Client:
+    """Stubs over one channel; every call has the command's deadline (and credentials)."""
+
+    def __init__(self, address: str, timeout_s: float,
+                 credentials: AdminCredentials | None = None) -> None:
         import grpc
 
         from broker.admin import pb
 
         self.address = address
         self.timeout_s = timeout_s
-        self.channel = grpc.insecure_channel(address)
+        creds = credentials or AdminCredentials()
+        if creds.password is not None and not creds.tls and not _loopback(address):
+            raise UsageError(f"refusing to send a password in clear to {address}: give "
+                             "--ssl-ca (the admin listener's CA) to use TLS")
+        self.metadata = creds.metadata()
+        self.tls = creds.tls
+        if creds.tls:
+            self.channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(
+                root_certificates=_read_pem(creds.ssl_ca, "--ssl-ca"),
+                private_key=_read_pem(creds.ssl_key, "--ssl-key"),
+                certificate_chain=_read_pem(creds.ssl_cert, "--ssl-cert")))
+        else:
+            self.channel = grpc.insecure_channel(address)
         self.pb = pb
         self.cluster = pb.cluster_grpc.ClusterServiceStub(self.channel)
         self.quorum = pb.cluster_grpc.QuorumServiceStub(self.channel)
@@ -46,9 +141,10 @@ class Client:
         self.records = pb.records_grpc.RecordServiceStub(self.channel)
         self.transactions = pb.transactions_grpc.TransactionServiceStub(self.channel)
         self.acls = pb.acls_grpc.AclServiceStub(self.channel)
+        self.quotas = pb.quotas_grpc.QuotaServiceStub(self.channel)
 
     def call(self, method: Callable[..., Any], request: Any) -> Any:
-        return method(request, timeout=self.timeout_s)
+        return method(request, timeout=self.timeout_s, metadata=self.metadata)
 
     def close(self) -> None:
         self.channel.close()

@@ -24,6 +24,7 @@ from broker.cli.admin.common import (
     EXIT_OK,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    AdminCredentials,
     Client,
     UsageError,
 )
@@ -39,6 +40,7 @@ from broker.cli.admin.partitions import (
     cmd_partitions_reassign,
     cmd_partitions_reassignments,
 )
+from broker.cli.admin.quotas import add_entity_options, cmd_quotas_alter, cmd_quotas_describe
 from broker.cli.admin.records import cmd_consume, cmd_produce
 from broker.cli.admin.topics import (
     cmd_topics_alter,
@@ -63,6 +65,15 @@ def _common() -> argparse.ArgumentParser:
                         f"{DEFAULT_BOOTSTRAP})")
     p.add_argument("--output", "-o", choices=["table", "json"], default="table")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    # the admin plane's TLS and authentication (docs/security.md)
+    p.add_argument("--ssl-ca", metavar="PEM", help="CA certificates of the admin listener")
+    p.add_argument("--ssl-cert", metavar="PEM", help="client certificate chain (mTLS)")
+    p.add_argument("--ssl-key", metavar="PEM", help="client private key (mTLS)")
+    p.add_argument("--username", help="SCRAM user (skiff users)")
+    p.add_argument("--password", help="its password (prefer --command-config)")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="properties: ssl.ca.location, ssl.certificate.location, "
+                        "ssl.key.location, username, password, sasl.mechanism")
     return p
 
 
@@ -197,6 +208,20 @@ def add_parsers(sub: Any) -> None:
     acl_arguments(p, adding=True)
     p = _verb(av, "remove", cmd_acls_remove, common, "remove the matching ACLs")
     acl_arguments(p, adding=False)
+    quotas = sub.add_parser("quotas", help="client quotas (users, client ids, IPs)")
+    qv2 = quotas.add_subparsers(dest="verb", metavar="VERB", required=True)
+    p = _verb(qv2, "describe", cmd_quotas_describe, common,
+              "quotas of the entities matching the options (none: every entity)")
+    add_entity_options(p)
+    p.add_argument("--strict", action="store_true",
+                   help="only entities with exactly the types given")
+    p = _verb(qv2, "alter", cmd_quotas_alter, common, "set or remove quotas of one entity")
+    add_entity_options(p)
+    p.add_argument("--add-config", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="producer_byte_rate, consumer_byte_rate, request_percentage, "
+                        "controller_mutation_rate; connection_creation_rate for IPs")
+    p.add_argument("--delete-config", action="append", metavar="KEY[,KEY]")
+    p.add_argument("--validate-only", action="store_true")
 
     p = _verb(sub, "produce", cmd_produce, common,
               "console producer: one record per stdin line (or --value)")
@@ -241,7 +266,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     address = args.bootstrap or os.environ.get(ENV_BOOTSTRAP) or DEFAULT_BOOTSTRAP
     client = None
     try:
-        client = Client(address, args.timeout)
+        client = Client(address, args.timeout, AdminCredentials.from_args(args))
         return int(args.admin_fn(client, args, out))
     except UsageError as exc:
         print(f"skiff: error: {exc}", file=sys.stderr)
@@ -252,7 +277,18 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except grpc.RpcError as exc:
         code = exc.code()
         details = (exc.details() or "").replace("\n", " ")
-        if code is grpc.StatusCode.UNAVAILABLE and (
+        tls = client is not None and client.tls
+        if code is grpc.StatusCode.UNAVAILABLE and not tls and "socket closed" in \
+                details.lower():
+            reason = (f"the admin API at {address} closed the connection ({details}): it "
+                      "may be a TLS listener; give --ssl-ca (and --ssl-cert/--ssl-key if it "
+                      "asks for client certificates)")
+        elif code is grpc.StatusCode.UNAVAILABLE and tls and (
+                "handshake" in details.lower() or "ssl" in details.lower()):
+            reason = (f"TLS with the admin API at {address} failed ({details}): check "
+                      "--ssl-ca, and --ssl-cert/--ssl-key when it requires client "
+                      "certificates")
+        elif code is grpc.StatusCode.UNAVAILABLE and (
                 "connect" in details.lower() or "dns" in details.lower()):
             reason = (f"cannot reach the admin API at {address} ({details}); is the node "
                       f"running? Set --bootstrap or ${ENV_BOOTSTRAP}")

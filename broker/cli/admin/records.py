@@ -92,7 +92,8 @@ def cmd_consume(c: Client, args: argparse.Namespace, out: TextIO) -> int:
                         else pb.START_POSITION_LATEST)
     # The stream ends by itself (max records, or max_wait_ms without a new record): the
     # deadline only has to cover the waiting.
-    stream = c.records.Consume(req, timeout=c.timeout_s + args.timeout_ms / 1000)
+    stream = c.records.Consume(req, timeout=c.timeout_s + args.timeout_ms / 1000,
+                               metadata=c.metadata)
     count = 0
     for r in stream:
         count += 1

@@ -16,6 +16,7 @@ from types import ModuleType
 
 from broker.controller.rpc import (
     allocate_producer_ids,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -48,6 +49,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     alter_user_scram_credentials,
     create_acls,
     delete_acls,
+    alter_client_quotas,
 )
 
 __all__ = ["CONTROLLER_RPCS"]

@@ -32,7 +32,8 @@ class AdminTestNode(TestNode):
     __test__ = False
 
     def __init__(self, tmp: Path, overrides: dict[str, str] | None = None) -> None:
-        super().__init__(tmp, overrides)
+        # the admin plane's loopback development policy: these tests call without credentials
+        super().__init__(tmp, {"admin.allow.unauthenticated": "loopback", **(overrides or {})})
         self.ready = asyncio.Event()
 
     async def create_topic(self, name: str, partitions: int = 1, rf: int = 1,

@@ -33,6 +33,7 @@ from broker.log import LogConfig, LogManager
 from broker.metadata.image import MetadataImage, TopicImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
+from broker.quotas.core import Quotas
 from broker.replication import ReplicaManager
 from broker.replication.sync import ReplicaSync
 from broker.server.context import RequestContext
@@ -93,6 +94,7 @@ class TestNode:
         self.replicas = ReplicaManager(self.node_id, self.logs, self.clock)
         self.publisher.subscribe(ReplicaSync(self.config, self.replicas))
         self.broker_epochs: dict[int, int] = {}
+        self.quotas = Quotas()
 
     @staticmethod
     def clock() -> int:

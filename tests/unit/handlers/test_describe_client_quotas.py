@@ -1,4 +1,5 @@
-"""DescribeClientQuotas v0: no quotas are configured in Skiff, so none are listed."""
+"""DescribeClientQuotas v0 with no quotas configured: an empty answer clients parse (the
+filter semantics are tested with AlterClientQuotas in test_alter_client_quotas.py)."""
 
 from __future__ import annotations
 

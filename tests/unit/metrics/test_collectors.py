@@ -357,3 +357,18 @@ def test_request_phase_buckets_match_histogram_observe() -> None:
     assert stats.total_time[1].counts == pytest.approx(reference.counts)
     assert stats.request_queue_time[1].counts == pytest.approx(reference.counts)
     assert stats.local_time[1].counts == [len(phases)] + [0] * 16
+def test_quota_metrics_per_sensor_and_throttle_counts() -> None:
+    from broker.metrics.collectors import quota_families
+    from broker.quotas.core import Quotas, entity
+
+    q = Quotas()
+    quotas = {entity(user="alice"): {"producer_byte_rate": 100.0}}
+    q.produce.record(quotas, "alice", "app", 500, 0)
+    q.produce.record(quotas, "alice", "app", 2000, 0)  # over: throttled
+    fams = quota_families(q, 0)
+    # shared by alice's clients: no client id in the series
+    assert value(fams, "kafka_server_produce_byte_rate", user="alice", client_id="") == 250.0
+    assert value(fams, "skiff_quota_throttled_total", type="produce") == 1
+    assert value(fams, "skiff_quota_throttle_ms_total", type="produce") > 0
+    assert value(fams, "skiff_quota_throttled_total", type="fetch") == 0
+    exposition(fams)

@@ -1,0 +1,74 @@
+# mypy: disable-error-code="no-any-return"
+"""AlterClientQuotas (API 49) on the controller listener (client_quota_control.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.alter_client_quotas.v1 import request as kreq
+from kio.schema.alter_client_quotas.v1 import response as kresp
+from kio.schema.errors import ErrorCode
+
+from broker.controller.client_quota_control import QuotaAlteration, QuotaAlterResult, QuotaOp
+from broker.controller.rpc._common import active_service
+from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE
+from broker.quotas.core import make_entity
+
+Q: Any = kreq
+P: Any = kresp
+
+API_KEY = 49
+VERSION = 1
+
+
+def request(alterations: Sequence[QuotaAlteration],
+            validate_only: bool = False) -> kreq.AlterClientQuotasRequest:
+    return Q.AlterClientQuotasRequest(validate_only=validate_only, entries=tuple(
+        Q.EntryData(
+            entity=tuple(Q.EntityData(entity_type=t, entity_name=n) for t, n in a.entity),
+            ops=tuple(Q.OpData(key=o.key, value=0.0 if o.value is None else o.value,
+                               remove=o.value is None) for o in a.ops))
+        for a in alterations))
+
+
+def parse(r: Any) -> tuple[list[QuotaAlteration], bool]:
+    """Any version's request (v0 and v1 carry the same fields)."""
+    return ([QuotaAlteration(
+        make_entity((e.entity_type, e.entity_name) for e in entry.entity),
+        tuple(QuotaOp(o.key, None if o.remove else float(o.value)) for o in entry.ops))
+        for entry in r.entries], bool(r.validate_only))
+
+
+def response(results: Sequence[QuotaAlterResult], module: Any = P) -> Any:
+    return module.AlterClientQuotasResponse(throttle_time=NO_THROTTLE, entries=tuple(
+        module.EntryData(error_code=x.error, error_message=x.message, entity=tuple(
+            module.EntityData(entity_type=t, entity_name=n) for t, n in x.entity))
+        for x in results))
+
+
+def results_of(r: Any) -> list[QuotaAlterResult]:
+    return [QuotaAlterResult(make_entity((e.entity_type, e.entity_name) for e in x.entity),
+                             x.error_code, x.error_message) for x in r.entries]
+
+
+def error_code_of(r: Any) -> ErrorCode:
+    return next((x.error_code for x in r.entries if x.error_code is ErrorCode.not_controller),
+                ErrorCode.none)
+
+
+def failed(r: Any, code: ErrorCode, message: str | None, module: Any = P) -> Any:
+    alterations, _ = parse(r)
+    return response([QuotaAlterResult(a.entity, code, message) for a in alterations], module)
+
+
+def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
+    return failed(r, code, None)
+
+
+async def handle(node: Any, ctx: Any, r: Any) -> Any:
+    try:
+        return response(await active_service(node).alter_client_quotas(*parse(r)))
+    except KafkaError as exc:
+        return failed(r, exc.error_code, exc.message or None)

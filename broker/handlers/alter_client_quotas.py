@@ -1,0 +1,28 @@
+"""AlterClientQuotas (API 49), versions 0-1: sent on to the active controller, which
+checks the alterations and writes ClientQuota records (broker/controller/
+client_quota_control.py). No authorizer on this branch: any principal may alter (Kafka
+checks ALTER_CONFIGS on the cluster)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.controller.rpc import alter_client_quotas as rpc
+from broker.errors import KafkaError
+from broker.handlers._build import response_module
+
+if TYPE_CHECKING:
+    from broker.handlers.services import BrokerServices
+    from broker.server import RequestContext
+
+API_KEY = 49
+
+
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    alterations, validate_only = rpc.parse(request)
+    mod = response_module(request)
+    try:
+        results = await node.controller.alter_client_quotas(alterations, validate_only)
+    except KafkaError as exc:
+        return rpc.failed(request, exc.error_code, exc.message or None, mod)
+    return rpc.response(results, mod)
