@@ -445,7 +445,7 @@ class RaftDriver:
                     if b.base_offset < pos or b.next_offset > hw:
                         lo, hi = max(pos, b.base_offset), min(hw, b.next_offset)
                         b = Batch(lo, b.epoch, b.records[lo - b.base_offset: hi - b.base_offset],
-                                  b.control)
+                                  b.control, control_type=b.control_type)
                     out.append(b)
                     pos = b.next_offset
                     self._bytes_since_snapshot += b.size_bytes
