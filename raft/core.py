@@ -130,6 +130,9 @@ class ReplicaProgress:
     last_fetch_ms: int = -1
     last_hw_sent: int = -1
     fetched: bool = False
+    # last time it fetched from at or past the high watermark (KIP-853's caught-up test;
+    # DescribeQuorum's LastCaughtUpTimestamp)
+    caught_up_ms: int = -1
 
 
 @dataclass(slots=True)
@@ -386,8 +389,8 @@ class RaftCore:
         if not voter.endpoints:
             return ErrorCode.invalid_request, "the new voter names no listener endpoint", -1
         p = self._observers.get(voter.node_id)
-        fresh = p is not None and now_ms - p.last_fetch_ms <= self.cfg.fetch_timeout_ms
-        if p is None or not fresh or p.end_offset < self.hw:
+        if p is None or p.caught_up_ms < 0 or \
+                now_ms - p.caught_up_ms > self.cfg.fetch_timeout_ms:
             return (ErrorCode.request_timed_out,
                     f"node {voter.node_id} is not a caught-up observer of this leader "
                     f"(its fetch offset {p.end_offset if p else -1}, high watermark "
@@ -1161,6 +1164,8 @@ class RaftCore:
             p = self._observers.setdefault(src, ReplicaProgress())
         p.end_offset = off
         p.last_fetch_ms = self._now
+        if off >= self.hw:
+            p.caught_up_ms = self._now
         if not p.fetched:
             p.fetched = True
         replaced = self._parked.pop(src, None)
