@@ -336,6 +336,18 @@ class RaftDriver:
             self._inbound.pop(rid, None)
         return response_body(api_key, api_version, resp)
 
+    async def request_voter_change(self, api_key: int, version: int, request: Any,
+                                   timeout_s: float) -> Any:
+        """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter for an operator's tool: handled
+        here on the leader, else sent to the leader this node knows over the controller
+        listener.  Returns the kio response."""
+        if self.is_leader:
+            return await self._voter_change(api_key, version, request)
+        leader = self.core.leader_id
+        if leader < 0:
+            return error_response(api_key, version, ErrorCode.not_leader_or_follower)
+        return await self.transport.request(leader, api_key, version, request, timeout_s)
+
     async def _voter_change(self, api_key: int, api_version: int, request: Any) -> Any:
         """AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): KIP-853, on the
         leader.  Answered once the new Voters record is committed, or REQUEST_TIMED_OUT

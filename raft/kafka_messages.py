@@ -453,6 +453,11 @@ def error_response(api_key: int, version: int, error: ErrorCode) -> Any:
     name = {VOTE: "VoteResponse", BEGIN_QUORUM_EPOCH: "BeginQuorumEpochResponse",
             END_QUORUM_EPOCH: "EndQuorumEpochResponse", FETCH: "FetchResponse",
             FETCH_SNAPSHOT: "FetchSnapshotResponse",
-            DESCRIBE_QUORUM: "DescribeQuorumResponse"}[api_key]
+            DESCRIBE_QUORUM: "DescribeQuorumResponse", ADD_RAFT_VOTER: "AddRaftVoterResponse",
+            REMOVE_RAFT_VOTER: "RemoveRaftVoterResponse",
+            UPDATE_RAFT_VOTER: "UpdateRaftVoterResponse"}[api_key]
+    current = (build(m, "CurrentLeader", leader_id=-1, leader_epoch=-1, host="", port=-1)
+               if hasattr(m, "CurrentLeader") else None)
     return build(m, name, throttle_time=_ZERO, error_code=error, error_message=str(error.name),
-                 session_id=0, responses=(), topics=(), nodes=(), node_endpoints=())
+                 session_id=0, responses=(), topics=(), nodes=(), node_endpoints=(),
+                 current_leader=current)
