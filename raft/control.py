@@ -111,11 +111,11 @@ class Voter:
         return (self.node_id, self.directory_id)
 
     def matches(self, node_id: int, directory_id: uuid.UUID | None) -> bool:
-        """`node_id` with `directory_id` is this voter (an unknown directory id on
-        either side matches any)."""
+        """`node_id` with `directory_id` is this voter.  A voter without a directory id
+        (static voters) is known by its id alone; one with a directory id only by both (as
+        Kafka's ReplicaKey: a key without a directory id is not that voter)."""
         return node_id == self.node_id and (
-            self.directory_id is None or directory_id is None
-            or directory_id == self.directory_id)
+            self.directory_id is None or directory_id == self.directory_id)
 
 
 VoterSet = tuple[Voter, ...]  # sorted by node id, one entry per id

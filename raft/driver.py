@@ -198,6 +198,8 @@ class RaftDriver:
         self._after_stall = False
         self._deliver_scheduled = False
         self._lost_at_start = self.core.lost_committed_state()
+        self._learned: dict[int, VoterAddress] = {}  # endpoints from bootstrap servers
+        self._learning = False
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
@@ -211,7 +213,35 @@ class RaftDriver:
         if v is not None and v.endpoints:
             e = v.endpoints[0]
             return VoterAddress(node_id, e.host, e.port)
-        return None
+        return self._learned.get(node_id)
+
+    async def _learn_endpoints(self) -> None:
+        """A leader named by a bootstrap server whose address this node does not know yet
+        (it has not fetched the voter set): ask the bootstrap servers' DescribeQuorum v2,
+        which lists the voters' endpoints (Kafka sends them in Fetch's NodeEndpoints)."""
+        from kio.schema.describe_quorum.v2 import request as dq
+
+        q: Any = dq
+        req = q.DescribeQuorumRequest(topics=(q.TopicData(
+            topic_name=METADATA_TOPIC, partitions=(q.PartitionData(partition_index=0),)),))
+        try:
+            for bid in sorted(self._bootstrap, reverse=True):
+                try:
+                    resp = await self.transport.request(
+                        bid, DESCRIBE_QUORUM, 2, req, self.config.request_timeout_ms / 1000)
+                except (OSError, TimeoutError, ConnectionError, ValueError) as e:
+                    log.debug("raft.bootstrap_describe_failed", server=bid, error=repr(e))
+                    continue
+                for n in resp.nodes:
+                    if n.listeners:
+                        lst = n.listeners[0]
+                        self._learned[int(n.node_id)] = VoterAddress(int(n.node_id),
+                                                                     str(lst.host),
+                                                                     int(lst.port))
+                if self.core.leader_id in self._learned:
+                    return
+        finally:
+            self._learning = False
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -304,8 +334,15 @@ class RaftDriver:
                   leader_id=self.core.leader_id, leader_epoch=self.core.epoch,
                   high_watermark=self.core.hw, current_voters=tuple(vs), observers=tuple(obs))
         t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        # v2 (KIP-853): the voters' endpoints, so a node that found the quorum through a
+        # bootstrap server can reach the leader
+        nodes = tuple(
+            build(m, "Node", node_id=v.node_id, listeners=tuple(
+                build(m, "Listener", name=e.name, host=e.host, port=e.port)
+                for e in v.endpoints))
+            for v in self.core.voter_set if v.endpoints) if hasattr(m, "Node") else ()
         return build(m, "DescribeQuorumResponse", error_code=ErrorCode.none, error_message=None,
-                     topics=(t,), nodes=())
+                     topics=(t,), nodes=nodes)
 
     # ------------------------------------------------------------------ inbound
 
@@ -467,6 +504,12 @@ class RaftDriver:
                          epoch=ev.epoch)
                 if ev.leader_id != self.config.node_id:
                     self._fail_waiting()
+                if (ev.leader_id >= 0 and self._bootstrap and not self._learning
+                        and self.address_of(ev.leader_id) is None):
+                    self._learning = True
+                    task = asyncio.get_running_loop().create_task(self._learn_endpoints())
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
                 for lst in self.listeners:
                     lst.on_leader_change(ev.leader_id, ev.epoch)
             elif isinstance(ev, LogStateLost):
