@@ -117,8 +117,9 @@ class TcpTransport:
             addr = self.address_of(dst) or self.config.voters.get(dst)
             if addr is None:
                 raise ConnectionError(f"no address known for node {dst}")
+            # a request that times out closes its connection, as KRaft's does
             conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}",
-                                   security=self.security)
+                                   security=self.security, close_on_timeout=True)
             self._conns[(dst, lane)] = conn
         return conn
 
