@@ -54,7 +54,9 @@ def raft_config(cfg: NodeConfig, cluster_id: str) -> RaftConfig:
     if cfg.voters:
         props["controller.quorum.voters"] = ",".join(
             f"{v.node_id}@{v.host}:{v.port}" for v in cfg.voters)
-    else:  # KIP-853: the voter set comes from the log; the quorum is found through these
+    if cfg.bootstrap_servers:
+        # KIP-853: the voter set comes from the log; the quorum is found through these
+        # (RaftConfig refuses both at once rather than ignore one)
         props["controller.quorum.bootstrap.servers"] = ",".join(
             f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in cfg.bootstrap_servers)
     for key in _RAFT_KEYS:
