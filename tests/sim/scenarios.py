@@ -218,6 +218,9 @@ def membership(c: Cluster, rng: Random) -> None:
             target = rng.choice(addable)
             for _try in range(30):
                 if c.change_voters(add=target) == ErrorCode.none:
+                    if rng.random() < 0.3:
+                        # at once another change: refused while the first is uncommitted
+                        c.change_voters(remove=rng.choice(sorted(c.voters_now())))
                     break
                 c.run_with_load(rng.randint(10, 40))
         elif len(voters) > 1:
