@@ -137,3 +137,21 @@ def test_truncated_voters_record_is_forgotten() -> None:
     log.truncate_to(2)
     core._prune_voters()
     assert core.voters == frozenset({1}) and not core.is_voter
+
+
+def test_update_voter_endpoints_and_exact_voter_keys() -> None:
+    c = Cluster(6, 1, 1, dynamic=True)
+    leader = _leader(c)
+    c.run_with_load(200)
+    me = c.voter_record(1)
+    moved = Voter(1, me.directory_id, (Endpoint("CONTROLLER", "elsewhere", 19093),))
+    err, _msg, off = leader.update_voter(moved, c.now)
+    assert err == ErrorCode.none and off >= 0
+    assert leader.voter(1) == moved
+    c.run_with_load(200)
+    assert _core(c, 2).voter(1) == moved  # replicated
+    # a voter is its id and its directory id: another (or no) directory id is not it
+    other = Voter(1, uuid.UUID(int=7), moved.endpoints)
+    assert leader.update_voter(other, c.now)[0] == ErrorCode.voter_not_found
+    assert leader.remove_voter(1, None, c.now)[0] == ErrorCode.voter_not_found
+    assert leader.remove_voter(1, me.directory_id, c.now)[0] == ErrorCode.invalid_request
