@@ -374,6 +374,10 @@ class RaftDriver:
             self._inbound.pop(rid, None)
         return response_body(api_key, api_version, resp)
 
+    def _epoch_start(self) -> int:
+        r = self.core.role
+        return r.epoch_start_offset if isinstance(r, Leader) else 1 << 62
+
     async def request_voter_change(self, api_key: int, version: int, request: Any,
                                    timeout_s: float) -> Any:
         """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter for an operator's tool: handled
@@ -405,6 +409,16 @@ class RaftDriver:
             voter = Voter(int(request.voter_id), directory, eps)
             if api_key == ADD_RAFT_VOTER:
                 err, msg, off = self.core.add_voter(voter, now)
+                # As Kafka's leader, wait (within the request's timeout) for the new voter
+                # to catch up; another change in progress is answered at once.
+                timeout = getattr(request, "timeout", None)
+                until = self._clock() + (timeout.total_seconds() if timeout else 30.0)
+                while (err == ErrorCode.request_timed_out and self.is_leader
+                       and self.core.pending_voter_change() < 0
+                       and self.high_watermark > self._epoch_start()
+                       and self._clock() < until):
+                    await asyncio.sleep(max(0.01, self.config.retry_backoff_ms / 1000))
+                    err, msg, off = self.core.add_voter(voter, self._now())
             else:
                 err, msg, off = self.core.update_voter(voter, now)
         if err == ErrorCode.none and not getattr(request, "ack_when_committed", True):
