@@ -41,10 +41,23 @@ def parse_voters(value: str) -> dict[int, VoterAddress]:
     return voters
 
 
+def parse_bootstrap_servers(value: str) -> tuple[VoterAddress, ...]:
+    """`controller.quorum.bootstrap.servers`: comma-separated `host:port` (KIP-853)."""
+    out: list[VoterAddress] = []
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        host, colon, port = item.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"controller.quorum.bootstrap.servers: bad entry {item!r} "
+                              "(want host:port)")
+        out.append(VoterAddress(-(len(out) + 1), host.strip("[]"), int(port)))
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class RaftConfig:
     node_id: int
     voters: dict[int, VoterAddress] = field(default_factory=dict)
+    bootstrap_servers: tuple[VoterAddress, ...] = ()
     election_timeout_ms: int = 500
     fetch_timeout_ms: int = 500
     election_backoff_max_ms: int = 200
@@ -60,6 +73,7 @@ class RaftConfig:
     KEYS = {
         "node.id": "node_id",
         "controller.quorum.voters": "voters",
+        "controller.quorum.bootstrap.servers": "bootstrap_servers",
         "controller.quorum.election.timeout.ms": "election_timeout_ms",
         "controller.quorum.fetch.timeout.ms": "fetch_timeout_ms",
         "controller.quorum.election.backoff.max.ms": "election_backoff_max_ms",
@@ -82,6 +96,8 @@ class RaftConfig:
             raw = props[key].strip()
             if attr == "voters":
                 kwargs[attr] = parse_voters(raw)
+            elif attr == "bootstrap_servers":
+                kwargs[attr] = parse_bootstrap_servers(raw)
             elif attr in ("log_dir", "cluster_id"):
                 kwargs[attr] = raw
             else:
@@ -99,8 +115,13 @@ class RaftConfig:
         return cfg
 
     def validate(self) -> None:
-        if not self.voters:
-            raise ConfigError("controller.quorum.voters is required")
+        if not self.voters and not self.bootstrap_servers:
+            raise ConfigError("controller.quorum.voters or controller.quorum.bootstrap.servers "
+                              "is required")
+        if self.voters and self.bootstrap_servers:
+            # Kafka's rule: one or the other, so a node never mixes static and dynamic views
+            raise ConfigError("set controller.quorum.voters or "
+                              "controller.quorum.bootstrap.servers, not both")
         if self.election_timeout_ms <= 0 or self.fetch_timeout_ms <= 0:
             raise ConfigError("election and fetch timeouts must be positive")
         if self.fetch_max_wait_ms >= self.fetch_timeout_ms:

@@ -49,12 +49,23 @@ snapshot instead of spinning on the same DivergingEpoch).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field, replace
 from random import Random
 
 from kio.schema.errors import ErrorCode
 
-from raft.control import encode_leader_change
+from raft.control import (
+    KRAFT_VERSION_TYPE,
+    VOTERS_TYPE,
+    Voter,
+    VoterCodec,
+    VoterSet,
+    encode_leader_change,
+    split_snapshot,
+    static_voters,
+    wrap_snapshot,
+)
 from raft.messages import (
     NO_LEADER,
     Batch,
@@ -119,6 +130,9 @@ class ReplicaProgress:
     last_fetch_ms: int = -1
     last_hw_sent: int = -1
     fetched: bool = False
+    # last time it fetched from at or past the high watermark (KIP-853's caught-up test;
+    # DescribeQuorum's LastCaughtUpTimestamp)
+    caught_up_ms: int = -1
 
 
 @dataclass(slots=True)
@@ -146,12 +160,36 @@ class RaftCore:
         now_ms: int,
         config: CoreConfig | None = None,
         wall_offset_ms: int = 0,
+        *,
+        directory_id: uuid.UUID | None = None,
+        bootstrap_voters: VoterSet | None = None,
+        codec: VoterCodec | None = None,
+        discovery_ids: tuple[int, ...] = (),
     ) -> None:
         self.node_id = node_id
-        self.voters = frozenset(voters)
-        self.is_voter = node_id in self.voters
-        self.majority = len(self.voters) // 2 + 1
+        self.directory_id = directory_id
         self.log = log
+        # KIP-853: the voter set is the latest Voters control record in the log (committed
+        # or not), else the one in the latest snapshot, else the bootstrap checkpoint's
+        # (`storage format --standalone / --initial-controllers`, kraft.version 1), else
+        # the static `controller.quorum.voters` (kraft.version 0).
+        self._codec = codec
+        self._static = static_voters(frozenset(voters))
+        self._bootstrap = bootstrap_voters
+        # observers with no voter to ask (controller.quorum.bootstrap.servers): ids the IO
+        # shell maps to those addresses
+        self.discovery_ids = tuple(discovery_ids)
+        self._vhist: list[tuple[int, VoterSet]] = []  # (offset, voters) of Voters records
+        self._kvhist: list[tuple[int, int]] = []  # (offset, kraft.version) records
+        self._snap_voters: VoterSet | None = None
+        self._snap_kraft_version = 0
+        self.voter_set: VoterSet = ()
+        self.voters: frozenset[int] = frozenset()
+        self.is_voter = False
+        self.majority = 1
+        self._load_snapshot_voters()
+        self._scan_log(log.log_start_offset)
+        self._refresh_voters()
         self.state_store = state_store
         self.rng = rng
         self.cfg = config or CoreConfig()
@@ -172,6 +210,7 @@ class RaftCore:
         self._snap: _SnapshotFetch | None = None
         self._replicas: dict[int, ReplicaProgress] = {}
         self._observers: dict[int, ReplicaProgress] = {}
+        self._resign_when_committed = False
         self._parked: dict[int, tuple[int, FetchRequest, int]] = {}
         self._persisted = state_store.read()
         self._leader_seen = NO_LEADER
@@ -184,7 +223,7 @@ class RaftCore:
         self._report_lost()
         st = self._persisted
         self.role: Role
-        if st.leader_id == node_id and self.is_voter:
+        if st.leader_id == node_id and self.may_stand:
             # a leader that restarts resigns and says so (KIP-595 "EndQuorumEpoch")
             self.role = Resigned(st.epoch, (), self._election_deadline())
             for v in sorted(self.voters - {node_id}):
@@ -195,7 +234,7 @@ class RaftCore:
             self._out.events.append(LeaderChanged(st.leader_id, st.epoch))
             self._send_fetch()
         else:
-            deadline = self._election_deadline() if self.is_voter else now_ms
+            deadline = self._election_deadline() if self.may_stand else now_ms
             self.role = Unattached(st.epoch, st.voted_for, deadline)
 
     # ------------------------------------------------------------------ API
@@ -283,12 +322,233 @@ class RaftCore:
                 f"{self.log.log_start_offset}, high watermark {self.hw}]"
             )
         sid = SnapshotId(end_offset, self.log.epoch_at(end_offset - 1))
+        kv, voters = self.voters_at(end_offset)
+        if voters is not None and self._codec is not None:
+            # KIP-853: a snapshot carries the voter set at its end
+            data = wrap_snapshot(kv, self._codec.encode_voters(voters), data)
         self.log.store_snapshot(sid, data)
+        if voters is not None and self._codec is not None:
+            self._snap_voters, self._snap_kraft_version = voters, kv
+        self._prune_voters()
         return sid
 
     def replica_progress(self) -> tuple[dict[int, ReplicaProgress], dict[int, ReplicaProgress]]:
         """(voters, observers) as the leader sees them, for DescribeQuorum."""
         return dict(self._replicas), dict(self._observers)
+
+    # ------------------------------------------------- voter set (KIP-853)
+
+    @property
+    def kraft_version(self) -> int:
+        if self._kvhist:
+            return self._kvhist[-1][1]
+        if self._snap_voters is not None:
+            return self._snap_kraft_version
+        return 1 if self._bootstrap is not None else 0
+
+    def voter(self, node_id: int) -> Voter | None:
+        for v in self.voter_set:
+            if v.node_id == node_id:
+                return v
+        return None
+
+    @property
+    def may_stand(self) -> bool:
+        """May run for leader: a voter, or removed only by a Voters record this node does
+        not know to be committed.  Without the latter a leader that removed itself and
+        lost its quorum before the removal committed could leave the others unable to
+        elect anyone (they need its longer log); standing, it counts only the new set's
+        votes, gets the record committed, then resigns."""
+        if self.is_voter:
+            return True
+        if self.kraft_version < 1 or not self._vhist or self._vhist[-1][0] < self.hw:
+            return False
+        if len(self._vhist) > 1:
+            prev: VoterSet = self._vhist[-2][1]
+        else:
+            prev = self._snap_voters or self._bootstrap or ()
+        return any(v.matches(self.node_id, self.directory_id) for v in prev)
+
+    def pending_voter_change(self) -> int:
+        """Offset of the Voters record not yet committed, else -1 (at most one)."""
+        if self._vhist and self._vhist[-1][0] >= self.hw:
+            return self._vhist[-1][0]
+        return -1
+
+    def add_voter(self, voter: Voter, now_ms: int) -> tuple[ErrorCode, str, int]:
+        """KIP-853 "AddVoter", on the leader: (error, message, offset of the new Voters
+        record).  The new set takes effect at once (appended, not committed); the caller
+        answers once that offset is committed.  Only a caught-up observer is added."""
+        self._now = now_ms
+        err = self._voter_change_error()
+        if err is not None:
+            return err
+        if self.voter(voter.node_id) is not None:
+            return (ErrorCode.duplicate_voter,
+                    f"node {voter.node_id} is already a voter", -1)
+        if not voter.endpoints:
+            return ErrorCode.invalid_request, "the new voter names no listener endpoint", -1
+        p = self._observers.get(voter.node_id)
+        if p is None or p.caught_up_ms < 0 or \
+                now_ms - p.caught_up_ms > self.cfg.fetch_timeout_ms:
+            return (ErrorCode.request_timed_out,
+                    f"node {voter.node_id} is not a caught-up observer of this leader "
+                    f"(its fetch offset {p.end_offset if p else -1}, high watermark "
+                    f"{self.hw})", -1)
+        new = tuple(sorted((*self.voter_set, voter), key=lambda v: v.node_id))
+        return ErrorCode.none, "", self._append_voters(new)
+
+    def remove_voter(self, node_id: int, directory_id: uuid.UUID | None,
+                     now_ms: int) -> tuple[ErrorCode, str, int]:
+        """KIP-853 "RemoveVoter", on the leader; the leader may remove itself (it keeps
+        leading without counting itself and resigns once the record is committed)."""
+        self._now = now_ms
+        err = self._voter_change_error()
+        if err is not None:
+            return err
+        v = self.voter(node_id)
+        if v is None or not v.matches(node_id, directory_id):
+            return (ErrorCode.voter_not_found,
+                    f"no voter {node_id} with directory id {directory_id}", -1)
+        new = tuple(x for x in self.voter_set if x.node_id != node_id)
+        if not new:
+            return ErrorCode.invalid_request, "cannot remove the last voter", -1
+        return ErrorCode.none, "", self._append_voters(new)
+
+    def update_voter(self, voter: Voter, now_ms: int) -> tuple[ErrorCode, str, int]:
+        """KIP-853 "UpdateVoter": a voter announces its endpoints."""
+        self._now = now_ms
+        err = self._voter_change_error()
+        if err is not None:
+            return err
+        v = self.voter(voter.node_id)
+        if v is None or not v.matches(voter.node_id, voter.directory_id):
+            return (ErrorCode.voter_not_found,
+                    f"no voter {voter.node_id} with directory id {voter.directory_id}", -1)
+        if not voter.endpoints:
+            return ErrorCode.invalid_request, "no listener endpoint", -1
+        new = tuple(replace(x, endpoints=voter.endpoints) if x.node_id == voter.node_id
+                    else x for x in self.voter_set)
+        if new == self.voter_set:
+            return ErrorCode.none, "", self.hw - 1
+        return ErrorCode.none, "", self._append_voters(new)
+
+    def _voter_change_error(self) -> tuple[ErrorCode, str, int] | None:
+        r = self.role
+        if not isinstance(r, Leader):
+            return ErrorCode.not_leader_or_follower, "not the leader", -1
+        if self.kraft_version < 1 or self._codec is None:
+            return (ErrorCode.unsupported_version,
+                    "the quorum uses static voters (kraft.version 0): format the controllers "
+                    "with --standalone or --initial-controllers for dynamic membership", -1)
+        if self.hw <= r.epoch_start_offset:
+            return (ErrorCode.request_timed_out,
+                    "the leader has not yet committed an offset in its epoch", -1)
+        if self.pending_voter_change() >= 0:
+            return (ErrorCode.request_timed_out,
+                    "another voter change is in progress (its record is not committed)", -1)
+        return None
+
+    def _append_voters(self, voters: VoterSet) -> int:
+        r = self.role
+        assert isinstance(r, Leader) and self._codec is not None
+        batch = self.log.append((self._codec.encode_voters(voters),), r.epoch, control=True,
+                                timestamp=self._now + self.wall_offset_ms,
+                                control_type=VOTERS_TYPE)
+        self._vhist.append((batch.base_offset, voters))
+        self._refresh_voters()
+        self._resign_when_committed = not self.is_voter
+        self._leader_flush()
+        self._complete_parked()
+        return batch.last_offset
+
+    def _load_snapshot_voters(self) -> None:
+        snap = self.log.latest_snapshot()
+        self._snap_voters = None
+        self._snap_kraft_version = 0
+        if snap is None:
+            return
+        head = self.log.read_snapshot(snap, 0, 1 << 16)
+        if not head.startswith(b"\x00SKV"):
+            return
+        kv, value, _rest = split_snapshot(self.log.read_snapshot(snap, 0, 1 << 40))
+        if value is not None and self._codec is not None:
+            self._snap_voters = self._codec.decode_voters(value)
+            self._snap_kraft_version = kv
+
+    def _scan_log(self, from_offset: int) -> None:
+        """Collect the KRaftVersion and Voters records at or above `from_offset`."""
+        pos = max(from_offset, self.log.log_start_offset)
+        while pos < self.log.end_offset:
+            batches = self.log.read(pos, 1 << 20)
+            if not batches:
+                break
+            self._note_control(batches)
+            pos = batches[-1].next_offset
+
+    def _note_control(self, batches: tuple[Batch, ...] | list[Batch]) -> None:
+        for b in batches:
+            if not b.control or b.control_type not in (VOTERS_TYPE, KRAFT_VERSION_TYPE):
+                continue
+            if self._codec is None:
+                raise ValueError("the log holds KIP-853 voter records but this node was "
+                                 "given no codec to read them")
+            if b.control_type == VOTERS_TYPE:
+                self._vhist.append((b.base_offset, self._codec.decode_voters(b.records[-1])))
+            else:
+                self._kvhist.append((b.base_offset,
+                                     self._codec.decode_kraft_version(b.records[-1])))
+
+    def _prune_voters(self) -> None:
+        """Forget records the log no longer holds (truncated, or below its start, which a
+        snapshot covers)."""
+        start, end = self.log.log_start_offset, self.log.end_offset
+        self._vhist = [e for e in self._vhist if start <= e[0] < end]
+        self._kvhist = [e for e in self._kvhist if start <= e[0] < end]
+        self._refresh_voters()
+
+    def voters_at(self, offset: int) -> tuple[int, VoterSet | None]:
+        """(kraft.version, voter set) in force after every record below `offset`."""
+        vs = [v for o, v in self._vhist if o < offset]
+        kv = [k for o, k in self._kvhist if o < offset]
+        if vs:
+            voters: VoterSet | None = vs[-1]
+        elif self._snap_voters is not None:
+            voters = self._snap_voters
+        else:
+            voters = self._bootstrap
+        if kv:
+            return kv[-1], voters
+        if self._snap_voters is not None:
+            return self._snap_kraft_version, voters
+        return (1 if self._bootstrap is not None else 0), voters
+
+    def _refresh_voters(self) -> None:
+        if self._vhist:
+            vs = self._vhist[-1][1]
+        elif self._snap_voters is not None:
+            vs = self._snap_voters
+        elif self._bootstrap is not None:
+            vs = self._bootstrap
+        else:
+            vs = self._static
+        if vs == self.voter_set:
+            return
+        self.voter_set = vs
+        self.voters = frozenset(v.node_id for v in vs)
+        self.is_voter = any(v.matches(self.node_id, self.directory_id) for v in vs)
+        self.majority = len(self.voters) // 2 + 1
+        r = getattr(self, "role", None)
+        if isinstance(r, Leader):
+            # the leader tracks the new voters' progress from what it knew of them as
+            # observers; removed voters become observers
+            for v in self.voters - {self.node_id}:
+                if v not in self._replicas:
+                    prev = self._observers.pop(v, None)
+                    self._replicas[v] = prev or ReplicaProgress(last_fetch_ms=self._now)
+            for v in list(self._replicas):
+                if v not in self.voters:
+                    self._observers[v] = self._replicas.pop(v)
 
     def next_wakeup_ms(self) -> int:
         r = self.role
@@ -307,8 +567,7 @@ class RaftCore:
             t = min(t, self._retry_at)
             for _rid, _req, deadline in self._parked.values():
                 t = min(t, deadline)
-            if len(self.voters) > 1:
-                t = min(t, self._quorum_expiry_ms())
+            t = min(t, self._quorum_expiry_ms())
         return t
 
     def tick(self, now_ms: int) -> None:
@@ -325,7 +584,7 @@ class RaftCore:
             self._tick_leader()
         elif isinstance(r, Follower):
             if now_ms >= r.fetch_deadline_ms:
-                if self.is_voter:
+                if self.may_stand:
                     self._become_prospective()
                 else:
                     self._set_role(Unattached(r.epoch, r.voted_for, now_ms))
@@ -335,7 +594,7 @@ class RaftCore:
                 self._send_fetch()
         elif isinstance(r, Unattached):
             if now_ms >= r.election_deadline_ms:
-                if self.is_voter:
+                if self.may_stand:
                     self._become_prospective()
                 else:
                     self._discover()
@@ -345,7 +604,12 @@ class RaftCore:
             elif now_ms >= self._retry_at:
                 self._send_votes()
         elif isinstance(r, Resigned) and now_ms >= r.election_deadline_ms:
-            self._become_prospective()
+            if self.may_stand:
+                self._become_prospective()
+            else:
+                # a leader that removed itself: an observer now
+                self._set_role(Unattached(r.epoch, self.node_id, now_ms))
+                self._discover()
 
     def handle_request(self, src: int, rid: int, request: Request, now_ms: int) -> None:
         self._now = now_ms
@@ -387,7 +651,7 @@ class RaftCore:
             r = self.role
             if isinstance(r, Follower) and inf.dst == r.leader_id:
                 self._fetch_failures += 1
-                if self._fetch_failures >= 2 and self.is_voter:
+                if self._fetch_failures >= 2 and self.may_stand:
                     # the leader's process refuses connections: it is gone.  Stop
                     # vouching for it (grant pre-votes) and run soon, at a random
                     # point so the survivors do not split their votes.
@@ -458,7 +722,7 @@ class RaftCore:
             if known:
                 self._become_follower(epoch, leader_id, NO_LEADER)
             else:
-                deadline = self._election_deadline() if self.is_voter else self._now
+                deadline = self._election_deadline() if self.may_stand else self._now
                 self._set_role(Unattached(epoch, NO_LEADER, deadline))
             return True
         if epoch == r.epoch and known and isinstance(r, Unattached | Prospective | Candidate):
@@ -505,6 +769,7 @@ class RaftCore:
         epoch = self.role.epoch
         start = self.log.end_offset
         self._set_role(Leader(epoch, start))
+        self._resign_when_committed = not self.is_voter
         now = self._now
         self._replicas = {
             v: ReplicaProgress(last_fetch_ms=now) for v in self.voters if v != self.node_id
@@ -518,6 +783,18 @@ class RaftCore:
             control=True,
             timestamp=self._now + self.wall_offset_ms,
         )
+        if (self._bootstrap is not None and self._codec is not None and not self._vhist
+                and self._snap_voters is None):
+            # KIP-853: the first leader of a quorum bootstrapped with a voter set (storage
+            # format --standalone / --initial-controllers) writes it into the log, where
+            # replicas formatted without one learn it
+            ts = self._now + self.wall_offset_ms
+            b = self.log.append((self._codec.encode_kraft_version(1),), epoch, control=True,
+                                timestamp=ts, control_type=KRAFT_VERSION_TYPE)
+            self._kvhist.append((b.base_offset, 1))
+            b = self.log.append((self._codec.encode_voters(self._bootstrap),), epoch,
+                                control=True, timestamp=ts, control_type=VOTERS_TYPE)
+            self._vhist.append((b.base_offset, self._bootstrap))
         self._send_begin_epoch()
         self._leader_flush()
 
@@ -607,7 +884,13 @@ class RaftCore:
         a non-leader answers with the leader it knows)."""
         r = self.role
         assert isinstance(r, Unattached)
-        dst = self.rng.choice(sorted(self.voters - {self.node_id}) or sorted(self.voters))
+        pool = (sorted(self.voters - {self.node_id}) or list(self.discovery_ids)
+                or sorted(self.voters))
+        if not pool:
+            self._set_role(replace(r, election_deadline_ms=self._now
+                                   + self.cfg.retry_backoff_ms))
+            return
+        dst = self.rng.choice(pool)
         if self.wants_snapshot():
             req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, 0,
                                self.cfg.fetch_max_bytes, 0)
@@ -626,7 +909,11 @@ class RaftCore:
         """KIP-595 "Vote" and KIP-996 "PreVote": one vote per epoch, only for a
         log at least as up to date; a pre-vote changes no state."""
         r = self.role
-        if not self.is_voter or req.candidate_id not in self.voters:
+        # KIP-853: with a dynamic voter set the candidate may know of a newer set than ours
+        # (a Voters record not yet fetched here, maybe the one that makes us a voter): a
+        # replica votes whatever its own view; the candidate counts only its voters' votes
+        if self.kraft_version < 1 and (not self.is_voter
+                                       or req.candidate_id not in self.voters):
             self._reply(src, rid, VoteResponse(ErrorCode.inconsistent_voter_set, r.epoch,
                                                self.leader_id, False, req.pre_vote))
             return
@@ -650,7 +937,8 @@ class RaftCore:
                                                grant, True))
             return
         if req.epoch > r.epoch:
-            self._set_role(Unattached(req.epoch, NO_LEADER, self._election_deadline()))
+            self._set_role(Unattached(req.epoch, NO_LEADER, self._election_deadline()
+                                      if self.may_stand else self._now))
             r = self.role
         grant = False
         if (
@@ -659,7 +947,8 @@ class RaftCore:
             and log_ok
         ):
             grant = True
-            self._set_role(Unattached(r.epoch, req.candidate_id, self._election_deadline()))
+            self._set_role(Unattached(r.epoch, req.candidate_id, self._election_deadline()
+                                      if self.may_stand else self._now))
         self._reply(src, rid, VoteResponse(ErrorCode.none, r.epoch, self.leader_id, grant, False))
 
     def _on_vote_response(self, src: int, inf: _Inflight, resp: VoteResponse) -> None:
@@ -685,12 +974,12 @@ class RaftCore:
         r = self.role
         if not isinstance(r, Prospective | Candidate):
             return
-        if len(r.granted) >= self.majority:
+        if len(r.granted & self.voters) >= self.majority:
             if isinstance(r, Prospective):
                 self._become_candidate()
             else:
                 self._become_leader()
-        elif len(r.rejected) > len(self.voters) - self.majority:
+        elif len(r.rejected & self.voters) > len(self.voters) - self.majority:
             # lost: wait a random backoff, then try again
             self._set_role(replace(r, election_deadline_ms=min(r.election_deadline_ms,
                                                                self._backoff())))
@@ -699,7 +988,7 @@ class RaftCore:
     def _on_begin_quorum_epoch(self, src: int, rid: int, req: BeginQuorumEpochRequest) -> None:
         """KIP-595 "BeginQuorumEpoch": the new leader announces itself."""
         r = self.role
-        if not self.is_voter:
+        if not self.is_voter and self.kraft_version < 1:
             self._reply(src, rid, BeginQuorumEpochResponse(ErrorCode.inconsistent_voter_set,
                                                            r.epoch, self.leader_id))
             return
@@ -724,7 +1013,7 @@ class RaftCore:
         self._observe(req.epoch, req.leader_id)
         r = self.role
         if (
-            self.is_voter
+            self.may_stand
             and isinstance(r, Follower)
             and r.epoch == req.epoch
             and r.leader_id == req.leader_id
@@ -743,14 +1032,23 @@ class RaftCore:
         """When check-quorum fails if nobody else fetches: the time at which
         fewer than a majority have fetched within 1.5 fetch timeouts."""
         times = sorted((p.last_fetch_ms for p in self._replicas.values()), reverse=True)
-        need = self.majority - 1  # the leader counts itself
+        need = self.majority - (1 if self.is_voter else 0)  # a voter leader counts itself
         if need <= 0:
             return NEVER
+        if need > len(times):
+            return self._now
         return times[need - 1] + (self.cfg.fetch_timeout_ms * 3) // 2
 
     def _tick_leader(self) -> None:
         now = self._now
-        if len(self.voters) > 1 and now >= self._quorum_expiry_ms():
+        if self._resign_when_committed and self.pending_voter_change() < 0:
+            # its own removal is committed: tell the followers, then hand over (KIP-853
+            # "RemoveVoter")
+            self._resign_when_committed = False
+            self._complete_parked()
+            self._resign()
+            return
+        if now >= self._quorum_expiry_ms():
             self._resign()
             return
         for src, (rid, req, deadline) in list(self._parked.items()):
@@ -766,11 +1064,16 @@ class RaftCore:
     def _update_hw(self) -> bool:
         r = self.role
         assert isinstance(r, Leader)
-        ends = [self.log.flushed_offset] + [p.end_offset for p in self._replicas.values()]
+        # a leader removed from the voter set (KIP-853) leads on without counting itself
+        ends = [p.end_offset for p in self._replicas.values()]
+        if self.is_voter:
+            ends.append(self.log.flushed_offset)
         ends.sort(reverse=True)
-        candidate = ends[self.majority - 1]
+        candidate = ends[self.majority - 1] if len(ends) >= self.majority else -1
         if candidate > r.epoch_start_offset and candidate > self.hw:
             self.hw = candidate
+            if self._resign_when_committed and self.pending_voter_change() < 0:
+                self._retry_at = min(self._retry_at, self._now)  # resign at the next tick
             delay = self.cfg.hw_notify_delay_ms
             if delay <= 0:
                 self._complete_parked()
@@ -861,6 +1164,8 @@ class RaftCore:
             p = self._observers.setdefault(src, ReplicaProgress())
         p.end_offset = off
         p.last_fetch_ms = self._now
+        if off >= self.hw:
+            p.caught_up_ms = self._now
         if not p.fetched:
             p.fetched = True
         replaced = self._parked.pop(src, None)
@@ -935,7 +1240,7 @@ class RaftCore:
         if not isinstance(r, Follower) or src != r.leader_id or resp.epoch != r.epoch:
             return
         if resp.error != ErrorCode.none:
-            if resp.leader_id == NO_LEADER and self.is_voter:
+            if resp.leader_id == NO_LEADER and self.may_stand:
                 # our leader says it leads no more (it resigned or restarted)
                 self._set_role(Unattached(r.epoch, r.voted_for, self._backoff()))
             else:
@@ -951,6 +1256,7 @@ class RaftCore:
             if holds:
                 # our log agrees up to the snapshot: only the suffix diverges
                 log.truncate_to(sid.end_offset)
+                self._prune_voters()
             else:
                 self._snap = _SnapshotFetch(sid)
         elif resp.diverging_end_offset >= 0:
@@ -963,6 +1269,7 @@ class RaftCore:
                 # no epoch of ours <= the diverging one: our log start (a snapshot's end)
                 target = min(resp.diverging_end_offset, end if ep >= 0 else log.log_start_offset)
                 log.truncate_to(max(target, log.log_start_offset))
+                self._prune_voters()
         elif self.wants_snapshot():
             # the leader has no snapshot yet (it is making one): ask again shortly
             self._retry_at = self._now + self.cfg.retry_backoff_ms
@@ -975,6 +1282,9 @@ class RaftCore:
                 return
             log.append_batches(batches)
             log.flush()
+            if any(b.control for b in batches):
+                self._note_control(batches)
+                self._refresh_voters()
             self._advance_hw(resp.high_watermark)
         else:
             self._advance_hw(resp.high_watermark)
@@ -999,6 +1309,8 @@ class RaftCore:
             snap.data += resp.data
         if len(snap.data) == resp.size:
             self.log.store_snapshot(snap.snapshot_id, bytes(snap.data))
+            self._load_snapshot_voters()
+            self._prune_voters()
             self._snap = None
             self._needs_snapshot = False
             self._lost_reported = False
@@ -1011,4 +1323,5 @@ def _trim(batch: Batch, from_offset: int) -> Batch:
     if batch.base_offset >= from_offset:
         return batch
     cut = from_offset - batch.base_offset
-    return Batch(from_offset, batch.epoch, batch.records[cut:], batch.control)
+    return Batch(from_offset, batch.epoch, batch.records[cut:], batch.control,
+                 control_type=batch.control_type)

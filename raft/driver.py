@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import functools
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from random import Random
@@ -22,12 +24,17 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from broker.protocol.transport import ConnectionSecurity, KafkaConnection
-from raft.config import RaftConfig
+from raft.config import RaftConfig, VoterAddress
+from raft.control import Endpoint, Voter, VoterSet, snapshot_payload
 from raft.core import NotLeaderError, RaftCore
 from raft.kafka_messages import (
+    ADD_RAFT_VOTER,
     DESCRIBE_QUORUM,
     METADATA_TOPIC,
     RAFT_APIS,
+    REMOVE_RAFT_VOTER,
+    VOTER_APIS,
+    VOTER_CODEC,
     WireError,
     build,
     decode_request,
@@ -58,6 +65,7 @@ log = structlog.get_logger("raft")
 # A timer that fires this late (ms) means the event loop was blocked; the tick then waits
 # for a Fetch sent after the stall to come back (the leader may hold it for its fetch wait).
 STALL_MS = 250
+_ZERO = datetime.timedelta(0)
 
 __all__ = ["NotLeaderError", "RaftDriver", "RaftListener"]
 
@@ -89,6 +97,9 @@ class TcpTransport:
         self.config = config
         self.security = security
         self._conns: dict[tuple[int, bool], KafkaConnection] = {}
+        # KIP-853: where a voter listens comes from the Voters record (the driver sets
+        # this to the core's lookup); static voters and bootstrap servers otherwise
+        self.address_of: Callable[[int], VoterAddress | None] = lambda _dst: None
 
     async def request(self, dst: int, api_key: int, version: int, request: Any,
                       timeout_s: float) -> Any:
@@ -104,9 +115,12 @@ class TcpTransport:
         lane = api_key in (1, 59)
         conn = self._conns.get((dst, lane))
         if conn is None:
-            addr = self.config.voters[dst]
+            addr = self.address_of(dst) or self.config.voters.get(dst)
+            if addr is None:
+                raise ConnectionError(f"no address known for node {dst}")
+            # a request that times out closes its connection, as KRaft's does
             conn = KafkaConnection(addr.host, addr.port, f"raft-{self.config.node_id}",
-                                   security=self.security)
+                                   security=self.security, close_on_timeout=True)
             self._conns[(dst, lane)] = conn
         return conn
 
@@ -150,17 +164,30 @@ class RaftDriver:
         transport: Transport | None = None,
         rng: Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        directory_id: uuid.UUID | None = None,
+        bootstrap_voters: VoterSet | None = None,
     ) -> None:
+        """`directory_id`: this node's metadata log directory id (meta.properties
+        `directory.id`); `bootstrap_voters`: the voter set of the bootstrap checkpoint
+        (KIP-853, kraft.version 1), None for static `controller.quorum.voters`."""
         self.config = config
         self.log = log_store
         self._clock = clock
         self._t0 = clock()
+        # observers without a voter to ask reach the quorum through
+        # controller.quorum.bootstrap.servers, given negative ids here (as Kafka does)
+        self._bootstrap = {-(i + 1): a for i, a in enumerate(config.bootstrap_servers)}
         self.core = RaftCore(
             config.node_id, frozenset(config.voters), log_store, state_store,
             rng or Random(), self._now(), config.core_config(),
             wall_offset_ms=time.time_ns() // 1_000_000 - self._now(),
+            directory_id=directory_id, bootstrap_voters=bootstrap_voters, codec=VOTER_CODEC,
+            discovery_ids=tuple(sorted(self._bootstrap, reverse=True)),
         )
         self.transport: Transport = transport or TcpTransport(config)
+        if isinstance(self.transport, TcpTransport):
+            self.transport.address_of = self.address_of
         self.listeners: list[RaftListener] = []
         self.snapshot_provider: Callable[[int], bytes] | None = None
         self.stats = _Stats()
@@ -182,9 +209,50 @@ class RaftDriver:
         self._lost_at_start = self.core.lost_committed_state()
         self._role_type: type = type(self.core.role)
         self._election_started = -1.0  # clock() when this node's election began, or -1
+        self._learned: dict[int, VoterAddress] = {}  # endpoints from bootstrap servers
+        self._learning = False
 
     def _now(self) -> int:
         return int((self._clock() - self._t0) * 1000)
+
+    def address_of(self, node_id: int) -> VoterAddress | None:
+        """A voter's controller endpoint from the voter set (KIP-853), a bootstrap server
+        for a negative id, else None (static voters: the config)."""
+        if node_id < 0:
+            return self._bootstrap.get(node_id)
+        v = self.core.voter(node_id)
+        if v is not None and v.endpoints:
+            e = v.endpoints[0]
+            return VoterAddress(node_id, e.host, e.port)
+        return self._learned.get(node_id)
+
+    async def _learn_endpoints(self) -> None:
+        """A leader named by a bootstrap server whose address this node does not know yet
+        (it has not fetched the voter set): ask the bootstrap servers' DescribeQuorum v2,
+        which lists the voters' endpoints (Kafka sends them in Fetch's NodeEndpoints)."""
+        from kio.schema.describe_quorum.v2 import request as dq
+
+        q: Any = dq
+        req = q.DescribeQuorumRequest(topics=(q.TopicData(
+            topic_name=METADATA_TOPIC, partitions=(q.PartitionData(partition_index=0),)),))
+        try:
+            for bid in sorted(self._bootstrap, reverse=True):
+                try:
+                    resp = await self.transport.request(
+                        bid, DESCRIBE_QUORUM, 2, req, self.config.request_timeout_ms / 1000)
+                except (OSError, TimeoutError, ConnectionError, ValueError) as e:
+                    log.debug("raft.bootstrap_describe_failed", server=bid, error=repr(e))
+                    continue
+                for n in resp.nodes:
+                    if n.listeners:
+                        lst = n.listeners[0]
+                        self._learned[int(n.node_id)] = VoterAddress(int(n.node_id),
+                                                                     str(lst.host),
+                                                                     int(lst.port))
+                if self.core.leader_id in self._learned:
+                    return
+        finally:
+            self._learning = False
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -192,7 +260,7 @@ class RaftDriver:
         self._loop = asyncio.get_running_loop()
         snap = self.log.latest_snapshot()
         if snap is not None:
-            data = self.log.read_snapshot(snap, 0, 1 << 62)
+            data = snapshot_payload(self.log.read_snapshot(snap, 0, 1 << 62))
             for lst in self.listeners:
                 lst.on_snapshot_load(snap, data)
             self._delivered = snap.end_offset
@@ -248,30 +316,44 @@ class RaftDriver:
         now = self._now()
         wall = int(time.time() * 1000)
 
-        def state(rid: int, end: int, last_fetch: int) -> Any:
+        def state(rid: int, end: int, last_fetch: int, caught_up: int = -2) -> Any:
             ts = wall - (now - last_fetch) if last_fetch >= 0 else -1
-            return build(m, "ReplicaState", replica_id=rid, replica_directory_id=None,
+            if caught_up == -2:
+                up = ts if end >= self.core.hw else -1
+            else:
+                up = wall - (now - caught_up) if caught_up >= 0 else -1
+            v = self.core.voter(rid)
+            return build(m, "ReplicaState", replica_id=rid,
+                         replica_directory_id=v.directory_id if v is not None else None,
                          log_end_offset=end, last_fetch_timestamp=ts,
-                         last_caught_up_timestamp=ts if end >= self.core.hw else -1)
+                         last_caught_up_timestamp=up)
 
         leader = isinstance(self.core.role, Leader)
         vs = []
-        for v in sorted(self.config.voters):
+        for v in sorted(self.core.voters):
             if v == self.config.node_id and leader:
                 vs.append(state(v, self.log.end_offset, now))
             elif v in voters:
                 p = voters[v]
-                vs.append(state(v, p.end_offset, p.last_fetch_ms))
+                vs.append(state(v, p.end_offset, p.last_fetch_ms, p.caught_up_ms))
             else:
                 vs.append(state(v, -1, -1))
-        obs = [state(o, p.end_offset, p.last_fetch_ms) for o, p in sorted(observers.items())]
+        obs = [state(o, p.end_offset, p.last_fetch_ms, p.caught_up_ms)
+               for o, p in sorted(observers.items())]
         err = ErrorCode.none if leader else ErrorCode.not_leader_or_follower
         p = build(m, "PartitionData", partition_index=0, error_code=err, error_message=None,
                   leader_id=self.core.leader_id, leader_epoch=self.core.epoch,
                   high_watermark=self.core.hw, current_voters=tuple(vs), observers=tuple(obs))
         t = build(m, "TopicData", topic_name=METADATA_TOPIC, partitions=(p,))
+        # v2 (KIP-853): the voters' endpoints, so a node that found the quorum through a
+        # bootstrap server can reach the leader
+        nodes = tuple(
+            build(m, "Node", node_id=v.node_id, listeners=tuple(
+                build(m, "Listener", name=e.name, host=e.host, port=e.port)
+                for e in v.endpoints))
+            for v in self.core.voter_set if v.endpoints) if hasattr(m, "Node") else ()
         return build(m, "DescribeQuorumResponse", error_code=ErrorCode.none, error_message=None,
-                     topics=(t,), nodes=())
+                     topics=(t,), nodes=nodes)
 
     # ------------------------------------------------------------------ inbound
 
@@ -284,6 +366,8 @@ class RaftDriver:
         theirs = getattr(request, "cluster_id", None)
         if self.config.cluster_id and theirs is not None and theirs != self.config.cluster_id:
             return error_response(api_key, api_version, ErrorCode.inconsistent_cluster_id)
+        if api_key in VOTER_APIS:
+            return await self._voter_change(api_key, api_version, request)
         try:
             src, req = decode_request(api_key, request)
         except WireError as e:
@@ -299,6 +383,80 @@ class RaftDriver:
         finally:
             self._inbound.pop(rid, None)
         return response_body(api_key, api_version, resp)
+
+    def _epoch_start(self) -> int:
+        r = self.core.role
+        return r.epoch_start_offset if isinstance(r, Leader) else 1 << 62
+
+    async def request_voter_change(self, api_key: int, version: int, request: Any,
+                                   timeout_s: float) -> Any:
+        """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter for an operator's tool: handled
+        here on the leader, else sent to the leader this node knows over the controller
+        listener.  Returns the kio response."""
+        if self.is_leader:
+            return await self._voter_change(api_key, version, request)
+        leader = self.core.leader_id
+        if leader < 0:
+            return error_response(api_key, version, ErrorCode.not_leader_or_follower)
+        return await self.transport.request(leader, api_key, version, request, timeout_s)
+
+    async def _voter_change(self, api_key: int, api_version: int, request: Any) -> Any:
+        """AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): KIP-853, on the
+        leader.  Answered once the new Voters record is committed, or REQUEST_TIMED_OUT
+        when the request's timeout passes first."""
+        m = schema_module(api_key, api_version, EntityType.response)
+        cls = {ADD_RAFT_VOTER: "AddRaftVoterResponse", REMOVE_RAFT_VOTER:
+               "RemoveRaftVoterResponse"}.get(api_key, "UpdateRaftVoterResponse")
+        directory = request.voter_directory_id
+        if directory == uuid.UUID(int=0):
+            directory = None
+        now = self._now()
+        if api_key == REMOVE_RAFT_VOTER:
+            err, msg, off = self.core.remove_voter(int(request.voter_id), directory, now)
+        else:
+            eps = tuple(Endpoint(str(e.name), str(e.host), int(e.port))
+                        for e in request.listeners)
+            voter = Voter(int(request.voter_id), directory, eps)
+            if api_key == ADD_RAFT_VOTER:
+                err, msg, off = self.core.add_voter(voter, now)
+                # As Kafka's leader, wait (within the request's timeout) for the new voter
+                # to catch up; another change in progress is answered at once.
+                timeout = getattr(request, "timeout", None)
+                until = self._clock() + (timeout.total_seconds() if timeout else 30.0)
+                while (err == ErrorCode.request_timed_out and self.is_leader
+                       and self.core.pending_voter_change() < 0
+                       and self.high_watermark > self._epoch_start()
+                       and self._clock() < until):
+                    await asyncio.sleep(max(0.01, self.config.retry_backoff_ms / 1000))
+                    err, msg, off = self.core.add_voter(voter, self._now())
+            else:
+                err, msg, off = self.core.update_voter(voter, now)
+        if err == ErrorCode.none and not getattr(request, "ack_when_committed", True):
+            self._drain()  # AddRaftVoter v1: answered once appended
+        elif err == ErrorCode.none:
+            log.info("raft.voter_change", node=self.config.node_id, api=api_key,
+                     voter=int(request.voter_id), offset=off,
+                     voters=sorted(self.core.voters))
+            fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            self._waiting.append((off, fut))
+            self._drain()
+            timeout = getattr(request, "timeout", None)
+            secs = timeout.total_seconds() if timeout is not None else 30.0
+            try:
+                await asyncio.wait_for(fut, max(0.001, secs))
+            except TimeoutError:
+                err, msg = ErrorCode.request_timed_out, "the voter change did not commit in time"
+            except NotLeaderError:
+                err, msg = ErrorCode.not_leader_or_follower, "leadership lost before commit"
+        else:
+            self._drain()
+        leader = self.core.leader_id
+        addr = self.address_of(leader) if leader >= 0 else None
+        current = build(m, "CurrentLeader", leader_id=leader, leader_epoch=self.core.epoch,
+                        host=addr.host if addr else "", port=addr.port if addr else -1
+                        ) if hasattr(m, "CurrentLeader") else None
+        return build(m, cls, throttle_time=_ZERO, error_code=err, error_message=msg or None,
+                     current_leader=current)
 
     # ----------------------------------------------------------------- outbound
 
@@ -375,6 +533,12 @@ class RaftDriver:
                          epoch=ev.epoch)
                 if ev.leader_id != self.config.node_id:
                     self._fail_waiting()
+                if (ev.leader_id >= 0 and self._bootstrap and not self._learning
+                        and self.address_of(ev.leader_id) is None):
+                    self._learning = True
+                    task = asyncio.get_running_loop().create_task(self._learn_endpoints())
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
                 for lst in self.listeners:
                     lst.on_leader_change(ev.leader_id, ev.epoch)
             elif isinstance(ev, LogStateLost):
@@ -393,7 +557,7 @@ class RaftDriver:
                                 end_offset=ev.snapshot_id.end_offset,
                                 epoch=ev.snapshot_id.epoch)
                 self.stats.snapshots_loaded += 1
-                data = self.log.read_snapshot(ev.snapshot_id, 0, 1 << 62)
+                data = snapshot_payload(self.log.read_snapshot(ev.snapshot_id, 0, 1 << 62))
                 for lst in self.listeners:
                     lst.on_snapshot_load(ev.snapshot_id, data)
                 self._delivered = ev.snapshot_id.end_offset
@@ -480,7 +644,8 @@ class RaftDriver:
                     if b.base_offset < pos or b.next_offset > hw:
                         lo, hi = max(pos, b.base_offset), min(hw, b.next_offset)
                         b = Batch(lo, b.epoch, b.records[lo - b.base_offset: hi - b.base_offset],
-                                  b.control, timestamp=b.timestamp)
+                                  b.control, timestamp=b.timestamp,
+                                  control_type=b.control_type)
                     out.append(b)
                     pos = b.next_offset
                     self._bytes_since_snapshot += b.size_bytes

@@ -16,13 +16,20 @@ from __future__ import annotations
 
 import datetime
 import functools
+import io
+import struct
 import uuid
 from types import ModuleType
 from typing import Any
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
+from kio.schema.k_raft_version_record.v0.data import KRaftVersionRecord
+from kio.schema.types import BrokerId
+from kio.schema.voters_record.v0 import data as voters_v0
+from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from kio.static.primitive import i16, u16
 
 from broker.protocol.fetch_codec import REQUEST_VERSION as FETCH_REQUEST_VERSION
 from broker.protocol.fetch_codec import RESPONSE_VERSIONS as FETCH_RESPONSE_VERSIONS
@@ -32,10 +39,11 @@ from broker.protocol.fetch_codec import (
     encode_fetch_request_body,
     encode_fetch_response_body,
 )
+from broker.protocol.records import HEADER_SIZE, decode_value_batches, encode_value_batch
 from broker.protocol.records import CorruptBatch as CorruptBatch
 from broker.protocol.records import batch_length_at as _batch_length_at
-from broker.protocol.records import decode_value_batches, encode_value_batch
-from raft.control import CONTROL_KEY_LEADER_CHANGE
+from broker.protocol.records import read_varint as _read_varint
+from raft.control import LEADER_CHANGE_TYPE, Endpoint, Voter, VoterSet
 from raft.messages import (
     Batch,
     BeginQuorumEpochRequest,
@@ -59,7 +67,11 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (AAAAAAAA
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM, FETCH, FETCH_SNAPSHOT = (
     52, 53, 54, 55, 1, 59,
 )
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER = 80, 81, 82
+# KIP-853's membership RPCs, answered by the leader (a non-leader answers NOT_LEADER...)
+VOTER_APIS = {ADD_RAFT_VOTER: (0, 1), REMOVE_RAFT_VOTER: (0, 0), UPDATE_RAFT_VOTER: (0, 0)}
 RAFT_APIS = {
+    **VOTER_APIS,
     VOTE: (0, 2),
     BEGIN_QUORUM_EPOCH: (0, 1),
     END_QUORUM_EPOCH: (0, 1),
@@ -85,7 +97,8 @@ def encode_batch(batch: Batch) -> bytes:
         return batch.raw
     return encode_value_batch(
         batch.base_offset, batch.epoch, batch.records, control=batch.control,
-        key=CONTROL_KEY_LEADER_CHANGE if batch.control else None, timestamp=batch.timestamp)
+        key=_CONTROL_KEY.pack(0, batch.control_type) if batch.control else None,
+        timestamp=batch.timestamp)
 
 
 def encode_batches(batches: tuple[Batch, ...] | list[Batch]) -> bytes:
@@ -101,7 +114,80 @@ def decode_batches(data: bytes | memoryview,
 
 def _batch(base_offset: int, epoch: int, records: tuple[bytes, ...], control: bool,
            raw: bytes, timestamp: int) -> Batch:
-    return Batch(base_offset, epoch, records, control, raw=raw, timestamp=timestamp)
+    ctype = _control_type(raw) if control else LEADER_CHANGE_TYPE
+    return Batch(base_offset, epoch, records, control, raw=raw, timestamp=timestamp,
+                 control_type=ctype)
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type
+
+
+def _control_type(raw: bytes) -> int:
+    """The type in the key of a control batch's first record (the decoder checked the
+    batch's lengths and CRC; one type per batch, as this log writes them)."""
+    try:
+        pos = HEADER_SIZE
+        _len, pos = _read_varint(raw, pos)
+        pos += 1  # attributes
+        _ts, pos = _read_varint(raw, pos)
+        _delta, pos = _read_varint(raw, pos)
+        klen, pos = _read_varint(raw, pos)
+    except Exception as e:
+        raise CorruptBatch(f"control record: {e}") from None
+    if klen < _CONTROL_KEY.size or pos + klen > len(raw):
+        raise CorruptBatch("control record without a (version, type) key")
+    _version, ctype = _CONTROL_KEY.unpack_from(raw, pos)
+    return int(ctype)
+
+
+class KioVoterCodec:
+    """KIP-853's control record values, VotersRecord v0 and KRaftVersionRecord v0, written
+    and read by kio."""
+
+    _write_voters = staticmethod(entity_writer(voters_v0.VotersRecord))
+    _read_voters = staticmethod(entity_reader(voters_v0.VotersRecord))
+    _write_kv = staticmethod(entity_writer(KRaftVersionRecord))
+    _read_kv = staticmethod(entity_reader(KRaftVersionRecord))
+
+    def encode_voters(self, voters: VoterSet) -> bytes:
+        rec = voters_v0.VotersRecord(version=i16(0), voters=tuple(
+            voters_v0.Voter(
+                voter_id=BrokerId(v.node_id), voter_directory_id=v.directory_id,
+                endpoints=tuple(voters_v0.Endpoint(name=e.name, host=e.host, port=u16(e.port))
+                                for e in v.endpoints),
+                k_raft_version_feature=voters_v0.KRaftVersionFeature(
+                    min_supported_version=i16(0), max_supported_version=i16(1)))
+            for v in voters))
+        buf = io.BytesIO()
+        self._write_voters(buf, rec)
+        return buf.getvalue()
+
+    def decode_voters(self, value: bytes) -> VoterSet:
+        try:
+            rec, _n = self._read_voters(value, 0)
+        except Exception as e:  # kio raises BufferUnderflow, UnicodeDecodeError, ...
+            raise ValueError(f"malformed VotersRecord: {e!r}") from None
+        return tuple(sorted(
+            (Voter(int(v.voter_id),
+                   None if v.voter_directory_id in (None, uuid.UUID(int=0))
+                   else v.voter_directory_id,
+                   tuple(Endpoint(e.name, e.host, int(e.port)) for e in v.endpoints))
+             for v in rec.voters), key=lambda v: v.node_id))
+
+    def encode_kraft_version(self, version: int) -> bytes:
+        buf = io.BytesIO()
+        self._write_kv(buf, KRaftVersionRecord(version=i16(0), k_raft_version=i16(version)))
+        return buf.getvalue()
+
+    def decode_kraft_version(self, value: bytes) -> int:
+        try:
+            rec, _n = self._read_kv(value, 0)
+        except Exception as e:
+            raise ValueError(f"malformed KRaftVersionRecord: {e!r}") from None
+        return int(rec.k_raft_version)
+
+
+VOTER_CODEC = KioVoterCodec()
 
 
 def batch_length_at(data: bytes | memoryview, pos: int) -> int | None:
@@ -367,6 +453,11 @@ def error_response(api_key: int, version: int, error: ErrorCode) -> Any:
     name = {VOTE: "VoteResponse", BEGIN_QUORUM_EPOCH: "BeginQuorumEpochResponse",
             END_QUORUM_EPOCH: "EndQuorumEpochResponse", FETCH: "FetchResponse",
             FETCH_SNAPSHOT: "FetchSnapshotResponse",
-            DESCRIBE_QUORUM: "DescribeQuorumResponse"}[api_key]
+            DESCRIBE_QUORUM: "DescribeQuorumResponse", ADD_RAFT_VOTER: "AddRaftVoterResponse",
+            REMOVE_RAFT_VOTER: "RemoveRaftVoterResponse",
+            UPDATE_RAFT_VOTER: "UpdateRaftVoterResponse"}[api_key]
+    current = (build(m, "CurrentLeader", leader_id=-1, leader_epoch=-1, host="", port=-1)
+               if hasattr(m, "CurrentLeader") else None)
     return build(m, name, throttle_time=_ZERO, error_code=error, error_message=str(error.name),
-                 session_id=0, responses=(), topics=(), nodes=(), node_endpoints=())
+                 session_id=0, responses=(), topics=(), nodes=(), node_endpoints=(),
+                 current_leader=current)

@@ -28,7 +28,7 @@ class SnapshotId:
 @dataclass(frozen=True, slots=True)
 class Batch:
     """One record batch of the replicated log.  `records` are opaque payloads;
-    `control` marks a control batch (LeaderChange)."""
+    `control` marks a control batch (LeaderChange, KRaftVersion, Voters)."""
 
     base_offset: int
     epoch: int
@@ -40,6 +40,9 @@ class Batch:
     # append time, wall-clock ms (Kafka's batch timestamps); passed in by the IO shell,
     # so the core stays clock-free.  Not part of a batch's identity.
     timestamp: int = field(default=0, compare=False)
+    # a control batch's record type (the key's type, Kafka's ControlRecordType): 2
+    # LeaderChange, 5 KRaftVersion, 6 Voters.  One type per batch.
+    control_type: int = 2
 
     @property
     def last_offset(self) -> int:

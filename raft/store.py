@@ -47,9 +47,10 @@ class LogStore(Protocol):
         """Epoch of the last record, else of the latest snapshot, else 0."""
 
     def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
-               timestamp: int = 0) -> Batch:
+               timestamp: int = 0, control_type: int = 2) -> Batch:
         """Leader append: assigns offsets from end_offset; `timestamp` is the append
-        time (wall-clock ms) the batch carries."""
+        time (wall-clock ms) the batch carries; `control_type` the control records'
+        type when `control`."""
 
     def append_batches(self, batches: tuple[Batch, ...]) -> None:
         """Follower append: the first batch starts at end_offset."""
@@ -147,10 +148,11 @@ class MemoryLogStore:
         self._bases.append(batch.base_offset)
 
     def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
-               timestamp: int = 0) -> Batch:
+               timestamp: int = 0, control_type: int = 2) -> Batch:
         if not records:
             raise ValueError("empty batch")
-        batch = Batch(self.end_offset, epoch, tuple(records), control, timestamp=timestamp)
+        batch = Batch(self.end_offset, epoch, tuple(records), control, timestamp=timestamp,
+                      control_type=control_type)
         self._add(batch)
         return batch
 
@@ -190,7 +192,8 @@ class MemoryLogStore:
         if i >= 0 and self._batches[i].base_offset < offset:
             b = self._batches[i]
             keep = offset - b.base_offset
-            self._batches[i] = Batch(b.base_offset, b.epoch, b.records[:keep], b.control)
+            self._batches[i] = Batch(b.base_offset, b.epoch, b.records[:keep], b.control,
+                                     control_type=b.control_type)
             i += 1
         del self._batches[max(i, 0) :]
         del self._bases[max(i, 0) :]
@@ -274,7 +277,8 @@ class MemoryLogStore:
         if i >= 0 and self._batches[i].base_offset < offset:
             b = self._batches[i]
             cut = offset - b.base_offset
-            self._batches[i] = Batch(offset, b.epoch, b.records[cut:], b.control)
+            self._batches[i] = Batch(offset, b.epoch, b.records[cut:], b.control,
+                                     control_type=b.control_type)
             if not self._batches[i].records:
                 i += 1
         del self._batches[: max(i, 0)]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
+import uuid
 from typing import Any
 
 import grpc
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32, i32Timedelta, u16
 
 from broker.admin.convert import broker_state, registration
 from broker.admin.errors import AdminError, S, rpc_errors
@@ -13,6 +16,7 @@ from broker.admin.forward import Forwarder, controller_id, forwards_writes
 from broker.admin.pb import cluster, cluster_grpc, meta
 from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo, describe_at
 from broker.errors import KafkaError
+from broker.protocol.kafka_uuid import kafka_to_uuid
 
 LEADER_DESCRIBE_TIMEOUT_S = 5.0
 
@@ -51,7 +55,7 @@ def _replica(r: ReplicaInfo, hw: int) -> Any:
     return cluster.QuorumReplica(
         replica_id=r.replica_id, log_end_offset=r.log_end_offset, lag=lag,
         last_fetch_timestamp_ms=r.last_fetch_timestamp_ms,
-        last_caught_up_timestamp_ms=r.last_caught_up_timestamp_ms)
+        last_caught_up_timestamp_ms=r.last_caught_up_timestamp_ms, directory_id=r.directory_id)
 
 
 def quorum_response(cluster_id: str, info: QuorumInfo, now_ms: int) -> Any:
@@ -116,3 +120,80 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
                                                 f"did not answer at {host}:{port}: {err!r}; "
                                                 "retry") from None
         return quorum_response(self.node.cluster_id, info, self.node.clock())
+
+    # ---- KIP-853 -----------------------------------------------------------------------
+
+    def _driver(self) -> Any:
+        quorum = getattr(self.node, "quorum", None)
+        driver = getattr(quorum, "driver", None)
+        if driver is None or not hasattr(driver, "request_voter_change"):
+            raise AdminError(S.UNIMPLEMENTED, "this node runs no metadata quorum driver")
+        return driver
+
+    async def _voter_change(self, api_key: int, version: int, request: Any,
+                            timeout_ms: int, what: str) -> Any:
+        driver = self._driver()
+        timeout_s = (timeout_ms or VOTER_CHANGE_TIMEOUT_MS) / 1000
+        try:
+            resp = await driver.request_voter_change(api_key, version, request, timeout_s + 5)
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            raise AdminError(S.UNAVAILABLE, f"{what}: the metadata quorum leader did not "
+                                            f"answer ({exc!r}); retry") from None
+        err = ErrorCode(int(resp.error_code))
+        if err != ErrorCode.none:
+            text = getattr(resp, "error_message", None) or err.name.upper()
+            code = _VOTER_ERRORS.get(err, S.INTERNAL)
+            raise AdminError(code, f"{what}: {text} ({err.name.upper()})")
+        return driver.leader_and_epoch[0]
+
+    @rpc_errors
+    async def AddController(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        from kio.schema.add_raft_voter.v1.request import AddRaftVoterRequest, Listener
+
+        if not request.endpoints:
+            raise AdminError(S.INVALID_ARGUMENT, "add-controller: the controller's listener "
+                                                 "endpoint is required")
+        timeout_ms = request.timeout_ms or VOTER_CHANGE_TIMEOUT_MS
+        req = AddRaftVoterRequest(
+            cluster_id=self.node.cluster_id,
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
+            voter_id=i32(request.controller_id),
+            voter_directory_id=_dir_id(request.directory_id),
+            listeners=tuple(Listener(name=e.name, host=e.host, port=u16(e.port))
+                            for e in request.endpoints),
+            ack_when_committed=True)
+        leader = await self._voter_change(80, 1, req, timeout_ms,
+                                          f"add controller {request.controller_id}")
+        return cluster.AddControllerResponse(leader_id=leader)
+
+    @rpc_errors
+    async def RemoveController(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        from kio.schema.remove_raft_voter.v0.request import RemoveRaftVoterRequest
+
+        req = RemoveRaftVoterRequest(cluster_id=self.node.cluster_id,
+                                     voter_id=i32(request.controller_id),
+                                     voter_directory_id=_dir_id(request.directory_id))
+        leader = await self._voter_change(81, 0, req, request.timeout_ms,
+                                          f"remove controller {request.controller_id}")
+        return cluster.RemoveControllerResponse(leader_id=leader)
+
+
+VOTER_CHANGE_TIMEOUT_MS = 30_000
+_VOTER_ERRORS = {
+    ErrorCode.duplicate_voter: S.ALREADY_EXISTS,
+    ErrorCode.voter_not_found: S.NOT_FOUND,
+    ErrorCode.invalid_request: S.INVALID_ARGUMENT,
+    ErrorCode.unsupported_version: S.FAILED_PRECONDITION,
+    ErrorCode.not_leader_or_follower: S.UNAVAILABLE,
+    ErrorCode.request_timed_out: S.UNAVAILABLE,
+    ErrorCode.inconsistent_cluster_id: S.FAILED_PRECONDITION,
+}
+
+
+def _dir_id(text: str) -> uuid.UUID | None:
+    if not text:
+        return None
+    try:
+        return kafka_to_uuid(text)
+    except ValueError:
+        raise AdminError(S.INVALID_ARGUMENT, f"{text!r} is not a directory id") from None

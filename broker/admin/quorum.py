@@ -17,6 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.protocol.kafka_uuid import uuid_to_kafka
 from broker.protocol.transport import ConnectionSecurity
 
 
@@ -26,6 +27,7 @@ class ReplicaInfo:
     log_end_offset: int = -1
     last_fetch_timestamp_ms: int = -1
     last_caught_up_timestamp_ms: int = -1
+    directory_id: str = ""  # Kafka uuid (base64) of its metadata log dir; "" when unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,16 +72,28 @@ def describe_raft(core: Any, wall_clock_ms: Callable[[], int],
                 return -1
             return t if core_now is None else wall - (core_now - t)
 
+        def dir_id(rid: int) -> str:
+            voter = core.voter(rid) if hasattr(core, "voter") else None
+            d = getattr(voter, "directory_id", None)
+            return "" if d is None else uuid_to_kafka(d)
+
         def info(rid: int, p: Any) -> ReplicaInfo:
             end = int(getattr(p, "end_offset", -1))
             fetched = bool(getattr(p, "fetched", True))
             last = to_wall(int(getattr(p, "last_fetch_ms", -1))) if fetched else -1
-            return ReplicaInfo(rid, end, last, last if end >= hw >= 0 and last >= 0 else -1)
+            caught = int(getattr(p, "caught_up_ms", -2))  # -2: the core does not track it
+            fallback = last if end >= hw >= 0 and last >= 0 else -1
+            up = fallback if caught == -2 else to_wall(caught)
+            return ReplicaInfo(rid, end, last, up, dir_id(rid))
 
-        me = ReplicaInfo(core.node_id, int(core.log.end_offset), wall, wall)
+        me = ReplicaInfo(core.node_id, int(core.log.end_offset), wall, wall,
+                         dir_id(core.node_id))
+        in_set = getattr(core, "voters", None)
         return QuorumInfo(
             leader_id=leader, leader_epoch=int(core.epoch), high_watermark=hw,
-            voters=(me, *(info(r, voters[r]) for r in sorted(voters) if r != core.node_id)),
+            # a leader that removed itself (KIP-853) leads on as a non-voter until it resigns
+            voters=((me,) if in_set is None or core.node_id in in_set else ()) + tuple(
+                info(r, voters[r]) for r in sorted(voters) if r != core.node_id),
             observers=tuple(info(r, observers[r]) for r in sorted(observers)),
         )
 
@@ -114,17 +128,17 @@ DESCRIBE_QUORUM_KEY = 55
 
 async def describe_at(host: str, port: int, timeout_s: float,
                       security: ConnectionSecurity | None = None) -> QuorumInfo:
-    """Kafka's DescribeQuorum (v1, with fetch and caught-up times) sent to a controller
+    """Kafka's DescribeQuorum (v2: fetch and caught-up times, directory ids) sent to a controller
     listener, as `kafka-metadata-quorum` does: for nodes that are not the quorum leader and
     do not know the leader's admin address (dedicated controllers do not register one)."""
-    from kio.schema.describe_quorum.v1 import request as dq
+    from kio.schema.describe_quorum.v2 import request as dq
 
     from broker.protocol.transport import KafkaConnection
 
     q: Any = dq
     conn = KafkaConnection(host, port, "skiff-admin", security=security)
     try:
-        resp = await conn.request(DESCRIBE_QUORUM_KEY, 1, q.DescribeQuorumRequest(topics=(
+        resp = await conn.request(DESCRIBE_QUORUM_KEY, 2, q.DescribeQuorumRequest(topics=(
             q.TopicData(topic_name=METADATA_TOPIC,
                         partitions=(q.PartitionData(partition_index=0),)),)), timeout_s)
     finally:
@@ -137,8 +151,10 @@ async def describe_at(host: str, port: int, timeout_s: float,
                          f"controller {host}:{port} is not the quorum leader")
 
     def info(r: Any) -> ReplicaInfo:
+        d = getattr(r, "replica_directory_id", None)
         return ReplicaInfo(int(r.replica_id), int(r.log_end_offset),
-                           int(r.last_fetch_timestamp), int(r.last_caught_up_timestamp))
+                           int(r.last_fetch_timestamp), int(r.last_caught_up_timestamp),
+                           "" if d is None or d.int == 0 else uuid_to_kafka(d))
 
     return QuorumInfo(
         leader_id=int(part.leader_id), leader_epoch=int(part.leader_epoch),

@@ -28,6 +28,15 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--add-scram", "-S", action="append", default=[], metavar="SCRAM",
                    help="a SCRAM credential for the bootstrap metadata, as kafka-storage.sh: "
                         "'SCRAM-SHA-512=[name=alice,password=alice-secret]'")
+    q = f.add_mutually_exclusive_group()
+    q.add_argument("--standalone", "-s", action="store_true",
+                   help="KIP-853: this controller alone is the initial voter set "
+                        "(kraft.version 1; grow it with `skiff quorum add-controller`)")
+    q.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIRID,...",
+                   help="KIP-853: the initial voter set, with each controller's metadata "
+                        "directory id (this node's is written to its meta.properties)")
+    q.add_argument("--no-initial-controllers", "-N", action="store_true",
+                   help="KIP-853: a controller that will join an existing quorum")
     p.set_defaults(handler=run)
 
 
@@ -42,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
             cfg = load_config(args.config, args.override, os.environ,
                               warn=lambda m: print(f"warning: {m}", file=sys.stderr))
             format_storage(cfg, args.cluster_id, args.ignore_formatted, out=sys.stdout,
-                           add_scram=args.add_scram)
+                           add_scram=args.add_scram, standalone=args.standalone,
+                           initial_controllers=args.initial_controllers,
+                           no_initial_controllers=args.no_initial_controllers)
         except (ConfigError, StorageError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

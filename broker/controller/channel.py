@@ -123,7 +123,8 @@ class ControllerChannel:
         service, None on a broker-only node; `wait_applied(offset, timeout_s)`: returns
         once this node's metadata image includes `offset` (raises TimeoutError)."""
         self.node_id = node_id
-        self.voters = dict(voters)
+        # a dict of static voters, or a live view of the dynamic voter set (KIP-853)
+        self.voters = voters
         self.leader_id = leader_id
         self.local = local
         self.retry_backoff_ms = max(1, retry_backoff_ms)

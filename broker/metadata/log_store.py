@@ -93,10 +93,11 @@ class MetadataLogStore:
     # ------------------------------------------------------------------- log
 
     def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
-               timestamp: int = 0) -> Batch:
+               timestamp: int = 0, control_type: int = 2) -> Batch:
         if not records:
             raise ValueError("empty batch")
-        batch = Batch(self.end_offset, epoch, tuple(records), control, timestamp=timestamp)
+        batch = Batch(self.end_offset, epoch, tuple(records), control, timestamp=timestamp,
+                      control_type=control_type)
         raw = encode_batch(batch)
         self._tail = None
         self.plog.append_as_follower(raw)

@@ -4,7 +4,10 @@
 directory.id) into every log dir and the metadata log dir, and a
 `bootstrap.checkpoint` into the metadata log dir holding the records the first
 active controller writes to an empty metadata log (the finalized
-metadata.version). A directory that already has meta.properties is refused
+metadata.version). With --standalone or --initial-controllers (KIP-853) a controller's
+metadata log dir also gets `bootstrap-voters.checkpoint`: the KRaftVersion (1) and Voters
+control records, as Kafka's bootstrap checkpoint holds them, from which the quorum starts
+with dynamic voters. A directory that already has meta.properties is refused
 unless --ignore-formatted, which skips it. `ensure_formatted(config)` is what a
 starting node calls: it fails clearly on an unformatted directory, a cluster-id
 mismatch between directories, or a node-id mismatch.
@@ -24,6 +27,7 @@ from broker.util.files import atomic_write
 
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+BOOTSTRAP_VOTERS = "bootstrap-voters.checkpoint"
 # Skiff's own metadata.version: 1 is the record set in proto/skiff/metadata/v1.
 METADATA_VERSION_FEATURE = "metadata.version"
 METADATA_VERSION = 1
@@ -114,6 +118,80 @@ def read_bootstrap(metadata_dir: Path) -> list[Any]:
         raise StorageError(f"{path} is corrupt: {exc}") from None
 
 
+# -- the bootstrap voter set (KIP-853) ---------------------------------------------------
+
+
+def parse_initial_controllers(arg: str) -> list[tuple[int, str, int, str]]:
+    """kafka-storage.sh's --initial-controllers: `id@host:port:directoryid,...` (the
+    directory id in Kafka's base64 form)."""
+    out: list[tuple[int, str, int, str]] = []
+    for item in filter(None, (x.strip() for x in arg.split(","))):
+        node, at, rest = item.partition("@")
+        addr, colon, directory = rest.rpartition(":")
+        host, colon2, port = addr.rpartition(":")
+        if not at or not colon or not colon2 or not node.isdigit() or not port.isdigit() \
+                or not host:
+            raise StorageError(f"--initial-controllers: bad entry {item!r} "
+                               "(want id@host:port:directoryid)")
+        try:
+            kafka_to_uuid(directory)
+        except ValueError:
+            raise StorageError(f"--initial-controllers: {directory!r} in {item!r} is not a "
+                               "directory id (a Kafka uuid)") from None
+        if any(x[0] == int(node) for x in out):
+            raise StorageError(f"--initial-controllers: node {node} listed twice")
+        out.append((int(node), host.strip("[]"), int(port), directory))
+    if not out:
+        raise StorageError("--initial-controllers: no controllers given")
+    return out
+
+
+def write_bootstrap_voters(metadata_dir: Path, voters: Sequence[tuple[int, str, int, str]],
+                           listener_name: str) -> Path:
+    """The KRaftVersion and Voters control batches of the bootstrap voter set."""
+    from raft.control import KRAFT_VERSION_TYPE, VOTERS_TYPE, Endpoint, Voter
+    from raft.kafka_messages import VOTER_CODEC, encode_batch
+    from raft.messages import Batch
+
+    vs = tuple(sorted((Voter(i, kafka_to_uuid(d), (Endpoint(listener_name, h, p),))
+                       for i, h, p, d in voters), key=lambda v: v.node_id))
+    data = encode_batch(Batch(0, 0, (VOTER_CODEC.encode_kraft_version(1),), True,
+                              control_type=KRAFT_VERSION_TYPE)) + \
+        encode_batch(Batch(1, 0, (VOTER_CODEC.encode_voters(vs),), True,
+                           control_type=VOTERS_TYPE))
+    path = metadata_dir / BOOTSTRAP_VOTERS
+    atomic_write(path, data)
+    return path
+
+
+def read_bootstrap_voters(metadata_dir: Path) -> Any:
+    """The bootstrap voter set (raft.control.VoterSet) written by format, None when the
+    controllers were formatted without one (static voters, or a controller that joins)."""
+    from raft.control import VOTERS_TYPE
+    from raft.kafka_messages import VOTER_CODEC, CorruptBatch, decode_batches
+
+    path = metadata_dir / BOOTSTRAP_VOTERS
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        for b in decode_batches(data):
+            if b.control and b.control_type == VOTERS_TYPE:
+                return VOTER_CODEC.decode_voters(b.records[-1])
+    except (CorruptBatch, ValueError) as exc:
+        raise StorageError(f"{path} is corrupt: {exc}") from None
+    raise StorageError(f"{path} holds no Voters record")
+
+
+def metadata_directory_id(config: NodeConfig) -> Any:
+    """The metadata log dir's directory.id (a uuid.UUID), None if it has none."""
+    meta = read_meta_properties(config.metadata_log_dir)
+    if meta is None or meta.directory_id is None:
+        return None
+    return kafka_to_uuid(meta.directory_id)
+
+
 # -- format and the startup check ---------------------------------------------------------
 
 
@@ -163,14 +241,49 @@ def parse_add_scram(arg: str) -> Any:
 
 
 def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool = False,
-                   out: Any = None, add_scram: Sequence[str] = ()) -> list[Path]:
-    """Format every directory of the node; returns the directories written."""
+                   out: Any = None, add_scram: Sequence[str] = (), standalone: bool = False,
+                   initial_controllers: str | None = None,
+                   no_initial_controllers: bool = False) -> list[Path]:
+    """Format every directory of the node; returns the directories written.
+
+    `standalone`: this controller alone is the initial voter set; `initial_controllers`:
+    the initial voters (`id@host:port:directoryid,...`, this node's directory id among
+    them); `no_initial_controllers`: a controller that will join an existing dynamic
+    quorum (AddRaftVoter).  As Kafka, these need controller.quorum.bootstrap.servers (not
+    controller.quorum.voters) and the controller role."""
     try:
         kafka_to_uuid(cluster_id)
     except ValueError as exc:
         raise StorageError(f"Cluster ID string {cluster_id} does not appear to be a valid UUID: "
                            f"{exc}") from None
     extra = [parse_add_scram(a) for a in add_scram]
+    chosen = [n for n, on in (("--standalone", standalone),
+                              ("--initial-controllers", initial_controllers is not None),
+                              ("--no-initial-controllers", no_initial_controllers)) if on]
+    if len(chosen) > 1:
+        raise StorageError(f"{' and '.join(chosen)} cannot be used together")
+    initial: list[tuple[int, str, int, str]] | None = None
+    meta_dir_id: str | None = None
+    if chosen:
+        if not config.is_controller:
+            raise StorageError(f"{chosen[0]} is for controllers: process.roles has no "
+                               "controller")
+        if config.voters:
+            raise StorageError(f"{chosen[0]} cannot be used with controller.quorum.voters "
+                               "(static voters); set controller.quorum.bootstrap.servers")
+        lst = config.controller_listeners[0] if config.controller_listeners else None
+        if lst is None:
+            raise StorageError("no controller listener in listeners")
+        if standalone:
+            meta_dir_id = random_kafka_uuid()
+            initial = [(config.node_id, lst.host or "localhost", lst.port, meta_dir_id)]
+        elif initial_controllers is not None:
+            initial = parse_initial_controllers(initial_controllers)
+            mine = [x for x in initial if x[0] == config.node_id]
+            if not mine:
+                raise StorageError(f"--initial-controllers does not list this node "
+                                   f"({config.node_id})")
+            meta_dir_id = mine[0][3]
     dirs = config.all_directories()
     todo: list[Path] = []
     for d in dirs:
@@ -192,10 +305,18 @@ def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool =
             d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"Unable to create storage directory {d}: {exc.strerror}") from None
-        meta = MetaProperties(1, cluster_id, config.node_id, random_kafka_uuid())
+        dir_id = meta_dir_id if d == config.metadata_log_dir and meta_dir_id else \
+            random_kafka_uuid()
+        meta = MetaProperties(1, cluster_id, config.node_id, dir_id)
         atomic_write(d / META_PROPERTIES, meta.render().encode())
         if d == config.metadata_log_dir:
             write_bootstrap(d, cluster_id, extra)
+            if initial is not None:
+                write_bootstrap_voters(d, initial, config.controller_listener_names[0])
+                if out is not None:
+                    print(f"Bootstrapping the metadata quorum with voters "
+                          f"{', '.join(f'{i}@{h}:{p}:{x}' for i, h, p, x in initial)} "
+                          f"(kraft.version 1).", file=out)
             if out is not None:
                 print(f"Formatting metadata directory {d} with {METADATA_VERSION_FEATURE} "
                       f"{METADATA_VERSION}.", file=out)

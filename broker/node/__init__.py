@@ -52,7 +52,7 @@ from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.storage import ensure_formatted, read_bootstrap
 from broker.metrics.stats import NodeStats
 from broker.metrics.telemetry import TelemetryStore
-from broker.node.quorum import MetadataQuorumDriver, controller_api_table
+from broker.node.quorum import LiveControllers, MetadataQuorumDriver, controller_api_table
 from broker.protocol.api import BROKER_APIS, floors_table
 from broker.quotas.core import Quotas
 from broker.replication import (
@@ -172,7 +172,8 @@ class Node:
                 self.election_counter = ElectionCounter(lambda: self.quorum.is_leader)
                 self.publisher.subscribe(self.election_counter)
         self.controller = ControllerChannel(
-            self.node_id, {v.node_id: (v.host, v.port) for v in cfg.voters},
+            self.node_id, ({v.node_id: (v.host, v.port) for v in cfg.voters} if cfg.voters
+                           else LiveControllers(self.quorum.driver)),
             lambda: int(self.quorum.driver.leader_and_epoch[0]), self.controller_service,
             retry_backoff_ms=cfg["controller.quorum.retry.backoff.ms"],
             # A heartbeat attempt must not outlast a good part of the session: a paused

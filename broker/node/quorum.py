@@ -9,7 +9,7 @@ holds everything committed before, so the pure controller never sees a stale ima
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from random import Random
 from typing import Any
 
@@ -48,10 +48,17 @@ _RAFT_KEYS = (
 def raft_config(cfg: NodeConfig, cluster_id: str) -> RaftConfig:
     props = {
         "node.id": str(cfg.node_id),
-        "controller.quorum.voters": ",".join(f"{v.node_id}@{v.host}:{v.port}" for v in cfg.voters),
         "metadata.log.dir": str(cfg.metadata_log_dir),
         "cluster.id": cluster_id,
     }
+    if cfg.voters:
+        props["controller.quorum.voters"] = ",".join(
+            f"{v.node_id}@{v.host}:{v.port}" for v in cfg.voters)
+    if cfg.bootstrap_servers:
+        # KIP-853: the voter set comes from the log; the quorum is found through these
+        # (RaftConfig refuses both at once rather than ignore one)
+        props["controller.quorum.bootstrap.servers"] = ",".join(
+            f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in cfg.bootstrap_servers)
     for key in _RAFT_KEYS:
         if cfg.get(key) is not None:
             props[key] = str(cfg[key])
@@ -68,6 +75,27 @@ def controller_api_table() -> ApiTable:
         *((m.API_KEY, m.VERSION, m.VERSION) for m in CONTROLLER_RPCS))
 
 
+class LiveControllers(Mapping[int, tuple[str, int]]):
+    """Controller id -> controller listener (host, port) from the quorum's current voter set
+    (KIP-853: dynamic voters live in the metadata log), for the broker's controller
+    channel when there is no static controller.quorum.voters."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        self.driver = driver
+
+    def __getitem__(self, node_id: int) -> tuple[str, int]:
+        addr = self.driver.address_of(node_id) if node_id >= 0 else None
+        if addr is None:
+            raise KeyError(node_id)
+        return addr.host, addr.port
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(v.node_id for v in self.driver.core.voter_set if v.endpoints))
+
+    def __len__(self) -> int:
+        return sum(1 for v in self.driver.core.voter_set if v.endpoints)
+
+
 class MetadataQuorumDriver:
     def __init__(
         self, cfg: NodeConfig, cluster_id: str, publisher: MetadataPublisher,
@@ -80,9 +108,14 @@ class MetadataQuorumDriver:
         self.clock = clock
         self.store = MetadataLogStore(cfg.metadata_log_dir)
         rcfg = raft_config(cfg, cluster_id)
+        from broker.metadata.storage import metadata_directory_id, read_bootstrap_voters
+
         self.driver = RaftDriver(
             rcfg, self.store, FileQuorumStateStore(self.store.dir),
             transport=TcpTransport(rcfg, security=security), rng=Random(),
+            directory_id=metadata_directory_id(cfg),
+            bootstrap_voters=(read_bootstrap_voters(cfg.metadata_log_dir)
+                              if cfg.is_controller and not cfg.voters else None),
         )
         self.driver.snapshot_provider = self._snapshot
         self.driver.register(self)

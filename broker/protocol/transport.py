@@ -58,12 +58,17 @@ class KafkaConnection:
     """One client connection to one peer; requests are pipelined."""
 
     def __init__(self, host: str, port: int, client_id: str = "skiff-raft", *,
-                 security: ConnectionSecurity | None = None) -> None:
-        """`security`: TLS and/or SASL, as the peer's listener wants them."""
+                 security: ConnectionSecurity | None = None,
+                 close_on_timeout: bool = False) -> None:
+        """`security`: TLS and/or SASL, as the peer's listener wants them.
+        `close_on_timeout`: a request that times out closes the connection (what Kafka's
+        NetworkClient does, and KRaft with it): a peer that stalled or a path that went
+        dark leaves no half-dead connection; the next request connects afresh."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.security = security
+        self.close_on_timeout = close_on_timeout
         self._reauth_tasks: set[asyncio.Task[None]] = set()
         self._transport: asyncio.Transport | None = None
         self._lost: asyncio.Future[None] | None = None
@@ -178,8 +183,15 @@ class KafkaConnection:
         try:
             transport.write(encode_request(api_key, version, cid, self.client_id, request))
             return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            self._timed_out(transport)
+            raise
         finally:
             self._pending.pop(cid, None)
+
+    def _timed_out(self, transport: asyncio.Transport) -> None:
+        if self.close_on_timeout and self._transport is transport:
+            transport.close()  # connection_lost fails the other pending requests
 
     def start_request(self, api_key: int, version: int, request: Any,
                       timeout_s: float) -> asyncio.Future[Any]:
@@ -198,6 +210,7 @@ class KafkaConnection:
         def expire() -> None:
             if not fut.done():
                 fut.set_exception(TimeoutError(f"no answer to api {api_key} in {timeout_s}s"))
+                self._timed_out(transport)
 
         timer = loop.call_later(timeout_s, expire)
 

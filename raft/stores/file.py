@@ -113,7 +113,8 @@ class FileLogStore(MemoryLogStore):
                 if b.next_offset <= snap.end_offset:
                     continue
                 cut = snap.end_offset - b.base_offset
-                b = Batch(snap.end_offset, b.epoch, b.records[cut:], b.control)
+                b = Batch(snap.end_offset, b.epoch, b.records[cut:], b.control,
+                          control_type=b.control_type)
             if not self._batches and snap is None:
                 self._start = b.base_offset
             if b.base_offset != self.end_offset:
@@ -139,8 +140,8 @@ class FileLogStore(MemoryLogStore):
     # ------------------------------------------------------------------ writes
 
     def append(self, records: tuple[bytes, ...], epoch: int, control: bool = False,
-               timestamp: int = 0) -> Batch:
-        batch = super().append(records, epoch, control, timestamp)
+               timestamp: int = 0, control_type: int = 2) -> Batch:
+        batch = super().append(records, epoch, control, timestamp, control_type)
         self._write(encode_batch(batch))
         return batch
 

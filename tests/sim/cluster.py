@@ -22,11 +22,16 @@ from __future__ import annotations
 import hashlib
 import heapq
 import pickle
+import uuid
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from raft.control import VOTERS_TYPE, Endpoint, Voter, VoterSet, snapshot_payload
 from raft.core import CoreConfig, NotLeaderError, RaftCore
+from raft.kafka_messages import VOTER_CODEC
 from raft.messages import (
     Batch,
     LeaderChanged,
@@ -101,6 +106,10 @@ class SimNode:
     # the state machine's state has a hole (its log lost its head): it must apply nothing
     state_hole: bool = False
     heads_lost: int = 0
+    directory_id: uuid.UUID | None = None
+    # KIP-853: the voter set its storage was formatted with (None: none, it joins as an
+    # observer and finds the quorum through the bootstrap servers)
+    bootstrap: VoterSet | None = None
 
 
 @dataclass(order=True)
@@ -122,7 +131,11 @@ class Cluster:
         max_delay_ms: int = 5,
         snapshot_every: int = 0,
         config: CoreConfig = SIM_CONFIG,
+        dynamic: bool = False,
     ) -> None:
+        """`dynamic`: KIP-853 voters, the initial ones formatted with the voter set
+        (--initial-controllers), observers formatted without one (they join through the
+        bootstrap servers, the initial voters); otherwise static voters."""
         self.seed = seed
         self.rng = Random(seed)
         self.now = 0
@@ -136,6 +149,13 @@ class Cluster:
             node.snapshot_every = snapshot_every
             log.owner = node
             self.nodes[i] = node
+        self.dynamic = dynamic
+        if dynamic:
+            for n in self.nodes.values():
+                n.directory_id = uuid.UUID(int=self.rng.getrandbits(128))
+            initial = tuple(self.voter_record(i) for i in sorted(self.voter_ids))
+            for i in self.voter_ids:
+                self.nodes[i].bootstrap = initial
         self.drop = drop
         self.duplicate = duplicate
         self.max_delay_ms = max_delay_ms
@@ -151,6 +171,7 @@ class Cluster:
         self.committed_end = 0
         self.appended = 0
         self.events = 0
+        self.voter_changes = 0
         for i in ids:
             self.start(i)
 
@@ -171,7 +192,13 @@ class Cluster:
         n.incarnation += 1
         n.timer_at = 1 << 62
         n.core = None
-        core = RaftCore(node_id, self.voter_ids, n.log, n.qstore, n.rng, self.now, self.cfg)
+        if self.dynamic:
+            core = RaftCore(node_id, frozenset(), n.log, n.qstore, n.rng, self.now, self.cfg,
+                            directory_id=n.directory_id, bootstrap_voters=n.bootstrap,
+                            codec=VOTER_CODEC, discovery_ids=tuple(sorted(self.voter_ids)))
+        else:
+            core = RaftCore(node_id, self.voter_ids, n.log, n.qstore, n.rng, self.now,
+                            self.cfg)
         n.core = core
         # the state machine reloads from its latest snapshot
         n.applied = []
@@ -206,6 +233,35 @@ class Cluster:
             log.lose_head(self.rng.randint(lo, log.end_offset))
             self.nodes[node_id].heads_lost += 1
             self._record("lose_head", node_id * 1000000 + log.log_start_offset)
+    def voter_record(self, node_id: int) -> Voter:
+        return Voter(node_id, self.nodes[node_id].directory_id,
+                     (Endpoint("CONTROLLER", f"sim-{node_id}", 9000 + node_id),))
+
+    def voters_now(self) -> frozenset[int]:
+        """The voter set of the live leader (else of the initial voters)."""
+        lid = self.leader()
+        core = self.nodes[lid].core if lid is not None else None
+        return core.voters if core is not None else self.voter_ids
+
+    def change_voters(self, add: int | None = None, remove: int | None = None) -> ErrorCode:
+        """AddRaftVoter / RemoveRaftVoter through the live leader (KIP-853)."""
+        lid = self.leader()
+        if lid is None:
+            return ErrorCode.not_leader_or_follower
+        n = self.nodes[lid]
+        assert n.core is not None
+        if add is not None:
+            err, _msg, _off = n.core.add_voter(self.voter_record(add), self.now)
+        else:
+            assert remove is not None
+            err, _msg, _off = n.core.remove_voter(remove, self.nodes[remove].directory_id,
+                                                  self.now)
+        self._record("voters", (add or 0) * 1000 + (remove or 0) * 10 + int(err))
+        if err == ErrorCode.none:
+            self.voter_changes += 1
+        self._after(n)
+        return err
+
     def partition(self, *groups: set[int] | frozenset[int]) -> None:
         self.groups = [frozenset(g) for g in groups]
         self._record("partition", hash(tuple(sorted(tuple(sorted(g)) for g in self.groups))))
@@ -306,7 +362,7 @@ class Cluster:
             self._push(n.timer_at, "timer", (n.node_id, n.incarnation))
 
     def _load_snapshot(self, n: SimNode, end: int, data: bytes) -> None:
-        entries: list[tuple[int, int, bytes]] = pickle.loads(data)
+        entries: list[tuple[int, int, bytes]] = pickle.loads(snapshot_payload(data))
         if len(entries) != end:
             raise InvariantError(f"node {n.node_id} snapshot size {len(entries)} != end {end}")
         for off, epoch, payload in entries:
@@ -383,6 +439,17 @@ class Cluster:
             raise InvariantError(f"node {n.node_id} epoch went back {n.last_epoch} -> "
                                  f"{core.epoch}")
         n.last_epoch = core.epoch
+        # KIP-853: one voter change at a time, so no log holds two uncommitted Voters
+        # records
+        uncommitted: list[int] = []
+        if self.dynamic:
+            tail = n.log.read(max(self.committed_end, n.log.log_start_offset), 1 << 40)
+            uncommitted = [b.base_offset for b in tail
+                           if b.control and b.control_type == VOTERS_TYPE
+                           and b.base_offset >= self.committed_end]
+        if len(uncommitted) > 1:
+            raise InvariantError(f"node {n.node_id} holds {len(uncommitted)} uncommitted "
+                                 f"voter changes at {uncommitted}")
         if isinstance(core.role, Leader):
             prev = self.leaders.setdefault(core.epoch, n.node_id)
             if prev != n.node_id:
@@ -490,7 +557,7 @@ class Cluster:
         core = self.nodes[lid].core
         assert core is not None
         following = 0
-        for v in self.voter_ids:
+        for v in core.voters:
             vc = self.nodes[v].core
             if self.nodes[v].alive and vc is not None and vc.leader_id == lid and (
                 vc.epoch == core.epoch

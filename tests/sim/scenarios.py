@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from random import Random
 
+from kio.schema.errors import ErrorCode
+
 from raft.roles import Leader
 from tests.sim.cluster import SIM_CONFIG, Cluster, InvariantError
 
@@ -200,6 +202,55 @@ def chaos(c: Cluster, rng: Random) -> None:
     c.wait_converged(LIVENESS_MS)
 
 
+def membership(c: Cluster, rng: Random) -> None:
+    """KIP-853 under faults: observers are added as voters and voters (the leader too)
+    removed, one change at a time, while nodes crash and restart, the network partitions
+    and messages are lost.  Every change goes through the live leader; refused ones
+    (another change in progress, an observer not caught up, no leader) are retried."""
+    c.wait_for_leader(LIVENESS_MS)
+    c.run_with_load(100)
+    ids = sorted(c.nodes)
+    for _ in range(rng.randint(3, 8)):
+        voters = c.voters_now()
+        addable = [i for i in ids if i not in voters and c.nodes[i].alive]
+        op = rng.random()
+        if addable and (op < 0.55 or len(voters) == 1):
+            target = rng.choice(addable)
+            for _try in range(30):
+                if c.change_voters(add=target) == ErrorCode.none:
+                    if rng.random() < 0.3:
+                        # at once another change: refused while the first is uncommitted
+                        c.change_voters(remove=rng.choice(sorted(c.voters_now())))
+                    break
+                c.run_with_load(rng.randint(10, 40))
+        elif len(voters) > 1:
+            target = rng.choice(sorted(voters))
+            for _try in range(30):
+                if target not in c.voters_now() or c.change_voters(remove=target) == \
+                        ErrorCode.none:
+                    break
+                c.run_with_load(rng.randint(10, 40))
+        fault = rng.random()
+        if fault < 0.25:
+            victim = rng.choice(ids)
+            c.crash(victim)
+            c.run_with_load(rng.randint(0, 150))
+            c.start(victim)
+        elif fault < 0.4:
+            side = set(rng.sample(ids, rng.randint(1, max(1, len(ids) // 2))))
+            c.partition(side, set(ids) - side)
+            c.run_with_load(rng.randint(50, 250))
+            c.heal()
+        c.run_with_load(rng.randint(0, 120))
+    c.heal()
+    for i in ids:
+        if not c.nodes[i].alive:
+            c.start(i)
+    c.wait_for_leader(LIVENESS_MS)
+    c.run_with_load(150)
+    c.wait_converged(LIVENESS_MS)
+
+
 Scenario = Callable[[Cluster, Random], None]
 SCENARIOS: list[tuple[str, Scenario]] = [
     ("first_election", first_election),
@@ -211,6 +262,7 @@ SCENARIOS: list[tuple[str, Scenario]] = [
     ("snapshot_catchup", snapshot_catchup),
     ("chaos", chaos),
     ("restart_storm", restart_storm),
+    ("membership", membership),
 ]
 
 
@@ -236,6 +288,8 @@ def shape(seed: int) -> tuple[str, int, int, float, float, int]:
     observers = rng.randint(0, 3)
     if voters == 1 and observers == 0 and name == "snapshot_catchup":
         observers = 1
+    if name == "membership":
+        observers = rng.randint(1, 3)
     drop = rng.choice([0.0, 0.0, 0.01, 0.05])
     dup = rng.choice([0.0, 0.02])
     snapshot_every = 15 if name == "snapshot_catchup" else rng.choice([0, 0, 40])
@@ -248,8 +302,11 @@ def run_seed(seed: int) -> SeedResult:
     # half the seeds let a bare high-watermark update wait for records (as the driver
     # does), half answer at once
     cfg = replace(SIM_CONFIG, hw_notify_delay_ms=5) if (seed // 8) % 2 else SIM_CONFIG
+    # KIP-853 voters (bootstrapped from a formatted voter set, written into the log by
+    # the first leader) for the membership scenario and half of the others
+    dynamic = name == "membership" or (seed // 16) % 2 == 1
     c = Cluster(seed, voters, observers, drop=drop, duplicate=dup,
-                snapshot_every=snapshot_every, config=cfg)
+                snapshot_every=snapshot_every, config=cfg, dynamic=dynamic)
     try:
         fn(c, Random(seed))
         c.final_check()

@@ -70,7 +70,15 @@ class _IgnoresLostLog(RaftCore):
         return False
 
 
-@pytest.mark.parametrize("broken", [_VotesForAnyLog, _ForgetfulVoter, _IgnoresLostLog])
+class _ConcurrentVoterChanges(RaftCore):
+    """A broken leader that takes a voter change while another is uncommitted (KIP-853)."""
+
+    def pending_voter_change(self) -> int:
+        return -1
+
+
+@pytest.mark.parametrize("broken", [_VotesForAnyLog, _ForgetfulVoter, _IgnoresLostLog,
+                                    _ConcurrentVoterChanges])
 def test_simulator_catches_broken_cores(
     monkeypatch: pytest.MonkeyPatch, broken: type[RaftCore]
 ) -> None:
@@ -79,9 +87,13 @@ def test_simulator_catches_broken_cores(
     caught = 0
     for seed in range(400):
         name, voters, observers, drop, dup, snap = shape(seed)
-        if voters < 3 or (broken is _IgnoresLostLog and name != "restart_storm"):
+        if broken is _ConcurrentVoterChanges:
+            if name != "membership":
+                continue
+        elif voters < 3 or (broken is _IgnoresLostLog and name != "restart_storm"):
             continue
-        c = Cluster(seed, voters, observers, drop=drop, duplicate=dup, snapshot_every=snap)
+        c = Cluster(seed, voters, observers, drop=drop, duplicate=dup, snapshot_every=snap,
+                    dynamic=name == "membership")
         try:
             dict(SCENARIOS)[name](c, Random(seed))
             c.final_check()

@@ -152,10 +152,15 @@ class Cluster:
                  node_overrides: Mapping[int, Mapping[str, str]] | None = None,
                  client_config: Mapping[str, str] | None = None,
                  controller_ssl: ssl.SSLContext | None = None,
-                 add_scram: Sequence[str] = ()) -> None:
+                 add_scram: Sequence[str] = (), dynamic_voters: bool = False) -> None:
         """`client_config`: librdkafka settings for the harness's own clients (e.g.
         security.protocol=ssl when the overrides secure the listeners); `controller_ssl`:
-        how the harness reaches controller listeners when they are TLS."""
+        how the harness reaches controller listeners when they are TLS.
+        `dynamic_voters` (KIP-853): no controller.quorum.voters; every node finds the quorum
+        through controller.quorum.bootstrap.servers (controller 1), controller 1 is formatted
+        --standalone and the other controllers --no-initial-controllers: they start as
+        observers until `skiff quorum add-controller` makes them voters."""
+        self.dynamic_voters = dynamic_voters
         self.base = Path(tmp_path)
         self.client_config = dict(client_config or {})
         self.controller_ssl = controller_ssl
@@ -222,7 +227,6 @@ class Cluster:
         props = {
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
-            "controller.quorum.voters": self.voters,
             "controller.listener.names": "CONTROLLER",
             "listeners": ",".join(listeners),
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -231,6 +235,11 @@ class Cluster:
             "admin.allow.unauthenticated": "loopback",
             "metrics.listeners": node.metrics_address,
         }
+        if self.dynamic_voters:
+            first = self.nodes[self.controller_ids[0]]
+            props["controller.quorum.bootstrap.servers"] = f"{first.host}:{first.controller_port}"
+        else:
+            props["controller.quorum.voters"] = self.voters
         if node.is_broker:
             props["advertised.listeners"] = f"PLAINTEXT://{node.host}:{node.client_port}"
             props["inter.broker.listener.name"] = "PLAINTEXT"
@@ -252,7 +261,10 @@ class Cluster:
             node.config_path.write_text(
                 "".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
             cfg = load_config(str(node.config_path), [], {})
-            format_storage(cfg, self.cluster_id, add_scram=self.add_scram)
+            dynamic = self.dynamic_voters and node.is_controller
+            first = dynamic and node.node_id == self.controller_ids[0]
+            format_storage(cfg, self.cluster_id, add_scram=self.add_scram,
+                           standalone=first, no_initial_controllers=dynamic and not first)
         self._formatted = True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:

@@ -16,7 +16,12 @@ from broker.cli.admin.acls import (
     cmd_acls_list,
     cmd_acls_remove,
 )
-from broker.cli.admin.cluster import cmd_cluster_describe, cmd_quorum_describe
+from broker.cli.admin.cluster import (
+    cmd_cluster_describe,
+    cmd_quorum_add_controller,
+    cmd_quorum_describe,
+    cmd_quorum_remove_controller,
+)
 from broker.cli.admin.common import (
     DEFAULT_BOOTSTRAP,
     ENV_BOOTSTRAP,
@@ -182,7 +187,18 @@ def add_parsers(sub: Any) -> None:
     _verb(cv, "describe", cmd_cluster_describe, common, "describe the cluster")
     quorum = sub.add_parser("quorum", help="the metadata quorum")
     qv = quorum.add_subparsers(dest="verb", metavar="VERB", required=True)
-    _verb(qv, "describe", cmd_quorum_describe, common, "leader, epoch, replication status")
+    _verb(qv, "describe", cmd_quorum_describe, common,
+          "leader, epoch, replication status, directory ids, observers")
+    p = _verb(qv, "add-controller", cmd_quorum_add_controller, common,
+              "make a caught-up observer controller a voter (KIP-853)")
+    p.add_argument("--config", "-c", required=True,
+                   help="the properties file of the controller to add")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    p = _verb(qv, "remove-controller", cmd_quorum_remove_controller, common,
+              "remove a voter from the metadata quorum (KIP-853)")
+    p.add_argument("--controller-id", type=int, required=True)
+    p.add_argument("--controller-directory-id", required=True,
+                   help="its metadata log dir's directory.id (see `skiff quorum describe`)")
 
     configs = sub.add_parser("configs", help="broker and topic configs")
     fv = configs.add_subparsers(dest="verb", metavar="VERB", required=True)
