@@ -19,8 +19,10 @@ Authentication, per call, first that applies:
 Bad credentials are UNAUTHENTICATED whatever the policy.
 
 Authorization: `authorize_admin(principal, operation, resource)` (PERMISSION_DENIED when it
-says no). Its default: a principal in `super.users`, or any authenticated one. The ACL
-authorizer plugs in by setting `ADMIN_AUTHORIZER` (see authorize_admin).
+says no). With `authorizer.class.name` set, the node's ACLs decide: the method's operation
+on the cluster resource, for the principal and the caller's host (the server passes an
+`acl` check built on broker/handlers/_authz.py). Without an authorizer: a principal in
+`super.users`, or any authenticated one.
 
 `AuthInterceptor` does this for every `/skiff.admin.` method (grpc.health.v1 and reflection
 stay open: they reveal nothing but liveness and the public schema) and puts the principal
@@ -56,9 +58,11 @@ CLUSTER_RESOURCE = "Cluster:kafka-cluster"
 current_principal: contextvars.ContextVar[str] = contextvars.ContextVar(
     "admin_principal", default=ANONYMOUS)
 
-# (principal, operation, resource) -> allowed; None: the default policy below. The ACL
-# authorizer (issue 21, branch h/acls) sets this to answer with its ACLs.
+# (principal, operation, resource) -> allowed, overriding every other rule (tests set it);
+# None: the node's ACLs when it has an authorizer, else the default policy below.
 ADMIN_AUTHORIZER: Callable[[str, str, str], bool] | None = None
+# (principal, host, operation) -> allowed by the node's ACLs on the cluster resource.
+AclCheck = Callable[[str, str, str], bool]
 
 
 def principal() -> str:
@@ -89,16 +93,30 @@ def operation_of(method: str) -> tuple[str, str]:
 
 def authorize_admin(principal: str, operation: str, resource: str, *,
                     super_users: frozenset[str] = frozenset(),
-                    anonymous_admitted: bool = False) -> bool:
-    """May `principal` do `operation` on `resource` through the admin plane?
+                    anonymous_admitted: bool = False, host: str = "",
+                    acl: AclCheck | None = None) -> bool:
+    """May `principal` (calling from `host`) do `operation` on `resource` through the admin
+    plane?
 
-    The ACL authorizer plugs in here: when ADMIN_AUTHORIZER is set it decides (with the same
-    operation and resource names as the Kafka APIs' checks); otherwise a super user, or
-    any authenticated principal, may; ANONYMOUS only when admin.allow.unauthenticated
-    admitted it (`anonymous_admitted`: loopback development)."""
+    ADMIN_AUTHORIZER, when set, decides. Otherwise, on a node with an authorizer, its ACLs
+    decide through `acl` (super users pass there, as in Kafka's StandardAuthorizer).
+    Otherwise a super user, or any authenticated principal, may; ANONYMOUS only when
+    admin.allow.unauthenticated admitted it (`anonymous_admitted`: loopback development)."""
     if ADMIN_AUTHORIZER is not None:
         return ADMIN_AUTHORIZER(principal, operation, resource)
+    if acl is not None:
+        return acl(principal, host, operation)
     return principal in super_users or principal != ANONYMOUS or anonymous_admitted
+
+
+def peer_host(peer: str) -> str:
+    """The host of a gRPC peer string ("ipv4:127.0.0.1:5000" -> "127.0.0.1")."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return "127.0.0.1" if kind == "unix" else rest
 
 
 def is_loopback(peer: str) -> bool:
@@ -296,8 +314,10 @@ def _wrap(handler: grpc.RpcMethodHandler,
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    def __init__(self, authenticator: Authenticator) -> None:
+    def __init__(self, authenticator: Authenticator,
+                 acl: Callable[[], AclCheck | None] = lambda: None) -> None:
         self.authenticator = authenticator
+        self.acl = acl  # the node's ACL check now (None: no authorizer configured)
 
     async def intercept_service(
         self, continuation: Callable[[grpc.HandlerCallDetails],
@@ -323,7 +343,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             operation, resource = operation_of(method)
             if not authorize_admin(who, operation, resource,
                                    super_users=auth.security.super_users,
-                                   anonymous_admitted=who == ANONYMOUS):
+                                   anonymous_admitted=who == ANONYMOUS,
+                                   host=peer_host(context.peer()), acl=self.acl()):
                 log.info("admin_denied", method=method, principal=who, operation=operation)
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED,
                                     f"{who} may not {operation} {resource} ({method})")

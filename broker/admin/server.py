@@ -20,7 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from broker.admin import pb
 from broker.admin.acls import AclService
-from broker.admin.auth import AdminSecurity, Authenticator, AuthInterceptor
+from broker.admin.auth import AclCheck, AdminSecurity, Authenticator, AuthInterceptor
 from broker.admin.cluster import ClusterService, QuorumService
 from broker.admin.configs import ConfigService
 from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
@@ -32,6 +32,8 @@ from broker.admin.records import RecordService
 from broker.admin.topics import TopicService
 from broker.admin.transactions import TransactionService
 from broker.config.listeners import parse_host_ports
+from broker.handlers import _authz
+from broker.security.authorizer import AclOperation, ResourceType
 
 log = structlog.get_logger(__name__)
 
@@ -144,7 +146,8 @@ class AdminServer:
         authenticator = Authenticator(self.security,
                                       lambda: self.node.metadata.scram_credentials)
         server = grpc.aio.server(
-            interceptors=[_ReadyGate(self.node), AuthInterceptor(authenticator)],
+            interceptors=[_ReadyGate(self.node),
+                          AuthInterceptor(authenticator, lambda: _acl_check(self.node))],
             options=[("grpc.so_reuseport", 0)])
         credentials = self.security.server_credentials()
         node = self.node
@@ -209,3 +212,17 @@ class AdminServer:
             await self._server.stop(self.grace_s)
             self._server = None
         await self.forwarder.close()
+
+
+def _acl_check(node: Any) -> AclCheck | None:
+    """With an authorizer configured, the ACLs decide an admin call: its operation (read
+    from the method's name, broker/admin/auth.operation_of) on the cluster resource."""
+    if not _authz.enabled(node):
+        return None
+
+    def check(principal: str, host: str, operation: str) -> bool:
+        return _authz.allowed_for(node, principal, host, AclOperation[operation],
+                                  ResourceType.CLUSTER)
+
+    return check
+

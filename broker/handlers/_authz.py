@@ -113,10 +113,16 @@ def _index(node: Any) -> AclIndex:
 
 def allowed(node: Any, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
             name: str = CLUSTER_NAME) -> bool:
+    return allowed_for(node, ctx.principal, ctx.peer_host, op, rtype, name)
+
+
+def allowed_for(node: Any, principal: str, host: str, op: AclOperation,
+                rtype: ResourceType, name: str = CLUSTER_NAME) -> bool:
+    """`allowed` for a caller that is not a Kafka request (the gRPC admin plane)."""
     s = settings_of(node)
     if not s.enabled:
         return True
-    return authorize(s, _index(node), ctx.principal, ctx.peer_host, op, rtype, name)
+    return authorize(s, _index(node), principal, host, op, rtype, name)
 
 
 def allowed_on_any(node: Any, ctx: RequestContext, op: AclOperation,

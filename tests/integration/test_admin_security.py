@@ -207,3 +207,40 @@ def test_authenticator_policy_unit() -> None:
 def test_health_answers_over_tls_without_credentials(tls_only: SecuredAdmin, pki: Pki) -> None:
     p = skiff(tls_only, "health", "--ssl-ca", pki.ca)
     assert p.returncode == 0 and "SERVING" in p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def with_authorizer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredAdmin]:
+    a = SecuredAdmin(tmp_path_factory.mktemp("admin-acls"), {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+def test_acls_decide_admin_calls_when_an_authorizer_is_configured(
+        with_authorizer: SecuredAdmin) -> None:
+    """With authorizer.class.name set, an authenticated principal needs the method's
+    operation on the cluster resource (DESCRIBE to list, CREATE to create), as an ACL."""
+    from broker.security.authorizer import (
+        CLUSTER_NAME,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourceType,
+    )
+
+    alice = ("--username", "alice", "--password", "alice-secret")
+    denied = skiff(with_authorizer, "topics", "list", *alice)
+    assert denied.returncode == 1 and "[PERMISSION_DENIED]" in denied.stderr, denied.stderr
+    grant = AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, "User:alice",
+                       "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    [r] = with_authorizer.run(with_authorizer.node.controller.create_acls([grant]))
+    assert r.error.name == "none"
+    listed = skiff(with_authorizer, "topics", "list", *alice)
+    assert listed.returncode == 0, listed.stderr
+    create = skiff(with_authorizer, "topics", "create", "acl-t", *alice)
+    assert create.returncode == 1 and "[PERMISSION_DENIED]" in create.stderr, create.stderr
+    assert with_authorizer.node.metadata.topic("acl-t") is None
