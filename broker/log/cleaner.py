@@ -18,28 +18,31 @@ Rules, as Kafka's LogCleaner:
   recopied into one `.cleaned` file per group, which keeps each group's last batch (empty
   if need be) so it ends at the group's end offset; groups are swapped in under the log
   lock (PartitionLog.replace_segments); appends and reads never wait for the copy.
-- Transactions (Kafka's CleanedTransactionMetadata, in part): the records of aborted
-  transactions (a transactional batch of a producer inside one of its aborted ranges of
-  the .txnindex) never enter the offset map and are dropped, whatever their keys (the
-  producer's last batch is kept empty, as above); the .txnindex entries go with their
-  segment into the cleaned copy.
+- Transactions (Kafka's CleanedTransactionMetadata): the records of aborted transactions
+  (a transactional batch of a producer inside one of its aborted ranges of the .txnindex)
+  never enter the offset map and are dropped, whatever their keys (the producer's last
+  batch is kept empty, as above). A marker stays while this pass still met a batch of its
+  transaction (an ABORT marker then keeps its .txnindex entry, in the cleaned copy); once
+  none is left it first gets a delete horizon (now + delete.retention.ms, as tombstones
+  do) and a pass past the horizon drops it, so a consumer that read the transaction's data
+  before the clean still gets its marker.
 - An I/O throttle caps bytes read+written per second.
-
-Gap: transaction markers are always kept; Kafka removes a marker once its transaction's
-data is gone and the marker's delete horizon (delete.retention.ms) has passed.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.log.control import read_marker
 from broker.log.segment import INT32_MAX
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import (
     HEADER,
     BatchHeader,
@@ -170,6 +173,7 @@ def clean_log(
         end = map_end
     # 2. Recopy the segments below `end`, small neighbours grouped into one.
     groups: list[tuple[list[LogSegment], LogSegment]] = []
+    txns = TxnCleanState(plog)
     for group in group_segments(segs, plog.config):
         new = plog.new_cleaned_segment(group[0].base_offset)
         for i, s in enumerate(group):
@@ -183,10 +187,8 @@ def clean_log(
                 stats,
                 throttler,
                 keep_last_batch=i == len(group) - 1,
-                aborted=aborted,
+                txns=txns,
             )
-            for entry in s.txn_index.entries:
-                new.txn_index.append(entry)
             stats.segments += 1
         groups.append((group, new))
     # 3. Swap in.
@@ -228,7 +230,7 @@ def _recopy(
     throttler: Throttler | None,
     *,
     keep_last_batch: bool = False,
-    aborted: AbortedRanges | None = None,
+    txns: TxnCleanState | None = None,
 ) -> None:
     """Copy what survives of `src` into `dst`. With `keep_last_batch` the segment's last
     batch is kept (empty if need be) so the copy ends at the same offset as the
@@ -239,8 +241,9 @@ def _recopy(
         stats.bytes_read += len(raw)
         out: bytes | None
         if h.is_control:
-            out = raw
-        elif aborted is not None and aborted.holds(h):
+            out = raw if txns is None else txns.recopy_marker(raw, h, dst, now_ms,
+                                                              delete_retention_ms)
+        elif txns is not None and txns.on_data(h):
             stats.records_read += h.records_count
             last_of_producer = last_batch_of_producer.get(h.producer_id) == h.base_offset
             out = _empty_batch(h) if last_of_producer else None
@@ -275,6 +278,63 @@ class AbortedRanges:
         ranges = self._by_producer.get(h.producer_id)
         return ranges is not None and any(
             first <= h.base_offset < last for first, last in ranges)
+
+
+class TxnCleanState:
+    """Kafka's CleanedTransactionMetadata: walks one cleaning pass in offset order (from
+    the log start), telling aborted data from committed and which markers may go."""
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self._pending = deque(sorted(plog.all_aborted_txns(), key=lambda e: e.first_offset))
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}  # pid -> (txn, batch seen)
+        self._committed: set[int] = set()  # producers with a non-aborted batch seen
+
+    def _start_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0].first_offset <= offset:
+            e = pending.popleft()
+            self._aborted[e.producer_id] = (e, False)
+
+    def on_data(self, h: BatchHeader) -> bool:
+        """A data batch read: True when it belongs to an aborted transaction (discard)."""
+        self._start_up_to(h.last_offset)
+        if not h.is_transactional:
+            return False
+        found = self._aborted.get(h.producer_id)
+        if found is not None:
+            self._aborted[h.producer_id] = (found[0], True)
+            return True
+        self._committed.add(h.producer_id)
+        return False
+
+    def recopy_marker(self, raw: bytes, h: BatchHeader, dst: LogSegment, now_ms: int,
+                      delete_retention_ms: int) -> bytes | None:
+        """What of control batch `h` goes into `dst` (None: nothing); an ABORT marker
+        that stays indexes its transaction in `dst`'s .txnindex."""
+        self._start_up_to(h.last_offset)
+        marker = read_marker(raw, h)
+        if marker is None:
+            return raw  # not a transaction marker (nor ours to judge)
+        pid = h.producer_id
+        if marker.committed:
+            needed = pid in self._committed
+            self._committed.discard(pid)
+        else:
+            found = self._aborted.pop(pid, None)
+            needed = found is not None and found[1]
+            if needed and found is not None:
+                dst.txn_index.append(found[0])
+        if needed:
+            return raw
+        if not h.has_delete_horizon:
+            return build_batch(
+                decode_records(raw), base_offset=h.base_offset, timestamp_type=h.timestamp_type,
+                producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch,
+                is_transactional=True, is_control=True, last_offset_delta=h.last_offset_delta,
+                max_timestamp=h.max_timestamp, delete_horizon_ms=now_ms + delete_retention_ms,
+            )
+        return None if now_ms >= h.base_timestamp else raw
 
 
 def _clean_batch(
@@ -343,6 +403,7 @@ def _empty_batch(h: BatchHeader) -> bytes:
         base_sequence=h.base_sequence,
         partition_leader_epoch=h.partition_leader_epoch,
         is_transactional=h.is_transactional,
+        is_control=h.is_control,  # an emptied marker stays a control batch: no data
         last_offset_delta=h.last_offset_delta,
         base_timestamp=h.base_timestamp,
         max_timestamp=h.max_timestamp,

@@ -441,9 +441,69 @@ def test_cleaner_drops_aborted_data_keeps_markers_and_stops_at_open_transactions
     heads = [h for _, h in iter_batch_headers(data, validate_crc=True)]
     assert sum(h.is_control for h in heads) == 3
     assert any(h.producer_id == 1 and h.records_count == 0 for h in heads)
+    # this pass met the aborted batches (it dropped them): markers and entries stay
     assert list(plog.all_aborted_txns()) == aborted_before
     assert read_committed(part) == before_committed
     plog.close()
+
+
+def test_cleaner_removes_markers_past_their_delete_horizon(tmp_path: Path) -> None:
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=400, index_interval_bytes=64,
+                    min_cleanable_dirty_ratio=0.01, file_delete_delay_ms=0,
+                    delete_retention_ms=1000)
+    plog = PartitionLog(tmp_path / "t-0", TopicPartition("t", 0), cfg, clock=lambda: TS)
+    part = leader(plog)
+    p1, p2 = Producer(1), Producer(2)
+
+    def keyed(p: Producer, value: bytes) -> bytes:
+        b = build_batch([Record(timestamp=TS, key=b"k", value=value)], producer_id=p.pid,
+                        producer_epoch=0, base_sequence=p.seq, is_transactional=True)
+        p.seq += 1
+        return b
+
+    part.append_as_leader(keyed(p1, b"aborted"), required_acks=1)             # 0
+    part.write_marker(producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                      committed=False)                                          # 1
+    part.append_as_leader(keyed(p2, b"committed"), required_acks=1)           # 2
+    part.write_marker(producer_id=2, producer_epoch=0, coordinator_epoch=0,
+                      committed=True)                                           # 3
+    # the producers' last batches come later, so neither old batch is kept empty
+    part.append_as_leader(keyed(p1, b"p1-later"), required_acks=1)            # 4
+    part.write_marker(producer_id=1, producer_epoch=0, coordinator_epoch=0, committed=True)
+    part.append_as_leader(keyed(p2, b"p2-later"), required_acks=1)            # 6
+    part.write_marker(producer_id=2, producer_epoch=0, coordinator_epoch=0, committed=True)
+    for i in range(10):
+        part.append_as_leader(plain([b"f%d" % i]), required_acks=1)
+
+    def markers_below(offset: int) -> list[tuple[int, bool]]:
+        data = fetch_all(part, 0, committed=False)
+        return [(h.base_offset, h.has_delete_horizon)
+                for _, h in iter_batch_headers(data, validate_crc=True)
+                if h.is_control and h.base_offset < offset]
+
+    # pass 1 drops the aborted data; it met a batch of each transaction: markers stay
+    assert clean_log(plog, TS, 0) is not None
+    assert markers_below(4) == [(1, False), (3, False)]
+    assert b"aborted" not in [r.value for r in plog.read_records(0)]
+    assert [e.first_offset for e in plog.all_aborted_txns()] == [0]
+    # pass 2 meets no batch of either: both get a delete horizon, the entry goes
+    assert clean_log(plog, TS, 0) is not None
+    assert markers_below(4) == [(1, True), (3, True)]
+    assert list(plog.all_aborted_txns()) == []
+    # before the horizon they stay; past it they go
+    assert clean_log(plog, TS + 500, 0) is not None
+    assert markers_below(4) == [(1, True), (3, True)]
+    assert clean_log(plog, TS + 2000, 0) is not None
+    assert markers_below(4) == []
+    # what compaction kept of the committed data reads the same at either isolation level
+    assert read_committed(part) == [r.value for r in plog.read_records(0)]
+    # the producer state read back from the cleaned log has no open transaction
+    part.log.close()
+    again = leader(PartitionLog(tmp_path / "t-0", TopicPartition("t", 0), cfg,
+                                clock=lambda: TS, clean_shutdown=False))
+    assert again.producer_state.ongoing_txns == {}
+    assert again.last_stable_offset == again.high_watermark
+    again.log.close()
 
 
 def test_follower_tracks_transactions_and_keeps_them_when_it_becomes_leader(
