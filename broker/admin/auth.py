@@ -98,15 +98,18 @@ def authorize_admin(principal: str, operation: str, resource: str, *,
     """May `principal` (calling from `host`) do `operation` on `resource` through the admin
     plane?
 
-    ADMIN_AUTHORIZER, when set, decides. Otherwise, on a node with an authorizer, its ACLs
-    decide through `acl` (super users pass there, as in Kafka's StandardAuthorizer).
-    Otherwise a super user, or any authenticated principal, may; ANONYMOUS only when
-    admin.allow.unauthenticated admitted it (`anonymous_admitted`: loopback development)."""
+    ADMIN_AUTHORIZER, when set, decides. ANONYMOUS admitted by admin.allow.unauthenticated
+    (`anonymous_admitted`: the operator's explicit "anyone on this host is trusted", for
+    loopback development) may. Otherwise, on a node with an authorizer, its ACLs decide
+    through `acl` (super users pass there, as in Kafka's StandardAuthorizer); without one, a
+    super user or any authenticated principal may."""
     if ADMIN_AUTHORIZER is not None:
         return ADMIN_AUTHORIZER(principal, operation, resource)
+    if principal == ANONYMOUS and anonymous_admitted:
+        return True
     if acl is not None:
         return acl(principal, host, operation)
-    return principal in super_users or principal != ANONYMOUS or anonymous_admitted
+    return principal in super_users or principal != ANONYMOUS
 
 
 def peer_host(peer: str) -> str:
