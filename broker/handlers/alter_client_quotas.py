@@ -1,11 +1,13 @@
 """AlterClientQuotas (API 49), versions 0-1: sent on to the active controller, which
 checks the alterations and writes ClientQuota records (broker/controller/
-client_quota_control.py). No authorizer on this branch: any principal may alter (Kafka
-checks ALTER_CONFIGS on the cluster)."""
+client_quota_control.py). With an authorizer, ALTER_CONFIGS on the cluster is needed
+(broker/handlers/_authz.py); a refusal answers every entry CLUSTER_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
 
 from broker.controller.rpc import alter_client_quotas as rpc
 from broker.errors import KafkaError
@@ -26,3 +28,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     except KafkaError as exc:
         return rpc.failed(request, exc.error_code, exc.message or None, mod)
     return rpc.response(results, mod)
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    return rpc.failed(request, code, None, response_module(request))

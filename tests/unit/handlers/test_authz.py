@@ -290,7 +290,7 @@ def _one_item(schema: Any, field: str) -> Any:
     """One element for the per-user / per-creation / per-filter lists, else ()."""
     mod = importlib.import_module(schema.__module__)
     item = {"creations": "AclCreation", "filters": "DeleteAclsFilter",
-            "deletions": "ScramCredentialDeletion"}.get(field)
+            "deletions": "ScramCredentialDeletion", "entries": "EntryData"}.get(field)
     if item is None:
         return None if field in ("topics", "users", "components") else ()
     cls = getattr(mod, item)
@@ -299,7 +299,8 @@ def _one_item(schema: Any, field: str) -> Any:
         if f.default is not dataclasses.MISSING:
             continue
         kind = f.metadata.get("kafka_type", "")
-        vals[f.name] = ("x" if kind == "string" else 3 if kind.startswith("int") else None)
+        vals[f.name] = ("x" if kind == "string" else 3 if kind.startswith("int")
+                        else None if kind else ())  # no kafka_type: a nested list
     return (cls(**vals),)
 
 
