@@ -203,10 +203,11 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (0, 0, 10), (1, 0, 16), (2, 0, 7), (3, 0, 12), (8, 0, 9), (9, 0, 9), (10, 0, 4),
         (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5), (18, 0, 4),
         (19, 0, 6), (20, 0, 5), (21, 0, 2), (22, 0, 4), (23, 0, 4),
-        (24, 0, 4), (25, 0, 3), (26, 0, 3), (28, 0, 3),  # transactions (issue 22)
+        (24, 0, 4), (25, 0, 3), (26, 0, 3),  # transactions (issue 22)
         # WriteTxnMarkers: inter-broker, from v1 (kio has no v0; only Kafka 2.x coordinators
         # send it) (issue 22)
         (27, 1, 2),
+        (28, 0, 3),  # TxnOffsetCommit
         (29, 1, 3), (30, 1, 3), (31, 1, 3),  # ACLs: kio has no v0 (Kafka 4.0 dropped it)
         (32, 0, 4), (33, 0, 2),
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
