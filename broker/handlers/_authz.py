@@ -51,6 +51,7 @@ Res = ResourceType
 
 # api key -> the cluster operation every request of it needs (Kafka's KafkaApis).
 CLUSTER_CHECKS: dict[int, AclOperation] = {
+    27: Op.CLUSTER_ACTION,  # WriteTxnMarkers: only transaction coordinators send it
     29: Op.DESCRIBE,  # DescribeAcls
     30: Op.ALTER,  # CreateAcls
     31: Op.ALTER,  # DeleteAcls

@@ -70,3 +70,15 @@ async def _write(node: BrokerServices, topic: str, index: int, marker: Any) -> E
         coordinator_epoch=int(marker.coordinator_epoch),
         committed=bool(marker.transaction_result), timeout_ms=MARKER_TIMEOUT_MS,
     )
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    """Every partition of every marker answers `code` (a refused CLUSTER_ACTION)."""
+    mod = response_module(request)
+    return build(mod.WriteTxnMarkersResponse, markers=tuple(
+        build(mod.WritableTxnMarkerResult, producer_id=m.producer_id, topics=tuple(
+            build(mod.WritableTxnMarkerTopicResult, name=t.name, partitions=tuple(
+                build(mod.WritableTxnMarkerPartitionResult, partition_index=i, error_code=code)
+                for i in t.partition_indexes))
+            for t in m.topics))
+        for m in request.markers))

@@ -245,6 +245,7 @@ def test_every_cluster_checked_api_answers_the_refusal_visibly(node_factory: Any
         .DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
                              pattern_type_filter=1, principal_filter=None, host_filter=None,
                              operation=1, permission_type=1),
+        27: lambda v: _marker_request(v),
     }
     checked = 0
     for key in sorted(set(CLUSTER_CHECKS) & served):
@@ -263,6 +264,14 @@ def test_every_cluster_checked_api_answers_the_refusal_visibly(node_factory: Any
             assert ErrorCode.cluster_authorization_failed in codes, (key, v, resp)
             checked += 1
     assert checked >= 10
+
+
+def _marker_request(version: int) -> Any:
+    """WriteTxnMarkers for one partition: its answer carries a code per partition."""
+    m = importlib.import_module(f"kio.schema.write_txn_markers.v{version}.request")
+    return m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+        producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=(m.WritableTxnMarkerTopic(name="t", partition_indexes=(0,)),)),))
 
 
 def _minimal(schema: Any) -> Any:
