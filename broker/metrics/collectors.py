@@ -592,8 +592,8 @@ def quota_families(quotas: Any, now_ms: int) -> list[Metric]:
     out: list[Metric] = []
     throttled = CounterMetricFamily("skiff_quota_throttled", "Answers throttled by a client "
                                     "quota", labels=["type"])
-    throttle_ms = CounterMetricFamily("skiff_quota_throttle_ms", "Milliseconds of throttle "
-                                      "time given by a client quota", labels=["type"])
+    throttle_s = CounterMetricFamily("skiff_quota_throttle_seconds", "Throttle time given "
+                                     "by a client quota", labels=["type"])
     for attr, mbean, name, help_text in QUOTA_METRICS:
         manager = getattr(quotas, attr)
         fam = GaugeMetricFamily(f"kafka_server_{mbean}_{name}", help_text,
@@ -602,8 +602,8 @@ def quota_families(quotas: Any, now_ms: int) -> list[Metric]:
             fam.add_metric([user, client_id], sensor.rate(now_ms))
         out.append(fam)
         throttled.add_metric([mbean], manager.throttled)
-        throttle_ms.add_metric([mbean], manager.throttle_ms_total)
-    out.extend((throttled, throttle_ms))
+        throttle_s.add_metric([mbean], manager.throttle_ms_total / 1000)
+    out.extend((throttled, throttle_s))
     return out
 
 

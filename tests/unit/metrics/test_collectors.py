@@ -369,6 +369,6 @@ def test_quota_metrics_per_sensor_and_throttle_counts() -> None:
     # shared by alice's clients: no client id in the series
     assert value(fams, "kafka_server_produce_byte_rate", user="alice", client_id="") == 250.0
     assert value(fams, "skiff_quota_throttled_total", type="produce") == 1
-    assert value(fams, "skiff_quota_throttle_ms_total", type="produce") > 0
+    assert value(fams, "skiff_quota_throttle_seconds_total", type="produce") > 0
     assert value(fams, "skiff_quota_throttled_total", type="fetch") == 0
     exposition(fams)
