@@ -18,9 +18,11 @@ v12+ answers a follower whose last fetched epoch diverged with DivergingEpoch; v
 names topics by id (an unknown id gets UNKNOWN_TOPIC_ID); v15+ carries the replica id
 and broker epoch in ReplicaState; v16+ names the new leader's endpoint (KIP-951).
 
-Fetch sessions (KIP-227) are declined the way Kafka declines them when its session
-cache is full: every answer carries session_id 0, so clients keep sending full
-fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, v7+): the ReplicaManager's FetchSessionCache
+(broker/replication/fetch_session.py) decides what a request is (sessionless, full, an
+incremental fetch of a session, or a session error answered with its error code and no
+topics) and, after the read, which partitions an incremental answer carries (only those that
+changed). v0-v6 requests are sessionless full fetches.
 """
 
 from __future__ import annotations
@@ -45,8 +47,17 @@ from broker.protocol.fetch_encoder import (
     NodeEndpoint,
     encode_fetch_response,
 )
-from broker.protocol.frames import ResponseChunks
+from broker.protocol.frames import ResponseChunks, chunk_length
 from broker.protocol.legacy import down_convert
+from broker.replication.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    Answer,
+    ContextKind,
+    Key,
+    PartitionData,
+    SessionRequest,
+)
 from broker.replication.replica_manager import FetchPartitionRequest, FetchPartitionResult
 
 if TYPE_CHECKING:
@@ -59,6 +70,7 @@ TOPIC_IDS_VERSION = 13
 # Below this version consumers read legacy message sets only.
 DOWN_CONVERSION_BELOW_VERSION = 4
 _NO_MAX_BYTES = 2**31 - 1
+_NULL_ID = uuid.UUID(int=0)
 
 
 def _down_conversion_enabled(node: BrokerServices, topic: str) -> bool:
@@ -110,51 +122,86 @@ def replica_of(request: Any) -> tuple[int, int]:
     return int(getattr(request, "replica_id", -1)), -1
 
 
-async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks:
-    version = ctx.api_version
-    if getattr(request, "session_id", 0) != 0:
-        return encode_fetch_response(version, FetchResponseData(
-            topics=(), error_code=int(ErrorCode.fetch_session_id_not_found), session_id=0,
-        ))
-    image = node.metadata
+def _session_request(request: Any, version: int, replica_id: int) -> SessionRequest:
     by_ids = version >= TOPIC_IDS_VERSION
-    wanted: list[FetchPartitionRequest] = []
-    unknown_ids: dict[uuid.UUID | None, list[int]] = {}
-    topic_ids: dict[str, uuid.UUID | None] = {}
+    parts: list[tuple[Key, PartitionData]] = []
     for topic in request.topics:
-        if by_ids:
-            t = image.topic_by_id(topic.topic_id) if topic.topic_id is not None else None
-            if t is None:
-                unknown_ids.setdefault(topic.topic_id, []).extend(
-                    p.partition for p in topic.partitions)
-                continue
-            name = t.name
-            topic_ids[name] = topic.topic_id
-        else:
-            name = topic.topic
-        wanted.extend(
-            FetchPartitionRequest(
-                topic=name, partition=p.partition, fetch_offset=p.fetch_offset,
-                partition_max_bytes=p.partition_max_bytes,
+        name: str | uuid.UUID = (topic.topic_id or _NULL_ID) if by_ids else topic.topic
+        parts.extend(
+            ((name, p.partition), PartitionData(
+                fetch_offset=p.fetch_offset, max_bytes=p.partition_max_bytes,
                 current_leader_epoch=getattr(p, "current_leader_epoch", -1),
                 last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
-            )
-            for p in topic.partitions
-        )
+                log_start_offset=getattr(p, "log_start_offset", -1)))
+            for p in topic.partitions)
+    forgotten: list[Key] = []
+    for topic in getattr(request, "forgotten_topics_data", ()) or ():
+        name = (topic.topic_id or _NULL_ID) if by_ids else topic.topic
+        forgotten.extend((name, i) for i in topic.partitions)
+    return SessionRequest(
+        session_id=getattr(request, "session_id", INVALID_SESSION_ID),
+        epoch=getattr(request, "session_epoch", FINAL_EPOCH),
+        partitions=parts, forgotten=forgotten, privileged=replica_id >= 0,
+        uses_topic_ids=by_ids)
+
+
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks:
+    version = ctx.api_version
+    image = node.metadata
     replica_id, replica_epoch = replica_of(request)
+    sessions = node.replicas.fetch_sessions
+    fetch_ctx = sessions.new_context(_session_request(request, version, replica_id),
+                                     node.replicas.clock())
+    if fetch_ctx.kind is ContextKind.ERROR:
+        return encode_fetch_response(version, FetchResponseData(
+            topics=(), error_code=int(fetch_ctx.error), session_id=INVALID_SESSION_ID))
+    by_ids = version >= TOPIC_IDS_VERSION
+    wanted: list[FetchPartitionRequest] = []
+    # Per partition of the context, in its order: its index in `wanted`, or -1 for an
+    # unknown topic id.
+    slots: list[int] = []
+    topic_ids: dict[str, uuid.UUID | None] = {}
+    any_unknown = False
+    for (topic_key, index), data in fetch_ctx.partitions:
+        if by_ids:
+            assert isinstance(topic_key, uuid.UUID)
+            t = image.topic_by_id(topic_key) if topic_key != _NULL_ID else None
+            if t is None:
+                slots.append(-1)
+                any_unknown = True
+                continue
+            name = t.name
+            topic_ids[name] = topic_key
+        else:
+            assert isinstance(topic_key, str)
+            name = topic_key
+        slots.append(len(wanted))
+        wanted.append(FetchPartitionRequest(
+            topic=name, partition=index, fetch_offset=data.fetch_offset,
+            partition_max_bytes=data.max_bytes,
+            current_leader_epoch=data.current_leader_epoch,
+            last_fetched_epoch=data.last_fetched_epoch,
+        ))
     # KIP-392: consumers of v11+ may read from a follower, and the leader may send them to
     # one in their rack.
     client_rack = request.rack_id if version >= 11 and replica_id < 0 else None
     results = await node.replicas.fetch(
         wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
-        max_wait_ms=0 if unknown_ids else int(request.max_wait.total_seconds() * 1000),
+        max_wait_ms=0 if any_unknown else int(request.max_wait.total_seconds() * 1000),
         min_bytes=request.min_bytes, max_bytes=getattr(request, "max_bytes", _NO_MAX_BYTES),
     )
     down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
-    offsets = {(w.topic, w.partition): w.fetch_offset for w in wanted}
-    by_topic: dict[str, list[FetchPartition]] = {}
-    leaders: list[int] = []
-    for res in results:
+    parts: list[tuple[str, uuid.UUID | None, FetchPartition]] = []
+    answers: list[Answer] = []
+    for ((topic_key, index), _), slot in zip(fetch_ctx.partitions, slots, strict=True):
+        if slot < 0:
+            part = FetchPartition(partition_index=index,
+                                  error_code=int(ErrorCode.unknown_topic_id), records=b"")
+            tid = None if topic_key == _NULL_ID else topic_key
+            parts.append(("", tid if isinstance(tid, uuid.UUID) else None, part))
+            answers.append(Answer(False, True, -1, -1, -1))
+            continue
+        res = results[slot]
         records = None
         if down_convert_to is not None:
             if res.error_code is ErrorCode.none and not _down_conversion_enabled(node, res.topic):
@@ -162,25 +209,36 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
                 res.error_code = ErrorCode.unsupported_version
                 records = b""
             else:
-                records = _down_converted(res, down_convert_to,
-                                          offsets.get((res.topic, res.partition), 0))
+                records = _down_converted(res, down_convert_to, wanted[slot].fetch_offset)
         part = _partition(res, image, records)
+        parts.append((res.topic, topic_ids.get(res.topic), part))
+        answers.append(Answer(
+            has_records=_has_records(part.records), error=part.error_code != 0,
+            high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
+            log_start_offset=part.log_start_offset,
+            must_respond=part.diverging_epoch != (-1, -1) or part.preferred_read_replica >= 0))
+    session_id, include = fetch_ctx.finish(answers, node.replicas.clock())
+    by_topic: dict[tuple[str, uuid.UUID | None], list[FetchPartition]] = {}
+    leaders: list[int] = []
+    for (name, tid, part), keep in zip(parts, include, strict=True):
+        if not keep:
+            continue
         if part.current_leader != (-1, -1):
             leaders.append(part.current_leader[0])
-        by_topic.setdefault(res.topic, []).append(part)
-    topics = [
-        FetchTopic(partitions=parts, topic=name, topic_id=topic_ids.get(name))
-        for name, parts in by_topic.items()
-    ]
-    topics.extend(
-        FetchTopic(topic_id=tid, partitions=[
-            FetchPartition(partition_index=i, error_code=int(ErrorCode.unknown_topic_id),
-                           records=b"") for i in indexes])
-        for tid, indexes in unknown_ids.items()
-    )
+        by_topic.setdefault((name, tid), []).append(part)
+    topics = [FetchTopic(partitions=ps, topic=name, topic_id=tid)
+              for (name, tid), ps in by_topic.items()]
     endpoints: list[NodeEndpoint] = []
     if version >= 16 and leaders:
         endpoints = [NodeEndpoint(b, host, port, rack) for b, host, port, rack
                      in leader_endpoints(image, ctx.listener_name, leaders)]
     return encode_fetch_response(version, FetchResponseData(
-        topics=topics, node_endpoints=endpoints))
+        topics=topics, node_endpoints=endpoints, session_id=session_id))
+
+
+def _has_records(records: Any) -> bool:
+    if records is None:
+        return False
+    if isinstance(records, list | tuple):
+        return any(chunk_length(c) for c in records)
+    return chunk_length(records) > 0

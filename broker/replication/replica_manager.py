@@ -27,6 +27,7 @@ from broker.controller.requests import AlterPartitionReply, AlterPartitionReques
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
 from broker.metrics.stats import BrokerTopicStats, TopicStats
+from broker.replication.fetch_session import FetchSessionCache
 from broker.replication.partition import Partition, PendingIsrChange, Role
 
 log = structlog.get_logger(__name__)
@@ -54,6 +55,7 @@ class ReplicationSettings:
     socket_timeout_ms: int = 30_000
     alter_partition_backoff_ms: int = 500
     rack: str | None = None
+    fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicationSettings:
@@ -67,6 +69,7 @@ class ReplicationSettings:
             fetch_backoff_ms=int(config["replica.fetch.backoff.ms"]),
             socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
             rack=config["broker.rack"],
+            fetch_session_cache_slots=int(config["max.incremental.fetch.session.cache.slots"]),
         )
 
 
@@ -129,6 +132,8 @@ class ReplicaManager:
         self.rack_of = rack_of
         self.isr_eligible = isr_eligible
         self.fetchers: FetcherHook | None = None
+        # KIP-227: the incremental fetch sessions of this broker's consumers and followers.
+        self.fetch_sessions = FetchSessionCache(self.settings.fetch_session_cache_slots)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_task: asyncio.Task[None] | None = None
