@@ -225,6 +225,10 @@ class FetchSessionCache:
     def session_ids(self) -> list[int]:
         return list(self._sessions)
 
+    def session_size(self, session_id: int) -> int | None:
+        s = self._sessions.get(session_id)
+        return None if s is None else len(s.partitions)
+
     def session_epoch(self, session_id: int) -> int | None:
         s = self._sessions.get(session_id)
         return None if s is None else s.epoch
