@@ -59,7 +59,7 @@ def test_a_follower_over_2000_partitions_fetches_incrementally(tmp_path: Path) -
             leader, follower = c.brokers[1], c.brokers[2]
             await eventually(lambda: sum(
                 len(f.partitions) for f in follower.fetchers.fetchers.values()) == partitions,
-                timeout_s=30, what="every partition followed")
+                timeout_s=90, what="every partition followed")
             fetcher = follower.fetchers.fetchers[1]
             # Let the session settle (each partition added while a fetch was held in the
             # leader's long poll abandoned that fetch: a full one again), then write to three
@@ -74,6 +74,7 @@ def test_a_follower_over_2000_partitions_fetches_incrementally(tmp_path: Path) -
                                              timeout_ms=10_000)
             for i in (5, 999, 1999):
                 lp, fp = leader.replicas.get("t", i), follower.replicas.get("t", i)
+                assert lp is not None and fp is not None, (i, lp, fp)
                 assert fp.log.read(0, 1 << 20, 1).read_bytes() == \
                     lp.log.read(0, 1 << 20, 1).read_bytes()
             incremental_before = fetcher.session.incremental_requests
@@ -97,7 +98,7 @@ def test_a_follower_over_2000_partitions_fetches_incrementally(tmp_path: Path) -
         finally:
             await c.stop()
 
-    run(main, timeout_s=120)
+    run(main, timeout_s=180)
 
 
 def test_a_full_session_cache_leaves_a_follower_on_full_fetches(tmp_path: Path) -> None:
