@@ -27,7 +27,9 @@ changed). v0-v6 requests are sessionless full fetches.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -54,9 +56,12 @@ from broker.replication.fetch_session import (
     INVALID_SESSION_ID,
     Answer,
     ContextKind,
+    FetchContext,
     Key,
     PartitionData,
+    SessionPartition,
     SessionRequest,
+    would_respond,
 )
 from broker.replication.replica_manager import FetchPartitionRequest, FetchPartitionResult
 
@@ -147,98 +152,177 @@ def _session_request(request: Any, version: int, replica_id: int) -> SessionRequ
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks:
     version = ctx.api_version
-    image = node.metadata
     replica_id, replica_epoch = replica_of(request)
-    sessions = node.replicas.fetch_sessions
-    fetch_ctx = sessions.new_context(_session_request(request, version, replica_id),
-                                     node.replicas.clock())
+    fetch_ctx = node.replicas.fetch_sessions.new_context(
+        _session_request(request, version, replica_id), node.replicas.clock())
     if fetch_ctx.kind is ContextKind.ERROR:
         return encode_fetch_response(version, FetchResponseData(
             topics=(), error_code=int(fetch_ctx.error), session_id=INVALID_SESSION_ID))
-    by_ids = version >= TOPIC_IDS_VERSION
-    wanted: list[FetchPartitionRequest] = []
-    # Per partition of the context, in its order: its index in `wanted`, or -1 for an
-    # unknown topic id.
-    slots: list[int] = []
-    topic_ids: dict[str, uuid.UUID | None] = {}
-    any_unknown = False
-    for (topic_key, index), data in fetch_ctx.partitions:
-        if by_ids:
-            assert isinstance(topic_key, uuid.UUID)
-            t = image.topic_by_id(topic_key) if topic_key != _NULL_ID else None
-            if t is None:
+    read = _Read(node, ctx, request, fetch_ctx, replica_id, replica_epoch)
+    if fetch_ctx.kind is ContextKind.INCREMENTAL and not read.client_rack_matters:
+        return await read.incremental()
+    parts, answers = await read.partitions(range(len(fetch_ctx.partitions)),
+                                           int(request.max_wait.total_seconds() * 1000))
+    session_id, include = fetch_ctx.finish(answers, node.replicas.clock())
+    return read.response(parts, include, session_id)
+
+
+_Part = tuple[str, "uuid.UUID | None", FetchPartition]
+
+
+class _Read:
+    """One Fetch's reads over the partitions of its context (broker/replication/
+    fetch_session.py), and its answer."""
+
+    def __init__(self, node: BrokerServices, ctx: RequestContext, request: Any,
+                 fetch_ctx: FetchContext, replica_id: int, replica_epoch: int) -> None:
+        self.node, self.ctx, self.request, self.fetch_ctx = node, ctx, request, fetch_ctx
+        self.version = ctx.api_version
+        self.replica_id, self.replica_epoch = replica_id, replica_epoch
+        self.image = node.metadata
+        # KIP-392: consumers of v11+ may read from a follower, and the leader may send them
+        # to one in their rack.
+        self.client_rack = (request.rack_id if self.version >= 11 and replica_id < 0
+                            else None)
+        own_rack = node.replicas.settings.rack
+        self.client_rack_matters = bool(self.client_rack) and own_rack is not None
+        self._names: dict[str | uuid.UUID, str | None] = {}
+
+    def name_of(self, topic_key: str | uuid.UUID) -> str | None:
+        """The topic's name; None for an unknown topic id (v13+)."""
+        if isinstance(topic_key, str):
+            return topic_key
+        name = self._names.get(topic_key, "")
+        if name == "":
+            t = self.image.topic_by_id(topic_key) if topic_key != _NULL_ID else None
+            name = self._names[topic_key] = None if t is None else t.name
+        return name
+
+    async def incremental(self) -> ResponseChunks:
+        """An incremental fetch: partitions with nothing new are found without reading
+        (ReplicaManager.session_quiet); the others are read at once; with nothing to
+        answer yet, the long poll waits on one future for every partition of the session,
+        then looks again."""
+        fetch_ctx, replicas = self.fetch_ctx, self.node.replicas
+        loop = asyncio.get_running_loop()
+        max_wait_ms = int(self.request.max_wait.total_seconds() * 1000)
+        deadline = loop.time() + max_wait_ms / 1000
+        cached = fetch_ctx.cached
+        known: list[tuple[int, str, int, SessionPartition]] = []
+        unknown: list[int] = []  # unknown topic ids: answered every time
+        for i, (((topic_key, index), _), c) in enumerate(
+                zip(fetch_ctx.partitions, cached, strict=True)):
+            name = self.name_of(topic_key)
+            if name is None:
+                unknown.append(i)
+            else:
+                known.append((i, name, index, c))
+        quiet, replica_id, replica_epoch = (replicas.session_quiet, self.replica_id,
+                                            self.replica_epoch)
+        while True:
+            loud = unknown + [i for i, name, index, c in known
+                              if not quiet(name, index, c, replica_id=replica_id,
+                                           replica_epoch=replica_epoch)]
+            loud.sort()
+            remaining = deadline - loop.time()
+            if loud:
+                parts, answers = await self.partitions(loud, 0)
+                size = sum(_records_size(p.records) for _, _, p in parts)
+                urgent = any(a.error or a.must_respond for a in answers)
+                if (size >= self.request.min_bytes or urgent or remaining <= 0) and any(
+                        would_respond(cached[i], a) for i, a in zip(loud, answers, strict=True)):
+                    session_id, include = fetch_ctx.finish(answers, replicas.clock(), loud)
+                    return self.response(parts, include, session_id)
+            if remaining <= 0:
+                return self.response([], [], fetch_ctx.session_id)
+            await replicas.wait_any([(name, index) for _, name, index, _ in known],
+                                    for_log_end=replica_id >= 0, timeout_s=remaining)
+
+    async def partitions(self, indexes: Sequence[int],
+                         max_wait_ms: int) -> tuple[list[_Part], list[Answer]]:
+        """Reads the context's partitions at `indexes` (a long poll of `max_wait_ms` when
+        none is an unknown topic id): per partition its answer and what a session compares."""
+        node, version, image = self.node, self.version, self.image
+        entries = self.fetch_ctx.partitions
+        wanted: list[FetchPartitionRequest] = []
+        slots: list[int] = []  # per index: its position in `wanted`, or -1 (unknown id)
+        any_unknown = False
+        for i in indexes:
+            (topic_key, index), data = entries[i]
+            name = self.name_of(topic_key)
+            if name is None:
                 slots.append(-1)
                 any_unknown = True
                 continue
-            name = t.name
-            topic_ids[name] = topic_key
-        else:
-            assert isinstance(topic_key, str)
-            name = topic_key
-        slots.append(len(wanted))
-        wanted.append(FetchPartitionRequest(
-            topic=name, partition=index, fetch_offset=data.fetch_offset,
-            partition_max_bytes=data.max_bytes,
-            current_leader_epoch=data.current_leader_epoch,
-            last_fetched_epoch=data.last_fetched_epoch,
-        ))
-    # KIP-392: consumers of v11+ may read from a follower, and the leader may send them to
-    # one in their rack.
-    client_rack = request.rack_id if version >= 11 and replica_id < 0 else None
-    results = await node.replicas.fetch(
-        wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
-        max_wait_ms=0 if any_unknown else int(request.max_wait.total_seconds() * 1000),
-        min_bytes=request.min_bytes, max_bytes=getattr(request, "max_bytes", _NO_MAX_BYTES),
-    )
-    down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
-    parts: list[tuple[str, uuid.UUID | None, FetchPartition]] = []
-    answers: list[Answer] = []
-    for ((topic_key, index), _), slot in zip(fetch_ctx.partitions, slots, strict=True):
-        if slot < 0:
-            part = FetchPartition(partition_index=index,
-                                  error_code=int(ErrorCode.unknown_topic_id), records=b"")
-            tid = None if topic_key == _NULL_ID else topic_key
-            parts.append(("", tid if isinstance(tid, uuid.UUID) else None, part))
-            answers.append(Answer(False, True, -1, -1, -1))
-            continue
-        res = results[slot]
-        records = None
-        if down_convert_to is not None:
-            if res.error_code is ErrorCode.none and not _down_conversion_enabled(node, res.topic):
-                # Kafka: an old consumer of a topic with down-conversion disabled
-                res.error_code = ErrorCode.unsupported_version
-                records = b""
-            else:
-                records = _down_converted(res, down_convert_to, wanted[slot].fetch_offset)
-        part = _partition(res, image, records)
-        parts.append((res.topic, topic_ids.get(res.topic), part))
-        answers.append(Answer(
-            has_records=_has_records(part.records), error=part.error_code != 0,
-            high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
-            log_start_offset=part.log_start_offset,
-            must_respond=part.diverging_epoch != (-1, -1) or part.preferred_read_replica >= 0))
-    session_id, include = fetch_ctx.finish(answers, node.replicas.clock())
-    by_topic: dict[tuple[str, uuid.UUID | None], list[FetchPartition]] = {}
-    leaders: list[int] = []
-    for (name, tid, part), keep in zip(parts, include, strict=True):
-        if not keep:
-            continue
-        if part.current_leader != (-1, -1):
-            leaders.append(part.current_leader[0])
-        by_topic.setdefault((name, tid), []).append(part)
-    topics = [FetchTopic(partitions=ps, topic=name, topic_id=tid)
-              for (name, tid), ps in by_topic.items()]
-    endpoints: list[NodeEndpoint] = []
-    if version >= 16 and leaders:
-        endpoints = [NodeEndpoint(b, host, port, rack) for b, host, port, rack
-                     in leader_endpoints(image, ctx.listener_name, leaders)]
-    return encode_fetch_response(version, FetchResponseData(
-        topics=topics, node_endpoints=endpoints, session_id=session_id))
+            slots.append(len(wanted))
+            wanted.append(FetchPartitionRequest(
+                topic=name, partition=index, fetch_offset=data.fetch_offset,
+                partition_max_bytes=data.max_bytes,
+                current_leader_epoch=data.current_leader_epoch,
+                last_fetched_epoch=data.last_fetched_epoch,
+            ))
+        results = await node.replicas.fetch(
+            wanted, replica_id=self.replica_id, replica_epoch=self.replica_epoch,
+            client_rack=self.client_rack, max_wait_ms=0 if any_unknown else max_wait_ms,
+            min_bytes=self.request.min_bytes,
+            max_bytes=getattr(self.request, "max_bytes", _NO_MAX_BYTES),
+        )
+        down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
+        parts: list[_Part] = []
+        answers: list[Answer] = []
+        for i, slot in zip(indexes, slots, strict=True):
+            (topic_key, index), _ = entries[i]
+            if slot < 0:
+                part = FetchPartition(partition_index=index,
+                                      error_code=int(ErrorCode.unknown_topic_id), records=b"")
+                tid = None if topic_key == _NULL_ID else topic_key
+                parts.append(("", tid if isinstance(tid, uuid.UUID) else None, part))
+                answers.append(Answer(False, True, -1, -1, -1))
+                continue
+            res = results[slot]
+            records = None
+            if down_convert_to is not None:
+                if (res.error_code is ErrorCode.none
+                        and not _down_conversion_enabled(node, res.topic)):
+                    # Kafka: an old consumer of a topic with down-conversion disabled
+                    res.error_code = ErrorCode.unsupported_version
+                    records = b""
+                else:
+                    records = _down_converted(res, down_convert_to, wanted[slot].fetch_offset)
+            part = _partition(res, image, records)
+            parts.append((res.topic, topic_key if isinstance(topic_key, uuid.UUID) else None,
+                          part))
+            answers.append(Answer(
+                has_records=_records_size(part.records) > 0, error=part.error_code != 0,
+                high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
+                log_start_offset=part.log_start_offset,
+                must_respond=(part.diverging_epoch != (-1, -1)
+                              or part.preferred_read_replica >= 0)))
+        return parts, answers
+
+    def response(self, parts: list[_Part], include: list[bool],
+                 session_id: int) -> ResponseChunks:
+        by_topic: dict[tuple[str, uuid.UUID | None], list[FetchPartition]] = {}
+        leaders: list[int] = []
+        for (name, tid, part), keep in zip(parts, include, strict=True):
+            if not keep:
+                continue
+            if part.current_leader != (-1, -1):
+                leaders.append(part.current_leader[0])
+            by_topic.setdefault((name, tid), []).append(part)
+        topics = [FetchTopic(partitions=ps, topic=name, topic_id=tid)
+                  for (name, tid), ps in by_topic.items()]
+        endpoints: list[NodeEndpoint] = []
+        if self.version >= 16 and leaders:
+            endpoints = [NodeEndpoint(b, host, port, rack) for b, host, port, rack
+                         in leader_endpoints(self.image, self.ctx.listener_name, leaders)]
+        return encode_fetch_response(self.version, FetchResponseData(
+            topics=topics, node_endpoints=endpoints, session_id=session_id))
 
 
-def _has_records(records: Any) -> bool:
+def _records_size(records: Any) -> int:
     if records is None:
-        return False
+        return 0
     if isinstance(records, list | tuple):
-        return any(chunk_length(c) for c in records)
-    return chunk_length(records) > 0
+        return sum(chunk_length(c) for c in records)
+    return chunk_length(records)

@@ -50,7 +50,7 @@ from kio.schema.errors import ErrorCode
 __all__ = [
     "FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "MIN_EVICTION_MS", "Answer",
     "ContextKind", "FetchContext", "FetchSessionCache", "FetchSessionHandler", "Key",
-    "PartitionData", "SessionRequest", "next_epoch",
+    "PartitionData", "SessionPartition", "SessionRequest", "next_epoch", "would_respond",
 ]
 
 INVALID_SESSION_ID = 0
@@ -81,7 +81,9 @@ class PartitionData:
 
 
 @dataclass(slots=True)
-class _Cached:
+class SessionPartition:
+    """A partition of a session: the client's last fetch state and what it was last told."""
+
     data: PartitionData
     # What the last answer told the client (-1: never answered, or an error since).
     high_watermark: int = -1
@@ -106,7 +108,7 @@ class _Session:
     id: int
     privileged: bool
     uses_topic_ids: bool
-    partitions: dict[Key, _Cached]
+    partitions: dict[Key, SessionPartition]
     created_ms: int
     last_used_ms: int
     epoch: int = 1
@@ -137,14 +139,24 @@ class FetchContext:
     _cache: FetchSessionCache | None = None
     _session: _Session | None = None
 
-    def finish(self, answers: Sequence[Answer], now_ms: int) -> tuple[int, list[bool]]:
-        """(the answer's session_id, per partition of `partitions`: whether it goes in the
-        answer). A FULL context creates its session here when the cache allows it."""
+    @property
+    def cached(self) -> list[SessionPartition]:
+        """An INCREMENTAL context's session partitions, in the order of `partitions`."""
+        assert self._session is not None
+        return list(self._session.partitions.values())
+
+    def finish(self, answers: Sequence[Answer], now_ms: int,
+               subset: Sequence[int] | None = None) -> tuple[int, list[bool]]:
+        """(the answer's session_id, per partition of `partitions` (or of the indexes
+        `subset` of them, an INCREMENTAL context's partitions that were read): whether it
+        goes in the answer). A FULL context creates its session here when the cache allows
+        it."""
         if self.kind is ContextKind.INCREMENTAL:
             assert self._session is not None
-            return self._session.id, _update_session(self._session, self.partitions, answers)
+            order = self.partitions if subset is None else [self.partitions[i] for i in subset]
+            return self._session.id, _update_session(self._session, order, answers)
         if self.kind is ContextKind.FULL and self._cache is not None:
-            cached = {key: _Cached(data) for key, data in self.partitions}
+            cached = {key: SessionPartition(data) for key, data in self.partitions}
             for (key, _), answer in zip(self.partitions, answers, strict=True):
                 _respond(cached[key], answer)
             self.session_id = self._cache.maybe_create(
@@ -153,22 +165,23 @@ class FetchContext:
         return self.session_id, [True] * len(answers)
 
 
-def _respond(cached: _Cached, answer: Answer) -> bool:
-    """Kafka's CachedPartition.maybeUpdateResponseData: whether this answer must be sent,
-    remembering what it tells the client."""
-    must = answer.has_records or answer.must_respond
-    if cached.high_watermark != answer.high_watermark:
-        must = True
-        cached.high_watermark = answer.high_watermark
-    if cached.last_stable_offset != answer.last_stable_offset:
-        must = True
-        cached.last_stable_offset = answer.last_stable_offset
-    if cached.log_start_offset != answer.log_start_offset:
-        must = True
-        cached.log_start_offset = answer.log_start_offset
+def would_respond(cached: SessionPartition, answer: Answer) -> bool:
+    """Whether `answer` goes in an incremental answer (Kafka's
+    CachedPartition.maybeUpdateResponseData), without remembering it."""
+    return (answer.has_records or answer.must_respond or answer.error
+            or cached.high_watermark != answer.high_watermark
+            or cached.last_stable_offset != answer.last_stable_offset
+            or cached.log_start_offset != answer.log_start_offset)
+
+
+def _respond(cached: SessionPartition, answer: Answer) -> bool:
+    """would_respond, remembering what the answer tells the client."""
+    must = would_respond(cached, answer)
+    cached.high_watermark = answer.high_watermark
+    cached.last_stable_offset = answer.last_stable_offset
+    cached.log_start_offset = answer.log_start_offset
     if answer.error:
         # Sent every time, and once more when the error goes away.
-        must = True
         cached.high_watermark = -1
     return must
 
@@ -258,7 +271,7 @@ class FetchSessionCache:
         for key, data in req.partitions:
             cached = session.partitions.get(key)
             if cached is None:
-                session.partitions[key] = _Cached(data)
+                session.partitions[key] = SessionPartition(data)
             else:
                 cached.data = data
         for key in req.forgotten:
@@ -276,7 +289,7 @@ class FetchSessionCache:
             uses_topic_ids=session.uses_topic_ids, _session=session)
 
     def maybe_create(self, now_ms: int, *, privileged: bool, uses_topic_ids: bool,
-                     partitions: dict[Key, _Cached]) -> int:
+                     partitions: dict[Key, SessionPartition]) -> int:
         """A new session's id, or INVALID_SESSION_ID when there is no slot for it."""
         if len(self._sessions) >= self.max_slots and not self._try_evict(
                 privileged, len(partitions), now_ms):

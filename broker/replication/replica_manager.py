@@ -27,7 +27,7 @@ from broker.controller.requests import AlterPartitionReply, AlterPartitionReques
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
 from broker.metrics.stats import BrokerTopicStats, TopicStats
-from broker.replication.fetch_session import FetchSessionCache
+from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
 
 log = structlog.get_logger(__name__)
@@ -456,6 +456,45 @@ class ReplicaManager:
             except KafkaError as exc:
                 res.error_code = exc.error_code
         return results
+
+    def session_quiet(self, topic: str, index: int, cached: SessionPartition, *,
+                      replica_id: int, replica_epoch: int = -1) -> bool:
+        """Whether an incremental fetch session's partition has nothing to tell its client
+        (KIP-227), checked without reading: this broker leads it at the epoch the client
+        knows, the high watermark, last stable offset and log start are those last answered,
+        and the fetch offset is where there is nothing more to read (the high watermark for
+        a consumer, the log end for a follower, whose fetch is recorded as _read_once does).
+        False sends the partition through the reading path."""
+        part = self._partitions.get((topic, index))
+        if part is None or part.role is not Role.LEADER:
+            return False
+        data = cached.data
+        if data.current_leader_epoch >= 0 and data.current_leader_epoch != part.leader_epoch:
+            return False
+        hw = part.high_watermark
+        if (hw != cached.high_watermark or part.last_stable_offset != cached.last_stable_offset
+                or part.log.log_start_offset != cached.log_start_offset):
+            return False
+        if replica_id < 0:
+            return data.fetch_offset == hw
+        if (data.fetch_offset != part.log.log_end_offset or replica_id not in part.followers
+                or 0 <= data.last_fetched_epoch != part.log.latest_epoch):
+            return False
+        part.update_follower(replica_id, data.fetch_offset, broker_epoch=replica_epoch)
+        self._maybe_expand_isr(part, replica_id)
+        return part.high_watermark == hw  # the follower's fetch may have moved it
+
+    async def wait_any(self, keys: Iterable[TopicPartition], *, for_log_end: bool,
+                       timeout_s: float) -> None:
+        """Until the high watermark (or, `for_log_end`, the log end) of one of `keys` moves,
+        a role changes, or `timeout_s` passes: one future for all of them."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        parts = self._partitions
+        for key in keys:
+            p = parts.get(key)
+            if p is not None:
+                p.add_waiter(future, for_log_end=for_log_end)
+        await wait_first([future], timeout_s)
 
     async def fetch(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,

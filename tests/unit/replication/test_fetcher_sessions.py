@@ -136,3 +136,37 @@ def test_a_full_session_cache_leaves_a_follower_on_full_fetches(tmp_path: Path) 
             await c.stop()
 
     run(main, timeout_s=60)
+
+
+def test_idle_followers_in_a_session_stay_in_the_isr(tmp_path: Path) -> None:
+    """Incremental fetches over partitions with nothing new are answered without reading
+    (ReplicaManager.session_quiet), and still count as the follower being caught up: with
+    replica.lag.time.max.ms at 400 ms, two seconds of idle rounds shrink no ISR."""
+
+    async def main() -> None:
+        c = Cluster(tmp_path)
+        await c.start()
+        try:
+            await c.create_topic("t", [1, 2, 3], partitions=10)
+            leader = c.brokers[1]
+            for i in range(10):
+                await leader.replicas.append({("t", i): batch(b"v")}, required_acks=-1,
+                                             timeout_ms=10_000)
+            await eventually(lambda: all(
+                sorted(leader.replicas.get("t", i).isr) == [1, 2, 3] for i in range(10)),
+                timeout_s=20, what="full ISRs")
+            sessions = [c.brokers[b].fetchers.fetchers[1].session for b in (2, 3)]
+            before = [s.incremental_requests for s in sessions]
+            calls = len(c.alter_calls)
+            await asyncio.sleep(2.0)
+            assert all(s.incremental_requests >= n + 5
+                       for s, n in zip(sessions, before, strict=True))
+            for i in range(10):
+                assert sorted(leader.replicas.get("t", i).isr) == [1, 2, 3], i
+            shrinks = [item for r in c.alter_calls[calls:] for _, items in r.topics
+                       for item in items if len(item.new_isr) < 3]
+            assert not shrinks
+        finally:
+            await c.stop()
+
+    run(main, timeout_s=60)
