@@ -26,6 +26,7 @@ from broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_topic_partitions,
     describe_user_scram_credentials,
     elect_leaders,
     fetch,
@@ -90,6 +91,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     push_telemetry,
     describe_user_scram_credentials,  # broker/security: SCRAM users
     alter_user_scram_credentials,
+    describe_topic_partitions,  # KIP-966
 )
 
 

@@ -63,8 +63,10 @@ END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
 FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
+UNREGISTER_BROKER = 64
 GET_TELEMETRY_SUBSCRIPTIONS = 71
 PUSH_TELEMETRY = 72
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
@@ -264,6 +266,8 @@ BROKER_APIS = ApiTable.of(
     # SCRAM users (broker/security): read from the image / sent on to the controller
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials
+    # KIP-966: paginated topic descriptions with the ELR
+    (DESCRIBE_TOPIC_PARTITIONS, 0, 0),
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch
