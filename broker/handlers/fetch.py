@@ -217,6 +217,7 @@ class _Read:
                 unknown.append(i)
             else:
                 known.append((i, name, index, c))
+        wait_keys = [(name, index) for _, name, index, _ in known]
         quiet, replica_id, replica_epoch = (replicas.session_quiet, self.replica_id,
                                             self.replica_epoch)
         while True:
@@ -235,8 +236,11 @@ class _Read:
                     return self.response(parts, include, session_id)
             if remaining <= 0:
                 return self.response([], [], fetch_ctx.session_id)
-            await replicas.wait_any([(name, index) for _, name, index, _ in known],
-                                    for_log_end=replica_id >= 0, timeout_s=remaining)
+            moved = await replicas.wait_any(wait_keys, for_log_end=replica_id >= 0,
+                                            timeout_s=remaining)
+            if not moved and not loud:
+                # Nothing moved since a look that found nothing: nothing to answer.
+                return self.response([], [], fetch_ctx.session_id)
 
     async def partitions(self, indexes: Sequence[int],
                          max_wait_ms: int) -> tuple[list[_Part], list[Answer]]:

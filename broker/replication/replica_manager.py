@@ -485,16 +485,22 @@ class ReplicaManager:
         return part.high_watermark == hw  # the follower's fetch may have moved it
 
     async def wait_any(self, keys: Iterable[TopicPartition], *, for_log_end: bool,
-                       timeout_s: float) -> None:
+                       timeout_s: float) -> bool:
         """Until the high watermark (or, `for_log_end`, the log end) of one of `keys` moves,
-        a role changes, or `timeout_s` passes: one future for all of them."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        a role changes, or `timeout_s` passes: one future for all of them. False when the
+        time ran out with none of them moved."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
         parts = self._partitions
         for key in keys:
             p = parts.get(key)
             if p is not None:
                 p.add_waiter(future, for_log_end=for_log_end)
-        await wait_first([future], timeout_s)
+        timer = loop.call_later(timeout_s, _time_out, future)
+        try:
+            return await future is not _TIMED_OUT  # partitions complete it with None
+        finally:
+            timer.cancel()
 
     async def fetch(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,
@@ -580,6 +586,14 @@ async def wait_first(waiters: list[asyncio.Future[None]], timeout_s: float) -> N
         timer.cancel()
         for w in waiters:
             w.cancel()
+
+
+_TIMED_OUT = object()
+
+
+def _time_out(target: asyncio.Future[Any]) -> None:
+    if not target.done():
+        target.set_result(_TIMED_OUT)
 
 
 def _expire(target: asyncio.Future[None]) -> None:
