@@ -48,6 +48,7 @@ from broker.handlers import (
     produce,
     push_telemetry,
     sync_group,
+    unregister_broker,
 )
 from broker.server.dispatch import Dispatcher
 
@@ -92,6 +93,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     describe_user_scram_credentials,  # broker/security: SCRAM users
     alter_user_scram_credentials,
     describe_topic_partitions,  # KIP-966
+    unregister_broker,  # KIP-631, sent on to the controller
 )
 
 

@@ -268,6 +268,8 @@ BROKER_APIS = ApiTable.of(
     (51, 0, 0),  # AlterUserScramCredentials
     # KIP-966: paginated topic descriptions with the ELR
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0),
+    # KIP-631: sent on to the active controller
+    (UNREGISTER_BROKER, 0, 0),
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

@@ -28,6 +28,7 @@ from broker.controller.rpc import (
     elect_leaders,
     incremental_alter_configs,
     list_partition_reassignments,
+    unregister_broker,
 )
 
 CONTROLLER_RPCS: tuple[ModuleType, ...] = (
@@ -44,6 +45,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     alter_partition_reassignments,
     list_partition_reassignments,
     alter_user_scram_credentials,
+    unregister_broker,
 )
 
 __all__ = ["CONTROLLER_RPCS"]
