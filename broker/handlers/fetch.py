@@ -200,7 +200,7 @@ class _Read:
 
     async def incremental(self) -> ResponseChunks:
         """An incremental fetch: partitions with nothing new are found without reading
-        (ReplicaManager.session_quiet); the others are read at once; with nothing to
+        (ReplicaManager.session_loud); the others are read at once; with nothing to
         answer yet, the long poll waits on one future for every partition of the session,
         then looks again."""
         fetch_ctx, replicas = self.fetch_ctx, self.node.replicas
@@ -218,13 +218,12 @@ class _Read:
             else:
                 known.append((i, name, index, c))
         wait_keys = [(name, index) for _, name, index, _ in known]
-        quiet, replica_id, replica_epoch = (replicas.session_quiet, self.replica_id,
-                                            self.replica_epoch)
+        replica_id, replica_epoch = self.replica_id, self.replica_epoch
         while True:
-            loud = unknown + [i for i, name, index, c in known
-                              if not quiet(name, index, c, replica_id=replica_id,
-                                           replica_epoch=replica_epoch)]
-            loud.sort()
+            loud = replicas.session_loud(known, replica_id=replica_id,
+                                         replica_epoch=replica_epoch)
+            if unknown:
+                loud = sorted(unknown + loud)
             remaining = deadline - loop.time()
             if loud:
                 parts, answers = await self.partitions(loud, 0)

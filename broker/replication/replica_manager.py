@@ -457,32 +457,43 @@ class ReplicaManager:
                 res.error_code = exc.error_code
         return results
 
-    def session_quiet(self, topic: str, index: int, cached: SessionPartition, *,
-                      replica_id: int, replica_epoch: int = -1) -> bool:
-        """Whether an incremental fetch session's partition has nothing to tell its client
-        (KIP-227), checked without reading: this broker leads it at the epoch the client
-        knows, the high watermark, last stable offset and log start are those last answered,
-        and the fetch offset is where there is nothing more to read (the high watermark for
-        a consumer, the log end for a follower, whose fetch is recorded as _read_once does).
-        False sends the partition through the reading path."""
-        part = self._partitions.get((topic, index))
-        if part is None or part.role is not Role.LEADER:
-            return False
-        data = cached.data
-        if data.current_leader_epoch >= 0 and data.current_leader_epoch != part.leader_epoch:
-            return False
-        hw = part.high_watermark
-        if (hw != cached.high_watermark or part.last_stable_offset != cached.last_stable_offset
-                or part.log.log_start_offset != cached.log_start_offset):
-            return False
-        if replica_id < 0:
-            return data.fetch_offset == hw
-        if (data.fetch_offset != part.log.log_end_offset or replica_id not in part.followers
-                or 0 <= data.last_fetched_epoch != part.log.latest_epoch):
-            return False
-        part.update_follower(replica_id, data.fetch_offset, broker_epoch=replica_epoch)
-        self._maybe_expand_isr(part, replica_id)
-        return part.high_watermark == hw  # the follower's fetch may have moved it
+    def session_loud(self, entries: Iterable[tuple[int, str, int, SessionPartition]], *,
+                     replica_id: int, replica_epoch: int = -1) -> list[int]:
+        """Of an incremental fetch session's partitions (index, topic, partition, cached),
+        the indexes of those that may have something to tell the client (KIP-227); the
+        others are found quiet without reading: this broker leads them at the epoch the
+        client knows, their high watermark, last stable offset and log start are those last
+        answered, and the fetch offset is where there is nothing more to read (the high
+        watermark for a consumer, the log end for a follower, whose fetch is still recorded
+        as _read_once records it). One loop over the session, not a call per partition:
+        this is what an idle round costs."""
+        parts = self._partitions
+        leader = Role.LEADER
+        loud: list[int] = []
+        for i, topic, index, cached in entries:
+            part = parts.get((topic, index))
+            data = cached.data
+            if (part is None or part.role is not leader
+                    or 0 <= data.current_leader_epoch != part.leader_epoch):
+                loud.append(i)
+                continue
+            hw = part.high_watermark
+            if (hw != cached.high_watermark or part.last_stable_offset != cached.last_stable_offset
+                    or part.log.log_start_offset != cached.log_start_offset):
+                loud.append(i)
+            elif replica_id < 0:
+                if data.fetch_offset != hw:
+                    loud.append(i)
+            elif (data.fetch_offset != part.log.log_end_offset
+                  or replica_id not in part.followers
+                  or 0 <= data.last_fetched_epoch != part.log.latest_epoch):
+                loud.append(i)
+            else:
+                part.update_follower(replica_id, data.fetch_offset, broker_epoch=replica_epoch)
+                self._maybe_expand_isr(part, replica_id)
+                if part.high_watermark != hw:  # the follower's fetch moved it
+                    loud.append(i)
+        return loud
 
     async def wait_any(self, keys: Iterable[TopicPartition], *, for_log_end: bool,
                        timeout_s: float) -> bool:

@@ -140,7 +140,7 @@ def test_a_full_session_cache_leaves_a_follower_on_full_fetches(tmp_path: Path) 
 
 def test_idle_followers_in_a_session_stay_in_the_isr(tmp_path: Path) -> None:
     """Incremental fetches over partitions with nothing new are answered without reading
-    (ReplicaManager.session_quiet), and still count as the follower being caught up: with
+    (ReplicaManager.session_loud), and still count as the follower being caught up: with
     replica.lag.time.max.ms at 400 ms, two seconds of idle rounds shrink no ISR."""
 
     async def main() -> None:
