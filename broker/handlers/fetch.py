@@ -16,7 +16,10 @@ an in-sync replica in the consumer's rack as preferred_read_replica when this br
 a broker.rack (KIP-392).
 v12+ answers a follower whose last fetched epoch diverged with DivergingEpoch; v13+
 names topics by id (an unknown id gets UNKNOWN_TOPIC_ID); v15+ carries the replica id
-and broker epoch in ReplicaState; v16+ names the new leader's endpoint (KIP-951).
+and broker epoch in ReplicaState; v16+ names the new leader's endpoint (KIP-951); v17 adds
+a follower's directory id (a tag, unused: one log directory per partition here); v18 a
+follower's high watermark per partition (KIP-1166): one behind the leader's is answered at
+once rather than after the long poll, so the follower learns the new high watermark.
 
 Fetch sessions (KIP-227, v7+): the ReplicaManager's FetchSessionCache
 (broker/replication/fetch_session.py) decides what a request is (sessionless, full, an
@@ -76,6 +79,7 @@ TOPIC_IDS_VERSION = 13
 DOWN_CONVERSION_BELOW_VERSION = 4
 _NO_MAX_BYTES = 2**31 - 1
 _NULL_ID = uuid.UUID(int=0)
+_FOLLOWER_HW_VERSION = 18
 
 
 def _down_conversion_enabled(node: BrokerServices, topic: str) -> bool:
@@ -161,8 +165,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
     read = _Read(node, ctx, request, fetch_ctx, replica_id, replica_epoch)
     if fetch_ctx.kind is ContextKind.INCREMENTAL and not read.client_rack_matters:
         return await read.incremental()
-    parts, answers = await read.partitions(range(len(fetch_ctx.partitions)),
-                                           int(request.max_wait.total_seconds() * 1000))
+    parts, answers = await read.partitions(range(len(fetch_ctx.partitions)), read.max_wait_ms)
     session_id, include = fetch_ctx.finish(answers, node.replicas.clock())
     return read.response(parts, include, session_id)
 
@@ -187,6 +190,21 @@ class _Read:
         own_rack = node.replicas.settings.rack
         self.client_rack_matters = bool(self.client_rack) and own_rack is not None
         self._names: dict[str | uuid.UUID, str | None] = {}
+        self.max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+        if self.version >= _FOLLOWER_HW_VERSION and replica_id >= 0 and self._follower_behind():
+            self.max_wait_ms = 0
+
+    def _follower_behind(self) -> bool:
+        """KIP-1166: does the follower report a high watermark below this leader's?"""
+        replicas = self.node.replicas
+        for topic in self.request.topics:
+            name = self.name_of(topic.topic_id or _NULL_ID) if self.version >= TOPIC_IDS_VERSION \
+                else topic.topic
+            for p in topic.partitions:
+                part = replicas.get(name, p.partition) if name is not None else None
+                if part is not None and p.high_watermark < part.high_watermark:
+                    return True
+        return False
 
     def name_of(self, topic_key: str | uuid.UUID) -> str | None:
         """The topic's name; None for an unknown topic id (v13+)."""
@@ -205,8 +223,7 @@ class _Read:
         then looks again."""
         fetch_ctx, replicas = self.fetch_ctx, self.node.replicas
         loop = asyncio.get_running_loop()
-        max_wait_ms = int(self.request.max_wait.total_seconds() * 1000)
-        deadline = loop.time() + max_wait_ms / 1000
+        deadline = loop.time() + self.max_wait_ms / 1000
         cached = fetch_ctx.cached
         known: list[tuple[int, str, int, SessionPartition]] = []
         unknown: list[int] = []  # unknown topic ids: answered every time

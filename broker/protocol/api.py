@@ -226,11 +226,14 @@ class ApiTable:
 BROKER_APIS = ApiTable.of(
     # Produce v10 and Fetch v16 carry the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
     (PRODUCE, 0, 10),
-    (FETCH, 0, 16),
-    (LIST_OFFSETS, 0, 7),
-    (METADATA, 0, 12),
+    # Fetch v17 (a follower's directory id) and v18 (a follower's high watermark, KIP-1166)
+    (FETCH, 0, 18),
+    # v8-v10: earliest-local and latest-tiered offsets (no tiered storage), a timeout
+    (LIST_OFFSETS, 0, 10),
+    # v13: a top-level error code (KIP-1102)
+    (METADATA, 0, 13),
     (API_VERSIONS, 0, 4),
-    (CREATE_TOPICS, 0, 5),
+    (CREATE_TOPICS, 0, 7),  # v7: topic ids in the answer
     (DELETE_TOPICS, 0, 4),
     (DELETE_RECORDS, 0, 2),
     (INIT_PRODUCER_ID, 0, 4),
@@ -238,7 +241,9 @@ BROKER_APIS = ApiTable.of(
     # consumer groups (issue 6): the classic protocol and KIP-848
     (OFFSET_COMMIT, 0, 9),
     (OFFSET_FETCH, 0, 9),
-    (FIND_COORDINATOR, 0, 4),
+    # v5: may answer TRANSACTION_ABORTABLE (KIP-890); v6: share-group keys (KIP-932), each
+    # INVALID_REQUEST here (no share groups)
+    (FIND_COORDINATOR, 0, 6),
     (JOIN_GROUP, 0, 9),
     (HEARTBEAT, 0, 4),
     (LEAVE_GROUP, 0, 5),
@@ -255,7 +260,7 @@ BROKER_APIS = ApiTable.of(
     (CREATE_PARTITIONS, 0, 3),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),
     (DESCRIBE_CLIENT_QUOTAS, 0, 0),
-    (DESCRIBE_CLUSTER, 0, 1),
+    (DESCRIBE_CLUSTER, 0, 2),  # v2: fenced brokers on request (KIP-1073)
     # sent on to the active controller (KIP-460, KIP-455)
     (ELECT_LEADERS, 0, 2),
     (ALTER_PARTITION_REASSIGNMENTS, 0, 0),

@@ -26,7 +26,7 @@ from tests.unit.handlers.datapath import (
     schema_module,
 )
 
-VERSIONS = range(4, 17)
+VERSIONS = range(4, 19)
 
 
 def fetch_request(version: int, topic: str, offset: int, *, max_wait_ms: int = 0,
@@ -318,4 +318,48 @@ def test_legacy_fetch_empty_and_log_append_time(node: TestNode) -> None:
         [(magic, offset, ts, _k, value)] = _legacy_records(raw)
         assert (magic, offset, value) == (1, 0, b"a") and ts > BASE_TS
         assert raw[12 + 5] & 0x08  # attributes: timestamp type LogAppendTime
+    run(go())
+
+
+def follower_fetch(version: int, topic_id: uuid.UUID, offset: int, *, high_watermark: int,
+                   max_wait_ms: int) -> Any:
+    m = schema_module("fetch", version)
+    return build(
+        m.FetchRequest, replica_state=m.ReplicaState(replica_id=2, replica_epoch=-1),
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(),
+        rack_id="", topics=(build(m.FetchTopic, topic_id=topic_id, partitions=(
+            build(m.FetchPartition, partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
+                  current_leader_epoch=-1, log_start_offset=-1,
+                  high_watermark=high_watermark),)),))
+
+
+def test_v18_follower_behind_on_the_high_watermark_is_answered_at_once(
+        node: TestNode) -> None:
+    """KIP-1166: a follower that reports a high watermark below the leader's gets an answer
+    without the long poll, so it learns the new one; one that is up to date waits."""
+    from broker.controller.requests import CreatableTopic
+
+    async def go() -> None:
+        await node.register(2)
+        [res] = await node.controller.create_topics(
+            [CreatableTopic("t", assignments={0: (1, 2)})])
+        assert res.error.name == "none"
+        await asyncio.sleep(0.2)  # the replica sync applies the partition
+        tid = node.topic("t").topic_id
+        await node.replicas.append({("t", 0): records(b"a", b"b")}, required_acks=1,
+                                   timeout_ms=1000)
+        # The follower fetches at the log end: the high watermark moves to 2.
+        first = await fetch_decoded(node, 18, follower_fetch(18, tid, 2, high_watermark=0,
+                                                              max_wait_ms=0))
+        assert first.responses[0].partitions[0].high_watermark == 2
+        start = time.monotonic()
+        behind = await fetch_decoded(node, 18, follower_fetch(18, tid, 2, high_watermark=0,
+                                                               max_wait_ms=3000))
+        assert time.monotonic() - start < 2.0
+        assert behind.responses[0].partitions[0].high_watermark == 2
+        start = time.monotonic()
+        await fetch_decoded(node, 18, follower_fetch(18, tid, 2, high_watermark=2,
+                                                     max_wait_ms=500))
+        assert time.monotonic() - start >= 0.45  # up to date: the long poll runs its course
     run(go())
