@@ -239,8 +239,9 @@ BROKER_APIS = ApiTable.of(
     (INIT_PRODUCER_ID, 0, 4),
     (OFFSET_FOR_LEADER_EPOCH, 0, 4),
     # consumer groups (issue 6): the classic protocol and KIP-848
-    (OFFSET_COMMIT, 0, 9),
-    (OFFSET_FETCH, 0, 9),
+    # v10: topics by id
+    (OFFSET_COMMIT, 0, 10),
+    (OFFSET_FETCH, 0, 10),
     # v5: may answer TRANSACTION_ABORTABLE (KIP-890); v6: share-group keys (KIP-932), each
     # INVALID_REQUEST here (no share groups)
     (FIND_COORDINATOR, 0, 6),
