@@ -199,14 +199,17 @@ def test_idle_connection_is_closed_but_busy_one_is_not() -> None:
 
 def test_broker_apis_table_is_the_issue_list() -> None:
     assert [(r.api_key, r.min_version, r.max_version) for r in BROKER_APIS] == [
-        # every API from v0, as Kafka 3.9 (issue 23)
-        (0, 0, 10), (1, 0, 16), (2, 0, 7), (3, 0, 12), (8, 0, 9), (9, 0, 9), (10, 0, 4),
+        # every API from v0, as Kafka 3.9 (issue 23), up to the newest versions whose
+        # semantics are implemented (docs/compatibility.md)
+        (0, 0, 10), (1, 0, 18), (2, 0, 10), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
         (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5), (18, 0, 4),
-        (19, 0, 5), (20, 0, 4), (21, 0, 2), (22, 0, 4), (23, 0, 4), (32, 0, 4), (33, 0, 2),
+        (19, 0, 7), (20, 0, 4), (21, 0, 2), (22, 0, 4), (23, 0, 4), (32, 0, 4), (33, 0, 2),
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
-        (47, 0, 0), (48, 0, 0), (50, 0, 0), (51, 0, 0), (60, 0, 1),
+        (47, 0, 0), (48, 0, 0), (50, 0, 0), (51, 0, 0), (60, 0, 2),
+        (64, 0, 0),  # UnregisterBroker (KIP-631), sent on to the controller
         (68, 0, 1), (69, 0, 1),
         (71, 0, 0), (72, 0, 0),  # client telemetry (KIP-714)
+        (75, 0, 0),  # DescribeTopicPartitions (KIP-966)
     ]
 
 
