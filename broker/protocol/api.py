@@ -234,7 +234,7 @@ BROKER_APIS = ApiTable.of(
     (METADATA, 0, 13),
     (API_VERSIONS, 0, 4),
     (CREATE_TOPICS, 0, 7),  # v7: topic ids in the answer
-    (DELETE_TOPICS, 0, 4),
+    (DELETE_TOPICS, 0, 6),  # v5: error messages; v6: topics by name or id
     (DELETE_RECORDS, 0, 2),
     (INIT_PRODUCER_ID, 0, 4),
     (OFFSET_FOR_LEADER_EPOCH, 0, 4),
