@@ -249,7 +249,7 @@ BROKER_APIS = ApiTable.of(
     (HEARTBEAT, 0, 4),
     (LEAVE_GROUP, 0, 5),
     (SYNC_GROUP, 0, 5),
-    (DESCRIBE_GROUPS, 0, 5),
+    (DESCRIBE_GROUPS, 0, 6),  # v6: GROUP_ID_NOT_FOUND with a message (KIP-1043)
     (LIST_GROUPS, 0, 5),
     (DELETE_GROUPS, 0, 2),
     (OFFSET_DELETE, 0, 0),
