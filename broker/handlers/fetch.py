@@ -250,7 +250,9 @@ class _Read:
                         would_respond(cached[i], a) for i, a in zip(loud, answers, strict=True)):
                     session_id, include = fetch_ctx.finish(answers, replicas.clock(), loud)
                     return self.response(parts, include, session_id)
-            if remaining <= 0:
+            if remaining <= 0 or self.request.min_bytes <= 0:
+                # Out of time, or a client that wants no data to wait for (Kafka answers
+                # min_bytes 0 at once, as ReplicaManager.fetch does).
                 return self.response([], [], fetch_ctx.session_id)
             moved = await replicas.wait_any(wait_keys, for_log_end=replica_id >= 0,
                                             timeout_s=remaining)

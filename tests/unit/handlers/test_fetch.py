@@ -363,3 +363,15 @@ def test_v18_follower_behind_on_the_high_watermark_is_answered_at_once(
                                                      max_wait_ms=500))
         assert time.monotonic() - start >= 0.45  # up to date: the long poll runs its course
     run(go())
+
+
+def test_idle_incremental_fetch_with_min_bytes_0_is_answered_at_once(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        full = await fetch_decoded(node, 12, fetch_request(12, "t", 0, session_epoch=0))
+        start = time.monotonic()
+        inc = await fetch_decoded(node, 12, fetch_request(
+            12, "t", 0, partitions=(), session_id=full.session_id, session_epoch=1,
+            max_wait_ms=3000, min_bytes=0))
+        assert time.monotonic() - start < 2.0 and inc.responses == ()
+    run(go())
