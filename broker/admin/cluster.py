@@ -50,6 +50,15 @@ class ClusterService(cluster_grpc.ClusterServiceServicer):  # type: ignore[misc]
         )
 
 
+    @rpc_errors
+    async def UnregisterBroker(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        # The ControllerChannel reaches the active controller wherever it runs.
+        error, message = await self.node.controller.unregister_broker(request.broker_id)
+        if error is not ErrorCode.none:
+            raise KafkaError(error, message or f"broker {request.broker_id}: {error.name}")
+        return cluster.UnregisterBrokerResponse()
+
+
 def _replica(r: ReplicaInfo, hw: int) -> Any:
     lag = max(0, hw - r.log_end_offset) if r.log_end_offset >= 0 else -1
     return cluster.QuorumReplica(

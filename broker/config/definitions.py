@@ -172,6 +172,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", L, 5000),
     ConfigDef("fetch.max.bytes", INT, 55 * 1024 * 1024, at_least(1024)),
     ConfigDef("max.incremental.fetch.session.cache.slots", INT, 1000, at_least(0)),
+    # DescribeTopicPartitions (KIP-966): the most partitions one answer carries
+    ConfigDef("max.request.partition.size.limit", INT, 2000, at_least(1)),
     # groups and offsets
     ConfigDef("offsets.topic.num.partitions", INT, 50, at_least(1)),
     ConfigDef("offsets.topic.replication.factor", SH, 3, at_least(1)),

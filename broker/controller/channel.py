@@ -93,6 +93,7 @@ from broker.controller.rpc import (
     elect_leaders,
     incremental_alter_configs,
     list_partition_reassignments,
+    unregister_broker,
 )
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
@@ -255,6 +256,13 @@ class ControllerChannel:
         return await self._call(
             lambda s: s.alter_partition(req), lambda: alter_partition.request(req),
             alter_partition, alter_partition.reply_of, self._deadline(None), whole=True)
+
+    async def unregister_broker(self, broker_id: int) -> tuple[ErrorCode, str | None]:
+        deadline = self._deadline(None)
+        return await self._call(
+            lambda s: s.unregister_broker(broker_id),
+            lambda: unregister_broker.request(broker_id), unregister_broker,
+            unregister_broker.reply_of, deadline, whole=True, sync=True)
 
     async def elect_leaders(
         self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None = None,

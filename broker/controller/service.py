@@ -242,6 +242,11 @@ class ControllerService:
         """A partition leader's ISR change (Kafka's AlterPartition)."""
         return await self._run(lambda image: self.controller.alter_partition(image, req))
 
+    async def unregister_broker(self, broker_id: int) -> tuple[ErrorCode, str | None]:
+        """Drop a broker's registration (Kafka's UnregisterBroker, KIP-631)."""
+        return await self._run(
+            lambda image: self.controller.unregister_broker(image, broker_id))
+
     async def elect_leaders(
         self, election_type: ElectionType, partitions: Sequence[tuple[str, int]] | None = None,
     ) -> list[ElectLeadersResult]:

@@ -33,6 +33,7 @@ from broker.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -58,6 +59,7 @@ from broker.handlers import (
     push_telemetry,
     sync_group,
     txn_offset_commit,
+    unregister_broker,
     write_txn_markers,
 )
 from broker.server.dispatch import Dispatcher
@@ -116,6 +118,8 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     write_txn_markers,
     describe_producers,
     alter_client_quotas,  # client quotas (broker/quotas)
+    describe_topic_partitions,  # KIP-966
+    unregister_broker,  # KIP-631, sent on to the controller
 )
 
 

@@ -1,4 +1,4 @@
-"""CreateTopics (API 19), versions 0-6.
+"""CreateTopics (API 19), versions 0-7 (v7 answers each topic's id).
 
 v0-v1 (dropped by Kafka 4.0, KIP-896): v0 has no validate_only (always creates) and answers
 only name and error code; v1 adds validate_only and error_message; v2 throttle time.

@@ -1,15 +1,18 @@
-"""DeleteTopics (API 20), versions 0-5: delete topics by name (v0, dropped by Kafka 4.0 in
-KIP-896, answers without throttle time). v5 (KIP-599) answers THROTTLING_QUOTA_EXCEEDED
-for a topic asked for while the controller mutation quota is exceeded (broker/handlers/
-_quotas.MutationQuota), with an error message per topic.
+"""DeleteTopics (API 20), versions 0-6: delete topics by name (v0, dropped by Kafka 4.0 in
+KIP-896, answers without throttle time); v5 answers an error message, and
+THROTTLING_QUOTA_EXCEEDED (KIP-599) for a topic asked for while the controller mutation
+quota is exceeded (broker/handlers/_quotas.MutationQuota); v6 names each topic by name or
+by id (KIP-516).
 
 The controller answers once the RemoveTopic records are committed and applied on this
-node, so a client that gets NONE no longer sees the topic in Metadata. (Deletion by topic
-id is v6, not served.)
+node, so a client that gets NONE no longer sees the topic in Metadata. v6 follows Kafka's
+controller: a topic with neither a name nor an id, or with both, and a name or id given more
+than once, are INVALID_REQUEST; an unknown id is UNKNOWN_TOPIC_ID (answered without a name).
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -27,10 +30,53 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 20
+TOPIC_IDS_VERSION = 6
+
+
+async def _by_ids(node: BrokerServices, request: Any, mod: Any) -> Any:
+    """v6: each topic by name or by id (the controller answers duplicates)."""
+    answers: list[DeleteTopicResult] = []
+    names: list[str] = []
+    ids: list[uuid.UUID] = []
+    for t in request.topics:
+        tid = t.topic_id if t.topic_id is not None and t.topic_id.int else None
+        if t.name is None and tid is None:
+            answers.append(DeleteTopicResult(None, None, ErrorCode.invalid_request,
+                                             "Neither topic name nor id were specified."))
+        elif t.name is not None and tid is not None:
+            answers.append(DeleteTopicResult(t.name, tid, ErrorCode.invalid_request,
+                                             "You may not specify both topic name and topic id."))
+        elif tid is not None:
+            ids.append(tid)
+        else:
+            names.append(t.name)
+    if names or ids:
+        try:
+            answers.extend(await await_controller(
+                lambda: node.controller.delete_topics(names, ids), to_ms(request.timeout, 0)))
+        except KafkaError as exc:
+            answers.extend(DeleteTopicResult(n, None, exc.error_code, exc.message)
+                           for n in dict.fromkeys(names))
+            answers.extend(DeleteTopicResult(None, i, exc.error_code, exc.message)
+                           for i in dict.fromkeys(ids))
+    once: list[DeleteTopicResult] = []
+    seen: set[tuple[str | None, uuid.UUID | None]] = set()
+    for r in answers:  # one answer per duplicated name or id, as Kafka's controller
+        key = (r.name, r.topic_id)
+        if key != (None, None) and key in seen:
+            continue
+        seen.add(key)
+        once.append(r)
+    return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(
+        build(mod.DeletableTopicResult, name=r.name, topic_id=r.topic_id, error_code=r.error,
+              error_message=r.message)
+        for r in once))
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
+    if ctx.api_version >= TOPIC_IDS_VERSION:
+        return await _by_ids(node, request, mod)
     names = list(request.topic_names)
     order = list(dict.fromkeys(names))  # one answer per distinct name, in request order
     results: dict[str, DeleteTopicResult] = {}
@@ -68,6 +114,10 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
 
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     mod = response_module(request)
+    if ctx.api_version >= TOPIC_IDS_VERSION:
+        return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(
+            build(mod.DeletableTopicResult, name=t.name, topic_id=t.topic_id, error_code=code)
+            for t in request.topics))
     return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(
         build(mod.DeletableTopicResult, name=n, error_code=code)
         for n in dict.fromkeys(request.topic_names)))

@@ -1,4 +1,6 @@
-"""DescribeCluster (API 60), versions 0-1: cluster id, controller id and live brokers.
+"""DescribeCluster (API 60), versions 0-2: cluster id, controller id and live brokers; v2
+adds the fenced brokers too, each with is_fenced, when include_fenced_brokers asks
+(KIP-1073).
 
 A broker answers the BROKERS endpoint type (1) only: the brokers are the unfenced ones with
 an endpoint on the request's listener and the controller id is a live broker's, as in
@@ -40,10 +42,12 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             brokers=(), cluster_authorized_operations=UNSET_OPERATIONS)
     image = node.metadata
     endpoints = image.broker_endpoints(ctx.listener_name)
+    listed = image.broker_endpoints(
+        ctx.listener_name, include_fenced=bool(getattr(request, "include_fenced_brokers", False)))
     brokers = tuple(
         build(mod.DescribeClusterBroker, broker_id=bid, host=e.host, port=e.port,
-              rack=image.brokers[bid].rack)
-        for bid, e in endpoints.items()
+              rack=image.brokers[bid].rack, is_fenced=image.brokers[bid].fenced)
+        for bid, e in listed.items()
     )
     return build(
         mod.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,

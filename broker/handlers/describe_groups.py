@@ -1,4 +1,9 @@
-"""DescribeGroups (API 15): state, protocol and members of classic groups."""
+"""DescribeGroups (API 15), v0-v6: state, protocol and members of classic groups.
+
+An unknown group is answered "Dead" with no error up to v5; v6 (KIP-1043) answers
+GROUP_ID_NOT_FOUND with Kafka's message: "Group G not found.", or "Group G is not a classic
+group." for a KIP-848 consumer group (which ConsumerGroupDescribe describes).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,14 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 15
+
+
+def _is_consumer_group(node: Any, group_id: str) -> bool:
+    try:
+        _, desc = service_of(node).consumer_group_describe(group_id)
+    except KafkaError:
+        return False
+    return desc is not None
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
@@ -41,8 +54,13 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
                              protocol_data="", members=(), authorized_operations=ops))
         elif desc is None:
             # unknown group: "Dead"; v6 adds GROUP_ID_NOT_FOUND
-            code = ErrorCode.group_id_not_found if ctx.api_version >= 6 else ErrorCode.none
-            out.append(build(mod.DescribedGroup, error_code=code, error_message=None,
+            code, message = ErrorCode.none, None
+            if ctx.api_version >= 6:
+                code = ErrorCode.group_id_not_found
+                message = (f"Group {group_id} is not a classic group."
+                           if _is_consumer_group(node, str(group_id))
+                           else f"Group {group_id} not found.")
+            out.append(build(mod.DescribedGroup, error_code=code, error_message=message,
                              group_id=group_id, group_state="Dead", protocol_type="",
                              protocol_data="", members=(), authorized_operations=ops))
         else:

@@ -19,23 +19,30 @@ the aborted transactions (producer id, first offset) of the range, from the segm
 .txnindex; the records still go out as file slices.
 v12+ answers a follower whose last fetched epoch diverged with DivergingEpoch; v13+
 names topics by id (an unknown id gets UNKNOWN_TOPIC_ID); v15+ carries the replica id
-and broker epoch in ReplicaState; v16+ names the new leader's endpoint (KIP-951).
+and broker epoch in ReplicaState; v16+ names the new leader's endpoint (KIP-951); v17 adds
+a follower's directory id (a tag, unused: one log directory per partition here); v18 a
+follower's high watermark per partition (KIP-1166): one behind the leader's is answered at
+once rather than after the long poll, so the follower learns the new high watermark.
 
-Fetch sessions (KIP-227) are declined the way Kafka declines them when its session
-cache is full: every answer carries session_id 0, so clients keep sending full
-fetches; an incremental fetch naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, v7+): the ReplicaManager's FetchSessionCache
+(broker/replication/fetch_session.py) decides what a request is (sessionless, full, an
+incremental fetch of a session, or a session error answered with its error code and no
+topics) and, after the read, which partitions an incremental answer carries (only those that
+changed). v0-v6 requests are sessionless full fetches.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker.config import effective_topic_configs
 from broker.errors import KafkaError
-from broker.handlers._authz import Op, Res, allowed, filter_allowed
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._leader_hints import (
     LEADER_HINT_ERRORS,
     current_leader,
@@ -50,8 +57,20 @@ from broker.protocol.fetch_encoder import (
     NodeEndpoint,
     encode_fetch_response,
 )
-from broker.protocol.frames import ResponseChunks
+from broker.protocol.frames import ResponseChunks, chunk_length
 from broker.protocol.legacy import down_convert
+from broker.replication.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    Answer,
+    ContextKind,
+    FetchContext,
+    Key,
+    PartitionData,
+    SessionPartition,
+    SessionRequest,
+    would_respond,
+)
 from broker.replication.replica_manager import FetchPartitionRequest, FetchPartitionResult
 
 if TYPE_CHECKING:
@@ -64,6 +83,8 @@ TOPIC_IDS_VERSION = 13
 # Below this version consumers read legacy message sets only.
 DOWN_CONVERSION_BELOW_VERSION = 4
 _NO_MAX_BYTES = 2**31 - 1
+_NULL_ID = uuid.UUID(int=0)
+_FOLLOWER_HW_VERSION = 18
 
 
 def _down_conversion_enabled(node: BrokerServices, topic: str) -> bool:
@@ -116,112 +137,272 @@ def replica_of(request: Any) -> tuple[int, int]:
     return int(getattr(request, "replica_id", -1)), -1
 
 
-async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks:
-    version = ctx.api_version
-    if getattr(request, "session_id", 0) != 0:
-        return encode_fetch_response(version, FetchResponseData(
-            topics=(), error_code=int(ErrorCode.fetch_session_id_not_found), session_id=0,
-        ))
-    image = node.metadata
+def _session_request(request: Any, version: int, replica_id: int) -> SessionRequest:
     by_ids = version >= TOPIC_IDS_VERSION
-    wanted: list[FetchPartitionRequest] = []
-    unknown_ids: dict[uuid.UUID | None, list[int]] = {}
-    topic_ids: dict[str, uuid.UUID | None] = {}
+    parts: list[tuple[Key, PartitionData]] = []
     for topic in request.topics:
-        if by_ids:
-            t = image.topic_by_id(topic.topic_id) if topic.topic_id is not None else None
-            if t is None:
-                unknown_ids.setdefault(topic.topic_id, []).extend(
-                    p.partition for p in topic.partitions)
-                continue
-            name = t.name
-            topic_ids[name] = topic.topic_id
-        else:
-            name = topic.topic
-        wanted.extend(
-            FetchPartitionRequest(
-                topic=name, partition=p.partition, fetch_offset=p.fetch_offset,
-                partition_max_bytes=p.partition_max_bytes,
+        name: str | uuid.UUID = (topic.topic_id or _NULL_ID) if by_ids else topic.topic
+        parts.extend(
+            ((name, p.partition), PartitionData(
+                fetch_offset=p.fetch_offset, max_bytes=p.partition_max_bytes,
                 current_leader_epoch=getattr(p, "current_leader_epoch", -1),
                 last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
-            )
-            for p in topic.partitions
-        )
+                log_start_offset=getattr(p, "log_start_offset", -1)))
+            for p in topic.partitions)
+    forgotten: list[Key] = []
+    for topic in getattr(request, "forgotten_topics_data", ()) or ():
+        name = (topic.topic_id or _NULL_ID) if by_ids else topic.topic
+        forgotten.extend((name, i) for i in topic.partitions)
+    return SessionRequest(
+        session_id=getattr(request, "session_id", INVALID_SESSION_ID),
+        epoch=getattr(request, "session_epoch", FINAL_EPOCH),
+        partitions=parts, forgotten=forgotten, privileged=replica_id >= 0,
+        uses_topic_ids=by_ids)
+
+
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks:
+    version = ctx.api_version
     replica_id, replica_epoch = replica_of(request)
-    # A follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic; what is
-    # refused is answered TOPIC_AUTHORIZATION_FAILED per partition, as Kafka does.
-    if replica_id >= 0:
-        refused = [] if allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER) else wanted
-        wanted = [] if refused else wanted
-    else:
-        wanted, refused = filter_allowed(node, ctx, Op.READ, Res.TOPIC, wanted,
-                                         lambda w: w.topic)
-    # KIP-392: consumers of v11+ may read from a follower, and the leader may send them to
-    # one in their rack.
-    client_rack = request.rack_id if version >= 11 and replica_id < 0 else None
-    max_bytes = getattr(request, "max_bytes", _NO_MAX_BYTES)
-    user, client_id = who(ctx)
-    if replica_id < 0:
-        # consumer_byte_rate: one answer holds at most what the quota still allows now
-        # (Kafka caps it at getMaxValueInQuotaWindow; Skiff also takes off what the window
-        # already holds, so answers are sized to the rate); followers are not held to
-        # client quotas. One batch always goes out, as max_bytes says.
-        headroom = node.quotas.fetch.headroom(image.client_quotas, user, client_id, now_ms())
-        max_bytes = min(max_bytes, max(1, int(min(headroom, _NO_MAX_BYTES))))
-    results = await node.replicas.fetch(
-        wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
-        max_wait_ms=0 if unknown_ids or refused else int(request.max_wait.total_seconds() * 1000),
-        min_bytes=request.min_bytes, max_bytes=max_bytes,
-        isolation_level=int(getattr(request, "isolation_level", 0)),
-    )
-    down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
-    offsets = {(w.topic, w.partition): w.fetch_offset for w in wanted}
-    by_topic: dict[str, list[FetchPartition]] = {}
-    leaders: list[int] = []
-    for res in results:
-        records = None
-        if down_convert_to is not None:
-            if res.error_code is ErrorCode.none and not _down_conversion_enabled(node, res.topic):
-                # Kafka: an old consumer of a topic with down-conversion disabled
-                res.error_code = ErrorCode.unsupported_version
-                records = b""
+    fetch_ctx = node.replicas.fetch_sessions.new_context(
+        _session_request(request, version, replica_id), node.replicas.clock())
+    if fetch_ctx.kind is ContextKind.ERROR:
+        return encode_fetch_response(version, FetchResponseData(
+            topics=(), error_code=int(fetch_ctx.error), session_id=INVALID_SESSION_ID))
+    read = _Read(node, ctx, request, fetch_ctx, replica_id, replica_epoch)
+    if fetch_ctx.kind is ContextKind.INCREMENTAL and not read.client_rack_matters:
+        return await read.incremental()
+    parts, answers = await read.partitions(range(len(fetch_ctx.partitions)), read.max_wait_ms)
+    session_id, include = fetch_ctx.finish(answers, node.replicas.clock())
+    return read.response(parts, include, session_id)
+
+
+_Part = tuple[str, "uuid.UUID | None", FetchPartition]
+
+
+class _Read:
+    """One Fetch's reads over the partitions of its context (broker/replication/
+    fetch_session.py), and its answer."""
+
+    def __init__(self, node: BrokerServices, ctx: RequestContext, request: Any,
+                 fetch_ctx: FetchContext, replica_id: int, replica_epoch: int) -> None:
+        self.node, self.ctx, self.request, self.fetch_ctx = node, ctx, request, fetch_ctx
+        self.version = ctx.api_version
+        self.replica_id, self.replica_epoch = replica_id, replica_epoch
+        self.image = node.metadata
+        # KIP-392: consumers of v11+ may read from a follower, and the leader may send them
+        # to one in their rack.
+        self.client_rack = (request.rack_id if self.version >= 11 and replica_id < 0
+                            else None)
+        own_rack = node.replicas.settings.rack
+        self.client_rack_matters = bool(self.client_rack) and own_rack is not None
+        self._names: dict[str | uuid.UUID, str | None] = {}
+        self.max_wait_ms = int(request.max_wait.total_seconds() * 1000)
+        if self.version >= _FOLLOWER_HW_VERSION and replica_id >= 0 and self._follower_behind():
+            self.max_wait_ms = 0
+        self.isolation_level = int(getattr(request, "isolation_level", 0))
+        # A follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic; what
+        # is refused is answered TOPIC_AUTHORIZATION_FAILED per partition, as Kafka does.
+        self.follower_refused = replica_id >= 0 and not allowed(
+            node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER)
+        self._readable: dict[str, bool] = {}
+        self.user, self.client_id = who(ctx)
+
+    def refused(self, name: str) -> bool:
+        if self.replica_id >= 0:
+            return self.follower_refused
+        ok = self._readable.get(name)
+        if ok is None:
+            ok = self._readable[name] = allowed(self.node, self.ctx, Op.READ, Res.TOPIC, name)
+        return not ok
+
+    def _follower_behind(self) -> bool:
+        """KIP-1166: does the follower report a high watermark below this leader's?"""
+        replicas = self.node.replicas
+        for topic in self.request.topics:
+            name = self.name_of(topic.topic_id or _NULL_ID) if self.version >= TOPIC_IDS_VERSION \
+                else topic.topic
+            for p in topic.partitions:
+                part = replicas.get(name, p.partition) if name is not None else None
+                if part is not None and p.high_watermark < part.high_watermark:
+                    return True
+        return False
+
+    def name_of(self, topic_key: str | uuid.UUID) -> str | None:
+        """The topic's name; None for an unknown topic id (v13+)."""
+        if isinstance(topic_key, str):
+            return topic_key
+        name = self._names.get(topic_key, "")
+        if name == "":
+            t = self.image.topic_by_id(topic_key) if topic_key != _NULL_ID else None
+            name = self._names[topic_key] = None if t is None else t.name
+        return name
+
+    async def incremental(self) -> ResponseChunks:
+        """An incremental fetch: partitions with nothing new are found without reading
+        (ReplicaManager.session_loud); the others are read at once; with nothing to
+        answer yet, the long poll waits on one future for every partition of the session,
+        then looks again."""
+        fetch_ctx, replicas = self.fetch_ctx, self.node.replicas
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_wait_ms / 1000
+        cached = fetch_ctx.cached
+        known: list[tuple[int, str, int, SessionPartition]] = []
+        unknown: list[int] = []  # unknown topic ids: answered every time
+        for i, (((topic_key, index), _), c) in enumerate(
+                zip(fetch_ctx.partitions, cached, strict=True)):
+            name = self.name_of(topic_key)
+            if name is None:
+                unknown.append(i)
             else:
-                records = _down_converted(res, down_convert_to,
-                                          offsets.get((res.topic, res.partition), 0))
-        part = _partition(res, image, records)
-        if part.current_leader != (-1, -1):
-            leaders.append(part.current_leader[0])
-        by_topic.setdefault(res.topic, []).append(part)
-    for w in refused:
-        by_topic.setdefault(w.topic, []).append(FetchPartition(
-            partition_index=w.partition, error_code=int(ErrorCode.topic_authorization_failed),
-            records=b""))
-    topics = [
-        FetchTopic(partitions=parts, topic=name, topic_id=topic_ids.get(name))
-        for name, parts in by_topic.items()
-    ]
-    topics.extend(
-        FetchTopic(topic_id=tid, partitions=[
-            FetchPartition(partition_index=i, error_code=int(ErrorCode.unknown_topic_id),
-                           records=b"") for i in indexes])
-        for tid, indexes in unknown_ids.items()
-    )
-    endpoints: list[NodeEndpoint] = []
-    if version >= 16 and leaders:
-        endpoints = [NodeEndpoint(b, host, port, rack) for b, host, port, rack
-                     in leader_endpoints(image, ctx.listener_name, leaders)]
-    response = encode_fetch_response(version, FetchResponseData(
-        topics=topics, node_endpoints=endpoints))
-    if replica_id < 0:
-        quotas = node.metadata.client_quotas
-        throttle_ms = node.quotas.fetch.record(quotas, user, client_id, response.size, now_ms())
-        if throttle_ms > 0:
-            # Over consumer_byte_rate: as Kafka does, take the bytes back and answer an
-            # empty response carrying the throttle time; the server mutes the connection
-            # that long after sending it (KIP-219) and the consumer fetches the same
-            # offsets again afterwards.
-            node.quotas.fetch.unrecord(quotas, user, client_id, response.size, now_ms())
-            response = encode_fetch_response(version, FetchResponseData(
-                topics=(), throttle_time_ms=throttle_ms))
-            response.throttle_ms = throttle_ms
-    return response
+                known.append((i, name, index, c))
+        wait_keys = [(name, index) for _, name, index, _ in known]
+        replica_id, replica_epoch = self.replica_id, self.replica_epoch
+        while True:
+            loud = replicas.session_loud(known, replica_id=replica_id,
+                                         replica_epoch=replica_epoch)
+            if unknown:
+                loud = sorted(unknown + loud)
+            remaining = deadline - loop.time()
+            if loud:
+                parts, answers = await self.partitions(loud, 0)
+                size = sum(_records_size(p.records) for _, _, p in parts)
+                urgent = any(a.error or a.must_respond for a in answers)
+                if (size >= self.request.min_bytes or urgent or remaining <= 0) and any(
+                        would_respond(cached[i], a) for i, a in zip(loud, answers, strict=True)):
+                    session_id, include = fetch_ctx.finish(answers, replicas.clock(), loud)
+                    return self.response(parts, include, session_id)
+            if remaining <= 0 or self.request.min_bytes <= 0:
+                # Out of time, or a client that wants no data to wait for (Kafka answers
+                # min_bytes 0 at once, as ReplicaManager.fetch does).
+                return self.response([], [], fetch_ctx.session_id)
+            moved = await replicas.wait_any(wait_keys, for_log_end=replica_id >= 0,
+                                            timeout_s=remaining)
+            if not moved and not loud:
+                # Nothing moved since a look that found nothing: nothing to answer.
+                return self.response([], [], fetch_ctx.session_id)
+
+    async def partitions(self, indexes: Sequence[int],
+                         max_wait_ms: int) -> tuple[list[_Part], list[Answer]]:
+        """Reads the context's partitions at `indexes` (a long poll of `max_wait_ms` when
+        none is an unknown topic id): per partition its answer and what a session compares."""
+        node, version, image = self.node, self.version, self.image
+        entries = self.fetch_ctx.partitions
+        wanted: list[FetchPartitionRequest] = []
+        # per index: its position in `wanted`, -1 (unknown id) or -2 (not authorized)
+        slots: list[int] = []
+        any_unknown = False
+        for i in indexes:
+            (topic_key, index), data = entries[i]
+            name = self.name_of(topic_key)
+            if name is None:
+                slots.append(-1)
+                any_unknown = True
+                continue
+            if self.refused(name):
+                slots.append(-2)
+                any_unknown = True  # answered at once, as Kafka does
+                continue
+            slots.append(len(wanted))
+            wanted.append(FetchPartitionRequest(
+                topic=name, partition=index, fetch_offset=data.fetch_offset,
+                partition_max_bytes=data.max_bytes,
+                current_leader_epoch=data.current_leader_epoch,
+                last_fetched_epoch=data.last_fetched_epoch,
+            ))
+        max_bytes = getattr(self.request, "max_bytes", _NO_MAX_BYTES)
+        if self.replica_id < 0:
+            # consumer_byte_rate: one answer holds at most what the quota still allows now
+            # (Kafka caps it at getMaxValueInQuotaWindow; Skiff also takes off what the
+            # window already holds, so answers are sized to the rate); followers are not
+            # held to client quotas. One batch always goes out, as max_bytes says.
+            headroom = node.quotas.fetch.headroom(image.client_quotas, self.user,
+                                                  self.client_id, now_ms())
+            max_bytes = min(max_bytes, max(1, int(min(headroom, _NO_MAX_BYTES))))
+        results = await node.replicas.fetch(
+            wanted, replica_id=self.replica_id, replica_epoch=self.replica_epoch,
+            client_rack=self.client_rack, max_wait_ms=0 if any_unknown else max_wait_ms,
+            min_bytes=self.request.min_bytes, max_bytes=max_bytes,
+            isolation_level=self.isolation_level,
+        )
+        down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
+        parts: list[_Part] = []
+        answers: list[Answer] = []
+        for i, slot in zip(indexes, slots, strict=True):
+            (topic_key, index), _ = entries[i]
+            if slot == -1:
+                part = FetchPartition(partition_index=index,
+                                      error_code=int(ErrorCode.unknown_topic_id), records=b"")
+                tid = None if topic_key == _NULL_ID else topic_key
+                parts.append(("", tid if isinstance(tid, uuid.UUID) else None, part))
+                answers.append(Answer(False, True, -1, -1, -1))
+                continue
+            if slot == -2:
+                part = FetchPartition(partition_index=index, records=b"",
+                                      error_code=int(ErrorCode.topic_authorization_failed))
+                parts.append((self.name_of(topic_key) or "",
+                              topic_key if isinstance(topic_key, uuid.UUID) else None, part))
+                answers.append(Answer(False, True, -1, -1, -1))
+                continue
+            res = results[slot]
+            records = None
+            if down_convert_to is not None:
+                if (res.error_code is ErrorCode.none
+                        and not _down_conversion_enabled(node, res.topic)):
+                    # Kafka: an old consumer of a topic with down-conversion disabled
+                    res.error_code = ErrorCode.unsupported_version
+                    records = b""
+                else:
+                    records = _down_converted(res, down_convert_to, wanted[slot].fetch_offset)
+            part = _partition(res, image, records)
+            parts.append((res.topic, topic_key if isinstance(topic_key, uuid.UUID) else None,
+                          part))
+            answers.append(Answer(
+                has_records=_records_size(part.records) > 0, error=part.error_code != 0,
+                high_watermark=part.high_watermark, last_stable_offset=part.last_stable_offset,
+                log_start_offset=part.log_start_offset,
+                must_respond=(part.diverging_epoch != (-1, -1)
+                              or part.preferred_read_replica >= 0)))
+        return parts, answers
+
+    def response(self, parts: list[_Part], include: list[bool],
+                 session_id: int) -> ResponseChunks:
+        by_topic: dict[tuple[str, uuid.UUID | None], list[FetchPartition]] = {}
+        leaders: list[int] = []
+        for (name, tid, part), keep in zip(parts, include, strict=True):
+            if not keep:
+                continue
+            if part.current_leader != (-1, -1):
+                leaders.append(part.current_leader[0])
+            by_topic.setdefault((name, tid), []).append(part)
+        topics = [FetchTopic(partitions=ps, topic=name, topic_id=tid)
+                  for (name, tid), ps in by_topic.items()]
+        endpoints: list[NodeEndpoint] = []
+        if self.version >= 16 and leaders:
+            endpoints = [NodeEndpoint(b, host, port, rack) for b, host, port, rack
+                         in leader_endpoints(self.image, self.ctx.listener_name, leaders)]
+        response = encode_fetch_response(self.version, FetchResponseData(
+            topics=topics, node_endpoints=endpoints, session_id=session_id))
+        if self.replica_id < 0:
+            node = self.node
+            quotas = node.metadata.client_quotas
+            throttle_ms = node.quotas.fetch.record(quotas, self.user, self.client_id,
+                                                   response.size, now_ms())
+            if throttle_ms > 0:
+                # Over consumer_byte_rate: as Kafka does, take the bytes back and answer an
+                # empty response carrying the throttle time; the server mutes the
+                # connection that long after sending it (KIP-219) and the consumer fetches
+                # the same offsets again afterwards.
+                node.quotas.fetch.unrecord(quotas, self.user, self.client_id, response.size,
+                                           now_ms())
+                response = encode_fetch_response(self.version, FetchResponseData(
+                    topics=(), throttle_time_ms=throttle_ms, session_id=session_id))
+                response.throttle_ms = throttle_ms
+        return response
+
+
+def _records_size(records: Any) -> int:
+    if records is None:
+        return 0
+    if isinstance(records, list | tuple):
+        return sum(chunk_length(c) for c in records)
+    return chunk_length(records)

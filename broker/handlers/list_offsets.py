@@ -1,4 +1,10 @@
-"""ListOffsets (API 2), versions 0-7: earliest, latest, by timestamp, max timestamp.
+"""ListOffsets (API 2), versions 0-10: earliest, latest, by timestamp, max timestamp (v7+),
+earliest local (-4, v8+) and latest tiered (-5, v9+) offsets, a timeout (v10+).
+
+Skiff has no tiered storage, so it answers as Kafka's UnifiedLog does without remote
+storage: earliest local is the log start offset with its epoch (the whole log is local),
+latest tiered is offset -1, timestamp -1, leader epoch -1; the v10 timeout (for waits on
+remote storage) has nothing to wait for.
 
 v0 (Kafka 3.9 served it, 4.0 dropped it: KIP-896) answers the way Kafka's
 legacyFetchOffsetsBefore did: a list (`old_style_offsets`) of up to `max_num_offsets` offsets,
@@ -34,6 +40,8 @@ API_KEY = 2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 def lookup(part: Partition, timestamp: int, *, replica_id: int,
@@ -46,8 +54,10 @@ def lookup(part: Partition, timestamp: int, *, replica_id: int,
         fetchable = part.last_stable_offset
     else:
         fetchable = part.high_watermark
-    if timestamp == EARLIEST_TIMESTAMP:
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return -1, plog.log_start_offset, plog.epoch_cache.epoch_for_offset(plog.log_start_offset)
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return -1, -1, -1  # nothing is tiered
     if timestamp == LATEST_TIMESTAMP:
         return -1, fetchable, plog.epoch_cache.epoch_for_offset(fetchable)
     if timestamp == MAX_TIMESTAMP:

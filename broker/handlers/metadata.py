@@ -1,4 +1,6 @@
-"""Metadata (API 3), versions 0-12: brokers, cluster id, controller id, topics, partitions.
+"""Metadata (API 3), versions 0-13: brokers, cluster id, controller id, topics, partitions.
+v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is NONE on answers, the request's
+error on a whole-request failure.
 
 Answers come from the node's MetadataImage, with Kafka's KRaft-broker rules:
   * brokers are the unfenced registered brokers that have an endpoint on the listener the
@@ -276,7 +278,8 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         for bid, e in endpoints.items()
     )
     return build(
-        mod.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers,
+        mod.MetadataResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+        brokers=brokers,
         cluster_id=node.cluster_id or image.cluster_id or None,
         controller_id=controller_id_for(node, list(endpoints)),
         topics=tuple(topics),
@@ -295,4 +298,4 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
         for t in (request.topics or ())
     )
     return build(mod.MetadataResponse, throttle_time=NO_THROTTLE, brokers=(), cluster_id=None,
-                 controller_id=-1, topics=topics)
+                 controller_id=-1, topics=topics, error_code=code)

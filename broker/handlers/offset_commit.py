@@ -9,7 +9,7 @@ what creates the offsets topic, so v0 creates it too when it is missing; in a cl
 several brokers a v0 commit sent to a broker that is not the group's coordinator is answered
 NOT_COORDINATOR (ZooKeeper let any broker take it). v1 carries a per-partition
 commit_timestamp, stored as the commit time when set (-1 means now), from which retention
-counts.
+counts. v10 names topics by id (answered by id; an unknown id is UNKNOWN_TOPIC_ID).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 8
+TOPIC_IDS_VERSION = 10
 
 
 async def ensure_offsets_topic(node: Any) -> None:
@@ -45,29 +46,42 @@ async def ensure_offsets_topic(node: Any) -> None:
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     image = node.metadata
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    by_ids = ctx.api_version >= TOPIC_IDS_VERSION
+    # Keyed as the request names topics: by name, or by id (v10+).
+    errors: dict[tuple[Any, int], ErrorCode] = {}
     accepted: list[CommitPartition] = []
-    order: list[tuple[str, int]] = []
+    order: list[tuple[Any, int]] = []
+    named: dict[tuple[str, int], tuple[Any, int]] = {}
     # READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), then READ on
     # each topic (TOPIC_AUTHORIZATION_FAILED), as Kafka checks them
     group_ok = allowed(node, ctx, Op.READ, Res.GROUP, str(request.group_id))
-    topic_ok = {t.name: group_ok and allowed(node, ctx, Op.READ, Res.TOPIC, t.name)
-                for t in request.topics}
+    topic_ok: dict[str, bool] = {}
     for topic in request.topics:
+        label: Any = topic.topic_id if by_ids else topic.name
+        name: str | None = topic.name if not by_ids else None
+        if by_ids and topic.topic_id is not None:
+            t = image.topic_by_id(topic.topic_id)
+            name = t.name if t is not None else None
         for p in topic.partitions:
-            key = (topic.name, p.partition_index)
+            key = (label, p.partition_index)
             order.append(key)
             if not group_ok:
                 errors[key] = ErrorCode.group_authorization_failed
                 continue
-            if not topic_ok[topic.name]:
+            if name is None:
+                errors[key] = ErrorCode.unknown_topic_id
+                continue
+            if name not in topic_ok:
+                topic_ok[name] = allowed(node, ctx, Op.READ, Res.TOPIC, name)
+            if not topic_ok[name]:
                 errors[key] = ErrorCode.topic_authorization_failed
                 continue
-            if image.partition(topic.name, p.partition_index) is None:
+            if image.partition(name, p.partition_index) is None:
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue
+            named[(name, p.partition_index)] = key
             accepted.append(CommitPartition(
-                topic.name, p.partition_index, p.committed_offset,
+                name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata,
                 getattr(p, "commit_timestamp", -1),
             ))
@@ -84,17 +98,19 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         )
         try:
             result = await service_of(node).commit_offsets(req)
-            errors.update(result.errors())
+            for tp, code in result.errors().items():
+                errors[named.get(tp, tp)] = code
         except KafkaError as exc:
             for c in accepted:
-                errors[(c.topic, c.partition)] = exc.error_code
+                errors[named[(c.topic, c.partition)]] = exc.error_code
     mod = response_module(request)
-    by_topic: dict[str, list[Any]] = {}
-    for name, index in order:
-        by_topic.setdefault(name, []).append(build(
+    by_topic: dict[Any, list[Any]] = {}
+    for label, index in order:
+        by_topic.setdefault(label, []).append(build(
             mod.OffsetCommitResponsePartition, partition_index=index,
-            error_code=errors.get((name, index), ErrorCode.unknown_server_error)))
+            error_code=errors.get((label, index), ErrorCode.unknown_server_error)))
     return build(mod.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
-        build(mod.OffsetCommitResponseTopic, name=name, partitions=tuple(parts))
-        for name, parts in by_topic.items()
+        build(mod.OffsetCommitResponseTopic, name=label if not by_ids else "",
+              topic_id=label if by_ids else None, partitions=tuple(parts))
+        for label, parts in by_topic.items()
     ))

@@ -5,11 +5,15 @@ commits in the group coordinator (see offset_commit.py), so v0 is answered like 
 (creating the offsets topic first if it is missing, as v0 clients never ask FindCoordinator).
 v7+ require_stable (KIP-447): partitions with a transactional offset commit still pending
 answer UNSTABLE_OFFSET_COMMIT, which clients retry.
+v10 names topics by id, in the request and the answer: a listed id the cluster does not know
+is answered UNKNOWN_TOPIC_ID per partition; asked for all topics, committed offsets of a
+topic that no longer exists (no id to name it by) are left out.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 9
+TOPIC_IDS_VERSION = 10
 
 
 def _fetch(node: Any, ctx: RequestContext, group_id: str, topics: Any,
@@ -53,14 +58,57 @@ def _fetch(node: Any, ctx: RequestContext, group_id: str, topics: Any,
     return dataclasses.replace(result, partitions=(*parts, *refused))
 
 
-def _topics(mod: Any, topic_cls: str, part_cls: str, parts: tuple[FetchedOffset, ...]) -> Any:
+def _fetch_by_ids(node: Any, ctx: RequestContext, group_id: str, topics: Any,
+                  member_id: str | None, member_epoch: int, require_stable: bool,
+                  ) -> tuple[OffsetFetchResult, list[FetchedOffset]]:
+    """v10: the ids resolved to names, and UNKNOWN_TOPIC_ID partitions for unknown ids
+    (their topic field holds the id's text, mapped back in _topics)."""
+    if topics is None:
+        return _fetch(node, ctx, group_id, None, member_id, member_epoch, require_stable), []
+    image = node.metadata
+    known: list[Any] = []
+    unknown: list[FetchedOffset] = []
+    for t in topics:
+        found = image.topic_by_id(t.topic_id) if t.topic_id is not None else None
+        if found is None:
+            unknown.extend(FetchedOffset(str(t.topic_id), int(i), -1, -1, "",
+                                         ErrorCode.unknown_topic_id)
+                           for i in t.partition_indexes)
+        else:
+            known.append(_Named(found.name, t.partition_indexes))
+    result = (_fetch(node, ctx, group_id, known, member_id, member_epoch, require_stable)
+              if known or not unknown else OffsetFetchResult(ErrorCode.none))
+    return result, unknown
+
+
+class _Named:
+    def __init__(self, name: str, partition_indexes: Any) -> None:
+        self.name, self.partition_indexes = name, partition_indexes
+
+
+def _topics(mod: Any, topic_cls: str, part_cls: str, parts: tuple[FetchedOffset, ...],
+            image: Any = None, unknown: list[FetchedOffset] | None = None) -> Any:
+    """With `image` (v10), topics are named by id: names without one are left out."""
     by_topic: dict[str, list[Any]] = {}
-    for p in parts:
+    for p in (*parts, *(unknown or ())):
         by_topic.setdefault(p.topic, []).append(build(
             getattr(mod, part_cls), partition_index=p.partition, committed_offset=p.offset,
             committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error))
-    return tuple(build(getattr(mod, topic_cls), name=name, partitions=tuple(ps))
-                 for name, ps in by_topic.items())
+    if image is None:
+        return tuple(build(getattr(mod, topic_cls), name=name, partitions=tuple(ps))
+                     for name, ps in by_topic.items())
+    unknown_ids = {p.topic for p in unknown or ()}
+    out = []
+    for name, ps in by_topic.items():
+        if name in unknown_ids:
+            topic_id: uuid.UUID | None = uuid.UUID(name)
+        else:
+            t = image.topic(name)
+            if t is None:
+                continue
+            topic_id = t.topic_id
+        out.append(build(getattr(mod, topic_cls), topic_id=topic_id, partitions=tuple(ps)))
+    return tuple(out)
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
@@ -68,13 +116,21 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if version >= 8:
         groups = []
+        by_ids = version >= TOPIC_IDS_VERSION
         for g in request.groups:
-            r = _fetch(node, ctx, str(g.group_id), g.topics, getattr(g, "member_id", None),
-                       getattr(g, "member_epoch", -1), bool(request.require_stable))
+            unknown: list[FetchedOffset] = []
+            stable = bool(request.require_stable)
+            if by_ids:
+                r, unknown = _fetch_by_ids(node, ctx, str(g.group_id), g.topics,
+                                           getattr(g, "member_id", None),
+                                           getattr(g, "member_epoch", -1), stable)
+            else:
+                r = _fetch(node, ctx, str(g.group_id), g.topics, getattr(g, "member_id", None),
+                           getattr(g, "member_epoch", -1), stable)
             groups.append(build(
                 mod.OffsetFetchResponseGroup, group_id=g.group_id, error_code=r.error,
                 topics=_topics(mod, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
-                               r.partitions)))
+                               r.partitions, node.metadata if by_ids else None, unknown)))
         return build(mod.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     if version == 0:
         await ensure_offsets_topic(node)

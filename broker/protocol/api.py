@@ -73,6 +73,10 @@ END_TXN = 26
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
+UNREGISTER_BROKER = 64
+GET_TELEMETRY_SUBSCRIPTIONS = 71
+PUSH_TELEMETRY = 72
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
@@ -232,24 +236,30 @@ class ApiTable:
 BROKER_APIS = ApiTable.of(
     # Produce v10 and Fetch v16 carry the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
     (PRODUCE, 0, 10),
-    (FETCH, 0, 16),
-    (LIST_OFFSETS, 0, 7),
-    (METADATA, 0, 12),
+    # Fetch v17 (a follower's directory id) and v18 (a follower's high watermark, KIP-1166)
+    (FETCH, 0, 18),
+    # v8-v10: earliest-local and latest-tiered offsets (no tiered storage), a timeout
+    (LIST_OFFSETS, 0, 10),
+    # v13: a top-level error code (KIP-1102)
+    (METADATA, 0, 13),
     (API_VERSIONS, 0, 4),
-    (CREATE_TOPICS, 0, 6),
-    (DELETE_TOPICS, 0, 5),
+    (CREATE_TOPICS, 0, 7),  # v6: KIP-599 throttling; v7: topic ids in the answer
+    (DELETE_TOPICS, 0, 6),  # v5: error messages, KIP-599 throttling; v6: by name or id
     (DELETE_RECORDS, 0, 2),
     (INIT_PRODUCER_ID, 0, 4),
     (OFFSET_FOR_LEADER_EPOCH, 0, 4),
     # consumer groups (issue 6): the classic protocol and KIP-848
-    (OFFSET_COMMIT, 0, 9),
-    (OFFSET_FETCH, 0, 9),
-    (FIND_COORDINATOR, 0, 4),
+    # v10: topics by id
+    (OFFSET_COMMIT, 0, 10),
+    (OFFSET_FETCH, 0, 10),
+    # v5: may answer TRANSACTION_ABORTABLE (KIP-890); v6: share-group keys (KIP-932), each
+    # INVALID_REQUEST here (no share groups)
+    (FIND_COORDINATOR, 0, 6),
     (JOIN_GROUP, 0, 9),
     (HEARTBEAT, 0, 4),
     (LEAVE_GROUP, 0, 5),
     (SYNC_GROUP, 0, 5),
-    (DESCRIBE_GROUPS, 0, 5),
+    (DESCRIBE_GROUPS, 0, 6),  # v6: GROUP_ID_NOT_FOUND with a message (KIP-1043)
     (LIST_GROUPS, 0, 5),
     (DELETE_GROUPS, 0, 2),
     (OFFSET_DELETE, 0, 0),
@@ -271,7 +281,7 @@ BROKER_APIS = ApiTable.of(
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),
     (DESCRIBE_CLIENT_QUOTAS, 0, 1),
     (49, 0, 1),  # AlterClientQuotas, sent on to the active controller
-    (DESCRIBE_CLUSTER, 0, 1),
+    (DESCRIBE_CLUSTER, 0, 2),  # v2: fenced brokers on request (KIP-1073)
     # sent on to the active controller (KIP-460, KIP-455)
     (ELECT_LEADERS, 0, 2),
     (ALTER_PARTITION_REASSIGNMENTS, 0, 0),
@@ -290,6 +300,10 @@ BROKER_APIS = ApiTable.of(
     (29, 1, 3),  # DescribeAcls
     (30, 1, 3),  # CreateAcls
     (31, 1, 3),  # DeleteAcls
+    # KIP-966: paginated topic descriptions with the ELR
+    (DESCRIBE_TOPIC_PARTITIONS, 0, 0),
+    # KIP-631: sent on to the active controller
+    (UNREGISTER_BROKER, 0, 0),
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

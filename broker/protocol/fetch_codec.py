@@ -70,18 +70,26 @@ class TopicFetch(NamedTuple):
     partitions: Sequence[PartitionFetch]
 
 
+class ForgottenTopic(NamedTuple):
+    topic: str
+    topic_id: uuid.UUID | None
+    partitions: Sequence[int]
+
+
 def encode_fetch_request_body(
     version: int, *, replica_id: int, replica_epoch: int, max_wait_ms: int, min_bytes: int,
     max_bytes: int, topics: Sequence[TopicFetch], cluster_id: str | None = None,
+    session_id: int = 0, session_epoch: int = -1, forgotten: Sequence[ForgottenTopic] = (),
 ) -> bytes:
     """A Fetch request body of `version` (v12-v17) from a replica: isolation
-    READ_UNCOMMITTED, no fetch session, no rack."""
+    READ_UNCOMMITTED, no rack; sessionless unless `session_id`/`session_epoch` say
+    otherwise (KIP-227), with `forgotten` partitions of an incremental fetch."""
     if version not in REQUEST_VERSIONS:
         raise ValueError(f"Fetch v{version} request is outside v12-v17")
     out = bytearray()
     if version < REPLICA_STATE_VERSION:
         out += _I32.pack(replica_id)
-    out += _REQUEST_HEAD.pack(max_wait_ms, min_bytes, max_bytes, 0, 0, -1)
+    out += _REQUEST_HEAD.pack(max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch)
     out += uvarint(len(topics) + 1)
     for t in topics:
         if version >= TOPIC_IDS_VERSION:
@@ -95,7 +103,17 @@ def encode_fetch_request_body(
                                            p.last_fetched_epoch, p.log_start_offset,
                                            p.partition_max_bytes, 0)
         out += _NO_TAGS
-    out += _ONE  # forgotten_topics_data: empty
+    out += uvarint(len(forgotten) + 1)
+    for f in forgotten:
+        if version >= TOPIC_IDS_VERSION:
+            out += f.topic_id.bytes if f.topic_id is not None else _NULL_UUID
+        else:
+            raw = f.topic.encode()
+            out += uvarint(len(raw) + 1) + raw
+        out += uvarint(len(f.partitions) + 1)
+        for i in f.partitions:
+            out += _I32.pack(i)
+        out += _NO_TAGS
     out += _ONE  # rack_id: ""
     tags = []
     if cluster_id is not None:

@@ -1,4 +1,4 @@
-"""A narrow fast encoder for FetchResponse v0-v16 whose records are file slices.
+"""A narrow fast encoder for FetchResponse v0-v18 whose records are file slices.
 
 kio's encoder is pure Python and wants the records as bytes; the Fetch hot path wants to send
 segment bytes with os.sendfile without reading them. This module writes the same bytes kio
@@ -16,7 +16,7 @@ body. Field layout by version:
 - v12+: flexible (compact strings/arrays/bytes, tagged fields); partition tags 0
   diverging_epoch, 1 current_leader, 2 snapshot_id (written only when not default)
 - v13+: topic_id (uuid) instead of the topic name
-- v16+: top-level tag 0 node_endpoints
+- v16+: top-level tag 0 node_endpoints (v17 and v18 answers are laid out as v16's)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 MIN_VERSION: Final = 0
-MAX_VERSION: Final = 16
+MAX_VERSION: Final = 18
 
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")

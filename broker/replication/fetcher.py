@@ -21,6 +21,13 @@ broker knows. Per partition the answer is handled the way Kafka's follower does:
   follower apply a leadership change at slightly different moments; metadata moves it to
   another fetcher if the leader changed. Other errors wait replica.fetch.backoff.ms.
 
+Fetches go in an incremental fetch session with the leader (KIP-227, Kafka's
+FetchSessionHandler in broker/replication/fetch_session.py): the first is full and opens the
+session; each later one names only the partitions whose fetch state (log end, epochs, log
+start) moved since, the ones no longer fetched (backed off, moved away) as forgotten, and
+the leader answers only the partitions that changed. A session error, a failed or abandoned
+request, or a switch between topic names and ids starts over with a full fetch.
+
 A failed request (connection, timeout) backs off every partition of that fetcher. A
 partition added while a fetch is held in the leader's long poll does not wait for it: the
 fetcher abandons that fetch and its connection and fetches again at once (a leader change
@@ -36,15 +43,22 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from uuid import UUID
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.metadata.image import MetadataImage
-from broker.protocol.fetch_codec import PartitionFetch, TopicFetch, encode_fetch_request_body
+from broker.protocol.fetch_codec import (
+    ForgottenTopic,
+    PartitionFetch,
+    TopicFetch,
+    encode_fetch_request_body,
+)
 from broker.protocol.transport import ConnectionSecurity
 from broker.replication.cluster_view import ClusterView
+from broker.replication.fetch_session import FetchSessionHandler, Key, PartitionData
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
 
@@ -59,6 +73,10 @@ LEADERSHIP_RETRY_MS = 100
 _LEADERSHIP_ERRORS = frozenset({
     ErrorCode.not_leader_or_follower, ErrorCode.unknown_leader_epoch,
     ErrorCode.fenced_leader_epoch,
+})
+_SESSION_ERRORS = frozenset({
+    ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
+    ErrorCode.fetch_session_topic_id_error,
 })
 TopicPartition = tuple[str, int]
 AddressOf = Callable[[int], "tuple[str, int] | None"]
@@ -137,6 +155,8 @@ class ReplicaFetcher:
         self._in_flight: asyncio.Future[Any] | None = None
         self._abandoned = False  # a partition joined while the fetch in flight was held
         self._task: asyncio.Task[None] | None = None
+        self.session = FetchSessionHandler()
+        self._session_by_ids: bool | None = None  # how the session names topics
 
     @property
     def settings(self) -> ReplicationSettings:
@@ -172,6 +192,7 @@ class ReplicaFetcher:
         await self._close_connection()
 
     async def _close_connection(self) -> None:
+        self.session.handle_error()
         conn, self._conn, self._conn_address = self._conn, None, None
         self.fetch_version = -1
         if conn is not None:
@@ -246,6 +267,10 @@ class ReplicaFetcher:
         if version >= FETCH_TOPIC_IDS_VERSION and any(st.part.topic_id is None for st in ready):
             version = FETCH_TOPIC_IDS_VERSION - 1  # logs created without a topic id
         sent = {(st.part.topic, st.part.index): (st, st.part.log.log_end_offset) for st in ready}
+        by_ids = version >= FETCH_TOPIC_IDS_VERSION
+        if self._session_by_ids != by_ids:
+            self.session.handle_error()  # the session's keys change form: start over
+            self._session_by_ids = by_ids
         request = self._request(version, [st for st, _ in sent.values()])
         s = self.settings
         timeout_s = (s.fetch_wait_max_ms + s.socket_timeout_ms) / 1000
@@ -272,9 +297,15 @@ class ReplicaFetcher:
             self._in_flight = None
             if not fetching.done():
                 fetching.cancel()
-        if response.error_code != ErrorCode.none:
-            log.info("replica_fetch_error", source=self.source_id,
-                     error=ErrorCode(response.error_code).name)
+        error = ErrorCode(response.error_code)
+        self.session.handle_response(error, int(response.session_id))
+        if error in _SESSION_ERRORS:
+            # The leader lost or never had the session (evicted, restarted): a full fetch
+            # now, no backoff.
+            log.info("replica_fetch_session_reset", source=self.source_id, error=error.name)
+            return
+        if error != ErrorCode.none:
+            log.info("replica_fetch_error", source=self.source_id, error=error.name)
             self._delay([st for st, _ in sent.values()])
             return
         by_id = {st.part.topic_id: st.part.topic for st, _ in sent.values()}
@@ -286,21 +317,41 @@ class ReplicaFetcher:
                     self._handle_partition(entry[0], entry[1], pd)
 
     def _request(self, version: int, states: list[_FetchState]) -> bytes:
+        """The next request of the session: every partition of `states` is wanted; the
+        session handler picks what to send of them."""
         s = self.settings
-        by_topic: dict[str, list[PartitionFetch]] = {}
-        ids = {}
+        by_ids = version >= FETCH_TOPIC_IDS_VERSION
+        wanted: list[tuple[Key, PartitionData]] = []
         for st in states:
             plog = st.part.log
-            ids[st.part.topic] = st.part.topic_id
-            by_topic.setdefault(st.part.topic, []).append(PartitionFetch(
-                st.part.index, st.leader_epoch, plog.log_end_offset, plog.latest_epoch,
-                plog.log_start_offset, s.fetch_max_bytes))
+            key: Key = (st.part.topic_id if by_ids and st.part.topic_id is not None
+                        else st.part.topic, st.part.index)
+            wanted.append((key, PartitionData(
+                plog.log_end_offset, s.fetch_max_bytes, st.leader_epoch, plog.latest_epoch,
+                plog.log_start_offset)))
+        session_id, epoch, send, forgotten = self.session.build(wanted)
+        by_topic: dict[str | UUID, list[PartitionFetch]] = {}
+        for (topic, index), d in send:
+            by_topic.setdefault(topic, []).append(PartitionFetch(
+                index, d.current_leader_epoch, d.fetch_offset, d.last_fetched_epoch,
+                d.log_start_offset, d.max_bytes))
+        gone: dict[str | UUID, list[int]] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
         replicas = self.manager.replicas
+
         return encode_fetch_request_body(
             version, replica_id=replicas.node_id, replica_epoch=replicas.broker_epoch(),
             max_wait_ms=s.fetch_wait_max_ms, min_bytes=s.fetch_min_bytes,
             max_bytes=s.fetch_response_max_bytes,
-            topics=[TopicFetch(name, ids[name], parts) for name, parts in by_topic.items()])
+            topics=[TopicFetch(*self._named(t), parts) for t, parts in by_topic.items()],
+            session_id=session_id, session_epoch=epoch,
+            forgotten=[ForgottenTopic(*self._named(t), parts) for t, parts in gone.items()])
+
+    @staticmethod
+    def _named(topic: str | UUID) -> tuple[str, UUID | None]:
+        """(name, id) as the request writes a session key's topic (v12 names, v13+ ids)."""
+        return ("", topic) if isinstance(topic, UUID) else (topic, None)
 
     def _delay(self, states: list[_FetchState], delay_ms: int | None = None) -> None:
         backoff = self.settings.fetch_backoff_ms

@@ -527,11 +527,16 @@ class Partition:
         watermark that a follower's own fetch moved must not wake the other followers,
         whose next data round carries it anyway). Role changes wake both."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.add_waiter(future, for_log_end=for_log_end)
+        return future
+
+    def add_waiter(self, future: asyncio.Future[None], *, for_log_end: bool = False) -> None:
+        """`future` done as new_waiter's is; one future may wait on many partitions (an
+        incremental fetch session's long poll), each completing it at most once."""
         waiters = self._log_end_waiters if for_log_end else self._waiters
         if len(waiters) >= 64:  # long polls that timed out leave cancelled futures behind
             waiters[:] = [w for w in waiters if not w.done()]
         waiters.append(future)
-        return future
 
     def _wake_waiters(self) -> None:
         _wake(self._waiters)

@@ -34,6 +34,7 @@ from broker.controller.requests import AlterPartitionReply, AlterPartitionReques
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
 from broker.metrics.stats import BrokerTopicStats, TopicStats
+from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
 
 log = structlog.get_logger(__name__)
@@ -65,6 +66,7 @@ class ReplicationSettings:
     socket_timeout_ms: int = 30_000
     alter_partition_backoff_ms: int = 500
     rack: str | None = None
+    fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicationSettings:
@@ -78,6 +80,7 @@ class ReplicationSettings:
             fetch_backoff_ms=int(config["replica.fetch.backoff.ms"]),
             socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
             rack=config["broker.rack"],
+            fetch_session_cache_slots=int(config["max.incremental.fetch.session.cache.slots"]),
         )
 
 
@@ -146,6 +149,8 @@ class ReplicaManager:
         # Called after each marker write_txn_marker got replicated; the node wires the
         # group coordinator here (transactional offset commits on __consumer_offsets).
         self.txn_marker_listener: TxnMarkerListener | None = None
+        # KIP-227: the incremental fetch sessions of this broker's consumers and followers.
+        self.fetch_sessions = FetchSessionCache(self.settings.fetch_session_cache_slots)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_task: asyncio.Task[None] | None = None
@@ -508,6 +513,62 @@ class ReplicaManager:
                 res.error_code = exc.error_code
         return results
 
+    def session_loud(self, entries: Iterable[tuple[int, str, int, SessionPartition]], *,
+                     replica_id: int, replica_epoch: int = -1) -> list[int]:
+        """Of an incremental fetch session's partitions (index, topic, partition, cached),
+        the indexes of those that may have something to tell the client (KIP-227); the
+        others are found quiet without reading: this broker leads them at the epoch the
+        client knows, their high watermark, last stable offset and log start are those last
+        answered, and the fetch offset is where there is nothing more to read (the high
+        watermark for a consumer, the log end for a follower, whose fetch is still recorded
+        as _read_once records it). One loop over the session, not a call per partition:
+        this is what an idle round costs."""
+        parts = self._partitions
+        leader = Role.LEADER
+        loud: list[int] = []
+        for i, topic, index, cached in entries:
+            part = parts.get((topic, index))
+            data = cached.data
+            if (part is None or part.role is not leader
+                    or 0 <= data.current_leader_epoch != part.leader_epoch):
+                loud.append(i)
+                continue
+            hw = part.high_watermark
+            if (hw != cached.high_watermark or part.last_stable_offset != cached.last_stable_offset
+                    or part.log.log_start_offset != cached.log_start_offset):
+                loud.append(i)
+            elif replica_id < 0:
+                if data.fetch_offset != hw:
+                    loud.append(i)
+            elif (data.fetch_offset != part.log.log_end_offset
+                  or replica_id not in part.followers
+                  or 0 <= data.last_fetched_epoch != part.log.latest_epoch):
+                loud.append(i)
+            else:
+                part.update_follower(replica_id, data.fetch_offset, broker_epoch=replica_epoch)
+                self._maybe_expand_isr(part, replica_id)
+                if part.high_watermark != hw:  # the follower's fetch moved it
+                    loud.append(i)
+        return loud
+
+    async def wait_any(self, keys: Iterable[TopicPartition], *, for_log_end: bool,
+                       timeout_s: float) -> bool:
+        """Until the high watermark (or, `for_log_end`, the log end) of one of `keys` moves,
+        a role changes, or `timeout_s` passes: one future for all of them. False when the
+        time ran out with none of them moved."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        parts = self._partitions
+        for key in keys:
+            p = parts.get(key)
+            if p is not None:
+                p.add_waiter(future, for_log_end=for_log_end)
+        timer = loop.call_later(timeout_s, _time_out, future)
+        try:
+            return await future is not _TIMED_OUT  # partitions complete it with None
+        finally:
+            timer.cancel()
+
     async def fetch(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,
         min_bytes: int, max_bytes: int, replica_epoch: int = -1, client_rack: str | None = None,
@@ -595,6 +656,14 @@ async def wait_first(waiters: list[asyncio.Future[None]], timeout_s: float) -> N
         timer.cancel()
         for w in waiters:
             w.cancel()
+
+
+_TIMED_OUT = object()
+
+
+def _time_out(target: asyncio.Future[Any]) -> None:
+    if not target.done():
+        target.set_result(_TIMED_OUT)
 
 
 def _expire(target: asyncio.Future[None]) -> None:

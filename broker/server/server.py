@@ -180,10 +180,14 @@ class _Listener:
         # Advertise only what has a handler (Produce v0-v2 rides on the Produce handler).
         self.apis = spec.apis.restricted_to(spec.dispatcher.api_keys() | {api.API_VERSIONS})
         if spec.sasl is not None:
-            # Answered by the connection itself (broker/security/sasl.py).
-            self.apis = self.apis.with_api(sasl.SASL_HANDSHAKE, 0, 1).with_api(
-                sasl.SASL_AUTHENTICATE, 0, 2)
+            self.apis = with_sasl_apis(self.apis)
         self.server: asyncio.Server | None = None
+
+
+def with_sasl_apis(apis: ApiTable) -> ApiTable:
+    """A SASL listener's table: SaslHandshake and SaslAuthenticate, answered by the
+    connection itself (broker/security/sasl.py), added."""
+    return apis.with_api(sasl.SASL_HANDSHAKE, 0, 1).with_api(sasl.SASL_AUTHENTICATE, 0, 2)
 
 
 class Server:

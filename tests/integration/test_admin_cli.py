@@ -80,6 +80,13 @@ def test_cluster_describe_table_and_json(server: ServerThread) -> None:
     assert doc["metadata_offset"] == server.node.metadata.offset
 
 
+def test_cluster_unregister_an_unknown_broker_is_not_found(server: ServerThread) -> None:
+    line = failed(skiff(server, "cluster", "unregister", "--id", "99"), 1)
+    assert "NOT_FOUND" in line and "Broker ID 99 is not currently registered" in line
+    p = skiff(server, "cluster", "unregister")  # --id is required
+    assert p.returncode == 2 and "--id" in p.stderr
+
+
 def test_quorum_describe(server: ServerThread) -> None:
     out = ok(skiff(server, "quorum", "describe"))
     assert "LeaderId:               1" in out and "HighWatermark:          42" in out

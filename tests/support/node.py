@@ -57,8 +57,11 @@ class SkiffNode:
     """One `skiff dev` process; restartable on the same data dir and ports."""
 
     def __init__(self, data_dir: Path, port: int | None = None,
-                 controller_port: int | None = None) -> None:
+                 controller_port: int | None = None,
+                 config_env: dict[str, str] | None = None) -> None:
+        """`config_env`: broker configs as SKIFF_<KEY> environment variables."""
         self.data_dir = Path(data_dir)
+        self.config_env = dict(config_env or {})
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()
         self.controller_port = controller_port if controller_port is not None else free_port()
@@ -103,6 +106,7 @@ class SkiffNode:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT)
         env.pop(EXTERNAL_ENV, None)
+        env.update(self.config_env)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
         self._log.write(f"\n=== start #{self.starts + 1}: {' '.join(self.command())}\n".encode())
         self._log.flush()

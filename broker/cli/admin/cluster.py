@@ -1,4 +1,4 @@
-"""`skiff cluster describe`, `skiff quorum describe|add-controller|remove-controller`."""
+"""`skiff cluster describe|unregister`, `skiff quorum describe|add-controller|remove-controller`."""
 
 from __future__ import annotations
 
@@ -38,6 +38,12 @@ def cmd_cluster_describe(c: Client, args: argparse.Namespace, out: TextIO) -> in
           b.registration.rack if b.registration.HasField("rack") else "-",
           [f"{e.name}://{e.host}:{e.port}" for e in b.registration.endpoints]]
          for b in resp.brokers), out)
+    return EXIT_OK
+
+
+def cmd_cluster_unregister(c: Client, args: argparse.Namespace, out: TextIO) -> int:
+    c.call(c.cluster.UnregisterBroker, c.pb.cluster.UnregisterBrokerRequest(broker_id=args.id))
+    out.write(f"Broker {args.id} is no longer registered.\n")
     return EXIT_OK
 
 

@@ -18,6 +18,7 @@ from broker.cli.admin.acls import (
 )
 from broker.cli.admin.cluster import (
     cmd_cluster_describe,
+    cmd_cluster_unregister,
     cmd_quorum_add_controller,
     cmd_quorum_describe,
     cmd_quorum_remove_controller,
@@ -185,6 +186,9 @@ def add_parsers(sub: Any) -> None:
     cluster = sub.add_parser("cluster", help="brokers, controller, features")
     cv = cluster.add_subparsers(dest="verb", metavar="VERB", required=True)
     _verb(cv, "describe", cmd_cluster_describe, common, "describe the cluster")
+    p = _verb(cv, "unregister", cmd_cluster_unregister, common,
+              "drop the registration of a broker that is gone for good (KIP-631)")
+    p.add_argument("--id", type=int, required=True, help="the broker id")
     quorum = sub.add_parser("quorum", help="the metadata quorum")
     qv = quorum.add_subparsers(dest="verb", metavar="VERB", required=True)
     _verb(qv, "describe", cmd_quorum_describe, common,

@@ -31,6 +31,7 @@ from broker.controller.rpc import (
     elect_leaders,
     incremental_alter_configs,
     list_partition_reassignments,
+    unregister_broker,
 )
 
 CONTROLLER_RPCS: tuple[ModuleType, ...] = (
@@ -50,6 +51,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     create_acls,
     delete_acls,
     alter_client_quotas,
+    unregister_broker,
 )
 
 __all__ = ["CONTROLLER_RPCS"]

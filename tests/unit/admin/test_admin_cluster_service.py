@@ -56,6 +56,23 @@ def test_describe_cluster_brokers_states_epochs_features(node: AdminTestNode) ->
     assert by_id[4].replica_count == 0
 
 
+def test_unregister_broker(node: AdminTestNode) -> None:
+    import asyncio
+    asyncio.run(node.register(2))
+    assert 2 in node.metadata.brokers
+
+    async def body(a: Admin) -> Any:
+        await a.cluster.UnregisterBroker(pb.cluster.UnregisterBrokerRequest(broker_id=2))
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await a.cluster.UnregisterBroker(pb.cluster.UnregisterBrokerRequest(broker_id=2))
+        return e.value
+
+    err = serve(node, body)
+    assert 2 not in node.metadata.brokers
+    assert err.code() == S.NOT_FOUND
+    assert "Broker ID 2 is not currently registered" in (err.details() or "")
+
+
 def test_admin_calls_are_unavailable_until_the_node_is_ready(node: AdminTestNode) -> None:
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 

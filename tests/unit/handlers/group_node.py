@@ -100,6 +100,13 @@ class GroupNode:
         self.publisher.load_snapshot(replace(image, offset=image.offset + 1,
                                              topics_by_id=by_id, topics_by_name=by_name))
 
+    def remove_topic(self, name: str) -> None:
+        image = self.publisher.image
+        by_id = {k: v for k, v in image.topics_by_id.items() if v.name != name}
+        by_name = {k: v for k, v in image.topics_by_name.items() if k != name}
+        self.publisher.load_snapshot(replace(image, offset=image.offset + 1,
+                                             topics_by_id=by_id, topics_by_name=by_name))
+
     def _apply(self, old: MetadataImage, new: MetadataImage, delta: Any) -> None:
         for topic in new.topics_by_id.values():
             for index, reg in topic.partitions.items():
@@ -254,14 +261,31 @@ async def commit(node: GroupNode, group: str, offsets: dict[tuple[str, int], int
                   generation_id_or_member_epoch=generation, member_id=member_id,
                   group_instance_id=None,
                   retention_time=datetime.timedelta(milliseconds=retention_ms),
-                  topics=tuple(build(topic_cls, name=t, partitions=tuple(ps))
+                  topics=tuple(build(topic_cls, name=t, topic_id=topic_id_of(node, t),
+                                     partitions=tuple(ps))
                                for t, ps in topics.items()))
     return encodes(await offset_commit.handle(node, ctx(8, version), req))
 
 
-def commit_errors(resp: Any) -> dict[tuple[str, int], int]:
-    return {(t.name, p.partition_index): p.error_code.value
-            for t in resp.topics for p in t.partitions}
+def topic_id_of(node: GroupNode, name: str) -> uuid.UUID:
+    """The topic's id (OffsetCommit/OffsetFetch v10 name topics by id); for a topic the
+    cluster does not have, a made-up id derived from the name."""
+    t = node.metadata.topic(name)
+    return t.topic_id if t is not None else uuid.uuid5(uuid.NAMESPACE_OID, name)
+
+
+def topic_label(node: GroupNode, t: Any) -> str:
+    """A response topic's name, from its id in v10 answers."""
+    name = getattr(t, "name", None)
+    if name is not None:
+        return str(name)
+    found = node.metadata.topic_by_id(t.topic_id)
+    return found.name if found is not None else str(t.topic_id)
+
+
+def commit_errors(resp: Any, node: GroupNode | None = None) -> dict[tuple[str, int], int]:
+    return {(topic_label(node, t) if node is not None else t.name, p.partition_index):
+            p.error_code.value for t in resp.topics for p in t.partitions}
 
 
 async def fetch(node: GroupNode, group: str, partitions: list[tuple[str, int]] | None, *,
@@ -276,7 +300,9 @@ async def fetch(node: GroupNode, group: str, partitions: list[tuple[str, int]] |
         by: dict[str, list[int]] = {}
         for t, p in partitions:
             by.setdefault(t, []).append(p)
-        topics = tuple(topic_cls(name=t, partition_indexes=tuple(ps)) for t, ps in by.items())
+        from broker.handlers._build import build as build_
+        topics = tuple(build_(topic_cls, name=t, topic_id=topic_id_of(node, t),
+                              partition_indexes=tuple(ps)) for t, ps in by.items())
     if version >= 8:
         from broker.handlers._build import build
         group_cls = request_class("offset_fetch", version, "OffsetFetchRequestGroup")
@@ -289,8 +315,9 @@ async def fetch(node: GroupNode, group: str, partitions: list[tuple[str, int]] |
     return encodes(await offset_fetch.handle(node, ctx(9, version), req))
 
 
-def fetched(topics: Any) -> dict[tuple[str, int], int]:
-    return {(t.name, p.partition_index): p.committed_offset for t in topics for p in t.partitions}
+def fetched(topics: Any, node: GroupNode | None = None) -> dict[tuple[str, int], int]:
+    return {(topic_label(node, t) if node is not None else t.name, p.partition_index):
+            p.committed_offset for t in topics for p in t.partitions}
 
 
 def offsets_log_records(node: GroupNode) -> list[Any]:

@@ -18,7 +18,7 @@ from broker.handlers._build import build
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module
 
-VERSIONS = range(2, 6)
+VERSIONS = range(2, 8)
 
 
 def topic(v: int, name: str, partitions: int = -1, rf: int = -1,
@@ -59,6 +59,8 @@ def test_create_with_counts_and_configs(node: TestNode, v: int) -> None:
     assert all(p.leader == NODE_ID and p.replicas == (NODE_ID,) for p in t.partitions.values())
     assert dict(node.metadata.topic_config("orders")) == {
         "retention.ms": "1000", "cleanup.policy": "compact"}
+    if v >= 7:
+        assert r.topic_id == t.topic_id
     if v >= 5:
         assert (r.num_partitions, r.replication_factor) == (3, 1)
         assert r.topic_config_error_code is ErrorCode.none

@@ -1,9 +1,10 @@
-"""DeleteTopics v1-4 through the real controller service."""
+"""DeleteTopics v0-6 (v6: by name or id) through the real controller service."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import uuid
 from typing import Any
 
 import pytest
@@ -15,12 +16,15 @@ from broker.handlers._build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module
 
-VERSIONS = range(0, 5)
+VERSIONS = range(0, 7)
 
 
-def request(v: int, *names: str) -> Any:
+def request(v: int, *names: str, ids: tuple[uuid.UUID | None, ...] = ()) -> Any:
+    """v6 names each topic in a DeleteTopicState (`ids` as more states, by id)."""
     m = schema_module("delete_topics", v)
-    return build(m.DeleteTopicsRequest, topic_names=tuple(names),
+    states = tuple(build(m.DeleteTopicState, name=n, topic_id=None) for n in names) + tuple(
+        build(m.DeleteTopicState, name=None, topic_id=i) for i in ids) if v >= 6 else ()
+    return build(m.DeleteTopicsRequest, topic_names=tuple(names), topics=states,
                  timeout=datetime.timedelta(seconds=5))
 
 
@@ -57,6 +61,32 @@ def test_unknown_duplicate_and_mixed(node: TestNode, v: int) -> None:
     ]
     assert node.metadata.topic("a") is None
     assert node.metadata.topic("b") is not None
+    if v >= 5:
+        assert resp.responses[1].error_message == "This server does not host this topic-partition."
+
+
+def test_v6_by_id_and_kafkas_checks(node: TestNode) -> None:
+    create(node, "x", "y")
+    x, y = node.topic("x").topic_id, node.topic("y").topic_id
+    stray = uuid.uuid4()
+    m = schema_module("delete_topics", 6)
+    req = build(m.DeleteTopicsRequest, timeout=datetime.timedelta(seconds=5), topics=(
+        m.DeleteTopicState(name=None, topic_id=x),
+        m.DeleteTopicState(name=None, topic_id=stray),
+        m.DeleteTopicState(name="y", topic_id=y),
+        m.DeleteTopicState(name=None, topic_id=None),
+    ))
+    resp = call(node, 6, req)
+    got = [(r.name, r.topic_id, r.error_code, r.error_message) for r in resp.responses]
+    assert got == [
+        ("y", y, ErrorCode.invalid_request, "You may not specify both topic name and topic id."),
+        (None, None, ErrorCode.invalid_request, "Neither topic name nor id were specified."),
+        ("x", x, ErrorCode.none, None),
+        (None, stray, ErrorCode.unknown_topic_id, "This server does not host this topic ID."),
+    ]
+    assert node.metadata.topic("x") is None and node.metadata.topic("y") is not None
+    dup = call(node, 6, request(6, ids=(y, y)))
+    assert [(r.topic_id, r.error_code) for r in dup.responses] == [(y, ErrorCode.invalid_request)]
 
 
 def test_empty_request(node: TestNode) -> None:

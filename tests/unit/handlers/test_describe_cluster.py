@@ -14,10 +14,11 @@ from broker.handlers._build import build
 from tests.unit.handlers.conftest import CLUSTER_ID, NODE_ID, TestNode, make_ctx, roundtrip
 
 
-def request(v: int, include_ops: bool = False, endpoint_type: int = 1) -> Any:
+def request(v: int, include_ops: bool = False, endpoint_type: int = 1,
+            include_fenced: bool = False) -> Any:
     m = importlib.import_module(f"kio.schema.describe_cluster.v{v}.request")
     return build(m.DescribeClusterRequest, include_cluster_authorized_operations=include_ops,
-                 endpoint_type=endpoint_type)
+                 endpoint_type=endpoint_type, include_fenced_brokers=include_fenced)
 
 
 def call(node: TestNode, v: int, req: Any, listener: str = "PLAINTEXT") -> Any:
@@ -27,7 +28,7 @@ def call(node: TestNode, v: int, req: Any, listener: str = "PLAINTEXT") -> Any:
     return resp
 
 
-@pytest.mark.parametrize("v", [0, 1])
+@pytest.mark.parametrize("v", [0, 1, 2])
 def test_brokers_controller_cluster(node: TestNode, v: int) -> None:
     asyncio.run(node.register(2, rack="east"))
     asyncio.run(node.register(3, unfence=False))
@@ -45,6 +46,17 @@ def test_brokers_controller_cluster(node: TestNode, v: int) -> None:
     assert asked.cluster_authorized_operations == metadata.CLUSTER_OPERATIONS
     # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
     assert sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12)) == metadata.CLUSTER_OPERATIONS
+
+
+def test_v2_lists_fenced_brokers_when_asked(node: TestNode) -> None:
+    asyncio.run(node.register(2))
+    asyncio.run(node.register(3, unfence=False))
+    resp = call(node, 2, request(2))
+    assert [(b.broker_id, b.is_fenced) for b in resp.brokers] == [(NODE_ID, False), (2, False)]
+    resp = call(node, 2, request(2, include_fenced=True))
+    assert [(b.broker_id, b.is_fenced) for b in resp.brokers] == [
+        (NODE_ID, False), (2, False), (3, True)]
+    assert resp.controller_id == NODE_ID  # a live broker's, fenced ones aside
 
 
 def test_controller_endpoint_type_is_refused_by_a_broker(node: TestNode) -> None:

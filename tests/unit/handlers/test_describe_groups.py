@@ -1,6 +1,9 @@
-"""DescribeGroups: members with metadata and assignment once Stable; Dead for unknown groups."""
+"""DescribeGroups v0-v6: members with metadata and assignment once Stable; Dead for unknown
+groups (v6: GROUP_ID_NOT_FOUND with Kafka's messages)."""
 
 from __future__ import annotations
+
+import datetime
 
 import pytest
 from group_node import (  # noqa: F401
@@ -17,7 +20,7 @@ from group_node import (  # noqa: F401
 from kio.schema.errors import ErrorCode
 
 from broker.group.hashing import OFFSETS_TOPIC
-from broker.handlers import describe_groups
+from broker.handlers import consumer_group_heartbeat, describe_groups
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +51,24 @@ async def test_describe(node: GroupNode, version: int) -> None:
     assert missing.group_state == "Dead"
     assert missing.error_code is (ErrorCode.group_id_not_found if version >= 6
                                   else ErrorCode.none)
+    if version >= 6:
+        assert missing.error_message == "Group missing not found."
+
+
+async def test_v6_a_consumer_group_is_not_a_classic_group(node: GroupNode) -> None:
+    node.add_topic("t", 1)
+    await ready(node)
+    hb = request("consumer_group_heartbeat", 1, "ConsumerGroupHeartbeatRequest",
+                 group_id="cg", member_id="m-1", member_epoch=0, instance_id=None,
+                 rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30),
+                 subscribed_topic_names=("t",), subscribed_topic_regex=None,
+                 server_assignor=None, topic_partitions=())
+    await consumer_group_heartbeat.handle(node, ctx(68, 1), hb)
+    [g] = (await describe(node, 6, "cg")).groups
+    assert (g.error_code, g.error_message) == (
+        ErrorCode.group_id_not_found, "Group cg is not a classic group.")
+    [g5] = (await describe(node, 5, "cg")).groups
+    assert (g5.error_code, g5.group_state) == (ErrorCode.none, "Dead")
 
 
 async def test_not_coordinator(node: GroupNode) -> None:

@@ -36,22 +36,29 @@ from tests.unit.handlers.datapath import (
     txn_records,
 )
 
-VERSIONS = range(4, 17)
+VERSIONS = range(4, 19)
 
 
 def fetch_request(version: int, topic: str, offset: int, *, max_wait_ms: int = 0,
                   min_bytes: int = 1, partition: int = 0, session_id: int = 0,
-                  leader_epoch: int = -1, topic_id: uuid.UUID | None = None) -> Any:
+                  session_epoch: int = -1, leader_epoch: int = -1,
+                  topic_id: uuid.UUID | None = None, partitions: tuple[int, ...] | None = None,
+                  forgotten: tuple[int, ...] = ()) -> Any:
+    """`partitions`: several partitions of `topic` at `offset` (None: `partition` alone;
+    (): no topic at all, as an incremental fetch with nothing changed sends)."""
     m = schema_module("fetch", version)
+    indexes = (partition,) if partitions is None else partitions
+    topics = (build(m.FetchTopic, topic=topic, topic_id=topic_id, partitions=tuple(
+        build(m.FetchPartition, partition=i, fetch_offset=offset,
+              partition_max_bytes=1 << 20, current_leader_epoch=leader_epoch,
+              log_start_offset=-1) for i in indexes)),) if indexes else ()
+    forgotten_topics = (build(m.ForgottenTopic, topic=topic, topic_id=topic_id,
+                              partitions=forgotten),) if forgotten else ()
     return build(
         m.FetchRequest, replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
         min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0, session_id=session_id,
-        session_epoch=-1,
-        topics=(build(m.FetchTopic, topic=topic, topic_id=topic_id, partitions=(
-            build(m.FetchPartition, partition=partition, fetch_offset=offset,
-                  partition_max_bytes=1 << 20, current_leader_epoch=leader_epoch,
-                  log_start_offset=-1),)),),
-        forgotten_topics_data=(), rack_id="",
+        session_epoch=session_epoch, topics=topics,
+        forgotten_topics_data=forgotten_topics, rack_id="",
     )
 
 
@@ -117,13 +124,79 @@ def test_fenced_epoch(node: TestNode) -> None:
     run(go())
 
 
-def test_incremental_fetch_sessions_are_declined(node: TestNode) -> None:
+@pytest.mark.parametrize("version", [7, 12, 13, 16])
+def test_fetch_session_answers_only_changed_partitions(node: TestNode, version: int) -> None:
+    async def go() -> None:
+        await create(node, "t", partitions=4)
+        tid = node.topic("t").topic_id
+        full = await fetch_decoded(node, version, fetch_request(
+            version, "t", 0, topic_id=tid, partitions=(0, 1, 2, 3), session_epoch=0))
+        sid = full.session_id
+        assert sid != 0 and full.error_code is ErrorCode.none
+        assert sorted(p.partition_index for p in full.responses[0].partitions) == [0, 1, 2, 3]
+        # Nothing changed: an empty incremental fetch answers no partition.
+        idle = await fetch_decoded(node, version, fetch_request(
+            version, "t", 0, topic_id=tid, partitions=(), session_id=sid, session_epoch=1))
+        assert (idle.error_code, idle.session_id, idle.responses) == (ErrorCode.none, sid, ())
+        # New data on partition 2: only it is answered, though the request names none.
+        await produce_ok(node, "t", records(b"x"), partition=2)
+        inc = await fetch_decoded(node, version, fetch_request(
+            version, "t", 0, topic_id=tid, partitions=(), session_id=sid, session_epoch=2))
+        assert [p.partition_index for p in inc.responses[0].partitions] == [2]
+        assert [r.value for r in decode_records(inc.responses[0].partitions[0].records)] == [b"x"]
+        # The client moves partition 2 on and forgets 3: 2's records are not sent again.
+        inc = await fetch_decoded(node, version, fetch_request(
+            version, "t", 1, topic_id=tid, partitions=(2,), session_id=sid, session_epoch=3,
+            forgotten=(3,)))
+        assert inc.responses == ()
+        assert node.replicas.fetch_sessions.num_partitions == 3
+        # A wrong epoch and an unknown session are refused with their errors.
+        bad = await fetch_decoded(node, version, fetch_request(
+            version, "t", 0, topic_id=tid, partitions=(), session_id=sid, session_epoch=9))
+        assert (bad.error_code, bad.session_id) == (ErrorCode.invalid_fetch_session_epoch, 0)
+        gone = await fetch_decoded(node, version, fetch_request(
+            version, "t", 0, topic_id=tid, partitions=(), session_id=sid + 1, session_epoch=1))
+        assert gone.error_code is ErrorCode.fetch_session_id_not_found
+        # A sessionless fetch (epoch -1) naming the session closes it.
+        closed = await fetch_decoded(node, version, fetch_request(
+            version, "t", 0, topic_id=tid, session_id=sid, session_epoch=-1))
+        assert closed.session_id == 0 and len(node.replicas.fetch_sessions) == 0
+    run(go())
+
+
+def test_fetch_session_long_polls_over_the_whole_session(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t", partitions=2)
+        full = await fetch_decoded(node, 12, fetch_request(12, "t", 0, partitions=(0, 1),
+                                                           session_epoch=0))
+        sid = full.session_id
+
+        async def later() -> None:
+            await asyncio.sleep(0.2)
+            await produce_ok(node, "t", records(b"y"), partition=1)
+
+        task = asyncio.create_task(later())
+        start = time.monotonic()
+        inc = await fetch_decoded(node, 12, fetch_request(
+            12, "t", 0, partitions=(), session_id=sid, session_epoch=1, max_wait_ms=5000))
+        await task
+        assert time.monotonic() - start < 4
+        assert [p.partition_index for p in inc.responses[0].partitions] == [1]
+    run(go())
+
+
+def test_unknown_topic_id_in_a_session_is_answered_every_time(node: TestNode) -> None:
     async def go() -> None:
         await create(node, "t")
-        resp = await fetch_decoded(node, 12, fetch_request(12, "t", 0, session_id=42))
-        assert resp.error_code is ErrorCode.fetch_session_id_not_found
-        full = await fetch_decoded(node, 12, fetch_request(12, "t", 0))
-        assert full.session_id == 0
+        stray = uuid.uuid4()
+        full = await fetch_decoded(node, 13, fetch_request(13, "t", 0, topic_id=stray,
+                                                           session_epoch=0))
+        sid = full.session_id
+        for epoch in (1, 2):
+            inc = await fetch_decoded(node, 13, fetch_request(
+                13, "t", 0, partitions=(), session_id=sid, session_epoch=epoch))
+            assert inc.responses[0].topic_id == stray
+            assert inc.responses[0].partitions[0].error_code is ErrorCode.unknown_topic_id
     run(go())
 
 
@@ -301,3 +374,57 @@ def decode_records_all(data: bytes) -> list[Record]:
     for pos, h in iter_batch_headers(mv[: whole_batches_length(mv)], validate_crc=True):
         out += decode_records(mv[pos : pos + h.size])
     return out
+def follower_fetch(version: int, topic_id: uuid.UUID, offset: int, *, high_watermark: int,
+                   max_wait_ms: int) -> Any:
+    m = schema_module("fetch", version)
+    return build(
+        m.FetchRequest, replica_state=m.ReplicaState(replica_id=2, replica_epoch=-1),
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(),
+        rack_id="", topics=(build(m.FetchTopic, topic_id=topic_id, partitions=(
+            build(m.FetchPartition, partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
+                  current_leader_epoch=-1, log_start_offset=-1,
+                  high_watermark=high_watermark),)),))
+
+
+def test_v18_follower_behind_on_the_high_watermark_is_answered_at_once(
+        node: TestNode) -> None:
+    """KIP-1166: a follower that reports a high watermark below the leader's gets an answer
+    without the long poll, so it learns the new one; one that is up to date waits."""
+    from broker.controller.requests import CreatableTopic
+
+    async def go() -> None:
+        await node.register(2)
+        [res] = await node.controller.create_topics(
+            [CreatableTopic("t", assignments={0: (1, 2)})])
+        assert res.error.name == "none"
+        await asyncio.sleep(0.2)  # the replica sync applies the partition
+        tid = node.topic("t").topic_id
+        await node.replicas.append({("t", 0): records(b"a", b"b")}, required_acks=1,
+                                   timeout_ms=1000)
+        # The follower fetches at the log end: the high watermark moves to 2.
+        first = await fetch_decoded(node, 18, follower_fetch(18, tid, 2, high_watermark=0,
+                                                              max_wait_ms=0))
+        assert first.responses[0].partitions[0].high_watermark == 2
+        start = time.monotonic()
+        behind = await fetch_decoded(node, 18, follower_fetch(18, tid, 2, high_watermark=0,
+                                                               max_wait_ms=3000))
+        assert time.monotonic() - start < 2.0
+        assert behind.responses[0].partitions[0].high_watermark == 2
+        start = time.monotonic()
+        await fetch_decoded(node, 18, follower_fetch(18, tid, 2, high_watermark=2,
+                                                     max_wait_ms=500))
+        assert time.monotonic() - start >= 0.45  # up to date: the long poll runs its course
+    run(go())
+
+
+def test_idle_incremental_fetch_with_min_bytes_0_is_answered_at_once(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        full = await fetch_decoded(node, 12, fetch_request(12, "t", 0, session_epoch=0))
+        start = time.monotonic()
+        inc = await fetch_decoded(node, 12, fetch_request(
+            12, "t", 0, partitions=(), session_id=full.session_id, session_epoch=1,
+            max_wait_ms=3000, min_bytes=0))
+        assert time.monotonic() - start < 2.0 and inc.responses == ()
+    run(go())

@@ -1,7 +1,9 @@
-"""ListOffsets v0-7: earliest, latest, by timestamp and max timestamp; v0's offset lists."""
+"""ListOffsets v0-10: earliest, latest, by timestamp, max timestamp, earliest local and latest
+tiered; v0's offset lists."""
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import time
 from typing import Any
@@ -22,12 +24,13 @@ from tests.unit.handlers.datapath import (
     txn_records,
 )
 
-VERSIONS = range(1, 8)
+VERSIONS = range(1, 11)
 
 
 def request(version: int, topic: str, timestamp: int, partition: int = 0) -> Any:
     m = importlib.import_module(f"kio.schema.list_offsets.v{version}.request")
-    return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(
+    return build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0,
+                 timeout=datetime.timedelta(seconds=30), topics=(
         build(m.ListOffsetsTopic, name=topic, partitions=(
             build(m.ListOffsetsPartition, partition_index=partition, timestamp=timestamp,
                   current_leader_epoch=-1),)),))
@@ -56,6 +59,17 @@ def test_earliest_latest_and_timestamps(node: TestNode, version: int) -> None:
         if version >= 7:
             newest = await lookup(node, version, -3)
             assert (newest.offset, newest.timestamp) == (4, BASE_TS + 101)
+        if version >= 8:
+            node.replicas.get("t", 0).log.delete_records_before(1)
+            # Earliest local: the log start, with its epoch (the whole log is local).
+            local = await lookup(node, version, -4)
+            assert (local.error_code, local.offset, local.timestamp, local.leader_epoch) == (
+                ErrorCode.none, 1, -1, node.topic("t").partitions[0].leader_epoch)
+        if version >= 9:
+            # Latest tiered: nothing is tiered, answered as Kafka without remote storage.
+            tiered = await lookup(node, version, -5)
+            assert (tiered.error_code, tiered.offset, tiered.timestamp, tiered.leader_epoch) == (
+                ErrorCode.none, -1, -1, -1)
     run(go())
 
 

@@ -17,7 +17,7 @@ from broker.handlers import metadata
 from broker.handlers._build import build
 from tests.unit.handlers.conftest import CLUSTER_ID, NODE_ID, TestNode, make_ctx, roundtrip
 
-VERSIONS = range(0, 13)
+VERSIONS = range(0, 14)
 
 
 def req_mod(v: int) -> ModuleType:
@@ -63,6 +63,8 @@ def test_brokers_cluster_and_all_topics(node: TestNode, v: int) -> None:
         assert b.rack is None
     if v >= 2:
         assert resp.cluster_id == CLUSTER_ID
+    if v >= 13:
+        assert resp.error_code is ErrorCode.none  # KIP-1102's top-level error
     assert [t.name for t in resp.topics] == ["alpha", "beta"]
     alpha = resp.topics[0]
     assert alpha.error_code is ErrorCode.none

@@ -18,6 +18,7 @@ from group_node import (  # noqa: F401
     node_fixture,
     offsets_log_records,
     ready,
+    topic_id_of,
 )
 from kio.schema.errors import ErrorCode
 
@@ -27,14 +28,24 @@ from broker.group.hashing import OFFSETS_TOPIC
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
 async def test_manual_commit_every_version(node: GroupNode, version: int) -> None:
     node.add_topic("t", 2)
     await ready(node)
     resp = await commit(node, "g", {("t", 0): 5, ("t", 1): 6}, version=version)
-    assert commit_errors(resp) == {("t", 0): 0, ("t", 1): 0}
+    if version >= 10:
+        assert resp.topics[0].topic_id == node.metadata.topic("t").topic_id
+    assert commit_errors(resp, node) == {("t", 0): 0, ("t", 1): 0}
     got = await fetch(node, "g", [("t", 0), ("t", 1)])
     assert fetched(got.topics) == {("t", 0): 5, ("t", 1): 6}
+
+
+async def test_v10_unknown_topic_id(node: GroupNode) -> None:
+    node.add_topic("t", 1)
+    await ready(node)
+    resp = await commit(node, "g", {("t", 0): 5, ("gone", 0): 1}, version=10)
+    assert commit_errors(resp, node) == {
+        ("t", 0): 0, (str(topic_id_of(node, "gone")), 0): ErrorCode.unknown_topic_id.value}
 
 
 async def test_retention_time_v2_writes_expire_timestamp(node: GroupNode) -> None:

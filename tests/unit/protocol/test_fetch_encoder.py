@@ -154,7 +154,7 @@ def with_file_slices(data: FetchResponseData, f: BinaryIO) -> FetchResponseData:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 16), responses())
+@given(st.integers(0, 18), responses())
 def test_matches_kio_byte_for_byte(version: int, data: FetchResponseData) -> None:
     expected = kio_bytes(version, data)
     chunks = encode_fetch_response(version, data)
@@ -193,7 +193,7 @@ def test_version_bounds() -> None:
     with pytest.raises(ValueError):
         encode_fetch_response(-1, FetchResponseData(topics=[]))
     with pytest.raises(ValueError):
-        encode_fetch_response(17, FetchResponseData(topics=[]))
+        encode_fetch_response(19, FetchResponseData(topics=[]))
 
 
 def test_topic_id_v13() -> None:

@@ -17,6 +17,7 @@ from kio.serial import entity_reader, entity_writer
 
 from broker.protocol.fetch_codec import (
     REQUEST_VERSIONS,
+    ForgottenTopic,
     PartitionFetch,
     TopicFetch,
     encode_fetch_request_body,
@@ -31,11 +32,16 @@ topics = st.lists(
     st.builds(TopicFetch, st.text(min_size=1, max_size=20), st.one_of(st.none(), st.uuids()),
               st.lists(partitions, min_size=1, max_size=4)),
     max_size=3)
+forgotten_topics = st.lists(
+    st.builds(ForgottenTopic, st.text(min_size=1, max_size=20), st.one_of(st.none(), st.uuids()),
+              st.lists(st.integers(0, 2**31 - 1), max_size=4)),
+    max_size=3)
 
 
 def kio_entity(version: int, replica_id: int, replica_epoch: int, max_wait_ms: int,
                min_bytes: int, max_bytes: int, topics: list[TopicFetch],
-               cluster_id: str | None = None) -> Any:
+               cluster_id: str | None = None, session_id: int = 0, session_epoch: int = -1,
+               forgotten: list[ForgottenTopic] | None = None) -> Any:
     m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
 
     def build(cls: Any, **fields: Any) -> Any:
@@ -47,8 +53,11 @@ def kio_entity(version: int, replica_id: int, replica_epoch: int, max_wait_ms: i
                                                   replica_epoch=replica_epoch)}
     return build(
         m.FetchRequest, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-        min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0,
-        session_epoch=-1, forgotten_topics_data=(), rack_id="", cluster_id=cluster_id, **extra,
+        min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=session_id,
+        session_epoch=session_epoch, rack_id="", cluster_id=cluster_id, **extra,
+        forgotten_topics_data=tuple(
+            build(m.ForgottenTopic, topic=f.topic, topic_id=f.topic_id,
+                  partitions=tuple(f.partitions)) for f in forgotten or ()),
         topics=tuple(
             build(m.FetchTopic, topic=t.topic, topic_id=t.topic_id,
                   partitions=tuple(
@@ -72,15 +81,19 @@ def kio_bytes(entity: Any) -> bytes:
 @settings(max_examples=400, deadline=None)
 @given(version=st.sampled_from(VERSIONS), replica_id=i32, replica_epoch=i64,
        max_wait_ms=st.integers(0, 2**31 - 1), min_bytes=i32, max_bytes=i32, topics=topics,
-       cluster_id=st.one_of(st.none(), st.text(max_size=30)))
+       cluster_id=st.one_of(st.none(), st.text(max_size=30)), session_id=i32,
+       session_epoch=i32, forgotten=forgotten_topics)
 def test_bytes_match_kio(version: int, replica_id: int, replica_epoch: int, max_wait_ms: int,
                          min_bytes: int, max_bytes: int, topics: list[TopicFetch],
-                         cluster_id: str | None) -> None:
+                         cluster_id: str | None, session_id: int, session_epoch: int,
+                         forgotten: list[ForgottenTopic]) -> None:
     fast = encode_fetch_request_body(version, replica_id=replica_id, replica_epoch=replica_epoch,
                                      max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                                     max_bytes=max_bytes, topics=topics, cluster_id=cluster_id)
+                                     max_bytes=max_bytes, topics=topics, cluster_id=cluster_id,
+                                     session_id=session_id, session_epoch=session_epoch,
+                                     forgotten=forgotten)
     entity = kio_entity(version, replica_id, replica_epoch, max_wait_ms, min_bytes, max_bytes,
-                        topics, cluster_id)
+                        topics, cluster_id, session_id, session_epoch, forgotten)
     assert fast == kio_bytes(entity)
     decoded, used = entity_reader(type(entity))(fast, 0)
     assert used == len(fast)

@@ -199,10 +199,11 @@ def test_idle_connection_is_closed_but_busy_one_is_not() -> None:
 
 def test_broker_apis_table_is_the_issue_list() -> None:
     assert [(r.api_key, r.min_version, r.max_version) for r in BROKER_APIS] == [
-        # every API from v0, as Kafka 3.9 (issue 23)
-        (0, 0, 10), (1, 0, 16), (2, 0, 7), (3, 0, 12), (8, 0, 9), (9, 0, 9), (10, 0, 4),
-        (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5), (18, 0, 4),
-        (19, 0, 6), (20, 0, 5), (21, 0, 2), (22, 0, 4), (23, 0, 4),
+        # every API from v0, as Kafka 3.9 (issue 23), up to the newest versions whose
+        # semantics are implemented (docs/compatibility.md)
+        (0, 0, 10), (1, 0, 18), (2, 0, 10), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
+        (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 4),
+        (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 4), (23, 0, 4),
         (24, 0, 4), (25, 0, 3), (26, 0, 3),  # transactions (issue 22)
         # WriteTxnMarkers: inter-broker, from v1 (kio has no v0; only Kafka 2.x coordinators
         # send it) (issue 22)
@@ -211,11 +212,13 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (29, 1, 3), (30, 1, 3), (31, 1, 3),  # ACLs: kio has no v0 (Kafka 4.0 dropped it)
         (32, 0, 4), (33, 0, 2),
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
-        (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0), (60, 0, 1),
+        (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0), (60, 0, 2),
         (61, 0, 0),  # DescribeProducers (issue 22)
+        (64, 0, 0),  # UnregisterBroker (KIP-631), sent on to the controller
         (65, 0, 0), (66, 0, 1),  # DescribeTransactions, ListTransactions
         (68, 0, 1), (69, 0, 1),
         (71, 0, 0), (72, 0, 0),  # client telemetry (KIP-714)
+        (75, 0, 0),  # DescribeTopicPartitions (KIP-966)
     ]
 
 

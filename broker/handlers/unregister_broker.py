@@ -1,0 +1,39 @@
+"""UnregisterBroker (API 64, v0, KIP-631): drop a broker's registration, sent on to the
+active controller (broker/controller/rpc/unregister_broker.py) as Kafka's brokers forward it.
+
+The controller first takes the broker out of every ISR and leadership it holds (as when it
+is fenced), then writes the unregistration; BROKER_ID_NOT_REGISTERED when the broker has no
+registration. Meant for brokers that are gone for good: a live broker registers again on
+its next heartbeat. A controller that cannot be reached is REQUEST_TIMED_OUT or
+NOT_CONTROLLER, with the reason as error_message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.handlers._build import build, response_module
+from broker.protocol.durations import NO_THROTTLE
+
+if TYPE_CHECKING:
+    from broker.handlers.services import BrokerServices
+    from broker.server import RequestContext
+
+API_KEY = 64
+
+
+async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+    try:
+        error, message = await node.controller.unregister_broker(int(request.broker_id))
+    except KafkaError as exc:
+        error, message = exc.error_code, exc.message
+    return build(response_module(request).UnregisterBrokerResponse, throttle_time=NO_THROTTLE,
+                 error_code=error, error_message=message)
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    return build(response_module(request).UnregisterBrokerResponse, throttle_time=NO_THROTTLE,
+                 error_code=code, error_message=None)

@@ -1,0 +1,150 @@
+"""The table of every Kafka API in docs/compatibility.md, generated from the code so it cannot
+drift: Kafka 4.x's range (kio's schemas), what Skiff's client listener advertises (the
+ApiVersions table: BROKER_APIS restricted to the handlers, at the default and the `kafka4`
+floors), what its controller listener serves, and the tests that send each API.
+
+    python -m tests.support.api_table            # print the table
+    python -m tests.support.api_table --write    # rewrite it in docs/compatibility.md
+
+tests/unit/test_compatibility_doc.py fails when the document's table differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from kio.schema.index import api_key_map
+
+from broker.handlers import BROKER_HANDLERS
+from broker.protocol.api import BROKER_APIS, ApiTable, floors_table, has_current_kio_schema
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOC = REPO_ROOT / "docs" / "compatibility.md"
+START = "<!-- api-table:start (python -m tests.support.api_table --write) -->"
+END = "<!-- api-table:end -->"
+
+# Tests beyond tests/unit/handlers/test_<api>.py (which every client-listener handler has,
+# unless named here), by API name.
+EXTRA_TESTS: dict[str, tuple[str, ...]] = {
+    "produce": ("integration/test_old_versions.py", "compat/test_confluent.py"),
+    "fetch": ("unit/replication/test_fetch_session.py",
+              "unit/replication/test_fetcher_sessions.py",
+              "compat/test_fetch_sessions_kafka_python.py", "integration/test_old_versions.py"),
+    "list_offsets": ("integration/test_old_versions.py", "compat/test_old_clients.py"),
+    "offset_commit": ("compat/test_groups_confluent.py", "compat/test_old_sarama.py"),
+    "offset_fetch": ("compat/test_groups_confluent.py", "compat/test_old_clients.py"),
+    "join_group": ("compat/test_groups_confluent.py",),
+    "sync_group": ("compat/test_groups_confluent.py",),
+    "heartbeat": ("compat/test_groups_confluent.py",),
+    "consumer_group_heartbeat": ("compat/test_groups_confluent_kip848.py",),
+    "alter_partition_reassignments": ("unit/handlers/test_partition_reassignments.py",),
+    "list_partition_reassignments": ("unit/handlers/test_partition_reassignments.py",),
+    "describe_user_scram_credentials": ("unit/security/test_scram_records.py",
+                                        "compat/test_security_scram.py"),
+    "alter_user_scram_credentials": ("unit/security/test_scram_records.py",
+                                     "compat/test_security_scram.py"),
+    "get_telemetry_subscriptions": ("integration/test_client_telemetry.py",),
+    "push_telemetry": ("integration/test_client_telemetry.py",),
+    "unregister_broker": ("unit/controller/rpc/test_rpc_unregister_broker.py",),
+    "sasl_handshake": ("unit/security/test_sasl.py", "compat/test_security_sasl.py"),
+    "sasl_authenticate": ("unit/security/test_sasl.py", "compat/test_security_sasl.py",
+                          "compat/test_security_scram.py"),
+}
+CONTROLLER_TESTS: dict[str, tuple[str, ...]] = {
+    "fetch": ("unit/raft/test_raft_driver.py",),
+    "vote": ("unit/raft/test_raft_driver.py",),
+    "begin_quorum_epoch": ("unit/raft/test_raft_driver.py",),
+    "end_quorum_epoch": ("unit/raft/test_raft_driver.py",),
+    "describe_quorum": ("unit/admin/test_admin_quorum_remote.py",),
+    "fetch_snapshot": ("unit/raft/test_raft_driver.py",),
+}
+
+
+def _range(table: ApiTable, key: int, sasl: ApiTable | None = None) -> str:
+    r = table.get(key)
+    if r is None and sasl is not None and (r := sasl.get(key)) is not None:
+        return f"{r.min_version}-{r.max_version} (SASL listeners)"
+    return "—" if r is None else f"{r.min_version}-{r.max_version}"
+
+
+def _kafka_range(key: int) -> str:
+    from kio.schema.index import schema_name_map
+
+    versions = [v for v in schema_name_map.get(api_key_map[key], {})
+                if has_current_kio_schema(key, v)]
+    return f"{min(versions)}-{max(versions)}" if versions else "—"
+
+
+def client_table() -> ApiTable:
+    """What the client listener advertises in ApiVersions (the node's table)."""
+    return BROKER_APIS.restricted_to(m.API_KEY for m in BROKER_HANDLERS)
+
+
+def tests_of(name: str, served: bool, on_controller: bool) -> list[str]:
+    out: list[str] = []
+    if served:
+        own = f"unit/handlers/test_{name}.py"
+        if (REPO_ROOT / "tests" / own).exists():
+            out.append(own)
+        out.extend(EXTRA_TESTS.get(name, ()))
+    if on_controller:
+        rpc = f"unit/controller/rpc/test_rpc_{name}.py"
+        if (REPO_ROOT / "tests" / rpc).exists() and rpc not in out:
+            out.append(rpc)
+        out.extend(t for t in CONTROLLER_TESTS.get(name, ()) if t not in out)
+    return out
+
+
+def render() -> str:
+    from broker.node.quorum import controller_api_table
+    from broker.server.server import with_sasl_apis
+
+    client = client_table()
+    kafka4 = floors_table(client, "kafka4")
+    sasl = with_sasl_apis(client)
+    controller = controller_api_table()
+    rows = ["| API (key) | Kafka 4.x (kio 0.6.5) | Skiff client listener (default) | "
+            "Skiff, `skiff.min.api.versions=kafka4` | Skiff controller listener | tests "
+            "(under `tests/`) |",
+            "|---|---|---|---|---|---|"]
+    for key in sorted(api_key_map):
+        name = api_key_map[key]
+        served, on_controller = key in client, key in controller
+        tests = tests_of(name, served, on_controller)
+        if key in sasl and not served:
+            tests = list(EXTRA_TESTS.get(name, ()))
+        rows.append(f"| {name} ({key}) | {_kafka_range(key)} | {_range(client, key, sasl)} | "
+                    f"{_range(kafka4, key, floors_table(sasl, 'kafka4'))} | "
+                    f"{_range(controller, key)} | "
+                    f"{', '.join(tests) if tests else '—'} |")
+    served = sum(1 for k in api_key_map if k in client)
+    rows.append("")
+    rows.append(f"{served} of kio's {len(api_key_map)} API keys are served on the client "
+                f"listener; \"—\" is not served there (Kafka answers those on its controller "
+                f"listener, or they belong to features Skiff does not have yet).")
+    return "\n".join(rows)
+
+
+def document_table(text: str) -> str:
+    start, end = text.index(START) + len(START), text.index(END)
+    return text[start:end].strip("\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="rewrite the table in the document")
+    args = ap.parse_args()
+    table = render()
+    if not args.write:
+        print(table)
+        return 0
+    text = DOC.read_text()
+    start, end = text.index(START) + len(START), text.index(END)
+    DOC.write_text(text[:start] + "\n" + table + "\n" + text[end:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
