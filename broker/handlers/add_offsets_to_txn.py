@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from broker.errors import KafkaError
 from broker.handlers import _txn
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -19,6 +22,13 @@ FENCED_VERSION = 2
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
+    # WRITE on the transactional id, then READ on the group, as Kafka checks them
+    if not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, str(request.transactional_id)):
+        return build(mod.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.transactional_id_authorization_failed)
+    if not allowed(node, ctx, Op.READ, Res.GROUP, str(request.group_id)):
+        return build(mod.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.group_authorization_failed)
     try:
         error = await _txn.service(node).add_offsets(
             str(request.transactional_id), int(request.producer_id),

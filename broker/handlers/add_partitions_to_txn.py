@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers import _txn
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -40,6 +41,20 @@ def _unknown(node: Any, parts: list[TopicPartition]) -> set[TopicPartition]:
 
 def _parts(topics: Any) -> list[TopicPartition]:
     return [(str(t.name), int(p)) for t in topics for p in t.partitions]
+
+
+def _refused(node: Any, ctx: RequestContext, tid: str,
+             parts: list[TopicPartition]) -> dict[TopicPartition, ErrorCode] | None:
+    """Kafka's checks for the client form: WRITE on the transactional id (every partition
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic (the refused ones
+    TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED). None: allowed."""
+    if not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
+        return dict.fromkeys(parts, ErrorCode.transactional_id_authorization_failed)
+    writable = {t: allowed(node, ctx, Op.WRITE, Res.TOPIC, t) for t in {t for t, _ in parts}}
+    if all(writable.values()):
+        return None
+    return {tp: (ErrorCode.topic_authorization_failed if not writable[tp[0]]
+                 else ErrorCode.operation_not_attempted) for tp in parts}
 
 
 async def _one(node: Any, tid: str, pid: int, epoch: int, parts: list[TopicPartition],
@@ -73,11 +88,17 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     if ctx.api_version < BATCHED_VERSION:
         parts = _parts(request.v3_and_below_topics)
-        results = await _one(node, str(request.v3_and_below_transactional_id),
-                             int(request.v3_and_below_producer_id),
-                             int(request.v3_and_below_producer_epoch), parts, False)
+        tid = str(request.v3_and_below_transactional_id)
+        results = _refused(node, ctx, tid, parts) or await _one(
+            node, tid, int(request.v3_and_below_producer_id),
+            int(request.v3_and_below_producer_epoch), parts, False)
         return build(mod.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
                      results_by_topic_v3_and_below=_topic_results(mod, results, ctx.api_version))
+    if not allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER):
+        # the batched form is the brokers' (KIP-890): CLUSTER_ACTION, as Kafka checks it
+        return build(mod.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed,
+                     results_by_transaction=())
     out = []
     for txn in request.transactions:
         results = await _one(node, str(txn.transactional_id), int(txn.producer_id),

@@ -4,8 +4,8 @@
 Per producer: id, epoch, last sequence, last timestamp, coordinator epoch of its last
 transaction marker and the first offset of its ongoing transaction (-1 when none), from
 the partition's producer state. A partition not led here answers NOT_LEADER_OR_FOLLOWER,
-an unknown one UNKNOWN_TOPIC_OR_PARTITION, as Kafka does. Authorizing READ on the topic is
-the ACL layer's.
+an unknown one UNKNOWN_TOPIC_OR_PARTITION, as Kafka does. With an authorizer, READ on the
+topic is needed (else TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.handlers._leader_hints import not_hosted_error
 from broker.protocol.durations import NO_THROTTLE
@@ -31,7 +32,14 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     topics = []
     for topic in request.topics:
         partitions = []
+        readable = allowed(node, ctx, Op.READ, Res.TOPIC, topic.name)
         for index in topic.partition_indexes:
+            if not readable:  # READ on the topic, as Kafka checks it
+                partitions.append(build(
+                    mod.PartitionResponse, partition_index=index,
+                    error_code=ErrorCode.topic_authorization_failed, error_message=None,
+                    active_producers=()))
+                continue
             try:
                 part = node.replicas.leader_partition(topic.name, int(index))
             except KafkaError as exc:

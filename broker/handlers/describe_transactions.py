@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers import _txn
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, duration
 
@@ -32,7 +33,10 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         svc, unavailable = None, exc.error_code
     out = []
     for tid in request.transactional_ids:
-        error, d = (unavailable, None) if svc is None else svc.describe(str(tid))
+        if not allowed(node, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, str(tid)):
+            error, d = ErrorCode.transactional_id_authorization_failed, None
+        else:
+            error, d = (unavailable, None) if svc is None else svc.describe(str(tid))
         if d is None:
             out.append(build(mod.TransactionState, error_code=error, transactional_id=tid,
                              transaction_state="", transaction_timeout=duration(0),

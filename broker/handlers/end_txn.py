@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from broker.errors import KafkaError
 from broker.handlers import _txn
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -21,6 +24,9 @@ FENCED_VERSION = 2
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
+    if not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, str(request.transactional_id)):
+        return build(mod.EndTxnResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.transactional_id_authorization_failed)
     try:
         error = await _txn.service(node).end_txn(
             str(request.transactional_id), int(request.producer_id),

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers import _txn
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 from broker.txn.coordinator import TxnState
@@ -47,4 +48,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         unknown_state_filters=tuple(unknown),
         transaction_states=tuple(build(mod.TransactionState, transactional_id=d.transactional_id,
                                        producer_id=d.producer_id,
-                                       transaction_state=d.state.kafka_name) for d in listed))
+                                       transaction_state=d.state.kafka_name) for d in listed
+                                 # only those the principal may DESCRIBE (Kafka filters so)
+                                 if allowed(node, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID,
+                                            d.transactional_id)))

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, TxnOffsetCommitRequest
+from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
 
@@ -29,10 +30,25 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     accepted: list[CommitPartition] = []
     order: list[tuple[str, int]] = []
+    # WRITE on the transactional id, READ on the group, READ on each topic (Kafka's checks)
+    whole: ErrorCode | None = None
+    if not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, str(request.transactional_id)):
+        whole = ErrorCode.transactional_id_authorization_failed
+    elif not allowed(node, ctx, Op.READ, Res.GROUP, str(request.group_id)):
+        whole = ErrorCode.group_authorization_failed
+    readable: dict[str, bool] = {}
     for topic in request.topics:
         for p in topic.partitions:
             key = (str(topic.name), int(p.partition_index))
             order.append(key)
+            if whole is not None:
+                errors[key] = whole
+                continue
+            if topic.name not in readable:
+                readable[topic.name] = allowed(node, ctx, Op.READ, Res.TOPIC, topic.name)
+            if not readable[topic.name]:
+                errors[key] = ErrorCode.topic_authorization_failed
+                continue
             if image.partition(topic.name, p.partition_index) is None:
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue

@@ -340,3 +340,76 @@ def test_describe_groups_checks_describe_and_reports_operations(node_factory: An
     assert app.authorized_operations == (1 << O.READ) | (1 << O.DESCRIBE)
     assert other.authorized_operations == 0
     assert roundtrip(resp) == resp
+
+
+def test_transaction_apis_check_the_transactional_id_group_and_topics(
+        node_factory: Any) -> None:
+    """Kafka's checks for the transaction APIs: WRITE on the transactional id
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group, WRITE/READ on topics, DESCRIBE
+    to describe; the brokers' batched AddPartitionsToTxn needs CLUSTER_ACTION."""
+    from broker.handlers import (
+        add_offsets_to_txn,
+        add_partitions_to_txn,
+        describe_producers,
+        describe_transactions,
+        end_txn,
+        txn_offset_commit,
+    )
+
+    def mod(api: str, v: int) -> Any:
+        return importlib.import_module(f"kio.schema.{api}.v{v}.request")
+
+    node = secured(node_factory)
+    tiaf = ErrorCode.transactional_id_authorization_failed
+    m = mod("init_producer_id", 4)
+    init = build(m.InitProducerIdRequest, transactional_id="tx1",
+                 transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+                 producer_epoch=-1)
+    assert run(init_producer_id, node, 22, 4, init).error_code is tiaf
+    m = mod("end_txn", 3)
+    end = build(m.EndTxnRequest, transactional_id="tx1", producer_id=1, producer_epoch=0,
+                committed=True)
+    assert run(end_txn, node, 26, 3, end).error_code is tiaf
+    m = mod("add_offsets_to_txn", 3)
+    offsets = build(m.AddOffsetsToTxnRequest, transactional_id="tx1", producer_id=1,
+                    producer_epoch=0, group_id="g")
+    assert run(add_offsets_to_txn, node, 25, 3, offsets).error_code is tiaf
+
+    grant(node, allow(ALICE, O.WRITE, R.TRANSACTIONAL_ID, "tx1"),
+          allow(ALICE, O.WRITE, R.TOPIC, "orders"))
+    assert run(add_offsets_to_txn, node, 25, 3, offsets).error_code is \
+        ErrorCode.group_authorization_failed
+    m = mod("add_partitions_to_txn", 3)
+    add = build(m.AddPartitionsToTxnRequest, v3_and_below_transactional_id="tx1",
+                v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+                v3_and_below_topics=(build(m.AddPartitionsToTxnTopic, name="orders",
+                                           partitions=(0,)),
+                                     build(m.AddPartitionsToTxnTopic, name="secret",
+                                           partitions=(0,))))
+    resp = run(add_partitions_to_txn, node, 24, 3, add)
+    codes = {t.name: t.results_by_partition[0].partition_error_code
+             for t in resp.results_by_topic_v3_and_below}
+    assert codes == {"orders": ErrorCode.operation_not_attempted,
+                     "secret": ErrorCode.topic_authorization_failed}
+    m = mod("txn_offset_commit", 3)
+    commit = build(m.TxnOffsetCommitRequest, transactional_id="tx1", group_id="g",
+                   producer_id=1, producer_epoch=0, topics=(build(
+                       m.TxnOffsetCommitRequestTopic, name="orders", partitions=(build(
+                           m.TxnOffsetCommitRequestPartition, partition_index=0,
+                           committed_offset=5, committed_metadata=None),)),))
+    resp = run(txn_offset_commit, node, 28, 3, commit)
+    assert resp.topics[0].partitions[0].error_code is ErrorCode.group_authorization_failed
+    m = mod("describe_transactions", 0)
+    resp = run(describe_transactions, node, 65, 0, build(
+        m.DescribeTransactionsRequest, transactional_ids=("tx2",)))
+    assert resp.transaction_states[0].error_code is tiaf
+    m = mod("describe_producers", 0)
+    resp = run(describe_producers, node, 61, 0, build(m.DescribeProducersRequest, topics=(
+        build(m.TopicRequest, name="secret", partition_indexes=(0,)),)))
+    assert resp.topics[0].partitions[0].error_code is ErrorCode.topic_authorization_failed
+    m = mod("add_partitions_to_txn", 4)
+    batched = build(m.AddPartitionsToTxnRequest, transactions=(build(
+        m.AddPartitionsToTxnTransaction, transactional_id="tx1", producer_id=1,
+        producer_epoch=0, verify_only=True, topics=()),))
+    assert run(add_partitions_to_txn, node, 24, 4, batched).error_code is \
+        ErrorCode.cluster_authorization_failed
