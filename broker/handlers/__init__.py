@@ -28,6 +28,7 @@ from broker.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -53,6 +54,7 @@ from broker.handlers import (
     push_telemetry,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from broker.server.dispatch import Dispatcher
 
@@ -103,6 +105,9 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     push_telemetry,
     describe_user_scram_credentials,  # broker/security: SCRAM users
     alter_user_scram_credentials,
+    # transactions, the log side (issue 22)
+    write_txn_markers,
+    describe_producers,
 )
 
 

@@ -14,6 +14,9 @@ byte for byte against kio.
 v11+ consumers may read from a follower up to its high watermark, and the leader names
 an in-sync replica in the consumer's rack as preferred_read_replica when this broker has
 a broker.rack (KIP-392).
+v4+ consumers at isolation_level READ_COMMITTED read up to the last stable offset and get
+the aborted transactions (producer id, first offset) of the range, from the segments'
+.txnindex; the records still go out as file slices.
 v12+ answers a follower whose last fetched epoch diverged with DivergingEpoch; v13+
 names topics by id (an unknown id gets UNKNOWN_TOPIC_ID); v15+ carries the replica id
 and broker epoch in ReplicaState; v16+ names the new leader's endpoint (KIP-951).
@@ -99,6 +102,7 @@ def _partition(res: FetchPartitionResult, image: MetadataImage,
         log_start_offset=res.log_start_offset, records=records,
         diverging_epoch=res.diverging_epoch or (-1, -1), current_leader=current,
         preferred_read_replica=res.preferred_read_replica,
+        aborted_transactions=res.aborted_transactions,
     )
 
 
@@ -149,6 +153,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
         wanted, replica_id=replica_id, replica_epoch=replica_epoch, client_rack=client_rack,
         max_wait_ms=0 if unknown_ids else int(request.max_wait.total_seconds() * 1000),
         min_bytes=request.min_bytes, max_bytes=getattr(request, "max_bytes", _NO_MAX_BYTES),
+        isolation_level=int(getattr(request, "isolation_level", 0)),
     )
     down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None
     offsets = {(w.topic, w.partition): w.fetch_offset for w in wanted}

@@ -6,6 +6,10 @@ newest first, drawn from the segments' base offsets (each with its file's last-m
 and, when the active segment holds data, the log end offset (time now). Latest starts from the
 newest entry, earliest from the oldest; a timestamp starts from the newest segment modified
 at or before it. For a consumer the high watermark replaces the offsets above it.
+
+v2+ consumers name an isolation level: READ_UNCOMMITTED (0) answers LATEST as the high
+watermark, READ_COMMITTED (1) as the last stable offset, and lookups by timestamp find
+nothing at or past that bound; replicas (replica_id >= 0) read up to the log end.
 """
 
 from __future__ import annotations
@@ -31,10 +35,16 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 
-def lookup(part: Partition, timestamp: int, *, replica_id: int) -> tuple[int, int, int]:
+def lookup(part: Partition, timestamp: int, *, replica_id: int,
+           isolation_level: int = 0) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch) the way Kafka's leader answers ListOffsets."""
     plog = part.log
-    fetchable = plog.log_end_offset if replica_id >= 0 else part.last_stable_offset
+    if replica_id >= 0:
+        fetchable = plog.log_end_offset
+    elif isolation_level == 1:
+        fetchable = part.last_stable_offset
+    else:
+        fetchable = part.high_watermark
     if timestamp == EARLIEST_TIMESTAMP:
         return -1, plog.log_start_offset, plog.epoch_cache.epoch_for_offset(plog.log_start_offset)
     if timestamp == LATEST_TIMESTAMP:
@@ -94,7 +104,9 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             try:
                 part = node.replicas.leader_partition(
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
-                ts, offset, epoch = lookup(part, p.timestamp, replica_id=request.replica_id)
+                ts, offset, epoch = lookup(
+                    part, p.timestamp, replica_id=request.replica_id,
+                    isolation_level=int(getattr(request, "isolation_level", 0)))
                 partitions.append(build(
                     mod.ListOffsetsPartitionResponse, partition_index=p.partition_index,
                     error_code=ErrorCode.none, timestamp=ts, offset=offset, leader_epoch=epoch,

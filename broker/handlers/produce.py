@@ -7,10 +7,18 @@ no log_append_time in the answer. v10+ answers
 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH with the current leader and its endpoint
 (KIP-951), so the producer switches without a metadata round trip. The answer is written
 by the narrow encoder in broker/protocol/produce_encoder.py.
+
+Transactional batches (v3+) are taken when the request names a transactional_id, as Kafka
+requires (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the log then tracks the producer's
+open transaction until the coordinator's marker (WriteTxnMarkers) ends it. Control batches
+from clients are refused (INVALID_RECORD). KIP-890's verification of the partition with
+the transaction coordinator is not done. Authorizing WRITE on the transactional id is the
+ACL layer's.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -30,6 +38,13 @@ from broker.protocol.produce_encoder import (
     ProduceTopic,
     encode_produce_response,
 )
+from broker.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    TRANSACTIONAL_MASK,
+)
 from broker.protocol.wire import NodeEndpoint
 
 if TYPE_CHECKING:
@@ -38,10 +53,31 @@ if TYPE_CHECKING:
 
 API_KEY = 0
 log = structlog.get_logger(__name__)
+_ATTRIBUTES_OFFSET = 21
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def has_transactional_batch(records: bytes | memoryview) -> bool:
+    """Whether any v2 batch of `records` has the transactional attribute, read at fixed
+    header positions (no parsing; malformed input is left to the log's checks)."""
+    mv = memoryview(records)
+    pos, end = 0, len(mv)
+    while end - pos >= HEADER_SIZE:
+        if mv[pos + MAGIC_OFFSET] != 2:
+            return False
+        if _I16.unpack_from(mv, pos + _ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_MASK:
+            return True
+        (length,) = _I32.unpack_from(mv, pos + 8)
+        if length < MIN_BATCH_LENGTH:
+            return False
+        pos += length + LOG_OVERHEAD
+    return False
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> ResponseChunks | None:
     acks = request.acks
+    transactional_id = getattr(request, "transactional_id", None)
     entries: dict[tuple[str, int], bytes | memoryview] = {}
     errors: dict[tuple[str, int], KafkaError] = {}
     for topic in request.topic_data:
@@ -49,13 +85,13 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
             key = (topic.name, part.index)
             if acks not in (0, 1, -1):
                 errors[key] = KafkaError(ErrorCode.invalid_required_acks, f"acks={acks}")
-            elif getattr(request, "transactional_id", None) is not None:
-                errors[key] = KafkaError(
-                    ErrorCode.transactional_id_authorization_failed,
-                    "transactions are not supported yet",
-                )
             elif part.records is None:
                 errors[key] = KafkaError(ErrorCode.corrupt_message, "null record set")
+            elif transactional_id is None and has_transactional_batch(part.records):
+                errors[key] = KafkaError(
+                    ErrorCode.transactional_id_authorization_failed,
+                    "transactional batches need the request's transactional_id",
+                )
             elif node.metadata.topic(topic.name) is None:
                 errors[key] = KafkaError(ErrorCode.unknown_topic_or_partition, topic.name)
             else:

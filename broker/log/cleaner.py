@@ -3,7 +3,8 @@
 Rules, as Kafka's LogCleaner:
 - Only the range [log start, first uncleanable offset) is cleaned; the first
   uncleanable offset is the lowest of: the active segment's base, the high watermark,
-  the first segment younger than `min.compaction.lag.ms`.
+  the first offset of an ongoing transaction, the first segment younger than
+  `min.compaction.lag.ms`.
 - A log is cleaned when dirty bytes / (clean + dirty) >= `min.cleanable.dirty.ratio`,
   or a dirty segment is older than `max.compaction.lag.ms`.
 - A record survives if it is the latest for its key (offset map over the dirty range).
@@ -17,22 +18,31 @@ Rules, as Kafka's LogCleaner:
   recopied into one `.cleaned` file per group, which keeps each group's last batch (empty
   if need be) so it ends at the group's end offset; groups are swapped in under the log
   lock (PartitionLog.replace_segments); appends and reads never wait for the copy.
+- Transactions (Kafka's CleanedTransactionMetadata): the records of aborted transactions
+  (a transactional batch of a producer inside one of its aborted ranges of the .txnindex)
+  never enter the offset map and are dropped, whatever their keys (the producer's last
+  batch is kept empty, as above). A marker stays while this pass still met a batch of its
+  transaction (an ABORT marker then keeps its .txnindex entry, in the cleaned copy); once
+  none is left it first gets a delete horizon (now + delete.retention.ms, as tombstones
+  do) and a pass past the horizon drops it, so a consumer that read the transaction's data
+  before the clean still gets its marker.
 - An I/O throttle caps bytes read+written per second.
-
-Gap: aborted-transaction data is not removed (there is no .txnindex).
 """
 
 from __future__ import annotations
 
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
+from broker.log.control import read_marker
 from broker.log.segment import INT32_MAX
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import (
     HEADER,
     BatchHeader,
@@ -91,6 +101,9 @@ class Throttler:
 def first_uncleanable_offset(plog: PartitionLog, now_ms: int) -> int:
     segs = plog.segments
     bound = min(segs[-1].base_offset, plog.high_watermark)
+    first_open = plog.first_ongoing_txn_offset()
+    if first_open is not None:
+        bound = min(bound, first_open)
     lag = plog.config.min_compaction_lag_ms
     if lag > 0:
         for s in segs[:-1]:
@@ -132,6 +145,7 @@ def clean_log(
     # 1. Offset map: key -> latest offset in the dirty range; also each producer's last batch.
     offset_map: dict[bytes, int] = {}
     last_batch_of_producer: dict[int, int] = {}
+    aborted = AbortedRanges(plog)
     map_end = end
     for s in plog.segments:
         for _, h in s.iter_headers(0):
@@ -142,7 +156,8 @@ def clean_log(
         if s.next_offset <= first_dirty or full:
             continue
         for pos, h in s.iter_headers(0):
-            if h.last_offset < first_dirty or h.base_offset >= end or h.is_control:
+            if (h.last_offset < first_dirty or h.base_offset >= end or h.is_control
+                    or aborted.holds(h)):
                 continue
             if len(offset_map) >= max_map_keys:
                 map_end = h.base_offset
@@ -158,6 +173,7 @@ def clean_log(
         end = map_end
     # 2. Recopy the segments below `end`, small neighbours grouped into one.
     groups: list[tuple[list[LogSegment], LogSegment]] = []
+    txns = TxnCleanState(plog)
     for group in group_segments(segs, plog.config):
         new = plog.new_cleaned_segment(group[0].base_offset)
         for i, s in enumerate(group):
@@ -171,6 +187,7 @@ def clean_log(
                 stats,
                 throttler,
                 keep_last_batch=i == len(group) - 1,
+                txns=txns,
             )
             stats.segments += 1
         groups.append((group, new))
@@ -213,6 +230,7 @@ def _recopy(
     throttler: Throttler | None,
     *,
     keep_last_batch: bool = False,
+    txns: TxnCleanState | None = None,
 ) -> None:
     """Copy what survives of `src` into `dst`. With `keep_last_batch` the segment's last
     batch is kept (empty if need be) so the copy ends at the same offset as the
@@ -223,7 +241,12 @@ def _recopy(
         stats.bytes_read += len(raw)
         out: bytes | None
         if h.is_control:
-            out = raw
+            out = raw if txns is None else txns.recopy_marker(raw, h, dst, now_ms,
+                                                              delete_retention_ms)
+        elif txns is not None and txns.on_data(h):
+            stats.records_read += h.records_count
+            last_of_producer = last_batch_of_producer.get(h.producer_id) == h.base_offset
+            out = _empty_batch(h) if last_of_producer else None
         else:
             out = _clean_batch(
                 raw, h, offset_map, last_batch_of_producer, now_ms, delete_retention_ms, stats
@@ -237,6 +260,81 @@ def _recopy(
         stats.bytes_written += len(out)
         if throttler is not None:
             throttler.maybe_throttle(len(raw) + len(out))
+
+
+class AbortedRanges:
+    """The aborted transactions of a log by producer: [first offset, marker offset)."""
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for e in plog.all_aborted_txns():
+            self._by_producer.setdefault(e.producer_id, []).append(
+                (e.first_offset, e.last_offset))
+
+    def holds(self, h: BatchHeader) -> bool:
+        """Whether `h` is a data batch of an aborted transaction."""
+        if not h.is_transactional or h.is_control:
+            return False
+        ranges = self._by_producer.get(h.producer_id)
+        return ranges is not None and any(
+            first <= h.base_offset < last for first, last in ranges)
+
+
+class TxnCleanState:
+    """Kafka's CleanedTransactionMetadata: walks one cleaning pass in offset order (from
+    the log start), telling aborted data from committed and which markers may go."""
+
+    def __init__(self, plog: PartitionLog) -> None:
+        self._pending = deque(sorted(plog.all_aborted_txns(), key=lambda e: e.first_offset))
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}  # pid -> (txn, batch seen)
+        self._committed: set[int] = set()  # producers with a non-aborted batch seen
+
+    def _start_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[0].first_offset <= offset:
+            e = pending.popleft()
+            self._aborted[e.producer_id] = (e, False)
+
+    def on_data(self, h: BatchHeader) -> bool:
+        """A data batch read: True when it belongs to an aborted transaction (discard)."""
+        self._start_up_to(h.last_offset)
+        if not h.is_transactional:
+            return False
+        found = self._aborted.get(h.producer_id)
+        if found is not None:
+            self._aborted[h.producer_id] = (found[0], True)
+            return True
+        self._committed.add(h.producer_id)
+        return False
+
+    def recopy_marker(self, raw: bytes, h: BatchHeader, dst: LogSegment, now_ms: int,
+                      delete_retention_ms: int) -> bytes | None:
+        """What of control batch `h` goes into `dst` (None: nothing); an ABORT marker
+        that stays indexes its transaction in `dst`'s .txnindex."""
+        self._start_up_to(h.last_offset)
+        marker = read_marker(raw, h)
+        if marker is None:
+            return raw  # not a transaction marker (nor ours to judge)
+        pid = h.producer_id
+        if marker.committed:
+            needed = pid in self._committed
+            self._committed.discard(pid)
+        else:
+            found = self._aborted.pop(pid, None)
+            needed = found is not None and found[1]
+            if needed and found is not None:
+                dst.txn_index.append(found[0])
+        if needed:
+            return raw
+        if not h.has_delete_horizon:
+            return build_batch(
+                decode_records(raw), base_offset=h.base_offset, timestamp_type=h.timestamp_type,
+                producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch,
+                is_transactional=True, is_control=True, last_offset_delta=h.last_offset_delta,
+                max_timestamp=h.max_timestamp, delete_horizon_ms=now_ms + delete_retention_ms,
+            )
+        return None if now_ms >= h.base_timestamp else raw
 
 
 def _clean_batch(
@@ -305,6 +403,7 @@ def _empty_batch(h: BatchHeader) -> bytes:
         base_sequence=h.base_sequence,
         partition_leader_epoch=h.partition_leader_epoch,
         is_transactional=h.is_transactional,
+        is_control=h.is_control,  # an emptied marker stays a control batch: no data
         last_offset_delta=h.last_offset_delta,
         base_timestamp=h.base_timestamp,
         max_timestamp=h.max_timestamp,

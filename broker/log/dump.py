@@ -1,8 +1,10 @@
 """`skiff tools dump-log FILE... [--verify] [--print-data]`, like kafka-dump-log.sh.
 
-.log: one line per batch (and per record with --print-data); --verify checks every CRC
-and that the file ends on a batch boundary. .index / .timeindex: one line per entry;
---verify checks each entry against the segment's .log next to it. leader-epoch-checkpoint
+.log: one line per batch (and per record with --print-data, where a transaction marker
+shows as `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N`); --verify checks every CRC
+and that the file ends on a batch boundary. .index / .timeindex / .txnindex: one line per
+entry; --verify checks each entry against the segment's .log next to it (a .txnindex
+entry must name an ABORT marker of its producer at its last offset). leader-epoch-checkpoint
 and offset checkpoints are printed as read. Exit status 0 if everything checked is
 valid, 1 if not, 2 on usage errors.
 """
@@ -23,6 +25,8 @@ from broker.log.checkpoints import (
     read_epoch_checkpoint,
     read_offsets_checkpoint,
 )
+from broker.log.control import ControlType, control_type, read_marker
+from broker.log.txn_index import ENTRY_SIZE, TxnIndexCorrupt, decode_entries, format_entries
 from broker.protocol.records import (
     _LEN_AND_MAGIC,
     CRC_START,
@@ -93,6 +97,7 @@ def dump_log(path: Path, out: TextIO, *, verify: bool, print_data: bool) -> bool
                 out.write(f"| undecodable records: {e}\n")
                 ok = False
                 continue
+            marker = read_marker(raw, h) if h.is_control else None
             for r in records:
                 seq = h.base_sequence + (r.offset - h.base_offset) if h.base_sequence >= 0 else -1
                 out.write(
@@ -100,8 +105,16 @@ def dump_log(path: Path, out: TextIO, *, verify: bool, print_data: bool) -> bool
                     f" {r.timestamp} keySize: {-1 if r.key is None else len(r.key)}"
                     f" valueSize: {-1 if r.value is None else len(r.value)} sequence: {seq}"
                     f" headerKeys: [{','.join(k for k, _ in r.headers)}]"
-                    f" key: {_fmt_bytes(r.key)} payload: {_fmt_bytes(r.value)}\n"
                 )
+                if marker is not None:
+                    kind = "COMMIT" if marker.committed else "ABORT"
+                    out.write(f" endTxnMarker: {kind} coordinatorEpoch:"
+                              f" {marker.coordinator_epoch}\n")
+                elif h.is_control:
+                    t = control_type(r.key)
+                    out.write(f" controlType: {'UNKNOWN' if t is None else t}\n")
+                else:
+                    out.write(f" key: {_fmt_bytes(r.key)} payload: {_fmt_bytes(r.value)}\n")
     if problem is not None:
         out.write(f"Found invalid data: {problem}\n")
         ok = False
@@ -181,6 +194,40 @@ def dump_time_index(path: Path, out: TextIO, *, verify: bool) -> bool:
     return ok
 
 
+def dump_txn_index(path: Path, out: TextIO, *, verify: bool) -> bool:
+    """Kafka's lines for a .txnindex; --verify finds each entry's ABORT marker."""
+    data = path.read_bytes()
+    ok = True
+    try:
+        entries = decode_entries(data)
+    except TxnIndexCorrupt as exc:
+        out.write(f"Found invalid data: {exc}\n")
+        return False
+    markers: dict[int, tuple[int, bool]] = {}
+    if verify:
+        log_path = _segment_log(path)
+        if not log_path.exists():
+            out.write(f"No log file {log_path.name} to verify against\n")
+            return False
+        for _, h, raw in _log_batches(log_path)[0]:
+            m = read_marker(raw, h) if h.is_control else None
+            if m is not None:
+                markers[h.base_offset] = (h.producer_id, m.committed)
+    for e, line in zip(entries, format_entries(entries), strict=True):
+        out.write(line + "\n")
+        if verify and (markers.get(e.last_offset) != (e.producer_id, False)
+                       or e.first_offset > e.last_offset):
+            out.write(f"Transaction index entry of producer {e.producer_id} at last offset"
+                      f" {e.last_offset} names no {ControlType.ABORT.name} marker of it\n")
+            ok = False
+    if len(data) % ENTRY_SIZE:
+        out.write(f"Transaction index file size {len(data)} is not a multiple of {ENTRY_SIZE}\n")
+        ok = False
+    if verify:
+        out.write(f"Verification {'passed' if ok else 'FAILED'} for {path}\n")
+    return ok
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="skiff tools dump-log", description="Print the contents of Kafka log files."
@@ -208,6 +255,8 @@ def main(argv: list[str]) -> int:
                 ok &= dump_index(path, out, verify=args.verify)
             elif name.endswith(".timeindex"):
                 ok &= dump_time_index(path, out, verify=args.verify)
+            elif name.endswith(".txnindex"):
+                ok &= dump_txn_index(path, out, verify=args.verify)
             elif name == "leader-epoch-checkpoint":
                 for epoch, start in read_epoch_checkpoint(path):
                     out.write(f"epoch: {epoch} startOffset: {start}\n")

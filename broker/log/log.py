@@ -14,7 +14,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from broker.log.checkpoints import (
     write_partition_metadata,
 )
 from broker.log.config import LogConfig
+from broker.log.control import ControlMarker, read_marker
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import (
     CLEANED_SUFFIX,
@@ -37,9 +38,11 @@ from broker.log.files import (
     TIME_INDEX_SUFFIX,
 )
 from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
+from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, collect_aborted
 from broker.log.validator import LogValidator
 from broker.metrics.stats import LOG_FLUSH_TIME
 from broker.protocol.records import (
+    CONTROL_MASK,
     LOG_OVERHEAD,
     BatchHeader,
     RawHeader,
@@ -91,8 +94,18 @@ class AppendResult:
 class ProducerStateHook:
     """Called under the log lock; subclass to keep producer state in step with the log."""
 
-    def on_append(self, batches: Sequence[BatchHeader]) -> None:
-        """Batches just written (offsets assigned)."""
+    def on_append(
+        self, batches: Sequence[BatchHeader], markers: Mapping[int, ControlMarker],
+    ) -> Sequence[AbortedTxn]:
+        """Batches just written (offsets assigned) and the end-transaction markers among
+        them (by base offset). Returns the transactions the markers aborted, which the
+        log records in the active segment's `.txnindex`."""
+        return ()
+
+    def first_ongoing_txn_offset(self) -> int | None:
+        """The lowest first offset of an ongoing transaction (called under the log
+        lock, where appends change it); None when none is open."""
+        return None
 
     def on_roll(self, new_segment_base: int) -> None:
         """A segment starts at this offset: Kafka snapshots producer state here."""
@@ -308,20 +321,34 @@ class PartitionLog:
                 os.replace(p, final)
         logs = {p.name[:20] for p in self.dir.iterdir() if p.name.endswith(LOG_SUFFIX)}
         for p in self.dir.iterdir():
-            if p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and p.name[:20] not in logs:
+            if (p.name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+                    and p.name[:20] not in logs):
                 p.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ appends
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, now_ms: int,
+        *, allow_control: bool = False,
     ) -> AppendResult:
         """Validate, assign offsets from the log end and stamp `leader_epoch`.
 
         A writable buffer is patched in place and written as is; a read-only one is not
         copied: each batch is written as a patched private copy of its 61-byte header
-        followed by the caller's record bytes (pwritev)."""
+        followed by the caller's record bytes (pwritev). Control batches are refused
+        (INVALID_RECORD, as Kafka answers clients) unless `allow_control` (the
+        transaction markers the broker writes itself)."""
         mv, raw = self.validator.validate(records, now_ms)
+        markers_at: dict[int, ControlMarker] = {}
+        for i, (pos, t) in enumerate(raw):
+            if t.attributes & CONTROL_MASK:
+                if not allow_control:
+                    raise KafkaError(ErrorCode.invalid_record,
+                                     "clients may not write control batches")
+                m = read_marker(mv[pos : pos + t.batch_length + LOG_OVERHEAD],
+                                BatchHeader(*t))
+                if m is not None:
+                    markers_at[i] = m
         log_append = self.validator.log_append
         with self._lock:
             if self._closed:
@@ -332,7 +359,8 @@ class PartitionLog:
             base = entries[0][2]
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base, persist=False)
-            self._append_locked(data, end, entries, written, now_ms, count)
+            markers = {written[i].base_offset: m for i, m in markers_at.items()}
+            self._append_locked(data, end, entries, written, now_ms, count, markers)
             return AppendResult(
                 base,
                 next_offset - 1,
@@ -365,6 +393,7 @@ class PartitionLog:
                 )
             entries: list[BatchEntry] = []
             written: list[RawHeader] = []
+            markers: dict[int, ControlMarker] = {}
             expected = self._log_end_offset
             max_ts = -1
             count = 0
@@ -380,6 +409,11 @@ class PartitionLog:
                 entries.append((pos, t.batch_length + LOG_OVERHEAD, base_offset, expected - 1,
                                 batch_max_ts))
                 written.append(t)
+                if t.attributes & CONTROL_MASK and t.producer_id >= 0:
+                    m = read_marker(mv[pos : pos + t.batch_length + LOG_OVERHEAD],
+                                    BatchHeader(*t))
+                    if m is not None:
+                        markers[base_offset] = m
                 count += t.records_count
                 if batch_max_ts > max_ts:
                     max_ts = batch_max_ts
@@ -390,7 +424,7 @@ class PartitionLog:
             for t in written:
                 if t.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(t.partition_leader_epoch, t.base_offset, persist=False)
-            self._append_locked(mv, len(mv), entries, written, self.clock(), count)
+            self._append_locked(mv, len(mv), entries, written, self.clock(), count, markers)
             return AppendResult(
                 entries[0][2],
                 entries[-1][3],
@@ -409,6 +443,7 @@ class PartitionLog:
         written: list[RawHeader],
         now_ms: int,
         records_count: int,
+        markers: Mapping[int, ControlMarker],
     ) -> None:
         seg = self._maybe_roll(size, entries, now_ms)
         seg.append(data, entries, size)
@@ -420,7 +455,8 @@ class PartitionLog:
             # rest): plain producers' appends build no BatchHeader at all.
             with_producer = [BatchHeader(*t) for t in written if t.producer_id >= 0]
             if with_producer:
-                self.producer_state_hook.on_append(with_producer)
+                for aborted in self.producer_state_hook.on_append(with_producer, markers):
+                    seg.txn_index.append(aborted)
         self._unflushed_messages += records_count
         if self.config.fsync_on_append:
             if len(self._segments) > 1 and self._segments[-2].indexes_unflushed:
@@ -564,6 +600,52 @@ class PartitionLog:
                     ]
                 offset = max(offset, h.next_offset)
         return out if max_records is None else out[:max_records]
+
+    # ------------------------------------------------------------------ transactions
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the
+        `.txnindex` of the segment holding `fetch_offset` and the ones after it, as far
+        as needed (Kafka's collectAbortedTransactions). Lock-free like reads."""
+        segs, bases = self._view
+        i = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
+        return collect_aborted((s.txn_index for s in segs[i:]), fetch_offset, upper_bound)
+
+    def all_aborted_txns(self) -> Iterator[AbortedTxn]:
+        for seg in self._segments:
+            yield from seg.txn_index.entries
+
+    def first_ongoing_txn_offset(self) -> int | None:
+        """The cleaner's bound: no transaction still open may be compacted."""
+        with self._lock:
+            hook = self.producer_state_hook
+            return None if hook is None else hook.first_ongoing_txn_offset()
+
+    @property
+    def txn_index_rebuild_from(self) -> int | None:
+        """Base offset of the first segment whose `.txnindex` was dropped by recovery
+        (or found corrupt) and awaits the producer-state scan; None when all are whole."""
+        for seg in self._segments:
+            if seg.txn_index_reset:
+                return seg.base_offset
+        return None
+
+    def ensure_aborted_txns(self, entries: Sequence[AbortedTxn]) -> int:
+        """Index aborted transactions found by a scan of the log (recovery, a missing
+        file): each goes to the segment holding its abort marker unless already there.
+        Marks every segment's index as whole again; returns how many were added."""
+        with self._lock:
+            segs, bases = self._view
+            added = 0
+            for e in entries:
+                i = bisect.bisect_right(bases, e.last_offset) - 1
+                if i < 0 or e.last_offset >= segs[i].next_offset:
+                    continue
+                if segs[i].txn_index.ensure(e):
+                    added += 1
+            for seg in segs:
+                seg.txn_index_reset = False
+            return added
 
     # ------------------------------------------------------------------ ListOffsets
 

@@ -1,4 +1,5 @@
-"""One log segment: `<base>.log` with its `.index` and `.timeindex`.
+"""One log segment: `<base>.log` with its `.index`, `.timeindex` and (once a transaction
+whose abort marker it holds was aborted) `.txnindex`.
 
 A segment is appended to by one writer (the owning PartitionLog holds its lock) and read
 by any number of readers without locks: data is written before `size` moves, and readers
@@ -32,6 +33,7 @@ from broker.log.files import (
     segment_name,
 )
 from broker.log.index import IndexCorrupt, OffsetIndex, TimeIndex
+from broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from broker.protocol.records import (
     _LEN_AND_MAGIC,
     CRC_START,
@@ -122,6 +124,10 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / f"{name}{TIME_INDEX_SUFFIX}{suffix}", base_offset, max_index_size
         )
+        self.txn_index_path = directory / f"{name}{TXN_INDEX_SUFFIX}{suffix}"
+        self.txn_index = TransactionIndex(self.txn_index_path, base_offset)
+        # A corrupt file was dropped: the producer-state scan re-indexes it (PartitionLog).
+        self.txn_index_reset = self.txn_index.was_reset
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -182,6 +188,10 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        # Aborted transactions are re-indexed by the producer-state scan that follows a
+        # recovery (it knows where each transaction began).
+        self.txn_index.reset()
+        self.txn_index_reset = True
         self._forget_recent()
         self.max_timestamp = -1
         self.offset_of_max_timestamp = self.base_offset
@@ -483,6 +493,7 @@ class LogSegment:
         self.reserved_end = pos
         self.offset_index.truncate_to_position(pos)
         self.time_index.truncate_to(h.base_offset)
+        self.txn_index.truncate_to(h.base_offset)
         if pos == 0:
             self.rolling_based_timestamp = None
         try:
@@ -505,6 +516,8 @@ class LogSegment:
             self.offset_index.flush()
             self.time_index.flush()
             self.indexes_unflushed = False
+        if indexes:
+            self.txn_index.flush()
 
     def prepare_flush(self) -> list[int]:
         """Write pending index entries and return duplicated descriptors of the files to
@@ -519,6 +532,8 @@ class LogSegment:
                 idx.write_pending()
                 fds.append(idx.dup_fd())
             self.indexes_unflushed = False
+        if not self.deleted and (fd := self.txn_index.dup_fd()) is not None:
+            fds.append(fd)
         return fds
 
     def close(self) -> None:
@@ -527,6 +542,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.flush()
         # The log file is not closed here: slices handed out may still read it. It is
         # closed when the last reference goes (SegmentFile.__del__).
 
@@ -538,6 +554,9 @@ class LogSegment:
             name = idx.path.name
             base = name[: len(name) - len(old)] if old else name
             idx.rename(idx.path.with_name(base + new))
+        name = self.txn_index.path.name
+        base = name[: len(name) - len(old)] if old else name
+        self.txn_index.rename(self.txn_index.path.with_name(base + new))
         name = self.log_path.name
         base = name[: len(name) - len(old)] if old else name
         target = self.log_path.with_name(base + new)
@@ -556,9 +575,12 @@ class LogSegment:
             idx.close_without_trim()
             with contextlib.suppress(FileNotFoundError):
                 idx.rename(idx.path.with_name(idx.path.name + DELETED_SUFFIX))
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name
+                                                            + DELETED_SUFFIX))
 
     def delete_files(self) -> None:
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     self.txn_index.path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
         self.offset_index.close_without_trim()

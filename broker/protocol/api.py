@@ -63,6 +63,8 @@ END_QUORUM_EPOCH = 54
 DESCRIBE_QUORUM = 55
 FETCH_SNAPSHOT = 59
 DESCRIBE_CLUSTER = 60
+WRITE_TXN_MARKERS = 27
+DESCRIBE_PRODUCERS = 61
 GET_TELEMETRY_SUBSCRIPTIONS = 71
 PUSH_TELEMETRY = 72
 ADD_PARTITIONS_TO_TXN = 24
@@ -276,6 +278,10 @@ BROKER_APIS = ApiTable.of(
     # client telemetry (KIP-714)
     (GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),
     (PUSH_TELEMETRY, 0, 0),
+    # transactions, the log side (issue 22): the coordinator's markers (inter-broker; v0 is
+    # Kafka 3.9's, kio has v1-v2) and the producers of a partition
+    (WRITE_TXN_MARKERS, 1, 2),
+    (DESCRIBE_PRODUCERS, 0, 0),
     # SCRAM users (broker/security): read from the image / sent on to the controller
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials

@@ -37,6 +37,16 @@ producer-state hook then records every batch written, leader or follower, and a
 truncation rebuilds the state from the batch headers the log still holds. `close()`
 writes the state to `<log end offset>.snapshot` in the log directory; the next open uses
 it (once) if the log still ends there, and otherwise scans a bounded tail of the log.
+
+Transactions: a transactional batch opens its producer's transaction; `write_marker`
+(the coordinator's WriteTxnMarkers) appends the end-transaction control batch that
+closes it. `last_stable_offset` is min(first offset of an ongoing transaction, or of a
+completed one whose marker the high watermark has not passed, high watermark); read
+committed fetches stop there. A scan of the log (replica opened without a snapshot,
+truncation) re-indexes the aborted transactions it meets in the segments' `.txnindex`
+(recovery drops the indexes of the segments it re-reads). An ongoing transaction whose
+first batch lies before the scanned window (PRODUCER_STATE_SCAN_BYTES, or the recovered
+segments when they reach further) is taken to start at its first batch inside it.
 """
 
 from __future__ import annotations
@@ -47,7 +57,7 @@ import contextlib
 import enum
 import re
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
@@ -57,6 +67,8 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterPartitionItem
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
+from broker.log.control import ControlMarker, encode_marker_batch, read_marker
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -142,7 +154,7 @@ class Partition:
 
     def __post_init__(self) -> None:
         self.log.producer_state_hook = _ProducerStateSync(self)
-        if not self._load_producer_snapshot():
+        if not self._load_producer_snapshot() or self.log.txn_index_rebuild_from is not None:
             self.rebuild_producer_state()
 
     # ---- transitions -------------------------------------------------------------
@@ -275,6 +287,29 @@ class Partition:
         _wake(self._log_end_waiters)  # followers long-polling for new data
         return result
 
+    def write_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     committed: bool) -> AppendResult:
+        """Append an end-transaction marker as leader (the WriteTxnMarkers path). Raises
+        KafkaError: NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (ISR below
+        min.insync.replicas: markers are written with acks=all), INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED."""
+        self.require_leader()
+        if len(self.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.not_enough_replicas,
+                f"ISR {list(self.isr)} is below min.insync.replicas={self.min_insync_replicas}",
+            )
+        self.producer_state.validate_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = self.clock()
+        batch = encode_marker_batch(
+            producer_id=producer_id, producer_epoch=producer_epoch, committed=committed,
+            coordinator_epoch=coordinator_epoch, timestamp_ms=now,
+        )
+        result = self.log.append_as_leader(batch, self.leader_epoch, now, allow_control=True)
+        self._maybe_advance_high_watermark()
+        _wake(self._log_end_waiters)
+        return result
+
     def _check_producers(self, records: bytes | memoryview, now_ms: int) -> BatchMetadata | None:
         if now_ms >= self._next_producer_expiry_ms:
             self.producer_state.expire(now_ms, self.producer_id_expiration_ms)
@@ -293,7 +328,12 @@ class Partition:
         return duplicate
 
     def rebuild_producer_state(self) -> None:
-        self.producer_state.rebuild(_tail_headers(self.log, PRODUCER_STATE_SCAN_BYTES))
+        """Replay the tail of the log (reaching back to the first segment recovery
+        re-read, if further); the aborted transactions met go to the `.txnindex` files
+        that miss them."""
+        aborted = self.producer_state.rebuild(_tail_headers(
+            self.log, PRODUCER_STATE_SCAN_BYTES, from_offset=self.log.txn_index_rebuild_from))
+        self.log.ensure_aborted_txns(aborted)
 
     def _load_producer_snapshot(self) -> bool:
         """Take the snapshot `close()` left at the current log end, if any. Every snapshot
@@ -458,13 +498,26 @@ class Partition:
 
     def read(
         self, fetch_offset: int, max_bytes: int, *, for_replica: bool, min_one_batch: bool,
+        read_committed: bool = False,
     ) -> FileSlice:
-        upper = self.log.log_end_offset if for_replica else self.high_watermark
+        if for_replica:
+            upper = self.log.log_end_offset
+        else:
+            upper = self.last_stable_offset if read_committed else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, upper, min_one_batch)
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        hw = self.high_watermark
+        first = self.producer_state.first_unstable_offset(hw)
+        if first is None:
+            return hw
+        # Retention or DeleteRecords may pass an open transaction's start (Kafka's
+        # updateFirstUnstableOffset): the log start bounds it from below.
+        return min(max(first, self.log.log_start_offset), hw)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        return self.log.collect_aborted_txns(fetch_offset, upper_bound)
 
     # ---- waiting (acks=all, fetch long polls) ---------------------------------------
 
@@ -500,8 +553,13 @@ class _ProducerStateSync(ProducerStateHook):
     def __init__(self, partition: Partition) -> None:
         self._partition = partition
 
-    def on_append(self, batches: Sequence[BatchHeader]) -> None:
-        self._partition.producer_state.on_append(batches)
+    def on_append(
+        self, batches: Sequence[BatchHeader], markers: Mapping[int, ControlMarker],
+    ) -> Sequence[AbortedTxn]:
+        return self._partition.producer_state.on_append(batches, markers)
+
+    def first_ongoing_txn_offset(self) -> int | None:
+        return min(self._partition.producer_state.ongoing_txns.values(), default=None)
 
     def on_truncate(self, log_end_offset: int, log_start_offset: int) -> None:
         for path in _snapshot_files(self._partition.log):
@@ -517,16 +575,25 @@ def _snapshot_files(plog: PartitionLog) -> list[Path]:
         return []
 
 
-def _tail_headers(plog: PartitionLog, max_bytes: int) -> Iterator[BatchHeader]:
-    """Headers of the batches in about the last `max_bytes` of the log, oldest first, read
-    without decoding any record. The window starts at a batch boundary the offset index
-    knows, so a large segment is entered near its end, not read whole."""
+def _tail_headers(
+    plog: PartitionLog, max_bytes: int, from_offset: int | None = None,
+) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+    """Headers of the batches in about the last `max_bytes` of the log (and at least from
+    the segment holding `from_offset`), oldest first, each with the marker it holds if it
+    is an end-transaction control batch; no other record is decoded. The window starts at
+    a batch boundary the offset index knows, so a large segment is entered near its end,
+    not read whole."""
     segments = plog.segments
     start = len(segments)
     budget = max_bytes
-    while start > 0 and budget > 0:
+    while start > 0 and (
+        budget > 0 or (from_offset is not None and segments[start - 1].next_offset > from_offset)
+    ):
         start -= 1
         budget -= segments[start].size
+    if (from_offset is not None and start < len(segments)
+            and segments[start].base_offset <= from_offset < segments[start].next_offset):
+        budget = 0  # the segment holding from_offset is read whole
     for i in range(start, len(segments)):
         seg = segments[i]
         position = 0
@@ -535,8 +602,11 @@ def _tail_headers(plog: PartitionLog, max_bytes: int) -> Iterator[BatchHeader]:
             if positions:
                 k = bisect.bisect_left(positions, -budget)
                 position = positions[min(k, len(positions) - 1)]
-        for _, h in seg.iter_headers(position):
-            yield h
+        for pos, h in seg.iter_headers(position):
+            marker = None
+            if h.is_control and h.is_transactional and h.producer_id >= 0:
+                marker = read_marker(seg.read_batch(pos, h), h)
+            yield h, marker
 
 
 def _may_have_producer_id(mv: memoryview) -> bool:

@@ -1,8 +1,12 @@
-"""Idempotent-producer state of one partition replica (Kafka's ProducerStateManager). Pure.
+"""Idempotent and transactional producer state of one partition replica (Kafka's
+ProducerStateManager). Pure.
 
 Per producer id: its epoch and the metadata of its last 5 batches (first/last sequence,
 first/last offset, max timestamp), enough to recognise a retried batch and to check
-that the next one follows on.
+that the next one follows on; the coordinator epoch of its last transaction marker and
+the first offset of its ongoing transaction, if any. The first offsets of ongoing
+transactions, and of completed ones whose marker the high watermark has not passed yet,
+bound the last stable offset (`first_unstable_offset`).
 
 Transitions (all of them live here):
 
@@ -10,14 +14,29 @@ Transitions (all of them live here):
                                  (answer its original offsets, append nothing), or raise
                                  INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER /
                                  INVALID_RECORD (no sequence; a retry mixed with other
-                                 batches), or accept (None). Changes nothing.
-    on_append(batches)           any append, leader or follower, with offsets assigned:
+                                 batches) / INVALID_TXN_STATE (a non-transactional batch
+                                 of a producer whose transaction is open), or accept
+                                 (None). Changes nothing.
+    validate_marker(pid, epoch, coordinator epoch)
+                                 leader, before writing an end-transaction marker:
+                                 INVALID_PRODUCER_EPOCH for an older producer epoch,
+                                 TRANSACTION_COORDINATOR_FENCED for an older coordinator
+                                 epoch than the producer's last marker. Changes nothing.
+    on_append(batches, markers)  any append, leader or follower, with offsets assigned:
                                  the producer's epoch becomes the batch's (a new epoch
-                                 forgets the old batches) and the batch is cached.
-    rebuild(batches)             replica opened or log truncated: forget everything and
-                                 replay the headers the log still holds.
+                                 forgets the old batches) and the batch is cached; a
+                                 transactional data batch opens the producer's transaction
+                                 (first offset) unless one is open; an end-transaction
+                                 marker closes it (returned as an AbortedTxn when aborted,
+                                 for the .txnindex) and records the coordinator epoch.
+    first_unstable_offset(hw)    completed transactions whose marker is below `hw` stop
+                                 holding the LSO back; answers the lowest first offset of
+                                 the rest and of the ongoing ones.
+    rebuild(items)               replica opened or log truncated: forget everything and
+                                 replay the headers (and markers) the log still holds.
     expire(now_ms, max_age_ms)   producers idle for longer than producer.id.expiration.ms
-                                 are forgotten; they may then start again at any sequence.
+                                 are forgotten (never one with an ongoing transaction);
+                                 they may then start again at any sequence.
     load_snapshot(data)          replica opened after a clean shutdown: the state as
                                  `snapshot(offset)` encoded it when the replica closed.
 
@@ -25,20 +44,25 @@ Rules (Kafka's ProducerAppendInfo, after KIP-360): an epoch older than the produ
 INVALID_PRODUCER_EPOCH; a newer epoch must start at sequence 0; the same epoch must go
 on from the last sequence (Int32 max wraps to 0); a producer id the partition does not
 know may start at any sequence, because its state may have been removed by retention,
-DeleteRecords or expiration.
+DeleteRecords or expiration. Since Kafka 2.7 an older epoch is INVALID_PRODUCER_EPOCH for
+Produce at every version (PRODUCER_FENCED is the coordinator's answer, not the log's).
+KIP-890's verification of transactional appends with the coordinator is not done: a
+transactional batch opens a transaction whether or not the coordinator added the partition.
 """
 
 from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.log.control import ControlMarker
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import BatchHeader
 
 NUM_BATCHES_TO_RETAIN = 5
@@ -50,12 +74,14 @@ NO_SEQUENCE = -1
 
 # Snapshot file body (big-endian): version i16, crc u32 (CRC32C of what follows), log end
 # offset i64, producer count i32, then per producer: id i64, epoch i16, last timestamp
-# i64, batch count i8, and per batch: first seq i32, last seq i32, first offset i64,
+# i64, [v2: coordinator epoch i32, ongoing transaction's first offset i64 (-1: none)],
+# batch count i8, and per batch: first seq i32, last seq i32, first offset i64,
 # last offset i64, timestamp i64. Kafka's own format keeps only the last batch.
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 _SNAP_HEAD = struct.Struct(">hI")
 _SNAP_BODY_HEAD = struct.Struct(">qi")
-_SNAP_PRODUCER = struct.Struct(">qhqb")
+_SNAP_PRODUCER_V1 = struct.Struct(">qhqb")
+_SNAP_PRODUCER = struct.Struct(">qhqiqb")
 _SNAP_BATCH = struct.Struct(">iiqqq")
 
 
@@ -91,6 +117,8 @@ class ProducerEntry:
         default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
     )
     last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1  # -1: no ongoing transaction
 
     @property
     def last_seq(self) -> int:
@@ -116,6 +144,10 @@ def _is_idempotent_data(h: BatchHeader) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its transaction
+        # (first offset, marker offset) of completed transactions, in marker order, until
+        # the high watermark passes the marker.
+        self._unreplicated: deque[tuple[int, int]] = deque()
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -126,6 +158,41 @@ class ProducerStateManager:
     @property
     def producers(self) -> dict[int, ProducerEntry]:
         return self._producers
+
+    @property
+    def ongoing_txns(self) -> dict[int, int]:
+        """Producer id -> first offset of its ongoing transaction."""
+        return self._ongoing
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The lowest first offset of a transaction that is ongoing or whose marker is
+        not below `high_watermark` yet; None when there is none."""
+        unrep = self._unreplicated
+        while unrep and unrep[0][1] < high_watermark:
+            unrep.popleft()
+        if not unrep and not self._ongoing:
+            return None  # every fetch asks: no transaction, no allocation
+        candidates = [*self._ongoing.values(), *(first for first, _ in unrep)]
+        return min(candidates) if candidates else None
+
+    def validate_marker(self, producer_id: int, producer_epoch: int,
+                        coordinator_epoch: int) -> None:
+        """Before the leader writes an end-transaction marker; raises KafkaError."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.invalid_producer_epoch,
+                f"marker epoch {producer_epoch} of producer {producer_id} is older than its "
+                f"current epoch {entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"coordinator epoch {coordinator_epoch} of the marker for producer "
+                f"{producer_id} is older than {entry.coordinator_epoch}",
+            )
 
     # ---- leader: before the append -------------------------------------------------
 
@@ -183,14 +250,26 @@ class ProducerStateManager:
                     ErrorCode.out_of_order_sequence_number,
                     f"producer {pid} epoch {epoch}: sequence {first} does not follow {last_seq}",
                 )
+            if not h.is_transactional and pid in self._ongoing:
+                raise KafkaError(
+                    ErrorCode.invalid_txn_state,
+                    f"non-transactional batch of producer {pid}, whose transaction from "
+                    f"offset {self._ongoing[pid]} is open",
+                )
             pending[pid] = (h.producer_epoch, last)
         return None
 
     # ---- after an append (leader or follower) -------------------------------------
 
-    def on_append(self, batches: Iterable[BatchHeader]) -> None:
-        """Batches written to the log, offsets assigned. Followers take the leader's
-        batches without validation, as Kafka's replication origin does."""
+    def on_append(
+        self, batches: Iterable[BatchHeader],
+        markers: Mapping[int, ControlMarker] | None = None,
+    ) -> list[AbortedTxn]:
+        """Batches written to the log, offsets assigned, and the end-transaction markers
+        among them by base offset. Followers take the leader's batches without
+        validation, as Kafka's replication origin does. Returns the transactions the
+        markers aborted, each with the last stable offset just after its marker."""
+        aborted: list[AbortedTxn] = []
         for h in batches:
             pid = h.producer_id
             if pid < 0:
@@ -204,23 +283,55 @@ class ProducerStateManager:
             if h.max_timestamp > entry.last_timestamp:
                 entry.last_timestamp = h.max_timestamp
             if h.is_control:
+                marker = markers.get(h.base_offset) if markers else None
+                if marker is not None:
+                    self._end_txn(entry, h.base_offset, marker, aborted)
                 continue
+            if h.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = h.base_offset
+                self._ongoing[pid] = h.base_offset
             first, last = sequence_range(h)
             entry.batches.append(
                 BatchMetadata(first, last, h.base_offset, h.last_offset, h.max_timestamp)
             )
 
-    def rebuild(self, batches: Iterable[BatchHeader]) -> None:
-        self._producers.clear()
-        self.on_append(batches)
+        return aborted
+
+    def _end_txn(self, entry: ProducerEntry, marker_offset: int, marker: ControlMarker,
+                 aborted: list[AbortedTxn]) -> None:
+        first = entry.current_txn_first_offset
+        if first >= 0:
+            pid = entry.producer_id
+            del self._ongoing[pid]
+            if not marker.committed:
+                # Kafka's lastStableOffset(completedTxn): the first offset of another
+                # ongoing transaction, else just after this marker.
+                lso = min(self._ongoing.values(), default=marker_offset + 1)
+                aborted.append(AbortedTxn(pid, first, marker_offset, lso))
+            self._unreplicated.append((first, marker_offset))
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = marker.coordinator_epoch
+
+    def rebuild(
+        self, items: Iterable[tuple[BatchHeader, ControlMarker | None]],
+    ) -> list[AbortedTxn]:
+        """Replay (header, marker) pairs; returns the aborted transactions found."""
+        self.clear()
+        aborted: list[AbortedTxn] = []
+        for h, marker in items:
+            aborted += self.on_append((h,), {h.base_offset: marker} if marker else None)
+        return aborted
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
 
     def snapshot(self, log_end_offset: int) -> bytes:
         body = bytearray(_SNAP_BODY_HEAD.pack(log_end_offset, len(self._producers)))
         for pid, e in self._producers.items():
-            body += _SNAP_PRODUCER.pack(pid, e.epoch, e.last_timestamp, len(e.batches))
+            body += _SNAP_PRODUCER.pack(pid, e.epoch, e.last_timestamp, e.coordinator_epoch,
+                                        e.current_txn_first_offset, len(e.batches))
             for b in e.batches:
                 body += _SNAP_BATCH.pack(
                     b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp
@@ -233,26 +344,34 @@ class ProducerStateManager:
         if len(data) < _SNAP_HEAD.size + _SNAP_BODY_HEAD.size:
             raise ValueError(f"producer snapshot of {len(data)} bytes is too short")
         version, crc = _SNAP_HEAD.unpack_from(data, 0)
-        if version != SNAPSHOT_VERSION:
+        if version not in (1, SNAPSHOT_VERSION):
             raise ValueError(f"producer snapshot version {version}")
+        head = _SNAP_PRODUCER_V1 if version == 1 else _SNAP_PRODUCER
         body = memoryview(data)[_SNAP_HEAD.size :]
         if crc32c(body) != crc:
             raise ValueError("producer snapshot CRC mismatch")
         offset, count = _SNAP_BODY_HEAD.unpack_from(body, 0)
         pos = _SNAP_BODY_HEAD.size
-        if count < 0 or count * _SNAP_PRODUCER.size > len(body) - pos:
+        if count < 0 or count * head.size > len(body) - pos:
             raise ValueError(f"producer snapshot claims {count} producers")
         producers: dict[int, ProducerEntry] = {}
         for _ in range(count):
-            if len(body) - pos < _SNAP_PRODUCER.size:
+            if len(body) - pos < head.size:
                 raise ValueError("producer snapshot cut short")
-            pid, epoch, last_ts, n = _SNAP_PRODUCER.unpack_from(body, pos)
-            pos += _SNAP_PRODUCER.size
+            if version == 1:
+                pid, epoch, last_ts, n = head.unpack_from(body, pos)
+                coordinator_epoch, txn_first = -1, -1
+            else:
+                pid, epoch, last_ts, coordinator_epoch, txn_first, n = head.unpack_from(
+                    body, pos)
+            pos += head.size
             if pid < 0 or not 0 <= n <= NUM_BATCHES_TO_RETAIN or pid in producers:
                 raise ValueError(f"producer snapshot entry {pid} with {n} batches")
             if len(body) - pos < n * _SNAP_BATCH.size:
                 raise ValueError("producer snapshot cut short")
-            entry = ProducerEntry(pid, epoch, last_timestamp=last_ts)
+            entry = ProducerEntry(pid, epoch, last_timestamp=last_ts,
+                                  coordinator_epoch=coordinator_epoch,
+                                  current_txn_first_offset=txn_first)
             for _ in range(n):
                 entry.batches.append(BatchMetadata(*_SNAP_BATCH.unpack_from(body, pos)))
                 pos += _SNAP_BATCH.size
@@ -260,6 +379,9 @@ class ProducerStateManager:
         if pos != len(body):
             raise ValueError(f"{len(body) - pos} bytes after the producer snapshot")
         self._producers = producers
+        self._ongoing = {pid: e.current_txn_first_offset for pid, e in producers.items()
+                         if e.current_txn_first_offset >= 0}
+        self._unreplicated.clear()
         return int(offset)
 
     def expire(self, now_ms: int, max_age_ms: int) -> list[int]:
@@ -268,6 +390,7 @@ class ProducerStateManager:
         gone = [
             pid for pid, e in self._producers.items()
             if e.last_timestamp >= 0 and now_ms - e.last_timestamp > max_age_ms
+            and e.current_txn_first_offset < 0
         ]
         for pid in gone:
             del self._producers[pid]

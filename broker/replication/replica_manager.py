@@ -10,6 +10,13 @@ the ISR. ISR changes go to the controller through the injected `alter_partition`
 flight per partition; a periodic check (`check_isr`, every min(lag / 2, 1 s))
 removes replicas that stopped catching up. Followers are fed by the replica fetchers
 (broker/replication/fetcher.py), which this manager tells about role changes.
+
+Transactions: `write_txn_marker` is the transaction coordinator's way in (through
+WriteTxnMarkers): it appends an end-transaction marker as leader and answers once the ISR
+holds it (acks=all), then tells `txn_marker_listener` (the group coordinator, for
+__consumer_offsets partitions: its pending transactional offsets become visible or are
+dropped). Consumer fetches at READ_COMMITTED (isolation_level 1) stop at the last stable
+offset and carry the aborted transactions of the range they read.
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ from broker.replication.partition import Partition, PendingIsrChange, Role
 log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+# (topic, partition, producer id, committed): a marker was written and replicated.
+TxnMarkerListener = Callable[[str, int, int, bool], None]
 AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
 
 # Kafka's replica.lag.time.max.ms is 30 s. Skiff's default (see ReplicationSettings) is
@@ -97,6 +108,9 @@ class FetchPartitionResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    # READ_COMMITTED only: (producer id, first offset) of the aborted transactions in
+    # the range read; None for READ_UNCOMMITTED (the answer's null array).
+    aborted_transactions: list[tuple[int, int]] | None = None
     diverging_epoch: tuple[int, int] | None = None
     preferred_read_replica: int = -1
     leader_id: int = -1
@@ -129,6 +143,9 @@ class ReplicaManager:
         self.rack_of = rack_of
         self.isr_eligible = isr_eligible
         self.fetchers: FetcherHook | None = None
+        # Called after each marker write_txn_marker got replicated; the node wires the
+        # group coordinator here (transactional offset commits on __consumer_offsets).
+        self.txn_marker_listener: TxnMarkerListener | None = None
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_task: asyncio.Task[None] | None = None
@@ -343,6 +360,37 @@ class ReplicaManager:
             await self._wait_replicated(results, timeout_ms)
         return results
 
+    async def write_txn_marker(
+        self, topic: str, partition: int, *, producer_id: int, producer_epoch: int,
+        coordinator_epoch: int, committed: bool, timeout_ms: int,
+    ) -> ErrorCode:
+        """Write one end-transaction marker (COMMIT when `committed`, else ABORT) on this
+        leader's replica of topic-partition and wait, at most `timeout_ms`, until the ISR
+        holds it. Answers ErrorCode.none or the error for the coordinator:
+        UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, REQUEST_TIMED_OUT,
+        KAFKA_STORAGE_ERROR. Never raises KafkaError."""
+        results: dict[TopicPartition, AppendResult | KafkaError] = {}
+        key = (topic, partition)
+        try:
+            part = self.leader_partition(topic, partition)
+            results[key] = part.write_marker(
+                producer_id=producer_id, producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch, committed=committed)
+        except KafkaError as exc:
+            return exc.error_code
+        await self._wait_replicated(results, timeout_ms)
+        result = results[key]
+        if isinstance(result, KafkaError):
+            return result.error_code
+        listener = self.txn_marker_listener
+        if listener is not None:
+            try:
+                listener(topic, partition, producer_id, committed)
+            except Exception:
+                log.exception("txn_marker_listener_failed", topic=topic, partition=partition)
+        return ErrorCode.none
+
     async def _wait_replicated(
         self, results: dict[TopicPartition, AppendResult | KafkaError], timeout_ms: int,
     ) -> None:
@@ -397,7 +445,9 @@ class ReplicaManager:
     def _read_once(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_bytes: int,
         replica_epoch: int = -1, client_rack: str | None = None,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> list[FetchPartitionResult]:
+        read_committed = isolation_level == READ_COMMITTED and replica_id < 0
         results: list[FetchPartitionResult] = []
         budget = max_bytes
         first_with_data = True
@@ -443,8 +493,14 @@ class ReplicaManager:
                 records = part.read(
                     req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
                     for_replica=replica_id >= 0, min_one_batch=first_with_data,
+                    read_committed=read_committed,
                 )
                 res.records = records
+                if read_committed:
+                    res.aborted_transactions = [
+                        (a.producer_id, a.first_offset) for a in part.aborted_transactions(
+                            req.fetch_offset, res.last_stable_offset)
+                    ] if records.length else []
                 if records.length:
                     budget -= records.length
                     first_with_data = False
@@ -455,14 +511,17 @@ class ReplicaManager:
     async def fetch(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,
         min_bytes: int, max_bytes: int, replica_epoch: int = -1, client_rack: str | None = None,
+        isolation_level: int = READ_UNCOMMITTED,
     ) -> list[FetchPartitionResult]:
         """`client_rack` is a consumer's rack_id (Fetch v11+, "" when it has none); None
-        (older versions, followers) means leader-only reads."""
+        (older versions, followers) means leader-only reads. A consumer's READ_COMMITTED
+        `isolation_level` (Fetch v4+) reads up to the last stable offset."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         while True:
             results = self._read_once(requests, replica_id=replica_id, max_bytes=max_bytes,
-                                      replica_epoch=replica_epoch, client_rack=client_rack)
+                                      replica_epoch=replica_epoch, client_rack=client_rack,
+                                      isolation_level=isolation_level)
             total = sum(r.size for r in results)
             errored = any(
                 r.error_code != ErrorCode.none or r.diverging_epoch is not None

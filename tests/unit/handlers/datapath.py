@@ -66,3 +66,38 @@ async def produce_ok(node: TestNode, topic: str, data: bytes, partition: int = 0
     part = resp.responses[0].partition_responses[0]
     assert part.error_code.name == "none", part
     return int(part.base_offset)
+
+
+def txn_records(producer_id: int, epoch: int, seq: int, *values: bytes,
+                ts: int = BASE_TS) -> bytes:
+    """A transactional batch of `values` from producer (id, epoch) at sequence `seq`."""
+    return build_batch([Record(timestamp=ts + i, key=b"k%d" % i, value=v)
+                        for i, v in enumerate(values)],
+                       producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
+                       is_transactional=True)
+
+
+async def produce_txn(node: TestNode, topic: str, data: bytes, transactional_id: str = "tx",
+                      partition: int = 0, version: int = 9) -> Any:
+    """Produce with a transactional_id; the partition's answer."""
+    m = schema_module("produce", version)
+    request = build(
+        m.ProduceRequest, transactional_id=transactional_id, acks=-1,
+        timeout=datetime.timedelta(seconds=5),
+        topic_data=(build(m.TopicProduceData, name=topic, partition_data=(
+            build(m.PartitionProduceData, index=partition, records=data),)),),
+    )
+    resp = await produce_answer(node, version, request)
+    return resp.responses[0].partition_responses[0]
+
+
+def txn_markers_request(version: int, *markers: tuple[int, int, bool, int,
+                                                      list[tuple[str, list[int]]]]) -> Any:
+    """markers: (producer id, producer epoch, committed, coordinator epoch, topics)."""
+    m = schema_module("write_txn_markers", version)
+    return build(m.WriteTxnMarkersRequest, markers=tuple(
+        build(m.WritableTxnMarker, producer_id=pid, producer_epoch=epoch,
+              transaction_result=committed, coordinator_epoch=coord, topics=tuple(
+                  build(m.WritableTxnMarkerTopic, name=t, partition_indexes=tuple(ps))
+                  for t, ps in topics))
+        for pid, epoch, committed, coord, topics in markers))

@@ -4,6 +4,7 @@ slices, decoded here by kio at every version; v13+ names topics by id."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import time
 import uuid
@@ -13,17 +14,26 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from broker.handlers import fetch
+from broker.handlers import fetch, write_txn_markers
 from broker.handlers._build import build
 from broker.protocol.compression import Compression
-from broker.protocol.records import Record, build_batch, decode_records
+from broker.protocol.records import (
+    Record,
+    build_batch,
+    decode_records,
+    iter_batch_headers,
+    whole_batches_length,
+)
 from tests.unit.handlers.conftest import TestNode, make_ctx, run
 from tests.unit.handlers.datapath import (
     BASE_TS,
     create,
     produce_ok,
+    produce_txn,
     records,
     schema_module,
+    txn_markers_request,
+    txn_records,
 )
 
 VERSIONS = range(4, 17)
@@ -246,3 +256,48 @@ def test_legacy_fetch_empty_and_log_append_time(node: TestNode) -> None:
         assert (magic, offset, value) == (1, 0, b"a") and ts > BASE_TS
         assert raw[12 + 5] & 0x08  # attributes: timestamp type LogAppendTime
     run(go())
+
+
+def committed_request(version: int, topic_id: uuid.UUID, offset: int = 0) -> Any:
+    return dataclasses.replace(fetch_request(version, "t", offset, topic_id=topic_id),
+                               isolation_level=1)
+
+
+@pytest.mark.parametrize("version", [4, 5, 11, 12, 16])
+def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(
+    node: TestNode, version: int,
+) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        topic_id = node.topic("t").topic_id
+        now = int(time.time() * 1000)  # recent: segment.ms rolls nothing in between
+        await produce_txn(node, "t", txn_records(7, 0, 0, b"x1", b"x2", ts=now))  # 0-1
+        await produce_ok(node, "t", records(b"p", ts=now))                         # 2
+        await write_txn_markers.handle(node, make_ctx(27, 1), txn_markers_request(
+            1, (7, 0, False, 0, [("t", [0])])))                        # 3: ABORT of 0-1
+        await produce_txn(node, "t", txn_records(8, 0, 0, b"open", ts=now))       # 4, open
+        await produce_ok(node, "t", records(b"q", ts=now))                         # 5
+        resp = await fetch_decoded(node, version, committed_request(version, topic_id))
+        part = resp.responses[0].partitions[0]
+        assert (part.high_watermark, part.last_stable_offset) == (6, 4)
+        assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(7, 0)]
+        assert max(r.offset for r in decode_records_all(part.records)) == 3
+        # from past the aborted transaction: nothing aborted in range, an empty list
+        resp = await fetch_decoded(node, version, committed_request(version, topic_id, 4))
+        part = resp.responses[0].partitions[0]
+        assert part.records == b"" and list(part.aborted_transactions) == []
+        # read_uncommitted: everything up to the high watermark, a null list
+        resp = await fetch_decoded(node, version, fetch_request(version, "t", 4,
+                                                                topic_id=topic_id))
+        part = resp.responses[0].partitions[0]
+        assert part.aborted_transactions is None
+        assert [r.value for r in decode_records_all(part.records)] == [b"open", b"q"]
+    run(go())
+
+
+def decode_records_all(data: bytes) -> list[Record]:
+    out: list[Record] = []
+    mv = memoryview(data)
+    for pos, h in iter_batch_headers(mv[: whole_batches_length(mv)], validate_crc=True):
+        out += decode_records(mv[pos : pos + h.size])
+    return out

@@ -12,7 +12,15 @@ from kio.schema.errors import ErrorCode
 from broker.handlers import list_offsets
 from broker.handlers._build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
-from tests.unit.handlers.datapath import BASE_TS, create, produce_ok, records, schema_module
+from tests.unit.handlers.datapath import (
+    BASE_TS,
+    create,
+    produce_ok,
+    produce_txn,
+    records,
+    schema_module,
+    txn_records,
+)
 
 VERSIONS = range(1, 8)
 
@@ -99,4 +107,29 @@ def test_v0_old_style_offsets(node: TestNode) -> None:
         missing = await ask(-1, 1, topic="nope")
         assert (missing.error_code, missing.old_style_offsets) == (
             ErrorCode.unknown_topic_or_partition, ())
+    run(go())
+
+
+@pytest.mark.parametrize("version", [2, 5, 7])
+def test_read_committed_latest_is_the_lso(node: TestNode, version: int) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        await produce_ok(node, "t", records(b"a", ts=BASE_TS))                    # 0
+        await produce_txn(node, "t", txn_records(4, 0, 0, b"t", ts=BASE_TS + 50))  # 1
+        await produce_ok(node, "t", records(b"b", ts=BASE_TS + 100))              # 2
+        m = importlib.import_module(f"kio.schema.list_offsets.v{version}.request")
+
+        async def ask(isolation: int, timestamp: int) -> Any:
+            req = build(m.ListOffsetsRequest, replica_id=-1, isolation_level=isolation,
+                        topics=(build(m.ListOffsetsTopic, name="t", partitions=(
+                            build(m.ListOffsetsPartition, partition_index=0,
+                                  timestamp=timestamp, current_leader_epoch=-1),)),))
+            resp = await list_offsets.handle(node, make_ctx(2, version), req)
+            roundtrip(resp)
+            return resp.topics[0].partitions[0]
+
+        assert (await ask(1, -1)).offset == 1
+        assert (await ask(0, -1)).offset == 3
+        assert (await ask(1, BASE_TS + 100)).offset == -1   # at/after the LSO: not found
+        assert (await ask(0, BASE_TS + 100)).offset == 2
     run(go())

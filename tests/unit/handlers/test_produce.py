@@ -5,16 +5,19 @@ from __future__ import annotations
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.log.control import encode_marker_batch
 from broker.protocol.compression import Compression
 from broker.protocol.legacy import build_message_set
-from broker.protocol.records import decode_records
+from broker.protocol.records import Record, build_batch, decode_records
 from tests.unit.handlers.conftest import TestNode, roundtrip, run
 from tests.unit.handlers.datapath import (
     BASE_TS,
     create,
     produce_answer,
     produce_request,
+    produce_txn,
     records,
+    txn_records,
 )
 
 VERSIONS = range(3, 11)
@@ -161,4 +164,36 @@ def test_legacy_versions_unknown_topic_and_acks_zero(node: TestNode, version: in
         assert await produce_answer(node, version,
                                     produce_request(version, "t", 0, data, acks=0)) is None
         assert [r.value for r in node.replicas.get("t", 0).log.read_records(0)] == [b"a"]
+    run(go())
+
+
+@pytest.mark.parametrize("version", [3, 9, 10])
+def test_transactional_batches_need_the_transactional_id(node: TestNode, version: int) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        resp = await produce_answer(node, version, produce_request(
+            version, "t", 0, txn_records(5, 0, 0, b"x")))
+        assert resp.responses[0].partition_responses[0].error_code \
+            is ErrorCode.transactional_id_authorization_failed
+        part = await produce_txn(node, "t", txn_records(5, 0, 0, b"x"), version=version)
+        assert part.error_code is ErrorCode.none and part.base_offset == 0
+        replica = node.replicas.get("t", 0)
+        assert replica.producer_state.ongoing_txns == {5: 0}
+        assert replica.last_stable_offset == 0 and replica.high_watermark == 1
+        # a plain batch of the same producer while its transaction is open
+        plain = build_batch([Record(timestamp=BASE_TS, key=b"k", value=b"y")],
+                            producer_id=5, producer_epoch=0, base_sequence=1)
+        part = await produce_txn(node, "t", plain, version=version)
+        assert part.error_code is ErrorCode.invalid_txn_state
+    run(go())
+
+
+def test_clients_control_batches_are_invalid_record(node: TestNode) -> None:
+    async def go() -> None:
+        await create(node, "t")
+        marker = encode_marker_batch(producer_id=5, producer_epoch=0, committed=True,
+                                     coordinator_epoch=0, timestamp_ms=BASE_TS)
+        part = await produce_txn(node, "t", marker)
+        assert part.error_code is ErrorCode.invalid_record
+        assert node.replicas.get("t", 0).log.log_end_offset == 0
     run(go())

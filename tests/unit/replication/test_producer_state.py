@@ -227,9 +227,9 @@ def test_rebuild_replays_headers_to_the_same_state() -> None:
     written = [log.write(hdr(pid=p, epoch=e, seq=s, n=2))
                for p, e, s in [(1, 0, 0), (2, 0, 5), (1, 0, 2), (1, 1, 0), (2, 0, 7)]]
     fresh = ProducerStateManager()
-    fresh.rebuild(written)
+    fresh.rebuild((h, None) for h in written)
     assert fresh.producers == state.producers
-    fresh.rebuild(written[:2])
+    fresh.rebuild((h, None) for h in written[:2])
     e1 = fresh.entry(1)
     assert e1 is not None and e1.epoch == 0 and e1.last_seq == 1
 
@@ -473,7 +473,7 @@ def test_malformed_snapshots_are_refused_and_change_nothing() -> None:
     target = sample_state()
     before = {p: (e.epoch, list(e.batches)) for p, e in target.producers.items()}
     bad: list[bytes] = [data[:n] for n in range(len(data))]
-    bad += [data + b"\0", b"\x00\x02" + data[2:]]
+    bad += [data + b"\0", b"\x00\x03" + data[2:]]
     for i in range(0, len(data), 7):
         flipped = bytearray(data)
         flipped[i] ^= 0x40

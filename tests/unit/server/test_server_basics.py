@@ -203,10 +203,15 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (0, 0, 10), (1, 0, 16), (2, 0, 7), (3, 0, 12), (8, 0, 9), (9, 0, 9), (10, 0, 4),
         (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 5), (16, 0, 5), (18, 0, 4),
         (19, 0, 5), (20, 0, 4), (21, 0, 2), (22, 0, 4), (23, 0, 4),
-        (24, 0, 4), (25, 0, 3), (26, 0, 3), (28, 0, 3),  # transactions (issue 22)
+        (24, 0, 4), (25, 0, 3), (26, 0, 3),  # transactions (issue 22)
+        # WriteTxnMarkers: inter-broker, from v1 (kio has no v0; only Kafka 2.x coordinators
+        # send it) (issue 22)
+        (27, 1, 2),
+        (28, 0, 3),
         (32, 0, 4), (33, 0, 2),
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
         (47, 0, 0), (48, 0, 0), (50, 0, 0), (51, 0, 0), (60, 0, 1),
+        (61, 0, 0),  # DescribeProducers (issue 22)
         (65, 0, 0), (66, 0, 1),  # DescribeTransactions, ListTransactions
         (68, 0, 1), (69, 0, 1),
         (71, 0, 0), (72, 0, 0),  # client telemetry (KIP-714)
