@@ -86,6 +86,9 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
 
     @rpc_errors
     async def ListTransactions(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._list(request, context)
+
+    async def _list(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         states = []
         for name in request.states:
             state = TxnState.from_kafka_name(name)
@@ -131,6 +134,9 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
     @rpc_errors
     async def DescribeTransaction(self, request: Any,
                                   context: grpc.aio.ServicerContext) -> Any:
+        return await self._describe(request, context)
+
+    async def _describe(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         remote = await self._at_coordinator(request, context, "DescribeTransaction")
         if remote is not None:
             return remote
@@ -159,3 +165,107 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
         return transactions.AbortTransactionResponse(
             transactional_id=tid, producer_id=d.producer_id if d else -1,
             producer_epoch=d.producer_epoch if d else -1)
+
+    # ---- producers and hanging transactions (the partition side) -------------------------
+
+    @rpc_errors
+    async def DescribeProducers(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        image = self.node.metadata
+        if image.partition(request.topic, request.partition) is None:
+            raise AdminError(S.NOT_FOUND, f"no partition {request.topic}-{request.partition}")
+        leader = int(image.leader_of(request.topic, request.partition))
+        if leader != self.node.node_id:
+            if leader < 0:
+                raise AdminError(S.UNAVAILABLE, f"{request.topic}-{request.partition} has no "
+                                                "leader now; retry")
+            if self.forwarder is None or self.forwarder.is_forwarded(context):
+                raise AdminError(S.FAILED_PRECONDITION, f"{request.topic}-{request.partition} "
+                                                        f"is led by broker {leader}")
+            address = admin_endpoint_of(self.node)(leader)
+            if address is None:
+                raise AdminError(S.UNAVAILABLE, f"broker {leader}'s admin address is unknown")
+            return await self.forwarder.call(address, _TXNS.methods_by_name["DescribeProducers"],
+                                             request, context.time_remaining())
+        try:
+            part = self.node.replicas.leader_partition(request.topic, request.partition)
+        except KafkaError as exc:
+            raise from_kafka(exc) from None
+        return transactions.DescribeProducersResponse(
+            topic=request.topic, partition=request.partition, leader_id=self.node.node_id,
+            producers=[transactions.ProducerState(
+                producer_id=pid, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                last_timestamp_ms=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                current_txn_start_offset=e.current_txn_first_offset)
+                for pid, e in sorted(part.producer_state.producers.items())])
+
+    def _open_here(self, max_age_ms: int) -> list[Any]:
+        """Open transactions older than `max_age_ms` in the partitions this broker leads."""
+        from broker.replication.partition import Role
+
+        replicas = getattr(self.node, "replicas", None)
+        if replicas is None:
+            return []
+        now = int(self.node.clock())
+        out = []
+        for part in replicas.partitions():
+            if part.role is not Role.LEADER:
+                continue
+            for pid, e in sorted(part.producer_state.producers.items()):
+                if e.current_txn_first_offset >= 0 and now - e.last_timestamp > max_age_ms:
+                    out.append(transactions.HangingTransaction(
+                        topic=part.topic, partition=part.index, producer_id=pid,
+                        producer_epoch=e.epoch, start_offset=e.current_txn_first_offset,
+                        last_timestamp_ms=e.last_timestamp, leader_id=self.node.node_id))
+        return out
+
+    @rpc_errors
+    async def FindHangingTransactions(self, request: Any,
+                                      context: grpc.aio.ServicerContext) -> Any:
+        max_age = int(request.max_transaction_timeout_ms) or int(
+            self.node.config["transaction.max.timeout.ms"])
+        found = self._open_here(max_age)
+        if request.local_only or self.forwarder is None or self.forwarder.is_forwarded(context):
+            return transactions.FindHangingTransactionsResponse(transactions=found)
+        address_of = admin_endpoint_of(self.node)
+        method = _TXNS.methods_by_name["FindHangingTransactions"]
+        local = transactions.FindHangingTransactionsRequest(
+            max_transaction_timeout_ms=max_age, local_only=True)
+
+        async def ask(broker: int) -> list[Any]:
+            address = address_of(broker)
+            if address is None:
+                raise AdminError(S.UNAVAILABLE, f"broker {broker}'s admin address is unknown "
+                                                "here; the search would be partial")
+            resp = await self.forwarder.call(  # type: ignore[union-attr]
+                address, method, local, min(PEER_TIMEOUT_S, context.time_remaining() or 1e9))
+            return list(resp.transactions)
+
+        peers = [b for b, reg in sorted(self.node.metadata.brokers.items())
+                 if not reg.fenced and b != self.node.node_id]
+        for listing in await asyncio.gather(*(ask(b) for b in peers)):
+            found.extend(listing)
+        if not found:
+            return transactions.FindHangingTransactionsResponse()
+        # the coordinators' view: a producer whose transaction is Ongoing with that
+        # partition is only slow, not hanging
+        listed = await self._list(transactions.ListTransactionsRequest(
+            producer_ids=sorted({h.producer_id for h in found})), context)
+        by_pid = {t.producer_id: t.transactional_id for t in listed.transactions}
+        described: dict[str, Any] = {}
+        for tid in sorted(set(by_pid.values())):
+            try:
+                described[tid] = await self._describe(
+                    transactions.DescribeTransactionRequest(transactional_id=tid), context)
+            except AdminError:
+                continue
+        hanging = []
+        for h in found:
+            tid = by_pid.get(h.producer_id, "")
+            d = described.get(tid)
+            if d is not None and d.state == "Ongoing" and any(
+                    p.topic == h.topic and p.partition == h.partition for p in d.partitions):
+                continue
+            h.transactional_id = tid
+            h.coordinator_state = d.state if d is not None else ""
+            hanging.append(h)
+        return transactions.FindHangingTransactionsResponse(transactions=hanging)

@@ -145,6 +145,9 @@ class GroupCoordinatorService:
         self.coordinators: dict[int, GroupCoordinator] = {}
         self._loaded_epoch: dict[int, int] = {}
         self._loading: dict[int, tuple[int, asyncio.Task[None]]] = {}
+        # transaction markers that reached a partition while it was loading (the load may
+        # have read the log before they were appended): applied once it is loaded
+        self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
         self._waiting: dict[Token, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -207,6 +210,7 @@ class GroupCoordinatorService:
             if wanted.get(p) != epoch:
                 task.cancel()
                 del self._loading[p]
+                self._deferred_markers.pop(p, None)
         for p, epoch in wanted.items():
             if p not in self.coordinators and p not in self._loading:
                 task = asyncio.get_running_loop().create_task(
@@ -250,6 +254,8 @@ class GroupCoordinatorService:
             coord.finish_loading(self._now())
             if self._loading.get(p, (None,))[0] != epoch:
                 return
+            for producer_id, committed in self._deferred_markers.pop(p, []):
+                coord.complete_txn_offsets(producer_id, committed)
             self.coordinators[p] = coord
             self._loaded_epoch[p] = epoch
             (log.info if coord.groups else log.debug)(
@@ -474,9 +480,14 @@ class GroupCoordinatorService:
     def complete_txn_offsets(self, partition: int, producer_id: int, committed: bool) -> int:
         """A transaction marker of `producer_id` reached __consumer_offsets-`partition`:
         its pending offsets there take effect (commit) or are dropped. How many; 0 when the
-        partition is not loaded here (a later load replays the marker from the log)."""
+        partition is not loaded here (a later load replays the marker from the log; one
+        loading now applies it when it is done, since it may have read the log before the
+        marker was appended)."""
         coord = self.coordinators.get(partition)
         if coord is None:
+            if partition in self._loading:
+                self._deferred_markers.setdefault(partition, []).append(
+                    (producer_id, committed))
             return 0
         n = coord.complete_txn_offsets(producer_id, committed)
         if n:

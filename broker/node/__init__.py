@@ -42,7 +42,7 @@ from broker.controller import (
 from broker.controller.channel import ControllerChannel
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
-from broker.group.shell import GroupCoordinatorService
+from broker.group.shell import GroupCoordinatorService, on_txn_marker_written
 from broker.handlers import BROKER_HANDLERS, broker_dispatcher
 from broker.handlers._quotas import RequestTimeQuota
 from broker.handlers.init_producer_id import node_producer_ids
@@ -214,6 +214,8 @@ class Node:
             self.fetchers.start()
             self.group_coordinator = GroupCoordinatorService(self)
             self.group_coordinator.start()
+            # markers reaching __consumer_offsets complete TxnOffsetCommit's pending offsets
+            self.replicas.txn_marker_listener = self._txn_marker_written
             self.txn_coordinator = TransactionCoordinatorService(
                 self, node_producer_ids(self).generate, security=self.inter_broker_security,
                 listener_name=cfg.inter_broker_listener_name)
@@ -226,6 +228,10 @@ class Node:
             await self.broker_server.start()
         else:
             self.ready.set()
+
+    def _txn_marker_written(self, topic: str, partition: int, producer_id: int,
+                            committed: bool) -> None:
+        on_txn_marker_written(self, topic, partition, producer_id, committed)
 
     async def stop(self) -> None:
         """Stops whatever `start` got to, in reverse order; the logs are closed last. A

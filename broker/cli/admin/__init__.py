@@ -3,7 +3,8 @@
     skiff topics create|delete|list|describe|alter
     skiff partitions reassign|elect-leaders|reassignments
     skiff groups list|describe|reset-offsets|delete
-    skiff transactions list|describe|abort
+    skiff transactions list|describe|abort|find-hanging
+    skiff producers describe
     skiff cluster describe      skiff quorum describe
     skiff configs get|set|delete
     skiff produce               skiff consume

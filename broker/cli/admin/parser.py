@@ -56,8 +56,10 @@ from broker.cli.admin.topics import (
     cmd_topics_list,
 )
 from broker.cli.admin.transactions import (
+    cmd_producers_describe,
     cmd_transactions_abort,
     cmd_transactions_describe,
+    cmd_transactions_find_hanging,
     cmd_transactions_list,
 )
 
@@ -182,6 +184,17 @@ def add_parsers(sub: Any) -> None:
     p = _verb(tv, "abort", cmd_transactions_abort, common,
               "fence the producer and abort its ongoing transaction")
     p.add_argument("--transactional-id", required=True)
+    p = _verb(tv, "find-hanging", cmd_transactions_find_hanging, common,
+              "open transactions in partitions that their coordinator does not know as ongoing")
+    p.add_argument("--max-transaction-timeout-ms", type=int,
+                   help="how old an open transaction must be (default "
+                        "transaction.max.timeout.ms)")
+    producers = sub.add_parser("producers", help="a partition's active producers")
+    pv = producers.add_subparsers(dest="verb", metavar="VERB", required=True)
+    p = _verb(pv, "describe", cmd_producers_describe, common,
+              "producer ids, epochs, sequences and open transactions of a partition")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--partition", type=int, required=True)
 
     cluster = sub.add_parser("cluster", help="brokers, controller, features")
     cv = cluster.add_subparsers(dest="verb", metavar="VERB", required=True)

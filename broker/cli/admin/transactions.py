@@ -49,3 +49,33 @@ def cmd_transactions_abort(c: Client, args: argparse.Namespace, out: TextIO) -> 
         out.write(f"Aborting the transaction of {resp.transactional_id} (producer "
                   f"{resp.producer_id} fenced at epoch {resp.producer_epoch}).\n")
     return EXIT_OK
+
+
+def cmd_transactions_find_hanging(c: Client, args: argparse.Namespace, out: TextIO) -> int:
+    t = c.pb.transactions
+    resp = c.call(c.transactions.FindHangingTransactions, t.FindHangingTransactionsRequest(
+        max_transaction_timeout_ms=args.max_transaction_timeout_ms or 0))
+    if args.output == "json":
+        print_json(to_json(resp), out)
+    else:
+        print_table(["TOPIC", "PARTITION", "PRODUCER-ID", "EPOCH", "START-OFFSET",
+                     "LAST-TIMESTAMP", "LEADER", "TRANSACTIONAL-ID", "COORDINATOR-STATE"],
+                    ([h.topic, h.partition, h.producer_id, h.producer_epoch, h.start_offset,
+                      _when(h.last_timestamp_ms), h.leader_id, h.transactional_id or "-",
+                      h.coordinator_state or "-"] for h in resp.transactions), out)
+    return EXIT_OK
+
+
+def cmd_producers_describe(c: Client, args: argparse.Namespace, out: TextIO) -> int:
+    t = c.pb.transactions
+    resp = c.call(c.transactions.DescribeProducers,
+                  t.DescribeProducersRequest(topic=args.topic, partition=args.partition))
+    if args.output == "json":
+        print_json(to_json(resp), out)
+    else:
+        print_table(["PRODUCER-ID", "EPOCH", "LAST-SEQUENCE", "LAST-TIMESTAMP",
+                     "COORDINATOR-EPOCH", "CURRENT-TXN-START-OFFSET"],
+                    ([p.producer_id, p.producer_epoch, p.last_sequence,
+                      _when(p.last_timestamp_ms), p.coordinator_epoch,
+                      p.current_txn_start_offset] for p in resp.producers), out)
+    return EXIT_OK

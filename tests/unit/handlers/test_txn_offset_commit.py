@@ -142,3 +142,21 @@ def test_require_stable_answers_unstable_while_pending() -> None:
     coord.complete_txn_offsets(7, True)
     [done] = coord.fetch_offsets("g", [("t", 0)], require_stable=True).partitions
     assert (done.offset, done.error) == (9, ErrorCode.none)
+
+
+async def test_marker_during_load_is_applied_when_loaded(tnode: TxnNode) -> None:
+    """A marker that reaches an offsets partition while it loads (the load may have read
+    the log before the marker was appended) is applied once the partition is loaded."""
+    pid, epoch = await setup(tnode)
+    await txn_commit(tnode, 3, "tx", pid, epoch, "grp", {("in", 0): 42})
+    svc = tnode.group_coordinator
+    p = svc.partition_of("grp")
+    topic = tnode.metadata.topic(OFFSETS_TOPIC)
+    assert topic is not None
+    # a new leader epoch: the partition is unloaded and its load starts (not yet run)
+    tnode.add_topic(OFFSETS_TOPIC, len(topic.partitions), epoch=1)
+    assert p not in svc.coordinators and p in svc._loading
+    assert svc.complete_txn_offsets(p, pid, True) == 0  # the FakeLeaders wrote no marker
+    await tnode.wait_loaded()
+    assert svc.coordinators[p].pending_txn_offsets == {}
+    assert fetched((await fetch(tnode, "grp", [("in", 0)])).topics) == {("in", 0): 42}

@@ -95,6 +95,22 @@ class Wire:
         return self.call("end_txn", 26, 3, "EndTxnRequest", transactional_id=tid,  # type: ignore[no-any-return]
                          producer_id=pid, producer_epoch=epoch, committed=committed).error_code
 
+    def produce_txn(self, tid: str, pid: int, epoch: int, topic: str, partition: int) -> Any:
+        """A transactional batch straight to the leader (no AddPartitionsToTxn first)."""
+        from kio.schema.produce.v9 import request as pr
+        from kio.static.primitive import Records
+
+        from broker.protocol.records import Record, build_batch
+
+        batch = build_batch([Record(value=b"open")], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=0, is_transactional=True)
+        resp = self.call("produce", 0, 9, "ProduceRequest", transactional_id=tid, acks=-1,
+                         timeout=datetime.timedelta(seconds=10), topic_data=(
+                             pr.TopicProduceData(name=topic, partition_data=(
+                                 pr.PartitionProduceData(index=partition,
+                                                         records=Records(batch)),)),))
+        return resp.responses[0].partition_responses[0].error_code
+
     def describe(self, tid: str) -> Any:
         return self.call("describe_transactions", 65, 0, "DescribeTransactionsRequest",
                          transactional_ids=(tid,)).transaction_states[0]
@@ -159,3 +175,38 @@ def test_transactions_over_the_wire_and_the_cli(own_skiff_node: SkiffNode | Exte
     assert (s.producer_id, s.producer_epoch) == (pid, 3)
     after = w.init("tx-a")
     assert (after.producer_id, after.producer_epoch) == (pid, 4)
+
+
+def test_producers_describe_and_find_hanging(own_skiff_node: SkiffNode | ExternalBroker,
+                                             topic_name: str) -> None:
+    node = own(own_skiff_node)
+    adm.create_topic(node.bootstrap, topic_name, partitions=2)
+    w = Wire(node.port)
+    w.find("tx-h")
+    r = w.init("tx-h")
+    # a transactional batch the coordinator never heard of (no AddPartitionsToTxn): the
+    # partition's transaction stays open, and nothing will ever end it
+    assert w.produce_txn("tx-h", r.producer_id, r.producer_epoch, topic_name, 1) is \
+        ErrorCode.none
+    doc = json.loads(skiff(node, "producers", "describe", "--topic", topic_name,
+                           "--partition", "1", "-o", "json"))
+    [p] = doc["producers"]
+    assert (int(p["producer_id"]), int(p["current_txn_start_offset"])) == (r.producer_id, 0)
+    time.sleep(0.05)
+    found = json.loads(skiff(node, "transactions", "find-hanging",
+                             "--max-transaction-timeout-ms", "10", "-o", "json"))
+    [h] = found["transactions"]
+    assert (h["topic"], h["partition"], int(h["producer_id"])) == (topic_name, 1, r.producer_id)
+    assert (h["transactional_id"], h["coordinator_state"]) == ("tx-h", "Empty")
+    # an ongoing transaction the coordinator knows about is not hanging
+    assert w.add("tx-h", r.producer_id, r.producer_epoch, topic_name, [1]) == \
+        {1: ErrorCode.none}
+    found = json.loads(skiff(node, "transactions", "find-hanging",
+                             "--max-transaction-timeout-ms", "10", "-o", "json"))
+    assert found.get("transactions", []) == []
+    skiff(node, "transactions", "abort", "--transactional-id", "tx-h")
+    w.state("tx-h", "CompleteAbort")
+    doc = json.loads(skiff(node, "producers", "describe", "--topic", topic_name,
+                           "--partition", "1", "-o", "json"))
+    [p] = doc["producers"]
+    assert int(p["current_txn_start_offset"]) == -1
