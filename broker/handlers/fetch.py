@@ -169,7 +169,10 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Res
         return encode_fetch_response(version, FetchResponseData(
             topics=(), error_code=int(fetch_ctx.error), session_id=INVALID_SESSION_ID))
     read = _Read(node, ctx, request, fetch_ctx, replica_id, replica_epoch)
-    if fetch_ctx.kind is ContextKind.INCREMENTAL and not read.client_rack_matters:
+    # A follower without CLUSTER_ACTION takes the plain path, where every partition is
+    # refused without a read (the idle check would record its fetch state).
+    if fetch_ctx.kind is ContextKind.INCREMENTAL and not read.client_rack_matters \
+            and not read.follower_refused:
         return await read.incremental()
     parts, answers = await read.partitions(range(len(fetch_ctx.partitions)), read.max_wait_ms)
     session_id, include = fetch_ctx.finish(answers, node.replicas.clock())
