@@ -58,6 +58,13 @@ def lookup(part: Partition, timestamp: int, *, replica_id: int,
         return -1, plog.log_start_offset, plog.epoch_cache.epoch_for_offset(plog.log_start_offset)
     if timestamp == LATEST_TIERED_TIMESTAMP:
         return -1, -1, -1  # nothing is tiered
+    if replica_id < 0 and part.high_watermark < part.leader_epoch_start_offset:
+        # A new leader's high watermark is stale until its followers fetch up to where its
+        # epoch began: Kafka (KIP-207) answers OFFSET_NOT_AVAILABLE, which clients retry,
+        # rather than an end offset below data already acknowledged.
+        raise KafkaError(ErrorCode.offset_not_available,
+                         f"high watermark {part.high_watermark} is behind the leader epoch's "
+                         f"start offset {part.leader_epoch_start_offset}")
     if timestamp == LATEST_TIMESTAMP:
         return -1, fetchable, plog.epoch_cache.epoch_for_offset(fetchable)
     if timestamp == MAX_TIMESTAMP:

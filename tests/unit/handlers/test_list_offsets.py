@@ -147,3 +147,24 @@ def test_read_committed_latest_is_the_lso(node: TestNode, version: int) -> None:
         assert (await ask(1, BASE_TS + 100)).offset == -1   # at/after the LSO: not found
         assert (await ask(0, BASE_TS + 100)).offset == 2
     run(go())
+
+
+def test_latest_on_a_leader_whose_high_watermark_is_stale_is_offset_not_available() -> None:
+    """KIP-207: until the followers bring a new leader's high watermark up to where its
+    epoch began, a consumer's LATEST is OFFSET_NOT_AVAILABLE (retried by clients), not the
+    stale high watermark; a follower's ListOffsets (replica_id set) is answered."""
+    from types import SimpleNamespace
+
+    from broker.errors import KafkaError
+    from broker.handlers.list_offsets import LATEST_TIMESTAMP, lookup
+
+    cache = SimpleNamespace(epoch_for_offset=lambda offset: 3)
+    part: Any = SimpleNamespace(
+        high_watermark=0, leader_epoch_start_offset=40, last_stable_offset=0,
+        log=SimpleNamespace(log_end_offset=40, log_start_offset=0, epoch_cache=cache))
+    with pytest.raises(KafkaError) as refused:
+        lookup(part, LATEST_TIMESTAMP, replica_id=-1)
+    assert refused.value.error_code is ErrorCode.offset_not_available
+    assert lookup(part, LATEST_TIMESTAMP, replica_id=2) == (-1, 40, 3)
+    part.high_watermark = 40
+    assert lookup(part, LATEST_TIMESTAMP, replica_id=-1) == (-1, 40, 3)
