@@ -203,6 +203,13 @@ class ClusterControlManager(ControlManagerBase):
         grace = self.settings.broker_session_disconnect_timeout_ms
         return grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace
 
+    def reset_sessions(self) -> None:
+        """A controller that becomes active starts every broker's session afresh (Kafka's
+        BrokerHeartbeatManager is new with each activation). Deadlines kept from an earlier
+        term of this node, before another controller took the heartbeats, would fence live
+        brokers at the first tick."""
+        self._sessions.clear()
+
     def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
         """Fence brokers whose session expired; returns the records to append (one batch)."""
         records: list[Any] = []

@@ -355,3 +355,18 @@ def test_bootstrap_records_only_on_an_empty_log():
     after_leader_change = MetadataImage(cluster_id=CID, offset=0, epoch=1)
     assert Controller.bootstrap_records(after_leader_change, boot) == boot
     assert Controller.bootstrap_records(empty_harness().image, boot) == []
+
+
+def test_a_controller_active_again_starts_sessions_afresh():
+    """Sessions kept from an earlier term would fence live brokers at the first tick after
+    this node becomes active again; reset_sessions (called on activation) gives each
+    unfenced broker a full session from now."""
+    h = empty_harness()
+    up(h, 0, 1, now=0)
+    assert h.controller.tick(h.image, 1000) == []
+    # another controller took the heartbeats for a while; this one is active again
+    h.controller.reset_sessions()
+    assert h.controller.tick(h.image, SESSION + 5000) == []  # a fresh session, not expired
+    assert not h.image.brokers[0].fenced
+    records = h.controller.tick(h.image, 2 * SESSION + 5000)  # no heartbeat since: expired
+    assert [kind(r) for r in records].count("fence_broker") == 2
