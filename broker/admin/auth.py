@@ -124,17 +124,13 @@ def peer_host(peer: str) -> str:
 
 def is_loopback(peer: str) -> bool:
     """A gRPC peer string ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "unix:...")."""
-    kind, _, rest = peer.partition(":")
+    kind = peer.partition(":")[0]
     if kind == "unix":
         return True
-    if kind == "ipv4":
-        host = rest.rpartition(":")[0]
-    elif kind == "ipv6":
-        host = rest.rpartition(":")[0].strip("[]")
-    else:
+    if kind not in ("ipv4", "ipv6"):
         return False
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(peer_host(peer)).is_loopback
     except ValueError:
         return False
 
