@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.pb import acls, acls_grpc, meta
+from broker.admin.services import AdminServices
 from broker.errors import KafkaError
 from broker.security.authorizer import (
     STANDARD_AUTHORIZER,
@@ -67,7 +68,7 @@ class AclService(acls_grpc.AclServiceServicer):  # type: ignore[misc]
     """Every call needs the authorizer on (`authorizer.class.name`), as Kafka's ACL APIs
     answer SECURITY_DISABLED without one."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: AdminServices) -> None:
         self.node = node
 
     def _check_enabled(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from kio.schema.errors import ErrorCode
@@ -15,14 +15,18 @@ from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, controller_id, forwards_writes
 from broker.admin.pb import cluster, cluster_grpc, meta
 from broker.admin.quorum import QuorumDescriber, QuorumInfo, ReplicaInfo, describe_at
+from broker.admin.services import AdminServices
 from broker.errors import KafkaError
 from broker.protocol.kafka_uuid import kafka_to_uuid
+
+if TYPE_CHECKING:
+    from raft.driver import RaftDriver
 
 LEADER_DESCRIBE_TIMEOUT_S = 5.0
 
 
 class ClusterService(cluster_grpc.ClusterServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: AdminServices) -> None:
         self.node = node
 
     @rpc_errors
@@ -93,7 +97,7 @@ _QUORUM = cluster.DESCRIPTOR.services_by_name["QuorumService"]
 
 
 class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any, describe: QuorumDescriber,
+    def __init__(self, node: AdminServices, describe: QuorumDescriber,
                  forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.describe = describe
@@ -109,7 +113,7 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
                 raise
             leader = controller_id(self.node)
             address = None if self.forwarder is None else self.forwarder.address_of(leader)
-            voters = getattr(self.node.controller, "voters", {})
+            voters = self.node.controller.voters
             if leader < 0 or address is not None or leader not in voters:
                 raise  # forwarded to the leader's admin listener (or refused) by the decorator
             # the leader is a controller without an admin address here: ask its controller
@@ -118,7 +122,7 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
             timeout = min(LEADER_DESCRIBE_TIMEOUT_S, context.time_remaining() or 1e9)
             try:
                 info = await describe_at(host, port, timeout,
-                                         getattr(self.node, "controller_security", None))
+                                         self.node.controller_security)
             except KafkaError as err:
                 raise AdminError(S.UNAVAILABLE, f"node {leader}, the metadata quorum leader as "
                                                 f"node {self.node.node_id} knows it, answered "
@@ -132,12 +136,10 @@ class QuorumService(cluster_grpc.QuorumServiceServicer):  # type: ignore[misc]
 
     # ---- KIP-853 -----------------------------------------------------------------------
 
-    def _driver(self) -> Any:
-        quorum = getattr(self.node, "quorum", None)
-        driver = getattr(quorum, "driver", None)
-        if driver is None or not hasattr(driver, "request_voter_change"):
+    def _driver(self) -> RaftDriver:
+        if self.node.quorum is None:
             raise AdminError(S.UNIMPLEMENTED, "this node runs no metadata quorum driver")
-        return driver
+        return self.node.quorum.driver
 
     async def _voter_change(self, api_key: int, version: int, request: Any,
                             timeout_ms: int, what: str) -> Any:

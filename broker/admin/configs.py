@@ -11,6 +11,7 @@ from broker.admin.controller_ops import ControllerOps
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, forwards_writes
 from broker.admin.pb import configs, configs_grpc
+from broker.admin.services import AdminServices
 from broker.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigEntry, ConfigSource
 from broker.controller.controller import DYNAMIC_BROKER_KEYS
 from broker.controller.requests import (
@@ -31,7 +32,8 @@ def _kind(resource_type: int) -> str:
     return {RESOURCE_TOPIC: "topic", RESOURCE_BROKER: "broker"}.get(resource_type, "?")
 
 
-def check_resource(node: Any, resource_type: int, name: str, *, for_describe: bool) -> None:
+def check_resource(node: AdminServices, resource_type: int, name: str, *,
+                   for_describe: bool) -> None:
     if resource_type == RESOURCE_TOPIC:
         if not name:
             raise AdminError(S.INVALID_ARGUMENT, "a topic resource needs the topic name")
@@ -74,7 +76,7 @@ def _entry(e: ConfigEntry, resource_type: int) -> Any:
 
 
 class ConfigService(configs_grpc.ConfigServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
+    def __init__(self, node: AdminServices, forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.ops = ControllerOps(node.controller)
         self.forwarder = forwarder

@@ -9,11 +9,11 @@ broker/controller/service.py later, as methods next to create_topics:
   * incremental_alter_configs with atomic=True (any refused resource: nothing is written),
     which is what `validate_only` + the real call do today in two steps.
 
-`service` is the node's controller: a ControllerService, or the ControllerChannel (see
-broker/controller/channel.py). When no local controller is active, the operations go
-through the channel to the active controller: elections as they are; configs validated
-first, then applied (a change between the two is not excluded); reassignments per
-partition (the all-or-nothing check needs the controller's image, which is remote).
+`service` is the node's ControllerChannel (broker/controller/channel.py). When no local
+controller is active, the operations go through the channel to the active controller:
+elections as they are; configs validated first, then applied (a change between the two is
+not excluded); reassignments per partition (the all-or-nothing check needs the controller's
+image, which is remote). The handler and admin tests' node holds a ControllerService itself.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.channel import ControllerChannel
 from broker.controller.requests import (
     AlterConfigsResult,
     ControllerResult,
@@ -34,23 +35,21 @@ from broker.controller.requests import (
 from broker.controller.service import ControllerService
 from broker.metadata.image import MetadataImage
 
-Controllerish = Any  # ControllerService or ControllerChannel
-
 
 def _all_or_nothing(result: ControllerResult[Any], failed: bool) -> ControllerResult[Any]:
     return ControllerResult([], result.response) if failed else result
 
 
 class ControllerOps:
-    def __init__(self, service: Controllerish) -> None:
+    def __init__(self, service: ControllerChannel | ControllerService) -> None:
         self.service = service
 
     def _local(self) -> ControllerService | None:
         """The service to run closures on: this node's, if it is the active controller."""
         if isinstance(self.service, ControllerService):
             return self.service
-        local = getattr(self.service, "local", None)
-        if isinstance(local, ControllerService) and local.quorum.is_leader:
+        local = self.service.local
+        if local is not None and local.quorum.is_leader:
             return local
         return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.admin.pb import cluster, meta, partitions, topics
+from broker.admin.services import AdminServices
 from broker.controller.validation import INTERNAL_TOPICS
 from broker.metadata.image import (
     BrokerRegistration,
@@ -62,7 +63,7 @@ def is_offline(image: MetadataImage, p: PartitionRegistration) -> bool:
     return p.leader == NO_LEADER or not image.is_alive(p.leader)
 
 
-def partition_description(node: Any, t: TopicImage, index: int,
+def partition_description(node: AdminServices, t: TopicImage, index: int,
                           p: PartitionRegistration) -> Any:
     msg = topics.PartitionDescription(
         partition=partition_record(t, index, p),
@@ -76,7 +77,7 @@ def partition_description(node: Any, t: TopicImage, index: int,
     return msg
 
 
-def topic_description(node: Any, t: TopicImage) -> Any:
+def topic_description(node: AdminServices, t: TopicImage) -> Any:
     image: MetadataImage = node.metadata
     return topics.TopicDescription(
         topic=topic_record(t),
@@ -97,13 +98,14 @@ def topic_summary(image: MetadataImage, t: TopicImage) -> Any:
     )
 
 
-def reassignment_status(node: Any, topic: str, index: int, p: PartitionRegistration) -> Any:
+def reassignment_status(node: AdminServices, topic: str, index: int,
+                        p: PartitionRegistration) -> Any:
     msg = partitions.ReassignmentStatus(
         topic=topic, partition=index, replicas=p.replicas, adding_replicas=p.adding_replicas,
         removing_replicas=p.removing_replicas, isr=p.isr,
         in_progress=bool(p.adding_replicas or p.removing_replicas), leader=p.leader,
     )
-    local = node.replicas.get(topic, index) if hasattr(node, "replicas") else None
+    local = node.replicas.get(topic, index)
     if local is not None and local.role is Role.LEADER:
         msg.leader_log_end_offset = local.log.log_end_offset
         for r in p.replicas:

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.admin.auth import MECHANISM_KEY, PASSWORD_KEY, USER_KEY
 from broker.admin.errors import AdminError, S
+from broker.admin.services import AdminServices
 from broker.errors import KafkaError
 
 ADMIN_ENDPOINT = "ADMIN"
@@ -30,20 +31,15 @@ _AUTH_KEYS = (USER_KEY, PASSWORD_KEY, MECHANISM_KEY)
 FORWARDED_KEY = "skiff-forwarded"
 
 
-def controller_id(node: Any) -> int:
+def controller_id(node: AdminServices) -> int:
     """The active controller (the metadata quorum's leader), -1 when unknown."""
     image = node.metadata
     if image.controller_id >= 0:
         return int(image.controller_id)
-    driver = getattr(getattr(node, "quorum", None), "driver", None)
-    leader = getattr(driver, "leader_and_epoch", None)
-    if leader is not None and int(leader[0]) >= 0:
-        return int(leader[0])
-    quorum = getattr(node.controller, "quorum", None)
-    return int(node.node_id) if getattr(quorum, "is_leader", False) else -1
+    return -1 if node.quorum is None else int(node.quorum.driver.leader_and_epoch[0])
 
 
-def admin_endpoint_of(node: Any) -> Callable[[int], str | None]:
+def admin_endpoint_of(node: AdminServices) -> Callable[[int], str | None]:
     def address_of(broker_id: int) -> str | None:
         reg = node.metadata.broker(broker_id)
         ep = None if reg is None else reg.endpoint(ADMIN_ENDPOINT)
@@ -52,7 +48,8 @@ def admin_endpoint_of(node: Any) -> Callable[[int], str | None]:
 
 
 class Forwarder:
-    def __init__(self, node: Any, address_of: Callable[[int], str | None] | None = None, *,
+    def __init__(self, node: AdminServices,
+                 address_of: Callable[[int], str | None] | None = None, *,
                  credentials: grpc.ChannelCredentials | None = None) -> None:
         """`credentials`: TLS for calls to other admin listeners (None: plaintext)."""
         self.node = node

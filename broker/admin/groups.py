@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from broker.admin.errors import AdminError, S, from_kafka, rpc_errors
 from broker.admin.forward import Forwarder, admin_endpoint_of
 from broker.admin.pb import groups, groups_grpc, partitions, topics
+from broker.admin.services import AdminServices
 from broker.errors import KafkaError
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from broker.group.shell import GroupCoordinatorService, service_of
@@ -94,14 +95,14 @@ def decode_assignment(data: bytes) -> list[tuple[str, int]]:
 
 
 class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
+    def __init__(self, node: AdminServices, forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.forwarder = forwarder
 
     # ---- routing ---------------------------------------------------------------------------
 
     def _local_coordinator(self) -> bool:
-        return getattr(self.node, "group_coordinator", None) is not None
+        return self.node.group_coordinator is not None
 
     def _coordinator_id(self, group_id: str) -> int:
         """The broker leading the group's __consumer_offsets partition (-1: none now); with
@@ -143,7 +144,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         remote: dict[int, set[str]] = {}
         wanted = set(keys)
         for t, p in wanted:
-            part = self.node.replicas.get(t, p) if hasattr(self.node, "replicas") else None
+            part = self.node.replicas.get(t, p)
             if part is not None and part.role is Role.LEADER:
                 out[(t, p)] = (int(part.log.log_start_offset), int(part.log.high_watermark))
                 continue
@@ -179,14 +180,13 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         out: dict[tuple[str, int], int] = {}
         remote: dict[int, list[tuple[str, int]]] = {}
         for t, p in keys:
-            part = self.node.replicas.get(t, p) if hasattr(self.node, "replicas") else None
+            part = self.node.replicas.get(t, p)
             if part is not None and part.role is Role.LEADER:
                 found = part.log.offset_for_timestamp(timestamp_ms)
                 out[(t, p)] = bounds[(t, p)][1] if found is None else int(found[0])
             else:
                 remote.setdefault(self.node.metadata.leader_of(t, p), []).append((t, p))
-        cfg = getattr(self.node, "config", None)
-        listener = getattr(cfg, "inter_broker_listener_name", "PLAINTEXT")
+        listener = self.node.config.inter_broker_listener_name
 
         async def ask(leader: int, wanted: list[tuple[str, int]]) -> None:
             reg = self.node.metadata.broker(leader) if leader >= 0 else None
@@ -197,7 +197,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                                                 f"no {listener} endpoint known here; retry")
             for (t, p), (error, offset) in (await _list_offsets(
                     ep.host, ep.port, wanted, timestamp_ms,
-                    getattr(self.node, "inter_broker_security", None))).items():
+                    self.node.inter_broker_security)).items():
                 if error is not ErrorCode.none:
                     raise _status(error, f"({t}-{p} on broker {leader})")
                 out[(t, p)] = bounds[(t, p)][1] if offset < 0 else offset

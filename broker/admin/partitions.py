@@ -20,13 +20,14 @@ from broker.admin.convert import reassignment_status
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, admin_endpoint_of, forwards_writes
 from broker.admin.pb import partitions, partitions_grpc
+from broker.admin.services import AdminServices
 from broker.controller.controller import Controller
 from broker.controller.requests import ElectionType
 from broker.errors import KafkaError
 from broker.metadata.image import PartitionRegistration
 
 
-def require_partition(node: Any, topic: str, index: int) -> PartitionRegistration:
+def require_partition(node: AdminServices, topic: str, index: int) -> PartitionRegistration:
     t = node.metadata.topic(topic)
     if t is None:
         raise AdminError(S.NOT_FOUND, f"topic '{topic}' does not exist")
@@ -34,10 +35,10 @@ def require_partition(node: Any, topic: str, index: int) -> PartitionRegistratio
     if p is None:
         raise AdminError(S.NOT_FOUND, f"partition {topic}-{index} does not exist (the topic "
                                       f"has partitions 0..{t.num_partitions - 1})")
-    return p  # type: ignore[no-any-return]
+    return p
 
 
-def _targets(node: Any, items: Any) -> list[tuple[str, int]]:
+def _targets(node: AdminServices, items: Any) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for tp in items:
         require_partition(node, tp.topic, tp.partition)
@@ -60,7 +61,7 @@ _OUTCOME = {
 
 
 class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
+    def __init__(self, node: AdminServices, forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.ops = ControllerOps(node.controller)
         self.forwarder = forwarder
@@ -88,8 +89,8 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
                                             f"{res.message or res.error.name}")
         await self._image_shows(items)
         image = self.node.metadata
-        statuses = [reassignment_status(self.node, t, i, image.partition(t, i))
-                    for t, i, _ in items if image.partition(t, i) is not None]
+        statuses = [reassignment_status(self.node, t, i, p) for t, i, _ in items
+                    if (p := image.partition(t, i)) is not None]
         await self._leader_progress(statuses, context)
         return partitions.AlterPartitionReassignmentsResponse(partitions=statuses)
 
@@ -166,8 +167,8 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
         else:
             ongoing = Controller.list_partition_reassignments(image, wanted)
             keys = sorted((o.topic, o.partition) for o in ongoing)
-        statuses = [reassignment_status(self.node, t, i, image.partition(t, i))
-                    for t, i in keys if image.partition(t, i) is not None]
+        statuses = [reassignment_status(self.node, t, i, p) for t, i in keys
+                    if (p := image.partition(t, i)) is not None]
         await self._leader_progress(statuses, context)
         return partitions.ListPartitionReassignmentsResponse(reassignments=statuses)
 

@@ -100,24 +100,14 @@ def describe_raft(core: Any, wall_clock_ms: Callable[[], int],
     return describe
 
 
-def describe_from_node(node: Any) -> QuorumDescriber:
-    """The default: ask the node's quorum driver for `describe_quorum()` if it has one."""
+def no_quorum_describer() -> QuorumDescriber:
+    """For a node started without one (the admin tests' nodes run no Raft driver)."""
 
     async def describe() -> QuorumInfo:
-        quorum = getattr(node, "quorum", None)
-        fn = getattr(quorum, "describe_quorum", None)
-        if fn is None:
-            from broker.admin.errors import AdminError, S
+        from broker.admin.errors import AdminError, S
 
-            raise AdminError(S.UNIMPLEMENTED,
-                             "this node's metadata quorum driver does not report its state "
-                             "yet (no describe_quorum); the node must pass a QuorumDescriber "
-                             "to AdminServer")
-        result = fn()
-        if isinstance(result, Awaitable):
-            result = await result
-        assert isinstance(result, QuorumInfo)
-        return result
+        raise AdminError(S.UNIMPLEMENTED, "this node reports no metadata quorum state: it "
+                                          "was started without a quorum describer")
 
     return describe
 

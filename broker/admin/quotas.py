@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.pb import quotas, quotas_grpc
+from broker.admin.services import AdminServices
 from broker.controller.client_quota_control import (
     DescribeError,
     FilterComponent,
@@ -33,7 +34,7 @@ def _parts(entity: QuotaEntity) -> list[Any]:
 
 
 class QuotaService(quotas_grpc.QuotaServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: AdminServices) -> None:
         self.node = node
 
     @rpc_errors

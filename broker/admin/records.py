@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.admin.errors import AdminError, S, rpc_errors, stream_errors
 from broker.admin.pb import records, records_grpc
+from broker.admin.services import AdminServices
 from broker.admin.topics import require_topic
 from broker.errors import KafkaError
 from broker.log import AppendResult
@@ -67,7 +68,7 @@ def partition_for_key(key: bytes, num_partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
-def _not_led(node: Any, topic: str, index: int) -> AdminError:
+def _not_led(node: AdminServices, topic: str, index: int) -> AdminError:
     leader = node.metadata.leader_of(topic, index)
     who = f"broker {leader} leads it" if leader >= 0 else "it has no leader now"
     return AdminError(S.FAILED_PRECONDITION,
@@ -76,15 +77,15 @@ def _not_led(node: Any, topic: str, index: int) -> AdminError:
                       "Kafka client)")
 
 
-def _leader_partition(node: Any, topic: str, index: int) -> Partition:
+def _leader_partition(node: AdminServices, topic: str, index: int) -> Partition:
     part = node.replicas.get(topic, index)
     if part is None or part.role is not Role.LEADER:
         raise _not_led(node, topic, index)
-    return part  # type: ignore[no-any-return]
+    return part
 
 
 class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: AdminServices) -> None:
         self.node = node
         self._sticky = itertools.count()
 

@@ -26,9 +26,10 @@ from broker.admin.configs import ConfigService
 from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
 from broker.admin.groups import GroupService
 from broker.admin.partitions import PartitionService
-from broker.admin.quorum import QuorumDescriber, describe_from_node
+from broker.admin.quorum import QuorumDescriber, no_quorum_describer
 from broker.admin.quotas import QuotaService
 from broker.admin.records import RecordService
+from broker.admin.services import AdminServices
 from broker.admin.topics import TopicService
 from broker.admin.transactions import TransactionService
 from broker.config.listeners import parse_host_ports
@@ -81,7 +82,7 @@ def _abort_handler(handler: grpc.RpcMethodHandler, node_id: int) -> grpc.RpcMeth
 
 
 class _ReadyGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: AdminServices) -> None:
         self.node = node
 
     async def intercept_service(
@@ -100,7 +101,7 @@ class AdminServer:
     """Start with `await start()` inside the node's event loop; `ports` are the bound ports
     (useful with port 0)."""
 
-    def __init__(self, node: Any, listeners: Sequence[str] = (DEFAULT_ADMIN_LISTENER,), *,
+    def __init__(self, node: AdminServices, listeners: Sequence[str] = (DEFAULT_ADMIN_LISTENER,), *,
                  describe_quorum: QuorumDescriber | None = None,
                  admin_address_of: Callable[[int], str | None] | None = None,
                  grace_s: float = 1.0, security: AdminSecurity | None = None) -> None:
@@ -108,7 +109,7 @@ class AdminServer:
         `node.config`."""
         self.node = node
         self.listeners = list(listeners)
-        self.describe_quorum = describe_quorum or describe_from_node(node)
+        self.describe_quorum = describe_quorum or no_quorum_describer()
         self.grace_s = grace_s
         self.ports: list[int] = []
         self._server: grpc.aio.Server | None = None
@@ -214,7 +215,7 @@ class AdminServer:
         await self.forwarder.close()
 
 
-def _acl_check(node: Any) -> AclCheck | None:
+def _acl_check(node: AdminServices) -> AclCheck | None:
     """With an authorizer configured, the ACLs decide an admin call: its operation (read
     from the method's name, broker/admin/auth.operation_of) on the cluster resource."""
     if not _authz.enabled(node):

@@ -13,6 +13,7 @@ from broker.admin.convert import topic_description, topic_record, topic_summary
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, forwards_writes
 from broker.admin.pb import meta, topics, topics_grpc
+from broker.admin.services import AdminServices
 from broker.controller.requests import CreatableTopic, CreatePartitionsTopic
 from broker.controller.validation import INTERNAL_TOPICS
 from broker.errors import KafkaError
@@ -22,14 +23,14 @@ log = structlog.get_logger(__name__)
 _SERVICE = topics.DESCRIPTOR.services_by_name["TopicService"]
 
 
-def require_topic(node: Any, name: str) -> TopicImage:
+def require_topic(node: AdminServices, name: str) -> TopicImage:
     if not name:
         raise AdminError(S.INVALID_ARGUMENT, "a topic name is required")
     t = node.metadata.topic(name)
     if t is None:
         raise AdminError(S.NOT_FOUND, f"topic '{name}' does not exist "
                                       "(`skiff topics list` shows the topics)")
-    return t  # type: ignore[no-any-return]
+    return t
 
 
 def _assignments(items: Any) -> dict[int, list[int]]:
@@ -46,7 +47,7 @@ def _assignments(items: Any) -> dict[int, list[int]]:
 
 
 class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
+    def __init__(self, node: AdminServices, forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.forwarder = forwarder
 

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from broker.admin.errors import AdminError, S, from_kafka, rpc_errors
 from broker.admin.forward import Forwarder, admin_endpoint_of
 from broker.admin.pb import partitions, transactions, transactions_grpc
+from broker.admin.services import AdminServices
 from broker.errors import KafkaError
 from broker.group.hashing import partition_for
 from broker.txn.coordinator import TxnState
@@ -40,12 +41,12 @@ def _status(error: ErrorCode, tid: str) -> AdminError:
 
 
 class TransactionService(transactions_grpc.TransactionServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any, forwarder: Forwarder | None = None) -> None:
+    def __init__(self, node: AdminServices, forwarder: Forwarder | None = None) -> None:
         self.node = node
         self.forwarder = forwarder
 
     def _service(self) -> TransactionCoordinatorService | None:
-        svc = getattr(self.node, "txn_coordinator", None)
+        svc = self.node.txn_coordinator
         return svc if isinstance(svc, TransactionCoordinatorService) else None
 
     def _coordinator_id(self, tid: str) -> int:
@@ -202,9 +203,7 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
         """Open transactions older than `max_age_ms` in the partitions this broker leads."""
         from broker.replication.partition import Role
 
-        replicas = getattr(self.node, "replicas", None)
-        if replicas is None:
-            return []
+        replicas = self.node.replicas
         now = int(self.node.clock())
         out = []
         for part in replicas.partitions():

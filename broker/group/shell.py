@@ -122,7 +122,7 @@ def on_txn_marker_written(node: Any, topic: str, partition: int, producer_id: in
     if topic != OFFSETS_TOPIC:
         return
     service = getattr(node, "group_coordinator", None)
-    if isinstance(service, GroupCoordinatorService):
+    if service is not None:
         service.complete_txn_offsets(partition, producer_id, committed)
 
 

@@ -648,7 +648,7 @@ def node_families(node: Any) -> list[Metric]:
         from broker.metrics.telemetry import telemetry_families
 
         out.extend(telemetry_families(node.telemetry, node.clock()))
-    if node.config.is_broker and hasattr(node, "group_coordinator"):
+    if node.config.is_broker and getattr(node, "group_coordinator", None) is not None:
         replicas = getattr(node, "replicas", None)
         out.extend(group_families(list(node.group_coordinator.coordinators.values()),
                                   replicas))

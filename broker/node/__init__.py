@@ -102,8 +102,9 @@ class Node:
         self.controlled_shutdown_done = False
         self.controller_server: Server
         self.admin: AdminServer
-        self.group_coordinator: GroupCoordinatorService
-        self.txn_coordinator: TransactionCoordinatorService
+        # None on a controller-only node (and until a broker is ready)
+        self.group_coordinator: GroupCoordinatorService | None = None
+        self.txn_coordinator: TransactionCoordinatorService | None = None
         self.broker_server: Server
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: Any = None
@@ -255,7 +256,7 @@ class Node:
         if self.metrics_server is not None:
             steps.append(("metrics", "metrics_server", "stop"))
         for step, attr, method in steps:
-            if hasattr(self, attr):
+            if getattr(self, attr, None) is not None:
                 await self._stop_step(step, getattr(getattr(self, attr), method)())
         if hasattr(self, "replica_sync"):
             self.replica_sync.close()

@@ -21,13 +21,27 @@ import pytest
 from broker.admin import AdminServer, QuorumDescriber
 from broker.admin import pb as admin_pb
 from broker.controller.requests import BrokerHeartbeatRequest, CreatableTopic
-from tests.unit.handlers.conftest import NODE_ID, TestNode
+from tests.unit.handlers.conftest import NODE_ID, CommitOnAppendQuorum, TestNode
 
 pb = admin_pb
 
 
+class LeaderView:
+    """The Raft driver as the admin plane reads it (broker/admin/services.QuorumHandle): this
+    node leads, at the commit double's epoch, while the double says it is the leader."""
+
+    def __init__(self, quorum: CommitOnAppendQuorum, node_id: int) -> None:
+        self.quorum = quorum
+        self.node_id = node_id
+
+    @property
+    def leader_and_epoch(self) -> tuple[int, int]:
+        return (self.node_id if self.quorum.is_leader else -1), self.quorum.epoch
+
+
 class AdminTestNode(TestNode):
-    """TestNode plus what the admin server reads: `ready`."""
+    """TestNode plus what the admin server reads (broker/admin/services.AdminServices): a
+    single broker-and-controller without coordinators or secured peers."""
 
     __test__ = False
 
@@ -35,6 +49,14 @@ class AdminTestNode(TestNode):
         # the admin plane's loopback development policy: these tests call without credentials
         super().__init__(tmp, {"admin.allow.unauthenticated": "loopback", **(overrides or {})})
         self.ready = asyncio.Event()
+        self.quorum.driver = LeaderView(self.quorum, self.node_id)  # type: ignore[attr-defined]
+        # the node's controller here is the ControllerService itself, not a channel: no other
+        # controller listener is known (ControllerChannel.voters)
+        self.controller.voters = {}  # type: ignore[attr-defined]
+        self.group_coordinator = None
+        self.txn_coordinator = None
+        self.inter_broker_security = None
+        self.controller_security = None
 
     async def create_topic(self, name: str, partitions: int = 1, rf: int = 1,
                            assignments: dict[int, list[int]] | None = None,

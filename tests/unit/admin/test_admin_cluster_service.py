@@ -182,7 +182,7 @@ def test_describe_quorum_without_a_describer_is_unimplemented(node: AdminTestNod
         return await status_of(a.quorum.DescribeQuorum(pb.cluster.DescribeQuorumRequest()))
 
     code, details = serve(node, body)
-    assert code is S.UNIMPLEMENTED and "describe_quorum" in details
+    assert code is S.UNIMPLEMENTED and "quorum describer" in details
 
 
 def test_describe_raft_over_the_real_raft_core() -> None:
