@@ -182,8 +182,8 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         for t, p in keys:
             part = self.node.replicas.get(t, p)
             if part is not None and part.role is Role.LEADER:
-                found = part.log.offset_for_timestamp(timestamp_ms)
-                out[(t, p)] = bounds[(t, p)][1] if found is None else int(found[0])
+                _, offset, _ = part.fetch_offset_for_timestamp(timestamp_ms)
+                out[(t, p)] = bounds[(t, p)][1] if offset < 0 else offset
             else:
                 remote.setdefault(self.node.metadata.leader_of(t, p), []).append((t, p))
         listener = self.node.config.inter_broker_listener_name

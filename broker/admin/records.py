@@ -156,8 +156,8 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
                                  f"{part.topic}-{part.index}")
             return int(request.offset)
         if which == "timestamp_ms":
-            found = log.offset_for_timestamp(request.timestamp_ms)
-            return min(found[0], part.high_watermark) if found else part.high_watermark
+            _, offset, _ = part.fetch_offset_for_timestamp(request.timestamp_ms)
+            return part.high_watermark if offset < 0 else offset
         if which == "position" and request.position == records.START_POSITION_EARLIEST:
             return int(log.log_start_offset)
         return part.high_watermark

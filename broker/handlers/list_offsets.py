@@ -30,6 +30,7 @@ from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.handlers._leader_hints import not_hosted_error
 from broker.protocol.durations import NO_THROTTLE
+from broker.replication.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -37,46 +38,6 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 2
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-
-
-def lookup(part: Partition, timestamp: int, *, replica_id: int,
-           isolation_level: int = 0) -> tuple[int, int, int]:
-    """(timestamp, offset, leader_epoch) the way Kafka's leader answers ListOffsets."""
-    plog = part.log
-    if replica_id >= 0:
-        fetchable = plog.log_end_offset
-    elif isolation_level == 1:
-        fetchable = part.last_stable_offset
-    else:
-        fetchable = part.high_watermark
-    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        return -1, plog.log_start_offset, plog.epoch_cache.epoch_for_offset(plog.log_start_offset)
-    if timestamp == LATEST_TIERED_TIMESTAMP:
-        return -1, -1, -1  # nothing is tiered
-    if replica_id < 0 and part.high_watermark < part.leader_epoch_start_offset:
-        # A new leader's high watermark is stale until its followers fetch up to where its
-        # epoch began: Kafka (KIP-207) answers OFFSET_NOT_AVAILABLE, which clients retry,
-        # rather than an end offset below data already acknowledged.
-        raise KafkaError(ErrorCode.offset_not_available,
-                         f"high watermark {part.high_watermark} is behind the leader epoch's "
-                         f"start offset {part.leader_epoch_start_offset}")
-    if timestamp == LATEST_TIMESTAMP:
-        return -1, fetchable, plog.epoch_cache.epoch_for_offset(fetchable)
-    if timestamp == MAX_TIMESTAMP:
-        found = plog.max_timestamp_offset()
-    elif timestamp < 0:
-        raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
-    else:
-        found = plog.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= fetchable:
-        return -1, -1, -1
-    offset, ts, epoch = found
-    return ts, offset, epoch
 
 
 def legacy_offsets(part: Partition, timestamp: int, max_num_offsets: int, *,
@@ -125,8 +86,8 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                     raise KafkaError(ErrorCode.topic_authorization_failed, topic.name)
                 part = node.replicas.leader_partition(
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
-                ts, offset, epoch = lookup(
-                    part, p.timestamp, replica_id=request.replica_id,
+                ts, offset, epoch = part.fetch_offset_for_timestamp(
+                    p.timestamp, replica_id=request.replica_id,
                     isolation_level=int(getattr(request, "isolation_level", 0)))
                 partitions.append(build(
                     mod.ListOffsetsPartitionResponse, partition_index=p.partition_index,

@@ -93,6 +93,13 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _PRODUCER_ID_OFFSET = 43
 
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
 
 class Role(enum.Enum):
     LEADER = "leader"
@@ -515,6 +522,47 @@ class Partition:
         # Retention or DeleteRecords may pass an open transaction's start (Kafka's
         # updateFirstUnstableOffset): the log start bounds it from below.
         return min(max(first, self.log.log_start_offset), hw)
+
+    def fetch_offset_for_timestamp(self, timestamp: int, *, replica_id: int = -1,
+                                   isolation_level: int = 0) -> tuple[int, int, int]:
+        """(timestamp, offset, leader epoch) as Kafka's leader answers ListOffsets for
+        `timestamp` (one of the special timestamps above, or milliseconds): a consumer
+        (`replica_id` < 0) sees up to the high watermark, or the last stable offset at
+        READ_COMMITTED (`isolation_level` 1), a replica up to the log end; (-1, -1, -1) when
+        no record at or after the timestamp is visible. Skiff has no tiered storage, so it
+        answers as Kafka's UnifiedLog does without remote storage: earliest local is the log
+        start, latest tiered is nothing."""
+        plog = self.log
+        if replica_id >= 0:
+            fetchable = plog.log_end_offset
+        elif isolation_level == 1:
+            fetchable = self.last_stable_offset
+        else:
+            fetchable = self.high_watermark
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return -1, plog.log_start_offset, plog.epoch_cache.epoch_for_offset(
+                plog.log_start_offset)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            return -1, -1, -1
+        if replica_id < 0 and self.high_watermark < self.leader_epoch_start_offset:
+            # A new leader's high watermark is stale until its followers fetch up to where
+            # its epoch began: Kafka (KIP-207) answers OFFSET_NOT_AVAILABLE, which clients
+            # retry, rather than an end offset below data already acknowledged.
+            raise KafkaError(ErrorCode.offset_not_available,
+                             f"high watermark {self.high_watermark} is behind the leader "
+                             f"epoch's start offset {self.leader_epoch_start_offset}")
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, fetchable, plog.epoch_cache.epoch_for_offset(fetchable)
+        if timestamp == MAX_TIMESTAMP:
+            found = plog.max_timestamp_offset()
+        elif timestamp < 0:
+            raise KafkaError(ErrorCode.invalid_request, f"unknown special timestamp {timestamp}")
+        else:
+            found = plog.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= fetchable:
+            return -1, -1, -1
+        offset, ts, epoch = found
+        return ts, offset, epoch
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         return self.log.collect_aborted_txns(fetch_offset, upper_bound)

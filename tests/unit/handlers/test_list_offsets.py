@@ -156,7 +156,10 @@ def test_latest_on_a_leader_whose_high_watermark_is_stale_is_offset_not_availabl
     from types import SimpleNamespace
 
     from broker.errors import KafkaError
-    from broker.handlers.list_offsets import LATEST_TIMESTAMP, lookup
+    from broker.replication.partition import LATEST_TIMESTAMP, Partition
+
+    def lookup(part: Any, timestamp: int, *, replica_id: int) -> tuple[int, int, int]:
+        return Partition.fetch_offset_for_timestamp(part, timestamp, replica_id=replica_id)
 
     cache = SimpleNamespace(epoch_for_offset=lambda offset: 3)
     part: Any = SimpleNamespace(
