@@ -29,13 +29,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                 if not may:
                     raise KafkaError(ErrorCode.topic_authorization_failed, topic.name)
                 part = node.replicas.leader_partition(topic.name, p.partition_index)
-                offset = part.high_watermark if p.offset == -1 else p.offset
-                if offset < 0 or offset > part.high_watermark:
-                    raise KafkaError(
-                        ErrorCode.offset_out_of_range,
-                        f"{offset} is outside [0, high watermark {part.high_watermark}]",
-                    )
-                low_watermark = part.log.delete_records_before(offset)
+                low_watermark = part.delete_records_on_leader(p.offset)
                 partitions.append(build(
                     mod.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                     low_watermark=low_watermark, error_code=ErrorCode.none,

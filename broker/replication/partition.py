@@ -523,6 +523,17 @@ class Partition:
         # updateFirstUnstableOffset): the log start bounds it from below.
         return min(max(first, self.log.log_start_offset), hw)
 
+    def delete_records_on_leader(self, offset: int) -> int:
+        """DeleteRecords: moves the log start up to `offset` (-1: the high watermark), which
+        must not pass the high watermark; returns the new log start (the low watermark)."""
+        self.require_leader()
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"{offset} is outside [0, high watermark {self.high_watermark}]")
+        return self.log.delete_records_before(offset)
+
     def fetch_offset_for_timestamp(self, timestamp: int, *, replica_id: int = -1,
                                    isolation_level: int = 0) -> tuple[int, int, int]:
         """(timestamp, offset, leader epoch) as Kafka's leader answers ListOffsets for
