@@ -60,6 +60,11 @@ def test_a_follower_over_2000_partitions_fetches_incrementally(tmp_path: Path) -
             await eventually(lambda: sum(
                 len(f.partitions) for f in follower.fetchers.fetchers.values()) == partitions,
                 timeout_s=90, what="every partition followed")
+            # Each broker applies the metadata on its own: under load the leader may still be
+            # opening its last partitions when the follower already follows them all.
+            await eventually(lambda: all(leader.replicas.get("t", i) is not None
+                                         for i in range(partitions)),
+                             timeout_s=90, what="every partition led")
             fetcher = follower.fetchers.fetchers[1]
             # Let the session settle (each partition added while a fetch was held in the
             # leader's long poll abandoned that fetch: a full one again), then write to three
@@ -70,8 +75,9 @@ def test_a_follower_over_2000_partitions_fetches_incrementally(tmp_path: Path) -
                 leader.replicas.fetch_sessions.full
             settled = len(sizes)
             for i in (5, 999, 1999):
-                await leader.replicas.append({("t", i): batch(b"x%d" % i)}, required_acks=-1,
-                                             timeout_ms=10_000)
+                written = await leader.replicas.append(
+                    {("t", i): batch(b"x%d" % i)}, required_acks=-1, timeout_ms=10_000)
+                assert not isinstance(written[("t", i)], Exception), written
             for i in (5, 999, 1999):
                 lp, fp = leader.replicas.get("t", i), follower.replicas.get("t", i)
                 assert lp is not None and fp is not None, (i, lp, fp)
