@@ -43,9 +43,11 @@ from broker.controller.replication_control import (
 )
 from broker.controller.replication_control import ReplicationControlManager
 from broker.controller.replication_control import random_topic_id as random_topic_id
+from broker.metadata import records as rec
 from broker.metadata.image import (
     MetadataImage,
 )
+from broker.metadata.records import pb
 
 METADATA_VERSION_FEATURE = "metadata.version"
 
@@ -61,6 +63,9 @@ class ControllerSettings:
     broker_session_timeout_ms: int = 9000
     # Skiff's: -1 waits for the session timeout after a disconnect, as Kafka does.
     broker_session_disconnect_timeout_ms: int = -1
+    # KIP-835: the active controller appends a NoOp record this often (0: never), so that
+    # every node can tell an idle quorum from a lagging one
+    metadata_max_idle_interval_ms: int = 500
     node_config: NodeConfig | None = None  # for broker-level fallbacks in validation
 
     @staticmethod
@@ -74,6 +79,7 @@ class ControllerSettings:
             delete_topic_enable=cfg["delete.topic.enable"],
             broker_session_timeout_ms=cfg["broker.session.timeout.ms"],
             broker_session_disconnect_timeout_ms=cfgmod.session_disconnect_timeout_ms(cfg),
+            metadata_max_idle_interval_ms=cfg["metadata.max.idle.interval.ms"],
             node_config=cfg,
         )
 
@@ -87,6 +93,19 @@ class Controller(ClusterControlManager, ReplicationControlManager,
     # seed in tests); a default would give every controller the same topic ids.
     rng: random.Random
     _sessions: dict[int, _BrokerSession] = field(default_factory=dict)
+    _last_no_op_ms: int = -1
+
+    # -- KIP-835 -----------------------------------------------------------------------
+
+    def no_op_records(self, now_ms: int) -> list[Any]:
+        """A NoOp record when `metadata.max.idle.interval.ms` has passed since the last one
+        this controller wrote (at once after activation), else nothing."""
+        interval = self.settings.metadata_max_idle_interval_ms
+        if interval <= 0 or (self._last_no_op_ms >= 0
+                             and now_ms - self._last_no_op_ms < interval):
+            return []
+        self._last_no_op_ms = now_ms
+        return [rec.wrap(pb.NoOp())]
 
     # -- bootstrap ---------------------------------------------------------------------
 

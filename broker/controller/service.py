@@ -287,11 +287,13 @@ class ControllerService:
         await self._run(lambda image: ControllerResult(records, None))
 
     async def tick(self) -> None:
-        """Periodic work of the active controller: fence brokers whose session expired."""
+        """Periodic work of the active controller: fence brokers whose session expired, and
+        write a NoOp record every metadata.max.idle.interval.ms (KIP-835)."""
         if self.quorum.is_leader:
             live = {b for b, r in self.publisher.image.brokers.items() if not r.fenced}
+            now = self.clock()
             await self._run(lambda image: ControllerResult(
-                self.controller.tick(image, self.clock()), None))
+                [*self.controller.tick(image, now), *self.controller.no_op_records(now)], None))
             image = self.publisher.image
             fenced = sorted(b for b in live if (r := image.brokers.get(b)) is not None
                             and r.fenced)
