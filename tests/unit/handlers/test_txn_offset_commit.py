@@ -73,7 +73,7 @@ async def test_offsets_appear_only_when_the_transaction_commits(tnode: TxnNode,
     data = part.log.read(part.log.log_start_offset, 1 << 20, part.log.log_end_offset).read_bytes()
     headers = [h for _, h in iter_batch_headers(data, validate_crc=True)]
     assert any(h.is_transactional and h.producer_id == pid for h in headers)
-    assert await tnode.txn_coordinator.end_txn("tx", pid, epoch, True) is ErrorCode.none
+    assert (await tnode.txn_coordinator.end_txn("tx", pid, epoch, True)).error is ErrorCode.none
     await wait_state(tnode, "tx", "CompleteCommit")
     assert fetched((await fetch(tnode, "grp", [("in", 0), ("in", 1)])).topics) == {
         ("in", 0): 10, ("in", 1): 7}
@@ -82,7 +82,7 @@ async def test_offsets_appear_only_when_the_transaction_commits(tnode: TxnNode,
 async def test_abort_drops_them(tnode: TxnNode) -> None:
     pid, epoch = await setup(tnode)
     await txn_commit(tnode, 3, "tx", pid, epoch, "grp", {("in", 0): 10})
-    assert await tnode.txn_coordinator.end_txn("tx", pid, epoch, False) is ErrorCode.none
+    assert (await tnode.txn_coordinator.end_txn("tx", pid, epoch, False)).error is ErrorCode.none
     await wait_state(tnode, "tx", "CompleteAbort")
     assert fetched((await fetch(tnode, "grp", [("in", 0)])).topics) == {("in", 0): -1}
     coord = tnode.group_coordinator.coordinators[tnode.group_coordinator.partition_of("grp")]
