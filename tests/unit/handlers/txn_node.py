@@ -148,3 +148,13 @@ async def wait_state(node: TxnNode, tid: str, state: str, timeout_s: float = 5.0
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TxnNode", "find_txn", "init_txn", "tnode_fixture",
            "txn_ready", "wait_state"]
+
+
+def set_transaction_version(node: TxnNode, level: int) -> None:
+    """Finalize transaction.version at `level` in the node's image (a FeatureLevel record
+    would; level 2 lets transactions V2 in, broker/txn/version.py)."""
+    from dataclasses import replace
+
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, features={
+        **image.features, "transaction.version": level}))
