@@ -8,8 +8,9 @@ transaction, an ABORT marker (kio WriteTxnMarkers). Then librdkafka consumes the
 partition from offset 0 with isolation.level=read_uncommitted and read_committed in turn
 (--repeats rounds, alternating which goes first) and the time to reach the end is taken.
 Both read the same log; read_committed also gets the aborted transactions list and drops
-the aborted records client-side. The node runs with transaction.partition.verification.enable
-=false, as no coordinator knows these transactions. Prints log MB/s for both and the ratio (goal >= 0.9).
+the aborted records client-side. The node runs with
+transaction.partition.verification.enable=false, as no coordinator knows these transactions.
+Prints log MB/s for both and the ratio (goal >= 0.9).
 
     python bench/txn_bench.py --mb 256 --repeats 3
 """
