@@ -9,8 +9,10 @@ KIP-890: with `transaction.partition.verification.enable`, the group coordinator
 first asks the transaction coordinator whether the group's `__consumer_offsets` partition is
 in the producer's transaction (AddOffsetsToTxn put it there), so offsets of a transaction
 that already ended are refused (INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v4) rather
-than left pending. v5 is transactions V2: no AddOffsetsToTxn comes first, the partition is
-added to the transaction by this check (it needs the finalized `transaction.version` >= 2,
+than left pending; once the producer's transaction is open on that partition (its first
+offsets are in the log) there is nothing to ask, as for a produce. v5 is transactions V2:
+no AddOffsetsToTxn comes first, the partition is added to the transaction by this check
+(it needs the finalized `transaction.version` >= 2,
 else UNSUPPORTED_VERSION). Unlike a produce, the offsets' own append carries no
 verification guard here.
 """
@@ -50,6 +52,10 @@ async def _verify(node: Any, request: Any, op: TxnOperation) -> ErrorCode | None
     if service is None or verifier is None:
         return ErrorCode.coordinator_not_available
     tp = (OFFSETS_TOPIC, service.offsets_partition_of(str(request.group_id)))
+    part = node.replicas.get(*tp)
+    if (op is not TxnOperation.ADD_PARTITION and part is not None
+            and part.producer_state.has_ongoing_txn(int(request.producer_id))):
+        return None  # the transaction is open on the offsets partition: nothing to verify
     failed = await verifier.verify(str(request.transactional_id), int(request.producer_id),
                                    int(request.producer_epoch), [tp], op)
     error: ErrorCode | None = failed.get(tp)
