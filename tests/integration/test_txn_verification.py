@@ -229,3 +229,33 @@ def test_init_producer_id_v6_two_phase_commit_refused(bootstrap: str, w: TxnWire
     assert r.error_code is ErrorCode.unsupported_version
     r = w.init_v(tid, 6)
     assert (r.error_code, r.producer_epoch, r.ongoing_txn_producer_id) == (ErrorCode.none, 0, -1)
+
+
+def test_librdkafka_transactions_with_verification_on(bootstrap: str, w: TxnWire,
+                                                      topic_name: str) -> None:
+    """A real transactional client (librdkafka 2.16: AddPartitionsToTxn v0, Produce v10)
+    on a node that verifies: each transaction's first batch per partition is checked with
+    the coordinator and goes in; commit and abort are read back as Kafka's; a kio-built
+    stray write of the same transactional id to a partition it never added is refused."""
+    from tests.compat.test_transactions_confluent import producer, read
+
+    adm.create_topic(bootstrap, topic_name, partitions=2)
+    tid = f"{topic_name}-rd"
+    p = producer(bootstrap, tid)
+    p.init_transactions(30)
+    for round_, commit in ((0, True), (1, False), (2, True)):
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic_name, value=b"r%d-%d" % (round_, i), partition=0)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    got = read(bootstrap, topic_name, 2, "read_committed")
+    assert sorted(got) == sorted([b"r%d-%d" % (r, i) for r in (0, 2) for i in range(10)])
+    # the producer's id and epoch as the coordinator has them; partition 1 is not in any
+    # of its transactions
+    d = w.describe(tid)
+    part = w.produce(10, tid, d.producer_id, d.producer_epoch, topic_name, 1, [b"stray"])
+    assert part.error_code is ErrorCode.invalid_txn_state
+    assert w.offsets(topic_name, 1) == (0, 0)
