@@ -202,6 +202,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3600000,
               at_least(1)),
     ConfigDef("producer.id.expiration.ms", INT, 86400000, at_least(1)),
+    # KIP-890: a leader checks with the coordinator before a transaction's first append
+    ConfigDef("transaction.partition.verification.enable", B, True),
     # Client quotas (broker/quotas, docs/security.md): Kafka's sample windows of the byte-rate
     # and request quotas, and of the controller mutation quota
     ConfigDef("quota.window.num", INT, 11, at_least(1)),

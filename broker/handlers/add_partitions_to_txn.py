@@ -2,9 +2,13 @@
 
 v0-v3 are the client's form (one transaction). v4+ is the batched form brokers send
 (KIP-890): several transactions, each either added or, with verify_only, only checked
-against the ongoing transaction (no state change). Partitions of unknown topics get
-UNKNOWN_TOPIC_OR_PARTITION and the others of that transaction OPERATION_NOT_ATTEMPTED, as in
-Kafka; otherwise every partition gets the coordinator's answer.
+against the ongoing transaction (no state change; a partition not in it is
+TRANSACTION_ABORTABLE, which v4 answers as INVALID_TXN_STATE). Partitions of unknown topics
+get UNKNOWN_TOPIC_OR_PARTITION and the others of that transaction OPERATION_NOT_ATTEMPTED, as
+in Kafka; otherwise every partition gets the coordinator's answer. v5 without verify_only is
+how a leader adds the partition of a transactions V2 producer's first produce (the
+transaction becomes one of V2); it needs the finalized `transaction.version` >= 2, else
+UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.txn.version import transactions_v2
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 24
 BATCHED_VERSION = 4
+TV2_VERSION = 5
 FENCED_VERSION = 2
 
 TopicPartition = tuple[str, int]
@@ -58,7 +64,7 @@ def _refused(node: Any, ctx: RequestContext, tid: str,
 
 
 async def _one(node: Any, tid: str, pid: int, epoch: int, parts: list[TopicPartition],
-               verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+               verify_only: bool, tv2: bool = False) -> dict[TopicPartition, ErrorCode]:
     try:
         svc = _txn.service(node)
     except KafkaError as exc:
@@ -69,7 +75,9 @@ async def _one(node: Any, tid: str, pid: int, epoch: int, parts: list[TopicParti
                      else ErrorCode.operation_not_attempted) for tp in parts}
     if verify_only:
         return svc.verify_partitions(tid, pid, epoch, parts)
-    error = await svc.add_partitions(tid, pid, epoch, parts)
+    if tv2 and not transactions_v2(node.metadata):
+        return dict.fromkeys(parts, ErrorCode.unsupported_version)
+    error = await svc.add_partitions(tid, pid, epoch, parts, tv2=tv2)
     return dict.fromkeys(parts, error)
 
 
@@ -77,6 +85,8 @@ def _topic_results(mod: Any, results: dict[TopicPartition, ErrorCode],
                    version: int) -> tuple[Any, ...]:
     by_topic: dict[str, list[Any]] = {}
     for (topic, p), err in results.items():
+        if err is ErrorCode.transaction_abortable and version < TV2_VERSION:
+            err = ErrorCode.invalid_txn_state
         by_topic.setdefault(topic, []).append(build(
             mod.AddPartitionsToTxnPartitionResult, partition_index=p,
             partition_error_code=_txn.fenced_for(version, FENCED_VERSION, err)))
@@ -102,7 +112,8 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     out = []
     for txn in request.transactions:
         results = await _one(node, str(txn.transactional_id), int(txn.producer_id),
-                             int(txn.producer_epoch), _parts(txn.topics), bool(txn.verify_only))
+                             int(txn.producer_epoch), _parts(txn.topics), bool(txn.verify_only),
+                             tv2=ctx.api_version >= TV2_VERSION)
         out.append(build(mod.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
                          topic_results=_topic_results(mod, results, ctx.api_version)))
     return build(mod.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,

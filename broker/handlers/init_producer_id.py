@@ -1,5 +1,9 @@
-"""InitProducerId (API 22), versions 0-4: producer ids for idempotent and transactional
-producers.
+"""InitProducerId (API 22), versions 0-6: producer ids for idempotent and transactional
+producers. v5 may answer TRANSACTION_ABORTABLE (KIP-890). v6 carries KIP-939's two-phase
+commit fields; Skiff does not take part in two-phase commits, and answers as Kafka 4.1 does
+with `transaction.two.phase.commit.enable` off (its default): Enable2Pc is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KeepPreparedTxn with UNSUPPORTED_VERSION (Kafka 4.1
+has not implemented it), and OngoingTxnProducerId/Epoch are always -1.
 
 A null transactional id gets a fresh producer id with epoch 0, as Kafka's
 TransactionCoordinator treats it. A producer id and epoch passed at v3+ (KIP-360) are not
@@ -165,6 +169,17 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     if tid and not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
         # a transactional producer needs WRITE on its transactional id (Kafka)
         return _response(request, ErrorCode.transactional_id_authorization_failed)
+    if getattr(request, "enable2_pc", False) or getattr(request, "keep_prepared_txn", False):
+        # KIP-939: no two-phase commit here (Kafka with transaction.two.phase.commit.enable
+        # false, which checks these before anything else for a transactional id)
+        log.info("init_producer_id_2pc_refused", client=ctx.client_id, transactional_id=tid,
+                 enable_2pc=getattr(request, "enable2_pc", False),
+                 keep_prepared_txn=getattr(request, "keep_prepared_txn", False))
+        if tid is None or tid == "":
+            return _response(request, ErrorCode.invalid_request)
+        if getattr(request, "enable2_pc", False):
+            return _response(request, ErrorCode.transactional_id_authorization_failed)
+        return _response(request, ErrorCode.unsupported_version)
     # An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
     # (Kafka's KIP-679 rule); a transactional one WRITE on its transactional id (above).
     if tid is None and not (allowed(node, ctx, Op.IDEMPOTENT_WRITE, Res.CLUSTER)

@@ -1,19 +1,27 @@
 """Produce (API 0): append record batches to partition leaders.
 
-Versions 0-10 are served. v0-v2 (Kafka 3.9 served them; 4.0 dropped them, KIP-896) carry
+Versions 0-13 are served. v0-v2 (Kafka 3.9 served them; 4.0 dropped them, KIP-896) carry
 legacy message sets (magic 0 on v0-v1, magic 1 on v2), which the log converts to v2 batches on
 append (broker/protocol/legacy.py); they have no transactional_id, v0 no throttle time, v0-v1
 no log_append_time in the answer. v10+ answers
 NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH with the current leader and its endpoint
-(KIP-951), so the producer switches without a metadata round trip. The answer is written
-by the narrow encoder in broker/protocol/produce_encoder.py.
+(KIP-951), so the producer switches without a metadata round trip. v11 may answer
+TRANSACTION_ABORTABLE (KIP-890). v12 is transactions V2: the first produce of a
+transaction to a partition adds the partition to it (gated by the finalized
+`transaction.version` >= 2, else UNSUPPORTED_VERSION for a transactional request). v13
+names topics by id (KIP-516): an id the cluster does not know is UNKNOWN_TOPIC_ID. The
+answer is written by the narrow encoder in broker/protocol/produce_encoder.py.
 
 Transactional batches (v3+) are taken when the request names a transactional_id, as Kafka
 requires (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the log then tracks the producer's
 open transaction until the coordinator's marker (WriteTxnMarkers) ends it. Control batches
-from clients are refused (INVALID_RECORD). KIP-890's verification of the partition with
-the transaction coordinator is not done. Authorizing WRITE on the transactional id is the
-ACL layer's.
+from clients are refused (INVALID_RECORD). KIP-890 part 1 (with
+`transaction.partition.verification.enable`, Kafka's default): before the first append of
+a producer's transaction on a partition this leader asks the transaction coordinator
+whether the partition is in that transaction (broker/txn/verification.py) and appends only
+with the verification guard it took before asking, so a write that arrives after the
+transaction ended is refused (INVALID_TXN_STATE) instead of opening a hanging
+transaction. Authorizing WRITE on the transactional id is the ACL layer's.
 """
 
 from __future__ import annotations
@@ -46,15 +54,20 @@ from broker.protocol.records import (
     MAGIC_OFFSET,
     MIN_BATCH_LENGTH,
     TRANSACTIONAL_MASK,
+    iter_batch_headers,
 )
 from broker.protocol.wire import NodeEndpoint
+from broker.replication.producer_state import VerificationGuard
 from broker.server.dispatch import NoResponse
+from broker.txn.verification import TxnOperation, produce_error, produce_operation
+from broker.txn.version import transactions_v2
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 0
+TOPIC_ID_VERSION = 13
 log = structlog.get_logger(__name__)
 _ATTRIBUTES_OFFSET = 21
 _I16 = struct.Struct(">h")
@@ -78,26 +91,99 @@ def has_transactional_batch(records: bytes | memoryview) -> bool:
     return False
 
 
+def _transactional_producer(records: bytes | memoryview) -> tuple[int, int, int] | None:
+    """(producer id, epoch, base sequence) of the first transactional batch, if any."""
+    if not has_transactional_batch(records):
+        return None
+    try:
+        for _, h in iter_batch_headers(memoryview(records), validate_crc=False):
+            if h.is_transactional and not h.is_control and h.producer_id >= 0:
+                return h.producer_id, h.producer_epoch, h.base_sequence
+    except KafkaError:
+        return None  # malformed: the log's checks answer it
+    return None
+
+
+async def _verify(
+    node: BrokerServices, tid: str, op: TxnOperation,
+    entries: dict[tuple[str, int], bytes | memoryview],
+    errors: dict[tuple[str, int], KafkaError],
+) -> dict[tuple[str, int], VerificationGuard | None]:
+    """KIP-890: guards for the partitions whose transactional batch may open a
+    transaction, after the coordinator confirmed (or, V2, added) them. Partitions that
+    fail move from `entries` to `errors`."""
+    producers = {k: p for k, r in entries.items() if (p := _transactional_producer(r))}
+    if not producers:
+        return {}
+    if len({(pid, epoch) for pid, epoch, _ in producers.values()}) > 1:
+        for k in producers:  # Kafka's InvalidPidMappingException: one producer per request
+            entries.pop(k)
+            errors[k] = KafkaError(ErrorCode.invalid_producer_id_mapping,
+                                   "Transactional records contained more than one producer ID")
+        return {}
+    pid, epoch, _ = next(iter(producers.values()))
+    guards: dict[tuple[str, int], VerificationGuard | None] = {}
+    for key, (_, _, seq) in producers.items():
+        try:
+            guards[key] = node.replicas.start_verification(key[0], key[1], pid, seq, epoch)
+        except KafkaError:
+            guards[key] = None  # not the leader: the append answers it
+    wanted = [k for k, g in guards.items() if g is not None]
+    if not wanted:
+        return guards
+    service = getattr(node, "txn_coordinator", None)
+    verifier = getattr(service, "verifier", None)
+    if verifier is None:
+        failed = dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
+    else:
+        failed = await verifier.verify(tid, pid, epoch, wanted, op)
+    for key, code in failed.items():
+        entries.pop(key, None)
+        guards.pop(key, None)
+        errors[key] = produce_error(code)
+    return guards
+
+
+def _unknown_id_key(topic_id: Any, index: int) -> tuple[str, int]:
+    return (f"\0{topic_id}", index)  # never a topic's name
+
+
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any
                  ) -> ResponseChunks | NoResponse | None:
     acks = request.acks
     entries: dict[tuple[str, int], bytes | memoryview] = {}
     errors: dict[tuple[str, int], KafkaError] = {}
     tid = getattr(request, "transactional_id", None)
-    may_write = {t.name: allowed(node, ctx, Op.WRITE, Res.TOPIC, t.name)
-                 for t in request.topic_data}
+    version = ctx.api_version
+    image = node.metadata
+    # v13: topics by id; the name stands in for it from here on ("" when unknown)
+    names: list[str] = []
+    for topic in request.topic_data:
+        if version >= TOPIC_ID_VERSION:
+            t = image.topic_by_id(topic.topic_id)
+            name = t.name if t is not None else ""
+        else:
+            name = topic.name
+        names.append(name)
+    may_write = {n: allowed(node, ctx, Op.WRITE, Res.TOPIC, n) for n in names if n}
     # Kafka refuses the whole request when WRITE on the transactional id is missing
     may_txn = not tid or allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid)
-    for topic in request.topic_data:
+    op = produce_operation(version)
+    v2_refused = (bool(tid) and op is TxnOperation.ADD_PARTITION
+                  and not transactions_v2(image))
+    for name, topic in zip(names, request.topic_data, strict=True):
         for part in topic.partition_data:
-            key = (topic.name, part.index)
-            if acks not in (0, 1, -1):
+            key = (name, part.index)
+            if not name:
+                errors[_unknown_id_key(topic.topic_id, part.index)] = KafkaError(
+                    ErrorCode.unknown_topic_id, str(topic.topic_id))
+            elif acks not in (0, 1, -1):
                 errors[key] = KafkaError(ErrorCode.invalid_required_acks, f"acks={acks}")
             elif not may_txn:
                 errors[key] = KafkaError(ErrorCode.transactional_id_authorization_failed,
                                          f"WRITE on transactional id {tid}")
-            elif not may_write[topic.name]:  # WRITE on the topic, before it is looked up
-                errors[key] = KafkaError(ErrorCode.topic_authorization_failed, topic.name)
+            elif not may_write[name]:  # WRITE on the topic, before it is looked up
+                errors[key] = KafkaError(ErrorCode.topic_authorization_failed, name)
             elif part.records is None:
                 errors[key] = KafkaError(ErrorCode.corrupt_message, "null record set")
             elif tid is None and has_transactional_batch(part.records):
@@ -105,15 +191,29 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any
                     ErrorCode.transactional_id_authorization_failed,
                     "transactional batches need the request's transactional_id",
                 )
-            elif node.metadata.topic(topic.name) is None:
-                errors[key] = KafkaError(ErrorCode.unknown_topic_or_partition, topic.name)
+            elif image.topic(name) is None:
+                errors[key] = KafkaError(ErrorCode.unknown_topic_or_partition, name)
+            elif v2_refused:
+                errors[key] = KafkaError(
+                    ErrorCode.unsupported_version,
+                    f"Produce v{version} in a transaction needs transactions V2 "
+                    "(finalized transaction.version >= 2)")
             else:
                 entries[key] = part.records
+    verification: dict[tuple[str, int], VerificationGuard | None] | None = None
+    if tid and entries:
+        verify_enabled = bool(node.config["transaction.partition.verification.enable"])
+        if verify_enabled or op is TxnOperation.ADD_PARTITION:
+            guards = await _verify(node, tid, op, entries, errors)
+            if verify_enabled:
+                verification = guards
     results: dict[tuple[str, int], AppendResult | KafkaError] = dict(errors)
     if entries:
         results.update(
             await node.replicas.append(
-                entries, required_acks=acks, timeout_ms=int(request.timeout.total_seconds() * 1000)
+                entries, required_acks=acks,
+                timeout_ms=int(request.timeout.total_seconds() * 1000),
+                verification=verification,
             )
         )
     for key, result in results.items():
@@ -134,22 +234,21 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any
     if acks == 0:
         return NoResponse(throttle_ms) if throttle_ms else None
 
-    version = ctx.api_version
     hints = version >= 10
-    image = node.metadata
     leaders: list[int] = []
     topics = []
-    for topic in request.topic_data:
+    for name, topic in zip(names, request.topic_data, strict=True):
         partitions = []
         for part in topic.partition_data:
-            result = results[(topic.name, part.index)]
+            result = results[(name, part.index) if name
+                             else _unknown_id_key(topic.topic_id, part.index)]
             if isinstance(result, KafkaError):
                 code = result.error_code
                 if code is ErrorCode.unknown_topic_or_partition:
-                    code = not_hosted_error(image, topic.name, part.index)
+                    code = not_hosted_error(image, name, part.index)
                 leader_and_epoch = (-1, -1)
                 if hints and code in LEADER_HINT_ERRORS:
-                    leader_and_epoch = current_leader(image, topic.name, part.index)
+                    leader_and_epoch = current_leader(image, name, part.index)
                     if leader_and_epoch[0] >= 0:
                         leaders.append(leader_and_epoch[0])
                     else:
@@ -161,7 +260,8 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any
                 partitions.append(ProducePartition(
                     part.index, 0, result.base_offset, result.log_append_time_ms,
                     result.log_start_offset))
-        topics.append(ProduceTopic(topic.name, partitions))
+        topics.append(ProduceTopic(name, partitions,
+                                   topic.topic_id if version >= TOPIC_ID_VERSION else None))
     endpoints = [
         NodeEndpoint(b, host, port, rack)
         for b, host, port, rack in leader_endpoints(image, ctx.listener_name, leaders)

@@ -4,6 +4,17 @@ written to __consumer_offsets as the producer's transactional batch and take eff
 when the transaction's COMMIT marker reaches that partition (an ABORT drops them); see
 broker/group/offsets.py. v3 (KIP-447) carries the consumer's generation and member id,
 which are checked as OffsetCommit checks them; before v3 they are absent and not checked.
+
+KIP-890: with `transaction.partition.verification.enable`, the group coordinator's broker
+first asks the transaction coordinator whether the group's `__consumer_offsets` partition is
+in the producer's transaction (AddOffsetsToTxn put it there), so offsets of a transaction
+that already ended are refused (INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from v4) rather
+than left pending; once the producer's transaction is open on that partition (its first
+offsets are in the log) there is nothing to ask, as for a produce. v5 is transactions V2:
+no AddOffsetsToTxn comes first, the partition is added to the transaction by this check
+(it needs the finalized `transaction.version` >= 2,
+else UNSUPPORTED_VERSION). Unlike a produce, the offsets' own append carries no
+verification guard here.
 """
 
 from __future__ import annotations
@@ -13,16 +24,46 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, TxnOffsetCommitRequest
 from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.txn.verification import TxnOperation, txn_offset_commit_operation
+from broker.txn.version import transactions_v2
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 28
+# the coordinator could not be asked now: answered as a retriable error every client knows
+_RETRIABLE = frozenset({
+    ErrorCode.network_exception, ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
+    ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions,
+})
+
+
+async def _verify(node: Any, request: Any, op: TxnOperation) -> ErrorCode | None:
+    """The group's offsets partition checked with (V2: added to) the producer's
+    transaction; None when it is in it, else the error for every partition."""
+    service = getattr(node, "txn_coordinator", None)
+    verifier = getattr(service, "verifier", None)
+    if service is None or verifier is None:
+        return ErrorCode.coordinator_not_available
+    tp = (OFFSETS_TOPIC, service.offsets_partition_of(str(request.group_id)))
+    part = node.replicas.get(*tp)
+    if (op is not TxnOperation.ADD_PARTITION and part is not None
+            and part.producer_state.has_ongoing_txn(int(request.producer_id))):
+        return None  # the transaction is open on the offsets partition: nothing to verify
+    failed = await verifier.verify(str(request.transactional_id), int(request.producer_id),
+                                   int(request.producer_epoch), [tp], op)
+    error: ErrorCode | None = failed.get(tp)
+    if error is None:
+        return None
+    if error in _RETRIABLE:
+        return ErrorCode.coordinator_not_available  # every client retries it
+    return error
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
@@ -32,10 +73,13 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     order: list[tuple[str, int]] = []
     # WRITE on the transactional id, READ on the group, READ on each topic (Kafka's checks)
     whole: ErrorCode | None = None
+    op = txn_offset_commit_operation(ctx.api_version)
     if not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, str(request.transactional_id)):
         whole = ErrorCode.transactional_id_authorization_failed
     elif not allowed(node, ctx, Op.READ, Res.GROUP, str(request.group_id)):
         whole = ErrorCode.group_authorization_failed
+    elif op is TxnOperation.ADD_PARTITION and not transactions_v2(image):
+        whole = ErrorCode.unsupported_version
     readable: dict[str, bool] = {}
     for topic in request.topics:
         for p in topic.partitions:
@@ -55,6 +99,13 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             accepted.append(CommitPartition(
                 key[0], key[1], int(p.committed_offset),
                 int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    if accepted and (op is TxnOperation.ADD_PARTITION
+                     or bool(node.config["transaction.partition.verification.enable"])):
+        failed = await _verify(node, request, op)
+        if failed is not None:
+            for c in accepted:
+                errors[(c.topic, c.partition)] = failed
+            accepted = []
     if accepted:
         req = TxnOffsetCommitRequest(
             transactional_id=str(request.transactional_id), group_id=str(request.group_id),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
+from broker.metadata.features import FinalizedFeatures
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
 from broker.quotas.core import QuotaMap
 from broker.security.authorizer import AclBinding, AclIndex
@@ -117,6 +118,22 @@ class MetadataImage:
     @staticmethod
     def empty(cluster_id: str = "") -> MetadataImage:
         return MetadataImage(cluster_id=cluster_id)
+
+    # -- features ------------------------------------------------------------
+
+    @cached_property
+    def finalized(self) -> FinalizedFeatures:
+        """The finalized feature levels (FeatureLevel records) and their epoch, the image's
+        offset (Kafka's FinalizedFeaturesEpoch). kraft.version is Raft's, not here."""
+        return FinalizedFeatures(self.features, self.offset)
+
+    def finalized_level(self, name: str) -> int:
+        """A feature's finalized level, 0 when it is not finalized."""
+        return self.features.get(name, 0)
+
+    @property
+    def finalized_features_epoch(self) -> int:
+        return self.offset
 
     # -- topics and partitions ---------------------------------------------
 

@@ -34,7 +34,8 @@ MAX_FRAME = rec.MAX_RECORD_BYTES
 def image_to_records(image: MetadataImage) -> list[Any]:
     """Records that, replayed on an empty image, give `image` back (offsets aside)."""
     out: list[Any] = []
-    for name in sorted(image.features):
+    # metadata.version first, as Kafka's snapshots and bootstrap checkpoints have it
+    for name in sorted(image.features, key=lambda n: (n != "metadata.version", n)):
         out.append(rec.feature_level_record(name, image.features[name]))
     for bid in sorted(image.brokers):
         b = image.brokers[bid]

@@ -22,15 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import NodeConfig, parse_properties
+from broker.metadata import features
 from broker.protocol.kafka_uuid import kafka_to_uuid, random_kafka_uuid
 from broker.util.files import atomic_write
 
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 BOOTSTRAP_VOTERS = "bootstrap-voters.checkpoint"
-# Skiff's own metadata.version: 1 is the record set in proto/skiff/metadata/v1.
-METADATA_VERSION_FEATURE = "metadata.version"
-METADATA_VERSION = 1
+# The latest metadata.version (Kafka's levels, broker/metadata/features.py): what a format
+# without --release-version writes.
+METADATA_VERSION_FEATURE = features.METADATA_VERSION
+METADATA_VERSION = features.LATEST_METADATA_VERSION
 
 
 class StorageError(Exception):
@@ -85,18 +87,25 @@ def read_meta_properties(directory: Path) -> MetaProperties | None:
 # -- bootstrap ------------------------------------------------------------------------
 
 
-def bootstrap_records() -> list[Any]:
-    """What the first active controller writes to an empty metadata log."""
+def bootstrap_records(levels: dict[str, int] | None = None) -> list[Any]:
+    """What the first active controller writes to an empty metadata log: the finalized
+    feature levels (FeatureLevel records, metadata.version first), by default the latest
+    release's with static voters."""
     from broker.metadata import records as rec
 
-    return [rec.feature_level_record(METADATA_VERSION_FEATURE, METADATA_VERSION)]
+    if levels is None:
+        levels = features.bootstrap_levels()
+    order = sorted(levels, key=lambda n: (n != METADATA_VERSION_FEATURE, n))
+    return [rec.feature_level_record(n, levels[n]) for n in order]
 
 
-def write_bootstrap(metadata_dir: Path, cluster_id: str, extra: Sequence[Any] = ()) -> Path:
-    """`extra`: records added at format time (--add-scram credentials)."""
+def write_bootstrap(metadata_dir: Path, cluster_id: str, extra: Sequence[Any] = (),
+                    levels: dict[str, int] | None = None) -> Path:
+    """`extra`: records added at format time (--add-scram credentials); `levels`: the
+    finalized feature levels (features.bootstrap_levels)."""
     from broker.metadata.snapshot import encode_snapshot, image_from_records
 
-    image = image_from_records([*bootstrap_records(), *extra], cluster_id=cluster_id)
+    image = image_from_records([*bootstrap_records(levels), *extra], cluster_id=cluster_id)
     path = metadata_dir / BOOTSTRAP_CHECKPOINT
     atomic_write(path, encode_snapshot(image))
     return path

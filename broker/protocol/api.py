@@ -234,8 +234,9 @@ class ApiTable:
 # What the client listener of a broker advertises (issue 4): every version from Kafka 3.9's
 # floor, v0 (issue 23); `floors_table` raises them to Kafka 4's.
 BROKER_APIS = ApiTable.of(
-    # Produce v10 and Fetch v16 carry the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951).
-    (PRODUCE, 0, 10),
+    # Produce v10 and Fetch v16 carry the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951);
+    # Produce v11: TRANSACTION_ABORTABLE, v12: transactions V2 (KIP-890), v13: topic ids
+    (PRODUCE, 0, 13),
     # Fetch v17 (a follower's directory id) and v18 (a follower's high watermark, KIP-1166)
     (FETCH, 0, 18),
     # v8-v10: earliest-local and latest-tiered offsets (no tiered storage), a timeout
@@ -246,7 +247,8 @@ BROKER_APIS = ApiTable.of(
     (CREATE_TOPICS, 0, 7),  # v6: KIP-599 throttling; v7: topic ids in the answer
     (DELETE_TOPICS, 0, 6),  # v5: error messages, KIP-599 throttling; v6: by name or id
     (DELETE_RECORDS, 0, 2),
-    (INIT_PRODUCER_ID, 0, 4),
+    # v5: TRANSACTION_ABORTABLE (KIP-890); v6: KIP-939's 2PC fields, refused (no 2PC)
+    (INIT_PRODUCER_ID, 0, 6),
     (OFFSET_FOR_LEADER_EPOCH, 0, 4),
     # consumer groups (issue 6): the classic protocol and KIP-848
     # v10: topics by id
@@ -265,13 +267,14 @@ BROKER_APIS = ApiTable.of(
     (OFFSET_DELETE, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1),
     (CONSUMER_GROUP_DESCRIBE, 0, 1),
-    # transactions (issue 22): the coordinator's side. AddPartitionsToTxn v4 is the batched
-    # form brokers send (KIP-890); v5 and EndTxn/TxnOffsetCommit v4+ belong to transactions
-    # version 2, which Skiff does not coordinate.
-    (ADD_PARTITIONS_TO_TXN, 0, 4),
-    (ADD_OFFSETS_TO_TXN, 0, 3),
-    (END_TXN, 0, 3),
-    (TXN_OFFSET_COMMIT, 0, 3),
+    # transactions (issue 22): the coordinator's side. AddPartitionsToTxn v4+ is the batched
+    # form brokers send (KIP-890 verification); v4 of AddOffsetsToTxn/EndTxn/TxnOffsetCommit
+    # may answer TRANSACTION_ABORTABLE; AddPartitionsToTxn v5, EndTxn v5 and TxnOffsetCommit
+    # v5 are transactions V2 (gated by the finalized transaction.version, broker/txn/version.py)
+    (ADD_PARTITIONS_TO_TXN, 0, 5),
+    (ADD_OFFSETS_TO_TXN, 0, 4),
+    (END_TXN, 0, 5),
+    (TXN_OFFSET_COMMIT, 0, 5),
     (DESCRIBE_TRANSACTIONS, 0, 0),
     (LIST_TRANSACTIONS, 0, 1),
     (DESCRIBE_CONFIGS, 0, 4),

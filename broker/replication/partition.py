@@ -78,7 +78,11 @@ from broker.protocol.records import (
     iter_batch_headers,
     validate_batches,
 )
-from broker.replication.producer_state import BatchMetadata, ProducerStateManager
+from broker.replication.producer_state import (
+    BatchMetadata,
+    ProducerStateManager,
+    VerificationGuard,
+)
 from broker.util.files import atomic_write
 
 # A replica opened without producer snapshots rebuilds its producer state from the batch
@@ -274,7 +278,12 @@ class Partition:
             if current_leader_epoch > self.leader_epoch:
                 raise KafkaError(ErrorCode.unknown_leader_epoch, f"{self.topic}-{self.index}")
 
-    def append_as_leader(self, records: bytes | memoryview, required_acks: int) -> AppendResult:
+    def append_as_leader(self, records: bytes | memoryview, required_acks: int, *,
+                         verify: bool = False,
+                         guard: VerificationGuard | None = None) -> AppendResult:
+        """A client's append. `verify` (KIP-890): a transactional batch that opens a
+        transaction needs `guard`, the producer's verification guard from
+        `start_verification`, still current."""
         self.require_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise KafkaError(
@@ -282,7 +291,7 @@ class Partition:
                 f"ISR {list(self.isr)} is below min.insync.replicas={self.min_insync_replicas}",
             )
         now = self.clock()
-        duplicate = self._check_producers(records, now)
+        duplicate = self._check_producers(records, now, verify, guard)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset,
@@ -317,7 +326,15 @@ class Partition:
         _wake(self._log_end_waiters)
         return result
 
-    def _check_producers(self, records: bytes | memoryview, now_ms: int) -> BatchMetadata | None:
+    def start_verification(self, producer_id: int, sequence: int, epoch: int
+                           ) -> VerificationGuard | None:
+        """Leader only (raises KafkaError otherwise): see ProducerStateManager."""
+        self.require_leader()
+        return self.producer_state.start_verification(producer_id, sequence, epoch,
+                                                      self.clock())
+
+    def _check_producers(self, records: bytes | memoryview, now_ms: int, verify: bool = False,
+                         guard: VerificationGuard | None = None) -> BatchMetadata | None:
         if now_ms >= self._next_producer_expiry_ms:
             self.producer_state.expire(now_ms, self.producer_id_expiration_ms)
             self._next_producer_expiry_ms = now_ms + PRODUCER_ID_EXPIRATION_CHECK_MS
@@ -327,7 +344,7 @@ class Partition:
         if not _may_have_producer_id(mv):
             return None
         headers = [h for _, h in iter_batch_headers(mv, validate_crc=False)]
-        duplicate = self.producer_state.validate(headers)
+        duplicate = self.producer_state.validate(headers, verify=verify, guard=guard)
         if duplicate is not None:
             # Nothing will be written, so the log's checks (CRC, sizes) run here: a
             # corrupt retry is refused, not acknowledged.

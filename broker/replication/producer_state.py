@@ -10,13 +10,23 @@ bound the last stable offset (`first_unstable_offset`).
 
 Transitions (all of them live here):
 
-    validate(batches)            leader, before the append: DUPLICATE of a cached batch
+    start_verification(pid, seq, epoch, now_ms)
+                                 leader, before a client's transactional append (KIP-890):
+                                 None when the producer's transaction is already open
+                                 here (nothing to verify); else the producer's
+                                 VerificationGuard, made on first use, which the append
+                                 must bring back after the coordinator confirmed the
+                                 partition is in the transaction. Also keeps the lowest
+                                 sequence seen while unverified.
+    validate(batches, guard)     leader, before the append: DUPLICATE of a cached batch
                                  (answer its original offsets, append nothing), or raise
                                  INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER /
                                  INVALID_RECORD (no sequence; a retry mixed with other
                                  batches) / INVALID_TXN_STATE (a non-transactional batch
-                                 of a producer whose transaction is open), or accept
-                                 (None). Changes nothing.
+                                 of a producer whose transaction is open; with
+                                 verification, a transactional batch that opens a
+                                 transaction without the producer's current guard), or
+                                 accept (None). Changes nothing.
     validate_marker(pid, epoch, coordinator epoch)
                                  leader, before writing an end-transaction marker:
                                  INVALID_PRODUCER_EPOCH for an older producer epoch,
@@ -29,6 +39,9 @@ Transitions (all of them live here):
                                  (first offset) unless one is open; an end-transaction
                                  marker closes it (returned as an AbortedTxn when aborted,
                                  for the .txnindex) and records the coordinator epoch.
+                                 Any transactional batch or marker drops the producer's
+                                 verification guard: from then on the open transaction
+                                 (or its end) is what the log knows.
     first_unstable_offset(hw)    completed transactions whose marker is below `hw` stop
                                  holding the LSO back; answers the lowest first offset of
                                  the rest and of the ongoing ones.
@@ -36,7 +49,8 @@ Transitions (all of them live here):
                                  replay the headers (and markers) the log still holds.
     expire(now_ms, max_age_ms)   producers idle for longer than producer.id.expiration.ms
                                  are forgotten (never one with an ongoing transaction);
-                                 they may then start again at any sequence.
+                                 they may then start again at any sequence. Verification
+                                 guards older than that go too.
     load_snapshot(data)          replica opened after a clean shutdown: the state as
                                  `snapshot(offset)` encoded it when the replica closed.
 
@@ -46,8 +60,12 @@ on from the last sequence (Int32 max wraps to 0); a producer id the partition do
 know may start at any sequence, because its state may have been removed by retention,
 DeleteRecords or expiration. Since Kafka 2.7 an older epoch is INVALID_PRODUCER_EPOCH for
 Produce at every version (PRODUCER_FENCED is the coordinator's answer, not the log's).
-KIP-890's verification of transactional appends with the coordinator is not done: a
-transactional batch opens a transaction whether or not the coordinator added the partition.
+KIP-890 (Kafka's VerificationStateEntry): with `transaction.partition.verification.enable`
+the leader asks the transaction coordinator whether the partition is in the producer's
+ongoing transaction before the first transactional append of that transaction; the guard
+handed out before asking must still be the producer's guard when the append happens, so an
+end marker written meanwhile (which drops the guard) makes a late write fail with
+INVALID_TXN_STATE instead of opening a transaction nobody will end (a hanging transaction).
 """
 
 from __future__ import annotations
@@ -137,6 +155,31 @@ class ProducerEntry:
         return None
 
 
+class VerificationGuard:
+    """Identity of one verification (Kafka's VerificationGuard): compared with `is`."""
+
+    __slots__ = ()
+
+
+@dataclass(slots=True)
+class VerificationEntry:
+    """A producer's pending verification on this partition (Kafka's
+    VerificationStateEntry): its guard, when it was made, and the lowest sequence (at the
+    newest epoch) seen while verifying, so a higher sequence cannot slip in ahead of a
+    lower one that is being retried."""
+
+    guard: VerificationGuard
+    timestamp_ms: int
+    lowest_sequence: int
+    epoch: int
+
+    def update(self, sequence: int, epoch: int) -> None:
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        elif epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
+
+
 def _is_idempotent_data(h: BatchHeader) -> bool:
     return h.producer_id >= 0 and not h.is_control
 
@@ -148,6 +191,7 @@ class ProducerStateManager:
         # (first offset, marker offset) of completed transactions, in marker order, until
         # the high watermark passes the marker.
         self._unreplicated: deque[tuple[int, int]] = deque()
+        self._verifying: dict[int, VerificationEntry] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -194,15 +238,40 @@ class ProducerStateManager:
                 f"{producer_id} is older than {entry.coordinator_epoch}",
             )
 
+    # ---- leader: transaction verification (KIP-890) -----------------------------------
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        return producer_id in self._ongoing
+
+    def start_verification(self, producer_id: int, sequence: int, epoch: int,
+                           now_ms: int) -> VerificationGuard | None:
+        """None when the producer's transaction is open here; else its guard (made on first
+        use; an existing one is kept, with the lowest sequence updated)."""
+        if producer_id in self._ongoing:
+            return None
+        entry = self._verifying.get(producer_id)
+        if entry is None:
+            entry = self._verifying[producer_id] = VerificationEntry(
+                VerificationGuard(), now_ms, sequence, epoch)
+        else:
+            entry.update(sequence, epoch)
+        return entry.guard
+
+    def verification_entry(self, producer_id: int) -> VerificationEntry | None:
+        return self._verifying.get(producer_id)
+
     # ---- leader: before the append -------------------------------------------------
 
-    def validate(self, batches: Sequence[BatchHeader]) -> BatchMetadata | None:
+    def validate(self, batches: Sequence[BatchHeader], *, verify: bool = False,
+                 guard: VerificationGuard | None = None) -> BatchMetadata | None:
         """Check a client's batches against the state; raises KafkaError.
 
         Returns the cached metadata when a batch repeats one of the producer's last five:
         the whole append is then answered with that batch's offsets and nothing is
         written, as Kafka does. Batches of one append are checked in order, each against
-        the state the earlier ones would leave."""
+        the state the earlier ones would leave. With `verify` (KIP-890), a transactional
+        batch that would open a transaction must come with the producer's current
+        verification `guard`."""
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq)
         for h in batches:
             if not _is_idempotent_data(h):
@@ -226,6 +295,21 @@ class ProducerStateManager:
                         f"on its own, not with {len(batches) - 1} other batches",
                     )
                 return dup
+            ventry = self._verifying.get(pid)
+            if ventry is not None and first > ventry.lowest_sequence \
+                    and h.producer_epoch == ventry.epoch:
+                raise KafkaError(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"producer {pid}: sequence {first} is above {ventry.lowest_sequence}, the "
+                    f"earliest sequence still being verified",
+                )
+            if (verify and h.is_transactional and pid not in self._ongoing
+                    and (ventry is None or guard is None or ventry.guard is not guard)):
+                raise KafkaError(
+                    ErrorCode.invalid_txn_state,
+                    f"transactional batch of producer {pid} is not part of an ongoing "
+                    f"transaction this partition verified with the transaction coordinator",
+                )
             if pid in pending:
                 epoch, last_seq = pending[pid]
             elif entry is not None:
@@ -282,6 +366,9 @@ class ProducerStateManager:
                 entry.batches.clear()
             if h.max_timestamp > entry.last_timestamp:
                 entry.last_timestamp = h.max_timestamp
+            if h.is_transactional:
+                # the open transaction (or its end) is known from here on
+                self._verifying.pop(pid, None)
             if h.is_control:
                 marker = markers.get(h.base_offset) if markers else None
                 if marker is not None:
@@ -326,6 +413,7 @@ class ProducerStateManager:
         self._producers.clear()
         self._ongoing.clear()
         self._unreplicated.clear()
+        self._verifying.clear()
 
     def snapshot(self, log_end_offset: int) -> bytes:
         body = bytearray(_SNAP_BODY_HEAD.pack(log_end_offset, len(self._producers)))
@@ -394,4 +482,7 @@ class ProducerStateManager:
         ]
         for pid in gone:
             del self._producers[pid]
+        stale = [pid for pid, v in self._verifying.items() if now_ms - v.timestamp_ms >= max_age_ms]
+        for pid in stale:
+            del self._verifying[pid]
         return gone

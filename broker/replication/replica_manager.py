@@ -22,7 +22,7 @@ offset and carry the aborted transactions of the range they read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import UUID
@@ -36,6 +36,7 @@ from broker.log import AppendResult, FileSlice, LogConfig, LogManager
 from broker.metrics.stats import BrokerTopicStats, TopicStats
 from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
+from broker.replication.producer_state import VerificationGuard
 
 log = structlog.get_logger(__name__)
 
@@ -345,13 +346,21 @@ class ReplicaManager:
     async def append(
         self, entries: dict[TopicPartition, bytes | memoryview], *, required_acks: int,
         timeout_ms: int,
+        verification: Mapping[TopicPartition, VerificationGuard | None] | None = None,
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
+        """`verification` (KIP-890, a client's transactional produce with
+        transaction.partition.verification.enable): the verification guard of each
+        partition (None where none was needed); a transactional batch that opens a
+        transaction without its current guard gets INVALID_TXN_STATE. None: no check."""
         results: dict[TopicPartition, AppendResult | KafkaError] = {}
         stats = self.topic_stats
+        verify = verification is not None
         for (topic, index), records in entries.items():
             try:
                 part = self.leader_partition(topic, index)
-                result = results[(topic, index)] = part.append_as_leader(records, required_acks)
+                guard = verification.get((topic, index)) if verification is not None else None
+                result = results[(topic, index)] = part.append_as_leader(
+                    records, required_acks, verify=verify, guard=guard)
                 if stats is not None:
                     st = stats.topic(topic)
                     st.total_produce += 1
@@ -364,6 +373,13 @@ class ReplicaManager:
         if required_acks == -1:
             await self._wait_replicated(results, timeout_ms)
         return results
+
+    def start_verification(self, topic: str, index: int, producer_id: int, sequence: int,
+                           epoch: int) -> VerificationGuard | None:
+        """KIP-890: the producer's verification guard on this leader's partition, or None
+        when its transaction is already open there. Raises KafkaError (not the leader)."""
+        return self.leader_partition(topic, index).start_verification(
+            producer_id, sequence, epoch)
 
     async def write_txn_marker(
         self, topic: str, partition: int, *, producer_id: int, producer_epoch: int,

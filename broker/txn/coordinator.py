@@ -42,6 +42,18 @@ Requests answer as Kafka's TransactionCoordinator does:
     EndTxn           as AddPartitions; Complete*/Prepare* of the same result: NONE /
                      CONCURRENT_TRANSACTIONS (a retry); of the other result, or Empty:
                      INVALID_TXN_STATE
+    VerifyPartitions (AddPartitionsToTxn v4+ verify_only, KIP-890 part 1) no state change:
+                     unknown id or other producer id INVALID_PRODUCER_ID_MAPPING, other
+                     epoch PRODUCER_FENCED, Prepare* CONCURRENT_TRANSACTIONS, else each
+                     partition NONE if in the transaction, TRANSACTION_ABORTABLE if not
+
+Transactions V2 (KIP-890 part 2: EndTxn v5, AddPartitionsToTxn v5 from a leader, whose
+transaction is then marked `client_tv2`, the ClientTransactionVersion Kafka records):
+EndTxn bumps the epoch (Ongoing -> Prepare* at epoch + 1, the markers carry it, the answer
+returns it); when that exhausts the epoch a fresh producer id is taken (NextProducerId) and
+becomes the producer id, at epoch 0, with Complete*. A retry of EndTxn comes with the old
+epoch: Prepare*/Complete* at epoch + 1 (or at epoch 0 of the next producer id after an
+overflow) count as the retried call, anything else with another epoch is PRODUCER_FENCED.
 
 Timers (`tick(now_ms)`): every transaction.abort.timed.out.transaction.cleanup.interval.ms,
 Ongoing transactions older than their timeout are fenced and aborted; every
@@ -166,6 +178,8 @@ class TxnMetadata:
     previous_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     pending: TxnState | None = None
+    client_tv2: bool = False  # the transaction is of transactions V2 (KIP-890 part 2)
+    next_producer_id: int = NO_PRODUCER_ID  # V2: taken when EndTxn exhausted the epoch
 
     def value(self) -> TransactionLogValue:
         return TransactionLogValue(
@@ -173,6 +187,8 @@ class TxnMetadata:
             timeout_ms=self.timeout_ms, state=int(self.state), partitions=self.partitions,
             last_update_ms=self.last_update_ms, start_ms=self.start_ms,
             previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id,
+            client_transaction_version=2 if self.client_tv2 else 0,
         )
 
 
@@ -189,6 +205,8 @@ class Target:
     partitions: frozenset[TopicPartition]
     start_ms: int
     last_update_ms: int
+    client_tv2: bool = False
+    next_producer_id: int = NO_PRODUCER_ID
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +249,20 @@ class InitResult:
 
 NEED_PRODUCER_ID = InitResult(ErrorCode.none, -2, -2)
 """Returned by init_producer_id when it needs a fresh producer id: call again with one."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndResult:
+    """EndTxn's answer: the error and, on success, the producer id and epoch the
+    producer goes on with (EndTxn v5 returns them)."""
+
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+NEED_NEXT_PRODUCER_ID = EndResult(ErrorCode.none, -2, -2)
+"""Returned by a V2 end_txn that exhausts the epoch: call again with a fresh id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,6 +347,8 @@ class TransactionCoordinator:
             timeout_ms=target.timeout_ms, state=int(target.state),
             partitions=target.partitions, last_update_ms=target.last_update_ms,
             start_ms=target.start_ms, previous_producer_id=target.previous_producer_id,
+            next_producer_id=target.next_producer_id,
+            client_transaction_version=2 if target.client_tv2 else 0,
         )
         tid = meta.transactional_id
 
@@ -341,6 +375,8 @@ class TransactionCoordinator:
         meta.partitions = t.partitions
         meta.start_ms = t.start_ms
         meta.last_update_ms = t.last_update_ms
+        meta.client_tv2 = t.client_tv2
+        meta.next_producer_id = t.next_producer_id
         if t.state is S.DEAD:
             self.txns.pop(meta.transactional_id, None)
 
@@ -351,6 +387,7 @@ class TransactionCoordinator:
             last_producer_epoch=meta.last_producer_epoch,
             previous_producer_id=meta.previous_producer_id, timeout_ms=meta.timeout_ms,
             partitions=meta.partitions, start_ms=meta.start_ms, last_update_ms=now_ms,
+            client_tv2=meta.client_tv2, next_producer_id=meta.next_producer_id,
         )
         return replace(base, **changes)  # type: ignore[arg-type]
 
@@ -376,6 +413,8 @@ class TransactionCoordinator:
             partitions=value.partitions, start_ms=value.start_ms,
             last_update_ms=value.last_update_ms,
             previous_producer_id=value.previous_producer_id,
+            client_tv2=value.client_transaction_version >= 2,
+            next_producer_id=value.next_producer_id,
         )
 
     def finish_loading(self, now_ms: int) -> Effects:
@@ -450,7 +489,7 @@ class TransactionCoordinator:
                     meta, S.EMPTY, now_ms, producer_id=new_producer_id, producer_epoch=0,
                     last_producer_epoch=NO_PRODUCER_EPOCH,
                     previous_producer_id=meta.producer_id, timeout_ms=timeout_ms,
-                    partitions=frozenset(), start_ms=-1)
+                    partitions=frozenset(), start_ms=-1, client_tv2=False)
                 self._transit(meta, target, self._init_done(token, target))
             else:
                 self._init_transit(token, meta, timeout_ms, now_ms, expected, expected_epoch)
@@ -473,7 +512,7 @@ class TransactionCoordinator:
             return
         target = self._target(meta, S.EMPTY, now_ms, producer_epoch=epoch,
                               last_producer_epoch=last, timeout_ms=timeout_ms,
-                              partitions=frozenset(), start_ms=-1)
+                              partitions=frozenset(), start_ms=-1, client_tv2=False)
         self._transit(meta, target, self._init_done(token, target))
 
     def _init_done(self, token: Token, target: Target) -> WriteDone:
@@ -498,7 +537,7 @@ class TransactionCoordinator:
         # PrepareEpochFence is held in memory only; the record says PrepareAbort
         meta.state, saved = S.PREPARE_EPOCH_FENCE, meta.state
         try:
-            self._transit(meta, target, self._prepare_done(meta, token, target))
+            self._transit(meta, target, self._prepare_done(meta, token, target, plain=True))
         finally:
             if meta.pending is None:
                 meta.state = saved
@@ -520,8 +559,10 @@ class TransactionCoordinator:
         return ErrorCode.none, meta
 
     def add_partitions(self, token: Token, tid: str, producer_id: int, epoch: int,
-                       partitions: Iterable[TopicPartition], now_ms: int) -> Effects:
-        """Reply: ErrorCode for all the partitions."""
+                       partitions: Iterable[TopicPartition], now_ms: int, *,
+                       tv2: bool = False) -> Effects:
+        """Reply: ErrorCode for all the partitions. `tv2`: added by a leader for a
+        transactions V2 producer (AddPartitionsToTxn v5 without verify_only)."""
         parts = frozenset(partitions)
         error, meta = self._validate(tid, producer_id, epoch)
         if meta is None:
@@ -532,7 +573,7 @@ class TransactionCoordinator:
             return self._take()
         start = meta.start_ms if meta.state is S.ONGOING else now_ms
         target = self._target(meta, S.ONGOING, now_ms, partitions=meta.partitions | parts,
-                              start_ms=start)
+                              start_ms=start, client_tv2=tv2)
 
         def done(err: ErrorCode, now: int) -> None:
             self._reply(token, ErrorCode.none if err is ErrorCode.none else map_write_error(err))
@@ -550,53 +591,101 @@ class TransactionCoordinator:
             return dict.fromkeys(parts, ErrorCode.invalid_producer_id_mapping)
         if meta.producer_epoch != epoch:
             return dict.fromkeys(parts, ErrorCode.producer_fenced)
-        if meta.state is not S.ONGOING:
-            return dict.fromkeys(parts, ErrorCode.invalid_txn_state)
-        return {tp: (ErrorCode.none if tp in meta.partitions else ErrorCode.invalid_txn_state)
-                for tp in parts}
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(parts, ErrorCode.concurrent_transactions)
+        # a pending change is not waited for: the leader checks its guard at the append
+        return {tp: (ErrorCode.none if tp in meta.partitions
+                     else ErrorCode.transaction_abortable) for tp in parts}
 
     # ---- EndTxn ------------------------------------------------------------------------
 
-    def end_txn(self, token: Token, tid: str, producer_id: int, epoch: int, committed: bool,
-                now_ms: int) -> Effects:
-        """Reply: ErrorCode, once PrepareCommit/PrepareAbort is written (markers follow)."""
+    def wants_next_producer_id(self, tid: str, tv2: bool) -> bool:
+        """Whether a V2 EndTxn for this id would exhaust the epoch and so needs a fresh
+        producer id (the shell then calls end_txn with one)."""
         meta = self.txns.get(tid)
-        if meta is None or meta.producer_id != producer_id:
-            self._reply(token, ErrorCode.invalid_producer_id_mapping)
+        return (tv2 and meta is not None and meta.state is S.ONGOING
+                and is_epoch_exhausted(meta.producer_epoch))
+
+    def end_txn(self, token: Token, tid: str, producer_id: int, epoch: int, committed: bool,
+                now_ms: int, *, tv2: bool = False,
+                next_producer_id: int | None = None) -> Effects:
+        """Reply: EndResult, once PrepareCommit/PrepareAbort is written (markers follow).
+        `tv2`: EndTxn v5, the epoch is bumped (see the top of this module)."""
+        meta = self.txns.get(tid)
+        if meta is None:
+            self._reply(token, EndResult(ErrorCode.invalid_producer_id_mapping))
             return self._take()
-        if meta.producer_epoch != epoch:
-            self._reply(token, ErrorCode.producer_fenced)
-            return self._take()
-        if meta.pending is not None or meta.state is S.PREPARE_EPOCH_FENCE:
-            self._reply(token, ErrorCode.concurrent_transactions)
-            return self._take()
+        v2 = meta.client_tv2 and meta.state is not S.PREPARE_EPOCH_FENCE
         st = meta.state
+        retry_on_bump = v2 and meta.producer_epoch == epoch + 1
+        retry_on_overflow = (v2 and meta.previous_producer_id == producer_id
+                             and epoch == MAX_PRODUCER_EPOCH - 1 and meta.producer_epoch == 0
+                             and st in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT))
+        if v2:
+            if st in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                valid = retry_on_bump
+            elif st in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+                valid = retry_on_bump or retry_on_overflow
+            else:
+                valid = epoch == meta.producer_epoch
+        else:
+            valid = epoch == meta.producer_epoch
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            self._reply(token, EndResult(ErrorCode.invalid_producer_id_mapping))
+            return self._take()
+        if not valid:
+            self._reply(token, EndResult(ErrorCode.producer_fenced))
+            return self._take()
+        if meta.pending is not None or st is S.PREPARE_EPOCH_FENCE:
+            self._reply(token, EndResult(ErrorCode.concurrent_transactions))
+            return self._take()
+        current = EndResult(ErrorCode.none, meta.producer_id, meta.producer_epoch)
         if st is S.ONGOING:
+            changes: dict[str, object] = {}
+            if tv2:
+                changes = {"producer_epoch": meta.producer_epoch + 1,
+                           "last_producer_epoch": meta.producer_epoch, "client_tv2": True}
+                if is_epoch_exhausted(meta.producer_epoch):
+                    if next_producer_id is None:
+                        self._reply(token, NEED_NEXT_PRODUCER_ID)
+                        return self._take()
+                    changes["next_producer_id"] = next_producer_id
             target = self._target(meta, S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
-                                  now_ms)
+                                  now_ms, **changes)
             self._transit(meta, target, self._prepare_done(meta, token, target))
         elif st is S.COMPLETE_COMMIT:
-            self._reply(token, ErrorCode.none if committed else ErrorCode.invalid_txn_state)
+            self._reply(token, current if committed else EndResult(ErrorCode.invalid_txn_state))
         elif st is S.COMPLETE_ABORT:
-            self._reply(token, ErrorCode.invalid_txn_state if committed else ErrorCode.none)
+            self._reply(token, EndResult(ErrorCode.invalid_txn_state) if committed else current)
         elif st is S.PREPARE_COMMIT:
-            self._reply(token, ErrorCode.concurrent_transactions if committed
-                        else ErrorCode.invalid_txn_state)
+            self._reply(token, EndResult(ErrorCode.concurrent_transactions if committed
+                                         else ErrorCode.invalid_txn_state))
         elif st is S.PREPARE_ABORT:
-            self._reply(token, ErrorCode.invalid_txn_state if committed
-                        else ErrorCode.concurrent_transactions)
+            self._reply(token, EndResult(ErrorCode.invalid_txn_state if committed
+                                         else ErrorCode.concurrent_transactions))
         else:
-            self._reply(token, ErrorCode.invalid_txn_state)
+            self._reply(token, EndResult(ErrorCode.invalid_txn_state))
         return self._take()
 
-    def _prepare_done(self, meta: TxnMetadata, token: Token | None, target: Target) -> WriteDone:
+    def _prepare_done(self, meta: TxnMetadata, token: Token | None, target: Target, *,
+                      plain: bool = False) -> WriteDone:
+        """Replies EndResult (ErrorCode when `plain`): after an epoch-exhausting V2 EndTxn,
+        the next producer id at epoch 0 (what the producer uses next); else the (possibly
+        bumped) id and epoch."""
         def done(error: ErrorCode, now: int) -> None:
             if error is not ErrorCode.none:
                 if meta.state is S.PREPARE_EPOCH_FENCE:
                     meta.state = S.ONGOING
-                self._reply(token, map_write_error(error))
+                self._reply(token, map_write_error(error) if plain
+                            else EndResult(map_write_error(error)))
                 return
-            self._reply(token, ErrorCode.none)
+            if plain:
+                self._reply(token, ErrorCode.none)
+            elif target.next_producer_id != NO_PRODUCER_ID:
+                self._reply(token, EndResult(ErrorCode.none, target.next_producer_id, 0))
+            else:
+                self._reply(token, EndResult(ErrorCode.none, target.producer_id,
+                                             target.producer_epoch))
             self._send_markers(meta)
         return done
 
@@ -619,7 +708,14 @@ class TransactionCoordinator:
 
     def _complete(self, meta: TxnMetadata, now_ms: int) -> None:
         state = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        target = self._target(meta, state, now_ms, partitions=frozenset())
+        changes: dict[str, object] = {}
+        if meta.client_tv2 and meta.next_producer_id != NO_PRODUCER_ID:
+            # V2 epoch overflow: the markers are out, the next producer id takes over
+            changes = {"producer_id": meta.next_producer_id, "producer_epoch": 0,
+                       "previous_producer_id": meta.producer_id,
+                       "last_producer_epoch": meta.producer_epoch,
+                       "next_producer_id": NO_PRODUCER_ID}
+        target = self._target(meta, state, now_ms, partitions=frozenset(), **changes)
         tid = meta.transactional_id
 
         def done(error: ErrorCode, now: int) -> None:

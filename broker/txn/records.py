@@ -11,9 +11,9 @@ TransactionLogValue: int16 version, then
         fields PreviousProducerId (tag 0, default -1), NextProducerId (tag 1, default -1),
         ClientTransactionVersion (tag 2, default 0), NextProducerEpoch (tag 3, default -1).
 
-A null value is a tombstone: the transactional id expired. Skiff writes v0 (the version
-Kafka writes for transactions of version 1, which are the only ones Skiff coordinates) and
-reads both. TransactionStatus holds the state's id (coordinator.TxnState). The partitions
+A null value is a tombstone: the transactional id expired. Skiff writes v0 for transactions
+of version 1 and v1 for those of transactions V2 (ClientTransactionVersion 2, and the
+NextProducerId taken when an EndTxn v5 exhausted the epoch), and reads both. TransactionStatus holds the state's id (coordinator.TxnState). The partitions
 are written as null in Empty, as Kafka does. Every length read is checked against the bytes
 present before anything is sliced.
 """

@@ -35,8 +35,10 @@ from broker.protocol.records import Record, build_batch
 from broker.protocol.transport import ConnectionSecurity, KafkaConnection
 from broker.replication import Role
 from broker.txn.coordinator import (
+    NEED_NEXT_PRODUCER_ID,
     NEED_PRODUCER_ID,
     Effects,
+    EndResult,
     InitResult,
     MarkerSend,
     TransactionCoordinator,
@@ -53,6 +55,7 @@ from broker.txn.records import (
     encode_key,
     encode_value,
 )
+from broker.txn.verification import TransactionVerifier
 
 log = structlog.get_logger(__name__)
 
@@ -129,6 +132,9 @@ class TransactionCoordinatorService:
         self._tick_task: asyncio.Task[None] | None = None
         self._create_lock: asyncio.Lock | None = None
         self._stopped = False
+        # KIP-890: this broker's transactional appends checked with their coordinators
+        self.verifier = TransactionVerifier(node, self.listener_name, self._connection,
+                                            self._drop_connection)
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -288,7 +294,9 @@ class TransactionCoordinatorService:
 
     async def _write(self, p: int, coord: TransactionCoordinator, w: Write) -> None:
         now = self._now()
-        value = None if w.value is None else encode_value(w.value)
+        value = None if w.value is None else encode_value(
+            w.value, 1 if (w.value.client_transaction_version
+                           or w.value.next_producer_id >= 0) else 0)
         batch = build_batch([Record(timestamp=now, key=encode_key(w.transactional_id),
                                     value=value)])
         error = ErrorCode.none
@@ -331,6 +339,12 @@ class TransactionCoordinatorService:
         if conn is None:
             conn = self._connections[(host, port)] = self.connect(host, port)
         return conn
+
+    async def _drop_connection(self, host: str, port: int) -> None:
+        conn = self._connections.pop((host, port), None)
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
 
     def _leader_address(self, tp: TopicPartition) -> tuple[str, int] | bool | None:
         """(host, port) of the partition's leader; None while it has none; False when the
@@ -562,12 +576,13 @@ class TransactionCoordinatorService:
             expected_epoch=producer_epoch, new_producer_id=new_pid)
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: Iterable[TopicPartition]) -> ErrorCode:
+                             partitions: Iterable[TopicPartition], *,
+                             tv2: bool = False) -> ErrorCode:
         parts = list(partitions)
         try:
             result: ErrorCode = await self._call(
                 transactional_id, lambda c, t, now: c.add_partitions(
-                    t, transactional_id, producer_id, producer_epoch, parts, now))
+                    t, transactional_id, producer_id, producer_epoch, parts, now, tv2=tv2))
         except KafkaError as exc:
             return exc.error_code
         return result
@@ -588,22 +603,38 @@ class TransactionCoordinatorService:
         return await self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      committed: bool) -> ErrorCode:
-        try:
-            result: ErrorCode = await self._call(
-                transactional_id, lambda c, t, now: c.end_txn(
-                    t, transactional_id, producer_id, producer_epoch, committed, now))
-        except KafkaError as exc:
-            return exc.error_code
-        return result
+                      committed: bool, *, tv2: bool = False) -> EndResult:
+        """`tv2`: EndTxn v5 (transactions V2): the epoch is bumped, and the answer
+        carries the producer id and epoch to go on with."""
+        next_pid: int | None = None
+        for _ in range(3):
+            try:
+                _, coord = self.coordinator_for(transactional_id)
+                if next_pid is None and coord.wants_next_producer_id(transactional_id, tv2):
+                    next_pid = await self.generate_producer_id()
+                result: EndResult = await self._call(
+                    transactional_id, self._ender(transactional_id, producer_id,
+                                                  producer_epoch, committed, tv2, next_pid))
+            except KafkaError as exc:
+                return EndResult(exc.error_code)
+            if result is not NEED_NEXT_PRODUCER_ID:
+                return result
+            next_pid = None
+        return EndResult(ErrorCode.concurrent_transactions)
+
+    @staticmethod
+    def _ender(tid: str, producer_id: int, producer_epoch: int, committed: bool, tv2: bool,
+               next_pid: int | None) -> Callable[[TransactionCoordinator, int, int], Effects]:
+        return lambda c, t, now: c.end_txn(t, tid, producer_id, producer_epoch, committed, now,
+                                           tv2=tv2, next_producer_id=next_pid)
 
     async def abort(self, transactional_id: str) -> ErrorCode:
         try:
-            result: ErrorCode = await self._call(
+            result: ErrorCode | EndResult = await self._call(
                 transactional_id, lambda c, t, now: c.abort(t, transactional_id, now))
         except KafkaError as exc:
             return exc.error_code
-        return result
+        return result.error if isinstance(result, EndResult) else result
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnDescription | None]:
         try:

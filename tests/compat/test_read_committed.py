@@ -4,6 +4,10 @@ end-transaction markers written with kio-built WriteTxnMarkers as a coordinator 
 read_committed consumers (librdkafka, kafka-python, aiokafka) that never see aborted
 records and stop at the last stable offset of an open transaction, while read_uncommitted
 sees everything. The open transaction survives kill -9 (recovery rebuilds it from the log).
+
+Transactions no coordinator knows are what KIP-890's verification refuses, so these nodes
+run with `transaction.partition.verification.enable=false` (the test is about the log);
+tests/integration/test_txn_verification.py covers the default.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import asyncio
 import datetime
 import socket
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,10 +44,44 @@ from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 from broker.protocol.records import Record, build_batch
 from tests.compat.test_idempotence import create_topic
 from tests.conftest import Broker
-from tests.support.node import SkiffNode
+from tests.support.node import SkiffNode, external_bootstrap
 from tests.unit.server.wire import decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(120)
+UNVERIFIED = {"SKIFF_TRANSACTION_PARTITION_VERIFICATION_ENABLE": "false"}
+
+
+def _unverified_node(data_dir: Path) -> SkiffNode:
+    if external_bootstrap() is not None:
+        pytest.skip("writes transactions no coordinator knows: needs a Skiff node started "
+                    "with transaction.partition.verification.enable=false")
+    node = SkiffNode(data_dir, config_env=UNVERIFIED)
+    node.start()
+    try:
+        node.wait_ready()
+    except BaseException:
+        node.close()
+        raise
+    return node
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """This module's own node (see the module's docstring)."""
+    node = _unverified_node(tmp_path_factory.mktemp("unverified-node"))
+    try:
+        yield node.bootstrap
+    finally:
+        node.close()
+
+
+@pytest.fixture
+def own_skiff_node(tmp_path: Path) -> Iterator[Broker]:
+    node = _unverified_node(tmp_path / "node")
+    try:
+        yield node
+    finally:
+        node.close()
 WAIT_S = 20.0
 NOT_YET = (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
            ErrorCode.leader_not_available, ErrorCode.request_timed_out)

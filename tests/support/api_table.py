@@ -28,7 +28,14 @@ END = "<!-- api-table:end -->"
 # Tests beyond tests/unit/handlers/test_<api>.py (which every client-listener handler has,
 # unless named here), by API name.
 EXTRA_TESTS: dict[str, tuple[str, ...]] = {
-    "produce": ("integration/test_old_versions.py", "compat/test_confluent.py"),
+    "produce": ("integration/test_old_versions.py", "compat/test_confluent.py",
+                "unit/replication/test_txn_verification.py",
+                "integration/test_txn_verification.py"),
+    "init_producer_id": ("integration/test_txn_verification.py",),
+    "add_partitions_to_txn": ("unit/txn/test_txn_v2.py",
+                              "integration/test_txn_verification.py"),
+    "end_txn": ("unit/txn/test_txn_v2.py", "integration/test_txn_verification.py"),
+    "txn_offset_commit": ("integration/test_txn_verification.py",),
     "fetch": ("unit/replication/test_fetch_session.py",
               "unit/replication/test_fetcher_sessions.py",
               "compat/test_fetch_sessions_kafka_python.py", "integration/test_old_versions.py"),

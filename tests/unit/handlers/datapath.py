@@ -39,12 +39,13 @@ async def create(node: TestNode, name: str, partitions: int = 1, **configs: str)
 
 
 def produce_request(version: int, topic: str, partition: int, data: bytes | None,
-                    acks: int = -1) -> Any:
+                    acks: int = -1, topic_id: Any = None) -> Any:
+    """v13+ names the topic by `topic_id` (the name is not on the wire there)."""
     m = schema_module("produce", version)
     return build(
         m.ProduceRequest, transactional_id=None, acks=acks,
         timeout=datetime.timedelta(seconds=5),
-        topic_data=(build(m.TopicProduceData, name=topic, partition_data=(
+        topic_data=(build(m.TopicProduceData, name=topic, topic_id=topic_id, partition_data=(
             build(m.PartitionProduceData, index=partition, records=data),)),),
     )
 

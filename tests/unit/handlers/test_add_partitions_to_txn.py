@@ -92,3 +92,33 @@ async def test_v4_batched_add_and_verify_only(tnode: TxnNode) -> None:
     assert added == {("data", 0): ErrorCode.none}
     [checked] = await send(txn(True, [0, 1]))
     assert checked == {("data", 0): ErrorCode.none, ("data", 1): ErrorCode.invalid_txn_state}
+
+
+async def test_v5_answers_transaction_abortable_and_gates_adding_on_transactions_v2(
+        tnode: TxnNode) -> None:
+    """v5 carries TRANSACTION_ABORTABLE for a partition outside the transaction (v4 says
+    INVALID_TXN_STATE, above); a v5 add (a leader adding a V2 producer's partition) needs
+    the finalized transaction.version >= 2, which this node's image does not have."""
+    from kio.schema.add_partitions_to_txn.v5 import request as m
+
+    from broker.txn.version import transaction_version
+
+    await txn_ready(tnode, "tx")
+    tnode.add_topic("data", 2)
+    r = await init_txn(tnode, "tx")
+    assert transaction_version(tnode.metadata) < 2
+
+    async def send(verify: bool, parts: list[int]) -> dict[tuple[str, int], ErrorCode]:
+        req = m.AddPartitionsToTxnRequest(transactions=(m.AddPartitionsToTxnTransaction(
+            transactional_id="tx", producer_id=r.producer_id, producer_epoch=r.producer_epoch,
+            verify_only=verify, topics=(m.AddPartitionsToTxnTopic(
+                name="data", partitions=tuple(parts)),)),))
+        resp = encodes(await add_partitions_to_txn.handle(tnode, ctx(24, 5), req))
+        [res] = resp.results_by_transaction
+        return {(t.name, p.partition_index): p.partition_error_code
+                for t in res.topic_results for p in t.results_by_partition}
+
+    assert await send(True, [0]) == {("data", 0): ErrorCode.transaction_abortable}
+    assert await send(False, [0]) == {("data", 0): ErrorCode.unsupported_version}
+    _, d = tnode.txn_coordinator.describe("tx")
+    assert d is not None and d.state.kafka_name == "Empty"

@@ -1,4 +1,5 @@
-"""InitProducerId v0-4 and the idempotent Produce path through the handlers.
+"""InitProducerId v0-6 and the idempotent Produce path through the handlers (v6: KIP-939's
+two-phase commit fields, refused).
 
 Producer ids come from blocks the (real) controller commits to the metadata log; the
 responses are checked with kio and with kafka-python's own decoder."""
@@ -33,7 +34,7 @@ from broker.protocol.records import Record, build_batch
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, run
 from tests.unit.handlers.datapath import BASE_TS, create, produce_answer, produce_request
 
-VERSIONS = range(0, 5)
+VERSIONS = range(0, 7)
 
 
 @pytest.fixture
@@ -297,3 +298,33 @@ def test_sequence_gap_and_stale_epoch_are_refused(reg_node: TestNode) -> None:
         assert stale.error_code is ErrorCode.invalid_producer_epoch
         assert reg_node.replicas.get("t", 0).log.log_end_offset == 2
     run(go())
+
+
+@pytest.mark.anyio
+async def test_v6_two_phase_commit_is_refused_as_kafka_does_without_it(tnode: TxnNode) -> None:
+    """Kafka 4.1 with transaction.two.phase.commit.enable off (its default): Enable2Pc is
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KeepPreparedTxn UNSUPPORTED_VERSION (Kafka has
+    not implemented it); nothing changes for the id. Without them v6 is v5, with the
+    ongoing-transaction fields at -1."""
+    from kio.schema.init_producer_id.v6 import request as m
+
+    await txn_ready(tnode, "tx")
+
+    async def v6(**kw: Any) -> Any:
+        req = m.InitProducerIdRequest(
+            transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60),
+            producer_id=-1, producer_epoch=-1, **kw)
+        resp = await init_producer_id.handle(tnode, make_ctx(22, 6), req)
+        roundtrip(resp)
+        return resp
+
+    for kw, error in (({"enable2_pc": True}, ErrorCode.transactional_id_authorization_failed),
+                      ({"keep_prepared_txn": True}, ErrorCode.unsupported_version),
+                      ({"enable2_pc": True, "keep_prepared_txn": True},
+                       ErrorCode.transactional_id_authorization_failed)):
+        resp = await v6(**kw)
+        assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (error, -1, -1)
+    assert tnode.txn_coordinator.describe("tx")[1] is None
+    ok = await v6()
+    assert (ok.error_code, ok.producer_epoch) == (ErrorCode.none, 0)
+    assert (ok.ongoing_txn_producer_id, ok.ongoing_txn_producer_epoch) == (-1, -1)

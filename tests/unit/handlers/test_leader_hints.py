@@ -50,16 +50,18 @@ def test_produce_and_fetch_name_the_leader(tmp_path: Path) -> None:
             reg = c.metadata.partition("t", 0)
             assert reg is not None and reg.leader == 1
 
-            resp = await produce_answer(outsider, 10,
-                                        produce_request(10, "t", 0, records(b"x")))
-            roundtrip(resp)
-            part = resp.responses[0].partition_responses[0]
-            assert part.error_code is ErrorCode.not_leader_or_follower
-            assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (
-                1, reg.leader_epoch)
-            [ep] = resp.node_endpoints
-            assert (ep.node_id, ep.host, ep.port, ep.rack) == (1, "127.0.0.1", leader.port,
-                                                               "rack1")
+            topic_id = c.metadata.topic("t").topic_id
+            for version in (10, 11, 12, 13):  # v13 names the topic by id
+                resp = await produce_answer(outsider, version, produce_request(
+                    version, "t", 0, records(b"x"), topic_id=topic_id))
+                roundtrip(resp)
+                part = resp.responses[0].partition_responses[0]
+                assert part.error_code is ErrorCode.not_leader_or_follower
+                assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (
+                    1, reg.leader_epoch)
+                [ep] = resp.node_endpoints
+                assert (ep.node_id, ep.host, ep.port, ep.rack) == (1, "127.0.0.1", leader.port,
+                                                                   "rack1")
             # The follower refuses produce with the same hint.
             resp = await produce_answer(c.brokers[2], 10,
                                         produce_request(10, "t", 0, records(b"x")))
@@ -71,7 +73,6 @@ def test_produce_and_fetch_name_the_leader(tmp_path: Path) -> None:
             assert old.responses[0].partition_responses[0].error_code is (
                 ErrorCode.not_leader_or_follower)
 
-            topic_id = c.metadata.topic("t").topic_id
             body = (await fetch.handle(outsider, make_ctx(1, 16), fetch_v(16, topic_id))).to_bytes()
             got = decode_fetch(16, body)
             p = got.responses[0].partitions[0]

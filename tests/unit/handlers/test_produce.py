@@ -1,6 +1,9 @@
-"""Produce v0-10: appends, acks, per-partition errors, and the response at every version."""
+"""Produce v0-13: appends, acks, per-partition errors, and the response at every version
+(v13: topics by id, UNKNOWN_TOPIC_ID)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -20,17 +23,20 @@ from tests.unit.handlers.datapath import (
     txn_records,
 )
 
-VERSIONS = range(3, 11)
+VERSIONS = range(3, 14)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_append_assigns_offsets_at_every_version(node: TestNode, version: int) -> None:
     async def go() -> None:
         await create(node, "t")
+        topic_id = node.metadata.topic("t").topic_id
         for expected_base in (0, 2):
-            resp = await produce_answer(node, version,
-                                        produce_request(version, "t", 0, records(b"a", b"b")))
+            resp = await produce_answer(node, version, produce_request(
+                version, "t", 0, records(b"a", b"b"), topic_id=topic_id))
             roundtrip(resp)
+            if version >= 13:
+                assert resp.responses[0].topic_id == topic_id
             part = resp.responses[0].partition_responses[0]
             assert (part.error_code, part.base_offset) == (ErrorCode.none, expected_base)
             if version >= 5:
@@ -49,6 +55,27 @@ def test_unknown_topic_and_partition(node: TestNode) -> None:
                                         produce_request(9, topic, partition, records(b"x")))
             code = resp.responses[0].partition_responses[0].error_code
             assert code is ErrorCode.unknown_topic_or_partition
+    run(go())
+
+
+def test_v13_unknown_topic_id(node: TestNode) -> None:
+    import uuid
+
+    async def go() -> None:
+        await create(node, "t")
+        topic_id = node.metadata.topic("t").topic_id
+        unknown = uuid.uuid4()
+        resp = await produce_answer(node, 13, produce_request(
+            13, "", 0, records(b"x"), topic_id=unknown))
+        roundtrip(resp)
+        assert resp.responses[0].topic_id == unknown
+        assert resp.responses[0].partition_responses[0].error_code is ErrorCode.unknown_topic_id
+        # a partition the topic does not have is still UNKNOWN_TOPIC_OR_PARTITION
+        resp = await produce_answer(node, 13, produce_request(
+            13, "", 7, records(b"x"), topic_id=topic_id))
+        assert resp.responses[0].partition_responses[0].error_code is (
+            ErrorCode.unknown_topic_or_partition)
+        assert node.replicas.get("t", 0).log.log_end_offset == 0
     run(go())
 
 
@@ -167,7 +194,7 @@ def test_legacy_versions_unknown_topic_and_acks_zero(node: TestNode, version: in
     run(go())
 
 
-@pytest.mark.parametrize("version", [3, 9, 10])
+@pytest.mark.parametrize("version", [3, 9, 10, 11])
 def test_transactional_batches_need_the_transactional_id(node: TestNode, version: int) -> None:
     async def go() -> None:
         await create(node, "t")
@@ -196,4 +223,40 @@ def test_clients_control_batches_are_invalid_record(node: TestNode) -> None:
         part = await produce_txn(node, "t", marker)
         assert part.error_code is ErrorCode.invalid_record
         assert node.replicas.get("t", 0).log.log_end_offset == 0
+    run(go())
+
+
+def test_verification_refuses_what_it_cannot_verify(node_factory: Any) -> None:
+    """With transaction.partition.verification.enable (Kafka's default) a transactional
+    batch that would open a transaction waits for the coordinator's word; this node has
+    no coordinator, so the answer is NOT_ENOUGH_REPLICAS (retriable, as Kafka maps
+    COORDINATOR_NOT_AVAILABLE) and nothing is written; a non-transactional batch goes in."""
+    node = node_factory({"transaction.partition.verification.enable": "true"})
+
+    async def go() -> None:
+        await create(node, "t")
+        part = await produce_txn(node, "t", txn_records(5, 0, 0, b"x"))
+        assert part.error_code is ErrorCode.not_enough_replicas
+        assert "Unable to verify" in (part.error_message or "")
+        assert node.replicas.get("t", 0).log.log_end_offset == 0
+        assert not node.replicas.get("t", 0).producer_state.ongoing_txns
+        plain = await produce_txn(node, "t", records(b"y"))
+        assert plain.error_code is ErrorCode.none
+    run(go())
+
+
+def test_v12_in_a_transaction_needs_transactions_v2(node: TestNode) -> None:
+    """Produce v12 with a transactional id is transactions V2: refused while the finalized
+    transaction.version is below 2 (this node's image has none); v12 without one is an
+    ordinary produce."""
+    from broker.txn.version import transaction_version
+
+    async def go() -> None:
+        await create(node, "t")
+        assert transaction_version(node.metadata) < 2
+        part = await produce_txn(node, "t", txn_records(5, 0, 0, b"x"), version=12)
+        assert part.error_code is ErrorCode.unsupported_version
+        assert node.replicas.get("t", 0).log.log_end_offset == 0
+        resp = await produce_answer(node, 12, produce_request(12, "t", 0, records(b"y")))
+        assert resp.responses[0].partition_responses[0].error_code is ErrorCode.none
     run(go())

@@ -28,7 +28,7 @@ async def test_reload_resumes_prepare_commit(tmp_path: Path) -> None:
         svc = node.txn_coordinator
         assert await svc.add_partitions("tx", r.producer_id, 0, [("a", 0)]) is ErrorCode.none
         node.leaders.errors = [ErrorCode.not_leader_or_follower] * 1000  # never acknowledged
-        assert await svc.end_txn("tx", r.producer_id, 0, True) is ErrorCode.none
+        assert (await svc.end_txn("tx", r.producer_id, 0, True)).error is ErrorCode.none
         await wait_state(node, "tx", "PrepareCommit")
         await svc.stop()
 

@@ -73,7 +73,7 @@ async def test_offsets_appear_only_when_the_transaction_commits(tnode: TxnNode,
     data = part.log.read(part.log.log_start_offset, 1 << 20, part.log.log_end_offset).read_bytes()
     headers = [h for _, h in iter_batch_headers(data, validate_crc=True)]
     assert any(h.is_transactional and h.producer_id == pid for h in headers)
-    assert await tnode.txn_coordinator.end_txn("tx", pid, epoch, True) is ErrorCode.none
+    assert (await tnode.txn_coordinator.end_txn("tx", pid, epoch, True)).error is ErrorCode.none
     await wait_state(tnode, "tx", "CompleteCommit")
     assert fetched((await fetch(tnode, "grp", [("in", 0), ("in", 1)])).topics) == {
         ("in", 0): 10, ("in", 1): 7}
@@ -82,7 +82,7 @@ async def test_offsets_appear_only_when_the_transaction_commits(tnode: TxnNode,
 async def test_abort_drops_them(tnode: TxnNode) -> None:
     pid, epoch = await setup(tnode)
     await txn_commit(tnode, 3, "tx", pid, epoch, "grp", {("in", 0): 10})
-    assert await tnode.txn_coordinator.end_txn("tx", pid, epoch, False) is ErrorCode.none
+    assert (await tnode.txn_coordinator.end_txn("tx", pid, epoch, False)).error is ErrorCode.none
     await wait_state(tnode, "tx", "CompleteAbort")
     assert fetched((await fetch(tnode, "grp", [("in", 0)])).topics) == {("in", 0): -1}
     coord = tnode.group_coordinator.coordinators[tnode.group_coordinator.partition_of("grp")]
@@ -160,3 +160,54 @@ async def test_marker_during_load_is_applied_when_loaded(tnode: TxnNode) -> None
     await tnode.wait_loaded()
     assert svc.coordinators[p].pending_txn_offsets == {}
     assert fetched((await fetch(tnode, "grp", [("in", 0)])).topics) == {("in", 0): 42}
+
+
+@pytest.mark.parametrize("version,expected", [(3, ErrorCode.invalid_txn_state),
+                                              (4, ErrorCode.transaction_abortable)])
+async def test_offsets_outside_the_transaction_are_refused(tnode: TxnNode, version: int,
+                                                           expected: ErrorCode) -> None:
+    """KIP-890: without AddOffsetsToTxn the group's offsets partition is not in the
+    transaction; the transaction coordinator says so and nothing is written."""
+    await txn_ready(tnode, "tx")
+    await ready(tnode, "grp")
+    tnode.add_topic("in", 1)
+    r = await init_txn(tnode, "tx")
+    part = tnode.replicas.get(OFFSETS_TOPIC, tnode.group_coordinator.partition_of("grp"))
+    assert part is not None
+    end = part.log.log_end_offset
+    out = await txn_commit(tnode, version, "tx", r.producer_id, r.producer_epoch, "grp",
+                           {("in", 0): 3})
+    assert out == {("in", 0): expected}
+    assert part.log.log_end_offset == end
+    [(sent_version, req)] = tnode.leaders.verifications
+    assert sent_version == 5 and req.transactions[0].verify_only
+
+
+async def test_v5_adds_the_offsets_partition_itself(tnode: TxnNode) -> None:
+    """Transactions V2: no AddOffsetsToTxn; TxnOffsetCommit v5 adds the group's offsets
+    partition to the transaction (AddPartitionsToTxn v5 without verify_only). Refused while
+    transaction.version < 2."""
+    from txn_node import set_transaction_version
+
+    await txn_ready(tnode, "tx")
+    await ready(tnode, "grp")
+    tnode.add_topic("in", 1)
+    r = await init_txn(tnode, "tx", version=5)
+    set_transaction_version(tnode, 1)
+    out = await txn_commit(tnode, 5, "tx", r.producer_id, r.producer_epoch, "grp",
+                           {("in", 0): 3})
+    assert out == {("in", 0): ErrorCode.unsupported_version}
+    set_transaction_version(tnode, 2)
+    out = await txn_commit(tnode, 5, "tx", r.producer_id, r.producer_epoch, "grp",
+                           {("in", 0): 3})
+    assert out == {("in", 0): ErrorCode.none}
+    [(_, req)] = tnode.leaders.verifications
+    assert not req.transactions[0].verify_only
+    _, d = tnode.txn_coordinator.describe("tx")
+    assert d is not None and d.state.kafka_name == "Ongoing"
+    assert d.partitions == {(OFFSETS_TOPIC, tnode.group_coordinator.partition_of("grp"))}
+    result = await tnode.txn_coordinator.end_txn("tx", r.producer_id, r.producer_epoch, True,
+                                                 tv2=True)
+    assert (result.error, result.producer_epoch) == (ErrorCode.none, r.producer_epoch + 1)
+    await wait_state(tnode, "tx", "CompleteCommit")
+    assert fetched((await fetch(tnode, "grp", [("in", 0)])).topics) == {("in", 0): 3}

@@ -2,7 +2,8 @@
 replica manager, group coordinator) with a real TransactionCoordinatorService whose markers
 go to `FakeLeaders` (it records each WriteTxnMarkers and answers as a leader that appended
 the markers; a marker for __consumer_offsets calls the group coordinator's hook, as the
-WriteTxnMarkers handler does)."""
+WriteTxnMarkers handler does); a leader's KIP-890 AddPartitionsToTxn goes to this node's
+own handler, as this node leads every __transaction_state partition."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.write_txn_markers.v1 import response as markers_v1
 
 from broker.group.shell import on_txn_marker_written
-from broker.handlers import find_coordinator, init_producer_id
+from broker.handlers import add_partitions_to_txn, find_coordinator, init_producer_id
 from broker.txn.records import TRANSACTION_STATE_TOPIC
 from broker.txn.shell import TransactionCoordinatorService
 
@@ -32,6 +33,7 @@ TXN_CONFIG: dict[str, Any] = {
     "transactional.id.expiration.ms": 604800000,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
     "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
+    "transaction.partition.verification.enable": True,
 }
 
 
@@ -40,6 +42,7 @@ class FakeLeaders:
         self.node = node
         self.requests: list[tuple[str, int, Any]] = []
         self.errors: list[ErrorCode] = []  # answers to give first, one per request
+        self.verifications: list[tuple[int, Any]] = []  # AddPartitionsToTxn from leaders
 
     def __call__(self, host: str, port: int) -> FakeLeaders.Conn:
         return FakeLeaders.Conn(self, host, port)
@@ -49,6 +52,10 @@ class FakeLeaders:
             self.owner, self.host, self.port = owner, host, port
 
         async def request(self, api_key: int, version: int, req: Any, timeout_s: float) -> Any:
+            if api_key == 24:  # KIP-890 verification: this node is every coordinator
+                self.owner.verifications.append((version, req))
+                return encodes(await add_partitions_to_txn.handle(
+                    self.owner.node, ctx(24, version), req))
             assert (api_key, version) == (27, 1)
             self.owner.requests.append((self.host, self.port, req))
             error = self.owner.errors.pop(0) if self.owner.errors else ErrorCode.none
@@ -141,3 +148,13 @@ async def wait_state(node: TxnNode, tid: str, state: str, timeout_s: float = 5.0
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TxnNode", "find_txn", "init_txn", "tnode_fixture",
            "txn_ready", "wait_state"]
+
+
+def set_transaction_version(node: TxnNode, level: int) -> None:
+    """Finalize transaction.version at `level` in the node's image (a FeatureLevel record
+    would; level 2 lets transactions V2 in, broker/txn/version.py)."""
+    from dataclasses import replace
+
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, features={
+        **image.features, "transaction.version": level}))

@@ -1,4 +1,4 @@
-"""The narrow Produce encoder writes exactly kio's bytes for ProduceResponse v0-v10
+"""The narrow Produce encoder writes exactly kio's bytes for ProduceResponse v0-v13
 (v0-v2 with kio 0.5.0's classes, broker/protocol/_kio_legacy)."""
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ partitions = st.builds(
     current_leader=st.one_of(st.just((-1, -1)), st.tuples(I32, I32)),
 )
 topics = st.lists(st.builds(ProduceTopic, name=TEXT,
-                            partitions=st.lists(partitions, max_size=3)), max_size=3)
+                            partitions=st.lists(partitions, max_size=3),
+                            topic_id=st.uuids()), max_size=3)
 endpoints = st.lists(st.builds(NodeEndpoint, node_id=I32, host=TEXT, port=I32,
                                rack=st.one_of(st.none(), TEXT)), max_size=2)
 
@@ -75,7 +76,8 @@ def kio_bytes(version: int, ts: list[ProduceTopic], throttle_ms: int,
 
     kw: dict[str, Any] = dict(
         responses=tuple(mod.TopicProduceResponse(
-            name=t.name, partition_responses=tuple(partition(p) for p in t.partitions))
+            **({"topic_id": t.topic_id} if version >= 13 else {"name": t.name}),
+            partition_responses=tuple(partition(p) for p in t.partitions))
             for t in ts),
     )
     if version >= 1:

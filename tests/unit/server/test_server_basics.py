@@ -201,14 +201,14 @@ def test_broker_apis_table_is_the_issue_list() -> None:
     assert [(r.api_key, r.min_version, r.max_version) for r in BROKER_APIS] == [
         # every API from v0, as Kafka 3.9 (issue 23), up to the newest versions whose
         # semantics are implemented (docs/compatibility.md)
-        (0, 0, 10), (1, 0, 18), (2, 0, 10), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
+        (0, 0, 13), (1, 0, 18), (2, 0, 10), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
         (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 4),
-        (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 4), (23, 0, 4),
-        (24, 0, 4), (25, 0, 3), (26, 0, 3),  # transactions (issue 22)
+        (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 6), (23, 0, 4),
+        (24, 0, 5), (25, 0, 4), (26, 0, 5),  # transactions (issue 22; V2: KIP-890)
         # WriteTxnMarkers: inter-broker, from v1 (kio has no v0; only Kafka 2.x coordinators
         # send it) (issue 22)
         (27, 1, 2),
-        (28, 0, 3),  # TxnOffsetCommit
+        (28, 0, 5),  # TxnOffsetCommit
         (29, 1, 3), (30, 1, 3), (31, 1, 3),  # ACLs: kio has no v0 (Kafka 4.0 dropped it)
         (32, 0, 4), (33, 0, 2),
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
@@ -271,7 +271,7 @@ def test_kafka4_floors_advertise_and_refuse_like_kafka_4() -> None:
             _, resp = decode_response(18, 3, await arecv_frame(reader))
             ranges = {int(k.api_key): (int(k.min_version), int(k.max_version))
                       for k in resp.api_keys}
-            assert ranges[0] == (3, 10)
+            assert ranges[0] == (3, 13)
             writer.write(raw_frame(0, 2, 2, b"\x00\x01\x00\x00\x03\xe8\x00\x00\x00\x00"))
             assert await _closed(reader)
             writer.close()
@@ -281,7 +281,7 @@ def test_kafka4_floors_advertise_and_refuse_like_kafka_4() -> None:
             _, resp = decode_response(18, 3, await arecv_frame(reader))
             ranges = {int(k.api_key): (int(k.min_version), int(k.max_version))
                       for k in resp.api_keys}
-            assert ranges[0] == (0, 10)
+            assert ranges[0] == (0, 13)
             writer.close()
 
     run(main)

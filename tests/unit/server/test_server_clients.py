@@ -54,7 +54,7 @@ def test_kcat_old_librdkafka_parses_api_versions(port: int) -> None:
     ).stderr
     assert "Received ApiVersionResponse (v3" in out, out[-3000:]
     assert "APIVERSION_QUERY -> UP" in out
-    assert "ApiKey Produce (0) Versions 0..10" in out
+    assert "ApiKey Produce (0) Versions 0..13" in out
     features = next(line for line in out.splitlines() if "Updated enabled protocol features to"
                     in line)
     # The v2 record format and zstd follow from Produce/Fetch ranges. (librdkafka ties its LZ4
@@ -109,6 +109,6 @@ def test_kafka_python_parses_api_versions_and_infers_a_modern_broker(port: int,
     ((_corr, response),) = responses
     assert response.error_code == 0
     api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert api_versions[0] == (0, 10) and api_versions[48] == (0, 1)
+    assert api_versions[0] == (0, 13) and api_versions[48] == (0, 1)
     # Produce v9+ and DescribeClientQuotas make it infer a 2.8+ broker.
     assert BrokerVersionData(api_versions=api_versions).broker_version >= (2, 8)

@@ -13,6 +13,7 @@ from broker.txn.coordinator import (
     NEED_PRODUCER_ID,
     TRANSITIONS,
     Effects,
+    EndResult,
     IllegalTransition,
     InitResult,
     TransactionCoordinator,
@@ -83,9 +84,19 @@ class Driver:
                          meta.producer_epoch if epoch is None else epoch, parts, self.now)
 
     def end(self, committed: bool, tid: str = TID, epoch: int | None = None) -> object:
+        """EndTxn v0-v4: the error only."""
+        r = self.end_result(committed, tid, epoch)
+        return r.error
+
+    def end_result(self, committed: bool, tid: str = TID, epoch: int | None = None, *,
+                   pid: int | None = None, tv2: bool = False,
+                   next_pid: int | None = None) -> EndResult:
         meta = self.core.txns[tid]
-        return self.call(self.core.end_txn, tid, meta.producer_id,
-                         meta.producer_epoch if epoch is None else epoch, committed, self.now)
+        r = self.call(self.core.end_txn, tid, meta.producer_id if pid is None else pid,
+                      meta.producer_epoch if epoch is None else epoch, committed, self.now,
+                      tv2=tv2, next_producer_id=next_pid)
+        assert isinstance(r, EndResult)
+        return r
 
     def markers_done(self, tid: str = TID) -> None:
         meta = self.core.txns[tid]
@@ -311,7 +322,8 @@ def test_end_txn_answers(state: TxnState, committed: bool, expected: ErrorCode) 
 
 def test_end_txn_unknown_and_fenced() -> None:
     d = Driver()
-    assert d.call(d.core.end_txn, TID, 1, 0, True, d.now) is ErrorCode.invalid_producer_id_mapping
+    assert d.call(d.core.end_txn, TID, 1, 0, True, d.now) == EndResult(
+        ErrorCode.invalid_producer_id_mapping)
     d.to(S.ONGOING)
     assert d.end(True, epoch=9) is ErrorCode.producer_fenced
 
