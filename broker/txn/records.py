@@ -13,8 +13,9 @@ TransactionLogValue: int16 version, then
 
 A null value is a tombstone: the transactional id expired. Skiff writes v0 for transactions
 of version 1 and v1 for those of transactions V2 (ClientTransactionVersion 2, and the
-NextProducerId taken when an EndTxn v5 exhausted the epoch), and reads both. TransactionStatus holds the state's id (coordinator.TxnState). The partitions
-are written as null in Empty, as Kafka does. Every length read is checked against the bytes
+NextProducerId taken when an EndTxn v5 exhausted the epoch), and reads both.
+TransactionStatus holds the state's id (coordinator.TxnState). The partitions are written as
+null in Empty, as Kafka does. Every length read is checked against the bytes
 present before anything is sliced.
 """
 
