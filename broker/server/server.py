@@ -60,7 +60,7 @@ from broker.protocol.headers import (
 from broker.security import sasl
 from broker.security.principal import ANONYMOUS, MappingRuleError
 from broker.security.sasl import SaslConfig
-from broker.security.tls import ServerTls
+from broker.security.tls import ServerTls, log_fetch_path_once
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry, NoResponse, RequestQuota
 from broker.server.old_versions import OldVersionLog
@@ -223,6 +223,8 @@ class Server:
             loop = asyncio.get_running_loop()
             tls: dict[str, Any] = {} if spec.tls is None else {
                 "ssl": spec.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
+            if spec.tls is not None:
+                log_fetch_path_once()
             listener.server = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
