@@ -24,7 +24,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +201,8 @@ class Node:
                 on_connection_closed=self.controller_service.connection_closed,
                 stats=self.stats.server if self.stats is not None else None,
                 connection_quotas=self.connection_quotas,
-                client_quotas=lambda: self.metadata.client_quotas)
+                client_quotas=lambda: self.metadata.client_quotas,
+                dynamic_configs=self._dynamic_broker_configs)
             await self.controller_server.start()
         await self.quorum.start()
         self.admin = AdminServer(
@@ -232,10 +233,19 @@ class Node:
                 request_quota=RequestTimeQuota(lambda: self.metadata.client_quotas,
                                                self.quotas.request),
                 connection_quotas=self.connection_quotas,
-                client_quotas=lambda: self.metadata.client_quotas)
+                client_quotas=lambda: self.metadata.client_quotas,
+                dynamic_configs=self._dynamic_broker_configs)
             await self.broker_server.start()
         else:
             self.ready.set()
+
+    def _dynamic_broker_configs(self) -> Mapping[str, str]:
+        """This broker's dynamic configs over the cluster default (AlterConfigs)."""
+        image = self.metadata
+        default, own = image.broker_config(), image.broker_config(self.node_id)
+        if not own:
+            return default
+        return {**default, **own} if default else own
 
     def _txn_marker_written(self, topic: str, partition: int, producer_id: int,
                             committed: bool) -> None:

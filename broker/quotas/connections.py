@@ -21,6 +21,9 @@ ends; nothing here touches a socket. All decisions:
     `<default>` ip entity; none: unlimited): over it, the connection is not counted and is
     closed after the throttle time (Kafka's DelayedCloseSocket), so the client cannot retry
     at once.
+max.connections, max.connections.per.ip(.overrides) and max.connection.creation.rate are
+also dynamic broker configs (AlterConfigs, per broker or cluster default), applied from the next
+connection on, as Kafka's DynamicConnectionQuota applies them.
 Rates are Kafka's windowed rate (quota.window.num windows of quota.window.size.seconds,
 broker/quotas/core.py's SampledRate); the throttle time is Kafka's QuotaUtils.throttleTime,
 and for the broker and listener rates bounded by one quota window set, as Kafka bounds it.
@@ -28,9 +31,12 @@ and for the broker and listener rates bounded by one quota window set, as Kafka 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.config import NodeConfig
 from broker.config.node_config import listener_scoped
@@ -116,22 +122,25 @@ class ConnectionQuotas:
     def _new_rate(self) -> SampledRate:
         return SampledRate(self.limits.window_num, self.limits.window_ms)
 
-    def max_for_ip(self, ip: str) -> int:
-        return self.limits.per_ip_overrides.get(ip, self.limits.max_per_ip)
+    def max_for_ip(self, ip: str, limits: ConnectionLimits | None = None) -> int:
+        lim = limits or self.limits
+        return lim.per_ip_overrides.get(ip, lim.max_per_ip)
 
-    def admit(self, listener: str, ip: str, now_ms: int, quotas: QuotaMap) -> Decision:
+    def admit(self, listener: str, ip: str, now_ms: int, quotas: QuotaMap,
+              dynamic: Mapping[str, str] | None = None) -> Decision:
         """Decide on a new connection from `ip` on `listener`; an Admit is counted (call
-        `closed` when it ends), a Refuse is not."""
-        lim = self.limits
+        `closed` when it ends), a Refuse is not. `dynamic`: the broker's dynamic configs
+        (AlterConfigs, this broker's over the cluster default), over the static ones."""
+        lim = self.limits if not dynamic else with_dynamic(self.limits, dynamic)
         exempt = listener in lim.exempt_listeners
-        if self.per_ip.get(ip, 0) >= self.max_for_ip(ip):
+        if self.per_ip.get(ip, 0) >= self.max_for_ip(ip, lim):
             return self._refuse(f"too many connections from {ip} (max.connections.per.ip "
-                                f"{self.max_for_ip(ip)})")
+                                f"{self.max_for_ip(ip, lim)})")
         listener_max = lim.listener_max_connections.get(listener, INT_MAX)
         if self.per_listener.get(listener, 0) >= listener_max:
             return self._refuse(f"listener {listener} has {listener_max} connections "
                                 f"(listener.name.{listener.lower()}.max.connections)")
-        if not exempt and self._counted_total() >= lim.max_connections:
+        if not exempt and self._counted_total(lim) >= lim.max_connections:
             return self._refuse(f"the broker has {lim.max_connections} connections "
                                 "(max.connections)")
         ip_bound = ip_connection_rate(quotas, ip)
@@ -180,13 +189,36 @@ class ConnectionQuotas:
         else:
             self.per_ip.pop(ip, None)
 
-    def _counted_total(self) -> int:
-        exempt = self.limits.exempt_listeners
+    def _counted_total(self, lim: ConnectionLimits) -> int:
+        exempt = lim.exempt_listeners
         return self.total - sum(n for lst, n in self.per_listener.items() if lst in exempt)
 
     def _refuse(self, reason: str, close_after_ms: int = 0) -> Refuse:
         self.refused += 1
         return Refuse(reason, close_after_ms)
+
+
+_DYNAMIC_FIELDS = {"max.connections": "max_connections",
+                   "max.connections.per.ip": "max_per_ip",
+                   "max.connection.creation.rate": "max_creation_rate"}
+
+
+def with_dynamic(limits: ConnectionLimits, dynamic: Mapping[str, str]) -> ConnectionLimits:
+    """`limits` with the dynamic broker configs that set them (values were validated by the
+    controller; one that does not parse is skipped, keeping the static value)."""
+    changes: dict[str, Any] = {}
+    for key, attr in _DYNAMIC_FIELDS.items():
+        raw = dynamic.get(key)
+        if raw is not None:
+            try:
+                changes[attr] = int(raw)
+            except ValueError:
+                continue
+    overrides = dynamic.get("max.connections.per.ip.overrides")
+    if overrides is not None:
+        with contextlib.suppress(ValueError):
+            changes["per_ip_overrides"] = parse_overrides(overrides)
+    return dataclasses.replace(limits, **changes) if changes else limits
 
 
 def ip_connection_rate(quotas: QuotaMap, ip: str) -> float | None:

@@ -36,7 +36,7 @@ import contextlib
 import functools
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -203,13 +203,15 @@ class Server:
         request_quota: RequestQuota | None = None,
         connection_quotas: ConnectionQuotas | None = None,
         client_quotas: Callable[[], QuotaMap] | None = None,
+        dynamic_configs: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """`on_connection_closed(connection_id)` runs once for each connection that ends,
         whatever ended it (the controller fences a broker whose heartbeats came on it).
         `stats` (broker/metrics) gets the request and connection counters; None: none kept.
         `request_quota`: request_percentage quotas (None: none measured).
         `connection_quotas`: connection counts and creation rates checked as each connection
-        opens (broker/quotas/connections.py), with the ip entities of `client_quotas()`."""
+        opens (broker/quotas/connections.py), with the ip entities of `client_quotas()` and
+        the dynamic broker configs of `dynamic_configs()`."""
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
@@ -221,6 +223,7 @@ class Server:
         self.request_quota = request_quota
         self.connection_quotas = connection_quotas
         self.client_quotas = client_quotas
+        self.dynamic_configs = dynamic_configs
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
@@ -371,8 +374,9 @@ class _Connection:
         if quotas is None:
             return True
         client_quotas = self.server.client_quotas() if self.server.client_quotas else {}
+        dynamic = self.server.dynamic_configs() if self.server.dynamic_configs else None
         decision = quotas.admit(self.listener.spec.name, self.peer_host, _now_ms(),
-                                client_quotas)
+                                client_quotas, dynamic)
         if isinstance(decision, Refuse):
             self.log.info("connection refused", reason=decision.reason,
                           close_after_ms=decision.close_after_ms)

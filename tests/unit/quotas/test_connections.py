@@ -111,3 +111,18 @@ def test_overrides_and_listener_keys_from_the_config() -> None:
         build_config({**raw, "max.connections.per.ip.overrides": "127.0.0.1"})
     with pytest.raises(ConfigError, match=r"listener\.name\.plaintext\.max\.connections"):
         build_config({**raw, "listener.name.plaintext.max.connections": "-1"})
+
+
+def test_dynamic_broker_configs_override_the_static_limits() -> None:
+    q = ConnectionQuotas(ConnectionLimits(max_per_ip=1))
+    dynamic = {"max.connections.per.ip": "3", "max.connections.per.ip.overrides": f"{B}:0",
+               "max.connection.creation.rate": "not a number"}
+    for _ in range(3):
+        assert q.admit("CLIENT", A, 0, {}, dynamic) == Admit()
+    assert isinstance(q.admit("CLIENT", A, 0, {}, dynamic), Refuse)
+    assert isinstance(q.admit("CLIENT", B, 0, {}, dynamic), Refuse)
+    # without them the static limit holds again (A already has 3 > 1)
+    assert isinstance(q.admit("CLIENT", A, 0, {}), Refuse)
+    assert q.admit("CLIENT", B, 0, {}) == Admit()
+    assert isinstance(q.admit("CLIENT", "10.0.0.9", 0, {},
+                              {"max.connections": "4"}), Refuse)  # 4 open already
