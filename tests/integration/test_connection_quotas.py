@@ -172,3 +172,40 @@ def test_alter_configs_changes_the_per_ip_overrides_on_a_running_node(
             break
         assert time.monotonic() < deadline, f"the dynamic override never applied: {served}"
         time.sleep(0.3)
+
+
+class _RateLimitedNode(SkiffNode):
+    """The client listener (PLAINTEXT) at 5 new connections/s, windows of 2 x 1 s."""
+
+    def command(self) -> list[str]:
+        return [*super().command(),
+                "--override", "listener.name.plaintext.max.connection.creation.rate=5",
+                "--override", "quota.window.num=2"]
+
+
+def test_listener_creation_rate_delays_reading_new_connections(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Over listener.name.<l>.max.connection.creation.rate a connection is served, but only
+    after Kafka's throttle time (the acceptor's wait): answers come later and later."""
+    n = _RateLimitedNode(Path(tmp_path_factory.mktemp("connrate")))
+    n.start()
+    try:
+        n.wait_ready()
+        time.sleep(2.5)  # let the readiness checks' connections leave the rate's windows
+        socks = _open(n, "127.0.0.5", 12)
+        opened = time.monotonic()
+        try:
+            answered = []
+            for s in socks:
+                ok, _ = _answered(s)
+                answered.append((ok, time.monotonic() - opened))
+        finally:
+            for s in socks:
+                s.close()
+    finally:
+        n.close()
+    assert all(ok for ok, _ in answered), answered  # delayed, never refused
+    # 5/s over one window: the first few at once, the last ones throttled: 12 in ~0 s
+    # against 5/s is (12 - 5) / 5 x 1 s = 1.4 s for the last
+    assert answered[0][1] < 0.5, answered
+    assert answered[-1][1] > 0.8, answered
