@@ -33,6 +33,20 @@ _DEFAULT_SECURITY_MAP = (
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
+def _connection_overrides(key: str, v: Any) -> None:
+    from broker.quotas.connections import parse_overrides
+
+    try:
+        parse_overrides(v or "")
+    except ValueError as e:
+        raise ConfigError(key, v, f"host:count pairs separated by commas ({e})") from None
+
+
+# Keys Kafka also reads per listener as listener.name.<listener>.<key> (broker/quotas/
+# connections.py); node_config accepts those forms and parses them as the base key.
+LISTENER_SCOPED_KEYS = frozenset({"max.connections", "max.connection.creation.rate"})
+
+
 _BROKER_DEFS: list[ConfigDef] = [
     # KRaft roles and quorum
     ConfigDef("process.roles", LI, [], list_of("broker", "controller")),
@@ -107,6 +121,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("queued.max.requests", INT, 500, at_least(1)),
     ConfigDef("max.connections", INT, INT_MAX, at_least(0)),
     ConfigDef("max.connections.per.ip", INT, INT_MAX, at_least(0)),
+    # "host-or-ip:count,..." (addresses are matched as written; names are not resolved)
+    ConfigDef("max.connections.per.ip.overrides", S, "", _connection_overrides),
+    # KIP-612; each of these two may also be set per listener as listener.name.<l>.<key>
+    ConfigDef("max.connection.creation.rate", INT, INT_MAX, at_least(0)),
     ConfigDef("num.network.threads", INT, 3, at_least(1)),
     ConfigDef("num.io.threads", INT, 8, at_least(1)),
     ConfigDef("request.timeout.ms", INT, 30000, at_least(0)),

@@ -157,6 +157,7 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
 
     # ssl.*/sasl.* keys Skiff lacks are errors; per-listener forms of known ones are parsed
     accepted = refuse_unsupported_keys(raw, BROKER_CONFIGS)
+    accepted |= _listener_scoped_keys(raw)
     for key in raw:
         if key not in BROKER_CONFIGS and key not in accepted:
             warning(f"unknown configuration {key!r} (from {(origin or {}).get(key, 'input')}) "
@@ -168,6 +169,36 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
     for msg in cfg.warnings[len(warnings_before):]:
         _emit(msg)
     return cfg
+
+
+def _listener_scoped_keys(raw: Mapping[str, str]) -> set[str]:
+    """`listener.name.<l>.<key>` for the keys Kafka reads per listener (LISTENER_SCOPED_KEYS),
+    parsed and validated as the base key."""
+    from broker.config.definitions import LISTENER_SCOPED_KEYS
+
+    accepted = set()
+    for key in raw:
+        if not key.lower().startswith("listener.name."):
+            continue
+        base = key[len("listener.name."):].partition(".")[2]
+        if base in LISTENER_SCOPED_KEYS:
+            try:
+                BROKER_CONFIGS[base].parse(raw[key])
+            except ConfigError as e:
+                raise ConfigError(key, e.value, e.expected) from None
+            accepted.add(key)
+    return accepted
+
+
+def listener_scoped(cfg: NodeConfig, key: str) -> dict[str, Any]:
+    """{LISTENER NAME: parsed value} of `listener.name.<l>.<key>` settings."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.originals.items():
+        if k.lower().startswith("listener.name."):
+            name, _, base = k[len("listener.name."):].partition(".")
+            if base == key:
+                out[name.upper()] = BROKER_CONFIGS[key].parse(v)
+    return out
 
 
 def session_disconnect_timeout_ms(cfg: NodeConfig) -> int:

@@ -31,7 +31,8 @@ from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 DYNAMIC_BROKER_KEYS = frozenset(
     k for d in cfgmod.TOPIC_CONFIGS.values() for k in d.synonyms
 ) | {"log.cleaner.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
-     "max.connections", "max.connections.per.ip", "log.retention.check.interval.ms"}
+     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+     "max.connection.creation.rate", "log.retention.check.interval.ms"}
 
 _R = TypeVar("_R", AlterConfigsResource, IncrementalAlterConfigsResource)
 

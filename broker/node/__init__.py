@@ -24,7 +24,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from broker.metrics.stats import NodeStats
 from broker.metrics.telemetry import TelemetryStore
 from broker.node.quorum import LiveControllers, MetadataQuorumDriver, controller_api_table
 from broker.protocol.api import BROKER_APIS, floors_table
+from broker.quotas.connections import ConnectionQuotas, connection_limits
 from broker.quotas.core import Quotas
 from broker.replication import (
     ClusterView,
@@ -113,6 +114,9 @@ class Node:
             config["quota.window.num"], config["quota.window.size.seconds"] * 1000,
             config["controller.quota.window.num"],
             config["controller.quota.window.size.seconds"] * 1000)
+        # One for the node, as Kafka's ConnectionQuotas is one per SocketServer: the
+        # controller and broker listeners share max.connections and the per-ip counts.
+        self.connection_quotas = ConnectionQuotas(connection_limits(config))
         self.telemetry = TelemetryStore(
             list(config["client.telemetry.metrics"]),
             config["client.telemetry.push.interval.ms"], config["telemetry.max.bytes"])
@@ -196,7 +200,10 @@ class Node:
             self.controller_server = Server(
                 self, self._controller_listeners(), server_config,
                 on_connection_closed=self.controller_service.connection_closed,
-                stats=self.stats.server if self.stats is not None else None)
+                stats=self.stats.server if self.stats is not None else None,
+                connection_quotas=self.connection_quotas,
+                client_quotas=lambda: self.metadata.client_quotas,
+                dynamic_configs=self._dynamic_broker_configs)
             await self.controller_server.start()
         await self.quorum.start()
         self.admin = AdminServer(
@@ -225,10 +232,21 @@ class Node:
                 self, self._broker_listeners(), server_config,
                 stats=self.stats.server if self.stats is not None else None,
                 request_quota=RequestTimeQuota(lambda: self.metadata.client_quotas,
-                                               self.quotas.request))
+                                               self.quotas.request),
+                connection_quotas=self.connection_quotas,
+                client_quotas=lambda: self.metadata.client_quotas,
+                dynamic_configs=self._dynamic_broker_configs)
             await self.broker_server.start()
         else:
             self.ready.set()
+
+    def _dynamic_broker_configs(self) -> Mapping[str, str]:
+        """This broker's dynamic configs over the cluster default (AlterConfigs)."""
+        image = self.metadata
+        default, own = image.broker_config(), image.broker_config(self.node_id)
+        if not own:
+            return default
+        return {**default, **own} if default else own
 
     def _txn_marker_written(self, topic: str, partition: int, producer_id: int,
                             committed: bool) -> None:

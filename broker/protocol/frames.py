@@ -130,6 +130,10 @@ def _fileno(f: HasFileno | int | None) -> int:
     return f if isinstance(f, int) else f.fileno()
 
 
+# A file slice under TLS goes through the transport in pieces of this size (see _copy_slice).
+COPY_PIECE = 256 * 1024
+
+
 class ZeroCopyWriter:
     """Writes ResponseChunks to a transport, splicing file slices with os.sendfile.
 
@@ -159,18 +163,38 @@ class ZeroCopyWriter:
             if isinstance(part, _BYTES):
                 pending.append(part)
                 continue
-            if self._copy:
-                data = part.read_bytes()
-                if len(data) != part.length:
-                    raise OSError(f"file slice read {len(data)} of {part.length} bytes")
-                pending.append(data)
-                continue
             if pending:
                 self._transport.writelines(pending)
                 pending = []
-            await self._sendfile(part)
+            if self._copy:
+                await self._copy_slice(part)
+            else:
+                await self._sendfile(part)
         if pending:
             self._transport.writelines(pending)
+
+    async def _copy_slice(self, s: FileSlice) -> None:
+        """A file slice read and written through the (encrypting) transport in pieces of
+        COPY_PIECE bytes, each written on its own and waiting for the transport's flow
+        control in between. A TLS transport encrypts what it is given at once into an
+        in-memory BIO: a whole 10 MB slice in one write made OpenSSL grow that buffer step
+        by step (a realloc, a copy and a cleanse each time) and cost the broker ~4x the CPU
+        per GB of the piecewise path (docs/benchmarks.md, security). Pieces also keep the
+        read bytes in cache between pread and encryption, and memory bounded per
+        connection."""
+        in_fd = _fileno(s.file)
+        offset, remaining = s.position, s.length
+        while remaining > 0:
+            if self._transport.is_closing():
+                raise ConnectionError("connection closed")
+            data = os.pread(in_fd, min(COPY_PIECE, remaining), offset)
+            if not data:
+                raise OSError(f"file ended {remaining} bytes before the end of the slice")
+            self._transport.write(data)
+            offset += len(data)
+            remaining -= len(data)
+            if remaining > 0:
+                await self._drain()
 
     async def _drain_fully(self) -> None:
         transport = self._transport

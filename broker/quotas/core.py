@@ -162,12 +162,16 @@ def resolve(quotas: QuotaMap, user: str, client_id: str, key: str) -> Resolved |
 @dataclass(slots=True)
 class _Sample:
     start_ms: int
+    last_ms: int
     value: float = 0.0
 
 
 @dataclass(slots=True)
 class SampledRate:
-    """Kafka's Rate over a SampledStat of `samples` windows of `window_ms` each."""
+    """Kafka's Rate over a SampledStat of `samples` windows of `window_ms` each, as Kafka
+    keeps them since 3.8 (apache/kafka#15889, "Fix rate metric spikes"): one window more
+    than `samples` is kept, and a window leaves when its last event, not its start, is
+    `samples` windows old, so a window still written to is never dropped mid-measure."""
 
     samples: int = DEFAULT_WINDOW_NUM
     window_ms: int = DEFAULT_WINDOW_SIZE_S * 1000
@@ -176,14 +180,17 @@ class SampledRate:
     def record(self, value: float, now_ms: int) -> None:
         self._purge(now_ms)
         if not self._windows or now_ms - self._windows[-1].start_ms >= self.window_ms:
-            self._windows.append(_Sample(now_ms))
-            if len(self._windows) > self.samples:
+            self._windows.append(_Sample(now_ms, now_ms))
+            if len(self._windows) > self.samples + 1:
                 del self._windows[0]
-        self._windows[-1].value += value
+        current = self._windows[-1]
+        current.value += value
+        current.last_ms = now_ms
 
     def _purge(self, now_ms: int) -> None:
+        # Windows are in time order, each one's events before the next one's start.
         horizon = self.samples * self.window_ms
-        while self._windows and now_ms - self._windows[0].start_ms >= horizon:
+        while self._windows and now_ms - self._windows[0].last_ms >= horizon:
             del self._windows[0]
 
     def elapsed_ms(self, now_ms: int) -> int:

@@ -355,6 +355,34 @@ class ServerTls:
         return self.mapper.principal(subject)
 
 
+_ULP_FILE = "/proc/sys/net/ipv4/tcp_available_ulp"
+_fetch_path_logged = False
+
+
+def kernel_tls_ulp(path: str = _ULP_FILE) -> bool:
+    """Whether this kernel offers the `tls` upper-layer protocol (kernel TLS)."""
+    try:
+        with open(path) as f:
+            return "tls" in f.read().split()
+    except OSError:
+        return False
+
+
+def log_fetch_path_once() -> None:
+    """Say once per process how Fetch sends records under TLS. Always by copying through
+    asyncio's TLS transport: kernel TLS (which would keep sendfile) needs OpenSSL to own the
+    socket (SSL_set_fd), and asyncio's TLS runs OpenSSL over memory BIOs, so even a kernel
+    with the `tls` ULP cannot take the session over from this path."""
+    global _fetch_path_logged
+    if _fetch_path_logged:
+        return
+    _fetch_path_logged = True
+    log.info("fetch under TLS copies through the TLS transport (no sendfile)",
+             kernel_tls_ulp=kernel_tls_ulp(),
+             kernel_tls_used=False,
+             reason="asyncio TLS runs OpenSSL over memory BIOs; kTLS needs a socket BIO")
+
+
 def listener_protocol(cfg: NodeConfig, listener: str) -> str:
     return cfg.security_protocol_map.get(listener.upper(), "PLAINTEXT")
 

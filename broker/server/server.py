@@ -36,7 +36,7 @@ import contextlib
 import functools
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -57,10 +57,12 @@ from broker.protocol.headers import (
     parse_request,
     peek_api,
 )
+from broker.quotas.connections import ConnectionQuotas, Refuse
+from broker.quotas.core import QuotaMap
 from broker.security import sasl
 from broker.security.principal import ANONYMOUS, MappingRuleError
 from broker.security.sasl import SaslConfig
-from broker.security.tls import ServerTls
+from broker.security.tls import ServerTls, log_fetch_path_once
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher, HandlerEntry, NoResponse, RequestQuota
 from broker.server.old_versions import OldVersionLog
@@ -199,11 +201,17 @@ class Server:
         on_connection_closed: Callable[[str], None] | None = None,
         stats: ServerStats | None = None,
         request_quota: RequestQuota | None = None,
+        connection_quotas: ConnectionQuotas | None = None,
+        client_quotas: Callable[[], QuotaMap] | None = None,
+        dynamic_configs: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         """`on_connection_closed(connection_id)` runs once for each connection that ends,
         whatever ended it (the controller fences a broker whose heartbeats came on it).
         `stats` (broker/metrics) gets the request and connection counters; None: none kept.
-        `request_quota`: request_percentage quotas (None: none measured)."""
+        `request_quota`: request_percentage quotas (None: none measured).
+        `connection_quotas`: connection counts and creation rates checked as each connection
+        opens (broker/quotas/connections.py), with the ip entities of `client_quotas()` and
+        the dynamic broker configs of `dynamic_configs()`."""
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
@@ -213,6 +221,9 @@ class Server:
         self.on_connection_closed = on_connection_closed
         self.stats = stats
         self.request_quota = request_quota
+        self.connection_quotas = connection_quotas
+        self.client_quotas = client_quotas
+        self.dynamic_configs = dynamic_configs
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
@@ -223,6 +234,8 @@ class Server:
             loop = asyncio.get_running_loop()
             tls: dict[str, Any] = {} if spec.tls is None else {
                 "ssl": spec.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
+            if spec.tls is not None:
+                log_fetch_path_once()
             listener.server = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
@@ -319,6 +332,7 @@ class _Connection:
         self.principal = ANONYMOUS
         self.muted_until = 0.0  # time.monotonic(): read nothing before (KIP-219)
         self.muted = False
+        self.counted = False  # admitted by the server's connection quotas
         self.throttle_ms = 0  # the throttle time of the answer just written
         self.closed = asyncio.Event()
         self.sasl = None if listener.spec.sasl is None else \
@@ -332,12 +346,15 @@ class _Connection:
         self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{self.n}"
         # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
         self.log = log.bind(connection=self.id)
+        if not self._admit_connection(transport):
+            return
         tls = self.listener.spec.tls
         if tls is not None:
             try:
                 self.principal = tls.principal(transport.get_extra_info("peercert"))
             except MappingRuleError as e:  # Kafka fails the authentication
                 self.log.warning("tls principal mapping failed, closing", error=str(e))
+                self._uncount()
                 transport.abort()
                 return
         # Under TLS the bytes must go through the transport: Fetch copies (as Kafka does).
@@ -349,6 +366,44 @@ class _Connection:
         self._arm_idle_timer()
         self.run_task = asyncio.get_running_loop().create_task(self.run())
 
+    def _admit_connection(self, transport: asyncio.Transport) -> bool:
+        """Connection counts and creation rates (KIP-402, KIP-612): False when this
+        connection is refused (closed now or after its throttle time); a delayed one is
+        accepted but read only once its throttle time has passed."""
+        quotas = self.server.connection_quotas
+        if quotas is None:
+            return True
+        client_quotas = self.server.client_quotas() if self.server.client_quotas else {}
+        dynamic = self.server.dynamic_configs() if self.server.dynamic_configs else None
+        decision = quotas.admit(self.listener.spec.name, self.peer_host, _now_ms(),
+                                client_quotas, dynamic)
+        if isinstance(decision, Refuse):
+            self.log.info("connection refused", reason=decision.reason,
+                          close_after_ms=decision.close_after_ms)
+            self.protocol.stop()
+            if decision.close_after_ms > 0:
+                asyncio.get_running_loop().call_later(decision.close_after_ms / 1000,
+                                                      transport.abort)
+            else:
+                transport.abort()
+            return False
+        self.counted = True
+        if decision.delay_ms > 0:
+            self.log.debug("connection creation throttled", delay_ms=decision.delay_ms)
+            self.muted = True
+
+            def unmute() -> None:
+                self.muted = False
+                self.protocol.release()
+
+            asyncio.get_running_loop().call_later(decision.delay_ms / 1000, unmute)
+        return True
+
+    def _uncount(self) -> None:
+        if self.counted and self.server.connection_quotas is not None:
+            self.counted = False
+            self.server.connection_quotas.closed(self.listener.spec.name, self.peer_host)
+
     async def run(self) -> None:
         try:
             await self._write_loop()
@@ -359,6 +414,7 @@ class _Connection:
         finally:
             self._cleanup()
             self.server._connections.discard(self)
+            self._uncount()
             if self.lstats is not None:
                 self.lstats.connections_closed += 1
             if not self.done.done():

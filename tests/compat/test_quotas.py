@@ -6,13 +6,16 @@ consumer_byte_rate the same way.
 Each test's quota names its own client id, so other tests on the node are not held. The
 node runs plaintext: the user is ANONYMOUS, so the client-id entity decides.
 
-The sample windows: Kafka's rate (broker/quotas/core.py) counts at least quota.window.num - 1
-windows of time, so a fresh client may send that many seconds of its quota at once, and a
-greedy one settles about 1/(quota.window.num - 1) over the bound (the throttle lasts about
-one window, and the oldest window's bytes leave when it ends). With the defaults (11 x 1 s)
-a 20 s measure of a greedy producer therefore reads 1.1-1.2x in Kafka as in Skiff; the 10%
-tests run on a node of their own with quota.window.num=2, where that slack is a second,
-and one test holds the default windows to what they promise (throttled, under 1.3x).
+The sample windows: Kafka's rate (broker/quotas/core.py, Kafka >= 3.8's SampledStat) counts
+at least quota.window.num - 1 windows of time, so a fresh client may send that many seconds of
+its quota at once, and a greedy one then goes in bursts a window-set apart.
+bench/quota_window_sim.py plays a greedy producer against models of Kafka's SampledStat
+(before and after apache/kafka#15889) and Skiff's: all three throttle identically, and with
+the defaults (11 x 1 s) consecutive 20 s spans read 1.18, 1.11, 1.11, 0.63, 1.11, 1.11 x the
+bound (the first one, from a fresh sensor, holds the initial burst); with 2 windows they
+stay within 1.05. So "within 10% over 20 s" is Kafka's behaviour with quota.window.num=2 and
+not with its defaults: the 10% tests run on a node of their own with quota.window.num=2, and
+one test holds the defaults to what they promise from a fresh sensor (throttled, under 1.3x).
 Producers use batch.size=16384 (the Java client's default): a throttled librdkafka producer
 otherwise sends up to 1 MB at once, all of which Kafka (and Skiff) accept before throttling;
 and one request in flight: Kafka reads one request per connection at a time, so its mute
@@ -160,6 +163,10 @@ def test_default_windows_hold_a_producer_as_kafkas_do(skiff_node: Any) -> None:
 
 
 def test_consumer_is_held_to_its_byte_rate(skiff_node: Any) -> None:
+    """At the defaults from a fresh sensor: the first Fetch may carry 10 windows of quota
+    (Kafka's getMaxValueInQuotaWindow), and those bytes make room again when their window
+    leaves, so 20 s read 1.06x the bound with Kafka < 3.8's windows (one run) and
+    1.09-1.10x with Kafka >= 3.8's (three runs); held under 1.3x, as the producer is."""
     bootstrap = skiff_node.bootstrap
     topic = _topic(bootstrap, "quota-consume")
     total = int(RATE * RUN_S * 1.6)
@@ -196,5 +203,5 @@ def test_consumer_is_held_to_its_byte_rate(skiff_node: Any) -> None:
         c.close()
     rate = got / RUN_S
     assert got < total, "the consumer read everything: the quota held nothing back"
-    assert 0.9 * RATE <= rate <= 1.1 * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
+    assert 0.9 * RATE <= rate <= 1.3 * RATE, f"{rate:.0f} B/s against a quota of {RATE}"
     assert throttles and max(throttles) > 0, "librdkafka reported no throttle time"

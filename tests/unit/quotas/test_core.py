@@ -65,6 +65,33 @@ def test_sampled_rate_counts_at_least_samples_minus_one_windows() -> None:
     assert r.rate(19_500) == pytest.approx(11 * 1000 / 10.5, rel=0.01)
 
 
+def test_a_window_leaves_when_its_last_event_is_samples_windows_old() -> None:
+    """Kafka >= 3.8 (apache/kafka#15889): the purge looks at a window's last event, and
+    samples + 1 windows are kept."""
+    r = SampledRate(samples=3, window_ms=1000)
+    r.record(100, now_ms=0)
+    r.record(100, now_ms=900)  # same window, started at 0
+    # 3.1 s after the window began but 2.2 s after its last event: still counted, and
+    # the span runs from its start
+    assert r.total(3100) == 200
+    assert r.elapsed_ms(3100) == 3100
+    assert r.total(3900) == 0  # 3 windows after its last event: gone
+    r = SampledRate(samples=2, window_ms=1000)
+    for t in (0, 1000, 2000, 2999):
+        r.record(1, now_ms=t)
+    # windows began at 0, 1000, 2000; the one at 0 is 2999 ms past its only event
+    # (>= 2 windows): it left, the ones at 1000 and 2000 remain
+    assert r.total(2999) == 3
+    assert r.elapsed_ms(2999) == 1999
+    r = SampledRate(samples=2, window_ms=1000)
+    for t in (0, 999, 1000, 1999, 2000):
+        r.record(1, now_ms=t)
+    # the window at 0 ended its events at 999: 2000 - 999 < 2000, so three windows
+    # (samples + 1) are live and the span is measured from 0
+    assert r.total(2000) == 5
+    assert r.elapsed_ms(2000) == 2000
+
+
 def test_throttle_time_is_kafkas_formula() -> None:
     r = SampledRate(samples=11, window_ms=1000)
     r.record(2000, now_ms=0)  # 200/s over the 10 s minimum
