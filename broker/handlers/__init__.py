@@ -46,6 +46,7 @@ from broker.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -120,6 +121,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     alter_client_quotas,  # client quotas (broker/quotas)
     describe_topic_partitions,  # KIP-966
     unregister_broker,  # KIP-631, sent on to the controller
+    list_config_resources,  # KIP-1142
 )
 
 

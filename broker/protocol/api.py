@@ -77,6 +77,7 @@ UNREGISTER_BROKER = 64
 GET_TELEMETRY_SUBSCRIPTIONS = 71
 PUSH_TELEMETRY = 72
 DESCRIBE_TOPIC_PARTITIONS = 75
+LIST_CONFIG_RESOURCES = 74
 
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
@@ -304,6 +305,8 @@ BROKER_APIS = ApiTable.of(
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0),
     # KIP-631: sent on to the active controller
     (UNREGISTER_BROKER, 0, 0),
+    # KIP-1142: v0 is the former ListClientMetricsResources
+    (LIST_CONFIG_RESOURCES, 0, 1),
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

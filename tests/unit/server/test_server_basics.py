@@ -218,6 +218,7 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (65, 0, 0), (66, 0, 1),  # DescribeTransactions, ListTransactions
         (68, 0, 1), (69, 0, 1),
         (71, 0, 0), (72, 0, 0),  # client telemetry (KIP-714)
+        (74, 0, 1),  # ListConfigResources (KIP-1142)
         (75, 0, 0),  # DescribeTopicPartitions (KIP-966)
     ]
 
