@@ -9,6 +9,13 @@ Periodic work (retention, delayed file deletion, flush.ms, checkpoints, the clea
 done by `tick(now_ms)`, which a background thread (`start()` / `stop()`) calls; tests
 call tick directly with a fake clock.
 
+Several `log.dirs` (JBOD, KIP-858): each directory has its own id (`directory.id` in its
+meta.properties), a new partition goes to the online directory holding the fewest, and an
+I/O error in a directory takes it offline without stopping the process (`fail_dir`, Kafka's
+LogDirFailureChannel): its logs are closed and forgotten, what is asked of them afterwards
+is KAFKA_STORAGE_ERROR, and `dir_failure_listeners` are told (the replica manager, the node,
+which reports the directory to the controller and stops once no directory is left).
+
 The metadata log `__cluster_metadata-0` belongs to Raft alone (broker/metadata_log_store.py):
 under Kafka's default layout (`metadata.log.dir` unset) it lives in the first `log.dirs`
 entry, next to the partitions, yet this manager never loads, retains, cleans, checkpoints
@@ -22,7 +29,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -35,6 +42,7 @@ from broker.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
+    read_meta_properties,
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
@@ -62,10 +70,19 @@ class LogManager:
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
         cleaner_enabled: bool = True,
         cleaner_io_max_bytes_per_second: float = float("inf"),
+        dir_ids: Mapping[Path, uuid.UUID] | None = None,
     ) -> None:
+        """`dir_ids`: each log dir's directory id; by default read from its meta.properties
+        (a directory without one, in tests, gets a random id for this process)."""
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.dir_ids: dict[Path, uuid.UUID] = {
+            d: (dir_ids or {}).get(d) or _directory_id(d) for d in self.log_dirs}
+        self.offline_dirs: set[Path] = set()
+        # partitions whose log was in a failed directory: KAFKA_STORAGE_ERROR from now on
+        self.offline_logs: dict[tuple[str, int], Path] = {}
+        self.dir_failure_listeners: list[Callable[[Path], None]] = []
         self.default_config = default_config
         self.clock = clock
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -157,6 +174,60 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
+    # ------------------------------------------------------------------ log dir failure
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def dir_id(self, d: Path) -> uuid.UUID:
+        return self.dir_ids[d]
+
+    def dir_by_id(self, dir_id: uuid.UUID) -> Path | None:
+        return next((d for d, i in self.dir_ids.items() if i == dir_id), None)
+
+    def dir_of_path(self, path: Path) -> Path | None:
+        """The log dir holding `path` (a partition directory or a file in one)."""
+        for d in self.log_dirs:
+            if path == d or d in path.parents:
+                return d
+        return None
+
+    def fail_dir(self, d: Path, reason: object) -> None:
+        """Take log dir `d` offline after an I/O error (once): its logs are closed and
+        dropped, and every dir_failure_listener is called with `d` (from the caller's
+        thread)."""
+        with self._lock:
+            if d in self.offline_dirs or d not in self.log_dirs:
+                return
+            self.offline_dirs.add(d)
+            gone = self._logs_in(d)
+            for key, _plog in gone:
+                del self._logs[key]
+                del self._log_dir_of[key]
+                self.cleaner_checkpoints.pop(key, None)
+                self.offline_logs[key] = d
+            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes
+                                         if p.parent != d]
+        log.error("log_dir_failed", log_dir=str(d), directory_id=str(self.dir_ids[d]),
+                  partitions=len(gone), reason=str(reason),
+                  online_dirs=[str(x) for x in self.online_dirs])
+        for _key, plog in gone:
+            self.cleaner.abort(plog)
+            with contextlib.suppress(Exception):
+                plog.close()
+        for listener in list(self.dir_failure_listeners):
+            try:
+                listener(d)
+            except Exception:
+                log.exception("log_dir_failure_listener_failed", log_dir=str(d))
+
+    def fail_log(self, plog: PartitionLog, reason: object) -> None:
+        """An I/O error on `plog`: its log dir goes offline."""
+        d = self.dir_of_path(plog.dir)
+        if d is not None:
+            self.fail_dir(d, reason)
+
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
 
@@ -196,6 +267,10 @@ class LogManager:
                                  f"{topic} is the metadata log, owned by Raft")
             if partition < 0:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"partition {partition}")
+            if key in self.offline_logs:
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"{topic}-{partition} is in the offline log dir "
+                                 f"{self.offline_logs[key]}")
             d = self._next_log_dir()
             tp = TopicPartition(topic, partition)
             plog = PartitionLog(
@@ -211,10 +286,15 @@ class LogManager:
             return plog
 
     def _next_log_dir(self) -> Path:
-        counts = {d: 0 for d in self.log_dirs}
+        """Kafka's placement: the online dir holding the fewest partitions."""
+        online = self.online_dirs
+        if not online:
+            raise KafkaError(ErrorCode.kafka_storage_error, "every log dir is offline")
+        counts = {d: 0 for d in online}
         for d in self._log_dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+            if d in counts:
+                counts[d] += 1
+        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
@@ -244,8 +324,11 @@ class LogManager:
     def tick(self, now_ms: int) -> None:
         """One round of periodic work, each part on its own interval."""
         for plog in self.all_logs():
-            plog.maybe_flush(now_ms)
-            plog.delete_expired_files(now_ms)
+            try:
+                plog.maybe_flush(now_ms)
+                plog.delete_expired_files(now_ms)
+            except OSError as exc:
+                self.fail_log(plog, exc)
         if now_ms - self._last_retention_ms >= self.retention_check_interval_ms:
             self._last_retention_ms = now_ms
             self.run_retention(now_ms)
@@ -293,26 +376,33 @@ class LogManager:
             {k: o for k, o in self.cleaner_checkpoints.items() if self._log_dir_of.get(k) == d},
         )
 
+    def write_dir_checkpoint(self, d: Path, name: str,
+                             offsets: dict[tuple[str, int], int]) -> bool:
+        """Write one offsets checkpoint file in log dir `d`; an I/O error takes `d` offline
+        (False)."""
+        if d in self.offline_dirs:
+            return False
+        try:
+            write_offsets_checkpoint(d / name, offsets)
+        except OSError as exc:
+            self.fail_dir(d, exc)
+            return False
+        return True
+
     def checkpoint_recovery_points(self) -> None:
-        for d in self.log_dirs:
-            logs = self._logs_in(d)
-            write_offsets_checkpoint(
-                d / RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in logs}
-            )
+        for d in self.online_dirs:
+            self.write_dir_checkpoint(d, RECOVERY_POINT_CHECKPOINT,
+                                      {k: p.recovery_point for k, p in self._logs_in(d)})
 
     def checkpoint_log_start_offsets(self) -> None:
-        for d in self.log_dirs:
-            logs = self._logs_in(d)
-            write_offsets_checkpoint(
-                d / LOG_START_OFFSET_CHECKPOINT, {k: p.log_start_offset for k, p in logs}
-            )
+        for d in self.online_dirs:
+            self.write_dir_checkpoint(d, LOG_START_OFFSET_CHECKPOINT,
+                                      {k: p.log_start_offset for k, p in self._logs_in(d)})
 
     def checkpoint_cleaner_offsets(self) -> None:
-        for d in self.log_dirs:
-            write_offsets_checkpoint(
-                d / CLEANER_OFFSET_CHECKPOINT,
-                {k: o for k, o in self.cleaner_checkpoints.items() if self._log_dir_of.get(k) == d},
-            )
+        for d in self.online_dirs:
+            self.write_dir_checkpoint(d, CLEANER_OFFSET_CHECKPOINT, {
+                k: o for k, o in self.cleaner_checkpoints.items() if self._log_dir_of.get(k) == d})
 
     # ------------------------------------------------------------------ background runner
 
@@ -347,7 +437,7 @@ class LogManager:
                 self.cleaner.abort(plog)
                 plog.close()
             self._delete_pending_dirs(0, force=True)
-            for d in self.log_dirs:
+            for d in self.online_dirs:
                 if not d.exists():
                     continue
                 self._write_checkpoints_for(d)
@@ -356,3 +446,15 @@ class LogManager:
                 os.fsync(fd)
                 os.close(fd)
                 fsync_dir(d)
+
+
+def _directory_id(d: Path) -> uuid.UUID:
+    """The `directory.id` of a log dir's meta.properties (Kafka's base64 uuid), or a random
+    one for this process when the directory has none (unformatted, in tests)."""
+    from broker.protocol.kafka_uuid import kafka_to_uuid
+
+    try:
+        props = read_meta_properties(d) or {}
+        return kafka_to_uuid(props["directory.id"])
+    except (OSError, KeyError, ValueError):
+        return uuid.uuid4()

@@ -17,6 +17,17 @@ holds it (acks=all), then tells `txn_marker_listener` (the group coordinator, fo
 __consumer_offsets partitions: its pending transactional offsets become visible or are
 dropped). Consumer fetches at READ_COMMITTED (isolation_level 1) stop at the last stable
 offset and carry the aborted transactions of the range they read.
+
+Log dirs (KIP-858): an I/O error while appending, reading or checkpointing takes the log
+dir offline (LogManager.fail_dir); its partitions leave this manager for `offline`, where
+produce and fetch answer KAFKA_STORAGE_ERROR and metadata no longer revives them. The high
+watermarks go to each online dir's `replication-offset-checkpoint` every
+replica.high.watermark.checkpoint.interval.ms, as Kafka writes them, which is also how a
+directory that vanished under an idle broker is found. Where each replica lives is told to
+the controller: `pending_assignments` holds (topic id, directory id) for every replica
+whose directory differs from the one the metadata records (the node sends them with
+AssignReplicasToDirs), also for replicas in a failed directory, so the controller moves
+their leadership even if it never learnt where they were.
 """
 
 from __future__ import annotations
@@ -46,6 +57,9 @@ READ_COMMITTED = 1
 TxnMarkerListener = Callable[[str, int, int, bool], None]
 AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
 
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+UNASSIGNED = UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
+
 # Kafka's replica.lag.time.max.ms is 30 s. Skiff's default (see ReplicationSettings) is
 # shorter: a follower that fetches every replica.fetch.wait.max.ms (500 ms) while caught up
 # has twenty fetches of slack, and a paused follower stalls acks=all producers for a third
@@ -67,6 +81,7 @@ class ReplicationSettings:
     alter_partition_backoff_ms: int = 500
     rack: str | None = None
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
+    high_watermark_checkpoint_interval_ms: int = 5000
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicationSettings:
@@ -81,6 +96,8 @@ class ReplicationSettings:
             socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
             rack=config["broker.rack"],
             fetch_session_cache_slots=int(config["max.incremental.fetch.session.cache.slots"]),
+            high_watermark_checkpoint_interval_ms=int(
+                config["replica.high.watermark.checkpoint.interval.ms"]),
         )
 
 
@@ -159,17 +176,29 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.failed_isr_updates = 0
+        # KIP-858: partitions whose log dir failed, and where replicas live
+        self.offline: set[TopicPartition] = set()
+        self.assigned_dirs: dict[TopicPartition, UUID | None] = {}
+        self.pending_assignments: dict[TopicPartition, tuple[UUID, UUID]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hw_task: asyncio.Task[None] | None = None
+        logs.dir_failure_listeners.append(self._dir_failed_threadsafe)
 
     # ---- lifecycle (the periodic ISR check) ------------------------------------------
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         if self._isr_task is None:
-            self._isr_task = asyncio.get_running_loop().create_task(
-                self._isr_loop(), name="isr_check")
+            self._isr_task = self._loop.create_task(self._isr_loop(), name="isr_check")
+        if self._hw_task is None:
+            self._hw_task = self._loop.create_task(self._hw_checkpoint_loop(),
+                                                   name="hw_checkpoint")
 
     async def stop(self) -> None:
-        tasks = [*self._tasks, *([self._isr_task] if self._isr_task else [])]
+        tasks = [*self._tasks, *([self._isr_task] if self._isr_task else []),
+                 *([self._hw_task] if self._hw_task else [])]
         self._isr_task = None
+        self._hw_task = None
         while tasks:
             for t in tasks:
                 t.cancel()
@@ -188,6 +217,83 @@ class ReplicaManager:
             except Exception:
                 log.exception("isr_check_failed")
 
+    # ---- log dirs (KIP-858) --------------------------------------------------------
+
+    async def _hw_checkpoint_loop(self) -> None:
+        interval_s = max(self.settings.high_watermark_checkpoint_interval_ms, 10) / 1000
+        me = asyncio.current_task()
+        while self._hw_task is me:
+            await asyncio.sleep(interval_s)
+            try:
+                self.checkpoint_high_watermarks()
+            except Exception:
+                log.exception("hw_checkpoint_failed")
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Kafka's `replication-offset-checkpoint` in every online log dir."""
+        per_dir: dict[Any, dict[TopicPartition, int]] = {d: {} for d in self.logs.online_dirs}
+        for key, part in list(self._partitions.items()):
+            d = self.logs.log_dir_of(*key)
+            if d in per_dir:
+                per_dir[d][key] = part.high_watermark
+        for d, offsets in per_dir.items():
+            self.logs.write_dir_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, offsets)
+
+    def storage_failed(self, part: Partition, exc: BaseException) -> KafkaError:
+        """An I/O error on `part`'s log: its log dir goes offline. The client's error."""
+        self.logs.fail_log(part.log, exc)
+        return KafkaError(ErrorCode.kafka_storage_error,
+                          f"{part.topic}-{part.index}: log dir failed: {exc}")
+
+    def _dir_failed_threadsafe(self, d: Any) -> None:
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop or loop.is_closed():
+            self.on_dir_failed(d)
+        else:
+            loop.call_soon_threadsafe(self.on_dir_failed, d)
+
+    def on_dir_failed(self, d: Any) -> None:
+        """The partitions of failed log dir `d` go offline on this broker."""
+        dir_id = self.logs.dir_id(d)
+        for key, where in list(self.logs.offline_logs.items()):
+            if where != d:
+                continue
+            part = self._partitions.pop(key, None)
+            if part is None:
+                continue
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(*key)
+            part.role = Role.OFFLINE
+            part._wake_waiters()
+            self.offline.add(key)
+            if part.topic_id is not None and self.assigned_dirs.get(key) != dir_id:
+                self.pending_assignments[key] = (part.topic_id, dir_id)
+            log.warning("partition_offline", topic=key[0], partition=key[1], log_dir=str(d))
+
+    def assignments_sent(self, sent: dict[TopicPartition, tuple[UUID, UUID]]) -> None:
+        """The controller took these assignments: forget them unless they changed since."""
+        for key, value in sent.items():
+            if self.pending_assignments.get(key) == value:
+                del self.pending_assignments[key]
+
+    def _note_directory(self, key: TopicPartition, topic_id: UUID | None,
+                        assigned: UUID | None) -> None:
+        self.assigned_dirs[key] = assigned
+        d = self.logs.log_dir_of(*key)
+        if d is None or topic_id is None or assigned is None:
+            return
+        if assigned == UNASSIGNED and len(self.logs.log_dirs) == 1:
+            return  # one log dir: nothing to choose, nothing to tell (Kafka's default dir)
+        actual = self.logs.dir_id(d)
+        if actual != assigned:
+            self.pending_assignments[key] = (topic_id, actual)
+        else:
+            self.pending_assignments.pop(key, None)
+
     # ---- applying metadata -------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> Partition | None:
@@ -203,6 +309,9 @@ class ReplicaManager:
         otherwise the KafkaError a client should see."""
         part = self._partitions.get((topic, partition))
         if part is None:
+            if (topic, partition) in self.offline:
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"{topic}-{partition} is in an offline log dir")
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition}")
         part.require_leader(current_leader_epoch)
         return part
@@ -210,13 +319,21 @@ class ReplicaManager:
     def apply_partition(
         self, *, topic: str, topic_id: UUID | None, index: int, leader: int, leader_epoch: int,
         partition_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
-        min_insync_replicas: int, log_config: LogConfig,
+        min_insync_replicas: int, log_config: LogConfig, directory: UUID | None = None,
     ) -> None:
-        """Make this broker's replica match the committed partition state."""
+        """Make this broker's replica match the committed partition state. `directory`: the
+        log dir the metadata records for this replica (None: not known to the caller)."""
+        key = (topic, index)
+        if key in self.offline:
+            # its log dir failed: nothing here serves it again (KIP-858)
+            if self.node_id not in replicas:
+                self.offline.discard(key)
+                self.logs.offline_logs.pop(key, None)
+                self.pending_assignments.pop(key, None)
+            return
         if self.node_id not in replicas:
             self.remove(topic, index, delete_log=True)
             return
-        key = (topic, index)
         part = self._partitions.get(key)
         if part is None:
             plog = self.logs.get_or_create(topic, index, log_config, topic_id)
@@ -228,6 +345,7 @@ class ReplicaManager:
         elif part.log.config != log_config:
             # this partition's log only: a sync of a topic visits each of its partitions
             part.log.update_config(log_config)
+        self._note_directory(key, topic_id, directory)
         if leader_epoch < part.leader_epoch:
             return
         if leader == self.node_id:
@@ -256,6 +374,8 @@ class ReplicaManager:
         part = self._partitions.pop((topic, index), None)
         if part is not None:
             part.close()
+        self.assigned_dirs.pop((topic, index), None)
+        self.pending_assignments.pop((topic, index), None)
         if delete_log:
             self.logs.delete(topic, index)
 
@@ -351,7 +471,11 @@ class ReplicaManager:
         for (topic, index), records in entries.items():
             try:
                 part = self.leader_partition(topic, index)
-                result = results[(topic, index)] = part.append_as_leader(records, required_acks)
+                try:
+                    result = part.append_as_leader(records, required_acks)
+                except OSError as exc:
+                    raise self.storage_failed(part, exc) from None
+                results[(topic, index)] = result
                 if stats is not None:
                     st = stats.topic(topic)
                     st.total_produce += 1
@@ -379,9 +503,12 @@ class ReplicaManager:
         key = (topic, partition)
         try:
             part = self.leader_partition(topic, partition)
-            results[key] = part.write_marker(
-                producer_id=producer_id, producer_epoch=producer_epoch,
-                coordinator_epoch=coordinator_epoch, committed=committed)
+            try:
+                results[key] = part.write_marker(
+                    producer_id=producer_id, producer_epoch=producer_epoch,
+                    coordinator_epoch=coordinator_epoch, committed=committed)
+            except OSError as exc:
+                raise self.storage_failed(part, exc) from None
         except KafkaError as exc:
             return exc.error_code
         await self._wait_replicated(results, timeout_ms)
@@ -461,7 +588,9 @@ class ReplicaManager:
             results.append(res)
             part = self._partitions.get((req.topic, req.partition))
             if part is None:
-                res.error_code = ErrorCode.unknown_topic_or_partition
+                res.error_code = (ErrorCode.kafka_storage_error
+                                  if (req.topic, req.partition) in self.offline
+                                  else ErrorCode.unknown_topic_or_partition)
                 continue
             res.leader_id, res.leader_epoch = part.leader_id, part.leader_epoch
             try:
@@ -495,11 +624,14 @@ class ReplicaManager:
                     self._maybe_expand_isr(part, replica_id)
                 if budget <= 0 and not first_with_data:
                     continue
-                records = part.read(
-                    req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
-                    for_replica=replica_id >= 0, min_one_batch=first_with_data,
-                    read_committed=read_committed,
-                )
+                try:
+                    records = part.read(
+                        req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
+                        for_replica=replica_id >= 0, min_one_batch=first_with_data,
+                        read_committed=read_committed,
+                    )
+                except OSError as exc:
+                    raise self.storage_failed(part, exc) from None
                 res.records = records
                 if read_committed:
                     res.aborted_transactions = [
