@@ -146,7 +146,7 @@ def test_replica_manager_serves_the_other_dir_and_queues_assignments(tmp_path: P
 
 def test_write_error_while_appending_fails_the_dir(tmp_path: Path) -> None:
     async def go() -> None:
-        logs, a, b = two_dirs(tmp_path)
+        logs, _a, b = two_dirs(tmp_path)
         rm = ReplicaManager(NODE, logs, clock)
         lead(rm, 0)
         lead(rm, 1)
