@@ -15,6 +15,7 @@ from broker.handlers import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
@@ -122,6 +123,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     describe_topic_partitions,  # KIP-966
     unregister_broker,  # KIP-631, sent on to the controller
     list_config_resources,  # KIP-1142
+    alter_replica_log_dirs,  # JBOD (KIP-113, KIP-858)
 )
 
 

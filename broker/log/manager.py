@@ -49,6 +49,7 @@ from broker.log.checkpoints import (
 from broker.log.config import LogConfig
 from broker.log.files import fsync_dir
 from broker.log.log import PartitionLog, TopicPartition
+from broker.log.move import FUTURE_DIR_SUFFIX, FutureLog
 
 log = structlog.get_logger(__name__)
 
@@ -83,6 +84,12 @@ class LogManager:
         # partitions whose log was in a failed directory: KAFKA_STORAGE_ERROR from now on
         self.offline_logs: dict[tuple[str, int], Path] = {}
         self.dir_failure_listeners: list[Callable[[Path], None]] = []
+        # AlterReplicaLogDirs: the future copies being filled, and logs that were replaced
+        # by one (closed once in-flight reads of their files are over)
+        self._futures: dict[tuple[str, int], FutureLog] = {}
+        self._retired: list[tuple[int, PartitionLog]] = []
+        # AlterReplicaLogDirs for a replica not here yet: where to create it
+        self.preferred_dirs: dict[tuple[str, int], Path] = {}
         self.default_config = default_config
         self.clock = clock
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -132,6 +139,11 @@ class LogManager:
                     if not child.is_dir():
                         continue
                     if child.name.endswith(DELETE_DIR_SUFFIX):
+                        self._pending_dir_deletes.append((0, child))
+                        continue
+                    if child.name.endswith(FUTURE_DIR_SUFFIX):
+                        log.warning("replica_move_dropped", future_dir=str(child),
+                                    reason="a move is not resumed after a restart")
                         self._pending_dir_deletes.append((0, child))
                         continue
                     tp = TopicPartition.parse_dir_name(child.name)
@@ -209,6 +221,10 @@ class LogManager:
                 self.offline_logs[key] = d
             self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes
                                          if p.parent != d]
+            for key, fut in list(self._futures.items()):
+                if fut.log_dir == d or key in self.offline_logs:
+                    fut.aborted = True
+                    del self._futures[key]
         log.error("log_dir_failed", log_dir=str(d), directory_id=str(self.dir_ids[d]),
                   partitions=len(gone), reason=str(reason),
                   online_dirs=[str(x) for x in self.online_dirs])
@@ -271,7 +287,8 @@ class LogManager:
                 raise KafkaError(ErrorCode.kafka_storage_error,
                                  f"{topic}-{partition} is in the offline log dir "
                                  f"{self.offline_logs[key]}")
-            d = self._next_log_dir()
+            preferred = self.preferred_dirs.pop(key, None)
+            d = preferred if preferred in self.online_dirs else self._next_log_dir()
             tp = TopicPartition(topic, partition)
             plog = PartitionLog(
                 d / tp.dir_name(),
@@ -284,6 +301,96 @@ class LogManager:
             self._logs[key] = plog
             self._log_dir_of[key] = d
             return plog
+
+    # ------------------------------------------------------------------ replica moves
+
+    def future_logs(self) -> list[FutureLog]:
+        return list(self._futures.values())
+
+    def future_of(self, topic: str, partition: int) -> FutureLog | None:
+        return self._futures.get((topic, partition))
+
+    def create_future(self, topic: str, partition: int, dest: Path) -> FutureLog:
+        """A future copy of the partition's log in log dir `dest` (an online dir other than
+        its current one); an existing future copy elsewhere is dropped first."""
+        key = (topic, partition)
+        with self._lock:
+            plog = self._logs.get(key)
+            if plog is None:
+                raise KafkaError(ErrorCode.replica_not_available, f"{topic}-{partition}")
+            existing = self._futures.get(key)
+            if existing is not None:
+                if existing.log_dir == dest:
+                    return existing
+                self.abort_future(topic, partition)
+            path = dest / f"{plog.dir.name}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            try:
+                path.mkdir()
+                fsync_dir(dest)
+            except OSError as exc:
+                self.fail_dir(dest, exc)
+                raise KafkaError(ErrorCode.kafka_storage_error, f"{dest}: {exc}") from None
+            fut = FutureLog(topic, partition, dest, path, plog.dir,
+                            current_end_offset=plog.log_end_offset)
+            self._futures[key] = fut
+            return fut
+
+    def abort_future(self, topic: str, partition: int) -> None:
+        with self._lock:
+            fut = self._futures.pop((topic, partition), None)
+        if fut is not None:
+            fut.aborted = True
+            fut.remove()
+
+    def complete_future(self, fut: FutureLog) -> PartitionLog:
+        """The last copy pass and the swap: the future directory becomes the partition's
+        log in its new dir and the old one is renamed for deletion. Call on the thread that
+        appends to the log (nothing may write to it meanwhile); returns the new log."""
+        key = (fut.topic, fut.partition)
+        with self._lock:
+            old = self._logs.get(key)
+            if old is None or self._futures.get(key) is not fut or fut.aborted:
+                raise KafkaError(ErrorCode.replica_not_available,
+                                 f"{fut.topic}-{fut.partition}: its move was abandoned")
+            src_dir = self._log_dir_of[key]
+            with old._lock:  # the cleaner swaps segments under it
+                old.flush()
+                fut.copy_pass(old.log_end_offset)
+                fut.sync()
+                retired = src_dir / f"{old.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+                os.replace(old.dir, retired)
+                final = fut.log_dir / old.dir.name
+                try:
+                    os.replace(fut.path, final)
+                except OSError:
+                    os.replace(retired, old.dir)  # the old log stays where it was
+                    raise
+                fsync_dir(src_dir)
+                fsync_dir(fut.log_dir)
+                new = PartitionLog(
+                    final, old.topic_partition, old.config, clock=self.clock,
+                    recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
+                    clean_shutdown=False)
+                new.update_high_watermark(old.high_watermark)
+            del self._futures[key]
+            self._logs[key] = new
+            self._log_dir_of[key] = fut.log_dir
+            due = self.clock() + old.config.file_delete_delay_ms
+            self._retired.append((due, old))
+            self._pending_dir_deletes.append((due, retired))
+        for d in (src_dir, fut.log_dir):
+            self._write_checkpoints_for_safely(d)
+        log.info("replica_moved", partition=new.dir.name, from_dir=str(src_dir),
+                 to_dir=str(fut.log_dir), log_end_offset=new.log_end_offset)
+        return new
+
+    def _write_checkpoints_for_safely(self, d: Path) -> None:
+        if d in self.offline_dirs:
+            return
+        try:
+            self._write_checkpoints_for(d)
+        except OSError as exc:
+            self.fail_dir(d, exc)
 
     def _next_log_dir(self) -> Path:
         """Kafka's placement: the online dir holding the fewest partitions."""
@@ -302,6 +409,7 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename its directory to `<tp>.<uuid>-delete`, remove it later."""
         key = (topic, partition)
+        self.abort_future(topic, partition)
         with self._lock:
             plog = self._logs.pop(key, None)
             d = self._log_dir_of.pop(key, None)
@@ -352,6 +460,12 @@ class LogManager:
         return deleted
 
     def _delete_pending_dirs(self, now_ms: int, *, force: bool = False) -> None:
+        with self._lock:
+            retired = [p for t, p in self._retired if force or t <= now_ms]
+            self._retired = [(t, p) for t, p in self._retired if not (force or t <= now_ms)]
+        for plog in retired:
+            with contextlib.suppress(Exception):
+                plog.close()
         with self._lock:
             due = [p for t, p in self._pending_dir_deletes if force or t <= now_ms]
             self._pending_dir_deletes = [

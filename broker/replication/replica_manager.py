@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -44,6 +45,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
+from broker.log.move import FutureLog
 from broker.metrics.stats import BrokerTopicStats, TopicStats
 from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
@@ -58,6 +60,10 @@ TxnMarkerListener = Callable[[str, int, int, bool], None]
 AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+# a replica move's copy passes: at most this many before the last one, which runs on the
+# event loop once a pass copied no more than this
+MOVE_MAX_PASSES = 20
+MOVE_FINAL_PASS_BYTES = 1 << 20
 UNASSIGNED = UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
 
 # Kafka's replica.lag.time.max.ms is 30 s. Skiff's default (see ReplicationSettings) is
@@ -273,6 +279,86 @@ class ReplicaManager:
             if part.topic_id is not None and self.assigned_dirs.get(key) != dir_id:
                 self.pending_assignments[key] = (part.topic_id, dir_id)
             log.warning("partition_offline", topic=key[0], partition=key[1], log_dir=str(d))
+
+    def alter_log_dir(self, topic: str, index: int, dest: Path) -> ErrorCode:
+        """AlterReplicaLogDirs for one replica (Kafka's ReplicaManager.alterReplicaLogDirs):
+        start moving it to log dir `dest` (the copy goes on in the background), or cancel a
+        move when `dest` is where it already is. For a replica not here yet, `dest` is where
+        it will be created. KAFKA_STORAGE_ERROR for an offline `dest` or partition, or while
+        any log dir is offline (no future replica is made then, as in Kafka),
+        REPLICA_NOT_AVAILABLE when this broker has no replica; `dest` must be one of
+        log.dirs (the caller answers LOG_DIR_NOT_FOUND otherwise)."""
+        key = (topic, index)
+        if dest in self.logs.offline_dirs:
+            return ErrorCode.kafka_storage_error
+        if key in self.offline:
+            return ErrorCode.kafka_storage_error
+        part = self._partitions.get(key)
+        if part is None:
+            self.logs.preferred_dirs[key] = dest
+            return ErrorCode.replica_not_available
+        current = self.logs.log_dir_of(topic, index)
+        fut = self.logs.future_of(topic, index)
+        if fut is not None and fut.log_dir != dest:
+            self.logs.abort_future(topic, index)
+        if current == dest:
+            return ErrorCode.none
+        if self.logs.offline_dirs:
+            return ErrorCode.kafka_storage_error
+        if fut is not None and fut.log_dir == dest:
+            return ErrorCode.none  # already on its way there
+        try:
+            fut = self.logs.create_future(topic, index, dest)
+        except KafkaError as exc:
+            return exc.error_code
+        task = asyncio.get_running_loop().create_task(self._move(part, fut),
+                                                      name=f"move-{topic}-{index}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return ErrorCode.none
+
+    async def _move(self, part: Partition, fut: FutureLog) -> None:
+        """Copy passes off the loop until one has little left, then the last pass and the
+        swap on the loop, where nothing appends meanwhile."""
+        key = (part.topic, part.index)
+        done = False
+        try:
+            for _ in range(MOVE_MAX_PASSES):
+                if fut.aborted or self._partitions.get(key) is not part:
+                    return
+                plog = part.log
+                generation, end = plog.truncation_generation, plog.log_end_offset
+                fut.current_end_offset = end
+                copied = await asyncio.to_thread(fut.copy_pass, end)
+                if plog.truncation_generation != generation:
+                    fut.restart_logs()
+                    continue
+                if copied <= MOVE_FINAL_PASS_BYTES:
+                    break
+            if fut.aborted or self._partitions.get(key) is not part:
+                return
+            if part.log.truncation_generation != generation:
+                fut.restart_logs()
+            new = self.logs.complete_future(fut)
+            part.replace_log(new)
+            done = True
+            d = self.logs.log_dir_of(*key)
+            if d is not None and part.topic_id is not None:
+                dir_id = self.logs.dir_id(d)
+                if self.assigned_dirs.get(key) != dir_id:
+                    self.pending_assignments[key] = (part.topic_id, dir_id)
+        except OSError as exc:
+            where = Path(exc.filename) if isinstance(exc.filename, str) else None
+            failed = self.logs.dir_of_path(where) if where is not None else None
+            log.warning("replica_move_failed", topic=key[0], partition=key[1],
+                        to_dir=str(fut.log_dir), error=str(exc))
+            self.logs.fail_dir(failed or fut.log_dir, exc)
+        except KafkaError as exc:
+            log.info("replica_move_abandoned", topic=key[0], partition=key[1],
+                     reason=exc.message)
+        finally:
+            if not done:
+                self.logs.abort_future(*key)
 
     def assignments_sent(self, sent: dict[TopicPartition, tuple[UUID, UUID]]) -> None:
         """The controller took these assignments: forget them unless they changed since."""
