@@ -119,67 +119,82 @@ class LogManager:
         """Open every partition directory; recover those of dirs without a clean marker."""
         with self._lock:
             for d in self.log_dirs:
-                d.mkdir(parents=True, exist_ok=True)
-                marker = d / CLEAN_SHUTDOWN_MARKER
-                clean = marker.exists()
-                self.had_clean_shutdown[d] = clean
                 try:
-                    recovery = read_offsets_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
-                except CheckpointError:
-                    recovery, clean = {}, False
-                try:
-                    starts = read_offsets_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-                except CheckpointError:
-                    starts = {}
-                with contextlib.suppress(CheckpointError):
-                    self.cleaner_checkpoints.update(
-                        read_offsets_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
-                    )
-                for child in sorted(d.iterdir()):
-                    if not child.is_dir():
-                        continue
-                    if child.name.endswith(DELETE_DIR_SUFFIX):
-                        self._pending_dir_deletes.append((0, child))
-                        continue
-                    if child.name.endswith(FUTURE_DIR_SUFFIX):
-                        log.warning("replica_move_dropped", future_dir=str(child),
-                                    reason="a move is not resumed after a restart")
-                        self._pending_dir_deletes.append((0, child))
-                        continue
-                    tp = TopicPartition.parse_dir_name(child.name)
-                    if tp is None or "." in child.name.rsplit("-", 1)[-1]:
-                        continue
-                    if tp.topic in RAFT_OWNED_TOPICS:
-                        continue  # the metadata log: Raft's, not ours (see the docstring)
-                    key = (tp.topic, tp.partition)
-                    if key in self._logs:
-                        raise KafkaError(
-                            ErrorCode.kafka_storage_error,
-                            f"{tp} found in two log dirs: {self._log_dir_of[key]} and {d}",
-                        )
-                    plog = PartitionLog(
-                        child,
-                        tp,
-                        self.default_config,
-                        clock=self.clock,
-                        recovery_point=recovery.get(key, 0),
-                        log_start_offset=starts.get(key, 0),
-                        clean_shutdown=clean,
-                    )
-                    if plog.recovered_bytes_truncated:
-                        log.warning(
-                            "log recovery truncated",
-                            partition=child.name,
-                            bytes=plog.recovered_bytes_truncated,
-                        )
-                    self._logs[key] = plog
-                    self._log_dir_of[key] = d
-                # The marker is only valid for one start: remove it now that we run.
-                if marker.exists():
-                    marker.unlink()
-                    fsync_dir(d)
-                self._write_checkpoints_for(d)
+                    self._load_dir(d)
+                except OSError as exc:
+                    # KIP-858: a dir that cannot be read at start is offline from the start
+                    for key in [k for k, v in self._log_dir_of.items() if v == d]:
+                        self._logs.pop(key).close()
+                        del self._log_dir_of[key]
+                    self.offline_dirs.add(d)
+                    log.error("log_dir_offline_at_start", log_dir=str(d), reason=str(exc))
+            if not self.online_dirs:
+                raise KafkaError(ErrorCode.kafka_storage_error, "no log dir could be loaded: "
+                                 + ", ".join(map(str, self.log_dirs)))
             self._loaded = True
+
+    def _load_dir(self, d: Path) -> None:
+        """One log dir's partitions (an OSError: the dir is unusable)."""
+        d.mkdir(parents=True, exist_ok=True)
+        marker = d / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        self.had_clean_shutdown[d] = clean
+        try:
+            recovery = read_offsets_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        except CheckpointError:
+            recovery, clean = {}, False
+        try:
+            starts = read_offsets_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        except CheckpointError:
+            starts = {}
+        with contextlib.suppress(CheckpointError):
+            self.cleaner_checkpoints.update(
+                read_offsets_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
+            )
+        for child in sorted(d.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                self._pending_dir_deletes.append((0, child))
+                continue
+            if child.name.endswith(FUTURE_DIR_SUFFIX):
+                log.warning("replica_move_dropped", future_dir=str(child),
+                            reason="a move is not resumed after a restart")
+                self._pending_dir_deletes.append((0, child))
+                continue
+            tp = TopicPartition.parse_dir_name(child.name)
+            if tp is None or "." in child.name.rsplit("-", 1)[-1]:
+                continue
+            if tp.topic in RAFT_OWNED_TOPICS:
+                continue  # the metadata log: Raft's, not ours (see the docstring)
+            key = (tp.topic, tp.partition)
+            if key in self._logs:
+                raise KafkaError(
+                    ErrorCode.kafka_storage_error,
+                    f"{tp} found in two log dirs: {self._log_dir_of[key]} and {d}",
+                )
+            plog = PartitionLog(
+                child,
+                tp,
+                self.default_config,
+                clock=self.clock,
+                recovery_point=recovery.get(key, 0),
+                log_start_offset=starts.get(key, 0),
+                clean_shutdown=clean,
+            )
+            if plog.recovered_bytes_truncated:
+                log.warning(
+                    "log recovery truncated",
+                    partition=child.name,
+                    bytes=plog.recovered_bytes_truncated,
+                )
+            self._logs[key] = plog
+            self._log_dir_of[key] = d
+        # The marker is only valid for one start: remove it now that we run.
+        if marker.exists():
+            marker.unlink()
+            fsync_dir(d)
+        self._write_checkpoints_for(d)
 
     # ------------------------------------------------------------------ access
 

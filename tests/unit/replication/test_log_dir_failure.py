@@ -166,3 +166,20 @@ def test_write_error_while_appending_fails_the_dir(tmp_path: Path) -> None:
         assert not isinstance(res[("t", 0)], KafkaError)
         logs.shutdown()
     asyncio.run(go())
+
+
+def test_a_dir_unusable_at_start_is_offline_from_the_start(tmp_path: Path) -> None:
+    logs, a, b = two_dirs(tmp_path)
+    logs.get_or_create("t", 0)
+    logs.get_or_create("t", 1)
+    logs.shutdown()
+    break_dir(b)
+    again = LogManager([a, b], LogConfig(), clock)
+    again.load()
+    assert again.offline_dirs == {b} and again.online_dirs == [a]
+    assert again.get("t", 0) is not None and again.get("t", 1) is None
+    again.shutdown()
+    break_dir(a)
+    with pytest.raises(KafkaError) as exc:
+        LogManager([a, b], LogConfig(), clock).load()
+    assert exc.value.error_code is ErrorCode.kafka_storage_error
