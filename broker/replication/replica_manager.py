@@ -231,17 +231,24 @@ class ReplicaManager:
         while self._hw_task is me:
             await asyncio.sleep(interval_s)
             try:
-                self.checkpoint_high_watermarks()
+                # gathered here, written (and fsynced) beside the loop
+                await asyncio.to_thread(self._write_hw_checkpoints, self._hw_offsets())
             except Exception:
                 log.exception("hw_checkpoint_failed")
 
     def checkpoint_high_watermarks(self) -> None:
         """Kafka's `replication-offset-checkpoint` in every online log dir."""
+        self._write_hw_checkpoints(self._hw_offsets())
+
+    def _hw_offsets(self) -> dict[Any, dict[TopicPartition, int]]:
         per_dir: dict[Any, dict[TopicPartition, int]] = {d: {} for d in self.logs.online_dirs}
         for key, part in list(self._partitions.items()):
             d = self.logs.log_dir_of(*key)
             if d in per_dir:
                 per_dir[d][key] = part.high_watermark
+        return per_dir
+
+    def _write_hw_checkpoints(self, per_dir: dict[Any, dict[TopicPartition, int]]) -> None:
         for d, offsets in per_dir.items():
             self.logs.write_dir_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, offsets)
 
