@@ -355,6 +355,8 @@ class ReplicaManager:
                 if self.assigned_dirs.get(key) != dir_id:
                     self.pending_assignments[key] = (part.topic_id, dir_id)
         except OSError as exc:
+            if fut.aborted:
+                return  # its directory was removed under the copy
             where = Path(exc.filename) if isinstance(exc.filename, str) else None
             failed = self.logs.dir_of_path(where) if where is not None else None
             log.warning("replica_move_failed", topic=key[0], partition=key[1],
