@@ -340,6 +340,7 @@ class ReplicationControlManager(ControlManagerBase):
         records: list[Any] = []
         results: list[tuple[uuid.UUID, uuid.UUID, int, ErrorCode]] = []
         offline: set[tuple[uuid.UUID, int]] = set()
+        changed: dict[tuple[uuid.UUID, int], list[uuid.UUID]] = {}  # one record each
         for directory, topic_id, index in req.assignments:
             t = image.topics_by_id.get(topic_id)
             p = None if t is None else t.partitions.get(index)
@@ -353,18 +354,22 @@ class ReplicationControlManager(ControlManagerBase):
                 code = ErrorCode.none
                 if not dir_online(directory, reg.log_dirs):
                     offline.add((topic_id, index))
-                if p.directory_of(req.broker_id) != directory:
-                    dirs = list(p.directories) or [UNASSIGNED_DIR] * len(p.replicas)
+                dirs = changed.get((topic_id, index))
+                if dirs is None:
+                    dirs = list(p.directories[:len(p.replicas)])
                     dirs += [UNASSIGNED_DIR] * (len(p.replicas) - len(dirs))
-                    dirs[p.replicas.index(req.broker_id)] = directory
-                    msg = pb.PartitionChange(topic_id=topic_id.bytes, partition_id=index)
-                    msg.directories.ids.extend(d.bytes for d in dirs[:len(p.replicas)])
-                    msg.directories.SetInParent()
-                    change = rec.wrap(msg)
-                    records.append(change)
-                    image = apply_records(image, [change], image.offset, image.epoch)
+                dirs[p.replicas.index(req.broker_id)] = directory
+                current = p.directories or (UNASSIGNED_DIR,) * len(p.replicas)
+                if tuple(dirs) != current or (topic_id, index) in changed:
+                    changed[(topic_id, index)] = dirs
             results.append((directory, topic_id, index, code))
+        for (topic_id, index), dirs in changed.items():
+            msg = pb.PartitionChange(topic_id=topic_id.bytes, partition_id=index)
+            msg.directories.ids.extend(d.bytes for d in dirs)
+            msg.directories.SetInParent()
+            records.append(rec.wrap(msg))
         if offline:
+            image = apply_records(image, records, image.offset, image.epoch)
             moves = parts.remove_broker(
                 image, req.broker_id, self._topic_min_isr(image), self._topic_unclean(image),
                 only=lambda tid, i, _p: (tid, i) in offline)
