@@ -53,9 +53,14 @@ from broker.controller.requests import (
 from broker.metadata import records as rec
 from broker.metadata.delta import apply_records
 from broker.metadata.image import (
+    LOST_DIR,
+    MIGRATING_DIR,
+    UNASSIGNED_DIR,
     MetadataImage,
 )
 from broker.metadata.records import pb
+
+RESERVED_DIRS = frozenset({UNASSIGNED_DIR, LOST_DIR, MIGRATING_DIR})
 
 
 @dataclass
@@ -80,6 +85,10 @@ class ClusterControlManager(ControlManagerBase):
         if req.broker_id < 0:
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.invalid_registration, f"Invalid broker id {req.broker_id}"))
+        bad_dirs = self._log_dirs_refusal(image, req)
+        if bad_dirs is not None:
+            return ControllerResult([], BrokerRegistrationReply(ErrorCode.invalid_registration,
+                                                                bad_dirs))
         existing = image.brokers.get(req.broker_id)
         session = self._sessions.get(req.broker_id)
         if (existing is not None and existing.incarnation_id != req.incarnation_id
@@ -121,6 +130,23 @@ class ClusterControlManager(ControlManagerBase):
         self._sessions[req.broker_id] = _BrokerSession(
             last_seen_ms=now_ms, register_offset=image.offset + len(records))
         return ControllerResult(records, BrokerRegistrationReply(broker_epoch=epoch))
+
+    @staticmethod
+    def _log_dirs_refusal(image: MetadataImage, req: BrokerRegistrationRequest) -> str | None:
+        """Kafka's checks of the registered directory ids (KIP-858): none reserved, none
+        twice, none another broker registered (a copied disk)."""
+        dirs = list(req.log_dirs)
+        if any(d in RESERVED_DIRS for d in dirs):
+            return "Reserved directory ID in request"
+        if len(set(dirs)) != len(dirs):
+            return "Duplicate directory ID in request"
+        for bid, reg in image.brokers.items():
+            if bid == req.broker_id:
+                continue
+            for d in dirs:
+                if d in reg.log_dirs:
+                    return f"Broker {bid} is already registered with directory {d}"
+        return None
 
     def broker_heartbeat(self, image: MetadataImage, req: BrokerHeartbeatRequest,
                          now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:

@@ -155,3 +155,28 @@ def test_assignment_to_an_offline_dir_moves_leadership_away() -> None:
         assert pa is not None and pa.directory_of(1) == DIR_B
         assert pa.leader in (2, 3) and 1 not in pa.isr
     run(go())
+
+
+def test_registration_checks_directory_ids() -> None:
+    """Kafka's registration checks (KIP-858): no reserved id, none twice, none that another
+    broker registered (a copied disk)."""
+    async def go() -> None:
+        node = await jbod_cluster()
+        service = node.controller_service
+        assert service is not None
+
+        async def register(b: int, dirs: tuple[uuid.UUID, ...]) -> tuple[ErrorCode, str | None]:
+            reply = await service.register_broker(BrokerRegistrationRequest(
+                broker_id=b, cluster_id=CLUSTER_ID, incarnation_id=uuid.uuid4(),
+                listeners=[("PLAINTEXT", "127.0.0.1", 20000 + b, "PLAINTEXT")], log_dirs=dirs))
+            return reply.error, reply.message
+
+        assert await register(4, (uuid.UUID(int=1),)) == (
+            ErrorCode.invalid_registration, "Reserved directory ID in request")
+        assert await register(4, (uuid.UUID(int=9), uuid.UUID(int=9))) == (
+            ErrorCode.invalid_registration, "Duplicate directory ID in request")
+        assert await register(4, (DIR_B,)) == (
+            ErrorCode.invalid_registration,
+            f"Broker 1 is already registered with directory {DIR_B}")
+        assert (await register(4, (uuid.UUID(int=9),)))[0] is ErrorCode.none
+    run(go())
