@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
@@ -213,3 +213,47 @@ def test_2_a_lost_log_dir_is_taken_offline_and_its_leaders_move(cluster: Cluster
                              f"e.g. {sorted(missing)[:3]}")
     log_text = cluster.nodes[1].log_path.read_text(errors="replace")
     assert "log_dir_failed" in log_text and "node_halting" not in log_text
+
+
+def in_sync(c: Cluster) -> set[int]:
+    """Partitions of TOPIC whose ISR holds node 1 (librdkafka's Metadata; none while the
+    client is still reconnecting after a restart)."""
+    try:
+        t = c.metadata(2).topics.get(TOPIC)
+    except KafkaException:
+        return set()
+    return set() if t is None else {p for p, pm in t.partitions.items() if 1 in pm.isrs}
+
+
+def test_3_restarts_with_the_dir_still_lost_then_with_a_new_disk(cluster: Cluster) -> None:
+    """After test 2: node 1 restarts with its second dir still a file (the dir is offline
+    from the start and node 1 runs on the first, its lost replicas made again there), then
+    with an empty directory in its place (a new disk: formatted with a new directory id at
+    start). Node 1 ends in every partition's ISR again, and writes and reads go on."""
+    first = next(r.log_dir for r in log_dirs(cluster) if r.log_dir.endswith("/logs"))
+    second = next(r.log_dir for r in log_dirs(cluster) if r.log_dir.endswith("/logs2"))
+    old_id = (Path(second).with_name("logs2.lost") / "meta.properties").read_text()
+    cluster.restart(1)
+    results = {r.log_dir: r for r in log_dirs(cluster)}
+    assert results[second].error_code is ErrorCode.kafka_storage_error
+    assert results[first].error_code is ErrorCode.none
+    log_text = cluster.nodes[1].log_path.read_text(errors="replace")
+    assert "log_dir_offline_at_start" in log_text
+    wait_until("node 1 back in every ISR", lambda: in_sync(cluster) == set(range(PARTITIONS)),
+               120)
+    assert set(placement(cluster).values()) == {first}
+
+    Path(second).unlink()
+    Path(second).mkdir()  # the new, empty disk
+    cluster.restart(1)
+    meta = (Path(second) / "meta.properties").read_text()
+    assert "directory.id=" in meta and meta != old_id
+    assert all(r.error_code is ErrorCode.none for r in log_dirs(cluster))
+    wait_until("node 1 back in every ISR", lambda: in_sync(cluster) == set(range(PARTITIONS)),
+               120)
+    writer = Writer(cluster, list(range(PARTITIONS)), "new-disk")
+    wait_until("every partition takes writes", lambda: all(
+        len(v) >= 100 for v in writer.acked.values()), 90)
+    acked = writer.stop()
+    for p in range(PARTITIONS):
+        assert acked[p] <= read_partition(cluster, p), p
