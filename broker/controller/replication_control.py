@@ -453,7 +453,8 @@ class ReplicationControlManager(ControlManagerBase):
         for b, epoch in item.new_isr:
             reg = image.brokers.get(b)
             if (b not in p.replicas or reg is None or reg.fenced or reg.in_controlled_shutdown
-                    or (epoch != -1 and epoch != reg.epoch)):
+                    or (epoch != -1 and epoch != reg.epoch)
+                    or not dir_online(p.directory_of(b), reg.log_dirs)):  # KIP-858
                 return ErrorCode.ineligible_replica
         return ErrorCode.none
 

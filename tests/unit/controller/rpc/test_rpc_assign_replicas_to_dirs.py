@@ -180,3 +180,40 @@ def test_registration_checks_directory_ids() -> None:
             f"Broker 1 is already registered with directory {DIR_B}")
         assert (await register(4, (uuid.UUID(int=9),)))[0] is ErrorCode.none
     run(go())
+
+
+def test_a_replica_in_an_offline_dir_cannot_rejoin_the_isr() -> None:
+    """AlterPartition naming a replica whose directory is offline is INELIGIBLE_REPLICA, as
+    Kafka's isEligibleReplica answers; once the replica lives in an online dir again
+    (AssignReplicasToDirs), it may join."""
+    from broker.controller.requests import AlterPartitionItem, AlterPartitionRequest
+
+    async def go() -> None:
+        node = await jbod_cluster()
+        service = node.controller_service
+        assert service is not None
+        t = tid(node, "b")
+        await call(rpc, node, rpc.request(AssignReplicasToDirsRequest(
+            1, node.epochs[1], [(DIR_B, t, 0)])))
+        await service.broker_heartbeat(BrokerHeartbeatRequest(
+            1, node.epochs[1], node.metadata.offset, offline_log_dirs=(DIR_B,)))
+        p = node.metadata.partition("b", 0)
+        assert p is not None and 1 not in p.isr
+        leader = p.leader
+
+        async def add_back() -> ErrorCode:
+            q = node.metadata.partition("b", 0)
+            assert q is not None
+            reply = await service.alter_partition(AlterPartitionRequest(
+                leader, node.epochs[leader], [(t, [AlterPartitionItem(
+                    0, q.leader_epoch, q.partition_epoch,
+                    [(b, node.epochs[b]) for b in (*q.isr, 1)])])]))
+            return reply.topics[0][1][0].error
+
+        assert await add_back() is ErrorCode.ineligible_replica
+        await call(rpc, node, rpc.request(AssignReplicasToDirsRequest(
+            1, node.epochs[1], [(DIR_A, t, 0)])))
+        assert await add_back() is ErrorCode.none
+        q = node.metadata.partition("b", 0)
+        assert q is not None and 1 in q.isr
+    run(go())
