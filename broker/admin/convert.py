@@ -12,6 +12,7 @@ from broker.metadata.image import (
     MetadataImage,
     PartitionRegistration,
     TopicImage,
+    dir_online,
 )
 from broker.metadata.records import NO_LEADER
 from broker.replication.partition import Role
@@ -56,7 +57,9 @@ def partition_record(t: TopicImage, index: int, p: PartitionRegistration) -> Any
 
 
 def offline_replicas(image: MetadataImage, p: PartitionRegistration) -> list[int]:
-    return [b for b in p.replicas if not image.is_alive(b)]
+    """Fenced or gone brokers, and replicas in an offline log dir (KIP-858)."""
+    return [b for b in p.replicas if not image.is_alive(b)
+            or not dir_online(p.directory_of(b), image.brokers[b].log_dirs)]
 
 
 def is_offline(image: MetadataImage, p: PartitionRegistration) -> bool:

@@ -61,6 +61,8 @@ from broker.controller.requests import (
     AlterPartitionReply,
     AlterPartitionRequest,
     ApiError,
+    AssignReplicasToDirsReply,
+    AssignReplicasToDirsRequest,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
@@ -83,6 +85,7 @@ from broker.controller.rpc import (
     alter_partition,
     alter_partition_reassignments,
     alter_user_scram_credentials,
+    assign_replicas_to_dirs,
     broker_heartbeat,
     broker_registration,
     create_acls,
@@ -250,6 +253,13 @@ class ControllerChannel:
             lambda s: s.allocate_producer_ids(broker_id, broker_epoch),
             lambda: allocate_producer_ids.request(broker_id, broker_epoch),
             allocate_producer_ids, allocate_producer_ids.reply_of, self._deadline(None),
+            whole=True)
+
+    async def assign_replicas_to_dirs(self, req: AssignReplicasToDirsRequest
+                                      ) -> AssignReplicasToDirsReply:
+        return await self._call(
+            lambda s: s.assign_replicas_to_dirs(req), lambda: assign_replicas_to_dirs.request(req),
+            assign_replicas_to_dirs, assign_replicas_to_dirs.reply_of, self._deadline(None),
             whole=True)
 
     async def alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionReply:

@@ -10,6 +10,9 @@ Broker liveness is a state machine (KIP-631), all transitions here:
                                               BrokerRegistrationChange(in_controlled_shutdown)
                                               (+ ISR/leader moves)
   CONTROLLED_SHUTDOWN --heartbeat, leads nothing, caught up--> should_shut_down = true
+  any         --heartbeat naming an online log dir as offline (KIP-858)--> same state
+                                              BrokerRegistrationChange(log_dirs: the rest)
+                                              (+ ISR/ELR/leader moves of its replicas there)
   UNFENCED or CONTROLLED_SHUTDOWN --no heartbeat for broker.session.timeout.ms (tick)-->
                                               FENCED        FenceBroker (+ ISR/leader moves)
   UNFENCED or CONTROLLED_SHUTDOWN --the connection of its latest heartbeat closed
@@ -50,9 +53,14 @@ from broker.controller.requests import (
 from broker.metadata import records as rec
 from broker.metadata.delta import apply_records
 from broker.metadata.image import (
+    LOST_DIR,
+    MIGRATING_DIR,
+    UNASSIGNED_DIR,
     MetadataImage,
 )
 from broker.metadata.records import pb
+
+RESERVED_DIRS = frozenset({UNASSIGNED_DIR, LOST_DIR, MIGRATING_DIR})
 
 
 @dataclass
@@ -77,6 +85,10 @@ class ClusterControlManager(ControlManagerBase):
         if req.broker_id < 0:
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.invalid_registration, f"Invalid broker id {req.broker_id}"))
+        bad_dirs = self._log_dirs_refusal(image, req)
+        if bad_dirs is not None:
+            return ControllerResult([], BrokerRegistrationReply(ErrorCode.invalid_registration,
+                                                                bad_dirs))
         existing = image.brokers.get(req.broker_id)
         session = self._sessions.get(req.broker_id)
         if (existing is not None and existing.incarnation_id != req.incarnation_id
@@ -119,6 +131,23 @@ class ClusterControlManager(ControlManagerBase):
             last_seen_ms=now_ms, register_offset=image.offset + len(records))
         return ControllerResult(records, BrokerRegistrationReply(broker_epoch=epoch))
 
+    @staticmethod
+    def _log_dirs_refusal(image: MetadataImage, req: BrokerRegistrationRequest) -> str | None:
+        """Kafka's checks of the registered directory ids (KIP-858): none reserved, none
+        twice, none another broker registered (a copied disk)."""
+        dirs = list(req.log_dirs)
+        if any(d in RESERVED_DIRS for d in dirs):
+            return "Reserved directory ID in request"
+        if len(set(dirs)) != len(dirs):
+            return "Duplicate directory ID in request"
+        for bid, reg in image.brokers.items():
+            if bid == req.broker_id:
+                continue
+            for d in dirs:
+                if d in reg.log_dirs:
+                    return f"Broker {bid} is already registered with directory {d}"
+        return None
+
     def broker_heartbeat(self, image: MetadataImage, req: BrokerHeartbeatRequest,
                          now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
         reg = image.brokers.get(req.broker_id)
@@ -140,12 +169,17 @@ class ClusterControlManager(ControlManagerBase):
         caught_up = req.current_metadata_offset >= s.register_offset
         records: list[Any] = []
         min_isr, unclean = self._topic_min_isr(image), self._topic_unclean(image)
+        lost = self.directories_offline(image, reg.broker_id, reg.epoch, req.offline_log_dirs)
+        if lost:
+            records.extend(lost)
+            image = apply_records(image, lost, image.offset, image.epoch)
+            reg = image.brokers[req.broker_id]
         if reg.fenced:
             if req.want_shut_down:
-                return ControllerResult([], BrokerHeartbeatReply(
+                return ControllerResult(records, BrokerHeartbeatReply(
                     is_caught_up=caught_up, is_fenced=True, should_shut_down=True))
             if req.want_fence or not caught_up:
-                return ControllerResult([], BrokerHeartbeatReply(
+                return ControllerResult(records, BrokerHeartbeatReply(
                     is_caught_up=caught_up, is_fenced=True))
             records.extend(parts.elect_for_unfenced(image, req.broker_id, unclean))
             records.append(rec.wrap(pb.UnfenceBroker(broker_id=reg.broker_id,
@@ -172,12 +206,33 @@ class ClusterControlManager(ControlManagerBase):
                     in_controlled_shutdown=True)))
                 return ControllerResult(records, BrokerHeartbeatReply(
                     is_caught_up=caught_up, is_fenced=False, should_shut_down=False))
-            done = (not self._has_duties(image, req.broker_id)
+            done = (not records and not self._has_duties(image, req.broker_id)
                     and req.current_metadata_offset >= image.offset)
-            return ControllerResult([], BrokerHeartbeatReply(
+            return ControllerResult(records, BrokerHeartbeatReply(
                 is_caught_up=caught_up, is_fenced=False, should_shut_down=done))
-        return ControllerResult([], BrokerHeartbeatReply(is_caught_up=caught_up,
-                                                         is_fenced=False))
+        return ControllerResult(records, BrokerHeartbeatReply(is_caught_up=caught_up,
+                                                              is_fenced=False))
+
+    def directories_offline(self, image: MetadataImage, broker_id: int, broker_epoch: int,
+                            offline: Any) -> list[Any]:
+        """KIP-858 (Kafka's handleDirectoriesOffline): of the directories a broker reports
+        offline, those still registered as online leave its registration
+        (BrokerRegistrationChange with the remaining log dirs), and the partitions whose
+        replica on it lives there lose it from their ISR, ELR and leadership."""
+        reg = image.brokers.get(broker_id)
+        if reg is None:
+            return []
+        newly = {d for d in offline if d in reg.log_dirs}
+        if not newly:
+            return []
+        records = parts.remove_broker(
+            image, broker_id, self._topic_min_isr(image), self._topic_unclean(image),
+            only=lambda _tid, _i, p: p.directory_of(broker_id) in newly)
+        change = pb.BrokerRegistrationChange(broker_id=broker_id, broker_epoch=broker_epoch)
+        change.log_dirs.ids.extend(d.bytes for d in reg.log_dirs if d not in newly)
+        change.log_dirs.SetInParent()
+        records.append(rec.wrap(change))
+        return records
 
     @staticmethod
     def _has_duties(image: MetadataImage, broker_id: int) -> bool:

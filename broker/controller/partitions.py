@@ -26,7 +26,12 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from broker.metadata import records as rec
-from broker.metadata.image import LEADER_RECOVERING, MetadataImage, PartitionRegistration
+from broker.metadata.image import (
+    LEADER_RECOVERING,
+    MetadataImage,
+    PartitionRegistration,
+    dir_online,
+)
 from broker.metadata.records import NO_LEADER, pb
 
 
@@ -124,34 +129,54 @@ def target_elr(p: PartitionRegistration, new_isr: tuple[int, ...], min_isr: int,
     return tuple(dict.fromkeys(out))
 
 
+def replica_online(image: MetadataImage, p: PartitionRegistration, broker_id: int) -> bool:
+    """KIP-858: is `broker_id`'s replica of `p` in one of its online log directories?"""
+    reg = image.brokers.get(broker_id)
+    return reg is not None and dir_online(p.directory_of(broker_id), reg.log_dirs)
+
+
+def _and_online(usable: Callable[[int], bool], image: MetadataImage,
+                p: PartitionRegistration) -> Callable[[int], bool]:
+    return lambda b: usable(b) and replica_online(image, p, b)
+
+
 def remove_broker(
     image: MetadataImage,
     broker_id: int,
     min_isr: Callable[[str], int],
     unclean_enabled: Callable[[str], bool],
     unclean_shutdown: bool = False,
+    only: Callable[[uuid.UUID, int, PartitionRegistration], bool] | None = None,
 ) -> list[Any]:
     """PartitionChanges taking `broker_id` out of every ISR it is in and moving its
-    leaderships (the broker is being fenced or shut down)."""
+    leaderships (the broker is being fenced or shut down). With `only`, just the partitions
+    it selects, and the broker leaves their ELR too (KIP-858: its replicas there are in a
+    failed log directory)."""
 
     def usable(b: int) -> bool:
         reg = image.brokers.get(b)
         return (b != broker_id and reg is not None and not reg.fenced
                 and not reg.in_controlled_shutdown)
 
+    drop_elr = unclean_shutdown or only is not None
     out: list[Any] = []
     for t in image.topics_by_id.values():
         mi = None
         for i, p in t.partitions.items():
-            in_elr = unclean_shutdown and broker_id in p.elr
+            in_elr = drop_elr and broker_id in p.elr
             if broker_id not in p.isr and p.leader != broker_id and not in_elr:
+                continue
+            if only is not None and not only(t.topic_id, i, p):
                 continue
             if mi is None:
                 mi = min_isr(t.name)
             isr = _without(p.isr, (broker_id,))
-            elr = target_elr(p, isr, mi, (broker_id,) if unclean_shutdown else ())
-            leader, isr, elr, unclean = elect_leader(p, isr, elr, usable,
-                                                     unclean_enabled(t.name))
+            elr = target_elr(p, isr, mi, (broker_id,) if drop_elr else ())
+            if drop_elr:
+                elr = _without(elr, (broker_id,))
+            leader, isr, elr, unclean = elect_leader(
+                p, isr, elr, _and_online(usable, image, p),
+                unclean_enabled(t.name))
             r = partition_change(t.topic_id, i, p, leader, isr, elr,
                                  last_known_elr=_last_known(p, leader, isr, elr),
                                  leader_recovery_state=LEADER_RECOVERING if unclean else None)
@@ -191,8 +216,9 @@ def elect_for_unfenced(
         for i, p in t.partitions.items():
             if p.leader != NO_LEADER or broker_id not in p.replicas:
                 continue
-            leader, isr, elr, unclean = elect_leader(p, p.isr, p.elr, usable,
-                                                     unclean_enabled(t.name))
+            leader, isr, elr, unclean = elect_leader(
+                p, p.isr, p.elr, _and_online(usable, image, p),
+                unclean_enabled(t.name))
             if leader == NO_LEADER:
                 continue
             r = partition_change(t.topic_id, i, p, leader, isr, elr, last_known_elr=(),

@@ -21,6 +21,8 @@ from broker.controller.requests import (
     AlterPartitionItemResult,
     AlterPartitionReply,
     AlterPartitionRequest,
+    AssignReplicasToDirsReply,
+    AssignReplicasToDirsRequest,
     ControllerResult,
     CreatableTopic,
     CreatePartitionsResult,
@@ -38,10 +40,12 @@ from broker.metadata.delta import apply_records
 from broker.metadata.image import (
     LEADER_RECOVERED,
     LEADER_RECOVERING,
+    UNASSIGNED_DIR,
     MetadataImage,
     PartitionRegistration,
+    dir_online,
 )
-from broker.metadata.records import NO_LEADER, RESOURCE_TOPIC
+from broker.metadata.records import NO_LEADER, RESOURCE_TOPIC, pb
 
 # Kafka bounds what one user request may write (QuorumController.MAX_PARTITIONS_PER_BATCH):
 # a CreateTopics or CreatePartitions asking for more new partitions fails as a whole.
@@ -321,6 +325,57 @@ class ReplicationControlManager(ControlManagerBase):
 
     # -- AlterPartition (ISR changes from partition leaders) ----------------------------
 
+    def assign_replicas_to_dirs(self, image: MetadataImage, req: AssignReplicasToDirsRequest
+                                ) -> ControllerResult[AssignReplicasToDirsReply]:
+        """KIP-858 (Kafka's handleAssignReplicasToDirs): record in which log directory a
+        broker keeps each replica (a PartitionChange with the directories). A replica placed
+        in a directory the broker no longer lists as online loses its ISR, ELR and
+        leadership at once, as when the directory is reported offline."""
+        reg = image.brokers.get(req.broker_id)
+        if reg is None:
+            return ControllerResult([], AssignReplicasToDirsReply(
+                ErrorCode.broker_id_not_registered))
+        if reg.epoch != req.broker_epoch:
+            return ControllerResult([], AssignReplicasToDirsReply(ErrorCode.stale_broker_epoch))
+        records: list[Any] = []
+        results: list[tuple[uuid.UUID, uuid.UUID, int, ErrorCode]] = []
+        offline: set[tuple[uuid.UUID, int]] = set()
+        changed: dict[tuple[uuid.UUID, int], list[uuid.UUID]] = {}  # one record each
+        for directory, topic_id, index in req.assignments:
+            t = image.topics_by_id.get(topic_id)
+            p = None if t is None else t.partitions.get(index)
+            if t is None:
+                code = ErrorCode.unknown_topic_id
+            elif p is None:
+                code = ErrorCode.unknown_topic_or_partition
+            elif req.broker_id not in p.replicas:
+                code = ErrorCode.not_leader_or_follower
+            else:
+                code = ErrorCode.none
+                if not dir_online(directory, reg.log_dirs):
+                    offline.add((topic_id, index))
+                dirs = changed.get((topic_id, index))
+                if dirs is None:
+                    dirs = list(p.directories[:len(p.replicas)])
+                    dirs += [UNASSIGNED_DIR] * (len(p.replicas) - len(dirs))
+                dirs[p.replicas.index(req.broker_id)] = directory
+                current = p.directories or (UNASSIGNED_DIR,) * len(p.replicas)
+                if tuple(dirs) != current or (topic_id, index) in changed:
+                    changed[(topic_id, index)] = dirs
+            results.append((directory, topic_id, index, code))
+        for (topic_id, index), dirs in changed.items():
+            msg = pb.PartitionChange(topic_id=topic_id.bytes, partition_id=index)
+            msg.directories.ids.extend(d.bytes for d in dirs)
+            msg.directories.SetInParent()
+            records.append(rec.wrap(msg))
+        if offline:
+            image = apply_records(image, records, image.offset, image.epoch)
+            moves = parts.remove_broker(
+                image, req.broker_id, self._topic_min_isr(image), self._topic_unclean(image),
+                only=lambda tid, i, _p: (tid, i) in offline)
+            records.extend(moves)
+        return ControllerResult(records, AssignReplicasToDirsReply(results=results))
+
     def alter_partition(self, image: MetadataImage,
                         req: AlterPartitionRequest) -> ControllerResult[AlterPartitionReply]:
         """A leader's ISR change, checked as Kafka does: the sender's broker epoch, that it
@@ -398,7 +453,8 @@ class ReplicationControlManager(ControlManagerBase):
         for b, epoch in item.new_isr:
             reg = image.brokers.get(b)
             if (b not in p.replicas or reg is None or reg.fenced or reg.in_controlled_shutdown
-                    or (epoch != -1 and epoch != reg.epoch)):
+                    or (epoch != -1 and epoch != reg.epoch)
+                    or not dir_online(p.directory_of(b), reg.log_dirs)):  # KIP-858
                 return ErrorCode.ineligible_replica
         return ErrorCode.none
 

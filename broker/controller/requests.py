@@ -148,6 +148,7 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int
     want_fence: bool = False
     want_shut_down: bool = False
+    offline_log_dirs: Sequence[uuid.UUID] = ()  # KIP-858: directory ids that failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,22 @@ class BrokerHeartbeatReply:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AssignReplicasToDirsRequest:
+    """KIP-858: where a broker placed its replicas: (directory id, topic id, partition)."""
+
+    broker_id: int
+    broker_epoch: int
+    assignments: Sequence[tuple[uuid.UUID, uuid.UUID, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class AssignReplicasToDirsReply:
+    error: ErrorCode = ErrorCode.none
+    # (directory id, topic id, partition, error), one per assignment asked
+    results: Sequence[tuple[uuid.UUID, uuid.UUID, int, ErrorCode]] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,8 @@ from broker.controller.requests import (
     AlterPartitionReply,
     AlterPartitionRequest,
     ApiError,
+    AssignReplicasToDirsReply,
+    AssignReplicasToDirsRequest,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
@@ -237,6 +239,11 @@ class ControllerService:
         return await self._run(
             lambda image: self.controller.allocate_producer_ids(image, broker_id, broker_epoch)
         )
+
+    async def assign_replicas_to_dirs(self, req: AssignReplicasToDirsRequest
+                                      ) -> AssignReplicasToDirsReply:
+        """Where a broker keeps its replicas (Kafka's AssignReplicasToDirs, KIP-858)."""
+        return await self._run(lambda image: self.controller.assign_replicas_to_dirs(image, req))
 
     async def alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionReply:
         """A partition leader's ISR change (Kafka's AlterPartition)."""

@@ -15,6 +15,7 @@ from broker.handlers import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
@@ -46,6 +47,7 @@ from broker.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -120,6 +122,8 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     alter_client_quotas,  # client quotas (broker/quotas)
     describe_topic_partitions,  # KIP-966
     unregister_broker,  # KIP-631, sent on to the controller
+    list_config_resources,  # KIP-1142
+    alter_replica_log_dirs,  # JBOD (KIP-113, KIP-858)
 )
 
 

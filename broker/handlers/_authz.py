@@ -64,6 +64,7 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     50: Op.DESCRIBE,  # DescribeUserScramCredentials
     51: Op.ALTER,  # AlterUserScramCredentials
     60: Op.DESCRIBE,  # DescribeCluster
+    74: Op.DESCRIBE_CONFIGS,  # ListConfigResources
 }
 
 # The controller listener: only Skiff nodes call it, with their inter-broker or controller

@@ -1,6 +1,18 @@
-"""DescribeLogDirs (API 35), versions 0-4: partitions and sizes per log directory (v0, dropped
-by Kafka 4.0 in KIP-896, is v1's shape; v1 only changed throttling to happen before the
-answer)."""
+"""DescribeLogDirs (API 35), versions 0-4: the partitions and their sizes in each log dir
+(v0, dropped by Kafka 4.0 in KIP-896, is v1's shape; v1 only changed throttling to happen
+before the answer; v2 is flexible; v3 adds a top-level error code; v4 each dir's total and
+usable bytes).
+
+As Kafka's ReplicaManager.describeLogDirs answers it, one result per `log.dirs` entry:
+  * an online dir: error NONE and its partition logs (the metadata log is Raft's, not
+    listed), each with its size, its offset lag (for a replica: how far its log end is
+    behind the high watermark, max(HW - LEO, 0); for a future replica that
+    AlterReplicaLogDirs is filling in this dir, `is_future_key` and how far it is behind the
+    current log's end), and the file system's total and usable bytes;
+  * an offline dir (KIP-858: it failed): KAFKA_STORAGE_ERROR and nothing else.
+`topics` null means every partition. DESCRIBE on the cluster is checked before the handler
+(broker/handlers/_authz.py CLUSTER_CHECKS).
+"""
 
 from __future__ import annotations
 
@@ -18,13 +30,14 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 35
+UNKNOWN_VOLUME_BYTES = -1
 
 
 def _disk_usage(path: Path) -> tuple[int, int]:
     try:
         st = os.statvfs(path)
     except OSError:
-        return -1, -1
+        return UNKNOWN_VOLUME_BYTES, UNKNOWN_VOLUME_BYTES
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
@@ -32,25 +45,48 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
     mod = response_module(request)
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
-        wanted = {t.topic: set(t.partitions) for t in request.topics}
-    per_dir: dict[Path, dict[str, list[Any]]] = {Path(d): {} for d in node.logs.log_dirs}
-    for part in node.replicas.partitions():
-        if wanted is not None and part.index not in wanted.get(part.topic, ()):
+        wanted = {}
+        for t in request.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)
+    logs = node.logs
+    # dir -> topic -> [(partition, size, lag, is_future)]
+    per_dir: dict[Path, dict[str, list[tuple[int, int, int, bool]]]] = {
+        d: {} for d in logs.log_dirs}
+    for plog in logs.all_logs():
+        topic, index = plog.topic_partition.topic, plog.topic_partition.partition
+        if wanted is not None and index not in wanted.get(topic, ()):
             continue
-        log_dir = part.log.dir.parent
-        lag = max(0, part.log.log_end_offset - part.high_watermark)
-        per_dir.setdefault(log_dir, {}).setdefault(part.topic, []).append(build(
-            mod.DescribeLogDirsPartition, partition_index=part.index,
-            partition_size=part.log.size_in_bytes, offset_lag=lag, is_future_key=False,
-        ))
+        d = logs.log_dir_of(topic, index)
+        if d is None or d not in per_dir:
+            continue
+        part = node.replicas.get(topic, index)
+        hw = part.high_watermark if part is not None else plog.log_end_offset
+        per_dir[d].setdefault(topic, []).append(
+            (index, plog.size_in_bytes, max(hw - plog.log_end_offset, 0), False))
+    for fut in logs.future_logs():
+        topic, index = fut.topic, fut.partition
+        if wanted is not None and index not in wanted.get(topic, ()):
+            continue
+        if fut.log_dir in per_dir:
+            per_dir[fut.log_dir].setdefault(topic, []).append(
+                (index, fut.size_in_bytes(), fut.offset_lag(), True))
     results = []
-    for log_dir, topics in per_dir.items():
-        total, usable = _disk_usage(log_dir)
+    for d in logs.log_dirs:
+        if d in logs.offline_dirs:
+            results.append(build(mod.DescribeLogDirsResult,
+                                 error_code=ErrorCode.kafka_storage_error, log_dir=str(d),
+                                 topics=(), total_bytes=UNKNOWN_VOLUME_BYTES,
+                                 usable_bytes=UNKNOWN_VOLUME_BYTES))
+            continue
+        total, usable = _disk_usage(d)
         results.append(build(
-            mod.DescribeLogDirsResult, error_code=ErrorCode.none, log_dir=str(log_dir),
+            mod.DescribeLogDirsResult, error_code=ErrorCode.none, log_dir=str(d),
             topics=tuple(
-                build(mod.DescribeLogDirsTopic, name=name, partitions=tuple(parts))
-                for name, parts in sorted(topics.items())
+                build(mod.DescribeLogDirsTopic, name=name, partitions=tuple(
+                    build(mod.DescribeLogDirsPartition, partition_index=i, partition_size=size,
+                          offset_lag=lag, is_future_key=future)
+                    for i, size, lag, future in sorted(parts)))
+                for name, parts in sorted(per_dir[d].items())
             ),
             total_bytes=total, usable_bytes=usable,
         ))

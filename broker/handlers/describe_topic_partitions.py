@@ -28,7 +28,7 @@ from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._build import build, response_module
 from broker.handlers.metadata import TOPIC_OPERATIONS
-from broker.metadata.image import MetadataImage, PartitionRegistration
+from broker.metadata.image import MetadataImage, PartitionRegistration, dir_online
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ def _partition(mod: Any, image: MetadataImage, listener: str, index: int,
                p: PartitionRegistration) -> Any:
     def online(b: int) -> bool:
         reg = image.brokers.get(b)
-        return reg is not None and not reg.fenced and reg.endpoint(listener) is not None
+        return (reg is not None and not reg.fenced and reg.endpoint(listener) is not None
+                and dir_online(p.directory_of(b), reg.log_dirs))  # KIP-858
 
     leader = image.brokers.get(p.leader) if p.has_leader() else None
     error, leader_id = ErrorCode.none, p.leader

@@ -36,7 +36,12 @@ from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed, operations
 from broker.handlers._build import build, response_module
-from broker.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from broker.metadata.image import (
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    dir_online,
+)
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
@@ -84,7 +89,8 @@ def _partition(mod: Any, version: int, image: MetadataImage, listener: str, inde
                p: PartitionRegistration) -> Any:
     def online(b: int) -> bool:
         reg = image.brokers.get(b)
-        return reg is not None and not reg.fenced and reg.endpoint(listener) is not None
+        return (reg is not None and not reg.fenced and reg.endpoint(listener) is not None
+                and dir_online(p.directory_of(b), reg.log_dirs))  # KIP-858
 
     offline = tuple(b for b in p.replicas if not online(b))
     replicas, isr = p.replicas, p.isr

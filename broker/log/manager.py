@@ -9,6 +9,13 @@ Periodic work (retention, delayed file deletion, flush.ms, checkpoints, the clea
 done by `tick(now_ms)`, which a background thread (`start()` / `stop()`) calls; tests
 call tick directly with a fake clock.
 
+Several `log.dirs` (JBOD, KIP-858): each directory has its own id (`directory.id` in its
+meta.properties), a new partition goes to the online directory holding the fewest, and an
+I/O error in a directory takes it offline without stopping the process (`fail_dir`, Kafka's
+LogDirFailureChannel): its logs are closed and forgotten, what is asked of them afterwards
+is KAFKA_STORAGE_ERROR, and `dir_failure_listeners` are told (the replica manager, the node,
+which reports the directory to the controller and stops once no directory is left).
+
 The metadata log `__cluster_metadata-0` belongs to Raft alone (broker/metadata_log_store.py):
 under Kafka's default layout (`metadata.log.dir` unset) it lives in the first `log.dirs`
 entry, next to the partitions, yet this manager never loads, retains, cleans, checkpoints
@@ -22,7 +29,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -35,12 +42,14 @@ from broker.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     CheckpointError,
+    read_meta_properties,
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
 from broker.log.config import LogConfig
 from broker.log.files import fsync_dir
 from broker.log.log import PartitionLog, TopicPartition
+from broker.log.move import FUTURE_DIR_SUFFIX, FutureLog
 
 log = structlog.get_logger(__name__)
 
@@ -62,10 +71,25 @@ class LogManager:
         flush_start_offset_checkpoint_interval_ms: int = 60_000,
         cleaner_enabled: bool = True,
         cleaner_io_max_bytes_per_second: float = float("inf"),
+        dir_ids: Mapping[Path, uuid.UUID] | None = None,
     ) -> None:
+        """`dir_ids`: each log dir's directory id; by default read from its meta.properties
+        (a directory without one, in tests, gets a random id for this process)."""
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.dir_ids: dict[Path, uuid.UUID] = {
+            d: (dir_ids or {}).get(d) or _directory_id(d) for d in self.log_dirs}
+        self.offline_dirs: set[Path] = set()
+        # partitions whose log was in a failed directory: KAFKA_STORAGE_ERROR from now on
+        self.offline_logs: dict[tuple[str, int], Path] = {}
+        self.dir_failure_listeners: list[Callable[[Path], None]] = []
+        # AlterReplicaLogDirs: the future copies being filled, and logs that were replaced
+        # by one (closed once in-flight reads of their files are over)
+        self._futures: dict[tuple[str, int], FutureLog] = {}
+        self._retired: list[tuple[int, PartitionLog]] = []
+        # AlterReplicaLogDirs for a replica not here yet: where to create it
+        self.preferred_dirs: dict[tuple[str, int], Path] = {}
         self.default_config = default_config
         self.clock = clock
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -95,67 +119,145 @@ class LogManager:
         """Open every partition directory; recover those of dirs without a clean marker."""
         with self._lock:
             for d in self.log_dirs:
-                d.mkdir(parents=True, exist_ok=True)
-                marker = d / CLEAN_SHUTDOWN_MARKER
-                clean = marker.exists()
-                self.had_clean_shutdown[d] = clean
                 try:
-                    recovery = read_offsets_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
-                except CheckpointError:
-                    recovery, clean = {}, False
-                try:
-                    starts = read_offsets_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-                except CheckpointError:
-                    starts = {}
-                with contextlib.suppress(CheckpointError):
-                    self.cleaner_checkpoints.update(
-                        read_offsets_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
-                    )
-                for child in sorted(d.iterdir()):
-                    if not child.is_dir():
-                        continue
-                    if child.name.endswith(DELETE_DIR_SUFFIX):
-                        self._pending_dir_deletes.append((0, child))
-                        continue
-                    tp = TopicPartition.parse_dir_name(child.name)
-                    if tp is None or "." in child.name.rsplit("-", 1)[-1]:
-                        continue
-                    if tp.topic in RAFT_OWNED_TOPICS:
-                        continue  # the metadata log: Raft's, not ours (see the docstring)
-                    key = (tp.topic, tp.partition)
-                    if key in self._logs:
-                        raise KafkaError(
-                            ErrorCode.kafka_storage_error,
-                            f"{tp} found in two log dirs: {self._log_dir_of[key]} and {d}",
-                        )
-                    plog = PartitionLog(
-                        child,
-                        tp,
-                        self.default_config,
-                        clock=self.clock,
-                        recovery_point=recovery.get(key, 0),
-                        log_start_offset=starts.get(key, 0),
-                        clean_shutdown=clean,
-                    )
-                    if plog.recovered_bytes_truncated:
-                        log.warning(
-                            "log recovery truncated",
-                            partition=child.name,
-                            bytes=plog.recovered_bytes_truncated,
-                        )
-                    self._logs[key] = plog
-                    self._log_dir_of[key] = d
-                # The marker is only valid for one start: remove it now that we run.
-                if marker.exists():
-                    marker.unlink()
-                    fsync_dir(d)
-                self._write_checkpoints_for(d)
+                    self._load_dir(d)
+                except OSError as exc:
+                    # KIP-858: a dir that cannot be read at start is offline from the start
+                    for key in [k for k, v in self._log_dir_of.items() if v == d]:
+                        self._logs.pop(key).close()
+                        del self._log_dir_of[key]
+                    self.offline_dirs.add(d)
+                    log.error("log_dir_offline_at_start", log_dir=str(d), reason=str(exc))
+            if not self.online_dirs:
+                raise KafkaError(ErrorCode.kafka_storage_error, "no log dir could be loaded: "
+                                 + ", ".join(map(str, self.log_dirs)))
             self._loaded = True
+
+    def _load_dir(self, d: Path) -> None:
+        """One log dir's partitions (an OSError: the dir is unusable)."""
+        d.mkdir(parents=True, exist_ok=True)
+        marker = d / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        self.had_clean_shutdown[d] = clean
+        try:
+            recovery = read_offsets_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+        except CheckpointError:
+            recovery, clean = {}, False
+        try:
+            starts = read_offsets_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        except CheckpointError:
+            starts = {}
+        with contextlib.suppress(CheckpointError):
+            self.cleaner_checkpoints.update(
+                read_offsets_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
+            )
+        for child in sorted(d.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                self._pending_dir_deletes.append((0, child))
+                continue
+            if child.name.endswith(FUTURE_DIR_SUFFIX):
+                log.warning("replica_move_dropped", future_dir=str(child),
+                            reason="a move is not resumed after a restart")
+                self._pending_dir_deletes.append((0, child))
+                continue
+            tp = TopicPartition.parse_dir_name(child.name)
+            if tp is None or "." in child.name.rsplit("-", 1)[-1]:
+                continue
+            if tp.topic in RAFT_OWNED_TOPICS:
+                continue  # the metadata log: Raft's, not ours (see the docstring)
+            key = (tp.topic, tp.partition)
+            if key in self._logs:
+                raise KafkaError(
+                    ErrorCode.kafka_storage_error,
+                    f"{tp} found in two log dirs: {self._log_dir_of[key]} and {d}",
+                )
+            plog = PartitionLog(
+                child,
+                tp,
+                self.default_config,
+                clock=self.clock,
+                recovery_point=recovery.get(key, 0),
+                log_start_offset=starts.get(key, 0),
+                clean_shutdown=clean,
+            )
+            if plog.recovered_bytes_truncated:
+                log.warning(
+                    "log recovery truncated",
+                    partition=child.name,
+                    bytes=plog.recovered_bytes_truncated,
+                )
+            self._logs[key] = plog
+            self._log_dir_of[key] = d
+        # The marker is only valid for one start: remove it now that we run.
+        if marker.exists():
+            marker.unlink()
+            fsync_dir(d)
+        self._write_checkpoints_for(d)
 
     # ------------------------------------------------------------------ access
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
+
+    # ------------------------------------------------------------------ log dir failure
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def dir_id(self, d: Path) -> uuid.UUID:
+        return self.dir_ids[d]
+
+    def dir_by_id(self, dir_id: uuid.UUID) -> Path | None:
+        return next((d for d, i in self.dir_ids.items() if i == dir_id), None)
+
+    def dir_of_path(self, path: Path) -> Path | None:
+        """The log dir holding `path` (a partition directory or a file in one)."""
+        for d in self.log_dirs:
+            if path == d or d in path.parents:
+                return d
+        return None
+
+    def fail_dir(self, d: Path, reason: object) -> None:
+        """Take log dir `d` offline after an I/O error (once): its logs are closed and
+        dropped, and every dir_failure_listener is called with `d` (from the caller's
+        thread)."""
+        with self._lock:
+            if d in self.offline_dirs or d not in self.log_dirs:
+                return
+            self.offline_dirs.add(d)
+            gone = self._logs_in(d)
+            for key, _plog in gone:
+                del self._logs[key]
+                del self._log_dir_of[key]
+                self.cleaner_checkpoints.pop(key, None)
+                self.offline_logs[key] = d
+            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes
+                                         if p.parent != d]
+            for key, fut in list(self._futures.items()):
+                if fut.log_dir == d or key in self.offline_logs:
+                    fut.aborted = True
+                    del self._futures[key]
+        log.error("log_dir_failed", log_dir=str(d), directory_id=str(self.dir_ids[d]),
+                  partitions=len(gone), reason=str(reason),
+                  online_dirs=[str(x) for x in self.online_dirs])
+        for _key, plog in gone:
+            self.cleaner.abort(plog)
+            with contextlib.suppress(Exception):
+                plog.close()
+        for listener in list(self.dir_failure_listeners):
+            try:
+                listener(d)
+            except Exception:
+                log.exception("log_dir_failure_listener_failed", log_dir=str(d))
+
+    def fail_log(self, plog: PartitionLog, reason: object) -> None:
+        """An I/O error on `plog`: its log dir goes offline."""
+        d = self.dir_of_path(plog.dir)
+        if d is not None:
+            self.fail_dir(d, reason)
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
@@ -196,7 +298,12 @@ class LogManager:
                                  f"{topic} is the metadata log, owned by Raft")
             if partition < 0:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"partition {partition}")
-            d = self._next_log_dir()
+            if key in self.offline_logs:
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"{topic}-{partition} is in the offline log dir "
+                                 f"{self.offline_logs[key]}")
+            preferred = self.preferred_dirs.pop(key, None)
+            d = preferred if preferred in self.online_dirs else self._next_log_dir()
             tp = TopicPartition(topic, partition)
             plog = PartitionLog(
                 d / tp.dir_name(),
@@ -210,11 +317,106 @@ class LogManager:
             self._log_dir_of[key] = d
             return plog
 
+    # ------------------------------------------------------------------ replica moves
+
+    def future_logs(self) -> list[FutureLog]:
+        return list(self._futures.values())
+
+    def future_of(self, topic: str, partition: int) -> FutureLog | None:
+        return self._futures.get((topic, partition))
+
+    def create_future(self, topic: str, partition: int, dest: Path) -> FutureLog:
+        """A future copy of the partition's log in log dir `dest` (an online dir other than
+        its current one); an existing future copy elsewhere is dropped first."""
+        key = (topic, partition)
+        with self._lock:
+            plog = self._logs.get(key)
+            if plog is None:
+                raise KafkaError(ErrorCode.replica_not_available, f"{topic}-{partition}")
+            existing = self._futures.get(key)
+            if existing is not None:
+                if existing.log_dir == dest:
+                    return existing
+                self.abort_future(topic, partition)
+            path = dest / f"{plog.dir.name}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+            try:
+                path.mkdir()
+                fsync_dir(dest)
+            except OSError as exc:
+                self.fail_dir(dest, exc)
+                raise KafkaError(ErrorCode.kafka_storage_error, f"{dest}: {exc}") from None
+            fut = FutureLog(topic, partition, dest, path, plog.dir,
+                            current_end_offset=plog.log_end_offset)
+            self._futures[key] = fut
+            return fut
+
+    def abort_future(self, topic: str, partition: int) -> None:
+        with self._lock:
+            fut = self._futures.pop((topic, partition), None)
+        if fut is not None:
+            fut.aborted = True
+            fut.remove()
+
+    def complete_future(self, fut: FutureLog) -> PartitionLog:
+        """The last copy pass and the swap: the future directory becomes the partition's
+        log in its new dir and the old one is renamed for deletion. Call on the thread that
+        appends to the log (nothing may write to it meanwhile); returns the new log."""
+        key = (fut.topic, fut.partition)
+        with self._lock:
+            old = self._logs.get(key)
+            if old is None or self._futures.get(key) is not fut or fut.aborted:
+                raise KafkaError(ErrorCode.replica_not_available,
+                                 f"{fut.topic}-{fut.partition}: its move was abandoned")
+            src_dir = self._log_dir_of[key]
+            with old._lock:  # the cleaner swaps segments under it
+                old.flush()
+                fut.copy_pass(old.log_end_offset)
+                fut.sync()
+                retired = src_dir / f"{old.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+                os.replace(old.dir, retired)
+                final = fut.log_dir / old.dir.name
+                try:
+                    os.replace(fut.path, final)
+                except OSError:
+                    os.replace(retired, old.dir)  # the old log stays where it was
+                    raise
+                fsync_dir(src_dir)
+                fsync_dir(fut.log_dir)
+                new = PartitionLog(
+                    final, old.topic_partition, old.config, clock=self.clock,
+                    recovery_point=old.recovery_point, log_start_offset=old.log_start_offset,
+                    clean_shutdown=False)
+                new.update_high_watermark(old.high_watermark)
+            del self._futures[key]
+            self._logs[key] = new
+            self._log_dir_of[key] = fut.log_dir
+            due = self.clock() + old.config.file_delete_delay_ms
+            self._retired.append((due, old))
+            self._pending_dir_deletes.append((due, retired))
+        for d in (src_dir, fut.log_dir):
+            self._write_checkpoints_for_safely(d)
+        log.info("replica_moved", partition=new.dir.name, from_dir=str(src_dir),
+                 to_dir=str(fut.log_dir), log_end_offset=new.log_end_offset)
+        return new
+
+    def _write_checkpoints_for_safely(self, d: Path) -> None:
+        if d in self.offline_dirs:
+            return
+        try:
+            self._write_checkpoints_for(d)
+        except OSError as exc:
+            self.fail_dir(d, exc)
+
     def _next_log_dir(self) -> Path:
-        counts = {d: 0 for d in self.log_dirs}
+        """Kafka's placement: the online dir holding the fewest partitions."""
+        online = self.online_dirs
+        if not online:
+            raise KafkaError(ErrorCode.kafka_storage_error, "every log dir is offline")
+        counts = {d: 0 for d in online}
         for d in self._log_dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+            if d in counts:
+                counts[d] += 1
+        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
@@ -222,6 +424,7 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename its directory to `<tp>.<uuid>-delete`, remove it later."""
         key = (topic, partition)
+        self.abort_future(topic, partition)
         with self._lock:
             plog = self._logs.pop(key, None)
             d = self._log_dir_of.pop(key, None)
@@ -244,8 +447,11 @@ class LogManager:
     def tick(self, now_ms: int) -> None:
         """One round of periodic work, each part on its own interval."""
         for plog in self.all_logs():
-            plog.maybe_flush(now_ms)
-            plog.delete_expired_files(now_ms)
+            try:
+                plog.maybe_flush(now_ms)
+                plog.delete_expired_files(now_ms)
+            except OSError as exc:
+                self.fail_log(plog, exc)
         if now_ms - self._last_retention_ms >= self.retention_check_interval_ms:
             self._last_retention_ms = now_ms
             self.run_retention(now_ms)
@@ -270,6 +476,12 @@ class LogManager:
 
     def _delete_pending_dirs(self, now_ms: int, *, force: bool = False) -> None:
         with self._lock:
+            retired = [p for t, p in self._retired if force or t <= now_ms]
+            self._retired = [(t, p) for t, p in self._retired if not (force or t <= now_ms)]
+        for plog in retired:
+            with contextlib.suppress(Exception):
+                plog.close()
+        with self._lock:
             due = [p for t, p in self._pending_dir_deletes if force or t <= now_ms]
             self._pending_dir_deletes = [
                 (t, p) for t, p in self._pending_dir_deletes if not (force or t <= now_ms)
@@ -293,26 +505,33 @@ class LogManager:
             {k: o for k, o in self.cleaner_checkpoints.items() if self._log_dir_of.get(k) == d},
         )
 
+    def write_dir_checkpoint(self, d: Path, name: str,
+                             offsets: dict[tuple[str, int], int]) -> bool:
+        """Write one offsets checkpoint file in log dir `d`; an I/O error takes `d` offline
+        (False)."""
+        if d in self.offline_dirs:
+            return False
+        try:
+            write_offsets_checkpoint(d / name, offsets)
+        except OSError as exc:
+            self.fail_dir(d, exc)
+            return False
+        return True
+
     def checkpoint_recovery_points(self) -> None:
-        for d in self.log_dirs:
-            logs = self._logs_in(d)
-            write_offsets_checkpoint(
-                d / RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in logs}
-            )
+        for d in self.online_dirs:
+            self.write_dir_checkpoint(d, RECOVERY_POINT_CHECKPOINT,
+                                      {k: p.recovery_point for k, p in self._logs_in(d)})
 
     def checkpoint_log_start_offsets(self) -> None:
-        for d in self.log_dirs:
-            logs = self._logs_in(d)
-            write_offsets_checkpoint(
-                d / LOG_START_OFFSET_CHECKPOINT, {k: p.log_start_offset for k, p in logs}
-            )
+        for d in self.online_dirs:
+            self.write_dir_checkpoint(d, LOG_START_OFFSET_CHECKPOINT,
+                                      {k: p.log_start_offset for k, p in self._logs_in(d)})
 
     def checkpoint_cleaner_offsets(self) -> None:
-        for d in self.log_dirs:
-            write_offsets_checkpoint(
-                d / CLEANER_OFFSET_CHECKPOINT,
-                {k: o for k, o in self.cleaner_checkpoints.items() if self._log_dir_of.get(k) == d},
-            )
+        for d in self.online_dirs:
+            self.write_dir_checkpoint(d, CLEANER_OFFSET_CHECKPOINT, {
+                k: o for k, o in self.cleaner_checkpoints.items() if self._log_dir_of.get(k) == d})
 
     # ------------------------------------------------------------------ background runner
 
@@ -347,7 +566,7 @@ class LogManager:
                 self.cleaner.abort(plog)
                 plog.close()
             self._delete_pending_dirs(0, force=True)
-            for d in self.log_dirs:
+            for d in self.online_dirs:
                 if not d.exists():
                     continue
                 self._write_checkpoints_for(d)
@@ -356,3 +575,15 @@ class LogManager:
                 os.fsync(fd)
                 os.close(fd)
                 fsync_dir(d)
+
+
+def _directory_id(d: Path) -> uuid.UUID:
+    """The `directory.id` of a log dir's meta.properties (Kafka's base64 uuid), or a random
+    one for this process when the directory has none (unformatted, in tests)."""
+    from broker.protocol.kafka_uuid import kafka_to_uuid
+
+    try:
+        props = read_meta_properties(d) or {}
+        return kafka_to_uuid(props["directory.id"])
+    except (OSError, KeyError, ValueError):
+        return uuid.uuid4()

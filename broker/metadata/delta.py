@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.metadata.image import (
+    UNASSIGNED_DIR,
     BrokerRegistration,
     Endpoint,
     MetadataImage,
@@ -307,7 +308,10 @@ class MetadataDelta:
         fenced = r.fenced if r.HasField("fenced") else reg.fenced
         shutdown = (r.in_controlled_shutdown if r.HasField("in_controlled_shutdown")
                     else reg.in_controlled_shutdown)
-        self._set_broker(_replace_broker(reg, fenced=fenced, in_controlled_shutdown=shutdown))
+        log_dirs = (tuple(uuid_from_bytes(d) for d in r.log_dirs.ids) if r.HasField("log_dirs")
+                    else reg.log_dirs)
+        self._set_broker(_replace_broker(reg, fenced=fenced, in_controlled_shutdown=shutdown,
+                                         log_dirs=log_dirs))
 
     def _topic_record(self, r: Any) -> None:
         tid = uuid_from_bytes(r.topic_id)
@@ -338,6 +342,7 @@ class MetadataDelta:
             removing_replicas=_ids(r.removing_replicas),
             adding_replicas=_ids(r.adding_replicas),
             leader_recovery_state=r.leader_recovery_state,
+            directories=tuple(uuid_from_bytes(d) for d in r.directories),
         )
         parts[r.partition_id] = p
         self.changed_partitions[(tid, r.partition_id)] = p
@@ -356,8 +361,17 @@ class MetadataDelta:
         leader, leader_epoch = old.leader, old.leader_epoch
         if r.HasField("leader"):
             leader, leader_epoch = r.leader, old.leader_epoch + 1
+        replicas = pick("replicas", old.replicas)
+        if r.HasField("directories"):
+            directories = tuple(uuid_from_bytes(d) for d in r.directories.ids)
+        elif replicas != old.replicas and old.directories:
+            # replicas that stay keep their directory, new ones have none yet (Kafka's)
+            known = dict(zip(old.replicas, old.directories, strict=False))
+            directories = tuple(known.get(b, UNASSIGNED_DIR) for b in replicas)
+        else:
+            directories = old.directories
         p = PartitionRegistration(
-            replicas=pick("replicas", old.replicas),
+            replicas=replicas,
             isr=pick("isr", old.isr),
             leader=leader,
             leader_epoch=leader_epoch,
@@ -368,6 +382,7 @@ class MetadataDelta:
             adding_replicas=pick("adding_replicas", old.adding_replicas),
             leader_recovery_state=(r.leader_recovery_state if r.HasField("leader_recovery_state")
                                    else old.leader_recovery_state),
+            directories=directories,
         )
         parts[r.partition_id] = p
         self.changed_partitions[(tid, r.partition_id)] = p

@@ -57,6 +57,24 @@ class BrokerRegistration:
         return None
 
 
+# Kafka's DirectoryId: UNASSIGNED (no directory known yet), LOST (its directory is gone),
+# MIGRATING (a broker that predates directory assignment).
+UNASSIGNED_DIR = uuid.UUID(int=0)
+LOST_DIR = uuid.UUID(int=1)
+MIGRATING_DIR = uuid.UUID(int=2)
+
+
+def dir_online(directory: uuid.UUID, online: tuple[uuid.UUID, ...]) -> bool:
+    """Kafka's DirectoryId.isOnline: is a replica in `directory` on a broker whose online
+    log dirs are `online` readable? Unknown placements count as online; a broker that
+    registered no directories (it does not report them) has every replica online."""
+    if directory in (UNASSIGNED_DIR, MIGRATING_DIR):
+        return True
+    if directory == LOST_DIR:
+        return False
+    return not online or directory in online
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionRegistration:
     replicas: tuple[int, ...]
@@ -69,10 +87,19 @@ class PartitionRegistration:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0  # LEADER_RECOVERED / LEADER_RECOVERING
+    # KIP-858: each replica's log directory, in replica order (empty: none assigned yet)
+    directories: tuple[uuid.UUID, ...] = ()
 
     @property
     def preferred_leader(self) -> int:
         return self.replicas[0] if self.replicas else NO_LEADER
+
+    def directory_of(self, broker_id: int) -> uuid.UUID:
+        """The log directory of `broker_id`'s replica; UNASSIGNED_DIR when none is known."""
+        for r, d in zip(self.replicas, self.directories, strict=False):
+            if r == broker_id:
+                return d
+        return UNASSIGNED_DIR
 
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER

@@ -109,9 +109,11 @@ def partition_record(
     removing_replicas: Iterable[int] = (),
     adding_replicas: Iterable[int] = (),
     leader_recovery_state: int = 0,
+    directories: Iterable[uuid.UUID] = (),
 ) -> Any:
     return wrap(
         pb.Partition(
+            directories=[d.bytes for d in directories],
             topic_id=topic_id.bytes,
             partition_id=partition_id,
             replicas=list(replicas),

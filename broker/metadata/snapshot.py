@@ -66,7 +66,7 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             out.append(rec.partition_record(
                 t.topic_id, i, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
                 p.elr, p.last_known_elr, p.removing_replicas, p.adding_replicas,
-                p.leader_recovery_state))
+                p.leader_recovery_state, p.directories))
     for rtype, rname in sorted(image.configs):
         cfg = image.configs[(rtype, rname)]
         for k in sorted(cfg):

@@ -15,6 +15,8 @@ mismatch between directories, or a node-id mismatch.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -336,11 +338,27 @@ def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool =
 
 
 def ensure_formatted(config: NodeConfig) -> str:
-    """Check every directory is formatted for this node and cluster; return the cluster id."""
+    """Check every directory is formatted for this node and cluster; return the cluster id.
+
+    As Kafka's broker starts (KIP-858): a log dir that cannot be read (an I/O error, or its
+    path is no directory) is left for the log manager to take offline, and an empty or
+    missing log dir (a replaced disk) is formatted with this node's cluster and node id and
+    a new directory id, as long as another directory is formatted. The metadata log's dir
+    must always be readable and formatted."""
     cluster_id: str | None = None
     first: Path | None = None
-    for d in config.all_directories():
+    unreadable: list[Path] = []
+    empty: list[Path] = []
+    dirs = config.all_directories()
+    for d in dirs:
+        log_only = d != config.metadata_log_dir
+        if log_only and not _readable(d):
+            unreadable.append(d)
+            continue
         meta = read_meta_properties(d) if d.is_dir() else None
+        if meta is None and log_only and _empty(d):
+            empty.append(d)
+            continue
         if meta is None:
             raise StorageError(
                 f"No {META_PROPERTIES} found in {d}. Format the node's storage first: "
@@ -356,5 +374,36 @@ def ensure_formatted(config: NodeConfig) -> str:
             raise StorageError(
                 f"Inconsistent cluster.id: {first} has {cluster_id} but {d} has "
                 f"{meta.cluster_id}. Every directory of a node must belong to one cluster.")
-    assert cluster_id is not None
+    if cluster_id is None:
+        d = (empty or unreadable or dirs)[0]
+        raise StorageError(
+            f"No {META_PROPERTIES} found in {d}. Format the node's storage first: "
+            "skiff storage format --config <file> --cluster-id $(skiff storage random-uuid)")
+    for d in empty:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            meta = MetaProperties(1, cluster_id, config.node_id, random_kafka_uuid())
+            atomic_write(d / META_PROPERTIES, meta.render().encode())
+        except OSError:
+            continue  # the log manager finds it unusable and takes it offline
     return cluster_id
+
+
+def _readable(d: Path) -> bool:
+    try:
+        if d.exists() and not d.is_dir():
+            return False
+        if d.is_dir():
+            os.listdir(d)
+            with contextlib.suppress(FileNotFoundError):
+                (d / META_PROPERTIES).read_bytes()
+        return True
+    except OSError:
+        return False
+
+
+def _empty(d: Path) -> bool:
+    try:
+        return not d.exists() or not any(d.iterdir())
+    except OSError:
+        return False

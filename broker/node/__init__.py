@@ -34,6 +34,7 @@ from kio.schema.errors import ErrorCode
 from broker.admin import AdminServer, admin_listeners, describe_raft
 from broker.config import NodeConfig
 from broker.controller import (
+    AssignReplicasToDirsRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     Controller,
@@ -77,6 +78,13 @@ STOP_STEP_TIMEOUT_S = 10.0
 # How often the active controller looks for expired broker sessions. A tick that fences
 # nothing appends nothing, so it is cheap; it bounds how late a fence can be.
 CONTROLLER_TICK_MS = 100
+ASSIGN_DIRS_INTERVAL_S = 0.2
+ASSIGN_DIRS_MAX_PER_REQUEST = 5000
+# answers after which an assignment is not sent again: taken, or about a replica the
+# controller no longer has here (the metadata that follows removes it)
+_ASSIGNMENT_SETTLED = frozenset({ErrorCode.none, ErrorCode.unknown_topic_id,
+                                 ErrorCode.unknown_topic_or_partition,
+                                 ErrorCode.not_leader_or_follower})
 
 
 def wall_clock_ms() -> int:
@@ -140,6 +148,7 @@ class Node:
             retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
         )
         self.logs.load()
+        self.logs.dir_failure_listeners.append(self._log_dir_failed)
         self.logs.start()
         cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
         self.replicas = ReplicaManager(
@@ -217,6 +226,7 @@ class Node:
             self._spawn(self._controller_loop(), "controller_loop")
         if cfg.is_broker:
             self._spawn(self._broker_lifecycle(), "broker_lifecycle")
+            self._spawn(self._assign_dirs_loop(), "assign_replicas_to_dirs")
             await self.ready.wait()
             self.replicas.start()
             self.fetchers.start()
@@ -436,6 +446,7 @@ class Node:
                     broker_id=self.node_id, broker_epoch=self.broker_epoch,
                     current_metadata_offset=self.publisher.image.offset,
                     want_fence=False, want_shut_down=False,
+                    offline_log_dirs=self._offline_dir_ids(),
                 ))
                 if beat.error is ErrorCode.none and not beat.is_fenced:
                     if fenced:
@@ -475,6 +486,7 @@ class Node:
                     incarnation_id=self.incarnation_id,
                     previous_broker_epoch=self.previous_broker_epoch,
                     listeners=self._advertised_endpoints(), rack=cfg["broker.rack"],
+                    log_dirs=self._online_dir_ids(),
                 ))
                 if reply.error is ErrorCode.none:
                     self.broker_epoch = reply.broker_epoch
@@ -489,6 +501,58 @@ class Node:
                 log.debug("broker_registration_retry", error=str(exc))
             if self.broker_epoch < 0:
                 await asyncio.sleep(0.05)
+
+    # ---- log dirs (KIP-858) ----------------------------------------------------------
+
+    def _online_dir_ids(self) -> list[uuid.UUID]:
+        logs = getattr(self, "logs", None)  # None before start() opens them
+        return [] if logs is None else [logs.dir_id(d) for d in logs.online_dirs]
+
+    def _offline_dir_ids(self) -> list[uuid.UUID]:
+        logs = getattr(self, "logs", None)
+        return [] if logs is None else [logs.dir_id(d) for d in logs.log_dirs
+                                        if d in logs.offline_dirs]
+
+    def _log_dir_failed(self, d: Path) -> None:
+        """A log dir went offline (LogManager.fail_dir, from any thread). The next heartbeat
+        reports it; with no log dir left, or the metadata log's dir gone, the process stops
+        at once, as Kafka halts."""
+        if not self.logs.online_dirs:
+            self.halt(f"all log dirs have failed ({', '.join(map(str, self.logs.log_dirs))})")
+        elif d == self.config.metadata_log_dir:
+            self.halt(f"the metadata log dir {d} has failed")
+
+    @staticmethod
+    def halt(reason: str) -> None:
+        log.critical("node_halting", reason=reason)
+        os._exit(1)
+
+    async def _assign_dirs_loop(self) -> None:
+        """Tell the controller where replicas live (AssignReplicasToDirs), as they are
+        placed, moved, or lost with their dir."""
+        while True:
+            await asyncio.sleep(ASSIGN_DIRS_INTERVAL_S)
+            pending = dict(self.replicas.pending_assignments) if hasattr(self, "replicas") \
+                else {}
+            if not pending or self.broker_epoch < 0:
+                continue
+            batch = dict(list(pending.items())[:ASSIGN_DIRS_MAX_PER_REQUEST])
+            by_wire = {(tid, k[1]): k for k, (tid, _d) in batch.items()}
+            try:
+                reply = await self.controller.assign_replicas_to_dirs(
+                    AssignReplicasToDirsRequest(
+                        broker_id=self.node_id, broker_epoch=self.broker_epoch,
+                        assignments=[(d, tid, k[1]) for k, (tid, d) in batch.items()]))
+            except KafkaError as exc:
+                log.debug("assign_replicas_to_dirs_failed", error=str(exc))
+                continue
+            if reply.error is not ErrorCode.none:
+                log.debug("assign_replicas_to_dirs_refused", error=reply.error.name)
+                continue
+            done = {by_wire[(tid, i)]: batch[by_wire[(tid, i)]]
+                    for _d, tid, i, err in reply.results
+                    if (tid, i) in by_wire and err in _ASSIGNMENT_SETTLED}
+            self.replicas.assignments_sent(done)
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Heartbeat with WantShutDown until the controller answers ShouldShutDown (it first

@@ -50,6 +50,7 @@ INIT_PRODUCER_ID = 22
 OFFSET_FOR_LEADER_EPOCH = 23
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
+ALTER_REPLICA_LOG_DIRS = 34
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
@@ -77,6 +78,7 @@ UNREGISTER_BROKER = 64
 GET_TELEMETRY_SUBSCRIPTIONS = 71
 PUSH_TELEMETRY = 72
 DESCRIBE_TOPIC_PARTITIONS = 75
+LIST_CONFIG_RESOURCES = 74
 
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
@@ -279,6 +281,8 @@ BROKER_APIS = ApiTable.of(
     (LIST_TRANSACTIONS, 0, 1),
     (DESCRIBE_CONFIGS, 0, 4),
     (ALTER_CONFIGS, 0, 2),
+    # JBOD (KIP-113, KIP-858); AlterReplicaLogDirs v0 was removed by Kafka 4.0 and kio
+    (ALTER_REPLICA_LOG_DIRS, 1, 2),
     (DESCRIBE_LOG_DIRS, 0, 4),
     (CREATE_PARTITIONS, 0, 3),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),
@@ -307,6 +311,8 @@ BROKER_APIS = ApiTable.of(
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0),
     # KIP-631: sent on to the active controller
     (UNREGISTER_BROKER, 0, 0),
+    # KIP-1142: v0 is the former ListClientMetricsResources
+    (LIST_CONFIG_RESOURCES, 0, 1),
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

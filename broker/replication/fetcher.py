@@ -408,6 +408,8 @@ class ReplicaFetcher:
             log.warning("replica_append_failed", topic=part.topic, partition=part.index,
                         error=exc.error_code.name, reason=exc.message)
             self._delay([st])
+        except OSError as exc:  # its log dir failed (KIP-858): the partition goes offline
+            self.manager.replicas.storage_failed(part, exc)
 
     def _truncate_on_divergence(self, st: _FetchState, epoch: int, end_offset: int) -> None:
         part = st.part

@@ -230,6 +230,13 @@ class Partition:
         self.leader_epoch_start_offset = -1
         self._wake_waiters()
 
+    def replace_log(self, new: PartitionLog) -> None:
+        """The same replica's log, moved to another log dir (AlterReplicaLogDirs)."""
+        self.log = new
+        new.producer_state_hook = _ProducerStateSync(self)
+        new.update_high_watermark(self.high_watermark)
+        self._wake_waiters()
+
     def close(self) -> None:
         if len(self.producer_state) and not self.log.closed:
             with contextlib.suppress(OSError):  # without it the next open scans the log

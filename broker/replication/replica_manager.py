@@ -17,6 +17,17 @@ holds it (acks=all), then tells `txn_marker_listener` (the group coordinator, fo
 __consumer_offsets partitions: its pending transactional offsets become visible or are
 dropped). Consumer fetches at READ_COMMITTED (isolation_level 1) stop at the last stable
 offset and carry the aborted transactions of the range they read.
+
+Log dirs (KIP-858): an I/O error while appending, reading or checkpointing takes the log
+dir offline (LogManager.fail_dir); its partitions leave this manager for `offline`, where
+produce and fetch answer KAFKA_STORAGE_ERROR and metadata no longer revives them. The high
+watermarks go to each online dir's `replication-offset-checkpoint` every
+replica.high.watermark.checkpoint.interval.ms, as Kafka writes them, which is also how a
+directory that vanished under an idle broker is found. Where each replica lives is told to
+the controller: `pending_assignments` holds (topic id, directory id) for every replica
+whose directory differs from the one the metadata records (the node sends them with
+AssignReplicasToDirs), also for replicas in a failed directory, so the controller moves
+their leadership even if it never learnt where they were.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -33,6 +45,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
+from broker.log.move import FutureLog
 from broker.metrics.stats import BrokerTopicStats, TopicStats
 from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
@@ -46,6 +59,13 @@ READ_COMMITTED = 1
 # (topic, partition, producer id, committed): a marker was written and replicated.
 TxnMarkerListener = Callable[[str, int, int, bool], None]
 AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
+
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+# a replica move's copy passes: at most this many before the last one, which runs on the
+# event loop once a pass copied no more than this
+MOVE_MAX_PASSES = 20
+MOVE_FINAL_PASS_BYTES = 1 << 20
+UNASSIGNED = UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
 
 # Kafka's replica.lag.time.max.ms is 30 s. Skiff's default (see ReplicationSettings) is
 # shorter: a follower that fetches every replica.fetch.wait.max.ms (500 ms) while caught up
@@ -68,6 +88,7 @@ class ReplicationSettings:
     alter_partition_backoff_ms: int = 500
     rack: str | None = None
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
+    high_watermark_checkpoint_interval_ms: int = 5000
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicationSettings:
@@ -82,6 +103,8 @@ class ReplicationSettings:
             socket_timeout_ms=int(config["replica.socket.timeout.ms"]),
             rack=config["broker.rack"],
             fetch_session_cache_slots=int(config["max.incremental.fetch.session.cache.slots"]),
+            high_watermark_checkpoint_interval_ms=int(
+                config["replica.high.watermark.checkpoint.interval.ms"]),
         )
 
 
@@ -160,17 +183,29 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.failed_isr_updates = 0
+        # KIP-858: partitions whose log dir failed, and where replicas live
+        self.offline: set[TopicPartition] = set()
+        self.assigned_dirs: dict[TopicPartition, UUID | None] = {}
+        self.pending_assignments: dict[TopicPartition, tuple[UUID, UUID]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hw_task: asyncio.Task[None] | None = None
+        logs.dir_failure_listeners.append(self._dir_failed_threadsafe)
 
     # ---- lifecycle (the periodic ISR check) ------------------------------------------
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         if self._isr_task is None:
-            self._isr_task = asyncio.get_running_loop().create_task(
-                self._isr_loop(), name="isr_check")
+            self._isr_task = self._loop.create_task(self._isr_loop(), name="isr_check")
+        if self._hw_task is None:
+            self._hw_task = self._loop.create_task(self._hw_checkpoint_loop(),
+                                                   name="hw_checkpoint")
 
     async def stop(self) -> None:
-        tasks = [*self._tasks, *([self._isr_task] if self._isr_task else [])]
+        tasks = [*self._tasks, *([self._isr_task] if self._isr_task else []),
+                 *([self._hw_task] if self._hw_task else [])]
         self._isr_task = None
+        self._hw_task = None
         while tasks:
             for t in tasks:
                 t.cancel()
@@ -189,6 +224,172 @@ class ReplicaManager:
             except Exception:
                 log.exception("isr_check_failed")
 
+    # ---- log dirs (KIP-858) --------------------------------------------------------
+
+    async def _hw_checkpoint_loop(self) -> None:
+        interval_s = max(self.settings.high_watermark_checkpoint_interval_ms, 10) / 1000
+        me = asyncio.current_task()
+        while self._hw_task is me:
+            await asyncio.sleep(interval_s)
+            try:
+                # gathered here, written (and fsynced) beside the loop
+                await asyncio.to_thread(self._write_hw_checkpoints, self._hw_offsets())
+            except Exception:
+                log.exception("hw_checkpoint_failed")
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Kafka's `replication-offset-checkpoint` in every online log dir."""
+        self._write_hw_checkpoints(self._hw_offsets())
+
+    def _hw_offsets(self) -> dict[Any, dict[TopicPartition, int]]:
+        per_dir: dict[Any, dict[TopicPartition, int]] = {d: {} for d in self.logs.online_dirs}
+        for key, part in list(self._partitions.items()):
+            d = self.logs.log_dir_of(*key)
+            if d in per_dir:
+                per_dir[d][key] = part.high_watermark
+        return per_dir
+
+    def _write_hw_checkpoints(self, per_dir: dict[Any, dict[TopicPartition, int]]) -> None:
+        for d, offsets in per_dir.items():
+            self.logs.write_dir_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, offsets)
+
+    def storage_failed(self, part: Partition, exc: BaseException) -> KafkaError:
+        """An I/O error on `part`'s log: its log dir goes offline. The client's error."""
+        self.logs.fail_log(part.log, exc)
+        return KafkaError(ErrorCode.kafka_storage_error,
+                          f"{part.topic}-{part.index}: log dir failed: {exc}")
+
+    def _dir_failed_threadsafe(self, d: Any) -> None:
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop or loop.is_closed():
+            self.on_dir_failed(d)
+        else:
+            loop.call_soon_threadsafe(self.on_dir_failed, d)
+
+    def on_dir_failed(self, d: Any) -> None:
+        """The partitions of failed log dir `d` go offline on this broker."""
+        dir_id = self.logs.dir_id(d)
+        for key, where in list(self.logs.offline_logs.items()):
+            if where != d:
+                continue
+            part = self._partitions.pop(key, None)
+            if part is None:
+                continue
+            if self.fetchers is not None:
+                self.fetchers.remove_partition(*key)
+            part.role = Role.OFFLINE
+            part._wake_waiters()
+            self.offline.add(key)
+            if part.topic_id is not None and self.assigned_dirs.get(key) != dir_id:
+                self.pending_assignments[key] = (part.topic_id, dir_id)
+            log.warning("partition_offline", topic=key[0], partition=key[1], log_dir=str(d))
+
+    def alter_log_dir(self, topic: str, index: int, dest: Path) -> ErrorCode:
+        """AlterReplicaLogDirs for one replica (Kafka's ReplicaManager.alterReplicaLogDirs):
+        start moving it to log dir `dest` (the copy goes on in the background), or cancel a
+        move when `dest` is where it already is. For a replica not here yet, `dest` is where
+        it will be created. KAFKA_STORAGE_ERROR for an offline `dest` or partition, or while
+        any log dir is offline (no future replica is made then, as in Kafka),
+        REPLICA_NOT_AVAILABLE when this broker has no replica; `dest` must be one of
+        log.dirs (the caller answers LOG_DIR_NOT_FOUND otherwise)."""
+        key = (topic, index)
+        if dest in self.logs.offline_dirs:
+            return ErrorCode.kafka_storage_error
+        if key in self.offline:
+            return ErrorCode.kafka_storage_error
+        part = self._partitions.get(key)
+        if part is None:
+            self.logs.preferred_dirs[key] = dest
+            return ErrorCode.replica_not_available
+        current = self.logs.log_dir_of(topic, index)
+        fut = self.logs.future_of(topic, index)
+        if fut is not None and fut.log_dir != dest:
+            self.logs.abort_future(topic, index)
+        if current == dest:
+            return ErrorCode.none
+        if self.logs.offline_dirs:
+            return ErrorCode.kafka_storage_error
+        if fut is not None and fut.log_dir == dest:
+            return ErrorCode.none  # already on its way there
+        try:
+            fut = self.logs.create_future(topic, index, dest)
+        except KafkaError as exc:
+            return exc.error_code
+        task = asyncio.get_running_loop().create_task(self._move(part, fut),
+                                                      name=f"move-{topic}-{index}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return ErrorCode.none
+
+    async def _move(self, part: Partition, fut: FutureLog) -> None:
+        """Copy passes off the loop until one has little left, then the last pass and the
+        swap on the loop, where nothing appends meanwhile."""
+        key = (part.topic, part.index)
+        done = False
+        try:
+            for _ in range(MOVE_MAX_PASSES):
+                if fut.aborted or self._partitions.get(key) is not part:
+                    return
+                plog = part.log
+                generation, end = plog.truncation_generation, plog.log_end_offset
+                fut.current_end_offset = end
+                copied = await asyncio.to_thread(fut.copy_pass, end)
+                if plog.truncation_generation != generation:
+                    fut.restart_logs()
+                    continue
+                if copied <= MOVE_FINAL_PASS_BYTES:
+                    break
+            if fut.aborted or self._partitions.get(key) is not part:
+                return
+            if part.log.truncation_generation != generation:
+                fut.restart_logs()
+            new = self.logs.complete_future(fut)
+            part.replace_log(new)
+            done = True
+            d = self.logs.log_dir_of(*key)
+            if d is not None and part.topic_id is not None:
+                dir_id = self.logs.dir_id(d)
+                if self.assigned_dirs.get(key) != dir_id:
+                    self.pending_assignments[key] = (part.topic_id, dir_id)
+        except OSError as exc:
+            if fut.aborted:
+                return  # its directory was removed under the copy
+            where = Path(exc.filename) if isinstance(exc.filename, str) else None
+            failed = self.logs.dir_of_path(where) if where is not None else None
+            log.warning("replica_move_failed", topic=key[0], partition=key[1],
+                        to_dir=str(fut.log_dir), error=str(exc))
+            self.logs.fail_dir(failed or fut.log_dir, exc)
+        except KafkaError as exc:
+            log.info("replica_move_abandoned", topic=key[0], partition=key[1],
+                     reason=exc.message)
+        finally:
+            if not done:
+                self.logs.abort_future(*key)
+
+    def assignments_sent(self, sent: dict[TopicPartition, tuple[UUID, UUID]]) -> None:
+        """The controller took these assignments: forget them unless they changed since."""
+        for key, value in sent.items():
+            if self.pending_assignments.get(key) == value:
+                del self.pending_assignments[key]
+
+    def _note_directory(self, key: TopicPartition, topic_id: UUID | None,
+                        assigned: UUID | None) -> None:
+        self.assigned_dirs[key] = assigned
+        d = self.logs.log_dir_of(*key)
+        if d is None or topic_id is None or assigned is None:
+            return
+        if assigned == UNASSIGNED and len(self.logs.log_dirs) == 1:
+            return  # one log dir: nothing to choose, nothing to tell (Kafka's default dir)
+        actual = self.logs.dir_id(d)
+        if actual != assigned:
+            self.pending_assignments[key] = (topic_id, actual)
+        else:
+            self.pending_assignments.pop(key, None)
+
     # ---- applying metadata -------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> Partition | None:
@@ -204,6 +405,9 @@ class ReplicaManager:
         otherwise the KafkaError a client should see."""
         part = self._partitions.get((topic, partition))
         if part is None:
+            if (topic, partition) in self.offline:
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"{topic}-{partition} is in an offline log dir")
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition}")
         part.require_leader(current_leader_epoch)
         return part
@@ -211,13 +415,21 @@ class ReplicaManager:
     def apply_partition(
         self, *, topic: str, topic_id: UUID | None, index: int, leader: int, leader_epoch: int,
         partition_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...],
-        min_insync_replicas: int, log_config: LogConfig,
+        min_insync_replicas: int, log_config: LogConfig, directory: UUID | None = None,
     ) -> None:
-        """Make this broker's replica match the committed partition state."""
+        """Make this broker's replica match the committed partition state. `directory`: the
+        log dir the metadata records for this replica (None: not known to the caller)."""
+        key = (topic, index)
+        if key in self.offline:
+            # its log dir failed: nothing here serves it again (KIP-858)
+            if self.node_id not in replicas:
+                self.offline.discard(key)
+                self.logs.offline_logs.pop(key, None)
+                self.pending_assignments.pop(key, None)
+            return
         if self.node_id not in replicas:
             self.remove(topic, index, delete_log=True)
             return
-        key = (topic, index)
         part = self._partitions.get(key)
         if part is None:
             plog = self.logs.get_or_create(topic, index, log_config, topic_id)
@@ -229,6 +441,7 @@ class ReplicaManager:
         elif part.log.config != log_config:
             # this partition's log only: a sync of a topic visits each of its partitions
             part.log.update_config(log_config)
+        self._note_directory(key, topic_id, directory)
         if leader_epoch < part.leader_epoch:
             return
         if leader == self.node_id:
@@ -257,6 +470,8 @@ class ReplicaManager:
         part = self._partitions.pop((topic, index), None)
         if part is not None:
             part.close()
+        self.assigned_dirs.pop((topic, index), None)
+        self.pending_assignments.pop((topic, index), None)
         if delete_log:
             self.logs.delete(topic, index)
 
@@ -359,8 +574,12 @@ class ReplicaManager:
             try:
                 part = self.leader_partition(topic, index)
                 guard = verification.get((topic, index)) if verification is not None else None
-                result = results[(topic, index)] = part.append_as_leader(
-                    records, required_acks, verify=verify, guard=guard)
+                try:
+                    result = part.append_as_leader(records, required_acks, verify=verify,
+                                                   guard=guard)
+                except OSError as exc:
+                    raise self.storage_failed(part, exc) from None
+                results[(topic, index)] = result
                 if stats is not None:
                     st = stats.topic(topic)
                     st.total_produce += 1
@@ -395,9 +614,12 @@ class ReplicaManager:
         key = (topic, partition)
         try:
             part = self.leader_partition(topic, partition)
-            results[key] = part.write_marker(
-                producer_id=producer_id, producer_epoch=producer_epoch,
-                coordinator_epoch=coordinator_epoch, committed=committed)
+            try:
+                results[key] = part.write_marker(
+                    producer_id=producer_id, producer_epoch=producer_epoch,
+                    coordinator_epoch=coordinator_epoch, committed=committed)
+            except OSError as exc:
+                raise self.storage_failed(part, exc) from None
         except KafkaError as exc:
             return exc.error_code
         await self._wait_replicated(results, timeout_ms)
@@ -477,7 +699,9 @@ class ReplicaManager:
             results.append(res)
             part = self._partitions.get((req.topic, req.partition))
             if part is None:
-                res.error_code = ErrorCode.unknown_topic_or_partition
+                res.error_code = (ErrorCode.kafka_storage_error
+                                  if (req.topic, req.partition) in self.offline
+                                  else ErrorCode.unknown_topic_or_partition)
                 continue
             res.leader_id, res.leader_epoch = part.leader_id, part.leader_epoch
             try:
@@ -511,11 +735,14 @@ class ReplicaManager:
                     self._maybe_expand_isr(part, replica_id)
                 if budget <= 0 and not first_with_data:
                     continue
-                records = part.read(
-                    req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
-                    for_replica=replica_id >= 0, min_one_batch=first_with_data,
-                    read_committed=read_committed,
-                )
+                try:
+                    records = part.read(
+                        req.fetch_offset, min(req.partition_max_bytes, max(budget, 0)),
+                        for_replica=replica_id >= 0, min_one_batch=first_with_data,
+                        read_committed=read_committed,
+                    )
+                except OSError as exc:
+                    raise self.storage_failed(part, exc) from None
                 res.records = records
                 if read_committed:
                     res.aborted_transactions = [

@@ -153,7 +153,7 @@ class ReplicaSync:
                 topic=topic.name, topic_id=topic.topic_id, index=index, leader=reg.leader,
                 leader_epoch=reg.leader_epoch, partition_epoch=reg.partition_epoch,
                 replicas=reg.replicas, isr=reg.isr, min_insync_replicas=min_isr,
-                log_config=log_config,
+                log_config=log_config, directory=reg.directory_of(self.config.node_id),
             )
         except Exception:
             log.exception("partition_apply_failed", topic=topic.name, partition=index)

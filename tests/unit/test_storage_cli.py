@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -157,3 +158,27 @@ def test_bootstrap_records_round_trip(tmp_path: Path):
     (cfg.metadata_log_dir / BOOTSTRAP_CHECKPOINT).write_bytes(b"\x00\x00\x00\x05junk")
     with pytest.raises(StorageError, match="corrupt"):
         read_bootstrap(cfg.metadata_log_dir)
+
+
+def test_ensure_formatted_with_a_replaced_or_lost_log_dir(tmp_path: Path):
+    """KIP-858 at start: an empty log dir (a new disk) is formatted with a new directory id;
+    an unreadable one (here a file where the dir was) is left to the log manager, which
+    takes it offline; the metadata log's dir must stay readable."""
+    cfg = load_config(write_config(tmp_path), env={})
+    format_storage(cfg, CLUSTER)
+    a, b = cfg.log_dirs
+    old_id = read_meta_properties(b).directory_id
+    shutil.rmtree(b)
+    b.mkdir()
+    assert ensure_formatted(cfg) == CLUSTER
+    new = read_meta_properties(b)
+    assert new.cluster_id == CLUSTER and new.node_id == 1
+    assert new.directory_id not in (None, old_id, read_meta_properties(a).directory_id)
+    shutil.rmtree(b)
+    b.write_text("not a directory")
+    assert ensure_formatted(cfg) == CLUSTER
+    meta = cfg.metadata_log_dir
+    shutil.rmtree(meta)
+    meta.write_text("not a directory")
+    with pytest.raises(StorageError):
+        ensure_formatted(cfg)

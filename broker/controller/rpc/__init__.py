@@ -21,6 +21,7 @@ from broker.controller.rpc import (
     alter_partition,
     alter_partition_reassignments,
     alter_user_scram_credentials,
+    assign_replicas_to_dirs,
     broker_heartbeat,
     broker_registration,
     create_acls,
@@ -52,6 +53,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     delete_acls,
     alter_client_quotas,
     unregister_broker,
+    assign_replicas_to_dirs,  # KIP-858
 )
 
 __all__ = ["CONTROLLER_RPCS"]

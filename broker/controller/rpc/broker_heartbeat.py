@@ -26,14 +26,15 @@ def request(req: BrokerHeartbeatRequest) -> kreq.BrokerHeartbeatRequest:
     return Q.BrokerHeartbeatRequest(
         broker_id=req.broker_id, broker_epoch=req.broker_epoch,
         current_metadata_offset=req.current_metadata_offset, want_fence=req.want_fence,
-        want_shut_down=req.want_shut_down, offline_log_dirs=())
+        want_shut_down=req.want_shut_down, offline_log_dirs=tuple(req.offline_log_dirs))
 
 
 def parse(r: kreq.BrokerHeartbeatRequest) -> BrokerHeartbeatRequest:
     return BrokerHeartbeatRequest(
         broker_id=int(r.broker_id), broker_epoch=int(r.broker_epoch),
         current_metadata_offset=int(r.current_metadata_offset), want_fence=r.want_fence,
-        want_shut_down=r.want_shut_down)
+        want_shut_down=r.want_shut_down,
+        offline_log_dirs=tuple(d for d in r.offline_log_dirs if d is not None))
 
 
 def response(reply: BrokerHeartbeatReply) -> kresp.BrokerHeartbeatResponse:

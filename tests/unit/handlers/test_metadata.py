@@ -294,3 +294,38 @@ def test_concurrent_requests_share_one_auto_creation(node: TestNode) -> None:
             ("shared", ErrorCode.none), (f"own-{i}", ErrorCode.none)]
     # nothing stays in flight once the creations are done
     assert metadata._in_flight.get(node) == {}
+
+
+@pytest.mark.parametrize("v", [5, 12, 13])
+def test_a_replica_in_an_offline_log_dir_is_offline(node: TestNode, v: int) -> None:
+    """KIP-858: Kafka's metadata cache counts a replica whose log dir its broker reported
+    offline among the offline replicas, though the broker itself is alive."""
+    from broker.controller.requests import (
+        AssignReplicasToDirsRequest,
+        BrokerHeartbeatRequest,
+        BrokerRegistrationRequest,
+    )
+
+    dir_a, dir_b = uuid.UUID(int=0xA), uuid.UUID(int=0xB)
+
+    async def setup() -> None:
+        reply = await node.controller.register_broker(BrokerRegistrationRequest(
+            broker_id=2, cluster_id=CLUSTER_ID, incarnation_id=uuid.UUID(int=3),
+            listeners=[("PLAINTEXT", "127.0.0.1", 19112, "PLAINTEXT")], log_dirs=(dir_a, dir_b)))
+        await node.controller.broker_heartbeat(BrokerHeartbeatRequest(
+            2, reply.broker_epoch, node.metadata.offset))
+        [res] = await node.controller.create_topics(
+            [CreatableTopic("jbod", assignments={0: (2, NODE_ID), 1: (2, NODE_ID)})])
+        assert res.error is ErrorCode.none
+        tid = node.topic("jbod").topic_id
+        await node.controller.assign_replicas_to_dirs(AssignReplicasToDirsRequest(
+            2, reply.broker_epoch, [(dir_a, tid, 0), (dir_b, tid, 1)]))
+        await node.controller.broker_heartbeat(BrokerHeartbeatRequest(
+            2, reply.broker_epoch, node.metadata.offset, offline_log_dirs=(dir_b,)))
+
+    asyncio.run(setup())
+    resp = call(node, v, request(v, ["jbod"]))
+    parts = {p.partition_index: p for p in resp.topics[0].partitions}
+    assert (parts[0].leader_id, parts[0].offline_replicas) == (2, ())
+    assert (parts[1].leader_id, parts[1].offline_replicas) == (NODE_ID, (2,))
+    assert parts[1].isr_nodes == (NODE_ID,)

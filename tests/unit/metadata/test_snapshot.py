@@ -217,3 +217,31 @@ def test_snapshot_policy():
                         "controller.listener.names": "CONTROLLER"})
     d = SnapshotPolicy.from_config(cfg, 0)
     assert (d.max_bytes_between, d.max_interval_ms) == (20 * 1024 * 1024, 3_600_000)
+
+
+def test_log_dirs_and_replica_directories_survive_a_snapshot() -> None:
+    """KIP-858 state: a broker's online log dirs after one went offline, each replica's
+    directory, and directories following replicas through a reassignment."""
+    from broker.metadata.image import UNASSIGNED_DIR
+    from broker.metadata.records import pb
+    from broker.metadata.snapshot import decode_snapshot, encode_snapshot, image_from_records
+
+    a, b, tid = uuid.UUID(int=0xA), uuid.UUID(int=0xB), uuid.UUID(int=0x7)
+    reg = pb.RegisterBroker(broker_id=1, incarnation_id=uuid.UUID(int=5).bytes,
+                            broker_epoch=3, log_dirs=[a.bytes, b.bytes])
+    change = pb.BrokerRegistrationChange(broker_id=1, broker_epoch=3)
+    change.log_dirs.ids.append(a.bytes)
+    change.log_dirs.SetInParent()
+    move = pb.PartitionChange(topic_id=tid.bytes, partition_id=0)
+    move.replicas.ids.extend([1, 3])
+    move.replicas.SetInParent()
+    image = image_from_records([
+        rec.wrap(reg), rec.topic_record("t", tid),
+        rec.partition_record(tid, 0, [1, 2], [1, 2], 1, directories=[b, a]),
+        rec.wrap(change), rec.wrap(move)])
+    assert image.brokers[1].log_dirs == (a,)
+    p = image.partition("t", 0)
+    assert p is not None and p.directories == (b, UNASSIGNED_DIR)  # 1 kept its dir
+    back = decode_snapshot(encode_snapshot(image))
+    assert back.brokers[1].log_dirs == (a,)
+    assert back.partition("t", 0) == p

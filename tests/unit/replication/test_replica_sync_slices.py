@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from broker.config import build_config
+from broker.metadata.image import PartitionRegistration
 from broker.replication import sync as sync_mod
 from broker.replication.sync import ReplicaSync
 
@@ -43,7 +44,8 @@ class SlowReplicas:
 
 
 def image_with(topics: dict[str, int]) -> Any:
-    reg = SimpleNamespace(leader=4, leader_epoch=0, partition_epoch=0, replicas=[4], isr=[4])
+    reg = PartitionRegistration(leader=4, leader_epoch=0, partition_epoch=0, replicas=(4,),
+                                isr=(4,))
     by_id = {uuid.uuid4(): SimpleNamespace(name=n, topic_id=None,
                                            partitions=dict.fromkeys(range(p), reg))
              for n, p in topics.items()}

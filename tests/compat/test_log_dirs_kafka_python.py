@@ -1,0 +1,113 @@
+"""JBOD and ListConfigResources with a real client that has them: kafka-python 3.x's
+KafkaAdminClient.describe_log_dirs (DescribeLogDirs v4 here), alter_replica_log_dirs
+(AlterReplicaLogDirs v2) and list_config_resources (ListConfigResources v1), against a
+`skiff dev` node with two log dirs, while its KafkaProducer writes with acks=all."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import NoError
+
+from tests.support.node import SkiffNode
+
+pytestmark = pytest.mark.timeout(240)
+WAIT_S = 60.0
+TOPIC = "jbod-kp"
+
+
+@pytest.fixture
+def jbod_node(tmp_path: Path) -> Iterator[tuple[SkiffNode, Path, Path]]:
+    a, b = (tmp_path / "node" / "a").resolve(), (tmp_path / "node" / "b").resolve()
+    node = SkiffNode(tmp_path / "node", config_env={"SKIFF_LOG_DIRS": f"{a},{b}"})
+    node.start()
+    try:
+        node.wait_ready()
+        yield node, a, b
+    finally:
+        node.close()
+
+
+def where(admin: KafkaAdminClient) -> dict[tuple[int, bool], str]:
+    """(partition, is_future) of TOPIC -> log dir, from describe_log_dirs."""
+    [answer] = admin.describe_log_dirs(brokers=[1])
+    return {(p["partition_index"], p["is_future_key"]): d["log_dir"]
+            for d in answer["log_dirs"] for t in d["topics"] if t["name"] == TOPIC
+            for p in t["partitions"]}
+
+
+def test_describe_move_and_list_with_kafka_python(jbod_node: Any) -> None:
+    node, a, b = jbod_node
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap,
+                             request_timeout_ms=int(WAIT_S * 1000))
+    try:
+        versions = admin.api_versions()
+        assert max(versions[35]) == 4 and max(versions[34]) == 2 and max(versions[74]) == 1
+        admin.create_topics([NewTopic(TOPIC, 2, 1)], timeout_ms=int(WAIT_S * 1000))
+        [answer] = admin.describe_log_dirs(brokers=[1])
+        dirs = {d["log_dir"]: d for d in answer["log_dirs"]}
+        assert set(dirs) == {str(a), str(b)}
+        assert all(d["error_code"] == 0 and d["total_bytes"] > 0 for d in dirs.values())
+        assert where(admin) == {(0, False): str(a), (1, False): str(b)}
+
+        acked: list[bytes] = []
+        stop = threading.Event()
+        producer = KafkaProducer(bootstrap_servers=node.bootstrap, acks="all", linger_ms=2)
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set():
+                value = b"v%07d" % i
+                producer.send(TOPIC, value=value, partition=0).add_callback(
+                    lambda _md, v=value: acked.append(v))
+                i += 1
+                if i % 200 == 0:
+                    producer.flush(timeout=WAIT_S)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        deadline = time.monotonic() + WAIT_S
+        while len(acked) < 2000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = admin.alter_replica_log_dirs({(TOPIC, 0, 1): str(b)})
+        assert list(result.values()) == [NoError]
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and where(admin) != {(0, False): str(b),
+                                                                (1, False): str(b)}:
+            time.sleep(0.2)
+        assert where(admin) == {(0, False): str(b), (1, False): str(b)}
+        moved_at = len(acked)
+        deadline = time.monotonic() + WAIT_S
+        while len(acked) < moved_at + 1000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        writer.join(WAIT_S)
+        producer.flush(timeout=WAIT_S)
+        producer.close(timeout=5)
+        assert len(acked) >= moved_at + 1000
+
+        consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id=None,
+                                 enable_auto_commit=False, fetch_max_wait_ms=100)
+        consumer.assign([TopicPartition(TOPIC, 0)])
+        consumer.seek_to_beginning()
+        got: set[bytes] = set()
+        want = set(acked)
+        deadline = time.monotonic() + WAIT_S
+        while not want <= got and time.monotonic() < deadline:
+            for msgs in consumer.poll(timeout_ms=200).values():
+                got.update(m.value for m in msgs)
+        consumer.close()
+        assert want <= got, f"{len(want - got)} acknowledged records missing"
+
+        listed = admin.list_config_resources()
+        assert TOPIC in listed["topic"] and listed["broker"] == ["1"]
+        assert admin.list_config_resources(["TOPIC"]) == {"topic": sorted(listed["topic"])}
+    finally:
+        admin.close()

@@ -1,0 +1,83 @@
+"""FutureLog copy passes (broker/log/move.py): a segment that grew gets its new bytes only,
+a replaced file (new inode) is copied whole, a deleted one goes, the newest segment's indexes
+are left for recovery to rebuild; and LogManager's swap puts the copy in place with every
+record, the old directory renamed for deletion."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from broker.log import LogConfig, LogManager
+from broker.log.move import FutureLog
+from broker.protocol.records import Record, build_batch, decode_records
+
+
+def clock() -> int:
+    return int(time.time() * 1000)
+
+
+def test_copy_passes(tmp_path: Path) -> None:
+    src, dst = tmp_path / "t-0", tmp_path / "dest" / "t-0.x-future"
+    src.mkdir()
+    dst.mkdir(parents=True)
+    old, new = f"{0:020d}", f"{100:020d}"
+    (src / f"{old}.log").write_bytes(b"a" * 1000)
+    (src / f"{old}.index").write_bytes(b"i" * 8)
+    (src / f"{new}.log").write_bytes(b"b" * 10)
+    (src / f"{new}.index").write_bytes(b"j" * 80)  # the newest segment's: not copied
+    (src / "leader-epoch-checkpoint").write_text("0\n0\n")
+    (src / f"{old}.log.deleted").write_bytes(b"gone")
+    fut = FutureLog("t", 0, dst.parent, dst, src)
+    assert fut.copy_pass(5) == 1010
+    assert sorted(p.name for p in dst.iterdir()) == sorted(
+        [f"{old}.log", f"{old}.index", f"{new}.log", "leader-epoch-checkpoint"])
+    assert fut.copy_pass(5) == 0  # nothing changed
+    with open(src / f"{new}.log", "ab") as f:
+        f.write(b"c" * 5)
+    assert fut.copy_pass(6) == 5
+    assert (dst / f"{new}.log").read_bytes() == b"b" * 10 + b"c" * 5
+    # replaced by a same-sized file, as the cleaner swaps one in: copied whole
+    os.replace(src / f"{old}.log", src / "tmp")
+    (src / f"{old}.log").write_bytes(b"z" * 1000)
+    (src / "tmp").unlink()
+    assert fut.copy_pass(6) == 1000
+    assert (dst / f"{old}.log").read_bytes() == b"z" * 1000
+    (src / "leader-epoch-checkpoint").unlink()
+    fut.copy_pass(6)
+    assert not (dst / "leader-epoch-checkpoint").exists()
+    assert fut.size_in_bytes() == 1015 and fut.copied_end_offset == 6
+    fut.current_end_offset = 9
+    assert fut.offset_lag() == 3
+
+
+def test_swap_keeps_every_record(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    logs = LogManager([a, b], LogConfig(segment_bytes=4096), clock)
+    logs.load()
+    plog = logs.get_or_create("t", 0)
+    assert logs.log_dir_of("t", 0) == a
+    for i in range(100):
+        plog.append_as_leader(build_batch([Record(timestamp=1, key=None, value=b"%04d" % i)]),
+                              leader_epoch=0, now_ms=clock())
+    assert len(plog.segments) > 1
+    fut = logs.create_future("t", 0, b)
+    fut.copy_pass(plog.log_end_offset)
+    for i in range(100, 120):
+        plog.append_as_leader(build_batch([Record(timestamp=1, key=None, value=b"%04d" % i)]),
+                              leader_epoch=0, now_ms=clock())
+    new = logs.complete_future(fut)
+    assert logs.get("t", 0) is new and logs.log_dir_of("t", 0) == b
+    assert new.dir == b / "t-0" and new.log_end_offset == 120
+    assert not (a / "t-0").exists() and any(p.name.endswith("-delete") for p in a.iterdir())
+    assert not any(p.name.endswith("-future") for p in b.iterdir())
+    assert new.size_in_bytes == plog.size_in_bytes
+    values: list[bytes] = []
+    while len(values) < 120:
+        chunk = new.read(len(values), 1 << 20, 120)
+        got = [r.value or b"" for r in decode_records(chunk.read_bytes())]
+        assert got, len(values)
+        values += got  # one record per batch: reads start where the last ended
+    assert values == [b"%04d" % i for i in range(120)]
+    logs.shutdown()
