@@ -54,6 +54,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.acl_control import AclDeletionResult
 from broker.controller.controller import Controller
+from broker.controller.feature_control import FeatureUpdate
 from broker.controller.requests import (
     AllocateProducerIdsReply,
     AlterConfigsResource,
@@ -94,6 +95,7 @@ from broker.controller.rpc import (
     incremental_alter_configs,
     list_partition_reassignments,
     unregister_broker,
+    update_features,
 )
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
@@ -229,6 +231,14 @@ class ControllerChannel:
             lambda s: s.alter_client_quotas(alterations, validate_only),
             lambda: alter_client_quotas.request(alterations, validate_only),
             alter_client_quotas, alter_client_quotas.results_of,
+            self._deadline(None), whole=True, sync=True)
+
+    async def update_features(self, updates: Sequence[FeatureUpdate],
+                              validate_only: bool = False) -> ApiError:
+        return await self._call(
+            lambda s: s.update_features(updates, validate_only),
+            lambda: update_features.request(updates, validate_only),
+            update_features, update_features.reply_of,
             self._deadline(None), whole=True, sync=True)
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:

@@ -84,11 +84,12 @@ class ClusterControlManager(ControlManagerBase):
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id ({req.broker_id})."))
-        # A feature the broker declares must include the finalized level; one it does not
-        # declare is taken as supported (Skiff brokers of one version all share it).
-        for name, lo, hi in req.features:
-            level = image.features.get(name)
-            if level is not None and not lo <= level <= hi:
+        # Every finalized feature must be supported at its level, as Kafka checks it: a
+        # feature the broker does not declare supports level 0 only.
+        declared = {name: (lo, hi) for name, lo, hi in req.features}
+        for name, level in sorted(image.features.items()):
+            lo, hi = declared.get(name, (0, 0))
+            if not lo <= level <= hi:
                 return ControllerResult([], BrokerRegistrationReply(
                     ErrorCode.unsupported_version,
                     f"Unable to register because the broker does not support finalized "

@@ -60,6 +60,7 @@ from broker.handlers import (
     sync_group,
     txn_offset_commit,
     unregister_broker,
+    update_features,
     write_txn_markers,
 )
 from broker.server.dispatch import Dispatcher
@@ -120,6 +121,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     alter_client_quotas,  # client quotas (broker/quotas)
     describe_topic_partitions,  # KIP-966
     unregister_broker,  # KIP-631, sent on to the controller
+    update_features,  # KIP-584, sent on to the controller
 )
 
 

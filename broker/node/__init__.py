@@ -47,6 +47,7 @@ from broker.handlers import BROKER_HANDLERS, broker_dispatcher
 from broker.handlers._quotas import RequestTimeQuota
 from broker.handlers.init_producer_id import node_producer_ids
 from broker.log import LogManager
+from broker.metadata.features import supported_features
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.storage import ensure_formatted, read_bootstrap
@@ -119,6 +120,12 @@ class Node:
     @property
     def metadata(self) -> MetadataImage:
         return self.publisher.image
+
+    @property
+    def kraft_version(self) -> int:
+        """The metadata quorum's kraft.version (0 static voters, 1 voters in the log)."""
+        quorum = getattr(self, "quorum", None)
+        return 0 if quorum is None else int(quorum.driver.core.kraft_version)
 
     # ---- lifecycle ---------------------------------------------------------------
 
@@ -456,6 +463,7 @@ class Node:
                     incarnation_id=self.incarnation_id,
                     previous_broker_epoch=self.previous_broker_epoch,
                     listeners=self._advertised_endpoints(), rack=cfg["broker.rack"],
+                    features=supported_features(),
                 ))
                 if reply.error is ErrorCode.none:
                     self.broker_epoch = reply.broker_epoch

@@ -32,6 +32,7 @@ from broker.controller.rpc import (
     incremental_alter_configs,
     list_partition_reassignments,
     unregister_broker,
+    update_features,
 )
 
 CONTROLLER_RPCS: tuple[ModuleType, ...] = (
@@ -52,6 +53,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     delete_acls,
     alter_client_quotas,
     unregister_broker,
+    update_features,
 )
 
 __all__ = ["CONTROLLER_RPCS"]
