@@ -26,6 +26,7 @@ from broker.metadata.image import (
     PartitionRegistration,
     TopicImage,
 )
+from broker.metadata.features import bootstrap_levels
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.protocol.headers import encode_body
@@ -77,8 +78,10 @@ class GroupNode:
         broker = BrokerRegistration(
             broker_id=NODE_ID, epoch=1, incarnation_id=uuid.uuid4(),
             endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9092),), fenced=False)
+        # the feature levels a new cluster gets (group.version 1: KIP-848 enabled)
         self.publisher.load_snapshot(replace(self.publisher.image, offset=0,
-                                             brokers={NODE_ID: broker}))
+                                             brokers={NODE_ID: broker},
+                                             features=bootstrap_levels()))
         self.group_coordinator = GroupCoordinatorService(self, rng=random.Random(3),
                                                          tick_interval_s=0.02)
 
