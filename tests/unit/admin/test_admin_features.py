@@ -54,7 +54,7 @@ def test_describe_then_upgrade_and_refusals(tmp_path: Path) -> None:
                              upgrade_type=fp.UPGRADE_TYPE_SAFE_DOWNGRADE)]))
         return before, dry, after_dry, refused, empty, down
 
-    before, dry, after_dry, refused, empty, down = serve(node, body)
+    before, _dry, after_dry, refused, empty, _down = serve(node, body)
     by_name = {f.name: f for f in before.features}
     assert sorted(by_name) == ["group.version", "kraft.version", "metadata.version",
                                "transaction.version"]

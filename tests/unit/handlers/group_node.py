@@ -19,6 +19,7 @@ from broker.controller.requests import CreatableTopic, CreateTopicResult
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import GroupCoordinatorService
 from broker.log import LogConfig, LogManager
+from broker.metadata.features import bootstrap_levels
 from broker.metadata.image import (
     BrokerRegistration,
     Endpoint,
@@ -26,7 +27,6 @@ from broker.metadata.image import (
     PartitionRegistration,
     TopicImage,
 )
-from broker.metadata.features import bootstrap_levels
 from broker.metadata.publisher import MetadataPublisher
 from broker.protocol.api import BROKER_APIS
 from broker.protocol.headers import encode_body
