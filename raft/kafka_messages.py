@@ -247,7 +247,8 @@ def encode_fetch_request(msg: FetchRequest, cluster_id: str | None,
         FETCH_REQUEST_VERSION, replica_id=msg.replica_id, replica_epoch=-1,
         max_wait_ms=msg.max_wait_ms, min_bytes=1, max_bytes=msg.max_bytes,
         cluster_id=cluster_id, topics=(TopicFetch("", topic_id, (PartitionFetch(
-            0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, -1, msg.max_bytes),)),))
+            0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, -1, msg.max_bytes,
+            msg.replica_directory_id),)),))
 
 
 def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
