@@ -489,8 +489,9 @@ class RaftCore:
             return ErrorCode.not_leader_or_follower, "not the leader", -1
         if self.kraft_version < 1 or self._codec is None:
             return (ErrorCode.unsupported_version,
-                    "the quorum uses static voters (kraft.version 0): format the controllers "
-                    "with --standalone or --initial-controllers for dynamic membership", -1)
+                    "the quorum uses static voters (kraft.version 0): upgrade it to "
+                    "kraft.version 1 (skiff features upgrade --feature kraft.version=1), or "
+                    "format the controllers with --standalone or --initial-controllers", -1)
         if self.hw <= r.epoch_start_offset:
             return (ErrorCode.request_timed_out,
                     "the leader has not yet committed an offset in its epoch", -1)
