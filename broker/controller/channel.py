@@ -66,6 +66,7 @@ from broker.controller.requests import (
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
+    ControllerRegistrationRequest,
     CreatableTopic,
     CreatePartitionsResult,
     CreatePartitionsTopic,
@@ -86,6 +87,7 @@ from broker.controller.rpc import (
     alter_user_scram_credentials,
     broker_heartbeat,
     broker_registration,
+    controller_registration,
     create_acls,
     create_partitions,
     create_topics,
@@ -240,6 +242,12 @@ class ControllerChannel:
             lambda: update_features.request(updates, validate_only),
             update_features, update_features.reply_of,
             self._deadline(None), whole=True, sync=True)
+
+    async def register_controller(self, req: ControllerRegistrationRequest) -> ApiError:
+        return await self._call(
+            lambda s: s.register_controller(req), lambda: controller_registration.request(req),
+            controller_registration, controller_registration.reply_of,
+            self._deadline(2 * self.attempt_timeout_s), whole=False)
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._call(

@@ -12,8 +12,8 @@ this order, the first problem is the answer (INVALID_UPDATE_VERSION unless said 
     as in Kafka); a SAFE_DOWNGRADE is allowed, Skiff's metadata records being the same at
     every supported level
   kraft.version: any downgrade (Raft cannot go back to static voters)
-  a registered broker that does not support the level (its registration's ranges; a feature
-    it does not declare supports 0 only)
+  a registered controller (KIP-919) or broker that does not support the level (its
+    registration's ranges; a feature it does not declare supports 0 only)
   a dependency not met by the levels the request leaves (e.g. group.version 1 needs
     metadata.version 4.0-IV0; lowering metadata.version below what a finalized feature needs)
 validate_only writes nothing. An update to the level already finalized writes nothing.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -138,12 +139,15 @@ def _check_one(image: MetadataImage, u: FeatureUpdate, level_now: int,
     if u.feature == F.KRAFT_VERSION and downgrade:
         return _invalid(f"Invalid update version {u.level} for feature kraft.version. "
                         "Downgrading kraft.version is not supported.")
-    for bid, reg in sorted(image.brokers.items()):
-        ranges = {name: (lo, hi) for name, lo, hi in reg.features}
-        lo, hi = ranges.get(u.feature, (0, 0))
-        if u.level > 0 and not lo <= u.level <= hi:
-            return _invalid(f"Invalid update version {u.level} for feature {u.feature}. "
-                            f"Broker {bid} only supports versions {lo}-{hi}")
+    regs_by_kind: tuple[tuple[str, Mapping[int, Any]], ...] = (
+        ("Controller", image.controllers), ("Broker", image.brokers))
+    for kind, regs in regs_by_kind:
+        for nid, reg in sorted(regs.items()):
+            ranges = {name: (lo, hi) for name, lo, hi in reg.features}
+            lo, hi = ranges.get(u.feature, (0, 0))
+            if u.level > 0 and not lo <= u.level <= hi:
+                return _invalid(f"Invalid update version {u.level} for feature {u.feature}. "
+                                f"{kind} {nid} only supports versions {lo}-{hi}")
     return None
 
 

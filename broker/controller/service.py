@@ -31,6 +31,7 @@ from broker.controller.requests import (
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
+    ControllerRegistrationRequest,
     ControllerResult,
     CreatableTopic,
     CreatePartitionsResult,
@@ -233,6 +234,10 @@ class ControllerService:
         if not validate_only:
             log.info("features_updated", updates={u.feature: u.level for u in updates})
         return outcome.error
+
+    async def register_controller(self, req: ControllerRegistrationRequest) -> ApiError:
+        """KIP-919: RegisterController records (cluster_control.py)."""
+        return await self._run(lambda image: self.controller.register_controller(image, req))
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._run(

@@ -23,6 +23,7 @@ from broker.controller.rpc import (
     alter_user_scram_credentials,
     broker_heartbeat,
     broker_registration,
+    controller_registration,
     create_acls,
     create_partitions,
     create_topics,
@@ -54,6 +55,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     alter_client_quotas,
     unregister_broker,
     update_features,
+    controller_registration,
 )
 
 __all__ = ["CONTROLLER_RPCS"]

@@ -134,3 +134,32 @@ def test_unknown_feature_and_repeats() -> None:
     assert "does not support the given feature" in (out.error.message or "")
     out = check_updates(img, [FeatureUpdate("group.version", 1), FeatureUpdate("group.version", 0)])
     assert out.error.error is E.invalid_request
+
+
+def test_controller_registrations_are_checked_too(harness) -> None:
+    """KIP-919: a registered controller that does not support a level refuses the update;
+    a controller that does not support a finalized level cannot register."""
+    from broker.controller.requests import ControllerRegistrationRequest
+
+    h = harness(image({"metadata.version": 21}))
+    old = [(n, lo, 25 if n == "metadata.version" else hi) for n, lo, hi in supported_features()]
+    req = ControllerRegistrationRequest(7, uuid.UUID(int=7),
+                                        [("CONTROLLER", "127.0.0.1", 9093, "PLAINTEXT")], old)
+    assert h.commit(h.controller.register_controller(h.image, req)).ok
+    assert h.image.controllers[7].features == tuple(old)
+    assert h.image.controllers[7].endpoints[0].port == 9093
+    # the same registration again writes nothing
+    assert h.controller.register_controller(h.image, req).records == []
+    r = h.controller.update_features(h.image, [FeatureUpdate("metadata.version", 27)],
+                                     False, 0, 3000)
+    assert r.response.error.error is E.invalid_update_version
+    assert "Controller 7 only supports versions 21-25" in (r.response.error.message or "")
+    h.commit(h.controller.update_features(h.image, [FeatureUpdate("metadata.version", 25)],
+                                          False, 0, 3000))
+    refused = h.controller.register_controller(
+        h.image, ControllerRegistrationRequest(8, uuid.UUID(int=8), [], [
+            ("metadata.version", 21, 24)]))
+    assert refused.records == [] and refused.response.error is E.unsupported_version
+    # registrations are in snapshots
+    from broker.metadata.snapshot import image_from_records, image_to_records
+    assert image_from_records(image_to_records(h.image)).controllers == h.image.controllers
