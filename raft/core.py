@@ -50,6 +50,7 @@ snapshot instead of spinning on the same DivergingEpoch).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from random import Random
 
@@ -58,6 +59,7 @@ from kio.schema.errors import ErrorCode
 from raft.control import (
     KRAFT_VERSION_TYPE,
     VOTERS_TYPE,
+    Endpoint,
     Voter,
     VoterCodec,
     VoterSet,
@@ -133,6 +135,8 @@ class ReplicaProgress:
     # last time it fetched from at or past the high watermark (KIP-853's caught-up test;
     # DescribeQuorum's LastCaughtUpTimestamp)
     caught_up_ms: int = -1
+    # the directory id its Fetch named (KIP-853), for the kraft.version upgrade
+    directory_id: uuid.UUID | None = None
 
 
 @dataclass(slots=True)
@@ -433,14 +437,61 @@ class RaftCore:
             return ErrorCode.none, "", self.hw - 1
         return ErrorCode.none, "", self._append_voters(new)
 
+    def upgrade_kraft_version(self, version: int, endpoints: Mapping[int, tuple[Endpoint, ...]],
+                              now_ms: int, validate_only: bool = False
+                              ) -> tuple[ErrorCode, str, int]:
+        """KIP-853's upgrade, on the leader of a static quorum (kraft.version 0): append a
+        KRaftVersion(1) and a Voters record naming the static voters with their directory
+        ids (as their Fetch requests named them; the leader's own) and `endpoints` (from
+        controller.quorum.voters).  (error, message, offset of the Voters record); the
+        caller answers once it is committed.  Version 0 or the version in force: nothing
+        to do (offset -1)."""
+        self._now = now_ms
+        r = self.role
+        if version == self.kraft_version:
+            return ErrorCode.none, "", -1
+        if not isinstance(r, Leader):
+            return ErrorCode.not_leader_or_follower, "not the leader", -1
+        if version < self.kraft_version:
+            return (ErrorCode.invalid_update_version,
+                    "Downgrading kraft.version is not supported.", -1)
+        if version != 1 or self._codec is None:
+            return (ErrorCode.invalid_update_version,
+                    f"kraft.version {version} is not supported (0-1)", -1)
+        if self.hw <= r.epoch_start_offset:
+            return (ErrorCode.request_timed_out,
+                    "the leader has not yet committed an offset in its epoch", -1)
+        new: list[Voter] = []
+        for v in self.voter_set:
+            directory = self.directory_id if v.node_id == self.node_id else (
+                self._replicas[v.node_id].directory_id if v.node_id in self._replicas
+                else None)
+            if directory is None:
+                return (ErrorCode.request_timed_out,
+                        f"the directory id of voter {v.node_id} is not known yet (it has not "
+                        "fetched from this leader with one): retry", -1)
+            eps = endpoints.get(v.node_id, ())
+            if not eps:
+                return (ErrorCode.invalid_request,
+                        f"no endpoint for voter {v.node_id} in controller.quorum.voters", -1)
+            new.append(Voter(v.node_id, directory, eps))
+        if validate_only:
+            return ErrorCode.none, "", -1
+        ts = self._now + self.wall_offset_ms
+        b = self.log.append((self._codec.encode_kraft_version(1),), r.epoch, control=True,
+                            timestamp=ts, control_type=KRAFT_VERSION_TYPE)
+        self._kvhist.append((b.base_offset, 1))
+        return ErrorCode.none, "", self._append_voters(tuple(new))
+
     def _voter_change_error(self) -> tuple[ErrorCode, str, int] | None:
         r = self.role
         if not isinstance(r, Leader):
             return ErrorCode.not_leader_or_follower, "not the leader", -1
         if self.kraft_version < 1 or self._codec is None:
             return (ErrorCode.unsupported_version,
-                    "the quorum uses static voters (kraft.version 0): format the controllers "
-                    "with --standalone or --initial-controllers for dynamic membership", -1)
+                    "the quorum uses static voters (kraft.version 0): upgrade it to "
+                    "kraft.version 1 (skiff features upgrade --feature kraft.version=1), or "
+                    "format the controllers with --standalone or --initial-controllers", -1)
         if self.hw <= r.epoch_start_offset:
             return (ErrorCode.request_timed_out,
                     "the leader has not yet committed an offset in its epoch", -1)
@@ -864,12 +915,12 @@ class RaftCore:
             # with a snapshot (KIP-630) covering every committed record below our log end,
             # never with records this log could not place
             req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, 0,
-                               self.cfg.fetch_max_bytes, 0)
+                               self.cfg.fetch_max_bytes, 0, self.directory_id)
             kind = "fetch"
         else:
             req = FetchRequest(
                 r.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(),
-                self.cfg.fetch_max_bytes, self.cfg.fetch_max_wait_ms,
+                self.cfg.fetch_max_bytes, self.cfg.fetch_max_wait_ms, self.directory_id,
             )
             kind = "fetch"
         self._retry_at = NEVER
@@ -893,10 +944,11 @@ class RaftCore:
         dst = self.rng.choice(pool)
         if self.wants_snapshot():
             req = FetchRequest(r.epoch, self.node_id, self.log.end_offset, 0,
-                               self.cfg.fetch_max_bytes, 0)
+                               self.cfg.fetch_max_bytes, 0, self.directory_id)
         else:
             req = FetchRequest(r.epoch, self.node_id, self.log.end_offset,
-                               self.log.last_epoch(), self.cfg.fetch_max_bytes, 0)
+                               self.log.last_epoch(), self.cfg.fetch_max_bytes, 0,
+                               self.directory_id)
         self._request(dst, "fetch", req)
         self._set_role(replace(r, election_deadline_ms=self._now + self.cfg.retry_backoff_ms))
 
@@ -1164,6 +1216,8 @@ class RaftCore:
             p = self._observers.setdefault(src, ReplicaProgress())
         p.end_offset = off
         p.last_fetch_ms = self._now
+        if req.replica_directory_id is not None:
+            p.directory_id = req.replica_directory_id
         if off >= self.hw:
             p.caught_up_ms = self._now
         if not p.fetched:

@@ -400,6 +400,38 @@ class RaftDriver:
             return error_response(api_key, version, ErrorCode.not_leader_or_follower)
         return await self.transport.request(leader, api_key, version, request, timeout_s)
 
+    async def upgrade_kraft_version(self, version: int, listener_name: str, *,
+                                    validate_only: bool = False,
+                                    timeout_s: float = 30.0) -> tuple[ErrorCode, str]:
+        """KIP-853's kraft.version upgrade of a static quorum, on the leader: the static
+        voters (controller.quorum.voters, under `listener_name`) become a Voters record.
+        Answered once it is committed; a voter whose directory id the leader has not seen
+        yet is retried within the timeout."""
+        eps = {i: (Endpoint(listener_name, a.host, a.port),)
+               for i, a in self.config.voters.items()}
+        until = self._clock() + timeout_s
+        err, msg, off = self.core.upgrade_kraft_version(version, eps, self._now(),
+                                                        validate_only)
+        while (err == ErrorCode.request_timed_out and self.is_leader
+               and self._clock() < until):
+            await asyncio.sleep(max(0.01, self.config.retry_backoff_ms / 1000))
+            err, msg, off = self.core.upgrade_kraft_version(version, eps, self._now(),
+                                                            validate_only)
+        if err != ErrorCode.none or off < 0:
+            return err, msg
+        log.info("raft.kraft_version_upgraded", node=self.config.node_id, version=version,
+                 offset=off, voters=sorted(self.core.voters))
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiting.append((off, fut))
+        self._drain()
+        try:
+            await asyncio.wait_for(fut, max(0.001, until - self._clock()))
+        except TimeoutError:
+            return ErrorCode.request_timed_out, "the kraft.version upgrade did not commit in time"
+        except NotLeaderError:
+            return ErrorCode.not_controller, "leadership lost before commit"
+        return ErrorCode.none, ""
+
     async def _voter_change(self, api_key: int, api_version: int, request: Any) -> Any:
         """AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): KIP-853, on the
         leader.  Answered once the new Voters record is committed, or REQUEST_TIMED_OUT

@@ -247,7 +247,8 @@ def encode_fetch_request(msg: FetchRequest, cluster_id: str | None,
         FETCH_REQUEST_VERSION, replica_id=msg.replica_id, replica_epoch=-1,
         max_wait_ms=msg.max_wait_ms, min_bytes=1, max_bytes=msg.max_bytes,
         cluster_id=cluster_id, topics=(TopicFetch("", topic_id, (PartitionFetch(
-            0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, -1, msg.max_bytes),)),))
+            0, msg.epoch, msg.fetch_offset, msg.last_fetched_epoch, -1, msg.max_bytes,
+            msg.replica_directory_id),)),))
 
 
 def encode_fetch_response(version: int, msg: FetchResponse, records: bytes,
@@ -292,7 +293,7 @@ def encode_request(msg: Request, cluster_id: str | None) -> tuple[int, int, Any]
         p = build(m, "FetchPartition", partition=0, current_leader_epoch=msg.epoch,
                   fetch_offset=msg.fetch_offset, last_fetched_epoch=msg.last_fetched_epoch,
                   log_start_offset=-1, partition_max_bytes=msg.max_bytes,
-                  replica_directory_id=None)
+                  replica_directory_id=msg.replica_directory_id)
         t = build(m, "FetchTopic", topic_id=METADATA_TOPIC_ID, partitions=(p,))
         rs = build(m, "ReplicaState", replica_id=msg.replica_id, replica_epoch=-1)
         return api_key, version, build(
@@ -390,9 +391,11 @@ def decode_request(api_key: int, request: Any) -> tuple[int, Request]:
             raise WireError(ErrorCode.invalid_request, "a metadata fetch needs a replica id")
         wait = request.max_wait
         wait_ms = int(wait.total_seconds() * 1000) if hasattr(wait, "total_seconds") else int(wait)
+        directory = getattr(p, "replica_directory_id", None)
         return replica, FetchRequest(
             int(p.current_leader_epoch), replica, int(p.fetch_offset), int(p.last_fetched_epoch),
-            int(min(p.partition_max_bytes, request.max_bytes)), max(0, wait_ms))
+            int(min(p.partition_max_bytes, request.max_bytes)), max(0, wait_ms),
+            None if directory in (None, uuid.UUID(int=0)) else directory)
     if api_key == FETCH_SNAPSHOT:
         p = _the_partition(request)
         return int(request.replica_id), FetchSnapshotRequest(

@@ -9,6 +9,7 @@ without encoding.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -120,6 +121,8 @@ class FetchRequest:
     last_fetched_epoch: int
     max_bytes: int
     max_wait_ms: int
+    # the fetcher's metadata log directory id (KIP-853 ReplicaDirectoryId), None unknown
+    replica_directory_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)

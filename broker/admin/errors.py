@@ -63,6 +63,8 @@ _CODES: dict[ErrorCode, grpc.StatusCode] = {
     ErrorCode.topic_authorization_failed: S.PERMISSION_DENIED,
     ErrorCode.group_authorization_failed: S.PERMISSION_DENIED,
     ErrorCode.security_disabled: S.FAILED_PRECONDITION,
+    ErrorCode.invalid_update_version: S.FAILED_PRECONDITION,
+    ErrorCode.feature_update_failed: S.FAILED_PRECONDITION,
 }
 
 # What to do about it, where the Kafka message alone does not say.

@@ -26,12 +26,14 @@ records: Any = protogen.load(_V1 + "records_pb2")
 records_grpc: Any = protogen.load(_V1 + "records_pb2_grpc")
 acls: Any = protogen.load(_V1 + "acls_pb2")
 acls_grpc: Any = protogen.load(_V1 + "acls_pb2_grpc")
+features: Any = protogen.load(_V1 + "features_pb2")
+features_grpc: Any = protogen.load(_V1 + "features_pb2_grpc")
 meta: Any = protogen.load("skiff.metadata.v1.records_pb2")
 
 # Every admin service's full name, for health and reflection.
 SERVICE_NAMES: tuple[str, ...] = tuple(
     svc.full_name
     for mod in (cluster, topics, partitions, groups, configs, quotas, records, transactions,
-                acls)
+                acls, features)
     for svc in mod.DESCRIPTOR.services_by_name.values()
 )

@@ -23,6 +23,7 @@ from broker.admin.acls import AclService
 from broker.admin.auth import AclCheck, AdminSecurity, Authenticator, AuthInterceptor
 from broker.admin.cluster import ClusterService, QuorumService
 from broker.admin.configs import ConfigService
+from broker.admin.features import FeatureService
 from broker.admin.forward import ADMIN_ENDPOINT, Forwarder
 from broker.admin.groups import GroupService
 from broker.admin.partitions import PartitionService
@@ -166,6 +167,7 @@ class AdminServer:
         pb.records_grpc.add_RecordServiceServicer_to_server(RecordService(node), server)
         pb.acls_grpc.add_AclServiceServicer_to_server(AclService(node), server)
         pb.quotas_grpc.add_QuotaServiceServicer_to_server(QuotaService(node), server)
+        pb.features_grpc.add_FeatureServiceServicer_to_server(FeatureService(node), server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
         reflection.enable_server_reflection(

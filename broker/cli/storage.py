@@ -28,6 +28,12 @@ def add_parser(sub: Any) -> None:
     f.add_argument("--add-scram", "-S", action="append", default=[], metavar="SCRAM",
                    help="a SCRAM credential for the bootstrap metadata, as kafka-storage.sh: "
                         "'SCRAM-SHA-512=[name=alice,password=alice-secret]'")
+    f.add_argument("--release-version", "-r", metavar="VERSION",
+                   help="the metadata.version to start with, as a release (3.9, 4.0, 4.1) or "
+                        "a level name (4.0-IV1); default the latest (4.1)")
+    f.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
+                   help="a finalized feature level other than the release's default, e.g. "
+                        "transaction.version=1 (repeatable)")
     q = f.add_mutually_exclusive_group()
     q.add_argument("--standalone", "-s", action="store_true",
                    help="KIP-853: this controller alone is the initial voter set "
@@ -53,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
             format_storage(cfg, args.cluster_id, args.ignore_formatted, out=sys.stdout,
                            add_scram=args.add_scram, standalone=args.standalone,
                            initial_controllers=args.initial_controllers,
-                           no_initial_controllers=args.no_initial_controllers)
+                           no_initial_controllers=args.no_initial_controllers,
+                           release_version=args.release_version, feature=args.feature)
         except (ConfigError, StorageError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1

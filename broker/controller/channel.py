@@ -54,6 +54,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.acl_control import AclDeletionResult
 from broker.controller.controller import Controller
+from broker.controller.feature_control import FeatureUpdate
 from broker.controller.requests import (
     AllocateProducerIdsReply,
     AlterConfigsResource,
@@ -67,6 +68,7 @@ from broker.controller.requests import (
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
+    ControllerRegistrationRequest,
     CreatableTopic,
     CreatePartitionsResult,
     CreatePartitionsTopic,
@@ -88,6 +90,7 @@ from broker.controller.rpc import (
     assign_replicas_to_dirs,
     broker_heartbeat,
     broker_registration,
+    controller_registration,
     create_acls,
     create_partitions,
     create_topics,
@@ -97,6 +100,7 @@ from broker.controller.rpc import (
     incremental_alter_configs,
     list_partition_reassignments,
     unregister_broker,
+    update_features,
 )
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
@@ -233,6 +237,20 @@ class ControllerChannel:
             lambda: alter_client_quotas.request(alterations, validate_only),
             alter_client_quotas, alter_client_quotas.results_of,
             self._deadline(None), whole=True, sync=True)
+
+    async def update_features(self, updates: Sequence[FeatureUpdate],
+                              validate_only: bool = False) -> ApiError:
+        return await self._call(
+            lambda s: s.update_features(updates, validate_only),
+            lambda: update_features.request(updates, validate_only),
+            update_features, update_features.reply_of,
+            self._deadline(None), whole=True, sync=True)
+
+    async def register_controller(self, req: ControllerRegistrationRequest) -> ApiError:
+        return await self._call(
+            lambda s: s.register_controller(req), lambda: controller_registration.request(req),
+            controller_registration, controller_registration.reply_of,
+            self._deadline(2 * self.attempt_timeout_s), whole=False)
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._call(

@@ -44,10 +44,12 @@ from kio.schema.errors import ErrorCode
 from broker.controller import partitions as parts
 from broker.controller.control_base import ControlManagerBase
 from broker.controller.requests import (
+    ApiError,
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
+    ControllerRegistrationRequest,
     ControllerResult,
 )
 from broker.metadata import records as rec
@@ -56,6 +58,8 @@ from broker.metadata.image import (
     LOST_DIR,
     MIGRATING_DIR,
     UNASSIGNED_DIR,
+    ControllerRegistration,
+    Endpoint,
     MetadataImage,
 )
 from broker.metadata.records import pb
@@ -75,6 +79,28 @@ class ClusterControlManager(ControlManagerBase):
     _sessions: dict[int, _BrokerSession]
 
     # -- broker registration and heartbeats -------------------------------------------
+
+    def register_controller(self, image: MetadataImage,
+                            req: ControllerRegistrationRequest) -> ControllerResult[ApiError]:
+        """KIP-919: record a controller's listeners and supported features
+        (RegisterController). A controller that does not support a finalized level is
+        refused, as a broker is; the same registration again writes nothing."""
+        declared = {name: (lo, hi) for name, lo, hi in req.features}
+        for name, level in sorted(image.features.items()):
+            lo, hi = declared.get(name, (0, 0))
+            if not lo <= level <= hi:
+                return ControllerResult([], ApiError(
+                    ErrorCode.unsupported_version,
+                    f"Unable to register because the controller does not support finalized "
+                    f"version {level} of {name}. The controller wants a version between {lo} "
+                    f"and {hi}, inclusive."))
+        reg = ControllerRegistration(
+            req.controller_id, req.incarnation_id,
+            tuple(Endpoint(n, h, p, sp) for n, h, p, sp in req.listeners),
+            tuple((n, lo, hi) for n, lo, hi in req.features))
+        if image.controllers.get(req.controller_id) == reg:
+            return ControllerResult([], ApiError())
+        return ControllerResult([rec.register_controller_record(reg)], ApiError())
 
     def register_broker(self, image: MetadataImage, req: BrokerRegistrationRequest,
                         now_ms: int) -> ControllerResult[BrokerRegistrationReply]:
@@ -96,11 +122,12 @@ class ClusterControlManager(ControlManagerBase):
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id ({req.broker_id})."))
-        # A feature the broker declares must include the finalized level; one it does not
-        # declare is taken as supported (Skiff brokers of one version all share it).
-        for name, lo, hi in req.features:
-            level = image.features.get(name)
-            if level is not None and not lo <= level <= hi:
+        # Every finalized feature must be supported at its level, as Kafka checks it: a
+        # feature the broker does not declare supports level 0 only.
+        declared = {name: (lo, hi) for name, lo, hi in req.features}
+        for name, level in sorted(image.features.items()):
+            lo, hi = declared.get(name, (0, 0))
+            if not lo <= level <= hi:
                 return ControllerResult([], BrokerRegistrationReply(
                     ErrorCode.unsupported_version,
                     f"Unable to register because the broker does not support finalized "

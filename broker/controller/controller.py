@@ -17,8 +17,9 @@ cluster_control.py), ReplicationControlManager (topics, partitions, ISR changes,
 reassignments, elections; replication_control.py), ConfigurationControlManager
 (AlterConfigs, IncrementalAlterConfigs; configuration_control.py),
 ProducerIdControlManager (producer id blocks; producer_id_control.py), AclControlManager
-(CreateAcls, DeleteAcls; acl_control.py) and ClientQuotaControlManager (AlterClientQuotas;
-client_quota_control.py). Controller is their
+(CreateAcls, DeleteAcls; acl_control.py), ClientQuotaControlManager (AlterClientQuotas;
+client_quota_control.py) and FeatureControlManager (UpdateFeatures; feature_control.py).
+Controller is their
 composition over one ControllerSettings, one seeded random source and the brokers' sessions.
 """
 
@@ -36,6 +37,7 @@ from broker.controller.client_quota_control import ClientQuotaControlManager
 from broker.controller.cluster_control import ClusterControlManager, _BrokerSession
 from broker.controller.configuration_control import DYNAMIC_BROKER_KEYS as DYNAMIC_BROKER_KEYS
 from broker.controller.configuration_control import ConfigurationControlManager
+from broker.controller.feature_control import FeatureControlManager
 from broker.controller.producer_id_control import PRODUCER_ID_BLOCK_SIZE as PRODUCER_ID_BLOCK_SIZE
 from broker.controller.producer_id_control import ProducerIdControlManager
 from broker.controller.replication_control import (
@@ -87,7 +89,7 @@ class ControllerSettings:
 @dataclass
 class Controller(ClusterControlManager, ReplicationControlManager,
                  ConfigurationControlManager, ProducerIdControlManager, AclControlManager,
-                 ClientQuotaControlManager):
+                 ClientQuotaControlManager, FeatureControlManager):
     settings: ControllerSettings
     # Required: the shell seeds it (random.Random(os.urandom(16)) in production, a fixed
     # seed in tests); a default would give every controller the same topic ids.

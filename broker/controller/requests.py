@@ -135,6 +135,16 @@ class BrokerRegistrationRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ControllerRegistrationRequest:
+    """KIP-919: a controller's listeners and supported feature ranges."""
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    listeners: Sequence[tuple[str, str, int, str]]  # (name, host, port, security protocol)
+    features: Sequence[tuple[str, int, int]] = ()   # (name, min, max) supported
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerRegistrationReply:
     error: ErrorCode = ErrorCode.none
     message: str | None = None

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.acl_control import AclDeletionResult
 from broker.controller.controller import Controller
+from broker.controller.feature_control import FeatureUpdate
 from broker.controller.requests import (
     AllocateProducerIdsReply,
     AlterConfigsResource,
@@ -32,6 +33,7 @@ from broker.controller.requests import (
     BrokerHeartbeatRequest,
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
+    ControllerRegistrationRequest,
     ControllerResult,
     CreatableTopic,
     CreatePartitionsResult,
@@ -207,6 +209,37 @@ class ControllerService:
             if r.error is ErrorCode.none and not validate_only:
                 log.info("client_quotas_altered", entity=entity_text(r.entity))
         return results
+
+    @property
+    def kraft_version(self) -> int:
+        """The metadata quorum's kraft.version (Raft's, not in the image)."""
+        return int(getattr(self.quorum, "kraft_version", 0))
+
+    async def update_features(self, updates: Sequence[FeatureUpdate],
+                              validate_only: bool = False) -> ApiError:
+        """feature_control.py: FeatureLevel records; a kraft.version change goes through
+        Raft (KRaftVersion and Voters control records) once the records are committed."""
+        node_id = self.controller.settings.node_config.node_id \
+            if self.controller.settings.node_config is not None else -1
+        outcome = await self._run(lambda image: self.controller.update_features(
+            image, updates, validate_only, self.kraft_version, node_id))
+        if not outcome.error.ok:
+            return outcome.error
+        if outcome.kraft_version is not None:
+            upgrade = getattr(self.quorum, "upgrade_kraft_version", None)
+            if upgrade is None:
+                return ApiError(ErrorCode.invalid_update_version,
+                                "this metadata quorum cannot change kraft.version")
+            err, msg = await upgrade(outcome.kraft_version, validate_only=validate_only)
+            if err is not ErrorCode.none:
+                return ApiError(err, msg or None)
+        if not validate_only:
+            log.info("features_updated", updates={u.feature: u.level for u in updates})
+        return outcome.error
+
+    async def register_controller(self, req: ControllerRegistrationRequest) -> ApiError:
+        """KIP-919: RegisterController records (cluster_control.py)."""
+        return await self._run(lambda image: self.controller.register_controller(image, req))
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         return await self._run(

@@ -62,6 +62,7 @@ from broker.handlers import (
     sync_group,
     txn_offset_commit,
     unregister_broker,
+    update_features,
     write_txn_markers,
 )
 from broker.server.dispatch import Dispatcher
@@ -124,6 +125,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     unregister_broker,  # KIP-631, sent on to the controller
     list_config_resources,  # KIP-1142
     alter_replica_log_dirs,  # JBOD (KIP-113, KIP-858)
+    update_features,  # KIP-584, sent on to the controller
 )
 
 

@@ -2,8 +2,15 @@
 
 A request at a version above what we support never reaches `handle`: the server answers it
 with `unsupported_version_response` at v0 (UNSUPPORTED_VERSION plus our ranges, so the client
-retries with a version we know), as Kafka does. Tagged fields (supported_features, ...) are left
-at their defaults, so kio does not write them (kcat's librdkafka 2.0.2 fails on them).
+retries with a version we know), as Kafka does.
+
+From v3 the answer carries the node's supported feature ranges (broker/metadata/features.py)
+and the cluster's finalized levels with their epoch (the image's offset; kraft.version is the
+Raft's own, listed when above 0), as Kafka's ApiVersionsResponse does; before v4 a supported
+range starting at 0 is reported from 1 and a 0-0 range left out (KIP-1022: older clients took
+a minimum of 0 for "no feature"). A caller without an image (a test's `None`) gets the tagged
+fields at their defaults, which kio does not write (kcat's librdkafka 2.0.2 failed on
+default-valued tagged fields; the values a node sends are not defaults).
 """
 
 from __future__ import annotations
@@ -11,15 +18,29 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16, i32Timedelta
+from kio.static.primitive import i16, i32Timedelta, i64
 
+from broker.metadata.features import KRAFT_VERSION, supported_features
 from broker.protocol.api import API_VERSIONS, ApiTable
 from broker.protocol.durations import NO_THROTTLE
 from broker.server.context import RequestContext
+
+if TYPE_CHECKING:
+    from broker.metadata.image import MetadataImage
+
+
+class FeatureSource(Protocol):
+    """What ApiVersions reads of its node: the image and the Raft's kraft.version."""
+
+    @property
+    def metadata(self) -> MetadataImage: ...
+
+    @property
+    def kraft_version(self) -> int: ...
 
 API_KEY = API_VERSIONS
 
@@ -27,9 +48,14 @@ API_KEY = API_VERSIONS
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+Finalized = tuple[tuple[str, int], ...]
+
+
 @functools.lru_cache(maxsize=64)
-def build_response(version: int, apis: ApiTable, error_code: ErrorCode) -> Any:
-    """Cached: kio entities are immutable, and a listener's table does not change."""
+def build_response(version: int, apis: ApiTable, error_code: ErrorCode,
+                   finalized: Finalized | None = None, epoch: int = -1) -> Any:
+    """Cached: kio entities are immutable, and a listener's table does not change.
+    `finalized`: the finalized (name, level) pairs; None leaves the feature fields out."""
     schema = load_response_schema(API_VERSIONS, version)
     module = importlib.import_module(schema.__module__)
     api_version_cls = module.ApiVersion
@@ -41,9 +67,39 @@ def build_response(version: int, apis: ApiTable, error_code: ErrorCode) -> Any:
     )
     if version == 0:
         return schema(error_code=error_code, api_keys=keys)  # type: ignore[call-arg]
+    if version < 3 or finalized is None:
+        return schema(  # type: ignore[call-arg]
+            error_code=error_code, api_keys=keys, throttle_time=i32Timedelta.parse(NO_THROTTLE)
+        )
+    supported = []
+    for name, lo, hi in supported_features():
+        if version < 4 and lo == 0:
+            if hi == 0:
+                continue
+            lo = 1
+        supported.append(module.SupportedFeatureKey(name=name, min_version=i16(lo),
+                                                    max_version=i16(hi)))
     return schema(  # type: ignore[call-arg]
-        error_code=error_code, api_keys=keys, throttle_time=i32Timedelta.parse(NO_THROTTLE)
+        error_code=error_code, api_keys=keys, throttle_time=i32Timedelta.parse(NO_THROTTLE),
+        supported_features=tuple(supported),
+        finalized_features_epoch=i64(epoch),
+        finalized_features=tuple(
+            module.FinalizedFeatureKey(name=n, max_version_level=i16(v),
+                                       min_version_level=i16(v))
+            for n, v in finalized),
     )
+
+
+def finalized_of(node: FeatureSource | None) -> tuple[Finalized | None, int]:
+    """(finalized levels, epoch) of the node's image; (None, -1) for a node without one."""
+    image = getattr(node, "metadata", None) if node is not None else None
+    if image is None:
+        return None, -1
+    levels = dict(image.features)
+    kraft = int(getattr(node, "kraft_version", 0))
+    if kraft > 0:
+        levels[KRAFT_VERSION] = kraft
+    return tuple(sorted(levels.items())), image.finalized_features_epoch
 
 
 def unsupported_version_response(apis: ApiTable) -> Any:
@@ -60,10 +116,11 @@ def is_valid_request(request: Any) -> bool:
     )
 
 
-async def handle(node: object, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: FeatureSource | None, ctx: RequestContext, request: Any) -> Any:
     if not is_valid_request(request):
         return build_response(ctx.api_version, ApiTable([]), ErrorCode.invalid_request)
-    return build_response(ctx.api_version, ctx.apis, ErrorCode.none)
+    finalized, epoch = finalized_of(node) if ctx.api_version >= 3 else (None, -1)
+    return build_response(ctx.api_version, ctx.apis, ErrorCode.none, finalized, epoch)
 
 
 def error_response(ctx: RequestContext, request: Any, error_code: ErrorCode) -> Any:

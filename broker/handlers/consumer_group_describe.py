@@ -13,6 +13,10 @@ from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed, operations
 from broker.handlers._build import build, response_module
+from broker.handlers.consumer_group_heartbeat import (
+    DISABLED_MESSAGE,
+    consumer_protocol_enabled,
+)
 from broker.protocol.durations import NO_THROTTLE
 
 if TYPE_CHECKING:
@@ -35,14 +39,17 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         ops = (operations(node, ctx, Res.GROUP, str(group_id))
                if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED)
         desc: ConsumerGroupDescription | None = None
-        if not allowed(node, ctx, Op.DESCRIBE, Res.GROUP, str(group_id)):
+        message: str | None = None
+        if not consumer_protocol_enabled(node):
+            # as Kafka: without group.version 1 every group is UNSUPPORTED_VERSION
+            error, message = ErrorCode.unsupported_version, DISABLED_MESSAGE
+        elif not allowed(node, ctx, Op.DESCRIBE, Res.GROUP, str(group_id)):
             error = ErrorCode.group_authorization_failed
         else:
             try:
                 error, desc = service_of(node).consumer_group_describe(str(group_id))
             except KafkaError as exc:
                 error = exc.error_code
-        message = None
         if error is ErrorCode.none and desc is None:
             error, message = ErrorCode.group_id_not_found, \
                 f"Group {group_id} not found or not a consumer group."

@@ -1,4 +1,8 @@
-"""ConsumerGroupHeartbeat (API 68, KIP-848): join, heartbeat, reconcile and leave in one RPC."""
+"""ConsumerGroupHeartbeat (API 68, KIP-848): join, heartbeat, reconcile and leave in one RPC.
+
+As Kafka 4.x, the consumer protocol needs the finalized group.version 1 or higher: below it
+every heartbeat is answered UNSUPPORTED_VERSION (`skiff features upgrade --feature
+group.version=1` turns it on)."""
 
 from __future__ import annotations
 
@@ -12,12 +16,21 @@ from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._build import build, response_module
+from broker.metadata.features import GROUP_VERSION
 from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 68
+DISABLED_MESSAGE = ("The consumer group protocol (KIP-848) is not enabled: it needs "
+                    "group.version 1 or higher (skiff features upgrade --feature "
+                    "group.version=1).")
+
+
+def consumer_protocol_enabled(node: Any) -> bool:
+    """group.version >= 1 (Kafka's GroupVersion.isConsumerRebalanceProtocolSupported)."""
+    return bool(node.metadata.finalized_level(GROUP_VERSION) >= 1)
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
@@ -35,7 +48,11 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         client_id=ctx.client_id or "", client_host=client_host(ctx),
     )
     # READ on the group, DESCRIBE on every subscribed topic (KIP-848 as Kafka checks it)
-    if not allowed(node, ctx, Op.READ, Res.GROUP, req.group_id):
+    if not consumer_protocol_enabled(node):
+        result = ConsumerHeartbeatResult(
+            ErrorCode.unsupported_version, member_id=req.member_id or None,
+            error_message=DISABLED_MESSAGE)
+    elif not allowed(node, ctx, Op.READ, Res.GROUP, req.group_id):
         result = ConsumerHeartbeatResult(ErrorCode.group_authorization_failed,
                                          member_id=req.member_id or None)
     elif any(not allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, n)

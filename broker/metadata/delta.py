@@ -17,6 +17,7 @@ Record types and their effect (one place, as the state machine's transition list
   config                     set a key, or delete it when value is absent
   producer_ids               next_producer_id = the record's value (must not go back)
   feature_level              set a finalized feature level; 0 removes it
+  register_controller        add or replace a controller's registration (KIP-919)
   user_scram_credential      set (mechanism, user)'s SCRAM credential
   remove_user_scram_credential  drop it
   access_control_entry       add an ACL under its id (an id already present is a corrupt log)
@@ -42,6 +43,7 @@ from typing import Any
 from broker.metadata.image import (
     UNASSIGNED_DIR,
     BrokerRegistration,
+    ControllerRegistration,
     Endpoint,
     MetadataImage,
     PartitionRegistration,
@@ -107,6 +109,7 @@ class MetadataDelta:
         self._configs: dict[tuple[int, str], dict[str, str]] | None = None
         self._copied_configs: set[tuple[int, str]] = set()
         self._features: dict[str, int] | None = None
+        self._controllers: dict[int, ControllerRegistration] | None = None
         self._scram: dict[tuple[str, str], ScramCredential] | None = None
         self._acls: dict[uuid.UUID, AclBinding] | None = None
         self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
@@ -194,6 +197,7 @@ class MetadataDelta:
             acls=self._acls if self._acls is not None else b.acls,
             client_quotas=({e: v for e, v in self._quotas.items() if v}
                            if self._quotas is not None else b.client_quotas),
+            controllers=self._controllers if self._controllers is not None else b.controllers,
         )
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
@@ -289,6 +293,17 @@ class MetadataDelta:
         )
         self._set_broker(reg)
         self._last_broker_epoch = max(self._last_broker_epoch, r.broker_epoch)
+
+    def _register_controller(self, r: Any) -> None:
+        if self._controllers is None:
+            self._controllers = dict(self.base.controllers)
+        self._controllers[r.controller_id] = ControllerRegistration(
+            controller_id=r.controller_id,
+            incarnation_id=uuid_from_bytes(r.incarnation_id),
+            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol or "PLAINTEXT")
+                            for e in r.endpoints),
+            features=tuple((f.name, f.min_supported_version, f.max_supported_version)
+                           for f in r.features))
 
     def _unregister_broker(self, r: Any) -> None:
         self._registration(r.broker_id, r.broker_epoch)
@@ -508,6 +523,7 @@ _HANDLERS: dict[str, Any] = {
     "config": MetadataDelta._config,
     "producer_ids": MetadataDelta._producer_ids,
     "feature_level": MetadataDelta._feature_level,
+    "register_controller": MetadataDelta._register_controller,
     "user_scram_credential": MetadataDelta._user_scram_credential,
     "remove_user_scram_credential": MetadataDelta._remove_user_scram_credential,
     "access_control_entry": MetadataDelta._access_control_entry,

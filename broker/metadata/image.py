@@ -76,6 +76,16 @@ def dir_online(directory: uuid.UUID, online: tuple[uuid.UUID, ...]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class ControllerRegistration:
+    """A controller's registration (KIP-919): its listeners and supported features."""
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    endpoints: tuple[Endpoint, ...] = ()
+    features: tuple[tuple[str, int, int], ...] = ()  # (name, min, max) supported
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionRegistration:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
@@ -141,6 +151,8 @@ class MetadataImage:
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
     # client quota entity -> {key: value}: Kafka's ClientQuotaRecord (broker/quotas/core.py)
     client_quotas: QuotaMap = field(default_factory=dict)
+    # controller id -> its registration: Kafka's RegisterControllerRecord (KIP-919)
+    controllers: Mapping[int, ControllerRegistration] = field(default_factory=dict)
 
     @staticmethod
     def empty(cluster_id: str = "") -> MetadataImage:

@@ -141,6 +141,16 @@ def config_record(resource_type: int, resource_name: str, name: str, value: str 
     return wrap(msg)
 
 
+def register_controller_record(reg: Any) -> Any:
+    """Kafka's RegisterControllerRecord of an image.ControllerRegistration."""
+    return wrap(pb.RegisterController(
+        controller_id=reg.controller_id, incarnation_id=reg.incarnation_id.bytes,
+        endpoints=[pb.Endpoint(name=e.name, host=e.host, port=e.port,
+                               security_protocol=e.security_protocol) for e in reg.endpoints],
+        features=[pb.FeatureRange(name=n, min_supported_version=lo, max_supported_version=hi)
+                  for n, lo, hi in reg.features]))
+
+
 def feature_level_record(name: str, level: int) -> Any:
     return wrap(pb.FeatureLevel(name=name, feature_level=level))
 

@@ -59,6 +59,8 @@ def image_to_records(image: MetadataImage) -> list[Any]:
         if b.rack is not None:
             msg.rack = b.rack
         out.append(rec.wrap(msg))
+    for cid in sorted(image.controllers):
+        out.append(rec.register_controller_record(image.controllers[cid]))
     for t in sorted(image.topics_by_id.values(), key=lambda t: t.name):
         out.append(rec.topic_record(t.name, t.topic_id))
         for i in sorted(t.partitions):

@@ -254,20 +254,38 @@ def parse_add_scram(arg: str) -> Any:
 def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool = False,
                    out: Any = None, add_scram: Sequence[str] = (), standalone: bool = False,
                    initial_controllers: str | None = None,
-                   no_initial_controllers: bool = False) -> list[Path]:
+                   no_initial_controllers: bool = False, release_version: str | None = None,
+                   feature: Sequence[str] = ()) -> list[Path]:
     """Format every directory of the node; returns the directories written.
 
     `standalone`: this controller alone is the initial voter set; `initial_controllers`:
     the initial voters (`id@host:port:directoryid,...`, this node's directory id among
     them); `no_initial_controllers`: a controller that will join an existing dynamic
     quorum (AddRaftVoter).  As Kafka, these need controller.quorum.bootstrap.servers (not
-    controller.quorum.voters) and the controller role."""
+    controller.quorum.voters) and the controller role.
+
+    `release_version` (kafka-storage.sh's --release-version: "3.9", "4.0", "4.1" or a
+    level name such as "4.0-IV1"; default the latest) and `feature` (--feature
+    name=level, repeatable) pick the finalized feature levels of the bootstrap records."""
     try:
         kafka_to_uuid(cluster_id)
     except ValueError as exc:
         raise StorageError(f"Cluster ID string {cluster_id} does not appear to be a valid UUID: "
                            f"{exc}") from None
     extra = [parse_add_scram(a) for a in add_scram]
+    overrides: dict[str, int] = {}
+    for item in feature:
+        name, eq, level = item.partition("=")
+        if not eq or not level.strip().lstrip("-").isdigit() or not name.strip():
+            raise StorageError(f"--feature {item!r}: expected name=level")
+        overrides[name.strip()] = int(level)
+    dynamic = standalone or initial_controllers is not None or no_initial_controllers
+    try:
+        levels = features.bootstrap_levels(release_version, overrides,
+                                           kraft_version=1 if dynamic else 0)
+    except features.FeatureError as exc:
+        raise StorageError(str(exc)) from None
+    mv_name = features.metadata_version_name(levels[METADATA_VERSION_FEATURE])
     chosen = [n for n, on in (("--standalone", standalone),
                               ("--initial-controllers", initial_controllers is not None),
                               ("--no-initial-controllers", no_initial_controllers)) if on]
@@ -321,7 +339,7 @@ def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool =
         meta = MetaProperties(1, cluster_id, config.node_id, dir_id)
         atomic_write(d / META_PROPERTIES, meta.render().encode())
         if d == config.metadata_log_dir:
-            write_bootstrap(d, cluster_id, extra)
+            write_bootstrap(d, cluster_id, extra, levels)
             if initial is not None:
                 write_bootstrap_voters(d, initial, config.controller_listener_names[0])
                 if out is not None:
@@ -330,10 +348,10 @@ def format_storage(config: NodeConfig, cluster_id: str, ignore_formatted: bool =
                           f"(kraft.version 1).", file=out)
             if out is not None:
                 print(f"Formatting metadata directory {d} with {METADATA_VERSION_FEATURE} "
-                      f"{METADATA_VERSION}.", file=out)
+                      f"{mv_name}.", file=out)
         elif out is not None:
             print(f"Formatting data directory {d} with {METADATA_VERSION_FEATURE} "
-                  f"{METADATA_VERSION}.", file=out)
+                  f"{mv_name}.", file=out)
     return todo
 
 

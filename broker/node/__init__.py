@@ -41,6 +41,7 @@ from broker.controller import (
     ControllerSettings,
 )
 from broker.controller.channel import ControllerChannel
+from broker.controller.requests import ControllerRegistrationRequest
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.group.shell import GroupCoordinatorService, on_txn_marker_written
@@ -48,6 +49,7 @@ from broker.handlers import BROKER_HANDLERS, broker_dispatcher
 from broker.handlers._quotas import RequestTimeQuota
 from broker.handlers.init_producer_id import node_producer_ids
 from broker.log import LogManager
+from broker.metadata.features import supported_features
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.storage import ensure_formatted, read_bootstrap
@@ -132,6 +134,12 @@ class Node:
     @property
     def metadata(self) -> MetadataImage:
         return self.publisher.image
+
+    @property
+    def kraft_version(self) -> int:
+        """The metadata quorum's kraft.version (0 static voters, 1 voters in the log)."""
+        quorum = getattr(self, "quorum", None)
+        return 0 if quorum is None else int(quorum.driver.core.kraft_version)
 
     # ---- lifecycle ---------------------------------------------------------------
 
@@ -224,6 +232,7 @@ class Node:
 
         if cfg.is_controller:
             self._spawn(self._controller_loop(), "controller_loop")
+            self._spawn(self._register_controller(), "controller_registration")
         if cfg.is_broker:
             self._spawn(self._broker_lifecycle(), "broker_lifecycle")
             self._spawn(self._assign_dirs_loop(), "assign_replicas_to_dirs")
@@ -487,6 +496,7 @@ class Node:
                     previous_broker_epoch=self.previous_broker_epoch,
                     listeners=self._advertised_endpoints(), rack=cfg["broker.rack"],
                     log_dirs=self._online_dir_ids(),
+                    features=supported_features(),
                 ))
                 if reply.error is ErrorCode.none:
                     self.broker_epoch = reply.broker_epoch
@@ -599,6 +609,31 @@ class Node:
             await asyncio.sleep(min(interval, max(0.0, deadline - loop.time())))
         log.warning("controlled_shutdown_timed_out", timeout_s=timeout_s)
         return False
+
+    async def _register_controller(self) -> None:
+        """KIP-919: tell the active controller this controller's listeners and supported
+        feature ranges (a RegisterController record), retried until it is accepted; a
+        refusal (a finalized level this release does not support) is logged once."""
+        req = ControllerRegistrationRequest(
+            controller_id=self.node_id, incarnation_id=self.incarnation_id,
+            listeners=[(lst.name, lst.host, lst.port,
+                        self.config.security_protocol_map.get(lst.name, "PLAINTEXT"))
+                       for lst in self.config.controller_listeners],
+            features=supported_features())
+        last: ErrorCode | None = None
+        while True:
+            try:
+                reply = await self.controller.register_controller(req)
+                if reply.error is ErrorCode.none:
+                    log.info("controller_registered")
+                    return
+                if reply.error is not last:
+                    last = reply.error
+                    log.warning("controller_registration_refused", error=reply.error.name,
+                                message=reply.message)
+            except KafkaError as exc:
+                log.debug("controller_registration_retry", error=str(exc))
+            await asyncio.sleep(0.5)
 
     def _advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
         out = []

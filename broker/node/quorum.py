@@ -14,6 +14,7 @@ from random import Random
 from typing import Any
 
 import structlog
+from kio.schema.errors import ErrorCode
 
 from broker.config import NodeConfig
 from broker.metadata.log_store import MetadataLogStore
@@ -132,6 +133,17 @@ class MetadataQuorumDriver:
 
     async def append(self, records: list[bytes]) -> int:
         return await self.driver.append(records)
+
+    @property
+    def kraft_version(self) -> int:
+        return int(self.driver.core.kraft_version)
+
+    async def upgrade_kraft_version(self, version: int, *,
+                                    validate_only: bool = False) -> tuple[ErrorCode, str]:
+        """KIP-853's upgrade of a static quorum: its voters, under the first
+        controller.listener.names entry, become a Voters record in the log."""
+        return await self.driver.upgrade_kraft_version(
+            version, self.cfg.controller_listener_names[0], validate_only=validate_only)
 
     def on_become_leader(self, callback: Callable[[], Awaitable[None]]) -> None:
         """`callback` runs each time this node's controller becomes active."""

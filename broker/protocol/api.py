@@ -307,6 +307,7 @@ BROKER_APIS = ApiTable.of(
     (29, 1, 3),  # DescribeAcls
     (30, 1, 3),  # CreateAcls
     (31, 1, 3),  # DeleteAcls
+    (57, 0, 2),  # UpdateFeatures, sent on to the active controller (KIP-584)
     # KIP-966: paginated topic descriptions with the ELR
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0),
     # KIP-631: sent on to the active controller

@@ -38,6 +38,7 @@ REQUEST_VERSION = 17
 REQUEST_VERSIONS = range(12, 18)
 TOPIC_IDS_VERSION = 13
 REPLICA_STATE_VERSION = 15
+DIRECTORY_ID_VERSION = 17
 RESPONSE_VERSIONS = range(13, 18)
 
 _REQUEST_HEAD = struct.Struct(">iiibii")  # max wait .. session epoch
@@ -62,6 +63,8 @@ class PartitionFetch(NamedTuple):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
+    # v17's tagged ReplicaDirectoryId (KIP-853): the fetching replica's directory id
+    replica_directory_id: uuid.UUID | None = None
 
 
 class TopicFetch(NamedTuple):
@@ -99,9 +102,12 @@ def encode_fetch_request_body(
             out += uvarint(len(raw) + 1) + raw
         out += uvarint(len(t.partitions) + 1)
         for p in t.partitions:
+            directory = p.replica_directory_id if version >= DIRECTORY_ID_VERSION else None
             out += _REQUEST_PARTITION.pack(p.partition, p.current_leader_epoch, p.fetch_offset,
                                            p.last_fetched_epoch, p.log_start_offset,
-                                           p.partition_max_bytes, 0)
+                                           p.partition_max_bytes, 0 if directory is None else 1)
+            if directory is not None:
+                out += tagged_field(0, directory.bytes)
         out += _NO_TAGS
     out += uvarint(len(forgotten) + 1)
     for f in forgotten:

@@ -132,6 +132,7 @@ class Cluster:
         snapshot_every: int = 0,
         config: CoreConfig = SIM_CONFIG,
         dynamic: bool = False,
+        directory_ids: bool = False,
     ) -> None:
         """`dynamic`: KIP-853 voters, the initial ones formatted with the voter set
         (--initial-controllers), observers formatted without one (they join through the
@@ -150,9 +151,13 @@ class Cluster:
             log.owner = node
             self.nodes[i] = node
         self.dynamic = dynamic
-        if dynamic:
+        # static voters whose nodes have directory ids, as `storage format` gives them
+        # (the kraft.version upgrade needs them)
+        self.directory_ids = directory_ids
+        if dynamic or directory_ids:
             for n in self.nodes.values():
                 n.directory_id = uuid.UUID(int=self.rng.getrandbits(128))
+        if dynamic:
             initial = tuple(self.voter_record(i) for i in sorted(self.voter_ids))
             for i in self.voter_ids:
                 self.nodes[i].bootstrap = initial
@@ -196,6 +201,9 @@ class Cluster:
             core = RaftCore(node_id, frozenset(), n.log, n.qstore, n.rng, self.now, self.cfg,
                             directory_id=n.directory_id, bootstrap_voters=n.bootstrap,
                             codec=VOTER_CODEC, discovery_ids=tuple(sorted(self.voter_ids)))
+        elif self.directory_ids:
+            core = RaftCore(node_id, self.voter_ids, n.log, n.qstore, n.rng, self.now,
+                            self.cfg, directory_id=n.directory_id, codec=VOTER_CODEC)
         else:
             core = RaftCore(node_id, self.voter_ids, n.log, n.qstore, n.rng, self.now,
                             self.cfg)
@@ -442,7 +450,7 @@ class Cluster:
         # KIP-853: one voter change at a time, so no log holds two uncommitted Voters
         # records
         uncommitted: list[int] = []
-        if self.dynamic:
+        if self.dynamic or self.directory_ids:
             tail = n.log.read(max(self.committed_end, n.log.log_start_offset), 1 << 40)
             uncommitted = [b.base_offset for b in tail
                            if b.control and b.control_type == VOTERS_TYPE

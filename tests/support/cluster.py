@@ -152,7 +152,8 @@ class Cluster:
                  node_overrides: Mapping[int, Mapping[str, str]] | None = None,
                  client_config: Mapping[str, str] | None = None,
                  controller_ssl: ssl.SSLContext | None = None,
-                 add_scram: Sequence[str] = (), dynamic_voters: bool = False) -> None:
+                 add_scram: Sequence[str] = (), dynamic_voters: bool = False,
+                 release_version: str | None = None) -> None:
         """`client_config`: librdkafka settings for the harness's own clients (e.g.
         security.protocol=ssl when the overrides secure the listeners); `controller_ssl`:
         how the harness reaches controller listeners when they are TLS.
@@ -161,6 +162,7 @@ class Cluster:
         --standalone and the other controllers --no-initial-controllers: they start as
         observers until `skiff quorum add-controller` makes them voters."""
         self.dynamic_voters = dynamic_voters
+        self.release_version = release_version  # `storage format --release-version`
         self.base = Path(tmp_path)
         self.client_config = dict(client_config or {})
         self.controller_ssl = controller_ssl
@@ -264,7 +266,8 @@ class Cluster:
             dynamic = self.dynamic_voters and node.is_controller
             first = dynamic and node.node_id == self.controller_ids[0]
             format_storage(cfg, self.cluster_id, add_scram=self.add_scram,
-                           standalone=first, no_initial_controllers=dynamic and not first)
+                           standalone=first, no_initial_controllers=dynamic and not first,
+                           release_version=self.release_version)
         self._formatted = True
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:

@@ -182,3 +182,29 @@ def test_ensure_formatted_with_a_replaced_or_lost_log_dir(tmp_path: Path):
     meta.write_text("not a directory")
     with pytest.raises(StorageError):
         ensure_formatted(cfg)
+def test_format_with_release_version_and_features(tmp_path: Path):
+    cfg = load_config(write_config(tmp_path), env={})
+    format_storage(cfg, CLUSTER, release_version="3.9")
+    recs = read_bootstrap(cfg.metadata_log_dir)
+    assert [(r.feature_level.name, r.feature_level.feature_level) for r in recs] == [
+        ("metadata.version", 21)]
+    other = tmp_path / "other"
+    other.mkdir()
+    cfg2 = load_config(write_config(other), env={})
+    format_storage(cfg2, CLUSTER, release_version="4.0", feature=["transaction.version=1"])
+    assert {(r.feature_level.name, r.feature_level.feature_level)
+            for r in read_bootstrap(cfg2.metadata_log_dir)} == {
+        ("metadata.version", 25), ("group.version", 1), ("transaction.version", 1)}
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    ({"release_version": "3.7"}, "Unknown release version"),
+    ({"feature": ["group.version"]}, "expected name=level"),
+    ({"feature": ["kraft.version=1"]}, "does not match the voter configuration"),
+    ({"release_version": "3.9", "feature": ["group.version=1"]}, "requires metadata.version"),
+])
+def test_format_refuses_bad_feature_choices(tmp_path: Path, kw: dict, message: str):
+    cfg = load_config(write_config(tmp_path), env={})
+    with pytest.raises(StorageError, match=message):
+        format_storage(cfg, CLUSTER, **kw)
+    assert not (cfg.metadata_log_dir / "meta.properties").exists()

@@ -142,6 +142,7 @@ class Client:
         self.transactions = pb.transactions_grpc.TransactionServiceStub(self.channel)
         self.acls = pb.acls_grpc.AclServiceStub(self.channel)
         self.quotas = pb.quotas_grpc.QuotaServiceStub(self.channel)
+        self.features = pb.features_grpc.FeatureServiceStub(self.channel)
 
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         return method(request, timeout=self.timeout_s, metadata=self.metadata)

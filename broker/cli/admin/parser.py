@@ -35,6 +35,7 @@ from broker.cli.admin.common import (
     UsageError,
 )
 from broker.cli.admin.configs import cmd_configs_delete, cmd_configs_get, cmd_configs_set
+from broker.cli.admin.features import add_parsers as add_feature_parsers
 from broker.cli.admin.groups import (
     cmd_groups_delete,
     cmd_groups_describe,
@@ -241,6 +242,7 @@ def add_parsers(sub: Any) -> None:
     acl_arguments(p, adding=True)
     p = _verb(av, "remove", cmd_acls_remove, common, "remove the matching ACLs")
     acl_arguments(p, adding=False)
+    add_feature_parsers(sub, _verb, common)
     quotas = sub.add_parser("quotas", help="client quotas (users, client ids, IPs)")
     qv2 = quotas.add_subparsers(dest="verb", metavar="VERB", required=True)
     p = _verb(qv2, "describe", cmd_quotas_describe, common,

@@ -24,6 +24,7 @@ from broker.controller.rpc import (
     assign_replicas_to_dirs,
     broker_heartbeat,
     broker_registration,
+    controller_registration,
     create_acls,
     create_partitions,
     create_topics,
@@ -33,6 +34,7 @@ from broker.controller.rpc import (
     incremental_alter_configs,
     list_partition_reassignments,
     unregister_broker,
+    update_features,
 )
 
 CONTROLLER_RPCS: tuple[ModuleType, ...] = (
@@ -54,6 +56,8 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     alter_client_quotas,
     unregister_broker,
     assign_replicas_to_dirs,  # KIP-858
+    update_features,
+    controller_registration,
 )
 
 __all__ = ["CONTROLLER_RPCS"]

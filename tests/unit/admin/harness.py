@@ -84,6 +84,7 @@ class Admin:
         self.groups = pb.groups_grpc.GroupServiceStub(channel)
         self.configs = pb.configs_grpc.ConfigServiceStub(channel)
         self.records = pb.records_grpc.RecordServiceStub(channel)
+        self.features = pb.features_grpc.FeatureServiceStub(channel)
 
 
 async def _serve(node: Any, body: Callable[[Admin], Awaitable[Any]],

@@ -103,7 +103,7 @@ def test_health_serves_every_service_and_reflection_lists_them(node: AdminTestNo
         f"skiff.admin.v1.{n}" for n in ("ClusterService", "QuorumService", "TopicService",
                                          "PartitionService", "GroupService", "ConfigService",
                                          "RecordService", "TransactionService",
-                                         "AclService", "QuotaService")}
+                                         "AclService", "QuotaService", "FeatureService")}
 
     # reflection, with grpc's own (synchronous) reflection client in a thread
     async def reflect(a: Admin) -> Any:

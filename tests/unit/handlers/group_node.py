@@ -19,6 +19,7 @@ from broker.controller.requests import CreatableTopic, CreateTopicResult
 from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import GroupCoordinatorService
 from broker.log import LogConfig, LogManager
+from broker.metadata.features import bootstrap_levels
 from broker.metadata.image import (
     BrokerRegistration,
     Endpoint,
@@ -77,8 +78,10 @@ class GroupNode:
         broker = BrokerRegistration(
             broker_id=NODE_ID, epoch=1, incarnation_id=uuid.uuid4(),
             endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", 9092),), fenced=False)
+        # the feature levels a new cluster gets (group.version 1: KIP-848 enabled)
         self.publisher.load_snapshot(replace(self.publisher.image, offset=0,
-                                             brokers={NODE_ID: broker}))
+                                             brokers={NODE_ID: broker},
+                                             features=bootstrap_levels()))
         self.group_coordinator = GroupCoordinatorService(self, rng=random.Random(3),
                                                          tick_interval_s=0.02)
 

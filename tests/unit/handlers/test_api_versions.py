@@ -112,3 +112,43 @@ def test_error_response_keeps_the_version() -> None:
     req = ApiVersionsRequestV3(client_software_name="a", client_software_version="1")
     resp = api_versions.error_response(_ctx(3), req, ErrorCode.unknown_server_error)
     assert resp.__version__ == 3 and resp.error_code == ErrorCode.unknown_server_error
+
+
+class _Features:
+    """A node with finalized features: what ApiVersions reads of it."""
+
+    def __init__(self, kraft_version: int = 0) -> None:
+        from broker.metadata import records as rec
+        from broker.metadata.snapshot import image_from_records
+
+        self.metadata = image_from_records([
+            rec.feature_level_record("metadata.version", 25),
+            rec.feature_level_record("transaction.version", 2)])
+        self.kraft_version = kraft_version
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_supported_and_finalized_features(version: int) -> None:
+    from kio.index import load_request_schema
+
+    req = load_request_schema(18, version)(  # type: ignore[call-arg]
+        client_software_name="x", client_software_version="1")
+    node = _Features(kraft_version=1)
+    resp = asyncio.run(api_versions.handle(node, _ctx(version), req))
+    supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    # KIP-1022: before v4 a range from 0 is reported from 1
+    low = 1 if version < 4 else 0
+    assert supported == {"group.version": (low, 1), "kraft.version": (low, 1),
+                         "metadata.version": (21, 27), "transaction.version": (low, 2)}
+    assert {f.name: f.max_version_level for f in resp.finalized_features} == {
+        "kraft.version": 1, "metadata.version": 25, "transaction.version": 2}
+    assert resp.finalized_features_epoch == node.metadata.offset
+    body = encode_body(resp)
+    parsed = KAFKA_PYTHON[version].decode(BytesIO(body))
+    assert parsed.error_code == 0
+    # kraft.version 0 (static voters) is not listed as finalized, as Kafka leaves it out
+    resp = asyncio.run(api_versions.handle(_Features(), _ctx(version), req))
+    assert "kraft.version" not in {f.name for f in resp.finalized_features}
+    # before v3 there is nowhere to put them
+    old = asyncio.run(api_versions.handle(node, _ctx(2), load_request_schema(18, 2)()))
+    assert encode_body(old) == _expected_body(2, TABLE)

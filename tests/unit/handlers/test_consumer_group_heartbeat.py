@@ -69,3 +69,29 @@ async def test_errors(node: GroupNode) -> None:
     node.add_topic(OFFSETS_TOPIC, 4, leader=5, epoch=3)
     r = await heartbeat(node, 1, "", 0)
     assert r.error_code is ErrorCode.not_coordinator
+
+
+async def test_group_version_0_refuses_the_consumer_protocol(node: GroupNode) -> None:
+    """As Kafka 4.x: ConsumerGroupHeartbeat and ConsumerGroupDescribe need group.version 1."""
+    from dataclasses import replace
+
+    from broker.handlers import consumer_group_describe
+
+    node.add_topic("t", 1)
+    await ready(node)
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, features={
+        k: v for k, v in image.features.items() if k != "group.version"}))
+    r = await heartbeat(node, 1, "member-a", 0, owned=())
+    assert r.error_code is ErrorCode.unsupported_version
+    assert "group.version" in r.error_message
+    req = request("consumer_group_describe", 0, "ConsumerGroupDescribeRequest",
+                  group_ids=("g",), include_authorized_operations=False)
+    d = encodes(await consumer_group_describe.handle(node, ctx(69, 0), req))
+    assert [g.error_code for g in d.groups] == [ErrorCode.unsupported_version]
+    # upgraded: the same member joins
+    node.publisher.load_snapshot(replace(node.publisher.image,
+                                         offset=node.publisher.image.offset + 1,
+                                         features=image.features))
+    r = await heartbeat(node, 1, "member-a", 0, owned=())
+    assert r.error_code is ErrorCode.none and r.member_epoch == 1

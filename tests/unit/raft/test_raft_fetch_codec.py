@@ -28,10 +28,12 @@ def kio_bytes(entity: object) -> bytes:
 @settings(max_examples=300, deadline=None)
 @given(epoch=i32, replica=i32, offset=i64, last_epoch=i32, max_bytes=i32,
        wait=st.integers(0, 2**31 - 1),
-       cluster_id=st.one_of(st.none(), st.text(max_size=40)))
+       cluster_id=st.one_of(st.none(), st.text(max_size=40)),
+       directory=st.one_of(st.none(), st.uuids()))
 def test_request_bytes_match_kio(epoch, replica, offset, last_epoch, max_bytes, wait,
-                                 cluster_id):
-    msg = FetchRequest(epoch, replica, offset, last_epoch, max_bytes, wait)
+                                 cluster_id, directory):
+    """The narrow encoder, the replica's directory id (v17's tagged field) included."""
+    msg = FetchRequest(epoch, replica, offset, last_epoch, max_bytes, wait, directory)
     api_key, version, entity = kafka_messages.encode_request(msg, cluster_id)
     assert (api_key, version) == (kafka_messages.FETCH, 17)
     assert (encode_fetch_request(msg, cluster_id, kafka_messages.METADATA_TOPIC_ID)

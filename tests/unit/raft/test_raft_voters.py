@@ -155,3 +155,48 @@ def test_update_voter_endpoints_and_exact_voter_keys() -> None:
     assert leader.update_voter(other, c.now)[0] == ErrorCode.voter_not_found
     assert leader.remove_voter(1, None, c.now)[0] == ErrorCode.voter_not_found
     assert leader.remove_voter(1, me.directory_id, c.now)[0] == ErrorCode.invalid_request
+
+
+def test_upgrade_a_static_quorum_to_kraft_version_1_then_add_a_voter() -> None:
+    """KIP-853's upgrade: the leader of a static quorum writes KRaftVersion(1) and a Voters
+    record of the static voters with the directory ids their Fetch requests named."""
+    c = Cluster(5, 3, 1, directory_ids=True)
+    leader = _leader(c)
+    c.run_with_load(300)
+    assert leader.kraft_version == 0
+    eps = {i: (Endpoint("CONTROLLER", "127.0.0.1", 9090 + i),) for i in (1, 2, 3)}
+    assert leader.upgrade_kraft_version(1, eps, c.now, validate_only=True)[0] == ErrorCode.none
+    assert leader.kraft_version == 0  # validate_only appends nothing
+    missing = {1: eps[1]}
+    err, msg, _ = leader.upgrade_kraft_version(1, missing, c.now)
+    if leader.node_id == 1:
+        assert err == ErrorCode.invalid_request and "no endpoint for voter" in msg
+    err, _msg, off = leader.upgrade_kraft_version(1, eps, c.now)
+    assert err == ErrorCode.none and off >= 0
+    assert leader.kraft_version == 1
+    assert leader.upgrade_kraft_version(0, eps, c.now)[0] == ErrorCode.invalid_update_version
+    c.run_with_load(300)
+    assert leader.hw > off
+    for i in (1, 2, 3, 4):
+        core = _core(c, i)
+        assert core.kraft_version == 1
+        assert [v.directory_id for v in core.voter_set] == [
+            c.nodes[v].directory_id for v in (1, 2, 3)]
+        assert core.is_voter == (i != 4)
+    # the membership change a static quorum refused now works
+    assert c.change_voters(add=4) == ErrorCode.none
+    c.run_with_load(300)
+    assert _core(c, 4).is_voter
+
+
+def test_kraft_version_upgrade_waits_for_every_voters_directory_id() -> None:
+    c = Cluster(6, 3, 0, directory_ids=True)
+    leader = _leader(c)
+    c.run_for(100)
+    other = next(i for i in (1, 2, 3) if i != leader.node_id)
+    c.crash(other)
+    leader._replicas[other].directory_id = None  # as if it never fetched with one
+    eps = {i: (Endpoint("CONTROLLER", "127.0.0.1", 9090 + i),) for i in (1, 2, 3)}
+    err, msg, _ = leader.upgrade_kraft_version(1, eps, c.now)
+    assert err == ErrorCode.request_timed_out and f"voter {other}" in msg
+    assert leader.kraft_version == 0

@@ -27,7 +27,8 @@ i32 = st.integers(-1, 2**31 - 1)
 i64 = st.integers(-1, 2**63 - 1)
 VERSIONS = list(REQUEST_VERSIONS)
 
-partitions = st.builds(PartitionFetch, st.integers(0, 2**31 - 1), i32, i64, i32, i64, i32)
+partitions = st.builds(PartitionFetch, st.integers(0, 2**31 - 1), i32, i64, i32, i64, i32,
+                       st.one_of(st.none(), st.uuids()))  # v17's ReplicaDirectoryId
 topics = st.lists(
     st.builds(TopicFetch, st.text(min_size=1, max_size=20), st.one_of(st.none(), st.uuids()),
               st.lists(partitions, min_size=1, max_size=4)),
@@ -66,7 +67,8 @@ def kio_entity(version: int, replica_id: int, replica_epoch: int, max_wait_ms: i
                             fetch_offset=p.fetch_offset,
                             last_fetched_epoch=p.last_fetched_epoch,
                             log_start_offset=p.log_start_offset,
-                            partition_max_bytes=p.partition_max_bytes)
+                            partition_max_bytes=p.partition_max_bytes,
+                            replica_directory_id=p.replica_directory_id)
                       for p in t.partitions))
             for t in topics),
     )

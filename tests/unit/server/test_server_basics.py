@@ -213,7 +213,9 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (32, 0, 4), (33, 0, 2),
         (34, 1, 2),  # AlterReplicaLogDirs: kio has no v0 (Kafka 4.0 dropped it)
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
-        (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0), (60, 0, 2),
+        (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0),
+        (57, 0, 2),  # UpdateFeatures (KIP-584)
+        (60, 0, 2),
         (61, 0, 0),  # DescribeProducers (issue 22)
         (64, 0, 0),  # UnregisterBroker (KIP-631), sent on to the controller
         (65, 0, 0), (66, 0, 1),  # DescribeTransactions, ListTransactions

@@ -1,0 +1,90 @@
+# mypy: disable-error-code="no-any-return"
+"""UpdateFeatures (API 57) on the controller listener (feature_control.py), and the codec a
+broker's ControllerChannel uses to send it on. v0-v1 answer per feature (each NONE, the
+outcome in the top-level error, as Kafka 3.9+ answers); v2 has the top-level error only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.update_features.v2 import request as kreq
+from kio.schema.update_features.v2 import response as kresp
+from kio.static.primitive import i8, i16, i32Timedelta
+
+from broker.controller.feature_control import FeatureUpdate, UpgradeType
+from broker.controller.requests import ApiError
+from broker.controller.rpc._common import active_service
+from broker.errors import KafkaError
+from broker.protocol.durations import NO_THROTTLE
+
+Q: Any = kreq
+P: Any = kresp
+
+API_KEY = 57
+VERSION = 2
+
+
+def request(updates: Sequence[FeatureUpdate], validate_only: bool = False,
+            timeout_ms: int = 60_000) -> Any:
+    return Q.UpdateFeaturesRequest(
+        timeout=i32Timedelta.parse(_ms(timeout_ms)), validate_only=validate_only,
+        feature_updates=tuple(Q.FeatureUpdateKey(feature=u.feature,
+                                                 max_version_level=i16(u.level),
+                                                 upgrade_type=i8(u.upgrade_type))
+                              for u in updates))
+
+
+def _ms(ms: int) -> Any:
+    import datetime
+
+    return datetime.timedelta(milliseconds=max(0, ms))
+
+
+def parse(r: Any) -> tuple[list[FeatureUpdate], bool]:
+    """Any version's request. v0 has allow_downgrade instead of upgrade_type (downgrade
+    meaning SAFE_DOWNGRADE, as Kafka maps it) and no validate_only."""
+    out = []
+    for u in r.feature_updates:
+        if hasattr(u, "upgrade_type"):
+            kind = int(u.upgrade_type)
+        else:
+            kind = int(UpgradeType.SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False)
+                       else UpgradeType.UPGRADE)
+        out.append(FeatureUpdate(str(u.feature), int(u.max_version_level), kind))
+    return out, bool(getattr(r, "validate_only", False))
+
+
+def response(r: Any, error: ApiError, module: Any = P) -> Any:
+    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": error.error,
+                              "error_message": error.message}
+    if hasattr(module, "UpdatableFeatureResult"):
+        fields["results"] = tuple(
+            module.UpdatableFeatureResult(feature=str(u.feature), error_code=ErrorCode.none,
+                                          error_message=None)
+            for u in r.feature_updates)
+    return module.UpdateFeaturesResponse(**fields)
+
+
+def reply_of(r: Any) -> ApiError:
+    return ApiError(r.error_code, r.error_message)
+
+
+def error_code_of(r: Any) -> ErrorCode:
+    return r.error_code if r.error_code is ErrorCode.not_controller else ErrorCode.none
+
+
+def failed(r: Any, code: ErrorCode, message: str | None, module: Any = P) -> Any:
+    return response(r, ApiError(code, message), module)
+
+
+def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
+    return failed(r, code, None)
+
+
+async def handle(node: Any, ctx: Any, r: Any) -> Any:
+    try:
+        return response(r, await active_service(node).update_features(*parse(r)))
+    except KafkaError as exc:
+        return failed(r, exc.error_code, exc.message or None)
