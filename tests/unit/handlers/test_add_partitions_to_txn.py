@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from group_node import anyio_backend_fixture, ctx, encodes, request  # noqa: F401
 from kio.schema.errors import ErrorCode
-from txn_node import TxnNode, init_txn, tnode_fixture, txn_ready  # noqa: F401
+from txn_node import (  # noqa: F401
+    TxnNode,
+    init_txn,
+    set_transaction_version,
+    tnode_fixture,
+    txn_ready,
+)
 
 from broker.handlers import add_partitions_to_txn
 
@@ -98,7 +104,8 @@ async def test_v5_answers_transaction_abortable_and_gates_adding_on_transactions
         tnode: TxnNode) -> None:
     """v5 carries TRANSACTION_ABORTABLE for a partition outside the transaction (v4 says
     INVALID_TXN_STATE, above); a v5 add (a leader adding a V2 producer's partition) needs
-    the finalized transaction.version >= 2, which this node's image does not have."""
+    the finalized transaction.version >= 2; this node's image is held at 1 (a new
+    cluster's image has 2)."""
     from kio.schema.add_partitions_to_txn.v5 import request as m
 
     from broker.txn.version import transaction_version
@@ -106,6 +113,7 @@ async def test_v5_answers_transaction_abortable_and_gates_adding_on_transactions
     await txn_ready(tnode, "tx")
     tnode.add_topic("data", 2)
     r = await init_txn(tnode, "tx")
+    set_transaction_version(tnode, 1)
     assert transaction_version(tnode.metadata) < 2
 
     async def send(verify: bool, parts: list[int]) -> dict[tuple[str, int], ErrorCode]:
