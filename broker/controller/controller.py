@@ -45,6 +45,7 @@ from broker.controller.replication_control import (
 )
 from broker.controller.replication_control import ReplicationControlManager
 from broker.controller.replication_control import random_topic_id as random_topic_id
+from broker.metadata import features
 from broker.metadata import records as rec
 from broker.metadata.image import (
     MetadataImage,
@@ -52,6 +53,16 @@ from broker.metadata.image import (
 from broker.metadata.records import pb
 
 METADATA_VERSION_FEATURE = "metadata.version"
+
+
+def _lifted(record: Any) -> Any:
+    """A bootstrap record, with a pre-feature-levels metadata.version lifted to 3.9-IV0."""
+    if (rec.kind(record) == "feature_level"
+            and record.feature_level.name == features.METADATA_VERSION
+            and 0 < record.feature_level.feature_level < features.MINIMUM_METADATA_VERSION):
+        return rec.feature_level_record(features.METADATA_VERSION,
+                                        features.MINIMUM_METADATA_VERSION)
+    return record
 
 
 @dataclass(frozen=True)
@@ -116,7 +127,16 @@ class Controller(ClusterControlManager, ReplicationControlManager,
         """Records to write when the first active controller starts: the bootstrap records
         (feature levels from `skiff storage format`), unless the log already carries
         finalized features. Offsets are no guide: Raft's LeaderChange control record
-        comes first, so the image of a fresh log is already at offset 0."""
+        comes first, so the image of a fresh log is already at offset 0.
+
+        A log (or a bootstrap file) written by a Skiff from before feature levels carries
+        Skiff's own metadata.version 1, which no node of this release supports: it moves to
+        the lowest level this release serves (3.9-IV0). Skiff's metadata records are the same
+        at every level, so the records already written read the same."""
+        legacy = image.features.get(features.METADATA_VERSION, 0)
         if image.features:
+            if 0 < legacy < features.MINIMUM_METADATA_VERSION:
+                return [rec.feature_level_record(features.METADATA_VERSION,
+                                                 features.MINIMUM_METADATA_VERSION)]
             return []
-        return list(bootstrap)
+        return [_lifted(r) for r in bootstrap]
