@@ -211,3 +211,24 @@ def test_static_quorum_kraft_version_upgrade_then_add_controller(tmp_path: Any) 
             c.restart(i)
         assert voters() == c.controller_ids
         assert features_json(c, broker)["kraft.version"] == 1
+
+
+def test_a_cluster_formatted_before_feature_levels_starts_at_3_9(tmp_path: Any) -> None:
+    """A Skiff from before feature levels wrote metadata.version 1 (its own numbering) into
+    the bootstrap file; today's nodes support 3.9-IV0 (21) and up. The first active
+    controller lifts it: the cluster starts, serves a producer, and reports 21."""
+    from broker.metadata.storage import BOOTSTRAP_CHECKPOINT, write_bootstrap
+
+    c = Cluster(tmp_path, controllers=1, brokers=1)
+    c.format()
+    for node in c.nodes.values():
+        path = write_bootstrap(node.metadata_dir, c.cluster_id,
+                               levels={"metadata.version": 1})
+        assert path.name == BOOTSTRAP_CHECKPOINT
+    with c:
+        n = c.nodes[c.broker_ids[0]]
+        c.wait_for(lambda: finalized(n.host, n.client_port).get("metadata.version") == 21,
+                   WAIT_S, "metadata.version 3.9-IV0 finalized")
+        traffic = Traffic(c, "legacy")
+        traffic.send()
+        traffic.check("classic")
