@@ -191,13 +191,24 @@ class EosJob:
         deadline = time.monotonic() + RUN_LIMIT_S
         p: Producer | None = None
         c: Consumer | None = None
+        rewind = False  # back to the committed offsets before the next batch
         try:
             while not self.stop.is_set() and time.monotonic() < deadline:
                 try:
                     if p is None:
+                        # fences the previous producer: its transaction is aborted first
                         p = self._producer()
                     if c is None:
-                        c = self._consumer()
+                        c = self._consumer()  # starts from the committed offsets
+                        rewind = False
+                    if rewind:
+                        try:
+                            self._rewind(c)
+                        except KafkaException:
+                            c.close()
+                            c = None
+                            continue
+                        rewind = False
                     msgs = [m for m in c.consume(num_messages=BATCH, timeout=0.5)
                             if m.error() is None]
                     if not msgs:
@@ -227,12 +238,7 @@ class EosJob:
                         # fatal, unknown or stuck: the next producer fences this one
                         p = None
                         self.restarts += 1
-                    if c is not None:
-                        try:
-                            self._rewind(c)
-                        except KafkaException:
-                            c.close()
-                            c = None
+                    rewind = True
                     time.sleep(0.2)
         finally:
             if c is not None:
