@@ -13,7 +13,8 @@ Broker liveness is a state machine (KIP-631), all transitions here:
   any         --heartbeat naming an online log dir as offline (KIP-858)--> same state
                                               BrokerRegistrationChange(log_dirs: the rest)
                                               (+ ISR/ELR/leader moves of its replicas there)
-  UNFENCED or CONTROLLED_SHUTDOWN --no heartbeat for broker.session.timeout.ms (tick)-->
+  UNFENCED or CONTROLLED_SHUTDOWN --no heartbeat for broker.session.timeout.ms (tick), and
+                                  none waiting in the controller-->
                                               FENCED        FenceBroker (+ ISR/leader moves)
   UNFENCED or CONTROLLED_SHUTDOWN --the connection of its latest heartbeat closed
                                   (broker_disconnected), no heartbeat since for
@@ -73,6 +74,7 @@ class _BrokerSession:
     metadata_offset: int = -1
     register_offset: int = 0   # the broker is caught up once it has applied this offset
     disconnected_ms: int | None = None  # when its latest heartbeat's connection closed
+    waiting: int = 0  # heartbeats that arrived and wait their turn (heartbeat_arrived)
 
 
 class ClusterControlManager(ControlManagerBase):
@@ -274,6 +276,22 @@ class ClusterControlManager(ControlManagerBase):
         if s is not None and s.disconnected_ms is None:
             s.disconnected_ms = now_ms
 
+    def heartbeat_arrived(self, broker_id: int) -> None:
+        """A heartbeat of `broker_id` reached the controller; it is processed in its turn,
+        after the operations before it (each waits for its records to commit). Until
+        heartbeat_left, tick takes the broker as alive: a busy controller is no sign of a
+        dead broker. Kafka likewise counts a heartbeat that timed out in its controller's
+        queue as contact (processExpiredBrokerHeartbeat)."""
+        s = self._sessions.get(broker_id)
+        if s is not None:
+            s.waiting += 1
+
+    def heartbeat_left(self, broker_id: int) -> None:
+        """The heartbeat of heartbeat_arrived was processed, or failed."""
+        s = self._sessions.get(broker_id)
+        if s is not None and s.waiting > 0:
+            s.waiting -= 1
+
     def _heartbeats_lapsed(self, s: _BrokerSession, now_ms: int) -> bool:
         """No heartbeat for broker.session.timeout.ms (Kafka's session rule)."""
         return now_ms - s.last_seen_ms >= self.settings.broker_session_timeout_ms
@@ -302,7 +320,7 @@ class ClusterControlManager(ControlManagerBase):
                 if not reg.fenced:
                     self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
                 continue
-            if reg.fenced or not self._session_expired(s, now_ms):
+            if reg.fenced or s.waiting or not self._session_expired(s, now_ms):
                 continue
             # Later brokers in this tick must see this one as fenced: apply as we go.
             changes = parts.remove_broker(image, bid, self._topic_min_isr(image),

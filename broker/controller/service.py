@@ -251,9 +251,13 @@ class ControllerService:
         """`connection_id`: the controller listener connection it came on, if any."""
         if connection_id:
             self._heartbeat_connections[req.broker_id] = connection_id
-        return await self._run(
-            lambda image: self.controller.broker_heartbeat(image, req, self.clock())
-        )
+        self.controller.heartbeat_arrived(req.broker_id)
+        try:
+            return await self._run(
+                lambda image: self.controller.broker_heartbeat(image, req, self.clock())
+            )
+        finally:
+            self.controller.heartbeat_left(req.broker_id)
 
     def connection_closed(self, connection_id: str) -> None:
         """A controller listener connection closed: the brokers whose latest heartbeat came

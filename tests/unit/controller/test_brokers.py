@@ -372,3 +372,39 @@ def test_a_controller_active_again_starts_sessions_afresh():
     assert not h.image.brokers[0].fenced
     records = h.controller.tick(h.image, 2 * SESSION + 5000)  # no heartbeat since: expired
     assert [kind(r) for r in records].count("fence_broker") == 2
+
+
+def test_a_heartbeat_waiting_in_the_controller_keeps_its_broker():
+    """A heartbeat that reached the controller but waits behind earlier operations (each
+    waits for its records to commit) shows its broker alive: tick does not fence it however
+    long it waits. Under a busy controller every broker's heartbeats wait, and fencing them
+    all moved every leadership and ISR at once (the EOS chaos run: brokers [1, 2, 3] fenced
+    together, again and again). Once it has left (processed or failed) the session rule is
+    back; a broker with nothing waiting is fenced as before."""
+    h = empty_harness()
+    up(h, 0, 1, 2, now=0)
+    topic(h, "t", 3, 3)
+    h.controller.heartbeat_arrived(0)
+    h.controller.heartbeat_arrived(1)
+    h.controller.heartbeat_arrived(1)  # a retry on another connection, say
+    h.controller.heartbeat_left(1)
+    records = h.controller.tick(h.image, SESSION + 5000)
+    fenced = [r.fence_broker.broker_id for r in records if kind(r) == "fence_broker"]
+    assert fenced == [2]  # nothing of its waits: the session rule
+    h.image = apply_records(h.image, records)
+    assert not h.image.brokers[0].fenced and not h.image.brokers[1].fenced
+    # the waiting heartbeats are processed: sessions go on from then
+    h.controller.heartbeat_left(0)
+    h.controller.heartbeat_left(1)
+    hb(h, 0, SESSION + 6000)
+    hb(h, 1, SESSION + 6000)
+    assert h.controller.tick(h.image, SESSION + 6000) == []
+    h.controller.heartbeat_arrived(0)
+    records = h.controller.tick(h.image, 2 * SESSION + 6000)
+    assert [r.fence_broker.broker_id for r in records if kind(r) == "fence_broker"] == [1]
+    h.image = apply_records(h.image, records)
+    h.controller.heartbeat_left(5)  # unknown broker, or more lefts than arrivals: nothing
+    h.controller.heartbeat_left(0)
+    h.controller.heartbeat_left(0)
+    records = h.controller.tick(h.image, 3 * SESSION + 6000)
+    assert [r.fence_broker.broker_id for r in records if kind(r) == "fence_broker"] == [0]
