@@ -352,11 +352,12 @@ def test_allocate_producer_ids():
 
 def test_bootstrap_records_only_on_an_empty_log():
     from broker.controller import Controller
-    boot = [rec.feature_level_record("metadata.version", 1)]
+    boot = [rec.feature_level_record("metadata.version", 27)]
     assert Controller.bootstrap_records(MetadataImage.empty(CID), boot) == boot
     after_leader_change = MetadataImage(cluster_id=CID, offset=0, epoch=1)
     assert Controller.bootstrap_records(after_leader_change, boot) == boot
-    assert Controller.bootstrap_records(empty_harness().image, boot) == []
+    with_levels = apply_records(MetadataImage.empty(CID), boot, 0, 1)
+    assert Controller.bootstrap_records(with_levels, boot) == []
 
 
 def test_a_controller_active_again_starts_sessions_afresh():
