@@ -134,7 +134,7 @@ class ClusterControlManager(ControlManagerBase):
         if s is None:  # registered under a previous controller
             s = _BrokerSession(last_seen_ms=now_ms, register_offset=0)
             self._sessions[req.broker_id] = s
-        s.last_seen_ms = now_ms
+        s.last_seen_ms = max(s.last_seen_ms, now_ms)
         s.disconnected_ms = None
         s.metadata_offset = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= s.register_offset
@@ -184,6 +184,23 @@ class ClusterControlManager(ControlManagerBase):
         if image.leaderships.get(broker_id):
             return True
         return any(broker_id in p.isr for _, _, p in image.iter_partitions())
+
+    def heartbeat_received(self, image: MetadataImage, broker_id: int, broker_epoch: int,
+                           now_ms: int) -> None:
+        """A heartbeat of the broker's current registration arrived at `now_ms`: its session
+        is alive from then on, even if the heartbeat itself is processed later. The shell
+        calls this on arrival, before the heartbeat waits its turn behind other operations
+        (a big CreateTopics holds the controller while it commits): a session counted only
+        from when the heartbeat is processed expired behind such a queue, and the tick
+        fenced every live broker at once (issue 17: "only 0 broker(s) are registered").
+        Only an existing session is renewed; registration and fencing stay with
+        broker_heartbeat and tick."""
+        reg = image.brokers.get(broker_id)
+        s = self._sessions.get(broker_id)
+        if reg is None or reg.epoch != broker_epoch or s is None:
+            return
+        s.last_seen_ms = max(s.last_seen_ms, now_ms)
+        s.disconnected_ms = None
 
     def broker_disconnected(self, broker_id: int, now_ms: int) -> None:
         """The connection that carried `broker_id`'s latest heartbeat closed: unless it

@@ -216,6 +216,11 @@ class ControllerService:
         """`connection_id`: the controller listener connection it came on, if any."""
         if connection_id:
             self._heartbeat_connections[req.broker_id] = connection_id
+        if self.quorum.is_leader:
+            # its arrival renews the session now, not when its turn comes behind the
+            # operations queued before it (ClusterControlManager.heartbeat_received)
+            self.controller.heartbeat_received(self.publisher.image, req.broker_id,
+                                               req.broker_epoch, self.clock())
         return await self._run(
             lambda image: self.controller.broker_heartbeat(image, req, self.clock())
         )

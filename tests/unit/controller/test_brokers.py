@@ -370,3 +370,40 @@ def test_a_controller_active_again_starts_sessions_afresh():
     assert not h.image.brokers[0].fenced
     records = h.controller.tick(h.image, 2 * SESSION + 5000)  # no heartbeat since: expired
     assert [kind(r) for r in records].count("fence_broker") == 2
+
+
+def test_a_heartbeat_queued_behind_a_long_operation_keeps_the_session():
+    """The shell calls heartbeat_received when a heartbeat arrives; the heartbeat itself may
+    be processed seconds later, behind a big CreateTopics being committed. The tick that
+    runs before it must count the session from the arrival, not fence the broker (issue
+    17: every broker fenced while the controller committed 100,000 partitions)."""
+    h = empty_harness()
+    up(h, 0, 1, now=0)
+    # heartbeats arrive at 5000 and 8000 ms; the controller is busy until 12000 ms
+    for arrival in (5000, 8000):
+        for b in (0, 1):
+            h.controller.heartbeat_received(h.image, b, h.image.brokers[b].epoch, arrival)
+    assert h.controller.tick(h.image, 12000) == []  # 12000 - 8000 < SESSION
+    assert not h.image.brokers[0].fenced
+    # the queued heartbeats are then processed: an earlier clock never shortens the session
+    assert hb(h, 0, 5000).is_fenced is False
+    assert h.controller.tick(h.image, 8000 + SESSION - 1) == []
+    # without heartbeats the session still expires
+    records = h.controller.tick(h.image, 8000 + SESSION)
+    assert [kind(r) for r in records].count("fence_broker") == 2
+
+
+def test_heartbeat_received_renews_only_the_current_registration():
+    """An arrival of a stale epoch or of an unknown broker renews nothing; nor does one for a
+    fenced broker (its session ended with the fence: broker_heartbeat starts the next)."""
+    h = empty_harness()
+    up(h, 0, now=0)
+    epoch = h.image.brokers[0].epoch
+    h.controller.heartbeat_received(h.image, 0, epoch - 1, SESSION - 1)  # stale epoch
+    h.controller.heartbeat_received(h.image, 7, epoch, SESSION - 1)  # not registered
+    records = h.controller.tick(h.image, SESSION)
+    assert [kind(r) for r in records] == ["fence_broker"]
+    h.image = apply_records(h.image, records)
+    h.controller.heartbeat_received(h.image, 0, epoch, SESSION + 10)
+    assert h.image.brokers[0].fenced
+    assert hb(h, 0, SESSION + 20).is_fenced is False  # the heartbeat itself unfences
