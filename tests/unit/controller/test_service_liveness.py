@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 
+from kio.schema.errors import ErrorCode
+
 from broker.controller.requests import BrokerHeartbeatRequest, CreatableTopic
+from broker.errors import KafkaError
 from tests.unit.controller.rpc.rpc_support import ControllerNode, run
 
 SESSION_MS = 1500  # broker.session.timeout.ms's default
@@ -47,5 +50,41 @@ def test_a_heartbeat_queued_behind_a_slow_commit_is_not_fenced_by_the_tick() -> 
         await asyncio.gather(create, tick, *beats)
         assert [b.is_fenced for b in (t.result() for t in beats)] == [False, False]
         assert fenced_seen == set()  # not even for a moment
+
+    run(go())
+
+
+def test_a_batch_lost_in_an_earlier_term_does_not_stall_the_next_one() -> None:
+    """This node appended a batch as leader that never committed (it was isolated; another
+    leader truncated it). Active again, its operations must not wait for that batch's
+    offset: heartbeats are answered and a fenced broker is unfenced at once."""
+    async def go() -> None:
+        node = ControllerNode()
+        service = node.controller_service
+        assert service is not None
+        service.commit_timeout_s = 0.2
+        await node.add_broker(1)
+        commit = node.quorum.append
+
+        async def lost_append(records: list[bytes]) -> int:
+            return node.quorum.next_offset + 50  # appended, never committed
+
+        node.quorum.append = lost_append  # type: ignore[method-assign]
+        try:
+            await service.broker_heartbeat(BrokerHeartbeatRequest(
+                1, node.epochs[1], node.metadata.offset, want_fence=True))
+        except KafkaError as exc:
+            assert exc.error_code is ErrorCode.request_timed_out
+        else:
+            raise AssertionError("the fence was never committed")
+        # leadership lost and regained; the new term's log does not reach that offset
+        node.quorum.append = commit  # type: ignore[method-assign]
+        service.activate()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        beat = await service.broker_heartbeat(BrokerHeartbeatRequest(
+            1, node.epochs[1], node.metadata.offset))
+        assert not beat.is_fenced and beat.error is ErrorCode.none
+        assert loop.time() - t0 < 0.1
 
     run(go())
