@@ -443,6 +443,11 @@ class Node:
                                 broker_epoch=self.broker_epoch)
             except KafkaError as exc:
                 log.debug("broker_heartbeat_failed", error=str(exc))
+            except Exception:
+                # Whatever goes wrong with one heartbeat, the loop goes on: a lifecycle task
+                # that ended here would leave a live broker fenced for good, silently.
+                log.exception("broker_heartbeat_error", broker_epoch=self.broker_epoch)
+                fenced = True
             await asyncio.sleep(fast if fenced else interval)
 
     async def _register(self) -> None:
@@ -468,6 +473,8 @@ class Node:
                                 message=reply.message)
             except KafkaError as exc:
                 log.debug("broker_registration_retry", error=str(exc))
+            except Exception:
+                log.exception("broker_registration_error")
             if self.broker_epoch < 0:
                 await asyncio.sleep(0.05)
 
