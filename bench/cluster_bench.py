@@ -485,89 +485,99 @@ def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool) -
         used, elapsed = image_memory_per_10k()
         print(f"metadata image: {used / 1e6:.2f} MB per 10,000 partitions (RF=3, 3 brokers), "
               f"built by the pure controller in {elapsed:.2f} s", flush=True)
-    from confluent_kafka.admin import NewTopic
-
     per_topic = 100
     topics = [f"scale-{i}" for i in range(partitions // per_topic)]
     print(f"load average before: {load_average()}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
-        print("  pids: " + ", ".join(f"{i}={c.nodes[i].pid}" for i in c.nodes), flush=True)
-        admin = c.admin(c.broker_ids[0])
-        t0 = time.monotonic()
-        for i in range(0, len(topics), 10):
-            futures = admin.create_topics(
-                [NewTopic(t, per_topic, rf) for t in topics[i:i + 10]], operation_timeout=120)
-            for f in futures.values():
-                f.result(300)
-            if (i // 10) % 10 == 9:
-                print(f"    {(i + 10) * per_topic} partitions created at "
-                      f"{time.monotonic() - t0:.1f} s (load {load_average()})", flush=True)
-        created = time.monotonic() - t0
-        print(f"  CreateTopics answered for {partitions} partitions in {created:.1f} s",
-              flush=True)
-        wanted = set(topics)
-        last: dict[int, Any] = {}
-
-        def all_serve() -> bool:
-            for b in c.broker_ids:
-                node = c.nodes[b]
-                md, size, took = direct_metadata(node.host, int(node.client_port or 0))
-                have = sum(1 for t in wanted if t in md for leader in md[t].values()
-                           if leader >= 0)
-                last[b] = (have, size, took, md)
-                if have != partitions:
-                    return False
-            return True
-
-        c.wait_for(all_serve, 900, "every broker serves every partition with a leader",
-                   interval=1.0)
-        served = time.monotonic() - t0
-        print(f"metadata: {partitions} partitions (RF={rf}) created and served with leaders "
-              f"by every broker in {served:.1f} s (load {load_average()})", flush=True)
-        for b in c.broker_ids:
-            _, size, took, _ = last[b]
-            print(f"  broker {b}: Metadata for all topics {size / 1e6:.1f} MB in {took:.2f} s",
-                  flush=True)
-        md = last[c.broker_ids[0]][3]
-        leaders = {(t, i): leader for t in wanted for i, leader in md[t].items()}
-        t1 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        c = Cluster(Path(tmp), 3, 3)
         try:
-            sample_roundtrip(c, leaders, 5)
-            print(f"  produce+consume of 5 partitions led by each broker: ok in "
-                  f"{time.monotonic() - t1:.1f} s", flush=True)
-        except AssertionError as exc:
-            print(f"  produce+consume of 5 partitions led by each broker FAILED after "
-                  f"{time.monotonic() - t1:.1f} s: {exc}", flush=True)
-        print("  RSS MB: " + ", ".join(f"{i}={rss_mb(c.nodes[i].pid):.0f}"
-                                       for i in c.nodes), flush=True)
-        times = []
-        for _ in range(failovers):
-            controller = c.active_controller()
-            since = time.monotonic()
-            c.kill(controller)
-            def new_leader(dead: int = controller) -> int:
-                a = c.active_controller()
-                return a if a not in (-1, dead) else 0
+            c.start(timeout=300)  # a shared 2-core machine may start it slowly
+            _bench_metadata_cluster(c, partitions, rf, failovers, topics, per_topic)
+        finally:
+            c.stop()
 
-            new = c.wait_for(new_leader, 120, "a new active controller", interval=0.05)
-            elected = time.monotonic() - since
-            name = f"after-failover-{uuid.uuid4().hex[:6]}"
-            admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=60)[name].result(120)
-            times.append(time.monotonic() - since)
-            print(f"  killed controller {controller}: {new} leads the quorum after "
-                  f"{elected:.2f} s, CreateTopics answered after {times[-1]:.2f} s "
-                  f"(load {load_average()})", flush=True)
-            t2 = time.monotonic()
-            c.restart(controller, timeout=600)
-            print(f"  controller {controller} restarted, cluster ready again in "
-                  f"{time.monotonic() - t2:.1f} s", flush=True)
-            time.sleep(2)
-        if times:
-            print(f"controller failover with {partitions} partitions: median "
-                  f"{statistics.median(times):.2f} s (kill -9 to a committed CreateTopics)")
-        print("  RSS MB: " + ", ".join(f"{i}={rss_mb(c.nodes[i].pid):.0f}"
-                                       for i in c.nodes), flush=True)
-        print(f"load average after: {load_average()}", flush=True)
+
+def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int,
+                            topics: list[str], per_topic: int) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    print("  pids: " + ", ".join(f"{i}={c.nodes[i].pid}" for i in c.nodes), flush=True)
+    admin = c.admin(c.broker_ids[0])
+    t0 = time.monotonic()
+    for i in range(0, len(topics), 10):
+        futures = admin.create_topics(
+            [NewTopic(t, per_topic, rf) for t in topics[i:i + 10]], operation_timeout=120)
+        for f in futures.values():
+            f.result(300)
+        if (i // 10) % 10 == 9:
+            print(f"    {(i + 10) * per_topic} partitions created at "
+                  f"{time.monotonic() - t0:.1f} s (load {load_average()})", flush=True)
+    created = time.monotonic() - t0
+    print(f"  CreateTopics answered for {partitions} partitions in {created:.1f} s",
+          flush=True)
+    wanted = set(topics)
+    last: dict[int, Any] = {}
+
+    def all_serve() -> bool:
+        for b in c.broker_ids:
+            node = c.nodes[b]
+            md, size, took = direct_metadata(node.host, int(node.client_port or 0))
+            have = sum(1 for t in wanted if t in md for leader in md[t].values()
+                       if leader >= 0)
+            last[b] = (have, size, took, md)
+            if have != partitions:
+                return False
+        return True
+
+    c.wait_for(all_serve, 900, "every broker serves every partition with a leader",
+               interval=1.0)
+    served = time.monotonic() - t0
+    print(f"metadata: {partitions} partitions (RF={rf}) created and served with leaders "
+          f"by every broker in {served:.1f} s (load {load_average()})", flush=True)
+    for b in c.broker_ids:
+        _, size, took, _ = last[b]
+        print(f"  broker {b}: Metadata for all topics {size / 1e6:.1f} MB in {took:.2f} s",
+              flush=True)
+    md = last[c.broker_ids[0]][3]
+    leaders = {(t, i): leader for t in wanted for i, leader in md[t].items()}
+    t1 = time.monotonic()
+    try:
+        sample_roundtrip(c, leaders, 5)
+        print(f"  produce+consume of 5 partitions led by each broker: ok in "
+              f"{time.monotonic() - t1:.1f} s", flush=True)
+    except AssertionError as exc:
+        print(f"  produce+consume of 5 partitions led by each broker FAILED after "
+              f"{time.monotonic() - t1:.1f} s: {exc}", flush=True)
+    print("  RSS MB: " + ", ".join(f"{i}={rss_mb(c.nodes[i].pid):.0f}"
+                                   for i in c.nodes), flush=True)
+    times = []
+    for _ in range(failovers):
+        controller = c.active_controller()
+        since = time.monotonic()
+        c.kill(controller)
+        def new_leader(dead: int = controller) -> int:
+            a = c.active_controller()
+            return a if a not in (-1, dead) else 0
+
+        new = c.wait_for(new_leader, 120, "a new active controller", interval=0.05)
+        elected = time.monotonic() - since
+        name = f"after-failover-{uuid.uuid4().hex[:6]}"
+        admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=60)[name].result(120)
+        times.append(time.monotonic() - since)
+        print(f"  killed controller {controller}: {new} leads the quorum after "
+              f"{elected:.2f} s, CreateTopics answered after {times[-1]:.2f} s "
+              f"(load {load_average()})", flush=True)
+        t2 = time.monotonic()
+        c.restart(controller, timeout=600)
+        print(f"  controller {controller} restarted, cluster ready again in "
+              f"{time.monotonic() - t2:.1f} s", flush=True)
+        time.sleep(2)
+    if times:
+        print(f"controller failover with {partitions} partitions: median "
+              f"{statistics.median(times):.2f} s (kill -9 to a committed CreateTopics)")
+    print("  RSS MB: " + ", ".join(f"{i}={rss_mb(c.nodes[i].pid):.0f}"
+                                   for i in c.nodes), flush=True)
+    print(f"load average after: {load_average()}", flush=True)
 
 
 def main() -> None:
