@@ -76,6 +76,8 @@ STOP_STEP_TIMEOUT_S = 10.0
 # How often the active controller looks for expired broker sessions. A tick that fences
 # nothing appends nothing, so it is cheap; it bounds how late a fence can be.
 CONTROLLER_TICK_MS = 100
+# A tick this much later than due finds the process was stalled: the next one fences.
+CONTROLLER_STALL_S = 0.25
 
 
 def wall_clock_ms() -> int:
@@ -377,8 +379,21 @@ class Node:
         rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
         loop = asyncio.get_running_loop()
         next_rebalance = loop.time() + rebalance_every
+        deferred = False
         while True:
+            slept_from = loop.time()
             await asyncio.sleep(interval)
+            late = loop.time() - slept_from - interval
+            if late > CONTROLLER_STALL_S and not deferred:
+                # This process was stalled (a long apply, a snapshot, no CPU): heartbeats
+                # that arrived meanwhile still wait unread in the sockets. Fencing now would
+                # fence brokers for this node's stall; the next tick comes after they are
+                # read (ClusterControlManager.heartbeat_received). Once only, so a node
+                # stalled over and over still fences.
+                deferred = True
+                log.info("controller_tick_deferred", stalled_ms=round(late * 1000))
+                continue
+            deferred = False
             if cfg["auto.leader.rebalance.enable"] and loop.time() >= next_rebalance:
                 next_rebalance = loop.time() + rebalance_every
                 try:
