@@ -499,22 +499,40 @@ def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool) -
 
 def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int,
                             topics: list[str], per_topic: int) -> None:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewTopic
 
     print("  pids: " + ", ".join(f"{i}={c.nodes[i].pid}" for i in c.nodes), flush=True)
     admin = c.admin(c.broker_ids[0])
     t0 = time.monotonic()
+    retries = 0
     for i in range(0, len(topics), 10):
-        futures = admin.create_topics(
-            [NewTopic(t, per_topic, rf) for t in topics[i:i + 10]], operation_timeout=120)
-        for f in futures.values():
-            f.result(300)
+        batch = topics[i:i + 10]
+        for attempt in range(6):
+            futures = admin.create_topics([NewTopic(t, per_topic, rf) for t in batch],
+                                          operation_timeout=120)
+            failed = []
+            for name, f in futures.items():
+                try:
+                    f.result(300)
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    if err.name() == "TOPIC_ALREADY_EXISTS" and attempt > 0:
+                        continue  # an earlier attempt got through
+                    if not err.retriable() or attempt == 5:
+                        raise
+                    print(f"    {name}: {err.name()} ({err.str()}), retrying", flush=True)
+                    failed.append(name)
+            if not failed:
+                break
+            retries += 1
+            batch = failed
         if (i // 10) % 10 == 9:
             print(f"    {(i + 10) * per_topic} partitions created at "
                   f"{time.monotonic() - t0:.1f} s (load {load_average()})", flush=True)
     created = time.monotonic() - t0
-    print(f"  CreateTopics answered for {partitions} partitions in {created:.1f} s",
-          flush=True)
+    print(f"  CreateTopics answered for {partitions} partitions in {created:.1f} s "
+          f"({retries} retried requests)", flush=True)
     wanted = set(topics)
     last: dict[int, Any] = {}
 
