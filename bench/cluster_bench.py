@@ -36,6 +36,7 @@ import gc
 import multiprocessing as mp
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -488,13 +489,17 @@ def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool) -
     per_topic = 100
     topics = [f"scale-{i}" for i in range(partitions // per_topic)]
     print(f"load average before: {load_average()}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        c = Cluster(Path(tmp), 3, 3)
-        try:
-            c.start(timeout=300)  # a shared 2-core machine may start it slowly
-            _bench_metadata_cluster(c, partitions, rf, failovers, topics, per_topic)
-        finally:
-            c.stop()
+    tmp = tempfile.mkdtemp(prefix="skiff-metadata-bench-")
+    c = Cluster(Path(tmp), 3, 3)
+    try:
+        c.start(timeout=300)  # a shared 2-core machine may start it slowly
+        _bench_metadata_cluster(c, partitions, rf, failovers, topics, per_topic)
+    except BaseException:
+        c.stop()
+        print(f"failed: the nodes' directories and logs are kept in {tmp}", flush=True)
+        raise
+    c.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int,
@@ -510,7 +515,7 @@ def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int
         batch = topics[i:i + 10]
         for attempt in range(6):
             futures = admin.create_topics([NewTopic(t, per_topic, rf) for t in batch],
-                                          operation_timeout=120)
+                                          operation_timeout=120, request_timeout=150)
             failed = []
             for name, f in futures.items():
                 try:
@@ -519,7 +524,7 @@ def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int
                     err = exc.args[0]
                     if err.name() == "TOPIC_ALREADY_EXISTS" and attempt > 0:
                         continue  # an earlier attempt got through
-                    if not err.retriable() or attempt == 5:
+                    if (not err.retriable() and err.name() != "_TIMED_OUT") or attempt == 5:
                         raise
                     print(f"    {name}: {err.name()} ({err.str()}), retrying", flush=True)
                     failed.append(name)
