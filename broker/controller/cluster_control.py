@@ -48,7 +48,6 @@ from broker.controller.requests import (
     ControllerResult,
 )
 from broker.metadata import records as rec
-from broker.metadata.delta import apply_records
 from broker.metadata.image import (
     MetadataImage,
 )
@@ -228,7 +227,12 @@ class ClusterControlManager(ControlManagerBase):
         self._sessions.clear()
 
     def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
-        """Fence brokers whose session expired; returns the records to append (one batch)."""
+        """Fence one broker whose session expired (the lowest id); returns the records to
+        append (one batch). One per tick, as Kafka's controller fences one stale broker per
+        event: after a stall of this process every session may look expired while the
+        heartbeats that renew them wait to be read, and fencing them all at once left no
+        broker registered (issue 17); the next tick, a heartbeat interval later, fences the
+        next if its session is still expired."""
         records: list[Any] = []
         for bid in sorted(image.brokers):
             reg = image.brokers[bid]
@@ -246,7 +250,7 @@ class ClusterControlManager(ControlManagerBase):
             records.extend(changes)
             records.append(fence)
             del self._sessions[bid]  # a fenced broker's session is over
-            image = apply_records(image, [*changes, fence], image.offset, image.epoch)
+            break
         for bid in [b for b in self._sessions if b not in image.brokers]:
             del self._sessions[bid]
         return records
