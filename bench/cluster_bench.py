@@ -502,6 +502,10 @@ def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool) -
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+# what a client retries of a CreateTopics (librdkafka leaves these to the application)
+RETRIED = {"_TIMED_OUT", "NOT_CONTROLLER", "REQUEST_TIMED_OUT"}
+
+
 def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int,
                             topics: list[str], per_topic: int) -> None:
     from confluent_kafka import KafkaException
@@ -513,7 +517,7 @@ def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int
     retries = 0
     for i in range(0, len(topics), 10):
         batch = topics[i:i + 10]
-        for attempt in range(6):
+        for attempt in range(11):
             futures = admin.create_topics([NewTopic(t, per_topic, rf) for t in batch],
                                           operation_timeout=120, request_timeout=150)
             failed = []
@@ -524,7 +528,7 @@ def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int
                     err = exc.args[0]
                     if err.name() == "TOPIC_ALREADY_EXISTS" and attempt > 0:
                         continue  # an earlier attempt got through
-                    if (not err.retriable() and err.name() != "_TIMED_OUT") or attempt == 5:
+                    if (not err.retriable() and err.name() not in RETRIED) or attempt == 10:
                         raise
                     print(f"    {name}: {err.name()} ({err.str()}), retrying", flush=True)
                     failed.append(name)
