@@ -481,7 +481,8 @@ def sample_roundtrip(c: Cluster, leaders: dict[tuple[str, int], int], per_broker
     assert got == set(sample), f"read back {len(got)} of {len(sample)}"
 
 
-def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool) -> None:
+def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool,
+                   node_config: dict[str, str]) -> None:
     if not skip_image:
         used, elapsed = image_memory_per_10k()
         print(f"metadata image: {used / 1e6:.2f} MB per 10,000 partitions (RF=3, 3 brokers), "
@@ -490,7 +491,7 @@ def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool) -
     topics = [f"scale-{i}" for i in range(partitions // per_topic)]
     print(f"load average before: {load_average()}", flush=True)
     tmp = tempfile.mkdtemp(prefix="skiff-metadata-bench-")
-    c = Cluster(Path(tmp), 3, 3)
+    c = Cluster(Path(tmp), 3, 3, overrides=node_config)
     try:
         c.start(timeout=300)  # a shared 2-core machine may start it slowly
         _bench_metadata_cluster(c, partitions, rf, failovers, topics, per_topic)
@@ -635,6 +636,9 @@ def main() -> None:
     p.add_argument("--failovers", type=int, default=3)
     p.add_argument("--skip-image", action="store_true",
                    help="skip the in-process image memory measurement")
+    p.add_argument("-C", dest="node_config", action="append", default=[],
+                   metavar="KEY=VALUE",
+                   help="a setting for every node, e.g. broker.session.timeout.ms=9000")
     args = parser.parse_args()
     if args.what == "failover":
         bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
@@ -646,7 +650,7 @@ def main() -> None:
         bench_roles(args.messages, args.repeats)
     else:
         bench_metadata(args.partitions, args.replication_factor, args.failovers,
-                       args.skip_image)
+                       args.skip_image, dict(kv.split("=", 1) for kv in args.node_config))
 
 
 if __name__ == "__main__":
