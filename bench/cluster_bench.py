@@ -36,6 +36,7 @@ import gc
 import multiprocessing as mp
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -399,52 +400,212 @@ def image_memory_per_10k() -> tuple[int, float]:
     return used, elapsed
 
 
-def bench_metadata(partitions: int, rf: int) -> None:
-    used, elapsed = image_memory_per_10k()
-    print(f"metadata image: {used / 1e6:.2f} MB per 10,000 partitions (RF=3, 3 brokers), "
-          f"built by the pure controller in {elapsed:.2f} s", flush=True)
-    from confluent_kafka.admin import NewTopic
+def direct_metadata(host: str, port: int, timeout_s: float = 60.0,
+                    ) -> tuple[dict[str, dict[int, int]], int, float]:
+    """A Metadata v12 request for every topic sent to one broker itself (librdkafka may ask
+    any broker it knows of): {topic: {partition: leader}}, the response's size and the
+    seconds it took."""
+    import asyncio
+    import io
 
+    from kio.schema.metadata.v12 import request as mreq
+    from kio.serial import entity_writer
+
+    from broker.protocol.transport import KafkaConnection
+
+    async def go() -> tuple[dict[str, dict[int, int]], int, float]:
+        conn = KafkaConnection(host, port, "cluster-bench")
+        try:
+            t0 = time.monotonic()
+            response = await conn.request(3, 12, mreq.MetadataRequest(
+                topics=None, allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False), timeout_s)
+            took = time.monotonic() - t0
+        finally:
+            await conn.close()
+        buf = io.BytesIO()
+        entity_writer(type(response))(buf, response)
+        out = {str(t.name): {int(p.partition_index): int(p.leader_id) for p in t.partitions}
+               for t in response.topics}
+        return out, len(buf.getvalue()), took
+
+    return asyncio.run(go())
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def sample_roundtrip(c: Cluster, leaders: dict[tuple[str, int], int], per_broker: int) -> None:
+    """Produce one record to `per_broker` partitions led by each broker (acks=all) and read
+    each back from its partition: every broker leads and serves some of them."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    by_leader: dict[int, list[tuple[str, int]]] = {}
+    for tp, leader in sorted(leaders.items()):
+        by_leader.setdefault(leader, []).append(tp)
+    assert set(by_leader) == set(c.broker_ids), f"leaders: {sorted(by_leader)}"
+    rng = random.Random(7)
+    sample = [tp for b in c.broker_ids for tp in rng.sample(by_leader[b], per_broker)]
+    acked: list[Any] = []
+    p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "log_level": 0,
+                  "message.timeout.ms": 120_000})
+    for topic, part in sample:
+        p.produce(topic, value=f"{topic}/{part}".encode(), partition=part,
+                  on_delivery=lambda err, msg: acked.append(err))
+    t0 = time.monotonic()
+    while len(acked) < len(sample) and time.monotonic() - t0 < 600:
+        p.flush(5)
+        print(f"    produce: {len(acked)} of {len(sample)} acknowledged after "
+              f"{time.monotonic() - t0:.0f} s", flush=True)
+    assert len(acked) == len(sample) and not any(acked), acked[:5]
+    consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "bench",
+                         "enable.auto.commit": False, "log_level": 0})
+    consumer.assign([TopicPartition(t, i, 0) for t, i in sample])
+    got: set[tuple[str, int]] = set()
+    deadline = time.monotonic() + 120
+    while len(got) < len(sample) and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            assert msg.value() == f"{msg.topic()}/{msg.partition()}".encode()
+            got.add((msg.topic(), msg.partition()))
+    consumer.close()
+    assert got == set(sample), f"read back {len(got)} of {len(sample)}"
+
+
+def bench_metadata(partitions: int, rf: int, failovers: int, skip_image: bool,
+                   node_config: dict[str, str]) -> None:
+    if not skip_image:
+        used, elapsed = image_memory_per_10k()
+        print(f"metadata image: {used / 1e6:.2f} MB per 10,000 partitions (RF=3, 3 brokers), "
+              f"built by the pure controller in {elapsed:.2f} s", flush=True)
     per_topic = 100
     topics = [f"scale-{i}" for i in range(partitions // per_topic)]
-    with tempfile.TemporaryDirectory() as tmp, Cluster(Path(tmp), 3, 3) as c:
-        admin = c.admin(c.broker_ids[0])
-        t0 = time.monotonic()
-        for i in range(0, len(topics), 10):
-            futures = admin.create_topics(
-                [NewTopic(t, per_topic, rf) for t in topics[i:i + 10]], operation_timeout=120)
-            for f in futures.values():
-                f.result(300)
-        created = time.monotonic() - t0
-        print(f"  CreateTopics answered for {partitions} partitions in {created:.1f} s",
+    print(f"load average before: {load_average()}", flush=True)
+    tmp = tempfile.mkdtemp(prefix="skiff-metadata-bench-")
+    c = Cluster(Path(tmp), 3, 3, overrides=node_config)
+    try:
+        c.start(timeout=300)  # a shared 2-core machine may start it slowly
+        _bench_metadata_cluster(c, partitions, rf, failovers, topics, per_topic)
+    except BaseException:
+        c.stop()
+        print(f"failed: the nodes' directories and logs are kept in {tmp}", flush=True)
+        raise
+    c.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+# what a client retries of a CreateTopics (librdkafka leaves these to the application)
+RETRIED = {"_TIMED_OUT", "NOT_CONTROLLER", "REQUEST_TIMED_OUT"}
+
+
+def _bench_metadata_cluster(c: Cluster, partitions: int, rf: int, failovers: int,
+                            topics: list[str], per_topic: int) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    print("  pids: " + ", ".join(f"{i}={c.nodes[i].pid}" for i in c.nodes), flush=True)
+    admin = c.admin(c.broker_ids[0])
+    t0 = time.monotonic()
+    retries = 0
+    for i in range(0, len(topics), 10):
+        batch = topics[i:i + 10]
+        for attempt in range(11):
+            futures = admin.create_topics([NewTopic(t, per_topic, rf) for t in batch],
+                                          operation_timeout=120, request_timeout=150)
+            failed = []
+            for name, f in futures.items():
+                try:
+                    f.result(300)
+                except KafkaException as exc:
+                    err = exc.args[0]
+                    if err.name() == "TOPIC_ALREADY_EXISTS" and attempt > 0:
+                        continue  # an earlier attempt got through
+                    if (not err.retriable() and err.name() not in RETRIED) or attempt == 10:
+                        raise
+                    print(f"    {name}: {err.name()} ({err.str()}), retrying", flush=True)
+                    failed.append(name)
+            if not failed:
+                break
+            retries += 1
+            batch = failed
+        if (i // 10) % 10 == 9:
+            print(f"    {(i + 10) * per_topic} partitions created at "
+                  f"{time.monotonic() - t0:.1f} s (load {load_average()})", flush=True)
+    created = time.monotonic() - t0
+    print(f"  CreateTopics answered for {partitions} partitions in {created:.1f} s "
+          f"({retries} retried requests)", flush=True)
+    wanted = set(topics)
+    last: dict[int, Any] = {}
+
+    def all_serve() -> bool:
+        for b in c.broker_ids:
+            node = c.nodes[b]
+            md, size, took = direct_metadata(node.host, int(node.client_port or 0))
+            have = sum(1 for t in wanted if t in md for leader in md[t].values()
+                       if leader >= 0)
+            last[b] = (have, size, took, md)
+            if have != partitions:
+                return False
+        return True
+
+    c.wait_for(all_serve, 900, "every broker serves every partition with a leader",
+               interval=1.0)
+    served = time.monotonic() - t0
+    print(f"metadata: {partitions} partitions (RF={rf}) created and served with leaders "
+          f"by every broker in {served:.1f} s (load {load_average()})", flush=True)
+    for b in c.broker_ids:
+        _, size, took, _ = last[b]
+        print(f"  broker {b}: Metadata for all topics {size / 1e6:.1f} MB in {took:.2f} s",
               flush=True)
+    md = last[c.broker_ids[0]][3]
+    leaders = {(t, i): leader for t in wanted for i, leader in md[t].items()}
+    t1 = time.monotonic()
+    try:
+        sample_roundtrip(c, leaders, 5)
+        print(f"  produce+consume of 5 partitions led by each broker: ok in "
+              f"{time.monotonic() - t1:.1f} s", flush=True)
+    except AssertionError as exc:
+        print(f"  produce+consume of 5 partitions led by each broker FAILED after "
+              f"{time.monotonic() - t1:.1f} s: {exc}", flush=True)
+    print("  RSS MB: " + ", ".join(f"{i}={rss_mb(c.nodes[i].pid):.0f}"
+                                   for i in c.nodes), flush=True)
+    times = []
+    for _ in range(failovers):
+        controller = c.active_controller()
+        since = time.monotonic()
+        c.kill(controller)
+        def new_leader(dead: int = controller) -> int:
+            a = c.active_controller()
+            return a if a not in (-1, dead) else 0
 
-        def all_serve() -> bool:
-            for b in c.broker_ids:
-                md = c.metadata(b, timeout=30)
-                if sum(len(md.topics[t].partitions) for t in topics if t in md.topics) \
-                        != partitions:
-                    return False
-            return True
-
-        c.wait_for(all_serve, 600, "every broker serves every partition", interval=0.5)
-        served = time.monotonic() - t0
-        print(f"metadata: {partitions} partitions (RF={rf}) created and served by every "
-              f"broker in {served:.1f} s", flush=True)
-        times = []
-        for _ in range(3):
-            controller = c.active_controller()
-            since = time.monotonic()
-            c.kill(controller)
-            name = f"after-failover-{uuid.uuid4().hex[:6]}"
-            admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=60)[name].result(120)
-            times.append(time.monotonic() - since)
-            print(f"  killed controller {controller}: CreateTopics answered after "
-                  f"{times[-1]:.2f} s", flush=True)
-            c.restart(controller)
-            time.sleep(2)
+        new = c.wait_for(new_leader, 120, "a new active controller", interval=0.05)
+        elected = time.monotonic() - since
+        name = f"after-failover-{uuid.uuid4().hex[:6]}"
+        admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=60)[name].result(120)
+        times.append(time.monotonic() - since)
+        print(f"  killed controller {controller}: {new} leads the quorum after "
+              f"{elected:.2f} s, CreateTopics answered after {times[-1]:.2f} s "
+              f"(load {load_average()})", flush=True)
+        t2 = time.monotonic()
+        c.restart(controller, timeout=600)
+        print(f"  controller {controller} restarted, cluster ready again in "
+              f"{time.monotonic() - t2:.1f} s", flush=True)
+        time.sleep(2)
+    if times:
         print(f"controller failover with {partitions} partitions: median "
               f"{statistics.median(times):.2f} s (kill -9 to a committed CreateTopics)")
+    print("  RSS MB: " + ", ".join(f"{i}={rss_mb(c.nodes[i].pid):.0f}"
+                                   for i in c.nodes), flush=True)
+    print(f"load average after: {load_average()}", flush=True)
 
 
 def main() -> None:
@@ -472,6 +633,12 @@ def main() -> None:
     p = sub.add_parser("metadata")
     p.add_argument("--partitions", type=int, default=10_000)
     p.add_argument("--replication-factor", type=int, default=1)
+    p.add_argument("--failovers", type=int, default=3)
+    p.add_argument("--skip-image", action="store_true",
+                   help="skip the in-process image memory measurement")
+    p.add_argument("-C", dest="node_config", action="append", default=[],
+                   metavar="KEY=VALUE",
+                   help="a setting for every node, e.g. broker.session.timeout.ms=9000")
     args = parser.parse_args()
     if args.what == "failover":
         bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
@@ -482,7 +649,8 @@ def main() -> None:
     elif args.what == "roles":
         bench_roles(args.messages, args.repeats)
     else:
-        bench_metadata(args.partitions, args.replication_factor)
+        bench_metadata(args.partitions, args.replication_factor, args.failovers,
+                       args.skip_image, dict(kv.split("=", 1) for kv in args.node_config))
 
 
 if __name__ == "__main__":

@@ -54,7 +54,6 @@ from broker.controller.requests import (
     ControllerResult,
 )
 from broker.metadata import records as rec
-from broker.metadata.delta import apply_records
 from broker.metadata.image import (
     LOST_DIR,
     MIGRATING_DIR,
@@ -192,7 +191,7 @@ class ClusterControlManager(ControlManagerBase):
         if s is None:  # registered under a previous controller
             s = _BrokerSession(last_seen_ms=now_ms, register_offset=0)
             self._sessions[req.broker_id] = s
-        s.last_seen_ms = now_ms
+        s.last_seen_ms = max(s.last_seen_ms, now_ms)
         s.disconnected_ms = None
         s.metadata_offset = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= s.register_offset
@@ -269,6 +268,23 @@ class ClusterControlManager(ControlManagerBase):
             return True
         return any(broker_id in p.isr for _, _, p in image.iter_partitions())
 
+    def heartbeat_received(self, image: MetadataImage, broker_id: int, broker_epoch: int,
+                           now_ms: int) -> None:
+        """A heartbeat of the broker's current registration arrived at `now_ms`: its session
+        is alive from then on, even if the heartbeat itself is processed later. The shell
+        calls this on arrival, before the heartbeat waits its turn behind other operations
+        (a big CreateTopics holds the controller while it commits): a session counted only
+        from when the heartbeat is processed expired behind such a queue, and the tick
+        fenced every live broker at once (issue 17: "only 0 broker(s) are registered").
+        Only an existing session is renewed; registration and fencing stay with
+        broker_heartbeat and tick."""
+        reg = image.brokers.get(broker_id)
+        s = self._sessions.get(broker_id)
+        if reg is None or reg.epoch != broker_epoch or s is None:
+            return
+        s.last_seen_ms = max(s.last_seen_ms, now_ms)
+        s.disconnected_ms = None
+
     def broker_disconnected(self, broker_id: int, now_ms: int) -> None:
         """The connection that carried `broker_id`'s latest heartbeat closed: unless it
         heartbeats again, tick fences it after broker.session.disconnect.timeout.ms."""
@@ -311,7 +327,12 @@ class ClusterControlManager(ControlManagerBase):
         self._sessions.clear()
 
     def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
-        """Fence brokers whose session expired; returns the records to append (one batch)."""
+        """Fence one broker whose session expired (the lowest id); returns the records to
+        append (one batch). One per tick, as Kafka's controller fences one stale broker per
+        event: after a stall of this process every session may look expired while the
+        heartbeats that renew them wait to be read, and fencing them all at once left no
+        broker registered (issue 17); the next tick, a heartbeat interval later, fences the
+        next if its session is still expired."""
         records: list[Any] = []
         for bid in sorted(image.brokers):
             reg = image.brokers[bid]
@@ -329,7 +350,7 @@ class ClusterControlManager(ControlManagerBase):
             records.extend(changes)
             records.append(fence)
             del self._sessions[bid]  # a fenced broker's session is over
-            image = apply_records(image, [*changes, fence], image.offset, image.epoch)
+            break
         for bid in [b for b in self._sessions if b not in image.brokers]:
             del self._sessions[bid]
         return records

@@ -85,6 +85,17 @@ class ControllerService:
         # broker id -> the listener connection its latest heartbeat came on
         self._heartbeat_connections: dict[int, str] = {}
 
+    def activate(self) -> None:
+        """This node's controller became active (its epoch's LeaderChange is applied, so the
+        image holds everything committed before): broker sessions start afresh, and nothing
+        appended in an earlier term is waited for. A batch this node appended as leader
+        before may have been truncated since by another leader; its offset, kept, made every
+        operation of the new term wait commit_timeout_s for an offset the log might never
+        reach (nothing else appends), so the controller answered REQUEST_TIMED_OUT to every
+        heartbeat and fenced brokers stayed fenced."""
+        self.controller.reset_sessions()
+        self._last_appended = -1
+
     async def _run(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
         # Shielded: a caller that gives up (client timeout, cancelled request) must not
         # leave an appended batch unaccounted for, or the next operation would run on an
@@ -251,6 +262,12 @@ class ControllerService:
         """`connection_id`: the controller listener connection it came on, if any."""
         if connection_id:
             self._heartbeat_connections[req.broker_id] = connection_id
+        if self.quorum.is_leader:
+            # its arrival renews the session now, not when its turn comes behind the
+            # operations queued before it (ClusterControlManager.heartbeat_received), and
+            # while it waits its turn the broker counts as alive (heartbeat_arrived)
+            self.controller.heartbeat_received(self.publisher.image, req.broker_id,
+                                               req.broker_epoch, self.clock())
         self.controller.heartbeat_arrived(req.broker_id)
         try:
             return await self._run(

@@ -39,8 +39,13 @@ class _IndexFile:
         self._written = 0  # entries already in the file
         self._presized = False
         # Released (inactive segment): the descriptor is opened per operation, so a log
-        # with many segments holds one descriptor per segment, not three.
+        # with many segments holds one descriptor per segment, not three. An empty index
+        # (a new partition's) starts released too, so a broker given 30,000 new partitions
+        # holds no descriptors for them (issue 17); its writes (flush, roll) open it.
         self._released = False
+        if os.fstat(self._fd).st_size == 0:
+            self._released = True
+            self._done()
         self._dead = False  # closed for good (log closed, file deleted or renamed away)
 
     @property

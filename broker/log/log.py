@@ -134,6 +134,8 @@ class PartitionLog:
         """Open (or create) the log in `directory`, recovering after `recovery_point`
         unless `clean_shutdown`."""
         self.dir = directory
+        # set by LogManager for a directory it just created (see flush)
+        self.parent_dir_unsynced = False
         self.topic_partition = topic_partition
         self.config = config
         self.validator = LogValidator(config)
@@ -918,6 +920,11 @@ class PartitionLog:
                 self._last_flush_ms = self.clock()
         started = time.monotonic()
         try:
+            if fds and self.parent_dir_unsynced:
+                # A new partition's directory entry is made durable with its first data
+                # (LogManager.get_or_create does not fsync the log dir per partition).
+                fsync_dir(self.dir.parent)
+                self.parent_dir_unsynced = False
             for fd in fds:
                 os.fdatasync(fd)  # data and size; mtime need not be durable
         finally:

@@ -113,9 +113,15 @@ class LogSegment:
         name = segment_name(base_offset)
         self.log_path = directory / f"{name}{LOG_SUFFIX}{suffix}"
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.file = SegmentFile(fd, "r+")
-        self.fd = fd
         self.size = os.fstat(fd).st_size
+        # An empty segment holds no descriptor until it is first used (`file`, `fd`): a
+        # broker given 30,000 new partitions would otherwise hold 30,000 descriptors for
+        # files nobody has written yet, past a common RLIMIT_NOFILE (issue 17).
+        self._file: SegmentFile | None = None
+        if self.size:
+            self._file = SegmentFile(fd, "r+")
+        else:
+            os.close(fd)
         self.preallocate = preallocate
         self.reserved_end = self.size
         self.offset_index = OffsetIndex(
@@ -144,6 +150,21 @@ class LogSegment:
         self._recent_lasts: list[int] = []
         self._recent_spans: list[tuple[int, int]] = []  # (position, size)
         self._recent_floor = 0
+
+    @property
+    def file(self) -> SegmentFile:
+        """The log file, opened on first use (the file exists: created by __init__)."""
+        if self._file is None:
+            self._file = SegmentFile(os.open(self.log_path, os.O_RDWR), "r+")
+        return self._file
+
+    @property
+    def fd(self) -> int:
+        return self.file.fileno()
+
+    @property
+    def holds_descriptor(self) -> bool:
+        return self._file is not None
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next={self.next_offset})"
@@ -374,6 +395,8 @@ class LogSegment:
         append path or recovery already validated.
         """
         limit = self.size if end is None else end
+        if start + HEADER_SIZE > limit:
+            return  # nothing to read (an empty segment keeps no descriptor)
         fd = self.fd
         pos = start
         while pos + HEADER_SIZE <= limit:
@@ -406,6 +429,8 @@ class LogSegment:
         if pos < start_position:
             pos = start_position
         limit = self.size
+        if pos + HEADER_SIZE > limit:
+            return None
         fd = self.fd
         unpack = _BASE_LEN_DELTA.unpack_from
         while pos + HEADER_SIZE <= limit:

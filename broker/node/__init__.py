@@ -87,6 +87,8 @@ ASSIGN_DIRS_MAX_PER_REQUEST = 5000
 _ASSIGNMENT_SETTLED = frozenset({ErrorCode.none, ErrorCode.unknown_topic_id,
                                  ErrorCode.unknown_topic_or_partition,
                                  ErrorCode.not_leader_or_follower})
+# A tick this much later than due finds the process was stalled: the next one fences.
+CONTROLLER_STALL_S = 0.25
 
 
 def wall_clock_ms() -> int:
@@ -397,7 +399,7 @@ class Node:
 
     async def _on_become_controller(self) -> None:
         assert self.controller_service is not None
-        self.controller_service.controller.reset_sessions()
+        self.controller_service.activate()
         bootstrap = read_bootstrap(self.config.metadata_log_dir)
         records = Controller.bootstrap_records(self.publisher.image, bootstrap)
         if records:
@@ -415,8 +417,21 @@ class Node:
         rebalance_every = cfg["leader.imbalance.check.interval.seconds"]
         loop = asyncio.get_running_loop()
         next_rebalance = loop.time() + rebalance_every
+        deferred = False
         while True:
+            slept_from = loop.time()
             await asyncio.sleep(interval)
+            late = loop.time() - slept_from - interval
+            if late > CONTROLLER_STALL_S and not deferred:
+                # This process was stalled (a long apply, a snapshot, no CPU): heartbeats
+                # that arrived meanwhile still wait unread in the sockets. Fencing now would
+                # fence brokers for this node's stall; the next tick comes after they are
+                # read (ClusterControlManager.heartbeat_received). Once only, so a node
+                # stalled over and over still fences.
+                deferred = True
+                log.info("controller_tick_deferred", stalled_ms=round(late * 1000))
+                continue
+            deferred = False
             if cfg["auto.leader.rebalance.enable"] and loop.time() >= next_rebalance:
                 next_rebalance = loop.time() + rebalance_every
                 try:
@@ -482,6 +497,11 @@ class Node:
                                 broker_epoch=self.broker_epoch)
             except KafkaError as exc:
                 log.debug("broker_heartbeat_failed", error=str(exc))
+            except Exception:
+                # Whatever goes wrong with one heartbeat, the loop goes on: a lifecycle task
+                # that ended here would leave a live broker fenced for good, silently.
+                log.exception("broker_heartbeat_error", broker_epoch=self.broker_epoch)
+                fenced = True
             await asyncio.sleep(fast if fenced else interval)
 
     async def _register(self) -> None:
@@ -509,6 +529,8 @@ class Node:
                                 message=reply.message)
             except KafkaError as exc:
                 log.debug("broker_registration_retry", error=str(exc))
+            except Exception:
+                log.exception("broker_registration_error")
             if self.broker_epoch < 0:
                 await asyncio.sleep(0.05)
 

@@ -325,6 +325,40 @@ def test_sigterm_moves_leaders_away_before_the_broker_exits(cluster: Cluster) ->
     cluster.wait_ready(30)
 
 
+FENCED_AGAIN_BOUND_S = 10.0  # 20 heartbeat intervals, on a shared 2-core machine
+
+
+def test_a_broker_fenced_while_the_controller_fails_over_is_unfenced_again(
+    cluster: Cluster,
+) -> None:
+    """Issue 17's "broker stays fenced" family: a broker is fenced (paused past its
+    session), then the active controller that fenced it is killed (-9) before the broker
+    comes back. Resumed, the broker finds a new controller, which knows nothing of its
+    session, and must be unfenced by its own heartbeats (same registration) within the
+    bound."""
+    victim = 5
+    witness = other_broker(cluster, victim)
+    epoch = broker_states(cluster, witness)[victim][1]
+    old = cluster.wait_for(lambda: max(cluster.active_controller(), 0), 10, "a controller")
+    cluster.pause(victim)
+    try:
+        cluster.wait_for(lambda: broker_states(cluster, witness)[victim][0] == FENCED, 10,
+                         f"broker {victim} fenced while stopped")
+        cluster.kill(old)
+        cluster.wait_for(lambda: cluster.active_controller() not in (-1, old), 15,
+                         "a new active controller")
+    finally:
+        cluster.resume(victim)
+    resumed = time.monotonic()
+    cluster.wait_for(lambda: broker_states(cluster, witness).get(victim) == (UNFENCED, epoch),
+                     FENCED_AGAIN_BOUND_S, f"broker {victim} unfenced again, same registration")
+    print(f"broker {victim} unfenced {time.monotonic() - resumed:.2f}s after SIGCONT")
+    cluster.start_node(old)
+    cluster.wait_ready(30)
+    # and it leads again: a new topic places leaders on it
+    assert victim in topic_led_by_all(cluster, "fenced-across-failover").values()
+
+
 @pytest.mark.timeout(120)
 def test_three_combined_nodes(tmp_path: Path) -> None:
     with Cluster(tmp_path, controllers=3, combined=True) as c:

@@ -104,3 +104,41 @@ def test_stale_broker_epoch_makes_the_broker_register_again() -> None:
     again = ctl.registrations[-1]
     assert again.incarnation_id == ctl.registrations[0].incarnation_id
     assert took < 5 * HEARTBEAT_MS / 1000 + 1
+
+
+class FailingController(ScriptedController):
+    """Raises an unexpected error (not a KafkaError) on some calls."""
+
+    def __init__(self, fail_beats: set[int], fail_registrations: set[int]) -> None:
+        super().__init__([])
+        self.fail_beats = fail_beats
+        self.fail_registrations = fail_registrations
+        self.calls = 0
+        self.reg_calls = 0
+
+    async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        self.reg_calls += 1
+        if self.reg_calls in self.fail_registrations:
+            raise ConnectionResetError("connection reset by peer")
+        return await super().register_broker(req)
+
+    async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        self.calls += 1
+        if self.calls in self.fail_beats:
+            raise RuntimeError("an unexpected error in one heartbeat")
+        return await super().broker_heartbeat(req)
+
+
+def test_an_unexpected_error_does_not_end_the_heartbeats() -> None:
+    """A heartbeat or registration that fails with something other than a KafkaError (a bug,
+    an unforeseen socket error) must not end the lifecycle task: a broker whose heartbeats
+    stopped stays fenced for good once its session expires."""
+    ctl = FailingController(fail_beats={1, 3, 4}, fail_registrations={1})
+    node = make_node(ctl)
+
+    async def go() -> None:
+        await run_until(node, lambda: len(ctl.beats) >= 3, 20 * HEARTBEAT_MS / 1000 + 1)
+
+    asyncio.run(go())
+    assert node.ready.is_set() and node.broker_epoch == 1
+    assert ctl.calls >= 6 and ctl.reg_calls == 2

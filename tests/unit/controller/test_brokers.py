@@ -53,6 +53,19 @@ def up(h: Harness, *brokers: int, now: int = 0) -> None:
         assert hb(h, b, now).is_fenced is False
 
 
+def tick_all(h: Harness, now: int) -> list:
+    """Ticks at `now` until one fences nothing (each fences at most one broker), applying
+    each tick's records; returns them all."""
+    out: list = []
+    for _ in range(10):
+        records = h.controller.tick(h.image, now)
+        if not records:
+            return out
+        h.image = apply_records(h.image, records)
+        out.extend(records)
+    raise AssertionError("ticks kept fencing")
+
+
 def test_register_then_unfence_when_caught_up():
     h = empty_harness()
     r = h.controller.register_broker(h.image, reg_req(1, rack="r1"), now_ms=0)
@@ -371,7 +384,7 @@ def test_a_controller_active_again_starts_sessions_afresh():
     h.controller.reset_sessions()
     assert h.controller.tick(h.image, SESSION + 5000) == []  # a fresh session, not expired
     assert not h.image.brokers[0].fenced
-    records = h.controller.tick(h.image, 2 * SESSION + 5000)  # no heartbeat since: expired
+    records = tick_all(h, 2 * SESSION + 5000)  # no heartbeat since: expired
     assert [kind(r) for r in records].count("fence_broker") == 2
 
 
@@ -409,3 +422,56 @@ def test_a_heartbeat_waiting_in_the_controller_keeps_its_broker():
     h.controller.heartbeat_left(0)
     records = h.controller.tick(h.image, 3 * SESSION + 6000)
     assert [r.fence_broker.broker_id for r in records if kind(r) == "fence_broker"] == [0]
+
+
+def test_a_heartbeat_queued_behind_a_long_operation_keeps_the_session():
+    """The shell calls heartbeat_received when a heartbeat arrives; the heartbeat itself may
+    be processed seconds later, behind a big CreateTopics being committed. The tick that
+    runs before it must count the session from the arrival, not fence the broker (issue
+    17: every broker fenced while the controller committed 100,000 partitions)."""
+    h = empty_harness()
+    up(h, 0, 1, now=0)
+    # heartbeats arrive at 5000 and 8000 ms; the controller is busy until 12000 ms
+    for arrival in (5000, 8000):
+        for b in (0, 1):
+            h.controller.heartbeat_received(h.image, b, h.image.brokers[b].epoch, arrival)
+    assert h.controller.tick(h.image, 12000) == []  # 12000 - 8000 < SESSION
+    assert not h.image.brokers[0].fenced
+    # the queued heartbeats are then processed: an earlier clock never shortens the session
+    assert hb(h, 0, 5000).is_fenced is False
+    assert h.controller.tick(h.image, 8000 + SESSION - 1) == []
+    # without heartbeats the session still expires
+    records = tick_all(h, 8000 + SESSION)
+    assert [kind(r) for r in records].count("fence_broker") == 2
+
+
+def test_heartbeat_received_renews_only_the_current_registration():
+    """An arrival of a stale epoch or of an unknown broker renews nothing; nor does one for a
+    fenced broker (its session ended with the fence: broker_heartbeat starts the next)."""
+    h = empty_harness()
+    up(h, 0, now=0)
+    epoch = h.image.brokers[0].epoch
+    h.controller.heartbeat_received(h.image, 0, epoch - 1, SESSION - 1)  # stale epoch
+    h.controller.heartbeat_received(h.image, 7, epoch, SESSION - 1)  # not registered
+    records = h.controller.tick(h.image, SESSION)
+    assert [kind(r) for r in records] == ["fence_broker"]
+    h.image = apply_records(h.image, records)
+    h.controller.heartbeat_received(h.image, 0, epoch, SESSION + 10)
+    assert h.image.brokers[0].fenced
+    assert hb(h, 0, SESSION + 20).is_fenced is False  # the heartbeat itself unfences
+
+
+def test_one_broker_is_fenced_per_tick():
+    """After a stall of the controller every session may look expired while the heartbeats
+    that renew them wait to be read: a tick fences one broker (Kafka fences one stale broker
+    per event), and a heartbeat that arrives before the next tick saves the others."""
+    h = empty_harness()
+    up(h, 0, 1, 2, now=0)
+    records = h.controller.tick(h.image, SESSION + 3000)
+    assert [kind(r) for r in records].count("fence_broker") == 1
+    h.image = apply_records(h.image, records)
+    assert h.image.brokers[0].fenced and not h.image.brokers[1].fenced
+    for b in (1, 2):
+        h.controller.heartbeat_received(h.image, b, h.image.brokers[b].epoch, SESSION + 3050)
+    assert h.controller.tick(h.image, SESSION + 3100) == []
+    assert not h.image.brokers[1].fenced and not h.image.brokers[2].fenced

@@ -1,3 +1,4 @@
+import collections
 import uuid
 
 import pytest
@@ -277,4 +278,37 @@ def test_the_metadata_log_in_a_log_dir_is_left_to_raft(tmp_path):
     m.load()
     with pytest.raises(KafkaError):
         m.get_or_create("__cluster_metadata", 0)
+    m.shutdown()
+
+
+def test_a_new_partition_syncs_its_log_dir_with_its_first_flush_not_at_creation(
+        tmp_path, monkeypatch):
+    """Creating 100,000 partitions fsynced the log dir once each, on the broker's event loop
+    (issue 17); the directory entry is made durable by the partition's first flush instead,
+    before its data."""
+    import broker.log.log as log_mod
+    import broker.log.manager as manager_mod
+
+    synced: list[object] = []
+    monkeypatch.setattr(manager_mod, "fsync_dir", lambda d: synced.append(d))
+    monkeypatch.setattr(log_mod, "fsync_dir", lambda d: synced.append(d))
+    clock = FakeClock()
+    m = manager(tmp_path, clock, dirs=("d1",))
+    logs = [m.get_or_create("t", i) for i in range(20)]
+    assert synced == []
+    logs[3].append_as_leader(batch(1), 0, clock.now)
+    logs[3].flush()
+    assert synced == [logs[3].dir.parent]
+    logs[3].append_as_leader(batch(1), 0, clock.now)
+    logs[3].flush()
+    assert synced == [logs[3].dir.parent]  # once
+    m.shutdown()
+
+
+def test_partitions_spread_over_log_dirs(tmp_path):
+    m = manager(tmp_path, FakeClock(), dirs=("a", "b", "c"))
+    for i in range(7):
+        m.get_or_create("t", i)
+    counts = collections.Counter(m.log_dir_of("t", i).name for i in range(7))
+    assert counts == {"a": 3, "b": 2, "c": 2}
     m.shutdown()
