@@ -54,6 +54,7 @@ from broker.controller.requests import (
     ControllerResult,
 )
 from broker.metadata import records as rec
+from broker.metadata.delta import apply_records
 from broker.metadata.image import (
     LOST_DIR,
     MIGRATING_DIR,

@@ -491,9 +491,12 @@ def test_concurrent_appends_reads_and_deletes(open_log, clock):
 
     def deleter() -> None:
         try:
-            while not done.is_set():
+            while True:  # once more after the writer is done: a fast writer may finish first
+                finished = done.is_set()
                 plog.delete_records_before(max(plog.log_end_offset - 300, 0))
                 plog.delete_expired_files(clock.now + 10, force=True)
+                if finished:
+                    break
                 time.sleep(0.001)
         except BaseException as e:
             errors.append(e)
