@@ -1,11 +1,11 @@
 """A streaming query with the exactly-once sink in its own driver process, for the crash tests.
 
-    python -m tests.spark.eos_driver BOOTSTRAP IN OUT CHECKPOINT MODE [CRASH]
+    python -m tests.spark.eos_driver BOOTSTRAP IN OUT CHECKPOINT MODE [CRASH[;CRASH...]]
 
-Reads IN with format("skiff") (maxOffsetsPerTrigger 20) and writes the values to OUT with
+Reads IN with format("skiff") (maxOffsetsPerTrigger 40) and writes key and value to OUT with
 format("skiff-eos-test"): the exactly-once sink of pipeline/sink.py, unchanged, except that
-CRASH makes it kill this whole driver (kill -9 of its process group: this Python, Spark's
-JVM and its Python workers) at a chosen point of a chosen micro-batch:
+a CRASH kills this whole driver (kill -9 of its process group: this Python, Spark's JVM and
+its Python workers) at a chosen point of a chosen micro-batch:
 
     mid-commit@N     in commit(messages, N), after EndTxn(commit) of the first task's
                      transaction only: the others stay open
@@ -39,36 +39,38 @@ CRASH_OPTION = "test.crash"
 class CrashingWriter(SkiffStreamWriter):
     def __init__(self, options: dict[str, str], schema: StructType, crash: str) -> None:
         super().__init__(options, schema)
-        point, batch, pgid, marks = crash.split("@", 3)
-        self.point, self.batch, self.pgid, self.marks = point, int(batch), int(pgid), marks
+        points, pgid, self.marks = crash.split("@@", 2)
+        self.pgid = int(pgid)
+        self.points = {(p.split("@")[0], int(p.split("@")[1])) for p in points.split(";")}
 
-    def _crash(self, batch_id: int) -> None:
-        Path(self.marks, f"crashed-{self.point}-{batch_id}").touch()
-        os.killpg(self.pgid, signal.SIGKILL)
+    def _mark(self, point: str, batch_id: int) -> None:
+        Path(self.marks, f"crashed-{point}-{batch_id}").touch()
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         msg = super().write(iterator)
-        if self.point == "task-failure":
-            from pyspark import TaskContext
+        from pyspark import TaskContext
 
-            ctx = TaskContext.get()
-            assert ctx is not None
-            batch = int(ctx.getLocalProperty("streaming.sql.batchId") or -1)
-            if batch == self.batch and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
-                Path(self.marks, f"crashed-{self.point}-{batch}").touch()
-                raise RuntimeError("injected task failure after the transaction was flushed")
+        ctx = TaskContext.get()
+        assert ctx is not None
+        batch = int(ctx.getLocalProperty("streaming.sql.batchId") or -1)
+        if (("task-failure", batch) in self.points and ctx.partitionId() == 0
+                and ctx.attemptNumber() == 0):
+            self._mark("task-failure", batch)
+            raise RuntimeError("injected task failure after the transaction was flushed")
         return msg
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if batchId == self.batch and self.point == "mid-commit":
+        if ("mid-commit", batchId) in self.points:
             from pipeline.eos import commit_batch, pending_transactions
 
             first = pending_transactions(messages, batchId)[:1]
             commit_batch(self.opts, list(first), batchId)
-            self._crash(batchId)
+            self._mark("mid-commit", batchId)
+            os.killpg(self.pgid, signal.SIGKILL)
         super().commit(messages, batchId)
-        if batchId == self.batch and self.point == "after-commit":
-            self._crash(batchId)
+        if ("after-commit", batchId) in self.points:
+            self._mark("after-commit", batchId)
+            os.killpg(self.pgid, signal.SIGKILL)
 
 
 class CrashingSkiff(SkiffDataSource):
@@ -103,14 +105,14 @@ def main(argv: list[str]) -> int:
     spark.dataSource.register(CrashingSkiff)
     df = (spark.readStream.format("skiff").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", source).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", "20").load()
+          .option("maxOffsetsPerTrigger", "40").load()
           .selectExpr("key", "value"))
     w = (df.writeStream.format("skiff-eos-test").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", out).option("skiff.deliveryGuarantee", "exactly-once")
          .option("checkpointLocation", checkpoint))
     if crash:
         marks = str(Path(checkpoint).parent)
-        w = w.option(CRASH_OPTION, f"{crash[0]}@{os.getpgrp()}@{marks}")
+        w = w.option(CRASH_OPTION, f"{crash[0]}@@{os.getpgrp()}@@{marks}")
     if mode == "available-now":
         w.trigger(availableNow=True).start().awaitTermination()
     else:
