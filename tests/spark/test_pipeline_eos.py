@@ -100,6 +100,16 @@ def test_exactly_once_sink_through_task_failure_driver_kills_and_restarts(
     everything = consume_all(b, out, 2, isolation="read_uncommitted")
     assert len(everything) > len(committed), "no aborted rows: nothing was tested"
     assert {r.value for r in everything} == set(expected)
+    # Spark reads it the same ways: read_committed on request, else (Spark's default) all.
+    def spark_values(**extra: str) -> collections.Counter[bytes]:
+        r = spark.read.format("skiff").option("kafka.bootstrap.servers", b).option(
+            "subscribe", out)
+        for k, v in extra.items():
+            r = r.option(k, v)
+        return collections.Counter(bytes(x.value) for x in r.load().select("value").collect())
+
+    assert spark_values(**{"kafka.isolation.level": "read_committed"}) == expected
+    assert sum(spark_values().values()) == len(everything)
     print(f"exactly-once crash test: 2 killed drivers and a drain in {elapsed:.0f} s, "
           f"{len(everything) - len(committed)} aborted rows")
 
