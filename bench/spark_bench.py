@@ -6,12 +6,19 @@
            partition (Spark's layout, the default) and with skiff.partitionsPerTask=4 (two
            tasks, one per core); rows/s and the ratio of each Spark figure to the client's,
            all in the same run.
+  sink     a topic of --records records copied by a streaming query (format("skiff") ->
+           format("skiff"), Trigger.AvailableNow, --batches micro-batches) with the sink's
+           default at-least-once delivery and with skiff.deliveryGuarantee=exactly-once
+           (a transaction per micro-batch and task), alternating, --repeats rounds; rows/s
+           and the exactly-once/at-least-once ratio of the same run. The exactly-once
+           output is checked with a read_committed count.
   latency  a producer at --rate records/s for --seconds s into a topic that a streaming
            query (format("skiff") -> Parquet, trigger every --trigger-ms) writes out; the
            time from each record's produce to the commit of the micro-batch holding it
            (the mtime of the sink's _spark_metadata/<batch> entry), p50/p90/p99/max.
 
     python bench/spark_bench.py batch --records 10000000
+    python bench/spark_bench.py sink --records 1000000 --batches 10 --repeats 2
     python bench/spark_bench.py latency --rate 10000 --seconds 60 [--per-task 4]
 """
 
@@ -149,6 +156,66 @@ def batch(args: argparse.Namespace, bootstrap: str) -> None:
     spark.stop()
 
 
+def committed_count(bootstrap: str, topic: str, partitions: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        total = 0
+        for p in range(partitions):
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            total += high - low  # high is the last stable offset under read_committed
+        return total
+    finally:
+        c.close()
+
+
+def sink(args: argparse.Namespace, bootstrap: str) -> None:
+    source = f"bench-sink-in-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, source, args.partitions)
+    took = fill(bootstrap, source, args.records, args.value_bytes)
+    print(f"filled {args.records:,} records x {args.value_bytes} B in {took:.1f} s "
+          f"({args.records / took:,.0f} rec/s)", flush=True)
+    spark = spark_session()
+    work = Path(tempfile.mkdtemp(prefix="spark-bench-sink-"))
+    per_batch = str(max(1, args.records // args.batches))
+
+    def copy(guarantee: str, tag: str) -> float:
+        out = f"bench-sink-out-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, out, args.partitions)
+        q = (spark.readStream.format("skiff").option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", source).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", per_batch).load().selectExpr("key", "value")
+             .writeStream.format("skiff").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", out).option("skiff.deliveryGuarantee", guarantee)
+             .option("checkpointLocation", str(work / tag)).trigger(availableNow=True))
+        t = time.monotonic()
+        query = q.start()
+        query.awaitTermination()
+        elapsed = time.monotonic() - t
+        assert query.exception() is None, query.exception()
+        if guarantee == "exactly-once":
+            n = committed_count(bootstrap, out, args.partitions)
+            assert n >= args.records, f"{n} committed records of {args.records}"
+        return args.records / elapsed
+
+    copy("at-least-once", "warm-up")  # Python workers, page cache
+    rows: dict[str, list[float]] = {"at-least-once": [], "exactly-once": []}
+    for r in range(args.repeats):
+        for g in rows:
+            rows[g].append(copy(g, f"{g}-{r}"))
+        print(f"round {r}: " + ", ".join(f"{k} {v[-1]:,.0f} rows/s" for k, v in rows.items()),
+              flush=True)
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"\nmedian of {args.repeats}, rows/s, {args.records:,} records in "
+          f"{args.batches} micro-batches of {per_batch}, {args.partitions} partitions:")
+    print(f"  at-least-once {med['at-least-once']:,.0f}, exactly-once "
+          f"{med['exactly-once']:,.0f} "
+          f"({med['exactly-once'] / med['at-least-once']:.2f}x at-least-once)")
+    spark.stop()
+
+
 def latency(args: argparse.Namespace, bootstrap: str) -> None:
     from confluent_kafka import Producer
 
@@ -235,7 +302,7 @@ def latency(args: argparse.Namespace, bootstrap: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("batch", "latency"))
+    ap.add_argument("mode", choices=("batch", "sink", "latency"))
     ap.add_argument("--records", type=int, default=10_000_000)
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=8)
@@ -243,6 +310,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10_000)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--trigger-ms", type=int, default=500)
+    ap.add_argument("--batches", type=int, default=10, help="sink: micro-batches per copy")
     ap.add_argument("--per-task", type=int, default=1,
                     help="latency: skiff.partitionsPerTask of the streaming query")
     ap.add_argument("--bootstrap", default=None, help="use this broker instead of starting one")
@@ -255,7 +323,7 @@ def main() -> int:
         node.wait_ready()
         bootstrap = node.bootstrap
     try:
-        (batch if args.mode == "batch" else latency)(args, bootstrap)
+        {"batch": batch, "sink": sink, "latency": latency}[args.mode](args, bootstrap)
     finally:
         if node is not None:
             node.close()

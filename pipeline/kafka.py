@@ -43,9 +43,15 @@ _CONSUME_BATCH = 10_000
 # Short enough that gaps at a range's end (compaction, transaction markers) cost little.
 _CONSUME_WAIT_S = 0.1
 # librdkafka's own prefetch default (1 s back-off when its queue is full) caps throughput.
+# isolation.level: Spark's Kafka source reads uncommitted unless told (the Java client's
+# default); librdkafka's default is read_committed. The offsets a micro-batch plans
+# (OffsetReader, ListOffsets) and what its tasks' consumers see must use the same level: a
+# read_committed consumer stops at the last stable offset, short of a range planned to the
+# high watermark, and the rest of that range (an open transaction's records, committed
+# later) would never be read.
 _CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": "1", "enable.auto.commit": "false",
                       "max.partition.fetch.bytes": str(16 << 20),
-                      "enable.partition.eof": "true"}
+                      "enable.partition.eof": "true", "isolation.level": "read_uncommitted"}
 # Consumer-only settings that an admin client would warn about.
 _CONSUMER_ONLY = ("isolation.level", "group.id", "fetch.", "queued.", "enable.", "auto.",
                   "session.", "heartbeat.", "max.poll", "partition.assignment", "check.crcs",

@@ -115,6 +115,8 @@ class WriteOptions:
     bootstrap: str
     topic: str | None
     client: dict[str, str] = field(default_factory=dict)
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None  # None: derived from the query id
 
 
 def lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -371,8 +373,20 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise SkiffOptionError("Option 'topic' is empty")
+    guarantee = opts.get("skiff.deliveryguarantee", "at-least-once").strip().lower()
+    if guarantee not in ("at-least-once", "exactly-once"):
+        raise SkiffOptionError(
+            "Option 'skiff.deliveryGuarantee' must be 'at-least-once' or 'exactly-once', "
+            f"not '{opts['skiff.deliveryguarantee']}'")
+    prefix = opts.get("skiff.transactionalidprefix")
+    if prefix is not None and not prefix.strip():
+        raise SkiffOptionError("Option 'skiff.transactionalIdPrefix' is empty")
+    if prefix is not None and guarantee != "exactly-once":
+        raise SkiffOptionError(
+            "Option 'skiff.transactionalIdPrefix' needs skiff.deliveryGuarantee=exactly-once")
     return WriteOptions(bootstrap=bootstrap, topic=topic.strip() if topic else None,
-                        client=client)
+                        client=client, exactly_once=guarantee == "exactly-once",
+                        transactional_id_prefix=prefix.strip() if prefix else None)
 
 
 def known_read_option(key: str) -> bool:

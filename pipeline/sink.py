@@ -5,15 +5,16 @@ binary), `topic` (string), `headers` (array<struct<key:string,value:binary>>) an
 `partition` (int) are optional; other columns are ignored. The `topic` option, when set,
 overrides the `topic` column; without either the query is refused when planned.
 
-Delivery: at-least-once, as Spark's Kafka sink. Each task produces its rows and waits for
-every acknowledgement before it reports success; a failed task is retried by Spark and may
-write its rows again. An exactly-once sink needs Kafka transactions, which Skiff does not
-have yet.
+Delivery (`skiff.deliveryGuarantee`): `at-least-once` (the default, as Spark's Kafka sink):
+each task produces its rows and waits for every acknowledgement before it reports success;
+a retried task or a replayed micro-batch may write its rows again. `exactly-once` (streaming
+writes only): one Kafka transaction per micro-batch and task, committed by the driver in
+`commit(messages, batchId)`; see pipeline/eos.py and docs/pipeline.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,8 @@ _FLUSH_TIMEOUT_S = 120.0
 # Java's default partitioner (murmur2 of the key), so keyed rows land where a Java client
 # would put them; librdkafka's own default hashes differently.
 _PRODUCER_DEFAULTS = {"partitioner": "murmur2_random", "linger.ms": "5"}
-_WRITE_KEYS = {"topic", "checkpointlocation", "path"}
+_WRITE_KEYS = {"topic", "checkpointlocation", "path", "skiff.deliveryguarantee",
+               "skiff.transactionalidprefix"}
 
 
 @dataclass
@@ -83,6 +85,14 @@ def _checked(options: dict[str, str], schema: StructType) -> WriteOptions:
     from pipeline.kafka import check_client_config
 
     check_client_config(producer_config(opts), "producer")
+    if opts.exactly_once:
+        from pipeline.eos import check_transactional_config
+
+        check_transactional_config(opts)
+    elif "transactional.id" in opts.client:
+        raise SkiffOptionError(
+            "Kafka option 'transactional.id' is not supported: set the sink option "
+            "'skiff.deliveryGuarantee' to 'exactly-once' for transactional writes")
     return opts
 
 
@@ -106,9 +116,16 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 def produce(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row; returns the count once all are acknowledged, raises otherwise."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import Producer
 
-    producer = Producer(producer_config(opts))
+    return produce_with(Producer(producer_config(opts)), opts, batches)
+
+
+def produce_with(producer: Any, opts: WriteOptions, batches: Iterable[pa.RecordBatch]) -> int:
+    """Produce every row with `producer`; returns the count once all are acknowledged (the
+    producer is flushed), raises otherwise."""
+    from confluent_kafka import KafkaException
+
     failures: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -160,6 +177,10 @@ class SkiffBatchWriter(DataSourceArrowWriter):
                 "Save mode Overwrite not allowed for Kafka. Allowed save modes are Append and "
                 "ErrorIfExists (default).")
         self.opts = _checked(options, schema)
+        if self.opts.exactly_once:
+            raise SkiffOptionError(
+                "skiff.deliveryGuarantee 'exactly-once' is supported by streaming writes "
+                "(writeStream) only; batch writes are at-least-once")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return ProducedMessage(produce(self.opts, iterator))
@@ -176,13 +197,23 @@ class SkiffStreamWriter(DataSourceStreamArrowWriter):
         self.opts = _checked(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.opts.exactly_once:
+            from pipeline.eos import write_in_transaction
+
+            return write_in_transaction(self.opts, iterator)
         return ProducedMessage(produce(self.opts, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        if self.opts.exactly_once:
+            from pipeline.eos import commit_batch
+
+            commit_batch(self.opts, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        if self.opts.exactly_once:
+            from pipeline.eos import abort_batch
+
+            abort_batch(self.opts, messages, batchId)
 
 
 __all__ = ["SkiffBatchWriter", "SkiffStreamWriter", "lower", "validate_write_schema"]

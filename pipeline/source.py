@@ -5,7 +5,8 @@
       reader()          batch: SkiffBatchReader  -> one task per offset range
       streamReader()    SkiffStreamReader: offsets {"topic":{"0":n}} in Spark's checkpoint
       writer()          batch sink (pipeline.sink)
-      streamWriter()    streaming sink (pipeline.sink), at-least-once like Spark's
+      streamWriter()    streaming sink (pipeline.sink), at-least-once like Spark's, or
+                        exactly-once (skiff.deliveryGuarantee, pipeline.eos)
 
 Options are checked when the query is planned (pipeline.options); offsets are resolved on
 the driver (pipeline.kafka.OffsetReader); executors read with their own consumer and hand

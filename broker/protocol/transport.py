@@ -118,7 +118,13 @@ class KafkaConnection:
         if entry is None:
             return
         fut, api_key, version = entry
-        response = parse_response(payload, api_key, version)
+        try:
+            response = parse_response(payload, api_key, version)
+        except Exception as e:
+            # The request this answers fails now, not at its timeout; the connection closes.
+            if not fut.done():
+                fut.set_exception(e)
+            raise
         if not fut.done():
             fut.set_result(response)
 

@@ -73,10 +73,13 @@ def produce(bootstrap: str, topic: str, items: list[dict[str, object]]) -> list[
     return out
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> list[Rec]:
-    """Every record of the topic, from offset 0 to the end of each partition."""
+def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60,
+                isolation: str = "read_committed") -> list[Rec]:
+    """Every record of the topic, from offset 0 to the end of each partition (for
+    read_committed, its last stable offset)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": isolation})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[Rec] = []
     eof: set[int] = set()
