@@ -1,5 +1,6 @@
-"""AlterReplicaLogDirs (API 34), versions 1-2 (v2 is flexible; v0, which Kafka 4.0 dropped
-in KIP-896 and kio no longer has, is not served): move replicas of this broker to another
+"""AlterReplicaLogDirs (API 34), versions 0-2 (v1 is v0 with throttling, v2 is flexible; v0,
+which Kafka 4.0 dropped in KIP-896, is served as Kafka 3.9 did, from broker/protocol/
+_kio_legacy): move replicas of this broker to another
 of its log dirs (KIP-113), as Kafka's ReplicaManager.alterReplicaLogDirs does.
 
 Each partition is answered at once; the move itself goes on in the background

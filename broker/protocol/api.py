@@ -281,8 +281,8 @@ BROKER_APIS = ApiTable.of(
     (LIST_TRANSACTIONS, 0, 1),
     (DESCRIBE_CONFIGS, 0, 4),
     (ALTER_CONFIGS, 0, 2),
-    # JBOD (KIP-113, KIP-858); AlterReplicaLogDirs v0 was removed by Kafka 4.0 and kio
-    (ALTER_REPLICA_LOG_DIRS, 1, 2),
+    # JBOD (KIP-113, KIP-858); AlterReplicaLogDirs v0 (dropped by Kafka 4.0) from _kio_legacy
+    (ALTER_REPLICA_LOG_DIRS, 0, 2),
     (DESCRIBE_LOG_DIRS, 0, 4),
     (CREATE_PARTITIONS, 0, 3),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),

@@ -43,6 +43,7 @@ LEGACY_VERSIONS: Final[dict[str, tuple[int, ...]]] = {
     "describe_configs": (0,),
     "describe_log_dirs": (0,),
     "offset_for_leader_epoch": (0, 1),
+    "alter_replica_log_dirs": (0,),
 }
 
 _MODULES: Final = ("__init__.py", "request.py", "response.py")

@@ -1,4 +1,4 @@
-"""AlterReplicaLogDirs v1-2: a replica moves to another log dir of the broker (a future
+"""AlterReplicaLogDirs v0-2: a replica moves to another log dir of the broker (a future
 replica is filled, then takes its place) with nothing lost while records keep arriving; the
 errors Kafka answers per partition; ALTER on the cluster."""
 
@@ -68,7 +68,7 @@ async def read_all(node: TestNode, topic: str, index: int) -> list[bytes]:
             offset = r.offset + 1
 
 
-@pytest.mark.parametrize("v", [1, 2])
+@pytest.mark.parametrize("v", [0, 1, 2])
 def test_move_keeps_every_record_while_producing(node_factory: Any, tmp_path: Path,
                                                  v: int) -> None:
     node = jbod(node_factory, tmp_path)
@@ -158,7 +158,7 @@ def test_a_move_back_cancels_it(node_factory: Any, tmp_path: Path) -> None:
     asyncio.run(go())
 
 
-@pytest.mark.parametrize("v", [1, 2])
+@pytest.mark.parametrize("v", [0, 1, 2])
 def test_needs_alter_on_the_cluster(node_factory: Any, tmp_path: Path, v: int) -> None:
     node = jbod(node_factory, tmp_path, AUTHORIZER)
     _a, b = node.config.log_dirs
