@@ -291,7 +291,7 @@ BROKER_APIS = ApiTable.of(
     (DESCRIBE_CLUSTER, 0, 2),  # v2: fenced brokers on request (KIP-1073)
     # sent on to the active controller (KIP-460, KIP-455)
     (ELECT_LEADERS, 0, 2),
-    (ALTER_PARTITION_REASSIGNMENTS, 0, 0),
+    (ALTER_PARTITION_REASSIGNMENTS, 0, 1),
     (LIST_PARTITION_REASSIGNMENTS, 0, 0),
     # client telemetry (KIP-714)
     (GET_TELEMETRY_SUBSCRIPTIONS, 0, 0),

@@ -212,7 +212,7 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (29, 1, 3), (30, 1, 3), (31, 1, 3),  # ACLs: kio has no v0 (Kafka 4.0 dropped it)
         (32, 0, 4), (33, 0, 2),
         (34, 0, 2),  # AlterReplicaLogDirs: v0 (Kafka 4.0 dropped it) from _kio_legacy
-        (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 0), (46, 0, 0),
+        (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
         (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0),
         (57, 0, 2),  # UpdateFeatures (KIP-584)
         (60, 0, 2),
