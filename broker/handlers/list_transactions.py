@@ -1,9 +1,12 @@
 """ListTransactions (API 66): the transactions this broker coordinates, filtered by state
 names (unknown names come back in unknown_state_filters), producer ids, and (v1+) how long
-they have been ongoing. COORDINATOR_LOAD_IN_PROGRESS while a partition is still loading."""
+they have been ongoing, and (v2+, KIP-1152) a regular expression the whole transactional id
+must match (null or empty: every id; one that does not compile: INVALID_REGULAR_EXPRESSION).
+COORDINATOR_LOAD_IN_PROGRESS while a partition is still loading."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -32,6 +35,14 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             unknown.append(name)
         else:
             states.append(state)
+    pattern: re.Pattern[str] | None = None
+    if text := getattr(request, "transactional_id_pattern", None):
+        try:
+            pattern = re.compile(text)
+        except re.error:
+            return build(mod.ListTransactionsResponse, throttle_time=NO_THROTTLE,
+                         error_code=ErrorCode.invalid_regular_expression,
+                         unknown_state_filters=tuple(unknown), transaction_states=())
     try:
         svc = _txn.service(node)
     except KafkaError as exc:
@@ -50,5 +61,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
                                        producer_id=d.producer_id,
                                        transaction_state=d.state.kafka_name) for d in listed
                                  # only those the principal may DESCRIBE (Kafka filters so)
-                                 if allowed(node, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID,
-                                            d.transactional_id)))
+                                 if (pattern is None
+                                     or pattern.fullmatch(d.transactional_id) is not None)
+                                 and allowed(node, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID,
+                                             d.transactional_id)))

@@ -278,7 +278,7 @@ BROKER_APIS = ApiTable.of(
     (END_TXN, 0, 5),
     (TXN_OFFSET_COMMIT, 0, 5),
     (DESCRIBE_TRANSACTIONS, 0, 0),
-    (LIST_TRANSACTIONS, 0, 1),
+    (LIST_TRANSACTIONS, 0, 2),
     (DESCRIBE_CONFIGS, 0, 4),
     (ALTER_CONFIGS, 0, 2),
     # JBOD (KIP-113, KIP-858); AlterReplicaLogDirs v0 (dropped by Kafka 4.0) from _kio_legacy

@@ -1,4 +1,5 @@
-"""ListTransactions: filters by state name, producer id and (v1) ongoing duration."""
+"""ListTransactions: filters by state name, producer id, (v1) ongoing duration and (v2) a
+transactional id pattern."""
 
 from __future__ import annotations
 
@@ -50,3 +51,21 @@ async def test_filters(tnode: TxnNode) -> None:
 async def test_v0_without_coordinator_partitions(tnode: TxnNode) -> None:
     resp, out = await listing(tnode, version=0)
     assert resp.error_code is ErrorCode.none and out == {}  # type: ignore[attr-defined]
+
+
+async def test_v2_filters_by_a_transactional_id_pattern(tnode: TxnNode) -> None:
+    """KIP-1152: the whole id must match the expression; null or empty lists every id; an
+    expression that does not compile is INVALID_REGULAR_EXPRESSION."""
+    for tid in ("orders-1", "orders-2", "payments-1"):
+        await txn_ready(tnode, tid)
+        await init_txn(tnode, tid)
+    _, orders = await listing(tnode, version=2, transactional_id_pattern="orders-.*")
+    assert sorted(orders) == ["orders-1", "orders-2"]
+    _, partial = await listing(tnode, version=2, transactional_id_pattern="orders")
+    assert partial == {}  # a match of the whole id, not a search
+    for everything in (None, ""):
+        _, all_ = await listing(tnode, version=2, transactional_id_pattern=everything)
+        assert sorted(all_) == ["orders-1", "orders-2", "payments-1"]
+    resp, bad = await listing(tnode, version=2, transactional_id_pattern="orders-(")
+    assert resp.error_code is ErrorCode.invalid_regular_expression  # type: ignore[attr-defined]
+    assert bad == {}

@@ -218,7 +218,7 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (60, 0, 2),
         (61, 0, 0),  # DescribeProducers (issue 22)
         (64, 0, 0),  # UnregisterBroker (KIP-631), sent on to the controller
-        (65, 0, 0), (66, 0, 1),  # DescribeTransactions, ListTransactions
+        (65, 0, 0), (66, 0, 2),  # DescribeTransactions, ListTransactions
         (68, 0, 1), (69, 0, 1),
         (71, 0, 0), (72, 0, 0),  # client telemetry (KIP-714)
         (74, 0, 1),  # ListConfigResources (KIP-1142)
