@@ -285,6 +285,34 @@ class ControllerChannel:
             lambda s: s.alter_partition(req), lambda: alter_partition.request(req),
             alter_partition, alter_partition.reply_of, self._deadline(None), whole=True)
 
+    async def describe_quorum(self, request: Any, version: int) -> Any:
+        """DescribeQuorum sent on to the metadata quorum's leader, as a broker forwards its
+        clients' (Kafka's KafkaApis.handleDescribeQuorumRequest): the leader this node knows
+        of first (this node's own controller listener included), then the other voters,
+        until one answers as the leader. The leader's answer is returned as it is."""
+        deadline = self._deadline(None)
+        leader = self.leader_id()
+        order = list(dict.fromkeys(([leader] if leader in self.voters else [])
+                                   + sorted(self.voters)))
+        error, reason = ErrorCode.not_leader_or_follower, "no controller answered as leader"
+        for controller_id in order:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                response = await self._connection(controller_id).request(
+                    DESCRIBE_QUORUM, version, request, min(left, self.attempt_timeout_s))
+            except (TimeoutError, OSError, ConnectionError, FrameError, EOFError) as exc:
+                await self._drop(controller_id)
+                error, reason = ErrorCode.request_timed_out, f"controller {controller_id}: {exc!r}"
+                continue
+            codes = {response.error_code, *(p.error_code for t in response.topics
+                                             for p in t.partitions)}
+            if ErrorCode.not_leader_or_follower in codes:
+                continue
+            return response
+        raise KafkaError(error, reason)
+
     async def unregister_broker(self, broker_id: int) -> tuple[ErrorCode, str | None]:
         deadline = self._deadline(None)
         return await self._call(

@@ -34,6 +34,7 @@ from broker.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_quorum,
     describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
@@ -83,6 +84,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     alter_configs,
     incremental_alter_configs,
     describe_cluster,
+    describe_quorum,  # sent on to the metadata quorum's leader
     init_producer_id,
     offset_for_leader_epoch,
     elect_leaders,

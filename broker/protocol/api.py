@@ -289,6 +289,7 @@ BROKER_APIS = ApiTable.of(
     (DESCRIBE_CLIENT_QUOTAS, 0, 1),
     (49, 0, 1),  # AlterClientQuotas, sent on to the active controller
     (DESCRIBE_CLUSTER, 0, 2),  # v2: fenced brokers on request (KIP-1073)
+    (DESCRIBE_QUORUM, 0, 2),  # sent on to the metadata quorum leader, as Kafka's brokers do
     # sent on to the active controller (KIP-460, KIP-455)
     (ELECT_LEADERS, 0, 2),
     (ALTER_PARTITION_REASSIGNMENTS, 0, 1),

@@ -55,6 +55,7 @@ EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     "get_telemetry_subscriptions": ("integration/test_client_telemetry.py",),
     "push_telemetry": ("integration/test_client_telemetry.py",),
     "unregister_broker": ("unit/controller/rpc/test_rpc_unregister_broker.py",),
+    "describe_quorum": ("integration/test_describe_quorum_broker.py",),
     "sasl_handshake": ("unit/security/test_sasl.py", "compat/test_security_sasl.py"),
     "sasl_authenticate": ("unit/security/test_sasl.py", "compat/test_security_sasl.py",
                           "compat/test_security_scram.py"),

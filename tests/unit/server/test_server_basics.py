@@ -214,6 +214,7 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (34, 0, 2),  # AlterReplicaLogDirs: v0 (Kafka 4.0 dropped it) from _kio_legacy
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
         (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0),
+        (55, 0, 2),  # DescribeQuorum, sent on to the quorum leader
         (57, 0, 2),  # UpdateFeatures (KIP-584)
         (60, 0, 2),
         (61, 0, 0),  # DescribeProducers (issue 22)
