@@ -1,4 +1,5 @@
-"""DescribeAcls (API 29), versions 1-3: DESCRIBE on the cluster (broker/handlers/_authz.py),
+"""DescribeAcls (API 29), versions 0-3 (v0, dropped by Kafka 4.0, has no pattern type: its
+filter is LITERAL, as Kafka 3.9 read it): DESCRIBE on the cluster (broker/handlers/_authz.py),
 then the ACLs matching the filter, from this broker's metadata image, grouped by resource
 pattern. A filter with an UNKNOWN part is INVALID_REQUEST, as Kafka answers it; without an
 authorizer the answer is SECURITY_DISABLED."""

@@ -299,15 +299,15 @@ BROKER_APIS = ApiTable.of(
     (PUSH_TELEMETRY, 0, 0),
     # transactions, the log side (issue 22): the coordinator's markers (inter-broker; v0 is
     # Kafka 3.9's, kio has v1-v2) and the producers of a partition
-    (WRITE_TXN_MARKERS, 1, 2),
+    (WRITE_TXN_MARKERS, 0, 2),
     (DESCRIBE_PRODUCERS, 0, 0),
     # SCRAM users (broker/security): read from the image / sent on to the controller
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials
     # ACLs (broker/security/authorizer.py); v0 was removed in Kafka 4.0 (KIP-896)
-    (29, 1, 3),  # DescribeAcls
-    (30, 1, 3),  # CreateAcls
-    (31, 1, 3),  # DeleteAcls
+    (29, 0, 3),  # DescribeAcls (v0, dropped by Kafka 4.0: from _kio_legacy)
+    (30, 0, 3),  # CreateAcls
+    (31, 0, 3),  # DeleteAcls
     (57, 0, 2),  # UpdateFeatures, sent on to the active controller (KIP-584)
     # KIP-966: paginated topic descriptions with the ELR
     (DESCRIBE_TOPIC_PARTITIONS, 0, 0),

@@ -44,6 +44,10 @@ LEGACY_VERSIONS: Final[dict[str, tuple[int, ...]]] = {
     "describe_log_dirs": (0,),
     "offset_for_leader_epoch": (0, 1),
     "alter_replica_log_dirs": (0,),
+    "describe_acls": (0,),
+    "create_acls": (0,),
+    "delete_acls": (0,),
+    "write_txn_markers": (0,),
 }
 
 _MODULES: Final = ("__init__.py", "request.py", "response.py")

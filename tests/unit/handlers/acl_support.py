@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 from typing import Any
 
 from kio.static.primitive import i8
@@ -17,6 +16,7 @@ from broker.security.authorizer import AclBinding, AclOperation, AclPermissionTy
 from broker.security.authorizer import ResourceType as R
 from broker.server.context import RequestContext
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip
+from tests.unit.handlers.datapath import schema_module
 
 AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -51,7 +51,7 @@ def grant(node: TestNode, *bindings: AclBinding) -> None:
 
 
 def create_acls_request(version: int, bindings: list[AclBinding]) -> Any:
-    m = importlib.import_module(f"kio.schema.create_acls.v{version}.request")
+    m = schema_module("create_acls", version)
     return m.CreateAclsRequest(creations=tuple(build(
         m.AclCreation, resource_type=i8(b.resource_type), resource_name=b.resource_name,
         resource_pattern_type=i8(b.pattern_type), principal=b.principal, host=b.host,

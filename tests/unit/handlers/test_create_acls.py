@@ -45,3 +45,12 @@ def test_without_an_authorizer_security_is_disabled(node) -> None:
     assert resp.results[0].error_code is ErrorCode.security_disabled
     assert resp.results[0].error_message == "No Authorizer is configured."
     assert node.metadata.acls == {}
+
+
+def test_v0_creates_literal_acls(node_factory) -> None:
+    """v0 (Kafka 3.9 served it) has no pattern type: every creation is LITERAL."""
+    node = node_factory(AUTHORIZER)
+    acl = allow("User:alice", O.READ, R.TOPIC, "orders")
+    resp = dispatch(node, 30, 0, create_acls_request(0, [acl]))
+    assert [r.error_code for r in resp.results] == [ErrorCode.none]
+    assert list(node.metadata.acls.values()) == [acl]

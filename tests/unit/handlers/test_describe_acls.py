@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
@@ -13,11 +11,12 @@ from broker.security.authorizer import AclOperation as O
 from broker.security.authorizer import PatternType
 from broker.security.authorizer import ResourceType as R
 from tests.unit.handlers.acl_support import AUTHORIZER, allow, dispatch, grant
+from tests.unit.handlers.datapath import schema_module
 
 
 def request(v: int, rtype: int = R.ANY, name: str | None = None,
             pattern: int = PatternType.ANY, principal: str | None = None) -> object:
-    m = importlib.import_module(f"kio.schema.describe_acls.v{v}.request")
+    m = schema_module("describe_acls", v)
     return build(m.DescribeAclsRequest, resource_type_filter=i8(rtype),
                  resource_name_filter=name, pattern_type_filter=i8(pattern),
                  principal_filter=principal, host_filter=None, operation=i8(O.ANY),
@@ -52,3 +51,16 @@ def test_refused_without_describe_and_unknown_filter(node_factory) -> None:
 
 def test_without_an_authorizer_security_is_disabled(node) -> None:
     assert dispatch(node, 29, 3, request(3)).error_code is ErrorCode.security_disabled
+
+
+def test_v0_sees_literal_acls_only(node_factory) -> None:
+    """v0 (Kafka 3.9 served it) has no pattern type: its filter is LITERAL, as Kafka reads
+    it, so a prefixed ACL is not described to it, and its answer carries no pattern type."""
+    node = node_factory(AUTHORIZER)
+    grant(node, allow("User:a", O.READ, R.TOPIC, "orders"),
+          allow("User:a", O.READ, R.GROUP, "app", PatternType.PREFIXED))
+    resp = dispatch(node, 29, 0, request(0))
+    assert resp.error_code is ErrorCode.none
+    assert [(r.resource_type, r.resource_name) for r in resp.resources] == [
+        (R.TOPIC, "orders")]
+    assert not hasattr(resp.resources[0], "pattern_type")

@@ -32,7 +32,7 @@ async def write(node: TestNode, version: int, *markers: Any) -> list[list[tuple[
             for m in resp.markers]
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_commit_and_abort_markers_end_transactions(node: TestNode, version: int) -> None:
     async def go() -> None:
         await create(node, "t", partitions=2)

@@ -205,11 +205,10 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 4),
         (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 6), (23, 0, 4),
         (24, 0, 5), (25, 0, 4), (26, 0, 5),  # transactions (issue 22; V2: KIP-890)
-        # WriteTxnMarkers: inter-broker, from v1 (kio has no v0; only Kafka 2.x coordinators
-        # send it) (issue 22)
-        (27, 1, 2),
+        # WriteTxnMarkers: inter-broker; v0 (dropped by Kafka 4.0) from _kio_legacy (issue 22)
+        (27, 0, 2),
         (28, 0, 5),  # TxnOffsetCommit
-        (29, 1, 3), (30, 1, 3), (31, 1, 3),  # ACLs: kio has no v0 (Kafka 4.0 dropped it)
+        (29, 0, 3), (30, 0, 3), (31, 0, 3),  # ACLs: v0 (Kafka 4.0 dropped it) from _kio_legacy
         (32, 0, 4), (33, 0, 2),
         (34, 0, 2),  # AlterReplicaLogDirs: v0 (Kafka 4.0 dropped it) from _kio_legacy
         (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
