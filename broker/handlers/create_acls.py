@@ -1,4 +1,5 @@
-"""CreateAcls (API 30), versions 0-3 (v0, dropped by Kafka 4.0: every creation LITERAL): ALTER on the cluster (broker/handlers/_authz.py), then
+"""CreateAcls (API 30), versions 0-3 (v0, dropped by Kafka 4.0: every creation LITERAL):
+ALTER on the cluster (broker/handlers/_authz.py), then
 sent on to the active controller, whose AclControlManager validates each ACL and writes
 AccessControlEntry records; one result per creation, in order. Without an authorizer
 (`authorizer.class.name` empty) every creation is SECURITY_DISABLED, as in Kafka."""

@@ -1,4 +1,5 @@
-"""DeleteAcls (API 31), versions 0-3 (v0, dropped by Kafka 4.0: LITERAL filters): ALTER on the cluster (broker/handlers/_authz.py), then
+"""DeleteAcls (API 31), versions 0-3 (v0, dropped by Kafka 4.0: LITERAL filters):
+ALTER on the cluster (broker/handlers/_authz.py), then
 sent on to the active controller, which removes every ACL each filter matches
 (RemoveAccessControlEntry records) and lists them per filter. Without an authorizer every
 filter is SECURITY_DISABLED, as in Kafka."""

@@ -1,4 +1,5 @@
-"""WriteTxnMarkers (API 27), versions 0-2 (v0, dropped by Kafka 4.0, is v1's shape): the transaction coordinator's end-transaction
+"""WriteTxnMarkers (API 27), versions 0-2 (v0, dropped by Kafka 4.0, is v1's shape):
+the transaction coordinator's end-transaction
 markers, written on this broker's leader replicas.
 
 Each marker names a producer (id, epoch), the outcome (COMMIT when transaction_result is
