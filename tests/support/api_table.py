@@ -29,7 +29,7 @@ END = "<!-- api-table:end -->"
 # unless named here), by API name.
 EXTRA_TESTS: dict[str, tuple[str, ...]] = {
     "produce": ("integration/test_old_versions.py", "compat/test_confluent.py",
-                "unit/replication/test_txn_verification.py",
+                "unit/replication/test_replica_txn_verification.py",
                 "integration/test_txn_verification.py"),
     "init_producer_id": ("integration/test_txn_verification.py",),
     "add_partitions_to_txn": ("unit/txn/test_txn_v2.py",
