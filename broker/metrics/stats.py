@@ -27,6 +27,23 @@ TIME_BUCKETS_MS: tuple[float, ...] = (
 )
 FIRST_BOUND_MS = TIME_BUCKETS_MS[0]
 
+# Kafka's RequestMetrics name Fetch by who sends it (kafka.network RequestMetrics
+# `FetchConsumer`, `FetchFollower`) as well as `Fetch`. A Fetch is counted here under one of
+# these two keys only (never an API key); the collectors add the two up for `Fetch`.
+FETCH_API_KEY = 1
+FETCH_CONSUMER_KEY = -1
+FETCH_FOLLOWER_KEY = -2
+SPLIT_REQUEST_NAMES = {FETCH_CONSUMER_KEY: "FetchConsumer", FETCH_FOLLOWER_KEY: "FetchFollower"}
+
+
+def fetch_metric_key(request: object) -> int:
+    """FETCH_FOLLOWER_KEY for a Fetch from a replica (a broker's follower or a Raft voter
+    or observer: replica id >= 0, in `replica_state` from v15, else `replica_id`),
+    FETCH_CONSUMER_KEY for a consumer's."""
+    state = getattr(request, "replica_state", None)
+    replica = getattr(state if state is not None else request, "replica_id", -1)
+    return FETCH_FOLLOWER_KEY if int(replica) >= 0 else FETCH_CONSUMER_KEY
+
 
 class Histogram:
     """Counts per bucket (not cumulative; the last one is +Inf) and the sum."""
@@ -46,6 +63,13 @@ class Histogram:
     @property
     def count(self) -> int:
         return sum(self.counts)
+
+    def merged(self, other: Histogram) -> Histogram:
+        """A new histogram holding both one's and `other`'s observations (same bounds)."""
+        out = Histogram(self.bounds)
+        out.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
+        out.sum = self.sum + other.sum
+        return out
 
     def cumulative(self) -> list[tuple[str, float]]:
         """Prometheus buckets: (le, cumulative count), ending with +Inf."""

@@ -43,7 +43,7 @@ from typing import Any, Final
 import structlog
 
 from broker.errors import KafkaError
-from broker.metrics.stats import ServerStats
+from broker.metrics.stats import FETCH_API_KEY, ServerStats, fetch_metric_key
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.durations import duration, to_ms
@@ -168,6 +168,7 @@ class _Pending:
     ready: float = 0.0  # ... when the write loop took the answer (its turn came)
     timed: _Timed | None = None  # the handler's busy time, under a request quota
     done_at: float = 0.0  # time.monotonic() when the handler finished
+    metric_key: int = 0  # the request metrics' key: the API key, or a Fetch's sender kind
 
 
 # Stands for a request's task between its _Pending and the task that needs that _Pending.
@@ -470,9 +471,13 @@ class _Connection:
             coro = entry.handle(self.server.node, ctx, parsed.body)
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame))
         else:
-            self.stats.request(peek.api_key, peek.api_version)
+            key = peek.api_key  # Kafka's request metrics name a Fetch by its sender
+            if key == FETCH_API_KEY:
+                key = fetch_metric_key(parsed.body)
+            self.stats.requests[(key, peek.api_version)] += 1
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame),
-                               received=self.last_active)  # _on_frame's clock read
+                               received=self.last_active,  # _on_frame's clock read
+                               metric_key=key)
             coro = self._timed(entry, ctx, parsed.body, pending)
         quota = self.server.request_quota
         timed = _Timed(coro) if quota is not None and quota.applies(ctx) else None
@@ -569,7 +574,7 @@ class _Connection:
                 self.last_active = now = time.monotonic()
                 self.protocol.release()  # read on if a cap held the reader
             if item.ready and self.stats is not None:
-                self.stats.times(item.ctx.api_key, item.received, item.started, item.done,
+                self.stats.times(item.metric_key, item.received, item.started, item.done,
                                  item.ready, now)
             if not ok:
                 self._close("request failed")

@@ -117,6 +117,20 @@ def test_figures_match_what_was_done(node: SkiffNode, worked: dict[str, int]) ->
         get(v, "kafka_network_requestmetrics_totaltimems_sum", request="Produce")
     assert get(v, "kafka_network_requestmetrics_errors_total",
                request="ApiVersions", error="NONE") >= 1
+
+    # Kafka names a Fetch by its sender as well: the consumers' fetches are FetchConsumer
+    def requests(name: str) -> float:
+        return sum(n for (metric, labels), n in v.items()
+                   if metric == "kafka_network_requestmetrics_requests_total"
+                   and ("request", name) in labels)
+
+    assert requests("FetchConsumer") >= 1
+    assert requests("Fetch") == requests("FetchConsumer") + requests("FetchFollower")
+    # timed when answered: a long poll cut short by the consumer's close never is
+    fetch_timed = get(v, "kafka_network_requestmetrics_totaltimems_count", request="Fetch")
+    assert 1 <= fetch_timed <= requests("Fetch")
+    assert fetch_timed == \
+        get(v, "kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer")
     assert get(v, "kafka_server_replicamanager_leadercount") >= 1
     assert get(v, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert get(v, "kafka_controller_kafkacontroller_activecontrollercount") == 1
