@@ -128,8 +128,11 @@ HISTOGRAMS = (
     ("request_queue_time", "requestqueuetimems",
      "Milliseconds from a request read to its handler's first step (RequestQueueTimeMs)"),
     ("local_time", "localtimems",
-     "Milliseconds from a handler's first step to its answer, waits for replication and "
-     "long polls included (LocalTimeMs + RemoteTimeMs)"),
+     "Milliseconds from a handler's first step to its answer, or to its first wait for "
+     "replication or a long poll's data (LocalTimeMs)"),
+    ("remote_time", "remotetimems",
+     "Milliseconds a handler waited for replication (acks=all) or a long poll's data, "
+     "0 for requests that never wait (RemoteTimeMs)"),
     ("response_queue_time", "responsequeuetimems",
      "Milliseconds from a handler's answer to its response's write begun, the responses "
      "owed before it on the connection written first (ResponseQueueTimeMs)"),

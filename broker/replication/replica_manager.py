@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
-from broker.metrics.stats import BrokerTopicStats, TopicStats
+from broker.metrics.stats import BrokerTopicStats, TopicStats, mark_remote_wait
 from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
 
@@ -640,6 +640,7 @@ async def wait_first(waiters: list[asyncio.Future[None]], timeout_s: float) -> N
     done or `timeout_s` passes; then cancels the rest. asyncio.wait(FIRST_COMPLETED) does
     the same with a set, a future and callbacks per call: 20-30 us on every long poll and
     acks=all wait, once per follower round."""
+    mark_remote_wait()  # the request's RemoteTimeMs starts (metrics)
     loop = asyncio.get_running_loop()
     target = waiters[0] if len(waiters) == 1 else loop.create_future()
     if target is not waiters[0]:

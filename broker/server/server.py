@@ -43,7 +43,12 @@ from typing import Any, Final
 import structlog
 
 from broker.errors import KafkaError
-from broker.metrics.stats import FETCH_API_KEY, ServerStats, fetch_metric_key
+from broker.metrics.stats import (
+    FETCH_API_KEY,
+    REQUEST_TIMING,
+    ServerStats,
+    fetch_metric_key,
+)
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.durations import duration, to_ms
@@ -169,6 +174,7 @@ class _Pending:
     timed: _Timed | None = None  # the handler's busy time, under a request quota
     done_at: float = 0.0  # time.monotonic() when the handler finished
     metric_key: int = 0  # the request metrics' key: the API key, or a Fetch's sender kind
+    remote_from: float = 0.0  # ... when it first waited for replicas or records (metrics)
 
 
 # Stands for a request's task between its _Pending and the task that needs that _Pending.
@@ -494,8 +500,10 @@ class _Connection:
     async def _timed(self, entry: HandlerEntry, ctx: RequestContext, request: Any,
                      p: _Pending) -> Any:
         """The handler, with the times Kafka's request metrics split a request by: its
-        wait to start (request queue) and its run (local, remote waits included)."""
+        wait to start (request queue) and its run (local; remote from its first wait
+        for replicas or records, which mark_remote_wait notes through REQUEST_TIMING)."""
         p.started = time.monotonic()
+        REQUEST_TIMING.set(p)  # this task's context only: mark_remote_wait finds it
         try:
             return await entry.handle(self.server.node, ctx, request)
         finally:
@@ -575,7 +583,7 @@ class _Connection:
                 self.protocol.release()  # read on if a cap held the reader
             if item.ready and self.stats is not None:
                 self.stats.times(item.metric_key, item.received, item.started, item.done,
-                                 item.ready, now)
+                                 item.ready, now, item.remote_from)
             if not ok:
                 self._close("request failed")
                 return

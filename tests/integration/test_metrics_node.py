@@ -109,7 +109,7 @@ def test_figures_match_what_was_done(node: SkiffNode, worked: dict[str, int]) ->
     assert produce >= 1
     assert get(v, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produce
     # Kafka's request phases, each observed once per request
-    for phase in ("requestqueuetimems", "localtimems", "responsequeuetimems",
+    for phase in ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems",
                   "responsesendtimems"):
         assert get(v, f"kafka_network_requestmetrics_{phase}_count", request="Produce") == \
             produce, phase

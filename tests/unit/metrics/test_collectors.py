@@ -127,6 +127,40 @@ def test_request_metrics_per_api_version_error_and_time() -> None:
                  request="Produce", le="1.0") == 1
 
 
+def test_remote_time_from_the_first_wait_as_kafkas_purgatory() -> None:
+    import asyncio
+
+    from broker.metrics.stats import REQUEST_TIMING, mark_remote_wait
+
+    timing = SimpleNamespace(remote_from=0.0)
+    mark_remote_wait()  # outside a request: nothing to mark, no error
+
+    async def handler() -> float:
+        REQUEST_TIMING.set(timing)
+        mark_remote_wait()
+        first = timing.remote_from
+        mark_remote_wait()  # a long poll's second wait: the first one counts
+        assert timing.remote_from == first
+        return first
+
+    assert asyncio.run(handler()) > 0
+    assert REQUEST_TIMING.get() is None  # set in the handler's task only
+
+    stats = ServerStats()
+    # acks=all: 1 ms local, 4 ms waiting for the followers
+    stats.times(0, 1.0, 1.0, 1.005, 1.005, 1.005, remote_from=1.001)
+    stats.times(0, 2.0, 2.0, 2.001, 2.001, 2.001)  # acks=1: never waits
+    fams = request_families(stats)
+    assert value(fams, "kafka_network_requestmetrics_localtimems_sum",
+                 request="Produce") == pytest.approx(2.0)
+    assert value(fams, "kafka_network_requestmetrics_remotetimems_sum",
+                 request="Produce") == pytest.approx(4.0)
+    # Kafka records 0 remote time for a request that never waited
+    assert value(fams, "kafka_network_requestmetrics_remotetimems_count", request="Produce") == 2
+    assert value(fams, "kafka_network_requestmetrics_remotetimems_bucket",
+                 request="Produce", le="0.25") == 1
+
+
 def test_fetch_named_by_its_sender_and_counted_as_fetch_too() -> None:
     # Kafka's RequestMetrics: request=FetchConsumer or FetchFollower, and request=Fetch
     assert fetch_metric_key(SimpleNamespace(replica_id=-1)) == FETCH_CONSUMER_KEY
