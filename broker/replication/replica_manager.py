@@ -556,6 +556,7 @@ class ReplicaManager:
         """Until the high watermark (or, `for_log_end`, the log end) of one of `keys` moves,
         a role changes, or `timeout_s` passes: one future for all of them. False when the
         time ran out with none of them moved."""
+        mark_remote_wait()  # the request's RemoteTimeMs starts (metrics)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         parts = self._partitions

@@ -172,3 +172,26 @@ def test_promtool_check_metrics_passes(node: SkiffNode, worked: dict[str, int],
     out = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
                          capture_output=True, timeout=30)
     assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+
+
+def test_long_polls_are_remote_time(node: SkiffNode, worked: dict[str, int]) -> None:
+    """A consumer caught up on its partition long-polls: Kafka counts the wait for records
+    as RemoteTimeMs (the fetch purgatory), not LocalTimeMs."""
+    def remote_ms() -> float:
+        v = values(scrape(node)[1])
+        return v.get(("kafka_network_requestmetrics_remotetimems_sum",
+                      frozenset({("request", "FetchConsumer")})), 0.0)
+
+    before = remote_ms()
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "long-poll",
+                         "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 1})
+    try:
+        # past the last record: every fetch waits its 100 ms for records that never come
+        consumer.assign([TopicPartition("metrics-t", 0, RECORDS)])
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    # several answered long polls of ~100 ms each
+    assert remote_ms() - before >= 150
