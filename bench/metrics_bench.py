@@ -101,7 +101,7 @@ def bump_cost_s() -> float:
     (server: request count, socket bytes, six phase histograms; replica manager: the
     topic's counters) and the timing coroutine around the handler with its two clock reads
     (timed against running the handler's coroutine bare)."""
-    from broker.metrics.stats import REQUEST_TIMING, NodeStats
+    from broker.metrics.stats import TASK_TIMING, NodeStats
 
     stats = NodeStats()
     server, topics = stats.server, stats.topics
@@ -129,7 +129,8 @@ def bump_cost_s() -> float:
 
     async def timed(p: P) -> int:
         p.started = time.monotonic()
-        REQUEST_TIMING.set(p)
+        TASK_TIMING[p] = p  # the server's registration of the task, and its removal
+        TASK_TIMING.pop(p, None)
         try:
             return await handler()
         finally:

@@ -45,7 +45,7 @@ import structlog
 from broker.errors import KafkaError
 from broker.metrics.stats import (
     FETCH_API_KEY,
-    REQUEST_TIMING,
+    TASK_TIMING,
     ServerStats,
     fetch_metric_key,
 )
@@ -152,8 +152,10 @@ class _Timed:
                 value, error = None, e
 
 
-def _finished(pending: _Pending, _task: object) -> None:
+def _finished(pending: _Pending, task: object) -> None:
     pending.done_at = time.monotonic()
+    if pending.received:  # timed (metrics on): registered in TASK_TIMING
+        TASK_TIMING.pop(task, None)
 
 
 async def _run_timed(timed: _Timed) -> Any:
@@ -491,6 +493,8 @@ class _Connection:
         task = pending.task = asyncio.ensure_future(
             coro if timed is None else _run_timed(timed))
         task.add_done_callback(functools.partial(_finished, pending))
+        if self.stats is not None:
+            TASK_TIMING[task] = pending  # for mark_remote_wait; _finished removes it
         self._track(task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
@@ -501,9 +505,8 @@ class _Connection:
                      p: _Pending) -> Any:
         """The handler, with the times Kafka's request metrics split a request by: its
         wait to start (request queue) and its run (local; remote from its first wait
-        for replicas or records, which mark_remote_wait notes through REQUEST_TIMING)."""
+        for replicas or records, which mark_remote_wait notes through TASK_TIMING)."""
         p.started = time.monotonic()
-        REQUEST_TIMING.set(p)  # this task's context only: mark_remote_wait finds it
         try:
             return await entry.handle(self.server.node, ctx, request)
         finally:

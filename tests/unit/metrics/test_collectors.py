@@ -130,21 +130,34 @@ def test_request_metrics_per_api_version_error_and_time() -> None:
 def test_remote_time_from_the_first_wait_as_kafkas_purgatory() -> None:
     import asyncio
 
-    from broker.metrics.stats import REQUEST_TIMING, mark_remote_wait
+    from broker.metrics.stats import TASK_TIMING, mark_remote_wait
 
     timing = SimpleNamespace(remote_from=0.0)
     mark_remote_wait()  # outside a request: nothing to mark, no error
 
     async def handler() -> float:
-        REQUEST_TIMING.set(timing)
-        mark_remote_wait()
-        first = timing.remote_from
-        mark_remote_wait()  # a long poll's second wait: the first one counts
-        assert timing.remote_from == first
-        return first
+        task = asyncio.current_task()
+        TASK_TIMING[task] = timing  # as the server registers a request's task
+        try:
+            mark_remote_wait()
+            first = timing.remote_from
+            mark_remote_wait()  # a long poll's second wait: the first one counts
+            assert timing.remote_from == first
+            return first
+        finally:
+            del TASK_TIMING[task]
+
+    async def other_task() -> float:  # a task that is not a registered request
+        TASK_TIMING[object()] = SimpleNamespace(remote_from=0.0)
+        try:
+            mark_remote_wait()
+        finally:
+            TASK_TIMING.clear()
+        return 0.0
 
     assert asyncio.run(handler()) > 0
-    assert REQUEST_TIMING.get() is None  # set in the handler's task only
+    asyncio.run(other_task())
+    assert not TASK_TIMING
 
     stats = ServerStats()
     # acks=all: 1 ms local, 4 ms waiting for the followers
