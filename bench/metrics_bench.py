@@ -9,18 +9,21 @@ median produce throughput and broker CPU-seconds per GB, and the ratios on/off.
 
 A second figure does not depend on the machine's noise: the metrics work of a produce
 request (server: request count, socket bytes, the timing coroutine around the handler and
-its clock reads, five phase histograms; replica manager: the topic's counters), timed
+its clock reads, six phase histograms; replica manager: the topic's counters), timed
 in-process with timeit, times the produce requests the node served (read from its own
 metrics), as a share of the CPU it spent. The producer is bench/perf.py's, with a chosen
 batch.size.
 
     python bench/metrics_bench.py --messages 300000 --rounds 5
+    python bench/metrics_bench.py --messages 500000 --rounds 8 --concurrent            # busy host
+    python bench/metrics_bench.py --messages 500000 --rounds 8 --concurrent --control  # its noise
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import sys
 import tempfile
@@ -95,10 +98,10 @@ def scrape_cost_s(node: SkiffNode, n: int = 50) -> float:
 
 def bump_cost_s() -> float:
     """Seconds of the metrics work one single-partition produce request does: the counters
-    (server: request count, socket bytes, five phase histograms; replica manager: the
+    (server: request count, socket bytes, six phase histograms; replica manager: the
     topic's counters) and the timing coroutine around the handler with its two clock reads
     (timed against running the handler's coroutine bare)."""
-    from broker.metrics.stats import NodeStats
+    from broker.metrics.stats import TASK_TIMING, NodeStats
 
     stats = NodeStats()
     server, topics = stats.server, stats.topics
@@ -106,23 +109,28 @@ def bump_cost_s() -> float:
 
     def one_request() -> None:
         listener.bytes_in += 1000
-        server.request(0, 9)
+        key = 0
+        if key == 1:  # a Fetch is named by its sender
+            key = -1
+        server.requests[(key, 9)] += 1
         st = topics.topic("t")
         st.total_produce += 1
         st.messages_in += 10
         st.bytes_in += 1000
         listener.bytes_out += 60
-        server.times(0, 1.0, 1.0001, 1.0003, 1.0004, 1.0005)
+        server.times(0, 1.0, 1.0001, 1.0003, 1.0004, 1.0005, 0.0)
         time.monotonic()  # the write loop's clock read for the answer taken
 
     class P:
-        started = done = 0.0
+        started = done = remote_from = 0.0
 
     async def handler() -> int:
         return 1
 
     async def timed(p: P) -> int:
         p.started = time.monotonic()
+        TASK_TIMING[p] = p  # the server's registration of the task, and its removal
+        TASK_TIMING.pop(p, None)
         try:
             return await handler()
         finally:
@@ -169,6 +177,29 @@ def one_round(node: SkiffNode, args: argparse.Namespace, scrape: bool) -> dict[s
             "cpu_s_per_gb": (cpu1 - cpu0) / gb, "cpu_s": cpu1 - cpu0}
 
 
+def both_at_once(nodes: dict[str, SkiffNode], args: argparse.Namespace,
+                 order: tuple[str, str]) -> dict[str, dict[str, float]]:
+    """One round of each node at the same time (a producer each, started in `order`): both
+    see the same machine load, which on a shared machine drifts between rounds."""
+    got: dict[str, dict[str, float]] = {}
+    errors: list[BaseException] = []
+
+    def run(mode: str) -> None:
+        try:
+            got[mode] = one_round(nodes[mode], args, scrape=mode == "on" and not args.control)
+        except BaseException as exc:  # re-raised below, on the bench's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(mode,)) for mode in order]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return got
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -185,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control", action="store_true",
                     help="A/A run: the 'on' node runs with metrics off too (and is not "
                          "scraped), to measure the bias between the two nodes themselves")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="produce to both nodes at the same time in each round (pairs see the "
+                         "same machine load; use on a shared, busy machine)")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="skiff-mbench-") as tmp:
@@ -204,9 +238,15 @@ def main(argv: list[str] | None = None) -> int:
             one_round(off, args, scrape=False)
             cpu_on = 0.0
             for i in range(args.rounds):
-                for mode in (("on", "off") if i % 2 == 0 else ("off", "on")):
-                    r = one_round(nodes[mode], args,
-                                  scrape=mode == "on" and not args.control)
+                order = ("on", "off") if i % 2 == 0 else ("off", "on")
+                if args.concurrent:
+                    got = both_at_once(nodes, args, order)
+                else:
+                    got = {mode: one_round(nodes[mode], args,
+                                           scrape=mode == "on" and not args.control)
+                           for mode in order}
+                for mode in order:
+                    r = got[mode]
                     results[mode].append(r)
                     if mode == "on":
                         cpu_on += r["cpu_s"]
@@ -234,9 +274,16 @@ def main(argv: list[str] | None = None) -> int:
     # rounds paired as run (on and off back to back): drift between pairs cancels out
     pairs = [on_r["cpu_s_per_gb"] / off_r["cpu_s_per_gb"]
              for on_r, off_r in zip(results["on"], results["off"], strict=True)]
+    quartiles = statistics.quantiles(pairs, n=4) if len(pairs) >= 2 else [pairs[0]] * 3
     print(f"paired rounds: CPU per GB on/off median {statistics.median(pairs):.3f}, "
-          f"on above off in {sum(r > 1 for r in pairs)} of {len(pairs)}"
+          f"on above off in {sum(r > 1 for r in pairs)} of {len(pairs)}; spread "
+          f"{min(pairs):.3f}-{max(pairs):.3f}, quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}"
           + ("  [control: both nodes metrics off]" if args.control else ""))
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), "
+          f"{os.getloadavg()[2]:.1f} (15 min)")
+    if args.control:
+        print("control: the spread above is this machine's noise floor for one pair; an on/off "
+              "median inside it does not resolve the metrics' cost")
     if args.control:
         return 0
     cost = bump_cost_s()

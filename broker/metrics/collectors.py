@@ -27,7 +27,9 @@ from prometheus_client.core import (
 )
 
 from broker.metrics.stats import (
+    FETCH_API_KEY,
     LOG_FLUSH_TIME,
+    SPLIT_REQUEST_NAMES,
     BrokerTopicStats,
     Histogram,
     ServerStats,
@@ -67,9 +69,25 @@ def request_label(api_name: str) -> str:
 
 
 def _api_label(api_key: int) -> str:
+    split = SPLIT_REQUEST_NAMES.get(api_key)
+    if split is not None:
+        return split
     from broker.protocol.api import api_name
 
     return request_label(api_name(api_key))
+
+
+def _with_fetch_total(table: dict[Any, Any], key_of: Callable[[Any], Any],
+                      add: Callable[[Any, Any], Any]) -> dict[Any, Any]:
+    """`table` (keyed by request metric key, or by (key, version)) with Kafka's `Fetch`
+    series added: the sum of its FetchConsumer and FetchFollower ones, as Kafka counts a
+    Fetch under both its sender's name and `Fetch`."""
+    out = dict(table)
+    for k, v in table.items():
+        if (k[0] if isinstance(k, tuple) else k) in SPLIT_REQUEST_NAMES:
+            total_key = key_of(k)
+            out[total_key] = v if total_key not in out else add(out[total_key], v)
+    return out
 
 
 def _error_label(code: int) -> str:
@@ -110,8 +128,11 @@ HISTOGRAMS = (
     ("request_queue_time", "requestqueuetimems",
      "Milliseconds from a request read to its handler's first step (RequestQueueTimeMs)"),
     ("local_time", "localtimems",
-     "Milliseconds from a handler's first step to its answer, waits for replication and "
-     "long polls included (LocalTimeMs + RemoteTimeMs)"),
+     "Milliseconds from a handler's first step to its answer, or to its first wait for "
+     "replication or a long poll's data (LocalTimeMs)"),
+    ("remote_time", "remotetimems",
+     "Milliseconds a handler waited for replication (acks=all) or a long poll's data, "
+     "0 for requests that never wait (RemoteTimeMs)"),
     ("response_queue_time", "responsequeuetimems",
      "Milliseconds from a handler's answer to its response's write begun, the responses "
      "owed before it on the connection written first (ResponseQueueTimeMs)"),
@@ -124,7 +145,9 @@ def request_families(stats: ServerStats) -> list[Metric]:
     requests = CounterMetricFamily(
         "kafka_network_requestmetrics_requests",
         "Requests received, per API and version (RequestsPerSec)", labels=["request", "version"])
-    for (key, version), n in sorted(stats.requests.items()):
+    counts = _with_fetch_total(stats.requests, lambda k: (FETCH_API_KEY, k[1]),
+                               lambda a, b: a + b)
+    for (key, version), n in sorted(counts.items()):
         requests.add_metric([_api_label(key), str(version)], n)
     errors = CounterMetricFamily(
         "kafka_network_requestmetrics_errors",
@@ -134,7 +157,8 @@ def request_families(stats: ServerStats) -> list[Metric]:
         errors.add_metric([_api_label(key), _error_label(code)], n)
     out: list[Metric] = [requests, errors]
     for attr, name, help_text in HISTOGRAMS:
-        table: dict[int, Histogram] = getattr(stats, attr)
+        table: dict[int, Histogram] = _with_fetch_total(
+            getattr(stats, attr), lambda _k: FETCH_API_KEY, Histogram.merged)
         fam = HistogramMetricFamily(f"kafka_network_requestmetrics_{name}", help_text,
                                     labels=["request"])
         for key, h in sorted(table.items()):

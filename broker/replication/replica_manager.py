@@ -46,7 +46,7 @@ from broker.controller.requests import AlterPartitionReply, AlterPartitionReques
 from broker.errors import KafkaError
 from broker.log import AppendResult, FileSlice, LogConfig, LogManager
 from broker.log.move import FutureLog
-from broker.metrics.stats import BrokerTopicStats, TopicStats
+from broker.metrics.stats import BrokerTopicStats, TopicStats, mark_remote_wait
 from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
 from broker.replication.producer_state import VerificationGuard
@@ -799,6 +799,7 @@ class ReplicaManager:
         """Until the high watermark (or, `for_log_end`, the log end) of one of `keys` moves,
         a role changes, or `timeout_s` passes: one future for all of them. False when the
         time ran out with none of them moved."""
+        mark_remote_wait()  # the request's RemoteTimeMs starts (metrics)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         parts = self._partitions
@@ -883,6 +884,7 @@ async def wait_first(waiters: list[asyncio.Future[None]], timeout_s: float) -> N
     done or `timeout_s` passes; then cancels the rest. asyncio.wait(FIRST_COMPLETED) does
     the same with a set, a future and callbacks per call: 20-30 us on every long poll and
     acks=all wait, once per follower round."""
+    mark_remote_wait()  # the request's RemoteTimeMs starts (metrics)
     loop = asyncio.get_running_loop()
     target = waiters[0] if len(waiters) == 1 else loop.create_future()
     if target is not waiters[0]:

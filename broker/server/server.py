@@ -43,7 +43,12 @@ from typing import Any, Final
 import structlog
 
 from broker.errors import KafkaError
-from broker.metrics.stats import ServerStats
+from broker.metrics.stats import (
+    FETCH_API_KEY,
+    TASK_TIMING,
+    ServerStats,
+    fetch_metric_key,
+)
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.durations import duration, to_ms
@@ -149,8 +154,10 @@ class _Timed:
                 value, error = None, e
 
 
-def _finished(pending: _Pending, _task: object) -> None:
+def _finished(pending: _Pending, task: object) -> None:
     pending.done_at = time.monotonic()
+    if pending.received:  # timed (metrics on): registered in TASK_TIMING
+        TASK_TIMING.pop(task, None)
 
 
 async def _run_timed(timed: _Timed) -> Any:
@@ -170,6 +177,8 @@ class _Pending:
     ready: float = 0.0  # ... when the write loop took the answer (its turn came)
     timed: _Timed | None = None  # the handler's busy time, under a request quota
     done_at: float = 0.0  # time.monotonic() when the handler finished
+    metric_key: int = 0  # the request metrics' key: the API key, or a Fetch's sender kind
+    remote_from: float = 0.0  # ... when it first waited for replicas or records (metrics)
 
 
 # Stands for a request's task between its _Pending and the task that needs that _Pending.
@@ -526,9 +535,13 @@ class _Connection:
             coro = entry.handle(self.server.node, ctx, parsed.body)
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame))
         else:
-            self.stats.request(peek.api_key, peek.api_version)
+            key = peek.api_key  # Kafka's request metrics name a Fetch by its sender
+            if key == FETCH_API_KEY:
+                key = fetch_metric_key(parsed.body)
+            self.stats.requests[(key, peek.api_version)] += 1
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame),
-                               received=self.last_active)  # _on_frame's clock read
+                               received=self.last_active,  # _on_frame's clock read
+                               metric_key=key)
             coro = self._timed(entry, ctx, parsed.body, pending)
         quota = self.server.request_quota
         timed = _Timed(coro) if quota is not None and quota.applies(ctx) else None
@@ -536,6 +549,8 @@ class _Connection:
         task = pending.task = asyncio.ensure_future(
             coro if timed is None else _run_timed(timed))
         task.add_done_callback(functools.partial(_finished, pending))
+        if self.stats is not None:
+            TASK_TIMING[task] = pending  # for mark_remote_wait; _finished removes it
         self._track(task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
@@ -545,7 +560,8 @@ class _Connection:
     async def _timed(self, entry: HandlerEntry, ctx: RequestContext, request: Any,
                      p: _Pending) -> Any:
         """The handler, with the times Kafka's request metrics split a request by: its
-        wait to start (request queue) and its run (local, remote waits included)."""
+        wait to start (request queue) and its run (local; remote from its first wait
+        for replicas or records, which mark_remote_wait notes through TASK_TIMING)."""
         p.started = time.monotonic()
         try:
             return await entry.handle(self.server.node, ctx, request)
@@ -625,8 +641,8 @@ class _Connection:
                 self.last_active = now = time.monotonic()
                 self.protocol.release()  # read on if a cap held the reader
             if item.ready and self.stats is not None:
-                self.stats.times(item.ctx.api_key, item.received, item.started, item.done,
-                                 item.ready, now)
+                self.stats.times(item.metric_key, item.received, item.started, item.done,
+                                 item.ready, now, item.remote_from)
             if not ok:
                 self._close("request failed")
                 return

@@ -109,7 +109,7 @@ def test_figures_match_what_was_done(node: SkiffNode, worked: dict[str, int]) ->
     assert produce >= 1
     assert get(v, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produce
     # Kafka's request phases, each observed once per request
-    for phase in ("requestqueuetimems", "localtimems", "responsequeuetimems",
+    for phase in ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems",
                   "responsesendtimems"):
         assert get(v, f"kafka_network_requestmetrics_{phase}_count", request="Produce") == \
             produce, phase
@@ -117,6 +117,20 @@ def test_figures_match_what_was_done(node: SkiffNode, worked: dict[str, int]) ->
         get(v, "kafka_network_requestmetrics_totaltimems_sum", request="Produce")
     assert get(v, "kafka_network_requestmetrics_errors_total",
                request="ApiVersions", error="NONE") >= 1
+
+    # Kafka names a Fetch by its sender as well: the consumers' fetches are FetchConsumer
+    def requests(name: str) -> float:
+        return sum(n for (metric, labels), n in v.items()
+                   if metric == "kafka_network_requestmetrics_requests_total"
+                   and ("request", name) in labels)
+
+    assert requests("FetchConsumer") >= 1
+    assert requests("Fetch") == requests("FetchConsumer") + requests("FetchFollower")
+    # timed when answered: a long poll cut short by the consumer's close never is
+    fetch_timed = get(v, "kafka_network_requestmetrics_totaltimems_count", request="Fetch")
+    assert 1 <= fetch_timed <= requests("Fetch")
+    assert fetch_timed == \
+        get(v, "kafka_network_requestmetrics_totaltimems_count", request="FetchConsumer")
     assert get(v, "kafka_server_replicamanager_leadercount") >= 1
     assert get(v, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert get(v, "kafka_controller_kafkacontroller_activecontrollercount") == 1
@@ -158,3 +172,26 @@ def test_promtool_check_metrics_passes(node: SkiffNode, worked: dict[str, int],
     out = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
                          capture_output=True, timeout=30)
     assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+
+
+def test_long_polls_are_remote_time(node: SkiffNode, worked: dict[str, int]) -> None:
+    """A consumer caught up on its partition long-polls: Kafka counts the wait for records
+    as RemoteTimeMs (the fetch purgatory), not LocalTimeMs."""
+    def remote_ms() -> float:
+        v = values(scrape(node)[1])
+        return v.get(("kafka_network_requestmetrics_remotetimems_sum",
+                      frozenset({("request", "FetchConsumer")})), 0.0)
+
+    before = remote_ms()
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "long-poll",
+                         "fetch.wait.max.ms": 100, "fetch.queue.backoff.ms": 1})
+    try:
+        # past the last record: every fetch waits its 100 ms for records that never come
+        consumer.assign([TopicPartition("metrics-t", 0, RECORDS)])
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    # several answered long polls of ~100 ms each
+    assert remote_ms() - before >= 150

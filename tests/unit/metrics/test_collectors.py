@@ -24,7 +24,14 @@ from broker.metrics.collectors import (
     request_label,
     topic_families,
 )
-from broker.metrics.stats import BrokerTopicStats, Histogram, ServerStats
+from broker.metrics.stats import (
+    FETCH_CONSUMER_KEY,
+    FETCH_FOLLOWER_KEY,
+    BrokerTopicStats,
+    Histogram,
+    ServerStats,
+    fetch_metric_key,
+)
 from broker.replication import Role
 
 
@@ -118,6 +125,90 @@ def test_request_metrics_per_api_version_error_and_time() -> None:
                  request="Produce") == pytest.approx(0.8)
     assert value(fams, "kafka_network_requestmetrics_responsesendtimems_bucket",
                  request="Produce", le="1.0") == 1
+
+
+def test_remote_time_from_the_first_wait_as_kafkas_purgatory() -> None:
+    import asyncio
+
+    from broker.metrics.stats import TASK_TIMING, mark_remote_wait
+
+    timing = SimpleNamespace(remote_from=0.0)
+    mark_remote_wait()  # outside a request: nothing to mark, no error
+
+    async def handler() -> float:
+        task = asyncio.current_task()
+        TASK_TIMING[task] = timing  # as the server registers a request's task
+        try:
+            mark_remote_wait()
+            first = timing.remote_from
+            mark_remote_wait()  # a long poll's second wait: the first one counts
+            assert timing.remote_from == first
+            return first
+        finally:
+            del TASK_TIMING[task]
+
+    async def other_task() -> float:  # a task that is not a registered request
+        TASK_TIMING[object()] = SimpleNamespace(remote_from=0.0)
+        try:
+            mark_remote_wait()
+        finally:
+            TASK_TIMING.clear()
+        return 0.0
+
+    assert asyncio.run(handler()) > 0
+    asyncio.run(other_task())
+    assert not TASK_TIMING
+
+    stats = ServerStats()
+    # acks=all: 1 ms local, 4 ms waiting for the followers
+    stats.times(0, 1.0, 1.0, 1.005, 1.005, 1.005, remote_from=1.001)
+    stats.times(0, 2.0, 2.0, 2.001, 2.001, 2.001)  # acks=1: never waits
+    fams = request_families(stats)
+    assert value(fams, "kafka_network_requestmetrics_localtimems_sum",
+                 request="Produce") == pytest.approx(2.0)
+    assert value(fams, "kafka_network_requestmetrics_remotetimems_sum",
+                 request="Produce") == pytest.approx(4.0)
+    # Kafka records 0 remote time for a request that never waited
+    assert value(fams, "kafka_network_requestmetrics_remotetimems_count", request="Produce") == 2
+    assert value(fams, "kafka_network_requestmetrics_remotetimems_bucket",
+                 request="Produce", le="0.25") == 1
+
+
+def test_fetch_named_by_its_sender_and_counted_as_fetch_too() -> None:
+    # Kafka's RequestMetrics: request=FetchConsumer or FetchFollower, and request=Fetch
+    assert fetch_metric_key(SimpleNamespace(replica_id=-1)) == FETCH_CONSUMER_KEY
+    assert fetch_metric_key(SimpleNamespace(replica_id=3)) == FETCH_FOLLOWER_KEY
+    # v15+: the replica id moved into replica_state
+    assert fetch_metric_key(SimpleNamespace(
+        replica_state=SimpleNamespace(replica_id=2, replica_epoch=7))) == FETCH_FOLLOWER_KEY
+    assert fetch_metric_key(SimpleNamespace(
+        replica_state=SimpleNamespace(replica_id=-1, replica_epoch=-1))) == FETCH_CONSUMER_KEY
+    stats = ServerStats()
+    stats.request(FETCH_CONSUMER_KEY, 16)
+    stats.request(FETCH_CONSUMER_KEY, 16)
+    stats.request(FETCH_FOLLOWER_KEY, 16)
+    stats.request(FETCH_FOLLOWER_KEY, 12)
+    stats.error(1, 0)
+    stats.times(FETCH_CONSUMER_KEY, 1.0, 1.0, 1.5, 1.5, 1.5)  # a 500 ms long poll
+    stats.times(FETCH_FOLLOWER_KEY, 2.0, 2.0, 2.0001, 2.0001, 2.0002)
+    fams = request_families(stats)
+    req = "kafka_network_requestmetrics_requests_total"
+    assert value(fams, req, request="FetchConsumer", version="16") == 2
+    assert value(fams, req, request="FetchFollower", version="16") == 1
+    assert value(fams, req, request="FetchFollower", version="12") == 1
+    assert value(fams, req, request="Fetch", version="16") == 3
+    assert value(fams, req, request="Fetch", version="12") == 1
+    assert value(fams, "kafka_network_requestmetrics_errors_total",
+                 request="Fetch", error="NONE") == 1
+    total = "kafka_network_requestmetrics_totaltimems"
+    assert value(fams, total + "_count", request="FetchConsumer") == 1
+    assert value(fams, total + "_count", request="FetchFollower") == 1
+    assert value(fams, total + "_count", request="Fetch") == 2
+    assert value(fams, total + "_sum", request="Fetch") == pytest.approx(500.2)
+    assert value(fams, total + "_bucket", request="Fetch", le="0.25") == 1
+    assert value(fams, total + "_bucket", request="Fetch", le="500.0") == 2
+    # the per-sender histograms are not changed by the sum
+    assert value(fams, total + "_bucket", request="FetchConsumer", le="0.25") == 0
 
 
 def _part(topic: str, index: int, role: Role, isr: tuple[int, ...],
