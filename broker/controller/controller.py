@@ -112,7 +112,8 @@ class Controller(ClusterControlManager, ReplicationControlManager,
 
     def no_op_records(self, now_ms: int) -> list[Any]:
         """A NoOp record when `metadata.max.idle.interval.ms` has passed since the last one
-        this controller wrote (at once after activation), else nothing."""
+        this controller wrote (the first at its first tick as the active controller), else
+        nothing."""
         interval = self.settings.metadata_max_idle_interval_ms
         if interval <= 0 or (self._last_no_op_ms >= 0
                              and now_ms - self._last_no_op_ms < interval):
