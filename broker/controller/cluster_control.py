@@ -37,6 +37,7 @@ that broker id is refused with DUPLICATE_BROKER_REGISTRATION, as in Kafka.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,6 +78,21 @@ class _BrokerSession:
     waiting: int = 0  # heartbeats that arrived and wait their turn (heartbeat_arrived)
 
 
+def _unsupported_finalized(image: MetadataImage,
+                           features: Iterable[tuple[str, int, int]], who: str) -> str | None:
+    """Why a registering broker or controller (`who`) is refused, None if it supports every
+    finalized feature at its level, as Kafka checks it: a feature it does not declare
+    supports level 0 only."""
+    declared = {name: (lo, hi) for name, lo, hi in features}
+    for name, level in sorted(image.features.items()):
+        lo, hi = declared.get(name, (0, 0))
+        if not lo <= level <= hi:
+            return (f"Unable to register because the {who} does not support finalized "
+                    f"version {level} of {name}. The {who} wants a version between {lo} and "
+                    f"{hi}, inclusive.")
+    return None
+
+
 class ClusterControlManager(ControlManagerBase):
     _sessions: dict[int, _BrokerSession]
 
@@ -87,15 +103,9 @@ class ClusterControlManager(ControlManagerBase):
         """KIP-919: record a controller's listeners and supported features
         (RegisterController). A controller that does not support a finalized level is
         refused, as a broker is; the same registration again writes nothing."""
-        declared = {name: (lo, hi) for name, lo, hi in req.features}
-        for name, level in sorted(image.features.items()):
-            lo, hi = declared.get(name, (0, 0))
-            if not lo <= level <= hi:
-                return ControllerResult([], ApiError(
-                    ErrorCode.unsupported_version,
-                    f"Unable to register because the controller does not support finalized "
-                    f"version {level} of {name}. The controller wants a version between {lo} "
-                    f"and {hi}, inclusive."))
+        refusal = _unsupported_finalized(image, req.features, "controller")
+        if refusal is not None:
+            return ControllerResult([], ApiError(ErrorCode.unsupported_version, refusal))
         reg = ControllerRegistration(
             req.controller_id, req.incarnation_id,
             tuple(Endpoint(n, h, p, sp) for n, h, p, sp in req.listeners),
@@ -124,17 +134,10 @@ class ClusterControlManager(ControlManagerBase):
             return ControllerResult([], BrokerRegistrationReply(
                 ErrorCode.duplicate_broker_registration,
                 f"Another broker is registered with that broker id ({req.broker_id})."))
-        # Every finalized feature must be supported at its level, as Kafka checks it: a
-        # feature the broker does not declare supports level 0 only.
-        declared = {name: (lo, hi) for name, lo, hi in req.features}
-        for name, level in sorted(image.features.items()):
-            lo, hi = declared.get(name, (0, 0))
-            if not lo <= level <= hi:
-                return ControllerResult([], BrokerRegistrationReply(
-                    ErrorCode.unsupported_version,
-                    f"Unable to register because the broker does not support finalized "
-                    f"version {level} of {name}. The broker wants a version between {lo} and "
-                    f"{hi}, inclusive."))
+        refusal = _unsupported_finalized(image, req.features, "broker")
+        if refusal is not None:
+            return ControllerResult([], BrokerRegistrationReply(ErrorCode.unsupported_version,
+                                                                refusal))
         records: list[Any] = []
         if existing is not None:
             unclean = req.previous_broker_epoch != existing.epoch
