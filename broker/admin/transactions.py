@@ -111,24 +111,8 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
         elif self.forwarder is None or self.forwarder.is_forwarded(context):
             self._local()
         if self.forwarder is not None and not self.forwarder.is_forwarded(context):
-            address_of = admin_endpoint_of(self.node)
-            peers = [b for b, reg in sorted(self.node.metadata.brokers.items())
-                     if not reg.fenced and b != self.node.node_id]
-            method = _TXNS.methods_by_name["ListTransactions"]
-
-            async def ask(broker: int) -> list[Any]:
-                address = address_of(broker)
-                if address is None:
-                    raise AdminError(S.UNAVAILABLE, f"broker {broker}'s admin address is "
-                                                    "unknown here; the listing would be partial")
-                resp = await self.forwarder.call(  # type: ignore[union-attr]
-                    address, method, request,
-                    min(PEER_TIMEOUT_S, context.time_remaining() or 1e9))
-                return list(resp.transactions)
-
-            for listing in await asyncio.gather(*(ask(b) for b in peers)):
-                for t in listing:
-                    found.setdefault(t.transactional_id, t)
+            for t in await self._from_peers("ListTransactions", request, context, "listing"):
+                found.setdefault(t.transactional_id, t)
         return transactions.ListTransactionsResponse(
             transactions=[found[k] for k in sorted(found)])
 
@@ -217,6 +201,30 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
                         last_timestamp_ms=e.last_timestamp, leader_id=self.node.node_id))
         return out
 
+    async def _from_peers(self, method_name: str, request: Any,
+                          context: grpc.aio.ServicerContext, what: str) -> list[Any]:
+        """`request` to every other unfenced broker's admin listener at once: the
+        `transactions` of their answers, in broker order. A broker whose admin address is
+        unknown here fails the call (the `what` would be partial)."""
+        assert self.forwarder is not None
+        forwarder = self.forwarder
+        address_of = admin_endpoint_of(self.node)
+        method = _TXNS.methods_by_name[method_name]
+
+        async def ask(broker: int) -> list[Any]:
+            address = address_of(broker)
+            if address is None:
+                raise AdminError(S.UNAVAILABLE, f"broker {broker}'s admin address is unknown "
+                                                f"here; the {what} would be partial")
+            resp = await forwarder.call(address, method, request,
+                                        min(PEER_TIMEOUT_S, context.time_remaining() or 1e9))
+            return list(resp.transactions)
+
+        peers = [b for b, reg in sorted(self.node.metadata.brokers.items())
+                 if not reg.fenced and b != self.node.node_id]
+        return [t for listing in await asyncio.gather(*(ask(b) for b in peers))
+                for t in listing]
+
     @rpc_errors
     async def FindHangingTransactions(self, request: Any,
                                       context: grpc.aio.ServicerContext) -> Any:
@@ -225,24 +233,10 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
         found = self._open_here(max_age)
         if request.local_only or self.forwarder is None or self.forwarder.is_forwarded(context):
             return transactions.FindHangingTransactionsResponse(transactions=found)
-        address_of = admin_endpoint_of(self.node)
-        method = _TXNS.methods_by_name["FindHangingTransactions"]
         local = transactions.FindHangingTransactionsRequest(
             max_transaction_timeout_ms=max_age, local_only=True)
-
-        async def ask(broker: int) -> list[Any]:
-            address = address_of(broker)
-            if address is None:
-                raise AdminError(S.UNAVAILABLE, f"broker {broker}'s admin address is unknown "
-                                                "here; the search would be partial")
-            resp = await self.forwarder.call(  # type: ignore[union-attr]
-                address, method, local, min(PEER_TIMEOUT_S, context.time_remaining() or 1e9))
-            return list(resp.transactions)
-
-        peers = [b for b, reg in sorted(self.node.metadata.brokers.items())
-                 if not reg.fenced and b != self.node.node_id]
-        for listing in await asyncio.gather(*(ask(b) for b in peers)):
-            found.extend(listing)
+        found.extend(await self._from_peers("FindHangingTransactions", local, context,
+                                            "search"))
         if not found:
             return transactions.FindHangingTransactionsResponse()
         # the coordinators' view: a producer whose transaction is Ongoing with that
