@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.node import ExternalBroker, SkiffNode, external_bootstrap
+from tests.support.node import ExternalBroker, SkiffNode, external_bootstrap, started_node
 from tests.support.records import unique_topic
 
 Broker = SkiffNode | ExternalBroker
@@ -25,14 +25,7 @@ def _start(data_dir: Path) -> Broker:
         ext_broker = ExternalBroker(ext)
         ext_broker.wait_ready()
         return ext_broker
-    node = SkiffNode(data_dir)
-    node.start()
-    try:
-        node.wait_ready()
-    except BaseException:
-        node.close()
-        raise
-    return node
+    return started_node(data_dir)
 
 
 @pytest.fixture(scope="session")

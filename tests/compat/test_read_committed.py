@@ -44,7 +44,7 @@ from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 from broker.protocol.records import Record, build_batch
 from tests.compat.test_idempotence import create_topic
 from tests.conftest import Broker
-from tests.support.node import SkiffNode, external_bootstrap
+from tests.support.node import SkiffNode, external_bootstrap, started_node
 from tests.unit.server.wire import decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(120)
@@ -55,14 +55,7 @@ def _unverified_node(data_dir: Path) -> SkiffNode:
     if external_bootstrap() is not None:
         pytest.skip("writes transactions no coordinator knows: needs a Skiff node started "
                     "with transaction.partition.verification.enable=false")
-    node = SkiffNode(data_dir, config_env=UNVERIFIED)
-    node.start()
-    try:
-        node.wait_ready()
-    except BaseException:
-        node.close()
-        raise
-    return node
+    return started_node(data_dir, UNVERIFIED)
 
 
 @pytest.fixture(scope="module")

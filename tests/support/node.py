@@ -185,6 +185,18 @@ class SkiffNode:
             self._log = None
 
 
+def started_node(data_dir: Path, config_env: dict[str, str] | None = None) -> SkiffNode:
+    """A SkiffNode started and ready; closed again if it does not get ready."""
+    node = SkiffNode(data_dir, config_env=config_env)
+    node.start()
+    try:
+        node.wait_ready()
+    except BaseException:
+        node.close()
+        raise
+    return node
+
+
 class ExternalBroker:
     """A broker this test run did not start: usable, but not stoppable or restartable."""
 
