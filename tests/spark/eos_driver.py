@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from pipeline.sink import SkiffStreamWriter
 from pipeline.source import SkiffDataSource
+from tests.spark.stream_driver import driver_session
 
 CRASH_OPTION = "test.crash"
 
@@ -88,20 +89,8 @@ class CrashingSkiff(SkiffDataSource):
 
 def main(argv: list[str]) -> int:
     bootstrap, source, out, checkpoint, mode, *crash = argv
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
-
-    import pipeline
-
     # local[2,4]: up to 4 attempts per task, as on a cluster (plain local[2] never retries).
-    spark = (SparkSession.builder.master("local[2,4]").appName("skiff-eos-kill-test")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    pipeline.register(spark)
+    spark = driver_session("local[2,4]", "skiff-eos-kill-test")
     spark.dataSource.register(CrashingSkiff)
     df = (spark.readStream.format("skiff").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", source).option("startingOffsets", "earliest")

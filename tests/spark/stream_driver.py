@@ -10,23 +10,31 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 
-def main(argv: list[str]) -> int:
-    bootstrap, topic, out, checkpoint, mode = argv
+def driver_session(master: str, app: str) -> Any:
+    """The Spark session of a driver process of its own, on loopback, quiet, with the
+    `skiff` data source registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
     import pipeline
 
-    spark = (SparkSession.builder.master("local[2]").appName("skiff-kill-test")
+    spark = (SparkSession.builder.master(master).appName(app)
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     pipeline.register(spark)
+    return spark
+
+
+def main(argv: list[str]) -> int:
+    bootstrap, topic, out, checkpoint, mode = argv
+    spark = driver_session("local[2]", "skiff-kill-test")
     df = (spark.readStream.format("skiff").option("kafka.bootstrap.servers", bootstrap)
           .option("subscribe", topic).option("startingOffsets", "earliest")
           .option("maxOffsetsPerTrigger", "20").load()
