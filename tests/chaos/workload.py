@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from tests.chaos.checker import RecordId, encode_value
+from tests.support.records import end_offset
 
 
 class ProducerWorkload:
@@ -152,8 +153,7 @@ def read_records(bootstrap: str, topic: str, partitions: int, timeout_s: float =
     try:
         ends: dict[int, int] = {}
         for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)
-            ends[p] = high
+            ends[p] = end_offset(consumer, topic, p)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out: dict[int, list[tuple[int, int, bytes]]] = {p: [] for p in range(partitions)}
         done = {p for p, end in ends.items() if end <= 0}

@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.support.cluster import SEPARATE_METADATA_DIR, Cluster
+from tests.support.records import end_offset
 
 pytestmark = pytest.mark.timeout(240)
 ROUNDS = 4
@@ -60,21 +61,6 @@ def produce(c: Cluster, first: int, n: int) -> set[bytes]:
     return acked
 
 
-def _end_offset(cons: Consumer, partition: int) -> int:
-    """The partition's end offset; a new leader answers OFFSET_NOT_AVAILABLE until its high
-    watermark catches up (KIP-207), which librdkafka's watermark query does not retry."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return int(cons.get_watermark_offsets(TopicPartition(TOPIC, partition),
-                                                  timeout=10)[1])
-        except KafkaException as e:
-            if (e.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE
-                    or time.monotonic() > deadline):
-                raise
-            time.sleep(0.2)
-
-
 def consume_all(c: Cluster, partitions: int) -> set[bytes]:
     cons = Consumer({"bootstrap.servers": c.live_bootstrap(), "group.id": "restart-many",
                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -82,7 +68,7 @@ def consume_all(c: Cluster, partitions: int) -> set[bytes]:
     try:
         ends = {}
         for p in range(partitions):
-            ends[p] = _end_offset(cons, p)
+            ends[p] = end_offset(cons, TOPIC, p)
         cons.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
         seen: set[bytes] = set()
         at = dict.fromkeys(ends, 0)

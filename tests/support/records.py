@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 CODECS: tuple[str, ...] = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -113,3 +114,22 @@ def assert_same_records(expected: Sequence[Rec], got: Sequence[Rec], *,
                 assert r.headers == e.headers, "headers differ: " + where
             if check_timestamps:
                 assert r.timestamp_ms == e.timestamp_ms, "timestamp differs: " + where
+
+
+def end_offset(consumer: Any, topic: str, partition: int, timeout_s: float = 30.0) -> int:
+    """A partition's high watermark through librdkafka's watermark query. A new leader
+    answers OFFSET_NOT_AVAILABLE until its high watermark reaches the start of its epoch
+    (KIP-207), and librdkafka does not retry that answer: it is retried here, for at most
+    `timeout_s`."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                      timeout=10)[1])
+        except KafkaException as e:
+            if (e.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE
+                    or time.monotonic() > deadline):
+                raise
+            time.sleep(0.2)
