@@ -27,6 +27,7 @@ and `ip netns` with nftables (skips otherwise; CI runs as root and installs nfta
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import statistics
@@ -40,7 +41,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from tests.chaos.checker import check
+from tests.chaos.checker import check, encode_value
 from tests.chaos.epochs import (
     LeaderClaims,
     check_acked_positions,
@@ -63,6 +64,9 @@ SETTLE_S = 0.5
 COUNT = int(os.environ.get("SKIFF_PARTITION_SCHEDULES", "20"))
 FIRST = int(os.environ.get("SKIFF_PARTITION_FIRST", "0"))
 SEED = int(os.environ.get("SKIFF_PARTITION_SEED", str(random.SystemRandom().randrange(10**6))))
+# librdkafka debug contexts for the producers (e.g. "eos,msg"), logged to this file
+CLIENT_DEBUG = os.environ.get("SKIFF_PARTITION_CLIENT_DEBUG")
+CLIENT_LOG = os.environ.get("SKIFF_PARTITION_CLIENT_LOG", "/tmp/skiff-partition-clients.log")
 
 pytestmark = pytest.mark.timeout(max(600, 60 + 40 * COUNT))
 
@@ -105,6 +109,19 @@ def cluster(network: TestNetwork, tmp_path_factory: pytest.TempPathFactory
         yield c
     finally:
         c.stop()
+
+
+def _client_debug(name: str) -> dict[str, Any] | None:
+    if not CLIENT_DEBUG:
+        return None
+    logger = logging.getLogger(f"librdkafka.{name}")
+    if not logger.handlers:
+        handler = logging.FileHandler(CLIENT_LOG)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+    return {"debug": CLIENT_DEBUG, "logger": logger, "log_level": 7}
 
 
 # ---- what the cluster looks like now --------------------------------------------------------
@@ -370,8 +387,8 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
     create_topic(c)
     bootstrap = c.bootstrap_servers
     producers = [c.in_client(lambda name=name: ProducerWorkload(
-        bootstrap, TOPIC, PARTITIONS, name=name, idempotence=True, rate_per_s=100))
-        for name in ("a", "b")]
+        bootstrap, TOPIC, PARTITIONS, name=name, idempotence=True, rate_per_s=100,
+        extra=_client_debug(name))) for name in ("a", "b")]
     for w in producers:
         c.in_client(w.start)
     monitor = Monitor(c)
@@ -427,6 +444,10 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
           f"sampled {monitor.claims.samples}")
     if report.lost or report.duplicated or report.reordered:
         problems.append(f"records: {report.summary()}")
+    for p, rid in report.duplicated[:5]:
+        value = encode_value(*rid)
+        problems.append(f"{rid} in partition {p} at (offset, leader epoch) " + str(
+            [(o, e) for o, e, v in records[p] if v == value]))
     if positions.misplaced:
         problems.append(positions.summary())
     if fatal:

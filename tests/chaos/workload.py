@@ -155,7 +155,12 @@ def read_records(bootstrap: str, topic: str, partitions: int, timeout_s: float =
         for p in range(partitions):
             ends[p] = end_offset(consumer, topic, p)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        out: dict[int, list[tuple[int, int, bytes]]] = {p: [] for p in range(partitions)}
+        # A log holds one record per offset: a consumer that delivers an offset again (its
+        # position reset after a leader change) re-delivers, it does not show a duplicate in
+        # the log. The same offset with another value would be replicas that diverged below
+        # the high watermark, and fails the read.
+        seen: dict[int, dict[int, tuple[int, bytes]]] = {p: {} for p in range(partitions)}
+        redelivered = 0
         done = {p for p, end in ends.items() if end <= 0}
         deadline = time.monotonic() + timeout_s
         while len(done) < partitions and time.monotonic() < deadline:
@@ -165,12 +170,22 @@ def read_records(bootstrap: str, topic: str, partitions: int, timeout_s: float =
                 p, offset = msg.partition(), msg.offset()
                 if offset < ends[p]:
                     epoch = msg.leader_epoch()
-                    out[p].append((offset, -1 if epoch is None else epoch, msg.value()))
+                    record = (-1 if epoch is None else epoch, msg.value())
+                    before = seen[p].setdefault(offset, record)
+                    if before is not record:
+                        redelivered += 1
+                        if before[1] != record[1]:
+                            raise AssertionError(
+                                f"partition {p} offset {offset} read as {before} and later as "
+                                f"{record}: replicas diverged below the high watermark")
                 if offset + 1 >= ends[p]:
                     done.add(p)
         if len(done) < partitions:
             missing = sorted(set(range(partitions)) - done)
             raise TimeoutError(f"could not read partitions {missing} to their ends {ends}")
-        return out
+        if redelivered:
+            print(f"reader: {redelivered} records delivered again at the same offset (dropped)")
+        return {p: [(o, e, v) for o, (e, v) in sorted(recs.items())]
+                for p, recs in seen.items()}
     finally:
         consumer.close()
