@@ -95,7 +95,7 @@ class CoordinatorShards(Protocol[C]):
         """`coord` no longer serves `partition`: its effects answer what was waiting."""
         ...
 
-    def describe(self, coord: C) -> dict[str, int]:
+    def log_counts(self, coord: C) -> dict[str, int]:
         """What the load and unload log lines count (e.g. groups=3)."""
         ...
 
@@ -230,7 +230,7 @@ class CoordinatorRuntime(Generic[C]):
         self._loaded_epoch.pop(p, None)
         for task in self._partition_tasks.pop(p, set()):
             task.cancel()
-        counts = self.shards.describe(coord)
+        counts = self.shards.log_counts(coord)
         self.dispatch(p, coord, self.shards.unloaded(p, coord, self.now()))
         (log.debug if self._stopped else log.info)(
             f"{self.name}_coordinator_unloaded", partition=p, **counts)
@@ -263,7 +263,7 @@ class CoordinatorRuntime(Generic[C]):
             fx = self.shards.loaded(p, coord, self.now())
             if fx is not None:
                 self.dispatch(p, coord, fx)
-            counts = self.shards.describe(coord)
+            counts = self.shards.log_counts(coord)
             (log.info if any(counts.values()) else log.debug)(
                 f"{self.name}_coordinator_loaded", partition=p, epoch=epoch, records=count,
                 **counts, ms=int((loop.time() - started) * 1000))

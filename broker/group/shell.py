@@ -189,7 +189,7 @@ class GroupCoordinatorService:
     def unloaded(self, partition: int, coord: GroupCoordinator, now_ms: int) -> Effects:
         return coord.unload(now_ms)
 
-    def describe(self, coord: GroupCoordinator) -> dict[str, int]:
+    def log_counts(self, coord: GroupCoordinator) -> dict[str, int]:
         return {"groups": len(coord.groups) + len(coord.consumer_groups)}
 
     def record_batch(self, partition: int, write: Write, now_ms: int) -> bytes:
