@@ -1,12 +1,13 @@
-"""The IO shell around the pure group coordinators.
+"""The group coordinator's service: the Kafka group APIs over the pure group coordinators.
 
-One `GroupCoordinator` per __consumer_offsets partition this broker leads. Leadership comes
-from the metadata image (the publisher subscription, re-checked on every tick): gaining a
-partition starts a load (COORDINATOR_LOAD_IN_PROGRESS until it ends), losing it unloads
-(waiting requests get NOT_COORDINATOR, later ones too). Records the coordinators emit are
-appended through the replica manager with acks=all; a coordinator hears the outcome only when
-the append is replicated to the ISR, so commits are acknowledged only once replicated.
-The topic itself is created through the controller the first time FindCoordinator needs it.
+One `GroupCoordinator` per __consumer_offsets partition this broker leads, run by the
+coordinator runtime (broker/coordinator/runtime.py: loading on leadership, with
+COORDINATOR_LOAD_IN_PROGRESS until the load ends, unloading with NOT_COORDINATOR, the tick
+loop, acks=all writes, so commits are acknowledged only once replicated, routing, and
+creating the topic the first time FindCoordinator needs it). What is the group
+coordinator's own stays here: its APIs, how __consumer_offsets batches replay (transactional
+offsets waiting for their marker) and how its writes are batched (TxnOffsetCommit's
+producer fields), and the markers that reach a partition while it loads.
 
 Handlers reach the service as `node.group_coordinator`.
 """
@@ -14,8 +15,6 @@ Handlers reach the service as `node.group_coordinator`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import random
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.runtime import CoordinatorRuntime
 from broker.errors import KafkaError
 from broker.group.consumer import (
     ConsumerGroupDescription,
@@ -30,7 +30,7 @@ from broker.group.consumer import (
     ConsumerHeartbeatResult,
 )
 from broker.group.coordinator import GroupCoordinator
-from broker.group.hashing import OFFSETS_TOPIC, partition_for
+from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.types import (
     Effects,
     GroupConfig,
@@ -60,13 +60,10 @@ from broker.protocol.records import (
     iter_batch_headers,
     whole_batches_length,
 )
-from broker.replication import Role
 
 log = structlog.get_logger(__name__)
 
 GROUP_KEY_TYPE = 0
-LOAD_WINDOW = 4096  # offsets read per step while loading, between yields to the event loop
-LEADER_WAIT_S = 30.0
 
 
 CONTROL_COMMIT = 1  # a control record's type (key: int16 version, int16 type)
@@ -135,190 +132,88 @@ def service_of(node: Any) -> GroupCoordinatorService:
 
 
 class GroupCoordinatorService:
+    """The group coordinator's service: the Kafka group APIs over the cores that
+    broker/coordinator/runtime.py runs, one per __consumer_offsets partition led here."""
+
     def __init__(
         self, node: Any, *, rng: random.Random | None = None, tick_interval_s: float = 0.1,
     ) -> None:
         self.node = node
         self.config = GroupConfig.from_node_config(node.config)
         self.rng = rng or random.Random()
-        self.tick_interval_s = tick_interval_s
-        self.coordinators: dict[int, GroupCoordinator] = {}
-        self._loaded_epoch: dict[int, int] = {}
-        self._loading: dict[int, tuple[int, asyncio.Task[None]]] = {}
         # transaction markers that reached a partition while it was loading (the load may
         # have read the log before they were appended): applied once it is loaded
         self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
-        self._waiting: dict[Token, asyncio.Future[Any]] = {}
-        self._tokens = itertools.count(1)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._tick_task: asyncio.Task[None] | None = None
-        self._create_lock: asyncio.Lock | None = None
-        self._stopped = False
+        self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
+            node, self, name="group", topic=OFFSETS_TOPIC,
+            partitions_key="offsets.topic.num.partitions", topic_log_name="offsets_topic",
+            write_timeout_ms=int(node.config["offsets.commit.timeout.ms"]),
+            tick_interval_s=tick_interval_s)
 
-    # ---- lifecycle --------------------------------------------------------------------
+    @property
+    def coordinators(self) -> dict[int, GroupCoordinator]:
+        """The cores loaded here, by __consumer_offsets partition."""
+        return self.runtime.coordinators
 
     def start(self) -> None:
         """Subscribe to metadata and start the tick loop (inside the running event loop)."""
-        self.node.publisher.subscribe(self.on_metadata)
-        self._tick_task = asyncio.get_running_loop().create_task(
-            self._tick_loop(), name="group_coordinator_tick")
-        self.reconcile()
+        self.runtime.start()
 
     async def stop(self) -> None:
-        self._stopped = True
-        tasks = list(self._tasks)
-        if self._tick_task is not None:
-            tasks.append(self._tick_task)
-        tasks += [t for _, t in self._loading.values()]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        for p in list(self.coordinators):
-            self._unload(p)
+        await self.runtime.stop()
 
-    def _now(self) -> int:
-        return int(self.node.clock())
+    # ---- the runtime's hooks (CoordinatorShards) -----------------------------------------
 
-    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def new_coordinator(self, partition: int, epoch: int, now_ms: int) -> GroupCoordinator:
+        return GroupCoordinator(self.config, self.rng, now_ms)
 
-    # ---- leadership ---------------------------------------------------------------------
-
-    def on_metadata(self, old: Any, new: Any, delta: Any) -> None:
-        if not self._stopped:
-            self.reconcile()
-
-    def _wanted(self) -> dict[int, int]:
-        topic = self.node.metadata.topic(OFFSETS_TOPIC)
-        if topic is None:
-            return {}
-        return {i: reg.leader_epoch for i, reg in topic.partitions.items()
-                if reg.leader == self.node.node_id}
-
-    def reconcile(self) -> None:
-        """Load the offsets partitions this broker leads; unload the others."""
-        wanted = self._wanted()
-        for p in list(self.coordinators):
-            if wanted.get(p) != self._loaded_epoch.get(p):
-                self._unload(p)
-        for p, (epoch, task) in list(self._loading.items()):
-            if wanted.get(p) != epoch:
-                task.cancel()
-                del self._loading[p]
-                self._deferred_markers.pop(p, None)
-        for p, epoch in wanted.items():
-            if p not in self.coordinators and p not in self._loading:
-                task = asyncio.get_running_loop().create_task(
-                    self._load(p, epoch), name=f"group_load_{p}")
-                self._loading[p] = (epoch, task)
-
-    def _unload(self, p: int) -> None:
-        coord = self.coordinators.pop(p)
-        self._loaded_epoch.pop(p, None)
-        groups = len(coord.groups) + len(coord.consumer_groups)
-        self._dispatch(p, coord, coord.unload(self._now()))
-        (log.debug if self._stopped else log.info)("group_coordinator_unloaded", partition=p,
-                                                    groups=groups)
-
-    async def _load(self, p: int, epoch: int) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            started = loop.time()
-            while True:
-                part = self.node.replicas.get(OFFSETS_TOPIC, p)
-                if part is not None and part.role is Role.LEADER and part.leader_epoch >= epoch:
-                    break
-                if loop.time() - started > LEADER_WAIT_S:
-                    log.warning("group_load_gave_up", partition=p, epoch=epoch)
-                    return
-                await asyncio.sleep(0.02)
-            coord = GroupCoordinator(self.config, self.rng, self._now())
-            plog = part.log
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            count = 0
-            while offset < end:
-                upto = min(end, offset + LOAD_WINDOW)
-                for item in read_batches(plog, offset, upto):
-                    try:
-                        count += replay_batch(coord, *item)
-                    except KafkaError as exc:
-                        log.warning("group_record_unreadable", partition=p,
-                                    offset=item[0].base_offset, error=str(exc))
-                offset = upto
-                await asyncio.sleep(0)
-            coord.finish_loading(self._now())
-            if self._loading.get(p, (None,))[0] != epoch:
-                return
-            for producer_id, committed in self._deferred_markers.pop(p, []):
-                coord.complete_txn_offsets(producer_id, committed)
-            self.coordinators[p] = coord
-            self._loaded_epoch[p] = epoch
-            (log.info if coord.groups else log.debug)(
-                "group_coordinator_loaded", partition=p, epoch=epoch, records=count,
-                groups=len(coord.groups), ms=int((loop.time() - started) * 1000))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("group_load_failed", partition=p)
-        finally:
-            current = self._loading.get(p)
-            if current is not None and current[0] == epoch:
-                del self._loading[p]
-
-    # ---- ticking and effects ---------------------------------------------------------------
-
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.tick_interval_s)
+    def replay(self, partition: int, coord: GroupCoordinator, plog: Any, offset: int,
+               upto: int) -> int:
+        count = 0
+        for item in read_batches(plog, offset, upto):
             try:
-                self.tick()
-            except Exception:
-                log.exception("group_tick_failed")
+                count += replay_batch(coord, *item)
+            except KafkaError as exc:
+                log.warning("group_record_unreadable", partition=partition,
+                            offset=item[0].base_offset, error=str(exc))
+        return count
 
-    def tick(self) -> None:
-        self.reconcile()
-        now = self._now()
-        for p, coord in list(self.coordinators.items()):
-            self._dispatch(p, coord, coord.tick(now))
+    def loaded(self, partition: int, coord: GroupCoordinator, now_ms: int) -> None:
+        coord.finish_loading(now_ms)
+        for producer_id, committed in self._deferred_markers.pop(partition, []):
+            coord.complete_txn_offsets(producer_id, committed)
 
-    def _dispatch(self, p: int, coord: GroupCoordinator, fx: Effects) -> None:
-        for reply in fx.replies:
-            fut = self._waiting.pop(reply.token, None)
-            if fut is not None and not fut.done():
-                fut.set_result(reply.result)
-        for w in fx.writes:
-            self._spawn(self._write(p, coord, w), f"group_write_{p}")
+    def load_abandoned(self, partition: int) -> None:
+        self._deferred_markers.pop(partition, None)
 
-    async def _write(self, p: int, coord: GroupCoordinator, w: Write) -> None:
-        now = self._now()
-        batch = build_batch([Record(timestamp=now, key=r.key, value=r.value) for r in w.records],
-                            producer_id=w.producer_id, producer_epoch=w.producer_epoch,
-                            base_sequence=self._next_sequence(p, w),
-                            is_transactional=w.producer_id >= 0)
-        error = ErrorCode.none
-        try:
-            results = await self.node.replicas.append(
-                {(OFFSETS_TOPIC, p): batch}, required_acks=-1,
-                timeout_ms=int(self.node.config["offsets.commit.timeout.ms"]),
-            )
-            result = results[(OFFSETS_TOPIC, p)]
-            if isinstance(result, KafkaError):
-                error = result.error_code
-        except KafkaError as exc:
-            error = exc.error_code
-        except asyncio.CancelledError:
-            error = ErrorCode.not_coordinator
-        except Exception:
-            log.exception("group_write_failed", partition=p)
-            error = ErrorCode.unknown_server_error
-        if error is not ErrorCode.none:
-            log.info("group_write_error", partition=p, error=error.name)
-        self._dispatch(p, coord, coord.write_completed(w.write_id, error, self._now()))
+    def unloaded(self, partition: int, coord: GroupCoordinator, now_ms: int) -> Effects:
+        return coord.unload(now_ms)
+
+    def log_counts(self, coord: GroupCoordinator) -> dict[str, int]:
+        return {"groups": len(coord.groups) + len(coord.consumer_groups)}
+
+    def record_batch(self, partition: int, write: Write, now_ms: int) -> bytes:
+        return build_batch(
+            [Record(timestamp=now_ms, key=r.key, value=r.value) for r in write.records],
+            producer_id=write.producer_id, producer_epoch=write.producer_epoch,
+            base_sequence=self._next_sequence(partition, write),
+            is_transactional=write.producer_id >= 0)
+
+    def more_effects(self, partition: int, coord: GroupCoordinator, fx: Effects) -> None:
+        return None
+
+    def new_topic(self, live_brokers: int) -> tuple[int, int, dict[str, str]]:
+        cfg = self.node.config
+        wanted_rf = int(cfg["offsets.topic.replication.factor"])
+        rf = min(wanted_rf, live_brokers)
+        if rf < wanted_rf:
+            log.warning("offsets_topic_replication_factor_lowered", wanted=wanted_rf,
+                        used=rf, live_brokers=live_brokers)
+        return int(cfg["offsets.topic.num.partitions"]), rf, {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+        }
 
     def _next_sequence(self, p: int, w: Write) -> int:
         """The base sequence of a TxnOffsetCommit batch (-1 for plain writes). Kafka's
@@ -336,33 +231,18 @@ class GroupCoordinatorService:
 
     async def _call(self, group_id: str, call: Callable[[GroupCoordinator, Token, int], Effects],
                     ) -> Any:
-        p, coord = self.coordinator_for(group_id)
-        token = next(self._tokens)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = fut
-        fut.add_done_callback(lambda _f: self._waiting.pop(token, None))
-        self._dispatch(p, coord, call(coord, token, self._now()))
-        return await fut
+        return await self.runtime.call(group_id, call)
 
     # ---- routing --------------------------------------------------------------------------
 
     def partition_count(self) -> int:
-        topic = self.node.metadata.topic(OFFSETS_TOPIC)
-        if topic is not None and topic.num_partitions > 0:
-            return int(topic.num_partitions)
-        return int(self.node.config["offsets.topic.num.partitions"])
+        return self.runtime.partition_count()
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.partition_count())
+        return self.runtime.partition_of(group_id)
 
     def coordinator_for(self, group_id: str) -> tuple[int, GroupCoordinator]:
-        p = self.partition_of(group_id)
-        coord = self.coordinators.get(p)
-        if coord is not None:
-            return p, coord
-        if p in self._loading:
-            raise KafkaError(ErrorCode.coordinator_load_in_progress, f"{OFFSETS_TOPIC}-{p}")
-        raise KafkaError(ErrorCode.not_coordinator, f"{OFFSETS_TOPIC}-{p}")
+        return self.runtime.coordinator_for(group_id)
 
     # ---- FindCoordinator --------------------------------------------------------------------
 
@@ -373,57 +253,10 @@ class GroupCoordinatorService:
         (transactional ids are broker/txn's: FindCoordinator sends key type 1 there)."""
         if key_type != GROUP_KEY_TYPE:
             return ErrorCode.invalid_request, -1, "", -1, f"key type {key_type}"
-        if self.node.metadata.topic(OFFSETS_TOPIC) is None:
-            error = await self.ensure_offsets_topic()
-            if error is not ErrorCode.none:
-                return error, -1, "", -1, None
-        image = self.node.metadata
-        p = self.partition_of(key)
-        leader = image.leader_of(OFFSETS_TOPIC, p)
-        broker = image.broker(leader) if leader >= 0 else None
-        endpoint = broker.endpoint(listener_name) if broker is not None else None
-        if endpoint is None or broker is None or broker.fenced:
-            return ErrorCode.coordinator_not_available, -1, "", -1, None
-        return ErrorCode.none, leader, endpoint.host, endpoint.port, None
+        return await self.runtime.locate(key, listener_name)
 
     async def ensure_offsets_topic(self) -> ErrorCode:
-        from broker.controller.requests import CreatableTopic
-
-        if self._create_lock is None:
-            self._create_lock = asyncio.Lock()
-        async with self._create_lock:
-            image = self.node.metadata
-            if image.topic(OFFSETS_TOPIC) is not None:
-                return ErrorCode.none
-            cfg = self.node.config
-            live = len(image.unfenced_broker_ids)
-            wanted_rf = int(cfg["offsets.topic.replication.factor"])
-            if live == 0:
-                return ErrorCode.coordinator_not_available
-            rf = min(wanted_rf, live)
-            if rf < wanted_rf:
-                log.warning("offsets_topic_replication_factor_lowered", wanted=wanted_rf,
-                            used=rf, live_brokers=live)
-            try:
-                results = await self.node.controller.create_topics([CreatableTopic(
-                    name=OFFSETS_TOPIC,
-                    num_partitions=int(cfg["offsets.topic.num.partitions"]),
-                    replication_factor=rf,
-                    configs={
-                        "cleanup.policy": "compact",
-                        "compression.type": "producer",
-                        "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
-                    },
-                )])
-            except KafkaError as exc:
-                log.info("offsets_topic_create_failed", error=str(exc))
-                return ErrorCode.coordinator_not_available
-            error = results[0].error
-            if error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                log.warning("offsets_topic_create_refused", error=error.name,
-                            message=results[0].message)
-                return ErrorCode.coordinator_not_available
-            return ErrorCode.none
+        return await self.runtime.ensure_topic()
 
     # ---- classic protocol ---------------------------------------------------------------------
 
@@ -448,15 +281,15 @@ class GroupCoordinatorService:
             _, coord = self.coordinator_for(req.group_id)
         except KafkaError as exc:
             return exc.error_code
-        return coord.heartbeat(req, self._now())
+        return coord.heartbeat(req, self.runtime.now())
 
     def leave_group(self, group_id: str, members: Iterable[LeaveMember]) -> LeaveGroupResult:
         try:
             p, coord = self.coordinator_for(group_id)
         except KafkaError as exc:
             return LeaveGroupResult(exc.error_code)
-        result, fx = coord.leave_group(group_id, members, self._now())
-        self._dispatch(p, coord, fx)
+        result, fx = coord.leave_group(group_id, members, self.runtime.now())
+        self.runtime.dispatch(p, coord, fx)
         return result
 
     async def commit_offsets(self, req: OffsetCommitRequest) -> OffsetCommitResult:
@@ -485,7 +318,7 @@ class GroupCoordinatorService:
         marker was appended)."""
         coord = self.coordinators.get(partition)
         if coord is None:
-            if partition in self._loading:
+            if partition in self.runtime.loading:
                 self._deferred_markers.setdefault(partition, []).append(
                     (producer_id, committed))
             return 0
@@ -524,7 +357,7 @@ class GroupCoordinatorService:
         out: list[ListedGroup] = []
         for coord in self.coordinators.values():
             out.extend(coord.list_groups(states, types))
-        error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
+        error = ErrorCode.coordinator_load_in_progress if self.runtime.loading else ErrorCode.none
         return error, out
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupDescription | None]:
@@ -567,8 +400,8 @@ class GroupCoordinatorService:
             p, coord = self.coordinator_for(req.group_id)
         except KafkaError as exc:
             return ConsumerHeartbeatResult(exc.error_code, member_id=req.member_id or None)
-        result = coord.consumer_heartbeat(req, self.node.metadata, self._now())
-        self._dispatch(p, coord, coord.take_effects())
+        result = coord.consumer_heartbeat(req, self.node.metadata, self.runtime.now())
+        self.runtime.dispatch(p, coord, coord.take_effects())
         return result
 
     def consumer_group_describe(

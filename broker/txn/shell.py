@@ -1,17 +1,17 @@
-"""The IO shell around the pure transaction coordinators (broker/txn/coordinator.py).
+"""The transaction coordinator's service: the transaction APIs over the pure coordinators
+(broker/txn/coordinator.py), and the markers they send.
 
 One `TransactionCoordinator` per __transaction_state partition this broker leads, at that
-partition's leader epoch (the coordinator epoch markers carry). Leadership comes from the
-metadata image, as for the group coordinator: gaining a partition replays it (requests get
-COORDINATOR_LOAD_IN_PROGRESS meanwhile) and then resumes the transactions found in
-PrepareCommit/PrepareAbort by sending their markers again; losing it unloads (waiting
-requests get NOT_COORDINATOR, marker sends stop). Records are appended through the replica
-manager with acks=all, so a transition is applied only once it is replicated to the ISR.
+partition's leader epoch (the coordinator epoch markers carry), run by the coordinator
+runtime (broker/coordinator/runtime.py), as the group coordinators are: gaining a partition
+replays it (requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile) and then resumes the
+transactions found in PrepareCommit/PrepareAbort by sending their markers again; losing it
+unloads (waiting requests get NOT_COORDINATOR, marker sends stop). Records are appended with
+acks=all, so a transition is applied only once it is replicated to the ISR.
 
 Markers travel as WriteTxnMarkers (API 27) over the inter-broker listener (with its TLS and
 SASL settings, as the replica fetchers connect) to each partition's leader, itself included;
 partitions are retried until their leader acknowledges the marker, or their topic is gone.
-The topic itself is created through the controller the first time FindCoordinator needs it.
 
 Handlers reach the service as `node.txn_coordinator`.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
@@ -29,11 +28,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName
 from kio.static.primitive import i16, i32
 
+from broker.coordinator.runtime import CoordinatorRuntime, internal_partition_count
 from broker.errors import KafkaError
 from broker.group.hashing import OFFSETS_TOPIC, partition_for
 from broker.protocol.records import Record, build_batch
 from broker.protocol.transport import ConnectionSecurity, KafkaConnection
-from broker.replication import Role
 from broker.txn.coordinator import (
     NEED_NEXT_PRODUCER_ID,
     NEED_PRODUCER_ID,
@@ -61,8 +60,6 @@ log = structlog.get_logger(__name__)
 
 WRITE_TXN_MARKERS = 27
 WRITE_TXN_MARKERS_VERSION = 1
-LOAD_WINDOW = 4096
-LEADER_WAIT_S = 30.0
 WRITE_TIMEOUT_MS = 5000
 MARKER_REQUEST_TIMEOUT_S = 30.0
 MARKER_RETRY_S = 0.1
@@ -119,215 +116,108 @@ class TransactionCoordinatorService:
         self.generate_producer_id = generate_producer_id
         self.security = security
         self.listener_name = listener_name or node.config.inter_broker_listener_name
-        self.tick_interval_s = tick_interval_s
-        self.coordinators: dict[int, TransactionCoordinator] = {}
-        self._loaded_epoch: dict[int, int] = {}
-        self._loading: dict[int, tuple[int, asyncio.Task[None]]] = {}
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._tokens = itertools.count(1)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._marker_tasks: dict[int, set[asyncio.Task[None]]] = {}
         self._connections: dict[tuple[str, int], MarkerConnection] = {}
         self.connect: ConnectFn = connect or self._kafka_connection
-        self._tick_task: asyncio.Task[None] | None = None
-        self._create_lock: asyncio.Lock | None = None
-        self._stopped = False
+        self.runtime: CoordinatorRuntime[TransactionCoordinator] = CoordinatorRuntime(
+            node, self, name="txn", topic=TRANSACTION_STATE_TOPIC,
+            partitions_key="transaction.state.log.num.partitions",
+            topic_log_name="transaction_state_topic", write_timeout_ms=WRITE_TIMEOUT_MS,
+            tick_interval_s=tick_interval_s)
         # KIP-890: this broker's transactional appends checked with their coordinators
         self.verifier = TransactionVerifier(node, self.listener_name, self._connection,
                                             self._drop_connection)
 
-    # ---- lifecycle --------------------------------------------------------------------
+    @property
+    def coordinators(self) -> dict[int, TransactionCoordinator]:
+        """The cores loaded here, by __transaction_state partition."""
+        return self.runtime.coordinators
 
     def start(self) -> None:
-        self.node.publisher.subscribe(self.on_metadata)
-        self._tick_task = asyncio.get_running_loop().create_task(
-            self._tick_loop(), name="txn_coordinator_tick")
-        self.reconcile()
+        self.runtime.start()
 
     async def stop(self) -> None:
-        self._stopped = True
-        tasks = list(self._tasks)
-        if self._tick_task is not None:
-            tasks.append(self._tick_task)
-        tasks += [t for _, t in self._loading.values()]
-        for ts in self._marker_tasks.values():
-            tasks += list(ts)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        for p in list(self.coordinators):
-            self._unload(p)
+        await self.runtime.stop()
         for conn in list(self._connections.values()):
             with contextlib.suppress(Exception):
                 await conn.close()
         self._connections.clear()
 
-    def _now(self) -> int:
-        return int(self.node.clock())
+    # ---- the runtime's hooks (CoordinatorShards) -----------------------------------------
 
-    def _spawn(self, coro: Any, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def new_coordinator(self, partition: int, epoch: int,
+                        now_ms: int) -> TransactionCoordinator:
+        # the partition's leader epoch is the coordinator epoch its markers carry
+        return TransactionCoordinator(self.config, epoch, now_ms)
 
-    # ---- leadership ---------------------------------------------------------------------
-
-    def on_metadata(self, old: Any, new: Any, delta: Any) -> None:
-        if not self._stopped:
-            self.reconcile()
-
-    def _wanted(self) -> dict[int, int]:
-        topic = self.node.metadata.topic(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            return {}
-        return {i: reg.leader_epoch for i, reg in topic.partitions.items()
-                if reg.leader == self.node.node_id}
-
-    def reconcile(self) -> None:
-        wanted = self._wanted()
-        for p in list(self.coordinators):
-            if wanted.get(p) != self._loaded_epoch.get(p):
-                self._unload(p)
-        for p, (epoch, task) in list(self._loading.items()):
-            if wanted.get(p) != epoch:
-                task.cancel()
-                del self._loading[p]
-        for p, epoch in wanted.items():
-            if p not in self.coordinators and p not in self._loading:
-                task = asyncio.get_running_loop().create_task(
-                    self._load(p, epoch), name=f"txn_load_{p}")
-                self._loading[p] = (epoch, task)
-
-    def _unload(self, p: int) -> None:
-        coord = self.coordinators.pop(p)
-        self._loaded_epoch.pop(p, None)
-        for task in self._marker_tasks.pop(p, set()):
-            task.cancel()
-        self._dispatch(p, coord, coord.unload())
-        (log.debug if self._stopped else log.info)(
-            "txn_coordinator_unloaded", partition=p, transactions=len(coord.txns))
-
-    async def _load(self, p: int, epoch: int) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            started = loop.time()
-            while True:
-                part = self.node.replicas.get(TRANSACTION_STATE_TOPIC, p)
-                if part is not None and part.role is Role.LEADER and part.leader_epoch >= epoch:
-                    break
-                if loop.time() - started > LEADER_WAIT_S:
-                    log.warning("txn_load_gave_up", partition=p, epoch=epoch)
-                    return
-                await asyncio.sleep(0.02)
-            coord = TransactionCoordinator(self.config, epoch, self._now())
-            plog = part.log
-            offset, end = plog.log_start_offset, plog.log_end_offset
-            count = 0
-            while offset < end:
-                upto = min(end, offset + LOAD_WINDOW)
-                for r in plog.read_records(offset, upto):
-                    if r.key is None:
-                        continue
-                    try:
-                        tid = decode_key(r.key)
-                        coord.replay(tid, None if r.value is None else decode_value(r.value))
-                        count += 1
-                    except KafkaError as exc:
-                        log.warning("txn_record_unreadable", partition=p, offset=r.offset,
-                                    error=str(exc))
-                offset = upto
-                await asyncio.sleep(0)
-            if self._loading.get(p, (None,))[0] != epoch:
-                return
-            self.coordinators[p] = coord
-            self._loaded_epoch[p] = epoch
-            fx = coord.finish_loading(self._now())
-            resumed = len(fx.markers)
-            self._dispatch(p, coord, fx)
-            (log.info if coord.txns else log.debug)(
-                "txn_coordinator_loaded", partition=p, epoch=epoch, records=count,
-                transactions=len(coord.txns), resumed=resumed,
-                ms=int((loop.time() - started) * 1000))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("txn_load_failed", partition=p)
-        finally:
-            current = self._loading.get(p)
-            if current is not None and current[0] == epoch:
-                del self._loading[p]
-
-    # ---- ticking and effects ---------------------------------------------------------------
-
-    async def _tick_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.tick_interval_s)
-            try:
-                self.tick()
-            except Exception:
-                log.exception("txn_tick_failed")
-
-    def tick(self) -> None:
-        self.reconcile()
-        now = self._now()
-        for p, coord in list(self.coordinators.items()):
-            self._dispatch(p, coord, coord.tick(now))
-
-    def _dispatch(self, p: int, coord: TransactionCoordinator, fx: Effects) -> None:
-        for reply in fx.replies:
-            fut = self._waiting.pop(reply.token, None)
-            if fut is not None and not fut.done():
-                fut.set_result(reply.result)
-        for w in fx.writes:
-            self._spawn(self._write(p, coord, w), f"txn_write_{p}")
-        for m in fx.markers:
-            if self.coordinators.get(p) is not coord:
+    def replay(self, partition: int, coord: TransactionCoordinator, plog: Any, offset: int,
+               upto: int) -> int:
+        count = 0
+        for r in plog.read_records(offset, upto):
+            if r.key is None:
                 continue
-            task = asyncio.get_running_loop().create_task(
-                self._send_markers(p, coord, m), name=f"txn_markers_{p}")
-            tasks = self._marker_tasks.setdefault(p, set())
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            try:
+                tid = decode_key(r.key)
+                coord.replay(tid, None if r.value is None else decode_value(r.value))
+                count += 1
+            except KafkaError as exc:
+                log.warning("txn_record_unreadable", partition=partition, offset=r.offset,
+                            error=str(exc))
+        return count
 
-    async def _write(self, p: int, coord: TransactionCoordinator, w: Write) -> None:
-        now = self._now()
-        value = None if w.value is None else encode_value(
-            w.value, 1 if (w.value.client_transaction_version
-                           or w.value.next_producer_id >= 0) else 0)
-        batch = build_batch([Record(timestamp=now, key=encode_key(w.transactional_id),
-                                    value=value)])
-        error = ErrorCode.none
-        try:
-            results = await self.node.replicas.append(
-                {(TRANSACTION_STATE_TOPIC, p): batch}, required_acks=-1,
-                timeout_ms=WRITE_TIMEOUT_MS)
-            result = results[(TRANSACTION_STATE_TOPIC, p)]
-            if isinstance(result, KafkaError):
-                error = result.error_code
-        except KafkaError as exc:
-            error = exc.error_code
-        except asyncio.CancelledError:
-            error = ErrorCode.not_coordinator
-        except Exception:
-            log.exception("txn_write_failed", partition=p)
-            error = ErrorCode.unknown_server_error
-        if error is not ErrorCode.none:
-            log.info("txn_write_error", partition=p, transactional_id=w.transactional_id,
-                     error=error.name)
-        self._dispatch(p, coord, coord.write_completed(w.write_id, error, self._now()))
+    def loaded(self, partition: int, coord: TransactionCoordinator, now_ms: int) -> Effects:
+        """Resumes the transactions the previous coordinator left in PrepareCommit or
+        PrepareAbort: their markers are sent again."""
+        fx = coord.finish_loading(now_ms)
+        if fx.markers:
+            log.info("txn_markers_resumed", partition=partition, transactions=len(fx.markers))
+        return fx
+
+    def load_abandoned(self, partition: int) -> None:
+        return None
+
+    def unloaded(self, partition: int, coord: TransactionCoordinator, now_ms: int) -> Effects:
+        return coord.unload()
+
+    def log_counts(self, coord: TransactionCoordinator) -> dict[str, int]:
+        return {"transactions": len(coord.txns)}
+
+    def record_batch(self, partition: int, write: Write, now_ms: int) -> bytes:
+        value = None if write.value is None else encode_value(
+            write.value, 1 if (write.value.client_transaction_version
+                               or write.value.next_producer_id >= 0) else 0)
+        return build_batch([Record(timestamp=now_ms, key=encode_key(write.transactional_id),
+                                   value=value)])
+
+    def more_effects(self, partition: int, coord: TransactionCoordinator, fx: Effects) -> None:
+        """Markers are sent while the partition stays loaded by this very core."""
+        for m in fx.markers:
+            if self.runtime.coordinators.get(partition) is coord:
+                self.runtime.spawn_for(partition, self._send_markers(partition, coord, m),
+                                       f"txn_markers_{partition}")
+
+    def new_topic(self, live_brokers: int) -> tuple[int, int, dict[str, str]]:
+        """__transaction_state is compacted; its RF and min ISR are capped to the live
+        brokers, with a warning, as for __consumer_offsets."""
+        cfg = self.node.config
+        wanted_rf = int(cfg["transaction.state.log.replication.factor"])
+        rf = min(wanted_rf, live_brokers)
+        wanted_isr = int(cfg["transaction.state.log.min.isr"])
+        min_isr = min(wanted_isr, rf)
+        if rf < wanted_rf or min_isr < wanted_isr:
+            log.warning("transaction_state_topic_replication_lowered", wanted_rf=wanted_rf,
+                        used_rf=rf, wanted_min_isr=wanted_isr, used_min_isr=min_isr,
+                        live_brokers=live_brokers)
+        return int(cfg["transaction.state.log.num.partitions"]), rf, {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "min.insync.replicas": str(min_isr),
+            "unclean.leader.election.enable": "false",
+            "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
+        }
 
     async def _call(self, transactional_id: str,
                     call: Callable[[TransactionCoordinator, int, int], Effects]) -> Any:
-        p, coord = self.coordinator_for(transactional_id)
-        token = next(self._tokens)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = fut
-        fut.add_done_callback(lambda _f: self._waiting.pop(token, None))
-        self._dispatch(p, coord, call(coord, token, self._now()))
-        return await fut
+        return await self.runtime.call(transactional_id, call)
 
     # ---- markers --------------------------------------------------------------------------
 
@@ -365,7 +255,7 @@ class TransactionCoordinatorService:
         transaction. Ends early when this coordinator is unloaded (cancelled)."""
         remaining = set(m.partitions)
         attempt = 0
-        started = self._now()
+        started = self.runtime.now()
         while remaining:
             try:
                 if await self._marker_round(coord, m, remaining):
@@ -380,11 +270,11 @@ class TransactionCoordinatorService:
             if attempt % 50 == 0:
                 log.warning("txn_markers_pending", transactional_id=m.transactional_id,
                             partitions=sorted(remaining), attempts=attempt,
-                            ms=self._now() - started)
+                            ms=self.runtime.now() - started)
             await asyncio.sleep(min(MARKER_RETRY_MAX_S, MARKER_RETRY_S * attempt))
-        if self.coordinators.get(p) is coord:
-            self._dispatch(p, coord, coord.markers_completed(
-                m.transactional_id, m.producer_id, m.producer_epoch, self._now()))
+        if self.runtime.coordinators.get(p) is coord:
+            self.runtime.dispatch(p, coord, coord.markers_completed(
+                m.transactional_id, m.producer_id, m.producer_epoch, self.runtime.now()))
 
     async def _marker_round(self, coord: TransactionCoordinator, m: MarkerSend,
                             remaining: set[TopicPartition]) -> bool:
@@ -455,30 +345,16 @@ class TransactionCoordinatorService:
     # ---- routing --------------------------------------------------------------------------
 
     def partition_count(self) -> int:
-        topic = self.node.metadata.topic(TRANSACTION_STATE_TOPIC)
-        if topic is not None and topic.num_partitions > 0:
-            return int(topic.num_partitions)
-        return int(self.node.config["transaction.state.log.num.partitions"])
+        return self.runtime.partition_count()
 
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.partition_count())
+        return self.runtime.partition_of(transactional_id)
 
     def coordinator_for(self, transactional_id: str) -> tuple[int, TransactionCoordinator]:
-        p = self.partition_of(transactional_id)
-        coord = self.coordinators.get(p)
-        if coord is not None:
-            return p, coord
-        if p in self._loading:
-            raise KafkaError(ErrorCode.coordinator_load_in_progress,
-                             f"{TRANSACTION_STATE_TOPIC}-{p}")
-        raise KafkaError(ErrorCode.not_coordinator, f"{TRANSACTION_STATE_TOPIC}-{p}")
+        return self.runtime.coordinator_for(transactional_id)
 
     def offsets_partition_of(self, group_id: str) -> int:
-        topic = self.node.metadata.topic(OFFSETS_TOPIC)
-        if topic is not None and topic.num_partitions > 0:
-            n = int(topic.num_partitions)
-        else:
-            n = int(self.node.config["offsets.topic.num.partitions"])
+        n = internal_partition_count(self.node, OFFSETS_TOPIC, "offsets.topic.num.partitions")
         return partition_for(group_id, n)
 
     # ---- FindCoordinator --------------------------------------------------------------------
@@ -489,64 +365,11 @@ class TransactionCoordinatorService:
         """(error, node id, host, port, message) of the coordinator of transactional id `key`."""
         if not key:
             return ErrorCode.invalid_request, -1, "", -1, "empty transactional id"
-        if self.node.metadata.topic(TRANSACTION_STATE_TOPIC) is None:
-            error = await self.ensure_state_topic()
-            if error is not ErrorCode.none:
-                return error, -1, "", -1, None
-        image = self.node.metadata
-        p = self.partition_of(key)
-        leader = image.leader_of(TRANSACTION_STATE_TOPIC, p)
-        broker = image.broker(leader) if leader >= 0 else None
-        endpoint = broker.endpoint(listener_name) if broker is not None else None
-        if endpoint is None or broker is None or broker.fenced:
-            return ErrorCode.coordinator_not_available, -1, "", -1, None
-        return ErrorCode.none, leader, endpoint.host, endpoint.port, None
+        return await self.runtime.locate(key, listener_name)
 
     async def ensure_state_topic(self) -> ErrorCode:
-        """Creates __transaction_state (compacted; RF and min ISR capped to the live
-        brokers, with a warning, as for __consumer_offsets)."""
-        from broker.controller.requests import CreatableTopic
-
-        if self._create_lock is None:
-            self._create_lock = asyncio.Lock()
-        async with self._create_lock:
-            image = self.node.metadata
-            if image.topic(TRANSACTION_STATE_TOPIC) is not None:
-                return ErrorCode.none
-            cfg = self.node.config
-            live = len(image.unfenced_broker_ids)
-            if live == 0:
-                return ErrorCode.coordinator_not_available
-            wanted_rf = int(cfg["transaction.state.log.replication.factor"])
-            rf = min(wanted_rf, live)
-            wanted_isr = int(cfg["transaction.state.log.min.isr"])
-            min_isr = min(wanted_isr, rf)
-            if rf < wanted_rf or min_isr < wanted_isr:
-                log.warning("transaction_state_topic_replication_lowered", wanted_rf=wanted_rf,
-                            used_rf=rf, wanted_min_isr=wanted_isr, used_min_isr=min_isr,
-                            live_brokers=live)
-            try:
-                results = await self.node.controller.create_topics([CreatableTopic(
-                    name=TRANSACTION_STATE_TOPIC,
-                    num_partitions=int(cfg["transaction.state.log.num.partitions"]),
-                    replication_factor=rf,
-                    configs={
-                        "cleanup.policy": "compact",
-                        "compression.type": "uncompressed",
-                        "min.insync.replicas": str(min_isr),
-                        "unclean.leader.election.enable": "false",
-                        "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
-                    },
-                )])
-            except KafkaError as exc:
-                log.info("transaction_state_topic_create_failed", error=str(exc))
-                return ErrorCode.coordinator_not_available
-            error = results[0].error
-            if error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                log.warning("transaction_state_topic_create_refused", error=error.name,
-                            message=results[0].message)
-                return ErrorCode.coordinator_not_available
-            return ErrorCode.none
+        """Creates __transaction_state (see new_topic) unless it exists."""
+        return await self.runtime.ensure_topic()
 
     # ---- the APIs -------------------------------------------------------------------------
 
@@ -650,8 +473,8 @@ class TransactionCoordinatorService:
              min_duration_ms: int = -1) -> tuple[ErrorCode, list[TxnDescription]]:
         states, producer_ids = list(states), list(producer_ids)
         out: list[TxnDescription] = []
-        now = self._now()
+        now = self.runtime.now()
         for coord in self.coordinators.values():
             out.extend(coord.list(states, producer_ids, min_duration_ms, now))
-        error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
+        error = ErrorCode.coordinator_load_in_progress if self.runtime.loading else ErrorCode.none
         return error, out

@@ -291,8 +291,8 @@ def test_group_coordinated_elsewhere_is_failed_precondition_naming_it(
         p = svc.partition_of("g")
         loading = await status_of(a.groups.DescribeGroup(G.DescribeGroupRequest(group_id="x")))
         # as if broker 2 had taken the partition over: this node unloads it
-        monkeypatch.setattr(svc, "reconcile", lambda: None)
-        svc._unload(p)
+        monkeypatch.setattr(svc.runtime, "reconcile", lambda: None)
+        svc.runtime.unload(p)
         same_leader = await status_of(a.groups.DescribeGroup(
             G.DescribeGroupRequest(group_id="g")))
         real = AdminTestNode.metadata.fget  # type: ignore[attr-defined]

@@ -155,7 +155,7 @@ async def test_marker_during_load_is_applied_when_loaded(tnode: TxnNode) -> None
     assert topic is not None
     # a new leader epoch: the partition is unloaded and its load starts (not yet run)
     tnode.add_topic(OFFSETS_TOPIC, len(topic.partitions), epoch=1)
-    assert p not in svc.coordinators and p in svc._loading
+    assert p not in svc.coordinators and p in svc.runtime.loading
     assert svc.complete_txn_offsets(p, pid, True) == 0  # the FakeLeaders wrote no marker
     await tnode.wait_loaded()
     assert svc.coordinators[p].pending_txn_offsets == {}

@@ -1,0 +1,1 @@
+"""What the group and transaction coordinators share: the runtime that runs their pure cores."""
