@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.rpc import alter_client_quotas as rpc
 from broker.errors import KafkaError
-from broker.handlers._build import response_module
+from broker.protocol.kio_build import response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

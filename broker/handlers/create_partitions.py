@@ -15,9 +15,9 @@ from broker.controller.deadline import within as await_controller
 from broker.controller.requests import CreatePartitionsResult, CreatePartitionsTopic
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.handlers._quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from broker.protocol.durations import duration, to_ms
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

@@ -16,8 +16,8 @@ from kio.schema.errors import ErrorCode
 from broker.controller.deadline import within as await_controller
 from broker.controller.requests import ElectionType, ElectLeadersResult
 from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

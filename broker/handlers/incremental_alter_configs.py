@@ -15,9 +15,9 @@ from broker.controller.requests import (
     ConfigResource,
     IncrementalAlterConfigsResource,
 )
-from broker.handlers._build import build, response_module
 from broker.handlers.alter_configs import authorized_alter, responses
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

@@ -24,5 +24,5 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             lambda: node.controller.list_partition_reassignments(partitions),
             to_ms(request.timeout, 0))
     except KafkaError as exc:
-        return rpc.response([], exc.error_code, exc.message or None)
-    return rpc.response(ongoing)
+        return rpc.response(request, [], exc.error_code, exc.message or None)
+    return rpc.response(request, ongoing)

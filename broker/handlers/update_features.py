@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.rpc import update_features as rpc
 from broker.errors import KafkaError
-from broker.handlers._build import response_module
+from broker.protocol.kio_build import response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
