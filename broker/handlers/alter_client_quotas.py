@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.controller.rpc import alter_client_quotas as rpc
-from broker.errors import KafkaError
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -19,9 +18,4 @@ error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    alterations, validate_only = rpc.parse(request)
-    try:
-        results = await node.controller.alter_client_quotas(alterations, validate_only)
-    except KafkaError as exc:
-        return rpc.failed(request, exc.error_code, exc.message or None)
-    return rpc.response(request, results)
+    return await rpc.serve(node.controller, request)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.controller.rpc import alter_user_scram_credentials as rpc
-from broker.errors import KafkaError
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -21,9 +20,4 @@ error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    deletions, upsertions = rpc.parse(request)
-    try:
-        results = await node.controller.alter_user_scram_credentials(deletions, upsertions)
-    except KafkaError as exc:
-        return rpc.failed(request, exc.error_code, exc.message or None)
-    return rpc.response(request, results)
+    return await rpc.serve(node.controller, request)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.controller.rpc import delete_acls as rpc
-from broker.errors import KafkaError
 from broker.handlers._authz import SECURITY_DISABLED_MESSAGE, enabled
 
 if TYPE_CHECKING:
@@ -27,8 +26,4 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         return rpc.failed(request, ErrorCode.security_disabled, SECURITY_DISABLED_MESSAGE)
     if not request.filters:
         return rpc.response(request, [])
-    try:
-        results = await node.controller.delete_acls(rpc.parse(request))
-    except KafkaError as exc:
-        return rpc.failed(request, exc.error_code, exc.message or None)
-    return rpc.response(request, results)
+    return await rpc.serve(node.controller, request)

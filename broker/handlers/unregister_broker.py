@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.controller.rpc import unregister_broker as rpc
-from broker.errors import KafkaError
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -24,8 +23,4 @@ error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    try:
-        error, message = await node.controller.unregister_broker(int(request.broker_id))
-    except KafkaError as exc:
-        error, message = exc.error_code, exc.message
-    return rpc.response(request, error, message)
+    return await rpc.serve(node.controller, request)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.controller.rpc import update_features as rpc
-from broker.errors import KafkaError
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -23,11 +22,6 @@ error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    updates, validate_only = rpc.parse(request)
-    if not updates:
+    if not request.feature_updates:
         return rpc.failed(request, ErrorCode.invalid_request, "No feature updates were given.")
-    try:
-        error = await node.controller.update_features(updates, validate_only)
-    except KafkaError as exc:
-        return rpc.failed(request, exc.error_code, exc.message or None)
-    return rpc.response(request, error)
+    return await rpc.serve(node.controller, request)

@@ -11,7 +11,7 @@ from typing import Any
 from kio.schema.alter_user_scram_credentials.v0 import request as kreq
 from kio.schema.errors import ErrorCode
 
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -66,8 +66,13 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
     try:
-        return response(r, await active_service(node).alter_user_scram_credentials(*parse(r)))
+        return response(r, await controller.alter_user_scram_credentials(*parse(r)))
     except KafkaError as exc:
         return failed(r, exc.error_code, exc.message or None)
+
+
+async def handle(node: Any, ctx: Any, r: Any) -> Any:
+    return await on_active(node, r, serve, failed)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker.controller.acl_control import AclDeletionResult
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.controller.rpc.create_acls import _code
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
@@ -91,8 +91,13 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
     try:
-        return response(r, await active_service(node).delete_acls(parse(r)))
+        return response(r, await controller.delete_acls(parse(r)))
     except KafkaError as exc:
         return failed(r, exc.error_code, exc.message or None)
+
+
+async def handle(node: Any, ctx: Any, r: Any) -> Any:
+    return await on_active(node, r, serve, failed)

@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.deadline import within
 from broker.controller.requests import ElectionType, ElectLeadersResult
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -87,11 +87,24 @@ def error_response(ctx: Any, r: kreq.ElectLeadersRequest, code: ErrorCode) -> An
     return response(r, [], code)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.ElectLeadersRequest) -> Any:
+def failed(r: Any, code: ErrorCode, message: str | None = None) -> Any:
+    """A whole-request failure: the top-level error, and v0 (which has none) each
+    partition's."""
+    if int(r.__version__) > 0:
+        return response(r, [], code)
+    return response(r, [ElectLeadersResult(t, p, code) for t, p in partitions_of(r) or ()],
+                    code)
+
+
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
     try:
-        service = active_service(node)
         election_type, partitions = parse(r)
         return response(r, await within(
-            lambda: service.elect_leaders(election_type, partitions), to_ms(r.timeout, 0)))
+            lambda: controller.elect_leaders(election_type, partitions), to_ms(r.timeout, 0)))
     except KafkaError as exc:
-        return response(r, [], exc.error_code)
+        return failed(r, exc.error_code)
+
+
+async def handle(node: Any, ctx: Any, r: kreq.ElectLeadersRequest) -> Any:
+    return await on_active(node, r, serve, failed)

@@ -15,7 +15,7 @@ from kio.schema.list_partition_reassignments.v0 import response as kresp
 
 from broker.controller.deadline import within
 from broker.controller.requests import OngoingReassignment
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -80,11 +80,19 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return response(r, [], code)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.ListPartitionReassignmentsRequest) -> Any:
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    return response(r, [], code, message)
+
+
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
+    partitions = parse(r)
     try:
-        service = active_service(node)
-        partitions = parse(r)
-        return response(r, await within(lambda: service.list_partition_reassignments(partitions),
-                                        to_ms(r.timeout, 0)))
+        return response(r, await within(
+            lambda: controller.list_partition_reassignments(partitions), to_ms(r.timeout, 0)))
     except KafkaError as exc:
-        return response(r, [], exc.error_code, exc.message or None)
+        return failed(r, exc.error_code, exc.message or None)
+
+
+async def handle(node: Any, ctx: Any, r: kreq.ListPartitionReassignmentsRequest) -> Any:
+    return await on_active(node, r, serve, failed)

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.unregister_broker.v0 import request as kreq
 from kio.schema.unregister_broker.v0 import response as kresp
 
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -46,9 +46,13 @@ def error_response(ctx: Any, r: kreq.UnregisterBrokerRequest, code: ErrorCode) -
     return response(r, code)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.UnregisterBrokerRequest) -> Any:
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
     try:
-        service = active_service(node)
-        return response(r, *await service.unregister_broker(int(r.broker_id)))
+        return response(r, *await controller.unregister_broker(int(r.broker_id)))
     except KafkaError as exc:
         return response(r, exc.error_code, exc.message)
+
+
+async def handle(node: Any, ctx: Any, r: kreq.UnregisterBrokerRequest) -> Any:
+    return await on_active(node, r, serve, response)

@@ -16,7 +16,7 @@ from kio.static.primitive import i8, i16
 
 from broker.controller.feature_control import FeatureUpdate, UpgradeType
 from broker.controller.requests import ApiError
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration
 from broker.protocol.kio_build import build, response_module
@@ -78,8 +78,13 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
     try:
-        return response(r, await active_service(node).update_features(*parse(r)))
+        return response(r, await controller.update_features(*parse(r)))
     except KafkaError as exc:
         return failed(r, exc.error_code, exc.message or None)
+
+
+async def handle(node: Any, ctx: Any, r: Any) -> Any:
+    return await on_active(node, r, serve, failed)
