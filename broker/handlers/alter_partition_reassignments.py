@@ -15,11 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.controller.deadline import within as await_controller
 from broker.controller.requests import ReassignmentResult
 from broker.controller.rpc import alter_partition_reassignments as rpc
-from broker.errors import KafkaError
-from broker.protocol.durations import to_ms
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -59,12 +56,4 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                     f"The replication factor is changed from {rf} to {len(set(target or ()))} "
                     "but AllowReplicationFactorChange is false"))
         items = kept
-    results: list[ReassignmentResult] = []
-    if items:
-        try:
-            results = await await_controller(
-                lambda: node.controller.alter_partition_reassignments(items),
-                to_ms(request.timeout, 0))
-        except KafkaError as exc:
-            return rpc.response(request, [], exc.error_code, exc.message or None)
-    return rpc.response(request, [*results, *refused])
+    return await rpc.serve(node.controller, request, items, refused)

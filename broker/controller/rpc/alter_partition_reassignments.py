@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.deadline import within
 from broker.controller.requests import ReassignmentResult
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -80,11 +80,24 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return response(r, [], code)
 
 
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    return response(r, [], code, message)
+
+
+async def serve(controller: ControllerApi, r: Any, items: Sequence[Reassignment] | None = None,
+                refused: Sequence[ReassignmentResult] = ()) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener:
+    `items` (default: all of `r`'s) go to the controller, `refused` are answered as given."""
+    wanted = parse(r) if items is None else items
+    results: list[ReassignmentResult] = []
+    if wanted:
+        try:
+            results = await within(lambda: controller.alter_partition_reassignments(wanted),
+                                   to_ms(r.timeout, 0))
+        except KafkaError as exc:
+            return failed(r, exc.error_code, exc.message or None)
+    return response(r, [*results, *refused])
+
+
 async def handle(node: Any, ctx: Any, r: kreq.AlterPartitionReassignmentsRequest) -> Any:
-    try:
-        service = active_service(node)
-        items = parse(r)
-        return response(r, await within(lambda: service.alter_partition_reassignments(items),
-                                        to_ms(r.timeout, 0)))
-    except KafkaError as exc:
-        return response(r, [], exc.error_code, exc.message or None)
+    return await on_active(node, r, serve, failed)
