@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._build import response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import response_module
 from broker.security.authorizer import (
     CLUSTER_NAME,
     EMPTY_INDEX,

@@ -20,8 +20,8 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 from broker.txn.version import transactions_v2
 
 if TYPE_CHECKING:

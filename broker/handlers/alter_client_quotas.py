@@ -7,28 +7,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.controller.rpc import alter_client_quotas as rpc
-from broker.errors import KafkaError
-from broker.handlers._build import response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 49
+error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    alterations, validate_only = rpc.parse(request)
-    mod = response_module(request)
-    try:
-        results = await node.controller.alter_client_quotas(alterations, validate_only)
-    except KafkaError as exc:
-        return rpc.failed(request, exc.error_code, exc.message or None, mod)
-    return rpc.response(results, mod)
-
-
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
-    return rpc.failed(request, code, None, response_module(request))
+    return await rpc.serve(node.controller, request)

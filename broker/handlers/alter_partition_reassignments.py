@@ -15,12 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.controller.deadline import within as await_controller
 from broker.controller.requests import ReassignmentResult
 from broker.controller.rpc import alter_partition_reassignments as rpc
-from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
-from broker.protocol.durations import NO_THROTTLE, to_ms
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -30,25 +26,7 @@ if TYPE_CHECKING:
 API_KEY = 45
 
 
-def _response(request: Any, results: Sequence[ReassignmentResult],
-              error: ErrorCode = ErrorCode.none, message: str | None = None) -> Any:
-    mod = response_module(request)
-    grouped: dict[str, list[ReassignmentResult]] = {}
-    for x in results:
-        grouped.setdefault(x.topic, []).append(x)
-    return build(
-        mod.AlterPartitionReassignmentsResponse, throttle_time=NO_THROTTLE,
-        allow_replication_factor_change=bool(
-            getattr(request, "allow_replication_factor_change", True)),
-        error_code=error, error_message=message,
-        responses=tuple(build(mod.ReassignableTopicResponse, name=t, partitions=tuple(
-            build(mod.ReassignablePartitionResponse, partition_index=x.partition,
-                  error_code=x.error, error_message=x.message) for x in xs))
-            for t, xs in grouped.items()))
-
-
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
-    return _response(request, [], code)
+error_response = rpc.error_response
 
 
 def _changes_replication_factor(image: MetadataImage, topic: str, index: int,
@@ -78,12 +56,4 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                     f"The replication factor is changed from {rf} to {len(set(target or ()))} "
                     "but AllowReplicationFactorChange is false"))
         items = kept
-    results: list[ReassignmentResult] = []
-    if items:
-        try:
-            results = await await_controller(
-                lambda: node.controller.alter_partition_reassignments(items),
-                to_ms(request.timeout, 0))
-        except KafkaError as exc:
-            return _response(request, [], exc.error_code, exc.message or None)
-    return _response(request, [*results, *refused])
+    return await rpc.serve(node.controller, request, items, refused)

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
 from broker.controller.rpc import alter_user_scram_credentials as rpc
-from broker.errors import KafkaError
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -19,14 +16,8 @@ if TYPE_CHECKING:
 API_KEY = 51
 
 
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
-    return rpc._failed(request, code, None)
+error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    deletions, upsertions = rpc.parse(request)
-    try:
-        results = await node.controller.alter_user_scram_credentials(deletions, upsertions)
-    except KafkaError as exc:
-        return rpc._failed(request, exc.error_code, exc.message or None)
-    return rpc.response(results)
+    return await rpc.serve(node.controller, request)

@@ -12,12 +12,12 @@ from broker.group.consumer import ConsumerGroupDescription
 from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed, operations
-from broker.handlers._build import build, response_module
 from broker.handlers.consumer_group_heartbeat import (
     DISABLED_MESSAGE,
     consumer_protocol_enabled,
 )
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

@@ -15,9 +15,9 @@ from broker.group.consumer import ConsumerHeartbeatRequest, ConsumerHeartbeatRes
 from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.metadata.features import GROUP_VERSION
 from broker.protocol.durations import NO_THROTTLE, to_ms
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

@@ -13,9 +13,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.deadline import within as await_controller
 from broker.controller.requests import CreatePartitionsResult, CreatePartitionsTopic
+from broker.controller.rpc import create_partitions as rpc
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.handlers._quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from broker.protocol.durations import duration, to_ms
 
@@ -27,7 +27,6 @@ API_KEY = 37
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    mod = response_module(request)
     counts: dict[str, int] = {}
     for t in request.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
@@ -43,9 +42,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             results[t.name] = CreatePartitionsResult(
                 t.name, ErrorCode.topic_authorization_failed, "Authorization failed.")
             continue
-        assignments = None if t.assignments is None else \
-            tuple(tuple(a.broker_ids) for a in t.assignments)
-        wanted.append(CreatePartitionsTopic(t.name, t.count, assignments))
+        wanted.append(rpc.topic_of(t))
     # controller_mutation_rate (KIP-599): the partitions added count; strict from v3
     quota = MutationQuota(node, ctx, strict=ctx.api_version >= 3)
     if not request.validate_only:
@@ -72,9 +69,5 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             for w in wanted:
                 results[w.name] = CreatePartitionsResult(w.name, exc.error_code,
                                                          exc.message or None)
-    return build(mod.CreatePartitionsResponse, throttle_time=duration(quota.throttle_ms()),
-                 results=tuple(
-        build(mod.CreatePartitionsTopicResult, name=n, error_code=results[n].error,
-              error_message=results[n].message or None)
-        for n in order
-    ))
+    return rpc.response(request, [results[n] for n in order],
+                        duration(quota.throttle_ms()))

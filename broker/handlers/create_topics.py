@@ -22,9 +22,9 @@ from kio.schema.errors import ErrorCode
 from broker.config import describe_topic_configs
 from broker.controller.deadline import within as await_controller
 from broker.controller.requests import CreatableTopic, CreateTopicResult
+from broker.controller.rpc import create_topics as rpc
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.handlers._quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from broker.protocol.durations import duration, to_ms
 
@@ -36,26 +36,7 @@ API_KEY = 19
 log = structlog.get_logger(__name__)
 
 
-def _to_creatable(topic: Any) -> CreatableTopic | CreateTopicResult:
-    assignments: dict[int, tuple[int, ...]] | None = None
-    if topic.assignments:
-        assignments = {}
-        for a in topic.assignments:
-            if a.partition_index in assignments:
-                return CreateTopicResult(
-                    topic.name, ErrorCode.invalid_replica_assignment,
-                    f"Found multiple manual partition assignments for partition "
-                    f"{a.partition_index}")
-            assignments[a.partition_index] = tuple(a.broker_ids)
-    configs = {c.name: c.value for c in topic.configs}
-    return CreatableTopic(
-        name=topic.name, num_partitions=topic.num_partitions,
-        replication_factor=topic.replication_factor, assignments=assignments, configs=configs,
-    )
-
-
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    mod = response_module(request)
     order: list[str] = []          # one answer per distinct name, in request order
     counts: dict[str, int] = {}
     for t in request.topics:
@@ -76,7 +57,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                 t.name, ErrorCode.topic_authorization_failed,
                 "Authorization failed.")
             continue
-        c = _to_creatable(t)
+        c = rpc.creatable_of(t)
         if isinstance(c, CreateTopicResult):
             results[t.name] = c
         else:
@@ -107,33 +88,19 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                 results[c.name] = CreateTopicResult(c.name, exc.error_code, exc.message or None)
 
     dynamic_default = node.metadata.broker_config()
-    topics = []
+
+    def configs_of(r: CreateTopicResult) -> tuple[ErrorCode, list[rpc.TopicConfig]]:
+        if not allowed(node, ctx, Op.DESCRIBE_CONFIGS, Res.TOPIC, r.name):
+            return ErrorCode.topic_authorization_failed, []  # created, configs withheld
+        return ErrorCode.none, [
+            rpc.TopicConfig(e.name, e.value, int(e.source), e.read_only, e.sensitive)
+            for e in describe_topic_configs(node.config, r.configs,
+                                            dynamic_default=dynamic_default)]
+
     for name in order:
         r = results[name]
         if r.error is not ErrorCode.none:
             log.info("create_topic_rejected", topic=name, error=r.error.name, reason=r.message,
                      client=ctx.client_id)
-        configs: tuple[Any, ...] = ()
-        config_error = ErrorCode.none
-        if r.error is ErrorCode.none and hasattr(mod, "CreatableTopicConfigs") and \
-                not allowed(node, ctx, Op.DESCRIBE_CONFIGS, Res.TOPIC, name):
-            config_error = ErrorCode.topic_authorization_failed  # created, configs withheld
-        elif r.error is ErrorCode.none and hasattr(mod, "CreatableTopicConfigs"):
-            configs = tuple(
-                build(mod.CreatableTopicConfigs, name=e.name,
-                      value=None if e.sensitive else e.value, read_only=e.read_only,
-                      config_source=int(e.source), is_sensitive=e.sensitive)
-                for e in describe_topic_configs(node.config, r.configs,
-                                                dynamic_default=dynamic_default)
-            )
-        ok = r.error is ErrorCode.none
-        topics.append(build(
-            mod.CreatableTopicResult, name=name, error_code=r.error,
-            error_message=r.message if r.message else None,
-            topic_id=r.topic_id, topic_config_error_code=config_error,
-            num_partitions=r.num_partitions if ok else -1,
-            replication_factor=r.replication_factor if ok else -1,
-            configs=configs,
-        ))
-    return build(mod.CreateTopicsResponse, throttle_time=duration(quota.throttle_ms()),
-                 topics=tuple(topics))
+    return rpc.response(request, [results[name] for name in order], configs_of,
+                        duration(quota.throttle_ms()))

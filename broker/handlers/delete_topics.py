@@ -19,11 +19,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.deadline import within as await_controller
 from broker.controller.requests import DeleteTopicResult
+from broker.controller.rpc import delete_topics as rpc
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.handlers._quotas import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
-from broker.protocol.durations import NO_THROTTLE, duration, to_ms
+from broker.protocol.durations import duration, to_ms
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -31,15 +31,16 @@ if TYPE_CHECKING:
 
 API_KEY = 20
 TOPIC_IDS_VERSION = 6
+error_response = rpc.error_response
 
 
-async def _by_ids(node: BrokerServices, request: Any, mod: Any) -> Any:
+async def _by_ids(node: BrokerServices, request: Any) -> Any:
     """v6: each topic by name or by id (the controller answers duplicates)."""
     answers: list[DeleteTopicResult] = []
     names: list[str] = []
     ids: list[uuid.UUID] = []
     for t in request.topics:
-        tid = t.topic_id if t.topic_id is not None and t.topic_id.int else None
+        tid = rpc.topic_id_of(t)
         if t.name is None and tid is None:
             answers.append(DeleteTopicResult(None, None, ErrorCode.invalid_request,
                                              "Neither topic name nor id were specified."))
@@ -67,16 +68,12 @@ async def _by_ids(node: BrokerServices, request: Any, mod: Any) -> Any:
             continue
         seen.add(key)
         once.append(r)
-    return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(
-        build(mod.DeletableTopicResult, name=r.name, topic_id=r.topic_id, error_code=r.error,
-              error_message=r.message)
-        for r in once))
+    return rpc.response(request, once)
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    mod = response_module(request)
     if ctx.api_version >= TOPIC_IDS_VERSION:
-        return await _by_ids(node, request, mod)
+        return await _by_ids(node, request)
     names = list(request.topic_names)
     order = list(dict.fromkeys(names))  # one answer per distinct name, in request order
     results: dict[str, DeleteTopicResult] = {}
@@ -103,21 +100,4 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         except KafkaError as exc:
             for n in dict.fromkeys(names):
                 results[n] = DeleteTopicResult(n, None, exc.error_code, exc.message)
-    responses = tuple(
-        build(mod.DeletableTopicResult, name=n, error_code=results[n].error,
-              error_message=results[n].message or None)
-        for n in order
-    )
-    return build(mod.DeleteTopicsResponse, throttle_time=duration(quota.throttle_ms()),
-                 responses=responses)
-
-
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
-    mod = response_module(request)
-    if ctx.api_version >= TOPIC_IDS_VERSION:
-        return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(
-            build(mod.DeletableTopicResult, name=t.name, topic_id=t.topic_id, error_code=code)
-            for t in request.topics))
-    return build(mod.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(
-        build(mod.DeletableTopicResult, name=n, error_code=code)
-        for n in dict.fromkeys(request.topic_names)))
+    return rpc.response(request, [results[n] for n in order], duration(quota.throttle_ms()))

@@ -13,8 +13,8 @@ from kio.static.primitive import i8
 
 from broker.controller.rpc.delete_acls import filter_of
 from broker.handlers._authz import SECURITY_DISABLED_MESSAGE, enabled
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 from broker.security.authorizer import AclBinding
 
 if TYPE_CHECKING:

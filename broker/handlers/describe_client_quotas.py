@@ -15,8 +15,8 @@ from broker.controller.client_quota_control import (
     FilterComponent,
     describe_client_quotas,
 )
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

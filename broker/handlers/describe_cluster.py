@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._authz import Res, operations
-from broker.handlers._build import build, response_module
 from broker.handlers.metadata import UNSET_OPERATIONS, controller_id_for
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

@@ -31,10 +31,10 @@ from broker.config import (
 from broker.controller.controller import DYNAMIC_BROKER_KEYS
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, config_refusal
-from broker.handlers._build import build, response_module
 from broker.metadata.config_describe import describe_resource
 from broker.metadata.records import RESOURCE_BROKER
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

@@ -26,10 +26,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
 from broker.handlers.metadata import TOPIC_OPERATIONS
 from broker.metadata.image import MetadataImage, PartitionRegistration, dir_online
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

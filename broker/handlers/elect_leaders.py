@@ -11,13 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
-from broker.controller.deadline import within as await_controller
-from broker.controller.requests import ElectionType, ElectLeadersResult
-from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
-from broker.protocol.durations import NO_THROTTLE, to_ms
+from broker.controller.rpc import elect_leaders as rpc
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -27,32 +21,4 @@ API_KEY = 43
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    mod = response_module(request)
-    asked = None if request.topic_partitions is None else [
-        (t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
-    top_error = ErrorCode.none
-    try:
-        election_type = ElectionType(int(getattr(request, "election_type", 0)))
-    except ValueError:
-        election_type = None
-        top_error = ErrorCode.invalid_request
-    results: list[ElectLeadersResult] = []
-    if election_type is not None:
-        try:
-            results = await await_controller(
-                lambda: node.controller.elect_leaders(election_type, asked),
-                to_ms(request.timeout, 0))
-        except KafkaError as exc:
-            top_error = exc.error_code
-    if top_error is not ErrorCode.none and ctx.api_version == 0:
-        results = [ElectLeadersResult(t, p, top_error) for t, p in asked or ()]
-    grouped: dict[str, list[ElectLeadersResult]] = {}
-    for r in results:
-        grouped.setdefault(r.topic, []).append(r)
-    return build(
-        mod.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=top_error,
-        replica_election_results=tuple(
-            build(mod.ReplicaElectionResult, topic=topic, partition_result=tuple(
-                build(mod.PartitionResult, partition_id=r.partition, error_code=r.error,
-                      error_message=r.message) for r in rs))
-            for topic, rs in grouped.items()))
+    return await rpc.serve(node.controller, request)

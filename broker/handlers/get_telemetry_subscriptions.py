@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._build import build, response_module
 from broker.metrics.telemetry import ACCEPTED_COMPRESSION, TelemetryStore
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

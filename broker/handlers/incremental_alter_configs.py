@@ -8,16 +8,10 @@ resource (the controller checks it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from broker.controller.requests import (
-    AlterConfigOp,
-    ConfigResource,
-    IncrementalAlterConfigsResource,
-)
-from broker.handlers._build import build, response_module
-from broker.handlers.alter_configs import authorized_alter, responses
-from broker.protocol.durations import NO_THROTTLE
+from broker.controller.rpc import incremental_alter_configs as rpc
+from broker.handlers.alter_configs import authorized_alter
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -27,18 +21,8 @@ API_KEY = 44
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    mod = response_module(request)
-    wanted = [
-        IncrementalAlterConfigsResource(
-            ConfigResource(r.resource_type, r.resource_name),
-            # the raw code goes through: the controller answers an unknown one per resource
-            [(c.name, cast(AlterConfigOp, int(c.config_operation)), c.value) for c in r.configs],
-        )
-        for r in request.resources
-    ]
     results = await authorized_alter(
-        node, ctx, wanted, lambda ok: node.controller.incremental_alter_configs(
+        node, ctx, "incremental_alter_configs", rpc.parse(request),
+        lambda ok: node.controller.incremental_alter_configs(
             ok, validate_only=request.validate_only))
-    return build(mod.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE,
-                 responses=responses(mod, "AlterConfigsResourceResponse",
-                                     [w.resource for w in wanted], results))
+    return rpc.response(request, results)

@@ -34,8 +34,8 @@ from broker.controller.requests import AllocateProducerIdsReply
 from broker.errors import KafkaError
 from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed, allowed_on_any
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

@@ -11,8 +11,8 @@ from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.group.types import JoinGroupRequest, JoinGroupResult
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE, to_ms
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

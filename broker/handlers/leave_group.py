@@ -10,8 +10,8 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import LeaveGroupResult, LeaveMember
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

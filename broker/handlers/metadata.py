@@ -37,7 +37,6 @@ from broker.controller.requests import CreatableTopic, CreateTopicResult
 from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed, operations
-from broker.handlers._build import build, response_module
 from broker.metadata.image import (
     MetadataImage,
     PartitionRegistration,
@@ -46,6 +45,7 @@ from broker.metadata.image import (
 )
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.frames import ResponseChunks
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices

@@ -22,9 +22,9 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import FetchedOffset, OffsetFetchResult
 from broker.handlers._authz import Op, Res, allowed, filter_allowed
-from broker.handlers._build import build, response_module
 from broker.handlers.offset_commit import ensure_offsets_topic
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.server import RequestContext

@@ -12,8 +12,8 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.metrics.telemetry import TelemetryStore

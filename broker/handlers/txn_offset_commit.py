@@ -28,8 +28,8 @@ from broker.group.hashing import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, TxnOffsetCommitRequest
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._build import build, response_module
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 from broker.txn.verification import TxnOperation, txn_offset_commit_operation
 from broker.txn.version import transactions_v2
 

@@ -12,28 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
-from broker.errors import KafkaError
-from broker.handlers._build import build, response_module
-from broker.protocol.durations import NO_THROTTLE
+from broker.controller.rpc import unregister_broker as rpc
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 64
+error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    try:
-        error, message = await node.controller.unregister_broker(int(request.broker_id))
-    except KafkaError as exc:
-        error, message = exc.error_code, exc.message
-    return build(response_module(request).UnregisterBrokerResponse, throttle_time=NO_THROTTLE,
-                 error_code=error, error_message=message)
-
-
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
-    return build(response_module(request).UnregisterBrokerResponse, throttle_time=NO_THROTTLE,
-                 error_code=code, error_message=None)
+    return await rpc.serve(node.controller, request)

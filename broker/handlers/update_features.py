@@ -12,28 +12,16 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.controller.rpc import update_features as rpc
-from broker.errors import KafkaError
-from broker.handlers._build import response_module
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
     from broker.server import RequestContext
 
 API_KEY = 57
+error_response = rpc.error_response
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    updates, validate_only = rpc.parse(request)
-    mod = response_module(request)
-    if not updates:
-        return rpc.failed(request, ErrorCode.invalid_request,
-                          "No feature updates were given.", mod)
-    try:
-        error = await node.controller.update_features(updates, validate_only)
-    except KafkaError as exc:
-        return rpc.failed(request, exc.error_code, exc.message or None, mod)
-    return rpc.response(request, error, mod)
-
-
-def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
-    return rpc.failed(request, code, None, response_module(request))
+    if not request.feature_updates:
+        return rpc.failed(request, ErrorCode.invalid_request, "No feature updates were given.")
+    return await rpc.serve(node.controller, request)

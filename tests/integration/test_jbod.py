@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.support.cluster import Cluster
 from tests.unit.handlers.datapath import schema_module
 from tests.unit.server.wire import decode_response, encode_request, recv_frame

@@ -17,8 +17,8 @@ import pytest
 from kafka.record import MemoryRecords
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._build import build
 from broker.protocol.compression import Compression
+from broker.protocol.kio_build import build
 from broker.protocol.legacy import build_message_set
 from tests.support.node import SkiffNode
 from tests.unit.server.wire import (

@@ -46,7 +46,7 @@ class Wire:
         import importlib
 
         m = importlib.import_module(f"kio.schema.{api}.v{version}.request")
-        from broker.handlers._build import build
+        from broker.protocol.kio_build import build
 
         async def go() -> Any:
             conn = KafkaConnection("127.0.0.1", self.port, "txn-it")

@@ -43,7 +43,7 @@ class TxnWire(Wire):
         batch = build_batch([Record(value=v) for v in values], producer_id=pid,
                             producer_epoch=epoch, base_sequence=seq,
                             is_transactional=transactional)
-        from broker.handlers._build import build
+        from broker.protocol.kio_build import build
 
         resp = self.call("produce", 0, version, "ProduceRequest", transactional_id=tid, acks=-1,
                          timeout=datetime.timedelta(seconds=10), topic_data=(

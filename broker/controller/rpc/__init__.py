@@ -1,13 +1,20 @@
-"""The KRaft controller APIs on the controller listener, one module per API.
+"""The KRaft controller APIs, one module per API, each written once.
 
-Each module converts both ways between the kio message of one version (`VERSION`) and the
-dataclasses of broker/controller/requests.py:
-  * controller side: `handle(node, ctx, request)` parses, calls the node's active
-    ControllerService (NOT_CONTROLLER when this node's controller is not active) and answers;
-  * broker side (ControllerChannel): `request(...)` builds the kio request, `error_code_of`
-    tells a NOT_CONTROLLER answer (retry elsewhere) apart, and `reply_of`/`results_of`
-    turns the answer back into dataclasses.
-Only Skiff brokers call this listener, so each API is served at the one version they send.
+Each module is the API's codec between kio messages and the dataclasses of
+broker/controller/requests.py, used by up to three callers:
+  * for the APIs clients send too (CreateTopics, DeleteTopics, CreatePartitions, the config,
+    ACL, quota, SCRAM, feature, election, reassignment APIs and UnregisterBroker), the
+    broker's Kafka handler (broker/handlers/<api>.py) parses a client's request of any
+    version with it and answers in that version (`response(request, ...)`, built with
+    broker/protocol/kio_build); where the broker checks nothing per item, the handler just
+    calls `serve(node.controller, request)`, the API's one server;
+  * the controller listener: `handle(node, ctx, request)` runs the same `serve` on this
+    node's active ControllerService (NOT_CONTROLLER when it is not active,
+    rpc/_common.on_active), or parses, calls and answers itself where the handler does more;
+  * the broker side of the ControllerChannel: `request(...)` builds the kio request of
+    `VERSION`, `error_code_of` tells a NOT_CONTROLLER answer (retry elsewhere) apart, and
+    `reply_of`/`results_of` turns the answer back into dataclasses.
+Only Skiff brokers call the controller listener, so it serves each API at `VERSION`.
 """
 
 from __future__ import annotations

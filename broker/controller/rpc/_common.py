@@ -1,16 +1,23 @@
-"""What every controller RPC module shares: finding the active local controller and the
-security protocol ids BrokerRegistration carries."""
+"""What every controller RPC module shares: finding the active local controller, answering
+on the controller listener through an API's one server (`serve`), and the security protocol
+ids BrokerRegistration carries."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 
 if TYPE_CHECKING:
+    from broker.controller.channel import ControllerChannel
     from broker.controller.service import ControllerService
+
+# What an API's `serve` calls: this node's active ControllerService (on the controller
+# listener) or a broker's ControllerChannel (in its handler); both have the same methods.
+ControllerApi: TypeAlias = "ControllerService | ControllerChannel"
 
 
 # Security protocols as BrokerRegistration carries them (Kafka's SecurityProtocol ids).
@@ -26,3 +33,14 @@ def active_service(node: Any) -> ControllerService:
         raise KafkaError(ErrorCode.not_controller,
                          f"node {getattr(node, 'node_id', '?')} is not the active controller")
     return service
+
+
+async def on_active(node: Any, r: Any, serve: Callable[[ControllerApi, Any], Awaitable[Any]],
+                    failed: Callable[[Any, ErrorCode, str | None], Any]) -> Any:
+    """The controller listener's answer to `r`: the API's `serve` on this node's active
+    controller service, or `failed` with NOT_CONTROLLER."""
+    try:
+        service = active_service(node)
+    except KafkaError as exc:
+        return failed(r, exc.error_code, exc.message or None)
+    return await serve(service, r)

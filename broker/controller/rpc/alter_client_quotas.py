@@ -1,5 +1,7 @@
 # mypy: disable-error-code="no-any-return"
-"""AlterClientQuotas (API 49) on the controller listener (client_quota_control.py)."""
+"""AlterClientQuotas (API 49), handled by broker/controller/client_quota_control.py. The
+codec both the client-facing handler (broker/handlers/alter_client_quotas.py, versions
+0-1) and the controller listener (v1) use; the answer is of the request's version."""
 
 from __future__ import annotations
 
@@ -7,17 +9,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.alter_client_quotas.v1 import request as kreq
-from kio.schema.alter_client_quotas.v1 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.client_quota_control import QuotaAlteration, QuotaAlterResult, QuotaOp
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 from broker.quotas.core import make_entity
 
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 49
 VERSION = 1
@@ -41,10 +42,12 @@ def parse(r: Any) -> tuple[list[QuotaAlteration], bool]:
         for entry in r.entries], bool(r.validate_only))
 
 
-def response(results: Sequence[QuotaAlterResult], module: Any = P) -> Any:
-    return module.AlterClientQuotasResponse(throttle_time=NO_THROTTLE, entries=tuple(
-        module.EntryData(error_code=x.error, error_message=x.message, entity=tuple(
-            module.EntityData(entity_type=t, entity_name=n) for t, n in x.entity))
+def response(request: Any, results: Sequence[QuotaAlterResult]) -> Any:
+    """The answer to `request`, of its version."""
+    mod = response_module(request)
+    return build(mod.AlterClientQuotasResponse, throttle_time=NO_THROTTLE, entries=tuple(
+        build(mod.EntryData, error_code=x.error, error_message=x.message, entity=tuple(
+            build(mod.EntityData, entity_type=t, entity_name=n) for t, n in x.entity))
         for x in results))
 
 
@@ -58,17 +61,23 @@ def error_code_of(r: Any) -> ErrorCode:
                 ErrorCode.none)
 
 
-def failed(r: Any, code: ErrorCode, message: str | None, module: Any = P) -> Any:
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    """Every entry of `r` answered `code`."""
     alterations, _ = parse(r)
-    return response([QuotaAlterResult(a.entity, code, message) for a in alterations], module)
+    return response(r, [QuotaAlterResult(a.entity, code, message) for a in alterations])
 
 
 def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
     try:
-        return response(await active_service(node).alter_client_quotas(*parse(r)))
+        return response(r, await controller.alter_client_quotas(*parse(r)))
     except KafkaError as exc:
         return failed(r, exc.error_code, exc.message or None)
+
+
+async def handle(node: Any, ctx: Any, r: Any) -> Any:
+    return await on_active(node, r, serve, failed)

@@ -1,6 +1,9 @@
 # mypy: disable-error-code="no-any-return"
-"""AlterPartitionReassignments (API 45, KIP-455) on the controller listener: start
-(target replicas) or cancel (null replicas) a reassignment, per partition."""
+"""AlterPartitionReassignments (API 45, KIP-455): start (target replicas) or cancel (null
+replicas) a reassignment, per partition. The codec both the client-facing handler
+(broker/handlers/alter_partition_reassignments.py, versions 0-1) and the controller
+listener (v0, below) use; the answer is of the request's version (v1 echoes
+AllowReplicationFactorChange)."""
 
 from __future__ import annotations
 
@@ -13,13 +16,13 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.deadline import within
 from broker.controller.requests import ReassignmentResult
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
+from broker.protocol.kio_build import build, response_module
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 45
 VERSION = 0
@@ -44,16 +47,21 @@ def parse(r: kreq.AlterPartitionReassignmentsRequest) -> list[Reassignment]:
             for t in r.topics for p in t.partitions]
 
 
-def response(results: Sequence[ReassignmentResult], error: ErrorCode = ErrorCode.none,
-             message: str | None = None) -> kresp.AlterPartitionReassignmentsResponse:
+def response(request: Any, results: Sequence[ReassignmentResult],
+             error: ErrorCode = ErrorCode.none, message: str | None = None) -> Any:
+    """The answer to `request`, of its version."""
+    mod = response_module(request)
     grouped: dict[str, list[ReassignmentResult]] = {}
     for x in results:
         grouped.setdefault(x.topic, []).append(x)
-    return P.AlterPartitionReassignmentsResponse(
-        throttle_time=NO_THROTTLE, error_code=error, error_message=message,
-        responses=tuple(P.ReassignableTopicResponse(name=t, partitions=tuple(
-            P.ReassignablePartitionResponse(partition_index=x.partition, error_code=x.error,
-                                                error_message=x.message) for x in xs))
+    return build(
+        mod.AlterPartitionReassignmentsResponse, throttle_time=NO_THROTTLE,
+        allow_replication_factor_change=bool(
+            getattr(request, "allow_replication_factor_change", True)),
+        error_code=error, error_message=message,
+        responses=tuple(build(mod.ReassignableTopicResponse, name=t, partitions=tuple(
+            build(mod.ReassignablePartitionResponse, partition_index=x.partition,
+                  error_code=x.error, error_message=x.message) for x in xs))
             for t, xs in grouped.items()))
 
 
@@ -68,16 +76,28 @@ def error_code_of(r: kresp.AlterPartitionReassignmentsResponse) -> ErrorCode:
     return r.error_code
 
 
-def error_response(ctx: Any, r: Any, code: ErrorCode) -> kresp.AlterPartitionReassignmentsResponse:
-    return response([], code)
+def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
+    return response(r, [], code)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.AlterPartitionReassignmentsRequest
-                 ) -> kresp.AlterPartitionReassignmentsResponse:
-    try:
-        service = active_service(node)
-        items = parse(r)
-        return response(await within(lambda: service.alter_partition_reassignments(items),
-                                     to_ms(r.timeout, 0)))
-    except KafkaError as exc:
-        return response([], exc.error_code, exc.message or None)
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    return response(r, [], code, message)
+
+
+async def serve(controller: ControllerApi, r: Any, items: Sequence[Reassignment] | None = None,
+                refused: Sequence[ReassignmentResult] = ()) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener:
+    `items` (default: all of `r`'s) go to the controller, `refused` are answered as given."""
+    wanted = parse(r) if items is None else items
+    results: list[ReassignmentResult] = []
+    if wanted:
+        try:
+            results = await within(lambda: controller.alter_partition_reassignments(wanted),
+                                   to_ms(r.timeout, 0))
+        except KafkaError as exc:
+            return failed(r, exc.error_code, exc.message or None)
+    return response(r, [*results, *refused])
+
+
+async def handle(node: Any, ctx: Any, r: kreq.AlterPartitionReassignmentsRequest) -> Any:
+    return await on_active(node, r, serve, failed)

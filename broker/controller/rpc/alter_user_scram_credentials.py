@@ -1,5 +1,7 @@
 # mypy: disable-error-code="no-any-return"
-"""AlterUserScramCredentials (API 51) on the controller listener (broker/security/scram_admin)."""
+"""AlterUserScramCredentials (API 51), handled by broker/security/scram_admin. The codec both
+the client-facing handler (broker/handlers/alter_user_scram_credentials.py) and the
+controller listener use; the answer is of the request's version."""
 
 from __future__ import annotations
 
@@ -7,16 +9,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.alter_user_scram_credentials.v0 import request as kreq
-from kio.schema.alter_user_scram_credentials.v0 import response as kresp
 from kio.schema.errors import ErrorCode
 
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 from broker.security.scram_admin import Deletion, Upsertion, UserResult
 
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 51
 VERSION = 0
@@ -38,10 +39,12 @@ def parse(r: Any) -> tuple[list[Deletion], list[Upsertion]]:
                        bytes(u.salted_password)) for u in r.upsertions])
 
 
-def response(results: Sequence[UserResult]) -> kresp.AlterUserScramCredentialsResponse:
-    return P.AlterUserScramCredentialsResponse(throttle_time=NO_THROTTLE, results=tuple(
-        P.AlterUserScramCredentialsResult(user=x.user, error_code=x.error,
-                                          error_message=x.message) for x in results))
+def response(request: Any, results: Sequence[UserResult]) -> Any:
+    """The answer to `request`, of its version."""
+    mod = response_module(request)
+    return build(mod.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=tuple(
+        build(mod.AlterUserScramCredentialsResult, user=x.user, error_code=x.error,
+              error_message=x.message) for x in results))
 
 
 def results_of(r: Any) -> list[UserResult]:
@@ -53,17 +56,23 @@ def error_code_of(r: Any) -> ErrorCode:
                 ErrorCode.none)
 
 
-def _failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    """Every user of `r` answered `code`, once each."""
     users = dict.fromkeys([x.name for x in (*r.deletions, *r.upsertions)])
-    return response([UserResult(u, code, message) for u in users])
+    return response(r, [UserResult(u, code, message) for u in users])
 
 
 def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
-    return _failed(r, code, None)
+    return failed(r, code, None)
+
+
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
+    try:
+        return response(r, await controller.alter_user_scram_credentials(*parse(r)))
+    except KafkaError as exc:
+        return failed(r, exc.error_code, exc.message or None)
 
 
 async def handle(node: Any, ctx: Any, r: Any) -> Any:
-    try:
-        return response(await active_service(node).alter_user_scram_credentials(*parse(r)))
-    except KafkaError as exc:
-        return _failed(r, exc.error_code, exc.message or None)
+    return await on_active(node, r, serve, failed)

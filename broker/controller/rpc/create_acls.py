@@ -1,5 +1,7 @@
 # mypy: disable-error-code="no-any-return"
-"""CreateAcls (API 30) on the controller listener (broker/controller/acl_control.py)."""
+"""CreateAcls (API 30), handled by broker/controller/acl_control.py. The codec both the
+client-facing handler (broker/handlers/create_acls.py, versions 0-3) and the controller
+listener (v3) use; the answer is of the request's version."""
 
 from __future__ import annotations
 
@@ -7,14 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.create_acls.v3 import request as kreq
-from kio.schema.create_acls.v3 import response as kresp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker.controller.requests import ApiError
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 from broker.security.authorizer import (
     AclBinding,
     AclOperation,
@@ -24,7 +26,6 @@ from broker.security.authorizer import (
 )
 
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 30
 VERSION = 3
@@ -58,9 +59,12 @@ def parse(r: Any) -> list[AclBinding]:
     return [binding_of(c) for c in r.creations]
 
 
-def response(results: Sequence[ApiError]) -> kresp.CreateAclsResponse:
-    return P.CreateAclsResponse(throttle_time=NO_THROTTLE, results=tuple(
-        P.AclCreationResult(error_code=x.error, error_message=x.message) for x in results))
+def response(request: Any, results: Sequence[ApiError]) -> Any:
+    """The answer to `request`, of its version: one result per creation, in order."""
+    mod = response_module(request)
+    return build(mod.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
+        build(mod.AclCreationResult, error_code=x.error, error_message=x.message)
+        for x in results))
 
 
 def results_of(r: Any) -> list[ApiError]:
@@ -72,16 +76,22 @@ def error_code_of(r: Any) -> ErrorCode:
                 ErrorCode.none)
 
 
-def _failed(r: Any, code: ErrorCode, message: str | None) -> Any:
-    return response([ApiError(code, message) for _ in r.creations])
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    """Every creation of `r` answered `code`."""
+    return response(r, [ApiError(code, message) for _ in r.creations])
 
 
 def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
-    return _failed(r, code, None)
+    return failed(r, code, None)
+
+
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
+    try:
+        return response(r, await controller.create_acls(parse(r)))
+    except KafkaError as exc:
+        return failed(r, exc.error_code, exc.message or None)
 
 
 async def handle(node: Any, ctx: Any, r: Any) -> Any:
-    try:
-        return response(await active_service(node).create_acls(parse(r)))
-    except KafkaError as exc:
-        return _failed(r, exc.error_code, exc.message or None)
+    return await on_active(node, r, serve, failed)

@@ -1,8 +1,11 @@
 # mypy: disable-error-code="no-any-return"
-"""CreatePartitions (API 37) on the controller listener."""
+"""CreatePartitions (API 37). The codec both the client-facing handler
+(broker/handlers/create_partitions.py, versions 0-3) and the controller listener (v3) use;
+the answer is of the request's version."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,10 +18,10 @@ from broker.controller.requests import CreatePartitionsResult, CreatePartitionsT
 from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
+from broker.protocol.kio_build import build, response_module
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 37
 VERSION = 3
@@ -35,18 +38,25 @@ def request(topics: Sequence[CreatePartitionsTopic], validate_only: bool,
         timeout=duration(timeout_ms), validate_only=validate_only)
 
 
-def parse(r: kreq.CreatePartitionsRequest) -> list[CreatePartitionsTopic]:
-    return [CreatePartitionsTopic(
+def topic_of(t: Any) -> CreatePartitionsTopic:
+    """One CreatePartitionsTopic of any version."""
+    return CreatePartitionsTopic(
         name=t.name, count=int(t.count),
         assignments=None if t.assignments is None else [
             [int(b) for b in a.broker_ids] for a in t.assignments])
-        for t in r.topics]
 
 
-def response(results: Sequence[CreatePartitionsResult]) -> kresp.CreatePartitionsResponse:
-    return P.CreatePartitionsResponse(throttle_time=NO_THROTTLE, results=tuple(
-        P.CreatePartitionsTopicResult(name=x.name, error_code=x.error,
-                                          error_message=x.message)
+def parse(r: kreq.CreatePartitionsRequest) -> list[CreatePartitionsTopic]:
+    return [topic_of(t) for t in r.topics]
+
+
+def response(request: Any, results: Sequence[CreatePartitionsResult],
+             throttle_time: datetime.timedelta = NO_THROTTLE) -> Any:
+    """The answer to `request`, of its version."""
+    mod = response_module(request)
+    return build(mod.CreatePartitionsResponse, throttle_time=throttle_time, results=tuple(
+        build(mod.CreatePartitionsTopicResult, name=x.name, error_code=x.error,
+              error_message=x.message or None)
         for x in results))
 
 
@@ -59,22 +69,19 @@ def error_code_of(r: kresp.CreatePartitionsResponse) -> ErrorCode:
                 ErrorCode.none)
 
 
-def _failed(r: kreq.CreatePartitionsRequest, code: ErrorCode, message: str | None
-            ) -> kresp.CreatePartitionsResponse:
-    return response([CreatePartitionsResult(t.name, code, message) for t in r.topics])
+def _failed(r: kreq.CreatePartitionsRequest, code: ErrorCode, message: str | None) -> Any:
+    return response(r, [CreatePartitionsResult(t.name, code, message) for t in r.topics])
 
 
-def error_response(ctx: Any, r: kreq.CreatePartitionsRequest, code: ErrorCode
-                   ) -> kresp.CreatePartitionsResponse:
+def error_response(ctx: Any, r: kreq.CreatePartitionsRequest, code: ErrorCode) -> Any:
     return _failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.CreatePartitionsRequest
-                 ) -> kresp.CreatePartitionsResponse:
+async def handle(node: Any, ctx: Any, r: kreq.CreatePartitionsRequest) -> Any:
     try:
         service = active_service(node)
         topics = parse(r)
-        return response(await within(
+        return response(r, await within(
             lambda: service.create_partitions(topics, validate_only=r.validate_only),
             to_ms(r.timeout, 0)))
     except KafkaError as exc:

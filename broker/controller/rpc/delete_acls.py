@@ -1,5 +1,7 @@
 # mypy: disable-error-code="no-any-return"
-"""DeleteAcls (API 31) on the controller listener (broker/controller/acl_control.py)."""
+"""DeleteAcls (API 31), handled by broker/controller/acl_control.py. The codec both the
+client-facing handler (broker/handlers/delete_acls.py, versions 0-3) and the controller
+listener (v3) use; the answer is of the request's version."""
 
 from __future__ import annotations
 
@@ -7,15 +9,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.delete_acls.v3 import request as kreq
-from kio.schema.delete_acls.v3 import response as kresp
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker.controller.acl_control import AclDeletionResult
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.controller.rpc.create_acls import _code
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 from broker.security.authorizer import (
     AclBinding,
     AclFilter,
@@ -26,7 +28,6 @@ from broker.security.authorizer import (
 )
 
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 31
 VERSION = 3
@@ -53,16 +54,18 @@ def parse(r: Any) -> list[AclFilter]:
     return [filter_of(f) for f in r.filters]
 
 
-def response(results: Sequence[AclDeletionResult]) -> kresp.DeleteAclsResponse:
-    return P.DeleteAclsResponse(throttle_time=NO_THROTTLE, filter_results=tuple(
-        P.DeleteAclsFilterResult(
-            error_code=x.error, error_message=x.message, matching_acls=tuple(
-                P.DeleteAclsMatchingAcl(
-                    error_code=ErrorCode.none, error_message=None,
-                    resource_type=i8(b.resource_type), resource_name=b.resource_name,
-                    pattern_type=i8(b.pattern_type), principal=b.principal, host=b.host,
-                    operation=i8(b.operation), permission_type=i8(b.permission))
-                for b in x.matching))
+def response(request: Any, results: Sequence[AclDeletionResult]) -> Any:
+    """The answer to `request`, of its version: one result per filter, in order."""
+    mod = response_module(request)
+    return build(mod.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=tuple(
+        build(mod.DeleteAclsFilterResult, error_code=x.error, error_message=x.message,
+              matching_acls=tuple(
+                  build(mod.DeleteAclsMatchingAcl, error_code=ErrorCode.none,
+                        error_message=None, resource_type=i8(b.resource_type),
+                        resource_name=b.resource_name, pattern_type=i8(b.pattern_type),
+                        principal=b.principal, host=b.host, operation=i8(b.operation),
+                        permission_type=i8(b.permission))
+                  for b in x.matching))
         for x in results))
 
 
@@ -79,16 +82,22 @@ def error_code_of(r: Any) -> ErrorCode:
                  if x.error_code is ErrorCode.not_controller), ErrorCode.none)
 
 
-def _failed(r: Any, code: ErrorCode, message: str | None) -> Any:
-    return response([AclDeletionResult(code, message) for _ in r.filters])
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    """Every filter of `r` answered `code`."""
+    return response(r, [AclDeletionResult(code, message) for _ in r.filters])
 
 
 def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
-    return _failed(r, code, None)
+    return failed(r, code, None)
+
+
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
+    try:
+        return response(r, await controller.delete_acls(parse(r)))
+    except KafkaError as exc:
+        return failed(r, exc.error_code, exc.message or None)
 
 
 async def handle(node: Any, ctx: Any, r: Any) -> Any:
-    try:
-        return response(await active_service(node).delete_acls(parse(r)))
-    except KafkaError as exc:
-        return _failed(r, exc.error_code, exc.message or None)
+    return await on_active(node, r, serve, failed)

@@ -1,10 +1,13 @@
 # mypy: disable-error-code="no-any-return"
-"""IncrementalAlterConfigs (API 44, KIP-339) on the controller listener."""
+"""IncrementalAlterConfigs (API 44, KIP-339). The codec both the client-facing handler
+(broker/handlers/incremental_alter_configs.py, versions 0-1) and the controller listener
+(v1) use; the answer is of the request's version. An operation code Kafka does not define
+goes through as it is: the controller answers it INVALID_REQUEST for its resource."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as kreq
@@ -25,10 +28,10 @@ from broker.controller.rpc.alter_configs import (
 )
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
+from broker.protocol.kio_build import build, response_module
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 44
 VERSION = 1
@@ -45,25 +48,19 @@ def request(resources: Sequence[IncrementalAlterConfigsResource],
         validate_only=validate_only)
 
 
-def parse(r: kreq.IncrementalAlterConfigsRequest) -> list[IncrementalAlterConfigsResource]:
-    out = []
-    for x in r.resources:
-        ops = []
-        for c in x.configs:
-            try:
-                op = AlterConfigOp(int(c.config_operation))
-            except ValueError:
-                raise KafkaError(ErrorCode.invalid_request,
-                                 f"unknown config operation {int(c.config_operation)}") from None
-            ops.append((c.name, op, c.value))
-        out.append(IncrementalAlterConfigsResource(
-            ConfigResource(int(x.resource_type), x.resource_name), ops))
-    return out
+def parse(r: Any) -> list[IncrementalAlterConfigsResource]:
+    """Any version's request."""
+    return [IncrementalAlterConfigsResource(
+        ConfigResource(int(x.resource_type), x.resource_name),
+        [(c.name, cast(AlterConfigOp, int(c.config_operation)), c.value) for c in x.configs])
+        for x in r.resources]
 
 
-def response(results: Sequence[AlterConfigsResult]) -> kresp.IncrementalAlterConfigsResponse:
-    return P.IncrementalAlterConfigsResponse(throttle_time=NO_THROTTLE,
-                                             responses=resource_responses(P, results))
+def response(request: Any, results: Sequence[AlterConfigsResult]) -> Any:
+    """The answer to `request`, of its version: one entry per resource, in order."""
+    mod = response_module(request)
+    return build(mod.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE,
+                 responses=resource_responses(mod, results))
 
 
 def results_of(r: kresp.IncrementalAlterConfigsResponse) -> list[AlterConfigsResult]:
@@ -75,20 +72,18 @@ def error_code_of(r: kresp.IncrementalAlterConfigsResponse) -> ErrorCode:
 
 
 def _failed(r: kreq.IncrementalAlterConfigsRequest, code: ErrorCode, message: str | None
-            ) -> kresp.IncrementalAlterConfigsResponse:
-    return response(failed_results(r.resources, code, message))
+            ) -> Any:
+    return response(r, failed_results(r.resources, code, message))
 
 
-def error_response(ctx: Any, r: kreq.IncrementalAlterConfigsRequest, code: ErrorCode
-                   ) -> kresp.IncrementalAlterConfigsResponse:
+def error_response(ctx: Any, r: kreq.IncrementalAlterConfigsRequest, code: ErrorCode) -> Any:
     return _failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.IncrementalAlterConfigsRequest
-                 ) -> kresp.IncrementalAlterConfigsResponse:
+async def handle(node: Any, ctx: Any, r: kreq.IncrementalAlterConfigsRequest) -> Any:
     try:
         service = active_service(node)
-        return response(await service.incremental_alter_configs(
+        return response(r, await service.incremental_alter_configs(
             parse(r), validate_only=r.validate_only))
     except KafkaError as exc:
         return _failed(r, exc.error_code, exc.message or None)

@@ -1,6 +1,8 @@
 # mypy: disable-error-code="no-any-return"
-"""ListPartitionReassignments (API 46, KIP-455) on the controller listener: the ongoing
-reassignments as the active controller's committed image holds them."""
+"""ListPartitionReassignments (API 46, KIP-455): the ongoing reassignments as the active
+controller's committed image holds them. The codec both the client-facing handler
+(broker/handlers/list_partition_reassignments.py) and the controller listener use; the
+answer is of the request's version."""
 
 from __future__ import annotations
 
@@ -13,13 +15,13 @@ from kio.schema.list_partition_reassignments.v0 import response as kresp
 
 from broker.controller.deadline import within
 from broker.controller.requests import OngoingReassignment
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerApi, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
+from broker.protocol.kio_build import build, response_module
 
 # kio's fields are NewTypes (i32, BrokerId, ...); plain ints are what they hold.
 Q: Any = kreq
-P: Any = kresp
 
 API_KEY = 46
 VERSION = 0
@@ -43,17 +45,20 @@ def parse(r: kreq.ListPartitionReassignmentsRequest) -> list[tuple[str, int]] | 
     return [(t.name, int(i)) for t in r.topics for i in t.partition_indexes]
 
 
-def response(ongoing: Sequence[OngoingReassignment], error: ErrorCode = ErrorCode.none,
-             message: str | None = None) -> kresp.ListPartitionReassignmentsResponse:
+def response(request: Any, ongoing: Sequence[OngoingReassignment],
+             error: ErrorCode = ErrorCode.none, message: str | None = None) -> Any:
+    """The answer to `request`, of its version."""
+    mod = response_module(request)
     grouped: dict[str, list[OngoingReassignment]] = {}
     for x in ongoing:
         grouped.setdefault(x.topic, []).append(x)
-    return P.ListPartitionReassignmentsResponse(
+    return build(
+        mod.ListPartitionReassignmentsResponse,
         throttle_time=NO_THROTTLE, error_code=error, error_message=message,
-        topics=tuple(P.OngoingTopicReassignment(name=t, partitions=tuple(
-            P.OngoingPartitionReassignment(
-                partition_index=x.partition, replicas=x.replicas,
-                adding_replicas=x.adding_replicas, removing_replicas=x.removing_replicas)
+        topics=tuple(build(mod.OngoingTopicReassignment, name=t, partitions=tuple(
+            build(mod.OngoingPartitionReassignment,
+                  partition_index=x.partition, replicas=x.replicas,
+                  adding_replicas=x.adding_replicas, removing_replicas=x.removing_replicas)
             for x in xs)) for t, xs in grouped.items()))
 
 
@@ -71,16 +76,23 @@ def error_code_of(r: kresp.ListPartitionReassignmentsResponse) -> ErrorCode:
     return r.error_code
 
 
-def error_response(ctx: Any, r: Any, code: ErrorCode) -> kresp.ListPartitionReassignmentsResponse:
-    return response([], code)
+def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
+    return response(r, [], code)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.ListPartitionReassignmentsRequest
-                 ) -> kresp.ListPartitionReassignmentsResponse:
+def failed(r: Any, code: ErrorCode, message: str | None) -> Any:
+    return response(r, [], code, message)
+
+
+async def serve(controller: ControllerApi, r: Any) -> Any:
+    """The answer to `r` from `controller`, for the handler and the controller listener."""
+    partitions = parse(r)
     try:
-        service = active_service(node)
-        partitions = parse(r)
-        return response(await within(lambda: service.list_partition_reassignments(partitions),
-                                     to_ms(r.timeout, 0)))
+        return response(r, await within(
+            lambda: controller.list_partition_reassignments(partitions), to_ms(r.timeout, 0)))
     except KafkaError as exc:
-        return response([], exc.error_code, exc.message or None)
+        return failed(r, exc.error_code, exc.message or None)
+
+
+async def handle(node: Any, ctx: Any, r: kreq.ListPartitionReassignmentsRequest) -> Any:
+    return await on_active(node, r, serve, failed)

@@ -11,7 +11,7 @@ from typing import Any
 from kio.static.primitive import i8
 
 from broker.handlers import broker_dispatcher
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from broker.security.authorizer import AclBinding, AclOperation, AclPermissionType, PatternType
 from broker.security.authorizer import ResourceType as R
 from broker.server.context import RequestContext

@@ -10,8 +10,8 @@ from kio.serial import entity_reader
 
 from broker.controller.requests import CreatableTopic
 from broker.handlers import produce
-from broker.handlers._build import build
 from broker.protocol.api import response_schema
+from broker.protocol.kio_build import build
 from broker.protocol.records import Record, build_batch
 from tests.unit.handlers.conftest import TestNode, make_ctx
 

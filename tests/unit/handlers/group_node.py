@@ -172,7 +172,7 @@ def encodes(response: Any) -> Any:
 def request(api: str, version: int, cls: str, **fields: Any) -> Any:
     """A kio request entity of `api` at `version`; fields the version lacks are dropped."""
 
-    from broker.handlers._build import build
+    from broker.protocol.kio_build import build
 
     return build(request_class(api, version, cls), **fields)
 
@@ -254,7 +254,7 @@ async def commit(node: GroupNode, group: str, offsets: dict[tuple[str, int], int
 
     part_cls = request_class("offset_commit", version, "OffsetCommitRequestPartition")
     topic_cls = request_class("offset_commit", version, "OffsetCommitRequestTopic")
-    from broker.handlers._build import build
+    from broker.protocol.kio_build import build
     topics: dict[str, list[Any]] = {}
     for (t, p), off in offsets.items():
         topics.setdefault(t, []).append(build(
@@ -303,11 +303,11 @@ async def fetch(node: GroupNode, group: str, partitions: list[tuple[str, int]] |
         by: dict[str, list[int]] = {}
         for t, p in partitions:
             by.setdefault(t, []).append(p)
-        from broker.handlers._build import build as build_
+        from broker.protocol.kio_build import build as build_
         topics = tuple(build_(topic_cls, name=t, topic_id=topic_id_of(node, t),
                               partition_indexes=tuple(ps)) for t, ps in by.items())
     if version >= 8:
-        from broker.handlers._build import build
+        from broker.protocol.kio_build import build
         group_cls = request_class("offset_fetch", version, "OffsetFetchRequestGroup")
         req = request("offset_fetch", version, "OffsetFetchRequest", require_stable=False,
                       groups=(build(group_cls, group_id=group, member_id=None, member_epoch=-1,

@@ -11,7 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import alter_client_quotas, describe_client_quotas
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
 
 

@@ -12,7 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import alter_replica_log_dirs, describe_log_dirs
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from broker.protocol.records import decode_records
 from broker.replication.replica_manager import FetchPartitionRequest
 from broker.security.authorizer import AclOperation as O

@@ -24,8 +24,8 @@ from broker.handlers import (
     produce,
 )
 from broker.handlers._authz import guard_controller_listener, refused_response
-from broker.handlers._build import build
 from broker.protocol.api import response_schema
+from broker.protocol.kio_build import build
 from broker.security.authorizer import AclOperation as O
 from broker.security.authorizer import PatternType
 from broker.security.authorizer import ResourceType as R

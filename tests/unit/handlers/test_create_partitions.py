@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import CreatableTopic
 from broker.handlers import create_partitions
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, roundtrip
 
 VERSIONS = range(0, 4)

@@ -14,7 +14,7 @@ from broker.config import ConfigSource, describe_topic_configs
 from broker.controller.deadline import within
 from broker.errors import KafkaError
 from broker.handlers import create_topics
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module
 

@@ -10,7 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import delete_records
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
 from tests.unit.handlers.datapath import create, produce_ok, records
 

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import CreatableTopic
 from broker.handlers import delete_topics
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module
 

@@ -6,7 +6,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from broker.security.authorizer import AclOperation as O
 from broker.security.authorizer import PatternType
 from broker.security.authorizer import ResourceType as R

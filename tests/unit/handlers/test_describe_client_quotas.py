@@ -8,7 +8,7 @@ import importlib
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import describe_client_quotas
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
 
 

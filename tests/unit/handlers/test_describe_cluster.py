@@ -10,7 +10,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import describe_cluster, metadata
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import CLUSTER_ID, NODE_ID, TestNode, make_ctx, roundtrip
 
 

@@ -16,8 +16,8 @@ from broker.controller.requests import (
     IncrementalAlterConfigsResource,
 )
 from broker.handlers import describe_configs
-from broker.handlers._build import build
 from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module
 

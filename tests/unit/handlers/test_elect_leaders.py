@@ -11,8 +11,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import CreatableTopic
+from broker.errors import KafkaError
 from broker.handlers import elect_leaders
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import NODE_ID, TestNode, make_ctx, roundtrip
 
 VERSIONS = range(0, 3)
@@ -84,3 +85,19 @@ def test_null_partitions_elects_everywhere(node: TestNode, v: int) -> None:
     resp = call(node, v, request(v, None))
     assert resp.error_code is ErrorCode.none
     assert all(code is ErrorCode.election_not_needed for _, _, code in results(resp))
+
+
+@pytest.mark.parametrize("v", VERSIONS)
+def test_a_controller_out_of_reach_fails_the_request(node: TestNode, v: int) -> None:
+    async def refuse(election_type: Any, partitions: Any) -> list[Any]:
+        raise KafkaError(ErrorCode.request_timed_out, "controller 3 did not answer in time")
+
+    node.controller.elect_leaders = refuse  # type: ignore[method-assign]
+    resp = call(node, v, request(v, {"a": [0, 1], "b": [0]}))
+    if v == 0:  # no top-level error in v0: each partition carries it
+        assert results(resp) == [("a", 0, ErrorCode.request_timed_out),
+                                 ("a", 1, ErrorCode.request_timed_out),
+                                 ("b", 0, ErrorCode.request_timed_out)]
+    else:
+        assert resp.error_code is ErrorCode.request_timed_out
+        assert results(resp) == []

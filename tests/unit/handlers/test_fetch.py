@@ -15,8 +15,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from broker.handlers import fetch, write_txn_markers
-from broker.handlers._build import build
 from broker.protocol.compression import Compression
+from broker.protocol.kio_build import build
 from broker.protocol.records import (
     Record,
     build_batch,

@@ -11,8 +11,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import CreatableTopic
 from broker.handlers import incremental_alter_configs
-from broker.handlers._build import build
 from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip
 
 VERSIONS = range(0, 2)

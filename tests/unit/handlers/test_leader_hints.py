@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from broker.handlers import fetch
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from broker.protocol.records import decode_records
 from tests.support.inprocess_cluster import Cluster, batch, eventually, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip

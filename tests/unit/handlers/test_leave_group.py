@@ -42,7 +42,7 @@ async def test_batch(node: GroupNode, version: int) -> None:
     await ready(node)
     a = await join_fully(node, version=5, instance="inst-a")
     ident = request_class("leave_group", version, "MemberIdentity")
-    from broker.handlers._build import build
+    from broker.protocol.kio_build import build
     members = (build(ident, member_id="", group_instance_id="inst-a", reason=None),
                build(ident, member_id="ghost", group_instance_id=None, reason=None))
     req = request("leave_group", version, "LeaveGroupRequest", group_id="g", members=members)

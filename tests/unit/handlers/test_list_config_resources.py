@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker.handlers import list_config_resources
-from broker.handlers._build import build
 from broker.metadata import records as rec
+from broker.protocol.kio_build import build
 from broker.security.authorizer import AclOperation as O
 from broker.security.authorizer import ResourceType as R
 from tests.unit.handlers.acl_support import AUTHORIZER, allow, dispatch, grant

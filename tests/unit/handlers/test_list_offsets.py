@@ -12,7 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import list_offsets
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip, run
 from tests.unit.handlers.datapath import (
     BASE_TS,

@@ -14,8 +14,8 @@ from kio.static.constants import uuid_zero
 
 from broker.controller.requests import CreatableTopic
 from broker.handlers import metadata
-from broker.handlers._build import build
 from broker.protocol.frames import ResponseChunks
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import CLUSTER_ID, NODE_ID, TestNode, make_ctx, roundtrip
 
 VERSIONS = range(0, 14)

@@ -136,7 +136,7 @@ async def test_v1_commit_timestamp_is_stored(node: GroupNode) -> None:
     from group_node import ctx, request, request_class
 
     from broker.handlers import offset_commit
-    from broker.handlers._build import build
+    from broker.protocol.kio_build import build
 
     node.add_topic("t", 2)
     await ready(node)

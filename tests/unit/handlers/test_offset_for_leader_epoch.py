@@ -9,7 +9,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import offset_for_leader_epoch
-from broker.handlers._build import build
+from broker.protocol.kio_build import build
 from tests.support.inprocess_cluster import Cluster, batch, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module

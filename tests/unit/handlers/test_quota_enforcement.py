@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.client_quota_control import QuotaAlteration, QuotaOp
 from broker.handlers import create_partitions, create_topics, delete_topics
-from broker.handlers._build import build
 from broker.protocol.durations import to_ms
+from broker.protocol.kio_build import build
 from broker.quotas.core import entity
 from broker.server.dispatch import NoResponse
 from tests.unit.handlers.conftest import TestNode, make_ctx, run

@@ -38,7 +38,7 @@ async def txn_commit(node: TxnNode, version: int, tid: str, pid: int, epoch: int
     topic_cls = request_class("txn_offset_commit", version, "TxnOffsetCommitRequestTopic")
     by: dict[str, list[object]] = {}
     for (t, p), off in offsets.items():
-        from broker.handlers._build import build
+        from broker.protocol.kio_build import build
 
         by.setdefault(t, []).append(build(part_cls, partition_index=p, committed_offset=off,
                                           committed_leader_epoch=-1, committed_metadata="m"))

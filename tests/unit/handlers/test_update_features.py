@@ -13,10 +13,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import BrokerRegistrationRequest
 from broker.handlers import api_versions, update_features
-from broker.handlers._build import build
 from broker.metadata import features as F
 from broker.metadata import records as rec
 from broker.metadata.storage import bootstrap_records
+from broker.protocol.kio_build import build
 from tests.unit.handlers.conftest import CLUSTER_ID, TestNode, make_ctx, roundtrip, run
 
 

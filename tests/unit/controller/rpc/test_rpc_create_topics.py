@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import CreatableTopic
@@ -46,3 +48,21 @@ def test_not_controller_marks_every_topic() -> None:
                                            False, 1000)))
     assert rpc.error_code_of(resp) is ErrorCode.not_controller
     assert [r.error for r in rpc.results_of(resp)] == [ErrorCode.not_controller] * 2
+
+
+def test_a_partition_assigned_twice_is_refused_for_its_topic_alone() -> None:
+    async def go() -> None:
+        node = ControllerNode()
+        await node.add_broker(1)
+        req = rpc.request([CreatableTopic("twice", assignments={0: (1,)}),
+                           CreatableTopic("fine", 1, 1)], False, 5000)
+        twice = req.topics[0]
+        req = replace(req, topics=(replace(twice, assignments=twice.assignments * 2),
+                                   req.topics[1]))
+        by_name = {r.name: r for r in rpc.results_of(await call(rpc, node, req))}
+        assert by_name["twice"].error is ErrorCode.invalid_replica_assignment
+        assert by_name["twice"].message == \
+            "Found multiple manual partition assignments for partition 0"
+        assert node.metadata.topic("twice") is None
+        assert by_name["fine"].error is ErrorCode.none and node.metadata.topic("fine")
+    run(go())

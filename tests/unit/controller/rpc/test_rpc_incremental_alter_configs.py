@@ -49,3 +49,24 @@ def test_validate_only_unknown_op_and_not_controller() -> None:
         resp = await call(rpc, node, rpc.request([ok], False))
         assert rpc.error_code_of(resp) is ErrorCode.not_controller
     run(go())
+
+
+def test_an_unknown_op_fails_its_resource_alone() -> None:
+    async def go() -> None:
+        node = ControllerNode()
+        await node.add_broker(1)
+        assert node.controller_service is not None
+        await node.controller_service.create_topics([CreatableTopic("a"), CreatableTopic("b")])
+        req = rpc.request([
+            IncrementalAlterConfigsResource(ConfigResource(RESOURCE_TOPIC, t),
+                                            [("retention.ms", AlterConfigOp.SET, "5")])
+            for t in ("a", "b")], False)
+        bad = replace(req.resources[0], configs=(
+            replace(req.resources[0].configs[0], config_operation=9),))
+        a, b = rpc.results_of(await call(rpc, node, replace(
+            req, resources=(bad, req.resources[1]))))
+        assert a.error is ErrorCode.invalid_request and a.message, a
+        assert b.error is ErrorCode.none, b
+        assert node.metadata.topic_config("a") == {}
+        assert node.metadata.topic_config("b") == {"retention.ms": "5"}
+    run(go())
