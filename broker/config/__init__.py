@@ -81,9 +81,6 @@ from broker.config.node_config import (
 from broker.config.node_config import (
     load_config as load_config,
 )
-from broker.config.node_config import (
-    session_disconnect_timeout_ms as session_disconnect_timeout_ms,
-)
 from broker.config.properties import (
     env_key as env_key,
 )

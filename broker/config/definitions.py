@@ -71,18 +71,20 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("metadata.max.retention.bytes", L, 100 * 1024 * 1024),
     ConfigDef("metadata.max.retention.ms", L, 7 * 24 * 3600 * 1000),
     ConfigDef("metadata.max.idle.interval.ms", INT, 500, at_least(0)),
-    # Broker liveness. Kafka's defaults (9000 / 2000) leave a crashed broker's partitions
-    # leaderless for up to 9 s. Skiff aims at a failover under 2 s (kill -9 of a leader's
-    # broker -> the producer's next write acknowledged): a broker is fenced, and its
-    # leaderships move, 1.5 s after its last heartbeat, plus at most one controller tick
-    # (CONTROLLER_TICK_MS in broker/node). Three heartbeats fit in a session, so one
-    # lost or late heartbeat (a busy event loop) does not fence a live broker. Heartbeats
-    # are small and answered from memory unless the broker's state changes, so 2/s per
-    # broker is cheap for the controller. Raise both on slow or overloaded hosts.
-    ConfigDef("broker.session.timeout.ms", INT, 1500, at_least(1)),
-    ConfigDef("broker.heartbeat.interval.ms", INT, 500, at_least(1)),
-    # Skiff's: null is 1.5 x broker.heartbeat.interval.ms; -1 is Kafka's behaviour.
-    ConfigDef("broker.session.disconnect.timeout.ms", INT, None, at_least(-1)),
+    # Broker liveness: Kafka's defaults. A broker whose heartbeats stop (paused, starved of
+    # CPU, cut off) is fenced 9 s after its last one, and a single slow heartbeat or a
+    # broker busy applying a large metadata delta for a few seconds fences nothing: Skiff's
+    # earlier 1.5 s / 0.5 s fenced brokers over and over on a loaded 2-core machine at
+    # 100,000 partitions (issue 17, docs/benchmarks.md), each fence of an RF=1 broker
+    # rewriting thousands of partitions. Fast failover after a crash comes from the next
+    # key instead.
+    ConfigDef("broker.session.timeout.ms", INT, 9000, at_least(1)),
+    ConfigDef("broker.heartbeat.interval.ms", INT, 2000, at_least(1)),
+    # Skiff's: a broker whose heartbeat connection closed (its process died: the kernel
+    # closes its sockets) and that has not heartbeated since is fenced after this many ms,
+    # without waiting out the session; a live broker heartbeats at once on a new
+    # connection when its heartbeat connection closes. -1 is Kafka's behaviour.
+    ConfigDef("broker.session.disconnect.timeout.ms", INT, 750, at_least(-1)),
     # Controlled shutdown (SIGTERM): the broker heartbeats with WantShutDown until the
     # controller, having moved its leaderships away, answers ShouldShutDown; it gives up and
     # stops anyway after controlled.shutdown.timeout.ms (a Skiff key: KRaft Kafka waits up to

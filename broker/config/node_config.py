@@ -199,9 +199,3 @@ def listener_scoped(cfg: NodeConfig, key: str) -> dict[str, Any]:
             if base == key:
                 out[name.upper()] = BROKER_CONFIGS[key].parse(v)
     return out
-
-
-def session_disconnect_timeout_ms(cfg: NodeConfig) -> int:
-    """broker.session.disconnect.timeout.ms as the controller applies it."""
-    value = cfg["broker.session.disconnect.timeout.ms"]
-    return int(value) if value is not None else cfg["broker.heartbeat.interval.ms"] * 3 // 2

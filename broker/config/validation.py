@@ -163,12 +163,6 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
         raise ConfigError("broker.heartbeat.interval.ms", v["broker.heartbeat.interval.ms"],
                           "less than broker.session.timeout.ms "
                           f"({v['broker.session.timeout.ms']})")
-    disconnect = v["broker.session.disconnect.timeout.ms"]
-    if disconnect is not None and 0 <= disconnect < v["broker.heartbeat.interval.ms"]:
-        # A live broker whose connection dropped heartbeats again within an interval.
-        raise ConfigError("broker.session.disconnect.timeout.ms", disconnect,
-                          "-1, or at least broker.heartbeat.interval.ms "
-                          f"({v['broker.heartbeat.interval.ms']})")
     if v["socket.request.max.bytes"] < v["message.max.bytes"]:
         cfg.warnings.append("socket.request.max.bytes is smaller than message.max.bytes: "
                             "produce requests near the message limit will be refused")

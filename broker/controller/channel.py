@@ -143,6 +143,9 @@ class ControllerChannel:
         self._conns: dict[int, KafkaConnection] = {}
         self._suspect_until: dict[int, float] = {}
         self.remote_calls = 0  # requests sent on the wire (tests and logs)
+        # Done when the connection that carried the latest answered heartbeat closes; None
+        # if that heartbeat was answered in this process or failed (broker_heartbeat).
+        self.heartbeat_connection_closed: asyncio.Future[None] | None = None
 
     # ---- what other parts look at -------------------------------------------------------
 
@@ -259,10 +262,19 @@ class ControllerChannel:
             self._deadline(2 * self.attempt_timeout_s), whole=False)
 
     async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        """Also sets heartbeat_connection_closed: the active controller fences a broker
+        whose heartbeat connection closed and that has not heartbeated since
+        (broker.session.disconnect.timeout.ms), so the broker heartbeats again at once
+        when that connection closes (Node._broker_lifecycle)."""
+        self.heartbeat_connection_closed = None
+
+        def answered(conn: KafkaConnection) -> None:
+            self.heartbeat_connection_closed = conn.closed()
+
         return await self._call(
             lambda s: s.broker_heartbeat(req), lambda: broker_heartbeat.request(req),
             broker_heartbeat, broker_heartbeat.reply_of,
-            self._deadline(2 * self.attempt_timeout_s), whole=False)
+            self._deadline(2 * self.attempt_timeout_s), whole=False, answered=answered)
 
     async def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int,
@@ -417,11 +429,12 @@ class ControllerChannel:
     async def _call(
         self, local: Callable[[ControllerService], Awaitable[R]], build: Callable[[], Any],
         rpc: ModuleType, decode: Callable[[Any], R], deadline: float, *, whole: bool,
-        sync: bool = False,
+        sync: bool = False, answered: Callable[[KafkaConnection], None] | None = None,
     ) -> R:
         """`whole`: a remote attempt may use all the time left (a non-idempotent write);
         else each attempt is bounded by `attempt_timeout_s`. `sync`: after a remote answer,
-        wait for this node's image to catch up with the controller (read your writes)."""
+        wait for this node's image to catch up with the controller (read your writes).
+        `answered`: called with the connection a remote answer came on."""
         attempt = 0
         timed_out = False
         reason = "no active controller is known"
@@ -438,9 +451,10 @@ class ControllerChannel:
             elif target >= 0:
                 left = deadline - time.monotonic()
                 wait = left if whole else min(left, self.attempt_timeout_s)
+                conn = self._connection(target)
                 try:
                     self.remote_calls += 1
-                    response = await self._connection(target).request(
+                    response = await conn.request(
                         rpc.API_KEY, rpc.VERSION, build(), max(0.001, wait))
                 except TimeoutError:
                     # The connection stays: other requests may be in flight on it (a slow
@@ -457,6 +471,8 @@ class ControllerChannel:
                     self._suspect_until.pop(target, None)
                     if rpc.error_code_of(response) is not ErrorCode.not_controller:
                         result = decode(response)
+                        if answered is not None:
+                            answered(conn)
                         if sync:
                             await self._catch_up(target, deadline)
                         return result

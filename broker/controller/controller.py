@@ -30,7 +30,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker import config as cfgmod
 from broker.config import NodeConfig
 from broker.controller.acl_control import AclControlManager
 from broker.controller.client_quota_control import ClientQuotaControlManager
@@ -91,7 +90,7 @@ class ControllerSettings:
             unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
             delete_topic_enable=cfg["delete.topic.enable"],
             broker_session_timeout_ms=cfg["broker.session.timeout.ms"],
-            broker_session_disconnect_timeout_ms=cfgmod.session_disconnect_timeout_ms(cfg),
+            broker_session_disconnect_timeout_ms=cfg["broker.session.disconnect.timeout.ms"],
             metadata_max_idle_interval_ms=cfg["metadata.max.idle.interval.ms"],
             node_config=cfg,
         )

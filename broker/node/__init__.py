@@ -458,7 +458,11 @@ class Node:
         unfences it again, which it does on the first heartbeat of a caught-up broker. A
         heartbeat refused with STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED means the
         controller no longer knows this registration: the broker registers again (same
-        incarnation) instead of heartbeating a dead epoch forever."""
+        incarnation) instead of heartbeating a dead epoch forever. When the connection that
+        carried the latest heartbeat closes, the next heartbeat goes at once (on a new
+        connection): the controller fences a broker whose heartbeat connection closed and
+        that has not heartbeated since for broker.session.disconnect.timeout.ms, which is
+        shorter than the heartbeat interval."""
         cfg = self.config
         interval = cfg["broker.heartbeat.interval.ms"] / 1000
         fast = min(0.02, interval)
@@ -502,7 +506,20 @@ class Node:
                 # that ended here would leave a live broker fenced for good, silently.
                 log.exception("broker_heartbeat_error", broker_epoch=self.broker_epoch)
                 fenced = True
-            await asyncio.sleep(fast if fenced else interval)
+            await self._until_next_heartbeat(fast if fenced else interval, fast)
+
+    async def _until_next_heartbeat(self, delay: float, floor: float) -> None:
+        """Wait `delay`, or less once the latest heartbeat's connection has closed (but at
+        least `floor`, so a controller that closes every connection gets no busy loop)."""
+        closed = self.controller.heartbeat_connection_closed
+        if closed is None or delay <= floor:
+            await asyncio.sleep(delay)
+            return
+        await asyncio.sleep(floor)
+        if not closed.done():
+            await asyncio.wait([closed], timeout=delay - floor)
+        if closed.done():
+            log.info("broker_heartbeat_connection_closed", action="heartbeating at once")
 
     async def _register(self) -> None:
         """Register until the controller gives this broker an epoch."""

@@ -80,6 +80,12 @@ class KafkaConnection:
         t = self._transport
         return None if t is None or t.is_closing() else t
 
+    def closed(self) -> asyncio.Future[None] | None:
+        """Done once the latest connection has closed (either side, or an error); None
+        before the first connection. A caller that got an answer can wait on it to learn
+        that the connection that carried it is gone."""
+        return self._lost
+
     async def _connect(self) -> asyncio.Transport:
         async with self._lock:
             transport = self._live()

@@ -10,6 +10,7 @@ module builds it): topics here are RF=3 for placement, produce checks use RF=1.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.timeout(150)
 FAILOVER_LIMIT_S = 2.0
+SESSION_S = 9.0  # broker.session.timeout.ms's default (Kafka's); the cluster runs at defaults
+FENCE_MARGIN_S = 3.5  # past the session: the tick, the fence's commit, a loaded machine
 UNFENCED = 2  # skiff.admin.v1.BrokerState
 FENCED = 1
 SHUTTING_DOWN = 3
@@ -235,7 +238,8 @@ def test_pausing_the_active_controller_fences_no_broker(cluster: Cluster) -> Non
     try:
         cluster.wait_for(lambda: cluster.active_controller() not in (-1, old), 15,
                          "a new active controller")
-        time.sleep(2.0)  # more than a session: a broker that could not reach it is fenced
+        # more than a session: a broker that could not reach the new one would be fenced
+        time.sleep(SESSION_S + 0.5)
         assert {b: s for b, (s, _) in broker_states(cluster, 4).items()} == {
             4: UNFENCED, 5: UNFENCED, 6: UNFENCED}
     finally:
@@ -280,8 +284,8 @@ def test_paused_broker_is_fenced_and_unfenced_with_the_same_epoch_when_resumed(
     epoch = broker_states(cluster, witness)[victim][1]
     cluster.pause(victim)
     try:
-        cluster.wait_for(lambda: broker_states(cluster, witness)[victim][0] == FENCED, 5,
-                         f"broker {victim} fenced while stopped")
+        cluster.wait_for(lambda: broker_states(cluster, witness)[victim][0] == FENCED,
+                         SESSION_S + FENCE_MARGIN_S, f"broker {victim} fenced while stopped")
     finally:
         cluster.resume(victim)
     cluster.wait_for(lambda: broker_states(cluster, witness)[victim] == (UNFENCED, epoch), 10,
@@ -317,15 +321,16 @@ def test_sigterm_moves_leaders_away_before_the_broker_exits(cluster: Cluster) ->
     # at exit its leaderships had already moved: no wait for the session to expire
     now = leaders(cluster, witness, "moved-on-sigterm")
     assert len(now) == 6 and victim not in now.values() and -1 not in now.values(), now
-    # listed (in controlled shutdown) until its session expires, then fenced
+    # listed (in controlled shutdown) until its closed connection ends its session
+    # (broker.session.disconnect.timeout.ms), then fenced
     assert broker_states(cluster, witness)[victim][0] in (SHUTTING_DOWN, FENCED)
     cluster.wait_for(lambda: victim not in cluster.metadata_brokers(witness, timeout=1.0),
-                     5, f"broker {victim} fenced after its session")
+                     5, f"broker {victim} fenced after its connection closed")
     cluster.start_node(victim)
     cluster.wait_ready(30)
 
 
-FENCED_AGAIN_BOUND_S = 10.0  # 20 heartbeat intervals, on a shared 2-core machine
+FENCED_AGAIN_BOUND_S = 10.0  # 5 heartbeat intervals of 2 s, on a shared 2-core machine
 
 
 def test_a_broker_fenced_while_the_controller_fails_over_is_unfenced_again(
@@ -342,8 +347,8 @@ def test_a_broker_fenced_while_the_controller_fails_over_is_unfenced_again(
     old = cluster.wait_for(lambda: max(cluster.active_controller(), 0), 10, "a controller")
     cluster.pause(victim)
     try:
-        cluster.wait_for(lambda: broker_states(cluster, witness)[victim][0] == FENCED, 10,
-                         f"broker {victim} fenced while stopped")
+        cluster.wait_for(lambda: broker_states(cluster, witness)[victim][0] == FENCED,
+                         SESSION_S + FENCE_MARGIN_S, f"broker {victim} fenced while stopped")
         cluster.kill(old)
         cluster.wait_for(lambda: cluster.active_controller() not in (-1, old), 15,
                          "a new active controller")
@@ -394,11 +399,10 @@ def test_a_dead_broker_is_fenced_by_its_closed_connection_a_paused_one_by_its_se
     tmp_path: Path,
 ) -> None:
     """broker.session.disconnect.timeout.ms (Skiff's): kill -9 closes the broker's
-    connection to the controller, which fences it within the disconnect timeout (750 ms
-    here) instead of the 8 s session; a paused broker keeps its connection open and keeps
-    its session until that expires."""
-    with Cluster(tmp_path, controllers=1, brokers=2,
-                 overrides={"broker.session.timeout.ms": "8000"}) as c:
+    connection to the controller, which fences it within the disconnect timeout (750 ms by
+    default) instead of the 9 s session; a paused broker keeps its connection open and keeps
+    its session until that expires. All at the defaults."""
+    with Cluster(tmp_path, controllers=1, brokers=2) as c:
         killed, paused = c.broker_ids
         witness = c.controller_ids[0]
         c.kill(killed)
@@ -406,14 +410,50 @@ def test_a_dead_broker_is_fenced_by_its_closed_connection_a_paused_one_by_its_se
         c.wait_for(lambda: broker_states(c, witness)[killed][0] == FENCED, 6,
                    f"broker {killed} fenced after kill -9", interval=0.02)
         took = time.monotonic() - killed_at
-        print(f"broker {killed} killed: fenced after {took:.2f}s (session 8 s)")
+        print(f"broker {killed} killed: fenced after {took:.2f}s (session 9 s)")
         assert took < 2.5, took
 
         c.pause(paused)
         try:
-            time.sleep(3.0)  # several heartbeat intervals and disconnect timeouts
+            time.sleep(5.0)  # two heartbeat intervals and several disconnect timeouts
             assert broker_states(c, witness)[paused][0] == UNFENCED
         finally:
             c.resume(paused)
         time.sleep(1.0)
         assert broker_states(c, witness)[paused][0] == UNFENCED
+
+
+def broker_sockets_to(pid: int, port: int) -> list[str]:
+    """Local addresses (ip:port) of process `pid`'s TCP connections to 127.0.0.1:`port`."""
+    out = subprocess.run(["ss", "-tnpH", "state", "established", "dst", f"127.0.0.1:{port}"],
+                         capture_output=True, text=True, timeout=10).stdout
+    return [line.split()[2] for line in out.splitlines() if f"pid={pid}," in line]
+
+
+@pytest.mark.timeout(120)
+def test_a_live_broker_whose_controller_connections_are_reset_stays_unfenced(
+    tmp_path: Path,
+) -> None:
+    """The other side of the closed-connection rule: the controller fences a broker whose
+    heartbeat connection closed and that has not heartbeated within 750 ms, less than the
+    2 s heartbeat interval, so a live broker must notice the close and heartbeat at once.
+    Its connections to the controller listener are reset from outside (`ss -K`, as a
+    middlebox or a conntrack flush would), at the defaults."""
+    with Cluster(tmp_path, controllers=1, brokers=1) as c:
+        [broker], [controller] = c.broker_ids, c.controller_ids
+        port = c.nodes[controller].controller_port
+        assert port is not None
+        pid = c.nodes[broker].pid
+        before = broker_sockets_to(pid, port)
+        assert before, "the broker has no connection to the controller listener"
+        mark = len(c.nodes[controller].log_path.read_text())
+        for local in before:
+            subprocess.run(["ss", "-K", "-tn", "src", local, "dst", f"127.0.0.1:{port}"],
+                           capture_output=True, timeout=10)
+        if set(before) & set(broker_sockets_to(pid, port)):
+            pytest.skip("ss -K cannot close sockets here (needs root and SOCK_DESTROY)")
+        time.sleep(5.0)  # two heartbeat intervals, several disconnect timeouts
+        assert broker_states(c, controller)[broker][0] == UNFENCED
+        assert "brokers_fenced" not in c.nodes[controller].log_path.read_text()[mark:]
+        log = c.nodes[broker].log_path.read_text()
+        assert "broker_heartbeat_connection_closed" in log, c.nodes[broker].log_tail()

@@ -37,8 +37,6 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": pki.ca,
         "ssl.client.auth": "required",
-        "broker.session.timeout.ms": "3000",
-        "broker.heartbeat.interval.ms": "500",
     })
     with c:
         c.start()

@@ -27,6 +27,7 @@ class ScriptedController:
         self.registrations: list[BrokerRegistrationRequest] = []
         self.beats: list[BrokerHeartbeatRequest] = []
         self.epoch = 0
+        self.heartbeat_connection_closed: asyncio.Future[None] | None = None
 
     async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
         self.registrations.append(req)
@@ -42,14 +43,14 @@ class ScriptedController:
         return BrokerHeartbeatReply(is_caught_up=True, is_fenced=False)
 
 
-def make_node(controller: ScriptedController) -> Node:
+def make_node(controller: ScriptedController, heartbeat_ms: int = HEARTBEAT_MS) -> Node:
     cfg = build_config({
         "process.roles": "broker,controller", "node.id": "1",
         "controller.quorum.voters": "1@127.0.0.1:19093",
         "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
         "controller.listener.names": "CONTROLLER", "log.dirs": "/nonexistent/skiff",
-        "broker.heartbeat.interval.ms": str(HEARTBEAT_MS),
-        "broker.session.timeout.ms": str(3 * HEARTBEAT_MS),
+        "broker.heartbeat.interval.ms": str(heartbeat_ms),
+        "broker.session.timeout.ms": str(3 * heartbeat_ms),
     }, warn=lambda m: None)
     node = Node(cfg)
     node.cluster_id = "c"
@@ -142,3 +143,45 @@ def test_an_unexpected_error_does_not_end_the_heartbeats() -> None:
     asyncio.run(go())
     assert node.ready.is_set() and node.broker_epoch == 1
     assert ctl.calls >= 6 and ctl.reg_calls == 2
+
+
+class ClosingController(ScriptedController):
+    """Remote-like: each answered heartbeat came on a connection whose close is a future."""
+
+    async def broker_heartbeat(self, req: BrokerHeartbeatRequest) -> BrokerHeartbeatReply:
+        self.heartbeat_connection_closed = asyncio.get_running_loop().create_future()
+        return await super().broker_heartbeat(req)
+
+
+def test_a_closed_heartbeat_connection_makes_the_broker_heartbeat_at_once() -> None:
+    """The controller fences a broker whose heartbeat connection closed and that has not
+    heartbeated since, after broker.session.disconnect.timeout.ms (750 ms by default, less
+    than the 2 s heartbeat interval): a live broker must not wait out its interval."""
+    interval_s = 10.0
+    ctl = ClosingController([])
+    node = make_node(ctl, heartbeat_ms=int(interval_s * 1000))
+
+    async def go() -> float:
+        task = asyncio.create_task(node._broker_lifecycle())
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(node.ready.wait(), 2)
+            await asyncio.sleep(0.1)
+            assert len(ctl.beats) == 1, "one heartbeat per interval while it is connected"
+            closed = ctl.heartbeat_connection_closed
+            assert closed is not None
+            closed.set_result(None)
+            t0 = loop.time()
+            while len(ctl.beats) < 2:
+                assert loop.time() - t0 < 2, "no heartbeat after the connection closed"
+                await asyncio.sleep(0.005)
+            took = loop.time() - t0
+            await asyncio.sleep(0.1)
+            assert len(ctl.beats) == 2, "then one per interval again"
+            return took
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    took = asyncio.run(go())
+    assert took < 0.5, took

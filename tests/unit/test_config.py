@@ -170,7 +170,7 @@ def test_kafka_defaults():
     assert c["min.insync.replicas"] == 1 and c["unclean.leader.election.enable"] is False
     assert c["offsets.topic.num.partitions"] == 50
     assert c["offsets.topic.replication.factor"] == 3
-    assert c["broker.session.timeout.ms"] == 1500 and c["broker.heartbeat.interval.ms"] == 500
+    assert c["broker.session.timeout.ms"] == 9000 and c["broker.heartbeat.interval.ms"] == 2000
     assert c["replica.lag.time.max.ms"] == 30000
     assert c["connections.max.idle.ms"] == 600000 and c["queued.max.requests"] == 500
     assert c["log.format"] == "console"
@@ -248,7 +248,6 @@ def test_metadata_log_dir_and_log_dir_fallback():
     ({"advertised_listeners": "PLAINTEXT://0.0.0.0:9092"}, "advertised.listeners"),
     ({"advertised_listeners": "OTHER://h:1"}, "advertised.listeners"),
     ({"broker_heartbeat_interval_ms": "9000"}, "broker.heartbeat.interval.ms"),
-    ({"broker_session_disconnect_timeout_ms": "499"}, "broker.session.disconnect.timeout.ms"),
     ({"broker_session_disconnect_timeout_ms": "-2"}, "broker.session.disconnect.timeout.ms"),
     ({"log_dirs": "/a,/a"}, "log.dirs"),
     ({"listener_security_protocol_map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
@@ -259,13 +258,20 @@ def test_cross_field_rules(changes, key):
     assert ei.value.key == key, str(ei.value)
 
 
-def test_the_disconnect_timeout_follows_the_heartbeat_interval_unless_set():
-    from broker.config import session_disconnect_timeout_ms
-    assert cfg()["broker.session.disconnect.timeout.ms"] is None
-    assert session_disconnect_timeout_ms(cfg()) == 750
-    assert session_disconnect_timeout_ms(cfg(broker_heartbeat_interval_ms="200")) == 300
-    assert session_disconnect_timeout_ms(cfg(broker_session_disconnect_timeout_ms="-1")) == -1
-    assert session_disconnect_timeout_ms(cfg(broker_session_disconnect_timeout_ms="500")) == 500
+def test_the_disconnect_timeout_is_its_own_key():
+    """Skiff's closed-connection rule keeps its 750 ms whatever the heartbeat interval: a
+    live broker heartbeats again at once when its heartbeat connection closes, so the
+    timeout need not cover an interval (it did before the defaults became Kafka's)."""
+    assert cfg()["broker.session.disconnect.timeout.ms"] == 750
+    assert cfg(broker_heartbeat_interval_ms="5000")["broker.session.disconnect.timeout.ms"] == 750
+    assert cfg(broker_session_disconnect_timeout_ms="-1")[
+        "broker.session.disconnect.timeout.ms"] == -1
+    assert cfg(broker_session_disconnect_timeout_ms="300")[
+        "broker.session.disconnect.timeout.ms"] == 300
+    from broker.controller.controller import ControllerSettings
+    settings = ControllerSettings.from_config(cfg(), "c")
+    assert (settings.broker_session_timeout_ms, settings.broker_session_disconnect_timeout_ms) \
+        == (9000, 750)
 
 
 def test_broker_only_and_controller_only_roles():

@@ -308,3 +308,38 @@ def test_a_failed_catch_up_does_not_fail_the_write() -> None:
             await channel.close()
             server.close()
     run(go())
+
+
+def test_a_heartbeat_answer_carries_the_close_of_its_connection() -> None:
+    """heartbeat_connection_closed: None for a local answer, else done exactly when the
+    connection that carried the latest heartbeat closes (the broker then heartbeats at once,
+    before the controller's broker.session.disconnect.timeout.ms fences it)."""
+    async def go() -> None:
+        local = ControllerNode()
+        here = ControllerChannel(1, {1: ("127.0.0.1", 1)}, lambda: 1, local.controller_service)
+        reply = await here.register_broker(registration(1))
+        await here.broker_heartbeat(BrokerHeartbeatRequest(1, reply.broker_epoch, 0))
+        assert here.heartbeat_connection_closed is None
+
+        node = ControllerNode(**{"node.id": "1"})
+        server, port = await controller_server(node)
+        channel = ControllerChannel(5, {1: ("127.0.0.1", port)}, lambda: 1)
+        try:
+            reply = await channel.register_broker(registration(5))
+            await channel.broker_heartbeat(BrokerHeartbeatRequest(
+                5, reply.broker_epoch, node.metadata.offset))
+            closed = channel.heartbeat_connection_closed
+            assert closed is not None and not closed.done()
+            await asyncio.sleep(0.05)
+            assert not closed.done()
+            await channel._drop(1)  # the connection goes (as when either side closes it)
+            await asyncio.wait_for(closed, 2)
+            # the next heartbeat, on a new connection, carries a fresh one
+            await channel.broker_heartbeat(BrokerHeartbeatRequest(
+                5, reply.broker_epoch, node.metadata.offset))
+            again = channel.heartbeat_connection_closed
+            assert again is not None and again is not closed and not again.done()
+        finally:
+            await channel.close()
+            server.close()
+    run(go())

@@ -12,8 +12,6 @@ from broker.controller.requests import BrokerHeartbeatRequest, CreatableTopic
 from broker.errors import KafkaError
 from tests.unit.controller.rpc.rpc_support import ControllerNode, run
 
-SESSION_MS = 1500  # broker.session.timeout.ms's default
-
 
 def test_a_heartbeat_queued_behind_a_slow_commit_is_not_fenced_by_the_tick() -> None:
     async def go() -> None:
@@ -22,6 +20,7 @@ def test_a_heartbeat_queued_behind_a_slow_commit_is_not_fenced_by_the_tick() -> 
         service = node.controller_service
         assert service is not None
         service.clock = lambda: now[0]
+        session_ms = service.controller.settings.broker_session_timeout_ms  # the default
         for b in (1, 2):
             await node.add_broker(b)
         assert all(not r.fenced for r in node.metadata.brokers.values())
@@ -41,11 +40,11 @@ def test_a_heartbeat_queued_behind_a_slow_commit_is_not_fenced_by_the_tick() -> 
         await asyncio.sleep(0)  # the CreateTopics holds the controller, waiting to commit
         tick = asyncio.create_task(service.tick())
         await asyncio.sleep(0)
-        now[0] = SESSION_MS + 1000  # both brokers heartbeat while the commit is slow
+        now[0] = session_ms + 1000  # both brokers heartbeat while the commit is slow
         beats = [asyncio.create_task(service.broker_heartbeat(BrokerHeartbeatRequest(
             b, node.epochs[b], node.metadata.offset))) for b in (1, 2)]
         await asyncio.sleep(0.01)
-        now[0] = SESSION_MS + 1500  # the commit ends; the tick (queued first) runs now
+        now[0] = session_ms + 1500  # the commit ends; the tick (queued first) runs now
         release.set()
         await asyncio.gather(create, tick, *beats)
         assert [b.is_fenced for b in (t.result() for t in beats)] == [False, False]
