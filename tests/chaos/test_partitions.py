@@ -328,7 +328,10 @@ class Runner:
                   for w in self.producers}
         raise AssertionError(f"{s.describe()}: partitions without an acknowledgement "
                              f"{RECOVERY_S:.0f}s after the heal: {behind}; failures so far: "
-                             f"{[w.failed[-3:] for w in self.producers]}\n{self.c.log_tails()}"
+                             f"{[w.failed[-3:] for w in self.producers]}\n"
+                             + "\n".join(self.c.in_client(w.client_state)
+                                         for w in self.producers)
+                             + f"\n{self.c.log_tails()}"
                              f"\n{self.c.sockets()}")
 
 

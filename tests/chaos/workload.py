@@ -10,6 +10,7 @@ acknowledged. Nothing here sleeps without a bound.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections import defaultdict
@@ -39,7 +40,11 @@ class ProducerWorkload:
             "retry.backoff.ms": 50,
             "topic.metadata.refresh.interval.ms": 1000,
             "log_level": 3,
+            # the client's own view (idempotence state, per-broker queues), for failure reports
+            "statistics.interval.ms": 1000,
+            "stats_cb": self._on_stats,
         }
+        self.last_stats: str | None = None
         if not idempotence:
             conf["retries"] = 1_000_000
             conf["max.in.flight.requests.per.connection"] = 1  # keep order without idempotence
@@ -58,6 +63,35 @@ class ProducerWorkload:
 
     def start(self) -> None:
         self._thread.start()
+
+    def _on_stats(self, stats_json: str) -> None:
+        self.last_stats = stats_json
+
+    def client_state(self) -> str:
+        """A summary of librdkafka's last statistics: the idempotence state, each broker's
+        connection state with its queued, in-flight and waiting requests, and each
+        partition's leader and queued messages."""
+        if self.last_stats is None:
+            return f"producer {self.name}: no statistics yet"
+        try:
+            st = json.loads(self.last_stats)
+        except ValueError:
+            return f"producer {self.name}: unreadable statistics"
+        eos = st.get("eos", {})
+        lines = [f"producer {self.name}: msg_cnt={st.get('msg_cnt')} eos={eos}"]
+        for b in st.get("brokers", {}).values():
+            lines.append(f"  broker {b.get('nodeid')} {b.get('state')} "
+                         f"stateage={b.get('stateage', 0) // 1000}ms "
+                         f"outbuf={b.get('outbuf_cnt')} waitresp={b.get('waitresp_cnt')} "
+                         f"req_timeouts={b.get('req_timeouts')} "
+                         f"toppars={sorted(b.get('toppars', {}))}")
+        for t in st.get("topics", {}).values():
+            for pid, part in sorted(t.get("partitions", {}).items()):
+                if pid != "-1":
+                    lines.append(f"  partition {pid} leader={part.get('leader')} "
+                                 f"msgq={part.get('msgq_cnt')} xmit={part.get('xmit_msgq_cnt')} "
+                                 f"inflight(txmsgs-ack)={part.get('txmsgs')}")
+        return "\n".join(lines)
 
     def acked_count(self) -> int:
         with self._lock:
