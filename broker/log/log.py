@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from kio.schema.errors import ErrorCode
 
@@ -28,6 +29,7 @@ from broker.log.checkpoints import (
 )
 from broker.log.config import LogConfig
 from broker.log.control import ControlMarker, read_marker
+from broker.log.drop_behind import DROP_STEP_BYTES
 from broker.log.epoch_cache import LeaderEpochCache
 from broker.log.files import (
     CLEANED_SUFFIX,
@@ -55,6 +57,8 @@ from broker.protocol.records import (
 )
 from broker.util.files import fsync_dir
 
+# The end-transaction markers of an append without any (nearly all of them), shared.
+_NO_MARKERS: Mapping[int, ControlMarker] = MappingProxyType({})
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)((?:\.\w+)?)$")
 
 
@@ -340,28 +344,30 @@ class PartitionLog:
         followed by the caller's record bytes (pwritev). Control batches are refused
         (INVALID_RECORD, as Kafka answers clients) unless `allow_control` (the
         transaction markers the broker writes itself)."""
-        mv, raw = self.validator.validate(records, now_ms)
-        markers_at: dict[int, ControlMarker] = {}
+        validator = self.validator
+        mv, raw = validator.validate(records, now_ms)
+        markers_at: dict[int, ControlMarker] | None = None
         for i, (pos, t) in enumerate(raw):
-            if t.attributes & CONTROL_MASK:
+            if t[5] & CONTROL_MASK:  # attributes
                 if not allow_control:
                     raise KafkaError(ErrorCode.invalid_record,
                                      "clients may not write control batches")
                 m = read_marker(mv[pos : pos + t.batch_length + LOG_OVERHEAD],
                                 BatchHeader(*t))
                 if m is not None:
+                    markers_at = markers_at or {}
                     markers_at[i] = m
-        log_append = self.validator.log_append
+        log_append = validator.log_append
         with self._lock:
             if self._closed:
                 self._check_open()
             data, end, entries, written, max_ts, count, next_offset = (
-                self.validator.assign_offsets(mv, raw, self._log_end_offset, leader_epoch,
-                                              now_ms))
+                validator.assign_offsets(mv, raw, self._log_end_offset, leader_epoch, now_ms))
             base = entries[0][2]
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base, persist=False)
-            markers = {written[i].base_offset: m for i, m in markers_at.items()}
+            markers = (_NO_MARKERS if markers_at is None
+                       else {written[i].base_offset: m for i, m in markers_at.items()})
             self._append_locked(data, end, entries, written, now_ms, count, markers)
             return AppendResult(
                 base,
@@ -449,8 +455,10 @@ class PartitionLog:
     ) -> None:
         seg = self._maybe_roll(size, entries, now_ms)
         seg.append(data, entries, size)
-        if self.config.drop_behind_bytes >= 0:
-            seg.drop_cached_behind(self.config.drop_behind_bytes)
+        window = self.config.drop_behind_bytes
+        # next_drop's own test, made here first: it spares two calls on most appends.
+        if window >= 0 and seg.size - window - seg.cache_dropped_to >= DROP_STEP_BYTES:
+            seg.drop_cached_behind(window)
         self._log_end_offset = entries[-1][3] + 1
         if self.producer_state_hook is not None:
             # Only batches with a producer id carry producer state (on_append skips the

@@ -160,7 +160,8 @@ class LogSegment:
 
     @property
     def fd(self) -> int:
-        return self.file.fileno()
+        f = self._file
+        return (f if f is not None else self.file).fileno()
 
     @property
     def holds_descriptor(self) -> bool:
@@ -298,10 +299,11 @@ class LogSegment:
             size = len(data)
         if self.preallocate and physical + size > self.reserved_end:
             self._reserve(physical + size)
+        fd = self.fd
         if isinstance(data, list):
-            pwritev_all(self.fd, data, physical, size)
+            pwritev_all(fd, data, physical, size)
         else:
-            pwrite_all(self.fd, data, physical)
+            pwrite_all(fd, data, physical)
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
         max_ts = self.max_timestamp

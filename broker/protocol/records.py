@@ -194,24 +194,38 @@ def iter_raw_batch_headers(
     mv = memoryview(buf)
     end = len(mv)
     pos = 0
-    unpack = HEADER.unpack_from
-    new = tuple.__new__  # RawHeader._make without its length check: unpack gives 13
     while pos < end:
-        if end - pos < HEADER_SIZE:
-            raise _corrupt(f"{end - pos} trailing bytes at {pos}, less than a batch header")
-        t = new(RawHeader, unpack(mv, pos))
-        length = t.batch_length
-        if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
-            raise _corrupt(f"batch length {length} at {pos}")
-        size = length + LOG_OVERHEAD
-        if pos + size > end:
-            raise _corrupt(f"batch length {length} at {pos} exceeds the {end - pos} bytes left")
-        if t.magic != 2:
-            raise _corrupt(f"magic {t.magic} at {pos}")
-        if validate_crc and crc32c(mv[pos + CRC_START : pos + size]) != t.crc:
-            raise _corrupt(f"CRC mismatch in batch at {pos} (base offset {t.base_offset})")
-        yield pos, t
+        fields, size = framed_header(mv, pos, end)
+        if validate_crc and crc32c(mv[pos + CRC_START : pos + size]) != fields[4]:
+            raise _corrupt(f"CRC mismatch in batch at {pos} (base offset {fields[0]})")
+        yield pos, _new_tuple(RawHeader, fields)
         pos += size
+
+
+_unpack_header = HEADER.unpack_from
+_new_tuple = tuple.__new__  # RawHeader._make without its length check: unpack gives 13
+
+
+def framed_header(mv: memoryview, pos: int, end: int) -> tuple[tuple[int, ...], int]:
+    """The header fields (HEADER's, in order, as a plain tuple) of the batch at `pos` and
+    the batch's size, after the framing checks (a whole header, a batch length within
+    bounds and within `end`, magic 2); raises CORRUPT_MESSAGE. A plain function rather
+    than the iterator, for the append path's loop: resuming a generator per batch cost
+    more than the checks themselves. The caller makes the RawHeader: reading fields from
+    a plain tuple is faster (CPython specialises unpacking and indexing for exact tuples
+    only)."""
+    if end - pos < HEADER_SIZE:
+        raise _corrupt(f"{end - pos} trailing bytes at {pos}, less than a batch header")
+    t = _unpack_header(mv, pos)
+    length = t[1]
+    if length < MIN_BATCH_LENGTH or length > MAX_BATCH_SIZE:
+        raise _corrupt(f"batch length {length} at {pos}")
+    size = length + LOG_OVERHEAD
+    if pos + size > end:
+        raise _corrupt(f"batch length {length} at {pos} exceeds the {end - pos} bytes left")
+    if t[3] != 2:
+        raise _corrupt(f"magic {t[3]} at {pos}")
+    return t, size
 
 
 def valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[int, BatchHeader]]]:
@@ -243,36 +257,40 @@ def valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[i
 def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, RawHeader]]:
     """validate_batches for the append path: (position, raw header tuple) per batch, no
     objects built. Same checks and error codes."""
-    if len(buf) == 0:
+    end = len(buf)
+    if end == 0:
         raise _corrupt("no record batches")
     out: list[tuple[int, RawHeader]] = []
-    # The framing checks (lengths, magic) come from the iterator; the size limit is checked
-    # before the CRC, so the CRC is computed here.
-    for pos, t in iter_raw_batch_headers(buf, validate_crc=False):
-        size = t.batch_length + LOG_OVERHEAD
+    pos = 0
+    # The framing checks (lengths, magic) come from framed_header; the size limit is
+    # checked before the CRC, so the CRC is computed here. Fields by unpacking the plain
+    # tuple, once: a NamedTuple's attribute reads cost more than the checks on this path.
+    while pos < end:
+        fields, size = framed_header(buf, pos, end)
+        (_, _, _, _, crc, attributes, last_offset_delta, _, _, _, _, _, count) = fields
         if size > max_message_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
                 f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}",
             )
-        if crc32c(buf[pos + CRC_START : pos + size]) != t.crc:
+        if crc32c(buf[pos + CRC_START : pos + size]) != crc:
             raise _corrupt(f"CRC mismatch in batch at {pos}")
-        codec = t.attributes & COMPRESSION_MASK
+        codec = attributes & COMPRESSION_MASK
         if codec > 4:
             raise KafkaError(ErrorCode.unsupported_compression_type, f"compression codec {codec}")
-        count = t.records_count
         if count <= 0:
             raise KafkaError(ErrorCode.invalid_record, f"batch with {count} records")
         if not codec and count > (size - HEADER_SIZE) // MIN_RECORD_SIZE:
             # Uncompressed records take at least 7 bytes each: a larger count would claim
             # offsets the batch cannot hold.
             raise _corrupt(f"{count} records cannot fit in {size - HEADER_SIZE} bytes")
-        if t.last_offset_delta != count - 1:
+        if last_offset_delta != count - 1:
             raise KafkaError(
                 ErrorCode.invalid_record,
-                f"lastOffsetDelta {t.last_offset_delta} with {count} records",
+                f"lastOffsetDelta {last_offset_delta} with {count} records",
             )
-        out.append((pos, t))
+        out.append((pos, _new_tuple(RawHeader, fields)))
+        pos += size
     return out
 
 
