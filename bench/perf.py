@@ -43,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.support.node import SkiffNode, admin_answers, free_port, tcp_connects  # noqa: E402
+from tests.support.node import SkiffNode, admin_answers, free_port, ready, tcp_connects  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STAMP = struct.Struct(">q")  # send time in ns at the head of each latency payload
@@ -281,13 +281,7 @@ def start_tansu(binary: str, workdir: Path) -> Broker:
 
 
 def start_skiff(workdir: Path) -> Broker:
-    node = SkiffNode(workdir / "skiff-data")
-    node.start()
-    try:
-        node.wait_ready()
-    except BaseException:
-        node.close()
-        raise
+    node = ready(SkiffNode(workdir / "skiff-data"))
     return Broker("skiff", node.bootstrap, node.pid, node.close)
 
 

@@ -43,7 +43,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.support import admin as adm
-from tests.support.node import REPO_ROOT, SkiffNode
+from tests.support.node import REPO_ROOT, SkiffNode, ready
 
 PARTITIONS = 6
 SESSION_MS = 6000
@@ -64,17 +64,6 @@ MemberCommand = Callable[[dict[str, Any]], list[str]]
 # order of simultaneous events: ownership ends before it begins, records come last
 _ORDER = {"killed": 0, "exited": 0, "closing": 0, "revoked": 0, "lost": 0, "assigned": 1,
           "msg": 2}
-
-
-def start_node(data_dir: Path) -> SkiffNode:
-    node = GroupNode(data_dir)
-    node.start()
-    try:
-        node.wait_ready()
-    except BaseException:
-        node.close()
-        raise
-    return node
 
 
 class GroupNode(SkiffNode):
@@ -599,7 +588,7 @@ def unique(label: str) -> str:
 
 
 def node_fixture(tmp_path_factory: Any) -> Iterator[SkiffNode]:
-    node = start_node(tmp_path_factory.mktemp("groups-node"))
+    node = ready(GroupNode(tmp_path_factory.mktemp("groups-node")))
     try:
         yield node
     finally:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import pytest
 
@@ -185,9 +185,11 @@ class SkiffNode:
             self._log = None
 
 
-def started_node(data_dir: Path, config_env: dict[str, str] | None = None) -> SkiffNode:
-    """A SkiffNode started and ready; closed again if it does not get ready."""
-    node = SkiffNode(data_dir, config_env=config_env)
+NodeT = TypeVar("NodeT", bound=SkiffNode)
+
+
+def ready(node: NodeT) -> NodeT:
+    """`node` started and ready; closed again if it does not get ready."""
     node.start()
     try:
         node.wait_ready()
@@ -195,6 +197,11 @@ def started_node(data_dir: Path, config_env: dict[str, str] | None = None) -> Sk
         node.close()
         raise
     return node
+
+
+def started_node(data_dir: Path, config_env: dict[str, str] | None = None) -> SkiffNode:
+    """A SkiffNode in `data_dir`, started and ready."""
+    return ready(SkiffNode(data_dir, config_env=config_env))
 
 
 class ExternalBroker:
