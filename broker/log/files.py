@@ -76,14 +76,14 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> 
         position += n
 
 
-_IOV_MAX = 1024
+IOV_MAX = 1024
 
 
 def pwritev_all(
     fd: int, buffers: list[bytes | bytearray | memoryview], position: int, total: int = -1
 ) -> None:
     """Write the buffers back to back at `position` (gathered, no joining copy)."""
-    if total >= 0 and len(buffers) <= _IOV_MAX and os.pwritev(fd, buffers, position) == total:
+    if total >= 0 and len(buffers) <= IOV_MAX and os.pwritev(fd, buffers, position) == total:
         return  # the common case: one call wrote everything
     if total >= 0:
         # Rare: many buffers or a short write. Redo the whole range piece by piece.
@@ -93,7 +93,7 @@ def pwritev_all(
         return
     i = 0
     while i < len(buffers):
-        chunk = buffers[i : i + _IOV_MAX]
+        chunk = buffers[i : i + IOV_MAX]
         want = sum(len(b) for b in chunk)
         n = os.pwritev(fd, chunk, position)
         if n < want:
@@ -109,7 +109,7 @@ def pwritev_all(
                 n = 0
         else:
             position += n
-        i += _IOV_MAX
+        i += IOV_MAX
 
 
 def pread_exact(fd: int, length: int, position: int) -> bytes:

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
@@ -39,7 +39,7 @@ from broker.log.files import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
 )
-from broker.log.segment import EMPTY_SLICE, BatchEntry, FileSlice, LogSegment
+from broker.log.segment import EMPTY_SLICE, INT32_MAX, BatchEntry, FileSlice, LogSegment
 from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, collect_aborted
 from broker.log.validator import LogValidator
 from broker.metrics.stats import LOG_FLUSH_TIME
@@ -86,13 +86,6 @@ class AppendResult:
     log_start_offset: int
     records_count: int
     max_timestamp: int
-    # Raw header fields as written (offsets assigned); `batches` builds objects on demand.
-    raw_headers: tuple[RawHeader, ...] = field(default=())
-
-    @property
-    def batches(self) -> tuple[BatchHeader, ...]:
-        """Headers as written: producer-state and transaction tracking."""
-        return tuple(BatchHeader(*t) for t in self.raw_headers)
 
 
 class ProducerStateHook:
@@ -345,30 +338,27 @@ class PartitionLog:
         (INVALID_RECORD, as Kafka answers clients) unless `allow_control` (the
         transaction markers the broker writes itself)."""
         validator = self.validator
-        mv, raw = validator.validate(records, now_ms)
+        mv, raw, has_control = validator.validate(records, now_ms, allow_control=allow_control)
         markers_at: dict[int, ControlMarker] | None = None
-        for i, (pos, t) in enumerate(raw):
-            if t[5] & CONTROL_MASK:  # attributes
-                if not allow_control:
-                    raise KafkaError(ErrorCode.invalid_record,
-                                     "clients may not write control batches")
-                m = read_marker(mv[pos : pos + t.batch_length + LOG_OVERHEAD],
-                                BatchHeader(*t))
-                if m is not None:
-                    markers_at = markers_at or {}
-                    markers_at[i] = m
+        if has_control:
+            for i, (pos, t) in enumerate(raw):
+                if t[5] & CONTROL_MASK:  # attributes
+                    m = read_marker(mv[pos : pos + t[1] + LOG_OVERHEAD], BatchHeader(*t))
+                    if m is not None:
+                        markers_at = markers_at or {}
+                        markers_at[i] = m
         log_append = validator.log_append
         with self._lock:
             if self._closed:
                 self._check_open()
-            data, end, entries, written, max_ts, count, next_offset = (
+            data, end, entries, with_producer, max_ts, count, next_offset = (
                 validator.assign_offsets(mv, raw, self._log_end_offset, leader_epoch, now_ms))
             base = entries[0][2]
             if leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(leader_epoch, base, persist=False)
             markers = (_NO_MARKERS if markers_at is None
-                       else {written[i].base_offset: m for i, m in markers_at.items()})
-            self._append_locked(data, end, entries, written, now_ms, count, markers)
+                       else {entries[i][2]: m for i, m in markers_at.items()})
+            self._append_locked(data, end, entries, with_producer, now_ms, count, markers)
             return AppendResult(
                 base,
                 next_offset - 1,
@@ -376,7 +366,6 @@ class PartitionLog:
                 self._log_start_offset,
                 count,
                 max_ts,
-                tuple(written),
             )
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
@@ -397,10 +386,10 @@ class PartitionLog:
                     self._log_start_offset,
                     0,
                     -1,
-                    (),
                 )
             entries: list[BatchEntry] = []
-            written: list[RawHeader] = []
+            headers: list[RawHeader] = []
+            with_producer: list[RawHeader] = []
             markers: dict[int, ControlMarker] = {}
             expected = self._log_end_offset
             max_ts = -1
@@ -416,7 +405,9 @@ class PartitionLog:
                 expected = base_offset + last_offset_delta + 1
                 entries.append((pos, t.batch_length + LOG_OVERHEAD, base_offset, expected - 1,
                                 batch_max_ts))
-                written.append(t)
+                headers.append(t)
+                if t.producer_id >= 0:
+                    with_producer.append(t)
                 if t.attributes & CONTROL_MASK and t.producer_id >= 0:
                     m = read_marker(mv[pos : pos + t.batch_length + LOG_OVERHEAD],
                                     BatchHeader(*t))
@@ -429,10 +420,11 @@ class PartitionLog:
                 raise KafkaError(
                     ErrorCode.corrupt_message, "offset range of one append exceeds int32"
                 )
-            for t in written:
+            for t in headers:
                 if t.partition_leader_epoch > self.epoch_cache.latest_epoch:
                     self.epoch_cache.assign(t.partition_leader_epoch, t.base_offset, persist=False)
-            self._append_locked(mv, len(mv), entries, written, self.clock(), count, markers)
+            self._append_locked(mv, len(mv), entries, with_producer, self.clock(), count,
+                                markers)
             return AppendResult(
                 entries[0][2],
                 entries[-1][3],
@@ -440,7 +432,6 @@ class PartitionLog:
                 self._log_start_offset,
                 count,
                 max_ts,
-                tuple(written),
             )
 
     def _append_locked(
@@ -448,7 +439,7 @@ class PartitionLog:
         data: memoryview | list[bytes | bytearray | memoryview],
         size: int,
         entries: list[BatchEntry],
-        written: list[RawHeader],
+        with_producer: list[RawHeader],
         now_ms: int,
         records_count: int,
         markers: Mapping[int, ControlMarker],
@@ -460,13 +451,12 @@ class PartitionLog:
         if window >= 0 and seg.size - window - seg.cache_dropped_to >= DROP_STEP_BYTES:
             seg.drop_cached_behind(window)
         self._log_end_offset = entries[-1][3] + 1
-        if self.producer_state_hook is not None:
-            # Only batches with a producer id carry producer state (on_append skips the
-            # rest): plain producers' appends build no BatchHeader at all.
-            with_producer = [BatchHeader(*t) for t in written if t.producer_id >= 0]
-            if with_producer:
-                for aborted in self.producer_state_hook.on_append(with_producer, markers):
-                    seg.txn_index.append(aborted)
+        if with_producer and self.producer_state_hook is not None:
+            # Only batches with a producer id carry producer state: plain producers'
+            # appends build no BatchHeader at all.
+            for aborted in self.producer_state_hook.on_append(
+                    [BatchHeader(*t) for t in with_producer], markers):
+                seg.txn_index.append(aborted)
         self._unflushed_messages += records_count
         if self.config.fsync_on_append:
             if len(self._segments) > 1 and self._segments[-2].indexes_unflushed:
@@ -480,7 +470,7 @@ class PartitionLog:
             self.flush()
 
     def _maybe_roll(self, size: int, entries: list[BatchEntry], now_ms: int) -> LogSegment:
-        seg = self._segments[-1]
+        seg = self._view[0][-1]
         cfg = self.config
         if seg.size == 0:
             return self._roll_if_base_mismatch(seg, entries)
@@ -492,7 +482,7 @@ class PartitionLog:
             or now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms
             or len(seg.offset_index.rel_offsets) >= seg.offset_index.max_entries
             or len(seg.time_index.timestamps) >= seg.time_index.max_entries
-            or not seg.can_hold(entries[-1][3])
+            or entries[-1][3] - seg.base_offset > INT32_MAX  # not seg.can_hold(...), inline
         )
         if not should:
             return seg

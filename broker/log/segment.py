@@ -23,6 +23,7 @@ from broker.log.drop_behind import DROPPER, next_drop
 from broker.log.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
+    IOV_MAX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     SegmentFile,
@@ -118,8 +119,10 @@ class LogSegment:
         # broker given 30,000 new partitions would otherwise hold 30,000 descriptors for
         # files nobody has written yet, past a common RLIMIT_NOFILE (issue 17).
         self._file: SegmentFile | None = None
+        self._fd = -1  # the descriptor of _file, read on every append
         if self.size:
             self._file = SegmentFile(fd, "r+")
+            self._fd = fd
         else:
             os.close(fd)
         self.preallocate = preallocate
@@ -156,12 +159,13 @@ class LogSegment:
         """The log file, opened on first use (the file exists: created by __init__)."""
         if self._file is None:
             self._file = SegmentFile(os.open(self.log_path, os.O_RDWR), "r+")
+            self._fd = self._file.fileno()
         return self._file
 
     @property
     def fd(self) -> int:
-        f = self._file
-        return (f if f is not None else self.file).fileno()
+        fd = self._fd
+        return fd if fd >= 0 else self.file.fileno()
 
     @property
     def holds_descriptor(self) -> bool:
@@ -299,9 +303,13 @@ class LogSegment:
             size = len(data)
         if self.preallocate and physical + size > self.reserved_end:
             self._reserve(physical + size)
-        fd = self.fd
+        fd = self._fd
+        if fd < 0:
+            fd = self.file.fileno()
         if isinstance(data, list):
-            pwritev_all(fd, data, physical, size)
+            # One call writes everything, nearly always; pwritev_all handles the rest.
+            if len(data) > IOV_MAX or os.pwritev(fd, data, physical) != size:
+                pwritev_all(fd, data, physical, size)
         else:
             pwrite_all(fd, data, physical)
         interval = self.index_interval_bytes

@@ -2,7 +2,7 @@
 batches before they are appended, and how it assigns their offsets.
 
 `validate` runs outside the log's lock: framing, CRC and size checks on the raw headers
-(broker/protocol/records.py's validate_raw), the segment size, timestamps against
+(broker/protocol/records.py's scan_batches, one pass), the segment size, timestamps against
 message.timestamp.{before,after}.max.ms, keys on a compacted topic, conversion of magic 0/1
 message sets, and recompression to the topic's compression.type. `assign_offsets` runs
 under the lock with the log end offset: it stamps base offset, leader epoch and (with
@@ -22,19 +22,19 @@ from broker.log.segment import BatchEntry
 from broker.protocol.compression import Compression, codec_by_name
 from broker.protocol.records import (
     _U32,
-    COMPRESSION_MASK,
-    CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    HeaderFields,
     RawHeader,
     build_batch,
     decode_records,
     patch_log_append_time,
     patch_log_append_time_split,
     patch_offset_and_epoch,
+    scan_batches,
     validate_raw,
 )
 
@@ -70,51 +70,58 @@ _PATCH = struct.Struct(">qii")
 class LogValidator:
     """The append checks and offset assignment of one partition's current config."""
 
-    __slots__ = ("config", "flags", "log_append")
+    __slots__ = ("_after_max_ms", "_rewrite_always", "config", "flags", "log_append")
 
     def __init__(self, config: LogConfig) -> None:
         self.config = config
-        self.flags = _AppendFlags.of(config)
-        self.log_append = self.flags.log_append
+        flags = self.flags = _AppendFlags.of(config)
+        self.log_append = flags.log_append
+        # Read on every append: a timestamp limit of None skips the check.
+        self._after_max_ms = config.message_timestamp_after_max_ms if flags.check_after else None
+        self._rewrite_always = flags.need_decode
 
-    def validate(self, records: bytes | bytearray | memoryview, now_ms: int
-                 ) -> tuple[memoryview, list[tuple[int, RawHeader]]]:
+    def validate(self, records: bytes | bytearray | memoryview, now_ms: int, *,
+                 allow_control: bool = False
+                 ) -> tuple[memoryview, list[tuple[int, HeaderFields]], bool]:
         """The producer's batches, checked (and converted from magic 0/1 or recompressed
-        when the topic says so), with their headers; raises KafkaError for the first
-        batch that fails."""
+        when the topic says so), with their headers and whether any is a control batch;
+        raises KafkaError for the first check that fails, in Kafka's order: every batch's
+        framing, size and CRC, then the append as a whole against segment.bytes, then
+        timestamps, then the checks that read records, then control batches, which only
+        the broker itself may write (`allow_control`: transaction markers)."""
         mv = memoryview(records)
         if mv.ndim != 1 or mv.itemsize != 1:
             mv = mv.cast("B")
-        if len(mv) > MAGIC_OFFSET and mv[MAGIC_OFFSET] in (0, 1):
+        end = len(mv)
+        if end > MAGIC_OFFSET and mv[MAGIC_OFFSET] < 2:  # magic 0 or 1
             from broker.protocol.legacy import convert_to_v2
 
             mv = memoryview(convert_to_v2(mv, now_ms=now_ms))
+            end = len(mv)
         cfg = self.config
-        raw = validate_raw(mv, cfg.max_message_bytes)
-        if len(mv) > cfg.segment_bytes:
+        after_max_ms = self._after_max_ms
+        raw, has_control, late_timestamp, rewrite = scan_batches(
+            mv, cfg.max_message_bytes,
+            LONG_MAX if after_max_ms is None else now_ms + after_max_ms, self.flags.target)
+        if end > cfg.segment_bytes:
             raise KafkaError(
                 ErrorCode.record_list_too_large,
-                f"{len(mv)} bytes exceed segment.bytes {cfg.segment_bytes}",
+                f"{end} bytes exceed segment.bytes {cfg.segment_bytes}",
             )
-        flags = self.flags
-        if flags.check_after:
-            limit = now_ms + cfg.message_timestamp_after_max_ms
-            for _, t in raw:
-                if t.max_timestamp > limit and not t.attributes & CONTROL_MASK:
-                    raise KafkaError(
-                        ErrorCode.invalid_timestamp,
-                        f"timestamp {t.max_timestamp} is more than "
-                        f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
-                    )
-        if flags.need_decode or (
-            flags.target is not None
-            and any(t.attributes & COMPRESSION_MASK != flags.target for _, t in raw)
-        ):
+        if late_timestamp is not None:
+            raise KafkaError(
+                ErrorCode.invalid_timestamp,
+                f"timestamp {late_timestamp} is more than "
+                f"{cfg.message_timestamp_after_max_ms} ms after {now_ms}",
+            )
+        if rewrite or self._rewrite_always:
             mv, raw = self._decode_checks_and_rewrites(mv, raw, now_ms)
-        return mv, raw
+        if has_control and not allow_control:
+            raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
+        return mv, raw, has_control
 
     def assign_offsets(
-        self, mv: memoryview, raw: list[tuple[int, RawHeader]], next_offset: int,
+        self, mv: memoryview, raw: list[tuple[int, HeaderFields]], next_offset: int,
         leader_epoch: int, now_ms: int,
     ) -> tuple[memoryview | list[bytes | bytearray | memoryview], int, list[BatchEntry],
                list[RawHeader], int, int, int]:
@@ -122,7 +129,9 @@ class LogValidator:
         and, with LogAppendTime, the append time, stamped into each batch: in place in a
         writable buffer, else into private copies of the 61-byte headers beside the caller's
         record bytes. Returns (what to write, its end in `mv`, the index entries, the headers
-        as written, the max timestamp, the record count, the next offset)."""
+        as written of the batches that carry a producer id (what producer state tracks;
+        plain producers' appends build none), the max timestamp, the record count, the
+        next offset)."""
         log_append = self.log_append
         writable = not mv.readonly
         entries: list[BatchEntry] = []
@@ -158,10 +167,11 @@ class LogValidator:
                     mv if writable else buffers[-2], (pos if writable else 0) + 17
                 )[0]
                 attributes |= TIMESTAMP_TYPE_MASK
-            written.append(new_header(RawHeader, (
-                next_offset, batch_length, leader_epoch, 2, crc, attributes, last_offset_delta,
-                base_timestamp, bmax, producer_id, producer_epoch, base_sequence,
-                records_count)))
+            if producer_id >= 0:
+                written.append(new_header(RawHeader, (
+                    next_offset, batch_length, leader_epoch, 2, crc, attributes,
+                    last_offset_delta, base_timestamp, bmax, producer_id, producer_epoch,
+                    base_sequence, records_count)))
             if bmax > max_ts:
                 max_ts = bmax
             count += records_count
@@ -170,8 +180,8 @@ class LogValidator:
         return (mv if writable else buffers, end, entries, written, max_ts, count, next_offset)
 
     def _decode_checks_and_rewrites(
-        self, mv: memoryview, raw: list[tuple[int, RawHeader]], now_ms: int
-    ) -> tuple[memoryview, list[tuple[int, RawHeader]]]:
+        self, mv: memoryview, raw: list[tuple[int, HeaderFields]], now_ms: int
+    ) -> tuple[memoryview, list[tuple[int, HeaderFields]]]:
         """Checks that must look at records (compacted keys, old timestamps) and the
         topic's compression.type when it differs from the producer's."""
         cfg = self.config

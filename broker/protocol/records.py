@@ -82,6 +82,11 @@ class Record:
     attributes: int = 0
 
 
+# A batch header's fields in HEADER's order, unnamed: what the leader's append path reads by
+# unpacking, where copying them into a RawHeader would cost more than its checks.
+HeaderFields = tuple[int, ...]
+
+
 class RawHeader(NamedTuple):
     """A batch header's fields in HEADER's order, for the append paths: a tuple (built by
     `_make` straight from struct's unpack) costs less than a BatchHeader, and the fields
@@ -254,20 +259,35 @@ def valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[i
     return pos, out
 
 
-def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, RawHeader]]:
+def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, HeaderFields]]:
     """validate_batches for the append path: (position, raw header tuple) per batch, no
     objects built. Same checks and error codes."""
+    return scan_batches(buf, max_message_bytes, _NO_LIMIT, None)[0]
+
+
+_NO_LIMIT = (1 << 63) - 1
+
+
+def scan_batches(buf: memoryview, max_message_bytes: int, timestamp_limit: int,
+                 codec: int | None
+                 ) -> tuple[list[tuple[int, HeaderFields]], bool, int | None, bool]:
+    """Every batch's header checks (framing, magic, max.message.bytes, CRC, codec, record
+    count), in one pass: (position, raw header) per batch, whether any is a control batch,
+    the max timestamp of the first data batch above `timestamp_limit` (None if none) and
+    whether any batch's codec is not `codec` (when given). Raises KafkaError for the first
+    batch that fails a check. The headers stay plain tuples: copying each into a RawHeader
+    costs more on this path than the checks do."""
     end = len(buf)
     if end == 0:
         raise _corrupt("no record batches")
-    out: list[tuple[int, RawHeader]] = []
+    out: list[tuple[int, HeaderFields]] = []
+    late_timestamp = None
+    has_control = other_codec = False
     pos = 0
-    # The framing checks (lengths, magic) come from framed_header; the size limit is
-    # checked before the CRC, so the CRC is computed here. Fields by unpacking the plain
-    # tuple, once: a NamedTuple's attribute reads cost more than the checks on this path.
     while pos < end:
         fields, size = framed_header(buf, pos, end)
-        (_, _, _, _, crc, attributes, last_offset_delta, _, _, _, _, _, count) = fields
+        (_, _, _, _, crc, attributes, last_offset_delta, _, max_timestamp, _, _, _,
+         count) = fields
         if size > max_message_bytes:
             raise KafkaError(
                 ErrorCode.message_too_large,
@@ -275,12 +295,13 @@ def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, Raw
             )
         if crc32c(buf[pos + CRC_START : pos + size]) != crc:
             raise _corrupt(f"CRC mismatch in batch at {pos}")
-        codec = attributes & COMPRESSION_MASK
-        if codec > 4:
-            raise KafkaError(ErrorCode.unsupported_compression_type, f"compression codec {codec}")
+        batch_codec = attributes & COMPRESSION_MASK
+        if batch_codec > 4:
+            raise KafkaError(ErrorCode.unsupported_compression_type,
+                             f"compression codec {batch_codec}")
         if count <= 0:
             raise KafkaError(ErrorCode.invalid_record, f"batch with {count} records")
-        if not codec and count > (size - HEADER_SIZE) // MIN_RECORD_SIZE:
+        if not batch_codec and count > (size - HEADER_SIZE) // MIN_RECORD_SIZE:
             # Uncompressed records take at least 7 bytes each: a larger count would claim
             # offsets the batch cannot hold.
             raise _corrupt(f"{count} records cannot fit in {size - HEADER_SIZE} bytes")
@@ -289,9 +310,15 @@ def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, Raw
                 ErrorCode.invalid_record,
                 f"lastOffsetDelta {last_offset_delta} with {count} records",
             )
-        out.append((pos, _new_tuple(RawHeader, fields)))
+        if attributes & CONTROL_MASK:
+            has_control = True
+        elif max_timestamp > timestamp_limit and late_timestamp is None:
+            late_timestamp = max_timestamp
+        if codec is not None and batch_codec != codec:
+            other_codec = True
+        out.append((pos, fields))
         pos += size
-    return out
+    return out, has_control, late_timestamp, other_codec
 
 
 def validate_batches(
