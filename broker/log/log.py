@@ -338,7 +338,7 @@ class PartitionLog:
         (INVALID_RECORD, as Kafka answers clients) unless `allow_control` (the
         transaction markers the broker writes itself)."""
         validator = self.validator
-        mv, raw, has_control = validator.validate(records, now_ms, allow_control=allow_control)
+        mv, raw, has_control = validator.validate(records, now_ms, allow_control)
         markers_at: dict[int, ControlMarker] | None = None
         if has_control:
             for i, (pos, t) in enumerate(raw):

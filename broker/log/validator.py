@@ -80,7 +80,7 @@ class LogValidator:
         self._after_max_ms = config.message_timestamp_after_max_ms if flags.check_after else None
         self._rewrite_always = flags.need_decode
 
-    def validate(self, records: bytes | bytearray | memoryview, now_ms: int, *,
+    def validate(self, records: bytes | bytearray | memoryview, now_ms: int,
                  allow_control: bool = False
                  ) -> tuple[memoryview, list[tuple[int, HeaderFields]], bool]:
         """The producer's batches, checked (and converted from magic 0/1 or recompressed
@@ -90,7 +90,7 @@ class LogValidator:
         timestamps, then the checks that read records, then control batches, which only
         the broker itself may write (`allow_control`: transaction markers)."""
         mv = memoryview(records)
-        if mv.ndim != 1 or mv.itemsize != 1:
+        if type(records) is not bytes and (mv.ndim != 1 or mv.itemsize != 1):
             mv = mv.cast("B")
         end = len(mv)
         if end > MAGIC_OFFSET and mv[MAGIC_OFFSET] < 2:  # magic 0 or 1
