@@ -151,14 +151,18 @@ class LogValidator:
                 patch_offset_and_epoch(mv, pos, next_offset, leader_epoch)
                 if log_append:
                     patch_log_append_time(mv, pos, size, now_ms)
-            else:
+            elif log_append:
                 head = bytearray(mv[pos : pos + HEADER_SIZE])
                 body = mv[pos + HEADER_SIZE : pos + size]
                 _PATCH.pack_into(head, 0, next_offset, batch_length, leader_epoch)
-                if log_append:
-                    patch_log_append_time_split(head, body, now_ms)
+                patch_log_append_time_split(head, body, now_ms)
                 buffers.append(head)
                 buffers.append(body)
+            else:
+                # The three patched fields are the batch's first 16 bytes: written from a
+                # fresh 16, followed by the caller's bytes from the magic on.
+                buffers.append(_PATCH.pack(next_offset, batch_length, leader_epoch))
+                buffers.append(mv[pos + _PATCH.size : pos + size])
             bmax = now_ms if log_append else max_timestamp
             last = next_offset + last_offset_delta
             entries.append((pos, size, next_offset, last, bmax))
