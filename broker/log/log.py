@@ -333,8 +333,9 @@ class PartitionLog:
         """Validate, assign offsets from the log end and stamp `leader_epoch`.
 
         A writable buffer is patched in place and written as is; a read-only one is not
-        copied: each batch is written as a patched private copy of its 61-byte header
-        followed by the caller's record bytes (pwritev). Control batches are refused
+        copied: each batch is written as a fresh copy of the fields the log stamps (its
+        first 16 bytes; the whole 61-byte header with LogAppendTime) followed by the
+        caller's bytes (pwritev). Control batches are refused
         (INVALID_RECORD, as Kafka answers clients) unless `allow_control` (the
         transaction markers the broker writes itself)."""
         validator = self.validator

@@ -93,7 +93,7 @@ class LogValidator:
         if type(records) is not bytes and (mv.ndim != 1 or mv.itemsize != 1):
             mv = mv.cast("B")
         end = len(mv)
-        if end > MAGIC_OFFSET and mv[MAGIC_OFFSET] < 2:  # magic 0 or 1
+        if end > MAGIC_OFFSET and mv[MAGIC_OFFSET] in (0, 1):
             from broker.protocol.legacy import convert_to_v2
 
             mv = memoryview(convert_to_v2(mv, now_ms=now_ms))
@@ -127,11 +127,11 @@ class LogValidator:
                list[RawHeader], int, int, int]:
         """Offsets from `next_offset` (the log end, read under the log's lock), `leader_epoch`
         and, with LogAppendTime, the append time, stamped into each batch: in place in a
-        writable buffer, else into private copies of the 61-byte headers beside the caller's
-        record bytes. Returns (what to write, its end in `mv`, the index entries, the headers
-        as written of the batches that carry a producer id (what producer state tracks;
-        plain producers' appends build none), the max timestamp, the record count, the
-        next offset)."""
+        writable buffer, else into private copies of the stamped bytes (the first 16, or
+        the 61-byte header with LogAppendTime) beside the caller's other bytes. Returns
+        (what to write, its end in `mv`, the index entries, the headers as written of the
+        batches that carry a producer id (what producer state tracks; plain producers'
+        appends build none), the max timestamp, the record count, the next offset)."""
         log_append = self.log_append
         writable = not mv.readonly
         entries: list[BatchEntry] = []
