@@ -7,8 +7,8 @@ Sources, lowest to highest precedence:
      underscores (SKIFF_NODE_ID, SKIFF_LOG_DIRS). As in Kafka's container image, a
      double underscore stands for '_' and a triple one for '-'.
 A value that does not parse or validate raises ConfigError naming the key, the
-value and what was expected; an unknown key is a warning; cross-field rules
-follow KafkaConfig's KRaft checks.
+value and what was expected, and so does a key Skiff does not know (only a warning when
+it comes from a SKIFF_* variable); cross-field rules follow KafkaConfig's KRaft checks.
 
 Also here: the topic-level config definitions (each with the broker key it falls
 back to) for CreateTopics/AlterConfigs validation and DescribeConfigs sources and

@@ -14,6 +14,7 @@ from broker.config.describe import _broker_synonym_value
 from broker.config.properties import (
     ENV_NOT_CONFIG,
     _key_from_env,
+    env_key,
     parse_overrides,
     parse_properties,
 )
@@ -105,9 +106,11 @@ def load_config(
 ) -> NodeConfig:
     """Read a properties file, then overrides, then SKIFF_* env; validate; return the config.
 
-    `env` defaults to os.environ; pass {} to ignore the environment. Warnings (unknown
-    keys) go to `warn`, or to the structlog logger "skiff.config" when it is None, and
-    are kept in `NodeConfig.warnings` either way.
+    `env` defaults to os.environ; pass {} to ignore the environment. Warnings (SKIFF_*
+    variables that name no key, settings that work against each other) go to `warn`, or
+    to the structlog logger "skiff.config" when it is None, and are kept in
+    `NodeConfig.warnings` either way. An unknown key from the file or the overrides
+    raises ConfigError.
     """
     raw: dict[str, str] = {}
     origin: dict[str, str] = {}
@@ -150,6 +153,9 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
         warnings.append(msg)
         _emit(msg)
 
+    if "broker.id" in raw and "node.id" not in raw:
+        # Kafka's synonym: a node configured by its older name (KafkaConfig.populateSynonyms)
+        raw = {**raw, "node.id": raw["broker.id"]}
     values: dict[str, Any] = {}
     for key, d in BROKER_CONFIGS.items():
         values[key] = d.parse(raw[key]) if key in raw else d.default
@@ -160,8 +166,7 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
     accepted |= _listener_scoped_keys(raw)
     for key in raw:
         if key not in BROKER_CONFIGS and key not in accepted:
-            warning(f"unknown configuration {key!r} (from {(origin or {}).get(key, 'input')}) "
-                    "is ignored")
+            _unknown_key(key, raw[key], (origin or {}).get(key, "input"), values, warning)
     cfg = NodeConfig(values=values, originals=dict(raw), origin=dict(origin or {}),
                      warnings=warnings)
     warnings_before = list(warnings)
@@ -169,6 +174,29 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
     for msg in cfg.warnings[len(warnings_before):]:
         _emit(msg)
     return cfg
+
+
+def _unknown_key(key: str, value: str, source: str, values: Mapping[str, Any],
+                 warning: Callable[[str], None]) -> None:
+    """A key Skiff does not define. From the properties file or --override it stops the
+    node (Kafka only logs these; Skiff does not run with a setting it would ignore). From
+    the environment it is a warning: other tools keep SKIFF_* variables there too."""
+    if source == "env":
+        warning(f"unknown configuration {key!r} (from the environment, {env_key(key)}) is "
+                "ignored: Skiff has no such setting")
+        return
+    if key == "broker.id":
+        # Kafka's older name for node.id: accepted when it names the same node.
+        if value.strip() == str(values["node.id"]):
+            return
+        raise ConfigError(key, value, f"the node.id ({values['node.id']}): broker.id is "
+                          "Kafka's older name for node.id, and both must name the same node")
+    if key.startswith("zookeeper."):
+        raise ConfigError(key, value, "no ZooKeeper setting: Skiff runs in KRaft mode only "
+                          "(process.roles, controller.quorum.voters); remove the line")
+    raise ConfigError(key, value, "a key Skiff defines (this version of Skiff does not "
+                      f"implement {key} and will not start with it rather than ignore it, "
+                      "as Kafka would; remove the line, or see docs/configuration.md)")
 
 
 def _listener_scoped_keys(raw: Mapping[str, str]) -> set[str]:

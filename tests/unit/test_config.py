@@ -125,18 +125,39 @@ def test_env_key_names():
     assert c.log_dirs == [Path("/data/x")] and c["auto.create.topics.enable"] is False
 
 
-def test_unknown_key_is_a_warning(tmp_path: Path):
+def test_an_unknown_key_in_the_file_or_an_override_stops_the_node(tmp_path: Path):
+    # Kafka logs and ignores it; Skiff does not run with a setting it would ignore.
+    with pytest.raises(ConfigError, match=r"no\.such\.key.*does not implement"):
+        load_config(overrides={**COMBINED, "no.such.key": "1"}, env={})
+    props = tmp_path / "server.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in COMBINED.items())
+                     + "log.retention.hour=1\n")  # a typo of log.retention.hours
+    with pytest.raises(ConfigError, match=r"log\.retention\.hour\b"):
+        load_config(props, env={})
+    with pytest.raises(ConfigError, match="KRaft mode only"):
+        load_config(overrides={**COMBINED, "zookeeper.connect": "zk:2181"}, env={})
+
+
+def test_an_unknown_environment_variable_is_a_warning():
     seen: list[str] = []
-    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={}, warn=seen.append)
-    assert seen and "no.such.key" in seen[0] and c.warnings == seen
-    assert c.originals["no.such.key"] == "1"
+    c = load_config(overrides=COMBINED, env={"SKIFF_NO_SUCH_KEY": "1"}, warn=seen.append)
+    assert seen and "no.such.key" in seen[0] and "SKIFF_NO_SUCH_KEY" in seen[0]
+    assert c.warnings == seen and c.originals["no.such.key"] == "1"
 
 
-def test_unknown_key_is_logged_without_a_callback(capsys):
-    c = load_config(overrides={**COMBINED, "no.such.key": "1"}, env={})
+def test_an_unknown_environment_variable_is_logged_without_a_callback(capsys):
+    c = load_config(overrides=COMBINED, env={"SKIFF_NO_SUCH_KEY": "1"})
     assert "no.such.key" in c.warnings[0]
     captured = capsys.readouterr()
     assert "no.such.key" in captured.out + captured.err
+
+
+def test_broker_id_is_kafkas_older_name_for_node_id():
+    without_node_id = {k: v for k, v in COMBINED.items() if k != "node.id"}
+    assert load_config(overrides={**without_node_id, "broker.id": "1"}, env={}).node_id == 1
+    assert load_config(overrides={**COMBINED, "broker.id": "1"}, env={}).node_id == 1
+    with pytest.raises(ConfigError, match=r"broker\.id"):
+        load_config(overrides={**COMBINED, "broker.id": "2"}, env={})
 
 
 def test_cross_field_warning_is_reported():

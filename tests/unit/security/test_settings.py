@@ -56,9 +56,12 @@ def test_unknown_security_key_is_an_error(key: str) -> None:
         build_config(dict(COMBINED, **{key: "x"}), warn=warnings.append)
 
 
-def test_other_unknown_keys_stay_warnings() -> None:
+def test_other_unknown_keys_stop_the_node_unless_they_come_from_the_environment() -> None:
+    with pytest.raises(ConfigError, match=r"some\.future\.key"):
+        build_config(dict(COMBINED, **{"some.future.key": "1"}), warn=lambda m: None)
     warnings: list[str] = []
-    build_config(dict(COMBINED, **{"some.future.key": "1"}), warn=warnings.append)
+    build_config(dict(COMBINED, **{"some.future.key": "1"}), {"some.future.key": "env"},
+                 warn=warnings.append)
     assert any("some.future.key" in w for w in warnings)
 
 
