@@ -88,6 +88,7 @@ class LogManager:
         # AlterReplicaLogDirs: the future copies being filled, and logs that were replaced
         # by one (closed once in-flight reads of their files are over)
         self._futures: dict[tuple[str, int], FutureLog] = {}
+        self._found_futures: list[tuple[Path, Path]] = []  # (log dir, future dir) at load
         self._retired: list[tuple[int, PartitionLog]] = []
         # AlterReplicaLogDirs for a replica not here yet: where to create it
         self.preferred_dirs: dict[tuple[str, int], Path] = {}
@@ -132,7 +133,39 @@ class LogManager:
             if not self.online_dirs:
                 raise KafkaError(ErrorCode.kafka_storage_error, "no log dir could be loaded: "
                                  + ", ".join(map(str, self.log_dirs)))
+            for d, path in self._found_futures:
+                self._resume_future(d, path)
+            self._found_futures.clear()
             self._loaded = True
+
+    def _resume_future(self, d: Path, path: Path) -> None:
+        """A move to log dir `d` that a restart cut short: its future copy is kept and
+        filled again from the start (the replica manager drives it once the partition is
+        served here again), as Kafka resumes a future replica. A copy whose partition is
+        gone, or lives in `d` already, or whose dir went offline, is deleted."""
+        tp = TopicPartition.parse_dir_name(path.name[: -len(FUTURE_DIR_SUFFIX)].rsplit(".", 1)[0])
+        key = (tp.topic, tp.partition) if tp is not None else None
+        current = self._log_dir_of.get(key) if key is not None else None
+        if (key is None or current is None or current == d or d in self.offline_dirs
+                or key in self._futures):
+            log.warning("replica_move_dropped", future_dir=str(path),
+                        reason="its partition has no log here in another dir")
+            self._pending_dir_deletes.append((0, path))
+            return
+        try:
+            for child in path.iterdir():  # the copy starts over: nothing stale may remain
+                if child.is_dir():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        except OSError as exc:
+            log.warning("replica_move_dropped", future_dir=str(path), reason=str(exc))
+            self._pending_dir_deletes.append((0, path))
+            return
+        plog = self._logs[key]
+        self._futures[key] = FutureLog(key[0], key[1], d, path, plog.dir,
+                                       current_end_offset=plog.log_end_offset)
+        log.info("replica_move_resumed", future_dir=str(path), from_dir=str(current))
 
     def _load_dir(self, d: Path) -> None:
         """One log dir's partitions (an OSError: the dir is unusable)."""
@@ -159,9 +192,7 @@ class LogManager:
                 self._pending_dir_deletes.append((0, child))
                 continue
             if child.name.endswith(FUTURE_DIR_SUFFIX):
-                log.warning("replica_move_dropped", future_dir=str(child),
-                            reason="a move is not resumed after a restart")
-                self._pending_dir_deletes.append((0, child))
+                self._found_futures.append((d, child))  # resumed once every dir is loaded
                 continue
             tp = TopicPartition.parse_dir_name(child.name)
             if tp is None or "." in child.name.rsplit("-", 1)[-1]:

@@ -8,9 +8,10 @@ bytes; a file that was replaced, as the cleaner does, or that shrank, in full; t
 index and checkpoint files in full) and drops what the log deleted; passes repeat until one
 has little left to copy. The last pass runs while nothing can write to the log (the caller
 holds the event loop and the log's lock), right before `LogManager.swap_future` renames the
-future directory into place and opens it as the partition's log. The future directory is
-not resumed after a restart: a move cut short by a crash is dropped at the next load (its
-directory removed) and has to be asked again.
+future directory into place and opens it as the partition's log. A move cut short by a
+restart or a crash goes on afterwards, as in Kafka: LogManager keeps the future directory
+it finds at load (emptied: the copy starts over), and the replica manager resumes the
+passes once the partition is served again.
 """
 
 from __future__ import annotations

@@ -177,6 +177,7 @@ class ReplicaManager:
         self.fetch_sessions = FetchSessionCache(self.settings.fetch_session_cache_slots)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._moving: dict[tuple[str, int], asyncio.Task[None]] = {}  # replica moves running
         self._isr_task: asyncio.Task[None] | None = None
         # Metrics (broker/metrics): plain counters, None when metrics are off.
         self.topic_stats: BrokerTopicStats | None = None
@@ -319,11 +320,22 @@ class ReplicaManager:
             fut = self.logs.create_future(topic, index, dest)
         except KafkaError as exc:
             return exc.error_code
-        task = asyncio.get_running_loop().create_task(self._move(part, fut),
-                                                      name=f"move-{topic}-{index}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._start_move(part, fut)
         return ErrorCode.none
+
+    def _start_move(self, part: Partition, fut: FutureLog) -> None:
+        key = (part.topic, part.index)
+        task = asyncio.get_running_loop().create_task(self._move(part, fut),
+                                                      name=f"move-{key[0]}-{key[1]}")
+        self._moving[key] = task
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            if self._moving.get(key) is t:
+                del self._moving[key]
+
+        task.add_done_callback(done)
 
     async def _move(self, part: Partition, fut: FutureLog) -> None:
         """Copy passes off the loop until one has little left, then the last pass and the
@@ -463,6 +475,18 @@ class ReplicaManager:
             )
             if self.fetchers is not None:
                 self.fetchers.add_partition(part)
+        self._resume_move(part)
+
+    def _resume_move(self, part: Partition) -> None:
+        """A move a restart cut short (LogManager kept its future copy) goes on once the
+        partition is served here again, as Kafka restarts its alter-log-dirs fetcher."""
+        key = (part.topic, part.index)
+        fut = self.logs.future_of(*key)
+        if fut is None or key in self._moving:
+            return
+        log.info("replica_move_resuming", topic=key[0], partition=key[1],
+                 to_dir=str(fut.log_dir))
+        self._start_move(part, fut)
 
     def remove(self, topic: str, index: int, *, delete_log: bool) -> None:
         if self.fetchers is not None:

@@ -257,3 +257,36 @@ def test_3_restarts_with_the_dir_still_lost_then_with_a_new_disk(cluster: Cluste
     acked = writer.stop()
     for p in range(PARTITIONS):
         assert acked[p] <= read_partition(cluster, p), p
+
+
+def test_4_a_move_cut_short_by_a_crash_goes_on_after_the_restart(cluster: Cluster) -> None:
+    """Node 1 is killed while one of its replicas has a future copy in the other dir (the
+    copy's directory is made as AlterReplicaLogDirs makes it, with part of the log and a
+    stale file in it). After the restart the move goes on, as in Kafka: the replica ends in
+    the other dir with every acknowledged record and no future directory is left."""
+    dirs = placement(cluster)
+    first = next(d for d in set(dirs.values()) if d.endswith("/logs"))
+    second = next(r.log_dir for r in log_dirs(cluster) if r.log_dir.endswith("/logs2"))
+    mover = min(p for p, d in dirs.items() if d == first)
+    writer = Writer(cluster, [mover], "resume")
+    wait_until("records acknowledged", lambda: writer.count() >= 2000, 60)
+    acked = writer.stop()[mover]
+    cluster.kill(1)
+    src = Path(first) / f"{TOPIC}-{mover}"
+    future = Path(second) / f"{TOPIC}-{mover}.{'ab' * 16}-future"
+    future.mkdir()
+    log_file = min(src.glob("*.log"))
+    (future / log_file.name).write_bytes(log_file.read_bytes()[: log_file.stat().st_size // 2])
+    (future / f"{10**12:020d}.log").write_bytes(b"stale bytes of an older copy")
+    cluster.restart(1)
+    wait_until("the move finished in the other dir", lambda: placement(cluster).get(mover)
+               == second and not future.exists() and not any(
+                   p.is_future_key for r in log_dirs(cluster) for t in r.topics
+                   for p in t.partitions), 120)
+    log_text = cluster.nodes[1].log_path.read_text(errors="replace")
+    assert "replica_move_resumed" in log_text and "replica_moved" in log_text
+    assert not src.exists()
+    wait_until("node 1 back in every ISR", lambda: in_sync(cluster) == set(range(PARTITIONS)),
+               120)
+    missing = acked - read_partition(cluster, mover)
+    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"

@@ -81,3 +81,38 @@ def test_swap_keeps_every_record(tmp_path: Path) -> None:
         values += got  # one record per batch: reads start where the last ended
     assert values == [b"%04d" % i for i in range(120)]
     logs.shutdown()
+
+
+def test_a_move_cut_short_by_a_restart_is_kept_and_starts_over(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    logs = LogManager([a, b], LogConfig(segment_bytes=4096), clock)
+    logs.load()
+    plog = logs.get_or_create("t.x", 0)  # a dot in the topic name, as Kafka allows
+    for i in range(50):
+        plog.append_as_leader(build_batch([Record(timestamp=1, key=None, value=b"%04d" % i)]),
+                              leader_epoch=0, now_ms=clock())
+    fut = logs.create_future("t.x", 0, b)
+    fut.copy_pass(plog.log_end_offset)
+    (fut.path / f"{99999:020d}.log").write_bytes(b"stale")  # must not survive the restart
+    gone = b / "gone-0.0123456789abcdef-future"  # a partition no longer here
+    gone.mkdir()
+    same = a / "t.x-0.fedcba9876543210-future"  # a copy in the log's own dir
+    same.mkdir()
+    logs.shutdown()
+
+    logs = LogManager([a, b], LogConfig(segment_bytes=4096), clock)
+    logs.load()
+    resumed = logs.future_of("t.x", 0)
+    assert resumed is not None and resumed.path == fut.path and resumed.log_dir == b
+    assert list(resumed.path.iterdir()) == [] and resumed.copied == {}
+    assert [f.path for f in logs.future_logs()] == [fut.path]
+    plog = logs.get("t.x", 0)
+    assert plog is not None
+    resumed.copy_pass(plog.log_end_offset)
+    new = logs.complete_future(resumed)
+    assert logs.log_dir_of("t.x", 0) == b and new.log_end_offset == 50
+    assert [r.value for r in new.read_records(0)] == [b"%04d" % i for i in range(50)]
+    assert not (b / f"t.x-0/{99999:020d}.log").exists()
+    logs._delete_pending_dirs(0, force=True)
+    assert not gone.exists() and not same.exists()
+    logs.shutdown()
