@@ -60,12 +60,17 @@ def _warn(message: str) -> None:
     log.warning("config_warning", message=message)
 
 
+def _warn_later(message: str) -> None:
+    """load_config's warnings are kept in NodeConfig.warnings; _run logs them once logging
+    has the node's format (logging them here as well printed each twice)."""
+
+
 def run_server(args: argparse.Namespace) -> int:
     if args.server_command != "start":
         print("usage: skiff server start FILE [--override KEY=VALUE ...]", file=sys.stderr)
         return 2
     try:
-        cfg = load_config(args.config, args.override, os.environ, warn=_warn)
+        cfg = load_config(args.config, args.override, os.environ, warn=_warn_later)
         if args.auto_format:
             configure_logging(cfg["log.format"], cfg["log.level"])  # its line in the node's format
             auto_format(cfg, args.cluster_id or os.environ.get(ENV_CLUSTER_ID) or None)
@@ -109,7 +114,7 @@ def run_dev(args: argparse.Namespace) -> int:
         for item in args.override:
             key, _, value = item.partition("=")
             overrides[key.strip()] = value
-        cfg = load_config(None, overrides, os.environ, warn=_warn)
+        cfg = load_config(None, overrides, os.environ, warn=_warn_later)
         if not any(d.is_dir() and read_meta_properties(d) is not None
                    for d in cfg.all_directories()):
             format_storage(cfg, random_kafka_uuid(), ignore_formatted=True)
