@@ -303,11 +303,13 @@ class LogSegment:
             size = len(data)
         if self.preallocate and physical + size > self.reserved_end:
             self._reserve(physical + size)
+        # The `fd` property and pwritev_all's one-call case, made here. Sparing these two
+        # calls and two in PartitionLog._maybe_roll saves 0.3 us of a 16 KiB append's
+        # 5.4 us of Python (bench/append_cpu.py), so keep them in step with their twins.
         fd = self._fd
         if fd < 0:
             fd = self.file.fileno()
         if isinstance(data, list):
-            # One call writes everything, nearly always; pwritev_all handles the rest.
             if len(data) > IOV_MAX or os.pwritev(fd, data, physical) != size:
                 pwritev_all(fd, data, physical, size)
         else:
