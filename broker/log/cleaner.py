@@ -45,6 +45,7 @@ from broker.log.segment import INT32_MAX
 from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import (
     HEADER,
+    LONG_MAX,
     BatchHeader,
     Record,
     build_batch,
@@ -444,7 +445,7 @@ class LogCleaner:
             ratio, dirty = dirty_ratio(plog, first_dirty, end)
             if dirty == 0:
                 continue
-            forced = cfg.max_compaction_lag_ms < (1 << 63) - 1 and any(
+            forced = cfg.max_compaction_lag_ms < LONG_MAX and any(
                 s.rolling_based_timestamp is not None
                 and s.rolling_based_timestamp >= 0
                 and now_ms - s.rolling_based_timestamp > cfg.max_compaction_lag_ms

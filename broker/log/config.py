@@ -8,8 +8,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.protocol.records import LONG_MAX as LONG_MAX
 
-LONG_MAX = (1 << 63) - 1
 INT_MAX = (1 << 31) - 1
 
 

@@ -62,6 +62,7 @@ DELETE_HORIZON_MASK = 0x40
 
 NO_PRODUCER_ID = -1
 NO_TIMESTAMP = -1
+LONG_MAX = (1 << 63) - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for int64 settings
 
 
 class TimestampType(enum.IntEnum):
@@ -262,10 +263,7 @@ def valid_prefix(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[i
 def validate_raw(buf: memoryview, max_message_bytes: int) -> list[tuple[int, HeaderFields]]:
     """validate_batches for the append path: (position, raw header tuple) per batch, no
     objects built. Same checks and error codes."""
-    return scan_batches(buf, max_message_bytes, _NO_LIMIT, None)[0]
-
-
-_NO_LIMIT = (1 << 63) - 1
+    return scan_batches(buf, max_message_bytes, LONG_MAX, None)[0]
 
 
 def scan_batches(buf: memoryview, max_message_bytes: int, timestamp_limit: int,
