@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.kafka_ref import KafkaCluster, KafkaNode, started_kafka
 from tests.support.node import ExternalBroker, SkiffNode, external_bootstrap, started_node
 from tests.support.records import unique_topic
 
@@ -46,6 +47,27 @@ def own_skiff_node(tmp_path: Path) -> Iterator[Broker]:
         node.close()
 
 
+@pytest.fixture(scope="session")
+def kafka_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaNode]:
+    """The reference: one Apache Kafka 4.4 KRaft node (broker and controller), started once."""
+    node = started_kafka(tmp_path_factory.mktemp("kafka-ref"))
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_ref_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """The reference: three combined Apache Kafka 4.4 nodes, started once."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-ref-cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @pytest.fixture
 def bootstrap(skiff_node: Broker) -> str:
     return skiff_node.bootstrap
@@ -61,8 +83,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     report = yield
     if report.failed:
         funcargs = getattr(item, "funcargs", {})
-        for name in ("own_skiff_node", "skiff_node"):
+        for name in ("own_skiff_node", "skiff_node", "kafka_ref"):
             node = funcargs.get(name)
-            if isinstance(node, SkiffNode):
+            if isinstance(node, SkiffNode | KafkaNode):
                 report.sections.append((f"{name} log", node.log_tail(80)))
     return report

@@ -34,6 +34,10 @@ need /usr/sbin/runc runc
 need /usr/bin/podman-compose podman-compose
 need /usr/sbin/debootstrap debootstrap
 need /usr/bin/java openjdk-17-jre-headless
+need /usr/bin/javac openjdk-17-jdk-headless   # compiles tests/java/src (Java client tests)
+need /usr/bin/mvn maven                       # resolves Kafka 4.4 from tests/java/pom.xml
+need /usr/bin/node nodejs                     # kafkajs (tests/compat/js)
+need /usr/bin/npm npm
 need /usr/bin/ip iproute2
 need /usr/bin/promtool prometheus
 need /usr/bin/prometheus prometheus
@@ -45,9 +49,13 @@ if [ -n "$apt_pkgs" ]; then
     # shellcheck disable=SC2086
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $apt_pkgs >/dev/null
 fi
-if command -v npm >/dev/null 2>&1 && [ ! -d tests/compat/js/node_modules/kafkajs ]; then
+if [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi
+
+# Apache Kafka 4.4 (broker, Java client, tools, Streams, Connect) from Maven Central, the
+# reference the tests compare Skiff with; ~/.m2 keeps the download for later runs.
+.venv/bin/python -c 'from tests.support.kafka_ref import java_program_classpath; java_program_classpath()'
 
 .venv/bin/ruff check .
 .venv/bin/mypy broker raft pipeline
