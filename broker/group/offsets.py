@@ -15,7 +15,7 @@ from broker.group.classic import (
     CommittedOffset,
     GroupState,
 )
-from broker.group.consumer import ConsumerGroup
+from broker.group.consumer import ConsumerGroup, compile_subscription
 from broker.group.types import (
     Effects,
     FetchedOffset,
@@ -382,7 +382,17 @@ def _is_dead(g: ClassicGroup | ConsumerGroup) -> bool:
 
 
 def _consumer_subscribed(cg: ConsumerGroup) -> set[str]:
-    names = {name for name, _, _ in cg.metadata_fingerprint}
+    """The topics the group's current members subscribe to, as Kafka's
+    ModernGroup.isSubscribedToTopic sees them: each member's names, and the topics its regex
+    matched when the group last resolved subscriptions (the metadata fingerprint). The
+    fingerprint alone is not enough: it keeps a departed member's topics until the next
+    heartbeat recomputes it, and an empty group has no subscriptions at all."""
+    names: set[str] = set()
+    resolved = [name for name, _, _ in cg.metadata_fingerprint]
     for m in cg.members.values():
         names |= set(m.subscribed_names)
+        if m.subscribed_regex:
+            pattern = compile_subscription(m.subscribed_regex)
+            if pattern is not None:
+                names |= {n for n in resolved if pattern.fullmatch(n)}
     return names

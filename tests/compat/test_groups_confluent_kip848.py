@@ -89,3 +89,56 @@ def test_client_chosen_range_assignor(node: SkiffNode) -> None:
         gs.check_exclusive(run.snapshot(), eager=False)
     finally:
         run.close()
+
+
+def test_offset_delete_after_the_last_member_left(node: SkiffNode) -> None:
+    """Issue 36: OffsetDelete on a `group.protocol=consumer` group answers
+    GROUP_SUBSCRIBED_TO_TOPIC only while a member subscribes to the topic. A librdkafka
+    member consumes and commits, Kafka's kafka-consumer-groups --delete-offsets is refused
+    while it is in the group, and succeeds once it has left (as against Kafka)."""
+    import time
+
+    from confluent_kafka import Consumer, Producer
+
+    from tests.support.kafka_ref import tool
+
+    topic, group = gs.unique("odel"), gs.unique("odel")
+    gs.create_topic(node.bootstrap, topic)
+    p = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(gs.PARTITIONS):
+        p.produce(topic, b"v", partition=i)
+    assert p.flush(10) == 0
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+
+    def delete_offsets() -> str:
+        out = tool("kafka-consumer-groups", "--bootstrap-server", node.bootstrap,
+                   "--delete-offsets", "--group", group, "--topic", topic, timeout=90)
+        return out.stdout + out.stderr
+
+    try:
+        c.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < gs.PARTITIONS:
+            assert time.monotonic() < deadline, f"consumed only {got}"
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got += 1
+        c.commit(asynchronous=False)
+        refused = delete_offsets()
+        assert "subscribed" in refused.lower(), refused
+    finally:
+        c.close()  # leaves the group (member epoch -1): the group is empty now
+    done = delete_offsets()
+    rows = [line.split() for line in done.splitlines() if line.startswith(topic)]
+    assert len(rows) == gs.PARTITIONS and all(r[-1] == "Successful" for r in rows), done
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    [fut] = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)]).values()
+    assert [tp for tp in fut.result(20).topic_partitions if tp.offset >= 0] == []

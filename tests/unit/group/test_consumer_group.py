@@ -431,3 +431,33 @@ def test_three_members_six_partitions_settle_balanced(assignor: str) -> None:
     assert c.group().state is ConsumerGroupState.STABLE
     d = c.coord.describe_consumer_group("g", c.img)
     assert d is not None and d.assignor_name == assignor
+
+
+def _delete_offsets(c: Consumers, *tps: tuple[str, int]) -> dict[tuple[str, int], ErrorCode]:
+    fx = c.coord.delete_offsets(9, "g", list(tps), c.now)
+    for w in fx.writes:
+        fx.extend(c.coord.write_completed(w.write_id, E.none, c.now))
+    [reply] = fx.replies
+    assert reply.result.error is E.none, reply.result
+    return dict(reply.result.partitions)
+
+
+def test_offset_delete_checks_only_the_current_members_subscriptions() -> None:
+    """Kafka answers GROUP_SUBSCRIBED_TO_TOPIC only for a topic a current member subscribes
+    to: once the last member left, the group's remembered metadata is no subscription."""
+    c = Consumers(image(a=1, b=1, ra=1))
+    a = c.join(("a",))
+    r = c.join(("b",))
+    assert _commit(c, a, c.epoch[a]) is E.none
+    assert _delete_offsets(c, ("a", 0)) == {("a", 0): E.group_subscribed_to_topic}
+    c.hb(r, -1)  # the member on "b" leaves: "b" is still in the metadata fingerprint
+    assert _delete_offsets(c, ("b", 0)) == {("b", 0): E.none}
+    c.hb(a, -1)  # the group is empty now
+    assert c.group().state is ConsumerGroupState.EMPTY
+    assert _delete_offsets(c, ("a", 0)) == {("a", 0): E.none}
+    assert c.coord.fetch_offsets("g", [("a", 0)]).partitions[0].offset == -1
+    # a regex member subscribes to the topics its pattern resolved to
+    x = c.hb("", 0, topics=(), regex="r.*")
+    assert x.error is E.none
+    assert _delete_offsets(c, ("ra", 0), ("a", 0)) == {
+        ("ra", 0): E.group_subscribed_to_topic, ("a", 0): E.none}
