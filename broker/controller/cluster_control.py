@@ -95,6 +95,7 @@ def _unsupported_finalized(image: MetadataImage,
 
 class ClusterControlManager(ControlManagerBase):
     _sessions: dict[int, _BrokerSession]
+    fence_causes: dict[int, str]
 
     # -- broker registration and heartbeats -------------------------------------------
 
@@ -318,10 +319,21 @@ class ClusterControlManager(ControlManagerBase):
 
     def _session_expired(self, s: _BrokerSession, now_ms: int) -> bool:
         """The session rule, or a closed heartbeat connection past its timeout."""
-        if self._heartbeats_lapsed(s, now_ms):
-            return True
+        return self._fence_cause(s, now_ms) is not None
+
+    def _fence_cause(self, s: _BrokerSession, now_ms: int) -> str | None:
+        """Why the broker of session `s` is to be fenced now, in words for the log (None:
+        it is not): its heartbeat connection closed and no heartbeat came within
+        broker.session.disconnect.timeout.ms, or no heartbeat for broker.session.timeout.ms."""
         grace = self.settings.broker_session_disconnect_timeout_ms
-        return grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace
+        if grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace:
+            return (f"its heartbeat connection closed {now_ms - s.disconnected_ms} ms ago and "
+                    f"no heartbeat came since (broker.session.disconnect.timeout.ms={grace})")
+        if self._heartbeats_lapsed(s, now_ms):
+            return (f"session expired: no heartbeat for {now_ms - s.last_seen_ms} ms "
+                    f"(broker.session.timeout.ms="
+                    f"{self.settings.broker_session_timeout_ms})")
+        return None
 
     def reset_sessions(self) -> None:
         """A controller that becomes active starts every broker's session afresh (Kafka's
@@ -345,8 +357,12 @@ class ClusterControlManager(ControlManagerBase):
                 if not reg.fenced:
                     self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
                 continue
-            if reg.fenced or s.waiting or not self._session_expired(s, now_ms):
+            if reg.fenced or s.waiting:
                 continue
+            cause = self._fence_cause(s, now_ms)
+            if cause is None:
+                continue
+            self.fence_causes[bid] = cause
             # Later brokers in this tick must see this one as fenced: apply as we go.
             changes = parts.remove_broker(image, bid, self._topic_min_isr(image),
                                           self._topic_unclean(image))

@@ -105,6 +105,8 @@ class Controller(ClusterControlManager, ReplicationControlManager,
     # seed in tests); a default would give every controller the same topic ids.
     rng: random.Random
     _sessions: dict[int, _BrokerSession] = field(default_factory=dict)
+    # broker id -> why tick fenced it (the shell logs and clears them)
+    fence_causes: dict[int, str] = field(default_factory=dict)
     _last_no_op_ms: int = -1
 
     # -- KIP-835 -----------------------------------------------------------------------

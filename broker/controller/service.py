@@ -358,6 +358,10 @@ class ControllerService:
             image = self.publisher.image
             fenced = sorted(b for b in live if (r := image.brokers.get(b)) is not None
                             and r.fenced)
-            if fenced:
-                log.warning("brokers_fenced", brokers=fenced, reason="session expired",
-                            session_timeout_ms=self.controller.settings.broker_session_timeout_ms)
+            causes = self.controller.fence_causes
+            for b in fenced:
+                # tick names its cause; a broker fenced otherwise in the meantime (a
+                # controlled shutdown, an unregistration) says so
+                log.warning("brokers_fenced", brokers=[b],
+                            reason=causes.pop(b, "fenced by another metadata change"))
+            causes.clear()

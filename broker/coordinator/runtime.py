@@ -173,8 +173,7 @@ class CoordinatorRuntime(Generic[C]):
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        for p in list(self.coordinators):
-            self.unload(p)
+        self._unload_all(list(self.coordinators), "shutdown")
 
     def now(self) -> int:
         return int(self.node.clock())
@@ -211,9 +210,8 @@ class CoordinatorRuntime(Generic[C]):
         """Load the partitions this broker leads (again at a new leader epoch); unload the
         others."""
         wanted = self._wanted()
-        for p in list(self.coordinators):
-            if wanted.get(p) != self._loaded_epoch.get(p):
-                self.unload(p)
+        self._unload_all([p for p in self.coordinators
+                          if wanted.get(p) != self._loaded_epoch.get(p)], "leadership moved")
         for p, (epoch, task) in list(self.loading.items()):
             if wanted.get(p) != epoch:
                 task.cancel()
@@ -225,15 +223,27 @@ class CoordinatorRuntime(Generic[C]):
                     self._load(p, epoch), name=f"{self.name}_load_{p}")
                 self.loading[p] = (epoch, task)
 
-    def unload(self, p: int) -> None:
+    def _unload_all(self, partitions: list[int], reason: str) -> None:
+        """Unload `partitions` and log one line for them all: a shutdown or a leadership
+        change unloads up to every partition of the topic (50 by default) at once."""
+        if not partitions:
+            return
+        totals: dict[str, int] = {}
+        for p in partitions:
+            for k, v in self.unload(p).items():
+                totals[k] = totals.get(k, 0) + v
+        log.info(f"{self.name}_coordinator_unloaded", partitions=_ranges(sorted(partitions)),
+                 count=len(partitions), reason=reason, **totals)
+
+    def unload(self, p: int) -> dict[str, int]:
+        """Unload partition `p`'s coordinator (its counts for the log are returned)."""
         coord = self.coordinators.pop(p)
         self._loaded_epoch.pop(p, None)
         for task in self._partition_tasks.pop(p, set()):
             task.cancel()
         counts = self.shards.log_counts(coord)
         self.dispatch(p, coord, self.shards.unloaded(p, coord, self.now()))
-        (log.debug if self._stopped else log.info)(
-            f"{self.name}_coordinator_unloaded", partition=p, **counts)
+        return counts
 
     async def _load(self, p: int, epoch: int) -> None:
         loop = asyncio.get_running_loop()
@@ -397,3 +407,16 @@ class CoordinatorRuntime(Generic[C]):
                             message=results[0].message)
                 return ErrorCode.coordinator_not_available
             return ErrorCode.none
+
+
+def _ranges(ps: list[int]) -> str:
+    """Sorted partition numbers as ranges: [0, 1, 2, 5] -> "0-2,5"."""
+    out: list[str] = []
+    i = 0
+    while i < len(ps):
+        j = i
+        while j + 1 < len(ps) and ps[j + 1] == ps[j] + 1:
+            j += 1
+        out.append(str(ps[i]) if i == j else f"{ps[i]}-{ps[j]}")
+        i = j + 1
+    return ",".join(out)

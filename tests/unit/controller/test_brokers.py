@@ -155,6 +155,10 @@ def test_session_expiry_fences_and_moves_leadership():
         assert h.controller.tick(h.image, now) == []
     records = h.controller.tick(h.image, SESSION)  # expired at last contact + timeout
     assert kind(records[-1]) == "fence_broker"
+    # the log names the cause (issue 31): the session, not a closed connection
+    assert h.controller.fence_causes == {
+        0: f"session expired: no heartbeat for {SESSION} ms "
+           f"(broker.session.timeout.ms={SESSION})"}
     h.image = apply_records(h.image, records)
     assert h.image.brokers[0].fenced
     for i, p in h.image.topic("t").partitions.items():
@@ -181,6 +185,9 @@ def test_a_closed_connection_fences_after_the_disconnect_timeout():
     assert h.controller.tick(h.image, 1849) == []  # 749 ms since the close
     records = h.controller.tick(h.image, 1850)  # long before the 9 s session expires
     assert kind(records[-1]) == "fence_broker" and records[-1].fence_broker.broker_id == 0
+    assert h.controller.fence_causes == {
+        0: "its heartbeat connection closed 750 ms ago and no heartbeat came since "
+           "(broker.session.disconnect.timeout.ms=750)"}
     h.image = apply_records(h.image, records)
     assert all(0 not in p.isr for p in h.image.topic("t").partitions.values())
 

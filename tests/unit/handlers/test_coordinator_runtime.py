@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from group_node import NODE_ID, GroupNode, anyio_backend_fixture  # noqa: F401
 from kio.schema.errors import ErrorCode
+from structlog.testing import capture_logs
 
 from broker.coordinator.runtime import CoordinatorRuntime
 from broker.errors import KafkaError
@@ -215,7 +216,12 @@ async def test_losing_leadership_answers_the_waiting_and_cancels_the_partitions_
     await asyncio.sleep(0.05)
     tasks = [t for t in asyncio.all_tasks() if t.get_name() == "kv_side"]
     assert not waiting.done() and len(tasks) == 1
-    node.add_topic(TOPIC, 4, leader=2, epoch=1)
+    with capture_logs() as logs:
+        node.add_topic(TOPIC, 4, leader=2, epoch=1)
+    # one line for the four partitions unloaded at once, not one each (issue 31)
+    unloaded = [e for e in logs if e["event"] == "kv_coordinator_unloaded"]
+    assert [(e["partitions"], e["count"], e["reason"]) for e in unloaded] == [
+        ("0-3", 4, "leadership moved")], logs
     assert await asyncio.wait_for(waiting, 5) is ErrorCode.not_coordinator
     await until(lambda: tasks[0].done(), "the partition's task was not cancelled")
     assert tasks[0].cancelled()
@@ -252,8 +258,12 @@ async def test_stop_unloads_everything(tmp_path: Path) -> None:
         await until(lambda: len(rt.coordinators) == 4, "partitions not loaded")
         waiting = asyncio.ensure_future(rt.call("k", lambda c, token, now: c.wait(token)))
         await asyncio.sleep(0.02)
-        await rt.stop()
+        with capture_logs() as logs:
+            await rt.stop()
         assert rt.coordinators == {}
+        unloaded = [e for e in logs if e["event"] == "kv_coordinator_unloaded"]
+        assert [(e["partitions"], e["count"], e["reason"]) for e in unloaded] == [
+            ("0-3", 4, "shutdown")], logs
         assert await asyncio.wait_for(waiting, 5) is ErrorCode.not_coordinator
         node.add_topic(TOPIC, 4, epoch=1)  # stopped: no longer follows the metadata
         assert rt.loading == {}
