@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -9,9 +10,10 @@ import grpc
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.admin.auth import MECHANISM_KEY, PASSWORD_KEY, USER_KEY
 from broker.admin.convert import topic_description, topic_record, topic_summary
 from broker.admin.errors import AdminError, S, rpc_errors
-from broker.admin.forward import Forwarder, forwards_writes
+from broker.admin.forward import Forwarder, admin_endpoint_of, forwards_writes
 from broker.admin.pb import meta, topics, topics_grpc
 from broker.admin.services import AdminServices
 from broker.controller.requests import CreatableTopic, CreatePartitionsTopic
@@ -21,6 +23,9 @@ from broker.metadata.image import TopicImage
 
 log = structlog.get_logger(__name__)
 _SERVICE = topics.DESCRIPTOR.services_by_name["TopicService"]
+_DESCRIBE_TOPICS = _SERVICE.methods_by_name["DescribeTopics"]
+_AUTH_KEYS = (USER_KEY, PASSWORD_KEY, MECHANISM_KEY)
+PEER_TIMEOUT_S = 5.0
 
 
 def require_topic(node: AdminServices, name: str) -> TopicImage:
@@ -28,9 +33,12 @@ def require_topic(node: AdminServices, name: str) -> TopicImage:
         raise AdminError(S.INVALID_ARGUMENT, "a topic name is required")
     t = node.metadata.topic(name)
     if t is None:
-        raise AdminError(S.NOT_FOUND, f"topic '{name}' does not exist "
-                                      "(`skiff topics list` shows the topics)")
+        raise AdminError(S.NOT_FOUND, no_topic(name))
     return t
+
+
+def no_topic(name: str) -> str:
+    return f"topic '{name}' does not exist (`skiff topics list` shows the topics)"
 
 
 def _assignments(items: Any) -> dict[int, list[int]]:
@@ -87,10 +95,12 @@ class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
                 topic_ids=[uuid.UUID(bytes=request.topic_id)])
         else:
             [res] = await self.node.controller.delete_topics(names=[request.name])
+        if res.error in (ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id):
+            # as DescribeTopics says it (the controller's message is Kafka's generic one)
+            raise AdminError(S.NOT_FOUND, no_topic(request.name) if request.name else
+                             f"topic id {uuid.UUID(bytes=request.topic_id)} does not exist")
         if res.error is not ErrorCode.none:
-            raise KafkaError(res.error, res.message or (
-                f"topic '{request.name}' does not exist" if request.name else
-                f"topic id {uuid.UUID(bytes=request.topic_id)} does not exist"))
+            raise KafkaError(res.error, res.message or "")
         return topics.DeleteTopicResponse(topic=meta.Topic(
             name=res.name or "", topic_id=res.topic_id.bytes if res.topic_id else b""))
 
@@ -111,8 +121,56 @@ class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
         else:
             chosen = [image.topics_by_name[n] for n in sorted(image.topics_by_name)
                       if request.include_internal or n not in INTERNAL_TOPICS]
-        return topics.DescribeTopicsResponse(
-            topics=[topic_description(self.node, t) for t in chosen])
+        described = [topic_description(self.node, t) for t in chosen]
+        if self.forwarder is not None and not self.forwarder.is_forwarded(context):
+            await self._leaders_offsets(described, context)
+        return topics.DescribeTopicsResponse(topics=described)
+
+    async def _leaders_offsets(self, described: list[Any],
+                               context: grpc.aio.ServicerContext) -> None:
+        """Fill in the log start, high watermark and log end of partitions this node does
+        not lead by asking each leader's admin listener (its DescribeTopics, marked as
+        forwarded so that it answers for itself only); a leader that does not answer within
+        PEER_TIMEOUT_S leaves its partitions' offsets unset ("-")."""
+        assert self.forwarder is not None
+        missing: dict[int, dict[tuple[str, int], Any]] = {}
+        for td in described:
+            for pd in td.partitions:
+                leader = pd.partition.leader
+                if not pd.HasField("high_watermark") and leader >= 0 \
+                        and leader != self.node.node_id:
+                    missing.setdefault(leader, {})[
+                        (td.topic.name, pd.partition.partition_id)] = pd
+        if not missing:
+            return
+        address_of = admin_endpoint_of(self.node)
+        passed = tuple((k, v) for k, v in (context.invocation_metadata() or ())
+                       if k in _AUTH_KEYS)
+        forwarder = self.forwarder
+
+        async def ask(leader: int, wanted: dict[tuple[str, int], Any]) -> None:
+            address = address_of(leader)
+            if address is None:
+                return
+            names = sorted({t for t, _ in wanted})
+            try:
+                resp = await forwarder.call(address, _DESCRIBE_TOPICS,
+                                            topics.DescribeTopicsRequest(names=names),
+                                            PEER_TIMEOUT_S, passed)
+            except AdminError as exc:
+                log.info("describe_topics_leader_unreachable", leader=leader,
+                         reason=exc.message)
+                return
+            for t in resp.topics:
+                for theirs in t.partitions:
+                    ours = wanted.get((t.topic.name, theirs.partition.partition_id))
+                    if ours is not None and theirs.HasField("high_watermark") \
+                            and theirs.partition.leader == leader:
+                        ours.high_watermark = theirs.high_watermark
+                        ours.log_start_offset = theirs.log_start_offset
+                        ours.log_end_offset = theirs.log_end_offset
+
+        await asyncio.gather(*(ask(b, w) for b, w in missing.items()))
 
     @rpc_errors
     @forwards_writes(_SERVICE)

@@ -36,6 +36,14 @@ class FrameError(ValueError):
     """A frame that cannot be read or parsed: the connection that sent it is closed."""
 
 
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+class Http2PrefaceError(FrameError):
+    """The connection began with HTTP/2's connection preface: an HTTP/2 (gRPC) client, e.g.
+    `skiff` given a Kafka port as its admin address, not a Kafka client."""
+
+
 class FrameReader(asyncio.BufferedProtocol):
     SCRATCH_BYTES = 64 * 1024
 
@@ -67,6 +75,7 @@ class FrameReader(asyncio.BufferedProtocol):
         self._big: bytearray | None = None  # a frame larger than the scratch, being read
         self._big_got = 0
         self._held = False
+        self._first = True  # nothing parsed yet: the first bytes may be another protocol's
         self._stopped = False
         self._error: BaseException | None = None
         self._lost = False
@@ -159,6 +168,12 @@ class FrameReader(asyncio.BufferedProtocol):
         view = memoryview(buf).toreadonly()
         try:
             while self._end - self._start >= 4 and not self._stopped:
+                if self._first:
+                    head = bytes(view[self._start:min(self._end, self._start + 24)])
+                    if head[:4] == b"PRI " and HTTP2_PREFACE.startswith(head):
+                        raise Http2PrefaceError(
+                            "the connection began with the HTTP/2 preface \"PRI * HTTP/2.0\"")
+                    self._first = False
                 (size,) = _I32.unpack_from(buf, self._start)
                 if size < self._min_bytes or size > self._max_bytes:
                     raise FrameError(

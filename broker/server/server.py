@@ -52,7 +52,7 @@ from broker.metrics.stats import (
 from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.durations import duration, to_ms
-from broker.protocol.frame_reader import FrameReader
+from broker.protocol.frame_reader import FrameReader, Http2PrefaceError
 from broker.protocol.frames import ResponseChunks, ZeroCopyWriter
 from broker.protocol.headers import (
     ApiPeek,
@@ -466,6 +466,16 @@ class _Connection:
             self._stop_reading(problem)
 
     def _on_bad_frame(self, error: BaseException) -> None:
+        if isinstance(error, Http2PrefaceError):
+            self.log.warning(
+                "http2_on_kafka_listener",
+                message=f"an HTTP/2 (gRPC) client connected to Kafka listener "
+                        f"{self.listener.spec.name}: this port speaks the Kafka protocol; "
+                        "the gRPC admin API (skiff --bootstrap) is on admin.listeners "
+                        "(9094 by default). Closing the connection",
+                peer=f"{self.peer_host}:{self.peer_port}")
+            self._stop_reading(str(error))
+            return
         self.log.warning("request frame refused", reason=str(error),
                          socket_request_max_bytes=self.server.config.socket_request_max_bytes)
         self._stop_reading(str(error))

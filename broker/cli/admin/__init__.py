@@ -11,7 +11,8 @@
 
 The admin address is `--bootstrap HOST:PORT`, else $SKIFF_ADMIN, else 127.0.0.1:9094.
 Output is a table unless `--output json`. Exit codes: 0 success; 1 the cluster refused
-(unknown topic, already exists, not supported yet, ...); 2 a bad argument; 3 the admin API
+(unknown topic, already exists, an invalid argument, not supported yet, ...); 2 a usage
+error the command finds itself (exit 2 is never a server's answer); 3 the admin API
 could not be reached or is not ready (unreachable, unavailable, timed out). Failures print
 one line, `skiff: error: <reason>`, on stderr.
 """

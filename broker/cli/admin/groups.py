@@ -31,16 +31,34 @@ def cmd_groups_list(c: Client, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_groups_describe(c: Client, args: argparse.Namespace, out: TextIO) -> int:
-    resp = c.call(c.groups.DescribeGroup, c.pb.groups.DescribeGroupRequest(group_id=args.group))
+    resp = c.call(c.groups.DescribeGroup, c.pb.groups.DescribeGroupRequest(group_id=group_of(args)))
     if args.output == "json":
         print_json(to_json(resp), out)
         return EXIT_OK
     out.write(f"Group: {resp.group_id}\tState: {resp.state}\tCoordinator: "
               f"{resp.coordinator_id}\tAssignor: {resp.protocol or '-'}\n")
+    # kafka-consumer-groups prints "-" for an offset that is not committed (or not known)
+    # and for the lag it leaves undefined
     print_table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER"],
-                ([o.topic, o.partition, o.committed_offset, o.log_end_offset, o.lag,
-                  o.member_id or "-"] for o in resp.offsets), out)
+                ([o.topic, o.partition, _known(o.committed_offset), _known(o.log_end_offset),
+                  _known(o.lag), o.member_id or "-"] for o in resp.offsets), out)
     return EXIT_OK
+
+
+def _known(value: int) -> int | str:
+    return value if value >= 0 else "-"
+
+
+def group_of(args: argparse.Namespace) -> str:
+    """The group, given as the positional argument or as --group (Kafka's flag): one of
+    them, once."""
+    positional, flag = getattr(args, "group", None), getattr(args, "group_flag", None)
+    if positional and flag and positional != flag:
+        raise UsageError(f"two groups given: {positional!r} and --group {flag!r}")
+    group = positional or flag
+    if not group:
+        raise UsageError("name the group: GROUP or --group GROUP")
+    return str(group)
 
 
 def _topic_partitions(specs: Sequence[str] | None, pb: Any) -> tuple[list[str], list[Any]]:
@@ -58,6 +76,7 @@ def _topic_partitions(specs: Sequence[str] | None, pb: Any) -> tuple[list[str], 
 
 def cmd_groups_reset(c: Client, args: argparse.Namespace, out: TextIO) -> int:
     g = c.pb.groups
+    group = group_of(args)
     topics, parts = _topic_partitions(args.topic, c.pb.partitions)
     if not topics and not parts:
         raise UsageError("name the topics to reset: --topic T or --topic T:0,1")
@@ -83,7 +102,7 @@ def cmd_groups_reset(c: Client, args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("choose --to-earliest, --to-latest, --to-offset, --shift-by or "
                          "--to-datetime")
     resp = c.call(c.groups.ResetOffsets, g.ResetOffsetsRequest(
-        group_id=args.group, topics=topics, partitions=parts, strategy=strategy, value=value,
+        group_id=group, topics=topics, partitions=parts, strategy=strategy, value=value,
         dry_run=not args.execute))
     if args.output == "json":
         print_json(to_json(resp), out)
@@ -97,18 +116,19 @@ def cmd_groups_reset(c: Client, args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_groups_delete(c: Client, args: argparse.Namespace, out: TextIO) -> int:
     g = c.pb.groups
+    group = group_of(args)
     if args.topic:
         topics, parts = _topic_partitions(args.topic, c.pb.partitions)
         if topics:
             raise UsageError("deleting offsets needs partitions: --topic T:0,1")
-        c.call(c.groups.DeleteOffsets, g.DeleteOffsetsRequest(group_id=args.group,
+        c.call(c.groups.DeleteOffsets, g.DeleteOffsetsRequest(group_id=group,
                                                               partitions=parts))
-        message = f"Deleted offsets of {len(parts)} partition(s) of group {args.group}."
+        message = f"Deleted offsets of {len(parts)} partition(s) of group {group}."
     else:
-        c.call(c.groups.DeleteGroup, g.DeleteGroupRequest(group_id=args.group))
-        message = f"Deleted group {args.group}."
+        c.call(c.groups.DeleteGroup, g.DeleteGroupRequest(group_id=group))
+        message = f"Deleted group {group}."
     if args.output == "json":
-        print_json({"group": args.group, "deleted": True}, out)
+        print_json({"group": group, "deleted": True}, out)
     else:
         out.write(message + "\n")
     return EXIT_OK

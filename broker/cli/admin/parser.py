@@ -93,6 +93,13 @@ def _target(p: argparse.ArgumentParser) -> None:
                    help="the cluster-wide dynamic broker default")
 
 
+def _group(p: argparse.ArgumentParser) -> None:
+    """Every `groups` verb names its group the same way: GROUP, or --group GROUP."""
+    p.add_argument("group", nargs="?", metavar="GROUP")
+    p.add_argument("--group", dest="group_flag", metavar="GROUP",
+                   help="the group (as kafka-consumer-groups takes it)")
+
+
 def _verb(group: Any, name: str, fn: Callable[..., int], common: argparse.ArgumentParser,
           help: str) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = group.add_parser(name, parents=[common], help=help)
@@ -154,10 +161,10 @@ def add_parsers(sub: Any) -> None:
     p = _verb(gv, "list", cmd_groups_list, common, "list groups")
     p.add_argument("--state", action="append")
     p = _verb(gv, "describe", cmd_groups_describe, common, "members, offsets and lag")
-    p.add_argument("group")
+    _group(p)
     p = _verb(gv, "reset-offsets", cmd_groups_reset, common,
               "reset committed offsets (dry run unless --execute)")
-    p.add_argument("--group", required=True)
+    _group(p)
     p.add_argument("--topic", action="append", metavar="TOPIC[:P,..]")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--to-earliest", action="store_true")
@@ -169,7 +176,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="the default")
     p = _verb(gv, "delete", cmd_groups_delete, common,
               "delete a group, or its offsets with --topic T:P")
-    p.add_argument("--group", required=True)
+    _group(p)
     p.add_argument("--topic", action="append", metavar="TOPIC:P,..")
 
     txns = sub.add_parser("transactions", help="transactions (their coordinators' view)")
@@ -287,10 +294,10 @@ def add_parsers(sub: Any) -> None:
 
 
 def _status_exit(code_name: str) -> int:
+    """A status from the admin API: 3 when it could not answer, else 1 (the cluster refused,
+    INVALID_ARGUMENT included: exit 2 is only for the command line's own usage errors)."""
     if code_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
         return EXIT_UNREACHABLE
-    if code_name in ("INVALID_ARGUMENT", "OUT_OF_RANGE"):
-        return EXIT_USAGE
     return EXIT_FAILED
 
 
@@ -313,7 +320,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         code = exc.code()
         details = (exc.details() or "").replace("\n", " ")
         tls = client is not None and client.tls
-        if code is grpc.StatusCode.UNAVAILABLE and not tls and "socket closed" in \
+        if code is grpc.StatusCode.UNAVAILABLE and _kafka_listener(address):
+            reason = (f"{address} is a Kafka listener; the admin API is on admin.listeners "
+                      f"(9094 by default): point --bootstrap or ${ENV_BOOTSTRAP} there")
+        elif code is grpc.StatusCode.UNAVAILABLE and not tls and "socket closed" in \
                 details.lower():
             reason = (f"the admin API at {address} closed the connection ({details}): it "
                       "may be a TLS listener; give --ssl-ca (and --ssl-cert/--ssl-key if it "
@@ -339,3 +349,29 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     finally:
         if client is not None:
             client.close()
+
+
+def _kafka_listener(address: str, timeout_s: float = 2.0) -> bool:
+    """Does `address` answer a Kafka ApiVersions v0 request (as a Kafka listener does,
+    plaintext)? Asked only after the admin API call failed UNAVAILABLE, to say why."""
+    import socket
+    import struct
+
+    host, _, port = address.rpartition(":")
+    correlation = 0x534B4646  # "SKFF"
+    client_id = b"skiff-cli"
+    body = struct.pack(">hhih", 18, 0, correlation, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
+                                      timeout=timeout_s) as s:
+            s.sendall(struct.pack(">i", len(body)) + body)
+            head = b""
+            while len(head) < 10:
+                chunk = s.recv(10 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+    except (OSError, ValueError):
+        return False
+    size, got, error_code = struct.unpack(">iih", head)
+    return got == correlation and 6 <= size <= 1 << 20 and error_code in (0, 35)

@@ -253,3 +253,23 @@ def test_a_frame_below_the_minimum_is_an_error_for_the_owner() -> None:
     feed(reader, struct.pack(">i", 7) + b"1234567", [100])
     assert isinstance(errors[0], FrameError)
     assert not transport.closed  # the owner decides when to close
+
+
+@pytest.mark.parametrize("chunk", [3, 4, 10, 1000])
+def test_an_http2_preface_as_the_first_bytes_is_named(chunk: int) -> None:
+    """A gRPC client (`skiff --bootstrap` given the Kafka port) opens with HTTP/2's
+    preface: the reader names it, whatever socket.request.max.bytes allows, and it is
+    checked only at the start of the connection."""
+    from broker.protocol.frame_reader import HTTP2_PREFACE, Http2PrefaceError
+
+    errors: list[BaseException] = []
+    reader, frames, _ = make_reader(max_bytes=0x7FFFFFFF, on_error=errors.append)
+    feed(reader, HTTP2_PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00", [chunk])
+    assert len(errors) == 1 and isinstance(errors[0], Http2PrefaceError), errors
+    assert frames == []
+    # after a first Kafka frame, the same bytes are a (too large) length like any other
+    errors.clear()
+    reader, frames, _ = make_reader(on_error=errors.append)
+    feed(reader, framed([b"x" * 8]) + HTTP2_PREFACE, [chunk])
+    assert frames == [b"x" * 8]
+    assert len(errors) == 1 and not isinstance(errors[0], Http2PrefaceError)
