@@ -15,7 +15,9 @@ Authentication, per call, first that applies:
      password travels in the metadata, so it is refused over plaintext unless the peer is
      on loopback;
   3. no credentials: `User:ANONYMOUS`, admitted only with `admin.allow.unauthenticated=
-     loopback` and a loopback peer (what `skiff dev` sets); otherwise UNAUTHENTICATED.
+     loopback` and a loopback peer (what `skiff dev` sets), or with `all` (any peer: a
+     development container reached through a published port; the server warns at start);
+     otherwise UNAUTHENTICATED.
 Bad credentials are UNAUTHENTICATED whatever the policy.
 
 Authorization: `authorize_admin(principal, operation, resource)` (PERMISSION_DENIED when it
@@ -255,14 +257,16 @@ class Authenticator:
                     "not on loopback (set admin.ssl.* so passwords travel under TLS)")
             return self._password(user or "", password or "",
                                   metadata.get(MECHANISM_KEY, DEFAULT_MECHANISM))
-        if self.security.allow_unauthenticated == "loopback" and is_loopback(peer):
+        policy = self.security.allow_unauthenticated
+        if policy == "all" or (policy == "loopback" and is_loopback(peer)):
             return ANONYMOUS
         raise AdminAuthError(
             grpc.StatusCode.UNAUTHENTICATED,
             "the admin API needs authentication: a client certificate (admin.ssl.client."
             "auth) or SCRAM credentials (skiff --username/--password or --command-config); "
             "unauthenticated access is only for loopback callers with "
-            "admin.allow.unauthenticated=loopback")
+            "admin.allow.unauthenticated=loopback (docs/deploy.md: the admin API from the "
+            "host)")
 
     def _password(self, user: str, password: str, mechanism: str) -> str:
         failed = AdminAuthError(grpc.StatusCode.UNAUTHENTICATED,

@@ -199,6 +199,12 @@ class AdminServer:
         log.info("admin_listening", addresses=self.addresses, tls=self.security.tls,
                  client_auth=self.security.client_auth,
                  allow_unauthenticated=self.security.allow_unauthenticated)
+        if self.security.allow_unauthenticated == "all":
+            log.warning("admin_open_to_all",
+                        message="admin.allow.unauthenticated=all: anyone who can reach "
+                                f"{', '.join(self.addresses)} may create and delete topics, "
+                                "read and write records and change configs without "
+                                "credentials. For a development container only")
 
     async def _serve_when_ready(self) -> None:
         await self.node.ready.wait()

@@ -106,7 +106,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     # Kafka's "requested" is not offered: grpcio cannot ask without requiring
     ConfigDef("admin.ssl.client.auth", S, "none", one_of("none", "required")),
     ConfigDef("admin.ssl.principal.mapping.rules", S, "DEFAULT"),
-    ConfigDef("admin.allow.unauthenticated", S, "none", one_of("none", "loopback")),
+    ConfigDef("admin.allow.unauthenticated", S, "none", one_of("none", "loopback", "all")),
     # Skiff's Prometheus endpoint (docs/monitoring.md); empty: off
     ConfigDef("metrics.listeners", LI, ["127.0.0.1:9095"]),
     # Client telemetry (KIP-714, docs/monitoring.md): Kafka takes what to request from

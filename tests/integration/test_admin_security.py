@@ -1,246 +1,235 @@
-"""The gRPC admin plane secured (issue 21): the `skiff` CLI as a subprocess against an
-AdminServer configured by admin.ssl.* and admin.allow.unauthenticated. Without credentials
-the call is refused UNAUTHENTICATED; with SCRAM credentials (the metadata log's, as `skiff
-users` makes them) or a client certificate it works; a plaintext client fails clearly on a
-TLS admin port; the authorize_admin hook is what decides."""
+"""The admin plane reached from another host, as from the host of a container through a
+published port (docs/deploy.md, issue 31): real `skiff dev` nodes in one network namespace
+with their admin listener on its address, the `skiff` CLI run in a second namespace, so the
+node sees a caller that is not on loopback.
+
+    unauthenticated, the image's policy (loopback)    UNAUTHENTICATED, pointing at the docs
+    TLS + a SCRAM user (`skiff users add`)             --ssl-ca --username --password
+    TLS + a client certificate                         --ssl-ca --ssl-cert --ssl-key
+    SKIFF_ADMIN_ALLOW_UNAUTHENTICATED=all (dev only)   no credentials needed; warned at start
+
+Three nodes (plaintext with `all`, TLS, TLS requiring client certificates) start together,
+once for the module. Every process is started here and stopped by its PID; the namespaces
+are deleted at the end (no nftables needed: no faults here).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import secrets
 import subprocess
 import sys
-import threading
-from collections.abc import Coroutine, Iterator
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from broker.admin import AdminServer, auth
-from broker.security import scram
-from broker.security.scram_admin import Upsertion
-from tests.support.tls import Pki, have_openssl, make_pki
-from tests.unit.admin.harness import AdminTestNode
-from tests.unit.handlers.conftest import NODE_ID
+from tests.chaos.netns import remove_stale
+from tests.support.tls import Pki, add_server_certificate, have_openssl, make_pki
 
+pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
+READY_S = 120.0
 
 
-class SecuredAdmin:
-    def __init__(self, tmp: Path, overrides: dict[str, str]) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.node = AdminTestNode(tmp, {"admin.allow.unauthenticated": "none", **overrides})
-        self.server = AdminServer(self.node, ["127.0.0.1:0"], grace_s=0)
+@dataclass(frozen=True)
+class Host:
+    netns: str
+    address: str
 
-        async def start() -> None:
-            await self.node.register(NODE_ID)
-            self.node.ready.set()
-            await self.server.start()
-            salt = secrets.token_bytes(16)
-            salted = scram.salted_password("SCRAM-SHA-512", "alice-secret", salt, 4096)
-            [r] = await self.node.controller.alter_user_scram_credentials(
-                [], [Upsertion("alice", 2, 4096, salt, salted)])
-            assert r.error.name == "none"
+    def exec_prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.netns]
 
-        self.run(start())
-        self.address = f"127.0.0.1:{self.server.ports[0]}"
 
-    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+class TwoHosts:
+    """Two network namespaces joined by one veth pair (10.213.9.11 "node", .12 "client"):
+    nothing is added to the root namespace. Names start `skp<pid>-` as the chaos network's
+    do, so tests/chaos/netns.remove_stale() clears them after a killed run."""
 
-    def close(self) -> None:
+    def __init__(self) -> None:
+        prefix = f"skp{os.getpid()}-adm"
+        self.hosts = {"node": Host(f"{prefix}-node", "10.213.9.11"),
+                      "client": Host(f"{prefix}-client", "10.213.9.12")}
+        self.made: list[str] = []
+
+    @staticmethod
+    def unavailable() -> str | None:
+        if os.geteuid() != 0:
+            return "network namespaces need root (tests/run.sh runs as root)"
+        if subprocess.run(["ip", "netns", "list"], capture_output=True,
+                          timeout=20).returncode != 0:
+            return "`ip netns` does not work here (apt-get install iproute2)"
+        return None
+
+    def create(self) -> None:
+        remove_stale()
+        node, client = self.hosts["node"], self.hosts["client"]
+        for h in (node, client):
+            _ip("netns", "add", h.netns)
+            self.made.append(h.netns)
+            _ip("-n", h.netns, "link", "set", "lo", "up")
+        _ip("-n", node.netns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0",
+            "netns", client.netns)
+        for h in (node, client):
+            _ip("-n", h.netns, "addr", "add", f"{h.address}/24", "dev", "eth0")
+            _ip("-n", h.netns, "link", "set", "eth0", "up")
+
+    def destroy(self) -> None:
+        for name in reversed(self.made):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=20)
+        self.made.clear()
+
+
+def _ip(*args: str) -> None:
+    p = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
+    assert p.returncode == 0, f"ip {' '.join(args)}: {p.stderr}"
+
+
+@dataclass
+class RemoteNode:
+    name: str
+    port: int           # Kafka listener (127.0.0.1 in the node's namespace)
+    admin: str          # admin listener on the namespace's address
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+
+def _start(net: TwoHosts, tmp: Path, name: str, port: int, env: dict[str, str],
+           overrides: dict[str, str]) -> RemoteNode:
+    host = net.hosts["node"]
+    admin = f"{host.address}:{port + 2}"
+    log_path = tmp / f"{name}.log"
+    args = [a for k, v in {"admin.listeners": admin, **overrides}.items()
+            for a in ("--override", f"{k}={v}")]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [*host.exec_prefix(), sys.executable, "-m", "broker.cli.main", "dev",
+             "--data", str(tmp / name), "--port", str(port), "--controller-port",
+             str(port + 1), "--admin-port", str(port + 2), "--metrics-port", "0", *args],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return RemoteNode(name, port, admin, proc, log_path)
+
+
+def _wait_ready(nodes: list[RemoteNode]) -> None:
+    deadline = time.monotonic() + READY_S
+    for n in nodes:
+        while b"skiff_ready" not in n.log_path.read_bytes():
+            assert n.proc.poll() is None, n.log_path.read_text()
+            assert time.monotonic() < deadline, n.log_path.read_text()[-3000:]
+            time.sleep(0.2)
+
+
+def _stop(nodes: list[RemoteNode]) -> None:
+    for n in nodes:
+        if n.proc.poll() is None:
+            n.proc.terminate()
+    for n in nodes:
         try:
-            self.run(self.server.stop())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.node.close()
+            n.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            n.proc.kill()
+            n.proc.wait(10)
 
 
-def skiff(admin: SecuredAdmin, *args: str) -> subprocess.CompletedProcess[str]:
+@dataclass
+class Setup:
+    net: TwoHosts
+    pki: Pki
+    open_node: RemoteNode     # plaintext, admin.allow.unauthenticated=all (by SKIFF_ env)
+    tls_node: RemoteNode      # TLS, the image's loopback policy
+    mtls_node: RemoteNode     # TLS, client certificates required
+
+
+@pytest.fixture(scope="module", name="s")
+def setup_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    why = TwoHosts.unavailable()
+    if why is not None:
+        pytest.skip(why)
+    if not have_openssl():
+        pytest.skip("openssl is not installed (tests/run.sh installs it)")
+    tmp = tmp_path_factory.mktemp("admin-remote")
+    pki = make_pki(tmp / "pki")
+    net = TwoHosts()
+    nodes: list[RemoteNode] = []
+    try:
+        net.create()
+        node_host = net.hosts["node"]
+        cert = add_server_certificate(pki, "remote", f"IP:{node_host.address}")
+        key = pki.path("remote.key")
+        tls = {"admin.ssl.certificate.location": cert, "admin.ssl.key.location": key}
+        nodes = [
+            _start(net, tmp, "open", 19092, {"SKIFF_ADMIN_ALLOW_UNAUTHENTICATED": "all"}, {}),
+            _start(net, tmp, "tls", 29092, {}, tls),
+            _start(net, tmp, "mtls", 39092, {}, {
+                **tls, "admin.ssl.truststore.location": pki.ca,
+                "admin.ssl.client.auth": "required",
+                "admin.ssl.principal.mapping.rules": "RULE:^.*,CN=([^,]+)$/$1/,DEFAULT"}),
+        ]
+        _wait_ready(nodes)
+        # a SCRAM user, made as docs/deploy.md says: inside (the Kafka listener, loopback)
+        add = subprocess.run(
+            [*node_host.exec_prefix(), sys.executable, "-m", "broker.cli.main", "users",
+             "-b", "127.0.0.1:29092", "add", "--user", "alice", "--password", "alice-secret"],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert add.returncode == 0, add.stderr
+        yield Setup(net, pki, *nodes)
+    finally:
+        _stop(nodes)
+        net.destroy()
+
+
+def remote_skiff(s: Setup, node: RemoteNode, *args: str) -> subprocess.CompletedProcess[str]:
+    """`skiff ARGS --bootstrap <node's admin address>` from the client namespace."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("SKIFF_ADMIN", None)
-    return subprocess.run([sys.executable, "-m", "broker.cli.main", *args,
-                           "--bootstrap", admin.address],
-                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    return subprocess.run(
+        [*s.net.hosts["client"].exec_prefix(), sys.executable, "-m", "broker.cli.main", *args,
+         "--bootstrap", node.admin], capture_output=True, text=True, timeout=120, env=env,
+        cwd=ROOT)
 
 
-@pytest.fixture(scope="module")
-def plaintext(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredAdmin]:
-    a = SecuredAdmin(tmp_path_factory.mktemp("admin-plain"), {})
-    try:
-        yield a
-    finally:
-        a.close()
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    if not have_openssl():
-        pytest.skip("openssl is not installed (tests/run.sh installs it in CI)")
-    return make_pki(tmp_path_factory.mktemp("admin-pki"))
-
-
-@pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[SecuredAdmin]:
-    a = SecuredAdmin(tmp_path_factory.mktemp("admin-tls"), {
-        "admin.ssl.certificate.location": pki.path("server.pem"),
-        "admin.ssl.key.location": pki.path("server.key"),
-        "admin.ssl.truststore.location": pki.ca,
-        "admin.ssl.client.auth": "required",
-        "admin.ssl.principal.mapping.rules": "RULE:^.*,CN=([^,]+)$/$1/,DEFAULT",
-    })
-    try:
-        yield a
-    finally:
-        a.close()
-
-
-@pytest.fixture(scope="module")
-def tls_only(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[SecuredAdmin]:
-    a = SecuredAdmin(tmp_path_factory.mktemp("admin-tls-only"), {
-        "admin.ssl.certificate.location": pki.path("server.pem"),
-        "admin.ssl.key.location": pki.path("server.key")})
-    try:
-        yield a
-    finally:
-        a.close()
-
-
-def test_no_credentials_is_unauthenticated(plaintext: SecuredAdmin) -> None:
-    p = skiff(plaintext, "topics", "list")
-    assert p.returncode == 1, (p.stdout, p.stderr)
-    assert "[UNAUTHENTICATED]" in p.stderr and "needs authentication" in p.stderr
-
-
-def test_scram_credentials_work_and_bad_ones_do_not(plaintext: SecuredAdmin) -> None:
-    ok = skiff(plaintext, "topics", "create", "secured-t", "--username", "alice",
-               "--password", "alice-secret")
-    assert ok.returncode == 0, ok.stderr
-    assert plaintext.node.metadata.topic("secured-t") is not None
-    for user, password in (("alice", "wrong"), ("nobody", "alice-secret")):
-        p = skiff(plaintext, "topics", "list", "--username", user, "--password", password)
-        assert p.returncode == 1 and "[UNAUTHENTICATED]" in p.stderr, p.stderr
-        assert "authentication failed" in p.stderr
-
-
-def test_command_config_file(plaintext: SecuredAdmin, tmp_path: Path) -> None:
-    cfg = tmp_path / "admin.properties"
-    cfg.write_text("username=alice\npassword=alice-secret\n")
-    p = skiff(plaintext, "quotas", "alter", "--client", "cc", "--add-config",
-              "producer_byte_rate=100", "--command-config", str(cfg))
-    assert p.returncode == 0, p.stderr
-
-
-def test_authorize_admin_decides(plaintext: SecuredAdmin, monkeypatch: pytest.MonkeyPatch
-                                 ) -> None:
-    asked: list[tuple[str, str, str]] = []
-
-    def deny_writes(principal: str, operation: str, resource: str) -> bool:
-        asked.append((principal, operation, resource))
-        return operation == "DESCRIBE"
-
-    monkeypatch.setattr(auth, "ADMIN_AUTHORIZER", deny_writes)
-    creds = ("--username", "alice", "--password", "alice-secret")
-    assert skiff(plaintext, "topics", "list", *creds).returncode == 0
-    p = skiff(plaintext, "topics", "create", "denied-t", *creds)
-    assert p.returncode == 1 and "[PERMISSION_DENIED]" in p.stderr, p.stderr
-    assert plaintext.node.metadata.topic("denied-t") is None
-    assert ("User:alice", "CREATE", "Cluster:kafka-cluster") in asked
-
-
-def test_client_certificate_over_tls(tls: SecuredAdmin, pki: Pki,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    asked: list[str] = []
-    monkeypatch.setattr(auth, "ADMIN_AUTHORIZER", lambda p, o, r: asked.append(p) or True)
-    p = skiff(tls, "quotas", "alter", "--user", "alice", "--add-config",
-              "consumer_byte_rate=4096", "--ssl-ca", pki.ca, "--ssl-cert",
-              pki.path("alice.pem"), "--ssl-key", pki.path("alice.key"))
-    assert p.returncode == 0, p.stderr
-    p = skiff(tls, "quotas", "describe", "--user", "alice", "--ssl-ca", pki.ca, "--ssl-cert",
-              pki.path("bob.pem"), "--ssl-key", pki.path("bob.key"))
-    assert p.returncode == 0 and "consumer_byte_rate=4096" in p.stdout, p.stderr
-    # the subject O=Skiff,OU=eng,CN=alice through admin.ssl.principal.mapping.rules
-    assert asked == ["User:alice", "User:bob"]
-    # no client certificate: the handshake itself fails
-    p = skiff(tls, "quotas", "describe", "--ssl-ca", pki.ca)
-    assert p.returncode != 0, p.stdout
-
-
-def test_scram_credentials_over_tls(tls_only: SecuredAdmin, pki: Pki) -> None:
-    p = skiff(tls_only, "quotas", "describe", "--ssl-ca", pki.ca, "--username", "alice",
-              "--password", "alice-secret")
-    assert p.returncode == 0, p.stderr
-    # TLS but nobody: refused
-    p = skiff(tls_only, "quotas", "describe", "--ssl-ca", pki.ca)
+def test_without_credentials_a_remote_caller_is_refused_but_health_answers(s: Setup) -> None:
+    health = remote_skiff(s, s.tls_node, "health", "--ssl-ca", s.pki.ca)
+    assert health.returncode == 0 and "SERVING" in health.stdout, health.stderr
+    p = remote_skiff(s, s.tls_node, "topics", "list", "--ssl-ca", s.pki.ca)
     assert p.returncode == 1 and "[UNAUTHENTICATED]" in p.stderr, p.stderr
+    assert "docs/deploy.md" in p.stderr, p.stderr
+    # a password over plaintext from another host: the CLI refuses to send it
+    p = remote_skiff(s, s.open_node, "topics", "list", "--username", "alice", "--password",
+                     "alice-secret")
+    assert p.returncode == 2 and "in clear" in p.stderr, p.stderr
 
 
-def test_plaintext_client_on_a_tls_port_fails_clearly(tls_only: SecuredAdmin) -> None:
-    p = skiff(tls_only, "topics", "list", "--username", "alice", "--password", "alice-secret")
-    assert p.returncode == 3, (p.stdout, p.stderr)
-    assert "--ssl-ca" in p.stderr, p.stderr
+def test_scram_over_tls_from_another_host(s: Setup) -> None:
+    creds = ("--ssl-ca", s.pki.ca, "--username", "alice", "--password", "alice-secret")
+    p = remote_skiff(s, s.tls_node, "topics", "create", "remote-scram", *creds)
+    assert p.returncode == 0, p.stderr
+    p = remote_skiff(s, s.tls_node, "topics", "list", *creds)
+    assert p.returncode == 0 and "remote-scram" in p.stdout, p.stderr
+    p = remote_skiff(s, s.tls_node, "topics", "list", "--ssl-ca", s.pki.ca, "--username",
+                     "alice", "--password", "wrong")
+    assert p.returncode == 1 and "authentication failed" in p.stderr, p.stderr
 
 
-def test_authenticator_policy_unit() -> None:
-    sec = auth.AdminSecurity(allow_unauthenticated="loopback")
-    a = auth.Authenticator(sec, dict)
-    assert a.authenticate("ipv4:127.0.0.1:5000", {}, {}) == "User:ANONYMOUS"
-    assert a.authenticate("ipv6:[::1]:5000", {}, {}) == "User:ANONYMOUS"
-    with pytest.raises(auth.AdminAuthError, match="needs authentication"):
-        a.authenticate("ipv4:10.1.2.3:5000", {}, {})
-    with pytest.raises(auth.AdminAuthError, match="plaintext"):
-        a.authenticate("ipv4:10.1.2.3:5000", {}, {auth.USER_KEY: "a", auth.PASSWORD_KEY: "b"})
-    strict = auth.Authenticator(auth.AdminSecurity(), dict)
-    with pytest.raises(auth.AdminAuthError):
-        strict.authenticate("ipv4:127.0.0.1:5000", {}, {})
-    assert strict.authenticate("ipv4:10.0.0.1:1", {"x509_subject": [b"CN=bob,O=Skiff"]},
-                               {}) == "User:CN=bob,O=Skiff"
-    assert not auth.authorize_admin("User:ANONYMOUS", "ALTER", auth.CLUSTER_RESOURCE)
-    assert auth.authorize_admin("User:bob", "ALTER", auth.CLUSTER_RESOURCE)
+def test_client_certificate_from_another_host(s: Setup) -> None:
+    mtls = ("--ssl-ca", s.pki.ca, "--ssl-cert", s.pki.path("alice.pem"), "--ssl-key",
+            s.pki.path("alice.key"))
+    p = remote_skiff(s, s.mtls_node, "topics", "create", "remote-mtls", *mtls)
+    assert p.returncode == 0, p.stderr
+    p = remote_skiff(s, s.mtls_node, "topics", "describe", "remote-mtls", *mtls)
+    assert p.returncode == 0 and "Topic: remote-mtls" in p.stdout, p.stderr
+    p = remote_skiff(s, s.mtls_node, "topics", "list", "--ssl-ca", s.pki.ca)
+    assert p.returncode != 0, p.stdout  # no client certificate: the handshake fails
 
 
-def test_health_answers_over_tls_without_credentials(tls_only: SecuredAdmin, pki: Pki) -> None:
-    p = skiff(tls_only, "health", "--ssl-ca", pki.ca)
-    assert p.returncode == 0 and "SERVING" in p.stdout, p.stderr
-
-
-@pytest.fixture(scope="module")
-def with_authorizer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredAdmin]:
-    a = SecuredAdmin(tmp_path_factory.mktemp("admin-acls"), {
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
-    try:
-        yield a
-    finally:
-        a.close()
-
-
-def test_acls_decide_admin_calls_when_an_authorizer_is_configured(
-        with_authorizer: SecuredAdmin) -> None:
-    """With authorizer.class.name set, an authenticated principal needs the method's
-    operation on the cluster resource (DESCRIBE to list, CREATE to create), as an ACL."""
-    from broker.security.authorizer import (
-        CLUSTER_NAME,
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        PatternType,
-        ResourceType,
-    )
-
-    alice = ("--username", "alice", "--password", "alice-secret")
-    denied = skiff(with_authorizer, "topics", "list", *alice)
-    assert denied.returncode == 1 and "[PERMISSION_DENIED]" in denied.stderr, denied.stderr
-    grant = AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, "User:alice",
-                       "*", AclOperation.DESCRIBE, AclPermissionType.ALLOW)
-    [r] = with_authorizer.run(with_authorizer.node.controller.create_acls([grant]))
-    assert r.error.name == "none"
-    listed = skiff(with_authorizer, "topics", "list", *alice)
-    assert listed.returncode == 0, listed.stderr
-    create = skiff(with_authorizer, "topics", "create", "acl-t", *alice)
-    assert create.returncode == 1 and "[PERMISSION_DENIED]" in create.stderr, create.stderr
-    assert with_authorizer.node.metadata.topic("acl-t") is None
+def test_the_development_override_admits_anyone(s: Setup) -> None:
+    p = remote_skiff(s, s.open_node, "topics", "create", "remote-open")
+    assert p.returncode == 0, p.stderr
+    p = remote_skiff(s, s.open_node, "topics", "list")
+    assert p.returncode == 0 and "remote-open" in p.stdout, p.stderr
+    log = s.open_node.log_path.read_text()
+    assert "admin_open_to_all" in log and "development container only" in log
+    assert "admin_open_to_all" not in s.tls_node.log_path.read_text()

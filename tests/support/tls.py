@@ -89,3 +89,10 @@ def make_pki(d: Path) -> Pki:
     (d / "server-enc-keystore.pem").write_text(
         (d / "server-enc.key").read_text() + (d / "server.pem").read_text())
     return Pki(d)
+
+
+def add_server_certificate(pki: Pki, name: str, san: str) -> str:
+    """One more server certificate signed by `pki`'s CA, for the names in `san` (e.g.
+    "IP:10.213.0.11"); returns the path of its PEM (the key is `<name>.key` beside it)."""
+    _leaf(pki.dir, name, SERVER_SUBJECT, san=san)
+    return pki.path(f"{name}.pem")
