@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cluster import Cluster
-from tests.support.node import SkiffNode, ready
+from tests.support.node import SkiffNode
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,8 +180,10 @@ def test_groups_cli_against_a_real_node_with_a_kafka_consumer(tmp_path: Path) ->
     coordinator, not one per __consumer_offsets partition."""
     from confluent_kafka import Consumer, TopicPartition
 
-    n = ready(SkiffNode(tmp_path / "node", config_env=GROUP_ENV))
+    n = SkiffNode(tmp_path / "node", config_env=GROUP_ENV)
+    n.start()
     try:
+        n.wait_ready(timeout=120)
         admin, bootstrap = admin_of(n), n.bootstrap
 
         def cli(*args: str, stdin: str | None = None) -> str:
@@ -245,7 +247,9 @@ def test_topics_describe_asks_every_leader_for_its_offsets(tmp_path: Path) -> No
     log start, high watermark and log end of every partition, not only its own."""
     from confluent_kafka import Producer
 
-    with Cluster(tmp_path, controllers=3, combined=True) as c:
+    c = Cluster(tmp_path, controllers=3, combined=True)
+    try:
+        c.start(timeout=180)
         admin = c.admin_address(1)
         ok(skiff(admin, "topics", "create", "spread", "--replica-assignment", "1,2,3"))
         p = Producer({"bootstrap.servers": c.bootstrap_servers})
@@ -260,3 +264,5 @@ def test_topics_describe_asks_every_leader_for_its_offsets(tmp_path: Path) -> No
         assert {k: (r[1], r[-3:]) for k, r in rows.items()} == {
             "0": ("1", ["0", "1", "1"]), "1": ("2", ["0", "2", "2"]),
             "2": ("3", ["0", "3", "3"])}, out
+    finally:
+        c.stop()

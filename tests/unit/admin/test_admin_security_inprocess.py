@@ -28,7 +28,7 @@ from tests.support.tls import Pki, have_openssl, make_pki
 from tests.unit.admin.harness import AdminTestNode
 from tests.unit.handlers.conftest import NODE_ID
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class SecuredAdmin:

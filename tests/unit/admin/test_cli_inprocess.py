@@ -21,7 +21,7 @@ import pytest
 from broker.admin.quorum import QuorumInfo, ReplicaInfo
 from tests.unit.admin.harness import ServerThread
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def _quorum() -> QuorumInfo:
