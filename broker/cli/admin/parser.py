@@ -320,7 +320,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         code = exc.code()
         details = (exc.details() or "").replace("\n", " ")
         tls = client is not None and client.tls
-        if code is grpc.StatusCode.UNAVAILABLE and _kafka_listener(address):
+        transport = code is grpc.StatusCode.UNAVAILABLE and any(
+            w in details.lower() for w in ("socket closed", "connect", "reset", "handshake"))
+        if transport and _kafka_listener(address):
             reason = (f"{address} is a Kafka listener; the admin API is on admin.listeners "
                       f"(9094 by default): point --bootstrap or ${ENV_BOOTSTRAP} there")
         elif code is grpc.StatusCode.UNAVAILABLE and not tls and "socket closed" in \
