@@ -440,3 +440,31 @@ def test_transaction_apis_check_the_transactional_id_group_and_topics(
         producer_epoch=0, verify_only=True, topics=()),))
     assert run(add_partitions_to_txn, node, 24, 4, batched).error_code is \
         ErrorCode.cluster_authorization_failed
+
+
+def test_describe_topic_partitions_needs_describe(node_factory: Any) -> None:
+    """DescribeTopicPartitions (Kafka 4.x's describeTopics): every topic means those that may
+    be described; a named one that may not is TOPIC_AUTHORIZATION_FAILED and no partitions,
+    as Kafka 4.4 answers the Java client (tests/compat/kafka/test_java_acls.py)."""
+    from broker.handlers import describe_topic_partitions
+    from broker.security.authorizer import SUPPORTED_OPERATIONS
+
+    node = secured(node_factory)
+    grant(node, allow(ALICE, O.READ, R.TOPIC, "orders"))  # READ implies DESCRIBE
+    m = importlib.import_module("kio.schema.describe_topic_partitions.v0.request")
+
+    def ask(*names: str) -> Any:
+        req = build(m.DescribeTopicPartitionsRequest, topics=tuple(
+            build(m.TopicRequest, name=n) for n in names), response_partition_limit=2000,
+            cursor=None)
+        return run(describe_topic_partitions, node, 75, 0, req)
+
+    assert [(t.name, t.error_code) for t in ask().topics] == [("orders", ErrorCode.none)]
+    got = {t.name: t for t in ask("orders", "secret", "missing").topics}
+    assert {n: t.error_code for n, t in got.items()} == {
+        "orders": ErrorCode.none, "secret": ErrorCode.topic_authorization_failed,
+        "missing": ErrorCode.topic_authorization_failed}
+    assert got["secret"].partitions == ()
+    ops = got["orders"].topic_authorized_operations
+    assert ops == (1 << O.READ) | (1 << O.DESCRIBE)
+    assert ops & ~sum(1 << int(o) for o in SUPPORTED_OPERATIONS[R.TOPIC]) == 0
