@@ -5,8 +5,8 @@ serves, with sensible arguments and with the wrong ones (an existing topic, an u
 config that is not dynamic, ...), and a few whose API it does not serve, and prints one JSON
 line per call: the call, "ok" or the exception's class, its message, and the result
 normalised (ids, timestamps, sizes and endpoints left out; the broker's own id reads "self").
-It runs against the session's Skiff node and the session's Kafka 4.4 node (`kafka_ref`) at
-once. Every call must get Kafka's answer from Skiff (the same status and normalised result),
+It runs against the module's own Skiff node and the session's Kafka 4.4 node (`kafka_ref`)
+at once. Every call must get Kafka's answer from Skiff (the same status and normalised result),
 except those listed with a reason in admin_differences.py; an entry there that no longer
 differs fails too.
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,7 +28,7 @@ import pytest
 
 from tests.compat.kafka.admin_differences import DIFFERENCES
 from tests.support.kafka_ref import KafkaNode, java_program_classpath, run_program
-from tests.support.node import REPO_ROOT
+from tests.support.node import REPO_ROOT, SkiffNode
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -47,13 +48,27 @@ def _run(bootstrap: str, prefix: str) -> list[Record]:
 
 
 @pytest.fixture(scope="module")
-def runs(skiff_node: Any, kafka_ref: KafkaNode) -> dict[str, list[Record]]:
+def skiff(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+    """The module's own `skiff dev` node: nothing else touches it (the dynamic broker configs
+    the program sets and deletes cannot surprise another test), and it may take its time to
+    start on a loaded machine."""
+    node = SkiffNode(tmp_path_factory.mktemp("admin-skiff"))
+    node.start()
+    try:
+        node.wait_ready(timeout=120)
+        yield node
+    finally:
+        node.close()
+
+
+@pytest.fixture(scope="module")
+def runs(skiff: SkiffNode, kafka_ref: KafkaNode) -> dict[str, list[Record]]:
     java_program_classpath()  # compile once, before the two runs start
     prefix = f"jadmin-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(2) as pool:
-        skiff = pool.submit(_run, skiff_node.bootstrap, prefix)
-        kafka = pool.submit(_run, kafka_ref.bootstrap, prefix)
-        return {"skiff": skiff.result(), "kafka": kafka.result()}
+        on_skiff = pool.submit(_run, skiff.bootstrap, prefix)
+        on_kafka = pool.submit(_run, kafka_ref.bootstrap, prefix)
+        return {"skiff": on_skiff.result(), "kafka": on_kafka.result()}
 
 
 def _by_method(records: list[Record]) -> dict[str, Record]:
