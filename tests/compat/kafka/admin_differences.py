@@ -29,7 +29,8 @@ DIFFERENCES: dict[str, str] = {
     "incrementalAlterConfigs(brokerDefault,log.cleaner.backoff.ms)": (
         "Skiff's dynamic broker configs are the topic-config fallbacks and a few thread and "
         "connection settings; the log cleaner's tuning other than log.cleaner.threads is "
-        "static, refused with InvalidConfigurationException rather than accepted and ignored"),
+        "static there, refused as Kafka refuses a config that is not dynamic rather than "
+        "accepted and ignored"),
     "describeConfigs(group)": (
         "group configs (KIP-848's consumer.session.timeout.ms and the like, per group) are "
         "not served by Skiff"),
