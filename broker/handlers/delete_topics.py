@@ -65,6 +65,34 @@ def _authorized(node: BrokerServices, ctx: RequestContext, names: list[str],
     return keep_names, keep_ids
 
 
+def _within_quota(node: BrokerServices, ctx: RequestContext, names: list[str],
+                  ids: list[uuid.UUID], answers: list[DeleteTopicResult]
+                  ) -> tuple[list[str], list[uuid.UUID], MutationQuota]:
+    """controller_mutation_rate (KIP-599, strict at v6): the partitions of each topic count;
+    a topic asked for once the quota is used up is THROTTLING_QUOTA_EXCEEDED, as by name
+    in earlier versions. Unknown names and ids cost nothing (the controller answers them)."""
+    quota = MutationQuota(node, ctx, strict=True)
+    image = node.metadata
+    keep_names: list[str] = []
+    for n in names:
+        topic = image.topic(n)
+        if quota.admit(topic.num_partitions if topic else 0):
+            keep_names.append(n)
+        else:
+            answers.append(DeleteTopicResult(n, None, ErrorCode.throttling_quota_exceeded,
+                                             THROTTLING_QUOTA_EXCEEDED_MESSAGE))
+    keep_ids: list[uuid.UUID] = []
+    for tid in ids:
+        topic = image.topic_by_id(tid)
+        if quota.admit(topic.num_partitions if topic else 0):
+            keep_ids.append(tid)
+        else:
+            answers.append(DeleteTopicResult(topic.name if topic else None, tid,
+                                             ErrorCode.throttling_quota_exceeded,
+                                             THROTTLING_QUOTA_EXCEEDED_MESSAGE))
+    return keep_names, keep_ids, quota
+
+
 async def _by_ids(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     """v6: each topic by name or by id (the controller answers duplicates)."""
     answers: list[DeleteTopicResult] = []
@@ -83,6 +111,7 @@ async def _by_ids(node: BrokerServices, ctx: RequestContext, request: Any) -> An
         else:
             names.append(t.name)
     names, ids = _authorized(node, ctx, names, ids, answers)
+    names, ids, quota = _within_quota(node, ctx, names, ids, answers)
     if names or ids:
         try:
             answers.extend(await await_controller(
@@ -100,7 +129,7 @@ async def _by_ids(node: BrokerServices, ctx: RequestContext, request: Any) -> An
             continue
         seen.add(key)
         once.append(r)
-    return rpc.response(request, once)
+    return rpc.response(request, once, duration(quota.throttle_ms()))
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
