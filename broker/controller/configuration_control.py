@@ -26,10 +26,12 @@ from broker.metadata.image import (
 )
 from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 
-# Broker keys that AlterConfigs may set dynamically (cluster default or per broker):
-# the broker-level fallbacks of topic configs, as Kafka's DynamicLogConfig allows.
+# Broker keys that AlterConfigs may set dynamically (cluster default or per broker): the
+# broker-level fallback of each topic config, as Kafka's DynamicLogConfig allows: only the
+# first synonym (ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS), so log.retention.ms but not
+# log.retention.minutes or log.retention.hours, log.roll.ms but not log.roll.hours.
 DYNAMIC_BROKER_KEYS = frozenset(
-    k for d in cfgmod.TOPIC_CONFIGS.values() for k in d.synonyms
+    d.synonyms[0] for d in cfgmod.TOPIC_CONFIGS.values() if d.synonyms
 ) | {"log.cleaner.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
      "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
      "max.connection.creation.rate", "log.retention.check.interval.ms"}
@@ -60,21 +62,25 @@ class ConfigurationControlManager(ControlManagerBase):
             return None
         return ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
 
-    def _check_value(self, r: ConfigResource, name: str, value: str | None) -> str | None:
-        """Why (name, value) cannot be set on the resource, or None."""
+    def _check_value(self, r: ConfigResource, name: str,
+                     value: str | None) -> tuple[ErrorCode, str] | None:
+        """Why (name, value) cannot be set on the resource, or None. A broker key that is not
+        dynamic is INVALID_REQUEST, as Kafka's broker answers it ("Cannot update these configs
+        dynamically: [log.dirs]"); a bad value is INVALID_CONFIG."""
         try:
             if r.resource_type == RESOURCE_TOPIC:
                 cfgmod.validate_topic_configs({name: value})
                 return None
             d = cfgmod.BROKER_CONFIGS.get(name)
             if d is None:
-                return f"Unknown broker config name: {name}"
+                return ErrorCode.invalid_config, f"Unknown broker config name: {name}"
             if name not in DYNAMIC_BROKER_KEYS:
-                return f"Cannot update these configs dynamically: {name}"
+                return (ErrorCode.invalid_request,
+                        f"Cannot update these configs dynamically: [{name}]")
             if value is not None:
                 d.parse(value)
         except ConfigError as exc:
-            return str(exc)
+            return ErrorCode.invalid_config, str(exc)
         return None
 
     def _diff(self, r: ConfigResource, old: Mapping[str, str],
@@ -117,17 +123,17 @@ class ConfigurationControlManager(ControlManagerBase):
         for res in self._admissible(image, resources, results):
             r = res.resource
             new: dict[str, str] = {}
-            problem = None
+            problem: tuple[ErrorCode, str] | None = None
             for name, value in res.configs.items():
                 if value is None:
-                    problem = f"Null value not supported for : {name}"
+                    problem = (ErrorCode.invalid_config, f"Null value not supported for : {name}")
                     break
                 problem = self._check_value(r, name, value)
                 if problem is not None:
                     break
                 new[name] = value
             if problem is not None:
-                results.append(AlterConfigsResult(r, ErrorCode.invalid_config, problem))
+                results.append(AlterConfigsResult(r, *problem))
                 continue
             old = image.configs.get((r.resource_type, r.resource_name), {})
             results.append(AlterConfigsResult(r))
@@ -157,10 +163,9 @@ class ConfigurationControlManager(ControlManagerBase):
                 except ValueError:
                     problem = (ErrorCode.invalid_request, f"Unknown alter config operation {op}")
                     break
-                msg = self._check_value(r, name, value if op is not AlterConfigOp.DELETE
-                                        else None)
-                if msg is not None:
-                    problem = (ErrorCode.invalid_config, msg)
+                problem = self._check_value(r, name, value if op is not AlterConfigOp.DELETE
+                                            else None)
+                if problem is not None:
                     break
                 if op is AlterConfigOp.SET:
                     if value is None:
@@ -185,9 +190,8 @@ class ConfigurationControlManager(ControlManagerBase):
                     else:
                         merged = [x for x in current if x not in items]
                     joined = ",".join(merged)
-                    msg = self._check_value(r, name, joined)
-                    if msg is not None:
-                        problem = (ErrorCode.invalid_config, msg)
+                    problem = self._check_value(r, name, joined)
+                    if problem is not None:
                         break
                     new[name] = joined
             if problem is not None:

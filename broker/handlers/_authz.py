@@ -65,7 +65,6 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     51: Op.ALTER,  # AlterUserScramCredentials
     55: Op.DESCRIBE,  # DescribeQuorum, sent on to the quorum leader
     57: Op.ALTER,  # UpdateFeatures
-    60: Op.DESCRIBE,  # DescribeCluster
     74: Op.DESCRIBE_CONFIGS,  # ListConfigResources
 }
 

@@ -8,6 +8,7 @@ The controller answers once the RemoveTopic records are committed and applied on
 node, so a client that gets NONE no longer sees the topic in Metadata. v6 follows Kafka's
 controller: a topic with neither a name nor an id, or with both, and a name or id given more
 than once, are INVALID_REQUEST; an unknown id is UNKNOWN_TOPIC_ID (answered without a name).
+Every version needs DELETE on each topic (TOPIC_AUTHORIZATION_FAILED otherwise).
 """
 
 from __future__ import annotations
@@ -34,7 +35,65 @@ TOPIC_IDS_VERSION = 6
 error_response = rpc.error_response
 
 
-async def _by_ids(node: BrokerServices, request: Any) -> Any:
+def _authorized(node: BrokerServices, ctx: RequestContext, names: list[str],
+                ids: list[uuid.UUID], answers: list[DeleteTopicResult]
+                ) -> tuple[list[str], list[uuid.UUID]]:
+    """The names and ids the caller may delete; TOPIC_AUTHORIZATION_FAILED for the others,
+    appended to `answers` as Kafka's ControllerApis.deleteTopics answers them: a name without
+    DELETE on its topic; an id whose topic may be described but not deleted (answered with
+    its name) or not even described (answered without one, so its name is not given away).
+    An unknown id goes on to the controller (UNKNOWN_TOPIC_ID)."""
+    image = node.metadata
+    keep_names: list[str] = []
+    for n in names:
+        if allowed(node, ctx, Op.DELETE, Res.TOPIC, n):
+            keep_names.append(n)
+        else:
+            answers.append(DeleteTopicResult(n, None, ErrorCode.topic_authorization_failed,
+                                             None))
+    keep_ids: list[uuid.UUID] = []
+    for tid in ids:
+        topic = image.topic_by_id(tid)
+        if topic is None or allowed(node, ctx, Op.DELETE, Res.TOPIC, topic.name):
+            keep_ids.append(tid)
+        elif allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, topic.name):
+            answers.append(DeleteTopicResult(topic.name, tid,
+                                             ErrorCode.topic_authorization_failed, None))
+        else:
+            answers.append(DeleteTopicResult(None, tid, ErrorCode.topic_authorization_failed,
+                                             None))
+    return keep_names, keep_ids
+
+
+def _within_quota(node: BrokerServices, ctx: RequestContext, names: list[str],
+                  ids: list[uuid.UUID], answers: list[DeleteTopicResult]
+                  ) -> tuple[list[str], list[uuid.UUID], MutationQuota]:
+    """controller_mutation_rate (KIP-599, strict at v6): the partitions of each topic count;
+    a topic asked for once the quota is used up is THROTTLING_QUOTA_EXCEEDED, as by name
+    in earlier versions. Unknown names and ids cost nothing (the controller answers them)."""
+    quota = MutationQuota(node, ctx, strict=True)
+    image = node.metadata
+    keep_names: list[str] = []
+    for n in names:
+        topic = image.topic(n)
+        if quota.admit(topic.num_partitions if topic else 0):
+            keep_names.append(n)
+        else:
+            answers.append(DeleteTopicResult(n, None, ErrorCode.throttling_quota_exceeded,
+                                             THROTTLING_QUOTA_EXCEEDED_MESSAGE))
+    keep_ids: list[uuid.UUID] = []
+    for tid in ids:
+        topic = image.topic_by_id(tid)
+        if quota.admit(topic.num_partitions if topic else 0):
+            keep_ids.append(tid)
+        else:
+            answers.append(DeleteTopicResult(topic.name if topic else None, tid,
+                                             ErrorCode.throttling_quota_exceeded,
+                                             THROTTLING_QUOTA_EXCEEDED_MESSAGE))
+    return keep_names, keep_ids, quota
+
+
+async def _by_ids(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     """v6: each topic by name or by id (the controller answers duplicates)."""
     answers: list[DeleteTopicResult] = []
     names: list[str] = []
@@ -51,6 +110,8 @@ async def _by_ids(node: BrokerServices, request: Any) -> Any:
             ids.append(tid)
         else:
             names.append(t.name)
+    names, ids = _authorized(node, ctx, names, ids, answers)
+    names, ids, quota = _within_quota(node, ctx, names, ids, answers)
     if names or ids:
         try:
             answers.extend(await await_controller(
@@ -68,12 +129,12 @@ async def _by_ids(node: BrokerServices, request: Any) -> Any:
             continue
         seen.add(key)
         once.append(r)
-    return rpc.response(request, once)
+    return rpc.response(request, once, duration(quota.throttle_ms()))
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version >= TOPIC_IDS_VERSION:
-        return await _by_ids(node, request)
+        return await _by_ids(node, ctx, request)
     names = list(request.topic_names)
     order = list(dict.fromkeys(names))  # one answer per distinct name, in request order
     results: dict[str, DeleteTopicResult] = {}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._authz import Res, operations
+from broker.handlers._authz import Op, Res, allowed, operations
 from broker.handlers.metadata import UNSET_OPERATIONS, controller_id_for
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -30,9 +30,12 @@ ENDPOINT_TYPE_BROKERS = 1
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS))
-    # DESCRIBE on the cluster is checked before (broker/handlers/_authz.py CLUSTER_CHECKS)
-    ops = operations(node, ctx, Res.CLUSTER) if request.include_cluster_authorized_operations \
-        else UNSET_OPERATIONS
+    # Anyone may describe the cluster (Kafka's AuthHelper.computeDescribeClusterResponse); its
+    # authorized operations are reported only with DESCRIBE on it, else none (0)
+    ops = UNSET_OPERATIONS
+    if request.include_cluster_authorized_operations:
+        ops = operations(node, ctx, Res.CLUSTER) if allowed(node, ctx, Op.DESCRIBE, Res.CLUSTER) \
+            else 0
     if endpoint_type != ENDPOINT_TYPE_BROKERS:
         return build(
             mod.DescribeClusterResponse, throttle_time=NO_THROTTLE,

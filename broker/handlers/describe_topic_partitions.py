@@ -15,7 +15,10 @@ As Kafka's DescribeTopicPartitionsRequestHandler and KRaftMetadataCache.describe
 - partitions as Metadata v12 describes them (LEADER_NOT_AVAILABLE, LISTENER_NOT_FOUND,
   offline replicas on this listener), plus the ELR and last known ELR the controller keeps
   (broker/controller/partitions.py; empty while every replica is in the ISR);
-- topic_authorized_operations: every topic operation, as Kafka without an authorizer.
+- with an authorizer, DESCRIBE on each topic: every topic means every topic that may be
+  described; a named topic that may not is TOPIC_AUTHORIZATION_FAILED (whether it exists or
+  not), as Metadata answers it; topic_authorized_operations are the caller's operations on
+  the topic (every topic operation without an authorizer).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
-from broker.handlers.metadata import TOPIC_OPERATIONS
+from broker.handlers._authz import Op, Res, allowed, operations
 from broker.metadata.image import MetadataImage, PartitionRegistration, dir_online
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -74,7 +77,8 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                          "the partition index in the cursor must not be negative")
     every_topic = not request.topics
     if every_topic:
-        names = sorted(n for n in image.topics_by_name if n >= start_topic)
+        names = sorted(n for n in image.topics_by_name if n >= start_topic
+                       and allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, n))
     else:
         names = sorted({t.name for t in request.topics if t.name >= start_topic})
         if cursor is not None and cursor.topic_name not in names:
@@ -90,6 +94,9 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         if remaining == 0:
             next_cursor = build(mod.Cursor, topic_name=name, partition_index=0)
             break
+        if not every_topic and not allowed(node, ctx, Op.DESCRIBE, Res.TOPIC, name):
+            topics.append(_error_topic(mod, name, ErrorCode.topic_authorization_failed))
+            continue
         t = image.topic(name)
         if t is None:
             if not every_topic:
@@ -105,7 +112,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             topic_id=t.topic_id, is_internal=name in INTERNAL_TOPICS,
             partitions=tuple(_partition(mod, image, ctx.listener_name, i, t.partitions[i])
                              for i in taken),
-            topic_authorized_operations=TOPIC_OPERATIONS,
+            topic_authorized_operations=operations(node, ctx, Res.TOPIC, name),
         ))
         if len(taken) < len(indexes):
             next_cursor = build(mod.Cursor, topic_name=name,

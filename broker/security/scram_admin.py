@@ -3,9 +3,11 @@
 Pure: (image, deletions, upsertions) -> the records to append and one result per user,
 in order of first appearance. A user's changes apply all together or not at all; the
 first problem found for a user is its answer:
+  a second change of a user           DUPLICATE_RESOURCE (whatever the mechanisms: Kafka's
+                                      controller keys a request's changes by user name, so
+                                      two mechanisms for one user need two requests)
   empty name                          UNACCEPTABLE_CREDENTIAL
   mechanism other than 1/2            UNSUPPORTED_SASL_MECHANISM
-  the same (user, mechanism) twice    DUPLICATE_RESOURCE
   iterations outside 4096..16384      UNACCEPTABLE_CREDENTIAL
   empty salt or salted password       UNACCEPTABLE_CREDENTIAL
   deleting a credential not present   RESOURCE_NOT_FOUND
@@ -51,7 +53,7 @@ def alter(image: MetadataImage, deletions: Sequence[Deletion],
           upsertions: Sequence[Upsertion]) -> ControllerResult[list[UserResult]]:
     order: list[str] = []
     problem: dict[str, tuple[ErrorCode, str]] = {}
-    seen: set[tuple[str, int]] = set()
+    accepted: set[str] = set()  # users with a change that passed the checks
     pending: dict[str, list[Any]] = {}
 
     def fail(user: str, code: ErrorCode, message: str) -> None:
@@ -63,6 +65,12 @@ def alter(image: MetadataImage, deletions: Sequence[Deletion],
         if user not in pending:
             order.append(user)
             pending[user] = []
+        if user in problem:  # its first problem is its answer; later changes are not checked
+            continue
+        if user in accepted:
+            fail(user, ErrorCode.duplicate_resource,
+                 "A user credential cannot be altered twice in the same request")
+            continue
         if not user:
             fail(user, ErrorCode.unacceptable_credential, "Username must not be empty")
             continue
@@ -71,11 +79,6 @@ def alter(image: MetadataImage, deletions: Sequence[Deletion],
             fail(user, ErrorCode.unsupported_sasl_mechanism,
                  f"Unknown SCRAM mechanism {change.mechanism}")
             continue
-        if (user, change.mechanism) in seen:
-            fail(user, ErrorCode.duplicate_resource,
-                 "A user credential cannot be altered twice in the same request")
-            continue
-        seen.add((user, change.mechanism))
         if isinstance(change, Upsertion):
             if change.iterations < scram.MIN_ITERATIONS:
                 fail(user, ErrorCode.unacceptable_credential, "Too few iterations")
@@ -87,6 +90,7 @@ def alter(image: MetadataImage, deletions: Sequence[Deletion],
                 fail(user, ErrorCode.unacceptable_credential,
                      "Salt and salted password must not be empty")
                 continue
+            accepted.add(user)
             cred = scram.credential_from_salted(mechanism, change.salted_password,
                                                 change.salt, change.iterations)
             pending[user].append(rec.user_scram_credential_record(
@@ -96,6 +100,7 @@ def alter(image: MetadataImage, deletions: Sequence[Deletion],
                 fail(user, ErrorCode.resource_not_found,
                      "Attempt to delete a user credential that does not exist")
                 continue
+            accepted.add(user)
             pending[user].append(rec.remove_user_scram_credential_record(user, mechanism))
     records: list[Any] = []
     results: list[UserResult] = []

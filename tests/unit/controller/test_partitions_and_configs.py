@@ -119,7 +119,12 @@ def test_incremental_unchanged_value_writes_nothing():
                   ("retention.ms", AlterConfigOp.DELETE, None)], E.invalid_request),
     (TOPIC("t"), [("retention.ms", 9, "1")], E.invalid_request),
     (BROKER("x"), [("log.retention.ms", AlterConfigOp.SET, "1")], E.invalid_request),
-    (BROKER("1"), [("node.id", AlterConfigOp.SET, "5")], E.invalid_config),
+    # not dynamic: INVALID_REQUEST, as Kafka 4.4's broker answers ("Cannot update these
+    # configs dynamically: [node.id]"); only the first broker synonym of a topic config is
+    # dynamic (log.retention.ms, not log.retention.hours)
+    (BROKER("1"), [("node.id", AlterConfigOp.SET, "5")], E.invalid_request),
+    (BROKER(""), [("log.retention.hours", AlterConfigOp.SET, "1")], E.invalid_request),
+    (BROKER(""), [("log.roll.hours", AlterConfigOp.SET, "1")], E.invalid_request),
     (BROKER(""), [("log.retention.ms", AlterConfigOp.SET, "soon")], E.invalid_config),
     (ConfigResource(8, "x"), [("a", AlterConfigOp.SET, "1")], E.invalid_request),
 ])

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import datetime
 import importlib
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -151,6 +152,29 @@ def test_create_and_delete_topics(node_factory: Any) -> None:
         ErrorCode.topic_authorization_failed
     assert node.metadata.topic("mine") is not None
 
+    # v6 (Kafka 4.x clients), by name and by id: DELETE needed too; an id whose topic may be
+    # described is answered with its name, one that may not without it
+    m6 = importlib.import_module("kio.schema.delete_topics.v6.request")
+    ids = {n: node.metadata.topic(n).topic_id for n in ("mine", "orders", "secret")}
+    grant(node, allow(ALICE, O.DESCRIBE, R.TOPIC, "orders"))
+    req6 = build(m6.DeleteTopicsRequest, topics=(
+        build(m6.DeleteTopicState, name="mine", topic_id=uuid.UUID(int=0)),
+        build(m6.DeleteTopicState, name=None, topic_id=ids["orders"]),
+        build(m6.DeleteTopicState, name=None, topic_id=ids["secret"])),
+        timeout=datetime.timedelta(seconds=5))
+    got = run(delete_topics, node, 20, 6, req6).responses
+    assert sorted((r.name or "", r.error_code) for r in got) == [
+        ("", ErrorCode.topic_authorization_failed),
+        ("mine", ErrorCode.topic_authorization_failed),
+        ("orders", ErrorCode.topic_authorization_failed)]
+    assert all(node.metadata.topic(n) is not None for n in ids)
+    grant(node, allow(ALICE, O.DELETE, R.TOPIC, "orders"))
+    got = run(delete_topics, node, 20, 6, build(m6.DeleteTopicsRequest, topics=(
+        build(m6.DeleteTopicState, name=None, topic_id=ids["orders"]),),
+        timeout=datetime.timedelta(seconds=5))).responses
+    assert [(r.name, r.error_code) for r in got] == [("orders", ErrorCode.none)]
+    assert node.metadata.topic("orders") is None
+
 
 def test_describe_configs_per_resource(node_factory: Any) -> None:
     node = secured(node_factory)
@@ -184,9 +208,12 @@ def test_describe_cluster_and_its_operations(node_factory: Any) -> None:
     m = importlib.import_module("kio.schema.describe_cluster.v1.request")
     req = build(m.DescribeClusterRequest, include_cluster_authorized_operations=True,
                 endpoint_type=1)
-    refused = dispatch(node, 60, 1, req, principal=ALICE)
-    assert refused.error_code is ErrorCode.cluster_authorization_failed
-    assert refused.brokers == ()
+    # Anyone may describe the cluster, as Kafka 4.4 answers (tests/compat/kafka/
+    # test_java_acls.py): without DESCRIBE on it, no authorized operations (0)
+    plain = dispatch(node, 60, 1, req, principal=ALICE)
+    assert plain.error_code is ErrorCode.none
+    assert len(plain.brokers) == 1
+    assert plain.cluster_authorized_operations == 0
     grant(node, allow(ALICE, O.DESCRIBE, R.CLUSTER, "kafka-cluster"))
     ok = dispatch(node, 60, 1, req, principal=ALICE)
     assert ok.error_code is ErrorCode.none
@@ -413,3 +440,31 @@ def test_transaction_apis_check_the_transactional_id_group_and_topics(
         producer_epoch=0, verify_only=True, topics=()),))
     assert run(add_partitions_to_txn, node, 24, 4, batched).error_code is \
         ErrorCode.cluster_authorization_failed
+
+
+def test_describe_topic_partitions_needs_describe(node_factory: Any) -> None:
+    """DescribeTopicPartitions (Kafka 4.x's describeTopics): every topic means those that may
+    be described; a named one that may not is TOPIC_AUTHORIZATION_FAILED and no partitions,
+    as Kafka 4.4 answers the Java client (tests/compat/kafka/test_java_acls.py)."""
+    from broker.handlers import describe_topic_partitions
+    from broker.security.authorizer import SUPPORTED_OPERATIONS
+
+    node = secured(node_factory)
+    grant(node, allow(ALICE, O.READ, R.TOPIC, "orders"))  # READ implies DESCRIBE
+    m = importlib.import_module("kio.schema.describe_topic_partitions.v0.request")
+
+    def ask(*names: str) -> Any:
+        req = build(m.DescribeTopicPartitionsRequest, topics=tuple(
+            build(m.TopicRequest, name=n) for n in names), response_partition_limit=2000,
+            cursor=None)
+        return run(describe_topic_partitions, node, 75, 0, req)
+
+    assert [(t.name, t.error_code) for t in ask().topics] == [("orders", ErrorCode.none)]
+    got = {t.name: t for t in ask("orders", "secret", "missing").topics}
+    assert {n: t.error_code for n, t in got.items()} == {
+        "orders": ErrorCode.none, "secret": ErrorCode.topic_authorization_failed,
+        "missing": ErrorCode.topic_authorization_failed}
+    assert got["secret"].partitions == ()
+    ops = got["orders"].topic_authorized_operations
+    assert ops == (1 << O.READ) | (1 << O.DESCRIBE)
+    assert ops & ~sum(1 << int(o) for o in SUPPORTED_OPERATIONS[R.TOPIC]) == 0

@@ -6,6 +6,7 @@ controller_mutation_rate (KIP-599: THROTTLING_QUOTA_EXCEEDED for strict versions
 from __future__ import annotations
 
 import datetime
+import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -130,6 +131,18 @@ def test_create_and_delete_topics_count_partitions(node: TestNode) -> None:
         dresp = await delete_topics.handle(node, make_ctx(20, 5), dreq)
         assert dresp.responses[0].error_code is ErrorCode.throttling_quota_exceeded
         assert to_ms(dresp.throttle_time) > 0
+        assert node.metadata.topic("x") is not None
+        # v6 (Kafka 4.x clients), by name or by id, counts as well
+        d6 = schema_module("delete_topics", 6)
+        tid = node.metadata.topic("x").topic_id
+        for state in (build(d6.DeleteTopicState, name=None, topic_id=tid),
+                      build(d6.DeleteTopicState, name="x", topic_id=uuid.UUID(int=0))):
+            d6resp = await delete_topics.handle(node, make_ctx(20, 6), build(
+                d6.DeleteTopicsRequest, timeout=datetime.timedelta(seconds=5),
+                topics=(state,)))
+            assert [(r.name, r.error_code) for r in d6resp.responses] == [
+                ("x", ErrorCode.throttling_quota_exceeded)]
+            assert to_ms(d6resp.throttle_time) > 0
         assert node.metadata.topic("x") is not None
     run(go())
 

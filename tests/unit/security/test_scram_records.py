@@ -81,3 +81,29 @@ def test_alter_user_scram_credentials_rules() -> None:
     listed, _ = describe(after, ["bob", "zed", "bob"])
     assert [(u, e) for u, e, _m, _i in listed] == [("bob", ErrorCode.duplicate_resource),
                                                   ("zed", ErrorCode.resource_not_found)]
+
+
+def test_two_changes_of_one_user_in_one_request_are_a_duplicate_whatever_the_mechanisms() -> None:
+    """Kafka's controller (ScramControlManager.alterCredentials) keys a request's changes by
+    user name: SCRAM-SHA-256 and SCRAM-SHA-512 for one user in one request is
+    DUPLICATE_RESOURCE and nothing is written; as is a deletion and an upsertion of one user.
+    A user whose first change failed keeps that first error."""
+    from kio.schema.errors import ErrorCode
+
+    from broker.security.scram import salted_password
+    from broker.security.scram_admin import Deletion, Upsertion, alter
+
+    image = apply_records(MetadataImage.empty("c"), [
+        parse_add_scram("SCRAM-SHA-512=[name=alice,password=a]")])
+    sp = salted_password("SCRAM-SHA-256", "pw", b"salt", 4096)
+    result = alter(image, [Deletion("alice", 2), Deletion("ghost", 1), Deletion("ghost", 2)], [
+        Upsertion("bob", 1, 4096, b"s", sp), Upsertion("bob", 2, 8192, b"s", sp),
+        Upsertion("alice", 1, 4096, b"s", sp), Upsertion("carl", 1, 4096, b"s", sp)])
+    got = {r.user: (r.error, r.message) for r in result.response}
+    twice = (ErrorCode.duplicate_resource,
+             "A user credential cannot be altered twice in the same request")
+    assert got == {"alice": twice, "bob": twice, "carl": (ErrorCode.none, None),
+                   "ghost": (ErrorCode.resource_not_found,
+                             "Attempt to delete a user credential that does not exist")}
+    after = apply_records(image, result.records)
+    assert set(after.scram_credentials) == {("SCRAM-SHA-512", "alice"), ("SCRAM-SHA-256", "carl")}

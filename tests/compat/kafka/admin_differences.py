@@ -1,0 +1,77 @@
+"""Where Skiff's answer to a Java AdminClient call differs from Kafka 4.4's, on purpose or for now.
+
+tests/compat/kafka/test_java_admin.py runs skiff.compat.admin.AdminParity (one JSON line per
+Admin call) against a Skiff node and a Kafka 4.4 node and fails on any difference that is not
+listed here, and on any entry here that no longer differs (so this list stays true). Each
+entry is the call's name as the program prints it, and why Skiff answers otherwise; the
+reasons appear in docs/compatibility.md's "Apache Kafka 4.4 AdminClient" table.
+"""
+
+from __future__ import annotations
+
+NOT_SERVED = "Skiff does not serve the API ({api}): the client gets UnsupportedVersionException"
+
+DIFFERENCES: dict[str, str] = {
+    # Configs
+    "describeConfigs(topic)": (
+        "topic config names: Kafka 4.4 lists the tiered-storage configs (remote.*, "
+        "local.retention.*), errors.deadletterqueue.group.enable and "
+        "max.decompressed.message.bytes, which Skiff does not implement; Skiff lists "
+        "drop.behind.bytes (its own) and message.downconversion.enable (removed in Kafka 4.0). "
+        "Skiff sends no documentation (includeDocumentation). min.insync.replicas is "
+        "DYNAMIC_DEFAULT_BROKER_CONFIG on Kafka: its storage format writes the cluster-level "
+        "value that eligible leader replicas (KIP-966) need, a feature Skiff does not have"),
+    "describeConfigs(broker)": (
+        "sasl.jaas.config is not listed by Skiff; min.insync.replicas is a cluster-level "
+        "dynamic config on Kafka (written by its storage format for KIP-966)"),
+    "describeConfigs(brokerLogger)": (
+        "Skiff has no log4j loggers: BROKER_LOGGER describes as empty (no `root`)"),
+    "incrementalAlterConfigs(brokerDefault,log.cleaner.backoff.ms)": (
+        "Skiff's dynamic broker configs are the topic-config fallbacks and a few thread and "
+        "connection settings; the log cleaner's tuning other than log.cleaner.threads is "
+        "static there, refused as Kafka refuses a config that is not dynamic rather than "
+        "accepted and ignored"),
+    "describeConfigs(group)": (
+        "group configs (KIP-848's consumer.session.timeout.ms and the like, per group) are "
+        "not served by Skiff"),
+    # Offsets
+    "listOffsets(earliestPendingUpload)": (
+        "ListOffsets v11 (the EARLIEST_PENDING_UPLOAD spec of tiered storage) is not "
+        "advertised by Skiff, which has no tiered storage; Kafka answers -1"),
+    # Groups
+    "describeConsumerGroups(classic,stable)": (
+        "authorized operations: Kafka adds DESCRIBE_CONFIGS and ALTER_CONFIGS for groups, "
+        "whose configs Skiff does not serve"),
+    "describeConsumerGroups(consumer,stable)": "as describeConsumerGroups(classic,stable)",
+    "describeConsumerGroups(consumer,empty)": "as describeConsumerGroups(classic,stable)",
+    "removeMembersFromConsumerGroup": (
+        "the group described afterwards: authorized operations as "
+        "describeConsumerGroups(classic,stable)"),
+    # Features and the quorum
+    "describeFeatures": (
+        "Skiff finalizes group.version and transaction.version only: no "
+        "eligible.leader.replicas.version (KIP-966), share.version (KIP-932), "
+        "streams.version (KIP-1071); kraft.version is 0 (a static voter set) where Kafka's "
+        "`format --standalone` makes 1"),
+    "describeMetadataQuorum": (
+        "Skiff's quorum is a static voter set (kraft.version 0): no voter directory ids and "
+        "no node endpoints, as Kafka answers for a static quorum"),
+    # Client telemetry
+    "clientInstanceId": (
+        "Skiff serves client telemetry (KIP-714) out of the box, so the client gets an "
+        "instance id; Kafka advertises GetTelemetrySubscriptions only when a ClientTelemetry "
+        "metrics reporter is configured, and the client's instance id is null without one"),
+    # Not served
+    "createDelegationToken": NOT_SERVED.format(api="CreateDelegationToken"),
+    "describeDelegationToken": NOT_SERVED.format(api="DescribeDelegationToken"),
+    "describeShareGroups": NOT_SERVED.format(api="ShareGroupDescribe, KIP-932"),
+    "describeStreamsGroups": NOT_SERVED.format(api="StreamsGroupDescribe, KIP-1071"),
+    "addRaftVoter": NOT_SERVED.format(api="AddRaftVoter: the voter set is static"),
+    "removeRaftVoter(unknownVoter)": NOT_SERVED.format(
+        api="RemoveRaftVoter: the voter set is static"),
+    "unregisterController(unknownId)": NOT_SERVED.format(api="UnregisterController"),
+}
+
+# tests/compat/kafka/test_java_acls.py: the calls of skiff.compat.admin.AclParity (a non-super
+# user on a node with the StandardAuthorizer) whose status or result differs, and why.
+ACL_DIFFERENCES: dict[str, str] = {}
