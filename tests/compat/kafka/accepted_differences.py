@@ -34,13 +34,10 @@ _NOT_IN_SKIFF = {
     **{k: "Streams groups (KIP-1071) are not implemented" for k in (88, 89)},
     **{k: "APIs newer than kio 0.6.5's schemas (the newest on PyPI)" for k in (93, 94)},
 }
-# Skiff's max below Kafka 4.4's: kio 0.6.5 has ListOffsets v11 and DescribeLogDirs v5 but
-# Skiff does not serve them yet; ApiVersions v5, TxnOffsetCommit v6 and DeleteGroups v3 are
+# Skiff's max below Kafka 4.4's: ApiVersions v5, TxnOffsetCommit v6 and DeleteGroups v3 are
 # not in kio 0.6.5 (the newest kio on PyPI), so Skiff cannot encode them.
-_LAGGING = {2: "ListOffsets v11 (kio has it; Skiff's handler stops at v10)",
-            18: "ApiVersions v5 (not in kio 0.6.5)",
+_LAGGING = {18: "ApiVersions v5 (not in kio 0.6.5)",
             28: "TxnOffsetCommit v6 (not in kio 0.6.5)",
-            35: "DescribeLogDirs v5 (kio has it; Skiff's handler stops at v4)",
             42: "DeleteGroups v3 (not in kio 0.6.5)",
             22: "InitProducerId v6 (KIP-939 two-phase commit): Skiff advertises it, Kafka 4.4 "
                 "does not (transaction.two.phase.commit.enable is off by default)"}

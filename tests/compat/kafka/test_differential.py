@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -66,17 +66,10 @@ def _advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def pair(kafka_ref: KafkaNode, skiff_node: Broker,
-         request: pytest.FixtureRequest) -> Iterator[Pair]:
-    p = Pair(kafka_ref.bootstrap, skiff_node.bootstrap,
-             _advertised(kafka_ref.bootstrap), _advertised(skiff_node.bootstrap))
-    yield p
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    line = "differential (Kafka 4.4 vs Skiff): " + TALLY.summary()
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_line(line)
-    print(line)
+def pair(kafka_ref: KafkaNode, skiff_node: Broker) -> Pair:
+    """The two brokers; the counts are printed at the end of the run (conftest.py)."""
+    return Pair(kafka_ref.bootstrap, skiff_node.bootstrap,
+                _advertised(kafka_ref.bootstrap), _advertised(skiff_node.bootstrap))
 
 
 Script = Callable[[KafkaWire, int, str], list[Any]]
@@ -756,7 +749,17 @@ def e_unsupported_version(w: KafkaWire, v: int, n: str) -> list[Any]:
     return out
 
 
+def e_special_timestamp_too_new(w: KafkaWire, v: int, n: str) -> list[Any]:
+    topic(w, n)
+    produce(w, n, 9, batch([b"a", b"b"]))
+    return [w.send(request(2, version, replica_id=-1, isolation_level=0, timeout=1000, topics=[{
+        "name": n, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                   "timestamp": ts}]}]))
+        for version, ts in ((6, -3), (7, -4), (8, -5), (10, -6), (11, -7), (11, -6))]
+
+
 ERROR_SCRIPTS: dict[str, Script] = {
+    "special timestamp too new": e_special_timestamp_too_new,
     "unknown topic": e_unknown_topic, "invalid config value": e_invalid_config_value,
     "invalid replication factor": e_invalid_replication_factor,
     "invalid partition count": e_invalid_partitions, "record too large": e_record_too_large,
