@@ -189,6 +189,10 @@ _OTHER: list[Accepted] = [
     Accepted("consumer_group_describe", "groups[*].members[*].*assignment.topic_partitions",
              "Skiff assigns the partitions in the member's first heartbeat; Kafka 4.4 in a "
              "later one (the describe comes before it)"),
+    Accepted("consumer_group_heartbeat", "assignment*",
+             "Skiff assigns the partitions in the member's first heartbeat; Kafka 4.4 does "
+             "when it has resolved the subscribed topic by then, else in a later one "
+             "(timing-dependent on Kafka's side)"),
     Accepted("produce", "responses[*].partition_responses[*].log_append_time (set?)",
              "Kafka 4.4 answers a duplicate batch with the original batch's timestamp in "
              "log_append_time even on a CreateTime topic; Skiff answers -1",

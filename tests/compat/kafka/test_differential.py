@@ -66,8 +66,9 @@ def _advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def pair(kafka_ref: KafkaNode, skiff_node: Broker) -> Pair:
+def pair(kafka_ref: KafkaNode, skiff_node: Broker, request: pytest.FixtureRequest) -> Pair:
     """The two brokers; the counts are printed at the end of the run (conftest.py)."""
+    request.config.skiff_differential_tally = TALLY  # type: ignore[attr-defined]
     return Pair(kafka_ref.bootstrap, skiff_node.bootstrap,
                 _advertised(kafka_ref.bootstrap), _advertised(skiff_node.bootstrap))
 
