@@ -179,7 +179,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("auto.leader.rebalance.enable", B, True),
     ConfigDef("leader.imbalance.check.interval.seconds", L, 300, at_least(1)),
     ConfigDef("leader.imbalance.per.broker.percentage", INT, 10, at_least(0)),
-    ConfigDef("num.recovery.threads.per.data.dir", INT, 1, at_least(1)),
+    ConfigDef("num.recovery.threads.per.data.dir", INT, 2, at_least(1)),  # Kafka 4.x
     # replication
     ConfigDef("replica.lag.time.max.ms", L, 30000),
     ConfigDef("num.replica.fetchers", INT, 1),

@@ -13,12 +13,11 @@ from broker.config.definitions import (
     READ_ONLY_BROKER_KEYS,
     TOPIC_CONFIGS,
 )
-from broker.config.types import ConfigError, ConfigSource, format_value
+from broker.config.types import ConfigError, ConfigSource, ConfigType, format_value
 
 if TYPE_CHECKING:
     from broker.config.definitions import TopicConfigDef
     from broker.config.node_config import NodeConfig
-    from broker.config.types import ConfigType
 
 # -- effective topic configs and DescribeConfigs -------------------------------
 
@@ -45,6 +44,16 @@ class ConfigEntry:
         return self.source is ConfigSource.DEFAULT_CONFIG
 
 
+# Keys Kafka 4.4 defines without a default: DescribeConfigs lists no DEFAULT_CONFIG synonym
+# for them (Skiff's definitions give them an "unset" value to parse against).
+NO_KAFKA_DEFAULT = frozenset({"node.id", "process.roles", "controller.listener.names"})
+# The config_type Kafka 4.4 reports where Skiff parses the value as another type:
+# listener.security.protocol.map is a STRING in Kafka's ConfigDef (Skiff splits it into a
+# list), log.dir a LIST (Skiff reads one directory).
+REPORTED_TYPES = {"listener.security.protocol.map": ConfigType.STRING,
+                  "log.dir": ConfigType.LIST}
+
+
 def _broker_synonym_value(
     cfg: NodeConfig, d: TopicConfigDef,
     dynamic_default: Mapping[str, str] | None = None,
@@ -69,8 +78,12 @@ def _broker_synonym_value(
         for key in d.synonyms:
             bd = BROKER_CONFIGS[key]
             if bd.default is not None:
-                synonyms.append(ConfigSynonym(key, format_value(bd.type, bd.default),
-                                              ConfigSource.DEFAULT_CONFIG))
+                # Kafka lists a default synonym only for the first broker key: retention.ms
+                # (log.retention.ms has no default) lists none, though its value comes from
+                # log.retention.hours' default
+                if key == d.synonyms[0]:
+                    synonyms.append(ConfigSynonym(key, format_value(bd.type, bd.default),
+                                                  ConfigSource.DEFAULT_CONFIG))
                 chosen = (bd.default * _SYNONYM_SCALE.get(key, 1)
                           if not isinstance(bd.default, bool | list | str) else bd.default,
                           ConfigSource.DEFAULT_CONFIG)
@@ -142,7 +155,7 @@ def describe_broker_configs(
             if name in layer:
                 synonyms.append(ConfigSynonym(name, format_value(d.type, d.parse(layer[name])),
                                               src))
-        if d.default is not None:
+        if d.default is not None and name not in NO_KAFKA_DEFAULT:
             synonyms.append(ConfigSynonym(name, format_value(d.type, d.default),
                                           ConfigSource.DEFAULT_CONFIG))
         if synonyms:
@@ -151,7 +164,7 @@ def describe_broker_configs(
             value, source = None, ConfigSource.DEFAULT_CONFIG
         if d.sensitive:
             value = None
-        out.append(ConfigEntry(name, value, source, d.type,
+        out.append(ConfigEntry(name, value, source, REPORTED_TYPES.get(name, d.type),
                                read_only=name in READ_ONLY_BROKER_KEYS, sensitive=d.sensitive,
                                synonyms=tuple(synonyms) if include_synonyms else ()))
     return out

@@ -74,9 +74,9 @@ def build_response(version: int, apis: ApiTable, error_code: ErrorCode,
     supported = []
     for name, lo, hi in supported_features():
         if version < 4 and lo == 0:
-            if hi == 0:
-                continue
-            lo = 1
+            # before v4 a range from 0 cannot be read by older clients (KIP-1022): Kafka 4.4
+            # leaves such features out of a v3 answer (Kafka 3.9 reported them from 1)
+            continue
         supported.append(module.SupportedFeatureKey(name=name, min_version=i16(lo),
                                                     max_version=i16(hi)))
     return schema(  # type: ignore[call-arg]

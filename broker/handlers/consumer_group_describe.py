@@ -63,7 +63,8 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             mod.Member, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
             member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=m.subscribed_topic_names,
-            subscribed_topic_regex=m.subscribed_topic_regex,
+            # Kafka 4.4 answers "" for a member that subscribed by names, not null
+            subscribed_topic_regex=m.subscribed_topic_regex or "",
             assignment=_assignment(mod, m.assignment),
             target_assignment=_assignment(mod, m.target_assignment),
             member_type=MEMBER_TYPE_CONSUMER) for m in desc.members)

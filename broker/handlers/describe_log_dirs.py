@@ -1,7 +1,7 @@
-"""DescribeLogDirs (API 35), versions 0-4: the partitions and their sizes in each log dir
+"""DescribeLogDirs (API 35), versions 0-5: the partitions and their sizes in each log dir
 (v0, dropped by Kafka 4.0 in KIP-896, is v1's shape; v1 only changed throttling to happen
 before the answer; v2 is flexible; v3 adds a top-level error code; v4 each dir's total and
-usable bytes).
+usable bytes; v5 whether a dir is cordoned (KIP-1066): Skiff has no cordoning, so never).
 
 As Kafka's ReplicaManager.describeLogDirs answers it, one result per `log.dirs` entry:
   * an online dir: error NONE and its partition logs (the metadata log is Raft's, not

@@ -1,9 +1,12 @@
-"""ListOffsets (API 2), versions 0-10: earliest, latest, by timestamp, max timestamp (v7+),
-earliest local (-4, v8+) and latest tiered (-5, v9+) offsets, a timeout (v10+).
+"""ListOffsets (API 2), versions 0-11: earliest, latest, by timestamp, max timestamp (v7+),
+earliest local (-4, v8+), latest tiered (-5, v9+) and earliest pending upload (-6, v11+)
+offsets, a timeout (v10+). A special timestamp the request's version does not have, or an
+unknown one, is answered UNSUPPORTED_VERSION for its partition, as Kafka 4.4 answers.
 
 Skiff has no tiered storage, so it answers as Kafka's UnifiedLog does without remote
 storage: earliest local is the log start offset with its epoch (the whole log is local),
-latest tiered is offset -1, timestamp -1, leader epoch -1; the v10 timeout (for waits on
+latest tiered and earliest pending upload are offset -1, timestamp -1, leader epoch -1; the
+v10 timeout (for waits on
 remote storage) has nothing to wait for.
 
 v0 (Kafka 3.9 served it, 4.0 dropped it: KIP-896) answers the way Kafka's
@@ -72,6 +75,10 @@ def legacy_offsets(part: Partition, timestamp: int, max_num_offsets: int, *,
     return offsets
 
 
+# The first version with each special timestamp (Kafka's ListOffsetsRequest).
+SPECIAL_TIMESTAMP_SINCE = {-1: 1, -2: 1, -3: 7, -4: 8, -5: 9, -6: 11}
+
+
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     if ctx.api_version == 0:
@@ -86,6 +93,10 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                     raise KafkaError(ErrorCode.topic_authorization_failed, topic.name)
                 part = node.replicas.leader_partition(
                     topic.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
+                if p.timestamp < 0 and ctx.api_version < SPECIAL_TIMESTAMP_SINCE.get(
+                        p.timestamp, 1 << 15):
+                    raise KafkaError(ErrorCode.unsupported_version,
+                                     f"timestamp {p.timestamp} needs a newer ListOffsets")
                 ts, offset, epoch = part.fetch_offset_for_timestamp(
                     p.timestamp, replica_id=request.replica_id,
                     isolation_level=int(getattr(request, "isolation_level", 0)))

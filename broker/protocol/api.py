@@ -245,7 +245,7 @@ BROKER_APIS = ApiTable.of(
     # Fetch v17 (a follower's directory id) and v18 (a follower's high watermark, KIP-1166)
     (FETCH, 0, 18),
     # v8-v10: earliest-local and latest-tiered offsets (no tiered storage), a timeout
-    (LIST_OFFSETS, 0, 10),
+    (LIST_OFFSETS, 0, 11),
     # v13: a top-level error code (KIP-1102)
     (METADATA, 0, 13),
     (API_VERSIONS, 0, 4),
@@ -286,7 +286,7 @@ BROKER_APIS = ApiTable.of(
     (ALTER_CONFIGS, 0, 2),
     # JBOD (KIP-113, KIP-858); AlterReplicaLogDirs v0 (dropped by Kafka 4.0) from _kio_legacy
     (ALTER_REPLICA_LOG_DIRS, 0, 2),
-    (DESCRIBE_LOG_DIRS, 0, 4),
+    (DESCRIBE_LOG_DIRS, 0, 5),
     (CREATE_PARTITIONS, 0, 3),
     (INCREMENTAL_ALTER_CONFIGS, 0, 1),
     (DESCRIBE_CLIENT_QUOTAS, 0, 1),

@@ -103,6 +103,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
 class Role(enum.Enum):
@@ -566,7 +567,7 @@ class Partition:
         READ_COMMITTED (`isolation_level` 1), a replica up to the log end; (-1, -1, -1) when
         no record at or after the timestamp is visible. Skiff has no tiered storage, so it
         answers as Kafka's UnifiedLog does without remote storage: earliest local is the log
-        start, latest tiered is nothing."""
+        start, latest tiered and earliest pending upload are nothing."""
         plog = self.log
         if replica_id >= 0:
             fetchable = plog.log_end_offset
@@ -577,7 +578,7 @@ class Partition:
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, plog.log_start_offset, plog.epoch_cache.epoch_for_offset(
                 plog.log_start_offset)
-        if timestamp == LATEST_TIERED_TIMESTAMP:
+        if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
             return -1, -1, -1
         if replica_id < 0 and self.high_watermark < self.leader_epoch_start_offset:
             # A new leader's high watermark is stale until its followers fetch up to where

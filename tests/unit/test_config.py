@@ -410,6 +410,37 @@ def test_describe_broker_configs():
     assert entries["advertised.listeners"].value is None
 
 
+def test_described_as_kafka_4_4_describes_them():
+    """What Apache Kafka 4.4 answered to the same DescribeConfigs (tests/compat/kafka/
+    test_differential.py): a default synonym only for a topic config's first broker key,
+    none for the keys Kafka defines without a default, Kafka's config types, and Kafka 4's
+    num.recovery.threads.per.data.dir default."""
+    from broker.config.types import ConfigType
+
+    c = cfg()
+    topic = {e.name: e for e in describe_topic_configs(c, {}, include_synonyms=True)}
+    for name in ("retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"):
+        assert topic[name].synonyms == (), name
+    assert topic["retention.ms"].value == "604800000"
+    assert topic["segment.ms"].value == "604800000"
+    assert [(s.name, s.source) for s in topic["segment.bytes"].synonyms] == [
+        ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG)]
+    hours = describe_topic_configs(cfg(log_retention_hours="2"), {}, names=["retention.ms"],
+                                   include_synonyms=True)[0]
+    assert hours.value == "7200000"
+    assert [(s.name, s.value, s.source) for s in hours.synonyms] == [
+        ("log.retention.hours", "2", ConfigSource.STATIC_BROKER_CONFIG)]
+    broker = {e.name: e for e in describe_broker_configs(c, include_synonyms=True)}
+    for name in ("node.id", "process.roles", "controller.listener.names"):
+        assert [s.source for s in broker[name].synonyms] == [
+            ConfigSource.STATIC_BROKER_CONFIG], name
+    assert broker["listener.security.protocol.map"].type is ConfigType.STRING
+    assert broker["log.dir"].type is ConfigType.LIST
+    assert broker["num.recovery.threads.per.data.dir"].value == "2"
+    assert [(s.name, s.source) for s in broker["message.max.bytes"].synonyms] == [
+        ("message.max.bytes", ConfigSource.DEFAULT_CONFIG)]
+
+
 def test_min_api_versions_choices():
     from broker.config import build_config as bc
     base = {"process.roles": "broker,controller", "node.id": "1",

@@ -3,7 +3,8 @@
 the client-facing handler (broker/handlers/update_features.py, versions 0-2), the controller
 listener (v2) and a broker's ControllerChannel use; the answer is of the request's version.
 v0-v1 answer per feature (each NONE, the outcome in the top-level error, as Kafka 3.9+
-answers); v2 has the top-level error only."""
+answers) when the update succeeds, and with no features when it fails, as Kafka 4.4 does;
+v2 has the top-level error only."""
 
 from __future__ import annotations
 
@@ -52,12 +53,13 @@ def parse(r: Any) -> tuple[list[FeatureUpdate], bool]:
 
 
 def response(r: Any, error: ApiError) -> Any:
-    """The answer to `r`, of its version."""
+    """The answer to `r`, of its version: a refused update lists no features (Kafka 4.4)."""
     mod = response_module(r)
     results = tuple(
         build(mod.UpdatableFeatureResult, feature=str(u.feature), error_code=ErrorCode.none,
               error_message=None)
-        for u in r.feature_updates) if hasattr(mod, "UpdatableFeatureResult") else ()
+        for u in r.feature_updates) if (hasattr(mod, "UpdatableFeatureResult")
+                                        and error.error is ErrorCode.none) else ()
     return build(mod.UpdateFeaturesResponse, throttle_time=NO_THROTTLE, error_code=error.error,
                  error_message=error.message, results=results)
 

@@ -43,6 +43,7 @@ async def test_describe(node: GroupNode, version: int) -> None:
     assert (m.member_id, m.instance_id, m.rack_id, m.client_id, m.member_epoch) == (
         "m-1", "inst", "r1", "app", 1)
     assert m.subscribed_topic_names == ("t",)
+    assert m.subscribed_topic_regex == ""  # as Kafka 4.4 answers (not null)
     [tp] = m.assignment.topic_partitions
     assert (tp.topic_name, tp.partitions) == ("t", (0, 1))
     assert m.target_assignment == m.assignment

@@ -19,7 +19,7 @@ def request(version: int, topics: dict[str, list[int]] | None) -> Any:
         build(m.DescribableLogDirTopic, topic=t, partitions=tuple(p)) for t, p in topics.items()))
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(0, 6))
 def test_sizes_per_dir(node: TestNode, version: int) -> None:
     async def go() -> None:
         await create(node, "t", partitions=2)
@@ -39,7 +39,7 @@ def test_sizes_per_dir(node: TestNode, version: int) -> None:
     run(go())
 
 
-@pytest.mark.parametrize("version", range(0, 5))
+@pytest.mark.parametrize("version", range(0, 6))
 def test_several_dirs_a_future_replica_and_an_offline_dir(node_factory: Any, tmp_path: Any,
                                                           version: int) -> None:
     node: TestNode = node_factory({"log.dirs": f"{tmp_path}/a,{tmp_path}/b,{tmp_path}/c"})

@@ -1,4 +1,4 @@
-"""ListOffsets v0-10: earliest, latest, by timestamp, max timestamp, earliest local and latest
+"""ListOffsets v0-11: earliest, latest, by timestamp, max timestamp, earliest local and latest
 tiered; v0's offset lists."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.unit.handlers.datapath import (
     txn_records,
 )
 
-VERSIONS = range(1, 11)
+VERSIONS = range(1, 12)
 
 
 def request(version: int, topic: str, timestamp: int, partition: int = 0) -> Any:
@@ -70,6 +70,18 @@ def test_earliest_latest_and_timestamps(node: TestNode, version: int) -> None:
             tiered = await lookup(node, version, -5)
             assert (tiered.error_code, tiered.offset, tiered.timestamp, tiered.leader_epoch) == (
                 ErrorCode.none, -1, -1, -1)
+        if version >= 11:
+            # Earliest pending upload (KIP-1023): nothing is tiered either.
+            pending = await lookup(node, version, -6)
+            assert (pending.error_code, pending.offset, pending.timestamp,
+                    pending.leader_epoch) == (ErrorCode.none, -1, -1, -1)
+        # A special timestamp newer than the version, or unknown: UNSUPPORTED_VERSION for
+        # the partition, as Kafka 4.4 answers (seen against the reference node).
+        for ts, since in ((-3, 7), (-4, 8), (-5, 9), (-6, 11), (-7, 99)):
+            if version < since:
+                refused = await lookup(node, version, ts)
+                assert (refused.error_code, refused.offset) == (
+                    ErrorCode.unsupported_version, -1), (version, ts)
     run(go())
 
 

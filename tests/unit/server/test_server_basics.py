@@ -201,7 +201,7 @@ def test_broker_apis_table_is_the_issue_list() -> None:
     assert [(r.api_key, r.min_version, r.max_version) for r in BROKER_APIS] == [
         # every API from v0, as Kafka 3.9 (issue 23), up to the newest versions whose
         # semantics are implemented (docs/compatibility.md)
-        (0, 0, 13), (1, 0, 18), (2, 0, 10), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
+        (0, 0, 13), (1, 0, 18), (2, 0, 11), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
         (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 4),
         (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 6), (23, 0, 4),
         (24, 0, 5), (25, 0, 4), (26, 0, 5),  # transactions (issue 22; V2: KIP-890)
@@ -211,7 +211,7 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (29, 0, 3), (30, 0, 3), (31, 0, 3),  # ACLs: v0 (Kafka 4.0 dropped it) from _kio_legacy
         (32, 0, 4), (33, 0, 2),
         (34, 0, 2),  # AlterReplicaLogDirs: v0 (Kafka 4.0 dropped it) from _kio_legacy
-        (35, 0, 4), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
+        (35, 0, 5), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
         (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0),
         (55, 0, 2),  # DescribeQuorum, sent on to the quorum leader
         (57, 0, 2),  # UpdateFeatures (KIP-584)
