@@ -46,6 +46,8 @@ REFERENCE = "KAFKA_4_4"
 CASES = ["acks", "idempotence", "codecs", "headers", "timestamps", "max_message",
          "transactions", "fencing", "read_committed", "group_range", "group_cooperative",
          "static_membership", "group_consumer_protocol", "offsets"]
+# A node's first start on a 2-core machine shared with other suites has taken over 60 s.
+START_TIMEOUT_S = 150.0
 Results = dict[tuple[str, str], dict[str, Any]]
 
 
@@ -122,8 +124,11 @@ def skiff_four_listeners(tmp_path_factory: pytest.TempPathFactory,
         "listeners": f"{client},CONTROLLER://127.0.0.1:{node.controller_port}",
         "advertised.listeners": client,
     }
-    with cluster:
+    try:
+        cluster.start(timeout=START_TIMEOUT_S)
         yield {name: f"127.0.0.1:{ports[name]}" for name in LISTENERS}
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="module")
