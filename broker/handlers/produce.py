@@ -125,7 +125,9 @@ async def _verify(
     guards: dict[tuple[str, int], VerificationGuard | None] = {}
     for key, (_, _, seq) in producers.items():
         try:
-            guards[key] = node.replicas.start_verification(key[0], key[1], pid, seq, epoch)
+            guards[key] = node.replicas.start_verification(
+                key[0], key[1], pid, seq, epoch,
+                supports_epoch_bump=op is TxnOperation.ADD_PARTITION)
         except KafkaError:
             guards[key] = None  # not the leader: the append answers it
     wanted = [k for k, g in guards.items() if g is not None]

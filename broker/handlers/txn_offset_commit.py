@@ -54,7 +54,8 @@ async def _verify(node: Any, request: Any, op: TxnOperation) -> ErrorCode | None
     tp = (OFFSETS_TOPIC, service.offsets_partition_of(str(request.group_id)))
     part = node.replicas.get(*tp)
     if (op is not TxnOperation.ADD_PARTITION and part is not None
-            and part.producer_state.has_ongoing_txn(int(request.producer_id))):
+            and part.producer_state.has_ongoing_txn(int(request.producer_id),
+                                                   int(request.producer_epoch))):
         return None  # the transaction is open on the offsets partition: nothing to verify
     failed = await verifier.verify(str(request.transactional_id), int(request.producer_id),
                                    int(request.producer_epoch), [tp], op)

@@ -334,12 +334,12 @@ class Partition:
         _wake(self._log_end_waiters)
         return result
 
-    def start_verification(self, producer_id: int, sequence: int, epoch: int
-                           ) -> VerificationGuard | None:
+    def start_verification(self, producer_id: int, sequence: int, epoch: int, *,
+                           supports_epoch_bump: bool = False) -> VerificationGuard | None:
         """Leader only (raises KafkaError otherwise): see ProducerStateManager."""
         self.require_leader()
-        return self.producer_state.start_verification(producer_id, sequence, epoch,
-                                                      self.clock())
+        return self.producer_state.start_verification(
+            producer_id, sequence, epoch, self.clock(), supports_epoch_bump=supports_epoch_bump)
 
     def _check_producers(self, records: bytes | memoryview, now_ms: int, verify: bool = False,
                          guard: VerificationGuard | None = None) -> BatchMetadata | None:

@@ -172,6 +172,7 @@ class VerificationEntry:
     timestamp_ms: int
     lowest_sequence: int
     epoch: int
+    supports_epoch_bump: bool = False  # transactions V2
 
     def update(self, sequence: int, epoch: int) -> None:
         if epoch == self.epoch and sequence < self.lowest_sequence:
@@ -240,21 +241,31 @@ class ProducerStateManager:
 
     # ---- leader: transaction verification (KIP-890) -----------------------------------
 
-    def has_ongoing_txn(self, producer_id: int) -> bool:
-        return producer_id in self._ongoing
+    def has_ongoing_txn(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer's transaction at this epoch is open here (Kafka's
+        UnifiedLog.hasOngoingTransaction). An open transaction at an older epoch does not
+        count: with transactions V2 the epoch is bumped at every EndTxn, and the next
+        transaction's first batch can reach the leader before the previous transaction's
+        marker; it must be verified (the coordinator answers CONCURRENT_TRANSACTIONS until
+        that transaction is complete) or the old marker would end it too."""
+        entry = self._producers.get(producer_id)
+        return producer_id in self._ongoing and entry is not None and entry.epoch == epoch
 
     def start_verification(self, producer_id: int, sequence: int, epoch: int,
-                           now_ms: int) -> VerificationGuard | None:
-        """None when the producer's transaction is open here; else its guard (made on first
-        use; an existing one is kept, with the lowest sequence updated)."""
-        if producer_id in self._ongoing:
+                           now_ms: int, *, supports_epoch_bump: bool = False,
+                           ) -> VerificationGuard | None:
+        """None when the producer's transaction at this epoch is open here; else its guard
+        (made on first use; an existing one is kept, with the lowest sequence updated).
+        `supports_epoch_bump`: a transactions V2 producer (Produce v12+)."""
+        if self.has_ongoing_txn(producer_id, epoch):
             return None
         entry = self._verifying.get(producer_id)
         if entry is None:
             entry = self._verifying[producer_id] = VerificationEntry(
-                VerificationGuard(), now_ms, sequence, epoch)
+                VerificationGuard(), now_ms, sequence, epoch, supports_epoch_bump)
         else:
             entry.update(sequence, epoch)
+            entry.supports_epoch_bump = supports_epoch_bump
         return entry.guard
 
     def verification_entry(self, producer_id: int) -> VerificationEntry | None:
@@ -303,7 +314,9 @@ class ProducerStateManager:
                     f"producer {pid}: sequence {first} is above {ventry.lowest_sequence}, the "
                     f"earliest sequence still being verified",
                 )
-            if (verify and h.is_transactional and pid not in self._ongoing
+            if (verify and h.is_transactional
+                    and not (pid in self._ongoing and entry is not None
+                             and entry.epoch == h.producer_epoch)
                     and (ventry is None or guard is None or ventry.guard is not guard)):
                 raise KafkaError(
                     ErrorCode.invalid_txn_state,
@@ -367,8 +380,14 @@ class ProducerStateManager:
             if h.max_timestamp > entry.last_timestamp:
                 entry.last_timestamp = h.max_timestamp
             if h.is_transactional:
-                # the open transaction (or its end) is known from here on
-                self._verifying.pop(pid, None)
+                # the open transaction (or its end) is known from here on; but for a V2
+                # producer a marker at the epoch being verified is the previous
+                # transaction's (V2 markers carry the bumped epoch the next transaction
+                # uses): that verification goes on, as in Kafka's UnifiedLog.updateProducers
+                ventry = self._verifying.get(pid)
+                if not (h.is_control and ventry is not None and ventry.supports_epoch_bump
+                        and ventry.epoch == h.producer_epoch):
+                    self._verifying.pop(pid, None)
             if h.is_control:
                 marker = markers.get(h.base_offset) if markers else None
                 if marker is not None:

@@ -618,11 +618,12 @@ class ReplicaManager:
         return results
 
     def start_verification(self, topic: str, index: int, producer_id: int, sequence: int,
-                           epoch: int) -> VerificationGuard | None:
+                           epoch: int, *, supports_epoch_bump: bool = False,
+                           ) -> VerificationGuard | None:
         """KIP-890: the producer's verification guard on this leader's partition, or None
         when its transaction is already open there. Raises KafkaError (not the leader)."""
         return self.leader_partition(topic, index).start_verification(
-            producer_id, sequence, epoch)
+            producer_id, sequence, epoch, supports_epoch_bump=supports_epoch_bump)
 
     async def write_txn_marker(
         self, topic: str, partition: int, *, producer_id: int, producer_epoch: int,

@@ -117,3 +117,51 @@ def test_leader_append_needs_the_guard_and_writes_nothing_without_it(tmp_path: P
     result = part.append_as_leader(batch, 1, verify=True, guard=guard)
     assert result.base_offset == end and part.producer_state.ongoing_txns == {7: end}
     part.log.close()
+
+
+def test_v2_next_transaction_before_the_previous_marker_is_verified(tmp_path: Path) -> None:
+    """Transactions V2 bump the epoch at every EndTxn, so the next transaction's first batch
+    (epoch 1) can reach the leader while the previous transaction (epoch 0) is still open
+    here, its COMMIT marker (which carries epoch 1) not written yet. Kafka 4.4 verifies that
+    batch (UnifiedLog.hasOngoingTransaction compares the epoch), and the coordinator holds
+    it off with CONCURRENT_TRANSACTIONS until the previous transaction is complete. Skipping
+    the verification let the old marker end the new transaction's records too (the Java
+    client then got PRODUCER_FENCED aborting that transaction)."""
+    part = leader(open_log(tmp_path / "t-0"))
+    first = Producer(7)
+    guard = part.start_verification(7, 0, 0, supports_epoch_bump=True)
+    part.append_as_leader(first.batch([b"t1"]), 1, verify=True, guard=guard)
+    state = part.producer_state
+    assert state.has_ongoing_txn(7, 0) and not state.has_ongoing_txn(7, 1)
+    second = Producer(7, epoch=1)
+    batch = second.batch([b"t2"])
+    # the open transaction at epoch 0 does not let an epoch 1 batch in unverified
+    with pytest.raises(KafkaError) as info:
+        part.append_as_leader(batch, 1, verify=True, guard=None)
+    assert info.value.error_code is ErrorCode.invalid_txn_state
+    g2 = part.start_verification(7, 0, 1, supports_epoch_bump=True)
+    assert g2 is not None
+    # the previous transaction's marker, at the bumped epoch, keeps the verification going
+    part.write_marker(producer_id=7, producer_epoch=1, coordinator_epoch=0, committed=True)
+    entry = state.verification_entry(7)
+    assert entry is not None and entry.guard is g2
+    assert not state.ongoing_txns
+    result = part.append_as_leader(batch, 1, verify=True, guard=g2)
+    assert state.ongoing_txns == {7: result.base_offset}
+    assert state.has_ongoing_txn(7, 1)
+    part.log.close()
+
+
+def test_a_v1_marker_at_the_verified_epoch_still_drops_the_guard() -> None:
+    """Transactions V1 keep the epoch: a marker at the epoch being verified ends the
+    transaction that verification was for (the ABA case), as in Kafka."""
+    state = ProducerStateManager()
+    g = state.start_verification(PID, 0, 0, TS)
+    assert g is not None
+    Log(state).write(txn(epoch=0, seq=-1, control=True))
+    assert state.verification_entry(PID) is None
+    v2 = ProducerStateManager()
+    g2 = v2.start_verification(PID, 0, 0, TS, supports_epoch_bump=True)
+    Log(v2).write(txn(epoch=0, seq=-1, control=True))
+    entry = v2.verification_entry(PID)
+    assert entry is not None and entry.guard is g2

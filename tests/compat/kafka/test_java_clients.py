@@ -1,0 +1,367 @@
+"""The Apache Kafka 4.4 Java client against Skiff, over four listeners.
+
+One combined Skiff node for the module serves four client listeners: PLAINTEXT, MTLS (SSL
+with ssl.client.auth=required), SCRAM (SASL_SSL, SCRAM-SHA-512, users written at format
+time) and SASLPLAIN (SASL_PLAINTEXT, PLAIN from the listener's JAAS config). The Java
+client reads PEM trust and key stores, so no keytool is needed.
+
+One JVM (tests/java/src/skiff/compat/clients/ClientCases.java) runs every case on every
+listener, the listeners in parallel, and prints one JSON line per (listener, case) with
+what the client sent and what it read back; the tests here parse those lines and assert.
+The same program runs against the reference Kafka 4.4 node (PLAINTEXT) and the same
+assertions hold there: they are Kafka's behaviour, not Skiff's.
+
+Cases: producer acks 0/1/all, idempotence, the five codecs, headers, explicit timestamps, a
+record at the topic's max.message.bytes and one byte over; transactions (commit, abort,
+sendOffsetsToTransaction), fencing by a second producer with the same transactional.id,
+read_committed and the last stable offset; classic groups with the range and
+cooperative-sticky assignors, static membership, group.protocol=consumer (KIP-848); seek,
+offsetsForTimes, beginningOffsets, endOffsets.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import Cluster, free_ports
+from tests.support.kafka_ref import KafkaNode, run_program
+from tests.support.tls import Pki, have_openssl, make_pki
+
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(not have_openssl(), reason="openssl not installed (tests/run.sh checks)"),
+]
+
+PROGRAM = "skiff.compat.clients.ClientCases"
+SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+LISTENERS = ["PLAINTEXT", "MTLS", "SCRAM", "SASLPLAIN"]
+REFERENCE = "KAFKA_4_4"
+CASES = ["acks", "idempotence", "codecs", "headers", "timestamps", "max_message",
+         "transactions", "fencing", "read_committed", "group_range", "group_cooperative",
+         "static_membership", "group_consumer_protocol", "offsets"]
+# A node's first start on a 2-core machine shared with other suites has taken over 60 s.
+START_TIMEOUT_S = 150.0
+Results = dict[tuple[str, str], dict[str, Any]]
+
+
+def _client_properties(listener: str, bootstrap: str, pki: Pki) -> dict[str, str]:
+    props = {"bootstrap.servers": bootstrap}
+    tls = {"ssl.truststore.type": "PEM", "ssl.truststore.location": pki.ca}
+    if listener == "MTLS":
+        props.update(tls, **{"security.protocol": "SSL", "ssl.keystore.type": "PEM",
+                             "ssl.keystore.location": pki.keystore("alice")})
+    elif listener == "SCRAM":
+        props.update(tls, **{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                             "sasl.jaas.config":
+                                 f'{SCRAM} required username="alice" password="alice-secret";'})
+    elif listener == "SASLPLAIN":
+        props.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                      "sasl.jaas.config":
+                          f'{PLAIN} required username="alice" password="alice-secret";'})
+    return props
+
+
+def _run_cases(base: Path, prefix: str, bootstraps: dict[str, dict[str, str]]) -> Results:
+    args = [prefix]
+    for name, props in bootstraps.items():
+        path = base / f"{name.lower()}.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        args.append(f"{name}={path}")
+    proc = run_program(PROGRAM, *args, "--", *CASES, timeout=420)
+    (base / "java.stderr").write_text(proc.stderr)
+    (base / "java.stdout").write_text(proc.stdout)  # per case: "ms", what was sent and read
+    results: Results = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            results[(r["listener"], r["case"])] = r
+    assert proc.returncode == 0, f"java exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return results
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def skiff_four_listeners(tmp_path_factory: pytest.TempPathFactory,
+                         pki: Pki) -> Iterator[dict[str, str]]:
+    """One combined Skiff node with the four client listeners; yields listener -> address."""
+    cluster = Cluster(tmp_path_factory.mktemp("java-clients-node"), controllers=1, brokers=0,
+                      combined=True, add_scram=["SCRAM-SHA-512=[name=alice,password=alice-secret]"],
+                      overrides={
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL,SCRAM:SASL_SSL,"
+                                          "SASLPLAIN:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.keystore("server"),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": pki.ca,
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.scram.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.scram.scram-sha-512.sasl.jaas.config": f"{SCRAM} required;",
+        "listener.name.saslplain.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.saslplain.plain.sasl.jaas.config":
+            f'{PLAIN} required user_alice="alice-secret";',
+        # a single node: the internal topics at RF 1, as Kafka's sample server.properties
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+    })
+    node = cluster.nodes[1]
+    ports = dict(zip(LISTENERS[1:], free_ports(3), strict=True))
+    ports["PLAINTEXT"] = node.client_port or 0
+    client = ",".join(f"{name}://127.0.0.1:{ports[name]}" for name in LISTENERS)
+    cluster.node_overrides[1] = {
+        "listeners": f"{client},CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": client,
+    }
+    try:
+        cluster.start(timeout=START_TIMEOUT_S)
+        yield {name: f"127.0.0.1:{ports[name]}" for name in LISTENERS}
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def results(skiff_four_listeners: dict[str, str], kafka_ref: KafkaNode, pki: Pki,
+            tmp_path_factory: pytest.TempPathFactory) -> Results:
+    """The program against Skiff (four listeners) and against Kafka 4.4, run together."""
+    skiff = {name: _client_properties(name, addr, pki)
+             for name, addr in skiff_four_listeners.items()}
+    reference = {REFERENCE: _client_properties("PLAINTEXT", kafka_ref.bootstrap, pki)}
+    with ThreadPoolExecutor(2) as pool:
+        on_skiff = pool.submit(_run_cases, tmp_path_factory.mktemp("java-skiff"), "skiff", skiff)
+        on_kafka = pool.submit(_run_cases, tmp_path_factory.mktemp("java-kafka"),
+                               f"ref{int(time.time())}", reference)
+        return {**on_kafka.result(), **on_skiff.result()}
+
+
+@pytest.fixture(params=[*LISTENERS, REFERENCE])
+def listener(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _result(request: pytest.FixtureRequest, listener: str, case: str) -> dict[str, Any]:
+    results: Results = request.getfixturevalue("results")
+    r = results.get((listener, case))
+    assert r is not None, f"the Java program printed no result for {case} on {listener}"
+    assert r["ok"], f"{case} on {listener} failed in the client:\n{r.get('error')}"
+    return r
+
+
+def values(records: list[dict[str, Any]]) -> list[str | None]:
+    return [r.get("v") for r in records]
+
+
+# ---- producer --------------------------------------------------------------------------
+
+def test_acks(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "acks")
+    records = r["records"]
+    assert [x["o"] for x in records] == list(range(15))
+    for i, acks in enumerate(["0", "1", "all"]):
+        mine = records[5 * i:5 * i + 5]
+        assert [x["k"] for x in mine] == [f"acks{acks}-k{j}" for j in range(5)]
+        assert values(mine) == [f"acks{acks}-v{j}" for j in range(5)]
+        sent = r["sent"][acks]
+        if acks == "0":  # no response: the producer cannot know the offset
+            assert [m["o"] for m in sent] == [-1] * 5
+        else:
+            assert [m["o"] for m in sent] == [x["o"] for x in mine]
+            assert [m["ts"] for m in sent] == [x["ts"] for x in mine]
+    assert {x["tt"] for x in records} == {"CreateTime"}
+
+
+def test_idempotence(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "idempotence")
+    records = r["records"]
+    for p in range(3):
+        mine = [x for x in records if x["p"] == p]
+        assert values(mine) == [f"idem-{i}" for i in range(300) if i % 3 == p]
+        assert [x["o"] for x in mine] == list(range(100))
+    by_value = {x["v"]: (x["p"], x["o"]) for x in records}
+    assert [(m["p"], m["o"]) for m in r["sent"]] == [by_value[f"idem-{i}"] for i in range(300)]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_codecs(request: pytest.FixtureRequest, listener: str, codec: str) -> None:
+    r = _result(request, listener, "codecs")["codecs"][codec]
+    records = r["records"]
+    assert [x["o"] for x in records] == list(range(40))
+    assert [x["k"] for x in records] == [f"{codec}-k{i}" for i in range(40)]
+    assert values(records) == [f"{codec}-{i}-" + "abcdefgh" * (i % 7 + 1) for i in range(40)]
+    assert [(m["o"], m["ts"]) for m in r["sent"]] == [(x["o"], x["ts"]) for x in records]
+
+
+def test_headers(request: pytest.FixtureRequest, listener: str) -> None:
+    records = _result(request, listener, "headers")["records"]
+    assert len(records) == 3
+    assert records[0]["k"] == "with-headers" and records[0]["v"] == "v0"
+    assert records[0]["h"] == [["dup", "first"], ["z", ""], ["nul", None], ["dup", "second"],
+                               ["a", "x"], ["ünï", "ħ€"], ["dup", "third"]]
+    assert records[1]["k"] == "no-headers" and records[1]["h"] == []
+    assert records[2]["k"] is None and records[2]["v"] is None
+    assert records[2]["h"] == [["only", None]]
+
+
+def test_timestamps(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "timestamps")
+    records = r["records"]
+    explicit = r["stamps"][:-1]
+    assert [x["ts"] for x in records[:-1]] == explicit
+    assert r["before_ms"] <= records[-1]["ts"] <= r["after_ms"]  # stamped by the producer
+    assert {x["tt"] for x in records} == {"CreateTime"}
+    assert [m["ts"] for m in r["sent"]] == [x["ts"] for x in records]
+    assert [x["o"] for x in records] == list(range(len(r["stamps"])))
+
+
+def test_max_message_bytes(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "max_message")
+    assert r["at_limit_batch"] == r["limit"] and r["over_limit_batch"] == r["limit"] + 1
+    assert r["at_limit"]["o"] == 0
+    assert "over_limit" not in r
+    assert r["over_limit_error"] == "RecordTooLargeException"
+    assert r["after"]["o"] == 1
+    records = r["records"]
+    assert len(records) == 2
+    assert records[0]["vlen"] == r["at_limit_len"]
+    assert records[0]["vsha"] == r["at_limit_sha"]
+    assert records[1]["v"] == "after"
+
+
+# ---- transactions ----------------------------------------------------------------------
+
+def test_transactions(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "transactions")
+    committed = r["read_committed"]
+    # partition 0: c1 at 0-2, commit marker 3, aborted 4-6, abort marker 7, c2 at 8-10
+    assert [(x["p"], x["o"], x["v"]) for x in committed if x["p"] == 0] == [
+        (0, 0, "c1-0"), (0, 1, "c1-2"), (0, 2, "c1-4"),
+        (0, 8, "c2-0"), (0, 9, "c2-2"), (0, 10, "c2-4")]
+    assert [(x["o"], x["v"]) for x in committed if x["p"] == 1] == [
+        (0, "c1-1"), (1, "c1-3"), (6, "c2-1"), (7, "c2-3")]
+    uncommitted = r["read_uncommitted"]
+    assert [(x["o"], x["v"]) for x in uncommitted if x["p"] == 0] == [
+        (0, "c1-0"), (1, "c1-2"), (2, "c1-4"), (4, "a-0"), (5, "a-2"), (6, "a-4"),
+        (8, "c2-0"), (9, "c2-2"), (10, "c2-4")]
+    assert len(uncommitted) == 15
+    in_topic = next(iter(r["committed_offsets"]))
+    assert in_topic.endswith("-txn-in-0")
+    assert r["committed_offsets"] == {in_topic: [42, "tx-meta"]}
+
+
+def test_fencing(request: pytest.FixtureRequest, listener: str) -> None:
+    """A second producer's InitProducerId bumps the epoch and aborts the first one's
+    transaction. Kafka 4.4 (transaction.version 2): the fenced producer's next Produce gets
+    INVALID_PRODUCER_EPOCH, which its commit then rethrows; an EndTxn with the old epoch
+    (no send in between) gets PRODUCER_FENCED."""
+    r = _result(request, listener, "fencing")
+    assert r["first_send_error"] == "InvalidProducerEpochException", r
+    assert r["first_commit_error"] == "InvalidProducerEpochException", r
+    assert r["commit_only_error"] == "ProducerFencedException", r
+    assert values(r["read_committed"]) == ["second-1", "second-2"]
+
+
+def test_read_committed_stops_at_the_last_stable_offset(request: pytest.FixtureRequest,
+                                                        listener: str) -> None:
+    r = _result(request, listener, "read_committed")
+    assert r["open_end_read_committed"] == 2   # the open transaction's first offset
+    assert r["open_end_read_uncommitted"] == 5
+    assert values(r["open_read_committed"]) == ["plain-0", "plain-1"]
+    assert r["open_position_read_committed"] == 2
+    assert r["committed_end_read_committed"] == 6  # past the commit marker
+    assert [(x["o"], x["v"]) for x in r["committed_read_committed"]] == [
+        (2, "open-0"), (3, "open-1"), (4, "open-2")]
+
+
+# ---- consumer groups -------------------------------------------------------------------
+
+def _check_group(r: dict[str, Any], group_type: str) -> None:
+    assert r["first_alone"] == [0, 1, 2, 3]
+    owned = [set(o) for o in r["owned"]]
+    assert owned[0] | owned[1] == {0, 1, 2, 3} and not owned[0] & owned[1]
+    assert [len(o) for o in owned] == [2, 2]
+    assert [set(o) for o in r["owned_after"]] == owned
+    records = r["records"]
+    for mine, parts in zip(records, owned, strict=True):
+        assert {x["p"] for x in mine} <= parts
+    assert sorted(values(records[0] + records[1]), key=lambda v: int(str(v)[1:])) == \
+        [f"v{i}" for i in range(40)]
+    g = r["group"]
+    assert g["type"] == group_type and g["state"] == "Stable"
+    assert sorted(m["partitions"] for m in g["members"]) == sorted(sorted(o) for o in owned)
+    assert g["committed"] == {str(p): 10 for p in range(4)}
+
+
+def test_group_range(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "group_range")
+    _check_group(r, "Classic")
+    assert sorted(sorted(o) for o in r["owned"]) == [[0, 1], [2, 3]]
+    assert r["group"]["assignor"] == "range"
+    first, second = r["events"]
+    # eager: the first member gives everything back before the second joins
+    assert first[:2] == [["assigned", [0, 1, 2, 3]], ["revoked", [0, 1, 2, 3]]]
+    assert first[-1] == ["assigned", sorted(r["owned"][0])]
+    assert second == [["assigned", sorted(r["owned"][1])]]
+
+
+def test_group_cooperative_sticky(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "group_cooperative")
+    _check_group(r, "Classic")
+    assert r["group"]["assignor"] == "cooperative-sticky"
+    first, second = r["events"]
+    assert first[0] == ["assigned", [0, 1, 2, 3]]
+    revoked = [e[1] for e in first if e[0] == "revoked"]
+    # incremental: only the partitions that moved are revoked, once
+    assert revoked == [sorted(r["owned"][1])]
+    assert [e for e in first if e[0] == "lost"] == []
+    assert sorted(p for e in second if e[0] == "assigned" for p in e[1]) == sorted(r["owned"][1])
+
+
+def test_group_consumer_protocol(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "group_consumer_protocol")
+    _check_group(r, "Consumer")
+    first, second = r["events"]
+    assert first[0] == ["assigned", [0, 1, 2, 3]]
+    revoked = [p for e in first if e[0] == "revoked" for p in e[1]]
+    assert sorted(revoked) == sorted(r["owned"][1])
+    assert sorted(p for e in second if e[0] == "assigned" for p in e[1]) == sorted(r["owned"][1])
+
+
+def test_static_membership(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "static_membership")
+    # RangeAssignor orders static members by group.instance.id
+    assert r["owned"] == [[0, 1], [2, 3]]
+    assert sorted(m["instance"] for m in r["group"]["members"]) == ["a", "b"]
+    assert r["owned_after"] == [[0, 1], [2, 3]]
+    assert r["b_events_after"] == []  # the replacement of a caused no rebalance
+    assert r["a2_events"] == [["assigned", [0, 1]]]
+    after = {m["instance"]: m["partitions"] for m in r["group_after"]["members"]}
+    assert after == {"a": [0, 1], "b": [2, 3]}
+
+
+# ---- offsets ---------------------------------------------------------------------------
+
+def test_offsets_seek_and_times(request: pytest.FixtureRequest, listener: str) -> None:
+    r = _result(request, listener, "offsets")
+    base = r["base"]
+    assert r["beginning"] == 0 and r["end"] == 10
+    times = r["for_times"]
+    assert times["0"] == [0, base]
+    assert times[str(base)] == [0, base]
+    assert times[str(base + 3500)] == [4, base + 4000]
+    assert times[str(base + 9000)] == [9, base + 9000]
+    assert times[str(base + 9001)] is None
+    assert list(times.values())[-1] is None  # now: later than every record
+    assert r["after_seek_5"][0]["o"] == 5 and r["after_seek_5"][0]["v"] == "v5"
+    assert r["position_end"] == 10 and r["position_beginning"] == 0
+    assert r["beginning_after_delete"] == 3 and r["position_beginning_after_delete"] == 3
