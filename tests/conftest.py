@@ -16,6 +16,7 @@ import pytest
 from tests.support.kafka_ref import KafkaCluster, KafkaNode, started_kafka
 from tests.support.node import ExternalBroker, SkiffNode, external_bootstrap, started_node
 from tests.support.records import unique_topic
+from tests.support.requires import is_missing_tool_skip, under_ci
 
 Broker = SkiffNode | ExternalBroker
 
@@ -78,9 +79,76 @@ def topic_name(request: pytest.FixtureRequest) -> str:
     return unique_topic(request.node.name)
 
 
+# Parallel runs (pytest-xdist, `--dist loadgroup`, as tests/run.sh runs the suite). Every test
+# gets an xdist_group: its file, so module fixtures start once; or a group shared by files
+# whose session fixtures are heavy, so each starts once in one worker: the image built by
+# tests/deploy, the SparkSession of tests/spark, the reference Kafka JVMs (any file using
+# kafka_ref or kafka_ref_cluster). Fixed names (the podman image and containers, the netns
+# subnet) stay in one worker as a result.
+SHARED_GROUPS = {"tests/deploy/": "deploy", "tests/spark/": "spark"}
+KAFKA_REF_FIXTURES = ("kafka_ref", "kafka_ref_cluster")
+# Groups are handed out in collection order (run.sh passes --no-loadscope-reorder): the long
+# ones first, so that the workers finish together rather than one waiting on a late cluster.
+LONG_FIRST = ("kafka-ref", "deploy", "spark", "tests/chaos/", "tests/integration/",
+              "tests/compat/", "tests/sim/")
+
+
+def _group_of(item: pytest.Item, kafka_files: set[str]) -> str:
+    rel = item.path.relative_to(item.config.rootpath).as_posix()
+    if rel in kafka_files:
+        return "kafka-ref"
+    for prefix, group in SHARED_GROUPS.items():
+        if rel.startswith(prefix):
+            return group
+    return rel
+
+
+def _rank(group: str) -> int:
+    for i, prefix in enumerate(LONG_FIRST):
+        if group.startswith(prefix):
+            return i
+    return len(LONG_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kafka_files = {item.path.relative_to(config.rootpath).as_posix() for item in items
+                   if set(getattr(item, "fixturenames", ())) & set(KAFKA_REF_FIXTURES)}
+    groups: dict[str, str] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = _group_of(item, kafka_files)
+            item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            mark = item.get_closest_marker("xdist_group")
+            assert mark is not None
+            group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        groups[item.nodeid] = group
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike
+        items.sort(key=lambda it: _rank(groups[it.nodeid]))
+
+
+def _missing_tool_fails(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Under CI a skip for a tool tests/run.sh installs (tests/support/requires.py) fails."""
+    if report.skipped and under_ci() and is_missing_tool_skip(report.longrepr):
+        reason = (report.longrepr[2] if isinstance(report.longrepr, tuple)
+                  else str(report.longrepr))
+        report.outcome = "failed"
+        report.longrepr = (f"{reason}\nCI=true: tests/run.sh installs this tool, so a test "
+                           "that cannot find it fails instead of skipping")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-untyped-def]
+    report = yield
+    _missing_tool_fails(report)
+    return report
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     report = yield
+    _missing_tool_fails(report)
     if report.failed:
         funcargs = getattr(item, "funcargs", {})
         for name in ("own_skiff_node", "skiff_node", "kafka_ref"):
