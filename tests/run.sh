@@ -59,6 +59,10 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy broker raft pipeline
+# tests/sim runs fresh seeds from this base on top of its fixed 0-1999 (tests/sim/test_sim.py);
+# the same base replays the run.
+export SKIFF_SIM_SEED_BASE=${SKIFF_SIM_SEED_BASE:-$(( $(date +%s) * 1000 ))}
+echo "tests/sim fresh seeds: SKIFF_SIM_SEED_BASE=$SKIFF_SIM_SEED_BASE"
 # Several workers (pytest-xdist): the tests mostly wait on processes, sockets and timers, so
 # three workers keep two cores busy. Each file runs in one worker, and the files sharing a
 # heavy session fixture (tests/conftest.py: SHARED_GROUPS) run together, longest first.
