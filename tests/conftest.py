@@ -101,6 +101,9 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 # kafka_ref or kafka_ref_cluster). Fixed names (the podman image and containers, the netns
 # subnet) stay in one worker as a result.
 SHARED_GROUPS = {"tests/deploy/": "deploy", "tests/spark/": "spark"}
+# Files whose tests share nothing (no module fixture, no state): each test goes to whichever
+# worker is free. tests/sim's seed chunks are CPU-bound and independent.
+UNGROUPED = ("tests/sim/",)
 KAFKA_REF_FIXTURES = ("kafka_ref", "kafka_ref_cluster")
 # Groups are handed out in collection order (run.sh passes --no-loadscope-reorder): the long
 # ones first, so that the workers finish together rather than one waiting on a late cluster.
@@ -133,7 +136,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             group = _group_of(item, kafka_files)
-            item.add_marker(pytest.mark.xdist_group(group))
+            if not group.startswith(UNGROUPED):
+                item.add_marker(pytest.mark.xdist_group(group))
         else:
             mark = item.get_closest_marker("xdist_group")
             assert mark is not None
