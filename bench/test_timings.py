@@ -2,7 +2,7 @@
 
 A loaded CI machine (2 cores, several pytest workers) is no place for sub-second upper
 bounds; the tests keep their lower bounds and ordering checks and note what they saw
-(tests/support/timings.py). This runs them with SKIFF_TIMINGS set and prints each figure
+(tests/support/timings.py). This runs them with TEST_TIMINGS_FILE set and prints each figure
 beside the bound the test once asserted.
 
     python bench/test_timings.py [--runs N]
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "timings.jsonl"
-        env = {**os.environ, "SKIFF_TIMINGS": str(out)}
+        env = {**os.environ, "TEST_TIMINGS_FILE": str(out)}
         for _ in range(args.runs):
             proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                    *TESTS], cwd=ROOT, env=env, check=False)

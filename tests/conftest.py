@@ -35,13 +35,13 @@ def _start(data_dir: Path) -> Broker:
 def pytest_configure(config: pytest.Config) -> None:
     # The base of tests/sim's fresh seeds: set here (from the clock, above the fixed seeds
     # 0-1999) before xdist starts its workers, which inherit it; set it to replay a run.
-    if "SKIFF_SIM_SEED_BASE" not in os.environ:
-        os.environ["SKIFF_SIM_SEED_BASE"] = str(int(time.time()) * 1000)
+    if "SIM_SEED_BASE" not in os.environ:
+        os.environ["SIM_SEED_BASE"] = str(int(time.time()) * 1000)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    base = os.environ["SKIFF_SIM_SEED_BASE"]
-    return (f"tests/sim fresh seeds from SKIFF_SIM_SEED_BASE={base} (replay the run with that "
+    base = os.environ["SIM_SEED_BASE"]
+    return (f"tests/sim fresh seeds from SIM_SEED_BASE={base} (replay the run with that "
             "variable, one seed with python -m tests.sim.run --seeds 1 --start SEED)")
 
 

@@ -1,5 +1,5 @@
 """Deterministic simulation of the quorum: the fixed seeds 0-1999 on every run, and
-EXTRA_SEEDS fresh ones from SKIFF_SIM_SEED_BASE (tests/conftest.py picks it from the clock
+EXTRA_SEEDS fresh ones from SIM_SEED_BASE (tests/conftest.py picks it from the clock
 when unset and prints it in the session header), so each CI run explores seeds none ran
 before. A failing seed is named with its replay command.
 
@@ -34,7 +34,7 @@ EXTRA_CHUNKS = 2  # 250 fresh seeds a run
 
 
 def fresh_seed_base() -> int:
-    return int(os.environ["SKIFF_SIM_SEED_BASE"])
+    return int(os.environ["SIM_SEED_BASE"])
 
 
 @pytest.mark.parametrize("chunk", range(EXTRA_CHUNKS))
@@ -48,7 +48,7 @@ def test_fresh_seeds(chunk: int) -> None:
         except InvariantError:
             raise
         except Exception as e:
-            raise AssertionError(f"seed {seed} (SKIFF_SIM_SEED_BASE={base}) raised {e!r}; "
+            raise AssertionError(f"seed {seed} (SIM_SEED_BASE={base}) raised {e!r}; "
                                  f"replay: python -m tests.sim.run --seeds 1 --start {seed}"
                                  ) from e
 
