@@ -8,6 +8,8 @@ data dir, for tests that stop and restart it.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +18,7 @@ import pytest
 from tests.support.kafka_ref import KafkaCluster, KafkaNode, started_kafka
 from tests.support.node import ExternalBroker, SkiffNode, external_bootstrap, started_node
 from tests.support.records import unique_topic
+from tests.support.requires import is_missing_tool_skip, under_ci
 
 Broker = SkiffNode | ExternalBroker
 
@@ -27,6 +30,19 @@ def _start(data_dir: Path) -> Broker:
         ext_broker.wait_ready()
         return ext_broker
     return started_node(data_dir)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The base of tests/sim's fresh seeds: set here (from the clock, above the fixed seeds
+    # 0-1999) before xdist starts its workers, which inherit it; set it to replay a run.
+    if "SIM_SEED_BASE" not in os.environ:
+        os.environ["SIM_SEED_BASE"] = str(int(time.time()) * 1000)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    base = os.environ["SIM_SEED_BASE"]
+    return (f"tests/sim fresh seeds from SIM_SEED_BASE={base} (replay the run with that "
+            "variable, one seed with python -m tests.sim.run --seeds 1 --start SEED)")
 
 
 @pytest.fixture(scope="session")
@@ -78,9 +94,80 @@ def topic_name(request: pytest.FixtureRequest) -> str:
     return unique_topic(request.node.name)
 
 
+# Parallel runs (pytest-xdist, `--dist loadgroup`, as tests/run.sh runs the suite). Every test
+# gets an xdist_group: its file, so module fixtures start once; or a group shared by files
+# whose session fixtures are heavy, so each starts once in one worker: the image built by
+# tests/deploy, the SparkSession of tests/spark, the reference Kafka JVMs (any file using
+# kafka_ref or kafka_ref_cluster). Fixed names (the podman image and containers, the netns
+# subnet) stay in one worker as a result.
+SHARED_GROUPS = {"tests/deploy/": "deploy", "tests/spark/": "spark"}
+# Files whose tests share nothing (no module fixture, no state): each test goes to whichever
+# worker is free. tests/sim's seed chunks are CPU-bound and independent.
+UNGROUPED = ("tests/sim/",)
+KAFKA_REF_FIXTURES = ("kafka_ref", "kafka_ref_cluster")
+# Groups are handed out in collection order (run.sh passes --no-loadscope-reorder): the long
+# ones first, so that the workers finish together rather than one waiting on a late cluster.
+LONG_FIRST = ("kafka-ref", "deploy", "spark", "tests/chaos/", "tests/integration/",
+              "tests/compat/", "tests/sim/")
+
+
+def _group_of(item: pytest.Item, kafka_files: set[str]) -> str:
+    rel = item.path.relative_to(item.config.rootpath).as_posix()
+    if rel in kafka_files:
+        return "kafka-ref"
+    for prefix, group in SHARED_GROUPS.items():
+        if rel.startswith(prefix):
+            return group
+    return rel
+
+
+def _rank(group: str) -> int:
+    for i, prefix in enumerate(LONG_FIRST):
+        if group.startswith(prefix):
+            return i
+    return len(LONG_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kafka_files = {item.path.relative_to(config.rootpath).as_posix() for item in items
+                   if set(getattr(item, "fixturenames", ())) & set(KAFKA_REF_FIXTURES)}
+    groups: dict[str, str] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = _group_of(item, kafka_files)
+            if not group.startswith(UNGROUPED):
+                item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            mark = item.get_closest_marker("xdist_group")
+            assert mark is not None
+            group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        groups[item.nodeid] = group
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike
+        items.sort(key=lambda it: _rank(groups[it.nodeid]))
+
+
+def _missing_tool_fails(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Under CI a skip for a tool tests/run.sh installs (tests/support/requires.py) fails."""
+    if report.skipped and under_ci() and is_missing_tool_skip(report.longrepr):
+        reason = (report.longrepr[2] if isinstance(report.longrepr, tuple)
+                  else str(report.longrepr))
+        report.outcome = "failed"
+        report.longrepr = (f"{reason}\nCI=true: tests/run.sh installs this tool, so a test "
+                           "that cannot find it fails instead of skipping")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-untyped-def]
+    report = yield
+    _missing_tool_fails(report)
+    return report
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     report = yield
+    _missing_tool_fails(report)
     if report.failed:
         funcargs = getattr(item, "funcargs", {})
         for name in ("own_skiff_node", "skiff_node", "kafka_ref"):

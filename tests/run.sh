@@ -59,4 +59,13 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy broker raft pipeline
-exec .venv/bin/python -m pytest -q "$@"
+# tests/sim runs fresh seeds from this base on top of its fixed 0-1999 (tests/sim/test_sim.py);
+# the same base replays the run.
+export SIM_SEED_BASE=${SIM_SEED_BASE:-$(( $(date +%s) * 1000 ))}
+echo "tests/sim fresh seeds: SIM_SEED_BASE=$SIM_SEED_BASE"
+# Several workers (pytest-xdist): the tests mostly wait on processes, sockets and timers, so
+# three workers are meant to keep two cores busy. Each file runs in one worker, and the files sharing a
+# heavy session fixture (tests/conftest.py: SHARED_GROUPS) run together, longest first.
+# PYTEST_WORKERS=0 runs everything in this process. docs/testing.md has the figures.
+exec .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-3}" --dist loadgroup \
+    --no-loadscope-reorder "$@"

@@ -55,6 +55,7 @@ from tests.chaos.netns import TestNetwork, cut_between, unavailable_reason
 from tests.chaos.netns_cluster import NetnsCluster
 from tests.chaos.schedules import Schedule, generate
 from tests.chaos.workload import ProducerWorkload, read_records
+from tests.support.requires import require_tool
 
 TOPIC = "partitioned"
 PARTITIONS = 3
@@ -89,8 +90,7 @@ class Outcome:
 @pytest.fixture(scope="module")
 def network() -> Iterator[TestNetwork]:
     reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"network partition harness: {reason}")
+    require_tool("netns", f"network partition harness: {reason}", available=reason is None)
     net = TestNetwork.create()
     try:
         yield net

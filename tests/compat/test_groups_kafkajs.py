@@ -4,7 +4,6 @@ ownership checked from kafkajs's GROUP_JOIN and REBALANCING events (groupsupport
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,14 +11,14 @@ import pytest
 
 from tests.compat import groupsupport as gs
 from tests.support.node import SkiffNode
+from tests.support.requires import tool_mark
 
 JS_DIR = Path(__file__).parent / "js"
 pytestmark = [
     pytest.mark.timeout(150),
-    pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
-    pytest.mark.skipif(not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-                       reason="kafkajs not installed: run `npm install` in tests/compat/js "
-                              "(tests/run.sh does)"),
+    tool_mark("node", "Node.js runs kafkajs (tests/run.sh installs it)"),
+    tool_mark("kafkajs", "run `npm install` in tests/compat/js (tests/run.sh does)",
+              available=(JS_DIR / "node_modules" / "kafkajs").is_dir()),
 ]
 CLIENT = gs.Client(gs.js_member, {"client": "kafkajs"}, eager=True)
 

@@ -27,15 +27,15 @@ from tests.support.records import (
     make_records,
     now_ms,
 )
+from tests.support.requires import tool_mark
 
 JS_DIR = Path(__file__).parent / "js"
 NODE = shutil.which("node")
 pytestmark = [
     pytest.mark.timeout(120),
-    pytest.mark.skipif(NODE is None, reason="node is not installed"),
-    pytest.mark.skipif(not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-                       reason="kafkajs not installed: run `npm install` in tests/compat/js "
-                              "(tests/run.sh does)"),
+    tool_mark("node", "Node.js runs kafkajs (tests/run.sh installs it)"),
+    tool_mark("kafkajs", "run `npm install` in tests/compat/js (tests/run.sh does)",
+              available=(JS_DIR / "node_modules" / "kafkajs").is_dir()),
 ]
 KAFKAJS_CODECS = ("none", "gzip")
 TOPIC_OVERRIDES = {"retention.ms": "3600000", "max.message.bytes": "2000000"}

@@ -21,11 +21,11 @@ import pytest
 
 from tests.support import admin as adm
 from tests.support.records import CODECS, Rec, assert_same_records, assign_expected_offsets
+from tests.support.requires import tool_mark
 
 pytestmark = [
     pytest.mark.timeout(120),
-    pytest.mark.skipif(shutil.which("kcat") is None,
-                       reason="kcat not installed (tests/run.sh installs it)"),
+    tool_mark("kcat", "kcat is not installed (tests/run.sh installs it)"),
 ]
 KCAT = shutil.which("kcat") or "kcat"
 MSG_DELIM = b"\x1e"

@@ -11,7 +11,6 @@ installs them); skipped with a reason when they are absent.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support import admin as adm
+from tests.support.requires import require_tool
 
 pytestmark = pytest.mark.timeout(180)
 SOURCE = Path(__file__).parent / "go" / "sarama_old" / "main.go"
@@ -28,10 +28,9 @@ GOCODE = Path("/usr/share/gocode")
 
 @pytest.fixture(scope="session")
 def sarama_old(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("go") is None:
-        pytest.skip("go is not installed (Debian golang-go)")
-    if not (GOCODE / "src/github.com/Shopify/sarama").is_dir():
-        pytest.skip("sarama is not installed (Debian golang-github-shopify-sarama-dev)")
+    require_tool("go", "go is not installed (Debian golang-go; tests/run.sh installs it)")
+    require_tool("sarama", "Debian golang-github-shopify-sarama-dev (tests/run.sh installs it)",
+                 available=(GOCODE / "src/github.com/Shopify/sarama").is_dir())
     out = tmp_path_factory.mktemp("go")
     env = {**os.environ, "GOPATH": f"{out / 'go'}:{GOCODE}", "GO111MODULE": "off",
            "GOPROXY": "off", "GOCACHE": str(out / "cache")}

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster
+from tests.support.requires import tool_mark
 from tests.support.roundtrip import aiokafka_roundtrip
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -108,7 +109,7 @@ def test_confluent_plain_across_reauthentication(sasl_node: str) -> None:
     assert got == sent
 
 
-@pytest.mark.skipif(KCAT is None, reason="kcat not installed (tests/run.sh installs it)")
+@tool_mark("kcat", "kcat not installed (tests/run.sh installs it)")
 def test_kcat_plain(sasl_node: str) -> None:
     topic = "sasl-kcat"
     _create(sasl_node, topic)
@@ -157,8 +158,8 @@ def test_aiokafka_plain(sasl_node: str) -> None:
     assert aiokafka_roundtrip(topic, values, opts, opts) == values
 
 
-@pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="node/kafkajs not installed (tests/run.sh runs npm install)")
+@tool_mark("node/kafkajs", "node/kafkajs not installed (tests/run.sh runs npm install)",
+           available=NODE is not None and (JS_DIR / "node_modules" / "kafkajs").is_dir())
 def test_kafkajs_plain(sasl_node: str, tmp_path: Path) -> None:
     topic = "sasl-kafkajs"
     _create(sasl_node, topic)

@@ -25,12 +25,14 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster
+from tests.support.requires import tool_mark
 from tests.support.roundtrip import aiokafka_roundtrip
 from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
     pytest.mark.timeout(300),
-    pytest.mark.skipif(not have_openssl(), reason="openssl not installed (tests/run.sh checks)"),
+    tool_mark("openssl", "openssl not installed (tests/run.sh installs it)",
+              available=have_openssl()),
 ]
 
 KCAT = shutil.which("kcat")
@@ -176,7 +178,7 @@ def test_scram_sha256_user_too(secured: Secured) -> None:
     assert len(md.brokers) == 3
 
 
-@pytest.mark.skipif(KCAT is None, reason="kcat not installed (tests/run.sh installs it)")
+@tool_mark("kcat", "kcat not installed (tests/run.sh installs it)")
 def test_kcat_scram(secured: Secured) -> None:
     topic = "scram-kcat"
     _create(secured, topic)
@@ -228,8 +230,8 @@ def test_aiokafka_scram(secured: Secured) -> None:
     assert aiokafka_roundtrip(topic, values, opts, opts) == values
 
 
-@pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="node/kafkajs not installed (tests/run.sh runs npm install)")
+@tool_mark("node/kafkajs", "node/kafkajs not installed (tests/run.sh runs npm install)",
+           available=NODE is not None and (JS_DIR / "node_modules" / "kafkajs").is_dir())
 def test_kafkajs_scram(secured: Secured, tmp_path: Path) -> None:
     topic = "scram-kafkajs"
     _create(secured, topic)

@@ -26,12 +26,14 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster, free_ports
+from tests.support.requires import tool_mark
 from tests.support.roundtrip import aiokafka_roundtrip
 from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
     pytest.mark.timeout(180),
-    pytest.mark.skipif(not have_openssl(), reason="openssl not installed (tests/run.sh checks)"),
+    tool_mark("openssl", "openssl not installed (tests/run.sh installs it)",
+              available=have_openssl()),
 ]
 
 KCAT = shutil.which("kcat")
@@ -161,7 +163,7 @@ def test_confluent_ssl_produce_mtls_consume(tls_node: TlsNode) -> None:
     assert _consume(tls_node.ssl, tls_node.conf(), topic, len(values)) == values
 
 
-@pytest.mark.skipif(KCAT is None, reason="kcat not installed (tests/run.sh installs it)")
+@tool_mark("kcat", "kcat not installed (tests/run.sh installs it)")
 def test_kcat_ssl_and_mtls(tls_node: TlsNode) -> None:
     topic = "tls-kcat"
     _create(tls_node, topic)
@@ -217,8 +219,8 @@ def test_aiokafka_ssl(tls_node: TlsNode) -> None:
     assert aiokafka_roundtrip(topic, values, producer, consumer) == values
 
 
-@pytest.mark.skipif(NODE is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-                    reason="node/kafkajs not installed (tests/run.sh runs npm install)")
+@tool_mark("node/kafkajs", "node/kafkajs not installed (tests/run.sh runs npm install)",
+           available=NODE is not None and (JS_DIR / "node_modules" / "kafkajs").is_dir())
 def test_kafkajs_mtls(tls_node: TlsNode, tmp_path: Path) -> None:
     import base64
 

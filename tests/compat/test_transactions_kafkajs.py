@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.test_kafkajs import JS_DIR, NODE, js
+from tests.compat.test_kafkajs import JS_DIR, js
 from tests.compat.test_transactions_confluent import read
 from tests.support import admin as adm
+from tests.support.requires import tool_mark
 
 pytestmark = [
     pytest.mark.timeout(180),
-    pytest.mark.skipif(NODE is None, reason="node is not installed"),
-    pytest.mark.skipif(not (JS_DIR / "node_modules" / "kafkajs").is_dir(),
-                       reason="kafkajs not installed: run `npm install` in tests/compat/js "
-                              "(tests/run.sh does)"),
+    tool_mark("node", "Node.js runs kafkajs (tests/run.sh installs it)"),
+    tool_mark("kafkajs", "run `npm install` in tests/compat/js (tests/run.sh does)",
+              available=(JS_DIR / "node_modules" / "kafkajs").is_dir()),
 ]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy import engine
+from tests.support.requires import require_tool
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +21,7 @@ def podman_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """podman usable by this session, with the test-owned containers.conf; else skip."""
     problem = engine.engine_problem()
     if problem is not None:
-        pytest.skip(f"no container engine: {problem}")
+        require_tool("podman", f"no container engine: {problem}", available=False)
     conf = engine.write_containers_conf(tmp_path_factory.mktemp("podman") / "containers.conf")
     old = os.environ.get("CONTAINERS_CONF")
     os.environ["CONTAINERS_CONF"] = str(conf)
@@ -63,8 +64,8 @@ def docker_host(podman_env: None, tmp_path_factory: pytest.TempPathFactory) -> I
             except Exception:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.skip("podman system service did not answer: "
-                            + Path(log.name).read_text()[-500:])
+                require_tool("podman", "podman system service did not answer: "
+                             + Path(log.name).read_text()[-500:], available=False)
             time.sleep(0.2)
         os.environ.update(DOCKER_HOST=url, TESTCONTAINERS_RYUK_DISABLED="true",
                           TESTCONTAINERS_CONNECTION_MODE="docker_host")

@@ -8,7 +8,6 @@ every acknowledged record."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -23,6 +22,7 @@ from broker.protocol.kafka_uuid import random_kafka_uuid
 from tests.deploy import engine
 from tests.deploy.engine import REPO_ROOT, podman
 from tests.deploy.test_image import produce, read_partitions
+from tests.support.requires import require_tool
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -74,8 +74,7 @@ class Compose:
 
 @pytest.fixture
 def cluster(skiff_image: str) -> Iterator[tuple[Compose, list[int]]]:
-    if shutil.which("podman-compose") is None:
-        pytest.skip("podman-compose is not installed (tests/run.sh installs it)")
+    require_tool("podman-compose", "podman-compose is not installed (tests/run.sh installs it)")
     ports = engine.free_ports(3)
     project = f"skiff{uuid.uuid4().hex[:8]}"
     compose = Compose(COMPOSE_DIR / "cluster.yml", project, {

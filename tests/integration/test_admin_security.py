@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.netns import remove_stale
+from tests.support.requires import require_tool
 from tests.support.tls import Pki, add_server_certificate, have_openssl, make_pki
 
 pytestmark = pytest.mark.timeout(300)
@@ -145,10 +146,9 @@ class Setup:
 @pytest.fixture(scope="module", name="s")
 def setup_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     why = TwoHosts.unavailable()
-    if why is not None:
-        pytest.skip(why)
-    if not have_openssl():
-        pytest.skip("openssl is not installed (tests/run.sh installs it)")
+    require_tool("netns", why or "", available=why is None)
+    require_tool("openssl", "openssl is not installed (tests/run.sh installs it)",
+                 available=have_openssl())
     tmp = tmp_path_factory.mktemp("admin-remote")
     pki = make_pki(tmp / "pki")
     net = TwoHosts()

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import Cluster
+from tests.support.requires import require_tool
 
 pytestmark = pytest.mark.timeout(150)
 FAILOVER_LIMIT_S = 2.0
@@ -458,7 +459,8 @@ def test_a_live_broker_whose_controller_connections_are_reset_stays_unfenced(
             subprocess.run(["ss", "-K", "-tn", "src", local, "dst", f"127.0.0.1:{port}"],
                            capture_output=True, timeout=10)
         if set(before) & set(broker_sockets_to(pid, port)):
-            pytest.skip("ss -K cannot close sockets here (needs root and SOCK_DESTROY)")
+            require_tool("ss -K", "cannot close sockets here (needs root and SOCK_DESTROY)",
+                         available=False)
         time.sleep(5.0)  # two heartbeat intervals, several disconnect timeouts
         assert broker_states(c, controller)[broker][0] == UNFENCED
         assert "brokers_fenced" not in c.nodes[controller].log_path.read_text()[mark:]

@@ -3,7 +3,6 @@ consumed: the figures match what was done, both formats parse, promtool accepts 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -15,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.node import SkiffNode
+from tests.support.requires import tool_mark
 
 pytestmark = pytest.mark.timeout(120)
 RECORDS = 200
@@ -164,8 +164,7 @@ def test_openmetrics_when_asked(node: SkiffNode, worked: dict[str, int]) -> None
     assert "# TYPE kafka_server_brokertopicmetrics_messagesin counter" in text
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None,
-                    reason="promtool (Debian package prometheus) is not installed")
+@tool_mark("promtool", "Debian package prometheus (tests/run.sh installs it)")
 def test_promtool_check_metrics_passes(node: SkiffNode, worked: dict[str, int],
                                        tmp_path: Path) -> None:
     _ctype, text = scrape(node)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import signal
 import subprocess
 import threading
@@ -24,12 +23,12 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import Cluster, free_ports
+from tests.support.requires import tool_mark
 
 pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("prometheus") is None,
-                       reason="prometheus (Debian package prometheus) is not installed"),
+    tool_mark("prometheus", "Debian package prometheus (tests/run.sh installs it)"),
 ]
 MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 TOPIC = "load"

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import Cluster
+from tests.support.requires import tool_mark
 from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
     pytest.mark.timeout(300),
-    pytest.mark.skipif(not have_openssl(), reason="openssl not installed (tests/run.sh checks)"),
+    tool_mark("openssl", "openssl not installed (tests/run.sh installs it)",
+              available=have_openssl()),
 ]
 
 

@@ -1,10 +1,14 @@
-"""Deterministic simulation of the quorum: >= 1000 seeds in CI.
+"""Deterministic simulation of the quorum: the fixed seeds 0-1999 on every run, and
+EXTRA_SEEDS fresh ones from SIM_SEED_BASE (tests/conftest.py picks it from the clock
+when unset and prints it in the session header), so each CI run explores seeds none ran
+before. A failing seed is named with its replay command.
 
 More seeds: python -m tests.sim.run --seeds N --start S
 """
 
 from __future__ import annotations
 
+import os
 from random import Random
 
 import pytest
@@ -24,6 +28,29 @@ def test_seeds(chunk: int) -> None:
     start = chunk * SEEDS_PER_CHUNK
     for seed in range(start, start + SEEDS_PER_CHUNK):
         run_seed(seed)  # raises InvariantError naming the seed and the replay command
+
+
+EXTRA_CHUNKS = 2  # 250 fresh seeds a run
+
+
+def fresh_seed_base() -> int:
+    return int(os.environ["SIM_SEED_BASE"])
+
+
+@pytest.mark.parametrize("chunk", range(EXTRA_CHUNKS))
+def test_fresh_seeds(chunk: int) -> None:
+    base = fresh_seed_base()
+    assert base >= CHUNKS * SEEDS_PER_CHUNK, "fresh seeds start above the fixed ones"
+    start = base + chunk * SEEDS_PER_CHUNK
+    for seed in range(start, start + SEEDS_PER_CHUNK):
+        try:
+            run_seed(seed)  # an InvariantError names the seed and the replay command
+        except InvariantError:
+            raise
+        except Exception as e:
+            raise AssertionError(f"seed {seed} (SIM_SEED_BASE={base}) raised {e!r}; "
+                                 f"replay: python -m tests.sim.run --seeds 1 --start {seed}"
+                                 ) from e
 
 
 def test_every_scenario_and_shape_is_covered() -> None:

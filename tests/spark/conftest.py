@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.requires import require_tool
+
 
 def _why_no_spark() -> str | None:
     try:
@@ -32,7 +34,7 @@ SKIP_REASON = _why_no_spark()
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     if SKIP_REASON is not None:
-        pytest.skip(SKIP_REASON)
+        require_tool("pyspark/java", SKIP_REASON, available=False)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession

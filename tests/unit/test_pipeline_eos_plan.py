@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pyspark", reason="the pipeline extra (pyspark) is not installed")
+from tests.support.requires import have_module, require_tool
 
-from pipeline.eos import (
+require_tool("pyspark", "the pipeline extra is not installed (tests/run.sh installs it)",
+             available=have_module("pyspark"), allow_module_level=True)
+
+from pipeline.eos import (  # noqa: E402 - only once pyspark is known to be there
     TxnCommitMessage,
     already_committed,
     check_transactional_config,
     pending_transactions,
     transactional_id,
 )
-from pipeline.options import SkiffOptionError, write_options
+from pipeline.options import SkiffOptionError, write_options  # noqa: E402
 
 B = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "out"}
 

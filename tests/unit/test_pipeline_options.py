@@ -14,6 +14,7 @@ from pipeline.options import (
     read_options,
     write_options,
 )
+from tests.support.requires import have_module, require_tool
 
 B = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
 
@@ -99,7 +100,8 @@ def test_write_options() -> None:
 
 
 def test_split_ranges_and_rate_limit() -> None:
-    pytest.importorskip("pyspark", reason="pipeline.plan needs the pipeline extra")
+    require_tool("pyspark", "pipeline.plan needs the pipeline extra (tests/run.sh installs it)",
+                 available=have_module("pyspark"))
     from pipeline.plan import OffsetRange, ranges_between, rate_limit, split_ranges
 
     ranges = ranges_between({("a", 0): 0, ("a", 1): 10}, {("a", 0): 100, ("a", 1): 10})
@@ -115,7 +117,8 @@ def test_split_ranges_and_rate_limit() -> None:
 
 
 def test_group_ranges_never_puts_a_partition_twice_in_a_task() -> None:
-    pytest.importorskip("pyspark", reason="pipeline.plan needs the pipeline extra")
+    require_tool("pyspark", "pipeline.plan needs the pipeline extra (tests/run.sh installs it)",
+                 available=have_module("pyspark"))
     from pipeline.plan import OffsetRange, group_ranges
 
     rs = [OffsetRange("a", p, 0, 10) for p in range(5)] + [OffsetRange("a", 0, 10, 20)]

@@ -24,6 +24,7 @@ import pytest
 from broker.admin import AdminServer, auth
 from broker.security import scram
 from broker.security.scram_admin import Upsertion
+from tests.support.requires import require_tool
 from tests.support.tls import Pki, have_openssl, make_pki
 from tests.unit.admin.harness import AdminTestNode
 from tests.unit.handlers.conftest import NODE_ID
@@ -83,8 +84,8 @@ def plaintext(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredAdmin
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    if not have_openssl():
-        pytest.skip("openssl is not installed (tests/run.sh installs it in CI)")
+    require_tool("openssl", "openssl is not installed (tests/run.sh installs it in CI)",
+                 available=have_openssl())
     return make_pki(tmp_path_factory.mktemp("admin-pki"))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import uuid
 from types import SimpleNamespace
@@ -33,6 +32,7 @@ from broker.metrics.stats import (
     fetch_metric_key,
 )
 from broker.replication import Role
+from tests.support.requires import tool_mark
 
 
 def samples(families: list[Metric]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -384,8 +384,7 @@ def test_raft_metrics_from_the_drivers_counters() -> None:
     assert value(fams, p + "current_state", state="unattached") == 1
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None,
-                    reason="promtool (Debian package prometheus) is not installed")
+@tool_mark("promtool", "Debian package prometheus (tests/run.sh installs it)")
 def test_promtool_accepts_every_family() -> None:
     server = ServerStats()
     server.request(1, 16)

@@ -4,17 +4,14 @@ and the dashboard is valid JSON."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.support.requires import tool_mark
 
 MONITORING = Path(__file__).resolve().parents[3] / "deploy" / "monitoring"
 DASHBOARD = MONITORING / "grafana" / "skiff-cluster.json"
-needs_promtool = pytest.mark.skipif(
-    shutil.which("promtool") is None,
-    reason="promtool (Debian package prometheus) is not installed")
+needs_promtool = tool_mark("promtool", "Debian package prometheus (tests/run.sh installs it)")
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:

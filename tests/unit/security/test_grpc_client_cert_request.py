@@ -20,9 +20,11 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.support.requires import tool_mark
 from tests.support.tls import Pki, have_openssl, make_pki
 
-pytestmark = pytest.mark.skipif(not have_openssl(), reason="needs the openssl command")
+pytestmark = tool_mark("openssl", "needs the openssl command (tests/run.sh installs it)",
+                       available=have_openssl())
 
 
 @pytest.fixture(scope="module")

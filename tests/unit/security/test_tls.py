@@ -18,9 +18,11 @@ from broker.security.tls import (
     server_context,
     settings_for,
 )
+from tests.support.requires import tool_mark
 from tests.support.tls import Pki, have_openssl, make_pki
 
-pytestmark = pytest.mark.skipif(not have_openssl(), reason="openssl not installed")
+pytestmark = tool_mark("openssl", "openssl not installed (tests/run.sh installs it)",
+                       available=have_openssl())
 
 
 @pytest.fixture(scope="module")

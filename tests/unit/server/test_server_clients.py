@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 from broker.handlers import api_versions
 from broker.protocol.api import BROKER_APIS
 from broker.server import Dispatcher, ListenerSpec, RequestContext, Server
+from tests.support.requires import require_tool
 
 
 async def _not_here(node: object, ctx: RequestContext, request: Any) -> Any:
@@ -46,8 +46,7 @@ def port() -> Iterator[int]:
 
 
 def test_kcat_old_librdkafka_parses_api_versions(port: int) -> None:
-    if shutil.which("kcat") is None:
-        pytest.skip("kcat is not installed (tests/run.sh installs it)")
+    require_tool("kcat", "kcat is not installed (tests/run.sh installs it)")
     out = subprocess.run(
         ["kcat", "-L", "-b", f"127.0.0.1:{port}", "-d", "protocol,broker,feature", "-m", "1"],
         capture_output=True, text=True, timeout=30,
