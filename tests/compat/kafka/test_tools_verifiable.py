@@ -138,7 +138,8 @@ def test_no_acknowledged_record_lost_across_a_leader_kill(cluster: Cluster,
     print(f"verifiable: {len(acked)} acknowledged, {len(errors)} send errors, "
           f"{len(consumed)} distinct values consumed, {len(duplicates)} duplicated values, "
           f"{len(set(consumed) - acked_values)} unacknowledged values in the log, "
-          f"killed node {killed}")
+          f"killed node {killed}; send errors by exception: "
+          f"{dict(Counter(str(e.get('exception')) for e in errors))}")
     assert not lost, f"{len(lost)} acknowledged records lost: {sorted(lost)[:20]}"
     # an offset is read once by one consumer: a duplicate value is a second write
     assert max(offsets.values()) == 1
