@@ -316,15 +316,18 @@ class RaftDriver:
         now = self._now()
         wall = int(time.time() * 1000)
 
-        def state(rid: int, end: int, last_fetch: int, caught_up: int = -2) -> Any:
+        def state(rid: int, end: int, last_fetch: int, caught_up: int = -2,
+                  fetched_dir: uuid.UUID | None = None) -> Any:
             ts = wall - (now - last_fetch) if last_fetch >= 0 else -1
             if caught_up == -2:
                 up = ts if end >= self.core.hw else -1
             else:
                 up = wall - (now - caught_up) if caught_up >= 0 else -1
+            # a voter's directory id is the voter set's; an observer's the one its Fetch
+            # named (v17), as Kafka reports it
             v = self.core.voter(rid)
             return build(m, "ReplicaState", replica_id=rid,
-                         replica_directory_id=v.directory_id if v is not None else None,
+                         replica_directory_id=v.directory_id if v is not None else fetched_dir,
                          log_end_offset=end, last_fetch_timestamp=ts,
                          last_caught_up_timestamp=up)
 
@@ -338,7 +341,7 @@ class RaftDriver:
                 vs.append(state(v, p.end_offset, p.last_fetch_ms, p.caught_up_ms))
             else:
                 vs.append(state(v, -1, -1))
-        obs = [state(o, p.end_offset, p.last_fetch_ms, p.caught_up_ms)
+        obs = [state(o, p.end_offset, p.last_fetch_ms, p.caught_up_ms, p.directory_id)
                for o, p in sorted(observers.items())]
         err = ErrorCode.none if leader else ErrorCode.not_leader_or_follower
         p = build(m, "PartitionData", partition_index=0, error_code=err, error_message=None,

@@ -325,6 +325,34 @@ class ControllerChannel:
             return response
         raise KafkaError(error, reason)
 
+    async def voter_change(self, api_key: int, version: int, request: Any,
+                           timeout_s: float) -> Any:
+        """AddRaftVoter (80) / RemoveRaftVoter (81) sent on to the metadata quorum's leader
+        over its controller listener, as Kafka's brokers forward them (KIP-853): the leader
+        this node knows of first, then the other voters, until one answers other than
+        NOT_LEADER_OR_FOLLOWER. `timeout_s` bounds the whole call (the leader answers once
+        the new voter set commits). The leader's answer is returned as it is."""
+        deadline = time.monotonic() + timeout_s
+        leader = self.leader_id()
+        order = list(dict.fromkeys(([leader] if leader in self.voters else [])
+                                   + sorted(self.voters)))
+        error, reason = ErrorCode.not_leader_or_follower, "no controller answered as leader"
+        for controller_id in order:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                response = await self._connection(controller_id).request(
+                    api_key, version, request, left)
+            except (TimeoutError, OSError, ConnectionError, FrameError, EOFError) as exc:
+                await self._drop(controller_id)
+                error, reason = ErrorCode.request_timed_out, f"controller {controller_id}: {exc!r}"
+                continue
+            if response.error_code == ErrorCode.not_leader_or_follower:
+                continue
+            return response
+        raise KafkaError(error, reason)
+
     async def unregister_broker(self, broker_id: int) -> tuple[ErrorCode, str | None]:
         deadline = self._deadline(None)
         return await self._call(

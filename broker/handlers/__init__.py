@@ -12,6 +12,7 @@ from types import ModuleType
 from broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    add_raft_voter,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
@@ -60,6 +61,7 @@ from broker.handlers import (
     offset_for_leader_epoch,
     produce,
     push_telemetry,
+    remove_raft_voter,
     sync_group,
     txn_offset_commit,
     unregister_broker,
@@ -128,6 +130,8 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     list_config_resources,  # KIP-1142
     alter_replica_log_dirs,  # JBOD (KIP-113, KIP-858)
     update_features,  # KIP-584, sent on to the controller
+    add_raft_voter,  # KIP-853, sent on to the quorum leader
+    remove_raft_voter,
 )
 
 

@@ -66,6 +66,8 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     55: Op.DESCRIBE,  # DescribeQuorum, sent on to the quorum leader
     57: Op.ALTER,  # UpdateFeatures
     74: Op.DESCRIBE_CONFIGS,  # ListConfigResources
+    80: Op.ALTER,  # AddRaftVoter, sent on to the quorum leader
+    81: Op.ALTER,  # RemoveRaftVoter
 }
 
 # The controller listener: only Skiff nodes call it, with their inter-broker or controller
@@ -74,9 +76,18 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
 DESCRIBE_QUORUM = 55
 
 
+# On the controller listener, as Kafka's ControllerApis: ALTER on the cluster for what an
+# operator's admin client sends there (DescribeCluster, KIP-919; AddRaftVoter and
+# RemoveRaftVoter, KIP-853), DESCRIBE for DescribeQuorum, CLUSTER_ACTION for the rest (what
+# brokers and controllers send each other, UpdateRaftVoter included).
+CONTROLLER_LISTENER_ALTER = frozenset({60, 80, 81})
+
+
 def controller_listener_check(api_key: int) -> AclOperation | None:
     if api_key == 18:  # ApiVersions
         return None
+    if api_key in CONTROLLER_LISTENER_ALTER:
+        return Op.ALTER
     return Op.DESCRIBE if api_key == DESCRIBE_QUORUM else Op.CLUSTER_ACTION
 
 

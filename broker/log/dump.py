@@ -127,6 +127,17 @@ def _segment_log(index_path: Path) -> Path:
     return index_path.with_name(index_path.name.split(".")[0] + ".log")
 
 
+def _unused(data: bytes, i: int, entry_size: int) -> bool:
+    """Whether the all-zero entry `i` of an index file is unused space: after the first entry
+    always (offsets and timestamps only grow), and the first entry too when the next is
+    zeros as well: the active segment's index Kafka preallocates (10 MiB) before its first
+    entry. A lone first entry of zeros (a closed segment's trimmed file) is a real one."""
+    if i > 0:
+        return True
+    nxt = data[entry_size : 2 * entry_size]
+    return len(nxt) == entry_size and not any(nxt)
+
+
 def dump_index(path: Path, out: TextIO, *, verify: bool) -> bool:
     base = int(path.name.split(".")[0])
     data = path.read_bytes()
@@ -141,7 +152,7 @@ def dump_index(path: Path, out: TextIO, *, verify: bool) -> bool:
     prev = -1
     for i in range(len(data) // 8):
         rel, pos = struct.unpack_from(">ii", data, i * 8)
-        if i > 0 and rel == 0 and pos == 0:
+        if rel == 0 and pos == 0 and _unused(data, i, 8):
             break  # pre-allocated, unused space
         out.write(f"offset: {base + rel} position: {pos}\n")
         if verify:
@@ -174,8 +185,8 @@ def dump_time_index(path: Path, out: TextIO, *, verify: bool) -> bool:
     prev_ts = -1
     for i in range(len(data) // 12):
         ts, rel = struct.unpack_from(">qi", data, i * 12)
-        if i > 0 and ts == 0 and rel == 0:
-            break
+        if ts == 0 and rel == 0 and _unused(data, i, 12):
+            break  # pre-allocated, unused space
         out.write(f"timestamp: {ts} offset: {base + rel}\n")
         if verify:
             upto = [h.max_timestamp for h in headers if h.base_offset <= base + rel]

@@ -475,12 +475,20 @@ class PartitionLog:
         cfg = self.config
         if seg.size == 0:
             return self._roll_if_base_mismatch(seg, entries)
+        # Kafka's LogSegment.timeWaitedForRoll: the appended batches' largest timestamp
+        # against the segment's first batch's; the wall clock against the segment's creation
+        # only when it has no timestamp. (The wall clock against an old first timestamp
+        # rolled a segment per append for records that carry old CreateTimes: a backfill,
+        # a mirror of old data.)
         rolling_ts = seg.rolling_based_timestamp
         if rolling_ts is None or rolling_ts < 0:
-            rolling_ts = seg.created_ms
+            waited = now_ms - seg.created_ms
+        else:
+            newest = entries[0][4] if len(entries) == 1 else max(e[4] for e in entries)
+            waited = newest - rolling_ts
         should = (
             seg.size + size > cfg.segment_bytes
-            or now_ms - rolling_ts > cfg.segment_ms - cfg.segment_jitter_ms
+            or waited > cfg.segment_ms - cfg.segment_jitter_ms
             or len(seg.offset_index.rel_offsets) >= seg.offset_index.max_entries
             or len(seg.time_index.timestamps) >= seg.time_index.max_entries
             or entries[-1][3] - seg.base_offset > INT32_MAX  # not seg.can_hold(...), inline

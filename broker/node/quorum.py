@@ -67,12 +67,15 @@ def raft_config(cfg: NodeConfig, cluster_id: str) -> RaftConfig:
 
 
 def controller_api_table() -> ApiTable:
-    """What the controller listener advertises: the KRaft RPCs the Raft driver serves, and the
-    controller APIs brokers send to the active controller (broker/controller/rpc/)."""
+    """What the controller listener advertises: the KRaft RPCs the Raft driver serves, the
+    controller APIs brokers send to the active controller (broker/controller/rpc/), and
+    DescribeCluster for admin clients bootstrapped from controllers (KIP-919)."""
     from broker.controller.rpc import CONTROLLER_RPCS
+    from broker.handlers import describe_cluster_controller
 
     return ApiTable.of(
         (API_VERSIONS, 0, 4), *((k, lo, hi) for k, (lo, hi) in RAFT_APIS.items()),
+        (describe_cluster_controller.API_KEY, 0, 2),
         *((m.API_KEY, m.VERSION, m.VERSION) for m in CONTROLLER_RPCS))
 
 
@@ -165,9 +168,10 @@ class MetadataQuorumDriver:
         for api_key in RAFT_APIS:
             dispatcher.register(api_key, self._handle)
         from broker.controller.rpc import CONTROLLER_RPCS
-        from broker.handlers import api_versions
+        from broker.handlers import api_versions, describe_cluster_controller
 
         dispatcher.register_module(api_versions)
+        dispatcher.register_module(describe_cluster_controller)
         for module in CONTROLLER_RPCS:
             dispatcher.register_module(module)
         from broker.handlers._authz import guard_controller_listener

@@ -318,6 +318,9 @@ BROKER_APIS = ApiTable.of(
     (UNREGISTER_BROKER, 0, 0),
     # KIP-1142: v0 is the former ListClientMetricsResources
     (LIST_CONFIG_RESOURCES, 0, 1),
+    # KIP-853: sent on to the metadata quorum leader, as Kafka's brokers do
+    (80, 0, 1),  # AddRaftVoter
+    (81, 0, 0),  # RemoveRaftVoter
 )
 
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch

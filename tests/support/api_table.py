@@ -66,7 +66,10 @@ CONTROLLER_TESTS: dict[str, tuple[str, ...]] = {
     "begin_quorum_epoch": ("unit/raft/test_raft_driver.py",),
     "end_quorum_epoch": ("unit/raft/test_raft_driver.py",),
     "describe_quorum": ("unit/admin/test_admin_quorum_remote.py",),
+    "describe_cluster": ("unit/handlers/test_describe_cluster_controller.py",),
     "fetch_snapshot": ("unit/raft/test_raft_driver.py",),
+    "add_raft_voter": ("unit/raft/test_raft_driver_voters.py",),
+    "remove_raft_voter": ("unit/raft/test_raft_driver_voters.py",),
 }
 
 

@@ -19,6 +19,7 @@ from broker.quotas.core import entity
 from broker.server.dispatch import NoResponse
 from tests.unit.handlers.conftest import TestNode, make_ctx, run
 from tests.unit.handlers.datapath import (
+    BASE_TS,
     create,
     produce_answer,
     produce_ok,
@@ -27,6 +28,8 @@ from tests.unit.handlers.datapath import (
     schema_module,
 )
 from tests.unit.handlers.test_fetch import fetch_decoded, fetch_request
+
+_EIGHT_DAYS_MS = 8 * 24 * 3600 * 1000  # past segment.ms's default (7 days)
 
 
 async def _quota(node: TestNode, key: str, value: float, **who: str | None) -> None:
@@ -70,8 +73,10 @@ def test_other_clients_are_not_held_by_a_quota_they_do_not_match(node: TestNode)
 def test_fetch_is_sized_to_the_quota_window_then_throttled_empty(node: TestNode) -> None:
     async def go() -> None:
         await create(node, "t")
-        for _ in range(20):
-            await produce_ok(node, "t", records(b"v" * 1000))
+        # each batch in a segment of its own (timestamps more than segment.ms apart: a time
+        # roll, as Kafka's), so an answer sized to the quota holds exactly one whole batch
+        for i in range(20):
+            await produce_ok(node, "t", records(b"v" * 1000, ts=BASE_TS + i * _EIGHT_DAYS_MS))
         # 150 B/s x 10 windows: one answer holds at most 1500 bytes (one batch of ~1.1 kB)
         await _quota(node, "consumer_byte_rate", 150.0, client_id="test-client")
         first = await fetch_decoded(node, 12, fetch_request(12, "t", 0))

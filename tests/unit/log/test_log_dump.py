@@ -64,3 +64,22 @@ def test_truncated_log_and_bad_arguments(open_log, clock, capsys, tmp_path):
     assert "Found invalid data" in capsys.readouterr().out
     assert main([str(tmp_path / "missing.log")]) == 1
     assert main([]) == 2
+
+
+def test_preallocated_indexes_before_their_first_entry(open_log, clock, capsys):
+    """Kafka's active segment: its .index and .timeindex preallocated (zeros) before the first
+    entry is written. That is no entry, not an entry (offset base, position 0) / (timestamp
+    0, offset base) that the log contradicts; a closed segment's lone zero entry stays one."""
+    d = make_log(open_log, clock)
+    seg = d / "00000000000000000000"
+    idx, tidx = seg.with_suffix(".index"), seg.with_suffix(".timeindex")
+    idx.write_bytes(bytes(8 * 1000))
+    tidx.write_bytes(bytes(12 * 1000))
+    assert main([str(idx), str(tidx), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "offset: " not in out.replace("Dumping", "") and out.count("Verification passed") == 2
+    # one zero entry and nothing after it (a trimmed file): a real entry, checked against the
+    # log; the first batch holds offsets 0-1, so (offset 0, position 0) does not match it
+    idx.write_bytes(bytes(8))
+    assert main([str(idx), "--verify"]) == 1
+    assert "Index entry offset: 0 position: 0 does not match the log" in capsys.readouterr().out

@@ -169,6 +169,22 @@ def test_slice_survives_segment_deletion(open_log, clock):
     assert os.pread(sl.fileno(), sl.length, sl.position) == expected
 
 
+def test_time_roll_compares_record_timestamps_as_kafka(open_log, clock):
+    """Kafka's LogSegment.timeWaitedForRoll: the appended batch's largest timestamp against
+    the segment's first batch's. Records with old CreateTimes (a backfill, a mirror) stay in
+    one segment however old they are; the wall clock does not roll them one per append."""
+    plog = open_log(LogConfig(segment_ms=1000))
+    old = clock.now - 10 * 24 * 3600 * 1000
+    for i in range(5):
+        plog.append_as_leader(batch(1, ts=old + i, tag=i), 0, clock.now)
+    assert len(plog.segments) == 1
+    clock.advance(5000)
+    plog.append_as_leader(batch(1, ts=old + 900, tag=5), 0, clock.now)
+    assert len(plog.segments) == 1  # 900 ms after the first record: not yet
+    plog.append_as_leader(batch(1, ts=old + 1500, tag=6), 0, clock.now)
+    assert len(plog.segments) == 2  # more than segment.ms after it
+
+
 def test_rolls_on_size_time_and_index(open_log, clock, tmp_path):
     plog = open_log(
         LogConfig(

@@ -70,6 +70,9 @@ async def _scenario() -> None:
     # observers find the leader through the bootstrap server and learn the voter set
     await _until(lambda: all(nodes[i].core.voters == {1} for i in (2, 3))
                  and all(nodes[i].high_watermark == nodes[1].high_watermark for i in (2, 3)))
+    # observers are described with the directory id their Fetch named, as Kafka does
+    obs = nodes[1].describe_quorum().topics[0].partitions[0].observers
+    assert [(o.replica_id, o.replica_directory_id) for o in obs] == [(2, DIRS[2]), (3, DIRS[3])]
     resp = await nodes[1].handle_request(80, 1, _add(2))
     assert resp.error_code == ErrorCode.none, resp
     assert nodes[1].core.voters == {1, 2}

@@ -223,6 +223,7 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (71, 0, 0), (72, 0, 0),  # client telemetry (KIP-714)
         (74, 0, 1),  # ListConfigResources (KIP-1142)
         (75, 0, 0),  # DescribeTopicPartitions (KIP-966)
+        (80, 0, 1), (81, 0, 0),  # Add/RemoveRaftVoter (KIP-853), sent on to the quorum leader
     ]
 
 

@@ -1,0 +1,134 @@
+"""Kafka 4.4's kafka-metadata-quorum against Skiff (issue 30): describe --status and
+--replication through a broker (--bootstrap-server) and straight from the controllers
+(--bootstrap-controller, KIP-919), and KIP-853's add-controller / remove-controller both
+ways, compared with the reference Kafka 4.4 node where the output is comparable.
+
+One Skiff cluster for the module: three controllers and one broker with dynamic voters
+(controller 1 formatted --standalone, 2 and 3 observers until added, as docs/raft.md says).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.compat.kafka.tools_support import ok, quorum_replication, quorum_status, until_ok
+from tests.support.cluster import Cluster
+from tests.support.kafka_ref import KafkaNode, tool
+
+pytestmark = pytest.mark.timeout(600)
+READY_S = 180.0  # generous: CI machines here are shared
+STATUS_KEYS = ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag",
+               "MaxFollowerLagTimeMs", "CurrentVoters", "CurrentObservers"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("quorum-tools"), controllers=3, brokers=1,
+                dynamic_voters=True)
+    try:
+        c.start(timeout=READY_S)
+        yield c
+    finally:
+        c.stop()
+
+
+def controllers(c: Cluster) -> str:
+    return ",".join(f"127.0.0.1:{c.nodes[i].controller_port}" for i in c.controller_ids)
+
+
+def directory_id(c: Cluster, node_id: int) -> str:
+    meta = (c.nodes[node_id].metadata_dir / "meta.properties").read_text()
+    return next(line.split("=", 1)[1] for line in meta.splitlines()
+                if line.startswith("directory.id="))
+
+
+def via(c: Cluster, how: str) -> list[str]:
+    return ["--bootstrap-server", c.bootstrap_servers] if how == "server" \
+        else ["--bootstrap-controller", controllers(c)]
+
+
+def status(c: Cluster, how: str) -> dict[str, object]:
+    return quorum_status(ok("kafka-metadata-quorum", *via(c, how), "describe", "--status").stdout)
+
+
+def voter_ids(st: dict[str, object]) -> list[int]:
+    return sorted(int(v["id"]) for v in st["CurrentVoters"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("how", ["server", "controller"])
+def test_describe_status(cluster: Cluster, kafka_ref: KafkaNode, how: str) -> None:
+    st = status(cluster, how)
+    assert list(st) == STATUS_KEYS, st
+    assert st["ClusterId"] == cluster.cluster_id
+    assert int(str(st["LeaderId"])) == cluster.active_controller() == 1
+    assert int(str(st["HighWatermark"])) > 0
+    [voter] = st["CurrentVoters"]  # type: ignore[misc]
+    assert voter == {"id": 1, "directoryId": directory_id(cluster, 1),
+                     "endpoints": [f"CONTROLLER://127.0.0.1:{cluster.nodes[1].controller_port}"]}
+    # the other controllers and the broker fetch the metadata log as observers, each named
+    # with the directory id of its metadata log dir, as Kafka reports them
+    observers = {int(o["id"]): o.get("directoryId") for o in st["CurrentObservers"]}  # type: ignore[attr-defined]
+    assert observers == {i: directory_id(cluster, i) for i in (2, 3, 4)}
+
+    # the reference answers the same question with the same keys, in the same order
+    ref_via = ["--bootstrap-server", kafka_ref.bootstrap] if how == "server" \
+        else ["--bootstrap-controller", kafka_ref.controller_bootstrap]
+    ref = quorum_status(ok("kafka-metadata-quorum", *ref_via, "describe", "--status").stdout)
+    assert list(ref) == STATUS_KEYS
+    assert [sorted(v) for v in ref["CurrentVoters"]] == [sorted(voter)]
+
+
+@pytest.mark.parametrize("how", ["server", "controller"])
+def test_describe_replication(cluster: Cluster, kafka_ref: KafkaNode, how: str) -> None:
+    header, rows = quorum_replication(
+        ok("kafka-metadata-quorum", *via(cluster, how), "describe", "--replication").stdout)
+    ref_via = ["--bootstrap-server", kafka_ref.bootstrap] if how == "server" \
+        else ["--bootstrap-controller", kafka_ref.controller_bootstrap]
+    ref_header, ref_rows = quorum_replication(
+        ok("kafka-metadata-quorum", *ref_via, "describe", "--replication").stdout)
+    assert header == ref_header == ["NodeId", "DirectoryId", "LogEndOffset", "Lag",
+                                    "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+    assert [r["Status"] for r in ref_rows] == ["Leader"]
+    by_id = {int(r["NodeId"]): r for r in rows}
+    assert by_id[1]["Status"] == "Leader"
+    assert {i: by_id[i]["Status"] for i in (2, 3, 4)} == {i: "Observer" for i in (2, 3, 4)}
+    for i in (1, 2, 3, 4):
+        assert by_id[i]["DirectoryId"] == directory_id(cluster, i)
+        assert int(by_id[i]["LogEndOffset"]) > 0 and int(by_id[i]["Lag"]) >= 0
+        assert int(by_id[i]["LastFetchTimestamp"]) > 1_700_000_000_000
+
+
+def test_add_and_remove_controllers_both_ways(cluster: Cluster) -> None:
+    """add-controller reads the new controller's own properties file (--command-config: its
+    node.id, controller listener and the directory id in its meta.properties) and sends
+    AddRaftVoter; remove-controller sends RemoveRaftVoter by id and directory id."""
+    until_ok("kafka-metadata-quorum", *via(cluster, "server"), "--command-config",
+             str(cluster.nodes[2].config_path), "add-controller")
+    cluster.wait_for(lambda: voter_ids(status(cluster, "controller")) == [1, 2], 60,
+                     "controller 2 a voter")
+    added = until_ok("kafka-metadata-quorum", *via(cluster, "controller"), "--command-config",
+                     str(cluster.nodes[3].config_path), "add-controller")
+    assert f"Added controller 3 with directory id {directory_id(cluster, 3)}" in added.stdout
+    st = cluster.wait_for(lambda: (s := status(cluster, "server")) and voter_ids(s) == [1, 2, 3]
+                          and s, 60, "controller 3 a voter")
+    assert {int(o["id"]) for o in st["CurrentObservers"]} == {4}  # type: ignore[union-attr,index]
+
+    # a wrong directory id is not the voter: Kafka's VOTER_NOT_FOUND, nothing removed
+    refused = tool("kafka-metadata-quorum", *via(cluster, "controller"), "remove-controller",
+                   "--controller-id", "3", "--controller-directory-id", directory_id(cluster, 2))
+    assert refused.returncode != 0
+    assert "VoterNotFoundException" in refused.stdout + refused.stderr, refused.stderr[-2000:]
+
+    removed = until_ok("kafka-metadata-quorum", *via(cluster, "server"), "remove-controller",
+                       "--controller-id", "3", "--controller-directory-id",
+                       directory_id(cluster, 3))
+    assert "Removed KRaft controller 3" in removed.stdout, removed.stdout
+    st = cluster.wait_for(lambda: (s := status(cluster, "controller")) and voter_ids(s) == [1, 2]
+                          and s, 60, "controller 3 removed")
+    assert int(str(st["LeaderId"])) in (1, 2)
+    # the quorum still commits: a topic made through the broker after the changes
+    ok("kafka-topics", "--bootstrap-server", cluster.bootstrap_servers, "--create",
+       "--topic", "after-voter-changes", "--partitions", "1", "--replication-factor", "1")
+
