@@ -99,7 +99,7 @@ class _BrokerSession:
     disconnected_ms: int | None = None  # when its latest heartbeat's connection closed
     waiting: int = 0  # heartbeats that arrived and wait their turn (heartbeat_arrived)
     # carried over by a newly active controller, no heartbeat to it yet: lasts only the
-    # activation grace (ClusterControlManager._activation_grace_ms)
+    # activation grace (ClusterControlManager.activation_grace_ms)
     provisional: bool = False
 
 
@@ -362,7 +362,7 @@ class ClusterControlManager(ControlManagerBase):
         if s is not None and s.waiting > 0:
             s.waiting -= 1
 
-    def _activation_grace_ms(self) -> int:
+    def activation_grace_ms(self) -> int:
         """How long a newly active controller waits for the first heartbeat of a broker its
         predecessor took the heartbeats of: two heartbeat intervals, at most a session."""
         return min(2 * self.settings.broker_heartbeat_interval_ms,
@@ -371,7 +371,7 @@ class ClusterControlManager(ControlManagerBase):
     def _heartbeats_lapsed(self, s: _BrokerSession, now_ms: int) -> bool:
         """No heartbeat for broker.session.timeout.ms (Kafka's session rule), or, for a
         session carried over at activation, none within the activation grace."""
-        limit = (self._activation_grace_ms() if s.provisional
+        limit = (self.activation_grace_ms() if s.provisional
                  else self.settings.broker_session_timeout_ms)
         return now_ms - s.last_seen_ms >= limit
 
@@ -392,6 +392,13 @@ class ClusterControlManager(ControlManagerBase):
             since = self._activated_ms if 0 <= self._activated_ms <= now_ms else now_ms
             s = self._sessions[broker_id] = _BrokerSession(last_seen_ms=since, provisional=True)
         return s
+
+    def awaiting_first_heartbeat(self, image: MetadataImage) -> set[int]:
+        """Unfenced brokers this controller has not heard from since its activation (their
+        sessions last the activation grace): for the shell's log of why a broker was
+        fenced."""
+        return {b for b, reg in image.brokers.items() if not reg.fenced
+                and ((s := self._sessions.get(b)) is None or s.provisional)}
 
     def reset_sessions(self, now_ms: int = -1) -> None:
         """A controller that becomes active at `now_ms` starts every broker's session afresh

@@ -354,12 +354,19 @@ class ControllerService:
         write a NoOp record every metadata.max.idle.interval.ms (KIP-835)."""
         if self.quorum.is_leader:
             live = {b for b, r in self.publisher.image.brokers.items() if not r.fenced}
+            silent = self.controller.awaiting_first_heartbeat(self.publisher.image)
             now = self.clock()
             await self._run(lambda image: ControllerResult(
                 [*self.controller.tick(image, now), *self.controller.no_op_records(now)], None))
             image = self.publisher.image
             fenced = sorted(b for b in live if (r := image.brokers.get(b)) is not None
                             and r.fenced)
-            if fenced:
-                log.warning("brokers_fenced", brokers=fenced, reason="session expired",
-                            session_timeout_ms=self.controller.settings.broker_session_timeout_ms)
+            settings = self.controller.settings
+            for group, reason in (
+                    ([b for b in fenced if b not in silent], "session expired"),
+                    ([b for b in fenced if b in silent],
+                     "no heartbeat since this controller became active")):
+                if group:
+                    log.warning("brokers_fenced", brokers=group, reason=reason,
+                                session_timeout_ms=settings.broker_session_timeout_ms,
+                                activation_grace_ms=self.controller.activation_grace_ms())

@@ -371,10 +371,12 @@ def test_a_new_controller_fences_a_silent_broker_after_the_activation_grace():
                     broker_heartbeat_interval_ms=HEARTBEAT)
     t0 = 10**9
     fresh.controller.reset_sessions(t0)  # activation
+    assert fresh.controller.awaiting_first_heartbeat(fresh.image) == {0, 1, 2}
     assert fresh.controller.tick(fresh.image, t0 + 50) == []
     # the live brokers heartbeat at once when they learn of the new controller
     fresh.controller.heartbeat_received(fresh.image, 0, fresh.image.brokers[0].epoch, t0 + 100)
     assert hb(fresh, 1, t0 + 150).is_fenced is False
+    assert fresh.controller.awaiting_first_heartbeat(fresh.image) == {2}
     assert fresh.controller.tick(fresh.image, t0 + GRACE - 1) == []
     records = fresh.controller.tick(fresh.image, t0 + GRACE)
     assert [r.fence_broker.broker_id for r in records if kind(r) == "fence_broker"] == [2]
