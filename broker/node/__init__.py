@@ -541,7 +541,8 @@ class Node:
             if closed is not None:
                 waits.append(closed)
             try:
-                await asyncio.wait(waits, timeout=delay - floor)
+                await asyncio.wait(waits, timeout=delay - floor,
+                                   return_when=asyncio.FIRST_COMPLETED)
             finally:
                 leader_changed.cancel()
         if self._heartbeat_now.is_set():
