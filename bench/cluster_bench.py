@@ -13,6 +13,11 @@
                its own machine would run; by default all share both cores.
   roles        the same RF=3 acks=1 load on one topic whose partitions are all led by one
                broker: CPU per 100k records of the leader and of each follower.
+  failover --combined
+               the same on 3 combined broker+controller nodes, killing the node that is
+               both the active controller and the partition's leader (each round a new
+               topic whose preferred leader is the active controller): the new controller
+               has no heartbeat history of the dead broker (issue 31 point 3).
   metadata     create --partitions partitions (topics of 100), the time until every broker
                serves Metadata for all of them; the controller's failover time with them
                (kill -9 the active controller until a CreateTopics through a broker
@@ -20,6 +25,7 @@
                (tracemalloc, in this process, built by the pure controller).
 
     python bench/cluster_bench.py failover --rounds 5
+    python bench/cluster_bench.py failover --combined --rounds 5
     python bench/cluster_bench.py replication --messages 1500000 --repeats 5
     python bench/cluster_bench.py replication --messages 1500000 --repeats 5 \
         -C replica.fetch.min.bytes=1048576 -C replica.fetch.wait.max.ms=20
@@ -131,6 +137,77 @@ def bench_failover(rounds: int, client_overrides: dict[str, str]) -> None:
     print(f"failover: median {statistics.median(times):.2f} s over {len(times)} kills "
           f"(min {min(times):.2f}, max {max(times):.2f}); goal <= 2 s; Kafka's default "
           f"broker.session.timeout.ms alone is 9 s")
+
+
+def bench_failover_combined(rounds: int, client_overrides: dict[str, str],
+                            node_config: dict[str, str]) -> None:
+    """kill -9 the combined node that is the active controller AND leads the partition."""
+    times = []
+    with tempfile.TemporaryDirectory() as tmp, \
+            Cluster(Path(tmp), 3, combined=True, overrides=node_config) as c:
+        for n in range(rounds):
+            times.append(_combined_failover_round(c, f"failover-{n}", client_overrides))
+    print(f"combined failover: median {statistics.median(times):.2f} s over {len(times)} "
+          f"kills (min {min(times):.2f}, max {max(times):.2f}); goal <= 2 s; "
+          f"broker.session.timeout.ms is {node_config.get('broker.session.timeout.ms', '9000')}"
+          f" ms; load average {load_average()}")
+
+
+def _combined_failover_round(c: Cluster, topic: str, client_overrides: dict[str, str]) -> float:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    victim = c.wait_for(lambda: max(c.active_controller(), 0), 30, "an active controller")
+    others = [i for i in c.broker_ids if i != victim]
+    via = others[0]
+    c.admin(via).create_topics([NewTopic(
+        topic, 1, replica_assignment=[[victim, *others]], config={"min.insync.replicas": "2"})],
+        operation_timeout=60)[topic].result(120)
+    c.wait_for(lambda: c.partition_leaders(topic, via=via).get(0) == victim
+               and full_isr(c, topic), 60, f"{topic} led by {victim}, ISR full")
+    acked_produced_at = [0.0]
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                      "linger.ms": 0, "retry.backoff.ms": 20, "log_level": 0,
+                      "topic.metadata.refresh.interval.ms": 1000,
+                      "message.timeout.ms": 30000, **client_overrides})
+
+        def on_delivery(err: Any, msg: Any, t: float) -> None:
+            if err is None:
+                with lock:
+                    acked_produced_at[0] = max(acked_produced_at[0], t)
+
+        while not stop.is_set():
+            t = time.monotonic()
+            p.produce(topic, b"x" * 100, partition=0,
+                      on_delivery=lambda err, msg, t=t: on_delivery(err, msg, t))
+            p.poll(0.005)
+        p.flush(30)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        c.wait_for(lambda: acked_produced_at[0] > 0, 30, "first acknowledgement")
+        time.sleep(1)
+        since = time.monotonic()
+        c.kill(victim)
+        while time.monotonic() - since < 60:
+            with lock:
+                if acked_produced_at[0] > since:
+                    break
+            time.sleep(0.002)
+        elapsed = time.monotonic() - since
+    finally:
+        stop.set()
+        thread.join(30)
+    print(f"  killed node {victim} (active controller, leader of {topic}-0): "
+          f"acknowledged again after {elapsed:.2f} s", flush=True)
+    c.restart(victim)
+    time.sleep(1)
+    return elapsed
 
 
 # -------------------------------------------------------------------------- replication
@@ -634,6 +711,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("-X", dest="client", action="append", default=[], metavar="KEY=VALUE",
                    help="a librdkafka producer setting, e.g. retry.backoff.max.ms=100")
+    p.add_argument("--combined", action="store_true",
+                   help="3 combined nodes; kill the active controller that leads the partition")
+    p.add_argument("-C", dest="node_config", action="append", default=[],
+                   metavar="KEY=VALUE", help="a setting for every node (--combined)")
     p = sub.add_parser("replication")
     p.add_argument("--messages", type=int, default=300_000)
     p.add_argument("--repeats", type=int, default=2)
@@ -658,7 +739,10 @@ def main() -> None:
                    metavar="KEY=VALUE",
                    help="a setting for every node, e.g. broker.session.timeout.ms=9000")
     args = parser.parse_args()
-    if args.what == "failover":
+    if args.what == "failover" and args.combined:
+        bench_failover_combined(args.rounds, dict(kv.split("=", 1) for kv in args.client),
+                                dict(kv.split("=", 1) for kv in args.node_config))
+    elif args.what == "failover":
         bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
     elif args.what == "replication":
         bench_replication(args.messages, args.repeats,

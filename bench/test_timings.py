@@ -26,6 +26,8 @@ TESTS = [
     "test_throttled_answer_is_sent_then_the_connection_is_muted",
     "tests/unit/test_broker_lifecycle.py::"
     "test_a_closed_heartbeat_connection_makes_the_broker_heartbeat_at_once",
+    "tests/unit/test_broker_lifecycle.py::"
+    "test_a_new_metadata_leader_makes_the_broker_heartbeat_at_once",
     "tests/unit/controller/test_channel.py::test_a_silent_controller_is_asked_last_for_a_while",
 ]
 

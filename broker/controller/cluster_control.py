@@ -9,12 +9,17 @@ Broker liveness is a state machine (KIP-631), all transitions here:
   UNFENCED    --heartbeat want_shut_down-->   CONTROLLED_SHUTDOWN
                                               BrokerRegistrationChange(in_controlled_shutdown)
                                               (+ ISR/leader moves)
-  CONTROLLED_SHUTDOWN --heartbeat, leads nothing, caught up--> should_shut_down = true
+  CONTROLLED_SHUTDOWN --heartbeat, leads nothing, caught up-->
+                                              FENCED        FenceBroker, should_shut_down =
+                                              true; its session ends (Kafka's SHUTDOWN_NOW)
   any         --heartbeat naming an online log dir as offline (KIP-858)--> same state
                                               BrokerRegistrationChange(log_dirs: the rest)
                                               (+ ISR/ELR/leader moves of its replicas there)
   UNFENCED or CONTROLLED_SHUTDOWN --no heartbeat for broker.session.timeout.ms (tick), and
                                   none waiting in the controller-->
+                                              FENCED        FenceBroker (+ ISR/leader moves)
+  UNFENCED or CONTROLLED_SHUTDOWN --no heartbeat to this controller within
+                                  2 x broker.heartbeat.interval.ms of its activation (tick)-->
                                               FENCED        FenceBroker (+ ISR/leader moves)
   UNFENCED or CONTROLLED_SHUTDOWN --the connection of its latest heartbeat closed
                                   (broker_disconnected), no heartbeat since for
@@ -26,13 +31,30 @@ Broker liveness is a state machine (KIP-631), all transitions here:
                                               leaves the ELR)
 
 The soft state (last heartbeat time, reported metadata offset) is not in the
-image; a new active controller starts every unfenced broker's session at its first
-tick. A broker process that dies closes its connections at once, while a broker that
-is alive but whose connection dropped heartbeats again on a new one within an interval:
-the second session rule above fences the first kind long before its session expires
-(Skiff's; Kafka waits for the session). A session ends when its broker is fenced;
-while a session is alive (the broker heartbeats, fenced or not) another incarnation of
-that broker id is refused with DUPLICATE_BROKER_REGISTRATION, as in Kafka.
+image. A new active controller (reset_sessions at activation) knows nothing of the
+heartbeats its predecessor took: Kafka gives every unfenced broker a full session from
+the activation, so the brokers of a node that died with the old controller (a combined
+node) kept their partitions unserved for a whole session. Here an unfenced broker starts
+with a short provisional session instead, 2 x broker.heartbeat.interval.ms from the
+activation (capped at the session timeout): every live broker heartbeats the new
+controller as soon as it learns of it (the node heartbeats at once on a change of the
+metadata quorum's leader), which turns its session into a full one; one that stays silent
+that long is fenced. A broker process that dies closes its connections at once, while a
+broker that is alive but whose connection dropped heartbeats again on a new one within an
+interval: the disconnect rule above fences the first kind long before its session expires
+(Skiff's; Kafka waits for the session).
+
+A session ends when its broker is fenced; while a session is alive (the broker
+heartbeats, fenced or not) another incarnation of that broker id is refused with
+DUPLICATE_BROKER_REGISTRATION, as in Kafka (ClusterControlManager.registerBroker asks
+BrokerHeartbeatManager.hasValidSession). A controlled shutdown ends with the broker fenced
+and its session over, so the next incarnation (a restart after SIGTERM) registers at
+once; heartbeats of the stopped epoch after that (a retried want_shut_down) start no new
+session. Kafka 4.4 fences it too but keeps the contact time of its last heartbeat, so
+a broker restarted within broker.session.timeout.ms of its clean stop is refused until
+then, like one restarted after kill -9. After a kill -9 the new incarnation waits until
+the old session lapses: its last heartbeat plus the session timeout, or sooner when the
+disconnect rule or the activation grace fences it.
 """
 
 from __future__ import annotations
@@ -76,6 +98,9 @@ class _BrokerSession:
     register_offset: int = 0   # the broker is caught up once it has applied this offset
     disconnected_ms: int | None = None  # when its latest heartbeat's connection closed
     waiting: int = 0  # heartbeats that arrived and wait their turn (heartbeat_arrived)
+    # carried over by a newly active controller, no heartbeat to it yet: lasts only the
+    # activation grace (ClusterControlManager.activation_grace_ms)
+    provisional: bool = False
 
 
 def _unsupported_finalized(image: MetadataImage,
@@ -96,6 +121,7 @@ def _unsupported_finalized(image: MetadataImage,
 class ClusterControlManager(ControlManagerBase):
     _sessions: dict[int, _BrokerSession]
     fence_causes: dict[int, str]
+    _activated_ms: int  # when this controller last became active (reset_sessions), or -1
 
     # -- broker registration and heartbeats -------------------------------------------
 
@@ -129,7 +155,7 @@ class ClusterControlManager(ControlManagerBase):
             return ControllerResult([], BrokerRegistrationReply(ErrorCode.invalid_registration,
                                                                 bad_dirs))
         existing = image.brokers.get(req.broker_id)
-        session = self._sessions.get(req.broker_id)
+        session = self._session(image, req.broker_id, now_ms)
         if (existing is not None and existing.incarnation_id != req.incarnation_id
                 and session is not None and not self._heartbeats_lapsed(session, now_ms)):
             return ControllerResult([], BrokerRegistrationReply(
@@ -193,11 +219,18 @@ class ClusterControlManager(ControlManagerBase):
                 ErrorCode.stale_broker_epoch,
                 f"Expected broker epoch {reg.epoch}, but got {req.broker_epoch}"))
         s = self._sessions.get(req.broker_id)
+        if s is None and reg.fenced and req.want_shut_down:
+            # a fenced epoch on its way out (its controlled shutdown is over, a retried
+            # heartbeat): go, and start no session that would refuse the next incarnation
+            return ControllerResult([], BrokerHeartbeatReply(
+                is_caught_up=req.current_metadata_offset >= 0, is_fenced=True,
+                should_shut_down=True))
         if s is None:  # registered under a previous controller
             s = _BrokerSession(last_seen_ms=now_ms, register_offset=0)
             self._sessions[req.broker_id] = s
         s.last_seen_ms = max(s.last_seen_ms, now_ms)
         s.disconnected_ms = None
+        s.provisional = False
         s.metadata_offset = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= s.register_offset
         records: list[Any] = []
@@ -241,8 +274,17 @@ class ClusterControlManager(ControlManagerBase):
                     is_caught_up=caught_up, is_fenced=False, should_shut_down=False))
             done = (not records and not self._has_duties(image, req.broker_id)
                     and req.current_metadata_offset >= image.offset)
+            if not done:
+                return ControllerResult(records, BrokerHeartbeatReply(
+                    is_caught_up=caught_up, is_fenced=False, should_shut_down=False))
+            # Kafka's SHUTDOWN_NOW: the broker is fenced (handleBrokerFenced) and may stop;
+            # its session is over, so its next incarnation registers at once
+            records.extend(parts.remove_broker(image, req.broker_id, min_isr, unclean))
+            records.append(rec.wrap(pb.FenceBroker(broker_id=reg.broker_id,
+                                                   broker_epoch=reg.epoch)))
+            del self._sessions[req.broker_id]
             return ControllerResult(records, BrokerHeartbeatReply(
-                is_caught_up=caught_up, is_fenced=False, should_shut_down=done))
+                is_caught_up=caught_up, is_fenced=True, should_shut_down=True))
         return ControllerResult(records, BrokerHeartbeatReply(is_caught_up=caught_up,
                                                               is_fenced=False))
 
@@ -274,21 +316,29 @@ class ClusterControlManager(ControlManagerBase):
         return any(broker_id in p.isr for _, _, p in image.iter_partitions())
 
     def heartbeat_received(self, image: MetadataImage, broker_id: int, broker_epoch: int,
-                           now_ms: int) -> None:
+                           now_ms: int, want_shut_down: bool = False) -> None:
         """A heartbeat of the broker's current registration arrived at `now_ms`: its session
         is alive from then on, even if the heartbeat itself is processed later. The shell
         calls this on arrival, before the heartbeat waits its turn behind other operations
         (a big CreateTopics holds the controller while it commits): a session counted only
         from when the heartbeat is processed expired behind such a queue, and the tick
         fenced every live broker at once (issue 17: "only 0 broker(s) are registered").
-        Only an existing session is renewed; registration and fencing stay with
+        An unfenced broker without a session yet (its first heartbeat to a newly active
+        controller) gets a full one from now, so the activation grace cannot fence it
+        while its heartbeat waits; a fenced broker's session is started by broker_heartbeat
+        itself (or none, for a stopped epoch); registration and fencing stay with
         broker_heartbeat and tick."""
         reg = image.brokers.get(broker_id)
-        s = self._sessions.get(broker_id)
-        if reg is None or reg.epoch != broker_epoch or s is None:
+        if reg is None or reg.epoch != broker_epoch:
             return
+        s = self._sessions.get(broker_id)
+        if s is None:
+            if reg.fenced or want_shut_down:
+                return
+            s = self._sessions[broker_id] = _BrokerSession(last_seen_ms=now_ms)
         s.last_seen_ms = max(s.last_seen_ms, now_ms)
         s.disconnected_ms = None
+        s.provisional = False
 
     def broker_disconnected(self, broker_id: int, now_ms: int) -> None:
         """The connection that carried `broker_id`'s latest heartbeat closed: unless it
@@ -313,9 +363,18 @@ class ClusterControlManager(ControlManagerBase):
         if s is not None and s.waiting > 0:
             s.waiting -= 1
 
+    def activation_grace_ms(self) -> int:
+        """How long a newly active controller waits for the first heartbeat of a broker its
+        predecessor took the heartbeats of: two heartbeat intervals, at most a session."""
+        return min(2 * self.settings.broker_heartbeat_interval_ms,
+                   self.settings.broker_session_timeout_ms)
+
     def _heartbeats_lapsed(self, s: _BrokerSession, now_ms: int) -> bool:
-        """No heartbeat for broker.session.timeout.ms (Kafka's session rule)."""
-        return now_ms - s.last_seen_ms >= self.settings.broker_session_timeout_ms
+        """No heartbeat for broker.session.timeout.ms (Kafka's session rule), or, for a
+        session carried over at activation, none within the activation grace."""
+        limit = (self.activation_grace_ms() if s.provisional
+                 else self.settings.broker_session_timeout_ms)
+        return now_ms - s.last_seen_ms >= limit
 
     def _session_expired(self, s: _BrokerSession, now_ms: int) -> bool:
         """The session rule, or a closed heartbeat connection past its timeout."""
@@ -324,23 +383,49 @@ class ClusterControlManager(ControlManagerBase):
     def _fence_cause(self, s: _BrokerSession, now_ms: int) -> str | None:
         """Why the broker of session `s` is to be fenced now, in words for the log (None:
         it is not): its heartbeat connection closed and no heartbeat came within
-        broker.session.disconnect.timeout.ms, or no heartbeat for broker.session.timeout.ms."""
+        broker.session.disconnect.timeout.ms, no heartbeat for broker.session.timeout.ms, or
+        none to this controller within the activation grace."""
         grace = self.settings.broker_session_disconnect_timeout_ms
         if grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace:
             return (f"its heartbeat connection closed {now_ms - s.disconnected_ms} ms ago and "
                     f"no heartbeat came since (broker.session.disconnect.timeout.ms={grace})")
+        if self._heartbeats_lapsed(s, now_ms) and s.provisional:
+            return (f"no heartbeat since this controller became active "
+                    f"{now_ms - s.last_seen_ms} ms ago (activation grace "
+                    f"{self.activation_grace_ms()} ms)")
         if self._heartbeats_lapsed(s, now_ms):
             return (f"session expired: no heartbeat for {now_ms - s.last_seen_ms} ms "
                     f"(broker.session.timeout.ms="
                     f"{self.settings.broker_session_timeout_ms})")
         return None
 
-    def reset_sessions(self) -> None:
-        """A controller that becomes active starts every broker's session afresh (Kafka's
-        BrokerHeartbeatManager is new with each activation). Deadlines kept from an earlier
-        term of this node, before another controller took the heartbeats, would fence live
-        brokers at the first tick."""
+    def _session(self, image: MetadataImage, broker_id: int,
+                 now_ms: int) -> _BrokerSession | None:
+        """The broker's session; an unfenced broker this controller has not heard from since
+        its activation gets a provisional one, from the activation (reset_sessions)."""
+        s = self._sessions.get(broker_id)
+        reg = image.brokers.get(broker_id)
+        if s is None and reg is not None and not reg.fenced:
+            since = self._activated_ms if 0 <= self._activated_ms <= now_ms else now_ms
+            s = self._sessions[broker_id] = _BrokerSession(last_seen_ms=since, provisional=True)
+        return s
+
+    def awaiting_first_heartbeat(self, image: MetadataImage) -> set[int]:
+        """Unfenced brokers this controller has not heard from since its activation (their
+        sessions last the activation grace): for the shell's log of why a broker was
+        fenced."""
+        return {b for b, reg in image.brokers.items() if not reg.fenced
+                and ((s := self._sessions.get(b)) is None or s.provisional)}
+
+    def reset_sessions(self, now_ms: int = -1) -> None:
+        """A controller that becomes active at `now_ms` starts every broker's session afresh
+        (Kafka's BrokerHeartbeatManager is new with each activation). Deadlines kept from an
+        earlier term of this node, before another controller took the heartbeats, would
+        fence live brokers at the first tick. The unfenced brokers' new sessions are
+        provisional (tick): they last the activation grace from `now_ms` unless the broker
+        heartbeats (-1: from the first tick)."""
         self._sessions.clear()
+        self._activated_ms = now_ms
 
     def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
         """Fence one broker whose session expired (the lowest id); returns the records to
@@ -352,12 +437,8 @@ class ClusterControlManager(ControlManagerBase):
         records: list[Any] = []
         for bid in sorted(image.brokers):
             reg = image.brokers[bid]
-            s = self._sessions.get(bid)
-            if s is None:
-                if not reg.fenced:
-                    self._sessions[bid] = _BrokerSession(last_seen_ms=now_ms)
-                continue
-            if reg.fenced or s.waiting:
+            s = self._session(image, bid, now_ms)
+            if s is None or reg.fenced or s.waiting:
                 continue
             cause = self._fence_cause(s, now_ms)
             if cause is None:

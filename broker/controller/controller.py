@@ -9,7 +9,8 @@ controller driver on the Raft leader) owns:
   * atomicity: append each ControllerResult's records as one batch, and send its
     response only once that batch is committed. validate_only results carry no records.
   * time: `now_ms` is an argument; call `tick(image, now_ms)` about every
-    broker.heartbeat.interval.ms to fence brokers whose session expired.
+    broker.heartbeat.interval.ms to fence brokers whose session expired, and
+    `reset_sessions(now_ms)` when this controller becomes active.
 
 The work is split along Kafka's control managers (QuorumController's seams), each in its
 own module: ClusterControlManager (broker registration, heartbeats, liveness and fencing;
@@ -73,6 +74,9 @@ class ControllerSettings:
     unclean_leader_election_enable: bool = False
     delete_topic_enable: bool = True
     broker_session_timeout_ms: int = 9000
+    # a newly active controller fences an unfenced broker that has not heartbeated to it
+    # within twice this of its activation (cluster_control.py)
+    broker_heartbeat_interval_ms: int = 2000
     # Skiff's: -1 waits for the session timeout after a disconnect, as Kafka does.
     broker_session_disconnect_timeout_ms: int = -1
     # KIP-835: the active controller appends a NoOp record this often (0: never), so that
@@ -90,6 +94,7 @@ class ControllerSettings:
             unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
             delete_topic_enable=cfg["delete.topic.enable"],
             broker_session_timeout_ms=cfg["broker.session.timeout.ms"],
+            broker_heartbeat_interval_ms=cfg["broker.heartbeat.interval.ms"],
             broker_session_disconnect_timeout_ms=cfg["broker.session.disconnect.timeout.ms"],
             metadata_max_idle_interval_ms=cfg["metadata.max.idle.interval.ms"],
             node_config=cfg,
@@ -107,6 +112,7 @@ class Controller(ClusterControlManager, ReplicationControlManager,
     _sessions: dict[int, _BrokerSession] = field(default_factory=dict)
     # broker id -> why tick fenced it (the shell logs and clears them)
     fence_causes: dict[int, str] = field(default_factory=dict)
+    _activated_ms: int = -1
     _last_no_op_ms: int = -1
 
     # -- KIP-835 -----------------------------------------------------------------------

@@ -87,13 +87,14 @@ class ControllerService:
 
     def activate(self) -> None:
         """This node's controller became active (its epoch's LeaderChange is applied, so the
-        image holds everything committed before): broker sessions start afresh, and nothing
+        image holds everything committed before): broker sessions start afresh (an unfenced
+        broker that does not heartbeat within the activation grace is fenced), and nothing
         appended in an earlier term is waited for. A batch this node appended as leader
         before may have been truncated since by another leader; its offset, kept, made every
         operation of the new term wait commit_timeout_s for an offset the log might never
         reach (nothing else appends), so the controller answered REQUEST_TIMED_OUT to every
         heartbeat and fenced brokers stayed fenced."""
-        self.controller.reset_sessions()
+        self.controller.reset_sessions(self.clock())
         self._last_appended = -1
 
     async def _run(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:
@@ -267,7 +268,8 @@ class ControllerService:
             # operations queued before it (ClusterControlManager.heartbeat_received), and
             # while it waits its turn the broker counts as alive (heartbeat_arrived)
             self.controller.heartbeat_received(self.publisher.image, req.broker_id,
-                                               req.broker_epoch, self.clock())
+                                               req.broker_epoch, self.clock(),
+                                               want_shut_down=req.want_shut_down)
         self.controller.heartbeat_arrived(req.broker_id)
         try:
             return await self._run(

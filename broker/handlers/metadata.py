@@ -12,11 +12,13 @@ Answers come from the node's MetadataImage, with Kafka's KRaft-broker rules:
     broker is unregistered, fenced, or lacks the listener; at v0 replicas and ISR are cut to
     the live ones and REPLICA_NOT_AVAILABLE reports the cut, as Kafka does;
   * unknown topics are auto-created when the request allows it (v4+; always before) and
-    `auto.create.topics.enable` is on. Kafka answers LEADER_NOT_AVAILABLE and lets the client
-    retry; Skiff waits up to AUTO_CREATE_WAIT_S for the creation to commit and answers with
-    the new topic's metadata, falling back to AUTO_CREATE_PENDING_ERROR (also when the
-    controller refused the creation: the reason is logged, as Kafka does). Internal and
-    illegal names are never auto-created.
+    `auto.create.topics.enable` is on, with THIS broker's `num.partitions` and
+    `default.replication.factor` sent as explicit values (Kafka's AutoTopicCreationManager;
+    an explicit CreateTopics with -1 takes the controller's instead). Kafka answers
+    LEADER_NOT_AVAILABLE and lets the client retry; Skiff waits up to AUTO_CREATE_WAIT_S for
+    the creation to commit and answers with the new topic's metadata, falling back to
+    AUTO_CREATE_PENDING_ERROR (also when the controller refused the creation: the reason is
+    logged, as Kafka does). Internal and illegal names are never auto-created.
 """
 
 from __future__ import annotations
@@ -149,7 +151,10 @@ _in_flight: weakref.WeakKeyDictionary[Any, dict[str, asyncio.Future[Any]]] = \
 
 
 async def _auto_create(node: BrokerServices, names: Sequence[str]) -> None:
-    """Ask the controller to create `names` with the defaults; wait briefly for the commit.
+    """Ask the controller to create `names` with this broker's num.partitions and
+    default.replication.factor (sent explicitly, as Kafka's AutoTopicCreationManager does:
+    the controller's own defaults apply only to requests that leave them at -1); wait
+    briefly for the commit.
 
     The creation is never cancelled: once asked, the controller finishes it even when this
     request has stopped waiting (a cancelled append could leave the controller unsure of
@@ -159,7 +164,10 @@ async def _auto_create(node: BrokerServices, names: Sequence[str]) -> None:
     new = [n for n in names if n not in pending]
     if new:
         task = asyncio.ensure_future(
-            node.controller.create_topics([CreatableTopic(n) for n in new]))
+            node.controller.create_topics([CreatableTopic(
+                n, num_partitions=int(node.config["num.partitions"]),
+                replication_factor=int(node.config["default.replication.factor"]))
+                for n in new]))
         for n in new:
             pending[n] = task
 

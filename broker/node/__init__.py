@@ -113,6 +113,10 @@ class Node:
         self.controller: ControllerChannel
         self.controller_service: ControllerService | None = None
         self.controlled_shutdown_done = False
+        # set when the metadata quorum gets a new leader: the broker heartbeats the new
+        # controller at once (its activation grace fences brokers that stay silent)
+        self._heartbeat_now = asyncio.Event()
+        self._heartbeat_now_leader = -1
         self.controller_server: Server
         self.admin: AdminServer
         # None on a controller-only node (and until a broker is ready)
@@ -183,6 +187,8 @@ class Node:
             self.publisher.subscribe(self.replica_sync)
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock,
                                            security=controller_security_)
+        if cfg.is_broker:
+            self.quorum.add_leader_listener(self._metadata_leader_changed)
         if cfg.is_controller:
             self.controller_service = ControllerService(
                 Controller(ControllerSettings.from_config(cfg, self.cluster_id),
@@ -469,6 +475,7 @@ class Node:
         await self._register()
         fenced = True  # registered brokers start fenced
         while True:
+            self._heartbeat_now.clear()  # this heartbeat goes to the leader known now
             try:
                 beat = await self.controller.broker_heartbeat(BrokerHeartbeatRequest(
                     broker_id=self.node_id, broker_epoch=self.broker_epoch,
@@ -508,17 +515,40 @@ class Node:
                 fenced = True
             await self._until_next_heartbeat(fast if fenced else interval, fast)
 
+    def _metadata_leader_changed(self, leader_id: int, epoch: int) -> None:
+        """The metadata quorum has a new leader (Raft's LeaderChanged): heartbeat it at once.
+        A newly active controller fences an unfenced broker that has not heartbeated to it
+        within 2 x broker.heartbeat.interval.ms of its activation (cluster_control.py), so
+        a broker must not wait out its interval; a node that died with the old controller
+        never heartbeats, and its partitions move that soon instead of after a session."""
+        if leader_id >= 0:
+            self._heartbeat_now_leader = leader_id
+            self._heartbeat_now.set()
+
     async def _until_next_heartbeat(self, delay: float, floor: float) -> None:
-        """Wait `delay`, or less once the latest heartbeat's connection has closed (but at
-        least `floor`, so a controller that closes every connection gets no busy loop)."""
+        """Wait `delay`, or less once the latest heartbeat's connection has closed or the
+        metadata quorum's leader changed (but at least `floor`, so a controller that closes
+        every connection gets no busy loop)."""
         closed = self.controller.heartbeat_connection_closed
-        if closed is None or delay <= floor:
+        if delay <= floor:
             await asyncio.sleep(delay)
             return
         await asyncio.sleep(floor)
-        if not closed.done():
-            await asyncio.wait([closed], timeout=delay - floor)
-        if closed.done():
+        if not self._heartbeat_now.is_set() and not (closed is not None and closed.done()):
+            leader_changed: asyncio.Future[Any] = asyncio.ensure_future(
+                self._heartbeat_now.wait())
+            waits: list[asyncio.Future[Any]] = [leader_changed]
+            if closed is not None:
+                waits.append(closed)
+            try:
+                await asyncio.wait(waits, timeout=delay - floor,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                leader_changed.cancel()
+        if self._heartbeat_now.is_set():
+            log.info("broker_heartbeat_new_controller", leader=self._heartbeat_now_leader,
+                     action="heartbeating at once")
+        elif closed is not None and closed.done():
             log.info("broker_heartbeat_connection_closed", action="heartbeating at once")
 
     async def _register(self) -> None:

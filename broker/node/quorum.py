@@ -126,6 +126,7 @@ class MetadataQuorumDriver:
         self._active_epoch = -1
         self._leader_epoch = -1
         self._on_leader: list[Callable[[], Awaitable[None]]] = []
+        self._on_leader_change: list[Callable[[int, int], None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ---- what the controller service needs -------------------------------------------
@@ -151,6 +152,11 @@ class MetadataQuorumDriver:
     def on_become_leader(self, callback: Callable[[], Awaitable[None]]) -> None:
         """`callback` runs each time this node's controller becomes active."""
         self._on_leader.append(callback)
+
+    def add_leader_listener(self, callback: Callable[[int, int], None]) -> None:
+        """`callback(leader_id, epoch)` runs (on the event loop, at once) each time the
+        quorum's leader changes, -1 while an election is on."""
+        self._on_leader_change.append(callback)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -210,6 +216,11 @@ class MetadataQuorumDriver:
         self._leader_epoch = epoch if leader_id == self.cfg.node_id else -1
         if leader_id != self.cfg.node_id:
             self._active_epoch = -1
+        for callback in self._on_leader_change:
+            try:
+                callback(leader_id, epoch)
+            except Exception:
+                log.exception("leader_change_callback_failed")
 
     def _snapshot(self, end_offset: int) -> bytes:
         return encode_snapshot(self.publisher.image, self.clock())

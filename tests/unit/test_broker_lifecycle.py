@@ -187,3 +187,40 @@ def test_a_closed_heartbeat_connection_makes_the_broker_heartbeat_at_once() -> N
     took = asyncio.run(go())
     # at once, not after the 10 s interval (the loop above bounds it by 2 s)
     note("broker_lifecycle: heartbeat after the connection closed", took, 0.5)
+
+
+def test_a_new_metadata_leader_makes_the_broker_heartbeat_at_once() -> None:
+    """A newly active controller fences an unfenced broker that has not heartbeated to it
+    within 2 x broker.heartbeat.interval.ms of its activation (issue 31 point 3): the broker
+    heartbeats as soon as Raft tells it of a new leader, not at its next interval. An
+    election under way (leader -1) is no reason to."""
+    interval_s = 10.0
+    ctl = ScriptedController([])
+    node = make_node(ctl, heartbeat_ms=int(interval_s * 1000))
+
+    async def go() -> float:
+        task = asyncio.create_task(node._broker_lifecycle())
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(node.ready.wait(), 2)
+            await asyncio.sleep(0.1)
+            assert len(ctl.beats) == 1
+            node._metadata_leader_changed(-1, 6)  # no leader yet
+            await asyncio.sleep(0.2)
+            assert len(ctl.beats) == 1, "no heartbeat while there is no leader"
+            node._metadata_leader_changed(2, 6)
+            t0 = loop.time()
+            while len(ctl.beats) < 2:
+                assert loop.time() - t0 < 2, "no heartbeat after the leader changed"
+                await asyncio.sleep(0.005)
+            took = loop.time() - t0
+            await asyncio.sleep(0.1)
+            assert len(ctl.beats) == 2, "then one per interval again"
+            return took
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    took = asyncio.run(go())
+    # at once, not at the 10 s interval (the loop above bounds it by 2 s)
+    note("broker_lifecycle: heartbeat after a new metadata leader", took, 0.5)

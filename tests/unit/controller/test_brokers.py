@@ -18,6 +18,8 @@ from broker.metadata.records import kind
 E = ErrorCode
 CID = "test-cluster"
 SESSION = 9000
+HEARTBEAT = 2000
+GRACE = 2 * HEARTBEAT  # a newly active controller's grace for a broker's first heartbeat
 
 
 def inc(b: int, gen: int = 0) -> uuid.UUID:
@@ -315,7 +317,43 @@ def test_controlled_shutdown():
     assert r.error is E.invalid_replication_factor
     # not caught up with the leadership moves yet
     assert hb(h, 0, 200, want_shut_down=True, offset=h.image.offset - 1).should_shut_down is False
-    assert hb(h, 0, 300, want_shut_down=True).should_shut_down is True
+    out = hb(h, 0, 300, want_shut_down=True)
+    assert out.should_shut_down is True and out.is_fenced is True
+    # Kafka's SHUTDOWN_NOW: fenced, and its session is over
+    assert h.image.brokers[0].fenced
+
+
+def test_a_restart_after_a_controlled_shutdown_registers_at_once():
+    """Issue 31 point 2: the controlled shutdown ends the session, so the next incarnation
+    (the process started again after SIGTERM) is not refused with
+    DUPLICATE_BROKER_REGISTRATION for the rest of the old session; a heartbeat of the
+    stopped epoch after that (a retry) starts no new session."""
+    h = empty_harness()
+    up(h, 0, 1)
+    topic(h, "t", 2, 2)
+    assert hb(h, 0, 100, want_shut_down=True).should_shut_down is False
+    assert hb(h, 0, 200, want_shut_down=True).should_shut_down is True
+    old_epoch = h.image.brokers[0].epoch
+    retried = hb(h, 0, 250, want_shut_down=True)
+    assert retried.should_shut_down and retried.is_fenced
+    assert h.controller.tick(h.image, 300) == []
+    r = h.commit(h.controller.register_broker(h.image, reg_req(0, gen=1, prev=old_epoch), 300))
+    assert r.error is E.none and r.broker_epoch > old_epoch
+    assert hb(h, 0, 400).is_fenced is False
+    # a clean restart (previous epoch named): it stays eligible, its partitions come back
+    assert all(0 in p.replicas for p in h.image.topic("t").partitions.values())
+
+
+def test_without_the_controlled_shutdown_the_old_session_still_refuses():
+    """A process that stopped without it (kill -9) left its session alive: the new
+    incarnation waits for it to lapse, as in Kafka."""
+    h = empty_harness()
+    up(h, 0, 1)
+    assert hb(h, 0, 1000).is_fenced is False
+    r = h.controller.register_broker(h.image, reg_req(0, gen=1), 1000 + SESSION - 1)
+    assert r.response.error is E.duplicate_broker_registration
+    r = h.controller.register_broker(h.image, reg_req(0, gen=1), 1000 + SESSION)
+    assert r.response.error is E.none
 
 
 def test_fenced_broker_wanting_shutdown_may_go_at_once():
@@ -325,14 +363,74 @@ def test_fenced_broker_wanting_shutdown_may_go_at_once():
     assert out.should_shut_down and out.is_fenced
 
 
-def test_new_controller_gives_every_broker_a_full_session():
-    h = empty_harness()
-    up(h, 0)
-    fresh = Harness(h.image, broker_session_timeout_ms=SESSION)
-    assert fresh.controller.tick(fresh.image, 10**9) == []
-    assert fresh.controller.tick(fresh.image, 10**9 + SESSION - 1) == []
-    assert [kind(r) for r in fresh.controller.tick(fresh.image, 10**9 + SESSION)] == [
-        "fence_broker"]
+def test_a_new_controller_fences_a_silent_broker_after_the_activation_grace():
+    """Issue 31 point 3. Kafka's new controller gives every unfenced broker a full session
+    from its activation, so the partitions of a broker that died with the old controller (a
+    combined node) stayed leaderless for broker.session.timeout.ms. Here a broker the new
+    controller has not heard from within 2 x broker.heartbeat.interval.ms of its activation
+    is fenced; those that heartbeat keep full sessions."""
+    h = empty_harness(broker_heartbeat_interval_ms=HEARTBEAT)
+    up(h, 0, 1, 2, now=0)
+    topic(h, "t", 3, 3)
+    led_by_2 = [i for i, p in h.image.topic("t").partitions.items() if p.leader == 2]
+    assert led_by_2
+    fresh = Harness(h.image, broker_session_timeout_ms=SESSION,
+                    broker_heartbeat_interval_ms=HEARTBEAT)
+    t0 = 10**9
+    fresh.controller.reset_sessions(t0)  # activation
+    assert fresh.controller.awaiting_first_heartbeat(fresh.image) == {0, 1, 2}
+    assert fresh.controller.tick(fresh.image, t0 + 50) == []
+    # the live brokers heartbeat at once when they learn of the new controller
+    fresh.controller.heartbeat_received(fresh.image, 0, fresh.image.brokers[0].epoch, t0 + 100)
+    assert hb(fresh, 1, t0 + 150).is_fenced is False
+    assert fresh.controller.awaiting_first_heartbeat(fresh.image) == {2}
+    assert fresh.controller.tick(fresh.image, t0 + GRACE - 1) == []
+    records = fresh.controller.tick(fresh.image, t0 + GRACE)
+    assert [r.fence_broker.broker_id for r in records if kind(r) == "fence_broker"] == [2]
+    fresh.image = apply_records(fresh.image, records)
+    for i in led_by_2:
+        p = fresh.image.topic("t").partitions[i]
+        assert p.leader in (0, 1) and 2 not in p.isr
+    # the others' sessions are full ones, from their heartbeats
+    assert tick_all(fresh, t0 + 100 + SESSION - 1) == []
+    assert [kind(r) for r in tick_all(fresh, t0 + 150 + SESSION)].count("fence_broker") == 2
+
+
+def test_a_first_heartbeat_waiting_in_the_new_controller_saves_its_broker():
+    """The arrival of the first heartbeat (heartbeat_received, before the heartbeat waits its
+    turn behind other operations) turns the provisional session into a full one."""
+    h = empty_harness(broker_heartbeat_interval_ms=HEARTBEAT)
+    up(h, 0, now=0)
+    fresh = Harness(h.image, broker_session_timeout_ms=SESSION,
+                    broker_heartbeat_interval_ms=HEARTBEAT)
+    fresh.controller.reset_sessions(1000)
+    fresh.controller.heartbeat_received(fresh.image, 0, fresh.image.brokers[0].epoch, 1200)
+    assert fresh.controller.tick(fresh.image, 1000 + GRACE) == []
+    assert fresh.controller.tick(fresh.image, 1200 + SESSION - 1) == []
+
+
+def test_the_activation_grace_is_at_most_a_session():
+    h = empty_harness(broker_heartbeat_interval_ms=5000)
+    up(h, 0, now=0)
+    h.controller.reset_sessions(0)
+    assert h.controller.tick(h.image, SESSION - 1) == []
+    assert [kind(r) for r in h.controller.tick(h.image, SESSION)] == ["fence_broker"]
+
+
+def test_a_new_incarnation_waits_only_for_the_activation_grace():
+    """A combined node killed and started again: its new controller carries the old
+    incarnation's registration over, unfenced. The new incarnation is refused
+    (DUPLICATE_BROKER_REGISTRATION, as Kafka refuses it for a whole session) until the
+    activation grace has passed, then accepted."""
+    h = empty_harness(broker_heartbeat_interval_ms=HEARTBEAT)
+    up(h, 0, now=0)
+    fresh = Harness(h.image, broker_session_timeout_ms=SESSION,
+                    broker_heartbeat_interval_ms=HEARTBEAT)
+    fresh.controller.reset_sessions(50_000)
+    r = fresh.controller.register_broker(fresh.image, reg_req(0, gen=1), 50_100)
+    assert r.response.error is E.duplicate_broker_registration
+    r = fresh.controller.register_broker(fresh.image, reg_req(0, gen=1), 50_000 + GRACE)
+    assert r.response.error is E.none
 
 
 def test_unregister_broker():
@@ -382,16 +480,19 @@ def test_bootstrap_records_only_on_an_empty_log():
 
 def test_a_controller_active_again_starts_sessions_afresh():
     """Sessions kept from an earlier term would fence live brokers at the first tick after
-    this node becomes active again; reset_sessions (called on activation) gives each
-    unfenced broker a full session from now."""
+    this node becomes active again; reset_sessions (called on activation) starts each
+    unfenced broker's session afresh from the activation (provisional until it
+    heartbeats)."""
     h = empty_harness()
     up(h, 0, 1, now=0)
     assert h.controller.tick(h.image, 1000) == []
     # another controller took the heartbeats for a while; this one is active again
-    h.controller.reset_sessions()
+    h.controller.reset_sessions(SESSION + 5000)
     assert h.controller.tick(h.image, SESSION + 5000) == []  # a fresh session, not expired
-    assert not h.image.brokers[0].fenced
-    records = tick_all(h, 2 * SESSION + 5000)  # no heartbeat since: expired
+    for b in (0, 1):
+        assert hb(h, b, SESSION + 5100).is_fenced is False
+    assert tick_all(h, 2 * SESSION + 5099) == []
+    records = tick_all(h, 2 * SESSION + 5100)  # no heartbeat since: expired
     assert [kind(r) for r in records].count("fence_broker") == 2
 
 

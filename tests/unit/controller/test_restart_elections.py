@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import Harness
-from test_brokers import SESSION, empty_harness, hb, reg_req, up
+from test_brokers import GRACE, SESSION, empty_harness, hb, reg_req, up
 
 from broker.controller import CreatableTopic
 from broker.metadata.records import NO_LEADER
@@ -20,18 +20,29 @@ def test_combined_node_restart_regains_leadership(clean: bool) -> None:
     old_epoch = h.image.brokers[1].epoch
     before = {i: p.leader_epoch for i, p in h.image.topic("t").partitions.items()}
 
+    if clean:  # SIGTERM: the controlled shutdown ends with the broker fenced
+        assert hb(h, 1, 5, want_shut_down=True).should_shut_down is False
+        assert hb(h, 1, 6, want_shut_down=True).should_shut_down is True
+
     # The whole node restarts: a new controller (no sessions) over the committed image, and
     # the broker as a new incarnation; a clean shutdown names its last broker epoch.
     h = Harness(h.image, broker_session_timeout_ms=SESSION)
+    h.controller.reset_sessions(10)
     prev = old_epoch if clean else -1
-    reply = h.commit(h.controller.register_broker(h.image, reg_req(1, gen=1, prev=prev), 10))
+    if not clean:
+        # the killed incarnation is still registered unfenced: the new one waits for the
+        # activation grace (Kafka: the whole session)
+        refused = h.controller.register_broker(h.image, reg_req(1, gen=1, prev=prev), 10)
+        assert refused.response.error.name == "duplicate_broker_registration"
+    at = 10 if clean else 10 + GRACE
+    reply = h.commit(h.controller.register_broker(h.image, reg_req(1, gen=1, prev=prev), at))
     assert reply.error.name == "none"
     for p in h.image.topic("t").partitions.values():
         assert p.leader == NO_LEADER
         # Clean: still eligible through the ELR; unclean: remembered as last known leader.
         assert (p.elr if clean else p.last_known_elr) == (1,)
 
-    assert hb(h, 1, 20).is_fenced is False
+    assert hb(h, 1, at + 10).is_fenced is False
     for i, p in h.image.topic("t").partitions.items():
         assert (p.leader, p.isr, p.elr, p.last_known_elr) == (1, (1,), (), ())
         assert p.leader_epoch > before[i]

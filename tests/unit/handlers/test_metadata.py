@@ -143,6 +143,31 @@ def test_auto_creation_uses_broker_defaults(node_factory: Any) -> None:
     assert len(resp.topics[0].partitions) == 4
 
 
+def test_auto_creation_sends_the_brokers_defaults_not_the_controllers(
+        node_factory: Any) -> None:
+    """Kafka's AutoTopicCreationManager puts the broker's num.partitions and
+    default.replication.factor into its CreateTopics; a CreateTopics with -1 (an admin
+    client's) takes the controller's. Here the controller's settings differ from this
+    broker's config, as on a cluster of separate controllers and brokers."""
+    import dataclasses
+
+    from broker.handlers import create_topics
+
+    node = node_factory({"num.partitions": "4"})
+    ctl = node.controller.controller
+    ctl.settings = dataclasses.replace(ctl.settings, num_partitions=7)
+    resp = call(node, 12, request(12, ["auto-from-broker"]))
+    assert len(resp.topics[0].partitions) == 4
+    m = importlib.import_module("kio.schema.create_topics.v7.request")
+    req = build(m.CreateTopicsRequest, timeout_ms=5000, validate_only=False, topics=(
+        build(m.CreatableTopic, name="explicit", num_partitions=-1, replication_factor=-1,
+              assignments=(), configs=()),))
+    created = asyncio.run(create_topics.handle(node, make_ctx(19, 7), req))
+    assert created.topics[0].error_code is ErrorCode.none
+    assert created.topics[0].num_partitions == 7
+    assert len(node.metadata.topic("explicit").partitions) == 7
+
+
 def test_auto_creation_disabled_by_config(node_factory: Any) -> None:
     node = node_factory({"auto.create.topics.enable": "false"})
     for v in (1, 4, 12):
