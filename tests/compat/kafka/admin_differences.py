@@ -34,10 +34,6 @@ DIFFERENCES: dict[str, str] = {
     "describeConfigs(group)": (
         "group configs (KIP-848's consumer.session.timeout.ms and the like, per group) are "
         "not served by Skiff"),
-    # Offsets
-    "listOffsets(earliestPendingUpload)": (
-        "ListOffsets v11 (the EARLIEST_PENDING_UPLOAD spec of tiered storage) is not "
-        "advertised by Skiff, which has no tiered storage; Kafka answers -1"),
     # Groups
     "describeConsumerGroups(classic,stable)": (
         "authorized operations: Kafka adds DESCRIBE_CONFIGS and ALTER_CONFIGS for groups, "
