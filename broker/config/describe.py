@@ -107,7 +107,15 @@ def describe_topic_configs(
     out: list[ConfigEntry] = []
     for name in wanted:
         d = TOPIC_CONFIGS[name]
-        bval, bsrc, bsyn = _broker_synonym_value(cfg, d, dynamic_default)
+        bval, _, bsyn = _broker_synonym_value(cfg, d, dynamic_default)
+        # Kafka's ConfigHelper.configSynonyms keeps the broker synonyms from the first one
+        # that names the primary key on (dropWhile): retention.ms shows none of
+        # log.retention.{minutes,hours} until log.retention.ms itself is set somewhere,
+        # and the entry's source is the first synonym's (DEFAULT_CONFIG when none is left).
+        primary = d.synonyms[0] if d.synonyms else None
+        while bsyn and bsyn[0].name != primary:
+            bsyn = bsyn[1:]
+        bsrc = bsyn[0].source if bsyn else ConfigSource.DEFAULT_CONFIG
         synonyms: list[ConfigSynonym] = []
         if name in topic_overrides:
             try:

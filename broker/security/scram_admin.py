@@ -5,7 +5,7 @@ in order of first appearance. A user's changes apply all together or not at all;
 first problem found for a user is its answer:
   empty name                          UNACCEPTABLE_CREDENTIAL
   mechanism other than 1/2            UNSUPPORTED_SASL_MECHANISM
-  the same (user, mechanism) twice    DUPLICATE_RESOURCE
+  the same user twice (any mechanism) DUPLICATE_RESOURCE (checked first)
   iterations outside 4096..16384      UNACCEPTABLE_CREDENTIAL
   empty salt or salted password       UNACCEPTABLE_CREDENTIAL
   deleting a credential not present   RESOURCE_NOT_FOUND
@@ -51,13 +51,21 @@ def alter(image: MetadataImage, deletions: Sequence[Deletion],
           upsertions: Sequence[Upsertion]) -> ControllerResult[list[UserResult]]:
     order: list[str] = []
     problem: dict[str, tuple[ErrorCode, str]] = {}
-    seen: set[tuple[str, int]] = set()
     pending: dict[str, list[Any]] = {}
 
     def fail(user: str, code: ErrorCode, message: str) -> None:
         problem.setdefault(user, (code, message))
 
     changes: list[Deletion | Upsertion] = [*deletions, *upsertions]
+    # Kafka's ScramControlManager keys a request's changes by user name alone, before any
+    # other check: SCRAM-SHA-256 and SCRAM-SHA-512 for one user in one request is refused
+    counts: dict[str, int] = {}
+    for change in changes:
+        counts[change.name] = counts.get(change.name, 0) + 1
+    for user, n in counts.items():
+        if n > 1:
+            fail(user, ErrorCode.duplicate_resource,
+                 "A user credential cannot be altered twice in the same request")
     for change in changes:
         user = change.name
         if user not in pending:
@@ -71,11 +79,6 @@ def alter(image: MetadataImage, deletions: Sequence[Deletion],
             fail(user, ErrorCode.unsupported_sasl_mechanism,
                  f"Unknown SCRAM mechanism {change.mechanism}")
             continue
-        if (user, change.mechanism) in seen:
-            fail(user, ErrorCode.duplicate_resource,
-                 "A user credential cannot be altered twice in the same request")
-            continue
-        seen.add((user, change.mechanism))
         if isinstance(change, Upsertion):
             if change.iterations < scram.MIN_ITERATIONS:
                 fail(user, ErrorCode.unacceptable_credential, "Too few iterations")
