@@ -119,7 +119,8 @@ class ConfigDef:
 _INT_RANGES = {ConfigType.INT: (-(2**31), 2**31 - 1), ConfigType.SHORT: (-(2**15), 2**15 - 1),
                ConfigType.LONG: (-(2**63), 2**63 - 1)}
 # Kafka's ConfigDef.parseType: a string that Integer/Short/Long.parse* refuses (also out of range)
-_EXPECTED = {ConfigType.INT: "Not a number of type INT", ConfigType.SHORT: "Not a number of type SHORT",
+_EXPECTED = {ConfigType.INT: "Not a number of type INT",
+             ConfigType.SHORT: "Not a number of type SHORT",
              ConfigType.LONG: "Not a number of type LONG"}
 
 

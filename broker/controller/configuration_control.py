@@ -64,18 +64,28 @@ class ConfigurationControlManager(ControlManagerBase):
         """Why (name, value) cannot be set on the resource, or None."""
         try:
             if r.resource_type == RESOURCE_TOPIC:
+                if name not in cfgmod.TOPIC_CONFIGS:
+                    return f"Unknown topic config name: {name}"  # Kafka's words
                 cfgmod.validate_topic_configs({name: value})
                 return None
             d = cfgmod.BROKER_CONFIGS.get(name)
             if d is None:
                 return f"Unknown broker config name: {name}"
             if name not in DYNAMIC_BROKER_KEYS:
-                return f"Cannot update these configs dynamically: {name}"
+                return f"Cannot update these configs dynamically: [{name}]"  # a Java Set
             if value is not None:
                 d.parse(value)
         except ConfigError as exc:
             return str(exc)
         return None
+
+    @staticmethod
+    def _value_error(r: ConfigResource) -> ErrorCode:
+        """A refused value's code: Kafka's brokers answer INVALID_REQUEST for a BROKER
+        resource (ConfigAdminManager.validateBrokerConfigChange, KAFKA-13609) and
+        INVALID_CONFIG for a topic."""
+        return ErrorCode.invalid_request if r.resource_type == RESOURCE_BROKER \
+            else ErrorCode.invalid_config
 
     def _diff(self, r: ConfigResource, old: Mapping[str, str],
               new: Mapping[str, str]) -> list[Any]:
@@ -127,7 +137,7 @@ class ConfigurationControlManager(ControlManagerBase):
                     break
                 new[name] = value
             if problem is not None:
-                results.append(AlterConfigsResult(r, ErrorCode.invalid_config, problem))
+                results.append(AlterConfigsResult(r, self._value_error(r), problem))
                 continue
             old = image.configs.get((r.resource_type, r.resource_name), {})
             results.append(AlterConfigsResult(r))
@@ -160,7 +170,7 @@ class ConfigurationControlManager(ControlManagerBase):
                 msg = self._check_value(r, name, value if op is not AlterConfigOp.DELETE
                                         else None)
                 if msg is not None:
-                    problem = (ErrorCode.invalid_config, msg)
+                    problem = (self._value_error(r), msg)
                     break
                 if op is AlterConfigOp.SET:
                     if value is None:
@@ -187,7 +197,7 @@ class ConfigurationControlManager(ControlManagerBase):
                     joined = ",".join(merged)
                     msg = self._check_value(r, name, joined)
                     if msg is not None:
-                        problem = (ErrorCode.invalid_config, msg)
+                        problem = (self._value_error(r), msg)
                         break
                     new[name] = joined
             if problem is not None:

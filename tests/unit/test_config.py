@@ -199,21 +199,22 @@ def test_kafka_defaults():
 
 
 @pytest.mark.parametrize("key,value,expected", [
-    ("num.partitions", "zero", "an int"),
+    ("num.partitions", "zero", "Not a number of type INT"),
     ("num.partitions", "0", "at least 1"),
-    ("num.partitions", "2147483648", "an int"),
+    ("num.partitions", "2147483648", "Not a number of type INT"),
     ("auto.create.topics.enable", "yes", "true or false"),
     ("log.cleanup.policy", "compact,keep", "Valid values"),
     ("log.format", "xml", "one of"),
-    ("connections.max.idle.ms", "1.5", "a long"),
+    ("connections.max.idle.ms", "1.5", "Not a number of type LONG"),
     ("log.cleaner.min.cleanable.ratio", "2", "between"),
-    ("offsets.topic.replication.factor", "40000", "a short"),
+    ("offsets.topic.replication.factor", "40000", "Not a number of type SHORT"),
 ])
 def test_bad_values_name_key_value_and_expectation(key, value, expected):
     with pytest.raises(ConfigError) as ei:
         cfg(**{key.replace(".", "_"): value})
     msg = str(ei.value)
-    assert key in msg and repr(value.strip()) in msg
+    # Kafka's ConfigException: "Invalid value <value> for configuration <key>: <why>"
+    assert msg.startswith(f"Invalid value {value.strip()} for configuration {key}: ")
     assert expected in msg
     assert ei.value.key == key
 
