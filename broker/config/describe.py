@@ -65,16 +65,17 @@ def _broker_synonym_value(
                 synonyms.append(ConfigSynonym(key, format_value(bd.type, val), src))
                 if chosen is None and val is not None:
                     chosen = (val * _SYNONYM_SCALE.get(key, 1), src)
-    if chosen is None:
-        for key in d.synonyms:
-            bd = BROKER_CONFIGS[key]
-            if bd.default is not None:
-                synonyms.append(ConfigSynonym(key, format_value(bd.type, bd.default),
-                                              ConfigSource.DEFAULT_CONFIG))
+    # every synonym's Kafka default is listed (as ConfigHelper.configSynonyms does), the
+    # value falls back to the first of them
+    for key in d.synonyms:
+        bd = BROKER_CONFIGS[key]
+        if bd.default is not None:
+            synonyms.append(ConfigSynonym(key, format_value(bd.type, bd.default),
+                                          ConfigSource.DEFAULT_CONFIG))
+            if chosen is None:
                 chosen = (bd.default * _SYNONYM_SCALE.get(key, 1)
                           if not isinstance(bd.default, bool | list | str) else bd.default,
                           ConfigSource.DEFAULT_CONFIG)
-                break
     if chosen is None:
         chosen = (d.default, ConfigSource.DEFAULT_CONFIG)
     return chosen[0], chosen[1], synonyms

@@ -54,9 +54,20 @@ def sorted_acl_lines(text: str) -> str:
 
 
 def sorted_blocks(text: str) -> str:
-    """A whole listing: its resource blocks (separated by blank lines) sorted too."""
-    blocks = [b.strip() for b in sorted_acl_lines(text).split("\n\n") if b.strip()]
-    return "\n\n".join(sorted(blocks))
+    """A whole listing: its resource blocks ('Current ACLs for resource ...' and the ACL
+    lines under it) sorted too, whatever precedes the first one kept in place."""
+    head: list[str] = []
+    blocks: list[list[str]] = []
+    for line in sorted_acl_lines(text).splitlines():
+        if line.startswith("Current ACLs for resource") or \
+                line.startswith("Adding ACLs for resource"):
+            blocks.append([line])
+        elif blocks:
+            if line.strip():
+                blocks[-1].append(line)
+        else:
+            head.append(line)
+    return "\n".join([*head, *("\n".join(b) for b in sorted(blocks))]).strip()
 
 
 def test_kafka_acls(pair: BrokerPair) -> None:
