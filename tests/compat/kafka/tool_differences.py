@@ -27,7 +27,8 @@ ADMIN: dict[str, Difference] = {
         ((r"^Error while executing config command.*\n?", ""),
          (r"^java\.util\.concurrent\.ExecutionException: .*\n?", ""),
          (r"^Caused by: .*\n?", ""),
-         (r"^Completed updating config for broker 1\.$", ""))),
+         (r"^Completed updating config for broker 1\.$", "")),
+        same_exit_code=False),
     "features.describe": Difference(
         "Skiff supports metadata.version 3.9-IV0 .. 4.1-IV1 and the features up to Kafka 4.1 "
         "(no eligible.leader.replicas.version, share.version, streams.version); `skiff dev` "
