@@ -74,20 +74,17 @@ def _broker_synonym_value(
                 synonyms.append(ConfigSynonym(key, format_value(bd.type, val), src))
                 if chosen is None and val is not None:
                     chosen = (val * _SYNONYM_SCALE.get(key, 1), src)
-    if chosen is None:
-        for key in d.synonyms:
-            bd = BROKER_CONFIGS[key]
-            if bd.default is not None:
-                # Kafka lists a default synonym only for the first broker key: retention.ms
-                # (log.retention.ms has no default) lists none, though its value comes from
-                # log.retention.hours' default
-                if key == d.synonyms[0]:
-                    synonyms.append(ConfigSynonym(key, format_value(bd.type, bd.default),
-                                                  ConfigSource.DEFAULT_CONFIG))
+    # every synonym's Kafka default is listed (as ConfigHelper.configSynonyms does), the
+    # value falls back to the first of them; describe_topic_configs drops what Kafka drops
+    for key in d.synonyms:
+        bd = BROKER_CONFIGS[key]
+        if bd.default is not None:
+            synonyms.append(ConfigSynonym(key, format_value(bd.type, bd.default),
+                                          ConfigSource.DEFAULT_CONFIG))
+            if chosen is None:
                 chosen = (bd.default * _SYNONYM_SCALE.get(key, 1)
                           if not isinstance(bd.default, bool | list | str) else bd.default,
                           ConfigSource.DEFAULT_CONFIG)
-                break
     if chosen is None:
         chosen = (d.default, ConfigSource.DEFAULT_CONFIG)
     return chosen[0], chosen[1], synonyms
@@ -120,7 +117,15 @@ def describe_topic_configs(
     out: list[ConfigEntry] = []
     for name in wanted:
         d = TOPIC_CONFIGS[name]
-        bval, bsrc, bsyn = _broker_synonym_value(cfg, d, dynamic_default)
+        bval, _, bsyn = _broker_synonym_value(cfg, d, dynamic_default)
+        # Kafka's ConfigHelper.configSynonyms keeps the broker synonyms from the first one
+        # that names the primary key on (dropWhile): retention.ms shows none of
+        # log.retention.{minutes,hours} until log.retention.ms itself is set somewhere,
+        # and the entry's source is the first synonym's (DEFAULT_CONFIG when none is left).
+        primary = d.synonyms[0] if d.synonyms else None
+        while bsyn and bsyn[0].name != primary:
+            bsyn = bsyn[1:]
+        bsrc = bsyn[0].source if bsyn else ConfigSource.DEFAULT_CONFIG
         synonyms: list[ConfigSynonym] = []
         if name in topic_overrides:
             try:

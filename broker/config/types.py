@@ -17,7 +17,8 @@ class ConfigError(ValueError):
     """A config value that stops startup (or a request): says key, value and what was expected."""
 
     def __init__(self, key: str, value: object, expected: str) -> None:
-        super().__init__(f"Invalid value {value!r} for configuration {key}: {expected}")
+        # Kafka's ConfigException: the value as written, unquoted
+        super().__init__(f"Invalid value {value} for configuration {key}: {expected}")
         self.key = key
         self.value = value
         self.expected = expected
@@ -117,8 +118,10 @@ class ConfigDef:
 
 _INT_RANGES = {ConfigType.INT: (-(2**31), 2**31 - 1), ConfigType.SHORT: (-(2**15), 2**15 - 1),
                ConfigType.LONG: (-(2**63), 2**63 - 1)}
-_EXPECTED = {ConfigType.INT: "an int (32 bit)", ConfigType.SHORT: "a short (16 bit)",
-             ConfigType.LONG: "a long (64 bit)"}
+# Kafka's ConfigDef.parseType: a string that Integer/Short/Long.parse* refuses (also out of range)
+_EXPECTED = {ConfigType.INT: "Not a number of type INT",
+             ConfigType.SHORT: "Not a number of type SHORT",
+             ConfigType.LONG: "Not a number of type LONG"}
 
 
 def parse_value(key: str, ctype: ConfigType, raw: object, validator: Validator | None) -> Any:
@@ -136,22 +139,22 @@ def parse_value(key: str, ctype: ConfigType, raw: object, validator: Validator |
             value = s == "true"
     elif ctype in _INT_RANGES:
         if isinstance(raw, bool):
-            raise ConfigError(key, raw, f"Expected value to be {_EXPECTED[ctype]}")
+            raise ConfigError(key, raw, _EXPECTED[ctype])
         if isinstance(raw, int):
             value = raw
         else:
             s = str(raw).strip()
             if not re.fullmatch(r"[+-]?\d+", s):
-                raise ConfigError(key, raw, f"Expected value to be {_EXPECTED[ctype]}")
+                raise ConfigError(key, raw, _EXPECTED[ctype])
             value = int(s)
         lo, hi = _INT_RANGES[ctype]
         if not lo <= value <= hi:
-            raise ConfigError(key, raw, f"Expected value to be {_EXPECTED[ctype]}")
+            raise ConfigError(key, raw, _EXPECTED[ctype])
     elif ctype is ConfigType.DOUBLE:
         try:
             value = float(str(raw).strip()) if not isinstance(raw, int | float) else float(raw)
         except ValueError:
-            raise ConfigError(key, raw, "Expected value to be a double") from None
+            raise ConfigError(key, raw, "Not a number of type DOUBLE") from None
         if value != value or value in (float("inf"), float("-inf")):
             raise ConfigError(key, raw, "Expected value to be a finite double")
     elif ctype is ConfigType.LIST:

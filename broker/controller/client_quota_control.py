@@ -170,7 +170,10 @@ def describe_client_quotas(image: MetadataImage, components: Sequence[FilterComp
             continue
         if any(t not in names or names[t] != n for t, n in exact.items()):
             continue
-        if any(names.get(t) is None for t in specified):
+        # MATCH_TYPE_SPECIFIED: the entity has that type, its default included (Kafka's
+        # ClientQuotasImage checks containsKey; kafka-configs --describe --entity-type users
+        # lists "the default user-principal" too)
+        if any(t not in names for t in specified):
             continue
         out.append((entity, dict(values)))
     out.sort(key=lambda ev: [(t, n is not None, n or "") for t, n in ev[0]])

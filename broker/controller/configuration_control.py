@@ -66,22 +66,33 @@ class ConfigurationControlManager(ControlManagerBase):
                      value: str | None) -> tuple[ErrorCode, str] | None:
         """Why (name, value) cannot be set on the resource, or None. A broker key that is not
         dynamic is INVALID_REQUEST, as Kafka's broker answers it ("Cannot update these configs
-        dynamically: [log.dirs]"); a bad value is INVALID_CONFIG."""
+        dynamically: [log.dirs]"), and so is any other refusal on a BROKER resource
+        (_value_error); a bad topic config is INVALID_CONFIG."""
         try:
             if r.resource_type == RESOURCE_TOPIC:
+                if name not in cfgmod.TOPIC_CONFIGS:
+                    return ErrorCode.invalid_config, f"Unknown topic config name: {name}"
                 cfgmod.validate_topic_configs({name: value})
                 return None
             d = cfgmod.BROKER_CONFIGS.get(name)
             if d is None:
-                return ErrorCode.invalid_config, f"Unknown broker config name: {name}"
+                return self._value_error(r), f"Unknown broker config name: {name}"
             if name not in DYNAMIC_BROKER_KEYS:
                 return (ErrorCode.invalid_request,
                         f"Cannot update these configs dynamically: [{name}]")
             if value is not None:
                 d.parse(value)
         except ConfigError as exc:
-            return ErrorCode.invalid_config, str(exc)
+            return self._value_error(r), str(exc)
         return None
+
+    @staticmethod
+    def _value_error(r: ConfigResource) -> ErrorCode:
+        """A refused value's code: Kafka's brokers answer INVALID_REQUEST for a BROKER
+        resource (ConfigAdminManager.validateBrokerConfigChange, KAFKA-13609) and
+        INVALID_CONFIG for a topic."""
+        return ErrorCode.invalid_request if r.resource_type == RESOURCE_BROKER \
+            else ErrorCode.invalid_config
 
     def _diff(self, r: ConfigResource, old: Mapping[str, str],
               new: Mapping[str, str]) -> list[Any]:

@@ -68,6 +68,11 @@ class FeatureControlManager:
                         local_node_id: int = -1) -> ControllerResult[FeatureUpdateOutcome]:
         """`kraft_version`: Raft's current one (not in the image)."""
         outcome = check_updates(image, updates, kraft_version, local_node_id)
+        if outcome.error.error is ErrorCode.invalid_update_version:
+            # as Kafka's QuorumController.updateFeatures words a refused update
+            outcome = FeatureUpdateOutcome(ApiError(
+                outcome.error.error, "The update failed for all features since the following "
+                f"feature had an error: {outcome.error.message}"))
         if not outcome.error.ok or validate_only:
             return ControllerResult([], outcome)
         records = [rec.feature_level_record(u.feature, u.level) for u in _ordered(updates)
@@ -117,8 +122,8 @@ def _check_one(image: MetadataImage, u: FeatureUpdate, level_now: int,
             f"Unknown upgrade type {u.upgrade_type} for feature {u.feature}."))
     feature = F.FEATURES.get(u.feature)
     if feature is None:
-        return _invalid(f"Invalid update version {u.level} for feature {u.feature}. The "
-                        "controller does not support the given feature.")
+        return _invalid(f"Invalid update version {u.level} for feature {u.feature}. Local "
+                        f"controller {local_node_id} does not support this feature.")
     if not (u.level == 0 or feature.min_level <= u.level <= feature.max_level):
         return _invalid(f"Invalid update version {u.level} for feature {u.feature}. Local "
                         f"controller {local_node_id} only supports versions "

@@ -55,7 +55,7 @@ def place_replicas(
         raise PlacementError(
             f"Unable to replicate the partition {replication_factor} time(s): The target "
             f"replication factor of {replication_factor} cannot be reached because only {n} "
-            "broker(s) are registered.")
+            "broker(s) are registered or some brokers have all their log directories cordoned.")
     arranged = rack_alternated(brokers)
     rack_of = {b: brokers[b] or "" for b in arranged}
     num_racks = len(set(rack_of.values()))

@@ -284,8 +284,8 @@ class ReplicationControlManager(ControlManagerBase):
             current = topic.num_partitions
             if t.count < current:
                 fail(ErrorCode.invalid_partitions,
-                     f"Topic currently has {current} partitions, which is higher than the "
-                     f"requested {t.count}.")
+                     f"The topic {t.name} currently has {current} partition(s); {t.count} "
+                     "would not be an increase.")
                 continue
             if t.count == current:
                 fail(ErrorCode.invalid_partitions, f"Topic already has {current} partition(s).")

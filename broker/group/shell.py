@@ -412,3 +412,12 @@ class GroupCoordinatorService:
         except KafkaError as exc:
             return exc.error_code, None
         return ErrorCode.none, coord.describe_consumer_group(group_id, self.node.metadata)
+
+    def is_classic_group(self, group_id: str) -> bool:
+        """A classic group of that id lives here (ConsumerGroupDescribe says 'is not a
+        consumer group' for it, and 'not found' for an unknown id, as Kafka does)."""
+        try:
+            _, coord = self.coordinator_for(group_id)
+        except KafkaError:
+            return False
+        return group_id in coord.groups

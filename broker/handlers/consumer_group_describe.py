@@ -51,8 +51,11 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             except KafkaError as exc:
                 error = exc.error_code
         if error is ErrorCode.none and desc is None:
-            error, message = ErrorCode.group_id_not_found, \
-                f"Group {group_id} not found or not a consumer group."
+            # Kafka's GroupMetadataManager.consumerGroup(): the two messages it tells apart
+            error = ErrorCode.group_id_not_found
+            message = (f"Group {group_id} is not a consumer group."
+                       if service_of(node).is_classic_group(str(group_id))
+                       else f"Group {group_id} not found.")
         if desc is None or error is not ErrorCode.none:
             out.append(build(mod.DescribedGroup, error_code=error, error_message=message,
                              group_id=group_id, group_state="", group_epoch=-1,

@@ -199,21 +199,22 @@ def test_kafka_defaults():
 
 
 @pytest.mark.parametrize("key,value,expected", [
-    ("num.partitions", "zero", "an int"),
+    ("num.partitions", "zero", "Not a number of type INT"),
     ("num.partitions", "0", "at least 1"),
-    ("num.partitions", "2147483648", "an int"),
+    ("num.partitions", "2147483648", "Not a number of type INT"),
     ("auto.create.topics.enable", "yes", "true or false"),
     ("log.cleanup.policy", "compact,keep", "Valid values"),
     ("log.format", "xml", "one of"),
-    ("connections.max.idle.ms", "1.5", "a long"),
+    ("connections.max.idle.ms", "1.5", "Not a number of type LONG"),
     ("log.cleaner.min.cleanable.ratio", "2", "between"),
-    ("offsets.topic.replication.factor", "40000", "a short"),
+    ("offsets.topic.replication.factor", "40000", "Not a number of type SHORT"),
 ])
 def test_bad_values_name_key_value_and_expectation(key, value, expected):
     with pytest.raises(ConfigError) as ei:
         cfg(**{key.replace(".", "_"): value})
     msg = str(ei.value)
-    assert key in msg and repr(value.strip()) in msg
+    # Kafka's ConfigException: "Invalid value <value> for configuration <key>: <why>"
+    assert msg.startswith(f"Invalid value {value.strip()} for configuration {key}: ")
     assert expected in msg
     assert ei.value.key == key
 
@@ -427,9 +428,10 @@ def test_described_as_kafka_4_4_describes_them():
         ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG)]
     hours = describe_topic_configs(cfg(log_retention_hours="2"), {}, names=["retention.ms"],
                                    include_synonyms=True)[0]
-    assert hours.value == "7200000"
-    assert [(s.name, s.value, s.source) for s in hours.synonyms] == [
-        ("log.retention.hours", "2", ConfigSource.STATIC_BROKER_CONFIG)]
+    # seen on a Kafka 4.4 node started with log.retention.hours=48: the value follows it, but
+    # Kafka drops the synonyms before log.retention.ms (dropWhile) and reports the default
+    assert (hours.value, hours.source, hours.synonyms) == (
+        "7200000", ConfigSource.DEFAULT_CONFIG, ())
     broker = {e.name: e for e in describe_broker_configs(c, include_synonyms=True)}
     for name in ("node.id", "process.roles", "controller.listener.names"):
         assert [s.source for s in broker[name].synonyms] == [

@@ -131,7 +131,7 @@ def test_unknown_feature_and_repeats() -> None:
     img = image({"metadata.version": 27})
     out = check_updates(img, [FeatureUpdate("nope", 1)])
     assert out.error.error is E.invalid_update_version
-    assert "does not support the given feature" in (out.error.message or "")
+    assert "does not support this feature" in (out.error.message or "")
     out = check_updates(img, [FeatureUpdate("group.version", 1), FeatureUpdate("group.version", 0)])
     assert out.error.error is E.invalid_request
 

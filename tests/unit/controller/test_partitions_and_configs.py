@@ -121,11 +121,12 @@ def test_incremental_unchanged_value_writes_nothing():
     (BROKER("x"), [("log.retention.ms", AlterConfigOp.SET, "1")], E.invalid_request),
     # not dynamic: INVALID_REQUEST, as Kafka 4.4's broker answers ("Cannot update these
     # configs dynamically: [node.id]"); only the first broker synonym of a topic config is
-    # dynamic (log.retention.ms, not log.retention.hours)
+    # dynamic (log.retention.ms, not log.retention.hours); any refused value on a BROKER
+    # resource is INVALID_REQUEST in Kafka (KAFKA-13609)
     (BROKER("1"), [("node.id", AlterConfigOp.SET, "5")], E.invalid_request),
     (BROKER(""), [("log.retention.hours", AlterConfigOp.SET, "1")], E.invalid_request),
     (BROKER(""), [("log.roll.hours", AlterConfigOp.SET, "1")], E.invalid_request),
-    (BROKER(""), [("log.retention.ms", AlterConfigOp.SET, "soon")], E.invalid_config),
+    (BROKER(""), [("log.retention.ms", AlterConfigOp.SET, "soon")], E.invalid_request),
     (ConfigResource(8, "x"), [("a", AlterConfigOp.SET, "1")], E.invalid_request),
 ])
 def test_incremental_errors(resource, ops, code):

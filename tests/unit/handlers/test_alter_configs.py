@@ -77,8 +77,9 @@ def test_errors_per_resource(node: TestNode, v: int) -> None:
     assert [(r.resource_name, r.error_code) for r in resp.responses] == [
         ("missing", ErrorCode.unknown_topic_or_partition),
         ("t", ErrorCode.invalid_config),
-        (str(NODE_ID), ErrorCode.invalid_request),  # not dynamic, as Kafka 4.4 answers it
-        ("", ErrorCode.invalid_config),
+        # a BROKER resource's refused config is INVALID_REQUEST, as Kafka's (KAFKA-13609)
+        (str(NODE_ID), ErrorCode.invalid_request),
+        ("", ErrorCode.invalid_request),
         ("x", ErrorCode.invalid_request),
     ]
     assert all(r.error_message for r in resp.responses)

@@ -1,0 +1,51 @@
+"""Where Kafka 4.4's admin tools print something else against Skiff than against Kafka 4.4,
+and why that is accepted. Keyed by the step name the tests give `BrokerPair.same`; each
+entry's rewrites are applied to both outputs before they are compared, and a step whose
+outputs agree without them fails (tests/support/kafka_tools.py), so this list is exactly
+the differences that exist today.
+"""
+
+from __future__ import annotations
+
+from tests.support.kafka_tools import Difference
+
+ELR = ("Kafka 4.4 enables eligible leader replicas (KIP-966, eligible.leader.replicas.version=1), "
+       "and its controller then stores a cluster-wide min.insync.replicas=1 "
+       "(DYNAMIC_DEFAULT_BROKER_CONFIG); Skiff does not implement ELR, so it has no such record")
+_MIN_ISR_DEFAULT = (r"^min\.insync\.replicas=1 sensitive=false "
+                    r"synonyms=\{DYNAMIC_DEFAULT_BROKER_CONFIG:min\.insync\.replicas=1\}\n?", "")
+
+ADMIN: dict[str, Difference] = {
+    "topics.describe": Difference(ELR, ((r"Configs: min\.insync\.replicas=1,?", "Configs: "),)),
+    "topics.describe.altered": Difference(
+        ELR, ((r"Configs: min\.insync\.replicas=1,?", "Configs: "),)),
+    "configs.broker_default.describe": Difference(ELR, (_MIN_ISR_DEFAULT,)),
+    "configs.broker.unknown_key": Difference(
+        "Kafka stores a dynamic broker config it does not know (a plugin may read it); Skiff "
+        "refuses it with INVALID_CONFIG 'Unknown broker config name: ...' rather than keep a "
+        "setting nothing reads",
+        ((r"^Error while executing config command.*\n?", ""),
+         (r"^java\.util\.concurrent\.ExecutionException: .*\n?", ""),
+         (r"^Caused by: .*\n?", ""),
+         (r"^Completed updating config for broker 1\.$", "")),
+        same_exit_code=False),
+    "features.describe": Difference(
+        "Skiff supports metadata.version 3.9-IV0 .. 4.1-IV1 and the features up to Kafka 4.1 "
+        "(no eligible.leader.replicas.version, share.version, streams.version); `skiff dev` "
+        "runs a static quorum (kraft.version 0) where Kafka's standalone format finalizes 1",
+        ((r"^Feature: (eligible\.leader\.replicas|share|streams)\.version .*\n?", ""),
+         (r"^(Feature: (kraft|metadata)\.version) .*$", r"\1 <levels>"),
+         (r"Epoch: \d+", "Epoch: <n>"))),
+    "features.downgrade.metadata": Difference(
+        "the two brokers finalize different metadata.versions (4.4-IV2 / 4.1-IV1), so the same "
+        "downgrade is refused for different reasons: Kafka because 4.4-IV2 -> 3.9-IV0 drops "
+        "metadata, Skiff because group.version 1 needs 4.0-IV0",
+        ((r"The update failed for all features since the following feature had an error: "
+          r".*$", "<refused>"),
+         (r"Could not downgrade metadata\.version to 21\. .*$",
+          "Could not downgrade metadata.version to 21. <refused>"))),
+}
+
+ACLS: dict[str, Difference] = {}
+
+CLUSTER: dict[str, Difference] = {}
