@@ -97,9 +97,11 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 # Parallel runs (pytest-xdist, `--dist loadgroup`, as tests/run.sh runs the suite). Every test
 # gets an xdist_group: its file, so module fixtures start once; or a group shared by files
 # whose session fixtures are heavy, so each starts once in one worker: the image built by
-# tests/deploy, the SparkSession of tests/spark, the reference Kafka JVMs (any file using
-# kafka_ref or kafka_ref_cluster). Fixed names (the podman image and containers, the netns
-# subnet) stay in one worker as a result.
+# tests/deploy, the SparkSession of tests/spark. Fixed names (the podman image and
+# containers, the netns subnet) stay in one worker as a result. The files using the
+# reference Kafka (kafka_ref, kafka_ref_cluster) keep a group each and go first: one group
+# for all of them ran ~30 min of JVM-bound steps on one worker, while a reference node costs
+# a worker ~12 s to start.
 SHARED_GROUPS = {"tests/deploy/": "deploy", "tests/spark/": "spark"}
 # Files whose tests share nothing (no module fixture, no state): each test goes to whichever
 # worker is free. tests/sim's seed chunks are CPU-bound and independent.
@@ -107,14 +109,15 @@ UNGROUPED = ("tests/sim/",)
 KAFKA_REF_FIXTURES = ("kafka_ref", "kafka_ref_cluster")
 # Groups are handed out in collection order (run.sh passes --no-loadscope-reorder): the long
 # ones first, so that the workers finish together rather than one waiting on a late cluster.
-LONG_FIRST = ("kafka-ref", "deploy", "spark", "tests/chaos/", "tests/integration/",
+LONG_FIRST = ("kafka-ref:", "tests/compat/kafka/", "deploy", "spark", "tests/chaos/",
+              "tests/integration/",
               "tests/compat/", "tests/sim/")
 
 
 def _group_of(item: pytest.Item, kafka_files: set[str]) -> str:
     rel = item.path.relative_to(item.config.rootpath).as_posix()
     if rel in kafka_files:
-        return "kafka-ref"
+        return f"kafka-ref:{rel}"
     for prefix, group in SHARED_GROUPS.items():
         if rel.startswith(prefix):
             return group
