@@ -8,7 +8,7 @@ brokers and the cluster default, SCRAM users, client quotas), kafka-consumer-gro
 kafka-transactions and kafka-features on one node, and the tools' own errors for a wrong
 option and an unreachable bootstrap. ACLs: test_tools_acls.py; reassignment and leader
 election on 3-node clusters: test_tools_cluster.py, and kafka-configs for topics and
-brokers, are on branch h30-tools-admin until they are seen passing.
+brokers, are in tests/compat/kafka/pending/ until they are seen passing.
 
 The Kafka node is the session's `kafka_ref`, shared with other modules: names here carry
 the module's prefix, listings are filtered to it, and cluster-wide settings are put back.
