@@ -63,9 +63,10 @@ fi
 # the same base replays the run.
 export SIM_SEED_BASE=${SIM_SEED_BASE:-$(( $(date +%s) * 1000 ))}
 echo "tests/sim fresh seeds: SIM_SEED_BASE=$SIM_SEED_BASE"
-# Several workers (pytest-xdist): the tests mostly wait on processes, sockets and timers, so
-# three workers are meant to keep two cores busy. Each file runs in one worker, and the files sharing a
-# heavy session fixture (tests/conftest.py: SHARED_GROUPS) run together, longest first.
-# PYTEST_WORKERS=0 runs everything in this process. docs/testing.md has the figures.
-exec .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-3}" --dist loadgroup \
+# PYTEST_WORKERS=N runs N pytest-xdist workers: each file runs in one worker, and the files
+# sharing a heavy session fixture (tests/conftest.py: SHARED_GROUPS) run together, longest
+# first. The default is 0 (this process) until a parallel run is seen green: the first
+# three-worker run (2026-12-02) failed two Spark driver-kill tests that pass serially, and
+# its Spark files ran on all three workers instead of one. docs/testing.md has the figures.
+exec .venv/bin/python -m pytest -q -n "${PYTEST_WORKERS:-0}" --dist loadgroup \
     --no-loadscope-reorder "$@"
