@@ -299,40 +299,33 @@ class ControllerChannel:
 
     async def describe_quorum(self, request: Any, version: int) -> Any:
         """DescribeQuorum sent on to the metadata quorum's leader, as a broker forwards its
-        clients' (Kafka's KafkaApis.handleDescribeQuorumRequest): the leader this node knows
-        of first (this node's own controller listener included), then the other voters,
-        until one answers as the leader. The leader's answer is returned as it is."""
-        deadline = self._deadline(None)
-        leader = self.leader_id()
-        order = list(dict.fromkeys(([leader] if leader in self.voters else [])
-                                   + sorted(self.voters)))
-        error, reason = ErrorCode.not_leader_or_follower, "no controller answered as leader"
-        for controller_id in order:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                response = await self._connection(controller_id).request(
-                    DESCRIBE_QUORUM, version, request, min(left, self.attempt_timeout_s))
-            except (TimeoutError, OSError, ConnectionError, FrameError, EOFError) as exc:
-                await self._drop(controller_id)
-                error, reason = ErrorCode.request_timed_out, f"controller {controller_id}: {exc!r}"
-                continue
-            codes = {response.error_code, *(p.error_code for t in response.topics
-                                             for p in t.partitions)}
-            if ErrorCode.not_leader_or_follower in codes:
-                continue
-            return response
-        raise KafkaError(error, reason)
+        clients' (Kafka's KafkaApis.handleDescribeQuorumRequest). The leader's answer is
+        returned as it is."""
+        def not_leader(response: Any) -> bool:
+            return ErrorCode.not_leader_or_follower in {
+                response.error_code, *(p.error_code for t in response.topics
+                                       for p in t.partitions)}
+
+        return await self._to_quorum_leader(DESCRIBE_QUORUM, version, request,
+                                            self._deadline(None), self.attempt_timeout_s,
+                                            not_leader)
 
     async def voter_change(self, api_key: int, version: int, request: Any,
                            timeout_s: float) -> Any:
         """AddRaftVoter (80) / RemoveRaftVoter (81) sent on to the metadata quorum's leader
-        over its controller listener, as Kafka's brokers forward them (KIP-853): the leader
-        this node knows of first, then the other voters, until one answers other than
-        NOT_LEADER_OR_FOLLOWER. `timeout_s` bounds the whole call (the leader answers once
-        the new voter set commits). The leader's answer is returned as it is."""
-        deadline = time.monotonic() + timeout_s
+        over its controller listener, as Kafka's brokers forward them (KIP-853).
+        `timeout_s` bounds the whole call, and one attempt may take all of it (the leader
+        answers once the new voter set commits). The leader's answer is returned as it is."""
+        return await self._to_quorum_leader(
+            api_key, version, request, time.monotonic() + timeout_s, timeout_s,
+            lambda response: response.error_code == ErrorCode.not_leader_or_follower)
+
+    async def _to_quorum_leader(self, api_key: int, version: int, request: Any,
+                                deadline: float, attempt_s: float,
+                                not_leader: Callable[[Any], bool]) -> Any:
+        """Send `request` over the controller listener to the leader this node knows of
+        first (its own controller listener included), then the other voters, until one
+        answers other than as a non-leader; each attempt takes at most `attempt_s`."""
         leader = self.leader_id()
         order = list(dict.fromkeys(([leader] if leader in self.voters else [])
                                    + sorted(self.voters)))
@@ -343,12 +336,12 @@ class ControllerChannel:
                 break
             try:
                 response = await self._connection(controller_id).request(
-                    api_key, version, request, left)
+                    api_key, version, request, min(left, attempt_s))
             except (TimeoutError, OSError, ConnectionError, FrameError, EOFError) as exc:
                 await self._drop(controller_id)
                 error, reason = ErrorCode.request_timed_out, f"controller {controller_id}: {exc!r}"
                 continue
-            if response.error_code == ErrorCode.not_leader_or_follower:
+            if not_leader(response):
                 continue
             return response
         raise KafkaError(error, reason)
