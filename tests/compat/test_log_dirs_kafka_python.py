@@ -1,5 +1,5 @@
 """JBOD and ListConfigResources with a real client that has them: kafka-python 3.x's
-KafkaAdminClient.describe_log_dirs (DescribeLogDirs v4 here), alter_replica_log_dirs
+KafkaAdminClient.describe_log_dirs (Skiff offers DescribeLogDirs v5), alter_replica_log_dirs
 (AlterReplicaLogDirs v2) and list_config_resources (ListConfigResources v1), against a
 `skiff dev` node with two log dirs, while its KafkaProducer writes with acks=all."""
 
@@ -49,7 +49,7 @@ def test_describe_move_and_list_with_kafka_python(jbod_node: Any) -> None:
                              request_timeout_ms=int(WAIT_S * 1000))
     try:
         versions = admin.api_versions()
-        assert max(versions[35]) == 4 and max(versions[34]) == 2 and max(versions[74]) == 1
+        assert max(versions[35]) == 5 and max(versions[34]) == 2 and max(versions[74]) == 1
         admin.create_topics([NewTopic(TOPIC, 2, 1)], timeout_ms=int(WAIT_S * 1000))
         [answer] = admin.describe_log_dirs(brokers=[1])
         dirs = {d["log_dir"]: d for d in answer["log_dirs"]}

@@ -109,7 +109,8 @@ def test_format_rejects_bad_cluster_id_and_bad_config(tmp_path: Path):
     assert not (tmp_path / "logs-a").exists()
     bad = write_config(tmp_path, **{"node.id": "x"})
     out = skiff("storage", "format", "-c", str(bad), "-t", CLUSTER)
-    assert out.returncode == 1 and "node.id" in out.stderr and "'x'" in out.stderr
+    assert out.returncode == 1
+    assert "Invalid value x for configuration node.id: Not a number of type INT" in out.stderr
     out = skiff("storage", "format", "-t", CLUSTER)
     assert out.returncode == 2 and "--config" in out.stderr
 

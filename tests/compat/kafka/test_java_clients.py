@@ -330,7 +330,10 @@ def test_group_cooperative_sticky(request: pytest.FixtureRequest, listener: str)
 def test_group_consumer_protocol(request: pytest.FixtureRequest, listener: str) -> None:
     r = _result(request, listener, "group_consumer_protocol")
     _check_group(r, "Consumer")
-    first, second = r["events"]
+    # The consumer protocol calls onPartitionsAssigned after every reconciliation, also with
+    # nothing: a heartbeat answered before the coordinator's metadata holds the new topic
+    # (seen with Skiff on a loaded machine) is followed by the real assignment.
+    first, second = ([e for e in events if e != ["assigned", []]] for events in r["events"])
     assert first[0] == ["assigned", [0, 1, 2, 3]]
     revoked = [p for e in first if e[0] == "revoked" for p in e[1]]
     assert sorted(revoked) == sorted(r["owned"][1])

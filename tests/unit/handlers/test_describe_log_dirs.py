@@ -1,4 +1,4 @@
-"""DescribeLogDirs v1-4: partitions and their sizes per log directory."""
+"""DescribeLogDirs v1-5: partitions and their sizes per log directory."""
 
 from __future__ import annotations
 

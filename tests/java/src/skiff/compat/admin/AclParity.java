@@ -90,6 +90,13 @@ public final class AclParity {
             while (e instanceof ExecutionException && e.getCause() != null) {
                 e = e.getCause();
             }
+            // A producer whose InitProducerId was refused before send() throws a KafkaException
+            // ("...in an error state") around the refusal; after send() the future carries the
+            // refusal itself. Which comes first is the client's timing, not the broker's answer.
+            if (e.getClass() == org.apache.kafka.common.KafkaException.class
+                    && e.getCause() instanceof org.apache.kafka.common.errors.AuthorizationException) {
+                e = e.getCause();
+            }
             out.put("status", e.getClass().getName());
             out.put("message", e.getMessage());
             out.put("result", null);
