@@ -2,7 +2,7 @@
 
   size   the image's size (podman image inspect) against the 250 MB goal, and the base
          image's share of it (python:3.11-slim-bookworm, or the local look-alike that
-         tests/deploy/base_image.sh makes where no registry is reachable).
+         deploy/docker/base_image.sh makes where no registry is reachable).
   start  --rounds times: `podman run -d` of the image on a new, empty volume (so the first
          start formats its storage), until (a) the gRPC health service answers SERVING
          (what the HEALTHCHECK and the Kubernetes probes ask) and (b) a librdkafka producer

@@ -1,14 +1,13 @@
 """Driving podman from the deploy tests: the engine check, the test-owned containers.conf,
 the local base image, the Skiff image build and small helpers around `podman`.
 
-Everything here works on a machine with no Docker engine and no reachable registry (CI):
-  - CONTAINERS_CONF points podman at a file these tests write: runtime runc, and ulimits
-    within the host's hard limits (podman's defaults exceed them on some hosts and runc
-    then refuses to start anything);
-  - the base image the Dockerfile's FROM names is made by tests/deploy/base_image.sh
+Everything here works on a machine with no Docker engine and no reachable registry (CI),
+through the files users have for the same hosts (docs/deploy.md):
+  - CONTAINERS_CONF points podman at deploy/docker/containers.conf: runtime runc, and
+    ulimits within the host's hard limits;
+  - the base image the Dockerfile's FROM names is made by deploy/docker/base_image.sh
     (debootstrap + podman import, cached under $SKIFF_DEPLOY_CACHE);
-  - the image is built with `podman build --isolation chroot` (no runtime needed), with the
-    host's CA file mounted for pip.
+  - the image is built by deploy/docker/build.sh, the documented command.
 """
 
 from __future__ import annotations
@@ -26,15 +25,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
 IMAGE = "localhost/skiff:test"
-HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-CONTAINERS_CONF = """\
-# Written by tests/deploy: podman settings for the deploy tests only.
-[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
-
-[engine]
-runtime = "runc"
-"""
+BUILD_SCRIPT = REPO_ROOT / "deploy/docker/build.sh"
+CONTAINERS_CONF = (REPO_ROOT / "deploy/docker/containers.conf").read_text()
 
 
 def engine_problem() -> str | None:
@@ -69,23 +61,20 @@ def podman(*args: str, timeout: float = 120, check: bool = True,
 def ensure_base_image() -> None:
     if podman("image", "exists", BASE_IMAGE, check=False).returncode == 0:
         return
-    result = subprocess.run(["bash", str(REPO_ROOT / "tests/deploy/base_image.sh"), BASE_IMAGE],
+    result = subprocess.run(["bash", str(REPO_ROOT / "deploy/docker/base_image.sh"), BASE_IMAGE],
                             capture_output=True, text=True, timeout=1200)
     if result.returncode != 0:
         raise RuntimeError(f"base_image.sh failed:\n{result.stdout}\n{result.stderr}")
 
 
 def build_image(tag: str = IMAGE) -> None:
-    """`podman build` of the repository's Dockerfile, as a user would run `docker build .`,
-    plus what this machine needs: no pull (the base is local), the host's CA file for pip."""
-    args = ["build", "--format", "docker", "--isolation", "chroot", "--network", "host",
-            "--pull=never", "-t", tag]
-    if HOST_CA.is_file():
-        args += ["-v", f"{HOST_CA}:{HOST_CA}:ro", "--build-arg", f"PIP_CERT={HOST_CA}"]
-    for name in ("PIP_INDEX_URL",):
-        if os.environ.get(name):
-            args += ["--build-arg", f"{name}={os.environ[name]}"]
-    podman(*args, str(REPO_ROOT), timeout=1200)
+    """The image built as docs/deploy.md tells users to build it: deploy/docker/build.sh."""
+    env = {**os.environ, "ENGINE": "podman"}
+    result = subprocess.run(["bash", str(BUILD_SCRIPT), tag], capture_output=True, text=True,
+                            timeout=1200, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"deploy/docker/build.sh failed ({result.returncode}):\n"
+                           f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
 
 
 def image_inspect(tag: str = IMAGE) -> dict[str, Any]:

@@ -35,6 +35,24 @@ def test_dockerfile_passes_hadolint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_documented_build_command_is_the_one_the_tests_build_with() -> None:
+    docs = (REPO_ROOT / "docs/deploy.md").read_text()
+    building = docs[docs.index("### Building"):docs.index("### What is in it")]
+    first_command = next(line.strip() for line in building.splitlines()
+                         if line.startswith("    "))
+    assert first_command.split()[0] == "deploy/docker/build.sh"
+    assert engine.BUILD_SCRIPT == REPO_ROOT / "deploy/docker/build.sh"
+    assert (REPO_ROOT / "deploy/docker/containers.conf").read_text() == engine.CONTAINERS_CONF
+
+
+def test_the_build_script_refuses_an_engine_it_does_not_know() -> None:
+    result = subprocess.run(["bash", str(engine.BUILD_SCRIPT), "skiff:never"],
+                            env={"PATH": "/usr/bin:/bin", "ENGINE": "nerdctl"},
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert "ENGINE must be docker or podman, not 'nerdctl'" in result.stderr
+
+
 def test_image_shape(skiff_image: str) -> None:
     info = engine.image_inspect(skiff_image)
     assert info["User"] == "1000:1000"  # numeric, so runAsNonRoot can check it

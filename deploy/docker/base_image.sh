@@ -5,7 +5,7 @@
 # minbase) whose python3 is 3.11, with /usr/local/bin/python{,3} pointing at it, as in the
 # official image.
 #
-# Usage: base_image.sh [TAG]   (default python:3.11-slim-bookworm)
+# Usage: base_image.sh [TAG]   (default python:3.11-slim-bookworm); deploy/docker/build.sh calls it
 # Cache: $SKIFF_DEPLOY_CACHE (default ~/.cache/skiff-deploy) keeps the rootfs tarball so a
 # second run only re-imports it. Does nothing if the tag already exists in podman.
 set -euo pipefail
