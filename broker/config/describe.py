@@ -57,15 +57,18 @@ REPORTED_TYPES = {"listener.security.protocol.map": ConfigType.STRING,
 def _broker_synonym_value(
     cfg: NodeConfig, d: TopicConfigDef,
     dynamic_default: Mapping[str, str] | None = None,
+    dynamic_broker: Mapping[str, str] | None = None,
 ) -> tuple[Any, ConfigSource, list[ConfigSynonym]]:
     """The broker-level value a topic config falls back to, its source, and the synonyms.
 
-    Order as Kafka reports it: dynamic cluster default, then static broker keys in the
-    file (most specific key first), then the Kafka default of the first synonym.
+    Order as Kafka reports it: this broker's dynamic config, the dynamic cluster default,
+    then static broker keys in the file (most specific key first), then the Kafka default
+    of the first synonym.
     """
     synonyms: list[ConfigSynonym] = []
     chosen: tuple[Any, ConfigSource] | None = None
-    for src, getter in ((ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
+    for src, getter in ((ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic_broker or {}),
+                        (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
                         (ConfigSource.STATIC_BROKER_CONFIG, cfg.originals)):
         for key in d.synonyms:
             if key in getter:
@@ -93,6 +96,7 @@ def _broker_synonym_value(
 def effective_topic_configs(
     cfg: NodeConfig, topic_overrides: Mapping[str, str],
     dynamic_default: Mapping[str, str] | None = None,
+    dynamic_broker: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Every topic config's typed value for one topic: override, else the broker's value."""
     out: dict[str, Any] = {}
@@ -103,7 +107,7 @@ def effective_topic_configs(
                 continue
             except ConfigError:
                 pass  # only a record from another version could hold one: use the default
-        out[name] = _broker_synonym_value(cfg, d, dynamic_default)[0]
+        out[name] = _broker_synonym_value(cfg, d, dynamic_default, dynamic_broker)[0]
     return out
 
 
@@ -111,13 +115,14 @@ def describe_topic_configs(
     cfg: NodeConfig, topic_overrides: Mapping[str, str],
     names: Iterable[str] | None = None, include_synonyms: bool = False,
     dynamic_default: Mapping[str, str] | None = None,
+    dynamic_broker: Mapping[str, str] | None = None,
 ) -> list[ConfigEntry]:
     """DescribeConfigs for a TOPIC resource: value, source and (optionally) synonyms."""
     wanted = sorted(TOPIC_CONFIGS) if names is None else [n for n in names if n in TOPIC_CONFIGS]
     out: list[ConfigEntry] = []
     for name in wanted:
         d = TOPIC_CONFIGS[name]
-        bval, _, bsyn = _broker_synonym_value(cfg, d, dynamic_default)
+        bval, _, bsyn = _broker_synonym_value(cfg, d, dynamic_default, dynamic_broker)
         # Kafka's ConfigHelper.configSynonyms keeps the broker synonyms from the first one
         # that names the primary key on (dropWhile): retention.ms shows none of
         # log.retention.{minutes,hours} until log.retention.ms itself is set somewhere,
@@ -194,5 +199,7 @@ def log_config(effective: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def topic_log_config(cfg: NodeConfig, topic_overrides: Mapping[str, str],
-                     dynamic_default: Mapping[str, str] | None = None) -> dict[str, Any]:
-    return log_config(effective_topic_configs(cfg, topic_overrides, dynamic_default))
+                     dynamic_default: Mapping[str, str] | None = None,
+                     dynamic_broker: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return log_config(effective_topic_configs(cfg, topic_overrides, dynamic_default,
+                                              dynamic_broker))

@@ -88,6 +88,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                 results[c.name] = CreateTopicResult(c.name, exc.error_code, exc.message or None)
 
     dynamic_default = node.metadata.broker_config()
+    dynamic_broker = node.metadata.broker_config(node.config.node_id)
 
     def configs_of(r: CreateTopicResult) -> tuple[ErrorCode, list[rpc.TopicConfig]]:
         if not allowed(node, ctx, Op.DESCRIBE_CONFIGS, Res.TOPIC, r.name):
@@ -95,7 +96,8 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         return ErrorCode.none, [
             rpc.TopicConfig(e.name, e.value, int(e.source), e.read_only, e.sensitive)
             for e in describe_topic_configs(node.config, r.configs,
-                                            dynamic_default=dynamic_default)]
+                                            dynamic_default=dynamic_default,
+                                            dynamic_broker=dynamic_broker)]
 
     for name in order:
         r = results[name]

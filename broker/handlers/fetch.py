@@ -90,8 +90,9 @@ _FOLLOWER_HW_VERSION = 18
 def _down_conversion_enabled(node: BrokerServices, topic: str) -> bool:
     """The topic's message.downconversion.enable (Kafka 3.9's; default true)."""
     overrides = dict(node.metadata.topic_config(topic))
-    dynamic = node.metadata.broker_config()
-    return bool(effective_topic_configs(node.config, overrides, dynamic)
+    image = node.metadata
+    return bool(effective_topic_configs(node.config, overrides, image.broker_config(),
+                                        image.broker_config(node.config.node_id))
                 ["message.downconversion.enable"])
 
 

@@ -65,7 +65,8 @@ def describe_resource(image: MetadataImage, cfg: NodeConfig, node_id: int, resou
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"The topic '{resource_name}' does not exist.")
         return describe_topic_configs(cfg, image.topic_config(resource_name), names,
-                                      include_synonyms, dynamic_default=image.broker_config())
+                                      include_synonyms, dynamic_default=image.broker_config(),
+                                      dynamic_broker=image.broker_config(node_id))
     if resource_type == RESOURCE_BROKER:
         if resource_name == "":
             return _cluster_default_entries(image.broker_config(), names, include_synonyms)

@@ -20,6 +20,7 @@ from broker.config import TOPIC_CONFIGS, NodeConfig, effective_topic_configs, fo
 from broker.log import LogConfig
 from broker.metadata.delta import MetadataDelta
 from broker.metadata.image import MetadataImage, TopicImage
+from broker.metadata.records import RESOURCE_BROKER
 from broker.replication.replica_manager import ReplicaManager
 
 log = structlog.get_logger(__name__)
@@ -108,6 +109,11 @@ class ReplicaSync:
             for index in dead.partitions:
                 ops.append(functools.partial(self.replicas.remove, dead.name, index,
                                              delete_log=True))
+        if any(rtype == RESOURCE_BROKER and name in ("", str(self.config.node_id))
+               for rtype, name in delta.changed_configs):
+            # a dynamic log.* default of this broker or the cluster changed: every topic
+            # that does not override it takes it, as Kafka's DynamicLogConfig does
+            return [*ops, *self._sync_all_ops(new)]
         touched = {topic_id for topic_id, _ in delta.changed_partitions}
         touched |= {
             t.topic_id for (_, name) in delta.changed_configs
@@ -140,7 +146,9 @@ class ReplicaSync:
             op()
 
     def _topic_ops(self, image: MetadataImage, topic: TopicImage) -> list[Callable[[], None]]:
-        effective = effective_topic_configs(self.config, dict(image.topic_config(topic.name)))
+        effective = effective_topic_configs(self.config, dict(image.topic_config(topic.name)),
+                                            image.broker_config(),
+                                            image.broker_config(self.config.node_id))
         log_config = _log_config(effective)
         min_isr = int(effective["min.insync.replicas"])
         return [functools.partial(self._apply_one, topic, index, reg, min_isr, log_config)

@@ -398,6 +398,14 @@ def test_describe_topic_sources_and_synonyms():
     dyn = describe_topic_configs(c, {}, names=["retention.ms"],
                                  dynamic_default={"log.retention.ms": "7"})
     assert dyn[0].value == "7" and dyn[0].source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    own = describe_topic_configs(c, {}, names=["retention.bytes"], include_synonyms=True,
+                                 dynamic_default={"log.retention.bytes": "5"},
+                                 dynamic_broker={"log.retention.bytes": "9"})
+    assert own[0].value == "9" and own[0].source is ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert [(s.name, s.value, s.source) for s in own[0].synonyms] == [
+        ("log.retention.bytes", "9", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("log.retention.bytes", "5", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.bytes", "-1", ConfigSource.DEFAULT_CONFIG)]
 
 
 def test_describe_broker_configs():

@@ -43,7 +43,8 @@ class SlowReplicas:
         return []
 
 
-def image_with(topics: dict[str, int]) -> Any:
+def image_with(topics: dict[str, int],
+               broker_configs: dict[str, dict[str, str]] | None = None) -> Any:
     reg = PartitionRegistration(leader=4, leader_epoch=0, partition_epoch=0, replicas=(4,),
                                 isr=(4,))
     by_id = {uuid.uuid4(): SimpleNamespace(name=n, topic_id=None,
@@ -52,8 +53,11 @@ def image_with(topics: dict[str, int]) -> Any:
     for tid, t in by_id.items():
         t.topic_id = tid
     by_name = {t.name: t for t in by_id.values()}
-    return SimpleNamespace(topics_by_id=by_id, topic=by_name.get,
-                           topic_config=lambda name: {})
+    configs = broker_configs or {}
+    return SimpleNamespace(
+        topics_by_id=by_id, topic=by_name.get, topic_config=lambda name: {},
+        broker_config=lambda broker_id=None: configs.get(
+            "" if broker_id is None else str(broker_id), {}))
 
 
 def delta_creating(image: Any, deleted: dict[str, int] | None = None) -> Any:
@@ -113,3 +117,41 @@ def test_a_big_delta_is_applied_in_slices_and_in_order() -> None:
     assert ticks >= sync.slices - 1
     assert replicas.removed == [("t0", i) for i in range(100)]
     assert sync_mod.SLICE_S <= 0.02
+
+
+class RecordingReplicas(SlowReplicas):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log_configs: dict[tuple[str, int], Any] = {}
+
+    def apply_partition(self, *, topic: str, index: int, **kw: Any) -> None:
+        self.log_configs[(topic, index)] = kw["log_config"]
+
+
+def test_a_dynamic_broker_default_reaches_every_topic_log() -> None:
+    """kafka-configs --alter --entity-type brokers --entity-name 4 --add-config
+    log.retention.bytes=...: Kafka applies it to every log of that broker whose topic does not
+    override it (and the cluster default, --entity-default, to every broker's)."""
+    from broker.metadata.records import RESOURCE_BROKER
+
+    replicas = RecordingReplicas()
+    sync = ReplicaSync(CFG, replicas)  # type: ignore[arg-type]
+    img = image_with({"a": 2, "b": 1})
+    sync(img, img, delta_creating(img))
+    assert {c.retention_bytes for c in replicas.log_configs.values()} == {-1}
+    for name, configs, want in (
+            ("", {"": {"log.retention.bytes": "5000"}}, 5000),
+            ("4", {"": {"log.retention.bytes": "5000"}, "4": {"log.retention.bytes": "7000"}},
+             7000),
+            ("5", {"5": {"log.retention.bytes": "9000"}}, -1)):
+        replicas.log_configs.clear()
+        new = image_with({}, configs)
+        new.topics_by_id, new.topic = img.topics_by_id, img.topic
+        delta = SimpleNamespace(deleted_topics={}, changed_partitions=set(),
+                                changed_configs={(RESOURCE_BROKER, name)})
+        sync(img, new, delta)
+        if name == "5":  # another broker's own config: nothing here changes
+            assert replicas.log_configs == {}
+        else:
+            assert {c.retention_bytes for c in replicas.log_configs.values()} == {want}
+            assert len(replicas.log_configs) == 3
