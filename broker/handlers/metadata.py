@@ -109,8 +109,13 @@ def listed_brokers(image: MetadataImage, listener: str) -> dict[int, Endpoint]:
     Listing the fenced registrations keeps the client's brokers; the partitions still say
     who leads them (LEADER_NOT_AVAILABLE while the leader is fenced), so no request goes
     to a fenced broker on the strength of this list."""
-    return image.broker_endpoints(listener) or image.broker_endpoints(listener,
-                                                                      include_fenced=True)
+    live = image.broker_endpoints(listener)
+    if live:
+        return live
+    registered = image.broker_endpoints(listener, include_fenced=True)
+    log.debug("metadata_lists_fenced_brokers", brokers=sorted(registered),
+              metadata_offset=image.offset)
+    return registered
 
 
 def _partition(mod: Any, version: int, image: MetadataImage, listener: str, index: int,
