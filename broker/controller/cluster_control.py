@@ -225,8 +225,14 @@ class ClusterControlManager(ControlManagerBase):
             return ControllerResult([], BrokerHeartbeatReply(
                 is_caught_up=req.current_metadata_offset >= 0, is_fenced=True,
                 should_shut_down=True))
-        if s is None:  # registered under a previous controller
-            s = _BrokerSession(last_seen_ms=now_ms, register_offset=0)
+        if s is None:
+            # Registered under a previous controller, or fenced since: its registration is
+            # somewhere in what this controller has applied. Kafka keeps the offset of each
+            # RegisterBrokerRecord to decide; the image does not, so the broker must have
+            # applied all of it before it is unfenced. Caught up from offset 0 on, a broker
+            # restarted under one controller was unfenced by the next before it had read
+            # its own registration, and opened its listener on a stale image.
+            s = _BrokerSession(last_seen_ms=now_ms, register_offset=image.offset)
             self._sessions[req.broker_id] = s
         s.last_seen_ms = max(s.last_seen_ms, now_ms)
         s.disconnected_ms = None

@@ -4,7 +4,10 @@ error on a whole-request failure.
 
 Answers come from the node's MetadataImage, with Kafka's KRaft-broker rules:
   * brokers are the unfenced registered brokers that have an endpoint on the listener the
-    request arrived on;
+    request arrived on; when this broker's image has none (every broker fenced: sessions
+    that expired during a partition or a stall, a restarted broker that has not applied the
+    unfencing of itself and its peers yet), the registered ones, fenced included, rather
+    than an empty list (listed_brokers);
   * the controller id is a live broker's id (clients send admin requests there; KRaft
     brokers forward them), this node's when it is live;
   * a partition whose leader is unknown gets LEADER_NOT_AVAILABLE (LISTENER_NOT_FOUND from v6
@@ -40,6 +43,7 @@ from broker.controller.validation import INTERNAL_TOPICS, topic_name_error
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed, operations
 from broker.metadata.image import (
+    Endpoint,
     MetadataImage,
     PartitionRegistration,
     TopicImage,
@@ -91,6 +95,27 @@ def controller_id_for(node: BrokerServices, listed: Sequence[int]) -> int:
     if node.node_id in listed:
         return int(node.node_id)
     return listed[0] if listed else -1
+
+
+def listed_brokers(image: MetadataImage, listener: str) -> dict[int, Endpoint]:
+    """Broker id -> endpoint on `listener` for a Metadata answer: Kafka's unfenced brokers;
+    if the image has none, every registered broker with that listener, fenced included.
+
+    Kafka's broker would answer an empty list then, which its Java client ignores
+    (NetworkClient: "Ignoring empty metadata response"). librdkafka (2.10+, KIP-899)
+    applies it: it decommissions every broker not in the answer, the one that answered
+    too, and is left with no broker to ask for metadata; every partition stays without a
+    leader until its rebootstrap (metadata.recovery.rebootstrap.trigger.ms, 5 minutes).
+    Listing the fenced registrations keeps the client's brokers; the partitions still say
+    who leads them (LEADER_NOT_AVAILABLE while the leader is fenced), so no request goes
+    to a fenced broker on the strength of this list."""
+    live = image.broker_endpoints(listener)
+    if live:
+        return live
+    registered = image.broker_endpoints(listener, include_fenced=True)
+    log.debug("metadata_lists_fenced_brokers", brokers=sorted(registered),
+              metadata_offset=image.offset)
+    return registered
 
 
 def _partition(mod: Any, version: int, image: MetadataImage, listener: str, index: int,
@@ -313,7 +338,7 @@ def _answer(node: BrokerServices, ctx: RequestContext, request: Any, mod: Any, v
                     continue
             topics.append(_topic(mod, version, image, listener, t, topic_ops(t.name)))
 
-    endpoints = image.broker_endpoints(listener)
+    endpoints = listed_brokers(image, listener)
     brokers = tuple(
         build(mod.MetadataResponseBroker, node_id=bid, host=e.host, port=e.port,
               rack=image.brokers[bid].rack)

@@ -119,17 +119,20 @@ def assert_same_records(expected: Sequence[Rec], got: Sequence[Rec], *,
 def end_offset(consumer: Any, topic: str, partition: int, timeout_s: float = 30.0) -> int:
     """A partition's high watermark through librdkafka's watermark query. A new leader
     answers OFFSET_NOT_AVAILABLE until its high watermark reaches the start of its epoch
-    (KIP-207), and librdkafka does not retry that answer: it is retried here, for at most
-    `timeout_s`."""
+    (KIP-207), and a query that reached a former leader (the client's metadata older than
+    a leader change) is answered NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE; librdkafka
+    returns these retriable answers to the caller instead of retrying them: they are
+    retried here, for at most `timeout_s`."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+    retriable = (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+                 KafkaError.LEADER_NOT_AVAILABLE)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             return int(consumer.get_watermark_offsets(TopicPartition(topic, partition),
                                                       timeout=10)[1])
         except KafkaException as e:
-            if (e.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE
-                    or time.monotonic() > deadline):
+            if e.args[0].code() not in retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)

@@ -433,6 +433,26 @@ def test_a_new_incarnation_waits_only_for_the_activation_grace():
     assert r.response.error is E.none
 
 
+def test_a_new_controller_unfences_only_a_caught_up_broker():
+    """A broker that registered with the previous controller and has not applied its
+    registration yet (restarted, still reading the metadata log) stays fenced when it
+    heartbeats the next one; it is unfenced once it has applied what that controller had."""
+    h = empty_harness(broker_heartbeat_interval_ms=HEARTBEAT)
+    up(h, 0, now=0)
+    before = h.image.offset
+    assert h.commit(h.controller.register_broker(h.image, reg_req(1), 10)).error is E.none
+    assert h.image.brokers[1].fenced
+    fresh = Harness(h.image, broker_session_timeout_ms=SESSION,
+                    broker_heartbeat_interval_ms=HEARTBEAT)
+    fresh.controller.reset_sessions(1000)
+    behind = hb(fresh, 1, 1100, offset=before)
+    assert behind.is_fenced and not behind.is_caught_up
+    assert fresh.image.brokers[1].fenced
+    caught_up = hb(fresh, 1, 1200, offset=h.image.offset)
+    assert not caught_up.is_fenced and caught_up.is_caught_up
+    assert not fresh.image.brokers[1].fenced
+
+
 def test_unregister_broker():
     h = empty_harness()
     up(h, 0, 1)

@@ -287,6 +287,28 @@ def test_leaderless_partition(node: TestNode, v: int) -> None:
         assert p.offline_replicas == (2,)
 
 
+@pytest.mark.parametrize("v", [0, 1, 9, 12, 13])
+def test_every_broker_fenced_still_lists_the_registered_brokers(node: TestNode, v: int) -> None:
+    """An image in which every broker is fenced (sessions expired in a partition or a
+    stall; a restarted broker that has not applied its peers' unfencing yet) must not give
+    an empty broker list: librdkafka drops every broker a Metadata answer leaves out, the
+    one it asked included, and then has nobody to ask again (seen in the chaos runs: a
+    producer with no broker and no leader for a minute after the heal)."""
+    asyncio.run(node.register(2, rack="r2"))
+    create(node, CreatableTopic("pair", assignments={0: [2, NODE_ID], 1: [NODE_ID, 2]}))
+    asyncio.run(node.fence(2))
+    assert [b.node_id for b in call(node, v, request(v, ["pair"])).brokers] == [NODE_ID]
+    asyncio.run(node.fence(NODE_ID))
+    resp = call(node, v, request(v, ["pair"]))
+    assert [b.node_id for b in resp.brokers] == [NODE_ID, 2]
+    if v >= 1:
+        assert resp.controller_id == NODE_ID
+    for p in resp.topics[0].partitions:
+        # the leaders are still as the image has them: none while they are fenced
+        assert p.leader_id == -1
+        assert p.error_code is ErrorCode.leader_not_available
+
+
 def test_other_listener_sees_only_its_endpoints(node: TestNode) -> None:
     asyncio.run(node.register(3, listeners=("PLAINTEXT", "INTERNAL")))
     resp = call(node, 12, request(12, None), listener="INTERNAL")
