@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.scram import ScramCredential, ScramError, ScramServer
+from broker.security.scram import ScramCredential, ScramError, ScramServer, TokenLookup
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
@@ -105,11 +105,19 @@ class PlainServer:
 
 class _Scram:
     def __init__(self, mechanism: str,
-                 lookup: Callable[[str, str], ScramCredential | None]) -> None:
-        self._server = ScramServer(mechanism, lambda user: lookup(mechanism, user))
+                 lookup: Callable[[str, str], ScramCredential | None],
+                 tokens: Callable[[str, str], TokenLookup | None] | None = None) -> None:
+        self._server = ScramServer(
+            mechanism, lambda user: lookup(mechanism, user),
+            token_lookup=None if tokens is None else lambda tid: tokens(mechanism, tid))
         self._mechanism = mechanism
         self.complete = False
         self.username: str | None = None
+
+    @property
+    def token_expiry_ms(self) -> int | None:
+        """Set when the client authenticated with a delegation token: when it expires."""
+        return self._server.token_expiry_ms if self._server.token_authenticated else None
 
     def step(self, token: bytes) -> bytes:
         try:
@@ -131,11 +139,14 @@ class SaslConfig:
     plain_users: Mapping[str, str]                      # PLAIN's user_<name> options
     scram: Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
     reauth_ms: int = 0                                  # connections.max.reauth.ms
+    # (mechanism, token id) -> a delegation token's SCRAM credential, owner name and expiry
+    # (broker/security/delegation_token.py); None: tokenauth is refused
+    tokens: Callable[[str, str], TokenLookup | None] | None = None
 
     def mechanism(self, name: str) -> Mechanism:
         if name == "PLAIN":
             return PlainServer(self.plain_users.get)
-        return _Scram(name, self.scram)
+        return _Scram(name, self.scram, self.tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +172,7 @@ class SaslSession:
         self.principal: str | None = None
         self.expires_ms: int | None = None
         self.failure: str | None = None
+        self.token_authenticated = False
 
     @property
     def authenticated(self) -> bool:
@@ -223,11 +235,25 @@ class SaslSession:
             return self._fail(ErrorCode.sasl_authentication_failed,
                               "Cannot change principals during re-authentication",
                               f"re-authentication as {principal}, was {self.principal}")
+        now = self._now_ms()
+        token_expiry = getattr(self._mechanism, "token_expiry_ms", None)
+        if token_expiry is not None and token_expiry < now:
+            # Kafka authenticates it with a session that ends at once (the connection
+            # closes on the next request); refused here, with the reason.
+            return self._fail(ErrorCode.sasl_authentication_failed,
+                              "Authentication failed: the delegation token has expired",
+                              f"delegation token of {principal} expired at {token_expiry}")
         self.principal = principal
+        self.token_authenticated = token_expiry is not None
         self.state = State.AUTHENTICATED
         self._mechanism = None
+        # KIP-368 as Kafka's SaslServerAuthenticator computes it: the session ends at
+        # connections.max.reauth.ms or the token's expiry, whichever comes first.
         lifetime = self.config.reauth_ms
-        self.expires_ms = self._now_ms() + lifetime if lifetime > 0 else None
+        if token_expiry is not None:
+            left = max(0, token_expiry - now)
+            lifetime = min(lifetime, left) if lifetime > 0 else left
+        self.expires_ms = now + lifetime if lifetime > 0 or token_expiry is not None else None
         return Answer(auth_bytes=out, session_lifetime_ms=lifetime if version >= 1 else 0)
 
 
