@@ -208,7 +208,9 @@ class ControllerService:
     async def create_delegation_token(self, requester: str, owner: str | None,
                                       renewers: Sequence[str], max_lifetime_ms: int,
                                       ) -> CreateTokenReply:
-        token_id = str(uuid.uuid4())
+        from broker.protocol.kafka_uuid import random_kafka_uuid
+
+        token_id = random_kafka_uuid()  # Kafka's Uuid.randomUuid().toString()
         return await self._run(lambda image: self.tokens.create(
             image, requester, owner, renewers, max_lifetime_ms, self.clock(), token_id))
 
