@@ -1,9 +1,6 @@
-"""What the four delegation-token handlers share (Kafka's KafkaApis.allowTokenRequests and
-the timestamps their answers carry)."""
+"""What the four delegation-token handlers share: Kafka's KafkaApis.allowTokenRequests."""
 
 from __future__ import annotations
-
-import datetime
 
 from broker.security.principal import ANONYMOUS
 from broker.server.context import RequestContext
@@ -17,8 +14,3 @@ def requests_allowed(ctx: RequestContext) -> bool:
     if ctx.token_authenticated or ctx.security_protocol == "PLAINTEXT":
         return False
     return not (ctx.security_protocol == "SSL" and ctx.principal == ANONYMOUS)
-
-
-def timestamp(ms: int) -> datetime.datetime:
-    """A datetime_i64 field's value for `ms` milliseconds since the epoch (-1 included)."""
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)

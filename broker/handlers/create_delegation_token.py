@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.rpc import delegation_tokens as codec
 from broker.handlers._authz import Op, Res, allowed
-from broker.handlers._tokens import requests_allowed, timestamp
-from broker.protocol.durations import NO_THROTTLE, to_ms
-from broker.protocol.kio_build import build, response_module
+from broker.handlers._tokens import requests_allowed
+from broker.protocol.durations import to_ms
 from broker.security.delegation_token import USER_TYPE, join_principal, split_principal
 
 if TYPE_CHECKING:
@@ -29,18 +29,7 @@ if TYPE_CHECKING:
 API_KEY = 38
 
 
-def response(request: Any, error: ErrorCode, owner: str, requester: str, issue_ms: int = -1,
-             expiry_ms: int = -1, max_ms: int = -1, token_id: str = "",
-             hmac: bytes = b"") -> Any:
-    mod = response_module(request)
-    owner_type, owner_name = split_principal(owner)
-    requester_type, requester_name = split_principal(requester)
-    return build(
-        mod.CreateDelegationTokenResponse, error_code=error, principal_type=owner_type,
-        principal_name=owner_name, token_requester_principal_type=requester_type,
-        token_requester_principal_name=requester_name, issue_timestamp=timestamp(issue_ms),
-        expiry_timestamp=timestamp(expiry_ms), max_timestamp=timestamp(max_ms),
-        token_id=token_id, hmac=hmac, throttle_time=NO_THROTTLE)
+response = codec.create_response
 
 
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:

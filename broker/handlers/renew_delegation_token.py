@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.handlers._tokens import requests_allowed, timestamp
-from broker.protocol.durations import NO_THROTTLE, to_ms
-from broker.protocol.kio_build import build, response_module
-from broker.security.delegation_token import ERROR_TIMESTAMP
+from broker.controller.rpc import delegation_tokens as codec
+from broker.handlers._tokens import requests_allowed
+from broker.protocol.durations import to_ms
 
 if TYPE_CHECKING:
     from broker.handlers.services import BrokerServices
@@ -22,10 +21,7 @@ if TYPE_CHECKING:
 API_KEY = 39
 
 
-def response(request: Any, error: ErrorCode, expiry_ms: int = ERROR_TIMESTAMP) -> Any:
-    mod = response_module(request)
-    return build(mod.RenewDelegationTokenResponse, error_code=error,
-                 expiry_timestamp=timestamp(expiry_ms), throttle_time=NO_THROTTLE)
+response = codec.renew_response
 
 
 def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:

@@ -28,6 +28,7 @@ from kio.schema.renew_delegation_token.v2 import request as renew_req
 from kio.serial import entity_reader, entity_writer
 
 from broker.controller.delegation_token_control import CreateTokenReply, TokenTimeReply
+from broker.controller.rpc import delegation_tokens as codec
 from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
 from broker.protocol import headers
@@ -161,10 +162,6 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
 async def handle(node: Any, ctx: Any, r: Any) -> Any:
     """The controller listener: serve the enveloped token request as its client's
     principal on this node's active controller."""
-    from broker.handlers import create_delegation_token as create_h
-    from broker.handlers import expire_delegation_token as expire_h
-    from broker.handlers import renew_delegation_token as renew_h
-
     try:
         service = active_service(node)
         principal, _token = _principal_of(r.request_principal)
@@ -186,16 +183,16 @@ async def handle(node: Any, ctx: Any, r: Any) -> Any:
                 principal, owner,
                 [join_principal(x.principal_type, x.principal_name) for x in body.renewers],
                 to_ms(body.max_lifetime))
-            inner = create_h.response(body, c.error, c.owner, c.requester, c.issue_ms,
+            inner = codec.create_response(body, c.error, c.owner, c.requester, c.issue_ms,
                                       c.expiry_ms, c.max_ms, c.token_id, c.hmac)
         elif key == RENEW:
             t = await service.renew_delegation_token(principal, bytes(body.hmac),
                                                      to_ms(body.renew_period))
-            inner = renew_h.response(body, t.error, t.expiry_ms)
+            inner = codec.renew_response(body, t.error, t.expiry_ms)
         else:
             t = await service.expire_delegation_token(principal, bytes(body.hmac),
                                                       to_ms(body.expiry_time_period))
-            inner = expire_h.response(body, t.error, t.expiry_ms)
+            inner = codec.expire_response(body, t.error, t.expiry_ms)
     except KafkaError as exc:
         return _answer(exc.error_code)
     return _answer(ErrorCode.none, inner, parsed.correlation_id)

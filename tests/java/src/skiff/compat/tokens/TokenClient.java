@@ -24,7 +24,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * args: bootstrap tokenId hmac topic mode; mode "use": token requests are refused over a
  * token connection, then produce 3 records and consume them; mode "refused": the login
- * itself fails (the token was expired).
+ * itself fails (the token was expired). args: users bootstrap name...: makes SCRAM users
+ * (the setup, over PLAINTEXT).
  */
 public final class TokenClient {
     private TokenClient() {
@@ -42,12 +43,33 @@ public final class TokenClient {
         return p;
     }
 
+    /** args: users bootstrap name...: SCRAM-SHA-256 credentials name/name-secret, over PLAINTEXT. */
+    private static void users(String bootstrap, String[] names) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        List<org.apache.kafka.clients.admin.UserScramCredentialAlteration> changes = new ArrayList<>();
+        for (String name : names) {
+            changes.add(new org.apache.kafka.clients.admin.UserScramCredentialUpsertion(name,
+                    new org.apache.kafka.clients.admin.ScramCredentialInfo(
+                            org.apache.kafka.clients.admin.ScramMechanism.SCRAM_SHA_256, 4096),
+                    name + "-secret"));
+        }
+        try (Admin admin = Admin.create(p)) {
+            admin.alterUserScramCredentials(changes).all().get(30, TimeUnit.SECONDS);
+        }
+        System.out.println("users " + String.join(",", names));
+    }
+
     private static String cause(Throwable e) {
         Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
         return c.getClass().getSimpleName();
     }
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("users")) {
+            users(args[1], java.util.Arrays.copyOfRange(args, 2, args.length));
+            return;
+        }
         String bootstrap = args[0];
         String tokenId = args[1];
         String hmac = args[2];
