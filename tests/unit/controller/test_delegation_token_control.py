@@ -58,3 +58,24 @@ def test_disabled_without_a_secret_key() -> None:
     assert out.records == [] and out.response.error.name == "delegation_token_auth_disabled"
     assert m.renew(MetadataImage(), "User:alice", b"x", -1, 0).response.error.name == \
         "delegation_token_auth_disabled"
+
+
+def test_the_active_controllers_tick_removes_expired_tokens() -> None:
+    import asyncio
+
+    from tests.unit.controller.rpc.rpc_support import ControllerNode
+
+    async def go() -> None:
+        node = ControllerNode(**{"delegation.token.secret.key": "k",
+                                 "delegation.token.expiry.check.interval.ms": "1"})
+        service = node.controller_service
+        assert service is not None
+        short = await service.create_delegation_token("User:alice", None, [], 1)
+        long = await service.create_delegation_token("User:alice", None, [], 600_000)
+        await service.tick()  # starts the expiry check's clock
+        await asyncio.sleep(0.01)
+        await service.tick()
+        assert set(node.metadata.delegation_tokens) == {long.token_id}
+        assert short.token_id not in node.metadata.delegation_tokens
+
+    asyncio.run(go())
