@@ -115,8 +115,14 @@ class _Scram:
         self.username: str | None = None
 
     @property
-    def token_expiry_ms(self) -> int | None:
-        """Set when the client authenticated with a delegation token: when it expires."""
+    def token_authenticated(self) -> bool:
+        """The client authenticated with a delegation token (tokenauth=true)."""
+        return self._server.token_authenticated
+
+    @property
+    def credential_expiry_ms(self) -> int | None:
+        """When the credential expires (Kafka's CREDENTIAL_LIFETIME_MS negotiated property):
+        a delegation token's expiry; None for a SCRAM user."""
         return self._server.token_expiry_ms if self._server.token_authenticated else None
 
     def step(self, token: bytes) -> bytes:
@@ -236,24 +242,26 @@ class SaslSession:
                               "Cannot change principals during re-authentication",
                               f"re-authentication as {principal}, was {self.principal}")
         now = self._now_ms()
-        token_expiry = getattr(self._mechanism, "token_expiry_ms", None)
-        if token_expiry is not None and token_expiry < now:
+        expiry = getattr(self._mechanism, "credential_expiry_ms", None)
+        by_token = bool(getattr(self._mechanism, "token_authenticated", False))
+        if expiry is not None and expiry < now:
             # Kafka authenticates it with a session that ends at once (the connection
             # closes on the next request); refused here, with the reason.
+            what = "delegation token" if by_token else "credential"
             return self._fail(ErrorCode.sasl_authentication_failed,
-                              "Authentication failed: the delegation token has expired",
-                              f"delegation token of {principal} expired at {token_expiry}")
+                              f"Authentication failed: the {what} has expired",
+                              f"{what} of {principal} expired at {expiry}")
         self.principal = principal
-        self.token_authenticated = token_expiry is not None
+        self.token_authenticated = by_token
         self.state = State.AUTHENTICATED
         self._mechanism = None
         # KIP-368 as Kafka's SaslServerAuthenticator computes it: the session ends at
-        # connections.max.reauth.ms or the token's expiry, whichever comes first.
+        # connections.max.reauth.ms or the credential's expiry, whichever comes first.
         lifetime = self.config.reauth_ms
-        if token_expiry is not None:
-            left = max(0, token_expiry - now)
+        if expiry is not None:
+            left = max(0, expiry - now)
             lifetime = min(lifetime, left) if lifetime > 0 else left
-        self.expires_ms = now + lifetime if lifetime > 0 or token_expiry is not None else None
+        self.expires_ms = now + lifetime if lifetime > 0 or expiry is not None else None
         return Answer(auth_bytes=out, session_lifetime_ms=lifetime if version >= 1 else 0)
 
 
