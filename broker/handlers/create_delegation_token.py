@@ -53,8 +53,9 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         return response(request, ErrorCode.invalid_principal_type, owner, requester)
     r = await node.controller.create_delegation_token(
         requester, explicit_owner, renewers, to_ms(request.max_lifetime))
-    # (the connection is not token-authenticated: requests_allowed refused that)
     if r.error is not ErrorCode.none:
+        # the controller's refusals carry zero timestamps (its response's defaults), as
+        # Kafka's controller answers them
         return response(request, r.error, r.owner, r.requester, 0, 0, 0)
     return response(request, r.error, r.owner, r.requester, r.issue_ms, r.expiry_ms, r.max_ms,
                     r.token_id, r.hmac)
