@@ -282,6 +282,11 @@ _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI"),
     ConfigDef("sasl.mechanism.controller.protocol", S, "GSSAPI"),
     ConfigDef("connections.max.reauth.ms", L, 0, at_least(0)),
+    # Delegation tokens (broker/security/delegation_token.py): disabled without a secret key
+    ConfigDef("delegation.token.secret.key", P, None, sensitive=True),
+    ConfigDef("delegation.token.max.lifetime.ms", L, 7 * 24 * 3600 * 1000, at_least(1)),
+    ConfigDef("delegation.token.expiry.time.ms", L, 24 * 3600 * 1000, at_least(1)),
+    ConfigDef("delegation.token.expiry.check.interval.ms", L, 3600 * 1000, at_least(1)),
     # Authorization (broker/security/authorizer.py): empty = none (every principal may do
     # everything); org.apache.kafka.metadata.authorizer.StandardAuthorizer = ACLs from the
     # metadata log. Any other class is refused at start.

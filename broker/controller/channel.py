@@ -54,6 +54,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.acl_control import AclDeletionResult
 from broker.controller.controller import Controller
+from broker.controller.delegation_token_control import CreateTokenReply, TokenTimeReply
 from broker.controller.feature_control import FeatureUpdate
 from broker.controller.requests import (
     AllocateProducerIdsReply,
@@ -97,6 +98,7 @@ from broker.controller.rpc import (
     delete_acls,
     delete_topics,
     elect_leaders,
+    envelope,
     incremental_alter_configs,
     list_partition_reassignments,
     unregister_broker,
@@ -222,6 +224,35 @@ class ControllerChannel:
             lambda: alter_user_scram_credentials.request(deletions, upsertions),
             alter_user_scram_credentials, alter_user_scram_credentials.results_of,
             self._deadline(None), whole=True, sync=True)
+
+    # -- delegation tokens: in an Envelope, as the client's principal (KIP-590) ----------
+
+    async def create_delegation_token(
+        self, requester: str, owner: str | None, renewers: Sequence[str],
+        max_lifetime_ms: int, *, token_authenticated: bool = False,
+    ) -> CreateTokenReply:
+        return await self._call(
+            lambda s: s.create_delegation_token(requester, owner, renewers, max_lifetime_ms),
+            lambda: envelope.request(
+                envelope.create_request(owner, list(renewers), max_lifetime_ms), requester,
+                token_authenticated),
+            envelope, envelope.create_reply_of, self._deadline(None), whole=True, sync=True)
+
+    async def renew_delegation_token(self, requester: str, hmac: bytes,
+                                     renew_period_ms: int) -> TokenTimeReply:
+        return await self._call(
+            lambda s: s.renew_delegation_token(requester, hmac, renew_period_ms),
+            lambda: envelope.request(envelope.renew_request(hmac, renew_period_ms),
+                                     requester, False),
+            envelope, envelope.renew_reply_of, self._deadline(None), whole=True, sync=True)
+
+    async def expire_delegation_token(self, requester: str, hmac: bytes,
+                                      expiry_period_ms: int) -> TokenTimeReply:
+        return await self._call(
+            lambda s: s.expire_delegation_token(requester, hmac, expiry_period_ms),
+            lambda: envelope.request(envelope.expire_request(hmac, expiry_period_ms),
+                                     requester, False),
+            envelope, envelope.expire_reply_of, self._deadline(None), whole=True, sync=True)
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[ApiError]:
         return await self._call(

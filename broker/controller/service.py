@@ -19,6 +19,11 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.acl_control import AclDeletionResult
 from broker.controller.controller import Controller
+from broker.controller.delegation_token_control import (
+    CreateTokenReply,
+    DelegationTokenControlManager,
+    TokenTimeReply,
+)
 from broker.controller.feature_control import FeatureUpdate
 from broker.controller.requests import (
     AllocateProducerIdsReply,
@@ -53,6 +58,7 @@ from broker.metadata.publisher import MetadataPublisher
 from broker.metrics.stats import Histogram
 from broker.quotas.core import entity_text
 from broker.security.authorizer import AclBinding, AclFilter
+from broker.security.delegation_token import DelegationTokenSettings
 
 log = structlog.get_logger(__name__)
 R = TypeVar("R")
@@ -84,6 +90,8 @@ class ControllerService:
         self.event_processing_time = Histogram()
         # broker id -> the listener connection its latest heartbeat came on
         self._heartbeat_connections: dict[int, str] = {}
+        self.tokens = DelegationTokenControlManager(
+            DelegationTokenSettings.from_config(controller.settings.node_config))
 
     def activate(self) -> None:
         """This node's controller became active (its epoch's LeaderChange is applied, so the
@@ -194,6 +202,27 @@ class ControllerService:
         from broker.security import scram_admin
 
         return await self._run(lambda image: scram_admin.alter(image, deletions, upsertions))
+
+    # -- delegation tokens (broker/controller/delegation_token_control.py) ----------------
+
+    async def create_delegation_token(self, requester: str, owner: str | None,
+                                      renewers: Sequence[str], max_lifetime_ms: int,
+                                      ) -> CreateTokenReply:
+        from broker.protocol.kafka_uuid import random_kafka_uuid
+
+        token_id = random_kafka_uuid()  # Kafka's Uuid.randomUuid().toString()
+        return await self._run(lambda image: self.tokens.create(
+            image, requester, owner, renewers, max_lifetime_ms, self.clock(), token_id))
+
+    async def renew_delegation_token(self, requester: str, hmac: bytes,
+                                     renew_period_ms: int) -> TokenTimeReply:
+        return await self._run(lambda image: self.tokens.renew(
+            image, requester, hmac, renew_period_ms, self.clock()))
+
+    async def expire_delegation_token(self, requester: str, hmac: bytes,
+                                      expiry_period_ms: int) -> TokenTimeReply:
+        return await self._run(lambda image: self.tokens.expire(
+            image, requester, hmac, expiry_period_ms, self.clock()))
 
     async def create_acls(self, bindings: Sequence[AclBinding]) -> list[ApiError]:
         """AclControlManager: AccessControlEntry records."""
@@ -356,7 +385,8 @@ class ControllerService:
             live = {b for b, r in self.publisher.image.brokers.items() if not r.fenced}
             now = self.clock()
             await self._run(lambda image: ControllerResult(
-                [*self.controller.tick(image, now), *self.controller.no_op_records(now)], None))
+                [*self.controller.tick(image, now), *self.controller.no_op_records(now),
+                 *self.tokens.sweep(image, now)], None))
             image = self.publisher.image
             fenced = sorted(b for b in live if (r := image.brokers.get(b)) is not None
                             and r.fenced)

@@ -22,6 +22,7 @@ from broker.handlers import (
     consumer_group_describe,
     consumer_group_heartbeat,
     create_acls,
+    create_delegation_token,
     create_partitions,
     create_topics,
     delete_acls,
@@ -32,6 +33,7 @@ from broker.handlers import (
     describe_client_quotas,
     describe_cluster,
     describe_configs,
+    describe_delegation_token,
     describe_groups,
     describe_log_dirs,
     describe_producers,
@@ -41,6 +43,7 @@ from broker.handlers import (
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
+    expire_delegation_token,
     fetch,
     find_coordinator,
     get_telemetry_subscriptions,
@@ -62,6 +65,7 @@ from broker.handlers import (
     produce,
     push_telemetry,
     remove_raft_voter,
+    renew_delegation_token,
     sync_group,
     txn_offset_commit,
     unregister_broker,
@@ -118,6 +122,10 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     push_telemetry,
     describe_user_scram_credentials,  # broker/security: SCRAM users
     alter_user_scram_credentials,
+    create_delegation_token,  # delegation tokens (broker/security/delegation_token.py)
+    renew_delegation_token,
+    expire_delegation_token,
+    describe_delegation_token,
     describe_acls,  # ACLs (broker/security/authorizer.py)
     create_acls,
     delete_acls,

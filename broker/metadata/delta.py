@@ -24,6 +24,9 @@ Record types and their effect (one place, as the state machine's transition list
   remove_access_control_entry  drop the ACL with that id (absent: corrupt log)
   client_quota               set an entity's quota key, or drop it (remove); an entity left
                              with no keys is dropped
+  delegation_token           add or replace a delegation token (created, renewed, expired
+                             to a later time)
+  remove_delegation_token    drop it (absent: nothing, as Kafka's cache does)
   no_op                      nothing
 
 A record that does not fit the image raises InvalidRecordError: the log is
@@ -64,6 +67,7 @@ from broker.security.authorizer import (
     PatternType,
     ResourceType,
 )
+from broker.security.delegation_token import TokenInformation
 from broker.security.scram import ScramCredential
 
 # Small int tuples recur (every partition on the same 3 brokers); share them.
@@ -113,6 +117,7 @@ class MetadataDelta:
         self._scram: dict[tuple[str, str], ScramCredential] | None = None
         self._acls: dict[uuid.UUID, AclBinding] | None = None
         self._quotas: dict[QuotaEntity, dict[str, float]] | None = None
+        self._tokens: dict[str, TokenInformation] | None = None
         self.changed_client_quotas = False
         self._next_producer_id = image.next_producer_id
         self._last_broker_epoch = image.last_broker_epoch
@@ -198,6 +203,8 @@ class MetadataDelta:
             client_quotas=({e: v for e, v in self._quotas.items() if v}
                            if self._quotas is not None else b.client_quotas),
             controllers=self._controllers if self._controllers is not None else b.controllers,
+            delegation_tokens=(self._tokens if self._tokens is not None
+                               else b.delegation_tokens),
         )
 
     def local_changes(self, broker_id: int) -> LocalReplicaChanges:
@@ -500,6 +507,21 @@ class MetadataDelta:
             values[r.key] = r.value
         self.changed_client_quotas = True
 
+    def _tokens_w(self) -> dict[str, TokenInformation]:
+        if self._tokens is None:
+            self._tokens = dict(self.base.delegation_tokens)
+        return self._tokens
+
+    def _delegation_token(self, r: Any) -> None:
+        if not r.token_id:
+            raise InvalidRecordError("DelegationToken record without a token id")
+        self._tokens_w()[r.token_id] = TokenInformation(
+            r.token_id, r.owner, r.requester, tuple(r.renewers), r.issue_timestamp,
+            r.max_timestamp, r.expiration_timestamp)
+
+    def _remove_delegation_token(self, r: Any) -> None:
+        self._tokens_w().pop(r.token_id, None)
+
     def _no_op(self, r: Any) -> None:
         return None
 
@@ -529,6 +551,8 @@ _HANDLERS: dict[str, Any] = {
     "access_control_entry": MetadataDelta._access_control_entry,
     "remove_access_control_entry": MetadataDelta._remove_access_control_entry,
     "client_quota": MetadataDelta._client_quota,
+    "delegation_token": MetadataDelta._delegation_token,
+    "remove_delegation_token": MetadataDelta._remove_delegation_token,
     "no_op": MetadataDelta._no_op,
 }
 

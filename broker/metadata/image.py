@@ -22,6 +22,7 @@ from broker.metadata.features import FinalizedFeatures
 from broker.metadata.records import NO_LEADER, RESOURCE_BROKER, RESOURCE_TOPIC
 from broker.quotas.core import QuotaMap
 from broker.security.authorizer import AclBinding, AclIndex
+from broker.security.delegation_token import TokenInformation
 from broker.security.scram import ScramCredential
 
 LEADER_RECOVERED = 0
@@ -153,6 +154,8 @@ class MetadataImage:
     client_quotas: QuotaMap = field(default_factory=dict)
     # controller id -> its registration: Kafka's RegisterControllerRecord (KIP-919)
     controllers: Mapping[int, ControllerRegistration] = field(default_factory=dict)
+    # token id -> token: Kafka's DelegationTokenRecord (broker/security/delegation_token.py)
+    delegation_tokens: Mapping[str, TokenInformation] = field(default_factory=dict)
 
     @staticmethod
     def empty(cluster_id: str = "") -> MetadataImage:

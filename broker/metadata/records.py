@@ -208,3 +208,15 @@ def producer_ids_record(broker_id: int, broker_epoch: int, next_producer_id: int
             broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=next_producer_id
         )
     )
+
+
+def delegation_token_record(token: Any) -> Any:
+    """Kafka's DelegationTokenRecord of a delegation_token.TokenInformation."""
+    return wrap(pb.DelegationToken(
+        owner=token.owner, requester=token.requester, renewers=list(token.renewers),
+        issue_timestamp=token.issue_ms, max_timestamp=token.max_ms,
+        expiration_timestamp=token.expiry_ms, token_id=token.token_id))
+
+
+def remove_delegation_token_record(token_id: str) -> Any:
+    return wrap(pb.RemoveDelegationToken(token_id=token_id))

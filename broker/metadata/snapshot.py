@@ -85,6 +85,8 @@ def image_to_records(image: MetadataImage) -> list[Any]:
         values = image.client_quotas[entity]
         for key in sorted(values):
             out.append(rec.client_quota_record(entity, key, values[key]))
+    for token_id in sorted(image.delegation_tokens):
+        out.append(rec.delegation_token_record(image.delegation_tokens[token_id]))
     return out
 
 

@@ -69,7 +69,7 @@ from broker.replication.fetcher import secured_connect
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.security.client import controller_security, inter_broker_security
 from broker.security.sasl_config import server_sasl_for
-from broker.security.scram import ScramCredential
+from broker.security.scram import ScramCredential, TokenLookup
 from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.txn.shell import TransactionCoordinatorService
@@ -112,6 +112,7 @@ class Node:
         self.quorum: MetadataQuorumDriver
         self.controller: ControllerChannel
         self.controller_service: ControllerService | None = None
+        self._tokens: Any = None  # delegation tokens' SCRAM credentials, made on first use
         self.controlled_shutdown_done = False
         # set when the metadata quorum gets a new leader: the broker heartbeats the new
         # controller at once (its activation grace fences brokers that stay silent)
@@ -380,7 +381,8 @@ class Node:
         return [
             ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
                          self.quorum.dispatcher(), tls=server_tls_for(self.config, lst.name),
-                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential))
+                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential,
+                                              self._token_credential))
             for lst in self.config.listeners
             if lst.name in self.config.controller_listener_names
         ]
@@ -390,13 +392,26 @@ class Node:
         creds = getattr(self.metadata, "scram_credentials", None)
         return None if creds is None else creds.get((mechanism, user))
 
+    def _token_credential(self, mechanism: str, token_id: str) -> TokenLookup | None:
+        """A live delegation token's SCRAM credential (derived from its HMAC), owner name
+        and expiry, for SCRAM with tokenauth=true (broker/security/delegation_token.py)."""
+        if self._tokens is None:
+            from broker.security.delegation_token import DelegationTokenSettings, TokenCredentials
+
+            self._tokens = TokenCredentials(
+                DelegationTokenSettings.from_config(self.config),
+                lambda: getattr(self.metadata, "delegation_tokens", None))
+        found = self._tokens.lookup(mechanism, token_id)
+        return None if found is None else (found.credential, found.owner_name, found.expiry_ms)
+
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = broker_dispatcher(BROKER_HANDLERS)
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
             ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher,
                          tls=server_tls_for(self.config, lst.name),
-                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential))
+                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential,
+                                              self._token_credential))
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

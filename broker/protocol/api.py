@@ -307,6 +307,11 @@ BROKER_APIS = ApiTable.of(
     # SCRAM users (broker/security): read from the image / sent on to the controller
     (50, 0, 0),  # DescribeUserScramCredentials
     (51, 0, 0),  # AlterUserScramCredentials
+    # delegation tokens (KIP-48): v0 was removed in Kafka 4.0 (KIP-896)
+    (38, 1, 3),  # CreateDelegationToken, sent on to the active controller
+    (39, 1, 2),  # RenewDelegationToken, sent on to the active controller
+    (40, 1, 2),  # ExpireDelegationToken, sent on to the active controller
+    (41, 1, 3),  # DescribeDelegationToken
     # ACLs (broker/security/authorizer.py); v0 was removed in Kafka 4.0 (KIP-896)
     (29, 0, 3),  # DescribeAcls (v0, dropped by Kafka 4.0: from _kio_legacy)
     (30, 0, 3),  # CreateAcls

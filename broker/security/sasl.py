@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from broker.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from broker.security.scram import ScramCredential, ScramError, ScramServer
+from broker.security.scram import ScramCredential, ScramError, ScramServer, TokenLookup
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
@@ -105,11 +105,25 @@ class PlainServer:
 
 class _Scram:
     def __init__(self, mechanism: str,
-                 lookup: Callable[[str, str], ScramCredential | None]) -> None:
-        self._server = ScramServer(mechanism, lambda user: lookup(mechanism, user))
+                 lookup: Callable[[str, str], ScramCredential | None],
+                 tokens: Callable[[str, str], TokenLookup | None] | None = None) -> None:
+        self._server = ScramServer(
+            mechanism, lambda user: lookup(mechanism, user),
+            token_lookup=None if tokens is None else lambda tid: tokens(mechanism, tid))
         self._mechanism = mechanism
         self.complete = False
         self.username: str | None = None
+
+    @property
+    def token_authenticated(self) -> bool:
+        """The client authenticated with a delegation token (tokenauth=true)."""
+        return self._server.token_authenticated
+
+    @property
+    def credential_expiry_ms(self) -> int | None:
+        """When the credential expires (Kafka's CREDENTIAL_LIFETIME_MS negotiated property):
+        a delegation token's expiry; None for a SCRAM user."""
+        return self._server.token_expiry_ms if self._server.token_authenticated else None
 
     def step(self, token: bytes) -> bytes:
         try:
@@ -131,11 +145,14 @@ class SaslConfig:
     plain_users: Mapping[str, str]                      # PLAIN's user_<name> options
     scram: Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
     reauth_ms: int = 0                                  # connections.max.reauth.ms
+    # (mechanism, token id) -> a delegation token's SCRAM credential, owner name and expiry
+    # (broker/security/delegation_token.py); None: tokenauth is refused
+    tokens: Callable[[str, str], TokenLookup | None] | None = None
 
     def mechanism(self, name: str) -> Mechanism:
         if name == "PLAIN":
             return PlainServer(self.plain_users.get)
-        return _Scram(name, self.scram)
+        return _Scram(name, self.scram, self.tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +178,7 @@ class SaslSession:
         self.principal: str | None = None
         self.expires_ms: int | None = None
         self.failure: str | None = None
+        self.token_authenticated = False
 
     @property
     def authenticated(self) -> bool:
@@ -223,11 +241,27 @@ class SaslSession:
             return self._fail(ErrorCode.sasl_authentication_failed,
                               "Cannot change principals during re-authentication",
                               f"re-authentication as {principal}, was {self.principal}")
+        now = self._now_ms()
+        expiry = getattr(self._mechanism, "credential_expiry_ms", None)
+        by_token = bool(getattr(self._mechanism, "token_authenticated", False))
+        if expiry is not None and expiry < now:
+            # Kafka authenticates it with a session that ends at once (the connection
+            # closes on the next request); refused here, with the reason.
+            what = "delegation token" if by_token else "credential"
+            return self._fail(ErrorCode.sasl_authentication_failed,
+                              f"Authentication failed: the {what} has expired",
+                              f"{what} of {principal} expired at {expiry}")
         self.principal = principal
+        self.token_authenticated = by_token
         self.state = State.AUTHENTICATED
         self._mechanism = None
+        # KIP-368 as Kafka's SaslServerAuthenticator computes it: the session ends at
+        # connections.max.reauth.ms or the credential's expiry, whichever comes first.
         lifetime = self.config.reauth_ms
-        self.expires_ms = self._now_ms() + lifetime if lifetime > 0 else None
+        if expiry is not None:
+            left = max(0, expiry - now)
+            lifetime = min(lifetime, left) if lifetime > 0 else left
+        self.expires_ms = now + lifetime if lifetime > 0 or expiry is not None else None
         return Answer(auth_bytes=out, session_lifetime_ms=lifetime if version >= 1 else 0)
 
 

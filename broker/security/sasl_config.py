@@ -17,7 +17,7 @@ from typing import Any
 from broker.config import ConfigError, NodeConfig
 from broker.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasEntry, JaasError, parse_jaas
 from broker.security.sasl import SUPPORTED_MECHANISMS, SaslConfig
-from broker.security.scram import ScramClient, ScramCredential, ScramError
+from broker.security.scram import ScramClient, ScramCredential, ScramError, TokenLookup
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SASL_HANDSHAKE = 17
@@ -71,7 +71,10 @@ def is_sasl(cfg: NodeConfig, listener: str) -> bool:
 
 
 def server_sasl_for(cfg: NodeConfig, listener: str,
-                    scram: Callable[[str, str], ScramCredential | None]) -> SaslConfig | None:
+                    scram: Callable[[str, str], ScramCredential | None],
+                    tokens: Callable[[str, str], TokenLookup | None] | None = None,
+                    ) -> SaslConfig | None:
+    """`tokens`: delegation tokens' SCRAM credentials (None: tokens are disabled)."""
     if not is_sasl(cfg, listener):
         return None
     enabled = enabled_mechanisms(cfg, listener)
@@ -83,7 +86,8 @@ def server_sasl_for(cfg: NodeConfig, listener: str,
                               f"a {PLAIN_MODULE} entry with user_<name>=\"<password>\" options "
                               f"(PLAIN is enabled on listener {listener})")
         users = entry.plain_users()
-    return SaslConfig(tuple(enabled), users, scram, int(cfg["connections.max.reauth.ms"]))
+    return SaslConfig(tuple(enabled), users, scram, int(cfg["connections.max.reauth.ms"]),
+                      tokens=tokens)
 
 
 def client_authenticator(cfg: NodeConfig, listener: str, mechanism_key: str,

@@ -4,7 +4,10 @@
 ServerKey, iterations: Kafka's UserScramCredentialRecord), `ScramServer` checks a client
 in two steps (client-first -> server-first, client-final -> server-final), `ScramClient`
 is the other side (inter-broker SASL, tests). Channel binding is not offered (gs2 header
-`n,,`), as in Kafka; the `tokenauth` extension (delegation tokens) is refused.
+`n,,`), as in Kafka. The `tokenauth=true` extension (delegation tokens, KIP-48) makes the
+user name a token id, checked against the token's credential (`token_lookup`): the
+authenticated user is then the token's owner (broker/security/delegation_token.py); other
+extensions are ignored, as Kafka's ScramSaslServer does.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ class ScramCredential:
     stored_key: bytes
     server_key: bytes
     iterations: int
+
+
+# A delegation token's (credential, owner name, expiry timestamp ms).
+TokenLookup = tuple[ScramCredential, str, int]
 
 
 def _hash(mechanism: str) -> str:
@@ -77,6 +84,19 @@ def _attrs(message: str) -> dict[str, str]:
     return out
 
 
+def _client_first_bare(bare: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(attributes, extensions) of client-first-message-bare: one-letter attributes
+    (`n=`, `r=`, `m=`) and `name=value` extensions (RFC 5802's, Kafka's ScramExtensions)."""
+    attrs: dict[str, str] = {}
+    extensions: dict[str, str] = {}
+    for part in bare.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise ScramError(f"malformed SCRAM attribute {part[:20]!r}")
+        (attrs if len(key) == 1 else extensions).setdefault(key, value)
+    return attrs, extensions
+
+
 def decode_saslname(name: str) -> str:
     out: list[str] = []
     i = 0
@@ -109,10 +129,16 @@ class ScramServer:
 
     def __init__(self, mechanism: str,
                  lookup: Callable[[str], ScramCredential | None],
-                 nonce: Callable[[], str] = _nonce) -> None:
+                 nonce: Callable[[], str] = _nonce,
+                 token_lookup: Callable[[str], TokenLookup | None] | None = None) -> None:
+        """`token_lookup(token_id)`: the (credential, owner name, expiry ms) of a live
+        delegation token; None when tokens are disabled (tokenauth is then refused)."""
         self.mechanism = mechanism
         self._hash = _hash(mechanism)
         self._lookup = lookup
+        self._token_lookup = token_lookup
+        self.token_authenticated = False
+        self.token_expiry_ms: int | None = None
         self._nonce = nonce
         self._step = 0
         self._cred: ScramCredential | None = None
@@ -143,7 +169,7 @@ class ScramServer:
         cb, authzid, bare = parts
         if cb not in ("n", "y"):
             raise ScramError("channel binding is not supported")
-        attrs = _attrs(bare)
+        attrs, extensions = _client_first_bare(bare)
         if "m" in attrs:
             raise ScramError("mandatory extension not supported")
         if "n" not in attrs or "r" not in attrs or not attrs["r"]:
@@ -151,13 +177,23 @@ class ScramServer:
         user = decode_saslname(attrs["n"])
         if authzid and authzid != f"a={encode_saslname(user)}":
             raise ScramError("authorization id differs from the user name")
-        if attrs.get("tokenauth", "") or "tokenauth=true" in bare:
-            raise ScramError("delegation tokens are not supported")
-        cred = self._lookup(user)
-        if cred is None:
-            raise ScramError(f"unknown user {user!r}")
+        if extensions.get("tokenauth", "").lower() == "true":  # Boolean.parseBoolean
+            if self._token_lookup is None:
+                raise ScramError("delegation token authentication is not enabled "
+                                 "(delegation.token.secret.key is not set)")
+            token = self._token_lookup(user)
+            if token is None:
+                raise ScramError(f"Token Authentication failed: Invalid tokenId : {user}")
+            cred, owner, self.token_expiry_ms = token
+            self.token_authenticated = True
+            self.username = owner
+        else:
+            found = self._lookup(user)
+            if found is None:
+                raise ScramError(f"unknown user {user!r}")
+            cred = found
+            self.username = user
         self._cred = cred
-        self.username = user
         self._gs2 = f"{cb},{authzid},"
         self._client_first_bare = bare
         self._full_nonce = attrs["r"] + self._nonce()
@@ -198,13 +234,16 @@ class ScramClient:
     """The client side: `first()`, then `final(server_first)`, then `verify(server_final)`."""
 
     def __init__(self, mechanism: str, username: str, password: str,
-                 nonce: Callable[[], str] = _nonce) -> None:
+                 nonce: Callable[[], str] = _nonce, token: bool = False) -> None:
+        """`token`: authenticate with a delegation token (user name = token id, password =
+        its HMAC in base64), sending the tokenauth=true extension."""
         self.mechanism = mechanism
         self._hash = _hash(mechanism)
         self.username = username
         self.password = password
         self._nonce = nonce()
-        self._bare = f"n={encode_saslname(username)},r={self._nonce}"
+        self._bare = f"n={encode_saslname(username)},r={self._nonce}" + (
+            ",tokenauth=true" if token else "")
         self._server_sig = b""
 
     def first(self) -> bytes:

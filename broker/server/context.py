@@ -25,3 +25,7 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     """Who the connection authenticated as (broker/security): from the TLS client
     certificate, else ANONYMOUS."""
+    security_protocol: str = "PLAINTEXT"
+    """The listener's: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+    token_authenticated: bool = False
+    """The connection authenticated with a delegation token (SCRAM with tokenauth=true)."""

@@ -193,6 +193,8 @@ class _Listener:
         if spec.sasl is not None:
             self.apis = with_sasl_apis(self.apis)
         self.server: asyncio.Server | None = None
+        self.security_protocol = ("SASL_" if spec.sasl is not None else "") + (
+            "SSL" if spec.tls is not None else "PLAINTEXT")
 
 
 def with_sasl_apis(apis: ApiTable) -> ApiTable:
@@ -592,6 +594,8 @@ class _Connection:
             apis=self.listener.apis,
             connection_id=self.id,
             principal=self.principal,
+            security_protocol=self.listener.security_protocol,
+            token_authenticated=self.sasl is not None and self.sasl.token_authenticated,
         )
 
     def _sasl_request(self, ctx: RequestContext, request: Any) -> str | None:

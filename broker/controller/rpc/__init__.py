@@ -38,6 +38,7 @@ from broker.controller.rpc import (
     delete_acls,
     delete_topics,
     elect_leaders,
+    envelope,
     incremental_alter_configs,
     list_partition_reassignments,
     unregister_broker,
@@ -65,6 +66,7 @@ CONTROLLER_RPCS: tuple[ModuleType, ...] = (
     assign_replicas_to_dirs,  # KIP-858
     update_features,
     controller_registration,
+    envelope,  # KIP-590: the delegation-token writes, as their client's principal
 )
 
 __all__ = ["CONTROLLER_RPCS"]

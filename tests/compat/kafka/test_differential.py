@@ -543,6 +543,12 @@ def s_describe_user_scram_credentials(w: KafkaWire, v: int, n: str) -> list[Any]
     return [w.send(request(50, v, users=[{"name": n}]))]
 
 
+def s_describe_delegation_token(w: KafkaWire, v: int, n: str) -> list[Any]:
+    # on PLAINTEXT: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, whatever the owners
+    return [w.send(request(41, v, owners=None)),
+            w.send(request(41, v, owners=[{"principal_type": "User", "principal_name": n}]))]
+
+
 def s_describe_quorum(w: KafkaWire, v: int, n: str) -> list[Any]:
     return [w.send(request(55, v, topics=[{"topic_name": "__cluster_metadata",
                                            "partitions": [{"partition_index": 0}]}]))]
@@ -615,6 +621,7 @@ SCRIPTS: dict[int, Script] = {
     37: s_create_partitions, 42: s_delete_groups, 43: s_elect_leaders,
     44: s_incremental_alter_configs, 46: s_list_partition_reassignments, 47: s_offset_delete,
     48: s_describe_client_quotas, 49: s_alter_client_quotas,
+    41: s_describe_delegation_token,
     50: s_describe_user_scram_credentials, 55: s_describe_quorum, 60: s_describe_cluster,
     61: s_describe_producers, 65: s_describe_transactions, 66: s_list_transactions,
     68: s_consumer_group_heartbeat, 69: s_consumer_group_describe,

@@ -353,3 +353,29 @@ def test_a_heartbeat_answer_carries_the_close_of_its_connection() -> None:
             await channel.close()
             server.close()
     run(go())
+
+
+def test_token_writes_reach_a_remote_controller_as_their_clients_principal() -> None:
+    """The delegation-token writes go in an Envelope (KIP-590) over a real socket; the
+    controller serves them as the principal inside, not the broker's."""
+    async def go() -> None:
+        node = ControllerNode(**{"node.id": "1", "delegation.token.secret.key": "k"})
+        seen: list[int] = []
+        server, port = await controller_server(node, seen.append)
+        channel = ControllerChannel(5, {1: ("127.0.0.1", port)}, lambda: 1)
+        try:
+            made = await channel.create_delegation_token("User:alice", None, ["User:bob"], -1)
+            assert made.error is ErrorCode.none and made.owner == "User:alice"
+            token = node.metadata.delegation_tokens[made.token_id]
+            assert (token.requester, token.renewers) == ("User:alice", ("User:bob",))
+            renewed = await channel.renew_delegation_token("User:bob", made.hmac, 60_000)
+            assert renewed.error is ErrorCode.none and renewed.expiry_ms < made.expiry_ms
+            refused = await channel.expire_delegation_token("User:carol", made.hmac, -1)
+            assert refused.error is ErrorCode.delegation_token_owner_mismatch
+            gone = await channel.expire_delegation_token("User:alice", made.hmac, -1)
+            assert gone.error is ErrorCode.none and not node.metadata.delegation_tokens
+            assert seen == [58] * 4 and channel.remote_calls == 4
+        finally:
+            await channel.close()
+            server.close()
+    run(go())

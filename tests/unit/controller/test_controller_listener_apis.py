@@ -8,8 +8,9 @@ from raft.kafka_messages import RAFT_APIS
 def test_every_controller_rpc_is_advertised_at_its_version() -> None:
     table = controller_api_table()
     keys = [m.API_KEY for m in CONTROLLER_RPCS]
-    assert sorted(keys) == [19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 56, 57, 62, 63, 64,
-                            67, 70, 73]  # 73: AssignReplicasToDirs (KIP-858)
+    assert sorted(keys) == [19, 20, 30, 31, 33, 37, 43, 44, 45, 46, 49, 51, 56, 57, 58, 62, 63,
+                            64, 67, 70, 73]  # 73: AssignReplicasToDirs (KIP-858)
+    # 58: Envelope, the delegation-token writes as their client's principal (KIP-590)
     for m in CONTROLLER_RPCS:
         assert table.supports(m.API_KEY, m.VERSION), m.__name__
         for attr in ("handle", "error_response", "error_code_of", "request"):

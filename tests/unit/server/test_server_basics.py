@@ -211,7 +211,10 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (29, 0, 3), (30, 0, 3), (31, 0, 3),  # ACLs: v0 (Kafka 4.0 dropped it) from _kio_legacy
         (32, 0, 4), (33, 0, 2),
         (34, 0, 2),  # AlterReplicaLogDirs: v0 (Kafka 4.0 dropped it) from _kio_legacy
-        (35, 0, 5), (37, 0, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
+        (35, 0, 5), (37, 0, 3),
+        # delegation tokens: from v1 (kio has no v0; Kafka 4.0 dropped it, KIP-896)
+        (38, 1, 3), (39, 1, 2), (40, 1, 2), (41, 1, 3),
+        (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
         (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0),
         (55, 0, 2),  # DescribeQuorum, sent on to the quorum leader
         (57, 0, 2),  # UpdateFeatures (KIP-584)
