@@ -7,8 +7,8 @@ differences in tool_differences.py. Covered here: kafka-topics, kafka-configs (t
 brokers and the cluster default, SCRAM users, client quotas), kafka-consumer-groups,
 kafka-transactions and kafka-features on one node, and the tools' own errors for a wrong
 option and an unreachable bootstrap. ACLs: test_tools_acls.py; reassignment and leader
-election on 3-node clusters: test_tools_cluster.py, and kafka-configs for topics and
-brokers, are in tests/compat/kafka/pending/ until they are seen passing.
+election on 3-node clusters: test_tools_cluster.py, in tests/compat/kafka/pending/ until it
+is seen passing.
 
 The Kafka node is the session's `kafka_ref`, shared with other modules: names here carry
 the module's prefix, listings are filtered to it, and cluster-wide settings are put back.
@@ -205,6 +205,153 @@ class _Member:
         self.stop.set()
         self.thread.join(10)
         self.consumer.close()
+
+
+ALL_CONFIGS_DIFFER = {
+    # the two nodes' own addresses and directories
+    "advertised.listeners": "each broker's own address",
+    "listeners": "each broker's own address",
+    "log.dirs": "each broker's own directory",
+    "controller.quorum.bootstrap.servers": "each broker's own address",
+    "controller.quorum.voters": "each broker's own address",
+    "min.insync.replicas": "Kafka's KIP-966 cluster default (see tool_differences.ELR)",
+    "preallocate": "Skiff preallocates segments by default (log.preallocate=true; "
+                   "docs/compatibility.md, docs/benchmarks.md)",
+}
+
+
+# What one lists and the other does not, with the reason (docs/compatibility.md).
+TIERED = "tiered storage (KIP-405): Skiff has no remote log; setting it is refused"
+ALL_CONFIGS_ONLY_SKIFF: dict[str, dict[str, str]] = {
+    "topics": {
+        "drop.behind.bytes": "Skiff's own: how much written data stays in the page cache",
+        "message.downconversion.enable": "Skiff still down-converts for Fetch v0-3 clients, "
+                                         "as Kafka 3.9 did; Kafka 4 dropped both (KIP-896)",
+    },
+    "brokers": {
+        **dict.fromkeys(("admin.allow.unauthenticated", "admin.listeners",
+                         "admin.ssl.certificate.location", "admin.ssl.client.auth",
+                         "admin.ssl.key.location", "admin.ssl.principal.mapping.rules",
+                         "admin.ssl.truststore.location"),
+                        "Skiff's gRPC admin plane (docs/admin.md)"),
+        "metrics.listeners": "Skiff's Prometheus endpoint (docs/monitoring.md)",
+        "log.format": "Skiff's log output format", "log.level": "Skiff's log level",
+        "log.drop.behind.bytes": "Skiff's own: how much written data stays in the page cache",
+        "skiff.min.api.versions": "Skiff's own: the lowest API versions it offers",
+        "log.message.downconversion.enable": "Skiff still down-converts for Fetch v0-3 "
+                                             "clients, as Kafka 3.9 did (KIP-896)",
+        "allow.everyone.if.no.acl.found": "a StandardAuthorizer setting Kafka 4.4 reads but "
+                                          "does not list among the broker's configs",
+        "super.users": "a StandardAuthorizer setting Kafka 4.4 reads but does not list",
+        "broker.session.disconnect.timeout.ms": "Skiff's own: a closed heartbeat connection "
+                                                "ends the session sooner (docs/deploy.md)",
+        "controlled.shutdown.timeout.ms": "Skiff's own bound on a controlled shutdown",
+        "leader.imbalance.per.broker.percentage": "Kafka 4.4 no longer lists it; Skiff's "
+                                                  "leader rebalancing still reads it",
+        "client.telemetry.metrics": "Skiff's own: which pushed client metrics it keeps",
+        "client.telemetry.push.interval.ms": "Skiff's own: the push interval it asks for",
+    },
+}
+ALL_CONFIGS_ONLY_KAFKA: dict[str, dict[str, str]] = {
+    "topics": {
+        "errors.deadletterqueue.group.enable": "Kafka 4.4's dead-letter queue for share/streams "
+                                               "groups, which Skiff does not serve (issue 34)",
+        "local.retention.bytes": TIERED, "local.retention.ms": TIERED,
+        "remote.copy.lag.bytes": TIERED, "remote.copy.lag.ms": TIERED,
+        "remote.log.copy.disable": TIERED, "remote.log.delete.on.disable": TIERED,
+        "remote.storage.enable": TIERED,
+        "max.decompressed.message.bytes": "Kafka 4.4's bound on a decompressed batch; Skiff "
+                                          "does not have it yet",
+    },
+    # Kafka 4.4 lists some 250 broker keys Skiff does not (tiered storage, share and streams
+    # groups, Kerberos, JMX reporters, ...): Skiff refuses them in a config file and in
+    # IncrementalAlterConfigs; which Kafka keys Skiff serves is the differential harness's
+    # DescribeConfigs comparison (test_differential.py), not pinned here.
+}
+
+
+def _config_lines(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z0-9._-]+)=", line)
+        if m:
+            out[m.group(1)] = line
+    return out
+
+
+def _describe_all_agrees(pair: BrokerPair, topic: str) -> None:
+    for kind, name in (("topics", topic), ("brokers", "1")):
+        k, s = pair.run("kafka-configs", B, "{bootstrap}", "--describe", "--all",
+                        "--entity-type", kind, "--entity-name", name)
+        assert (k.returncode, s.returncode) == (0, 0), (k.text(), s.text())
+        kl, sl = _config_lines(k.stdout), _config_lines(s.stdout)
+        assert len(kl) > 30, k.text()  # the parsing found Kafka's listing
+        only_skiff = sorted(set(sl) - set(kl))
+        only_kafka = sorted(set(kl) - set(sl))
+        assert only_skiff == sorted(ALL_CONFIGS_ONLY_SKIFF[kind]), \
+            f"--describe --all {kind}: configs Kafka 4.4 does not know"
+        if kind in ALL_CONFIGS_ONLY_KAFKA:
+            assert only_kafka == sorted(ALL_CONFIGS_ONLY_KAFKA[kind]), \
+                f"--describe --all {kind}: configs Skiff does not list"
+        differ = {c: (kl[c], sl[c]) for c in sorted(set(kl) & set(sl))
+                  if kl[c] != sl[c] and c not in ALL_CONFIGS_DIFFER}
+        assert differ == {}, f"--describe --all {kind}: configs shown differently: " + \
+            "\n".join(f"{c}:\n  kafka {k}\n  skiff {s}" for c, (k, s) in differ.items())
+
+
+def test_kafka_configs_topics_and_brokers(pair: BrokerPair) -> None:
+    t = f"{P}-configs"
+    pair.same("configs.setup", "kafka-topics", B, "{bootstrap}", "--create", "--topic", t,
+              "--partitions", "2")
+    pair.same("configs.topic.alter", "kafka-configs", B, "{bootstrap}", "--alter",
+              "--entity-type", "topics", "--entity-name", t,
+              "--add-config", "retention.ms=999,segment.bytes=1048576,cleanup.policy=compact")
+    pair.same("configs.topic.describe", "kafka-configs", B, "{bootstrap}", "--describe",
+              "--entity-type", "topics", "--entity-name", t)
+    pair.same("configs.topic.invalid_value", "kafka-configs", B, "{bootstrap}", "--alter",
+              "--entity-type", "topics", "--entity-name", t, "--add-config", "retention.ms=abc")
+    pair.same("configs.topic.unknown_key", "kafka-configs", B, "{bootstrap}", "--alter",
+              "--entity-type", "topics", "--entity-name", t, "--add-config", "no.such=1")
+    pair.same("configs.topic.delete_config", "kafka-configs", B, "{bootstrap}", "--alter",
+              "--entity-type", "topics", "--entity-name", t, "--delete-config", "retention.ms")
+    pair.same("configs.topic.missing", "kafka-configs", B, "{bootstrap}", "--alter",
+              "--entity-type", "topics", "--entity-name", f"{t}-none",
+              "--add-config", "retention.ms=1")
+    try:
+        pair.same("configs.broker.alter", "kafka-configs", B, "{bootstrap}", "--alter",
+                  "--entity-type", "brokers", "--entity-name", "1",
+                  "--add-config", "log.cleaner.threads=2,log.retention.bytes=123456789")
+        pair.same("configs.broker.describe", "kafka-configs", B, "{bootstrap}", "--describe",
+                  "--entity-type", "brokers", "--entity-name", "1")
+        pair.same("configs.broker_default.alter", "kafka-configs", B, "{bootstrap}",
+                  "--alter", "--entity-type", "brokers", "--entity-default",
+                  "--add-config", "log.retention.ms=7200000")
+        pair.same("configs.broker_default.describe", "kafka-configs", B, "{bootstrap}",
+                  "--describe", "--entity-type", "brokers", "--entity-default")
+        # the topic's synonyms now include the cluster default and what follows it
+        pair.same("configs.topic.describe.synonyms", "kafka-configs", B, "{bootstrap}",
+                  "--alter", "--entity-type", "topics", "--entity-name", t,
+                  "--add-config", "retention.ms=999")
+        pair.same("configs.topic.describe.with_default", "kafka-configs", B, "{bootstrap}",
+                  "--describe", "--entity-type", "topics", "--entity-name", t)
+        pair.same("configs.broker.invalid_value", "kafka-configs", B, "{bootstrap}", "--alter",
+                  "--entity-type", "brokers", "--entity-name", "1",
+                  "--add-config", "num.io.threads=x")
+        pair.same("configs.broker.read_only", "kafka-configs", B, "{bootstrap}", "--alter",
+                  "--entity-type", "brokers", "--entity-name", "1",
+                  "--add-config", "log.dirs=/elsewhere")
+        pair.same("configs.broker.unknown_key", "kafka-configs", B, "{bootstrap}", "--alter",
+                  "--entity-type", "brokers", "--entity-name", "1",
+                  "--add-config", "no.such.broker.key=1")
+        _describe_all_agrees(pair, t)
+    finally:
+        for args in (("--entity-name", "1", "--delete-config",
+                      "log.cleaner.threads,log.retention.bytes"),
+                     ("--entity-default", "--delete-config", "log.retention.ms")):
+            for b in _both(pair):
+                tool("kafka-configs", B, b, "--alter", "--entity-type", "brokers", *args)
+        tool("kafka-configs", B, pair.kafka, "--alter", "--entity-type", "brokers",
+             "--entity-name", "1", "--delete-config", "no.such.broker.key")
 
 
 def _commit_some(bootstrap: str, group: str, topic: str) -> None:
