@@ -282,6 +282,21 @@ _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("sasl.mechanism.inter.broker.protocol", S, "GSSAPI"),
     ConfigDef("sasl.mechanism.controller.protocol", S, "GSSAPI"),
     ConfigDef("connections.max.reauth.ms", L, 0, at_least(0)),
+    # OAUTHBEARER (broker/security/oauthbearer_config.py): the validator class, and the
+    # signed-JWT validator's settings; each may be set per listener as
+    # listener.name.<l>.oauthbearer.<key>.
+    ConfigDef("sasl.server.callback.handler.class", S, None),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", S, None),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3_600_000, at_least(1)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, at_least(0)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", L, 10_000, at_least(0)),
+    ConfigDef("sasl.oauthbearer.expected.audience", LI, []),
+    ConfigDef("sasl.oauthbearer.expected.issuer", S, None),
+    ConfigDef("sasl.oauthbearer.allow.unverified.audience", B, False),
+    ConfigDef("sasl.oauthbearer.allow.unverified.issuer", B, False),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", S, "sub"),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", S, "scope"),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", INT, 30, at_least(0)),
     # Authorization (broker/security/authorizer.py): empty = none (every principal may do
     # everything); org.apache.kafka.metadata.authorizer.StandardAuthorizer = ACLs from the
     # metadata log. Any other class is refused at start.

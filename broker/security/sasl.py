@@ -46,7 +46,9 @@ from broker.security.scram import ScramCredential, ScramError, ScramServer
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
-SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
+# What this node can authenticate with to other nodes (inter-broker, controller).
+CLIENT_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 
 
 class State(enum.Enum):
@@ -131,10 +133,14 @@ class SaslConfig:
     plain_users: Mapping[str, str]                      # PLAIN's user_<name> options
     scram: Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
     reauth_ms: int = 0                                  # connections.max.reauth.ms
+    # OAUTHBEARER's exchange (broker/security/oauthbearer.py), when enabled
+    oauthbearer: Callable[[], Mechanism] | None = None
 
     def mechanism(self, name: str) -> Mechanism:
         if name == "PLAIN":
             return PlainServer(self.plain_users.get)
+        if name == "OAUTHBEARER" and self.oauthbearer is not None:
+            return self.oauthbearer()
         return _Scram(name, self.scram)
 
 
@@ -161,6 +167,8 @@ class SaslSession:
         self.principal: str | None = None
         self.expires_ms: int | None = None
         self.failure: str | None = None
+        # The mechanism of the last successful exchange (OAUTHBEARER keeps its token there).
+        self.authenticated_by: Mechanism | None = None
 
     @property
     def authenticated(self) -> bool:
@@ -225,9 +233,17 @@ class SaslSession:
                               f"re-authentication as {principal}, was {self.principal}")
         self.principal = principal
         self.state = State.AUTHENTICATED
-        self._mechanism = None
+        self.authenticated_by, self._mechanism = self._mechanism, None
+        # Kafka's SaslServerAuthenticator: the credential's own expiry (an OAUTHBEARER
+        # token's exp) bounds the session too, capped by connections.max.reauth.ms.
+        now = self._now_ms()
         lifetime = self.config.reauth_ms
-        self.expires_ms = self._now_ms() + lifetime if lifetime > 0 else None
+        expiry = getattr(self.authenticated_by, "credential_expiry_ms", None)
+        if expiry is not None:
+            left = max(0, int(expiry) - now)
+            lifetime = left if lifetime <= 0 else min(left, lifetime)
+        bounded = lifetime > 0 or expiry is not None
+        self.expires_ms = now + lifetime if bounded else None
         return Answer(auth_bytes=out, session_lifetime_ms=lifetime if version >= 1 else 0)
 
 
@@ -247,11 +263,14 @@ def authenticate_response(version: int, answer: Answer) -> Any:
     from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as V2
     from kio.static.primitive import i64Timedelta
 
+    # Kafka's SaslAuthenticateResponseData leaves error_message at its default "" on
+    # success (an OAUTHBEARER challenge included).
+    message = answer.message if answer.message is not None else ""
     if version == 0:
-        return V0(error_code=answer.error, error_message=answer.message,
+        return V0(error_code=answer.error, error_message=message,
                   auth_bytes=answer.auth_bytes)
     cls = V1 if version == 1 else V2
-    return cls(error_code=answer.error, error_message=answer.message,
+    return cls(error_code=answer.error, error_message=message,
                auth_bytes=answer.auth_bytes,
                session_lifetime=i64Timedelta.parse(
                    datetime.timedelta(milliseconds=answer.session_lifetime_ms)))
