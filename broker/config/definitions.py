@@ -245,10 +245,17 @@ _BROKER_DEFS: list[ConfigDef] = [
 # `listener.name.<listener>.ssl.<key>` (broker/security/tls.py resolves them); an ssl.* or
 # sasl.* key not listed here stops startup (broker/security/settings.py).
 def _authorizer_class(key: str, v: Any) -> None:
-    """Only the StandardAuthorizer (or none) is implemented; anything else stops the node."""
+    """The StandardAuthorizer, none, or an importable Python authorizer class
+    (broker/security/plugins.py); anything else stops the node."""
     from broker.security.authorizer import AuthorizerSettings
 
     AuthorizerSettings.from_values(v, None, False)
+
+
+def _principal_builder_class(key: str, v: Any) -> None:
+    from broker.security.plugins import principal_builder_class
+
+    principal_builder_class(v or "")
 
 
 def _super_users(key: str, v: Any) -> None:
@@ -299,8 +306,12 @@ _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("sasl.oauthbearer.clock.skew.seconds", INT, 30, at_least(0)),
     # Authorization (broker/security/authorizer.py): empty = none (every principal may do
     # everything); org.apache.kafka.metadata.authorizer.StandardAuthorizer = ACLs from the
-    # metadata log. Any other class is refused at start.
+    # metadata log; a Python class `module:Class` = a plugin (broker/security/plugins.py).
+    # A class that cannot be imported is refused at start.
     ConfigDef("authorizer.class.name", S, "", _authorizer_class),
+    # Principals (broker/security/plugins.py): Kafka's DefaultKafkaPrincipalBuilder (unset)
+    # or a Python class `module:Class`.
+    ConfigDef("principal.builder.class", S, None, _principal_builder_class),
     ConfigDef("super.users", S, "", _super_users),
     ConfigDef("allow.everyone.if.no.acl.found", B, False),
 ]

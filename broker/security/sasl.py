@@ -171,6 +171,10 @@ class SaslSession:
         self.authenticated_by: Mechanism | None = None
 
     @property
+    def mechanism_name(self) -> str:
+        return self._mechanism_name
+
+    @property
     def authenticated(self) -> bool:
         return self.state in (State.AUTHENTICATED, State.REAUTH_AUTHENTICATE)
 

@@ -9,6 +9,11 @@ token endpoint), produces and consumes; a token with a bad signature, a wrong au
 past its expiry is refused, and the client reports the same error from both brokers. Raw
 SaslAuthenticate exchanges compare the server challenge, the error and the session
 lifetime (the token's exp) byte for byte.
+
+The Skiff node also runs the example plugins of broker/security/examples/token_claims.py
+(`principal.builder.class`, `authorizer.class.name`): librdkafka clients with their own
+unsecured tokens show that the principal comes from the token's preferred_username claim
+and that private topics are refused to anyone but their owner.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ PROGRAM = "skiff.compat.clients.OAuthLogin"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 SECURED = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+EXAMPLE = "broker.security.examples.token_claims"
 AUDIENCE = "skiff-test-cluster"
 ISSUER = "https://issuer.skiff.test"
 TOPICS = ("oauth-unsecured", "oauth-signed", "oauth-bad-signature", "oauth-wrong-audience",
@@ -122,6 +128,12 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     host = node.host
     cluster.overrides.update(settings)
     cluster.overrides.update({
+        "principal.builder.class": f"{EXAMPLE}:ClaimPrincipalBuilder",
+        "plugin.principal.claim": "preferred_username",
+        "authorizer.class.name": f"{EXAMPLE}:PrivateTopicAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+    })
+    cluster.overrides.update({
         "listeners": f"PLAINTEXT://{host}:{node.client_port},"
                      f"CONTROLLER://{host}:{node.controller_port},"
                      f"UNSECURED://{host}:{s_unsecured},SIGNED://{host}:{s_signed}",
@@ -192,9 +204,13 @@ def _java(d: Path, listeners: dict[str, str], tokens: Tokens) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def java_results(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory,
                  ) -> dict[str, dict[str, str]]:
+    from concurrent.futures import ThreadPoolExecutor
+
     d = tmp_path_factory.mktemp("oauth-java")
-    return {"skiff": _java(d / "skiff", brokers.skiff, brokers.tokens),
-            "kafka": _java(d / "kafka", brokers.kafka, brokers.tokens)}
+    with ThreadPoolExecutor(2) as pool:  # the two JVMs side by side
+        skiff = pool.submit(_java, d / "skiff", brokers.skiff, brokers.tokens)
+        kafka = pool.submit(_java, d / "kafka", brokers.kafka, brokers.tokens)
+        return {"skiff": skiff.result(), "kafka": kafka.result()}
 
 
 @pytest.mark.parametrize("case", ["unsecured", "signed"])
@@ -291,3 +307,48 @@ def test_raw_session_lifetime_is_the_tokens(brokers: Brokers) -> None:
     for answers in (skiff, kafka):
         assert len(answers) == 1 and answers[0][:3] == (0, "", b"")
         assert 590_000 <= answers[0][3] <= 600_000, answers
+
+
+# -- plugins: principal builder and authorizer ---------------------------------------------
+
+
+def _oauth_conf(bootstrap: str, claims: dict[str, Any]) -> dict[str, Any]:
+    def token(_config: str) -> tuple[str, float]:
+        now = time.time()
+        return unsecured_token({"iat": int(now), "exp": int(now) + 600, **claims}), now + 600
+
+    return {"bootstrap.servers": bootstrap, "security.protocol": "sasl_plaintext",
+            "sasl.mechanisms": "OAUTHBEARER", "oauth_cb": token, "log_level": 0}
+
+
+def _produce(conf: dict[str, Any], topic: str) -> Any:
+    from confluent_kafka import Producer
+
+    p = Producer({**conf, "message.timeout.ms": 10000})
+    result: list[Any] = []
+    p.produce(topic, b"v", on_delivery=lambda e, _m: result.append(e))
+    p.flush(20)
+    assert result, "no delivery report"
+    return result[0]
+
+
+def test_plugins_decide_on_a_real_node(brokers: Brokers) -> None:
+    """mallory's token says sub=u-1001, preferred_username=mallory: the principal builder
+    makes User:mallory, which the authorizer lets use private.mallory.* and nothing of
+    private.alice.*; alice (no such claim: User:alice, her sub) owns private.alice.*."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = brokers.skiff["UNSECURED"]
+    alice = _oauth_conf(bootstrap, {"sub": "alice"})
+    mallory = _oauth_conf(bootstrap, {"sub": "u-1001", "preferred_username": "mallory"})
+    admins = {"alice": AdminClient(alice), "mallory": AdminClient(mallory)}
+    for user in admins:
+        topic = f"private.{user}.notes"
+        admins[user].create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    assert _produce(mallory, "private.mallory.notes") is None
+    assert _produce(alice, "private.alice.notes") is None
+    err = _produce(mallory, "private.alice.notes")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    seen = set(admins["mallory"].list_topics(timeout=20).topics)
+    assert "private.mallory.notes" in seen and "private.alice.notes" not in seen
