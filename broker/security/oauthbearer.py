@@ -383,6 +383,7 @@ class Jwks:
         self._wake = threading.Event()
         self._last_expedite = 0.0
         self._thread: threading.Thread | None = None
+        self._closed = False
         if self.scheme == "file":
             self.path = Path(urllib.request.url2pathname(parsed.path))
             self._load_file()
@@ -419,11 +420,18 @@ class Jwks:
                                         name="skiff-jwks-refresh")
         self._thread.start()
 
+    def close(self) -> None:
+        """Stop the refresh thread."""
+        self._closed = True
+        self._wake.set()
+
     def _refresh_loop(self) -> None:
         backoff = self.retry_backoff_ms
         while True:
             woke = self._wake.wait(self.refresh_ms / 1000)
             self._wake.clear()
+            if self._closed:
+                return
             try:
                 keys = self._fetch()
             except JwksError as e:
