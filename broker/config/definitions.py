@@ -292,7 +292,7 @@ _SECURITY_DEFS: list[ConfigDef] = [
     # OAUTHBEARER (broker/security/oauthbearer_config.py): the validator class, and the
     # signed-JWT validator's settings; each may be set per listener as
     # listener.name.<l>.oauthbearer.<key>.
-    ConfigDef("sasl.server.callback.handler.class", S, None),
+    ConfigDef("sasl.server.callback.handler.class", ConfigType.CLASS, None),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.url", S, None),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3_600_000, at_least(1)),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, at_least(0)),
@@ -311,7 +311,9 @@ _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("authorizer.class.name", S, "", _authorizer_class),
     # Principals (broker/security/plugins.py): Kafka's DefaultKafkaPrincipalBuilder (unset)
     # or a Python class `module:Class`.
-    ConfigDef("principal.builder.class", S, None, _principal_builder_class),
+    ConfigDef("principal.builder.class", ConfigType.CLASS,
+              "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+              _principal_builder_class),
     ConfigDef("super.users", S, "", _super_users),
     ConfigDef("allow.everyone.if.no.acl.found", B, False),
 ]
