@@ -352,3 +352,46 @@ def test_plugins_decide_on_a_real_node(brokers: Brokers) -> None:
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
     seen = set(admins["mallory"].list_topics(timeout=20).topics)
     assert "private.mallory.notes" in seen and "private.alice.notes" not in seen
+
+
+def test_short_lived_tokens_reauthenticate_on_the_same_connection(brokers: Brokers) -> None:
+    """Tokens that live 4 s bound the session (no connections.max.reauth.ms is set):
+    librdkafka fetches a new token and re-authenticates (KIP-368) while producing for 9 s;
+    nothing fails and every record lands."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = "oauth-reauth"
+    _create(brokers.skiff_cluster.bootstrap_servers, (topic,))
+    calls: list[float] = []
+
+    def token(_config: str) -> tuple[str, float]:
+        now = time.time()
+        calls.append(now)
+        exp = int(now) + 4  # librdkafka refreshes at 80% of the lifetime it is told
+        return unsecured_token({"sub": "alice", "iat": int(now), "exp": exp}), float(exp)
+
+    conf = {"bootstrap.servers": brokers.skiff["UNSECURED"], "security.protocol": "sasl_plaintext",
+            "sasl.mechanisms": "OAUTHBEARER", "oauth_cb": token, "log_level": 0}
+    errors: list[Any] = []
+    p = Producer({**conf, "linger.ms": 5, "error_cb": errors.append})
+    failed: list[Any] = []
+    sent = []
+    deadline = time.monotonic() + 9
+    while time.monotonic() < deadline:
+        v = f"r-{len(sent)}".encode()
+        p.produce(topic, v, on_delivery=lambda e, _m: failed.append(e) if e else None)
+        sent.append(v)
+        p.poll(0.05)
+    assert p.flush(30) == 0 and failed == [] and errors == []
+    assert len(calls) >= 3, calls  # the first token and at least two refreshes
+    c = Consumer({"bootstrap.servers": brokers.skiff_cluster.bootstrap_servers,
+                  "group.id": "reauth", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    end = time.monotonic() + 20
+    while len(got) < len(sent) and time.monotonic() < end:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    assert got == sent
