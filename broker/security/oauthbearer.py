@@ -199,13 +199,17 @@ def _b64url_json(part: str) -> dict[str, Any]:
         raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
     except (binascii.Error, ValueError):
         raise TokenRejected("malformed Base64 URL encoded value") from None
-    try:
-        doc = json.loads(raw)
+    try:  # Jackson, as Kafka parses it, refuses NaN and Infinity
+        doc = json.loads(raw, parse_constant=_no_constant)
     except (ValueError, RecursionError):
         raise TokenRejected("malformed JSON") from None
     if not isinstance(doc, dict):
         return {}
     return {k: _jackson(v) for k, v in doc.items()}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _jackson(v: Any) -> Any:
@@ -537,12 +541,14 @@ class JwtValidator(Validator):
             except jwt.InvalidSignatureError as e:
                 last = e
                 continue
-            except (jwt.PyJWTError, ValueError, TypeError) as e:
-                raise TokenRejected(f"Could not validate the access token: {e}") from None
+            except Exception as e:  # PyJWT's errors, and int(inf) in its claim checks
+                raise TokenRejected(f"Could not validate the access token: "
+                                    f"{type(e).__name__}: {e}") from None
         if claims is None:
             raise TokenRejected(f"Could not validate the access token: {last}")
         for name in ("exp", "iat"):
-            if not isinstance(claims.get(name), int | float) or isinstance(claims[name], bool):
+            if not isinstance(claims.get(name), int | float) or isinstance(claims[name], bool) \
+                    or not math.isfinite(claims[name]):
                 raise TokenRejected(f"Could not extract the '{name}' claim from the access "
                                     "token")
             if claims[name] < 0:

@@ -264,3 +264,36 @@ def test_jwks_over_http_refreshes_for_an_unknown_kid() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_garbage_never_escapes_as_anything_but_a_refusal(signing: tuple[Any, Path]) -> None:
+    """Random client messages and tokens: the exchange refuses them (AuthFailed, or a
+    challenge), the validators raise TokenRejected; nothing else escapes."""
+    import random
+
+    rng = random.Random(36)
+    jwt_v = ob.JwtValidator(ob.Jwks(signing[1].as_uri()), ("c1",), "iss")
+    validators: list[ob.Validator] = [ob.UnsecuredValidator(), jwt_v]
+    head = _b64({"alg": "ES256", "kid": "k1"})
+    for _ in range(400):
+        kind = rng.randrange(4)
+        if kind == 0:
+            data = rng.randbytes(rng.randrange(0, 200))
+        elif kind == 1:
+            data = b"n,,\x01auth=Bearer " + rng.randbytes(rng.randrange(0, 80)) + b"\x01\x01"
+        else:
+            parts = [head if kind == 3 else _b64(rng.choice([{}, [], "x", {"alg": "none"}])),
+                     _b64({"sub": rng.choice(["a", 1, None, True]), "exp": rng.choice(
+                         [1, NOW_S + 9, "x", None, 1e300, float("inf"), float("nan")]),
+                         "iat": rng.choice([0, -5, "y", float("-inf")])}),
+                     rng.choice(["", "AAAA", "-_-_"])]
+            data = ob.client_response(".".join(parts))
+        srv = ob.OAuthBearerServer(rng.choice(validators), lambda: NOW_MS)
+        try:
+            out = srv.step(data)
+        except AuthFailed:
+            continue
+        assert out == b"" or out.startswith(b'{"status":"'), out
+        if out:
+            with pytest.raises(AuthFailed):
+                srv.step(b"\x01")
