@@ -252,6 +252,16 @@ def _authorizer_class(key: str, v: Any) -> None:
     AuthorizerSettings.from_values(v, None, False)
 
 
+def _mechanism_prefixed_only(key: str, v: Any) -> None:
+    """Kafka reads a server callback handler only per listener and mechanism (and ignores
+    it anywhere else); Skiff refuses it anywhere else rather than ignore it."""
+    if v:
+        raise ConfigError(key, v, "no value here: a server callback handler is set per "
+                          "listener and mechanism, as listener.name.<listener>.oauthbearer."
+                          "sasl.server.callback.handler.class (Kafka ignores it elsewhere; "
+                          "Skiff takes only OAUTHBEARER's, see docs/security.md)")
+
+
 def _principal_builder_class(key: str, v: Any) -> None:
     from broker.security.plugins import principal_builder_class
 
@@ -292,7 +302,8 @@ _SECURITY_DEFS: list[ConfigDef] = [
     # OAUTHBEARER (broker/security/oauthbearer_config.py): the validator class, and the
     # signed-JWT validator's settings; each may be set per listener as
     # listener.name.<l>.oauthbearer.<key>.
-    ConfigDef("sasl.server.callback.handler.class", ConfigType.CLASS, None),
+    ConfigDef("sasl.server.callback.handler.class", ConfigType.CLASS, None,
+              _mechanism_prefixed_only),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.url", S, None),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3_600_000, at_least(1)),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, at_least(0)),

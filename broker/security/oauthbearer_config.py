@@ -1,8 +1,8 @@
 """OAUTHBEARER settings of a SASL listener, from Kafka's keys.
 
 Which validator (Kafka's server callback handler), per listener:
-`listener.name.<l>.oauthbearer.sasl.server.callback.handler.class` (or the broker-wide
-`sasl.server.callback.handler.class`):
+`listener.name.<l>.oauthbearer.sasl.server.callback.handler.class` (the only form Kafka
+reads; `sasl.server.callback.handler.class` elsewhere is refused at start):
 
 * unset, or OAuthBearerUnsecuredValidatorCallbackHandler: unsecured tokens, configured by
   the `unsecuredValidator*` options of the listener's JAAS entry
@@ -71,8 +71,9 @@ def _jaas_options(cfg: NodeConfig, listener: str) -> dict[str, str]:
 def validator_for(cfg: NodeConfig, listener: str) -> ob.Validator:
     """The listener's token validator; ConfigError for a setting Skiff cannot honour."""
     options = _jaas_options(cfg, listener)
-    handler_key, handler = setting(cfg, listener, HANDLER_KEY)
-    handler = (handler or "").strip()
+    # Only the listener-and-mechanism form, as Kafka (the others are refused at start).
+    handler_key = f"listener.name.{listener.lower()}.oauthbearer.{HANDLER_KEY}"
+    handler = (_original(cfg, handler_key) or "").strip()
     if handler and handler not in ob.HANDLERS:
         raise ConfigError(handler_key, handler,
                           f"{ob.SECURED_HANDLER} (signed JWTs checked against "

@@ -53,6 +53,9 @@ def refuse_unsupported_keys(raw: Mapping[str, str],
             accepted.add(key)  # parsed when the listener's SASL settings are built
             continue
         m = OAUTHBEARER_KEY.fullmatch(key.lower())
+        if m is not None and m.group(1) == "sasl.server.callback.handler.class":
+            accepted.add(key)  # checked when the listener's SASL settings are built
+            continue
         if m is not None and m.group(1) in known:
             try:  # same type and validation as the broker-wide key
                 known[m.group(1)].parse(raw[key])

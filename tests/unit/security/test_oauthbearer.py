@@ -190,6 +190,13 @@ def test_settings_refused_at_start(signing: tuple[Any, Path]) -> None:
     handler = "listener.name.secure.oauthbearer.sasl.server.callback.handler.class"
     with pytest.raises(ConfigError, match="cannot run other callback handler"):
         check(**{handler.replace(".", "__"): "com.example.MyHandler"})
+    for elsewhere in ("sasl.server.callback.handler.class",
+                      "listener.name.secure.sasl.server.callback.handler.class"):
+        with pytest.raises(ConfigError, match="per listener and mechanism"):
+            check(**{elsewhere.replace(".", "__"): ob.SECURED_HANDLER})
+    with pytest.raises(ConfigError, match="does not implement"):
+        check(**{"listener__name__secure__plain__sasl__server__callback__handler__class":
+                 "com.example.PlainHandler"})
     signed = {handler.replace(".", "__"): ob.SECURED_HANDLER}
     with pytest.raises(ConfigError, match="JWKS endpoint URL"):
         check(**signed)
