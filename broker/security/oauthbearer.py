@@ -368,8 +368,8 @@ class Jwks:
     file: the file is read at start (it must exist) and read again when its modification
     time changes (Kafka 4's CachedFile). http(s): fetched at start (a failure stops the
     node, as Kafka's RefreshingHttpsJwks.init does), then every `refresh_ms` by a daemon
-    thread, and sooner when a token names a key id the set lacks (at most once per
-    `retry_backoff_ms`).
+    thread (started when a token is first checked), and sooner when a token names a key id
+    the set lacks (at most once per `retry_backoff_ms`).
     """
 
     def __init__(self, url: str, refresh_ms: int = 3_600_000, retry_backoff_ms: int = 100,
@@ -418,10 +418,11 @@ class Jwks:
 
     def start(self) -> None:
         """The refresh thread (http(s) only); idempotent."""
-        if self.scheme == "file" or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._refresh_loop, daemon=True,
-                                        name="skiff-jwks-refresh")
+        with self._lock:
+            if self.scheme == "file" or self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._refresh_loop, daemon=True,
+                                            name="skiff-jwks-refresh")
         self._thread.start()
 
     def close(self) -> None:
@@ -451,6 +452,8 @@ class Jwks:
             log.debug("jwks_refreshed", url=self.url, keys=len(keys), expedited=woke)
 
     def current(self) -> list[Any]:
+        if self._thread is None and self.scheme != "file" and not self._closed:
+            self.start()  # on first use: a set built only to check settings never starts it
         if self.scheme == "file":
             mtime: float | None
             try:

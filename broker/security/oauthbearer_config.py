@@ -134,6 +134,4 @@ def _now_ms() -> int:
 
 def mechanism_factory(cfg: NodeConfig, listener: str) -> Callable[[], Mechanism]:
     validator = validator_for(cfg, listener)
-    if isinstance(validator, ob.JwtValidator):
-        validator.jwks.start()
     return lambda: ob.OAuthBearerServer(validator, _now_ms)
