@@ -245,10 +245,27 @@ _BROKER_DEFS: list[ConfigDef] = [
 # `listener.name.<listener>.ssl.<key>` (broker/security/tls.py resolves them); an ssl.* or
 # sasl.* key not listed here stops startup (broker/security/settings.py).
 def _authorizer_class(key: str, v: Any) -> None:
-    """Only the StandardAuthorizer (or none) is implemented; anything else stops the node."""
+    """The StandardAuthorizer, none, or an importable Python authorizer class
+    (broker/security/plugins.py); anything else stops the node."""
     from broker.security.authorizer import AuthorizerSettings
 
     AuthorizerSettings.from_values(v, None, False)
+
+
+def _mechanism_prefixed_only(key: str, v: Any) -> None:
+    """Kafka reads a server callback handler only per listener and mechanism (and ignores
+    it anywhere else); Skiff refuses it anywhere else rather than ignore it."""
+    if v:
+        raise ConfigError(key, v, "no value here: a server callback handler is set per "
+                          "listener and mechanism, as listener.name.<listener>.oauthbearer."
+                          "sasl.server.callback.handler.class (Kafka ignores it elsewhere; "
+                          "Skiff takes only OAUTHBEARER's, see docs/security.md)")
+
+
+def _principal_builder_class(key: str, v: Any) -> None:
+    from broker.security.plugins import principal_builder_class
+
+    principal_builder_class(v or "")
 
 
 def _super_users(key: str, v: Any) -> None:
@@ -287,10 +304,32 @@ _SECURITY_DEFS: list[ConfigDef] = [
     ConfigDef("delegation.token.max.lifetime.ms", L, 7 * 24 * 3600 * 1000, at_least(1)),
     ConfigDef("delegation.token.expiry.time.ms", L, 24 * 3600 * 1000, at_least(1)),
     ConfigDef("delegation.token.expiry.check.interval.ms", L, 3600 * 1000, at_least(1)),
+    # OAUTHBEARER (broker/security/oauthbearer_config.py): the validator class, and the
+    # signed-JWT validator's settings; each may be set per listener as
+    # listener.name.<l>.oauthbearer.<key>.
+    ConfigDef("sasl.server.callback.handler.class", ConfigType.CLASS, None,
+              _mechanism_prefixed_only),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", S, None),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", L, 3_600_000, at_least(1)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", L, 100, at_least(0)),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", L, 10_000, at_least(0)),
+    ConfigDef("sasl.oauthbearer.expected.audience", LI, []),
+    ConfigDef("sasl.oauthbearer.expected.issuer", S, None),
+    ConfigDef("sasl.oauthbearer.allow.unverified.audience", B, False),
+    ConfigDef("sasl.oauthbearer.allow.unverified.issuer", B, False),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", S, "sub"),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", S, "scope"),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", INT, 30, at_least(0)),
     # Authorization (broker/security/authorizer.py): empty = none (every principal may do
     # everything); org.apache.kafka.metadata.authorizer.StandardAuthorizer = ACLs from the
-    # metadata log. Any other class is refused at start.
+    # metadata log; a Python class `module:Class` = a plugin (broker/security/plugins.py).
+    # A class that cannot be imported is refused at start.
     ConfigDef("authorizer.class.name", S, "", _authorizer_class),
+    # Principals (broker/security/plugins.py): Kafka's DefaultKafkaPrincipalBuilder (unset)
+    # or a Python class `module:Class`.
+    ConfigDef("principal.builder.class", ConfigType.CLASS,
+              "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+              _principal_builder_class),
     ConfigDef("super.users", S, "", _super_users),
     ConfigDef("allow.everyone.if.no.acl.found", B, False),
 ]

@@ -164,6 +164,9 @@ def build_config(raw: Mapping[str, str], origin: Mapping[str, str] | None = None
     # ssl.*/sasl.* keys Skiff lacks are errors; per-listener forms of known ones are parsed
     accepted = refuse_unsupported_keys(raw, BROKER_CONFIGS)
     accepted |= _listener_scoped_keys(raw)
+    # plugin.*: settings of Python authorizer/principal builder plugins, passed to them
+    # unchecked (broker/security/plugins.py)
+    accepted |= {k for k in raw if k.startswith("plugin.")}
     for key in raw:
         if key not in BROKER_CONFIGS and key not in accepted:
             _unknown_key(key, raw[key], (origin or {}).get(key, "input"), values, warning)

@@ -68,6 +68,7 @@ from broker.replication import (
 from broker.replication.fetcher import secured_connect
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.security.client import controller_security, inter_broker_security
+from broker.security.plugins import principal_builder_for
 from broker.security.sasl_config import server_sasl_for
 from broker.security.scram import ScramCredential, TokenLookup
 from broker.security.tls import server_tls_for
@@ -382,7 +383,8 @@ class Node:
             ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
                          self.quorum.dispatcher(), tls=server_tls_for(self.config, lst.name),
                          sasl=server_sasl_for(self.config, lst.name, self._scram_credential,
-                                              self._token_credential))
+                                              self._token_credential),
+                         principal_builder=principal_builder_for(self.config, lst.name))
             for lst in self.config.listeners
             if lst.name in self.config.controller_listener_names
         ]
@@ -411,7 +413,8 @@ class Node:
             ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher,
                          tls=server_tls_for(self.config, lst.name),
                          sasl=server_sasl_for(self.config, lst.name, self._scram_credential,
-                                              self._token_credential))
+                                              self._token_credential),
+                         principal_builder=principal_builder_for(self.config, lst.name))
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

@@ -25,8 +25,9 @@ the wire and the metadata log (AccessControlEntryRecord) carry them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from broker.config import ConfigError
 
@@ -203,34 +204,46 @@ class AuthorizerSettings:
     enabled: bool = False
     super_users: frozenset[str] = frozenset()
     allow_everyone_if_no_acl_found: bool = False
+    # A Python authorizer (broker/security/plugins.py AuthorizerAdapter) that decides
+    # instead of the ACLs; None for the StandardAuthorizer.
+    plugin: Any = field(default=None, compare=False)
 
     @staticmethod
     def from_values(class_name: str | None, super_users: str | None,
-                    allow_everyone: bool) -> AuthorizerSettings:
-        """`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`. An
-        authorizer class Skiff does not implement is refused (ConfigError), never ignored."""
+                    allow_everyone: bool,
+                    configs: Mapping[str, str] | None = None) -> AuthorizerSettings:
+        """`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+        `authorizer.class.name` is empty (no authorization), Kafka's StandardAuthorizer, or a
+        Python class (`module:Class`, broker/security/plugins.py); one that cannot be
+        imported is refused (ConfigError), never ignored. With `configs` (the node's
+        settings) a plugin is made and configured."""
         name = (class_name or "").strip()
+        plugin = None
         if name and name not in AUTHORIZER_CLASSES:
-            raise ConfigError("authorizer.class.name", name,
-                              f"empty (no authorization) or {STANDARD_AUTHORIZER}: Skiff "
-                              "implements only the StandardAuthorizer and will not start "
-                              "with an authorizer it cannot honour (see docs/security.md)")
+            from broker.security import plugins
+
+            if configs is None:
+                plugins.authorizer_class(name)
+            else:
+                plugin = plugins.authorizer_adapter(name, configs)
         users = frozenset(u.strip() for u in (super_users or "").split(";") if u.strip())
         for u in users:
             kind, sep, rest = u.partition(":")
             if not sep or not kind or not rest:
                 raise ConfigError("super.users", super_users or "",
                                   f"principals as Type:name separated by ';' ({u!r} is not)")
-        return AuthorizerSettings(bool(name), users, bool(allow_everyone))
+        return AuthorizerSettings(bool(name), users, bool(allow_everyone), plugin)
 
     @staticmethod
     def from_config(cfg: Mapping[str, object] | object) -> AuthorizerSettings:
         get = getattr(cfg, "get", None)
         if get is None:
             return AuthorizerSettings()
+        originals = getattr(cfg, "originals", None)
         return AuthorizerSettings.from_values(
             get("authorizer.class.name"), get("super.users"),
-            bool(get("allow.everyone.if.no.acl.found") or False))
+            bool(get("allow.everyone.if.no.acl.found") or False),
+            originals if isinstance(originals, Mapping) else {})
 
 
 # -- the index ----------------------------------------------------------------------------
@@ -293,6 +306,9 @@ def _op_matches(b: AclBinding, op: AclOperation) -> bool:
 
 def authorize(settings: AuthorizerSettings, index: AclIndex, principal: str, host: str,
               op: AclOperation, rtype: ResourceType, name: str) -> bool:
+    if settings.plugin is not None:
+        return bool(settings.plugin.authorize(settings, index, principal, host, op, rtype,
+                                              name))
     if not settings.enabled or principal in settings.super_users:
         return True
     acls = index.on_resource(rtype, name)
@@ -315,6 +331,8 @@ def authorize_any(settings: AuthorizerSettings, index: AclIndex, principal: str,
     """Kafka's authorizeByResourceType: may the principal do `op` on at least one resource
     of the type? True when an ALLOW (literal or prefixed) is not wholly covered by a DENY
     (a literal `*`, a literal of the same name, or a prefix of it)."""
+    if settings.plugin is not None:
+        return bool(settings.plugin.authorize_any(settings, index, principal, host, op, rtype))
     if not settings.enabled or principal in settings.super_users:
         return True
     # As Kafka: first whether some resource nobody named would be allowed (wildcard ACLs,

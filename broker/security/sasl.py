@@ -46,7 +46,9 @@ from broker.security.scram import ScramCredential, ScramError, ScramServer, Toke
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
-SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
+# What this node can authenticate with to other nodes (inter-broker, controller).
+CLIENT_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 
 
 class State(enum.Enum):
@@ -145,6 +147,8 @@ class SaslConfig:
     plain_users: Mapping[str, str]                      # PLAIN's user_<name> options
     scram: Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
     reauth_ms: int = 0                                  # connections.max.reauth.ms
+    # OAUTHBEARER's exchange (broker/security/oauthbearer.py), when enabled
+    oauthbearer: Callable[[], Mechanism] | None = None
     # (mechanism, token id) -> a delegation token's SCRAM credential, owner name and expiry
     # (broker/security/delegation_token.py); None: tokenauth is refused
     tokens: Callable[[str, str], TokenLookup | None] | None = None
@@ -152,6 +156,8 @@ class SaslConfig:
     def mechanism(self, name: str) -> Mechanism:
         if name == "PLAIN":
             return PlainServer(self.plain_users.get)
+        if name == "OAUTHBEARER" and self.oauthbearer is not None:
+            return self.oauthbearer()
         return _Scram(name, self.scram, self.tokens)
 
 
@@ -179,6 +185,12 @@ class SaslSession:
         self.expires_ms: int | None = None
         self.failure: str | None = None
         self.token_authenticated = False
+        # The mechanism of the last successful exchange (OAUTHBEARER keeps its token there).
+        self.authenticated_by: Mechanism | None = None
+
+    @property
+    def mechanism_name(self) -> str:
+        return self._mechanism_name
 
     @property
     def authenticated(self) -> bool:
@@ -244,24 +256,26 @@ class SaslSession:
         now = self._now_ms()
         expiry = getattr(self._mechanism, "credential_expiry_ms", None)
         by_token = bool(getattr(self._mechanism, "token_authenticated", False))
-        if expiry is not None and expiry < now:
+        if by_token and expiry is not None and expiry < now:
             # Kafka authenticates it with a session that ends at once (the connection
-            # closes on the next request); refused here, with the reason.
-            what = "delegation token" if by_token else "credential"
+            # closes on the next request); refused here, with the reason. (An OAUTHBEARER
+            # token's exp was checked by its validator, within the allowed clock skew.)
             return self._fail(ErrorCode.sasl_authentication_failed,
-                              f"Authentication failed: the {what} has expired",
-                              f"{what} of {principal} expired at {expiry}")
+                              "Authentication failed: the delegation token has expired",
+                              f"delegation token of {principal} expired at {expiry}")
         self.principal = principal
         self.token_authenticated = by_token
         self.state = State.AUTHENTICATED
-        self._mechanism = None
+        self.authenticated_by, self._mechanism = self._mechanism, None
         # KIP-368 as Kafka's SaslServerAuthenticator computes it: the session ends at
-        # connections.max.reauth.ms or the credential's expiry, whichever comes first.
+        # connections.max.reauth.ms or the credential's expiry (a delegation token's, an
+        # OAUTHBEARER token's exp), whichever comes first.
         lifetime = self.config.reauth_ms
         if expiry is not None:
-            left = max(0, expiry - now)
-            lifetime = min(lifetime, left) if lifetime > 0 else left
-        self.expires_ms = now + lifetime if lifetime > 0 or expiry is not None else None
+            left = max(0, int(expiry) - now)
+            lifetime = left if lifetime <= 0 else min(left, lifetime)
+        bounded = lifetime > 0 or expiry is not None
+        self.expires_ms = now + lifetime if bounded else None
         return Answer(auth_bytes=out, session_lifetime_ms=lifetime if version >= 1 else 0)
 
 
@@ -281,11 +295,14 @@ def authenticate_response(version: int, answer: Answer) -> Any:
     from kio.schema.sasl_authenticate.v2.response import SaslAuthenticateResponse as V2
     from kio.static.primitive import i64Timedelta
 
+    # Kafka's SaslAuthenticateResponseData leaves error_message at its default "" on
+    # success (an OAUTHBEARER challenge included).
+    message = answer.message if answer.message is not None else ""
     if version == 0:
-        return V0(error_code=answer.error, error_message=answer.message,
+        return V0(error_code=answer.error, error_message=message,
                   auth_bytes=answer.auth_bytes)
     cls = V1 if version == 1 else V2
-    return cls(error_code=answer.error, error_message=answer.message,
+    return cls(error_code=answer.error, error_message=message,
                auth_bytes=answer.auth_bytes,
                session_lifetime=i64Timedelta.parse(
                    datetime.timedelta(milliseconds=answer.session_lifetime_ms)))

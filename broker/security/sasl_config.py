@@ -1,7 +1,8 @@
 """SASL settings of a listener, server and client side, from Kafka's keys.
 
 Server: `listener.name.<l>.sasl.enabled.mechanisms` (or `sasl.enabled.mechanisms`) among
-PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; PLAIN's users from the listener's
+PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (broker/security/oauthbearer_config.py);
+PLAIN's users from the listener's
 `listener.name.<l>.plain.sasl.jaas.config` (PlainLoginModule `user_<name>="<password>"`);
 SCRAM credentials from the metadata log (the lookup the node passes in).
 Client (inter-broker, controller): the mechanism from `sasl.mechanism.inter.broker.protocol`
@@ -16,7 +17,7 @@ from typing import Any
 
 from broker.config import ConfigError, NodeConfig
 from broker.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasEntry, JaasError, parse_jaas
-from broker.security.sasl import SUPPORTED_MECHANISMS, SaslConfig
+from broker.security.sasl import CLIENT_MECHANISMS, SUPPORTED_MECHANISMS, SaslConfig
 from broker.security.scram import ScramClient, ScramCredential, ScramError, TokenLookup
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -86,8 +87,13 @@ def server_sasl_for(cfg: NodeConfig, listener: str,
                               f"a {PLAIN_MODULE} entry with user_<name>=\"<password>\" options "
                               f"(PLAIN is enabled on listener {listener})")
         users = entry.plain_users()
+    oauthbearer = None
+    if "OAUTHBEARER" in enabled:
+        from broker.security.oauthbearer_config import mechanism_factory
+
+        oauthbearer = mechanism_factory(cfg, listener)
     return SaslConfig(tuple(enabled), users, scram, int(cfg["connections.max.reauth.ms"]),
-                      tokens=tokens)
+                      oauthbearer, tokens=tokens)
 
 
 def client_authenticator(cfg: NodeConfig, listener: str, mechanism_key: str,
@@ -97,10 +103,11 @@ def client_authenticator(cfg: NodeConfig, listener: str, mechanism_key: str,
     if not is_sasl(cfg, listener):
         return None
     mechanism = cfg[mechanism_key]
-    if mechanism not in SUPPORTED_MECHANISMS:
+    if mechanism not in CLIENT_MECHANISMS:
         raise ConfigError(mechanism_key, mechanism,
-                          f"one of {', '.join(SUPPORTED_MECHANISMS)} (listener {listener} "
-                          "is SASL; Kafka's default GSSAPI is not implemented)")
+                          f"one of {', '.join(CLIENT_MECHANISMS)} (listener {listener} "
+                          "is SASL; Kafka's default GSSAPI is not implemented, and Skiff "
+                          "nodes do not log in to each other with OAUTHBEARER)")
     entry = jaas_for(cfg, listener, mechanism)
     module = PLAIN_MODULE if mechanism == "PLAIN" else SCRAM_MODULE
     if entry is None or entry.module != module or "username" not in entry.options \

@@ -18,8 +18,10 @@ SUPPORTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAIN
                                                   "SASL_SSL"})
 
 _SECURITY_PREFIXES = ("ssl.", "sasl.")
-JAAS_KEY = re.compile(r"listener\.name\.[^.]+\.(plain|scram-sha-256|scram-sha-512)"
+JAAS_KEY = re.compile(r"listener\.name\.[^.]+\.(plain|scram-sha-256|scram-sha-512|oauthbearer)"
                       r"\.sasl\.jaas\.config")
+# listener.name.<l>.oauthbearer.<sasl key>: Kafka's per-listener, per-mechanism overrides.
+OAUTHBEARER_KEY = re.compile(r"listener\.name\.[^.]+\.oauthbearer\.(sasl\..+)")
 
 
 def is_security_key(key: str) -> bool:
@@ -49,6 +51,17 @@ def refuse_unsupported_keys(raw: Mapping[str, str],
     for key in sorted(raw):
         if JAAS_KEY.fullmatch(key.lower()):
             accepted.add(key)  # parsed when the listener's SASL settings are built
+            continue
+        m = OAUTHBEARER_KEY.fullmatch(key.lower())
+        if m is not None and m.group(1) == "sasl.server.callback.handler.class":
+            accepted.add(key)  # checked when the listener's SASL settings are built
+            continue
+        if m is not None and m.group(1) in known:
+            try:  # same type and validation as the broker-wide key
+                known[m.group(1)].parse(raw[key])
+            except ConfigError as e:
+                raise ConfigError(key, e.value, e.expected) from None
+            accepted.add(key)
             continue
         base = listener_key_base(key)
         if base is not None and base in known:

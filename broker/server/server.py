@@ -65,7 +65,8 @@ from broker.protocol.headers import (
 from broker.quotas.connections import ConnectionQuotas, Refuse
 from broker.quotas.core import QuotaMap
 from broker.security import sasl
-from broker.security.principal import ANONYMOUS, MappingRuleError
+from broker.security.plugins import PrincipalBuilderHook, PrincipalError
+from broker.security.principal import ANONYMOUS, MappingRuleError, x500_name
 from broker.security.sasl import SaslConfig
 from broker.security.tls import ServerTls, log_fetch_path_once
 from broker.server.context import RequestContext
@@ -114,6 +115,8 @@ class ListenerSpec:
     """Serve TLS on this listener (SSL, SASL_SSL): broker/security/tls.py."""
     sasl: SaslConfig | None = field(default=None, compare=False)
     """Authenticate with SASL first (SASL_PLAINTEXT, SASL_SSL): broker/security/sasl.py."""
+    principal_builder: PrincipalBuilderHook | None = field(default=None, compare=False)
+    """`principal.builder.class` when it is a Python plugin: broker/security/plugins.py."""
 
 
 class _Close:
@@ -360,11 +363,25 @@ class _Connection:
         if not self._admit_connection(transport):
             return
         tls = self.listener.spec.tls
+        builder = self.listener.spec.principal_builder
+        subject = None
         if tls is not None:
             try:
-                self.principal = tls.principal(transport.get_extra_info("peercert"))
+                cert = transport.get_extra_info("peercert")
+                self.principal = tls.principal(cert)
+                if builder is not None and cert and cert.get("subject"):
+                    subject = x500_name(cert["subject"])
             except MappingRuleError as e:  # Kafka fails the authentication
                 self.log.warning("tls principal mapping failed, closing", error=str(e))
+                self._uncount()
+                transport.abort()
+                return
+        if builder is not None and self.sasl is None:
+            try:  # Kafka asks the builder for SSL and PLAINTEXT connections too
+                self.principal = builder.principal(self.peer_host, self.principal,
+                                                   ssl_peer_subject=subject)
+            except PrincipalError as e:
+                self.log.warning("principal builder failed, closing", error=str(e))
                 self._uncount()
                 transport.abort()
                 return
@@ -609,8 +626,13 @@ class _Connection:
         else:
             answer = session.authenticate(bytes(request.auth_bytes), ctx.api_version)
             response = sasl.authenticate_response(ctx.api_version, answer)
-            if session.principal is not None and not answer.closes:
-                self.principal = session.principal
+            if session.principal is not None and not answer.closes \
+                    and session.state is sasl.State.AUTHENTICATED:
+                built = self._sasl_principal(session)
+                if built is None:
+                    self._enqueue_ready(ctx, response)
+                    return "sasl: principal builder failed"
+                self.principal = built
         self._enqueue_ready(ctx, response)
         if answer.closes:
             self.log.info("sasl authentication failed", error=answer.error.name,
@@ -620,6 +642,26 @@ class _Connection:
                 and session.state is sasl.State.AUTHENTICATED:
             self.log.debug("sasl authenticated", principal=session.principal)
         return None
+
+    def _sasl_principal(self, session: sasl.SaslSession) -> str | None:
+        """The SASL principal, through the listener's principal builder plugin if any;
+        None when the plugin failed (the connection closes)."""
+        assert session.principal is not None
+        builder = self.listener.spec.principal_builder
+        if builder is None:
+            return session.principal
+        mech = session.authenticated_by
+        token = getattr(mech, "token", None)
+        try:
+            return builder.principal(
+                self.peer_host, session.principal,
+                sasl_mechanism=session.mechanism_name,
+                sasl_authorization_id=getattr(mech, "username", None),
+                token_claims=getattr(token, "claims", None),
+                sasl_extensions=getattr(mech, "extensions", None))
+        except PrincipalError as e:
+            self.log.warning("principal builder failed, closing", error=str(e))
+            return None
 
     def _enqueue_ready(self, ctx: RequestContext, response: Any) -> None:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -179,8 +179,11 @@ class KafkaNode:
 
     def __init__(self, data_dir: Path, node_id: int = 1, port: int | None = None,
                  controller_port: int | None = None, overrides: Mapping[str, str] | None = None,
-                 listeners: Mapping[str, tuple[str, int]] | None = None) -> None:
-        """`listeners`: extra client listeners, NAME -> (security protocol, port)."""
+                 listeners: Mapping[str, tuple[str, int]] | None = None,
+                 jvm_opts: Sequence[str] = ()) -> None:
+        """`listeners`: extra client listeners, NAME -> (security protocol, port);
+        `jvm_opts`: added to the broker's JVM options (system properties such as
+        org.apache.kafka.sasl.oauthbearer.allowed.urls)."""
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.node_id = node_id
@@ -190,6 +193,7 @@ class KafkaNode:
             self.controller_port = free_port()
         self.extra_listeners = dict(listeners or {})
         self.overrides = dict(overrides or {})
+        self.jvm_opts = list(jvm_opts)
         self.quorum_voters: str | None = None  # set by KafkaCluster
         self.config_path = self.data_dir / "server.properties"
         self.log_path = self.data_dir / "kafka.log"
@@ -263,7 +267,8 @@ class KafkaNode:
             self.format(random_cluster_id())
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
         self._proc = subprocess.Popen(
-            ["java", *BROKER_JVM_OPTS, "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+            ["java", *BROKER_JVM_OPTS, *self.jvm_opts,
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
              "-cp", kafka_classpath(), "kafka.Kafka", str(self.config_path)],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, cwd=self.data_dir)
 

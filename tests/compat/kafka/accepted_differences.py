@@ -94,16 +94,16 @@ _BROKER_ONLY_IN_KAFKA = {
     "Streams groups (not implemented)": ("group.streams.*",),
     "tiered storage (not implemented)": ("remote.*", "log.remote.*", "log.local.retention.*",
                                          "follower.fetch.last.tiered.offset.enable"),
-    "SASL mechanisms and login plugins Skiff does not have (GSSAPI/Kerberos, OAUTHBEARER, "
-    "custom callback handlers)": ("sasl.kerberos.*", "sasl.oauthbearer.*", "sasl.login.*",
-                                 "sasl.client.callback.handler.class",
-                                 "sasl.server.callback.handler.class", "sasl.jaas.config",
-                                 "sasl.server.max.receive.size"),
+    "SASL mechanisms and login plugins Skiff does not have (GSSAPI/Kerberos, OAUTHBEARER's "
+    "login side and pluggable JWT validators/retrievers, client callback handlers)": (
+        "sasl.kerberos.*", "sasl.oauthbearer.*", "sasl.login.*",
+        "sasl.client.callback.handler.class", "sasl.jaas.config",
+        "sasl.server.max.receive.size"),
     "Java plugin classes and JVM-specific tuning with no Skiff counterpart": (
         "alter.config.policy.class.name", "create.topic.policy.class.name",
         "client.quota.callback.class", "config.providers", "kafka.metrics.*",
         "metric.reporters", "metrics.num.samples", "metrics.recording.level",
-        "metrics.sample.window.ms", "principal.builder.class", "replica.selector.class",
+        "metrics.sample.window.ms", "replica.selector.class",
         "security.providers", "ssl.engine.factory.class", "ssl.keymanager.algorithm",
         "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
         "ssl.allow.dn.changes", "ssl.allow.san.changes", "background.threads",
@@ -160,6 +160,7 @@ _READ_ONLY = {
         "listeners", "listener.security.protocol.map", "log.cleaner.backoff.ms",
         "num.recovery.threads.per.data.dir", "producer.id.expiration.ms",
         "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "ssl.*",
+        "principal.builder.class",
         "transaction.partition.verification.enable"),
     "Skiff applies it at run time (an AlterConfigs extension); Kafka only at start": (
         "log.flush.scheduler.interval.ms", "log.retention.check.interval.ms",

@@ -94,8 +94,10 @@ def test_super_users() -> None:
 
 
 def test_settings_refuse_other_authorizers() -> None:
-    with pytest.raises(ConfigError, match="StandardAuthorizer"):
+    with pytest.raises(ConfigError, match="looks like a Java class"):
         AuthorizerSettings.from_values("kafka.security.authorizer.AclAuthorizer", "", False)
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        AuthorizerSettings.from_values("no_such_module_here:Authorizer", "", False)
     assert not AuthorizerSettings.from_values("", "", False).enabled
     assert AuthorizerSettings.from_values("skiff.StandardAuthorizer", "", False).enabled
     with pytest.raises(ConfigError, match=r"super\.users"):

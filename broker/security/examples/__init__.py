@@ -1,0 +1,2 @@
+"""Example plugins for `authorizer.class.name` and `principal.builder.class`
+(broker/security/plugins.py, docs/security.md)."""
