@@ -83,12 +83,22 @@ DESCRIBE_QUORUM = 55
 CONTROLLER_LISTENER_ALTER = frozenset({60, 80, 81})
 
 
+# Checked per resource in the handler instead: DescribeConfigs (DESCRIBE_CONFIGS), and
+# AlterConfigs / IncrementalAlterConfigs (CLUSTER_ACTION for a Skiff broker forwarding its
+# client's checked request, else ALTER_CONFIGS on each resource, as Kafka's ControllerApis).
+CONTROLLER_LISTENER_PER_RESOURCE = frozenset({32, 33, 44})
+# DESCRIBE on the cluster: DescribeAcls, DescribeUserScramCredentials, DescribeQuorum.
+CONTROLLER_LISTENER_DESCRIBE = frozenset({29, 50, 55})
+
+
 def controller_listener_check(api_key: int) -> AclOperation | None:
-    if api_key == 18:  # ApiVersions
+    if api_key == 18 or api_key in CONTROLLER_LISTENER_PER_RESOURCE:  # ApiVersions
         return None
+    if api_key in CONTROLLER_LISTENER_DESCRIBE:
+        return Op.DESCRIBE
     if api_key in CONTROLLER_LISTENER_ALTER:
         return Op.ALTER
-    return Op.DESCRIBE if api_key == DESCRIBE_QUORUM else Op.CLUSTER_ACTION
+    return Op.CLUSTER_ACTION
 
 
 # ---- settings and decisions --------------------------------------------------------------
