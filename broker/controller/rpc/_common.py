@@ -4,7 +4,7 @@ ids BrokerRegistration carries."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from kio.schema.errors import ErrorCode
@@ -44,24 +44,3 @@ async def on_active(node: Any, r: Any, serve: Callable[[ControllerApi, Any], Awa
     except KafkaError as exc:
         return failed(r, exc.error_code, exc.message or None)
     return await serve(service, r)
-
-
-async def authorized_config_change(node: Any, ctx: Any, resources: Sequence[Any],
-                                   send: Callable[[list[Any]], Awaitable[list[Any]]],
-                                   refused: Callable[[Any, ErrorCode], Any]) -> list[Any]:
-    """(Incremental)AlterConfigs on the controller listener: a Skiff broker forwards its
-    client's request, already checked, with CLUSTER_ACTION; anyone else (an admin client
-    bootstrapped from the controllers, KIP-919) needs ALTER_CONFIGS on each resource, as
-    Kafka's ControllerApis checks it. `resources` are the parsed ones (`.resource`); the
-    allowed go to `send`; one answer per resource, in order (`refused(resource, code)` for
-    the others)."""
-    from broker.handlers._authz import Op, Res, allowed, config_refusal
-
-    if ctx is None or allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER):  # None: in-process
-        return await send(list(resources))
-    codes = [config_refusal(node, ctx, Op.ALTER_CONFIGS, int(r.resource.resource_type),
-                            r.resource.resource_name) for r in resources]
-    ok = [r for r, c in zip(resources, codes, strict=True) if c is ErrorCode.none]
-    answers = iter(await send(ok) if ok else [])
-    return [next(answers) if c is ErrorCode.none else refused(r, c)
-            for r, c in zip(resources, codes, strict=True)]

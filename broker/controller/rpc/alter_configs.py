@@ -14,7 +14,7 @@ from kio.schema.alter_configs.v2 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AlterConfigsResource, AlterConfigsResult, ConfigResource
-from broker.controller.rpc._common import active_service, authorized_config_change
+from broker.controller.rpc._common import active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -96,10 +96,7 @@ def error_response(ctx: Any, r: kreq.AlterConfigsRequest, code: ErrorCode) -> An
 
 async def handle(node: Any, ctx: Any, r: kreq.AlterConfigsRequest) -> Any:
     try:
-        service = active_service(node)
-        return response(r, await authorized_config_change(
-            node, ctx, parse(r),
-            lambda ok: service.alter_configs(ok, validate_only=r.validate_only),
-            lambda x, code: AlterConfigsResult(x.resource, code, None)))
+        return response(r, await active_service(node).alter_configs(
+            parse(r), validate_only=r.validate_only))
     except KafkaError as exc:
         return _failed(r, exc.error_code, exc.message or None)

@@ -19,7 +19,7 @@ from broker.controller.requests import (
     ConfigResource,
     IncrementalAlterConfigsResource,
 )
-from broker.controller.rpc._common import active_service, authorized_config_change
+from broker.controller.rpc._common import active_service
 from broker.controller.rpc.alter_configs import (
     config_results,
     failed_results,
@@ -83,9 +83,7 @@ def error_response(ctx: Any, r: kreq.IncrementalAlterConfigsRequest, code: Error
 async def handle(node: Any, ctx: Any, r: kreq.IncrementalAlterConfigsRequest) -> Any:
     try:
         service = active_service(node)
-        return response(r, await authorized_config_change(
-            node, ctx, parse(r),
-            lambda ok: service.incremental_alter_configs(ok, validate_only=r.validate_only),
-            lambda x, code: AlterConfigsResult(x.resource, code, None)))
+        return response(r, await service.incremental_alter_configs(
+            parse(r), validate_only=r.validate_only))
     except KafkaError as exc:
         return _failed(r, exc.error_code, exc.message or None)
