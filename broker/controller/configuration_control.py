@@ -188,6 +188,13 @@ class ConfigurationControlManager(ControlManagerBase):
                 except ValueError:
                     problem = (ErrorCode.invalid_request, f"Unknown alter config operation {op}")
                     break
+                if r.resource_type in (resource_configs.RESOURCE_GROUP,
+                                       resource_configs.RESOURCE_CLIENT_METRICS) \
+                        and op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+                    # Kafka 4.4's words, for these resources' list configs (metrics, match) too
+                    problem = (ErrorCode.invalid_config,
+                               f"Can't {op.name} to key {name} because its type is not LIST.")
+                    break
                 problem = self._check_value(r, name, value if op is not AlterConfigOp.DELETE
                                             else None)
                 if problem is not None:

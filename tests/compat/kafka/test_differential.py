@@ -811,7 +811,8 @@ def d_group_and_client_metrics_configs(w: KafkaWire, v: int, n: str) -> list[Any
               ("match", 0, "client_id=abc.*")),
         alter(16, f"{n}-bad", ("interval.ms", 0, "50")),
         alter(16, f"{n}-bad", ("match", 0, "bogus=x")),
-        alter(16, n, ("metrics", 2, "org.apache.kafka.consumer.")),  # APPEND to a list
+        alter(16, n, ("metrics", 2, "org.apache.kafka.consumer.")),  # APPEND: refused
+        alter(32, n, ("consumer.session.timeout.ms", 3, "50000")),  # SUBTRACT: refused
         w.send(request(32, 4, include_synonyms=True, include_documentation=False, resources=[
             {"resource_type": t, "resource_name": name, "configuration_keys": None}
             for t in (32, 16) for name in (n, f"{n}-unset")])),

@@ -195,7 +195,7 @@ def test_group_and_client_metrics_configs_are_config_records():
             ("consumer.session.timeout.ms", AlterConfigOp.SET, "50000")]),
         IncrementalAlterConfigsResource(CLIENT_METRICS("sub"), [
             ("metrics", AlterConfigOp.SET, "org.apache.kafka.producer."),
-            ("match", AlterConfigOp.APPEND, "client_id=app.*"),
+            ("match", AlterConfigOp.SET, "client_id=app.*"),
             ("interval.ms", AlterConfigOp.SET, "1000")])]))
     assert (g.error, cm.error) == (E.none, E.none)
     assert h.image.configs[(32, "g")] == {"consumer.session.timeout.ms": "50000"}
@@ -223,9 +223,14 @@ def test_group_and_client_metrics_configs_are_config_records():
      "Unknown group config name: bogus.key"),
     (GROUP("g"), [("share.session.timeout.ms", AlterConfigOp.SET, "50000")], E.invalid_config,
      "Group config share.session.timeout.ms is not supported: Skiff has no share groups"),
-    (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.APPEND, "50000")],
-     E.invalid_config, "Config value append is not allowed for config key: "
-                       "consumer.session.timeout.ms"),
+    (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.APPEND, "1")],
+     E.invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is "
+                       "not LIST."),
+    # as Kafka 4.4 answers, though metrics and match are lists
+    (CLIENT_METRICS("s"), [("metrics", AlterConfigOp.APPEND, "a.")], E.invalid_config,
+     "Can't APPEND to key metrics because its type is not LIST."),
+    (CLIENT_METRICS("s"), [("match", AlterConfigOp.SUBTRACT, "client_id=x")],
+     E.invalid_config, "Can't SUBTRACT to key match because its type is not LIST."),
     (CLIENT_METRICS("s"), [("interval.ms", AlterConfigOp.SET, "50")], E.invalid_request,
      "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
     (CLIENT_METRICS("s"), [("match", AlterConfigOp.SET, "bogus=x")], E.invalid_config,
