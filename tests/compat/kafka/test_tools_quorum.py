@@ -10,6 +10,7 @@ One Skiff cluster for the module: three controllers and one broker with dynamic 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -168,8 +169,7 @@ def test_configs_through_the_controllers(cluster: Cluster, kafka_ref: KafkaNode)
     """kafka-configs --bootstrap-controller: DescribeConfigs of each controller and of the
     cluster default, and an IncrementalAlterConfigs of the cluster default Kafka allows
     there, seen through the brokers afterwards; the same steps on the reference."""
-    for ctrl, brokers in ((controllers(cluster), cluster.bootstrap_servers),
-                          (kafka_ref.controller_bootstrap, kafka_ref.bootstrap)):
+    def steps(ctrl: str, brokers: str) -> None:
         described = ok("kafka-configs", "--bootstrap-controller", ctrl, "--describe",
                        "--entity-type", "brokers").stdout
         assert "Dynamic configs for broker 1 are:" in described, described
@@ -186,14 +186,20 @@ def test_configs_through_the_controllers(cluster: Cluster, kafka_ref: KafkaNode)
         finally:
             ok("kafka-configs", "--bootstrap-controller", ctrl, "--alter", "--entity-type",
                "brokers", "--entity-default", "--delete-config", "log.cleaner.threads")
+
+    # Skiff and the reference side by side (each side's steps in order)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda a: steps(*a), (
+            (controllers(cluster), cluster.bootstrap_servers),
+            (kafka_ref.controller_bootstrap, kafka_ref.bootstrap))))
     # A key Kafka's brokers refuse as not dynamic: Kafka's controller stores it when asked
     # directly (the brokers' ConfigAdminManager check is skipped); Skiff's controller refuses
     # it with the brokers' error (docs/compatibility.md lists the difference).
-    answers = []
-    for ctrl in (controllers(cluster), kafka_ref.controller_bootstrap):
-        answers.append(tool("kafka-configs", "--bootstrap-controller", ctrl, "--alter",
-                            "--entity-type", "brokers", "--entity-default", "--add-config",
-                            "log.dirs=/tmp/x"))
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda ctrl: tool(
+            "kafka-configs", "--bootstrap-controller", ctrl, "--alter", "--entity-type",
+            "brokers", "--entity-default", "--add-config", "log.dirs=/tmp/x"),
+            (controllers(cluster), kafka_ref.controller_bootstrap)))
     ok("kafka-configs", "--bootstrap-controller", kafka_ref.controller_bootstrap, "--alter",
        "--entity-type", "brokers", "--entity-default", "--delete-config", "log.dirs")
     skiff, ref = answers
@@ -211,8 +217,10 @@ def test_acls_and_scram_through_the_controllers(cluster: Cluster, kafka_ref: Kaf
 
     from tests.support.differential import KafkaWire, build
 
-    outs = [tool("kafka-acls", "--bootstrap-controller", ctrl, "--list")
-            for ctrl in (controllers(cluster), kafka_ref.controller_bootstrap)]
+    with ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(lambda ctrl: tool("kafka-acls", "--bootstrap-controller", ctrl,
+                                               "--list"),
+                             (controllers(cluster), kafka_ref.controller_bootstrap)))
     assert [o.returncode for o in outs] == [1, 1]
     assert [o.stdout.splitlines()[0] for o in outs] == [
         "Error while executing ACL command: org.apache.kafka.common.errors."
