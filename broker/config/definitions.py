@@ -209,6 +209,11 @@ _BROKER_DEFS: list[ConfigDef] = [
     # KIP-848 (group.protocol=consumer) groups
     ConfigDef("group.consumer.session.timeout.ms", INT, 45000, at_least(1)),
     ConfigDef("group.consumer.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    # the bounds of a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms
+    ConfigDef("group.consumer.min.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", INT, 60000, at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
     ConfigDef("group.consumer.max.size", INT, INT_MAX, at_least(1)),
     # transactions and producer ids
     ConfigDef("transaction.state.log.num.partitions", INT, 50, at_least(1)),

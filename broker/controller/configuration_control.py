@@ -1,5 +1,6 @@
-"""ConfigurationControlManager: AlterConfigs and IncrementalAlterConfigs on topics, brokers
-and the cluster default, checked against Kafka's config definitions."""
+"""ConfigurationControlManager: AlterConfigs and IncrementalAlterConfigs on topics, brokers,
+the cluster default, groups and client-metrics subscriptions (broker/config/
+resource_configs.py), checked against Kafka's config definitions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from broker import config as cfgmod
-from broker.config import ConfigError
+from broker.config import ConfigError, resource_configs
 from broker.controller.control_base import ControlManagerBase
 from broker.controller.requests import (
     AlterConfigOp,
@@ -60,6 +61,11 @@ class ConfigurationControlManager(ControlManagerBase):
                 return (ErrorCode.invalid_request,
                         f"Invalid broker name {r.resource_name!r}: must be a broker id or empty")
             return None
+        if r.resource_type in (resource_configs.RESOURCE_GROUP,
+                               resource_configs.RESOURCE_CLIENT_METRICS):
+            if r.resource_name == "":
+                return ErrorCode.invalid_request, "Resource name must not be empty"
+            return None
         return ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
 
     def _check_value(self, r: ConfigResource, name: str,
@@ -69,6 +75,12 @@ class ConfigurationControlManager(ControlManagerBase):
         dynamically: [log.dirs]"), and so is any other refusal on a BROKER resource
         (_value_error); a bad topic config is INVALID_CONFIG."""
         try:
+            if r.resource_type == resource_configs.RESOURCE_GROUP:
+                resource_configs.validate_group_config(self.settings.node_config, name, value)
+                return None
+            if r.resource_type == resource_configs.RESOURCE_CLIENT_METRICS:
+                resource_configs.validate_client_metrics_config(name, value)
+                return None
             if r.resource_type == RESOURCE_TOPIC:
                 if name not in cfgmod.TOPIC_CONFIGS:
                     return ErrorCode.invalid_config, f"Unknown topic config name: {name}"
@@ -84,6 +96,8 @@ class ConfigurationControlManager(ControlManagerBase):
                 d.parse(value)
         except ConfigError as exc:
             return self._value_error(r), str(exc)
+        except resource_configs.ResourceConfigError as exc:
+            return exc.code, exc.message
         return None
 
     @staticmethod
@@ -174,6 +188,13 @@ class ConfigurationControlManager(ControlManagerBase):
                 except ValueError:
                     problem = (ErrorCode.invalid_request, f"Unknown alter config operation {op}")
                     break
+                if r.resource_type in (resource_configs.RESOURCE_GROUP,
+                                       resource_configs.RESOURCE_CLIENT_METRICS) \
+                        and op in (AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+                    # Kafka 4.4's words, for these resources' list configs (metrics, match) too
+                    problem = (ErrorCode.invalid_config,
+                               f"Can't {op.name} to key {name} because its type is not LIST.")
+                    break
                 problem = self._check_value(r, name, value if op is not AlterConfigOp.DELETE
                                             else None)
                 if problem is not None:
@@ -215,6 +236,9 @@ class ConfigurationControlManager(ControlManagerBase):
 
     @staticmethod
     def _config_type(r: ConfigResource, name: str) -> cfgmod.ConfigType | None:
+        if r.resource_type in (resource_configs.RESOURCE_GROUP,
+                               resource_configs.RESOURCE_CLIENT_METRICS):
+            return resource_configs.config_type(r.resource_type, name)
         if r.resource_type == RESOURCE_TOPIC:
             td = cfgmod.TOPIC_CONFIGS.get(name)
             return None if td is None else td.type
@@ -225,6 +249,8 @@ class ConfigurationControlManager(ControlManagerBase):
         """The list value APPEND/SUBTRACT start from: the dynamic value, else the default."""
         if name in new:
             return [x.strip() for x in new[name].split(",") if x.strip()]
+        if r.resource_type == resource_configs.RESOURCE_CLIENT_METRICS:
+            return []  # metrics and match default to nothing
         if r.resource_type == RESOURCE_TOPIC:
             td = cfgmod.TOPIC_CONFIGS[name]
             nc = self.settings.node_config

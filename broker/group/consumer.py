@@ -50,7 +50,7 @@ import enum
 import functools
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -358,6 +358,26 @@ class ConsumerGroups:
     consumer_groups: dict[str, ConsumerGroup]
     config: GroupConfig
     consumer_rebalances: int  # target assignments computed, a new group epoch each (metrics)
+    # a group's dynamic configs (GROUP config resources, KIP-848): what the metadata image
+    # holds for the group, read when a member's session or heartbeat interval is set
+    group_configs: Callable[[str], Mapping[str, str]]
+
+    def _group_int(self, group_id: str, key: str, default: int) -> int:
+        value = self.group_configs(group_id).get(key)
+        try:
+            return int(value) if value is not None else default
+        except ValueError:  # the controller checked it; an odd record falls back
+            return default
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms, else group.consumer.session.timeout.ms."""
+        return self._group_int(group_id, "consumer.session.timeout.ms",
+                               self.config.consumer_session_timeout_ms)
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's consumer.heartbeat.interval.ms, else the broker's."""
+        return self._group_int(group_id, "consumer.heartbeat.interval.ms",
+                               self.config.consumer_heartbeat_interval_ms)
 
     def _new_consumer_member_id(self) -> str:
         raise NotImplementedError
@@ -386,8 +406,7 @@ class ConsumerGroups:
     def _consumer_heartbeat(
         self, req: ConsumerHeartbeatRequest, image: MetadataView, now_ms: int,
     ) -> ConsumerHeartbeatResult:
-        cfg = self.config
-        interval = cfg.consumer_heartbeat_interval_ms
+        interval = self.consumer_heartbeat_interval_ms(req.group_id)
         if not req.group_id:
             return ConsumerHeartbeatResult(ErrorCode.invalid_request,
                                            error_message="GroupId can't be empty.")
@@ -443,7 +462,7 @@ class ConsumerGroups:
             changed = True
         if req.rebalance_timeout_ms >= 0:
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        member.session_deadline = now_ms + cfg.consumer_session_timeout_ms
+        member.session_deadline = now_ms + self.consumer_session_timeout_ms(g.group_id)
         fingerprint = self._fingerprint(g, image)
         if (changed or fingerprint != g.metadata_fingerprint) and g.group_epoch == epoch_before:
             g.group_epoch += 1
@@ -536,7 +555,7 @@ class ConsumerGroups:
             # it has left: no lost epoch bump of this member id is left to tolerate (and the
             # record keeps MemberEpoch -2 with the real epoch in PreviousMemberEpoch)
             member.previous_member_epoch = -1
-            member.session_deadline = now_ms + self.config.consumer_session_timeout_ms
+            member.session_deadline = now_ms + self.consumer_session_timeout_ms(g.group_id)
             return ConsumerHeartbeatResult(ErrorCode.none, member_id=member.member_id,
                                            member_epoch=STATIC_LEAVE_EPOCH)
         self._remove_consumer_member(g, member, now_ms)
@@ -719,7 +738,7 @@ class ConsumerGroups:
             g.static_members = {m.instance_id: mid for mid, m in g.members.items()
                                 if m.instance_id is not None}
             for m in g.members.values():
-                m.session_deadline = now_ms + self.config.consumer_session_timeout_ms
+                m.session_deadline = now_ms + self.consumer_session_timeout_ms(g.group_id)
                 m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
                                          if m.state is MemberState.UNREVOKED_PARTITIONS
                                          else None)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
@@ -84,11 +84,19 @@ from broker.group.types import (
 )
 
 
+def _no_group_configs(group_id: str) -> Mapping[str, str]:
+    return {}
+
+
 class GroupCoordinator(GroupOffsets, ConsumerGroups):
     """Groups (classic and KIP-848) and committed offsets of one __consumer_offsets partition."""
 
-    def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int) -> None:
+    def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int,
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
+        """`group_configs(group_id)`: the group's dynamic configs (GROUP config resources
+        from the metadata image; none when not given)."""
         self.config = config
+        self.group_configs = group_configs or _no_group_configs
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}

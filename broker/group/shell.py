@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -52,6 +52,7 @@ from broker.group.types import (
     TxnOffsetCommitRequest,
     Write,
 )
+from broker.metadata.records import RESOURCE_GROUP
 from broker.protocol.records import (
     BatchHeader,
     Record,
@@ -165,7 +166,13 @@ class GroupCoordinatorService:
     # ---- the runtime's hooks (CoordinatorShards) -----------------------------------------
 
     def new_coordinator(self, partition: int, epoch: int, now_ms: int) -> GroupCoordinator:
-        return GroupCoordinator(self.config, self.rng, now_ms)
+        return GroupCoordinator(self.config, self.rng, now_ms, self.group_configs)
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's dynamic configs (GROUP config resources) in this node's metadata image."""
+        configs: Mapping[str, str] = self.node.metadata.configs.get((RESOURCE_GROUP, group_id),
+                                                                    {})
+        return configs
 
     def replay(self, partition: int, coord: GroupCoordinator, plog: Any, offset: int,
                upto: int) -> int:

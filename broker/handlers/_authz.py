@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.durations import NO_THROTTLE
-from broker.protocol.kio_build import response_module
+from broker.protocol.kio_build import build, response_module
 from broker.security.authorizer import (
     CLUSTER_NAME,
     EMPTY_INDEX,
@@ -83,12 +83,23 @@ DESCRIBE_QUORUM = 55
 CONTROLLER_LISTENER_ALTER = frozenset({60, 80, 81})
 
 
+# Checked per resource instead: DescribeConfigs (DESCRIBE_CONFIGS, in its handler), and
+# AlterConfigs / IncrementalAlterConfigs (config_change_guard: CLUSTER_ACTION for a Skiff
+# broker forwarding its client's checked request, else ALTER_CONFIGS on each resource, as
+# Kafka's ControllerApis).
+CONTROLLER_LISTENER_PER_RESOURCE = frozenset({32, 33, 44})
+# DESCRIBE on the cluster: DescribeAcls, DescribeUserScramCredentials, DescribeQuorum.
+CONTROLLER_LISTENER_DESCRIBE = frozenset({29, 50, 55})
+
+
 def controller_listener_check(api_key: int) -> AclOperation | None:
-    if api_key == 18:  # ApiVersions
+    if api_key == 18 or api_key in CONTROLLER_LISTENER_PER_RESOURCE:  # ApiVersions
         return None
+    if api_key in CONTROLLER_LISTENER_DESCRIBE:
+        return Op.DESCRIBE
     if api_key in CONTROLLER_LISTENER_ALTER:
         return Op.ALTER
-    return Op.DESCRIBE if api_key == DESCRIBE_QUORUM else Op.CLUSTER_ACTION
+    return Op.CLUSTER_ACTION
 
 
 # ---- settings and decisions --------------------------------------------------------------
@@ -250,13 +261,47 @@ def guarded_dispatcher(modules: Iterable[ModuleType]) -> Dispatcher:
     return d
 
 
+def config_change_guard(handle: Any) -> Any:
+    """(Incremental)AlterConfigs on the controller listener: a Skiff broker forwards its
+    client's request, already checked, with CLUSTER_ACTION; anyone else (an admin client
+    bootstrapped from the controllers, KIP-919) needs ALTER_CONFIGS on each resource, as
+    Kafka's ControllerApis checks it. The refused resources are answered here, the others by
+    `handle`, in the request's order."""
+
+    async def guarded(node: Any, ctx: RequestContext, request: Any) -> HandlerResult:
+        if allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER):
+            return await handle(node, ctx, request)
+        codes = [config_refusal(node, ctx, Op.ALTER_CONFIGS, int(r.resource_type),
+                                r.resource_name) for r in request.resources]
+        if all(c is ErrorCode.none for c in codes):
+            return await handle(node, ctx, request)
+        mod = response_module(request)
+        ok = tuple(r for r, c in zip(request.resources, codes, strict=True)
+                   if c is ErrorCode.none)
+        answered = await handle(node, ctx, dataclasses.replace(request, resources=ok)) \
+            if ok else None
+        answers = iter(answered.responses if answered is not None else ())
+        out = tuple(next(answers) if c is ErrorCode.none else build(
+            mod.AlterConfigsResourceResponse, error_code=c, error_message=None,
+            resource_type=r.resource_type, resource_name=r.resource_name)
+            for r, c in zip(request.resources, codes, strict=True))
+        if answered is None:
+            cls = getattr(mod, type(request).__name__.removesuffix("Request") + "Response")
+            return build(cls, throttle_time=NO_THROTTLE, responses=out)
+        return dataclasses.replace(answered, responses=out)
+
+    return guarded
+
+
 def guard_controller_listener(d: Dispatcher) -> Dispatcher:
-    """Every API of the controller listener behind controller_listener_check."""
+    """Every API of the controller listener behind controller_listener_check; the config
+    changes behind config_change_guard."""
     out = Dispatcher()
     for key in sorted(d.api_keys()):
         entry = d.get(key)
         assert entry is not None
-        out.register(key, guard(entry.handle, entry.error_response, controller_listener_check,
+        handle = config_change_guard(entry.handle) if key in (33, 44) else entry.handle
+        out.register(key, guard(handle, entry.error_response, controller_listener_check,
                                 ErrorCode.cluster_authorization_failed),
                      error_response=entry.error_response)
     return out

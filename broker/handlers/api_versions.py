@@ -120,6 +120,10 @@ async def handle(node: FeatureSource | None, ctx: RequestContext, request: Any) 
     if not is_valid_request(request):
         return build_response(ctx.api_version, ApiTable([]), ErrorCode.invalid_request)
     finalized, epoch = finalized_of(node) if ctx.api_version >= 3 else (None, -1)
+    telemetry = getattr(node, "telemetry", None)
+    if telemetry is not None and ctx.api_version >= 3:  # what client-metrics `match` reads
+        telemetry.note_software(ctx.connection_id, request.client_software_name,
+                                request.client_software_version)
     return build_response(ctx.api_version, ctx.apis, ErrorCode.none, finalized, epoch)
 
 

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker.controller.rpc.delete_acls import filter_of
-from broker.handlers._authz import SECURITY_DISABLED_MESSAGE, enabled
+from broker.handlers._authz import enabled
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.security.authorizer import AclBinding
@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 29
+# Kafka's AclApis words DescribeAcls' refusal so (CreateAcls and DeleteAcls say "No Authorizer
+# is configured.", SECURITY_DISABLED_MESSAGE).
+SECURITY_DISABLED_MESSAGE = "No Authorizer is configured on the broker"
 
 
 def _response(request: Any, code: ErrorCode, message: str | None,

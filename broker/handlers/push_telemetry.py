@@ -12,6 +12,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
+from broker.handlers.get_telemetry_subscriptions import client_meta
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -35,7 +36,8 @@ async def handle(node: TelemetryNode, ctx: RequestContext, request: Any) -> Any:
     try:
         node.telemetry.push(request.client_instance_id, int(request.subscription_id),
                             bool(request.terminating), int(request.compression_type),
-                            bytes(request.metrics), ctx.client_id or "", node.clock())
+                            bytes(request.metrics), ctx.client_id or "", node.clock(),
+                            client_meta(node.telemetry, ctx, request.client_instance_id))
     except KafkaError as exc:
         error = exc.error_code
         log.info("push_telemetry_refused", client=ctx.client_id, error=error.name,

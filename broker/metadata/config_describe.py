@@ -4,8 +4,9 @@ answer from here.
 
 TOPIC: every topic config (or the requested keys) with value and source; BROKER named by
 this node's id: every broker config, layered; BROKER with an empty name: the dynamic
-cluster-default configs only; BROKER_LOGGER for this node: none. Errors as Kafka's broker
-raises them.
+cluster-default configs only; BROKER_LOGGER for this node: none; GROUP and CLIENT_METRICS:
+broker/config/resource_configs.py (any name: defaults where nothing is set, as Kafka).
+Errors as Kafka's broker raises them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from broker.config import (
     describe_broker_configs,
     describe_topic_configs,
     format_value,
+    resource_configs,
 )
 from broker.controller.validation import topic_name_error
 from broker.errors import KafkaError
@@ -80,6 +82,12 @@ def describe_resource(image: MetadataImage, cfg: NodeConfig, node_id: int, resou
             raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
         _require_this_broker(node_id, resource_name)
         return []
+    if resource_type == resource_configs.RESOURCE_GROUP:
+        return resource_configs.describe_group(
+            cfg, image.configs.get((resource_type, resource_name), {}), names, include_synonyms)
+    if resource_type == resource_configs.RESOURCE_CLIENT_METRICS:
+        return resource_configs.describe_client_metrics(
+            image.configs.get((resource_type, resource_name), {}), names, include_synonyms)
     raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {resource_type}")
 
 

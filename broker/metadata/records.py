@@ -21,6 +21,8 @@ MetadataRecord: Any = pb.MetadataRecord
 # Kafka's ConfigResource.Type codes.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16  # KIP-714 subscriptions
+RESOURCE_GROUP = 32  # KIP-848 group configs
 
 NO_LEADER = -1
 MAX_RECORD_BYTES = 1 << 20

@@ -1,11 +1,20 @@
 """Client telemetry (KIP-714): what clients push, kept for the metrics endpoint.
 
 GetTelemetrySubscriptions tells a client which metrics to push and how often; PushTelemetry
-carries them as an OTLP `MetricsData` protobuf (optionally compressed). Kafka decides what
-to request from `client-metrics` resources; Skiff from two node settings:
-`client.telemetry.metrics` (metric-name prefixes, `*` for all; empty, the default: request
-nothing, so clients push nothing) and `client.telemetry.push.interval.ms`; Kafka's
-`telemetry.max.bytes` caps a push.
+carries them as an OTLP `MetricsData` protobuf (optionally compressed). As Kafka, what to
+request comes from the client-metrics config resources (`kafka-client-metrics --alter --name
+NAME --metrics PREFIXES --interval MS --match SELECTOR=REGEX`, stored in the metadata log;
+broker/config/resource_configs.py): every subscription whose `match` selectors all match the
+client (client_instance_id, client_id, client_software_name/version from its ApiVersions,
+client_source_address/port; a subscription without `match` matches every client) adds its
+`metrics` (`*` for all), and the shortest matching `interval.ms` is the push interval; with
+none matching the client is asked for nothing every 300000 ms. Skiff adds two node settings
+Kafka does not have: `client.telemetry.metrics` (metric-name prefixes, `*` for all; empty,
+the default: nothing) is a subscription matching every client, with
+`client.telemetry.push.interval.ms`. Kafka's `telemetry.max.bytes` caps a push. The
+subscription id is a hash of what is requested and the interval, so a changed subscription
+makes the client's next push UNKNOWN_SUBSCRIPTION_ID and the client asks again, as KIP-714
+says.
 
 The store keeps each client's latest data points (gauges, and sums as their cumulative
 values) and re-exports them with the client's labels: `client_instance_id`, `client_id`
@@ -20,6 +29,7 @@ from __future__ import annotations
 import re
 import uuid
 import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,23 +62,99 @@ def requested_metrics(setting: list[str]) -> tuple[str, ...]:
 class ClientEntry:
     client_id: str
     last_push_ms: int
+    interval_ms: int = 0  # its subscription's push interval (0: the node's)
     kinds: dict[str, str] = field(default_factory=dict)  # name -> "gauge" | "counter"
     helps: dict[str, str] = field(default_factory=dict)
     # (name, sorted attribute pairs) -> value
     series: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Subscription:
+    """What one client is asked for."""
+
+    subscription_id: int
+    requested: tuple[str, ...]
+    interval_ms: int
+
+
+@dataclass(frozen=True)
+class ClientMeta:
+    """What a client-metrics `match` selects on."""
+
+    client_instance_id: uuid.UUID | None = None
+    client_id: str = ""
+    source_address: str = ""
+    source_port: int = 0
+    software_name: str = ""
+    software_version: str = ""
+
+    def selector(self, key: str) -> str:
+        return {
+            "client_instance_id": str(self.client_instance_id or ""),
+            "client_id": self.client_id,
+            "client_software_name": self.software_name,
+            "client_software_version": self.software_version,
+            "client_source_address": self.source_address,
+            "client_source_port": str(self.source_port),
+        }.get(key, "")
+
+
+DEFAULT_INTERVAL_MS = 300000  # Kafka's client-metrics interval.ms default
+MAX_SOFTWARE_ENTRIES = 10000
+
+
+def _subscription_id(requested: tuple[str, ...], interval_ms: int) -> int:
+    # the subscription id changes when what is requested changes (KIP-714)
+    return zlib.crc32(repr((requested, interval_ms)).encode()) & 0x7FFFFFFF
+
+
 class TelemetryStore:
-    def __init__(self, metrics: list[str], interval_ms: int, max_bytes: int) -> None:
+    def __init__(self, metrics: list[str], interval_ms: int, max_bytes: int,
+                 resources: Callable[[], Mapping[str, Mapping[str, str]]] | None = None
+                 ) -> None:
+        """`resources()`: the client-metrics config resources (name -> configs) of the
+        node's metadata image."""
         self.requested = requested_metrics(metrics)
         self.interval_ms = interval_ms
         self.max_bytes = max_bytes
-        # the subscription id changes when what is requested changes (KIP-714)
-        self.subscription_id = zlib.crc32(
-            repr((self.requested, interval_ms)).encode()) & 0x7FFFFFFF
+        self.resources = resources or dict
+        self.subscription_id = _subscription_id(self.requested, interval_ms)
         self.clients: dict[uuid.UUID, ClientEntry] = {}
+        # connection id -> (client_software_name, client_software_version) from ApiVersions
+        self.software: dict[str, tuple[str, str]] = {}
         self.pushes = 0
         self.rejected = 0
+
+    def note_software(self, connection_id: str, name: str, version: str) -> None:
+        if connection_id not in self.software and len(self.software) >= MAX_SOFTWARE_ENTRIES:
+            self.software.pop(next(iter(self.software)))
+        self.software[connection_id] = (name, version)
+
+    def subscription(self, meta: ClientMeta) -> Subscription:
+        """The node's own subscription (client.telemetry.metrics) and every client-metrics
+        resource matching the client, merged."""
+        from broker.config.resource_configs import ResourceConfigError, parse_match
+
+        metrics: set[str] = set(self.requested)
+        intervals = [self.interval_ms] if self.requested else []
+        for _name, cfg in sorted(self.resources().items()):
+            try:
+                match = parse_match(cfg.get("match", ""))
+            except ResourceConfigError:
+                continue
+            if not all(p.fullmatch(meta.selector(k)) for k, p in match.items()):
+                continue
+            metrics.update(requested_metrics(cfg.get("metrics", "").split(",")))
+            try:
+                intervals.append(int(cfg.get("interval.ms", DEFAULT_INTERVAL_MS)))
+            except ValueError:
+                intervals.append(DEFAULT_INTERVAL_MS)
+        requested = ("",) if "" in metrics else tuple(sorted(metrics))
+        interval = min(intervals) if intervals else DEFAULT_INTERVAL_MS
+        if not self.resources() and requested == self.requested:
+            interval = self.interval_ms
+        return Subscription(_subscription_id(requested, interval), requested, interval)
 
     def subscribe(self, client_instance_id: uuid.UUID | None) -> uuid.UUID:
         """The client's instance id: a new one when it has none (the zero uuid)."""
@@ -78,11 +164,13 @@ class TelemetryStore:
 
     def push(self, client_instance_id: uuid.UUID | None, subscription_id: int,
              terminating: bool, compression_type: int, payload: bytes, client_id: str,
-             now_ms: int) -> None:
-        """Store one push; raises KafkaError with KIP-714's error for a bad one."""
+             now_ms: int, meta: ClientMeta | None = None) -> None:
+        """Store one push; raises KafkaError with KIP-714's error for a bad one. `meta`: who
+        pushes (what the subscriptions match on; the client id alone without it)."""
+        sub = self.subscription(meta or ClientMeta(client_instance_id, client_id))
         try:
             self._push(client_instance_id, subscription_id, terminating, compression_type,
-                       payload, client_id, now_ms)
+                       payload, client_id, now_ms, sub)
         except KafkaError:
             self.rejected += 1
             raise
@@ -90,12 +178,12 @@ class TelemetryStore:
 
     def _push(self, client_instance_id: uuid.UUID | None, subscription_id: int,
               terminating: bool, compression_type: int, payload: bytes, client_id: str,
-              now_ms: int) -> None:
+              now_ms: int, sub: Subscription) -> None:
         if client_instance_id is None or client_instance_id.int == 0:
             raise KafkaError(ErrorCode.invalid_request, "no client instance id")
-        if subscription_id != self.subscription_id:
+        if subscription_id != sub.subscription_id:
             raise KafkaError(ErrorCode.unknown_subscription_id,
-                             f"subscription {subscription_id} is not {self.subscription_id}")
+                             f"subscription {subscription_id} is not {sub.subscription_id}")
         if len(payload) > self.max_bytes:
             raise KafkaError(ErrorCode.telemetry_too_large,
                              f"{len(payload)} bytes over telemetry.max.bytes={self.max_bytes}")
@@ -103,7 +191,7 @@ class TelemetryStore:
         if terminating:
             self.clients.pop(client_instance_id, None)
             return
-        if not self.requested:
+        if not sub.requested:
             return  # nothing requested: nothing kept
         data = _decompress(compression_type, payload, self.max_bytes * 16)
         entry = self.clients.get(client_instance_id)
@@ -114,11 +202,12 @@ class TelemetryStore:
             entry = self.clients[client_instance_id] = ClientEntry(client_id, now_ms)
         entry.last_push_ms = now_ms
         entry.client_id = client_id
+        entry.interval_ms = sub.interval_ms
         _apply(entry, data)
 
     def expire(self, now_ms: int) -> None:
-        limit = now_ms - 3 * self.interval_ms
-        for cid in [c for c, e in self.clients.items() if e.last_push_ms < limit]:
+        for cid in [c for c, e in self.clients.items()
+                    if e.last_push_ms < now_ms - 3 * (e.interval_ms or self.interval_ms)]:
             del self.clients[cid]
 
 

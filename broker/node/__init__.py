@@ -52,6 +52,7 @@ from broker.log import LogManager
 from broker.metadata.features import supported_features
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
+from broker.metadata.records import RESOURCE_CLIENT_METRICS
 from broker.metadata.storage import ensure_formatted, read_bootstrap
 from broker.metrics.stats import NodeStats
 from broker.metrics.telemetry import TelemetryStore
@@ -137,7 +138,9 @@ class Node:
         self.connection_quotas = ConnectionQuotas(connection_limits(config))
         self.telemetry = TelemetryStore(
             list(config["client.telemetry.metrics"]),
-            config["client.telemetry.push.interval.ms"], config["telemetry.max.bytes"])
+            config["client.telemetry.push.interval.ms"], config["telemetry.max.bytes"],
+            resources=lambda: {name: cfg for (rtype, name), cfg in self.metadata.configs.items()
+                               if rtype == RESOURCE_CLIENT_METRICS})
 
     @property
     def metadata(self) -> MetadataImage:

@@ -68,15 +68,30 @@ def raft_config(cfg: NodeConfig, cluster_id: str) -> RaftConfig:
 
 def controller_api_table() -> ApiTable:
     """What the controller listener advertises: the KRaft RPCs the Raft driver serves, the
-    controller APIs brokers send to the active controller (broker/controller/rpc/), and
-    DescribeCluster for admin clients bootstrapped from controllers (KIP-919)."""
+    controller APIs brokers send to the active controller (broker/controller/rpc/), and what
+    an admin client bootstrapped from controllers sends (KIP-919): DescribeCluster,
+    DescribeConfigs, the config changes (at Kafka's whole version ranges), DescribeAcls and
+    DescribeUserScramCredentials, at the versions Kafka 4.4's controller listener lists."""
     from broker.controller.rpc import CONTROLLER_RPCS
-    from broker.handlers import describe_cluster_controller
 
     return ApiTable.of(
         (API_VERSIONS, 0, 4), *((k, lo, hi) for k, (lo, hi) in RAFT_APIS.items()),
-        (describe_cluster_controller.API_KEY, 0, 2),
-        *((m.API_KEY, m.VERSION, m.VERSION) for m in CONTROLLER_RPCS))
+        *((k, lo, hi) for k, (_m, lo, hi) in _CONTROLLER_ADMIN_APIS.items()),
+        *((m.API_KEY, *CONTROLLER_LISTENER_RANGES.get(m.API_KEY, (m.VERSION, m.VERSION)))
+          for m in CONTROLLER_RPCS))
+
+
+# api key -> (handler module under broker.handlers, lowest, highest version): the admin
+# APIs the controller listener serves with the broker's own handlers (KIP-919).
+_CONTROLLER_ADMIN_APIS: dict[int, tuple[str, int, int]] = {
+    60: ("describe_cluster_controller", 0, 2),
+    32: ("describe_configs", 1, 4),
+    29: ("describe_acls", 1, 3),
+    50: ("describe_user_scram_credentials", 0, 0),
+}
+# Controller RPCs an operator's admin client may send too, at Kafka's ranges (the codecs
+# parse any version and answer in it): AlterConfigs, IncrementalAlterConfigs.
+CONTROLLER_LISTENER_RANGES: dict[int, tuple[int, int]] = {33: (0, 2), 44: (0, 1)}
 
 
 class LiveControllers(Mapping[int, tuple[str, int]]):
@@ -173,11 +188,14 @@ class MetadataQuorumDriver:
         dispatcher = Dispatcher()
         for api_key in RAFT_APIS:
             dispatcher.register(api_key, self._handle)
+        import importlib
+
         from broker.controller.rpc import CONTROLLER_RPCS
-        from broker.handlers import api_versions, describe_cluster_controller
+        from broker.handlers import api_versions
 
         dispatcher.register_module(api_versions)
-        dispatcher.register_module(describe_cluster_controller)
+        for module_name, _lo, _hi in _CONTROLLER_ADMIN_APIS.values():
+            dispatcher.register_module(importlib.import_module(f"broker.handlers.{module_name}"))
         for module in CONTROLLER_RPCS:
             dispatcher.register_module(module)
         from broker.handlers._authz import guard_controller_listener

@@ -97,8 +97,9 @@ _IMPLIES: dict[AclOperation, frozenset[AclOperation]] = {
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER,
                          _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS),
-    # Kafka 4 adds DESCRIBE_CONFIGS/ALTER_CONFIGS for group configs, which Skiff has not.
-    ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE),
+    # DESCRIBE_CONFIGS/ALTER_CONFIGS: a group's configs (GROUP config resources, Kafka 4)
+    ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS,
+                         _O.ALTER_CONFIGS),
     ResourceType.CLUSTER: (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS,
                            _O.IDEMPOTENT_WRITE, _O.ALTER, _O.DESCRIBE),
     ResourceType.TRANSACTIONAL_ID: (_O.DESCRIBE, _O.WRITE, _O.TWO_PHASE_COMMIT),

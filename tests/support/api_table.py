@@ -67,6 +67,10 @@ CONTROLLER_TESTS: dict[str, tuple[str, ...]] = {
     "end_quorum_epoch": ("unit/raft/test_raft_driver.py",),
     "describe_quorum": ("unit/admin/test_admin_quorum_remote.py",),
     "describe_cluster": ("unit/handlers/test_describe_cluster_controller.py",),
+    # KIP-919: what an admin client bootstrapped from the controllers sends
+    **{name: ("compat/kafka/test_tools_quorum.py",) for name in (
+        "describe_configs", "describe_acls", "describe_user_scram_credentials",
+        "incremental_alter_configs", "alter_configs")},
     "fetch_snapshot": ("unit/raft/test_raft_driver.py",),
     "add_raft_voter": ("unit/raft/test_raft_driver_voters.py",),
     "remove_raft_voter": ("unit/raft/test_raft_driver_voters.py",),

@@ -220,4 +220,13 @@ _OTHER: list[Accepted] = [
              scenario="out of order sequence*"),
 ]
 
-ACCEPTED: list[Accepted] = [*_API_VERSIONS, *_CONFIGS, *_OTHER]
+_GROUP_CONFIGS: list[Accepted] = [
+    Accepted("describe_configs", f"results[*].configs[name={name}] (missing in Skiff)",
+             "Skiff has no share groups (KIP-932) or streams groups (KIP-1071) and computes a "
+             "consumer group's assignment at once: of Kafka 4.4's group configs it serves "
+             "consumer.session.timeout.ms and consumer.heartbeat.interval.ms only",
+             scenario="group and client-metrics configs*")
+    for name in ("share.*", "streams.*", "errors.deadletterqueue.*",
+                 "consumer.assignment.interval.ms")]
+
+ACCEPTED: list[Accepted] = [*_API_VERSIONS, *_CONFIGS, *_GROUP_CONFIGS, *_OTHER]

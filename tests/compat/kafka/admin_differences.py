@@ -32,17 +32,10 @@ DIFFERENCES: dict[str, str] = {
         "static there, refused as Kafka refuses a config that is not dynamic rather than "
         "accepted and ignored"),
     "describeConfigs(group)": (
-        "group configs (KIP-848's consumer.session.timeout.ms and the like, per group) are "
-        "not served by Skiff"),
-    # Groups
-    "describeConsumerGroups(classic,stable)": (
-        "authorized operations: Kafka adds DESCRIBE_CONFIGS and ALTER_CONFIGS for groups, "
-        "whose configs Skiff does not serve"),
-    "describeConsumerGroups(consumer,stable)": "as describeConsumerGroups(classic,stable)",
-    "describeConsumerGroups(consumer,empty)": "as describeConsumerGroups(classic,stable)",
-    "removeMembersFromConsumerGroup": (
-        "the group described afterwards: authorized operations as "
-        "describeConsumerGroups(classic,stable)"),
+        "the group's config names: Skiff lists and takes consumer.session.timeout.ms and "
+        "consumer.heartbeat.interval.ms; Kafka 4.4 also lists its share-group, streams-group, "
+        "dead-letter-queue and consumer.assignment.interval.ms configs, for features Skiff "
+        "does not have"),
     # Features and the quorum
     "describeFeatures": (
         "Skiff finalizes group.version and transaction.version only: no "

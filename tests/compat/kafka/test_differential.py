@@ -800,6 +800,42 @@ def d_topic_configs(w: KafkaWire, v: int, n: str) -> list[Any]:
                                        "configuration_keys": None}]))]
 
 
+def d_group_and_client_metrics_configs(w: KafkaWire, v: int, n: str) -> list[Any]:
+    """GROUP (32) and CLIENT_METRICS (16) resources: set, refused, described (issue 36)."""
+    def alter(resource_type: int, name: str, *configs: tuple[str, int, str | None]) -> Any:
+        return w.send(request(44, 1, validate_only=False, resources=[{
+            "resource_type": resource_type, "resource_name": name, "configs": [
+                {"name": k, "config_operation": op, "value": value}
+                for k, op, value in configs]}]))
+
+    return [
+        alter(32, n, ("consumer.session.timeout.ms", 0, "50000"),
+              ("consumer.heartbeat.interval.ms", 0, "6000")),
+        alter(32, f"{n}-bad", ("consumer.session.timeout.ms", 0, "10000")),
+        alter(32, f"{n}-bad", ("consumer.heartbeat.interval.ms", 0, "20000")),
+        alter(32, f"{n}-bad", ("no.such.group.config", 0, "1")),
+        alter(16, n, ("metrics", 0, "org.apache.kafka.producer."), ("interval.ms", 0, "1000"),
+              ("match", 0, "client_id=abc.*")),
+        alter(16, f"{n}-bad", ("interval.ms", 0, "50")),
+        alter(16, f"{n}-bad", ("match", 0, "bogus=x")),
+        alter(16, n, ("metrics", 2, "org.apache.kafka.consumer.")),  # APPEND: refused
+        alter(32, n, ("consumer.session.timeout.ms", 3, "50000")),  # SUBTRACT: refused
+        w.send(request(32, 4, include_synonyms=True, include_documentation=False, resources=[
+            {"resource_type": t, "resource_name": name, "configuration_keys": None}
+            for t in (32, 16) for name in (n, f"{n}-unset")])),
+        alter(16, n, ("metrics", 1, None), ("interval.ms", 1, None), ("match", 1, None)),
+        w.send(request(32, 4, include_synonyms=False, include_documentation=False, resources=[
+            {"resource_type": 16, "resource_name": n, "configuration_keys": None}])),
+    ]
+
+
+@pytest.mark.parametrize("scenario", ["group and client-metrics configs"])
+def test_group_and_client_metrics_configs(pair: Pair, scenario: str) -> None:
+    tally = run(pair, scenario, 4, d_group_and_client_metrics_configs)
+    assert tally.compared > 50, tally.summary()
+    assert_accepted(tally)
+
+
 @pytest.mark.parametrize("scenario", ["broker configs", "topic configs"])
 def test_describe_configs_defaults(pair: Pair, scenario: str) -> None:
     script = d_broker_configs if scenario == "broker configs" else d_topic_configs

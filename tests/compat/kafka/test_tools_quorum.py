@@ -10,6 +10,7 @@ One Skiff cluster for the module: three controllers and one broker with dynamic 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -132,3 +133,119 @@ def test_add_and_remove_controllers_both_ways(cluster: Cluster) -> None:
     ok("kafka-topics", "--bootstrap-server", cluster.bootstrap_servers, "--create",
        "--topic", "after-voter-changes", "--partitions", "1", "--replication-factor", "1")
 
+
+
+# ---- what else an admin client bootstrapped from the controllers gets (KIP-919, issue 36) ----
+
+# On Kafka 4.4's controller listener and not on Skiff's, each for a reason (docs/compatibility.md):
+# SASL on the controller listener (17, 36), delegation tokens (38-41), Envelope (58: Skiff's
+# brokers forward through their own controller channel), UnregisterController (94, Kafka 4.4,
+# unknown to kio).
+NOT_ON_SKIFF_CONTROLLER = {17, 36, 38, 39, 40, 41, 58, 94}
+# The admin APIs KIP-919 serves there, at the same version ranges as Kafka's.
+KIP_919_APIS = {29, 32, 33, 44, 50, 55, 60}
+
+
+def _api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
+    from kio.schema.api_versions.v3 import request as av
+
+    from tests.support.differential import KafkaWire, build
+
+    with KafkaWire(bootstrap) as w:
+        resp = w.send(build(av.ApiVersionsRequest, client_software_name="skiff-tests",
+                            client_software_version="1"))
+    assert resp.error_code.value == 0
+    return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in resp.api_keys}
+
+
+def test_controller_listener_api_versions(cluster: Cluster, kafka_ref: KafkaNode) -> None:
+    skiff = _api_versions(f"127.0.0.1:{cluster.nodes[1].controller_port}")
+    ref = _api_versions(kafka_ref.controller_bootstrap)
+    assert set(skiff) == set(ref) - NOT_ON_SKIFF_CONTROLLER, (sorted(skiff), sorted(ref))
+    assert {k: skiff[k] for k in KIP_919_APIS} == {k: ref[k] for k in KIP_919_APIS}
+
+
+def test_configs_through_the_controllers(cluster: Cluster, kafka_ref: KafkaNode) -> None:
+    """kafka-configs --bootstrap-controller: DescribeConfigs of each controller and of the
+    cluster default, and an IncrementalAlterConfigs of the cluster default Kafka allows
+    there, seen through the brokers afterwards; the same steps on the reference."""
+    def steps(ctrl: str, brokers: str) -> None:
+        described = ok("kafka-configs", "--bootstrap-controller", ctrl, "--describe",
+                       "--entity-type", "brokers").stdout
+        assert "Dynamic configs for broker 1 are:" in described, described
+        assert "Default configs for brokers in the cluster are:" in described, described
+        ok("kafka-configs", "--bootstrap-controller", ctrl, "--alter", "--entity-type",
+           "brokers", "--entity-default", "--add-config", "log.cleaner.threads=2")
+        try:
+            line = ("log.cleaner.threads=2 sensitive=false "
+                    "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2}")
+            for how in (["--bootstrap-controller", ctrl], ["--bootstrap-server", brokers]):
+                out = until_ok("kafka-configs", *how, "--describe", "--entity-type", "brokers",
+                               "--entity-default").stdout
+                assert line in out, out
+        finally:
+            ok("kafka-configs", "--bootstrap-controller", ctrl, "--alter", "--entity-type",
+               "brokers", "--entity-default", "--delete-config", "log.cleaner.threads")
+
+    # Skiff and the reference side by side (each side's steps in order)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda a: steps(*a), (
+            (controllers(cluster), cluster.bootstrap_servers),
+            (kafka_ref.controller_bootstrap, kafka_ref.bootstrap))))
+    # A key Kafka's brokers refuse as not dynamic: Kafka's controller stores it when asked
+    # directly (the brokers' ConfigAdminManager check is skipped); Skiff's controller refuses
+    # it with the brokers' error (docs/compatibility.md lists the difference).
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda ctrl: tool(
+            "kafka-configs", "--bootstrap-controller", ctrl, "--alter", "--entity-type",
+            "brokers", "--entity-default", "--add-config", "log.dirs=/tmp/x"),
+            (controllers(cluster), kafka_ref.controller_bootstrap)))
+    ok("kafka-configs", "--bootstrap-controller", kafka_ref.controller_bootstrap, "--alter",
+       "--entity-type", "brokers", "--entity-default", "--delete-config", "log.dirs")
+    skiff, ref = answers
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert skiff.returncode != 0
+    assert "InvalidRequestException: Cannot update these configs dynamically: [log.dirs]" \
+        in skiff.stderr, skiff.stderr[-2000:]
+
+def test_acls_and_scram_through_the_controllers(cluster: Cluster, kafka_ref: KafkaNode) -> None:
+    """kafka-acls --bootstrap-controller --list (no authorizer on either: Kafka's
+    SECURITY_DISABLED with its words) and DescribeUserScramCredentials sent to the
+    controllers (kafka-configs --entity-type users cannot be bootstrapped from controllers:
+    the Java admin client refuses DescribeClientQuotas there, against Kafka too)."""
+    from kio.schema.describe_user_scram_credentials.v0 import request as dus
+
+    from tests.support.differential import KafkaWire, build
+
+    with ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(lambda ctrl: tool("kafka-acls", "--bootstrap-controller", ctrl,
+                                               "--list"),
+                             (controllers(cluster), kafka_ref.controller_bootstrap)))
+    assert [o.returncode for o in outs] == [1, 1]
+    assert [o.stdout.splitlines()[0] for o in outs] == [
+        "Error while executing ACL command: org.apache.kafka.common.errors."
+        "SecurityDisabledException: No Authorizer is configured on the broker"] * 2, outs[0]
+
+    user = "scram-through-controllers"
+    seen = []
+    for ctrl, brokers in ((f"127.0.0.1:{cluster.nodes[1].controller_port}",
+                           cluster.bootstrap_servers),
+                          (kafka_ref.controller_bootstrap, kafka_ref.bootstrap)):
+        ok("kafka-configs", "--bootstrap-server", brokers, "--alter", "--entity-type", "users",
+           "--entity-name", user, "--add-config", "SCRAM-SHA-512=[iterations=8192,password=pw]")
+        try:
+            with KafkaWire(ctrl) as w:
+                resp = w.send(build(dus.DescribeUserScramCredentialsRequest,
+                                    users=[{"name": user}, {"name": "nobody-here"}]))
+            seen.append((resp.error_code.value, [
+                (r.user, r.error_code.value, [(int(c.mechanism), int(c.iterations))
+                                              for c in r.credential_infos])
+                for r in resp.results]))
+        finally:
+            ok("kafka-configs", "--bootstrap-server", brokers, "--alter", "--entity-type",
+               "users", "--entity-name", user, "--delete-config", "SCRAM-SHA-512")
+    # Kafka 4.4's controller lists DescribeUserScramCredentials in ApiVersions but does not
+    # handle it (ControllerApis: "Unsupported ApiKey", UNKNOWN_SERVER_ERROR; with users null
+    # it never answers); Skiff's answers as its brokers do (docs/compatibility.md).
+    assert seen[0] == (0, [(user, 0, [(2, 8192)]), ("nobody-here", 91, [])]), seen
+    assert seen[1] == (-1, [("", -1, []), ("", -1, [])]), seen

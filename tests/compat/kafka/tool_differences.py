@@ -49,3 +49,22 @@ ADMIN: dict[str, Difference] = {
 ACLS: dict[str, Difference] = {}
 
 CLUSTER: dict[str, Difference] = {}
+
+_GROUP_CONFIGS_NOT_SERVED = (
+    "Skiff has no share groups (KIP-932) or streams groups (KIP-1071) and computes a consumer "
+    "group's assignment at once: of Kafka 4.4's group configs it lists and takes "
+    "consumer.session.timeout.ms and consumer.heartbeat.interval.ms only, and refuses the "
+    "share.*, streams.*, errors.deadletterqueue.* and consumer.assignment.interval.ms ones "
+    "(INVALID_CONFIG saying why) rather than store settings nothing reads")
+RESOURCE_CONFIGS: dict[str, Difference] = {
+    "groups.describe_all": Difference(_GROUP_CONFIGS_NOT_SERVED, (
+        (r"^(share|streams|errors\.deadletterqueue|consumer\.assignment\.interval)[.\w]*=.*\n?",
+         ""),)),
+    "groups.share_config": Difference(
+        _GROUP_CONFIGS_NOT_SERVED,
+        ((r"^Error while executing config command.*\n?", ""),
+         (r"^java\.util\.concurrent\.ExecutionException: .*\n?", ""),
+         (r"^Caused by: .*\n?", ""),
+         (r"^Completed updating config for group .*$", "")),
+        same_exit_code=False),
+}

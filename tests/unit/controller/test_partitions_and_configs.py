@@ -180,3 +180,67 @@ def test_append_starts_from_the_broker_default_when_node_config_given():
     h.commit(h.controller.incremental_alter_configs(h.image, [IncrementalAlterConfigsResource(
         TOPIC("t"), [("cleanup.policy", AlterConfigOp.APPEND, "delete")])]))
     assert h.image.topic_config("t") == {"cleanup.policy": "compact,delete"}
+
+
+# -- GROUP and CLIENT_METRICS resources (broker/config/resource_configs.py) -----------------
+
+GROUP = lambda name: ConfigResource(32, name)  # noqa: E731
+CLIENT_METRICS = lambda name: ConfigResource(16, name)  # noqa: E731
+
+
+def test_group_and_client_metrics_configs_are_config_records():
+    h = with_topic()
+    [g, cm] = h.commit(h.controller.incremental_alter_configs(h.image, [
+        IncrementalAlterConfigsResource(GROUP("g"), [
+            ("consumer.session.timeout.ms", AlterConfigOp.SET, "50000")]),
+        IncrementalAlterConfigsResource(CLIENT_METRICS("sub"), [
+            ("metrics", AlterConfigOp.SET, "org.apache.kafka.producer."),
+            ("match", AlterConfigOp.SET, "client_id=app.*"),
+            ("interval.ms", AlterConfigOp.SET, "1000")])]))
+    assert (g.error, cm.error) == (E.none, E.none)
+    assert h.image.configs[(32, "g")] == {"consumer.session.timeout.ms": "50000"}
+    assert h.image.configs[(16, "sub")] == {"metrics": "org.apache.kafka.producer.",
+                                            "match": "client_id=app.*", "interval.ms": "1000"}
+    # deleting every key drops the resource (kafka-client-metrics --delete)
+    h.commit(h.controller.incremental_alter_configs(h.image, [IncrementalAlterConfigsResource(
+        CLIENT_METRICS("sub"), [(k, AlterConfigOp.DELETE, None)
+                                for k in ("metrics", "match", "interval.ms")])]))
+    assert (16, "sub") not in h.image.configs
+
+
+@pytest.mark.parametrize("resource,ops,code,message", [
+    # Kafka 4.4's words (checked against a reference node with kafka-configs)
+    (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.SET, "10000")],
+     E.invalid_config, "consumer.session.timeout.ms must be in the range 45000 to 60000 "
+                       "inclusive."),
+    (GROUP("g"), [("consumer.heartbeat.interval.ms", AlterConfigOp.SET, "20000")],
+     E.invalid_config, "consumer.heartbeat.interval.ms must be in the range 5000 to 15000 "
+                       "inclusive."),
+    (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.SET, "abc")], E.invalid_config,
+     "Invalid value abc for configuration consumer.session.timeout.ms: Not a number of type "
+     "INT"),
+    (GROUP("g"), [("bogus.key", AlterConfigOp.SET, "1")], E.invalid_config,
+     "Unknown group config name: bogus.key"),
+    (GROUP("g"), [("share.session.timeout.ms", AlterConfigOp.SET, "50000")], E.invalid_config,
+     "Group config share.session.timeout.ms is not supported: Skiff has no share groups"),
+    (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.APPEND, "1")],
+     E.invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is "
+                       "not LIST."),
+    # as Kafka 4.4 answers, though metrics and match are lists
+    (CLIENT_METRICS("s"), [("metrics", AlterConfigOp.APPEND, "a.")], E.invalid_config,
+     "Can't APPEND to key metrics because its type is not LIST."),
+    (CLIENT_METRICS("s"), [("match", AlterConfigOp.SUBTRACT, "client_id=x")],
+     E.invalid_config, "Can't SUBTRACT to key match because its type is not LIST."),
+    (CLIENT_METRICS("s"), [("interval.ms", AlterConfigOp.SET, "50")], E.invalid_request,
+     "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
+    (CLIENT_METRICS("s"), [("match", AlterConfigOp.SET, "bogus=x")], E.invalid_config,
+     "Illegal client matching pattern: bogus=x"),
+    (CLIENT_METRICS("s"), [("match", AlterConfigOp.SET, "client_id=[")], E.invalid_config,
+     "Illegal client matching pattern: client_id=["),
+])
+def test_group_and_client_metrics_errors(resource, ops, code, message):
+    h = with_topic()
+    r = h.controller.incremental_alter_configs(
+        h.image, [IncrementalAlterConfigsResource(resource, ops)])
+    assert (r.response[0].error, r.response[0].message) == (code, message)
+    assert r.records == []

@@ -461,3 +461,22 @@ def test_offset_delete_checks_only_the_current_members_subscriptions() -> None:
     assert x.error is E.none
     assert _delete_offsets(c, ("ra", 0), ("a", 0)) == {
         ("ra", 0): E.group_subscribed_to_topic, ("a", 0): E.none}
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval() -> None:
+    """GROUP config resources (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)
+    override the broker's for that group only; an unreadable value falls back."""
+    c = Consumers(image(a=2))
+    overrides = {"short": {"consumer.session.timeout.ms": "2000",
+                           "consumer.heartbeat.interval.ms": "700"},
+                 "odd": {"consumer.session.timeout.ms": "x"}}
+    c.coord.group_configs = lambda gid: overrides.get(gid, {})
+    short = c.hb("", 0, group="short", topics=("a",))
+    plain = c.hb("", 0, group="g", topics=("a",))
+    odd = c.hb("", 0, group="odd", topics=("a",))
+    assert (short.heartbeat_interval_ms, plain.heartbeat_interval_ms) == (700, 1000)
+    c.now += 2_001
+    c.coord.tick(c.now)
+    assert c.coord.consumer_groups["short"].members == {}
+    assert plain.member_id in c.group("g").members
+    assert odd.member_id in c.group("odd").members  # the broker's 10 s

@@ -468,3 +468,42 @@ def test_describe_topic_partitions_needs_describe(node_factory: Any) -> None:
     ops = got["orders"].topic_authorized_operations
     assert ops == (1 << O.READ) | (1 << O.DESCRIBE)
     assert ops & ~sum(1 << int(o) for o in SUPPORTED_OPERATIONS[R.TOPIC]) == 0
+
+
+def test_controller_listener_config_changes_per_resource(node_factory: Any) -> None:
+    """IncrementalAlterConfigs on the controller listener (KIP-919): an operator needs
+    ALTER_CONFIGS on each resource (a forwarding broker's CLUSTER_ACTION covers all); the
+    refused resources are answered in place, the others reach the handler."""
+    node = secured(node_factory)
+    grant(node, allow(ALICE, O.ALTER_CONFIGS, R.TOPIC, "orders"))
+    seen: list[tuple[str, ...]] = []
+    m = importlib.import_module("kio.schema.incremental_alter_configs.v1.request")
+    rm = importlib.import_module("kio.schema.incremental_alter_configs.v1.response")
+
+    async def handle(n: Any, ctx: Any, request: Any) -> Any:
+        seen.append(tuple(r.resource_name for r in request.resources))
+        return build(rm.IncrementalAlterConfigsResponse, throttle_time=datetime.timedelta(0),
+                     responses=tuple(build(rm.AlterConfigsResourceResponse,
+                                           error_code=ErrorCode.none, error_message=None,
+                                           resource_type=r.resource_type,
+                                           resource_name=r.resource_name)
+                                     for r in request.resources))
+
+    inner = Dispatcher()
+    inner.register(44, handle)
+    entry = guard_controller_listener(inner).get(44)
+    assert entry is not None
+    request = build(m.IncrementalAlterConfigsRequest, validate_only=False, resources=tuple(
+        build(m.AlterConfigsResource, resource_type=rtype, resource_name=name, configs=())
+        for rtype, name in ((2, "secret"), (2, "orders"), (4, ""))))
+    answer = asyncio.run(entry.handle(node, ctx_of(44, 1, ALICE), request))
+    assert [(r.resource_name, r.error_code) for r in answer.responses] == [
+        ("secret", ErrorCode.topic_authorization_failed), ("orders", ErrorCode.none),
+        ("", ErrorCode.cluster_authorization_failed)]
+    assert roundtrip(answer) == answer
+    refused_all = asyncio.run(entry.handle(node, ctx_of(44, 1, "User:intruder"), request))
+    assert [r.error_code for r in refused_all.responses] == [
+        ErrorCode.topic_authorization_failed, ErrorCode.topic_authorization_failed,
+        ErrorCode.cluster_authorization_failed]
+    asyncio.run(entry.handle(node, ctx_of(44, 1, "User:admin"), request))  # a super user
+    assert seen == [("orders",), ("secret", "orders", "")]

@@ -47,7 +47,8 @@ async def test_describe(node: GroupNode, version: int) -> None:
     if version >= 4:
         assert m.group_instance_id == "inst"
     if version >= 3:
-        assert g.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+        # READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka 4 group configs)
+        assert g.authorized_operations == (1 << 3) | (1 << 8) | (1 << 6) | (1 << 10) | (1 << 11)
     assert missing.group_state == "Dead"
     assert missing.error_code is (ErrorCode.group_id_not_found if version >= 6
                                   else ErrorCode.none)

@@ -112,3 +112,32 @@ def test_nothing_requested_keeps_nothing() -> None:
     assert store.requested == ()
     store.push(CID, store.subscription_id, False, 0, payload(), "a", now_ms=0)
     assert store.clients == {}
+
+
+def test_client_metrics_subscriptions_match_and_merge() -> None:
+    """Kafka's client-metrics resources: each matching subscription adds its metrics, the
+    shortest interval wins, a changed subscription changes the id (the client's next push is
+    UNKNOWN_SUBSCRIPTION_ID and it asks again)."""
+    from broker.metrics.telemetry import ClientMeta
+
+    resources: dict[str, dict[str, str]] = {
+        "producers": {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000",
+                      "match": "client_id=app-.*,client_software_name=apache-kafka-java"},
+        "all-quick": {"metrics": "org.apache.kafka.consumer.", "interval.ms": "500",
+                      "match": "client_source_address=10\\..*"},
+    }
+    store = TelemetryStore([], 300000, 1 << 20, resources=lambda: resources)
+    java = ClientMeta(CID, "app-1", "127.0.0.1", 5000, "apache-kafka-java", "4.4.0")
+    sub = store.subscription(java)
+    assert (sub.requested, sub.interval_ms) == (("org.apache.kafka.producer.",), 1000)
+    other = store.subscription(ClientMeta(CID, "app-1", "10.0.0.1", 1, "librdkafka", "2"))
+    assert (other.requested, other.interval_ms) == (("org.apache.kafka.consumer.",), 500)
+    nothing = store.subscription(ClientMeta(CID, "else", "127.0.0.1", 1))
+    assert (nothing.requested, nothing.interval_ms) == ((), 300000)
+    store.push(CID, sub.subscription_id, False, 0, payload(), "app-1", 0, java)
+    assert CID in store.clients
+    resources["producers"]["metrics"] = "*"
+    with pytest.raises(KafkaError) as refused:
+        store.push(CID, sub.subscription_id, False, 0, payload(), "app-1", 10, java)
+    assert refused.value.error_code is ErrorCode.unknown_subscription_id
+    assert store.subscription(java).requested == ("",)  # `*`: every metric

@@ -1,0 +1,217 @@
+"""The configs of GROUP (32, KIP-848) and CLIENT_METRICS (16, KIP-714) config resources:
+what IncrementalAlterConfigs may set on them (checked by the controller, with Kafka 4.4's
+errors) and what DescribeConfigs reports. Their values live in the metadata log as
+ConfigRecords, like topic and broker configs.
+
+GROUP: `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`, within the
+node's group.consumer.{min,max}.session.timeout.ms and
+group.consumer.{min,max}.heartbeat.interval.ms, used by the consumer-protocol group
+coordinator (broker/group/consumer.py). Kafka 4.4 knows more group configs: the share-group
+(`share.*`), streams-group (`streams.*`), dead-letter-queue (`errors.deadletterqueue.*`) ones
+and `consumer.assignment.interval.ms`; Skiff has no share or streams groups and computes
+assignments at once, so those are refused with INVALID_CONFIG saying so, and not listed.
+
+CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
+(100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,
+client_software_name, client_software_version, client_source_address, client_source_port),
+used by GetTelemetrySubscriptions (broker/metrics/telemetry.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.config.describe import ConfigEntry, ConfigSynonym
+from broker.config.types import ConfigSource, ConfigType
+
+RESOURCE_CLIENT_METRICS = 16
+RESOURCE_GROUP = 32
+# Kafka's ConfigSource codes for these resources' dynamic values
+DYNAMIC_CLIENT_METRICS_CONFIG = 7
+DYNAMIC_GROUP_CONFIG = 8
+
+
+class ResourceConfigError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class GroupConfigDef:
+    name: str
+    broker_key: str  # the node config it defaults to (Kafka's synonym)
+    min_key: str
+    max_key: str
+
+
+GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
+    GroupConfigDef("consumer.heartbeat.interval.ms", "group.consumer.heartbeat.interval.ms",
+                   "group.consumer.min.heartbeat.interval.ms",
+                   "group.consumer.max.heartbeat.interval.ms"),
+    GroupConfigDef("consumer.session.timeout.ms", "group.consumer.session.timeout.ms",
+                   "group.consumer.min.session.timeout.ms",
+                   "group.consumer.max.session.timeout.ms"),
+)}
+# Kafka 4.4's other group configs (kafka-configs --describe --entity-type groups --all)
+_NOT_SERVED_GROUP_CONFIGS = {
+    "consumer.assignment.interval.ms": "Skiff computes a consumer group's assignment at once",
+    "errors.deadletterqueue.copy.record.enable": "Skiff has no share groups",
+    "errors.deadletterqueue.topic.name": "Skiff has no share groups",
+}
+
+
+def _not_served_reason(name: str) -> str | None:
+    if name in _NOT_SERVED_GROUP_CONFIGS:
+        return _NOT_SERVED_GROUP_CONFIGS[name]
+    if name.startswith("share."):
+        return "Skiff has no share groups"
+    if name.startswith("streams."):
+        return "Skiff has no streams groups"
+    return None
+
+
+def _node_value(cfg: Any, key: str) -> Any:
+    """The node's setting, or Kafka's default without a node config."""
+    if cfg is None:
+        from broker.config import BROKER_CONFIGS
+
+        return BROKER_CONFIGS[key].default
+    return cfg[key]
+
+
+def _node_int(cfg: Any, key: str) -> int:
+    return int(_node_value(cfg, key))
+
+
+def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
+    """Raises ResourceConfigError (INVALID_CONFIG, Kafka's words) when `name=value` cannot be
+    set on a group; `value` None is a deletion. `cfg`: the node config (the bounds)."""
+    d = GROUP_CONFIGS.get(name)
+    if d is None:
+        reason = _not_served_reason(name)
+        if reason is not None and value is None:
+            return  # deleting a config Skiff never stores: nothing to do, as Kafka accepts it
+        if reason is not None:
+            raise ResourceConfigError(ErrorCode.invalid_config,
+                                      f"Group config {name} is not supported: {reason}")
+        raise ResourceConfigError(ErrorCode.invalid_config, f"Unknown group config name: {name}")
+    if value is None:
+        return
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ResourceConfigError(
+            ErrorCode.invalid_config,
+            f"Invalid value {value} for configuration {name}: Not a number of type INT"
+        ) from None
+    low, high = _node_int(cfg, d.min_key), _node_int(cfg, d.max_key)
+    if not low <= number <= high:
+        raise ResourceConfigError(
+            ErrorCode.invalid_config,
+            f"{name} must be in the range {low} to {high} inclusive.")
+
+
+def describe_group(cfg: Any, dynamic: Mapping[str, str], names: Sequence[str] | None,
+                   include_synonyms: bool) -> list[ConfigEntry]:
+    out = []
+    for d in GROUP_CONFIGS.values():
+        if names is not None and d.name not in names:
+            continue
+        default = str(_node_value(cfg, d.broker_key))
+        base = ConfigSynonym(d.broker_key, default, ConfigSource.DEFAULT_CONFIG)
+        if d.name in dynamic:
+            value = dynamic[d.name]
+            src = ConfigSource(DYNAMIC_GROUP_CONFIG)
+            syn: tuple[ConfigSynonym, ...] = (ConfigSynonym(d.name, value, src), base)
+        else:
+            value, src, syn = default, ConfigSource.DEFAULT_CONFIG, (base,)
+        out.append(ConfigEntry(d.name, value, src, ConfigType.INT,
+                               synonyms=syn if include_synonyms else ()))
+    return out
+
+
+# ---- CLIENT_METRICS -------------------------------------------------------------------------
+
+CLIENT_METRICS_CONFIGS: dict[str, tuple[ConfigType, str]] = {
+    "interval.ms": (ConfigType.INT, "300000"),
+    "match": (ConfigType.LIST, ""),
+    "metrics": (ConfigType.LIST, ""),
+}
+MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3600000
+MATCH_SELECTORS = ("client_instance_id", "client_id", "client_software_name",
+                   "client_software_version", "client_source_address", "client_source_port")
+
+
+def parse_match(value: str) -> dict[str, re.Pattern[str]]:
+    """`match` as selector -> compiled regex; raises ResourceConfigError as Kafka."""
+    out: dict[str, re.Pattern[str]] = {}
+    for item in (x.strip() for x in value.split(",")):
+        if not item:
+            continue
+        key, sep, pattern = item.partition("=")
+        key, pattern = key.strip(), pattern.strip()
+        if not sep or key not in MATCH_SELECTORS or not pattern:
+            raise ResourceConfigError(ErrorCode.invalid_config,
+                                      f"Illegal client matching pattern: {item}")
+        try:
+            out[key] = re.compile(pattern)
+        except re.error:
+            raise ResourceConfigError(ErrorCode.invalid_config,
+                                      f"Illegal client matching pattern: {item}") from None
+    return out
+
+
+def validate_client_metrics_config(name: str, value: str | None) -> None:
+    if name not in CLIENT_METRICS_CONFIGS:
+        raise ResourceConfigError(ErrorCode.invalid_request,
+                                  f"Unknown client metrics configuration: {name}")
+    if value is None:
+        return
+    if name == "interval.ms":
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ResourceConfigError(
+                ErrorCode.invalid_config,
+                f"Invalid value {value} for configuration interval.ms: Not a number of type INT"
+            ) from None
+        if not MIN_INTERVAL_MS <= number <= MAX_INTERVAL_MS:
+            raise ResourceConfigError(
+                ErrorCode.invalid_request,
+                f"Invalid value {number} for interval.ms, interval must be between "
+                f"{MIN_INTERVAL_MS} and {MAX_INTERVAL_MS} (1 hour)")
+    elif name == "match":
+        parse_match(value)
+
+
+def describe_client_metrics(dynamic: Mapping[str, str], names: Sequence[str] | None,
+                            include_synonyms: bool) -> list[ConfigEntry]:
+    out = []
+    for name, (ctype, default) in CLIENT_METRICS_CONFIGS.items():
+        if names is not None and name not in names:
+            continue
+        if name in dynamic:
+            src = ConfigSource(DYNAMIC_CLIENT_METRICS_CONFIG)
+            value = dynamic[name]
+            syn: tuple[ConfigSynonym, ...] = (ConfigSynonym(name, value, src),)
+        else:
+            value, src, syn = default, ConfigSource.DEFAULT_CONFIG, ()
+        out.append(ConfigEntry(name, value, src, ctype,
+                               synonyms=syn if include_synonyms else ()))
+    return out
+
+
+def config_type(resource_type: int, name: str) -> ConfigType | None:
+    if resource_type == RESOURCE_GROUP:
+        return ConfigType.INT if name in GROUP_CONFIGS else None
+    if resource_type == RESOURCE_CLIENT_METRICS:
+        t = CLIENT_METRICS_CONFIGS.get(name)
+        return None if t is None else t[0]
+    return None

@@ -1,0 +1,211 @@
+"""GROUP and CLIENT_METRICS config resources (issue 36): Kafka 4.4's kafka-configs and
+kafka-client-metrics against Skiff and the reference side by side, then what Skiff does with
+them: a group's consumer.session.timeout.ms expires a silent member sooner, and a Java client
+with Kafka 4.4's default enable.metrics.push=true receives a client-metrics subscription and
+pushes its metrics, which Skiff exports on its metrics endpoint.
+
+Steps compared with the reference run on the session nodes (`skiff_node`, `kafka_ref`) with
+names unique to the run; the two behaviour tests use one node of this module whose
+group.consumer.min.session.timeout.ms / min.heartbeat.interval.ms are lowered (Kafka's
+defaults, 45000 / 5000, allow no group a shorter session than the broker's)."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kio.schema.consumer_group_describe.v1 import request as cgd
+from kio.schema.consumer_group_heartbeat.v1 import request as cgh
+from kio.schema.find_coordinator.v4 import request as fc
+
+from tests.compat.kafka.tool_differences import RESOURCE_CONFIGS
+from tests.compat.kafka.tools_support import ok
+from tests.conftest import Broker
+from tests.support.differential import KafkaWire, build
+from tests.support.kafka_ref import KafkaNode, run_program
+from tests.support.kafka_tools import BrokerPair
+from tests.support.node import SkiffNode
+
+pytestmark = pytest.mark.timeout(600)
+RUN = uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="module")
+def pair(skiff_node: Broker, kafka_ref: KafkaNode) -> BrokerPair:
+    return BrokerPair(kafka=kafka_ref.bootstrap, skiff=skiff_node.bootstrap,
+                      differences=RESOURCE_CONFIGS)
+
+
+class ShortSessionNode(SkiffNode):
+    def command(self) -> list[str]:
+        return [*super().command(),
+                "--override", "group.consumer.min.session.timeout.ms=1000",
+                "--override", "group.consumer.min.heartbeat.interval.ms=500"]
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+    n = ShortSessionNode(tmp_path_factory.mktemp("resource-configs-node"))
+    n.start()
+    try:
+        n.wait_ready(timeout=120)
+        yield n
+    finally:
+        n.close()
+
+
+def configs(bootstrap: str, *args: str) -> None:
+    ok("kafka-configs", "--bootstrap-server", bootstrap, *args)
+
+
+# ---- GROUP ----------------------------------------------------------------------------------
+
+
+def test_group_configs_as_kafka(pair: BrokerPair) -> None:
+    """The steps a user takes, printed alike; the other refusals (heartbeat bounds, not a
+    number) are compared on the wire in test_differential.py and unit-tested."""
+    group = f"cfg-group-{RUN}"
+    entity = ["--entity-type", "groups", "--entity-name", group]
+    pair.same("groups.alter", "kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
+              *entity, "--add-config",
+              "consumer.session.timeout.ms=50000,consumer.heartbeat.interval.ms=6000")
+    out = pair.same("groups.describe", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+                    "--describe", *entity)
+    assert ("consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+            "consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms"
+            "=45000}") in out.stdout, out.stdout
+    pair.same("groups.describe_all", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+              "--describe", *entity, "--all")
+    # Kafka's checks within the broker's bounds, with its words
+    for step, setting in (("groups.session_below_min", "consumer.session.timeout.ms=10000"),
+                          ("groups.unknown_key", "bogus.key=1")):
+        k = pair.same(step, "kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
+                      *entity, "--add-config", setting)
+        assert k.returncode == 1 and "InvalidConfigurationException" in k.stderr, k.text()
+    pair.same("groups.share_config", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+              "--alter", *entity, "--add-config", "share.session.timeout.ms=50000")
+    pair.same("groups.delete", "kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
+              *entity, "--delete-config",
+              "consumer.session.timeout.ms,consumer.heartbeat.interval.ms,share.session.timeout.ms")
+
+
+def _join(wire: KafkaWire, group: str, topic: str) -> tuple[str, int]:
+    """A member joins (its first ConsumerGroupHeartbeat), once the group's coordinator is
+    loaded (FindCoordinator creates __consumer_offsets; NOT_COORDINATOR until loaded)."""
+    member = str(uuid.uuid4())
+    deadline = time.monotonic() + 60
+    while True:
+        wire.send(build(fc.FindCoordinatorRequest, key_type=0, coordinator_keys=[group]))
+        resp = wire.send(build(cgh.ConsumerGroupHeartbeatRequest, group_id=group,
+                               member_id=member, member_epoch=0, rebalance_timeout=30000,
+                               subscribed_topic_names=[topic], topic_partitions=[]))
+        if resp.error_code.value in (14, 15, 16) and time.monotonic() < deadline:
+            time.sleep(0.2)  # COORDINATOR_LOAD_IN_PROGRESS / NOT_AVAILABLE, NOT_COORDINATOR
+            continue
+        assert resp.error_code.value == 0, resp
+        return member, int(resp.heartbeat_interval.total_seconds() * 1000)
+
+
+def _members(wire: KafkaWire, group: str) -> list[str]:
+    resp = wire.send(build(cgd.ConsumerGroupDescribeRequest, group_ids=[group]))
+    [g] = resp.groups
+    return [m.member_id for m in g.members]
+
+
+def test_a_shorter_group_session_expires_a_silent_member_sooner(node: SkiffNode) -> None:
+    short, default = f"short-session-{RUN}", f"default-session-{RUN}"
+    topic = f"session-topic-{RUN}"
+    ok("kafka-topics", "--bootstrap-server", node.bootstrap, "--create", "--topic", topic,
+       "--partitions", "2", "--replication-factor", "1")
+    configs(node.bootstrap, "--alter", "--entity-type", "groups", "--entity-name", short,
+            "--add-config", "consumer.session.timeout.ms=2000,consumer.heartbeat.interval.ms=700")
+    with KafkaWire(node.bootstrap) as wire:
+        short_member, short_interval = _join(wire, short, topic)
+        default_member, default_interval = _join(wire, default, topic)
+        # the group's heartbeat interval is what its members are told; the other gets the
+        # broker's group.consumer.heartbeat.interval.ms
+        assert (short_interval, default_interval) == (700, 5000)
+        joined = time.monotonic()
+        # neither member heartbeats again: the short group's session (2 s) ends, the default
+        # group's (group.consumer.session.timeout.ms, 45 s) does not
+        while _members(wire, short) and time.monotonic() - joined < 20:
+            time.sleep(0.2)
+        gone_after = time.monotonic() - joined
+        assert _members(wire, short) == [], "the silent member of the short group stayed"
+        assert 1.5 <= gone_after < 20, gone_after
+        assert _members(wire, default) == [default_member]
+        assert short_member != default_member
+
+
+# ---- CLIENT_METRICS -------------------------------------------------------------------------
+
+
+def test_client_metrics_command_as_kafka(pair: BrokerPair) -> None:
+    """kafka-client-metrics' subcommands printed alike (the other refusals and a resource's
+    defaults are compared on the wire in test_differential.py)."""
+    name = f"sub-{RUN}"
+
+    def cm(step: str, *args: str) -> None:
+        pair.same(step, "kafka-client-metrics", "--bootstrap-server", "{bootstrap}", *args)
+
+    cm("client_metrics.create", "--alter", "--name", name, "--metrics",
+       "org.apache.kafka.producer.,org.apache.kafka.consumer.coordinator", "--interval", "1000",
+       "--match", "client_id=abc.*")
+    cm("client_metrics.interval_too_short", "--alter", "--name", name, "--interval", "50")
+    cm("client_metrics.bad_selector", "--alter", "--name", name, "--match", "bogus=x")
+    cm("client_metrics.alter", "--alter", "--name", name, "--interval", "2000")
+    cm("client_metrics.describe", "--describe", "--name", name)
+    listed = pair.run("kafka-client-metrics", "--bootstrap-server", "{bootstrap}", "--list")
+    assert all(name in o.stdout.splitlines() for o in listed), listed
+    cm("client_metrics.delete", "--delete", "--name", name)
+    cm("client_metrics.describe_deleted", "--describe", "--name", name)
+
+
+def _scrape(node: SkiffNode) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics",
+                                timeout=10) as resp:
+        return str(resp.read().decode())
+
+
+def test_a_java_client_pushes_what_a_subscription_asks_for(node: SkiffNode) -> None:
+    client_id = f"telemetry-java-{RUN}"
+    topic = f"telemetry-topic-{RUN}"
+    ok("kafka-client-metrics", "--bootstrap-server", node.bootstrap, "--alter", "--name",
+       f"java-{RUN}", "--metrics", "org.apache.kafka.producer.", "--interval", "500",
+       "--match", f"client_id={client_id}")
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.is_set():
+            text = _scrape(node)
+            seen.extend(line for line in text.splitlines()
+                        if f'client_id="{client_id}"' in line)
+            stop.wait(0.3)
+
+    scraper = threading.Thread(target=scrape, daemon=True)
+    scraper.start()
+    try:
+        proc = run_program("skiff.compat.clients.TelemetryProducer", node.bootstrap, topic,
+                           client_id, "6000", timeout=120)
+    finally:
+        stop.set()
+        scraper.join(15)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    printed = next(line.split()[1] for line in proc.stdout.splitlines()
+                   if line.startswith("INSTANCE "))
+    # Kafka's Uuid prints as URL-safe base64 of its 16 bytes
+    instance = str(uuid.UUID(bytes=base64.urlsafe_b64decode(printed + "==")))
+    assert uuid.UUID(instance).int != 0  # handed out by GetTelemetrySubscriptions
+    pushed = [line for line in seen if f'client_instance_id="{instance}"' in line]
+    assert pushed, (seen[:20], proc.stderr[-3000:])
+    names = {line.split("{", 1)[0] for line in pushed}
+    # what the subscription asks for, and only that (the client filters by prefix)
+    assert all(n.startswith("org_apache_kafka_producer_") for n in names), names
+    assert "org_apache_kafka_producer_record_send_total" in names \
+        or any("record_send" in n for n in names), names
