@@ -68,7 +68,7 @@ _API_VERSIONS: list[Accepted] = [
                "client telemetry (KIP-714): Kafka 4.4 advertises it only with a "
                "ClientTelemetry metrics reporter configured") for k in (71, 72)],
     Accepted("api_versions", "supported_features[name=metadata.version].*",
-             "Skiff's metadata.version range is 3.9-IV0..4.1-IV1 (21-27), Kafka 4.4's 7-33"),
+             "Skiff's metadata.version range is 3.9-IV0..4.4-IV2 (21-33), Kafka 4.4's 7-33"),
     Accepted("api_versions", "finalized_features[name=metadata.version].*",
              "a new Skiff cluster finalizes its newest metadata.version (27), Kafka 4.4 its (33)"),
     *[Accepted("api_versions", f"{part}[name={f}] (missing in Skiff)",
