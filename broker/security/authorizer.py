@@ -225,18 +225,20 @@ def cidr_problem(host: str) -> str | None:
         if not 0 <= int(m.group(5)) <= 32:
             return f"Value [{int(m.group(5))}] not in range [0,32]"
         return None
+    # SubnetUtils6, as Kafka 4.4 words it (checked against it with kafka-acls)
     address, _, prefix = host.partition("/")
-    if not prefix:
-        return f"Could not parse [{host}] - missing prefix length"
     try:
-        if not 0 <= int(prefix) <= 128:
-            raise ValueError(prefix)
+        length = int(prefix)
     except ValueError:
         return f"Could not parse [{host}] - invalid prefix length"
+    if not 0 <= length <= 128:
+        return f"Could not parse [{host}] - prefix length must be between 0 and 128"
     try:
-        ipaddress.IPv6Address(address)
+        parsed = ipaddress.IPv6Address(address)
     except ValueError:
-        return f"Could not parse [{host}] - not an IPv6 address"
+        return f"Could not parse [{address}]"
+    if parsed.ipv4_mapped is not None:  # Java's InetAddress reads it as IPv4
+        return f"Could not parse [{address}] - not an IPv6 address"
     return None
 
 
@@ -244,7 +246,8 @@ def cidr_problem(host: str) -> str | None:
 def _network(acl_host: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
     if cidr_problem(acl_host) is not None:
         return None
-    return ipaddress.ip_network(acl_host, strict=False)
+    address, _, prefix = acl_host.partition("/")
+    return ipaddress.ip_network(f"{address.split('%', 1)[0]}/{int(prefix)}", strict=False)
 
 
 @functools.lru_cache(maxsize=4096)
