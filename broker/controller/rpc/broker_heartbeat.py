@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.schema.broker_heartbeat.v1 import request as kreq
-from kio.schema.broker_heartbeat.v1 import response as kresp
+from kio.schema.broker_heartbeat.v2 import request as kreq
+from kio.schema.broker_heartbeat.v2 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import BrokerHeartbeatReply, BrokerHeartbeatRequest
@@ -19,14 +19,16 @@ Q: Any = kreq
 P: Any = kresp
 
 API_KEY = 63
-VERSION = 1
+VERSION = 2  # v2: cordoned_log_dirs (KIP-1066)
 
 
 def request(req: BrokerHeartbeatRequest) -> kreq.BrokerHeartbeatRequest:
     return Q.BrokerHeartbeatRequest(
         broker_id=req.broker_id, broker_epoch=req.broker_epoch,
         current_metadata_offset=req.current_metadata_offset, want_fence=req.want_fence,
-        want_shut_down=req.want_shut_down, offline_log_dirs=tuple(req.offline_log_dirs))
+        want_shut_down=req.want_shut_down, offline_log_dirs=tuple(req.offline_log_dirs),
+        cordoned_log_dirs=(None if req.cordoned_log_dirs is None
+                           else tuple(req.cordoned_log_dirs)))
 
 
 def parse(r: kreq.BrokerHeartbeatRequest) -> BrokerHeartbeatRequest:
@@ -34,7 +36,9 @@ def parse(r: kreq.BrokerHeartbeatRequest) -> BrokerHeartbeatRequest:
         broker_id=int(r.broker_id), broker_epoch=int(r.broker_epoch),
         current_metadata_offset=int(r.current_metadata_offset), want_fence=r.want_fence,
         want_shut_down=r.want_shut_down,
-        offline_log_dirs=tuple(d for d in r.offline_log_dirs if d is not None))
+        offline_log_dirs=tuple(d for d in r.offline_log_dirs if d is not None),
+        cordoned_log_dirs=(None if r.cordoned_log_dirs is None else
+                           tuple(d for d in r.cordoned_log_dirs if d is not None)))
 
 
 def response(reply: BrokerHeartbeatReply) -> kresp.BrokerHeartbeatResponse:
