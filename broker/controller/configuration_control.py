@@ -42,6 +42,9 @@ DYNAMIC_BROKER_KEYS = frozenset(
      "max.connection.creation.rate", "log.retention.check.interval.ms",
      "cordoned.log.dirs"}
 
+# Kafka's DynamicConfig.Broker per-broker-only keys among those Skiff lets change
+PER_BROKER_ONLY_KEYS = frozenset({"cordoned.log.dirs"})
+
 _R = TypeVar("_R", AlterConfigsResource, IncrementalAlterConfigsResource)
 
 
@@ -86,6 +89,10 @@ class ConfigurationControlManager(ControlManagerBase):
             if name not in DYNAMIC_BROKER_KEYS:
                 return (ErrorCode.invalid_request,
                         f"Cannot update these configs dynamically: [{name}]")
+            if name in PER_BROKER_ONLY_KEYS and r.resource_name == "":
+                return (ErrorCode.invalid_request,
+                        "Cannot update these configs at default cluster level, broker id must "
+                        f"be specified: [{name}]")
             if (name == "cordoned.log.dirs" and (value or "").strip()
                     and image.finalized_level(METADATA_VERSION)
                     < CORDONED_LOG_DIRS_METADATA_VERSION):

@@ -53,7 +53,8 @@ def place_replicas(
     n = len(brokers)
     if n == 0:  # Kafka's StripedReplicaPlacer checks this before the count
         raise PlacementError(
-            "All brokers are currently fenced, or have all their log directories cordoned.")
+            f"Unable to replicate the partition {replication_factor} time(s): All brokers are "
+            "currently fenced, or have all their log directories cordoned.")
     if replication_factor > n:
         raise PlacementError(
             f"Unable to replicate the partition {replication_factor} time(s): The target "

@@ -73,13 +73,13 @@ async def authorized_alter(
 def broker_local_refusal(node: BrokerServices, w: R) -> tuple[ErrorCode, str] | None:
     """What only this broker can check before the controller sees the change, as Kafka's
     broker validates a BROKER resource against its own configuration: `cordoned.log.dirs`
-    entries must be `*` or entries of this broker's log.dirs (KIP-1066). Checked when the
-    resource is this broker or the cluster default; INVALID_REQUEST, as Kafka answers a
-    refused broker config."""
+    entries must be `*` alone or entries of this broker's log.dirs (KIP-1066), checked when
+    the resource is this broker (the controller refuses it at the cluster default);
+    INVALID_REQUEST, as Kafka answers a refused broker config."""
     from broker.log.manager import CORDONED_LOG_DIRS, cordoned_entry_problem
 
     r = w.resource
-    if r.resource_type != RESOURCE_BROKER or r.resource_name not in ("", str(node.node_id)):
+    if r.resource_type != RESOURCE_BROKER or r.resource_name != str(node.node_id):
         return None
     if isinstance(w, AlterConfigsResource):
         values = [v for k, v in w.configs.items() if k == CORDONED_LOG_DIRS]

@@ -641,12 +641,17 @@ CORDONED_LOG_DIRS = "cordoned.log.dirs"
 
 
 def cordoned_entry_problem(entries: Iterable[str], log_dirs: Iterable[str]) -> str | None:
-    """Kafka's DynamicLogConfig check of `cordoned.log.dirs`: `*` or entries of log.dirs."""
+    """Kafka's KafkaConfig.validateCordonedLogDirs, which a dynamic change also passes
+    (its Scala `require`s: "requirement failed: ..."): `*` alone, or entries of log.dirs."""
     known = set(log_dirs)
-    for e in entries:
-        if e != "*" and e not in known:
-            return (f"Invalid entry in cordoned.log.dirs: {e}. All cordoned log dirs must be "
-                    "entries of log.dirs or log.dir.")
+    entries = list(entries)
+    if "*" in entries and len(entries) > 1:
+        return ("requirement failed: When cordoned.log.dirs is set to *, it must not contain "
+                "other values")
+    missing = [e for e in entries if e != "*" and e not in known]
+    if missing:
+        return ("requirement failed: All entries in cordoned.log.dirs must be present in "
+                f"log.dirs or log.dir. Missing entries : {','.join(missing)}")
     return None
 
 

@@ -139,8 +139,9 @@ def test_cordoned_log_dirs_with_kafka_configs(jbod_node: Any) -> None:
     try:
         bad = tool("kafka-configs", *common, "cordoned.log.dirs=/nowhere")
         assert bad.returncode != 0
-        assert ("Invalid entry in cordoned.log.dirs: /nowhere. All cordoned log dirs must be "
-                "entries of log.dirs or log.dir.") in bad.stdout + bad.stderr
+        assert ("InvalidRequestException: requirement failed: All entries in cordoned.log.dirs "
+                "must be present in log.dirs or log.dir. Missing entries : /nowhere"
+                ) in bad.stdout + bad.stderr
         done = tool("kafka-configs", *common, f"cordoned.log.dirs={a}")
         assert done.returncode == 0, done.stdout + done.stderr
         [answer] = admin.describe_log_dirs(brokers=[1])
@@ -168,8 +169,14 @@ def test_cordoned_log_dirs_with_kafka_configs(jbod_node: Any) -> None:
             else:
                 time.sleep(0.3)
         assert refused is not None
-        assert "All brokers are currently fenced, or have all their log directories " \
-               "cordoned." in str(refused)
+        assert "Unable to replicate the partition 1 time(s): All brokers are currently " \
+               "fenced, or have all their log directories cordoned." in str(refused)
+        default = tool("kafka-configs", "--bootstrap-server", node.bootstrap, "--entity-type",
+                       "brokers", "--entity-default", "--alter", "--add-config",
+                       f"cordoned.log.dirs={a}")
+        assert ("InvalidRequestException: Cannot update these configs at default cluster "
+                "level, broker id must be specified: [cordoned.log.dirs]"
+                ) in default.stdout + default.stderr
     finally:
         admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={
             "cordoned.log.dirs": ("DELETE", None)})], raise_on_unknown=False)
