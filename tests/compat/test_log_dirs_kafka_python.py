@@ -152,6 +152,8 @@ def test_cordoned_log_dirs_with_kafka_configs(jbod_node: Any) -> None:
         placed = {p["partition_index"]: d["log_dir"] for d in answer["log_dirs"]
                   for t in d["topics"] if t["name"] == "cordon-avoid" for p in t["partitions"]}
         assert placed == {i: str(b) for i in range(4)}
+        moved = admin.alter_replica_log_dirs({("cordon-avoid", 0, 1): str(a)})
+        assert [e.errno for e in moved.values()] == [39]  # INVALID_REPLICA_ASSIGNMENT
         # every directory cordoned: the controller learns it from the next heartbeat
         admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1",
                                             configs={"cordoned.log.dirs": "*"})],
