@@ -76,7 +76,8 @@ def controller_api_table() -> ApiTable:
     return ApiTable.of(
         (API_VERSIONS, 0, 4), *((k, lo, hi) for k, (lo, hi) in RAFT_APIS.items()),
         (describe_cluster_controller.API_KEY, 0, 2),
-        *((m.API_KEY, m.VERSION, m.VERSION) for m in CONTROLLER_RPCS))
+        *((m.API_KEY, getattr(m, "MIN_VERSION", m.VERSION), m.VERSION)
+          for m in CONTROLLER_RPCS))
 
 
 class LiveControllers(Mapping[int, tuple[str, int]]):
