@@ -28,6 +28,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * given as files of any ssl.keystore.type. Arguments: NAME=PROPERTIES_FILE pairs. For each,
  * in turn: create topic "stores-NAME", produce 20 records, read them back, and print one
  * JSON line {name, status ("ok" or the exception's class), message, produced, consumed}.
+ * The properties may bound the admin call (default.api.timeout.ms, request.timeout.ms).
  */
 public final class StoreClients {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -63,8 +64,8 @@ public final class StoreClients {
         String topic = "stores-" + name;
         Properties a = new Properties();
         a.putAll(base);
-        a.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
-        a.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
+        a.putIfAbsent(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
+        a.putIfAbsent(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         try (Admin admin = Admin.create(a)) {
             admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all()
                  .get(30, TimeUnit.SECONDS);
