@@ -487,24 +487,34 @@ def test_python_clients_with_pem_on_store_listeners(
         assert got == [f"{name}-{i}" for i in range(10)]
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
+BAD_STORES = [
     ("listener.name.jks.ssl.keystore.password", "wrong",
      "Failed to load SSL keystore {jks} of type JKS: keystore password was incorrect"),
     ("listener.name.jks.ssl.key.password", "wrong", "Cannot recover key"),
     ("listener.name.p12.ssl.truststore.password", "wrong",
      "Failed to load SSL keystore {p12trust} of type PKCS12: keystore password was incorrect"),
-])
+]
+
+
 def test_bad_store_stops_startup(skiff_node: tuple[Cluster, dict[str, str]],
-                                 java_stores: JavaStores, key: str, value: str,
-                                 message: str) -> None:
-    """`skiff server start` with the node's own file and one store password wrong: it exits
-    1 before serving, saying which store failed and why (the running node is untouched)."""
+                                 java_stores: JavaStores) -> None:
+    """The node's own file with one store password wrong: the startup check (check_tls)
+    names the store and Java's reason for each; `skiff server start` runs once with the
+    first and exits 1 before serving (the running node is untouched)."""
+    from broker.config import ConfigError, load_config
+    from broker.security.tls import check_tls
+
     config = skiff_node[0].nodes[1].config_path
+    paths = {"jks": java_stores.keystore("server", "JKS"),
+             "p12trust": java_stores.truststore("PKCS12")}
+    for key, value, message in BAD_STORES:
+        with pytest.raises(ConfigError) as refused:
+            check_tls(load_config(str(config), [f"{key}={value}"], {}))
+        assert message.format(**paths) in str(refused.value)
+        assert f"listener.name.{key.split('.')[2]}.ssl." in str(refused.value)
+    key, value, message = BAD_STORES[0]
     proc = subprocess.run([sys.executable, "-m", "broker.cli.main", "server", "start",
                            str(config), "--override", f"{key}={value}"],
                           capture_output=True, text=True, timeout=60)
-    expected = message.format(jks=java_stores.keystore("server", "JKS"),
-                              p12trust=java_stores.truststore("PKCS12"))
     assert proc.returncode == 1, proc.stderr
-    assert expected in proc.stderr
-    assert f"listener.name.{key.split('.')[2]}.ssl." in proc.stderr
+    assert message.format(**paths) in proc.stderr
