@@ -133,6 +133,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("broker.rack", S, None),
     # topics and logs
     ConfigDef("log.dirs", LI, None),
+    ConfigDef("cordoned.log.dirs", LI, []),  # KIP-1066; dynamic (configuration_control)
     ConfigDef("log.dir", S, "/tmp/kafka-logs"),
     ConfigDef("num.partitions", INT, 1, at_least(1)),
     ConfigDef("default.replication.factor", INT, 1, at_least(1)),

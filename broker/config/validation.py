@@ -156,6 +156,16 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
     if len(set(dirs)) != len(dirs):
         raise ConfigError("log.dirs", ",".join(dirs), "each directory once")
     cfg.log_dirs = [Path(d) for d in dirs]
+    cordoned = [d for d in (v.get("cordoned.log.dirs") or []) if d]
+    if "*" in cordoned and len(cordoned) > 1:  # Kafka's KafkaConfig.validateCordonedLogDirs
+        raise ConfigError("cordoned.log.dirs", ",".join(cordoned),
+                          "requirement failed: When cordoned.log.dirs is set to *, it must not "
+                          "contain other values")
+    missing = [d for d in cordoned if d != "*" and d not in dirs]
+    if missing:
+        raise ConfigError("cordoned.log.dirs", ",".join(cordoned),
+                          "requirement failed: All entries in cordoned.log.dirs must be present "
+                          f"in log.dirs or log.dir. Missing entries : {','.join(missing)}")
     cfg.metadata_log_dir = Path(v["metadata.log.dir"]) if v["metadata.log.dir"] else \
         cfg.log_dirs[0]
 

@@ -3,7 +3,9 @@
 Pure: (image, ACLs or filters) -> AccessControlEntry / RemoveAccessControlEntry records and
 one result per item, in request order.
   CreateAcls: an ACL Kafka refuses (authorizer.validate_new_acl) is INVALID_REQUEST with
-    Kafka's message; an ACL equal to one already present (or earlier in the request) is
+    Kafka's message; a CIDR host (KIP-1276) below metadata.version 4.4-IV1 is
+    UNSUPPORTED_VERSION, an invalid CIDR INVALID_REQUEST (AclControlManager's wording);
+    an ACL equal to one already present (or earlier in the request) is
     answered as created and writes nothing; every other ACL gets a new random id.
   DeleteAcls: a filter with an UNKNOWN part is INVALID_REQUEST; otherwise every present ACL
     it matches is removed and listed in its result (an ACL matched by an earlier filter of
@@ -22,8 +24,19 @@ from kio.schema.errors import ErrorCode
 from broker.controller.control_base import ControlManagerBase
 from broker.controller.requests import ApiError, ControllerResult
 from broker.metadata import records as rec
+from broker.metadata.features import (
+    CIDR_ACL_METADATA_VERSION,
+    METADATA_VERSION,
+    metadata_version_name,
+)
 from broker.metadata.image import MetadataImage
-from broker.security.authorizer import AclBinding, AclFilter, validate_new_acl
+from broker.security.authorizer import (
+    AclBinding,
+    AclFilter,
+    cidr_problem,
+    is_cidr,
+    validate_new_acl,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +59,24 @@ class AclControlManager(ControlManagerBase):
         taken = set(image.acls)
         records: list[Any] = []
         results: list[ApiError] = []
+        cidr_supported = image.finalized_level(METADATA_VERSION) >= CIDR_ACL_METADATA_VERSION
         for b in bindings:
             problem = validate_new_acl(b)
             if problem is not None:
                 results.append(ApiError(ErrorCode.invalid_request, problem))
                 continue
+            if is_cidr(b.host):
+                if not cidr_supported:
+                    results.append(ApiError(
+                        ErrorCode.unsupported_version, "CIDR-based ACL host patterns require "
+                        f"metadata version {metadata_version_name(CIDR_ACL_METADATA_VERSION)} "
+                        "or higher."))
+                    continue
+                invalid = cidr_problem(b.host)
+                if invalid is not None:
+                    results.append(ApiError(ErrorCode.invalid_request,
+                                            f"Invalid CIDR notation '{b.host}': {invalid}"))
+                    continue
             if b not in present:
                 acl_id = self._new_acl_id(taken)
                 taken.add(acl_id)

@@ -78,6 +78,7 @@ from broker.controller.requests import (
 )
 from broker.metadata import records as rec
 from broker.metadata.delta import apply_records
+from broker.metadata.features import CORDONED_LOG_DIRS_METADATA_VERSION, METADATA_VERSION
 from broker.metadata.image import (
     LOST_DIR,
     MIGRATING_DIR,
@@ -246,6 +247,11 @@ class ClusterControlManager(ControlManagerBase):
             records.extend(lost)
             image = apply_records(image, lost, image.offset, image.epoch)
             reg = image.brokers[req.broker_id]
+        cordoned = self.directories_cordoned(image, reg.broker_id, req.cordoned_log_dirs)
+        if cordoned:
+            records.extend(cordoned)
+            image = apply_records(image, cordoned, image.offset, image.epoch)
+            reg = image.brokers[req.broker_id]
         if reg.fenced:
             if req.want_shut_down:
                 return ControllerResult(records, BrokerHeartbeatReply(
@@ -314,6 +320,25 @@ class ClusterControlManager(ControlManagerBase):
         change.log_dirs.SetInParent()
         records.append(rec.wrap(change))
         return records
+
+    @staticmethod
+    def directories_cordoned(image: MetadataImage, broker_id: int,
+                             cordoned: Any) -> list[Any]:
+        """KIP-1066 (Kafka's handleDirectoriesCordoned): the directories a broker's heartbeat
+        reports cordoned become its registration's when they differ (a
+        BrokerRegistrationChange); nothing before metadata.version 4.3-IV0, or while the
+        broker has not caught up (it sends none)."""
+        reg = image.brokers.get(broker_id)
+        if (reg is None or cordoned is None or image.finalized_level(METADATA_VERSION)
+                < CORDONED_LOG_DIRS_METADATA_VERSION):
+            return []
+        now = frozenset(d for d in cordoned if d in reg.log_dirs)
+        if now == reg.cordoned_log_dirs:
+            return []
+        change = pb.BrokerRegistrationChange(broker_id=broker_id, broker_epoch=reg.epoch)
+        change.cordoned_log_dirs.ids.extend(d.bytes for d in sorted(now))
+        change.cordoned_log_dirs.SetInParent()
+        return [rec.wrap(change)]
 
     @staticmethod
     def _has_duties(image: MetadataImage, broker_id: int) -> bool:

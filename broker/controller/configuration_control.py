@@ -22,6 +22,11 @@ from broker.controller.requests import (
 )
 from broker.controller.validation import topic_name_error
 from broker.metadata import records as rec
+from broker.metadata.features import (
+    CORDONED_LOG_DIRS_METADATA_VERSION,
+    METADATA_VERSION,
+    metadata_version_name,
+)
 from broker.metadata.image import (
     MetadataImage,
 )
@@ -35,7 +40,11 @@ DYNAMIC_BROKER_KEYS = frozenset(
     d.synonyms[0] for d in cfgmod.TOPIC_CONFIGS.values() if d.synonyms
 ) | {"log.cleaner.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
      "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-     "max.connection.creation.rate", "log.retention.check.interval.ms"}
+     "max.connection.creation.rate", "log.retention.check.interval.ms",
+     "cordoned.log.dirs"}
+
+# Kafka's DynamicConfig.Broker per-broker-only keys among those Skiff lets change
+PER_BROKER_ONLY_KEYS = frozenset({"cordoned.log.dirs"})
 
 _R = TypeVar("_R", AlterConfigsResource, IncrementalAlterConfigsResource)
 
@@ -68,7 +77,7 @@ class ConfigurationControlManager(ControlManagerBase):
             return None
         return ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
 
-    def _check_value(self, r: ConfigResource, name: str,
+    def _check_value(self, image: MetadataImage, r: ConfigResource, name: str,
                      value: str | None) -> tuple[ErrorCode, str] | None:
         """Why (name, value) cannot be set on the resource, or None. A broker key that is not
         dynamic is INVALID_REQUEST, as Kafka's broker answers it ("Cannot update these configs
@@ -92,6 +101,17 @@ class ConfigurationControlManager(ControlManagerBase):
             if name not in DYNAMIC_BROKER_KEYS:
                 return (ErrorCode.invalid_request,
                         f"Cannot update these configs dynamically: [{name}]")
+            if name in PER_BROKER_ONLY_KEYS and r.resource_name == "":
+                return (ErrorCode.invalid_request,
+                        "Cannot update these configs at default cluster level, broker id must "
+                        f"be specified: [{name}]")
+            if (name == "cordoned.log.dirs" and (value or "").strip()
+                    and image.finalized_level(METADATA_VERSION)
+                    < CORDONED_LOG_DIRS_METADATA_VERSION):
+                return (ErrorCode.invalid_config,
+                        "The cordoned.log.dirs configuration value cannot be set because it "
+                        "requires metadata.version >= "
+                        f"{metadata_version_name(CORDONED_LOG_DIRS_METADATA_VERSION)}")
             if value is not None:
                 d.parse(value)
         except ConfigError as exc:
@@ -153,7 +173,7 @@ class ConfigurationControlManager(ControlManagerBase):
                 if value is None:
                     problem = (ErrorCode.invalid_config, f"Null value not supported for : {name}")
                     break
-                problem = self._check_value(r, name, value)
+                problem = self._check_value(image, r, name, value)
                 if problem is not None:
                     break
                 new[name] = value
@@ -195,7 +215,7 @@ class ConfigurationControlManager(ControlManagerBase):
                     problem = (ErrorCode.invalid_config,
                                f"Can't {op.name} to key {name} because its type is not LIST.")
                     break
-                problem = self._check_value(r, name, value if op is not AlterConfigOp.DELETE
+                problem = self._check_value(image, r, name, value if op is not AlterConfigOp.DELETE
                                             else None)
                 if problem is not None:
                     break
@@ -222,7 +242,7 @@ class ConfigurationControlManager(ControlManagerBase):
                     else:
                         merged = [x for x in current if x not in items]
                     joined = ",".join(merged)
-                    problem = self._check_value(r, name, joined)
+                    problem = self._check_value(image, r, name, joined)
                     if problem is not None:
                         break
                     new[name] = joined

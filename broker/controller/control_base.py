@@ -52,6 +52,13 @@ class ControlManagerBase:
         return {b: r.rack for b, r in image.brokers.items()
                 if not r.fenced and not r.in_controlled_shutdown}
 
+    @staticmethod
+    def placeable_brokers(image: MetadataImage) -> dict[int, str | None]:
+        """Brokers the replica placer may pick: usable ones with a directory that is not
+        cordoned (KIP-1066, Kafka's BrokerHeartbeatManager.usableBrokers)."""
+        return {b: r.rack for b, r in image.brokers.items()
+                if not r.fenced and not r.in_controlled_shutdown and r.has_uncordoned_dirs}
+
 
     @staticmethod
     def _usable(image: MetadataImage) -> Callable[[int], bool]:

@@ -51,6 +51,10 @@ def place_replicas(
     if num_partitions < 0:
         raise PlacementError("Number of partitions must be non-negative.")
     n = len(brokers)
+    if n == 0:  # Kafka's StripedReplicaPlacer checks this before the count
+        raise PlacementError(
+            f"Unable to replicate the partition {replication_factor} time(s): All brokers are "
+            "currently fenced, or have all their log directories cordoned.")
     if replication_factor > n:
         raise PlacementError(
             f"Unable to replicate the partition {replication_factor} time(s): The target "

@@ -88,7 +88,7 @@ class ReplicationControlManager(ControlManagerBase):
         existing_keys = {collision_key(n): n for n in image.topics_by_name
                          if has_collision_chars(n)}
         taken_ids = set(image.topics_by_id)
-        usable = self.usable_brokers(image)
+        usable = self.placeable_brokers(image)
         records: list[Any] = []
         results: list[CreateTopicResult] = []
         for t in topics:
@@ -173,8 +173,9 @@ class ReplicationControlManager(ControlManagerBase):
                 return fail(ErrorCode.invalid_replication_factor, str(exc))
         topic_id = random_topic_id(self.rng, taken_ids)
         out = [rec.topic_record(t.name, topic_id)]
+        alive = self._usable(image)
         for i, replicas in enumerate(assignment):
-            isr = [b for b in replicas if b in usable]
+            isr = [b for b in replicas if alive(b)]
             out.append(rec.partition_record(topic_id, i, replicas, isr,
                                             isr[0] if isr else NO_LEADER))
         for name in sorted(configs):
@@ -266,7 +267,7 @@ class ReplicationControlManager(ControlManagerBase):
         counts: dict[str, int] = {}
         for t in topics:
             counts[t.name] = counts.get(t.name, 0) + 1
-        usable = self.usable_brokers(image)
+        usable = self.placeable_brokers(image)
         records: list[Any] = []
         results: list[CreatePartitionsResult] = []
         for t in topics:
@@ -317,8 +318,9 @@ class ReplicationControlManager(ControlManagerBase):
             results.append(CreatePartitionsResult(t.name))
             if validate_only:
                 continue
+            alive = self._usable(image)
             for k, replicas in enumerate(assignment):
-                isr = [b for b in replicas if b in usable]
+                isr = [b for b in replicas if alive(b)]
                 records.append(rec.partition_record(topic.topic_id, current + k, replicas, isr,
                                                     isr[0] if isr else NO_LEADER))
         return ControllerResult(records, results)

@@ -159,6 +159,8 @@ class BrokerHeartbeatRequest:
     want_fence: bool = False
     want_shut_down: bool = False
     offline_log_dirs: Sequence[uuid.UUID] = ()  # KIP-858: directory ids that failed
+    # KIP-1066: the directories cordoned now; None before the broker has caught up
+    cordoned_log_dirs: Sequence[uuid.UUID] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ shows it with is_future_key meanwhile). Per partition:
     paths, as Kafka does);
   * KAFKA_STORAGE_ERROR: the destination dir or the partition is offline, or any log dir
     is offline (KIP-858: no future replica is made then);
+  * INVALID_REPLICA_ASSIGNMENT: the destination is cordoned (cordoned.log.dirs, KIP-1066;
+    Kafka 4.4 checks it after the offline test, before looking at the partition);
   * REPLICA_NOT_AVAILABLE: this broker has no replica of the partition (the destination is
     remembered, and the replica is created there if it comes);
   * CLUSTER_AUTHORIZATION_FAILED for every partition without ALTER on the cluster.
@@ -66,10 +68,13 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         return _respond(mod, dict.fromkeys(wanted, ErrorCode.cluster_authorization_failed))
     dirs = {_absolute(str(d)): Path(d) for d in node.logs.log_dirs}
     answers: dict[tuple[str, int], ErrorCode] = {}
+    cordoned = node.logs.cordoned()
     for (topic, index), path in wanted.items():
         dest = dirs.get(_absolute(path)) if path else None
         if dest is None:
             answers[(topic, index)] = ErrorCode.log_dir_not_found
+        elif dest in cordoned and dest not in node.logs.offline_dirs:
+            answers[(topic, index)] = ErrorCode.invalid_replica_assignment
         else:
             answers[(topic, index)] = node.replicas.alter_log_dir(topic, index, dest)
     return _respond(mod, answers)

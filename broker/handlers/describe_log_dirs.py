@@ -71,6 +71,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             per_dir[fut.log_dir].setdefault(topic, []).append(
                 (index, fut.size_in_bytes(), fut.offset_lag(), True))
     results = []
+    cordoned = logs.cordoned()  # v5's is_cordoned (KIP-1066)
     for d in logs.log_dirs:
         if d in logs.offline_dirs:
             results.append(build(mod.DescribeLogDirsResult,
@@ -88,7 +89,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                     for i, size, lag, future in sorted(parts)))
                 for name, parts in sorted(per_dir[d].items())
             ),
-            total_bytes=total, usable_bytes=usable,
+            total_bytes=total, usable_bytes=usable, is_cordoned=d in cordoned,
         ))
     return build(
         mod.DescribeLogDirsResponse, throttle_time=NO_THROTTLE,

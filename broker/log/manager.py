@@ -10,7 +10,9 @@ done by `tick(now_ms)`, which a background thread (`start()` / `stop()`) calls; 
 call tick directly with a fake clock.
 
 Several `log.dirs` (JBOD, KIP-858): each directory has its own id (`directory.id` in its
-meta.properties), a new partition goes to the online directory holding the fewest, and an
+meta.properties), a new partition goes to the online directory holding the fewest that is
+not cordoned (`cordoned.log.dirs`, KIP-1066; when every one is, the first online one, as
+Kafka's LogManager.nextLogDirs falls back), and an
 I/O error in a directory takes it offline without stopping the process (`fail_dir`, Kafka's
 LogDirFailureChannel): its logs are closed and forgotten, what is asked of them afterwards
 is KAFKA_STORAGE_ERROR, and `dir_failure_listeners` are told (the replica manager, the node,
@@ -30,7 +32,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import structlog
@@ -82,6 +84,9 @@ class LogManager:
         self.dir_ids: dict[Path, uuid.UUID] = {
             d: (dir_ids or {}).get(d) or _directory_id(d) for d in self.log_dirs}
         self.offline_dirs: set[Path] = set()
+        # KIP-1066: the directories cordoned now (the node sets it from cordoned.log.dirs,
+        # dynamic values included)
+        self.cordoned: Callable[[], frozenset[Path]] = frozenset
         # partitions whose log was in a failed directory: KAFKA_STORAGE_ERROR from now on
         self.offline_logs: dict[tuple[str, int], Path] = {}
         self.dir_failure_listeners: list[Callable[[Path], None]] = []
@@ -444,16 +449,22 @@ class LogManager:
             self.fail_dir(d, exc)
 
     def _next_log_dir(self) -> Path:
-        """Kafka's placement: the online dir holding the fewest partitions (the first such),
-        counted once per call, not once per partition (O(n) per new partition made creating
-        100,000 of them quadratic)."""
+        """Kafka's placement: the online dir holding the fewest partitions (the first such)
+        among those not cordoned, counted once per call, not once per partition (O(n) per
+        new partition made creating 100,000 of them quadratic)."""
         online = self.online_dirs
         if not online:
             raise KafkaError(ErrorCode.kafka_storage_error, "every log dir is offline")
         if len(online) == 1:
             return online[0]
+        cordoned = self.cordoned()
+        candidates = [d for d in online if d not in cordoned] or online[:1]
         counts = collections.Counter(self._log_dir_of.values())
-        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        return min(candidates, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def cordoned_dir_ids(self) -> list[uuid.UUID]:
+        cordoned = self.cordoned()
+        return [self.dir_ids[d] for d in self.log_dirs if d in cordoned]
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
@@ -624,3 +635,31 @@ def _directory_id(d: Path) -> uuid.UUID:
         return kafka_to_uuid(props["directory.id"])
     except (OSError, KeyError, ValueError):
         return uuid.uuid4()
+
+
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+
+
+def cordoned_entry_problem(entries: Iterable[str], log_dirs: Iterable[str]) -> str | None:
+    """Kafka's KafkaConfig.validateCordonedLogDirs, which a dynamic change also passes
+    (its Scala `require`s: "requirement failed: ..."): `*` alone, or entries of log.dirs."""
+    known = set(log_dirs)
+    entries = list(entries)
+    if "*" in entries and len(entries) > 1:
+        return ("requirement failed: When cordoned.log.dirs is set to *, it must not contain "
+                "other values")
+    missing = [e for e in entries if e != "*" and e not in known]
+    if missing:
+        return ("requirement failed: All entries in cordoned.log.dirs must be present in "
+                f"log.dirs or log.dir. Missing entries : {','.join(missing)}")
+    return None
+
+
+def cordoned_paths(entries: Iterable[str], log_dirs: Iterable[Path]) -> frozenset[Path]:
+    """The log dirs `cordoned.log.dirs` names (`*`: all of them)."""
+    dirs = list(log_dirs)
+    wanted = [e for e in entries if e]
+    if "*" in wanted:
+        return frozenset(dirs)
+    names = {Path(e) for e in wanted} | {Path(e).resolve() for e in wanted}
+    return frozenset(d for d in dirs if d in names or d.resolve() in names)

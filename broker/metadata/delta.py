@@ -297,6 +297,7 @@ class MetadataDelta:
                 (f.name, f.min_supported_version, f.max_supported_version) for f in r.features
             ),
             log_dirs=tuple(uuid_from_bytes(d) for d in r.log_dirs),
+            cordoned_log_dirs=frozenset(uuid_from_bytes(d) for d in r.cordoned_log_dirs),
         )
         self._set_broker(reg)
         self._last_broker_epoch = max(self._last_broker_epoch, r.broker_epoch)
@@ -332,8 +333,10 @@ class MetadataDelta:
                     else reg.in_controlled_shutdown)
         log_dirs = (tuple(uuid_from_bytes(d) for d in r.log_dirs.ids) if r.HasField("log_dirs")
                     else reg.log_dirs)
+        cordoned = (frozenset(uuid_from_bytes(d) for d in r.cordoned_log_dirs.ids)
+                    if r.HasField("cordoned_log_dirs") else reg.cordoned_log_dirs)
         self._set_broker(_replace_broker(reg, fenced=fenced, in_controlled_shutdown=shutdown,
-                                         log_dirs=log_dirs))
+                                         log_dirs=log_dirs, cordoned_log_dirs=cordoned))
 
     def _topic_record(self, r: Any) -> None:
         tid = uuid_from_bytes(r.topic_id)

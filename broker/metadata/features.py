@@ -9,7 +9,7 @@ picks the first levels (the bootstrap records).
 
 The features Skiff knows, as Kafka 4.x names them:
 
-  metadata.version      Kafka's MetadataVersion levels 21 (3.9-IV0) to 27 (4.1-IV1). Skiff's
+  metadata.version      Kafka's MetadataVersion levels 21 (3.9-IV0) to 33 (4.4-IV2). Skiff's
                         metadata records are its own (proto/skiff/metadata/v1) and did not
                         change between these levels; the level says which release's
                         behaviour a cluster asks for and is the dependency of the others.
@@ -43,6 +43,15 @@ MV_4_0_IV2 = 24
 MV_4_0_IV3 = 25
 MV_4_1_IV0 = 26
 MV_4_1_IV1 = 27
+MV_4_2_IV0 = 28
+MV_4_2_IV1 = 29
+MV_4_3_IV0 = 30
+MV_4_4_IV0 = 31
+MV_4_4_IV1 = 32
+MV_4_4_IV2 = 33
+# Behaviour Kafka gates on metadata.version (MetadataVersion.isXSupported):
+CORDONED_LOG_DIRS_METADATA_VERSION = MV_4_3_IV0  # KIP-1066
+CIDR_ACL_METADATA_VERSION = MV_4_4_IV1  # KIP-1276
 
 METADATA_VERSION_NAMES: Mapping[int, str] = {
     MV_3_9_IV0: "3.9-IV0",
@@ -52,11 +61,21 @@ METADATA_VERSION_NAMES: Mapping[int, str] = {
     MV_4_0_IV3: "4.0-IV3",
     MV_4_1_IV0: "4.1-IV0",
     MV_4_1_IV1: "4.1-IV1",
+    MV_4_2_IV0: "4.2-IV0",
+    MV_4_2_IV1: "4.2-IV1",
+    MV_4_3_IV0: "4.3-IV0",
+    MV_4_4_IV0: "4.4-IV0",
+    MV_4_4_IV1: "4.4-IV1",
+    MV_4_4_IV2: "4.4-IV2",
 }
 # A release name stands for its last production level, as in kafka-storage.sh.
-RELEASES: Mapping[str, int] = {"3.9": MV_3_9_IV0, "4.0": MV_4_0_IV3, "4.1": MV_4_1_IV1}
+RELEASES: Mapping[str, int] = {"3.9": MV_3_9_IV0, "4.0": MV_4_0_IV3, "4.1": MV_4_1_IV1,
+                               "4.2": MV_4_2_IV1, "4.3": MV_4_3_IV0, "4.4": MV_4_4_IV2}
 MINIMUM_METADATA_VERSION = MV_3_9_IV0
-LATEST_METADATA_VERSION = MV_4_1_IV1
+LATEST_METADATA_VERSION = MV_4_4_IV2  # the highest level a node supports (Kafka 4.4's)
+# What `storage format` picks without --release-version: Skiff's default stays 4.1 (Kafka
+# 4.4 formats at 4.4-IV2); the levels above it turn on CIDR ACL hosts (4.4-IV1) and
+# cordoned log directories (4.3-IV0).
 LATEST_RELEASE = "4.1"
 
 

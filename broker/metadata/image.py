@@ -50,6 +50,15 @@ class BrokerRegistration:
     in_controlled_shutdown: bool = False
     features: tuple[tuple[str, int, int], ...] = ()  # (name, min, max) supported
     log_dirs: tuple[uuid.UUID, ...] = ()
+    # KIP-1066: the directories the broker reports cordoned (heartbeats, metadata.version
+    # 4.3-IV0 and later); a broker whose every directory is cordoned gets no new replicas
+    cordoned_log_dirs: frozenset[uuid.UUID] = frozenset()
+
+    @property
+    def has_uncordoned_dirs(self) -> bool:
+        """Kafka's BrokerRegistration.hasUncordonedDirs: no directories (a broker before
+        directory assignment) counts as uncordoned."""
+        return not self.log_dirs or any(d not in self.cordoned_log_dirs for d in self.log_dirs)
 
     def endpoint(self, listener_name: str) -> Endpoint | None:
         for e in self.endpoints:

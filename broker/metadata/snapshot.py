@@ -55,6 +55,7 @@ def image_to_records(image: MetadataImage) -> list[Any]:
             fenced=b.fenced,
             in_controlled_shutdown=b.in_controlled_shutdown,
             log_dirs=[d.bytes for d in b.log_dirs],
+            cordoned_log_dirs=[d.bytes for d in sorted(b.cordoned_log_dirs)],
         )
         if b.rack is not None:
             msg.rack = b.rack

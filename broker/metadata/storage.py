@@ -31,10 +31,10 @@ from broker.util.files import atomic_write
 META_PROPERTIES = "meta.properties"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 BOOTSTRAP_VOTERS = "bootstrap-voters.checkpoint"
-# The latest metadata.version (Kafka's levels, broker/metadata/features.py): what a format
-# without --release-version writes.
+# The metadata.version a format without --release-version writes (Kafka's levels,
+# broker/metadata/features.py: the default release's; a node supports up to the latest).
 METADATA_VERSION_FEATURE = features.METADATA_VERSION
-METADATA_VERSION = features.LATEST_METADATA_VERSION
+METADATA_VERSION = features.metadata_version_of(features.LATEST_RELEASE)
 
 
 class StorageError(Exception):

@@ -32,7 +32,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.admin import AdminServer, admin_listeners, describe_raft
-from broker.config import NodeConfig
+from broker.config import BROKER_CONFIGS, NodeConfig
 from broker.controller import (
     AssignReplicasToDirsRequest,
     BrokerHeartbeatRequest,
@@ -168,6 +168,7 @@ class Node:
         )
         self.logs.load()
         self.logs.dir_failure_listeners.append(self._log_dir_failed)
+        self.logs.cordoned = self._cordoned_log_dirs
         self.logs.start()
         cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
         self.replicas = ReplicaManager(
@@ -503,6 +504,8 @@ class Node:
                     current_metadata_offset=self.publisher.image.offset,
                     want_fence=False, want_shut_down=False,
                     offline_log_dirs=self._offline_dir_ids(),
+                    # none until caught up: an old image could uncordon what is cordoned
+                    cordoned_log_dirs=None if fenced else self.logs.cordoned_dir_ids(),
                 ))
                 if beat.error is ErrorCode.none and not beat.is_fenced:
                     if fenced:
@@ -607,6 +610,22 @@ class Node:
     def _online_dir_ids(self) -> list[uuid.UUID]:
         logs = getattr(self, "logs", None)  # None before start() opens them
         return [] if logs is None else [logs.dir_id(d) for d in logs.online_dirs]
+
+    def _cordoned_log_dirs(self) -> frozenset[Path]:
+        """KIP-1066: the log dirs `cordoned.log.dirs` names now: this broker's dynamic value
+        or the cluster default's (kafka-configs --alter --entity-type brokers), else the
+        file's."""
+        from broker.config.types import ConfigError
+        from broker.log.manager import CORDONED_LOG_DIRS, cordoned_paths
+
+        raw = self._dynamic_broker_configs().get(CORDONED_LOG_DIRS)
+        entries: list[str] = list(self.config[CORDONED_LOG_DIRS] or [])
+        if raw is not None:
+            try:
+                entries = list(BROKER_CONFIGS[CORDONED_LOG_DIRS].parse(raw) or [])
+            except ConfigError:
+                log.warning("cordoned_log_dirs_unreadable", value=raw)
+        return cordoned_paths(entries, self.logs.log_dirs)
 
     def _offline_dir_ids(self) -> list[uuid.UUID]:
         logs = getattr(self, "logs", None)

@@ -77,7 +77,8 @@ def controller_api_table() -> ApiTable:
     return ApiTable.of(
         (API_VERSIONS, 0, 4), *((k, lo, hi) for k, (lo, hi) in RAFT_APIS.items()),
         *((k, lo, hi) for k, (_m, lo, hi) in _CONTROLLER_ADMIN_APIS.items()),
-        *((m.API_KEY, *CONTROLLER_LISTENER_RANGES.get(m.API_KEY, (m.VERSION, m.VERSION)))
+        *((m.API_KEY, *CONTROLLER_LISTENER_RANGES.get(
+              m.API_KEY, (getattr(m, "MIN_VERSION", m.VERSION), m.VERSION)))
           for m in CONTROLLER_RPCS))
 
 

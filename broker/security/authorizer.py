@@ -12,6 +12,10 @@ Every decision is `authorize(settings, index, principal, host, operation, type, 
   4. no ACL at all on the resource (whoever it names)           -> allow.everyone.if.no.acl.found
   5. otherwise                                                  -> denied
 
+A host is `*`, one address, or (KIP-1276, metadata.version 4.4-IV1 and later) an IPv4 or
+IPv6 CIDR block such as `10.0.0.0/8` or `2001:db8::/32` that matches every client address
+inside it, as Kafka's CidrUtils (Apache Commons Net's SubnetUtils/SubnetUtils6) does.
+
 Implied operations (ALLOW only, as Kafka): DESCRIBE by READ, WRITE, DELETE and ALTER;
 DESCRIBE_CONFIGS by ALTER_CONFIGS. A DENY of READ does not deny DESCRIBE.
 
@@ -24,6 +28,9 @@ the wire and the metadata log (AccessControlEntryRecord) carry them.
 
 from __future__ import annotations
 
+import functools
+import ipaddress
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -193,8 +200,73 @@ def validate_new_acl(b: AclBinding) -> str | None:
         return f"Could not parse principal from `{b.principal}` (no colon is present " \
                "separating the principal type from the principal name)"
     if not b.host:
-        return "Invalid empty host"
+        return "Host pattern cannot be null or empty"
     return None
+
+
+# -- host patterns (KIP-1276) ------------------------------------------------------------
+
+_IPV4_CIDR = re.compile(r"(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})/(\d{1,2})")
+
+
+def is_cidr(host: str) -> bool:
+    """Kafka's test: a host pattern with a `/` is a CIDR block."""
+    return "/" in host
+
+
+def cidr_problem(host: str) -> str | None:
+    """Why `host` is not a CIDR block Kafka accepts (SubnetUtils / SubnetUtils6's wording),
+    None when it is one."""
+    if ":" not in host:  # SubnetUtils: a strict dotted quad and a one- or two-digit prefix
+        m = _IPV4_CIDR.fullmatch(host)
+        if m is None:
+            return f"Could not parse [{host}]"
+        for part in m.groups()[:4]:
+            if not 0 <= int(part) <= 255:
+                return f"Value [{int(part)}] not in range [0,255]"
+        if not 0 <= int(m.group(5)) <= 32:
+            return f"Value [{int(m.group(5))}] not in range [0,32]"
+        return None
+    # SubnetUtils6, as Kafka 4.4 words it (checked against it with kafka-acls)
+    address, _, prefix = host.partition("/")
+    try:
+        length = int(prefix)
+    except ValueError:
+        return f"Could not parse [{host}] - invalid prefix length"
+    if not 0 <= length <= 128:
+        return f"Could not parse [{host}] - prefix length must be between 0 and 128"
+    try:
+        parsed = ipaddress.IPv6Address(address)
+    except ValueError:
+        return f"Could not parse [{address}]"
+    if parsed.ipv4_mapped is not None:  # Java's InetAddress reads it as IPv4
+        return f"Could not parse [{address}] - not an IPv6 address"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _network(acl_host: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    if cidr_problem(acl_host) is not None:
+        return None
+    address, _, prefix = acl_host.partition("/")
+    return ipaddress.ip_network(f"{address.split('%', 1)[0]}/{int(prefix)}", strict=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def cidr_contains(acl_host: str, host: str) -> bool:
+    """Kafka's CidrUtils.isInRange: the client address inside the block (network and
+    broadcast addresses included); an address of the other family never is."""
+    net = _network(acl_host)
+    addr = _address(host)
+    return net is not None and addr is not None and addr.version == net.version \
+        and addr in net
 
 
 # -- settings -----------------------------------------------------------------------------
@@ -296,7 +368,7 @@ def _principal_matches(acl_principal: str, principal: str) -> bool:
 
 
 def _host_matches(acl_host: str, host: str) -> bool:
-    return acl_host in (WILDCARD, host)
+    return acl_host in (WILDCARD, host) or (is_cidr(acl_host) and cidr_contains(acl_host, host))
 
 
 def _op_matches(b: AclBinding, op: AclOperation) -> bool:

@@ -2,11 +2,16 @@
 
 `settings_for(cfg, listener)` resolves a listener's settings (`listener.name.<l>.ssl.X`
 over `ssl.X`), `server_context`/`client_context` build Python `ssl.SSLContext`s from them.
-Only PEM key and trust stores are read (`ssl.keystore.type=PEM`, `ssl.truststore.type=PEM`),
-inline (`ssl.keystore.certificate.chain` + `ssl.keystore.key`, `ssl.truststore.certificates`)
-or from files (`ssl.keystore.location`, a PEM file holding the key and its chain, with
-`ssl.key.password` for an encrypted key; `ssl.truststore.location`). JKS and PKCS12 stores
-are refused with a message: Python's ssl cannot read them.
+Key and trust stores are JKS (Kafka's default `ssl.keystore.type`/`ssl.truststore.type`),
+PKCS12 or PEM. JKS and PKCS12 files (`ssl.keystore.location` with `ssl.keystore.password`,
+`ssl.key.password` when the key's password differs; `ssl.truststore.location`, with
+`ssl.truststore.password` for the integrity check) are read by broker.security.keystores
+and handed to Python's ssl as PEM: trusted certificates in memory, the key through a 0600
+temporary file that holds it encrypted with a one-time password and is removed at once.
+PEM stores are inline (`ssl.keystore.certificate.chain` + `ssl.keystore.key`,
+`ssl.truststore.certificates`) or files (`ssl.keystore.location`, a PEM file holding the
+key and its chain, with `ssl.key.password` for an encrypted key; `ssl.truststore.location`).
+As in Kafka, a PEM store must say `ssl.keystore.type=PEM` (resp. truststore).
 
 Reload without restart (`ServerTls`): before each handshake on a listener, at most once a
 second, the keystore and truststore files are stat'ed; when one changed, a new context is
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import ssl
 import tempfile
 import time
@@ -179,11 +185,90 @@ def normalize_pem(text: str) -> str:
     return "".join(out)
 
 
+_STORE_TYPES = ("JKS", "PKCS12")
+
+
+def _store_type(s: SslSettings, attr: str, value: str) -> str:
+    """PEM, JKS or PKCS12 (Java's KeyStore types are case-insensitive)."""
+    upper = value.upper()
+    if upper not in ("PEM", *_STORE_TYPES):
+        raise _refuse(s, attr, value,
+                      f"Failed to load SSL keystore of type {value}: {value} not found "
+                      "(Skiff reads JKS, PKCS12 and PEM stores)")
+    return upper
+
+
+def _read_store(s: SslSettings, attr: str, path: str, store_type: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise _refuse(s, attr, path, f"Failed to load SSL keystore {path} of type "
+                      f"{store_type}: {e.strerror or e}") from None
+
+
+def _load_pem_key_file(ctx: ssl.SSLContext, pem: str, password: str | None) -> None:
+    """Python's ssl reads certificates and keys from files only: a private (0600) file that
+    lives for the duration of the call."""
+    fd, path = tempfile.mkstemp(prefix="skiff-keystore-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(pem)
+        ctx.load_cert_chain(path, password=password)
+    finally:
+        os.unlink(path)
+
+
+def _load_binary_keystore(s: SslSettings, ctx: ssl.SSLContext) -> None:
+    """A JKS or PKCS12 key store (Kafka's FileBasedStore), handed to ssl as PEM."""
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        Encoding,
+        PrivateFormat,
+        load_der_private_key,
+    )
+    from cryptography.x509 import load_der_x509_certificate
+
+    from broker.security.keystores import KeyStoreError, load_key_material
+
+    if s.keystore_key is not None:
+        raise _refuse(s, "keystore_key", "[hidden]",
+                      "SSL private key can be specified only for PEM, but key store type is "
+                      f"{s.keystore_type}.")
+    if s.keystore_certificate_chain is not None:
+        raise _refuse(s, "keystore_certificate_chain", "[hidden]",
+                      "SSL certificate chain is specified, but private key is not specified")
+    if s.keystore_location is None:
+        raise _refuse(s, "keystore_password", "[hidden]",
+                      "SSL key store is not specified, but key store password is specified.")
+    if s.keystore_password is None:
+        raise _refuse(s, "keystore_password", None,
+                      "SSL key store is specified, but key store password is not specified.")
+    path = s.keystore_location
+    data = _read_store(s, "keystore_location", path, s.keystore_type)
+    try:
+        material = load_key_material(data, path, s.keystore_type, s.keystore_password,
+                                     s.key_password)
+    except KeyStoreError as e:
+        raise _refuse(s, "keystore_location", path, str(e)) from None
+    # the key goes to the temporary file encrypted with a one-time password
+    once = secrets.token_urlsafe(24)
+    key = load_der_private_key(material.key_der, None)
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8,
+                            BestAvailableEncryption(once.encode())).decode()
+    pem += "".join(load_der_x509_certificate(c).public_bytes(Encoding.PEM).decode()
+                   for c in material.chain_der)
+    try:
+        _load_pem_key_file(ctx, pem, once)
+    except (ssl.SSLError, OSError) as e:
+        raise _refuse(s, "keystore_location", path,
+                      f"a usable private key and certificate chain ({e})") from None
+
+
 def _load_keystore(s: SslSettings, ctx: ssl.SSLContext) -> None:
-    if s.keystore_type.upper() != "PEM":
-        raise _refuse(s, "keystore_type", s.keystore_type,
-                      "PEM: Skiff reads PEM key stores only (convert a JKS/PKCS12 store with "
-                      "keytool/openssl and set ssl.keystore.type=PEM)")
+    if _store_type(s, "keystore_type", s.keystore_type) != "PEM":
+        _load_binary_keystore(s, ctx)
+        return
     if s.keystore_password is not None:
         raise _refuse(s, "keystore_password", "[hidden]",
                       "no key store password with PEM key stores (Kafka refuses it too): "
@@ -198,16 +283,8 @@ def _load_keystore(s: SslSettings, ctx: ssl.SSLContext) -> None:
             if not s.keystore_certificate_chain or not s.keystore_key:
                 raise _refuse(s, "keystore_key", "[hidden]",
                               "both ssl.keystore.certificate.chain and ssl.keystore.key")
-            # Python's ssl reads certificates and keys from files only: a private file that
-            # lives for the duration of the call.
-            fd, path = tempfile.mkstemp(prefix="skiff-keystore-", suffix=".pem")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(normalize_pem(s.keystore_key) +
-                            normalize_pem(s.keystore_certificate_chain))
-                ctx.load_cert_chain(path, password=password)
-            finally:
-                os.unlink(path)
+            _load_pem_key_file(ctx, normalize_pem(s.keystore_key) +
+                               normalize_pem(s.keystore_certificate_chain), password)
         else:
             assert s.keystore_location is not None
             ctx.load_cert_chain(s.keystore_location, password=password)
@@ -217,10 +294,32 @@ def _load_keystore(s: SslSettings, ctx: ssl.SSLContext) -> None:
                       what, f"a readable PEM private key and certificate chain ({e})") from None
 
 
+def _load_binary_truststore(s: SslSettings, ctx: ssl.SSLContext) -> None:
+    from broker.security.keystores import KeyStoreError, load_trusted_certs
+
+    if s.truststore_certificates is not None:
+        raise _refuse(s, "truststore_certificates", "[hidden]",
+                      "SSL trust store certs can be specified only for PEM, but trust store "
+                      f"type is {s.truststore_type}.")
+    if s.truststore_location is None:
+        raise _refuse(s, "truststore_password", "[hidden]",
+                      "SSL trust store is not specified, but trust store password is "
+                      "specified.")
+    path = s.truststore_location
+    data = _read_store(s, "truststore_location", path, s.truststore_type)
+    try:
+        certs = load_trusted_certs(data, path, s.truststore_type, s.truststore_password)
+        ctx.load_verify_locations(cadata=b"".join(certs))
+    except KeyStoreError as e:
+        raise _refuse(s, "truststore_location", path, str(e)) from None
+    except (ssl.SSLError, ValueError) as e:
+        raise _refuse(s, "truststore_location", path, f"usable certificates ({e})") from None
+
+
 def _load_truststore(s: SslSettings, ctx: ssl.SSLContext) -> None:
-    if s.truststore_type.upper() != "PEM":
-        raise _refuse(s, "truststore_type", s.truststore_type,
-                      "PEM: Skiff reads PEM trust stores only (set ssl.truststore.type=PEM)")
+    if _store_type(s, "truststore_type", s.truststore_type) != "PEM":
+        _load_binary_truststore(s, ctx)
+        return
     if s.truststore_password is not None:
         raise _refuse(s, "truststore_password", "[hidden]",
                       "no trust store password with PEM trust stores (Kafka refuses it too)")

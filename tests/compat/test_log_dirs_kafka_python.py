@@ -1,7 +1,11 @@
 """JBOD and ListConfigResources with a real client that has them: kafka-python 3.x's
 KafkaAdminClient.describe_log_dirs (Skiff offers DescribeLogDirs v5), alter_replica_log_dirs
 (AlterReplicaLogDirs v2) and list_config_resources (ListConfigResources v1), against a
-`skiff dev` node with two log dirs, while its KafkaProducer writes with acks=all."""
+`skiff dev` node with two log dirs, while its KafkaProducer writes with acks=all.
+
+The same node shows cordoned.log.dirs (KIP-1066) with Kafka 4.4's kafka-configs and
+kafka-features: refused below metadata.version 4.3-IV0, then new partitions avoid the
+cordoned directory and, all directories cordoned, topic creation fails as in Kafka."""
 
 from __future__ import annotations
 
@@ -23,8 +27,9 @@ WAIT_S = 60.0
 TOPIC = "jbod-kp"
 
 
-@pytest.fixture
-def jbod_node(tmp_path: Path) -> Iterator[tuple[SkiffNode, Path, Path]]:
+@pytest.fixture(scope="module")
+def jbod_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SkiffNode, Path, Path]]:
+    tmp_path = tmp_path_factory.mktemp("jbod")
     a, b = (tmp_path / "node" / "a").resolve(), (tmp_path / "node" / "b").resolve()
     node = SkiffNode(tmp_path / "node", config_env={"SKIFF_LOG_DIRS": f"{a},{b}"})
     node.start()
@@ -110,4 +115,71 @@ def test_describe_move_and_list_with_kafka_python(jbod_node: Any) -> None:
         assert TOPIC in listed["topic"] and listed["broker"] == ["1"]
         assert admin.list_config_resources(["TOPIC"]) == {"topic": sorted(listed["topic"])}
     finally:
+        admin.close()
+
+
+def test_cordoned_log_dirs_with_kafka_configs(jbod_node: Any) -> None:
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import InvalidReplicationFactorError
+
+    from tests.support.kafka_ref import tool
+
+    node, a, b = jbod_node
+    common = ["--bootstrap-server", node.bootstrap, "--entity-type", "brokers",
+              "--entity-name", "1", "--alter", "--add-config"]
+    gated = tool("kafka-configs", *common, f"cordoned.log.dirs={a}")
+    assert gated.returncode != 0
+    assert ("The cordoned.log.dirs configuration value cannot be set because it requires "
+            "metadata.version >= 4.3-IV0") in gated.stdout + gated.stderr
+    up = tool("kafka-features", "--bootstrap-server", node.bootstrap, "upgrade",
+              "--metadata", "4.3-IV0")
+    assert up.returncode == 0, up.stdout + up.stderr
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap,
+                             request_timeout_ms=int(WAIT_S * 1000))
+    try:
+        bad = tool("kafka-configs", *common, "cordoned.log.dirs=/nowhere")
+        assert bad.returncode != 0
+        assert ("InvalidRequestException: requirement failed: All entries in cordoned.log.dirs "
+                "must be present in log.dirs or log.dir. Missing entries : /nowhere"
+                ) in bad.stdout + bad.stderr
+        done = tool("kafka-configs", *common, f"cordoned.log.dirs={a}")
+        assert done.returncode == 0, done.stdout + done.stderr
+        [answer] = admin.describe_log_dirs(brokers=[1])
+        assert {d["log_dir"]: d["is_cordoned"] for d in answer["log_dirs"]} == {
+            str(a): True, str(b): False}
+        admin.create_topics([NewTopic("cordon-avoid", 4, 1)], timeout_ms=int(WAIT_S * 1000))
+        [answer] = admin.describe_log_dirs(brokers=[1])
+        placed = {p["partition_index"]: d["log_dir"] for d in answer["log_dirs"]
+                  for t in d["topics"] if t["name"] == "cordon-avoid" for p in t["partitions"]}
+        assert placed == {i: str(b) for i in range(4)}
+        moved = admin.alter_replica_log_dirs({("cordon-avoid", 0, 1): str(a)})
+        assert [e.errno for e in moved.values()] == [39]  # INVALID_REPLICA_ASSIGNMENT
+        # every directory cordoned: the controller learns it from the next heartbeat
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1",
+                                            configs={"cordoned.log.dirs": "*"})],
+                            raise_on_unknown=False)
+        deadline = time.monotonic() + WAIT_S
+        refused = None
+        n = 0
+        while refused is None and time.monotonic() < deadline:
+            n += 1
+            try:
+                admin.create_topics([NewTopic(f"cordon-all-{n}", 1, 1)],
+                                    timeout_ms=int(WAIT_S * 1000))
+            except InvalidReplicationFactorError as exc:
+                refused = exc
+            else:
+                time.sleep(0.3)
+        assert refused is not None
+        assert "Unable to replicate the partition 1 time(s): All brokers are currently " \
+               "fenced, or have all their log directories cordoned." in str(refused)
+        default = tool("kafka-configs", "--bootstrap-server", node.bootstrap, "--entity-type",
+                       "brokers", "--entity-default", "--alter", "--add-config",
+                       f"cordoned.log.dirs={a}")
+        assert ("InvalidRequestException: Cannot update these configs at default cluster "
+                "level, broker id must be specified: [cordoned.log.dirs]"
+                ) in default.stdout + default.stderr
+    finally:
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={
+            "cordoned.log.dirs": ("DELETE", None)})], raise_on_unknown=False)
         admin.close()

@@ -321,3 +321,47 @@ def test_create_acls_needs_alter_on_the_cluster(acl_node: str) -> None:
         "Cluster authorization failed" in str(refused.value)
     errors = _produce(acl_node, "mallory", "secret", [b"x"])
     assert errors[0] is not None
+
+
+def test_cidr_host_patterns_with_kafka_acls(acl_cluster: Cluster, tmp_path: Any) -> None:
+    """KIP-1276 with Kafka 4.4's kafka-acls and kafka-features: at the default
+    metadata.version (4.1-IV1) a CIDR host is refused with Kafka's UNSUPPORTED_VERSION
+    message; after `kafka-features upgrade --metadata 4.4-IV1` an invalid block is refused
+    with Kafka's INVALID_REQUEST message, and mallory, writing from 127.0.0.1, may write
+    where 127.0.0.0/8 is allowed and not where 10.0.0.0/8 is."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.kafka_ref import tool
+
+    bootstrap = acl_cluster.bootstrap_servers
+    admin_props = tmp_path / "admin.properties"
+    admin_props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+        f'{PLAIN} required username="admin" password="admin-secret";\n')
+    common = ["--bootstrap-server", bootstrap, "--command-config", str(admin_props)]
+
+    def acls(topic: str, host: str) -> Any:
+        return tool("kafka-acls", *common, "--add", "--allow-principal", "User:mallory",
+                    "--allow-host", host, "--operation", "Write", "--topic", topic)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, **conf("admin")})
+    for f in admin.create_topics([NewTopic(t, 1, 2) for t in ("cidr-in", "cidr-out")]).values():
+        f.result(30)
+    gated = acls("cidr-in", "127.0.0.0/8")
+    assert "CIDR-based ACL host patterns require metadata version 4.4-IV1 or higher." in \
+        gated.stdout + gated.stderr
+    up = tool("kafka-features", *common, "upgrade", "--metadata", "4.4-IV1")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "metadata.version was upgraded" in up.stdout, up.stdout
+    invalid = acls("cidr-in", "127.0.0.0/33")
+    assert "Invalid CIDR notation '127.0.0.0/33': Value [33] not in range [0,32]" in \
+        invalid.stdout + invalid.stderr
+    for topic, host in (("cidr-in", "127.0.0.0/8"), ("cidr-out", "10.0.0.0/8")):
+        added = acls(topic, host)
+        assert added.returncode == 0 and f"host={host}" in added.stdout, added.stdout
+    listed = tool("kafka-acls", *common, "--list", "--topic", "cidr-out")
+    assert "(principal=User:mallory, host=10.0.0.0/8, operation=WRITE, " \
+           "permissionType=ALLOW)" in listed.stdout
+    assert _produce(bootstrap, "mallory", "cidr-in", [b"inside"]) == [None]
+    refused = _produce(bootstrap, "mallory", "cidr-out", [b"outside"])
+    assert refused[0] is not None and "TOPIC_AUTHORIZATION_FAILED" in str(refused[0])

@@ -157,7 +157,7 @@ def test_rolling_restart_then_feature_upgrade(tmp_path: Any) -> None:
                        f"controller {n.node_id}'s ApiVersions with {want}")
         resp = asyncio.run(_api_versions(node.host, node.client_port))
         assert {f.name: (int(f.min_version), int(f.max_version))
-                for f in resp.supported_features}["metadata.version"] == (21, 27)
+                for f in resp.supported_features}["metadata.version"] == (21, 33)
         traffic.send()
         p = skiff(c, broker, "features", "downgrade", "--metadata", "4.0", "--unsafe")
         assert p.returncode != 0 and "Unsafe metadata downgrade is not supported" in p.stderr

@@ -96,3 +96,55 @@ def add_server_certificate(pki: Pki, name: str, san: str) -> str:
     "IP:10.213.0.11"); returns the path of its PEM (the key is `<name>.key` beside it)."""
     _leaf(pki.dir, name, SERVER_SUBJECT, san=san)
     return pki.path(f"{name}.pem")
+
+
+def _keytool(*args: str, cwd: Path) -> None:
+    # a short-lived JVM: C1 only and the serial collector halve keytool's start-up CPU
+    subprocess.run(["keytool", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", *args],
+                   cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@dataclass(frozen=True)
+class JavaStores:
+    """keytool-made stores of one PKI: `<name>.jks` / `<name>.p12` key stores (alias
+    `<name>`), `truststore.jks` / `truststore.p12` trusting the CA."""
+
+    dir: Path
+    store_password: str = "store-secret"
+    key_password: str = "key-secret"  # the JKS key entries' (PKCS12 keys use the store's)
+    trust_password: str = "trust-secret"
+
+    def keystore(self, name: str, store_type: str) -> str:
+        return str(self.dir / f"{name}.{'jks' if store_type == 'JKS' else 'p12'}")
+
+    def truststore(self, store_type: str) -> str:
+        return str(self.dir / f"truststore.{'jks' if store_type == 'JKS' else 'p12'}")
+
+
+def make_java_stores(pki: Pki, names: tuple[str, ...] = ("server", "alice")) -> JavaStores:
+    """JKS and PKCS12 key stores for `names` and trust stores for the CA, as an operator
+    makes them with keytool (Java 17): openssl bundles each PEM key and certificate once,
+    keytool imports that into a fresh JKS store (key password distinct from the store's)
+    and a fresh PKCS12 store (keytool's own encryption and MAC)."""
+    stores = JavaStores(pki.dir / "java-stores")
+    d = stores.dir
+    d.mkdir(exist_ok=True)
+    sp, kp = stores.store_password, stores.key_password
+    for name in names:
+        bundle = d / f"{name}-openssl.p12"
+        _run("pkcs12", "-export", "-in", pki.path(f"{name}.pem"), "-inkey",
+             pki.path(f"{name}.key"), "-certfile", pki.ca, "-name", name,
+             "-passout", "pass:bundle", "-out", str(bundle), cwd=pki.dir)
+        common = ["-importkeystore", "-noprompt", "-srckeystore", str(bundle),
+                  "-srcstoretype", "PKCS12", "-srcstorepass", "bundle", "-srcalias", name,
+                  "-deststorepass", sp]
+        _keytool(*common, "-destkeystore", stores.keystore(name, "JKS"),
+                 "-deststoretype", "JKS", "-destkeypass", kp, cwd=d)
+        _keytool(*common, "-destkeystore", stores.keystore(name, "PKCS12"),
+                 "-deststoretype", "PKCS12", cwd=d)
+        bundle.unlink()
+    for store_type in ("JKS", "PKCS12"):
+        _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", pki.ca, "-keystore",
+                 stores.truststore(store_type), "-storetype", store_type,
+                 "-storepass", stores.trust_password, cwd=d)
+    return stores

@@ -461,3 +461,14 @@ def test_min_api_versions_choices():
     assert bc({**base, "skiff.min.api.versions": "kafka4"})["skiff.min.api.versions"] == "kafka4"
     with pytest.raises(ConfigError, match="kafka3, kafka4"):
         bc({**base, "skiff.min.api.versions": "kafka2"})
+
+
+def test_cordoned_log_dirs_must_name_log_dirs() -> None:
+    """KIP-1066: Kafka's KafkaConfig.validateCordonedLogDirs, at startup."""
+    assert cfg(**{"cordoned.log.dirs": "/tmp/skiff-b"})["cordoned.log.dirs"] == ["/tmp/skiff-b"]
+    assert cfg(**{"cordoned.log.dirs": "*"})["cordoned.log.dirs"] == ["*"]
+    with pytest.raises(ConfigError, match=r"When cordoned\.log\.dirs is set to \*, it must "
+                                          r"not contain other values"):
+        cfg(**{"cordoned.log.dirs": "*,/tmp/skiff-a"})
+    with pytest.raises(ConfigError, match="Missing entries : /tmp/elsewhere"):
+        cfg(**{"cordoned.log.dirs": "/tmp/skiff-a,/tmp/elsewhere"})

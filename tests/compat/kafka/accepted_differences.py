@@ -73,9 +73,10 @@ _API_VERSIONS: list[Accepted] = [
                "client telemetry (KIP-714): Kafka 4.4 advertises it only with a "
                "ClientTelemetry metrics reporter configured") for k in (71, 72)],
     Accepted("api_versions", "supported_features[name=metadata.version].*",
-             "Skiff's metadata.version range is 3.9-IV0..4.1-IV1 (21-27), Kafka 4.4's 7-33"),
+             "Skiff's metadata.version range is 3.9-IV0..4.4-IV2 (21-33), Kafka 4.4's 7-33"),
     Accepted("api_versions", "finalized_features[name=metadata.version].*",
-             "a new Skiff cluster finalizes its newest metadata.version (27), Kafka 4.4 its (33)"),
+             "a new Skiff cluster finalizes its default metadata.version (27, 4.1-IV1), "
+             "Kafka 4.4 its newest (33)"),
     *[Accepted("api_versions", f"{part}[name={f}] (missing in Skiff)",
                f"{f}: a feature Skiff does not implement (share groups, Streams groups, "
                "eligible leader replicas)")
@@ -118,7 +119,7 @@ _BROKER_ONLY_IN_KAFKA = {
         "add.partitions.to.txn.retry.backoff.*", "alter.log.dirs.replication.quota.window.*",
         "replication.quota.window.*", "broker.id", "connection.failed.authentication.delay.ms",
         "controller.quorum.auto.join.enable", "controller.quorum.fetch.max.bytes",
-        "cordoned.log.dirs", "early.start.listeners", "errors.deadletterqueue.*",
+        "early.start.listeners", "errors.deadletterqueue.*",
         "log.cleaner.io.max.bytes.per.second", "log.dir.failure.timeout.ms",
         "log.flush.start.offset.checkpoint.interval.ms", "max.decompressed.message.bytes",
         "offsets.topic.compression.codec", "transaction.two.phase.commit.enable",

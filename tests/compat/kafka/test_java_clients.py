@@ -1,4 +1,5 @@
-"""The Apache Kafka 4.4 Java client against Skiff, over four listeners.
+"""The Apache Kafka 4.4 Java client against Skiff, over four listeners (and two more for
+key and trust stores in Java's formats).
 
 One combined Skiff node for the module serves four client listeners: PLAINTEXT, MTLS (SSL
 with ssl.client.auth=required), SCRAM (SASL_SSL, SCRAM-SHA-512, users written at format
@@ -17,11 +18,19 @@ sendOffsetsToTransaction), fencing by a second producer with the same transactio
 read_committed and the last stable offset; classic groups with the range and
 cooperative-sticky assignors, static membership, group.protocol=consumer (KIP-848); seek,
 offsetsForTimes, beginningOffsets, endOffsets.
+
+The same node serves two more mTLS listeners whose key and trust stores are keytool-made
+files: JKS (Kafka's default ssl.keystore.type, with a key password of its own) and PKCS12.
+The Java client connects to each with client stores of the same format, confluent-kafka and
+kafka-python with PEM files; a wrong store password stops a node's startup with Kafka's
+message.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +41,7 @@ import pytest
 
 from tests.support.cluster import Cluster, free_ports
 from tests.support.kafka_ref import KafkaNode, run_program
-from tests.support.tls import Pki, have_openssl, make_pki
+from tests.support.tls import JavaStores, Pki, have_openssl, make_java_stores, make_pki
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -43,6 +52,7 @@ PROGRAM = "skiff.compat.clients.ClientCases"
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 LISTENERS = ["PLAINTEXT", "MTLS", "SCRAM", "SASLPLAIN"]
+STORE_LISTENERS = {"JKS": "JKS", "P12": "PKCS12"}  # listener -> its stores' type
 REFERENCE = "KAFKA_4_4"
 CASES = ["acks", "idempotence", "codecs", "headers", "timestamps", "max_message",
          "transactions", "fencing", "read_committed", "group_range", "group_cooperative",
@@ -93,19 +103,45 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture(scope="module")
-def skiff_four_listeners(tmp_path_factory: pytest.TempPathFactory,
-                         pki: Pki) -> Iterator[dict[str, str]]:
-    """One combined Skiff node with the four client listeners; yields listener -> address."""
+def java_stores(pki: Pki) -> JavaStores:
+    return make_java_stores(pki)
+
+
+def _store_listener_config(stores: JavaStores) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, store_type in STORE_LISTENERS.items():
+        pre = f"listener.name.{name.lower()}."
+        out.update({
+            pre + "ssl.keystore.type": store_type,
+            pre + "ssl.keystore.location": stores.keystore("server", store_type),
+            pre + "ssl.keystore.password": stores.store_password,
+            pre + "ssl.truststore.type": store_type,
+            pre + "ssl.truststore.location": stores.truststore(store_type),
+            pre + "ssl.truststore.password": stores.trust_password,
+            pre + "ssl.client.auth": "required",
+        })
+        if store_type == "JKS":
+            out[pre + "ssl.key.password"] = stores.key_password
+    return out
+
+
+@pytest.fixture(scope="module")
+def skiff_node(tmp_path_factory: pytest.TempPathFactory, pki: Pki,
+               java_stores: JavaStores) -> Iterator[tuple[Cluster, dict[str, str]]]:
+    """One combined Skiff node with the four client listeners and the two store listeners;
+    yields the cluster and listener -> address."""
     cluster = Cluster(tmp_path_factory.mktemp("java-clients-node"), controllers=1, brokers=0,
                       combined=True, add_scram=["SCRAM-SHA-512=[name=alice,password=alice-secret]"],
                       overrides={
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL,SCRAM:SASL_SSL,"
-                                          "SASLPLAIN:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+                                          "SASLPLAIN:SASL_PLAINTEXT,JKS:SSL,P12:SSL,"
+                                          "CONTROLLER:PLAINTEXT",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": pki.keystore("server"),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": pki.ca,
         "listener.name.mtls.ssl.client.auth": "required",
+        **_store_listener_config(java_stores),
         "listener.name.scram.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.scram.scram-sha-512.sasl.jaas.config": f"{SCRAM} required;",
         "listener.name.saslplain.sasl.enabled.mechanisms": "PLAIN",
@@ -117,18 +153,24 @@ def skiff_four_listeners(tmp_path_factory: pytest.TempPathFactory,
         "transaction.state.log.min.isr": "1",
     })
     node = cluster.nodes[1]
-    ports = dict(zip(LISTENERS[1:], free_ports(3), strict=True))
+    names = [*LISTENERS, *STORE_LISTENERS]
+    ports = dict(zip(names[1:], free_ports(len(names) - 1), strict=True))
     ports["PLAINTEXT"] = node.client_port or 0
-    client = ",".join(f"{name}://127.0.0.1:{ports[name]}" for name in LISTENERS)
+    client = ",".join(f"{name}://127.0.0.1:{ports[name]}" for name in names)
     cluster.node_overrides[1] = {
         "listeners": f"{client},CONTROLLER://127.0.0.1:{node.controller_port}",
         "advertised.listeners": client,
     }
     try:
         cluster.start(timeout=START_TIMEOUT_S)
-        yield {name: f"127.0.0.1:{ports[name]}" for name in LISTENERS}
+        yield cluster, {name: f"127.0.0.1:{ports[name]}" for name in names}
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def skiff_four_listeners(skiff_node: tuple[Cluster, dict[str, str]]) -> dict[str, str]:
+    return {name: addr for name, addr in skiff_node[1].items() if name in LISTENERS}
 
 
 @pytest.fixture(scope="module")
@@ -368,3 +410,111 @@ def test_offsets_seek_and_times(request: pytest.FixtureRequest, listener: str) -
     assert r["after_seek_5"][0]["o"] == 5 and r["after_seek_5"][0]["v"] == "v5"
     assert r["position_end"] == 10 and r["position_beginning"] == 0
     assert r["beginning_after_delete"] == 3 and r["position_beginning_after_delete"] == 3
+
+
+# ---- JKS and PKCS12 key and trust stores ----------------------------------------------
+
+def _java_store_properties(address: str, stores: JavaStores, store_type: str) -> dict[str, str]:
+    props = {"bootstrap.servers": address, "security.protocol": "SSL",
+             "ssl.keystore.type": store_type,
+             "ssl.keystore.location": stores.keystore("alice", store_type),
+             "ssl.keystore.password": stores.store_password,
+             "ssl.truststore.type": store_type,
+             "ssl.truststore.location": stores.truststore(store_type),
+             "ssl.truststore.password": stores.trust_password}
+    if store_type == "JKS":
+        props["ssl.key.password"] = stores.key_password
+    return props
+
+
+def test_java_client_with_jks_and_pkcs12_stores(
+        skiff_node: tuple[Cluster, dict[str, str]], java_stores: JavaStores,
+        tmp_path: Path) -> None:
+    """The Java client authenticates with its own JKS / PKCS12 store to listeners whose key
+    and trust stores are JKS / PKCS12; without a client certificate it is refused."""
+    addresses = skiff_node[1]
+    args = []
+    for name, store_type in STORE_LISTENERS.items():
+        props = _java_store_properties(addresses[name], java_stores, store_type)
+        # refused: under TLS 1.3 the client may only see the connection close, and retry
+        # until its API timeout, so that timeout is short
+        no_cert = {k: v for k, v in props.items() if not k.startswith("ssl.key")}
+        no_cert.update({"default.api.timeout.ms": "4000", "request.timeout.ms": "2000"})
+        for case, p in ((name.lower(), props), (f"{name.lower()}-nocert", no_cert)):
+            path = tmp_path / f"{case}.properties"
+            path.write_text("".join(f"{k}={v}\n" for k, v in p.items()))
+            args.append(f"{case}={path}")
+    proc = run_program("skiff.compat.tls.StoreClients", *args, timeout=240)
+    (tmp_path / "java.stdout").write_text(proc.stdout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = {r["name"]: r for r in map(json.loads, (x for x in proc.stdout.splitlines()
+                                                  if x.startswith("{")))}
+    for name in STORE_LISTENERS:
+        ok = out[name.lower()]
+        assert ok["status"] == "ok", ok
+        assert ok["consumed"] == ok["produced"] == [f"{name.lower()}-{i}" for i in range(20)]
+        refused = out[f"{name.lower()}-nocert"]
+        assert refused["status"] in ("SslAuthenticationException", "TimeoutException"), refused
+
+
+def test_python_clients_with_pem_on_store_listeners(
+        skiff_node: tuple[Cluster, dict[str, str]], pki: Pki) -> None:
+    """PEM client certificates (confluent-kafka, kafka-python) against the JKS and PKCS12
+    backed listeners: the server's store format is invisible to clients."""
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer, TopicPartition
+
+    for name in STORE_LISTENERS:
+        topic = f"stores-pem-{name.lower()}"
+        address = skiff_node[1][name]
+        producer = Producer({"bootstrap.servers": address, "security.protocol": "ssl",
+                             "ssl.ca.location": pki.ca,
+                             "ssl.certificate.location": pki.path("bob.pem"),
+                             "ssl.key.location": pki.path("bob.key"), "log_level": 0})
+        for i in range(10):
+            producer.produce(topic, f"{name}-{i}".encode())
+        assert producer.flush(30) == 0
+        consumer = KafkaConsumer(bootstrap_servers=address, security_protocol="SSL",
+                                 ssl_cafile=pki.ca, ssl_certfile=pki.path("alice.pem"),
+                                 ssl_keyfile=pki.path("alice.key"), consumer_timeout_ms=10000,
+                                 enable_auto_commit=False)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            consumer.seek_to_beginning()
+            got = [m.value.decode() for _, m in zip(range(10), consumer, strict=False)]
+        finally:
+            consumer.close()
+        assert got == [f"{name}-{i}" for i in range(10)]
+
+
+BAD_STORES = [
+    ("listener.name.jks.ssl.keystore.password", "wrong",
+     "Failed to load SSL keystore {jks} of type JKS: keystore password was incorrect"),
+    ("listener.name.jks.ssl.key.password", "wrong", "Cannot recover key"),
+    ("listener.name.p12.ssl.truststore.password", "wrong",
+     "Failed to load SSL keystore {p12trust} of type PKCS12: keystore password was incorrect"),
+]
+
+
+def test_bad_store_stops_startup(skiff_node: tuple[Cluster, dict[str, str]],
+                                 java_stores: JavaStores) -> None:
+    """The node's own file with one store password wrong: the startup check (check_tls)
+    names the store and Java's reason for each; `skiff server start` runs once with the
+    first and exits 1 before serving (the running node is untouched)."""
+    from broker.config import ConfigError, load_config
+    from broker.security.tls import check_tls
+
+    config = skiff_node[0].nodes[1].config_path
+    paths = {"jks": java_stores.keystore("server", "JKS"),
+             "p12trust": java_stores.truststore("PKCS12")}
+    for key, value, message in BAD_STORES:
+        with pytest.raises(ConfigError) as refused:
+            check_tls(load_config(str(config), [f"{key}={value}"], {}))
+        assert message.format(**paths) in str(refused.value)
+        assert f"listener.name.{key.split('.')[2]}.ssl." in str(refused.value)
+    key, value, message = BAD_STORES[0]
+    proc = subprocess.run([sys.executable, "-m", "broker.cli.main", "server", "start",
+                           str(config), "--override", f"{key}={value}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert message.format(**paths) in proc.stderr

@@ -59,7 +59,7 @@ def test_describe_then_upgrade_and_refusals(tmp_path: Path) -> None:
     assert sorted(by_name) == ["group.version", "kraft.version", "metadata.version",
                                "transaction.version"]
     mv = by_name["metadata.version"]
-    assert (mv.supported_min_version, mv.supported_max_version) == (21, 27)
+    assert (mv.supported_min_version, mv.supported_max_version) == (21, 33)
     assert (mv.finalized_version_level, mv.finalized_version_name) == (25, "4.0-IV3")
     assert by_name["kraft.version"].finalized_version_level == 0
     assert before.finalized_features_epoch >= 0 and before.node_id == 1

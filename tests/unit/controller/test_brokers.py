@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from conftest import Harness
@@ -603,3 +604,45 @@ def test_one_broker_is_fenced_per_tick():
         h.controller.heartbeat_received(h.image, b, h.image.brokers[b].epoch, SESSION + 3050)
     assert h.controller.tick(h.image, SESSION + 3100) == []
     assert not h.image.brokers[1].fenced and not h.image.brokers[2].fenced
+
+
+def test_cordoned_log_dirs_from_heartbeats_steer_placement():
+    """KIP-1066: heartbeats carry the cordoned directories from metadata.version 4.3-IV0 on;
+    a broker whose every directory is cordoned gets no new replica, and when that leaves
+    too few brokers CreateTopics is INVALID_REPLICATION_FACTOR with Kafka's words."""
+    from broker.metadata.features import MV_4_2_IV1, MV_4_3_IV0
+    from broker.metadata.snapshot import decode_snapshot, encode_snapshot
+
+    dirs = {b: (uuid.UUID(int=100 + 2 * b), uuid.UUID(int=101 + 2 * b)) for b in (1, 2)}
+    for level, gated in ((MV_4_2_IV1, True), (MV_4_3_IV0, False)):
+        img = apply_records(MetadataImage.empty(CID), [
+            rec.feature_level_record("metadata.version", level)], 0, 1)
+        h = Harness(img, broker_session_timeout_ms=SESSION)
+        for b in (1, 2):
+            req = reg_req(b, features=[("metadata.version", 21, 33)])
+            req = dataclasses.replace(req, log_dirs=dirs[b])
+            assert h.commit(h.controller.register_broker(h.image, req, 0)).error is E.none
+            assert hb(h, b, 0).is_fenced is False
+        # broker 1 cordons one directory, then both; None (not caught up) changes nothing
+        hb(h, 1, 10, cordoned_log_dirs=[dirs[1][0]])
+        hb(h, 2, 10, cordoned_log_dirs=None)
+        want = frozenset() if gated else frozenset({dirs[1][0]})
+        assert h.image.brokers[1].cordoned_log_dirs == want
+        assert h.image.brokers[1].has_uncordoned_dirs
+        hb(h, 1, 20, cordoned_log_dirs=list(dirs[1]))
+        if gated:
+            assert h.image.brokers[1].cordoned_log_dirs == frozenset()
+            topic(h, "both", 4, 2)
+            continue
+        assert not h.image.brokers[1].has_uncordoned_dirs
+        t = topic(h, "only-2", 4, 1)
+        assert {r for p in t.partitions.values() for r in p.replicas} == {2}
+        [r] = h.controller.create_topics(h.image, [CreatableTopic("rf2", 1, 2)]).response
+        assert r.error is E.invalid_replication_factor
+        assert "cannot be reached because only 1 broker(s) are registered or some brokers " \
+               "have all their log directories cordoned" in (r.message or "")
+        # the registration keeps its cordoned dirs through a snapshot
+        again = decode_snapshot(encode_snapshot(h.image))
+        assert again.brokers[1].cordoned_log_dirs == frozenset(dirs[1])
+        hb(h, 1, 30, cordoned_log_dirs=[])
+        assert h.image.brokers[1].has_uncordoned_dirs

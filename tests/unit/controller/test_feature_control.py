@@ -84,8 +84,8 @@ def test_metadata_version_rules(harness) -> None:
     for level in (0, 20):
         _, _, out = run(harness, img, ("metadata.version", level, SAFE))
         assert out.error.error is E.invalid_update_version
-    _, _, out = run(harness, img, ("metadata.version", 28, UP))
-    assert "Local controller 3000 only supports versions 21-27" in (out.error.message or "")
+    _, _, out = run(harness, img, ("metadata.version", 34, UP))
+    assert "Local controller 3000 only supports versions 21-33" in (out.error.message or "")
 
 
 def test_dependencies_use_the_levels_the_request_leaves(harness) -> None:

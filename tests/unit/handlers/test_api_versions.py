@@ -138,10 +138,10 @@ def test_supported_and_finalized_features(version: int) -> None:
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     # KIP-1022: before v4 a range from 0 is left out, as Kafka 4.4 answers a v3 request
     if version < 4:
-        assert supported == {"metadata.version": (21, 27)}
+        assert supported == {"metadata.version": (21, 33)}
     else:
         assert supported == {"group.version": (0, 1), "kraft.version": (0, 1),
-                             "metadata.version": (21, 27), "transaction.version": (0, 2)}
+                             "metadata.version": (21, 33), "transaction.version": (0, 2)}
     assert {f.name: f.max_version_level for f in resp.finalized_features} == {
         "kraft.version": 1, "metadata.version": 25, "transaction.version": 2}
     assert resp.finalized_features_epoch == node.metadata.offset

@@ -45,7 +45,7 @@ def test_bootstrap_levels_refusals() -> None:
 
 def test_supported_features_sorted_with_kafka_ranges() -> None:
     assert F.supported_features() == (
-        ("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 21, 27),
+        ("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 21, 33),
         ("transaction.version", 0, 2))
 
 

@@ -211,3 +211,18 @@ def test_property_prefix_matching(prefix: str, name: str, principal: str) -> Non
     assert got == name.startswith(prefix)
     # the MATCH filter names the same ACLs the decision used
     assert AclFilter(R.TOPIC, name, T.MATCH).matches(rule) == name.startswith(prefix)
+
+
+def test_cidr_hosts_match_the_client_address() -> None:
+    """KIP-1276: IPv4 and IPv6 blocks, ends included, the other family never."""
+    allow = [acl(host="10.0.0.0/8"), acl(host="2001:db8::/32", name="v6")]
+    assert ok(allow, host="10.255.255.255") and ok(allow, host="10.0.0.0")
+    assert not ok(allow, host="11.0.0.1") and not ok(allow, host="::ffff:10.0.0.1")
+    assert ok(allow, name="v6", host="2001:db8:1::7")
+    assert not ok(allow, name="v6", host="2001:db9::1") and not ok(allow, name="v6",
+                                                                    host="10.0.0.1")
+    # a DENY block wins over an ALLOW of everyone
+    deny = [acl(host="*"), acl(host="192.168.0.0/16", perm=P.DENY)]
+    assert ok(deny, host="10.0.0.1") and not ok(deny, host="192.168.3.4")
+    # a host that is not an address (never for a TCP client) matches no block
+    assert not ok(allow, host="localhost")

@@ -68,10 +68,26 @@ def test_tls_listener_needs_a_keystore() -> None:
         check_tls(_cfg())
 
 
-def test_jks_is_refused_with_a_hint(pki: Pki) -> None:
-    cfg = _cfg(**{"ssl.keystore.location": "/x.jks"})
-    with pytest.raises(ConfigError, match=re.escape("ssl.keystore.type=PEM")):
+def test_default_store_type_is_jks_as_in_kafka(pki: Pki) -> None:
+    """Without ssl.keystore.type the store is JKS (Kafka's default): a PEM file there needs
+    the type said, and first a password, as Kafka asks."""
+    cfg = _cfg(**{"ssl.keystore.location": pki.keystore("server")})
+    with pytest.raises(ConfigError, match=re.escape(
+            "SSL key store is specified, but key store password is not specified.")):
         check_tls(cfg)
+    cfg = _cfg(**{"ssl.keystore.location": pki.keystore("server"),
+                  "ssl.keystore.password": "x"})
+    with pytest.raises(ConfigError, match=re.escape(
+            f"Failed to load SSL keystore {pki.keystore('server')} of type JKS")):
+        check_tls(cfg)
+
+
+def test_inline_pem_needs_the_pem_type(pki: Pki) -> None:
+    s = SslSettings("L", keystore_certificate_chain=Path(pki.path("server.pem")).read_text(),
+                    keystore_key=Path(pki.path("server.key")).read_text())
+    with pytest.raises(ConfigError, match=re.escape(
+            "SSL private key can be specified only for PEM, but key store type is JKS.")):
+        server_context(s)
 
 
 def test_keystore_password_with_pem_refused(pki: Pki) -> None:

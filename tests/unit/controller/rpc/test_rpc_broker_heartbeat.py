@@ -1,8 +1,11 @@
+import uuid
+from typing import Any
+
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import BrokerHeartbeatRequest
 from broker.controller.rpc import broker_heartbeat as rpc
-from tests.unit.controller.rpc.rpc_support import ControllerNode, call, run
+from tests.unit.controller.rpc.rpc_support import ControllerNode, call, over_the_wire, run
 
 
 def test_heartbeat_unfences_a_caught_up_broker_and_answers_over_the_wire() -> None:
@@ -52,3 +55,34 @@ def test_not_controller() -> None:
     resp = run(call(rpc, node, rpc.request(BrokerHeartbeatRequest(2, 1, 0))))
     assert rpc.error_code_of(resp) is ErrorCode.not_controller
     assert rpc.reply_of(resp).error is ErrorCode.not_controller
+
+
+def test_v1_heartbeats_of_the_previous_build_are_served() -> None:
+    """A rolling upgrade: a broker still sending v1 (no cordoned_log_dirs) is answered in v1."""
+    from kio.schema.broker_heartbeat.v1 import request as v1
+
+    async def go() -> None:
+        node = ControllerNode()
+        epoch = await node.add_broker(2)
+        old: Any = v1
+        wire = over_the_wire(old.BrokerHeartbeatRequest(
+            broker_id=2, broker_epoch=epoch, current_metadata_offset=node.metadata.offset,
+            want_fence=False, want_shut_down=False), rpc.API_KEY, 1, response=False)
+        answer = over_the_wire(await rpc.handle(node, None, wire), rpc.API_KEY, 1,
+                               response=True)
+        assert answer.error_code is ErrorCode.none and not answer.is_fenced
+    run(go())
+
+
+def test_cordoned_dirs_are_carried() -> None:
+    async def go() -> None:
+        node = ControllerNode()
+        epoch = await node.add_broker(2)
+        wire = rpc.request(BrokerHeartbeatRequest(2, epoch, node.metadata.offset,
+                                                  cordoned_log_dirs=[uuid.UUID(int=7)]))
+        assert rpc.parse(over_the_wire(wire, rpc.API_KEY, rpc.VERSION, response=False)
+                         ).cordoned_log_dirs == (uuid.UUID(int=7),)
+        unknown = rpc.request(BrokerHeartbeatRequest(2, epoch, node.metadata.offset))
+        assert rpc.parse(over_the_wire(unknown, rpc.API_KEY, rpc.VERSION, response=False)
+                         ).cordoned_log_dirs is None
+    run(go())
