@@ -410,9 +410,16 @@ def test_promtool_accepts_every_family() -> None:
 def test_controller_operations_timed_while_queued_and_running() -> None:
     import asyncio
 
+    from broker.config import build_config
     from broker.controller.service import ControllerService
 
-    service = ControllerService(None, None, None, lambda: 0)  # type: ignore[arg-type]
+    cfg = build_config({"process.roles": "controller", "node.id": "1",
+                        "controller.quorum.voters": "1@127.0.0.1:19093",
+                        "listeners": "CONTROLLER://127.0.0.1:19093",
+                        "controller.listener.names": "CONTROLLER",
+                        "log.dirs": "/nonexistent/skiff"}, warn=lambda m: None)
+    controller = SimpleNamespace(settings=SimpleNamespace(node_config=cfg))
+    service = ControllerService(controller, None, None, lambda: 0)  # type: ignore[arg-type]
 
     async def op(hold_s: float) -> None:
         async with service._timed_lock():
