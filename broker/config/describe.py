@@ -147,6 +147,23 @@ def describe_topic_configs(
     return out
 
 
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key whose value falls back to
+# coarser keys lists them after itself (log.retention.ms: DEFAULT_CONFIG log.retention.hours).
+_BROKER_SYNONYM_CHAINS = (
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+)
+
+
+def _broker_synonyms(name: str) -> tuple[str, ...]:
+    for chain in _BROKER_SYNONYM_CHAINS:
+        if name in chain:
+            return tuple(k for k in chain[chain.index(name):] if k in BROKER_CONFIGS)
+    return (name,)
+
+
 def describe_broker_configs(
     cfg: NodeConfig, names: Iterable[str] | None = None, include_synonyms: bool = False,
     dynamic_broker: Mapping[str, str] | None = None,
@@ -161,17 +178,18 @@ def describe_broker_configs(
         layers = ((ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic_broker or {}),
                   (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
                   (ConfigSource.STATIC_BROKER_CONFIG, cfg.originals))
-        for src, layer in layers:
-            if name in layer:
-                synonyms.append(ConfigSynonym(name, format_value(d.type, d.parse(layer[name])),
-                                              src))
-        if d.default is not None and name not in NO_KAFKA_DEFAULT:
-            synonyms.append(ConfigSynonym(name, format_value(d.type, d.default),
-                                          ConfigSource.DEFAULT_CONFIG))
-        if synonyms:
-            value, source = synonyms[0].value, synonyms[0].source
-        else:
-            value, source = None, ConfigSource.DEFAULT_CONFIG
+        for key in _broker_synonyms(name):
+            kd = BROKER_CONFIGS[key]
+            for src, layer in layers:
+                if key in layer:
+                    synonyms.append(ConfigSynonym(
+                        key, format_value(kd.type, kd.parse(layer[key])), src))
+            if kd.default is not None and key not in NO_KAFKA_DEFAULT:
+                synonyms.append(ConfigSynonym(key, format_value(kd.type, kd.default),
+                                              ConfigSource.DEFAULT_CONFIG))
+        own = [s for s in synonyms if s.name == name]
+        value = own[0].value if own else None
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         if d.sensitive:
             value = None
         out.append(ConfigEntry(name, value, source, REPORTED_TYPES.get(name, d.type),

@@ -419,6 +419,26 @@ def test_describe_broker_configs():
     assert entries["advertised.listeners"].value is None
 
 
+def test_broker_config_synonyms_fall_back_as_kafkas_do():
+    """kafka-configs --describe --all against Kafka 4.4 after --entity-default
+    log.retention.ms=7200000: synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=7200000,
+    DEFAULT_CONFIG:log.retention.hours=168}; the hours key alone lists only itself."""
+    c = cfg()
+    entries = {e.name: e for e in describe_broker_configs(
+        c, ["log.retention.ms", "log.retention.hours"], include_synonyms=True,
+        dynamic_default={"log.retention.ms": "7200000"})}
+    ms = entries["log.retention.ms"]
+    assert (ms.value, ms.source) == ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in ms.synonyms] == [
+        ("log.retention.ms", "7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    hours = entries["log.retention.hours"]
+    assert [(s.name, s.source) for s in hours.synonyms] == [
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG)]
+    unset = describe_broker_configs(c, ["log.retention.ms"], include_synonyms=True)[0]
+    assert unset.value is None and unset.source is ConfigSource.DEFAULT_CONFIG
+
+
 def test_described_as_kafka_4_4_describes_them():
     """What Apache Kafka 4.4 answered to the same DescribeConfigs (tests/compat/kafka/
     test_differential.py): a default synonym only for a topic config's first broker key,

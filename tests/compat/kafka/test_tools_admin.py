@@ -217,6 +217,8 @@ ALL_CONFIGS_DIFFER = {
     "min.insync.replicas": "Kafka's KIP-966 cluster default (see tool_differences.ELR)",
     "preallocate": "Skiff preallocates segments by default (log.preallocate=true; "
                    "docs/compatibility.md, docs/benchmarks.md)",
+    "log.preallocate": "as preallocate",
+    "metadata.log.dir": "each broker's own directory (the Skiff test node sets it)",
 }
 
 
