@@ -147,8 +147,7 @@ def describe_topic_configs(
     return out
 
 
-# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: a broker key whose value falls back to
-# coarser keys lists them after itself (log.retention.ms: DEFAULT_CONFIG log.retention.hours).
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the keys of one setting, finest first.
 _BROKER_SYNONYM_CHAINS = (
     ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     ("log.roll.ms", "log.roll.hours"),
@@ -160,7 +159,7 @@ _BROKER_SYNONYM_CHAINS = (
 def _broker_synonyms(name: str) -> tuple[str, ...]:
     for chain in _BROKER_SYNONYM_CHAINS:
         if name in chain:
-            return tuple(k for k in chain[chain.index(name):] if k in BROKER_CONFIGS)
+            return tuple(k for k in chain if k in BROKER_CONFIGS)
     return (name,)
 
 
@@ -178,15 +177,24 @@ def describe_broker_configs(
         layers = ((ConfigSource.DYNAMIC_BROKER_CONFIG, dynamic_broker or {}),
                   (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_default or {}),
                   (ConfigSource.STATIC_BROKER_CONFIG, cfg.originals))
-        for key in _broker_synonyms(name):
-            kd = BROKER_CONFIGS[key]
-            for src, layer in layers:
+        # ConfigHelper.configSynonyms: by source, then by synonym key; then dropWhile the
+        # name is not the described one (log.retention.minutes shows nothing until it or a
+        # key before it, log.retention.ms, is set; log.retention.ms shows the hours default
+        # after its own dynamic value)
+        keys = _broker_synonyms(name)
+        for src, layer in layers:
+            for key in keys:
                 if key in layer:
+                    kd = BROKER_CONFIGS[key]
                     synonyms.append(ConfigSynonym(
                         key, format_value(kd.type, kd.parse(layer[key])), src))
+        for key in keys:
+            kd = BROKER_CONFIGS[key]
             if kd.default is not None and key not in NO_KAFKA_DEFAULT:
                 synonyms.append(ConfigSynonym(key, format_value(kd.type, kd.default),
                                               ConfigSource.DEFAULT_CONFIG))
+        while synonyms and synonyms[0].name != name:
+            synonyms = synonyms[1:]
         own = [s for s in synonyms if s.name == name]
         value = own[0].value if own else None
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG

@@ -435,8 +435,10 @@ def test_broker_config_synonyms_fall_back_as_kafkas_do():
     hours = entries["log.retention.hours"]
     assert [(s.name, s.source) for s in hours.synonyms] == [
         ("log.retention.hours", ConfigSource.DEFAULT_CONFIG)]
-    unset = describe_broker_configs(c, ["log.retention.ms"], include_synonyms=True)[0]
-    assert unset.value is None and unset.source is ConfigSource.DEFAULT_CONFIG
+    for name in ("log.retention.ms", "log.retention.minutes", "log.roll.ms"):
+        unset = describe_broker_configs(c, [name], include_synonyms=True)[0]
+        assert (unset.value, unset.source, unset.synonyms) == (
+            None, ConfigSource.DEFAULT_CONFIG, ()), name
 
 
 def test_described_as_kafka_4_4_describes_them():
