@@ -51,8 +51,6 @@ DIFFERENCES: dict[str, str] = {
         "instance id; Kafka advertises GetTelemetrySubscriptions only when a ClientTelemetry "
         "metrics reporter is configured, and the client's instance id is null without one"),
     # Not served
-    "createDelegationToken": NOT_SERVED.format(api="CreateDelegationToken"),
-    "describeDelegationToken": NOT_SERVED.format(api="DescribeDelegationToken"),
     "describeShareGroups": NOT_SERVED.format(api="ShareGroupDescribe, KIP-932"),
     "describeStreamsGroups": NOT_SERVED.format(api="StreamsGroupDescribe, KIP-1071"),
     "addRaftVoter": NOT_SERVED.format(api="AddRaftVoter: the voter set is static"),
