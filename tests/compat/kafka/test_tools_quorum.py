@@ -138,10 +138,10 @@ def test_add_and_remove_controllers_both_ways(cluster: Cluster) -> None:
 # ---- what else an admin client bootstrapped from the controllers gets (KIP-919, issue 36) ----
 
 # On Kafka 4.4's controller listener and not on Skiff's, each for a reason (docs/compatibility.md):
-# SASL on the controller listener (17, 36), delegation tokens (38-41), Envelope (58: Skiff's
-# brokers forward through their own controller channel), UnregisterController (94, Kafka 4.4,
-# unknown to kio).
-NOT_ON_SKIFF_CONTROLLER = {17, 36, 38, 39, 40, 41, 58, 94}
+# SASL on the controller listener (17, 36), delegation tokens (38-41: brokers send the token
+# writes in an Envelope, 58, which Skiff's controller listener serves for those alone),
+# UnregisterController (94, Kafka 4.4, unknown to kio).
+NOT_ON_SKIFF_CONTROLLER = {17, 36, 38, 39, 40, 41, 94}
 # The admin APIs KIP-919 serves there, at the same version ranges as Kafka's.
 KIP_919_APIS = {29, 32, 33, 44, 50, 55, 60}
 
