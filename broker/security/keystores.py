@@ -43,8 +43,13 @@ def _load_failed(path: str, store_type: str, reason: str) -> KeyStoreError:
 
 
 def _jks(data: bytes, path: str, store_type: str, password: str | None) -> Any:
-    import jks  # pyjks
-    from jks.util import BadKeystoreFormatException, KeystoreSignatureException
+    try:
+        import jks  # pyjks
+        from jks.util import BadKeystoreFormatException, KeystoreSignatureException
+    except ImportError:
+        raise _load_failed(path, store_type, "JKS stores need the pyjks package, which this "
+                           "installation lacks (pip install 'skiff[jks]'; it builds a C "
+                           "extension); PKCS12 and PEM stores need nothing more") from None
 
     try:
         # without a password Java (and pyjks) read the store and skip its integrity check
