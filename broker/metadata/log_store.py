@@ -4,7 +4,9 @@ Implements raft.store.LogStore over broker.log.PartitionLog, so the Raft log is
 stored in Kafka's own segment format (`<base offset>.log`, `.index`,
 `.timeindex`, `leader-epoch-checkpoint`) like every partition.  Snapshots are
 KRaft's `<end offset 20>-<epoch 10>.checkpoint` files in the same directory,
-written atomically.  Lives outside raft/ so raft/ never imports broker/.
+written atomically.  Lives in broker/ because it is built on the partition log engine;
+raft/ defines the LogStore it implements and imports only broker's protocol and file
+helpers (floor 1), never the log engine.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """Kafka's duration fields as kio carries them (`datetime.timedelta`) and as the protocol
-counts them (whole milliseconds): the zero throttle time every response carries, and the
-two conversions."""
+counts them (whole milliseconds): the zero throttle time of a response no quota delays,
+and the two conversions."""
 
 from __future__ import annotations
 
 import datetime
 
-# Skiff does not throttle: every response's throttle_time_ms is 0.
+# A response's throttle_time_ms when no quota throttles it; quotas (broker/quotas) set
+# their own on the responses they delay.
 NO_THROTTLE = datetime.timedelta(0)
 _ONE_MS = datetime.timedelta(milliseconds=1)
 
