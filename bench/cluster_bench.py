@@ -1,5 +1,5 @@
 """Cluster benchmarks (issue 5), on a real 3-controller + 3-broker Skiff cluster on
-127.0.0.1 (tests/support/cluster.py), run by hand:
+127.0.0.1 (broker/testing/cluster.py), run by hand:
 
   failover     kill -9 the broker leading a partition (RF=3, min.insync.replicas=2) while a
                librdkafka producer (acks=all) writes every few ms; the time from the kill
@@ -61,7 +61,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.perf import proc_user_system_s  # noqa: E402
-from tests.support.cluster import Cluster  # noqa: E402
+from broker.testing.cluster import Cluster  # noqa: E402
 
 
 def create_topic(c: Cluster, name: str, partitions: int, rf: int,

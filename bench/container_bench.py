@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import Producer  # noqa: E402
 
 from broker.cli.health import check  # noqa: E402
-from tests.deploy import engine  # noqa: E402
+from broker.testing import engine  # noqa: E402
 
 GOAL_MB = 250
 GOAL_START_S = 5.0

@@ -41,7 +41,7 @@ from broker.protocol.fetch_codec import (  # noqa: E402
     encode_fetch_request_body,
 )
 from broker.protocol.transport import KafkaConnection  # noqa: E402
-from tests.support.node import SkiffNode  # noqa: E402
+from broker.testing.node import SkiffNode  # noqa: E402
 
 FETCH = 1
 VERSION = 16

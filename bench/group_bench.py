@@ -402,8 +402,8 @@ def clients_main(args: argparse.Namespace) -> None:
 
     from perf import find_tansu, start_tansu
 
-    from tests.support import admin as adm
-    from tests.support.node import SkiffNode
+    from broker.testing import admin as adm
+    from broker.testing.node import SkiffNode
 
     partitions = 60
     results: dict[str, dict[str, float]] = {}

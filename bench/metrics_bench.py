@@ -44,7 +44,7 @@ from bench.perf import (  # noqa: E402
     producer_proc,
     run_in_process,
 )
-from tests.support.node import SkiffNode  # noqa: E402
+from broker.testing.node import SkiffNode  # noqa: E402
 
 
 class Scraper:

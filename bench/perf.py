@@ -43,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.support.node import SkiffNode, admin_answers, free_port, ready, tcp_connects  # noqa: E402
+from broker.testing.node import SkiffNode, admin_answers, free_port, ready, tcp_connects  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STAMP = struct.Struct(">q")  # send time in ns at the head of each latency payload

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.compat import test_quotas as q  # noqa: E402
-from tests.support.node import SkiffNode  # noqa: E402
+from broker.testing import quota_load as q  # noqa: E402
+from broker.testing.node import SkiffNode  # noqa: E402
 
 
 class _Node(SkiffNode):
@@ -45,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             node.start()
             try:
                 node.wait_ready()
-                rate, _ = q._produce_for(node.bootstrap, args.seconds)
+                rate, _ = q.produce_for(node.bootstrap, args.seconds)
                 rows.append((f"producer, {label}", rate / q.RATE,
                              "0.9-1.1" if windows else "0.9-1.3"))
                 if windows is None:
-                    rate, _, read_all = q._consume_for(node.bootstrap, args.seconds)
+                    rate, _, read_all = q.consume_for(node.bootstrap, args.seconds)
                     rows.append((f"consumer, {label}" + (" (read all!)" if read_all else ""),
                                  rate / q.RATE, "0.9-1.3"))
             finally:

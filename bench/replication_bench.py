@@ -3,7 +3,7 @@ ratios to RF=1, measured in the same run.
 
 Run by hand:  python bench/replication_bench.py [--seconds 5] [--batch-kb 16] [--inflight 8]
 
-Three brokers in ONE Python process and event loop (tests/support/inprocess_cluster.py): real
+Three brokers in ONE Python process and event loop (broker/testing/inprocess_cluster.py): real
 logs in a temporary directory, real ReplicaManagers, and replica fetchers that fetch over
 loopback TCP from the leader's real broker Server (Fetch v16). The producer side calls the
 leader's ReplicaManager.append directly (no Produce encoding), keeping --inflight appends
@@ -27,7 +27,7 @@ import structlog
 
 from broker.protocol.records import Record, build_batch
 from broker.replication.replica_manager import ReplicationSettings
-from tests.support.inprocess_cluster import Cluster
+from broker.testing.inprocess_cluster import Cluster
 
 SETTINGS = ReplicationSettings()  # Kafka's fetch defaults: wait 500 ms, 1 MiB per partition
 

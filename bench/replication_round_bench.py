@@ -36,8 +36,8 @@ from broker.log import LogConfig  # noqa: E402
 from broker.log.drop_behind import next_drop  # noqa: E402
 from broker.logsetup import configure_logging  # noqa: E402
 from broker.protocol.records import Record, build_batch  # noqa: E402
+from broker.testing.inprocess_cluster import FAST, Cluster  # noqa: E402
 from raft import eventloop  # noqa: E402
-from tests.support.inprocess_cluster import FAST, Cluster  # noqa: E402
 
 WARM_UP_ROUNDS = 50
 DROP_BEHIND_BYTES = LogConfig().drop_behind_bytes  # the segments' default window

@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.support.node import SkiffNode, admin_answers, tcp_connects  # noqa: E402
+from broker.testing.node import SkiffNode, admin_answers, tcp_connects  # noqa: E402
 
 TIMEOUT_S = 60.0
 

@@ -1,8 +1,8 @@
 """TLS and SASL_SSL cost against plaintext, in one run on one node (run by hand).
 
-One combined Skiff node (tests/support/cluster.py) with three client listeners on
+One combined Skiff node (broker/testing/cluster.py) with three client listeners on
 127.0.0.1: PLAINTEXT, SSL (TLS 1.3, no client certificate) and SASL_SSL (SCRAM-SHA-512),
-certificates from tests/support/tls.py. For each listener in turn, librdkafka produces
+certificates from broker/testing/tls.py. For each listener in turn, librdkafka produces
 --mb MiB of --size byte records (acks=1, lz4 off, linger 5 ms) to a topic of its own and
 then consumes them from the beginning; the broker's CPU time (user+sys, psutil) is read
 around each phase, and the consuming (this) process's own around each consume. Prints
@@ -30,8 +30,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.cluster import Cluster, free_ports
-from tests.support.tls import make_pki
+from broker.testing.cluster import Cluster, free_ports
+from broker.testing.tls import make_pki
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 

@@ -40,7 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.support.node import SkiffNode  # noqa: E402
+from broker.testing.node import SkiffNode  # noqa: E402
 
 
 def spark_session() -> Any:

@@ -41,8 +41,8 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64
 
 from broker.protocol.records import Record, build_batch
-from tests.support.node import SkiffNode
-from tests.unit.server.wire import decode_response, encode_request, recv_frame
+from broker.testing.node import SkiffNode
+from broker.testing.wire import decode_response, encode_request, recv_frame
 
 
 class Raw:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.node import SkiffNode
+from broker.testing.node import SkiffNode
 
 WAIT_S = 60.0
 

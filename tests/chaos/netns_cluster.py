@@ -2,7 +2,7 @@
 
     net = TestNetwork.create()
     c = NetnsCluster(tmp_path, net, controllers=3, brokers=3)
-    c.start()                       # as tests/support/cluster.py, inside `ip netns exec`
+    c.start()                       # as broker/testing/cluster.py, inside `ip netns exec`
     c.host_of(4)                    # "n4": the name to use with net.partition(...)
     c.in_client(fn, *args)          # run fn on the thread that lives in the client namespace
     c.quorum_views()                # {controller: (raft leader, raft epoch)} as each reports
@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from broker.testing.cluster import START_TIMEOUT_S, Cluster, ClusterNode
 from tests.chaos.netns import TestNetwork
-from tests.support.cluster import START_TIMEOUT_S, Cluster, ClusterNode
 
 T = TypeVar("T")
 CLONE_NEWNET = 0x40000000

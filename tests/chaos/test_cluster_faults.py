@@ -29,9 +29,9 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import NewTopic
 
+from broker.testing.cluster import REPO_ROOT, Cluster
 from tests.chaos.checker import check
 from tests.chaos.workload import ProducerWorkload, read_all
-from tests.support.cluster import REPO_ROOT, Cluster
 
 PARTITIONS = 3
 ACK_RESUME_S = 15.0  # a leader kill must not stall a partition's acknowledgements longer

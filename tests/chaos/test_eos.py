@@ -39,7 +39,7 @@ from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.transport import KafkaConnection
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 
 pytestmark = [
     pytest.mark.timeout(600), pytest.mark.slow,

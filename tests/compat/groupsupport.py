@@ -42,7 +42,7 @@ from unittest import mock
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.node import REPO_ROOT, SkiffNode, ready
 
 PARTITIONS = 6

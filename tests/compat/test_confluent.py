@@ -34,7 +34,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.records import (
     CODECS,
     Rec,

@@ -20,9 +20,9 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from broker.protocol.records import Record, build_batch
+from broker.testing.wire import decode_response, encode_request, recv_frame
 from tests.conftest import Broker
 from tests.support.node import SkiffNode
-from tests.unit.server.wire import decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(90)
 WAIT_S = 20.0

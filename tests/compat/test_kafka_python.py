@@ -13,7 +13,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.records import (
     CODECS,
     Rec,

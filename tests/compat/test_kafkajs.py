@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.records import (
     Rec,
     assert_same_records,

@@ -1,7 +1,7 @@
 """kcat 1.7.1 (Debian; bundles librdkafka 2.0.2, older than confluent-kafka's).
 
 kcat has no topic admin (create/delete/describe configs): those go through librdkafka's
-AdminClient (tests/support/admin.py); everything else is kcat as a user would run it.
+AdminClient (broker/testing/admin.py); everything else is kcat as a user would run it.
 Producer limits: one header set per invocation (-H), no explicit timestamps, messages split
 on a delimiter (so values avoid the delimiter bytes), an empty key is sent as NULL.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.records import CODECS, Rec, assert_same_records, assign_expected_offsets
 from tests.support.requires import tool_mark
 

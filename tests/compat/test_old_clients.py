@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 
 pytestmark = pytest.mark.timeout(120)
 WAIT_S = 20.0

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.requires import require_tool
 
 pytestmark = pytest.mark.timeout(180)

@@ -42,10 +42,10 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from broker.protocol.records import Record, build_batch
+from broker.testing.wire import decode_response, encode_request, recv_frame
 from tests.compat.test_idempotence import create_topic
 from tests.conftest import Broker
 from tests.support.node import SkiffNode, external_bootstrap, started_node
-from tests.unit.server.wire import decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(120)
 UNVERIFIED = {"SKIFF_TRANSACTION_PARTITION_VERIFICATION_ENABLE": "false"}

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-import tests.support.cluster as cluster_module
-from tests.support.cluster import Cluster
+import broker.testing.cluster as cluster_module
+from broker.testing.cluster import Cluster
 
 pytestmark = [pytest.mark.timeout(240)]
 

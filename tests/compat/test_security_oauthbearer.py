@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, free_ports
+from broker.testing.cluster import Cluster, free_ports
 from tests.support.kafka_ref import KafkaNode, run_program
 
 pytestmark = [pytest.mark.timeout(300)]

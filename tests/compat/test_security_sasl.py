@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 from tests.support.requires import tool_mark
 from tests.support.roundtrip import aiokafka_roundtrip
 

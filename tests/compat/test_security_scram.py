@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
+from broker.testing.tls import Pki, have_openssl, make_pki
 from tests.support.requires import tool_mark
 from tests.support.roundtrip import aiokafka_roundtrip
-from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -90,7 +90,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     })
     harness = ssl.create_default_context(cafile=pki.ca)
     c.controller_ssl = harness
-    import tests.support.cluster as cluster_module
+    import broker.testing.cluster as cluster_module
 
     original = cluster_module._describe_quorum_leader
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, free_ports
+from broker.testing.cluster import Cluster, free_ports
+from broker.testing.tls import Pki, have_openssl, make_pki
 from tests.support.requires import tool_mark
 from tests.support.roundtrip import aiokafka_roundtrip
-from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -308,7 +308,7 @@ def test_plaintext_client_gets_no_answer(tls_node: TlsNode) -> None:
 def test_keystore_reload_without_restart(tls_node: TlsNode, tmp_path: Path) -> None:
     """A new certificate in the MTLS listener's key store file is served to new
     connections within a couple of seconds; the node keeps running."""
-    from tests.support.tls import _leaf
+    from broker.testing.tls import _leaf
 
     pki = tls_node.pki
     shutil.copy(pki.path("ca.pem"), tmp_path / "ca.pem")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 
 pytestmark = pytest.mark.timeout(180)
 WAIT_S = 30.0

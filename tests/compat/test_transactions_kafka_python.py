@@ -12,8 +12,8 @@ from kafka.errors import KafkaError as KpError
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KpTopicPartition
 
+from broker.testing import admin as adm
 from tests.compat.test_transactions_confluent import WAIT_S, read
-from tests.support import admin as adm
 
 pytestmark = pytest.mark.timeout(180)
 

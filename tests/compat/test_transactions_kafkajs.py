@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.testing import admin as adm
 from tests.compat.test_kafkajs import JS_DIR, js
 from tests.compat.test_transactions_confluent import read
-from tests.support import admin as adm
 from tests.support.requires import tool_mark
 
 pytestmark = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy import engine
+from broker.testing import engine
 from tests.support.requires import require_tool
 
 

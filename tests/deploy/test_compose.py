@@ -19,8 +19,8 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from broker.protocol.kafka_uuid import random_kafka_uuid
-from tests.deploy import engine
-from tests.deploy.engine import REPO_ROOT, podman
+from broker.testing import engine
+from broker.testing.engine import REPO_ROOT, podman
 from tests.deploy.test_image import produce, read_partitions
 from tests.support.requires import require_tool
 

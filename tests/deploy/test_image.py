@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from tests.deploy import engine
-from tests.deploy.engine import REPO_ROOT, podman
+from broker.testing import engine
+from broker.testing.engine import REPO_ROOT, podman
 
 pytestmark = pytest.mark.timeout(600)
 

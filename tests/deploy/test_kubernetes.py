@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from broker.config import load_config, parse_properties
-from tests.deploy import engine
-from tests.deploy.engine import REPO_ROOT, podman
+from broker.testing import engine
+from broker.testing.engine import REPO_ROOT, podman
 from tests.deploy.test_image import consume_all, produce
 
 pytestmark = pytest.mark.timeout(600)

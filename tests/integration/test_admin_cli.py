@@ -1,6 +1,6 @@
 """The `skiff` admin verbs as subprocesses against real nodes: a `skiff dev` node
 (tests/support/node.py SkiffNode), and a cluster of three `skiff server start` processes
-(tests/support/cluster.py) for what needs several leaders. Results are checked with Kafka
+(broker/testing/cluster.py) for what needs several leaders. Results are checked with Kafka
 clients (kafka-python, confluent-kafka) where the CLI's own word is not enough.
 
 The same verbs against an in-process admin server, with the node's state checked directly:
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 from tests.support.node import SkiffNode
 
 pytestmark = pytest.mark.timeout(300)

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLERS = [1, 2, 3]

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.testing.tls import Pki, add_server_certificate, have_openssl, make_pki
 from tests.chaos.netns import remove_stale
 from tests.support.requires import require_tool
-from tests.support.tls import Pki, add_server_certificate, have_openssl, make_pki
 
 pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]

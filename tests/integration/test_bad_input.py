@@ -26,8 +26,8 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.serial import entity_writer
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
+from broker.testing.wire import api_versions_request, decode_response, encode_request, recv_frame
 from tests.support.node import SkiffNode
-from tests.unit.server.wire import api_versions_request, decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(120)
 

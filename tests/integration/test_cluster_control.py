@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 from tests.support.requires import require_tool
 
 pytestmark = pytest.mark.timeout(150)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 
 pytestmark = pytest.mark.timeout(240)
 

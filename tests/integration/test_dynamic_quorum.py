@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from broker.protocol.kafka_uuid import uuid_to_kafka
-from tests.support.cluster import REPO_ROOT, Cluster
+from broker.testing.cluster import REPO_ROOT, Cluster
 
 pytestmark = pytest.mark.timeout(300)
 WAIT_S = 60.0

@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 from tests.support.node import SkiffNode
 
 pytestmark = pytest.mark.timeout(420)

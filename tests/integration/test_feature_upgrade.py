@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import REPO_ROOT, Cluster
+from broker.testing.cluster import REPO_ROOT, Cluster
 
 pytestmark = pytest.mark.timeout(420)
 WAIT_S = 60.0

@@ -29,9 +29,9 @@ from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.kio_build import build
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
+from broker.testing.wire import decode_response, encode_request, recv_frame
 from tests.unit.handlers.datapath import schema_module
-from tests.unit.server.wire import decode_response, encode_request, recv_frame
 
 pytestmark = pytest.mark.timeout(300)
 TOPIC = "jbod"

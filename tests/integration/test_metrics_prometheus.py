@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import Cluster, free_ports
+from broker.testing.cluster import Cluster, free_ports
 from tests.support.requires import tool_mark
 
 pytestmark = [

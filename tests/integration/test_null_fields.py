@@ -18,9 +18,7 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 
-from tests.conftest import Broker
-from tests.support.probe import null_probe, nullable_paths
-from tests.unit.server.wire import (
+from broker.testing.wire import (
     api_versions_request,
     decode_response,
     encode_request,
@@ -28,6 +26,8 @@ from tests.unit.server.wire import (
     raw_frame,
     recv_frame,
 )
+from tests.conftest import Broker
+from tests.support.probe import null_probe, nullable_paths
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -20,14 +20,14 @@ from kio.schema.errors import ErrorCode
 from broker.protocol.compression import Compression
 from broker.protocol.kio_build import build
 from broker.protocol.legacy import build_message_set
-from tests.support.node import SkiffNode
-from tests.unit.server.wire import (
+from broker.testing.wire import (
     api_versions_request,
     decode_response,
     encode_request,
     raw_frame,
     recv_frame,
 )
+from tests.support.node import SkiffNode
 
 pytestmark = pytest.mark.timeout(120)
 KEYS = {"produce": 0, "fetch": 1, "list_offsets": 2, "metadata": 3, "offset_commit": 8,

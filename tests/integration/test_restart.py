@@ -32,7 +32,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.node import ExternalBroker, SkiffNode
 from tests.support.records import (
     CODECS,

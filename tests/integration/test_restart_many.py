@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from tests.support.cluster import SEPARATE_METADATA_DIR, Cluster
+from broker.testing.cluster import SEPARATE_METADATA_DIR, Cluster
 from tests.support.records import end_offset
 
 pytestmark = pytest.mark.timeout(240)

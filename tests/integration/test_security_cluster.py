@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
+from broker.testing.tls import Pki, have_openssl, make_pki
 from tests.support.requires import tool_mark
-from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = [
     pytest.mark.timeout(300),

@@ -35,7 +35,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from broker.config.properties import ENV_NOT_CONFIG, _key_from_env, parse_properties
-from tests.support.cluster import REPO_ROOT, Cluster, ClusterNode
+from broker.testing.cluster import REPO_ROOT, Cluster, ClusterNode
 
 pytestmark = pytest.mark.timeout(420)
 START_S = 240.0  # six Python processes on a shared 2-core machine

@@ -18,7 +18,7 @@ from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.transport import KafkaConnection
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 
 pytestmark = [pytest.mark.timeout(420), pytest.mark.slow]
 WAIT_S = 60.0

@@ -22,7 +22,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.transport import KafkaConnection
-from tests.support import admin as adm
+from broker.testing import admin as adm
 from tests.support.node import ExternalBroker, SkiffNode
 
 pytestmark = pytest.mark.timeout(240)

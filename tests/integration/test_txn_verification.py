@@ -18,8 +18,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.records import Record, build_batch
+from broker.testing import admin as adm
 from tests.integration.test_txn_coordinator_node import Wire
-from tests.support import admin as adm
 
 pytestmark = pytest.mark.timeout(180)
 

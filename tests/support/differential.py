@@ -36,7 +36,7 @@ from typing import Any
 from kio.static.primitive import Records, TZAware, TZAwareMicros, f64, i32Timedelta, i64Timedelta
 
 from broker.protocol.api import api_name, request_schema
-from tests.unit.server.wire import decode_response, encode_request, raw_frame, recv_frame
+from broker.testing.wire import decode_response, encode_request, raw_frame, recv_frame
 
 _NONE = type(None)
 

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-import tests.support.cluster as cluster_module
+import broker.testing.cluster as cluster_module
+from broker.testing.cluster import Cluster
 from tests.compat.kafka.admin_differences import ACL_DIFFERENCES
-from tests.support.cluster import Cluster
 from tests.support.kafka_ref import KafkaNode, java_program_classpath, run_program
 from tests.support.node import free_port
 

@@ -39,9 +39,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, free_ports
+from broker.testing.cluster import Cluster, free_ports
+from broker.testing.tls import JavaStores, Pki, have_openssl, make_java_stores, make_pki
 from tests.support.kafka_ref import KafkaNode, run_program
-from tests.support.tls import JavaStores, Pki, have_openssl, make_java_stores, make_pki
 
 pytestmark = [
     pytest.mark.timeout(600),

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from broker.testing.cluster import Cluster
 from tests.compat.kafka.tools_support import ok, quorum_replication, quorum_status, until_ok
-from tests.support.cluster import Cluster
 from tests.support.kafka_ref import KafkaNode, tool
 
 pytestmark = pytest.mark.timeout(600)

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from broker.testing.cluster import Cluster
 from tests.compat.kafka.tools_support import ok
-from tests.support.cluster import Cluster
 from tests.support.kafka_ref import TOOL_JVM_OPTS, TOOLS, kafka_classpath
 
 pytestmark = pytest.mark.timeout(900)

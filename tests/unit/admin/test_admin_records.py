@@ -99,11 +99,13 @@ def test_consume_waits_for_a_record_produced_later(node: AdminTestNode) -> None:
     asyncio.run(node.create_topic("w"))
 
     async def body(a: Admin) -> Any:
-        task = asyncio.ensure_future(consume(a, topic="w", max_records=1, max_wait_ms=10_000))
+        # A consume that missed the produce would answer empty after max_wait_ms; a loaded
+        # machine (load 13 in a parallel run) can take seconds to run the wake-up.
+        task = asyncio.ensure_future(consume(a, topic="w", max_records=1, max_wait_ms=30_000))
         await asyncio.sleep(0.2)
         assert not task.done()
         await a.records.Produce(R.ProduceRequest(topic="w", records=[rec(b"late")]))
-        return await asyncio.wait_for(task, 5)
+        return await asyncio.wait_for(task, 40)
 
     [m] = serve(node, body)
     assert m.value == b"late" and m.offset == 0

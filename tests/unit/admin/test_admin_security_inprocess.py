@@ -24,8 +24,8 @@ import pytest
 from broker.admin import AdminServer, auth
 from broker.security import scram
 from broker.security.scram_admin import Upsertion
+from broker.testing.tls import Pki, have_openssl, make_pki
 from tests.support.requires import require_tool
-from tests.support.tls import Pki, have_openssl, make_pki
 from tests.unit.admin.harness import AdminTestNode
 from tests.unit.handlers.conftest import NODE_ID
 

@@ -15,7 +15,7 @@ from kio.serial import entity_reader
 from broker.handlers import fetch
 from broker.protocol.kio_build import build
 from broker.protocol.records import decode_records
-from tests.support.inprocess_cluster import Cluster, batch, eventually, run
+from broker.testing.inprocess_cluster import Cluster, batch, eventually, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip
 from tests.unit.handlers.datapath import produce_answer, produce_request, records
 

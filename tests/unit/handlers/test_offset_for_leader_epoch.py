@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.handlers import offset_for_leader_epoch
 from broker.protocol.kio_build import build
-from tests.support.inprocess_cluster import Cluster, batch, run
+from broker.testing.inprocess_cluster import Cluster, batch, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module
 

@@ -9,8 +9,8 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema
 
 from broker.protocol.headers import FrameError, parse_request
 from broker.protocol.nulls import first_null_array
+from broker.testing.wire import raw_frame
 from tests.support.probe import null_probe
-from tests.unit.server.wire import raw_frame
 
 
 def _produce_v3(topic_array: bytes) -> bytes:

@@ -17,7 +17,7 @@ from broker.log import LogConfig, LogManager, PartitionLog
 from broker.replication import ReplicaManager
 from broker.replication.fetcher import truncation_offset
 from broker.replication.replica_manager import FetchPartitionRequest
-from tests.support.inprocess_cluster import batch
+from broker.testing.inprocess_cluster import batch
 
 
 def now_ms() -> int:

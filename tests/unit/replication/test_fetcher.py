@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
 from broker.protocol.records import Record, build_batch
 from broker.replication import Role
-from tests.support.inprocess_cluster import FAST, Cluster, batch, eventually, now_ms, run
+from broker.testing.inprocess_cluster import FAST, Cluster, batch, eventually, now_ms, run
 
 
 def test_followers_catch_up_and_the_high_watermark_follows(tmp_path: Path) -> None:

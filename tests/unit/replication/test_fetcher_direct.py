@@ -20,7 +20,7 @@ from broker.protocol.api import BROKER_APIS, FETCH, ApiTable, request_schema, re
 from broker.replication import ReplicaManager, Role
 from broker.replication.fetcher import ReplicaFetcherManager
 from broker.server.context import RequestContext
-from tests.support.inprocess_cluster import FAST, batch, eventually, run
+from broker.testing.inprocess_cluster import FAST, batch, eventually, run
 
 
 def now_ms() -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.replication.fetcher import FETCH, FetchConnection
-from tests.support.inprocess_cluster import FAST, Cluster, batch, eventually, run
+from broker.testing.inprocess_cluster import FAST, Cluster, batch, eventually, run
 
 
 class Recording:

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.log import LogConfig, PartitionLog, TopicPartition
 from broker.replication.partition import Partition
-from tests.support.inprocess_cluster import batch, now_ms
+from broker.testing.inprocess_cluster import batch, now_ms
 
 LAG_MS = 1000
 

@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.log import LogConfig, PartitionLog, TopicPartition
 from broker.replication.partition import Partition, PendingIsrChange
-from tests.support.inprocess_cluster import batch, now_ms
+from broker.testing.inprocess_cluster import batch, now_ms
 
 LAG_MS = 1000
 FOLLOWERS = (2, 3)

@@ -20,8 +20,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from broker.testing.tls import Pki, have_openssl, make_pki
 from tests.support.requires import tool_mark
-from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = tool_mark("openssl", "needs the openssl command (tests/run.sh installs it)",
                        available=have_openssl())

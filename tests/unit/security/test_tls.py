@@ -18,8 +18,8 @@ from broker.security.tls import (
     server_context,
     settings_for,
 )
+from broker.testing.tls import Pki, have_openssl, make_pki
 from tests.support.requires import tool_mark
-from tests.support.tls import Pki, have_openssl, make_pki
 
 pytestmark = tool_mark("openssl", "openssl not installed (tests/run.sh installs it)",
                        available=have_openssl())

@@ -10,14 +10,14 @@ from kio.schema.metadata.v12.request import MetadataRequest
 
 from broker.protocol.api import BROKER_APIS
 from broker.server import ServerConfig
-from tests.unit.server.harness import run, running_server
-from tests.unit.server.wire import (
+from broker.testing.wire import (
     api_versions_request,
     arecv_frame,
     decode_response,
     encode_request,
     raw_frame,
 )
+from tests.unit.server.harness import run, running_server
 
 
 async def _open(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

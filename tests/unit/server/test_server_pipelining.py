@@ -20,13 +20,13 @@ from broker.errors import KafkaError
 from broker.handlers import api_versions
 from broker.protocol.headers import encode_body
 from broker.server import Dispatcher, RequestContext, ResponseChunks, ServerConfig
-from tests.unit.server.harness import run, running_server
-from tests.unit.server.wire import (
+from broker.testing.wire import (
     api_versions_request,
     arecv_frame,
     decode_response,
     encode_request,
 )
+from tests.unit.server.harness import run, running_server
 
 
 def _response_for(ctx: RequestContext) -> ApiVersionsResponse:

@@ -18,9 +18,9 @@ from broker.protocol.api import BROKER_APIS
 from broker.protocol.durations import to_ms
 from broker.server import Dispatcher, ListenerSpec, Server
 from broker.server.context import RequestContext
+from broker.testing.wire import arecv_frame, decode_response, encode_request
 from tests.support.timings import note
 from tests.unit.server.harness import run
-from tests.unit.server.wire import arecv_frame, decode_response, encode_request
 
 
 def _answer(throttle_ms: int) -> Any:

@@ -46,7 +46,7 @@ from broker.replication.fetcher import ReplicaFetcherManager
 from broker.replication.replica_manager import ReplicationSettings
 from broker.replication.sync import ReplicaSync
 from broker.server import Dispatcher, ListenerSpec, Server
-from tests.unit.handlers.conftest import CommitOnAppendQuorum
+from broker.testing.quorum import CommitOnAppendQuorum
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 FAST = ReplicationSettings(
