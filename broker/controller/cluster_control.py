@@ -59,6 +59,7 @@ disconnect rule or the activation grace fences it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,7 @@ from broker.controller.requests import (
     ControllerRegistrationRequest,
     ControllerResult,
 )
+from broker.controller.settings import ControllerSettings
 from broker.metadata import records as rec
 from broker.metadata.delta import apply_records
 from broker.metadata.features import CORDONED_LOG_DIRS_METADATA_VERSION, METADATA_VERSION
@@ -120,9 +122,13 @@ def _unsupported_finalized(image: MetadataImage,
 
 
 class ClusterControlManager(ControlManagerBase):
-    _sessions: dict[int, _BrokerSession]
-    fence_causes: dict[int, str]
-    _activated_ms: int  # when this controller last became active (reset_sessions), or -1
+    def __init__(self, settings: ControllerSettings, rng: random.Random) -> None:
+        super().__init__(settings, rng)
+        self._sessions: dict[int, _BrokerSession] = {}
+        # broker id -> why tick fenced it (the shell logs and clears them)
+        self.fence_causes: dict[int, str] = {}
+        # when this controller last became active (reset_sessions), or -1
+        self._activated_ms = -1
 
     # -- broker registration and heartbeats -------------------------------------------
 

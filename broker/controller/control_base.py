@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from broker.controller.settings import ControllerSettings
 from broker.metadata.image import (
     MetadataImage,
 )
 
-if TYPE_CHECKING:
-    from broker.controller.controller import ControllerSettings
-
-
 
 class ControlManagerBase:
-    """State every control manager reads; Controller (a dataclass) provides it."""
+    """What every control manager reads: the settings and the controller's seeded random
+    source (one for all managers, so a seed gives the same ids whatever manager draws)."""
 
-    settings: ControllerSettings
-    rng: random.Random
+    def __init__(self, settings: ControllerSettings, rng: random.Random) -> None:
+        self.settings = settings
+        self.rng = rng
 
     # -- helpers ------------------------------------------------------------------
 

@@ -20,8 +20,9 @@ reassignments, elections; replication_control.py), ConfigurationControlManager
 ProducerIdControlManager (producer id blocks; producer_id_control.py), AclControlManager
 (CreateAcls, DeleteAcls; acl_control.py), ClientQuotaControlManager (AlterClientQuotas;
 client_quota_control.py) and FeatureControlManager (UpdateFeatures; feature_control.py).
-Controller is their
-composition over one ControllerSettings, one seeded random source and the brokers' sessions.
+Controller holds
+one of each as a field, over one ControllerSettings (settings.py) and one seeded random
+source; the brokers' sessions belong to ClusterControlManager.
 """
 
 from __future__ import annotations
@@ -29,12 +30,11 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.config import NodeConfig
 from broker.controller.acl_control import AclControlManager
 from broker.controller.client_quota_control import ClientQuotaControlManager
-from broker.controller.cluster_control import ClusterControlManager, _BrokerSession
+from broker.controller.cluster_control import ClusterControlManager
 from broker.controller.configuration_control import DYNAMIC_BROKER_KEYS as DYNAMIC_BROKER_KEYS
 from broker.controller.configuration_control import ConfigurationControlManager
 from broker.controller.feature_control import FeatureControlManager
@@ -45,12 +45,50 @@ from broker.controller.replication_control import (
 )
 from broker.controller.replication_control import ReplicationControlManager
 from broker.controller.replication_control import random_topic_id as random_topic_id
+from broker.controller.settings import ControllerSettings as ControllerSettings
 from broker.metadata import features
 from broker.metadata import records as rec
 from broker.metadata.image import (
     MetadataImage,
 )
 from broker.metadata.records import pb
+
+if TYPE_CHECKING:
+    import uuid
+    from collections.abc import Sequence
+
+    from kio.schema.errors import ErrorCode
+
+    from broker.controller.acl_control import AclDeletionResult
+    from broker.controller.client_quota_control import QuotaAlteration, QuotaAlterResult
+    from broker.controller.feature_control import FeatureUpdate, FeatureUpdateOutcome
+    from broker.controller.requests import (
+        AllocateProducerIdsReply,
+        AlterConfigsResource,
+        AlterConfigsResult,
+        AlterPartitionReply,
+        AlterPartitionRequest,
+        ApiError,
+        AssignReplicasToDirsReply,
+        AssignReplicasToDirsRequest,
+        BrokerHeartbeatReply,
+        BrokerHeartbeatRequest,
+        BrokerRegistrationReply,
+        BrokerRegistrationRequest,
+        ControllerRegistrationRequest,
+        ControllerResult,
+        CreatableTopic,
+        CreatePartitionsResult,
+        CreatePartitionsTopic,
+        CreateTopicResult,
+        DeleteTopicResult,
+        ElectionType,
+        ElectLeadersResult,
+        IncrementalAlterConfigsResource,
+        OngoingReassignment,
+        ReassignmentResult,
+    )
+    from broker.security.authorizer import AclBinding, AclFilter
 
 METADATA_VERSION_FEATURE = "metadata.version"
 
@@ -65,55 +103,185 @@ def _lifted(record: Any) -> Any:
     return record
 
 
-@dataclass(frozen=True)
-class ControllerSettings:
-    cluster_id: str = ""
-    num_partitions: int = 1
-    default_replication_factor: int = 1
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
-    delete_topic_enable: bool = True
-    broker_session_timeout_ms: int = 9000
-    # a newly active controller fences an unfenced broker that has not heartbeated to it
-    # within twice this of its activation (cluster_control.py)
-    broker_heartbeat_interval_ms: int = 2000
-    # Skiff's: -1 waits for the session timeout after a disconnect, as Kafka does.
-    broker_session_disconnect_timeout_ms: int = -1
-    # KIP-835: the active controller appends a NoOp record this often (0: never), so that
-    # every node can tell an idle quorum from a lagging one
-    metadata_max_idle_interval_ms: int = 500
-    node_config: NodeConfig | None = None  # for broker-level fallbacks in validation
-
-    @staticmethod
-    def from_config(cfg: NodeConfig, cluster_id: str) -> ControllerSettings:
-        return ControllerSettings(
-            cluster_id=cluster_id,
-            num_partitions=cfg["num.partitions"],
-            default_replication_factor=cfg["default.replication.factor"],
-            min_insync_replicas=cfg["min.insync.replicas"],
-            unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
-            delete_topic_enable=cfg["delete.topic.enable"],
-            broker_session_timeout_ms=cfg["broker.session.timeout.ms"],
-            broker_heartbeat_interval_ms=cfg["broker.heartbeat.interval.ms"],
-            broker_session_disconnect_timeout_ms=cfg["broker.session.disconnect.timeout.ms"],
-            metadata_max_idle_interval_ms=cfg["metadata.max.idle.interval.ms"],
-            node_config=cfg,
-        )
-
-
 @dataclass
-class Controller(ClusterControlManager, ReplicationControlManager,
-                 ConfigurationControlManager, ProducerIdControlManager, AclControlManager,
-                 ClientQuotaControlManager, FeatureControlManager):
+class Controller:
+    """The control managers as fields, each built once over the settings and the seeded
+    random source, and one method per controller operation, which hands it to the manager
+    that owns it (as Kafka's QuorumController does)."""
+
     settings: ControllerSettings
     # Required: the shell seeds it (random.Random(os.urandom(16)) in production, a fixed
     # seed in tests); a default would give every controller the same topic ids.
     rng: random.Random
-    _sessions: dict[int, _BrokerSession] = field(default_factory=dict)
-    # broker id -> why tick fenced it (the shell logs and clears them)
-    fence_causes: dict[int, str] = field(default_factory=dict)
-    _activated_ms: int = -1
     _last_no_op_ms: int = -1
+    cluster: ClusterControlManager = field(init=False)
+    replication: ReplicationControlManager = field(init=False)
+    configuration: ConfigurationControlManager = field(init=False)
+    producer_ids: ProducerIdControlManager = field(init=False)
+    acls: AclControlManager = field(init=False)
+    client_quotas: ClientQuotaControlManager = field(init=False)
+    features: FeatureControlManager = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cluster = ClusterControlManager(self.settings, self.rng)
+        self.replication = ReplicationControlManager(self.settings, self.rng)
+        self.configuration = ConfigurationControlManager(self.settings, self.rng)
+        self.producer_ids = ProducerIdControlManager(self.settings, self.rng)
+        self.acls = AclControlManager(self.settings, self.rng)
+        self.client_quotas = ClientQuotaControlManager()
+        self.features = FeatureControlManager()
+
+    @property
+    def fence_causes(self) -> dict[int, str]:
+        """Broker id -> why tick fenced it (the shell logs and clears them)."""
+        return self.cluster.fence_causes
+
+    # -- ClusterControlManager (cluster_control.py) ---------------------
+
+    def register_controller(self, image: MetadataImage,
+                            req: ControllerRegistrationRequest) -> ControllerResult[ApiError]:
+        return self.cluster.register_controller(image, req)
+
+    def register_broker(self, image: MetadataImage, req: BrokerRegistrationRequest,
+                        now_ms: int) -> ControllerResult[BrokerRegistrationReply]:
+        return self.cluster.register_broker(image, req, now_ms)
+
+    def broker_heartbeat(self, image: MetadataImage, req: BrokerHeartbeatRequest,
+                         now_ms: int) -> ControllerResult[BrokerHeartbeatReply]:
+        return self.cluster.broker_heartbeat(image, req, now_ms)
+
+    def directories_offline(self, image: MetadataImage, broker_id: int, broker_epoch: int,
+                            offline: Any) -> list[Any]:
+        return self.cluster.directories_offline(image, broker_id, broker_epoch, offline)
+
+    @staticmethod
+    def directories_cordoned(image: MetadataImage, broker_id: int,
+                             cordoned: Any) -> list[Any]:
+        return ClusterControlManager.directories_cordoned(image, broker_id, cordoned)
+
+    def heartbeat_received(self, image: MetadataImage, broker_id: int, broker_epoch: int,
+                           now_ms: int, want_shut_down: bool = False) -> None:
+        return self.cluster.heartbeat_received(image, broker_id, broker_epoch, now_ms,
+                                               want_shut_down)
+
+    def broker_disconnected(self, broker_id: int, now_ms: int) -> None:
+        return self.cluster.broker_disconnected(broker_id, now_ms)
+
+    def heartbeat_arrived(self, broker_id: int) -> None:
+        return self.cluster.heartbeat_arrived(broker_id)
+
+    def heartbeat_left(self, broker_id: int) -> None:
+        return self.cluster.heartbeat_left(broker_id)
+
+    def activation_grace_ms(self) -> int:
+        return self.cluster.activation_grace_ms()
+
+    def awaiting_first_heartbeat(self, image: MetadataImage) -> set[int]:
+        return self.cluster.awaiting_first_heartbeat(image)
+
+    def reset_sessions(self, now_ms: int = -1) -> None:
+        return self.cluster.reset_sessions(now_ms)
+
+    def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
+        return self.cluster.tick(image, now_ms)
+
+    def unregister_broker(self, image: MetadataImage,
+                          broker_id: int) -> ControllerResult[tuple[ErrorCode, str | None]]:
+        return self.cluster.unregister_broker(image, broker_id)
+
+    # -- ReplicationControlManager (replication_control.py) -------------
+
+    def create_topics(self, image: MetadataImage, topics: Sequence[CreatableTopic],
+                      validate_only: bool = False) -> ControllerResult[list[CreateTopicResult]]:
+        return self.replication.create_topics(image, topics, validate_only)
+
+    def delete_topics(
+        self, image: MetadataImage, names: Sequence[str] = (),
+        topic_ids: Sequence[uuid.UUID] = (),
+    ) -> ControllerResult[list[DeleteTopicResult]]:
+        return self.replication.delete_topics(image, names, topic_ids)
+
+    def create_partitions(
+        self, image: MetadataImage, topics: Sequence[CreatePartitionsTopic],
+        validate_only: bool = False,
+    ) -> ControllerResult[list[CreatePartitionsResult]]:
+        return self.replication.create_partitions(image, topics, validate_only)
+
+    def assign_replicas_to_dirs(self, image: MetadataImage, req: AssignReplicasToDirsRequest
+                                ) -> ControllerResult[AssignReplicasToDirsReply]:
+        return self.replication.assign_replicas_to_dirs(image, req)
+
+    def alter_partition(self, image: MetadataImage,
+                        req: AlterPartitionRequest) -> ControllerResult[AlterPartitionReply]:
+        return self.replication.alter_partition(image, req)
+
+    def alter_partition_reassignments(
+        self, image: MetadataImage,
+        reassignments: Sequence[tuple[str, int, Sequence[int] | None]],
+    ) -> ControllerResult[list[ReassignmentResult]]:
+        return self.replication.alter_partition_reassignments(image, reassignments)
+
+    @staticmethod
+    def list_partition_reassignments(
+        image: MetadataImage, partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> list[OngoingReassignment]:
+        return ReplicationControlManager.list_partition_reassignments(image, partitions)
+
+    def elect_leaders(
+        self, image: MetadataImage, election_type: ElectionType,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> ControllerResult[list[ElectLeadersResult]]:
+        return self.replication.elect_leaders(image, election_type, partitions)
+
+    def rebalance_leaders(self, image: MetadataImage, imbalance_percentage: int = 10) -> list[Any]:
+        return self.replication.rebalance_leaders(image, imbalance_percentage)
+
+    # -- ConfigurationControlManager (configuration_control.py) ---------
+
+    def alter_configs(
+        self, image: MetadataImage, resources: Sequence[AlterConfigsResource],
+        validate_only: bool = False,
+    ) -> ControllerResult[list[AlterConfigsResult]]:
+        return self.configuration.alter_configs(image, resources, validate_only)
+
+    def incremental_alter_configs(
+        self, image: MetadataImage, resources: Sequence[IncrementalAlterConfigsResource],
+        validate_only: bool = False,
+    ) -> ControllerResult[list[AlterConfigsResult]]:
+        return self.configuration.incremental_alter_configs(image, resources, validate_only)
+
+    # -- ProducerIdControlManager (producer_id_control.py) --------------
+
+    def allocate_producer_ids(self, image: MetadataImage, broker_id: int,
+                              broker_epoch: int) -> ControllerResult[AllocateProducerIdsReply]:
+        return self.producer_ids.allocate_producer_ids(image, broker_id, broker_epoch)
+
+    # -- AclControlManager (acl_control.py) -----------------------------
+
+    def create_acls(self, image: MetadataImage,
+                    bindings: Sequence[AclBinding]) -> ControllerResult[list[ApiError]]:
+        return self.acls.create_acls(image, bindings)
+
+    def delete_acls(self, image: MetadataImage, filters: Sequence[AclFilter]
+                    ) -> ControllerResult[list[AclDeletionResult]]:
+        return self.acls.delete_acls(image, filters)
+
+    # -- ClientQuotaControlManager (client_quota_control.py) ------------
+
+    def alter_client_quotas(self, image: MetadataImage,
+                            alterations: Sequence[QuotaAlteration],
+                            validate_only: bool = False
+                            ) -> ControllerResult[list[QuotaAlterResult]]:
+        return self.client_quotas.alter_client_quotas(image, alterations, validate_only)
+
+    # -- FeatureControlManager (feature_control.py) ---------------------
+
+    def update_features(self, image: MetadataImage, updates: Sequence[FeatureUpdate],
+                        validate_only: bool = False, kraft_version: int = 0,
+                        local_node_id: int = -1) -> ControllerResult[FeatureUpdateOutcome]:
+        return self.features.update_features(image, updates, validate_only, kraft_version,
+                                             local_node_id)
+
 
     # -- KIP-835 -----------------------------------------------------------------------
 

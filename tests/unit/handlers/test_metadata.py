@@ -154,8 +154,8 @@ def test_auto_creation_sends_the_brokers_defaults_not_the_controllers(
     from broker.handlers import create_topics
 
     node = node_factory({"num.partitions": "4"})
-    ctl = node.controller.controller
-    ctl.settings = dataclasses.replace(ctl.settings, num_partitions=7)
+    topics = node.controller.controller.replication  # CreateTopics' defaults are its settings
+    topics.settings = dataclasses.replace(topics.settings, num_partitions=7)
     resp = call(node, 12, request(12, ["auto-from-broker"]))
     assert len(resp.topics[0].partitions) == 4
     m = importlib.import_module("kio.schema.create_topics.v7.request")
