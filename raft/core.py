@@ -64,7 +64,6 @@ from raft.control import (
     VoterCodec,
     VoterSet,
     encode_leader_change,
-    split_snapshot,
     static_voters,
     wrap_snapshot,
 )
@@ -93,6 +92,16 @@ from raft.messages import (
 )
 from raft.roles import Candidate, Follower, Leader, Prospective, Resigned, Role, Unattached
 from raft.store import LogStore, QuorumState, QuorumStateStore
+from raft.voters import (
+    VoterSetHistory,
+    add_refusal,
+    find_voter,
+    remove_refusal,
+    update_refusal,
+    with_endpoints,
+    with_voter,
+    without_voter,
+)
 
 NEVER = 1 << 62
 
@@ -173,26 +182,18 @@ class RaftCore:
         self.node_id = node_id
         self.directory_id = directory_id
         self.log = log
-        # KIP-853: the voter set is the latest Voters control record in the log (committed
-        # or not), else the one in the latest snapshot, else the bootstrap checkpoint's
-        # (`storage format --standalone / --initial-controllers`, kraft.version 1), else
-        # the static `controller.quorum.voters` (kraft.version 0).
-        self._codec = codec
-        self._static = static_voters(frozenset(voters))
-        self._bootstrap = bootstrap_voters
+        # KIP-853: the voter set and its history (raft/voters.py)
+        self.voter_history = VoterSetHistory(static_voters(frozenset(voters)),
+                                             bootstrap_voters, codec)
         # observers with no voter to ask (controller.quorum.bootstrap.servers): ids the IO
         # shell maps to those addresses
         self.discovery_ids = tuple(discovery_ids)
-        self._vhist: list[tuple[int, VoterSet]] = []  # (offset, voters) of Voters records
-        self._kvhist: list[tuple[int, int]] = []  # (offset, kraft.version) records
-        self._snap_voters: VoterSet | None = None
-        self._snap_kraft_version = 0
         self.voter_set: VoterSet = ()
         self.voters: frozenset[int] = frozenset()
         self.is_voter = False
         self.majority = 1
-        self._load_snapshot_voters()
-        self._scan_log(log.log_start_offset)
+        self.voter_history.load_snapshot(log)
+        self.voter_history.scan(log, log.log_start_offset)
         self._refresh_voters()
         self.state_store = state_store
         self.rng = rng
@@ -327,12 +328,13 @@ class RaftCore:
             )
         sid = SnapshotId(end_offset, self.log.epoch_at(end_offset - 1))
         kv, voters = self.voters_at(end_offset)
-        if voters is not None and self._codec is not None:
+        codec = self.voter_history.codec
+        if voters is not None and codec is not None:
             # KIP-853: a snapshot carries the voter set at its end
-            data = wrap_snapshot(kv, self._codec.encode_voters(voters), data)
+            data = wrap_snapshot(kv, codec.encode_voters(voters), data)
         self.log.store_snapshot(sid, data)
-        if voters is not None and self._codec is not None:
-            self._snap_voters, self._snap_kraft_version = voters, kv
+        if voters is not None and codec is not None:
+            self.voter_history.snapshot_taken(kv, voters)
         self._prune_voters()
         return sid
 
@@ -344,17 +346,10 @@ class RaftCore:
 
     @property
     def kraft_version(self) -> int:
-        if self._kvhist:
-            return self._kvhist[-1][1]
-        if self._snap_voters is not None:
-            return self._snap_kraft_version
-        return 1 if self._bootstrap is not None else 0
+        return self.voter_history.kraft_version
 
     def voter(self, node_id: int) -> Voter | None:
-        for v in self.voter_set:
-            if v.node_id == node_id:
-                return v
-        return None
+        return find_voter(self.voter_set, node_id)
 
     @property
     def may_stand(self) -> bool:
@@ -363,21 +358,12 @@ class RaftCore:
         lost its quorum before the removal committed could leave the others unable to
         elect anyone (they need its longer log); standing, it counts only the new set's
         votes, gets the record committed, then resigns."""
-        if self.is_voter:
-            return True
-        if self.kraft_version < 1 or not self._vhist or self._vhist[-1][0] < self.hw:
-            return False
-        if len(self._vhist) > 1:
-            prev: VoterSet = self._vhist[-2][1]
-        else:
-            prev = self._snap_voters or self._bootstrap or ()
-        return any(v.matches(self.node_id, self.directory_id) for v in prev)
+        return self.is_voter or self.voter_history.removed_uncommitted(
+            self.node_id, self.directory_id, self.hw)
 
     def pending_voter_change(self) -> int:
         """Offset of the Voters record not yet committed, else -1 (at most one)."""
-        if self._vhist and self._vhist[-1][0] >= self.hw:
-            return self._vhist[-1][0]
-        return -1
+        return self.voter_history.pending_change(self.hw)
 
     def add_voter(self, voter: Voter, now_ms: int) -> tuple[ErrorCode, str, int]:
         """KIP-853 "AddVoter", on the leader: (error, message, offset of the new Voters
@@ -387,11 +373,9 @@ class RaftCore:
         err = self._voter_change_error()
         if err is not None:
             return err
-        if self.voter(voter.node_id) is not None:
-            return (ErrorCode.duplicate_voter,
-                    f"node {voter.node_id} is already a voter", -1)
-        if not voter.endpoints:
-            return ErrorCode.invalid_request, "the new voter names no listener endpoint", -1
+        refused = add_refusal(self.voter_set, voter)
+        if refused is not None:
+            return (*refused, -1)
         p = self._observers.get(voter.node_id)
         if p is None or p.caught_up_ms < 0 or \
                 now_ms - p.caught_up_ms > self.cfg.fetch_timeout_ms:
@@ -399,8 +383,7 @@ class RaftCore:
                     f"node {voter.node_id} is not a caught-up observer of this leader "
                     f"(its fetch offset {p.end_offset if p else -1}, high watermark "
                     f"{self.hw})", -1)
-        new = tuple(sorted((*self.voter_set, voter), key=lambda v: v.node_id))
-        return ErrorCode.none, "", self._append_voters(new)
+        return ErrorCode.none, "", self._append_voters(with_voter(self.voter_set, voter))
 
     def remove_voter(self, node_id: int, directory_id: uuid.UUID | None,
                      now_ms: int) -> tuple[ErrorCode, str, int]:
@@ -410,14 +393,11 @@ class RaftCore:
         err = self._voter_change_error()
         if err is not None:
             return err
-        v = self.voter(node_id)
-        if v is None or not v.matches(node_id, directory_id):
-            return (ErrorCode.voter_not_found,
-                    f"no voter {node_id} with directory id {directory_id}", -1)
-        new = tuple(x for x in self.voter_set if x.node_id != node_id)
-        if not new:
-            return ErrorCode.invalid_request, "cannot remove the last voter", -1
-        return ErrorCode.none, "", self._append_voters(new)
+        refused = remove_refusal(self.voter_set, node_id, directory_id)
+        if refused is not None:
+            return (*refused, -1)
+        return ErrorCode.none, "", self._append_voters(
+            without_voter(self.voter_set, node_id))
 
     def update_voter(self, voter: Voter, now_ms: int) -> tuple[ErrorCode, str, int]:
         """KIP-853 "UpdateVoter": a voter announces its endpoints."""
@@ -425,14 +405,10 @@ class RaftCore:
         err = self._voter_change_error()
         if err is not None:
             return err
-        v = self.voter(voter.node_id)
-        if v is None or not v.matches(voter.node_id, voter.directory_id):
-            return (ErrorCode.voter_not_found,
-                    f"no voter {voter.node_id} with directory id {voter.directory_id}", -1)
-        if not voter.endpoints:
-            return ErrorCode.invalid_request, "no listener endpoint", -1
-        new = tuple(replace(x, endpoints=voter.endpoints) if x.node_id == voter.node_id
-                    else x for x in self.voter_set)
+        refused = update_refusal(self.voter_set, voter)
+        if refused is not None:
+            return (*refused, -1)
+        new = with_endpoints(self.voter_set, voter)
         if new == self.voter_set:
             return ErrorCode.none, "", self.hw - 1
         return ErrorCode.none, "", self._append_voters(new)
@@ -455,7 +431,8 @@ class RaftCore:
         if version < self.kraft_version:
             return (ErrorCode.invalid_update_version,
                     "Downgrading kraft.version is not supported.", -1)
-        if version != 1 or self._codec is None:
+        codec = self.voter_history.codec
+        if version != 1 or codec is None:
             return (ErrorCode.invalid_update_version,
                     f"kraft.version {version} is not supported (0-1)", -1)
         if self.hw <= r.epoch_start_offset:
@@ -478,16 +455,16 @@ class RaftCore:
         if validate_only:
             return ErrorCode.none, "", -1
         ts = self._now + self.wall_offset_ms
-        b = self.log.append((self._codec.encode_kraft_version(1),), r.epoch, control=True,
+        b = self.log.append((codec.encode_kraft_version(1),), r.epoch, control=True,
                             timestamp=ts, control_type=KRAFT_VERSION_TYPE)
-        self._kvhist.append((b.base_offset, 1))
+        self.voter_history.add_kraft_version(b.base_offset, 1)
         return ErrorCode.none, "", self._append_voters(tuple(new))
 
     def _voter_change_error(self) -> tuple[ErrorCode, str, int] | None:
         r = self.role
         if not isinstance(r, Leader):
             return ErrorCode.not_leader_or_follower, "not the leader", -1
-        if self.kraft_version < 1 or self._codec is None:
+        if self.kraft_version < 1 or self.voter_history.codec is None:
             return (ErrorCode.unsupported_version,
                     "the quorum uses static voters (kraft.version 0): upgrade it to "
                     "kraft.version 1 (skiff features upgrade --feature kraft.version=1), or "
@@ -500,89 +477,32 @@ class RaftCore:
                     "another voter change is in progress (its record is not committed)", -1)
         return None
 
-    def _append_voters(self, voters: VoterSet) -> int:
+    def _append_voters(self, new: VoterSet) -> int:
         r = self.role
-        assert isinstance(r, Leader) and self._codec is not None
-        batch = self.log.append((self._codec.encode_voters(voters),), r.epoch, control=True,
+        codec = self.voter_history.codec
+        assert isinstance(r, Leader) and codec is not None
+        batch = self.log.append((codec.encode_voters(new),), r.epoch, control=True,
                                 timestamp=self._now + self.wall_offset_ms,
                                 control_type=VOTERS_TYPE)
-        self._vhist.append((batch.base_offset, voters))
+        self.voter_history.add_voters(batch.base_offset, new)
         self._refresh_voters()
         self._resign_when_committed = not self.is_voter
         self._leader_flush()
         self._complete_parked()
         return batch.last_offset
 
-    def _load_snapshot_voters(self) -> None:
-        snap = self.log.latest_snapshot()
-        self._snap_voters = None
-        self._snap_kraft_version = 0
-        if snap is None:
-            return
-        head = self.log.read_snapshot(snap, 0, 1 << 16)
-        if not head.startswith(b"\x00SKV"):
-            return
-        kv, value, _rest = split_snapshot(self.log.read_snapshot(snap, 0, 1 << 40))
-        if value is not None and self._codec is not None:
-            self._snap_voters = self._codec.decode_voters(value)
-            self._snap_kraft_version = kv
-
-    def _scan_log(self, from_offset: int) -> None:
-        """Collect the KRaftVersion and Voters records at or above `from_offset`."""
-        pos = max(from_offset, self.log.log_start_offset)
-        while pos < self.log.end_offset:
-            batches = self.log.read(pos, 1 << 20)
-            if not batches:
-                break
-            self._note_control(batches)
-            pos = batches[-1].next_offset
-
-    def _note_control(self, batches: tuple[Batch, ...] | list[Batch]) -> None:
-        for b in batches:
-            if not b.control or b.control_type not in (VOTERS_TYPE, KRAFT_VERSION_TYPE):
-                continue
-            if self._codec is None:
-                raise ValueError("the log holds KIP-853 voter records but this node was "
-                                 "given no codec to read them")
-            if b.control_type == VOTERS_TYPE:
-                self._vhist.append((b.base_offset, self._codec.decode_voters(b.records[-1])))
-            else:
-                self._kvhist.append((b.base_offset,
-                                     self._codec.decode_kraft_version(b.records[-1])))
-
     def _prune_voters(self) -> None:
-        """Forget records the log no longer holds (truncated, or below its start, which a
-        snapshot covers)."""
-        start, end = self.log.log_start_offset, self.log.end_offset
-        self._vhist = [e for e in self._vhist if start <= e[0] < end]
-        self._kvhist = [e for e in self._kvhist if start <= e[0] < end]
+        """Forget voter records the log no longer holds (truncated, or below its start,
+        which a snapshot covers)."""
+        self.voter_history.prune(self.log.log_start_offset, self.log.end_offset)
         self._refresh_voters()
 
     def voters_at(self, offset: int) -> tuple[int, VoterSet | None]:
         """(kraft.version, voter set) in force after every record below `offset`."""
-        vs = [v for o, v in self._vhist if o < offset]
-        kv = [k for o, k in self._kvhist if o < offset]
-        if vs:
-            voters: VoterSet | None = vs[-1]
-        elif self._snap_voters is not None:
-            voters = self._snap_voters
-        else:
-            voters = self._bootstrap
-        if kv:
-            return kv[-1], voters
-        if self._snap_voters is not None:
-            return self._snap_kraft_version, voters
-        return (1 if self._bootstrap is not None else 0), voters
+        return self.voter_history.at(offset)
 
     def _refresh_voters(self) -> None:
-        if self._vhist:
-            vs = self._vhist[-1][1]
-        elif self._snap_voters is not None:
-            vs = self._snap_voters
-        elif self._bootstrap is not None:
-            vs = self._bootstrap
-        else:
-            vs = self._static
+        vs = self.voter_history.latest()
         if vs == self.voter_set:
             return
         self.voter_set = vs
@@ -834,18 +754,19 @@ class RaftCore:
             control=True,
             timestamp=self._now + self.wall_offset_ms,
         )
-        if (self._bootstrap is not None and self._codec is not None and not self._vhist
-                and self._snap_voters is None):
+        hist = self.voter_history
+        if hist.bootstrap_unwritten():
             # KIP-853: the first leader of a quorum bootstrapped with a voter set (storage
             # format --standalone / --initial-controllers) writes it into the log, where
             # replicas formatted without one learn it
+            assert hist.codec is not None and hist.bootstrap is not None
             ts = self._now + self.wall_offset_ms
-            b = self.log.append((self._codec.encode_kraft_version(1),), epoch, control=True,
+            b = self.log.append((hist.codec.encode_kraft_version(1),), epoch, control=True,
                                 timestamp=ts, control_type=KRAFT_VERSION_TYPE)
-            self._kvhist.append((b.base_offset, 1))
-            b = self.log.append((self._codec.encode_voters(self._bootstrap),), epoch,
+            hist.add_kraft_version(b.base_offset, 1)
+            b = self.log.append((hist.codec.encode_voters(hist.bootstrap),), epoch,
                                 control=True, timestamp=ts, control_type=VOTERS_TYPE)
-            self._vhist.append((b.base_offset, self._bootstrap))
+            hist.add_voters(b.base_offset, hist.bootstrap)
         self._send_begin_epoch()
         self._leader_flush()
 
@@ -1337,7 +1258,7 @@ class RaftCore:
             log.append_batches(batches)
             log.flush()
             if any(b.control for b in batches):
-                self._note_control(batches)
+                self.voter_history.note_control(batches)
                 self._refresh_voters()
             self._advance_hw(resp.high_watermark)
         else:
@@ -1363,7 +1284,7 @@ class RaftCore:
             snap.data += resp.data
         if len(snap.data) == resp.size:
             self.log.store_snapshot(snap.snapshot_id, bytes(snap.data))
-            self._load_snapshot_voters()
+            self.voter_history.load_snapshot(self.log)
             self._prune_voters()
             self._snap = None
             self._needs_snapshot = False
