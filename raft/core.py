@@ -67,6 +67,7 @@ from raft.control import (
     static_voters,
     wrap_snapshot,
 )
+from raft.leader import NEVER, LeaderState, ReplicaProgress
 from raft.messages import (
     NO_LEADER,
     Batch,
@@ -103,8 +104,6 @@ from raft.voters import (
     without_voter,
 )
 
-NEVER = 1 << 62
-
 
 class NotLeaderError(Exception):
     """append() on a node that is not the leader; carries who is, if known."""
@@ -131,21 +130,6 @@ class CoreConfig:
     # how long a new high watermark alone may wait for records to carry it to a
     # waiting Fetch (0: answer at once); saves a message per commit under load
     hw_notify_delay_ms: int = 0
-
-
-@dataclass(slots=True)
-class ReplicaProgress:
-    """What the leader knows of one fetcher in its epoch (KIP-595 "Fetch")."""
-
-    end_offset: int = -1
-    last_fetch_ms: int = -1
-    last_hw_sent: int = -1
-    fetched: bool = False
-    # last time it fetched from at or past the high watermark (KIP-853's caught-up test;
-    # DescribeQuorum's LastCaughtUpTimestamp)
-    caught_up_ms: int = -1
-    # the directory id its Fetch named (KIP-853), for the kraft.version upgrade
-    directory_id: uuid.UUID | None = None
 
 
 @dataclass(slots=True)
@@ -213,10 +197,6 @@ class RaftCore:
         self._retry_at = NEVER
         self._fetch_rid: int | None = None
         self._snap: _SnapshotFetch | None = None
-        self._replicas: dict[int, ReplicaProgress] = {}
-        self._observers: dict[int, ReplicaProgress] = {}
-        self._resign_when_committed = False
-        self._parked: dict[int, tuple[int, FetchRequest, int]] = {}
         self._persisted = state_store.read()
         self._leader_seen = NO_LEADER
         self._leader_contact_ms = -NEVER  # last direct word from the leader we follow
@@ -340,7 +320,10 @@ class RaftCore:
 
     def replica_progress(self) -> tuple[dict[int, ReplicaProgress], dict[int, ReplicaProgress]]:
         """(voters, observers) as the leader sees them, for DescribeQuorum."""
-        return dict(self._replicas), dict(self._observers)
+        r = self.role
+        if isinstance(r, Leader):
+            return dict(r.state.voters), dict(r.state.observers)
+        return {}, {}
 
     # ------------------------------------------------- voter set (KIP-853)
 
@@ -376,9 +359,10 @@ class RaftCore:
         refused = add_refusal(self.voter_set, voter)
         if refused is not None:
             return (*refused, -1)
-        p = self._observers.get(voter.node_id)
-        if p is None or p.caught_up_ms < 0 or \
-                now_ms - p.caught_up_ms > self.cfg.fetch_timeout_ms:
+        leader = self.role
+        assert isinstance(leader, Leader)  # _voter_change_error checked
+        if not leader.state.caught_up_observer(voter.node_id, now_ms, self.cfg.fetch_timeout_ms):
+            p = leader.state.observers.get(voter.node_id)
             return (ErrorCode.request_timed_out,
                     f"node {voter.node_id} is not a caught-up observer of this leader "
                     f"(its fetch offset {p.end_offset if p else -1}, high watermark "
@@ -441,7 +425,7 @@ class RaftCore:
         new: list[Voter] = []
         for v in self.voter_set:
             directory = self.directory_id if v.node_id == self.node_id else (
-                self._replicas[v.node_id].directory_id if v.node_id in self._replicas
+                r.state.voters[v.node_id].directory_id if v.node_id in r.state.voters
                 else None)
             if directory is None:
                 return (ErrorCode.request_timed_out,
@@ -486,7 +470,7 @@ class RaftCore:
                                 control_type=VOTERS_TYPE)
         self.voter_history.add_voters(batch.base_offset, new)
         self._refresh_voters()
-        self._resign_when_committed = not self.is_voter
+        r.state.resign_when_committed = not self.is_voter
         self._leader_flush()
         self._complete_parked()
         return batch.last_offset
@@ -511,15 +495,7 @@ class RaftCore:
         self.majority = len(self.voters) // 2 + 1
         r = getattr(self, "role", None)
         if isinstance(r, Leader):
-            # the leader tracks the new voters' progress from what it knew of them as
-            # observers; removed voters become observers
-            for v in self.voters - {self.node_id}:
-                if v not in self._replicas:
-                    prev = self._observers.pop(v, None)
-                    self._replicas[v] = prev or ReplicaProgress(last_fetch_ms=self._now)
-            for v in list(self._replicas):
-                if v not in self.voters:
-                    self._observers[v] = self._replicas.pop(v)
+            r.state.set_voters(self.voters - {self.node_id}, self._now)
 
     def next_wakeup_ms(self) -> int:
         r = self.role
@@ -535,10 +511,8 @@ class RaftCore:
             if self._fetch_rid is None:
                 t = min(t, self._retry_at)
         elif isinstance(r, Leader):
-            t = min(t, self._retry_at)
-            for _rid, _req, deadline in self._parked.values():
-                t = min(t, deadline)
-            t = min(t, self._quorum_expiry_ms())
+            t = min(t, self._retry_at, r.state.next_parked_deadline(),
+                    self._quorum_expiry_ms())
         return t
 
     def tick(self, now_ms: int) -> None:
@@ -660,15 +634,13 @@ class RaftCore:
             self._fetch_failures = 0
             self._snap = None
             self._retry_at = NEVER
-            # every request gets an answer: an unanswered one holds one of the connection's
-            # in-flight slots on the server for good (and it has only so many)
-            parked, self._parked = self._parked, {}
-            for src, (rid, req, _deadline) in parked.items():
-                self._reply(src, rid, FetchResponse(self._fetch_error(req.epoch), role.epoch,
-                                                    self.leader_id))
-            if not isinstance(role, Leader):
-                self._replicas.clear()
-                self._observers.clear()
+            if isinstance(old, Leader):
+                # every request gets an answer: an unanswered one holds one of the
+                # connection's in-flight slots on the server for good (and it has only so
+                # many)
+                for src, (rid, req, _deadline) in old.state.take_parked().items():
+                    self._reply(src, rid, FetchResponse(self._fetch_error(req.epoch),
+                                                        role.epoch, self.leader_id))
         if isinstance(role, Unattached | Prospective):
             st = QuorumState(role.epoch, NO_LEADER, role.voted_for)
         elif isinstance(role, Candidate):
@@ -739,14 +711,8 @@ class RaftCore:
     def _become_leader(self) -> None:
         epoch = self.role.epoch
         start = self.log.end_offset
-        self._set_role(Leader(epoch, start))
-        self._resign_when_committed = not self.is_voter
-        now = self._now
-        self._replicas = {
-            v: ReplicaProgress(last_fetch_ms=now) for v in self.voters if v != self.node_id
-        }
-        r = self.role
-        assert isinstance(r, Leader)
+        others = (v for v in self.voters if v != self.node_id)
+        self._set_role(Leader(epoch, start, LeaderState(others, self._now, not self.is_voter)))
         granting = tuple(sorted(self.voters))
         self.log.append(
             (encode_leader_change(self.node_id, tuple(sorted(self.voters)), granting),),
@@ -773,9 +739,7 @@ class RaftCore:
     def _resign(self) -> None:
         r = self.role
         assert isinstance(r, Leader)
-        successors = tuple(
-            v for v, _p in sorted(self._replicas.items(), key=lambda kv: -kv[1].end_offset)
-        )
+        successors = r.state.successors()
         self._set_role(Resigned(r.epoch, successors, self._election_deadline()))
         for v in successors:
             self._request(v, "end_epoch", EndQuorumEpochRequest(r.epoch, self.node_id, successors))
@@ -814,7 +778,7 @@ class RaftCore:
         r = self.role
         assert isinstance(r, Leader)
         waiting = {inf.dst for inf in self._inflight.values() if inf.kind == "begin_epoch"}
-        for v, p in sorted(self._replicas.items()):
+        for v, p in sorted(r.state.voters.items()):
             if not p.fetched and v not in waiting:
                 self._request(v, "begin_epoch", BeginQuorumEpochRequest(r.epoch, self.node_id))
         self._retry_at = self._now + self.cfg.request_timeout_ms
@@ -1004,69 +968,63 @@ class RaftCore:
     def _quorum_expiry_ms(self) -> int:
         """When check-quorum fails if nobody else fetches: the time at which
         fewer than a majority have fetched within 1.5 fetch timeouts."""
-        times = sorted((p.last_fetch_ms for p in self._replicas.values()), reverse=True)
+        r = self.role
+        assert isinstance(r, Leader)
         need = self.majority - (1 if self.is_voter else 0)  # a voter leader counts itself
-        if need <= 0:
-            return NEVER
-        if need > len(times):
-            return self._now
-        return times[need - 1] + (self.cfg.fetch_timeout_ms * 3) // 2
+        return r.state.quorum_expiry_ms(self._now, need, (self.cfg.fetch_timeout_ms * 3) // 2)
 
     def _tick_leader(self) -> None:
         now = self._now
-        if self._resign_when_committed and self.pending_voter_change() < 0:
+        r = self.role
+        assert isinstance(r, Leader)
+        if r.state.resign_when_committed and self.pending_voter_change() < 0:
             # its own removal is committed: tell the followers, then hand over (KIP-853
             # "RemoveVoter")
-            self._resign_when_committed = False
+            r.state.resign_when_committed = False
             self._complete_parked()
             self._resign()
             return
         if now >= self._quorum_expiry_ms():
             self._resign()
             return
-        for src, (rid, req, deadline) in list(self._parked.items()):
-            if now >= deadline:
-                del self._parked[src]
-                self._answer_fetch(src, rid, req)
+        for src, (rid, req, _deadline) in r.state.take_expired(now):
+            self._answer_fetch(src, rid, req)
         if now >= self._retry_at:
             self._retry_at = NEVER
             self._send_begin_epoch()
-            if all(p.fetched for p in self._replicas.values()):
+            if r.state.all_voters_fetched():
                 self._retry_at = NEVER
 
     def _update_hw(self) -> bool:
         r = self.role
         assert isinstance(r, Leader)
         # a leader removed from the voter set (KIP-853) leads on without counting itself
-        ends = [p.end_offset for p in self._replicas.values()]
-        if self.is_voter:
-            ends.append(self.log.flushed_offset)
-        ends.sort(reverse=True)
-        candidate = ends[self.majority - 1] if len(ends) >= self.majority else -1
+        candidate = r.state.high_watermark(self.log.flushed_offset if self.is_voter else None,
+                                           self.majority)
         if candidate > r.epoch_start_offset and candidate > self.hw:
             self.hw = candidate
-            if self._resign_when_committed and self.pending_voter_change() < 0:
+            if r.state.resign_when_committed and self.pending_voter_change() < 0:
                 self._retry_at = min(self._retry_at, self._now)  # resign at the next tick
             delay = self.cfg.hw_notify_delay_ms
             if delay <= 0:
                 self._complete_parked()
             else:
                 # a new high watermark alone waits a moment for records to ride with
-                for src, (rid, req, deadline) in list(self._parked.items()):
-                    self._parked[src] = (rid, req, min(deadline, self._now + delay))
+                r.state.hurry_parked(self._now + delay)
             return True
         return False
 
     def _complete_parked(self) -> None:
-        parked, self._parked = self._parked, {}
-        for src, (rid, req, _deadline) in parked.items():
+        r = self.role
+        assert isinstance(r, Leader)
+        for src, (rid, req, _deadline) in r.state.take_parked().items():
             self._answer_fetch(src, rid, req)
 
     def _answer_fetch(self, src: int, rid: int, req: FetchRequest) -> None:
         r = self.role
         assert isinstance(r, Leader)
         batches = self.log.read(req.fetch_offset, req.max_bytes)
-        p = self._replicas.get(src) or self._observers.get(src)
+        p = r.state.progress(src)
         if p is not None:
             p.last_hw_sent = self.hw
         self._reply(src, rid, FetchResponse(
@@ -1131,26 +1089,15 @@ class RaftCore:
                         diverging_epoch=max(ep, 0), diverging_end_offset=target,
                     ))
                 return
-        if src in self._replicas:
-            p = self._replicas[src]
-        else:
-            p = self._observers.setdefault(src, ReplicaProgress())
-        p.end_offset = off
-        p.last_fetch_ms = self._now
-        if req.replica_directory_id is not None:
-            p.directory_id = req.replica_directory_id
-        if off >= self.hw:
-            p.caught_up_ms = self._now
-        if not p.fetched:
-            p.fetched = True
-        replaced = self._parked.pop(src, None)
+        p = r.state.fetched(src, off, self._now, self.hw, req.replica_directory_id)
+        replaced = r.state.unpark(src)
         if replaced is not None:
             # A newer Fetch from the same node (its earlier ones were held up on the way,
             # e.g. by a network partition, and arrive together): answer the old one now,
             # the follower ignores it; left unanswered it would hold an in-flight slot of
             # the connection for good, and once all are held the connection is dead.
             self._answer_fetch(src, replaced[0], replaced[1])
-        if src in self._replicas:
+        if src in r.state.voters:
             self._update_hw()
         news = self.hw > p.last_hw_sent
         if off < log.end_offset or req.max_wait_ms <= 0 or (
@@ -1161,7 +1108,7 @@ class RaftCore:
             wait = min(req.max_wait_ms, self.cfg.fetch_max_wait_ms)
             if news:
                 wait = min(wait, self.cfg.hw_notify_delay_ms)
-            self._parked[src] = (rid, req, self._now + wait)
+            r.state.park(src, rid, req, self._now + wait)
 
     def _on_fetch_snapshot(self, src: int, rid: int, req: FetchSnapshotRequest) -> None:
         """KIP-630 "FetchSnapshot": serve a chunk of the snapshot at `position`."""
@@ -1181,9 +1128,7 @@ class RaftCore:
             self._reply(src, rid, FetchSnapshotResponse(err, r.epoch, self.node_id,
                                                         req.snapshot_id))
             return
-        p = self._replicas.get(src)
-        if p is not None:
-            p.last_fetch_ms = self._now
+        r.state.snapshot_fetched(src, self._now)
         chunk = self.log.read_snapshot(req.snapshot_id, req.position,
                                        min(req.max_bytes, self.cfg.snapshot_chunk_bytes))
         self._reply(src, rid, FetchSnapshotResponse(ErrorCode.none, r.epoch, self.node_id,

@@ -6,7 +6,9 @@ transition.  The full transition table is at the top of raft/core.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from raft.leader import LeaderState
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,9 @@ class Candidate:
 class Leader:
     epoch: int
     epoch_start_offset: int  # offset of this epoch's LeaderChange record
+    # its view of the other replicas in this epoch (raft/leader.py): mutable, and not
+    # part of the role's value
+    state: LeaderState = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
