@@ -8,7 +8,10 @@ sockets, files or global randomness: time is an argument and election jitter
 comes from an injected `random.Random`.
 
 Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
-(nodes not in the voter set) only ever are Unattached or Follower.
+(nodes not in the voter set) only ever are Unattached or Follower.  TRANSITIONS below
+holds these (from, to) pairs as data; every role change is checked against it, and
+against the epoch, which never goes back (IllegalTransition otherwise).  A role replaced
+by one of its own kind (a vote counted, a deadline moved) is checked the same way.
 
   Unattached  -> Prospective   election deadline passes (voter)
   Unattached  -> Unattached    higher epoch seen; vote granted in this epoch
@@ -19,6 +22,7 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
   Prospective -> Unattached    higher epoch seen; real vote granted in our epoch
   Prospective -> Follower      leader learned for an epoch >= ours
   Candidate   -> Leader        majority of votes granted
+  Candidate   -> Candidate     a vote answer counted; lost: the next round waits a backoff
   Candidate   -> Prospective   election deadline passes (election lost or split)
   Candidate   -> Unattached    higher epoch seen without a leader
   Candidate   -> Follower      leader learned for an epoch >= ours
@@ -26,7 +30,8 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
                                stopped fetching; EndQuorumEpoch is sent either way
   Leader      -> Unattached/Follower  higher epoch seen
   Resigned    -> Prospective   election deadline passes
-  Resigned    -> Unattached/Follower  higher epoch seen
+  Resigned    -> Unattached/Follower  higher epoch seen; a leader that removed itself
+                               (KIP-853) is an observer once its deadline passes
   Follower    -> Prospective   fetch deadline passes (voter); brought forward to within the
                                election backoff after two refused connections to the leader
   Follower    -> Unattached    fetch deadline passes (observer), or two refused connections
@@ -34,13 +39,14 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
                                EndQuorumEpoch from our
                                leader (voter; election deadline by successor rank); our
                                leader answers a Fetch saying it leads no more (voter)
-  Follower    -> Follower      leader learned for a higher epoch
+  Follower    -> Follower      leader learned for a higher epoch; a Fetch answered (the
+                               fetch deadline moves)
   (restart)   -> Resigned if the persisted leader is us, Follower if a leader is
                  persisted, else Unattached keeping the persisted vote
 
 A voter whose log lost committed state (log start > 0 and no snapshot covering it, e.g.
 segments deleted from its disk; `lost_committed_state()`) never goes to Prospective:
-where a voter would run it acts as an observer (Unattached, asks a voter for the leader),
+where a voter would run it acts as an observer (-> Unattached, asks a voter for the leader),
 it grants no vote or pre-vote, and as a Follower it asks for the leader's snapshot
 (KIP-630) instead of records.  Loading that snapshot makes it a full voter again.  So
 does a follower told to truncate below its own log start (it cannot: it fetches the
@@ -53,6 +59,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from random import Random
+from typing import Final
 
 from kio.schema.errors import ErrorCode
 
@@ -103,6 +110,44 @@ from raft.voters import (
     with_voter,
     without_voter,
 )
+
+# The role transitions, as listed above (a unit test keeps the two the same).
+TRANSITIONS: Final[frozenset[tuple[type[Role], type[Role]]]] = frozenset({
+    (Unattached, Prospective),
+    (Unattached, Unattached),
+    (Unattached, Follower),
+    (Prospective, Candidate),
+    (Prospective, Prospective),
+    (Prospective, Unattached),
+    (Prospective, Follower),
+    (Candidate, Leader),
+    (Candidate, Candidate),
+    (Candidate, Prospective),
+    (Candidate, Unattached),
+    (Candidate, Follower),
+    (Leader, Resigned),
+    (Leader, Unattached),
+    (Leader, Follower),
+    (Resigned, Prospective),
+    (Resigned, Unattached),
+    (Resigned, Follower),
+    (Follower, Prospective),
+    (Follower, Unattached),
+    (Follower, Follower),
+})
+
+
+class IllegalTransition(RuntimeError):
+    """A role change TRANSITIONS does not list, or one that lowers the epoch: a bug."""
+
+
+def check_transition(old: Role, new: Role) -> None:
+    if (type(old), type(new)) not in TRANSITIONS:
+        raise IllegalTransition(f"{type(old).__name__} -> {type(new).__name__} "
+                                f"(epoch {old.epoch} -> {new.epoch})")
+    if new.epoch < old.epoch:
+        raise IllegalTransition(f"{type(old).__name__} -> {type(new).__name__}: the epoch "
+                                f"goes back from {old.epoch} to {new.epoch}")
 
 
 class NotLeaderError(Exception):
@@ -603,7 +648,7 @@ class RaftCore:
                     self._leader_contact_ms = -NEVER
                     soon = now_ms + self.rng.randint(0, max(1, self.cfg.election_backoff_max_ms))
                     if soon < r.fetch_deadline_ms:
-                        self.role = replace(r, fetch_deadline_ms=soon)
+                        self._move_deadline(replace(r, fetch_deadline_ms=soon))
                 elif self._fetch_failures >= 2:
                     # An observer hears of a new leader only by asking (BeginQuorumEpoch
                     # goes to voters): look for it now, not after the whole fetch timeout.
@@ -625,10 +670,16 @@ class RaftCore:
     def _backoff(self) -> int:
         return self._now + self.rng.randint(1, max(1, self.cfg.election_backoff_max_ms))
 
-    def _set_role(self, role: Role) -> None:
-        old = self.role if hasattr(self, "role") else None
+    def _move_deadline(self, role: Follower) -> None:
+        """The follower's fetch deadline moves; nothing else changes, nothing to persist."""
+        check_transition(self.role, role)
         self.role = role
-        if old is None or type(old) is not type(role) or old.epoch != role.epoch:
+
+    def _set_role(self, role: Role) -> None:
+        old = self.role
+        check_transition(old, role)
+        self.role = role
+        if type(old) is not type(role) or old.epoch != role.epoch:
             self._inflight.clear()
             self._fetch_rid = None
             self._fetch_failures = 0
@@ -1145,7 +1196,7 @@ class RaftCore:
         r = self.role
         if isinstance(r, Follower) and src == r.leader_id:
             r = replace(r, fetch_deadline_ms=self._fetch_deadline())
-            self.role = r
+            self._move_deadline(r)
             self._leader_contact_ms = self._now
             self._fetch_failures = 0
             return r
