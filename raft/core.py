@@ -314,11 +314,11 @@ class RaftCore:
             raise NotLeaderError(self.leader_id, role.epoch)
         batch = self.log.append(tuple(records), role.epoch,
                                 timestamp=now_ms + self.wall_offset_ms)
-        self._leader_flush()
-        self._complete_parked()
+        self._leader_flush(role)
+        self._complete_parked(role)
         return batch.last_offset
 
-    def _leader_flush(self) -> None:
+    def _leader_flush(self, r: Leader) -> None:
         if self.cfg.leader_async_flush:
             # the IO shell makes it durable, then calls flushed(); the leader counts only
             # what is flushed, while followers may already fetch it (KIP-595 allows the
@@ -326,7 +326,7 @@ class RaftCore:
             self._out.flush = True
         else:
             self.log.flush()
-        self._update_hw()
+        self._update_hw(r)
 
     def flushed(self, epoch: int, end_offset: int, now_ms: int) -> None:
         """The leader's log is durable up to `end_offset`, as of `epoch`."""
@@ -334,13 +334,14 @@ class RaftCore:
         r = self.role
         if isinstance(r, Leader) and r.epoch == epoch:
             self.log.mark_flushed(end_offset)
-            self._update_hw()
+            self._update_hw(r)
 
     def resign(self, now_ms: int) -> None:
         """Graceful resignation (KIP-595 "EndQuorumEpoch")."""
         self._now = now_ms
-        if isinstance(self.role, Leader):
-            self._resign()
+        r = self.role
+        if isinstance(r, Leader):
+            self._resign(r)
 
     def create_snapshot(self, end_offset: int, data: bytes, now_ms: int) -> SnapshotId:
         """The state machine's snapshot of every record below `end_offset`
@@ -516,8 +517,8 @@ class RaftCore:
         self.voter_history.add_voters(batch.base_offset, new)
         self._refresh_voters()
         r.state.resign_when_committed = not self.is_voter
-        self._leader_flush()
-        self._complete_parked()
+        self._leader_flush(r)
+        self._complete_parked(r)
         return batch.last_offset
 
     def _prune_voters(self) -> None:
@@ -557,7 +558,7 @@ class RaftCore:
                 t = min(t, self._retry_at)
         elif isinstance(r, Leader):
             t = min(t, self._retry_at, r.state.next_parked_deadline(),
-                    self._quorum_expiry_ms())
+                    self._quorum_expiry_ms(r))
         return t
 
     def tick(self, now_ms: int) -> None:
@@ -571,14 +572,13 @@ class RaftCore:
                 if inf.kind in ("fetch", "fetch_snapshot") and isinstance(r, Follower):
                     self._retry_at = min(self._retry_at, now_ms)
         if isinstance(r, Leader):
-            self._tick_leader()
+            self._tick_leader(r)
         elif isinstance(r, Follower):
             if now_ms >= r.fetch_deadline_ms:
                 if self.may_stand:
                     self._become_prospective()
                 else:
-                    self._set_role(Unattached(r.epoch, r.voted_for, now_ms))
-                    self._discover()
+                    self._discover(self._become_unattached(r.epoch, r.voted_for, now_ms))
             elif self._fetch_rid is None and now_ms >= self._retry_at:
                 self._retry_at = NEVER
                 self._send_fetch()
@@ -587,19 +587,18 @@ class RaftCore:
                 if self.may_stand:
                     self._become_prospective()
                 else:
-                    self._discover()
+                    self._discover(r)
         elif isinstance(r, Prospective | Candidate):
             if now_ms >= r.election_deadline_ms:
                 self._become_prospective()
             elif now_ms >= self._retry_at:
-                self._send_votes()
+                self._send_votes(r)
         elif isinstance(r, Resigned) and now_ms >= r.election_deadline_ms:
             if self.may_stand:
                 self._become_prospective()
             else:
                 # a leader that removed itself: an observer now
-                self._set_role(Unattached(r.epoch, self.node_id, now_ms))
-                self._discover()
+                self._discover(self._become_unattached(r.epoch, self.node_id, now_ms))
 
     def handle_request(self, src: int, rid: int, request: Request, now_ms: int) -> None:
         self._now = now_ms
@@ -652,8 +651,7 @@ class RaftCore:
                 elif self._fetch_failures >= 2:
                     # An observer hears of a new leader only by asking (BeginQuorumEpoch
                     # goes to voters): look for it now, not after the whole fetch timeout.
-                    self._set_role(Unattached(r.epoch, r.voted_for, now_ms))
-                    self._discover()
+                    self._discover(self._become_unattached(r.epoch, r.voted_for, now_ms))
         self._retry_at = min(self._retry_at, now_ms + self.cfg.retry_backoff_ms)
 
     # --------------------------------------------------------- transitions
@@ -725,6 +723,11 @@ class RaftCore:
             return True
         return False
 
+    def _become_unattached(self, epoch: int, voted_for: int, deadline_ms: int) -> Unattached:
+        u = Unattached(epoch, voted_for, deadline_ms)
+        self._set_role(u)
+        return u
+
     def _become_follower(self, epoch: int, leader_id: int, voted_for: int) -> None:
         self._set_role(Follower(epoch, leader_id, voted_for, self._fetch_deadline()))
         self._send_fetch()
@@ -737,33 +740,31 @@ class RaftCore:
             self._report_lost()
             voted = (r.voted_for if isinstance(r, Unattached | Prospective | Follower)
                      else self.node_id)
-            self._set_role(Unattached(r.epoch, voted, self._now))
-            self._discover()
+            self._discover(self._become_unattached(r.epoch, voted, self._now))
             return
         voted = r.voted_for if isinstance(r, Unattached | Prospective | Follower) else NO_LEADER
         if isinstance(r, Candidate | Resigned | Leader):
             voted = self.node_id
-        self._set_role(
-            Prospective(r.epoch, voted, frozenset({self.node_id}), frozenset(),
+        p = Prospective(r.epoch, voted, frozenset({self.node_id}), frozenset(),
                         self._election_deadline())
-        )
-        self._send_votes()
+        self._set_role(p)
+        self._send_votes(p)
         self._check_election()
 
     def _become_candidate(self) -> None:
         r = self.role
-        self._set_role(
-            Candidate(r.epoch + 1, frozenset({self.node_id}), frozenset(),
+        c = Candidate(r.epoch + 1, frozenset({self.node_id}), frozenset(),
                       self._election_deadline())
-        )
-        self._send_votes()
+        self._set_role(c)
+        self._send_votes(c)
         self._check_election()
 
     def _become_leader(self) -> None:
         epoch = self.role.epoch
         start = self.log.end_offset
         others = (v for v in self.voters if v != self.node_id)
-        self._set_role(Leader(epoch, start, LeaderState(others, self._now, not self.is_voter)))
+        leader = Leader(epoch, start, LeaderState(others, self._now, not self.is_voter))
+        self._set_role(leader)
         granting = tuple(sorted(self.voters))
         self.log.append(
             (encode_leader_change(self.node_id, tuple(sorted(self.voters)), granting),),
@@ -784,12 +785,10 @@ class RaftCore:
             b = self.log.append((hist.codec.encode_voters(hist.bootstrap),), epoch,
                                 control=True, timestamp=ts, control_type=VOTERS_TYPE)
             hist.add_voters(b.base_offset, hist.bootstrap)
-        self._send_begin_epoch()
-        self._leader_flush()
+        self._send_begin_epoch(leader)
+        self._leader_flush(leader)
 
-    def _resign(self) -> None:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _resign(self, r: Leader) -> None:
         successors = r.state.successors()
         self._set_role(Resigned(r.epoch, successors, self._election_deadline()))
         for v in successors:
@@ -809,9 +808,7 @@ class RaftCore:
     def _reply(self, dst: int, rid: int, message: Response) -> None:
         self._out.sends.append(Send(dst, rid, message, True))
 
-    def _send_votes(self) -> None:
-        r = self.role
-        assert isinstance(r, Prospective | Candidate)
+    def _send_votes(self, r: Prospective | Candidate) -> None:
         pre = isinstance(r, Prospective)
         req = VoteRequest(
             r.epoch + 1 if pre else r.epoch,
@@ -825,9 +822,7 @@ class RaftCore:
             self._request(v, "vote", req)
         self._retry_at = self._now + self.cfg.retry_backoff_ms
 
-    def _send_begin_epoch(self) -> None:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _send_begin_epoch(self, r: Leader) -> None:
         waiting = {inf.dst for inf in self._inflight.values() if inf.kind == "begin_epoch"}
         for v, p in sorted(r.state.voters.items()):
             if not p.fetched and v not in waiting:
@@ -866,11 +861,9 @@ class RaftCore:
                        max(1, (self.cfg.fetch_timeout_ms - wait) // 2))
         self._fetch_rid = self._request(dst, kind, req, wait + patience)
 
-    def _discover(self) -> None:
+    def _discover(self, r: Unattached) -> None:
         """An observer without a leader asks a random voter (KIP-595 "Fetch":
         a non-leader answers with the leader it knows)."""
-        r = self.role
-        assert isinstance(r, Unattached)
         pool = (sorted(self.voters - {self.node_id}) or list(self.discovery_ids)
                 or sorted(self.voters))
         if not pool:
@@ -1016,39 +1009,33 @@ class RaftCore:
 
     # ------------------------------------------------------------- leader
 
-    def _quorum_expiry_ms(self) -> int:
+    def _quorum_expiry_ms(self, r: Leader) -> int:
         """When check-quorum fails if nobody else fetches: the time at which
         fewer than a majority have fetched within 1.5 fetch timeouts."""
-        r = self.role
-        assert isinstance(r, Leader)
         need = self.majority - (1 if self.is_voter else 0)  # a voter leader counts itself
         return r.state.quorum_expiry_ms(self._now, need, (self.cfg.fetch_timeout_ms * 3) // 2)
 
-    def _tick_leader(self) -> None:
+    def _tick_leader(self, r: Leader) -> None:
         now = self._now
-        r = self.role
-        assert isinstance(r, Leader)
         if r.state.resign_when_committed and self.pending_voter_change() < 0:
             # its own removal is committed: tell the followers, then hand over (KIP-853
             # "RemoveVoter")
             r.state.resign_when_committed = False
-            self._complete_parked()
-            self._resign()
+            self._complete_parked(r)
+            self._resign(r)
             return
-        if now >= self._quorum_expiry_ms():
-            self._resign()
+        if now >= self._quorum_expiry_ms(r):
+            self._resign(r)
             return
         for src, (rid, req, _deadline) in r.state.take_expired(now):
-            self._answer_fetch(src, rid, req)
+            self._answer_fetch(r, src, rid, req)
         if now >= self._retry_at:
             self._retry_at = NEVER
-            self._send_begin_epoch()
+            self._send_begin_epoch(r)
             if r.state.all_voters_fetched():
                 self._retry_at = NEVER
 
-    def _update_hw(self) -> bool:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _update_hw(self, r: Leader) -> bool:
         # a leader removed from the voter set (KIP-853) leads on without counting itself
         candidate = r.state.high_watermark(self.log.flushed_offset if self.is_voter else None,
                                            self.majority)
@@ -1058,22 +1045,18 @@ class RaftCore:
                 self._retry_at = min(self._retry_at, self._now)  # resign at the next tick
             delay = self.cfg.hw_notify_delay_ms
             if delay <= 0:
-                self._complete_parked()
+                self._complete_parked(r)
             else:
                 # a new high watermark alone waits a moment for records to ride with
                 r.state.hurry_parked(self._now + delay)
             return True
         return False
 
-    def _complete_parked(self) -> None:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _complete_parked(self, r: Leader) -> None:
         for src, (rid, req, _deadline) in r.state.take_parked().items():
-            self._answer_fetch(src, rid, req)
+            self._answer_fetch(r, src, rid, req)
 
-    def _answer_fetch(self, src: int, rid: int, req: FetchRequest) -> None:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _answer_fetch(self, r: Leader, src: int, rid: int, req: FetchRequest) -> None:
         batches = self.log.read(req.fetch_offset, req.max_bytes)
         p = r.state.progress(src)
         if p is not None:
@@ -1147,14 +1130,14 @@ class RaftCore:
             # e.g. by a network partition, and arrive together): answer the old one now,
             # the follower ignores it; left unanswered it would hold an in-flight slot of
             # the connection for good, and once all are held the connection is dead.
-            self._answer_fetch(src, replaced[0], replaced[1])
+            self._answer_fetch(r, src, replaced[0], replaced[1])
         if src in r.state.voters:
-            self._update_hw()
+            self._update_hw(r)
         news = self.hw > p.last_hw_sent
         if off < log.end_offset or req.max_wait_ms <= 0 or (
             news and self.cfg.hw_notify_delay_ms <= 0
         ):
-            self._answer_fetch(src, rid, req)
+            self._answer_fetch(r, src, rid, req)
         else:
             wait = min(req.max_wait_ms, self.cfg.fetch_max_wait_ms)
             if news:
