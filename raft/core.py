@@ -99,7 +99,7 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.roles import Candidate, Follower, Leader, Prospective, Resigned, Role, Unattached
-from raft.store import LogStore, QuorumState, QuorumStateStore
+from raft.store import LogStore, QuorumStateStore
 from raft.voters import (
     VoterSetHistory,
     add_refusal,
@@ -275,12 +275,7 @@ class RaftCore:
 
     @property
     def leader_id(self) -> int:
-        r = self.role
-        if isinstance(r, Leader):
-            return self.node_id
-        if isinstance(r, Follower):
-            return r.leader_id
-        return NO_LEADER
+        return self.role.leader(self.node_id)
 
     def lost_committed_state(self) -> bool:
         """The log starts above 0 and no snapshot covers its start: records below it
@@ -690,14 +685,7 @@ class RaftCore:
                 for src, (rid, req, _deadline) in old.state.take_parked().items():
                     self._reply(src, rid, FetchResponse(self._fetch_error(req.epoch),
                                                         role.epoch, self.leader_id))
-        if isinstance(role, Unattached | Prospective):
-            st = QuorumState(role.epoch, NO_LEADER, role.voted_for)
-        elif isinstance(role, Candidate):
-            st = QuorumState(role.epoch, NO_LEADER, self.node_id)
-        elif isinstance(role, Leader | Resigned):
-            st = QuorumState(role.epoch, self.node_id, self.node_id)
-        else:
-            st = QuorumState(role.epoch, role.leader_id, role.voted_for)
+        st = role.election(self.node_id)
         if st != self._persisted:
             self.state_store.write(st)
             self._persisted = st
@@ -718,8 +706,7 @@ class RaftCore:
                 self._set_role(Unattached(epoch, NO_LEADER, deadline))
             return True
         if epoch == r.epoch and known and isinstance(r, Unattached | Prospective | Candidate):
-            voted = self.node_id if isinstance(r, Candidate) else r.voted_for
-            self._become_follower(epoch, leader_id, voted)
+            self._become_follower(epoch, leader_id, r.election(self.node_id).voted_for)
             return True
         return False
 
@@ -738,13 +725,11 @@ class RaftCore:
             # lost committed state: it must not stand (it could win with a log that
             # misses committed records); as an observer would, it looks for the leader
             self._report_lost()
-            voted = (r.voted_for if isinstance(r, Unattached | Prospective | Follower)
-                     else self.node_id)
+            # (the vote it persisted: its own as a Candidate, Leader or Resigned)
+            voted = r.election(self.node_id).voted_for
             self._discover(self._become_unattached(r.epoch, voted, self._now))
             return
-        voted = r.voted_for if isinstance(r, Unattached | Prospective | Follower) else NO_LEADER
-        if isinstance(r, Candidate | Resigned | Leader):
-            voted = self.node_id
+        voted = r.election(self.node_id).voted_for
         p = Prospective(r.epoch, voted, frozenset({self.node_id}), frozenset(),
                         self._election_deadline())
         self._set_role(p)
