@@ -8,7 +8,10 @@ sockets, files or global randomness: time is an argument and election jitter
 comes from an injected `random.Random`.
 
 Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
-(nodes not in the voter set) only ever are Unattached or Follower.
+(nodes not in the voter set) only ever are Unattached or Follower.  TRANSITIONS below
+holds these (from, to) pairs as data; every role change is checked against it, and
+against the epoch, which never goes back (IllegalTransition otherwise).  A role replaced
+by one of its own kind (a vote counted, a deadline moved) is checked the same way.
 
   Unattached  -> Prospective   election deadline passes (voter)
   Unattached  -> Unattached    higher epoch seen; vote granted in this epoch
@@ -19,6 +22,7 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
   Prospective -> Unattached    higher epoch seen; real vote granted in our epoch
   Prospective -> Follower      leader learned for an epoch >= ours
   Candidate   -> Leader        majority of votes granted
+  Candidate   -> Candidate     a vote answer counted; lost: the next round waits a backoff
   Candidate   -> Prospective   election deadline passes (election lost or split)
   Candidate   -> Unattached    higher epoch seen without a leader
   Candidate   -> Follower      leader learned for an epoch >= ours
@@ -26,7 +30,8 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
                                stopped fetching; EndQuorumEpoch is sent either way
   Leader      -> Unattached/Follower  higher epoch seen
   Resigned    -> Prospective   election deadline passes
-  Resigned    -> Unattached/Follower  higher epoch seen
+  Resigned    -> Unattached/Follower  higher epoch seen; a leader that removed itself
+                               (KIP-853) is an observer once its deadline passes
   Follower    -> Prospective   fetch deadline passes (voter); brought forward to within the
                                election backoff after two refused connections to the leader
   Follower    -> Unattached    fetch deadline passes (observer), or two refused connections
@@ -34,13 +39,14 @@ Transitions (KIP-595 "Quorum state"; KIP-996 adds Prospective).  Observers
                                EndQuorumEpoch from our
                                leader (voter; election deadline by successor rank); our
                                leader answers a Fetch saying it leads no more (voter)
-  Follower    -> Follower      leader learned for a higher epoch
+  Follower    -> Follower      leader learned for a higher epoch; a Fetch answered (the
+                               fetch deadline moves)
   (restart)   -> Resigned if the persisted leader is us, Follower if a leader is
                  persisted, else Unattached keeping the persisted vote
 
 A voter whose log lost committed state (log start > 0 and no snapshot covering it, e.g.
 segments deleted from its disk; `lost_committed_state()`) never goes to Prospective:
-where a voter would run it acts as an observer (Unattached, asks a voter for the leader),
+where a voter would run it acts as an observer (-> Unattached, asks a voter for the leader),
 it grants no vote or pre-vote, and as a Follower it asks for the leader's snapshot
 (KIP-630) instead of records.  Loading that snapshot makes it a full voter again.  So
 does a follower told to truncate below its own log start (it cannot: it fetches the
@@ -53,6 +59,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from random import Random
+from typing import Final
 
 from kio.schema.errors import ErrorCode
 
@@ -64,10 +71,10 @@ from raft.control import (
     VoterCodec,
     VoterSet,
     encode_leader_change,
-    split_snapshot,
     static_voters,
     wrap_snapshot,
 )
+from raft.leader import NEVER, LeaderState, ReplicaProgress
 from raft.messages import (
     NO_LEADER,
     Batch,
@@ -92,9 +99,55 @@ from raft.messages import (
     VoteResponse,
 )
 from raft.roles import Candidate, Follower, Leader, Prospective, Resigned, Role, Unattached
-from raft.store import LogStore, QuorumState, QuorumStateStore
+from raft.store import LogStore, QuorumStateStore
+from raft.voters import (
+    VoterSetHistory,
+    add_refusal,
+    find_voter,
+    remove_refusal,
+    update_refusal,
+    with_endpoints,
+    with_voter,
+    without_voter,
+)
 
-NEVER = 1 << 62
+# The role transitions, as listed above (a unit test keeps the two the same).
+TRANSITIONS: Final[frozenset[tuple[type[Role], type[Role]]]] = frozenset({
+    (Unattached, Prospective),
+    (Unattached, Unattached),
+    (Unattached, Follower),
+    (Prospective, Candidate),
+    (Prospective, Prospective),
+    (Prospective, Unattached),
+    (Prospective, Follower),
+    (Candidate, Leader),
+    (Candidate, Candidate),
+    (Candidate, Prospective),
+    (Candidate, Unattached),
+    (Candidate, Follower),
+    (Leader, Resigned),
+    (Leader, Unattached),
+    (Leader, Follower),
+    (Resigned, Prospective),
+    (Resigned, Unattached),
+    (Resigned, Follower),
+    (Follower, Prospective),
+    (Follower, Unattached),
+    (Follower, Follower),
+})
+
+
+class IllegalTransition(RuntimeError):
+    """A role change TRANSITIONS does not list, or one that lowers the epoch: a bug."""
+
+
+def check_transition(old: Role, new: Role) -> None:
+    if (type(old), type(new)) not in TRANSITIONS:
+        raise IllegalTransition(f"{type(old).__name__} -> {type(new).__name__} "
+                                f"(epoch {old.epoch} -> {new.epoch})")
+    if new.epoch < old.epoch:
+        raise IllegalTransition(f"{type(old).__name__} -> {type(new).__name__}: the epoch "
+                                f"goes back from {old.epoch} to {new.epoch}")
 
 
 class NotLeaderError(Exception):
@@ -122,21 +175,6 @@ class CoreConfig:
     # how long a new high watermark alone may wait for records to carry it to a
     # waiting Fetch (0: answer at once); saves a message per commit under load
     hw_notify_delay_ms: int = 0
-
-
-@dataclass(slots=True)
-class ReplicaProgress:
-    """What the leader knows of one fetcher in its epoch (KIP-595 "Fetch")."""
-
-    end_offset: int = -1
-    last_fetch_ms: int = -1
-    last_hw_sent: int = -1
-    fetched: bool = False
-    # last time it fetched from at or past the high watermark (KIP-853's caught-up test;
-    # DescribeQuorum's LastCaughtUpTimestamp)
-    caught_up_ms: int = -1
-    # the directory id its Fetch named (KIP-853), for the kraft.version upgrade
-    directory_id: uuid.UUID | None = None
 
 
 @dataclass(slots=True)
@@ -173,26 +211,18 @@ class RaftCore:
         self.node_id = node_id
         self.directory_id = directory_id
         self.log = log
-        # KIP-853: the voter set is the latest Voters control record in the log (committed
-        # or not), else the one in the latest snapshot, else the bootstrap checkpoint's
-        # (`storage format --standalone / --initial-controllers`, kraft.version 1), else
-        # the static `controller.quorum.voters` (kraft.version 0).
-        self._codec = codec
-        self._static = static_voters(frozenset(voters))
-        self._bootstrap = bootstrap_voters
+        # KIP-853: the voter set and its history (raft/voters.py)
+        self.voter_history = VoterSetHistory(static_voters(frozenset(voters)),
+                                             bootstrap_voters, codec)
         # observers with no voter to ask (controller.quorum.bootstrap.servers): ids the IO
         # shell maps to those addresses
         self.discovery_ids = tuple(discovery_ids)
-        self._vhist: list[tuple[int, VoterSet]] = []  # (offset, voters) of Voters records
-        self._kvhist: list[tuple[int, int]] = []  # (offset, kraft.version) records
-        self._snap_voters: VoterSet | None = None
-        self._snap_kraft_version = 0
         self.voter_set: VoterSet = ()
         self.voters: frozenset[int] = frozenset()
         self.is_voter = False
         self.majority = 1
-        self._load_snapshot_voters()
-        self._scan_log(log.log_start_offset)
+        self.voter_history.load_snapshot(log)
+        self.voter_history.scan(log, log.log_start_offset)
         self._refresh_voters()
         self.state_store = state_store
         self.rng = rng
@@ -212,10 +242,6 @@ class RaftCore:
         self._retry_at = NEVER
         self._fetch_rid: int | None = None
         self._snap: _SnapshotFetch | None = None
-        self._replicas: dict[int, ReplicaProgress] = {}
-        self._observers: dict[int, ReplicaProgress] = {}
-        self._resign_when_committed = False
-        self._parked: dict[int, tuple[int, FetchRequest, int]] = {}
         self._persisted = state_store.read()
         self._leader_seen = NO_LEADER
         self._leader_contact_ms = -NEVER  # last direct word from the leader we follow
@@ -249,12 +275,7 @@ class RaftCore:
 
     @property
     def leader_id(self) -> int:
-        r = self.role
-        if isinstance(r, Leader):
-            return self.node_id
-        if isinstance(r, Follower):
-            return r.leader_id
-        return NO_LEADER
+        return self.role.leader(self.node_id)
 
     def lost_committed_state(self) -> bool:
         """The log starts above 0 and no snapshot covers its start: records below it
@@ -288,11 +309,11 @@ class RaftCore:
             raise NotLeaderError(self.leader_id, role.epoch)
         batch = self.log.append(tuple(records), role.epoch,
                                 timestamp=now_ms + self.wall_offset_ms)
-        self._leader_flush()
-        self._complete_parked()
+        self._leader_flush(role)
+        self._complete_parked(role)
         return batch.last_offset
 
-    def _leader_flush(self) -> None:
+    def _leader_flush(self, r: Leader) -> None:
         if self.cfg.leader_async_flush:
             # the IO shell makes it durable, then calls flushed(); the leader counts only
             # what is flushed, while followers may already fetch it (KIP-595 allows the
@@ -300,7 +321,7 @@ class RaftCore:
             self._out.flush = True
         else:
             self.log.flush()
-        self._update_hw()
+        self._update_hw(r)
 
     def flushed(self, epoch: int, end_offset: int, now_ms: int) -> None:
         """The leader's log is durable up to `end_offset`, as of `epoch`."""
@@ -308,13 +329,14 @@ class RaftCore:
         r = self.role
         if isinstance(r, Leader) and r.epoch == epoch:
             self.log.mark_flushed(end_offset)
-            self._update_hw()
+            self._update_hw(r)
 
     def resign(self, now_ms: int) -> None:
         """Graceful resignation (KIP-595 "EndQuorumEpoch")."""
         self._now = now_ms
-        if isinstance(self.role, Leader):
-            self._resign()
+        r = self.role
+        if isinstance(r, Leader):
+            self._resign(r)
 
     def create_snapshot(self, end_offset: int, data: bytes, now_ms: int) -> SnapshotId:
         """The state machine's snapshot of every record below `end_offset`
@@ -327,34 +349,31 @@ class RaftCore:
             )
         sid = SnapshotId(end_offset, self.log.epoch_at(end_offset - 1))
         kv, voters = self.voters_at(end_offset)
-        if voters is not None and self._codec is not None:
+        codec = self.voter_history.codec
+        if voters is not None and codec is not None:
             # KIP-853: a snapshot carries the voter set at its end
-            data = wrap_snapshot(kv, self._codec.encode_voters(voters), data)
+            data = wrap_snapshot(kv, codec.encode_voters(voters), data)
         self.log.store_snapshot(sid, data)
-        if voters is not None and self._codec is not None:
-            self._snap_voters, self._snap_kraft_version = voters, kv
+        if voters is not None and codec is not None:
+            self.voter_history.snapshot_taken(kv, voters)
         self._prune_voters()
         return sid
 
     def replica_progress(self) -> tuple[dict[int, ReplicaProgress], dict[int, ReplicaProgress]]:
         """(voters, observers) as the leader sees them, for DescribeQuorum."""
-        return dict(self._replicas), dict(self._observers)
+        r = self.role
+        if isinstance(r, Leader):
+            return dict(r.state.voters), dict(r.state.observers)
+        return {}, {}
 
     # ------------------------------------------------- voter set (KIP-853)
 
     @property
     def kraft_version(self) -> int:
-        if self._kvhist:
-            return self._kvhist[-1][1]
-        if self._snap_voters is not None:
-            return self._snap_kraft_version
-        return 1 if self._bootstrap is not None else 0
+        return self.voter_history.kraft_version
 
     def voter(self, node_id: int) -> Voter | None:
-        for v in self.voter_set:
-            if v.node_id == node_id:
-                return v
-        return None
+        return find_voter(self.voter_set, node_id)
 
     @property
     def may_stand(self) -> bool:
@@ -363,21 +382,12 @@ class RaftCore:
         lost its quorum before the removal committed could leave the others unable to
         elect anyone (they need its longer log); standing, it counts only the new set's
         votes, gets the record committed, then resigns."""
-        if self.is_voter:
-            return True
-        if self.kraft_version < 1 or not self._vhist or self._vhist[-1][0] < self.hw:
-            return False
-        if len(self._vhist) > 1:
-            prev: VoterSet = self._vhist[-2][1]
-        else:
-            prev = self._snap_voters or self._bootstrap or ()
-        return any(v.matches(self.node_id, self.directory_id) for v in prev)
+        return self.is_voter or self.voter_history.removed_uncommitted(
+            self.node_id, self.directory_id, self.hw)
 
     def pending_voter_change(self) -> int:
         """Offset of the Voters record not yet committed, else -1 (at most one)."""
-        if self._vhist and self._vhist[-1][0] >= self.hw:
-            return self._vhist[-1][0]
-        return -1
+        return self.voter_history.pending_change(self.hw)
 
     def add_voter(self, voter: Voter, now_ms: int) -> tuple[ErrorCode, str, int]:
         """KIP-853 "AddVoter", on the leader: (error, message, offset of the new Voters
@@ -387,20 +397,18 @@ class RaftCore:
         err = self._voter_change_error()
         if err is not None:
             return err
-        if self.voter(voter.node_id) is not None:
-            return (ErrorCode.duplicate_voter,
-                    f"node {voter.node_id} is already a voter", -1)
-        if not voter.endpoints:
-            return ErrorCode.invalid_request, "the new voter names no listener endpoint", -1
-        p = self._observers.get(voter.node_id)
-        if p is None or p.caught_up_ms < 0 or \
-                now_ms - p.caught_up_ms > self.cfg.fetch_timeout_ms:
+        refused = add_refusal(self.voter_set, voter)
+        if refused is not None:
+            return (*refused, -1)
+        leader = self.role
+        assert isinstance(leader, Leader)  # _voter_change_error checked
+        if not leader.state.caught_up_observer(voter.node_id, now_ms, self.cfg.fetch_timeout_ms):
+            p = leader.state.observers.get(voter.node_id)
             return (ErrorCode.request_timed_out,
                     f"node {voter.node_id} is not a caught-up observer of this leader "
                     f"(its fetch offset {p.end_offset if p else -1}, high watermark "
                     f"{self.hw})", -1)
-        new = tuple(sorted((*self.voter_set, voter), key=lambda v: v.node_id))
-        return ErrorCode.none, "", self._append_voters(new)
+        return ErrorCode.none, "", self._append_voters(with_voter(self.voter_set, voter))
 
     def remove_voter(self, node_id: int, directory_id: uuid.UUID | None,
                      now_ms: int) -> tuple[ErrorCode, str, int]:
@@ -410,14 +418,11 @@ class RaftCore:
         err = self._voter_change_error()
         if err is not None:
             return err
-        v = self.voter(node_id)
-        if v is None or not v.matches(node_id, directory_id):
-            return (ErrorCode.voter_not_found,
-                    f"no voter {node_id} with directory id {directory_id}", -1)
-        new = tuple(x for x in self.voter_set if x.node_id != node_id)
-        if not new:
-            return ErrorCode.invalid_request, "cannot remove the last voter", -1
-        return ErrorCode.none, "", self._append_voters(new)
+        refused = remove_refusal(self.voter_set, node_id, directory_id)
+        if refused is not None:
+            return (*refused, -1)
+        return ErrorCode.none, "", self._append_voters(
+            without_voter(self.voter_set, node_id))
 
     def update_voter(self, voter: Voter, now_ms: int) -> tuple[ErrorCode, str, int]:
         """KIP-853 "UpdateVoter": a voter announces its endpoints."""
@@ -425,14 +430,10 @@ class RaftCore:
         err = self._voter_change_error()
         if err is not None:
             return err
-        v = self.voter(voter.node_id)
-        if v is None or not v.matches(voter.node_id, voter.directory_id):
-            return (ErrorCode.voter_not_found,
-                    f"no voter {voter.node_id} with directory id {voter.directory_id}", -1)
-        if not voter.endpoints:
-            return ErrorCode.invalid_request, "no listener endpoint", -1
-        new = tuple(replace(x, endpoints=voter.endpoints) if x.node_id == voter.node_id
-                    else x for x in self.voter_set)
+        refused = update_refusal(self.voter_set, voter)
+        if refused is not None:
+            return (*refused, -1)
+        new = with_endpoints(self.voter_set, voter)
         if new == self.voter_set:
             return ErrorCode.none, "", self.hw - 1
         return ErrorCode.none, "", self._append_voters(new)
@@ -455,7 +456,8 @@ class RaftCore:
         if version < self.kraft_version:
             return (ErrorCode.invalid_update_version,
                     "Downgrading kraft.version is not supported.", -1)
-        if version != 1 or self._codec is None:
+        codec = self.voter_history.codec
+        if version != 1 or codec is None:
             return (ErrorCode.invalid_update_version,
                     f"kraft.version {version} is not supported (0-1)", -1)
         if self.hw <= r.epoch_start_offset:
@@ -464,7 +466,7 @@ class RaftCore:
         new: list[Voter] = []
         for v in self.voter_set:
             directory = self.directory_id if v.node_id == self.node_id else (
-                self._replicas[v.node_id].directory_id if v.node_id in self._replicas
+                r.state.voters[v.node_id].directory_id if v.node_id in r.state.voters
                 else None)
             if directory is None:
                 return (ErrorCode.request_timed_out,
@@ -478,16 +480,16 @@ class RaftCore:
         if validate_only:
             return ErrorCode.none, "", -1
         ts = self._now + self.wall_offset_ms
-        b = self.log.append((self._codec.encode_kraft_version(1),), r.epoch, control=True,
+        b = self.log.append((codec.encode_kraft_version(1),), r.epoch, control=True,
                             timestamp=ts, control_type=KRAFT_VERSION_TYPE)
-        self._kvhist.append((b.base_offset, 1))
+        self.voter_history.add_kraft_version(b.base_offset, 1)
         return ErrorCode.none, "", self._append_voters(tuple(new))
 
     def _voter_change_error(self) -> tuple[ErrorCode, str, int] | None:
         r = self.role
         if not isinstance(r, Leader):
             return ErrorCode.not_leader_or_follower, "not the leader", -1
-        if self.kraft_version < 1 or self._codec is None:
+        if self.kraft_version < 1 or self.voter_history.codec is None:
             return (ErrorCode.unsupported_version,
                     "the quorum uses static voters (kraft.version 0): upgrade it to "
                     "kraft.version 1 (skiff features upgrade --feature kraft.version=1), or "
@@ -500,89 +502,32 @@ class RaftCore:
                     "another voter change is in progress (its record is not committed)", -1)
         return None
 
-    def _append_voters(self, voters: VoterSet) -> int:
+    def _append_voters(self, new: VoterSet) -> int:
         r = self.role
-        assert isinstance(r, Leader) and self._codec is not None
-        batch = self.log.append((self._codec.encode_voters(voters),), r.epoch, control=True,
+        codec = self.voter_history.codec
+        assert isinstance(r, Leader) and codec is not None
+        batch = self.log.append((codec.encode_voters(new),), r.epoch, control=True,
                                 timestamp=self._now + self.wall_offset_ms,
                                 control_type=VOTERS_TYPE)
-        self._vhist.append((batch.base_offset, voters))
+        self.voter_history.add_voters(batch.base_offset, new)
         self._refresh_voters()
-        self._resign_when_committed = not self.is_voter
-        self._leader_flush()
-        self._complete_parked()
+        r.state.resign_when_committed = not self.is_voter
+        self._leader_flush(r)
+        self._complete_parked(r)
         return batch.last_offset
 
-    def _load_snapshot_voters(self) -> None:
-        snap = self.log.latest_snapshot()
-        self._snap_voters = None
-        self._snap_kraft_version = 0
-        if snap is None:
-            return
-        head = self.log.read_snapshot(snap, 0, 1 << 16)
-        if not head.startswith(b"\x00SKV"):
-            return
-        kv, value, _rest = split_snapshot(self.log.read_snapshot(snap, 0, 1 << 40))
-        if value is not None and self._codec is not None:
-            self._snap_voters = self._codec.decode_voters(value)
-            self._snap_kraft_version = kv
-
-    def _scan_log(self, from_offset: int) -> None:
-        """Collect the KRaftVersion and Voters records at or above `from_offset`."""
-        pos = max(from_offset, self.log.log_start_offset)
-        while pos < self.log.end_offset:
-            batches = self.log.read(pos, 1 << 20)
-            if not batches:
-                break
-            self._note_control(batches)
-            pos = batches[-1].next_offset
-
-    def _note_control(self, batches: tuple[Batch, ...] | list[Batch]) -> None:
-        for b in batches:
-            if not b.control or b.control_type not in (VOTERS_TYPE, KRAFT_VERSION_TYPE):
-                continue
-            if self._codec is None:
-                raise ValueError("the log holds KIP-853 voter records but this node was "
-                                 "given no codec to read them")
-            if b.control_type == VOTERS_TYPE:
-                self._vhist.append((b.base_offset, self._codec.decode_voters(b.records[-1])))
-            else:
-                self._kvhist.append((b.base_offset,
-                                     self._codec.decode_kraft_version(b.records[-1])))
-
     def _prune_voters(self) -> None:
-        """Forget records the log no longer holds (truncated, or below its start, which a
-        snapshot covers)."""
-        start, end = self.log.log_start_offset, self.log.end_offset
-        self._vhist = [e for e in self._vhist if start <= e[0] < end]
-        self._kvhist = [e for e in self._kvhist if start <= e[0] < end]
+        """Forget voter records the log no longer holds (truncated, or below its start,
+        which a snapshot covers)."""
+        self.voter_history.prune(self.log.log_start_offset, self.log.end_offset)
         self._refresh_voters()
 
     def voters_at(self, offset: int) -> tuple[int, VoterSet | None]:
         """(kraft.version, voter set) in force after every record below `offset`."""
-        vs = [v for o, v in self._vhist if o < offset]
-        kv = [k for o, k in self._kvhist if o < offset]
-        if vs:
-            voters: VoterSet | None = vs[-1]
-        elif self._snap_voters is not None:
-            voters = self._snap_voters
-        else:
-            voters = self._bootstrap
-        if kv:
-            return kv[-1], voters
-        if self._snap_voters is not None:
-            return self._snap_kraft_version, voters
-        return (1 if self._bootstrap is not None else 0), voters
+        return self.voter_history.at(offset)
 
     def _refresh_voters(self) -> None:
-        if self._vhist:
-            vs = self._vhist[-1][1]
-        elif self._snap_voters is not None:
-            vs = self._snap_voters
-        elif self._bootstrap is not None:
-            vs = self._bootstrap
-        else:
-            vs = self._static
+        vs = self.voter_history.latest()
         if vs == self.voter_set:
             return
         self.voter_set = vs
@@ -591,15 +536,7 @@ class RaftCore:
         self.majority = len(self.voters) // 2 + 1
         r = getattr(self, "role", None)
         if isinstance(r, Leader):
-            # the leader tracks the new voters' progress from what it knew of them as
-            # observers; removed voters become observers
-            for v in self.voters - {self.node_id}:
-                if v not in self._replicas:
-                    prev = self._observers.pop(v, None)
-                    self._replicas[v] = prev or ReplicaProgress(last_fetch_ms=self._now)
-            for v in list(self._replicas):
-                if v not in self.voters:
-                    self._observers[v] = self._replicas.pop(v)
+            r.state.set_voters(self.voters - {self.node_id}, self._now)
 
     def next_wakeup_ms(self) -> int:
         r = self.role
@@ -615,10 +552,8 @@ class RaftCore:
             if self._fetch_rid is None:
                 t = min(t, self._retry_at)
         elif isinstance(r, Leader):
-            t = min(t, self._retry_at)
-            for _rid, _req, deadline in self._parked.values():
-                t = min(t, deadline)
-            t = min(t, self._quorum_expiry_ms())
+            t = min(t, self._retry_at, r.state.next_parked_deadline(),
+                    self._quorum_expiry_ms(r))
         return t
 
     def tick(self, now_ms: int) -> None:
@@ -632,14 +567,13 @@ class RaftCore:
                 if inf.kind in ("fetch", "fetch_snapshot") and isinstance(r, Follower):
                     self._retry_at = min(self._retry_at, now_ms)
         if isinstance(r, Leader):
-            self._tick_leader()
+            self._tick_leader(r)
         elif isinstance(r, Follower):
             if now_ms >= r.fetch_deadline_ms:
                 if self.may_stand:
                     self._become_prospective()
                 else:
-                    self._set_role(Unattached(r.epoch, r.voted_for, now_ms))
-                    self._discover()
+                    self._discover(self._become_unattached(r.epoch, r.voted_for, now_ms))
             elif self._fetch_rid is None and now_ms >= self._retry_at:
                 self._retry_at = NEVER
                 self._send_fetch()
@@ -648,19 +582,18 @@ class RaftCore:
                 if self.may_stand:
                     self._become_prospective()
                 else:
-                    self._discover()
+                    self._discover(r)
         elif isinstance(r, Prospective | Candidate):
             if now_ms >= r.election_deadline_ms:
                 self._become_prospective()
             elif now_ms >= self._retry_at:
-                self._send_votes()
+                self._send_votes(r)
         elif isinstance(r, Resigned) and now_ms >= r.election_deadline_ms:
             if self.may_stand:
                 self._become_prospective()
             else:
                 # a leader that removed itself: an observer now
-                self._set_role(Unattached(r.epoch, self.node_id, now_ms))
-                self._discover()
+                self._discover(self._become_unattached(r.epoch, self.node_id, now_ms))
 
     def handle_request(self, src: int, rid: int, request: Request, now_ms: int) -> None:
         self._now = now_ms
@@ -709,12 +642,11 @@ class RaftCore:
                     self._leader_contact_ms = -NEVER
                     soon = now_ms + self.rng.randint(0, max(1, self.cfg.election_backoff_max_ms))
                     if soon < r.fetch_deadline_ms:
-                        self.role = replace(r, fetch_deadline_ms=soon)
+                        self._move_deadline(replace(r, fetch_deadline_ms=soon))
                 elif self._fetch_failures >= 2:
                     # An observer hears of a new leader only by asking (BeginQuorumEpoch
                     # goes to voters): look for it now, not after the whole fetch timeout.
-                    self._set_role(Unattached(r.epoch, r.voted_for, now_ms))
-                    self._discover()
+                    self._discover(self._become_unattached(r.epoch, r.voted_for, now_ms))
         self._retry_at = min(self._retry_at, now_ms + self.cfg.retry_backoff_ms)
 
     # --------------------------------------------------------- transitions
@@ -731,32 +663,29 @@ class RaftCore:
     def _backoff(self) -> int:
         return self._now + self.rng.randint(1, max(1, self.cfg.election_backoff_max_ms))
 
-    def _set_role(self, role: Role) -> None:
-        old = self.role if hasattr(self, "role") else None
+    def _move_deadline(self, role: Follower) -> None:
+        """The follower's fetch deadline moves; nothing else changes, nothing to persist."""
+        check_transition(self.role, role)
         self.role = role
-        if old is None or type(old) is not type(role) or old.epoch != role.epoch:
+
+    def _set_role(self, role: Role) -> None:
+        old = self.role
+        check_transition(old, role)
+        self.role = role
+        if type(old) is not type(role) or old.epoch != role.epoch:
             self._inflight.clear()
             self._fetch_rid = None
             self._fetch_failures = 0
             self._snap = None
             self._retry_at = NEVER
-            # every request gets an answer: an unanswered one holds one of the connection's
-            # in-flight slots on the server for good (and it has only so many)
-            parked, self._parked = self._parked, {}
-            for src, (rid, req, _deadline) in parked.items():
-                self._reply(src, rid, FetchResponse(self._fetch_error(req.epoch), role.epoch,
-                                                    self.leader_id))
-            if not isinstance(role, Leader):
-                self._replicas.clear()
-                self._observers.clear()
-        if isinstance(role, Unattached | Prospective):
-            st = QuorumState(role.epoch, NO_LEADER, role.voted_for)
-        elif isinstance(role, Candidate):
-            st = QuorumState(role.epoch, NO_LEADER, self.node_id)
-        elif isinstance(role, Leader | Resigned):
-            st = QuorumState(role.epoch, self.node_id, self.node_id)
-        else:
-            st = QuorumState(role.epoch, role.leader_id, role.voted_for)
+            if isinstance(old, Leader):
+                # every request gets an answer: an unanswered one holds one of the
+                # connection's in-flight slots on the server for good (and it has only so
+                # many)
+                for src, (rid, req, _deadline) in old.state.take_parked().items():
+                    self._reply(src, rid, FetchResponse(self._fetch_error(req.epoch),
+                                                        role.epoch, self.leader_id))
+        st = role.election(self.node_id)
         if st != self._persisted:
             self.state_store.write(st)
             self._persisted = st
@@ -777,10 +706,14 @@ class RaftCore:
                 self._set_role(Unattached(epoch, NO_LEADER, deadline))
             return True
         if epoch == r.epoch and known and isinstance(r, Unattached | Prospective | Candidate):
-            voted = self.node_id if isinstance(r, Candidate) else r.voted_for
-            self._become_follower(epoch, leader_id, voted)
+            self._become_follower(epoch, leader_id, r.election(self.node_id).voted_for)
             return True
         return False
+
+    def _become_unattached(self, epoch: int, voted_for: int, deadline_ms: int) -> Unattached:
+        u = Unattached(epoch, voted_for, deadline_ms)
+        self._set_role(u)
+        return u
 
     def _become_follower(self, epoch: int, leader_id: int, voted_for: int) -> None:
         self._set_role(Follower(epoch, leader_id, voted_for, self._fetch_deadline()))
@@ -792,41 +725,31 @@ class RaftCore:
             # lost committed state: it must not stand (it could win with a log that
             # misses committed records); as an observer would, it looks for the leader
             self._report_lost()
-            voted = (r.voted_for if isinstance(r, Unattached | Prospective | Follower)
-                     else self.node_id)
-            self._set_role(Unattached(r.epoch, voted, self._now))
-            self._discover()
+            # (the vote it persisted: its own as a Candidate, Leader or Resigned)
+            voted = r.election(self.node_id).voted_for
+            self._discover(self._become_unattached(r.epoch, voted, self._now))
             return
-        voted = r.voted_for if isinstance(r, Unattached | Prospective | Follower) else NO_LEADER
-        if isinstance(r, Candidate | Resigned | Leader):
-            voted = self.node_id
-        self._set_role(
-            Prospective(r.epoch, voted, frozenset({self.node_id}), frozenset(),
+        voted = r.election(self.node_id).voted_for
+        p = Prospective(r.epoch, voted, frozenset({self.node_id}), frozenset(),
                         self._election_deadline())
-        )
-        self._send_votes()
+        self._set_role(p)
+        self._send_votes(p)
         self._check_election()
 
     def _become_candidate(self) -> None:
         r = self.role
-        self._set_role(
-            Candidate(r.epoch + 1, frozenset({self.node_id}), frozenset(),
+        c = Candidate(r.epoch + 1, frozenset({self.node_id}), frozenset(),
                       self._election_deadline())
-        )
-        self._send_votes()
+        self._set_role(c)
+        self._send_votes(c)
         self._check_election()
 
     def _become_leader(self) -> None:
         epoch = self.role.epoch
         start = self.log.end_offset
-        self._set_role(Leader(epoch, start))
-        self._resign_when_committed = not self.is_voter
-        now = self._now
-        self._replicas = {
-            v: ReplicaProgress(last_fetch_ms=now) for v in self.voters if v != self.node_id
-        }
-        r = self.role
-        assert isinstance(r, Leader)
+        others = (v for v in self.voters if v != self.node_id)
+        leader = Leader(epoch, start, LeaderState(others, self._now, not self.is_voter))
+        self._set_role(leader)
         granting = tuple(sorted(self.voters))
         self.log.append(
             (encode_leader_change(self.node_id, tuple(sorted(self.voters)), granting),),
@@ -834,27 +757,24 @@ class RaftCore:
             control=True,
             timestamp=self._now + self.wall_offset_ms,
         )
-        if (self._bootstrap is not None and self._codec is not None and not self._vhist
-                and self._snap_voters is None):
+        hist = self.voter_history
+        if hist.bootstrap_unwritten():
             # KIP-853: the first leader of a quorum bootstrapped with a voter set (storage
             # format --standalone / --initial-controllers) writes it into the log, where
             # replicas formatted without one learn it
+            assert hist.codec is not None and hist.bootstrap is not None
             ts = self._now + self.wall_offset_ms
-            b = self.log.append((self._codec.encode_kraft_version(1),), epoch, control=True,
+            b = self.log.append((hist.codec.encode_kraft_version(1),), epoch, control=True,
                                 timestamp=ts, control_type=KRAFT_VERSION_TYPE)
-            self._kvhist.append((b.base_offset, 1))
-            b = self.log.append((self._codec.encode_voters(self._bootstrap),), epoch,
+            hist.add_kraft_version(b.base_offset, 1)
+            b = self.log.append((hist.codec.encode_voters(hist.bootstrap),), epoch,
                                 control=True, timestamp=ts, control_type=VOTERS_TYPE)
-            self._vhist.append((b.base_offset, self._bootstrap))
-        self._send_begin_epoch()
-        self._leader_flush()
+            hist.add_voters(b.base_offset, hist.bootstrap)
+        self._send_begin_epoch(leader)
+        self._leader_flush(leader)
 
-    def _resign(self) -> None:
-        r = self.role
-        assert isinstance(r, Leader)
-        successors = tuple(
-            v for v, _p in sorted(self._replicas.items(), key=lambda kv: -kv[1].end_offset)
-        )
+    def _resign(self, r: Leader) -> None:
+        successors = r.state.successors()
         self._set_role(Resigned(r.epoch, successors, self._election_deadline()))
         for v in successors:
             self._request(v, "end_epoch", EndQuorumEpochRequest(r.epoch, self.node_id, successors))
@@ -873,9 +793,7 @@ class RaftCore:
     def _reply(self, dst: int, rid: int, message: Response) -> None:
         self._out.sends.append(Send(dst, rid, message, True))
 
-    def _send_votes(self) -> None:
-        r = self.role
-        assert isinstance(r, Prospective | Candidate)
+    def _send_votes(self, r: Prospective | Candidate) -> None:
         pre = isinstance(r, Prospective)
         req = VoteRequest(
             r.epoch + 1 if pre else r.epoch,
@@ -889,11 +807,9 @@ class RaftCore:
             self._request(v, "vote", req)
         self._retry_at = self._now + self.cfg.retry_backoff_ms
 
-    def _send_begin_epoch(self) -> None:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _send_begin_epoch(self, r: Leader) -> None:
         waiting = {inf.dst for inf in self._inflight.values() if inf.kind == "begin_epoch"}
-        for v, p in sorted(self._replicas.items()):
+        for v, p in sorted(r.state.voters.items()):
             if not p.fetched and v not in waiting:
                 self._request(v, "begin_epoch", BeginQuorumEpochRequest(r.epoch, self.node_id))
         self._retry_at = self._now + self.cfg.request_timeout_ms
@@ -930,11 +846,9 @@ class RaftCore:
                        max(1, (self.cfg.fetch_timeout_ms - wait) // 2))
         self._fetch_rid = self._request(dst, kind, req, wait + patience)
 
-    def _discover(self) -> None:
+    def _discover(self, r: Unattached) -> None:
         """An observer without a leader asks a random voter (KIP-595 "Fetch":
         a non-leader answers with the leader it knows)."""
-        r = self.role
-        assert isinstance(r, Unattached)
         pool = (sorted(self.voters - {self.node_id}) or list(self.discovery_ids)
                 or sorted(self.voters))
         if not pool:
@@ -1080,72 +994,56 @@ class RaftCore:
 
     # ------------------------------------------------------------- leader
 
-    def _quorum_expiry_ms(self) -> int:
+    def _quorum_expiry_ms(self, r: Leader) -> int:
         """When check-quorum fails if nobody else fetches: the time at which
         fewer than a majority have fetched within 1.5 fetch timeouts."""
-        times = sorted((p.last_fetch_ms for p in self._replicas.values()), reverse=True)
         need = self.majority - (1 if self.is_voter else 0)  # a voter leader counts itself
-        if need <= 0:
-            return NEVER
-        if need > len(times):
-            return self._now
-        return times[need - 1] + (self.cfg.fetch_timeout_ms * 3) // 2
+        return r.state.quorum_expiry_ms(self._now, need, (self.cfg.fetch_timeout_ms * 3) // 2)
 
-    def _tick_leader(self) -> None:
+    def _tick_leader(self, r: Leader) -> None:
         now = self._now
-        if self._resign_when_committed and self.pending_voter_change() < 0:
+        if r.state.resign_when_committed and self.pending_voter_change() < 0:
             # its own removal is committed: tell the followers, then hand over (KIP-853
             # "RemoveVoter")
-            self._resign_when_committed = False
-            self._complete_parked()
-            self._resign()
+            r.state.resign_when_committed = False
+            self._complete_parked(r)
+            self._resign(r)
             return
-        if now >= self._quorum_expiry_ms():
-            self._resign()
+        if now >= self._quorum_expiry_ms(r):
+            self._resign(r)
             return
-        for src, (rid, req, deadline) in list(self._parked.items()):
-            if now >= deadline:
-                del self._parked[src]
-                self._answer_fetch(src, rid, req)
+        for src, (rid, req, _deadline) in r.state.take_expired(now):
+            self._answer_fetch(r, src, rid, req)
         if now >= self._retry_at:
             self._retry_at = NEVER
-            self._send_begin_epoch()
-            if all(p.fetched for p in self._replicas.values()):
+            self._send_begin_epoch(r)
+            if r.state.all_voters_fetched():
                 self._retry_at = NEVER
 
-    def _update_hw(self) -> bool:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _update_hw(self, r: Leader) -> bool:
         # a leader removed from the voter set (KIP-853) leads on without counting itself
-        ends = [p.end_offset for p in self._replicas.values()]
-        if self.is_voter:
-            ends.append(self.log.flushed_offset)
-        ends.sort(reverse=True)
-        candidate = ends[self.majority - 1] if len(ends) >= self.majority else -1
+        candidate = r.state.high_watermark(self.log.flushed_offset if self.is_voter else None,
+                                           self.majority)
         if candidate > r.epoch_start_offset and candidate > self.hw:
             self.hw = candidate
-            if self._resign_when_committed and self.pending_voter_change() < 0:
+            if r.state.resign_when_committed and self.pending_voter_change() < 0:
                 self._retry_at = min(self._retry_at, self._now)  # resign at the next tick
             delay = self.cfg.hw_notify_delay_ms
             if delay <= 0:
-                self._complete_parked()
+                self._complete_parked(r)
             else:
                 # a new high watermark alone waits a moment for records to ride with
-                for src, (rid, req, deadline) in list(self._parked.items()):
-                    self._parked[src] = (rid, req, min(deadline, self._now + delay))
+                r.state.hurry_parked(self._now + delay)
             return True
         return False
 
-    def _complete_parked(self) -> None:
-        parked, self._parked = self._parked, {}
-        for src, (rid, req, _deadline) in parked.items():
-            self._answer_fetch(src, rid, req)
+    def _complete_parked(self, r: Leader) -> None:
+        for src, (rid, req, _deadline) in r.state.take_parked().items():
+            self._answer_fetch(r, src, rid, req)
 
-    def _answer_fetch(self, src: int, rid: int, req: FetchRequest) -> None:
-        r = self.role
-        assert isinstance(r, Leader)
+    def _answer_fetch(self, r: Leader, src: int, rid: int, req: FetchRequest) -> None:
         batches = self.log.read(req.fetch_offset, req.max_bytes)
-        p = self._replicas.get(src) or self._observers.get(src)
+        p = r.state.progress(src)
         if p is not None:
             p.last_hw_sent = self.hw
         self._reply(src, rid, FetchResponse(
@@ -1210,37 +1108,26 @@ class RaftCore:
                         diverging_epoch=max(ep, 0), diverging_end_offset=target,
                     ))
                 return
-        if src in self._replicas:
-            p = self._replicas[src]
-        else:
-            p = self._observers.setdefault(src, ReplicaProgress())
-        p.end_offset = off
-        p.last_fetch_ms = self._now
-        if req.replica_directory_id is not None:
-            p.directory_id = req.replica_directory_id
-        if off >= self.hw:
-            p.caught_up_ms = self._now
-        if not p.fetched:
-            p.fetched = True
-        replaced = self._parked.pop(src, None)
+        p = r.state.fetched(src, off, self._now, self.hw, req.replica_directory_id)
+        replaced = r.state.unpark(src)
         if replaced is not None:
             # A newer Fetch from the same node (its earlier ones were held up on the way,
             # e.g. by a network partition, and arrive together): answer the old one now,
             # the follower ignores it; left unanswered it would hold an in-flight slot of
             # the connection for good, and once all are held the connection is dead.
-            self._answer_fetch(src, replaced[0], replaced[1])
-        if src in self._replicas:
-            self._update_hw()
+            self._answer_fetch(r, src, replaced[0], replaced[1])
+        if src in r.state.voters:
+            self._update_hw(r)
         news = self.hw > p.last_hw_sent
         if off < log.end_offset or req.max_wait_ms <= 0 or (
             news and self.cfg.hw_notify_delay_ms <= 0
         ):
-            self._answer_fetch(src, rid, req)
+            self._answer_fetch(r, src, rid, req)
         else:
             wait = min(req.max_wait_ms, self.cfg.fetch_max_wait_ms)
             if news:
                 wait = min(wait, self.cfg.hw_notify_delay_ms)
-            self._parked[src] = (rid, req, self._now + wait)
+            r.state.park(src, rid, req, self._now + wait)
 
     def _on_fetch_snapshot(self, src: int, rid: int, req: FetchSnapshotRequest) -> None:
         """KIP-630 "FetchSnapshot": serve a chunk of the snapshot at `position`."""
@@ -1260,9 +1147,7 @@ class RaftCore:
             self._reply(src, rid, FetchSnapshotResponse(err, r.epoch, self.node_id,
                                                         req.snapshot_id))
             return
-        p = self._replicas.get(src)
-        if p is not None:
-            p.last_fetch_ms = self._now
+        r.state.snapshot_fetched(src, self._now)
         chunk = self.log.read_snapshot(req.snapshot_id, req.position,
                                        min(req.max_bytes, self.cfg.snapshot_chunk_bytes))
         self._reply(src, rid, FetchSnapshotResponse(ErrorCode.none, r.epoch, self.node_id,
@@ -1279,7 +1164,7 @@ class RaftCore:
         r = self.role
         if isinstance(r, Follower) and src == r.leader_id:
             r = replace(r, fetch_deadline_ms=self._fetch_deadline())
-            self.role = r
+            self._move_deadline(r)
             self._leader_contact_ms = self._now
             self._fetch_failures = 0
             return r
@@ -1337,7 +1222,7 @@ class RaftCore:
             log.append_batches(batches)
             log.flush()
             if any(b.control for b in batches):
-                self._note_control(batches)
+                self.voter_history.note_control(batches)
                 self._refresh_voters()
             self._advance_hw(resp.high_watermark)
         else:
@@ -1363,7 +1248,7 @@ class RaftCore:
             snap.data += resp.data
         if len(snap.data) == resp.size:
             self.log.store_snapshot(snap.snapshot_id, bytes(snap.data))
-            self._load_snapshot_voters()
+            self.voter_history.load_snapshot(self.log)
             self._prune_voters()
             self._snap = None
             self._needs_snapshot = False

@@ -20,7 +20,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 FLOORS: dict[int, tuple[str, ...]] = {
     1: ("broker.errors", "broker.util", "broker.protocol", "broker.config", "broker.logsetup",
         "broker.log", "broker.metrics.stats", "broker.security", "broker.quotas"),
-    2: ("raft.core", "raft.roles", "raft.messages", "raft.store", "raft.control", "raft.config"),
+    2: ("raft.core", "raft.roles", "raft.messages", "raft.store", "raft.control", "raft.config",
+        "raft.voters", "raft.leader"),
     3: ("raft.driver", "raft.kafka_messages", "raft.stores", "raft.eventloop", "broker.coordinator",
         "broker.metadata", "broker.replication", "broker.group", "broker.txn", "broker.controller",
         "broker.metrics.telemetry", "broker.security.scram_admin"),

@@ -195,7 +195,8 @@ def test_kraft_version_upgrade_waits_for_every_voters_directory_id() -> None:
     c.run_for(100)
     other = next(i for i in (1, 2, 3) if i != leader.node_id)
     c.crash(other)
-    leader._replicas[other].directory_id = None  # as if it never fetched with one
+    assert isinstance(leader.role, Leader)
+    leader.role.state.voters[other].directory_id = None  # as if it never fetched with one
     eps = {i: (Endpoint("CONTROLLER", "127.0.0.1", 9090 + i),) for i in (1, 2, 3)}
     err, msg, _ = leader.upgrade_kraft_version(1, eps, c.now)
     assert err == ErrorCode.request_timed_out and f"voter {other}" in msg
