@@ -10,7 +10,7 @@ process:
     time (CLOCK_REALTIME, ns) travels in the payload; the consumer (fetch.wait.max.ms=10,
     fetch.queue.backoff.ms=1) subtracts it on receipt; p50/p99/p99.9 after a warm-up.
 
-Targets: `skiff` starts a `skiff dev` node (tests/support/node.py) in a temp dir; `tansu`
+Targets: `skiff` starts a `skiff dev` node (broker/testing/node.py) in a temp dir; `tansu`
 starts Tansu 0.6 (--tansu-bin, $TANSU_BIN, or `tansu` on PATH) with in-memory storage;
 `both` runs Skiff then Tansu in the same run and prints the ratios Skiff/Tansu; `external`
 uses --bootstrap (and --broker-pid for CPU figures). Everything is on 127.0.0.1.

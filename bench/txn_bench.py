@@ -1,6 +1,6 @@
 """read_committed against read_uncommitted consume, in one run on one node (run by hand).
 
-One `skiff dev` node (tests/support/node.py). A topic of one partition is filled with
+One `skiff dev` node (broker/testing/node.py). A topic of one partition is filled with
 transactions written the way a transactional producer and its coordinator write them:
 each transaction is one transactional batch of --txn-records records of --size bytes from
 one of four producers (raw kio Produce), ended by a COMMIT or, for every --abort-every-th

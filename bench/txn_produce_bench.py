@@ -1,7 +1,7 @@
 """Transactional produce (a commit every --commit-ms) against idempotent non-transactional
 produce, in one run on one node (run by hand).
 
-One `skiff dev` node (tests/support/node.py), a topic of --partitions partitions. librdkafka
+One `skiff dev` node (broker/testing/node.py), a topic of --partitions partitions. librdkafka
 (confluent-kafka) writes --messages records of --size bytes, round-robin over the
 partitions, first as an idempotent producer (enable.idempotence=true, acks=all), then as a
 transactional producer that commits every --commit-ms (begin, produce, commit_transaction,
