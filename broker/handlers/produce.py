@@ -143,6 +143,22 @@ async def _verify(
         failed = dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
     else:
         failed = await verifier.verify(tid, pid, epoch, wanted, op)
+        if op is TxnOperation.ADD_PARTITION:
+            # Kafka's ReplicaManager: while the coordinator is still completing the
+            # producer's previous transaction, adding is retried here, not by the producer
+            loop = asyncio.get_running_loop()
+            backoff_s = int(node.config["add.partitions.to.txn.retry.backoff.ms"]) / 1000
+            give_up = loop.time() + min(
+                int(node.config["add.partitions.to.txn.retry.backoff.max.ms"]),
+                int(node.config["request.timeout.ms"])) / 1000
+            while loop.time() < give_up:
+                busy = [k for k, code in failed.items()
+                        if code is ErrorCode.concurrent_transactions]
+                if not busy:
+                    break
+                await asyncio.sleep(backoff_s)
+                again = await verifier.verify(tid, pid, epoch, busy, op)
+                failed = {k: c for k, c in failed.items() if k not in busy} | again
     for key, code in failed.items():
         entries.pop(key, None)
         guards.pop(key, None)

@@ -1,4 +1,5 @@
-"""Produce keeps a connection's order across the KIP-890 verification wait.
+"""Produce keeps a connection's order across the KIP-890 verification wait, and a
+transactions V2 leader retries CONCURRENT_TRANSACTIONS itself, as Kafka's does.
 
 Kafka serves one request of a connection at a time, so a producer's pipelined Produce
 requests are appended in the order it sent them. Skiff runs a connection's handlers
@@ -22,7 +23,13 @@ import pytest
 from group_node import anyio_backend_fixture  # noqa: F401
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-from txn_node import TxnNode, init_txn, tnode_fixture, txn_ready  # noqa: F401
+from txn_node import (  # noqa: F401
+    TxnNode,
+    init_txn,
+    set_transaction_version,
+    tnode_fixture,
+    txn_ready,
+)
 
 from broker.handlers import produce
 from broker.protocol.api import BROKER_APIS, response_schema
@@ -128,3 +135,72 @@ async def test_other_connections_do_not_wait(tnode: TxnNode) -> None:
     assert await answer(tnode, on_connection("conn-2"), other_next) == {0: ErrorCode.none}
     assert not waiting.done()
     assert await waiting == {1: ErrorCode.none}
+
+
+def busy_coordinator(node: TxnNode, times: int) -> list[list[tuple[str, int]]]:
+    """The coordinator answers CONCURRENT_TRANSACTIONS to the first `times` verifications
+    (it is still writing the previous transaction's markers); returns the partitions asked
+    for at each call."""
+    verifier = node.txn_coordinator.verifier
+    verify = verifier.verify
+    calls: list[list[tuple[str, int]]] = []
+
+    async def busy(tid: str, pid: int, epoch: int, parts: Any, op: Any) -> Any:
+        parts = sorted(parts)
+        calls.append(parts)
+        if len(calls) <= times:
+            return dict.fromkeys(parts, ErrorCode.concurrent_transactions)
+        return await verify(tid, pid, epoch, parts, op)
+
+    verifier.verify = busy  # type: ignore[method-assign]
+    return calls
+
+
+def v12_request(pid: int, epoch: int) -> Any:
+    m = schema_module("produce", 12)
+    return build(m.ProduceRequest, transactional_id="tx", acks=-1,
+                 timeout=datetime.timedelta(seconds=5),
+                 topic_data=(build(m.TopicProduceData, name=TOPIC, partition_data=(
+                     build(m.PartitionProduceData, index=0,
+                           records=txn_records(pid, epoch, 0, b"a")),)),))
+
+
+async def answer_v12(node: TxnNode, request: Any) -> Any:
+    if not hasattr(node, "quotas"):
+        node.quotas = Quotas()  # type: ignore[attr-defined]
+    ctx = RequestContext(api_key=0, api_version=12, correlation_id=1, client_id="p",
+                         listener_name="PLAINTEXT", peer_host="127.0.0.1", peer_port=5555,
+                         received_ms=0, apis=BROKER_APIS, connection_id="c")
+    chunks = await produce.handle(node, ctx, request)
+    assert chunks is not None
+    body = chunks.to_bytes()
+    decoded, _ = entity_reader(response_schema(0, 12))(body, 0)
+    return decoded.responses[0].partition_responses[0]
+
+
+async def test_transactions_v2_add_retries_concurrent_transactions_on_the_leader(
+        tnode: TxnNode) -> None:
+    """Kafka's leader retries the add (transactions V2) while the coordinator answers
+    CONCURRENT_TRANSACTIONS, every add.partitions.to.txn.retry.backoff.ms for up to
+    add.partitions.to.txn.retry.backoff.max.ms; the producer does not see it."""
+    set_transaction_version(tnode, 2)
+    await txn_ready(tnode, "tx")
+    tnode.add_topic(TOPIC, 1)
+    r = await init_txn(tnode, "tx", version=5)
+    calls = busy_coordinator(tnode, 2)
+    part = await answer_v12(tnode, v12_request(r.producer_id, r.producer_epoch))
+    assert part.error_code is ErrorCode.none, part
+    assert calls == [[(TOPIC, 0)]] * 3
+
+
+async def test_transactions_v2_add_gives_up_after_the_max(tnode: TxnNode) -> None:
+    set_transaction_version(tnode, 2)
+    tnode.config["add.partitions.to.txn.retry.backoff.max.ms"] = 50
+    await txn_ready(tnode, "tx")
+    tnode.add_topic(TOPIC, 1)
+    r = await init_txn(tnode, "tx", version=5)
+    calls = busy_coordinator(tnode, 1000)
+    part = await answer_v12(tnode, v12_request(r.producer_id, r.producer_epoch))
+    assert part.error_code is ErrorCode.not_enough_replicas
+    assert "CONCURRENT_TRANSACTIONS" in (part.error_message or "")
+    assert 2 <= len(calls) <= 5  # 20 ms apart for 50 ms
