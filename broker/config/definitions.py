@@ -230,6 +230,11 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("producer.id.expiration.ms", INT, 86400000, at_least(1)),
     # KIP-890: a leader checks with the coordinator before a transaction's first append
     ConfigDef("transaction.partition.verification.enable", B, True),
+    # transactions V2: a leader adding a partition to a transaction for a Produce retries a
+    # coordinator's CONCURRENT_TRANSACTIONS itself, this often, for up to this long (capped
+    # by request.timeout.ms), before the producer sees it (Kafka's AddPartitionsToTxnConfig)
+    ConfigDef("add.partitions.to.txn.retry.backoff.ms", INT, 20, at_least(1)),
+    ConfigDef("add.partitions.to.txn.retry.backoff.max.ms", INT, 100, at_least(0)),
     # Client quotas (broker/quotas, docs/security.md): Kafka's sample windows of the byte-rate
     # and request quotas, and of the controller mutation quota
     ConfigDef("quota.window.num", INT, 11, at_least(1)),

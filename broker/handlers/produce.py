@@ -26,6 +26,7 @@ transaction. Authorizing WRITE on the transactional id is the ACL layer's.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,9 @@ if TYPE_CHECKING:
 API_KEY = 0
 TOPIC_ID_VERSION = 13
 log = structlog.get_logger(__name__)
+# connection id -> a future done once the latest Produce of that connection that had to wait
+# (for its verification, or for the one before it) has made its appends
+_appending: dict[str, asyncio.Future[None]] = {}
 _ATTRIBUTES_OFFSET = 21
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -139,6 +143,22 @@ async def _verify(
         failed = dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
     else:
         failed = await verifier.verify(tid, pid, epoch, wanted, op)
+        if op is TxnOperation.ADD_PARTITION:
+            # Kafka's ReplicaManager: while the coordinator is still completing the
+            # producer's previous transaction, adding is retried here, not by the producer
+            loop = asyncio.get_running_loop()
+            backoff_s = int(node.config["add.partitions.to.txn.retry.backoff.ms"]) / 1000
+            give_up = loop.time() + min(
+                int(node.config["add.partitions.to.txn.retry.backoff.max.ms"]),
+                int(node.config["request.timeout.ms"])) / 1000
+            while loop.time() < give_up:
+                busy = [k for k, code in failed.items()
+                        if code is ErrorCode.concurrent_transactions]
+                if not busy:
+                    break
+                await asyncio.sleep(backoff_s)
+                again = await verifier.verify(tid, pid, epoch, busy, op)
+                failed = {k: c for k, c in failed.items() if k not in busy} | again
     for key, code in failed.items():
         entries.pop(key, None)
         guards.pop(key, None)
@@ -203,21 +223,42 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any
             else:
                 entries[key] = part.records
     verification: dict[tuple[str, int], VerificationGuard | None] | None = None
+    verify = False
     if tid and entries:
         verify_enabled = bool(node.config["transaction.partition.verification.enable"])
-        if verify_enabled or op is TxnOperation.ADD_PARTITION:
+        verify = verify_enabled or op is TxnOperation.ADD_PARTITION
+    conn = ctx.connection_id
+    before = _appending.get(conn) if conn else None
+    mine: asyncio.Future[None] | None = None
+    if conn and (verify or before is not None):
+        mine = _appending[conn] = asyncio.get_running_loop().create_future()
+    results: dict[tuple[str, int], AppendResult | KafkaError] = dict(errors)
+    try:
+        if verify and tid:
             guards = await _verify(node, tid, op, entries, errors)
+            results.update(errors)
             if verify_enabled:
                 verification = guards
-    results: dict[tuple[str, int], AppendResult | KafkaError] = dict(errors)
-    if entries:
-        results.update(
-            await node.replicas.append(
-                entries, required_acks=acks,
-                timeout_ms=int(request.timeout.total_seconds() * 1000),
-                verification=verification,
+        if before is not None:
+            await asyncio.shield(before)  # the previous Produce of this connection appended
+        if mine is not None:
+            # its waiters run only once this task yields, after the appends below were made
+            # (replicas.append appends before its first await)
+            mine.set_result(None)
+        if entries:
+            results.update(
+                await node.replicas.append(
+                    entries, required_acks=acks,
+                    timeout_ms=int(request.timeout.total_seconds() * 1000),
+                    verification=verification,
+                )
             )
-        )
+    finally:
+        if mine is not None:
+            if not mine.done():
+                mine.set_result(None)
+            if _appending.get(conn) is mine:
+                del _appending[conn]
     for key, result in results.items():
         if isinstance(result, KafkaError) and result.error_code not in (
             ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,

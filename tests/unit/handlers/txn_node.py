@@ -34,6 +34,9 @@ TXN_CONFIG: dict[str, Any] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
     "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
     "transaction.partition.verification.enable": True,
+    "add.partitions.to.txn.retry.backoff.ms": 20,
+    "add.partitions.to.txn.retry.backoff.max.ms": 100,
+    "request.timeout.ms": 30000,
 }
 
 
