@@ -38,7 +38,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import Cluster
+from broker.testing.cluster import Cluster
 from tests.support.kafka_ref import TOOL_JVM_OPTS, KafkaNode, java_program_classpath
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
