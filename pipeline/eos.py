@@ -143,9 +143,9 @@ def _first_rows(batches: Iterator[pa.RecordBatch]) -> tuple[pa.RecordBatch | Non
 def _marker_topic(opts: WriteOptions, first: pa.RecordBatch) -> str:
     if opts.topic is not None:
         return opts.topic
-    from pipeline.sink import _column
+    from pipeline.produce import column
 
-    topics = _column(first, "topic")
+    topics = column(first, "topic")
     topic = topics[0] if topics else None
     if topic is None:
         raise SkiffOptionError(
@@ -158,7 +158,7 @@ def write_in_transaction(opts: WriteOptions, batches: Iterator[pa.RecordBatch]
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
     from pipeline import txn
-    from pipeline.sink import produce_with, producer_config
+    from pipeline.produce import produce_with, producer_config
 
     partition, batch_id, query_id = _task_context()
     first, rest = _first_rows(batches)

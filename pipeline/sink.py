@@ -14,9 +14,8 @@ writes only): one Kafka transaction per micro-batch and task, committed by the d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -33,11 +32,8 @@ from pyspark.sql.types import (
 )
 
 from pipeline.options import SkiffOptionError, WriteOptions, lower, write_options
+from pipeline.produce import produce_with, producer_config
 
-_FLUSH_TIMEOUT_S = 120.0
-# Java's default partitioner (murmur2 of the key), so keyed rows land where a Java client
-# would put them; librdkafka's own default hashes differently.
-_PRODUCER_DEFAULTS = {"partitioner": "murmur2_random", "linger.ms": "5"}
 _WRITE_KEYS = {"topic", "checkpointlocation", "path", "skiff.deliveryguarantee",
                "skiff.transactionalidprefix"}
 
@@ -96,78 +92,11 @@ def _checked(options: dict[str, str], schema: StructType) -> WriteOptions:
     return opts
 
 
-def producer_config(opts: WriteOptions) -> dict[str, str]:
-    conf = dict(_PRODUCER_DEFAULTS)
-    conf.update(opts.client)
-    return conf
-
-
-def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
-    for i, f in enumerate(batch.schema):
-        if f.name.lower() == name:
-            col = batch.column(i)
-            if name in ("key", "value") and (
-                    pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-                col = col.cast(pa.binary())
-            values: list[Any] = col.to_pylist()
-            return values
-    return None
-
-
 def produce(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row; returns the count once all are acknowledged, raises otherwise."""
     from confluent_kafka import Producer
 
     return produce_with(Producer(producer_config(opts)), opts, batches)
-
-
-def produce_with(producer: Any, opts: WriteOptions, batches: Iterable[pa.RecordBatch]) -> int:
-    """Produce every row with `producer`; returns the count once all are acknowledged (the
-    producer is flushed), raises otherwise."""
-    from confluent_kafka import KafkaException
-
-    failures: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None and len(failures) < 10:
-            failures.append(str(err))
-
-    rows = 0
-    for batch in batches:
-        n = batch.num_rows
-        values = _column(batch, "value") or [None] * n
-        keys = _column(batch, "key") or [None] * n
-        topics = ([opts.topic] * n if opts.topic is not None
-                  else _column(batch, "topic") or [None] * n)
-        parts = _column(batch, "partition") or [None] * n
-        headers = _column(batch, "headers") or [None] * n
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
-                raise SkiffOptionError(
-                    "null topic present in the data. Use the topic option for setting a topic.")
-            kwargs: dict[str, Any] = {}
-            if parts[i] is not None:
-                kwargs["partition"] = parts[i]
-            if headers[i]:
-                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-            while True:
-                try:
-                    producer.produce(topic, values[i], keys[i], on_delivery=on_delivery,
-                                     **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            if failures:
-                raise KafkaException(f"Kafka producer failed: {failures[0]}")
-        rows += n
-        producer.poll(0)
-    left = producer.flush(_FLUSH_TIMEOUT_S)
-    if failures:
-        raise KafkaException(f"Kafka producer failed: {'; '.join(failures)}")
-    if left:
-        raise KafkaException(f"{left} records not acknowledged within {_FLUSH_TIMEOUT_S:.0f} s")
-    return rows
 
 
 class SkiffBatchWriter(DataSourceArrowWriter):

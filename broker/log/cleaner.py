@@ -36,7 +36,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -55,7 +55,6 @@ from broker.protocol.records import (
 if TYPE_CHECKING:
     from broker.log.config import LogConfig
     from broker.log.log import PartitionLog
-    from broker.log.manager import LogManager
     from broker.log.segment import LogSegment
 
 log = structlog.get_logger(__name__)
@@ -411,10 +410,22 @@ def _empty_batch(h: BatchHeader) -> bytes:
     )
 
 
+class CleanableLogs(Protocol):
+    """What the cleaner reads and writes of its LogManager (broker/log/manager.py), which
+    owns it and drives it from tick()."""
+
+    cleaner_io_max_bytes_per_second: float
+    cleaner_checkpoints: dict[tuple[str, int], int]
+
+    def all_logs(self) -> list[PartitionLog]: ...
+
+    def checkpoint_cleaner_offsets(self) -> None: ...
+
+
 class LogCleaner:
     """Picks the dirtiest compacted log and cleans it; driven by LogManager.tick()."""
 
-    def __init__(self, manager: LogManager) -> None:
+    def __init__(self, manager: CleanableLogs) -> None:
         # Weak: the manager owns the cleaner, and a cycle would keep every log's files
         # open until the cyclic garbage collector runs.
         self._manager = weakref.ref(manager)
@@ -422,7 +433,7 @@ class LogCleaner:
         self.last_stats: CleanStats | None = None
 
     @property
-    def manager(self) -> LogManager:
+    def manager(self) -> CleanableLogs:
         m = self._manager()
         if m is None:
             raise RuntimeError("log manager is gone")

@@ -49,6 +49,7 @@ from broker.log.checkpoints import (
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
+from broker.log.cleaner import LogCleaner
 from broker.log.config import LogConfig
 from broker.log.files import fsync_dir
 from broker.log.log import PartitionLog, TopicPartition
@@ -116,8 +117,6 @@ class LogManager:
         self._loaded = False
         self.cleaner_checkpoints: dict[tuple[str, int], int] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
-        from broker.log.cleaner import LogCleaner
-
         self.cleaner = LogCleaner(self)
 
     # ------------------------------------------------------------------ loading
