@@ -1,0 +1,216 @@
+package skiff.compat.share;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Share groups (KIP-932) with Kafka 4.4's KafkaShareConsumer. Args: bootstrap, case, topic,
+ * group, record count. Prints one JSON line with what the consumers received.
+ *
+ * <ul>
+ * <li>{@code enable}: share.version=1 through Admin.updateFeatures (as kafka-features does).
+ * <li>{@code disjoint}: four consumers (implicit acknowledgement: every record ACCEPTed) on
+ *     one partition; per consumer the offsets it received.
+ * <li>{@code explicit}: consumer c1 polls once and ACCEPTs offset 0, RELEASEs 1, REJECTs 2
+ *     and leaves 3 unacknowledged; consumer c2 then polls for a while, RELEASEs every record
+ *     delivered to it with offset 1 and ACCEPTs the others; every delivery (consumer, offset,
+ *     delivery count) in order.
+ * </ul>
+ */
+public final class ShareCases {
+    private final String bootstrap;
+
+    private ShareCases(String bootstrap) {
+        this.bootstrap = bootstrap;
+    }
+
+    public static void main(String[] args) throws Exception {
+        ShareCases c = new ShareCases(args[0]);
+        String result;
+        switch (args[1]) {
+            case "enable" -> result = c.enable();
+            case "disjoint" -> result = c.disjoint(args[2], args[3], Integer.parseInt(args[4]));
+            case "explicit" -> result = c.explicit(args[2], args[3], Long.parseLong(args[4]));
+            default -> throw new IllegalArgumentException(args[1]);
+        }
+        System.out.println(result);
+        System.out.flush();
+        System.exit(0);
+    }
+
+    private Admin admin() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        return Admin.create(p);
+    }
+
+    private String enable() throws Exception {
+        try (Admin a = admin()) {
+            a.updateFeatures(Map.of("share.version",
+                    new FeatureUpdate((short) 1, FeatureUpdate.UpgradeType.UPGRADE)),
+                    new UpdateFeaturesOptions()).all().get(30, TimeUnit.SECONDS);
+            long deadline = System.currentTimeMillis() + 15000;
+            while (System.currentTimeMillis() < deadline) {
+                var f = a.describeFeatures().featureMetadata().get().finalizedFeatures().get("share.version");
+                if (f != null && f.maxVersionLevel() >= 1) {
+                    return "{\"share.version\": " + f.maxVersionLevel() + "}";
+                }
+                Thread.sleep(100);
+            }
+        }
+        return "{\"share.version\": 0}";
+    }
+
+    /** A one-partition topic with `count` records, and the group reading from the earliest offset. */
+    private void prepare(String topic, String group, int count) throws Exception {
+        try (Admin a = admin()) {
+            a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
+                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                    .all().get(30, TimeUnit.SECONDS);
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        p.put("linger.ms", "0");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    private KafkaShareConsumer<String, String> consumer(String group, String clientId, String ackMode,
+                                                        int maxPollRecords) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("client.id", clientId);
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", ackMode);
+        p.put("max.poll.records", Integer.toString(maxPollRecords));
+        return new KafkaShareConsumer<>(p);
+    }
+
+    private String disjoint(String topic, String group, int count) throws Exception {
+        prepare(topic, group, count);
+        int n = 4;
+        Map<Integer, List<Long>> got = new ConcurrentHashMap<>();
+        Map<Long, Boolean> seen = new ConcurrentHashMap<>();
+        AtomicBoolean done = new AtomicBoolean(false);
+        ExecutorService pool = Executors.newFixedThreadPool(n);
+        List<Future<?>> futures = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            final int id = i;
+            got.put(id, Collections.synchronizedList(new ArrayList<>()));
+            futures.add(pool.submit(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer(group, "c" + id, "implicit", 5)) {
+                    c.subscribe(List.of(topic));
+                    long deadline = System.currentTimeMillis() + 60000;
+                    long quietUntil = Long.MAX_VALUE;
+                    while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                        ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(100));
+                        for (ConsumerRecord<String, String> r : recs) {
+                            got.get(id).add(r.offset());
+                            seen.put(r.offset(), true);
+                            Thread.sleep(5);  // 5 ms of work per record
+                        }
+                        if (seen.size() >= count && quietUntil == Long.MAX_VALUE) {
+                            // everything delivered: keep polling a little to catch redeliveries
+                            quietUntil = System.currentTimeMillis() + 1000;
+                        }
+                    }
+                    c.commitSync();
+                }
+                return null;
+            }));
+        }
+        for (Future<?> f : futures) {
+            f.get(120, TimeUnit.SECONDS);
+        }
+        pool.shutdown();
+        StringBuilder sb = new StringBuilder("{\"case\": \"disjoint\", \"consumers\": [");
+        for (int i = 0; i < n; i++) {
+            if (i > 0) sb.append(", ");
+            sb.append(got.get(i).toString());
+        }
+        return sb.append("]}").toString();
+    }
+
+    private String explicit(String topic, String group, long watchMs) throws Exception {
+        prepare(topic, group, 4);
+        List<String> deliveries = Collections.synchronizedList(new ArrayList<>());
+        Map<String, Object> c1Result = new LinkedHashMap<>();
+        try (KafkaShareConsumer<String, String> c1 = consumer(group, "c1", "explicit", 10)) {
+            c1.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30000;
+            List<ConsumerRecord<String, String>> first = new ArrayList<>();
+            while (first.size() < 4 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                    first.add(r);
+                    deliveries.add(delivery("c1", r));
+                    AcknowledgeType t = switch ((int) r.offset()) {
+                        case 0 -> AcknowledgeType.ACCEPT;
+                        case 1 -> AcknowledgeType.RELEASE;
+                        case 2 -> AcknowledgeType.REJECT;
+                        default -> null;
+                    };
+                    if (t != null) c1.acknowledge(r, t);
+                }
+                if (first.size() < 4 && !first.isEmpty()) break;
+            }
+            var committed = c1.commitSync(Duration.ofSeconds(10));
+            c1Result.put("errors", committed.values().stream().filter(Optional::isPresent).count());
+            // c1 does not poll again: offset 3 stays acquired by it until its lock expires
+            try (KafkaShareConsumer<String, String> c2 = consumer(group, "c2", "explicit", 10)) {
+                c2.subscribe(List.of(topic));
+                long end = System.currentTimeMillis() + watchMs;
+                while (System.currentTimeMillis() < end) {
+                    for (ConsumerRecord<String, String> r : c2.poll(Duration.ofMillis(100))) {
+                        deliveries.add(delivery("c2", r));
+                        c2.acknowledge(r, r.offset() == 1 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT);
+                    }
+                    c2.commitSync(Duration.ofSeconds(10));
+                }
+            }
+        }
+        return "{\"case\": \"explicit\", \"c1_commit_errors\": " + c1Result.get("errors")
+                + ", \"deliveries\": [" + String.join(", ", deliveries) + "]}";
+    }
+
+    private static String delivery(String consumer, ConsumerRecord<String, String> r) {
+        return "{\"consumer\": \"" + consumer + "\", \"offset\": " + r.offset() + ", \"count\": "
+                + r.deliveryCount().map(Object::toString).orElse("null") + "}";
+    }
+}
