@@ -143,6 +143,7 @@ class ShareGroupCoordinator:
             return ShareHeartbeatResult(ErrorCode.invalid_request,
                                         error_message="MemberId can't be empty."), left
         group = self.groups.get(req.group_id)
+        changed = False  # the group epoch moves once per heartbeat that changes something
         if req.member_epoch == LEAVE_EPOCH:
             if group is None or req.member_id not in group.members:
                 return ShareHeartbeatResult(ErrorCode.unknown_member_id,
@@ -168,7 +169,7 @@ class ShareGroupCoordinator:
                 member = ShareMember(req.member_id, 0, (), req.rack_id, req.client_id,
                                      req.client_host, now_ms)
                 group.members[req.member_id] = member
-                group.group_epoch += 1
+                changed = True
             member.sent_epoch = -1  # a (re)join always gets the full assignment
         else:
             if group is None or req.member_id not in group.members:
@@ -188,8 +189,8 @@ class ShareGroupCoordinator:
         names = req.subscribed_topic_names
         if names is not None and tuple(sorted(set(names))) != member.subscribed:
             member.subscribed = tuple(sorted(set(names)))
-            group.group_epoch += 1
-        self._maybe_assign(group, topics)
+            changed = True
+        self._maybe_assign(group, topics, changed)
         assignment = None
         if (member.member_epoch != group.assignment_epoch
                 or member.sent_epoch != member.member_epoch):
@@ -233,11 +234,13 @@ class ShareGroupCoordinator:
         if group.members.pop(member_id, None) is not None:
             group.group_epoch += 1
 
-    def _maybe_assign(self, group: ShareGroup, topics: TopicsView) -> None:
+    def _maybe_assign(self, group: ShareGroup, topics: TopicsView, changed: bool) -> None:
         subscribed = {t for m in group.members.values() for t in m.subscribed}
         seen = tuple(sorted((t, *topics[t]) for t in subscribed if t in topics))
         if seen != group.topics_seen:
             group.topics_seen = seen
+            changed = True
+        if changed:
             group.group_epoch += 1
         if group.assignment_epoch == group.group_epoch:
             return
