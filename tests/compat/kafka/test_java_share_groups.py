@@ -7,7 +7,9 @@ expiry and archiving are seen in seconds. share.version is upgraded to 1 through
 Admin client first (a dev node is formatted at 4.1, where share groups are off).
 
 - four consumers on one partition, every record ACCEPTed (implicit acknowledgement): the
-  records each gets are disjoint, and together they are every record, once;
+  records each gets are disjoint, and together they are every record, once; meanwhile
+  Admin.describeShareGroups (ShareGroupDescribe) shows the four members with the partition
+  and listGroups (ListGroups, type share) lists the group;
 - explicit acknowledgement: RELEASE redelivers (delivery count 2, then 3, then the record is
   archived at the limit), REJECT archives, ACCEPT is never redelivered, and a record left
   unacknowledged is redelivered with delivery count 2 once its lock expires.
@@ -23,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.support.kafka_ref import run_program
-from tests.support.node import SkiffNode, started_node
+from tests.support.node import started_node
 from tests.support.records import unique_topic
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -38,43 +40,57 @@ CONFIG = {
 }
 
 
-def _run(node: SkiffNode, *args: str) -> dict[str, Any]:
-    proc = run_program(PROGRAM, node.bootstrap, *args, timeout=200)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+COUNT = 200
+WATCH_MS = 3 * LOCK_MS
 
 
 @pytest.fixture(scope="module")
-def share_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    """Every case in one JVM (a JVM start costs seconds of CPU), by case name."""
     node = started_node(Path(tmp_path_factory.mktemp("share-node")), config_env=CONFIG)
     try:
-        assert _run(node, "enable") == {"share.version": 1}
-        yield node
+        proc = run_program(
+            PROGRAM, node.bootstrap, "enable",
+            f"disjoint:{unique_topic('share-disjoint')}:share-disjoint-g:{COUNT}",
+            f"explicit:{unique_topic('share-explicit')}:share-explicit-g:{WATCH_MS}",
+            timeout=240)
+        out = {}
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                item = json.loads(line)
+                out[item["case"]] = item
+        assert proc.returncode == 0 and len(out) == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
+        yield out
     finally:
         node.close()
 
 
-def test_four_consumers_get_disjoint_records_each_once(share_node: SkiffNode) -> None:
-    count = 200
-    result = _run(share_node, "disjoint", unique_topic("share-disjoint"), "share-disjoint-g",
-                  str(count))
+def test_share_version_enabled_through_update_features(
+        results: dict[str, dict[str, Any]]) -> None:
+    assert results["enable"]["share.version"] == 1
+
+
+def test_four_consumers_get_disjoint_records_each_once(
+        results: dict[str, dict[str, Any]]) -> None:
+    count = COUNT
+    result = results["disjoint"]
     per_consumer = [list(c) for c in result["consumers"]]
     everything = [o for c in per_consumer for o in c]
     assert sorted(everything) == list(range(count)), "every record exactly once"
     for i, a in enumerate(per_consumer):
         for b in per_consumer[i + 1:]:
             assert not set(a) & set(b)
+    # ShareGroupDescribe and ListGroups while the four polled: each was assigned the partition
+    assert result["state"] == "Stable" and result["listed"] == ["Share/Stable"], result
+    assert sorted(m["client"] for m in result["members"]) == ["c0", "c1", "c2", "c3"]
+    assert all(m["partitions"] == 1 and m["epoch"] == result["epoch"]
+               for m in result["members"]), result
     # the records were shared: more than one consumer got some
     assert sum(1 for c in per_consumer if c) >= 2, [len(c) for c in per_consumer]
 
 
-def test_explicit_acknowledgements(share_node: SkiffNode) -> None:
-    watch_ms = 3 * LOCK_MS
-    result = _run(share_node, "explicit", unique_topic("share-explicit"), "share-explicit-g",
-                  str(watch_ms))
+def test_explicit_acknowledgements(results: dict[str, dict[str, Any]]) -> None:
+    result = results["explicit"]
     assert result["c1_commit_errors"] == 0
     deliveries = [(d["consumer"], d["offset"], d["count"]) for d in result["deliveries"]]
     first = [d for d in deliveries if d[0] == "c1"]

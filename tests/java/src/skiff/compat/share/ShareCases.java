@@ -2,6 +2,7 @@ package skiff.compat.share;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -19,7 +20,11 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
 import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -32,13 +37,14 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * Share groups (KIP-932) with Kafka 4.4's KafkaShareConsumer. Args: bootstrap, case, topic,
- * group, record count. Prints one JSON line with what the consumers received.
+ * Share groups (KIP-932) with Kafka 4.4's KafkaShareConsumer. Prints one JSON line per case
+ * with what the consumers received.
  *
  * <ul>
  * <li>{@code enable}: share.version=1 through Admin.updateFeatures (as kafka-features does).
  * <li>{@code disjoint}: four consumers (implicit acknowledgement: every record ACCEPTed) on
- *     one partition; per consumer the offsets it received.
+ *     one partition; per consumer the offsets it received, and the group as
+ *     Admin.describeShareGroups and listGroups(forShareGroups) see it while they poll.
  * <li>{@code explicit}: consumer c1 polls once and ACCEPTs offset 0, RELEASEs 1, REJECTs 2
  *     and leaves 3 unacknowledged; consumer c2 then polls for a while, RELEASEs every record
  *     delivered to it with offset 1 and ACCEPTs the others; every delivery (consumer, offset,
@@ -52,17 +58,22 @@ public final class ShareCases {
         this.bootstrap = bootstrap;
     }
 
+    /** Args: bootstrap, then cases as {@code name:topic:group:number} (or {@code enable}),
+     * run in order in this one JVM; one JSON line each. */
     public static void main(String[] args) throws Exception {
         ShareCases c = new ShareCases(args[0]);
-        String result;
-        switch (args[1]) {
-            case "enable" -> result = c.enable();
-            case "disjoint" -> result = c.disjoint(args[2], args[3], Integer.parseInt(args[4]));
-            case "explicit" -> result = c.explicit(args[2], args[3], Long.parseLong(args[4]));
-            default -> throw new IllegalArgumentException(args[1]);
+        for (int i = 1; i < args.length; i++) {
+            String[] a = args[i].split(":");
+            String result;
+            switch (a[0]) {
+                case "enable" -> result = c.enable();
+                case "disjoint" -> result = c.disjoint(a[1], a[2], Integer.parseInt(a[3]));
+                case "explicit" -> result = c.explicit(a[1], a[2], Long.parseLong(a[3]));
+                default -> throw new IllegalArgumentException(a[0]);
+            }
+            System.out.println(result);
+            System.out.flush();
         }
-        System.out.println(result);
-        System.out.flush();
         System.exit(0);
     }
 
@@ -81,12 +92,12 @@ public final class ShareCases {
             while (System.currentTimeMillis() < deadline) {
                 var f = a.describeFeatures().featureMetadata().get().finalizedFeatures().get("share.version");
                 if (f != null && f.maxVersionLevel() >= 1) {
-                    return "{\"share.version\": " + f.maxVersionLevel() + "}";
+                    return "{\"case\": \"enable\", \"share.version\": " + f.maxVersionLevel() + "}";
                 }
                 Thread.sleep(100);
             }
         }
-        return "{\"share.version\": 0}";
+        return "{\"case\": \"enable\", \"share.version\": 0}";
     }
 
     /** A one-partition topic with `count` records, and the group reading from the earliest offset. */
@@ -156,11 +167,34 @@ public final class ShareCases {
                 return null;
             }));
         }
+        // while the four are still polling: the group as Admin describes and lists it
+        String described;
+        try (Admin a = admin()) {
+            long deadline = System.currentTimeMillis() + 60000;
+            while (seen.size() < count && System.currentTimeMillis() < deadline) {
+                Thread.sleep(20);
+            }
+            ShareGroupDescription d = a.describeShareGroups(List.of(group)).describedGroups()
+                    .get(group).get(30, TimeUnit.SECONDS);
+            List<String> members = new ArrayList<>();
+            for (ShareMemberDescription m : d.members()) {
+                members.add("{\"client\": \"" + m.clientId() + "\", \"epoch\": " + m.memberEpoch()
+                        + ", \"partitions\": " + m.assignment().topicPartitions().size() + "}");
+            }
+            Collection<GroupListing> listed = a.listGroups(ListGroupsOptions.forShareGroups()).all()
+                    .get(30, TimeUnit.SECONDS);
+            String listing = listed.stream().filter(l -> l.groupId().equals(group))
+                    .map(l -> "\"" + l.type().map(Object::toString).orElse("?") + "/"
+                            + l.groupState().map(Object::toString).orElse("?") + "\"")
+                    .reduce((x, y) -> x + ", " + y).orElse("");
+            described = "\"state\": \"" + d.groupState() + "\", \"epoch\": " + d.groupEpoch()
+                    + ", \"members\": [" + String.join(", ", members) + "], \"listed\": [" + listing + "]";
+        }
         for (Future<?> f : futures) {
             f.get(120, TimeUnit.SECONDS);
         }
         pool.shutdown();
-        StringBuilder sb = new StringBuilder("{\"case\": \"disjoint\", \"consumers\": [");
+        StringBuilder sb = new StringBuilder("{\"case\": \"disjoint\", " + described + ", \"consumers\": [");
         for (int i = 0; i < n; i++) {
             if (i > 0) sb.append(", ");
             sb.append(got.get(i).toString());
