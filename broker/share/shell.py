@@ -81,15 +81,25 @@ class PartitionAnswer:
 Acks = Mapping[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]]
 
 
+def node_setting(cfg: Any, key: str) -> int:
+    """The node's setting, or Kafka's default where a partial config (tests) lacks it."""
+    try:
+        return int(cfg[key])
+    except KeyError:
+        from broker.config import BROKER_CONFIGS
+
+        return int(BROKER_CONFIGS[key].default)
+
+
 class ShareService:
     def __init__(self, node: Any) -> None:
         self.node = node
         cfg = node.config
         self.groups = ShareGroupCoordinator(ShareGroupSettings(
-            session_timeout_ms=int(cfg["group.share.session.timeout.ms"]),
-            heartbeat_interval_ms=int(cfg["group.share.heartbeat.interval.ms"]),
-            max_size=int(cfg["group.share.max.size"])))
-        self.sessions = ShareSessionCache(int(cfg["group.share.max.share.sessions"]))
+            session_timeout_ms=node_setting(cfg, "group.share.session.timeout.ms"),
+            heartbeat_interval_ms=node_setting(cfg, "group.share.heartbeat.interval.ms"),
+            max_size=node_setting(cfg, "group.share.max.size")))
+        self.sessions = ShareSessionCache(node_setting(cfg, "group.share.max.share.sessions"))
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
 
     # ---- time and configs --------------------------------------------------------------------
@@ -105,12 +115,15 @@ class ShareService:
     def limits(self, group_id: str) -> ShareLimits:
         cfg, gc = self.node.config, self._group_config(group_id)
         return ShareLimits(
-            record_lock_duration_ms=int(gc.get("share.record.lock.duration.ms",
-                                               cfg["group.share.record.lock.duration.ms"])),
-            delivery_count_limit=int(gc.get("share.delivery.count.limit",
-                                            cfg["group.share.delivery.count.limit"])),
-            max_record_locks=int(gc.get("share.partition.max.record.locks",
-                                        cfg["group.share.partition.max.record.locks"])))
+            record_lock_duration_ms=int(gc.get(
+                "share.record.lock.duration.ms",
+                node_setting(cfg, "group.share.record.lock.duration.ms"))),
+            delivery_count_limit=int(gc.get(
+                "share.delivery.count.limit",
+                node_setting(cfg, "group.share.delivery.count.limit"))),
+            max_record_locks=int(gc.get(
+                "share.partition.max.record.locks",
+                node_setting(cfg, "group.share.partition.max.record.locks"))))
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.limits(group_id).record_lock_duration_ms
