@@ -31,6 +31,13 @@ NOT_SCRIPTED: dict[str, str] = {
                       "while skiff_node's quorum is static (kraft.version 0)",
     "remove_raft_voter": "not scripted yet: as add_raft_voter (kafka-metadata-quorum "
                          "remove-controller in test_tools_quorum.py)",
+    **{name: "not scripted yet (issue 34): share groups need share.version 1, which the "
+             "shared skiff_node (formatted at 4.1) does not finalize, and upgrading it there "
+             "would change what the other scenarios compare; "
+             "tests/compat/kafka/test_java_share_groups.py runs Kafka 4.4's "
+             "KafkaShareConsumer against Skiff instead"
+       for name in ("share_group_heartbeat", "share_group_describe", "share_fetch",
+                    "share_acknowledge")},
 }
 
 # Error paths not scripted yet, with why.
