@@ -160,12 +160,14 @@ def describe_group(cfg: Any, dynamic: Mapping[str, str], names: Sequence[str] | 
         out.append(ConfigEntry(d.name, value, src, ConfigType.INT,
                                synonyms=syn if include_synonyms else ()))
     if names is None or SHARE_AUTO_OFFSET_RESET in names:
+        # no broker config behind it: Kafka's synonym is the group config's own default
+        base = ConfigSynonym(SHARE_AUTO_OFFSET_RESET, "latest", ConfigSource.DEFAULT_CONFIG)
         if SHARE_AUTO_OFFSET_RESET in dynamic:
             value = dynamic[SHARE_AUTO_OFFSET_RESET]
             src = ConfigSource(DYNAMIC_GROUP_CONFIG)
-            syn = (ConfigSynonym(SHARE_AUTO_OFFSET_RESET, value, src),)
+            syn = (ConfigSynonym(SHARE_AUTO_OFFSET_RESET, value, src), base)
         else:
-            value, src, syn = "latest", ConfigSource.DEFAULT_CONFIG, ()
+            value, src, syn = "latest", ConfigSource.DEFAULT_CONFIG, (base,)
         out.append(ConfigEntry(SHARE_AUTO_OFFSET_RESET, value, src, ConfigType.STRING,
                                synonyms=syn if include_synonyms else ()))
     return out

@@ -305,20 +305,25 @@ class ShareService:
             if not sp.can_acquire(now):
                 continue
             offset = sp.next_fetch_offset(now)
-            part = self.node.replicas.leader_partition(t.name, p)
-            upto = part.high_watermark
-            if offset >= upto:
-                continue
-            data = part.log.read(offset, max(1, max_bytes), upto).read_bytes()
-            data = data[: whole_batches_length(data)]
             ranges: list[tuple[int, int]] = []
             keep_end = 0
-            for pos, h in iter_batch_headers(memoryview(data), validate_crc=False):
-                if h.is_control:
-                    sp.skip(h.base_offset, h.last_offset)
-                else:
-                    ranges.append((h.base_offset, h.last_offset))
-                keep_end = pos + h.size
+            try:
+                part = self.node.replicas.leader_partition(t.name, p)
+                upto = part.high_watermark
+                if offset >= upto:
+                    continue
+                data = part.log.read(offset, max(1, max_bytes), upto).read_bytes()
+                data = data[: whole_batches_length(data)]
+                for pos, h in iter_batch_headers(memoryview(data), validate_crc=False):
+                    if h.is_control:
+                        sp.skip(h.base_offset, h.last_offset)
+                    else:
+                        ranges.append((h.base_offset, h.last_offset))
+                    keep_end = pos + h.size
+            except KafkaError as exc:  # leadership moved, storage failed, a corrupt batch
+                ans.error, ans.error_message = exc.error_code, exc.message
+                answers.append(ans)
+                continue
             acquired = sp.acquire(member_id, ranges, budget, now)
             if not acquired:
                 continue
