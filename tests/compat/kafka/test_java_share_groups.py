@@ -12,7 +12,8 @@ Admin client first (a dev node is formatted at 4.1, where share groups are off).
   and listGroups (ListGroups, type share) lists the group;
 - explicit acknowledgement: RELEASE redelivers (delivery count 2, then 3, then the record is
   archived at the limit), REJECT archives, ACCEPT is never redelivered, and a record left
-  unacknowledged is redelivered with delivery count 2 once its lock expires.
+  unacknowledged is redelivered with delivery count 2 once its lock expires;
+- RENEW (KIP-1222): a record held past its first lock, renewed in time, is not redelivered.
 """
 
 from __future__ import annotations
@@ -53,13 +54,14 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict
             PROGRAM, node.bootstrap, "enable",
             f"disjoint:{unique_topic('share-disjoint')}:share-disjoint-g:{COUNT}",
             f"explicit:{unique_topic('share-explicit')}:share-explicit-g:{WATCH_MS}",
+            f"renew:{unique_topic('share-renew')}:share-renew-g:{LOCK_MS}",
             timeout=240)
         out = {}
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 item = json.loads(line)
                 out[item["case"]] = item
-        assert proc.returncode == 0 and len(out) == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0 and len(out) == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
         yield out
     finally:
         node.close()
@@ -102,3 +104,13 @@ def test_explicit_acknowledgements(results: dict[str, dict[str, Any]]) -> None:
     assert [n for o, n in later if o == 1] == list(range(2, DELIVERY_LIMIT + 1)), later
     # the record c1 held without acknowledging comes back once its lock expired
     assert [n for o, n in later if o == 3] == [2], later
+
+
+def test_renew_keeps_the_record(results: dict[str, dict[str, Any]]) -> None:
+    """RENEW (KIP-1222) before the lock expires: the record is not delivered to the other
+    consumer though it was held longer than one lock; the holder's client hands it back
+    (same delivery count) and its ACCEPT succeeds."""
+    result = results["renew"]
+    deliveries = [(d["consumer"], d["offset"], d["count"]) for d in result["deliveries"]]
+    assert deliveries == [("c1", 0, 1), ("c1-again", 0, 1)], deliveries
+    assert result["c1_commit_errors"] == 0

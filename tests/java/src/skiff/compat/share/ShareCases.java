@@ -49,6 +49,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     and leaves 3 unacknowledged; consumer c2 then polls for a while, RELEASEs every record
  *     delivered to it with offset 1 and ACCEPTs the others; every delivery (consumer, offset,
  *     delivery count) in order.
+ * <li>{@code renew}: c1 holds one record past its lock duration, RENEWing it (KIP-1222) at
+ *     two fifths of it, then ACCEPTs it when its client hands it back; c2 polls all along;
+ *     every delivery, and whether c1's acknowledgements failed.
  * </ul>
  */
 public final class ShareCases {
@@ -69,6 +72,7 @@ public final class ShareCases {
                 case "enable" -> result = c.enable();
                 case "disjoint" -> result = c.disjoint(a[1], a[2], Integer.parseInt(a[3]));
                 case "explicit" -> result = c.explicit(a[1], a[2], Long.parseLong(a[3]));
+                case "renew" -> result = c.renew(a[1], a[2], Long.parseLong(a[3]));
                 default -> throw new IllegalArgumentException(a[0]);
             }
             System.out.println(result);
@@ -241,6 +245,65 @@ public final class ShareCases {
         }
         return "{\"case\": \"explicit\", \"c1_commit_errors\": " + c1Result.get("errors")
                 + ", \"deliveries\": [" + String.join(", ", deliveries) + "]}";
+    }
+
+    private String renew(String topic, String group, long lockMs) throws Exception {
+        prepare(topic, group, 1);
+        List<String> deliveries = Collections.synchronizedList(new ArrayList<>());
+        AtomicBoolean stop = new AtomicBoolean(false);
+        long errors = 0;
+        try (KafkaShareConsumer<String, String> c1 = consumer(group, "c1", "explicit", 10)) {
+            c1.subscribe(List.of(topic));
+            ConsumerRecord<String, String> held = null;
+            long deadline = System.currentTimeMillis() + 30000;
+            while (held == null && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                    held = r;
+                    deliveries.add(delivery("c1", r));
+                }
+            }
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            Future<?> watcher = pool.submit(() -> {
+                try (KafkaShareConsumer<String, String> c2 = consumer(group, "c2", "explicit", 10)) {
+                    c2.subscribe(List.of(topic));
+                    while (!stop.get()) {
+                        for (ConsumerRecord<String, String> r : c2.poll(Duration.ofMillis(100))) {
+                            deliveries.add(delivery("c2", r));
+                            c2.acknowledge(r, AcknowledgeType.ACCEPT);
+                        }
+                        c2.commitSync(Duration.ofSeconds(10));
+                    }
+                }
+                return null;
+            });
+            try {
+                Thread.sleep(lockMs * 2 / 5);
+                c1.acknowledge(held, AcknowledgeType.RENEW);
+                errors += c1.commitSync(Duration.ofSeconds(10)).values().stream()
+                        .filter(Optional::isPresent).count();
+                // past the first lock, within the renewed one
+                Thread.sleep(lockMs * 7 / 10);
+                // the client hands a renewed record back on a later poll, to be acknowledged
+                long until = System.currentTimeMillis() + lockMs / 2;
+                boolean accepted = false;
+                while (!accepted && System.currentTimeMillis() < until) {
+                    for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(50))) {
+                        deliveries.add(delivery("c1-again", r));
+                        c1.acknowledge(r, AcknowledgeType.ACCEPT);
+                        accepted = true;
+                    }
+                }
+                errors += c1.commitSync(Duration.ofSeconds(10)).values().stream()
+                        .filter(Optional::isPresent).count();
+                Thread.sleep(500);
+            } finally {
+                stop.set(true);
+                watcher.get(60, TimeUnit.SECONDS);
+                pool.shutdown();
+            }
+        }
+        return "{\"case\": \"renew\", \"c1_commit_errors\": " + errors + ", \"deliveries\": ["
+                + String.join(", ", deliveries) + "]}";
     }
 
     private static String delivery(String consumer, ConsumerRecord<String, String> r) {
