@@ -7,6 +7,7 @@ GROUP: `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`, withi
 node's group.consumer.{min,max}.session.timeout.ms and
 group.consumer.{min,max}.heartbeat.interval.ms, used by the consumer-protocol group
 coordinator (broker/group/consumer.py); for share groups (broker/share)
+`share.session.timeout.ms`, `share.heartbeat.interval.ms`,
 `share.record.lock.duration.ms`, `share.delivery.count.limit` and
 `share.partition.max.record.locks` within the node's group.share.{min,max}.* bounds, and
 `share.auto.offset.reset` (latest or earliest). Kafka 4.4 knows more group configs: the other
@@ -62,7 +63,13 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("consumer.session.timeout.ms", "group.consumer.session.timeout.ms",
                    "group.consumer.min.session.timeout.ms",
                    "group.consumer.max.session.timeout.ms"),
-    # share groups (broker/share): the ones its share-partitions read
+    # share groups (broker/share): the ones its membership and share-partitions read
+    GroupConfigDef("share.session.timeout.ms", "group.share.session.timeout.ms",
+                   "group.share.min.session.timeout.ms",
+                   "group.share.max.session.timeout.ms"),
+    GroupConfigDef("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms",
+                   "group.share.min.heartbeat.interval.ms",
+                   "group.share.max.heartbeat.interval.ms"),
     GroupConfigDef("share.record.lock.duration.ms", "group.share.record.lock.duration.ms",
                    "group.share.min.record.lock.duration.ms",
                    "group.share.max.record.lock.duration.ms"),

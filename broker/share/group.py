@@ -14,7 +14,7 @@ its next heartbeat). A member not heard from for the session timeout is removed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -130,8 +130,12 @@ def simple_assignment(members: Mapping[str, tuple[str, ...]],
 class ShareGroupCoordinator:
     """The share groups of one group coordinator, in memory."""
 
-    def __init__(self, settings: ShareGroupSettings) -> None:
+    def __init__(self, settings: ShareGroupSettings,
+                 settings_of: Callable[[str], ShareGroupSettings] | None = None) -> None:
+        """`settings_of(group id)`: a group's own settings (its GROUP configs over the
+        node's); `settings` for every group without it."""
         self.settings = settings
+        self.settings_of = settings_of or (lambda _group_id: settings)
         self.groups: dict[str, ShareGroup] = {}
 
     def heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsView,
@@ -161,11 +165,12 @@ class ShareGroupCoordinator:
                 group = self.groups[req.group_id] = ShareGroup(req.group_id)
             member = group.members.get(req.member_id)
             if member is None:
-                if len(group.members) >= self.settings.max_size:
+                max_size = self.settings_of(req.group_id).max_size
+                if len(group.members) >= max_size:
                     return ShareHeartbeatResult(
                         ErrorCode.group_max_size_reached, member_id=req.member_id,
                         error_message=f"The share group has reached its maximum capacity of "
-                                      f"{self.settings.max_size} members."), left
+                                      f"{max_size} members."), left
                 member = ShareMember(req.member_id, 0, (), req.rack_id, req.client_id,
                                      req.client_host, now_ms)
                 group.members[req.member_id] = member
@@ -199,15 +204,16 @@ class ShareGroupCoordinator:
             assignment = member.assignment
         return ShareHeartbeatResult(
             ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.settings_of(req.group_id).heartbeat_interval_ms,
             assignment=assignment), left
 
     def expire(self, now_ms: int) -> list[str]:
         """Removes members not heard from for the session timeout; their ids."""
         gone: list[str] = []
         for group in self.groups.values():
+            timeout_ms = self.settings_of(group.group_id).session_timeout_ms
             for mid, m in list(group.members.items()):
-                if now_ms - m.last_seen_ms >= self.settings.session_timeout_ms:
+                if now_ms - m.last_seen_ms >= timeout_ms:
                     self._remove(group, mid)
                     gone.append(mid)
         return gone

@@ -98,7 +98,7 @@ class ShareService:
         self.groups = ShareGroupCoordinator(ShareGroupSettings(
             session_timeout_ms=node_setting(cfg, "group.share.session.timeout.ms"),
             heartbeat_interval_ms=node_setting(cfg, "group.share.heartbeat.interval.ms"),
-            max_size=node_setting(cfg, "group.share.max.size")))
+            max_size=node_setting(cfg, "group.share.max.size")), self.group_settings)
         self.sessions = ShareSessionCache(node_setting(cfg, "group.share.max.share.sessions"))
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
 
@@ -124,6 +124,17 @@ class ShareService:
             max_record_locks=int(gc.get(
                 "share.partition.max.record.locks",
                 node_setting(cfg, "group.share.partition.max.record.locks"))))
+
+    def group_settings(self, group_id: str) -> ShareGroupSettings:
+        """The group's share.session.timeout.ms / share.heartbeat.interval.ms over the
+        node's group.share.* settings."""
+        cfg, gc = self.node.config, self._group_config(group_id)
+        return ShareGroupSettings(
+            session_timeout_ms=int(gc.get("share.session.timeout.ms", node_setting(
+                cfg, "group.share.session.timeout.ms"))),
+            heartbeat_interval_ms=int(gc.get("share.heartbeat.interval.ms", node_setting(
+                cfg, "group.share.heartbeat.interval.ms"))),
+            max_size=node_setting(cfg, "group.share.max.size"))
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.limits(group_id).record_lock_duration_ms

@@ -240,7 +240,8 @@ _OTHER: list[Accepted] = [
 _GROUP_CONFIGS: list[Accepted] = [
     Accepted("describe_configs", f"results[*].configs[name={name}] (missing in Skiff)",
              "Skiff has no streams groups (KIP-1071), serves only some share-group configs "
-             "(share.record.lock.duration.ms, share.delivery.count.limit, "
+             "(share.session.timeout.ms, share.heartbeat.interval.ms, "
+             "share.record.lock.duration.ms, share.delivery.count.limit, "
              "share.partition.max.record.locks, share.auto.offset.reset) and computes a "
              "consumer group's assignment at once",
              scenario="group and client-metrics configs*")

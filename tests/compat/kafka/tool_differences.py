@@ -54,7 +54,7 @@ CLUSTER: dict[str, Difference] = {}
 _GROUP_CONFIGS_NOT_SERVED = (
     "Skiff has no streams groups (KIP-1071), serves only some share-group (KIP-932) configs "
     "and computes a consumer group's assignment at once: of Kafka 4.4's group configs it "
-    "lists and takes consumer.session.timeout.ms, consumer.heartbeat.interval.ms and four "
+    "lists and takes consumer.session.timeout.ms, consumer.heartbeat.interval.ms and six "
     "share.* ones, and refuses the other share.*, streams.*, errors.deadletterqueue.* and "
     "consumer.assignment.interval.ms ones (INVALID_CONFIG saying why) rather than store "
     "settings nothing reads")
