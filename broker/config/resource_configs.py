@@ -6,10 +6,15 @@ ConfigRecords, like topic and broker configs.
 GROUP: `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`, within the
 node's group.consumer.{min,max}.session.timeout.ms and
 group.consumer.{min,max}.heartbeat.interval.ms, used by the consumer-protocol group
-coordinator (broker/group/consumer.py). Kafka 4.4 knows more group configs: the share-group
-(`share.*`), streams-group (`streams.*`), dead-letter-queue (`errors.deadletterqueue.*`) ones
-and `consumer.assignment.interval.ms`; Skiff has no share or streams groups and computes
-assignments at once, so those are refused with INVALID_CONFIG saying so, and not listed.
+coordinator (broker/group/consumer.py); for share groups (broker/share)
+`share.session.timeout.ms`, `share.heartbeat.interval.ms`,
+`share.record.lock.duration.ms`, `share.delivery.count.limit` and
+`share.partition.max.record.locks` within the node's group.share.{min,max}.* bounds, and
+`share.auto.offset.reset` (latest or earliest). Kafka 4.4 knows more group configs: the other
+share-group ones (`share.*`), streams-group (`streams.*`), dead-letter-queue
+(`errors.deadletterqueue.*`) ones and `consumer.assignment.interval.ms`; Skiff does not serve
+them (no streams groups, assignments computed at once), so those are refused with
+INVALID_CONFIG saying so, and not listed.
 
 CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
 (100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,
@@ -58,12 +63,32 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("consumer.session.timeout.ms", "group.consumer.session.timeout.ms",
                    "group.consumer.min.session.timeout.ms",
                    "group.consumer.max.session.timeout.ms"),
+    # share groups (broker/share): the ones its membership and share-partitions read
+    GroupConfigDef("share.session.timeout.ms", "group.share.session.timeout.ms",
+                   "group.share.min.session.timeout.ms",
+                   "group.share.max.session.timeout.ms"),
+    GroupConfigDef("share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms",
+                   "group.share.min.heartbeat.interval.ms",
+                   "group.share.max.heartbeat.interval.ms"),
+    GroupConfigDef("share.record.lock.duration.ms", "group.share.record.lock.duration.ms",
+                   "group.share.min.record.lock.duration.ms",
+                   "group.share.max.record.lock.duration.ms"),
+    GroupConfigDef("share.delivery.count.limit", "group.share.delivery.count.limit",
+                   "group.share.min.delivery.count.limit",
+                   "group.share.max.delivery.count.limit"),
+    GroupConfigDef("share.partition.max.record.locks", "group.share.partition.max.record.locks",
+                   "group.share.min.partition.max.record.locks",
+                   "group.share.max.partition.max.record.locks"),
 )}
+# share.auto.offset.reset: where a share-partition starts (Kafka's default: latest);
+# Kafka's `by_duration:<ISO-8601 duration>` is not served
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_AUTO_OFFSET_RESET_VALUES = ("latest", "earliest")
 # Kafka 4.4's other group configs (kafka-configs --describe --entity-type groups --all)
 _NOT_SERVED_GROUP_CONFIGS = {
     "consumer.assignment.interval.ms": "Skiff computes a consumer group's assignment at once",
-    "errors.deadletterqueue.copy.record.enable": "Skiff has no share groups",
-    "errors.deadletterqueue.topic.name": "Skiff has no share groups",
+    "errors.deadletterqueue.copy.record.enable": "Skiff's share groups have no dead-letter queue",
+    "errors.deadletterqueue.topic.name": "Skiff's share groups have no dead-letter queue",
 }
 
 
@@ -71,7 +96,7 @@ def _not_served_reason(name: str) -> str | None:
     if name in _NOT_SERVED_GROUP_CONFIGS:
         return _NOT_SERVED_GROUP_CONFIGS[name]
     if name.startswith("share."):
-        return "Skiff has no share groups"
+        return "Skiff's share groups do not serve it yet"
     if name.startswith("streams."):
         return "Skiff has no streams groups"
     return None
@@ -93,6 +118,13 @@ def _node_int(cfg: Any, key: str) -> int:
 def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
     """Raises ResourceConfigError (INVALID_CONFIG, Kafka's words) when `name=value` cannot be
     set on a group; `value` None is a deletion. `cfg`: the node config (the bounds)."""
+    if name == SHARE_AUTO_OFFSET_RESET:
+        if value is not None and value.strip().lower() not in SHARE_AUTO_OFFSET_RESET_VALUES:
+            raise ResourceConfigError(
+                ErrorCode.invalid_config,
+                f"Invalid value {value} for configuration {name}: Skiff serves "
+                f"{' and '.join(SHARE_AUTO_OFFSET_RESET_VALUES)} (not by_duration)")
+        return
     d = GROUP_CONFIGS.get(name)
     if d is None:
         reason = _not_served_reason(name)
@@ -133,6 +165,17 @@ def describe_group(cfg: Any, dynamic: Mapping[str, str], names: Sequence[str] | 
         else:
             value, src, syn = default, ConfigSource.DEFAULT_CONFIG, (base,)
         out.append(ConfigEntry(d.name, value, src, ConfigType.INT,
+                               synonyms=syn if include_synonyms else ()))
+    if names is None or SHARE_AUTO_OFFSET_RESET in names:
+        # no broker config behind it: Kafka's synonym is the group config's own default
+        base = ConfigSynonym(SHARE_AUTO_OFFSET_RESET, "latest", ConfigSource.DEFAULT_CONFIG)
+        if SHARE_AUTO_OFFSET_RESET in dynamic:
+            value = dynamic[SHARE_AUTO_OFFSET_RESET]
+            src = ConfigSource(DYNAMIC_GROUP_CONFIG)
+            syn = (ConfigSynonym(SHARE_AUTO_OFFSET_RESET, value, src), base)
+        else:
+            value, src, syn = "latest", ConfigSource.DEFAULT_CONFIG, (base,)
+        out.append(ConfigEntry(SHARE_AUTO_OFFSET_RESET, value, src, ConfigType.STRING,
                                synonyms=syn if include_synonyms else ()))
     return out
 

@@ -65,6 +65,7 @@ from broker.protocol.records import (
 log = structlog.get_logger(__name__)
 
 GROUP_KEY_TYPE = 0
+SHARE_KEY_TYPE = 2  # KIP-932's share coordinator ("group:topicId:partition")
 
 
 CONTROL_COMMIT = 1  # a control record's type (key: int16 version, int16 type)
@@ -258,6 +259,10 @@ class GroupCoordinatorService:
     ) -> tuple[ErrorCode, int, str, int, str | None]:
         """(error, node id, host, port, message) of the coordinator of group `key`
         (transactional ids are broker/txn's: FindCoordinator sends key type 1 there)."""
+        if key_type == SHARE_KEY_TYPE:
+            return (ErrorCode.invalid_request, -1, "", -1,
+                    "Skiff has no share coordinator: share-group state is kept in memory by "
+                    "the partition leaders")
         if key_type != GROUP_KEY_TYPE:
             return ErrorCode.invalid_request, -1, "", -1, f"key type {key_type}"
         return await self.runtime.locate(key, listener_name)

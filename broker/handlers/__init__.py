@@ -66,6 +66,10 @@ from broker.handlers import (
     push_telemetry,
     remove_raft_voter,
     renew_delegation_token,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     unregister_broker,
@@ -110,6 +114,11 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     delete_groups,
     consumer_group_heartbeat,
     consumer_group_describe,
+    # share groups (KIP-932, broker/share)
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
     # transactions: the coordinator's side (issue 22)
     add_partitions_to_txn,
     add_offsets_to_txn,

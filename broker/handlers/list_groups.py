@@ -17,6 +17,17 @@ if TYPE_CHECKING:
 API_KEY = 16
 
 
+def share_groups(node: Any, states: Any, types: Any) -> list[ListedGroup]:
+    """The share groups this broker coordinates (type "share", protocol type "share")."""
+    service = getattr(node, "share_groups", None)
+    wanted_types = {str(t).lower() for t in types}
+    if service is None or (wanted_types and "share" not in wanted_types):
+        return []
+    wanted_states = {str(s).lower() for s in states}
+    return [ListedGroup(gid, "share", state, "share") for gid, state in service.listed()
+            if not wanted_states or state.lower() in wanted_states]
+
+
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     groups: list[ListedGroup] = []
     try:
@@ -24,6 +35,8 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
     except KafkaError as exc:
         error = exc.error_code
+    groups = groups + share_groups(node, getattr(request, "states_filter", ()),
+                                   getattr(request, "types_filter", ()))
     # DESCRIBE on the cluster lists every group; otherwise only the groups the principal
     # may DESCRIBE (Kafka's ListGroups)
     if not allowed(node, ctx, Op.DESCRIBE, Res.CLUSTER):

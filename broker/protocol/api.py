@@ -78,6 +78,10 @@ UNREGISTER_BROKER = 64
 GET_TELEMETRY_SUBSCRIPTIONS = 71
 PUSH_TELEMETRY = 72
 DESCRIBE_TOPIC_PARTITIONS = 75
+SHARE_GROUP_HEARTBEAT = 76
+SHARE_GROUP_DESCRIBE = 77
+SHARE_FETCH = 78
+SHARE_ACKNOWLEDGE = 79
 LIST_CONFIG_RESOURCES = 74
 
 def api_name(api_key: int) -> str:
@@ -259,8 +263,8 @@ BROKER_APIS = ApiTable.of(
     # v10: topics by id
     (OFFSET_COMMIT, 0, 10),
     (OFFSET_FETCH, 0, 10),
-    # v5: may answer TRANSACTION_ABORTABLE (KIP-890); v6: share-group keys (KIP-932), each
-    # INVALID_REQUEST here (no share groups)
+    # v5: may answer TRANSACTION_ABORTABLE (KIP-890); v6: share-coordinator keys (KIP-932),
+    # each INVALID_REQUEST here (share state is in memory: no share coordinator)
     (FIND_COORDINATOR, 0, 6),
     (JOIN_GROUP, 0, 9),
     (HEARTBEAT, 0, 4),
@@ -272,6 +276,12 @@ BROKER_APIS = ApiTable.of(
     (OFFSET_DELETE, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1),
     (CONSUMER_GROUP_DESCRIBE, 0, 1),
+    # share groups (KIP-932, broker/share), Kafka 4.4's versions: ShareFetch and
+    # ShareAcknowledge v2 carry RENEW (KIP-1222) and the acquire mode (KIP-1206)
+    (SHARE_GROUP_HEARTBEAT, 1, 1),
+    (SHARE_GROUP_DESCRIBE, 1, 1),
+    (SHARE_FETCH, 1, 2),
+    (SHARE_ACKNOWLEDGE, 1, 2),
     # transactions (issue 22): the coordinator's side. AddPartitionsToTxn v4+ is the batched
     # form brokers send (KIP-890 verification); v4 of AddOffsetsToTxn/EndTxn/TxnOffsetCommit
     # may answer TRANSACTION_ABORTABLE; AddPartitionsToTxn v5, EndTxn v5 and TxnOffsetCommit

@@ -28,6 +28,11 @@ END = "<!-- api-table:end -->"
 # Tests beyond tests/unit/handlers/test_<api>.py (which every client-listener handler has,
 # unless named here), by API name.
 EXTRA_TESTS: dict[str, tuple[str, ...]] = {
+    # share groups (KIP-932): one in-process handler test for the four, and Kafka 4.4's
+    # KafkaShareConsumer
+    **{name: ("unit/handlers/test_share_fetch.py", "compat/kafka/test_java_share_groups.py")
+       for name in ("share_group_heartbeat", "share_group_describe", "share_acknowledge")},
+    "share_fetch": ("compat/kafka/test_java_share_groups.py",),
     "produce": ("integration/test_old_versions.py", "compat/test_confluent.py",
                 "unit/replication/test_replica_txn_verification.py",
                 "integration/test_txn_verification.py"),

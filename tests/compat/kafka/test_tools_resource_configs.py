@@ -87,11 +87,15 @@ def test_group_configs_as_kafka(pair: BrokerPair) -> None:
         k = pair.same(step, "kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
                       *entity, "--add-config", setting)
         assert k.returncode == 1 and "InvalidConfigurationException" in k.stderr, k.text()
-    pair.same("groups.share_config", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+    # a share-group config Skiff serves (issue 34), and one it refuses
+    pair.same("groups.share_session", "kafka-configs", "--bootstrap-server", "{bootstrap}",
               "--alter", *entity, "--add-config", "share.session.timeout.ms=50000")
+    pair.same("groups.share_config", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+              "--alter", *entity, "--add-config", "share.isolation.level=read_committed")
     pair.same("groups.delete", "kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
               *entity, "--delete-config",
-              "consumer.session.timeout.ms,consumer.heartbeat.interval.ms,share.session.timeout.ms")
+              "consumer.session.timeout.ms,consumer.heartbeat.interval.ms,share.session.timeout.ms,"
+              "share.isolation.level")
 
 
 def _join(wire: KafkaWire, group: str, topic: str) -> tuple[str, int]:

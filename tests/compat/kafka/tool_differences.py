@@ -31,7 +31,8 @@ ADMIN: dict[str, Difference] = {
         same_exit_code=False),
     "features.describe": Difference(
         "Skiff supports metadata.version 3.9-IV0 .. 4.1-IV1 and the features up to Kafka 4.1 "
-        "(no eligible.leader.replicas.version, share.version, streams.version); `skiff dev` "
+        "(no eligible.leader.replicas.version, streams.version; share.version 0-1 only, at "
+        "level 0 on a new cluster); `skiff dev` "
         "runs a static quorum (kraft.version 0) where Kafka's standalone format finalizes 1",
         ((r"^Feature: (eligible\.leader\.replicas|share|streams)\.version .*\n?", ""),
          (r"^(Feature: (kraft|metadata)\.version) .*$", r"\1 <levels>"),
@@ -51,11 +52,12 @@ ACLS: dict[str, Difference] = {}
 CLUSTER: dict[str, Difference] = {}
 
 _GROUP_CONFIGS_NOT_SERVED = (
-    "Skiff has no share groups (KIP-932) or streams groups (KIP-1071) and computes a consumer "
-    "group's assignment at once: of Kafka 4.4's group configs it lists and takes "
-    "consumer.session.timeout.ms and consumer.heartbeat.interval.ms only, and refuses the "
-    "share.*, streams.*, errors.deadletterqueue.* and consumer.assignment.interval.ms ones "
-    "(INVALID_CONFIG saying why) rather than store settings nothing reads")
+    "Skiff has no streams groups (KIP-1071), serves only some share-group (KIP-932) configs "
+    "and computes a consumer group's assignment at once: of Kafka 4.4's group configs it "
+    "lists and takes consumer.session.timeout.ms, consumer.heartbeat.interval.ms and six "
+    "share.* ones, and refuses the other share.*, streams.*, errors.deadletterqueue.* and "
+    "consumer.assignment.interval.ms ones (INVALID_CONFIG saying why) rather than store "
+    "settings nothing reads")
 RESOURCE_CONFIGS: dict[str, Difference] = {
     "groups.describe_all": Difference(_GROUP_CONFIGS_NOT_SERVED, (
         (r"^(share|streams|errors\.deadletterqueue|consumer\.assignment\.interval)[.\w]*=.*\n?",

@@ -221,8 +221,18 @@ def test_group_and_client_metrics_configs_are_config_records():
      "INT"),
     (GROUP("g"), [("bogus.key", AlterConfigOp.SET, "1")], E.invalid_config,
      "Unknown group config name: bogus.key"),
-    (GROUP("g"), [("share.session.timeout.ms", AlterConfigOp.SET, "50000")], E.invalid_config,
-     "Group config share.session.timeout.ms is not supported: Skiff has no share groups"),
+    (GROUP("g"), [("share.isolation.level", AlterConfigOp.SET, "read_committed")],
+     E.invalid_config, "Group config share.isolation.level is not supported: Skiff's share "
+                       "groups do not serve it yet"),
+    (GROUP("g"), [("share.session.timeout.ms", AlterConfigOp.SET, "1000")], E.invalid_config,
+     "share.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+    (GROUP("g"), [("share.record.lock.duration.ms", AlterConfigOp.SET, "1000")],
+     E.invalid_config, "share.record.lock.duration.ms must be in the range 15000 to 60000 "
+                       "inclusive."),
+    (GROUP("g"), [("share.auto.offset.reset", AlterConfigOp.SET, "by_duration:PT1H")],
+     E.invalid_config, "Invalid value by_duration:PT1H for configuration "
+                       "share.auto.offset.reset: Skiff serves latest and earliest (not "
+                       "by_duration)"),
     (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.APPEND, "1")],
      E.invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is "
                        "not LIST."),

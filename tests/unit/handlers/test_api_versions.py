@@ -141,7 +141,8 @@ def test_supported_and_finalized_features(version: int) -> None:
         assert supported == {"metadata.version": (21, 33)}
     else:
         assert supported == {"group.version": (0, 1), "kraft.version": (0, 1),
-                             "metadata.version": (21, 33), "transaction.version": (0, 2)}
+                             "metadata.version": (21, 33), "share.version": (0, 1),
+                             "transaction.version": (0, 2)}
     assert {f.name: f.max_version_level for f in resp.finalized_features} == {
         "kraft.version": 1, "metadata.version": 25, "transaction.version": 2}
     assert resp.finalized_features_epoch == node.metadata.offset

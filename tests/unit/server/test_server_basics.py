@@ -226,6 +226,8 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         (71, 0, 0), (72, 0, 0),  # client telemetry (KIP-714)
         (74, 0, 1),  # ListConfigResources (KIP-1142)
         (75, 0, 0),  # DescribeTopicPartitions (KIP-966)
+        # share groups (KIP-932): Kafka 4.4's versions
+        (76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2),
         (80, 0, 1), (81, 0, 0),  # Add/RemoveRaftVoter (KIP-853), sent on to the quorum leader
     ]
 

@@ -1,0 +1,353 @@
+"""The share groups' service on a broker: the pure cores (broker/share/group.py,
+partition.py, sessions.py) with the node's metadata, logs and clock.
+
+- Membership (ShareGroupHeartbeat, ShareGroupDescribe, ListGroups) is answered by the
+  group's coordinator, the broker leading the group's __consumer_offsets partition, as
+  Kafka routes it (FindCoordinator key type 0); other brokers answer NOT_COORDINATOR.
+- Share-partitions live on the partition's leader (ShareFetch, ShareAcknowledge).
+
+In this slice share state is in memory only: no share coordinator and no
+__share_group_state, so a broker restart (or a leader change) forgets the groups, the
+acquired and acknowledged records; a share-partition then starts again where
+share.auto.offset.reset says.
+
+Handlers reach it as `share_service_of(node)`, made at first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.errors import KafkaError
+from broker.metadata.features import SHARE_VERSION
+from broker.metadata.records import RESOURCE_GROUP
+from broker.protocol.records import iter_batch_headers, whole_batches_length
+from broker.share.group import (
+    ShareGroupCoordinator,
+    ShareGroupDescription,
+    ShareGroupSettings,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResult,
+    TopicsView,
+)
+from broker.share.partition import AcquiredRange, ShareLimits, SharePartition
+from broker.share.sessions import FINAL_EPOCH, ShareSession, ShareSessionCache
+
+log = structlog.get_logger(__name__)
+
+DISABLED_MESSAGE = ("Share groups (KIP-932) are not enabled: they need share.version 1 or "
+                    "higher (skiff features upgrade --feature share.version=1).")
+SharePartitionKey = tuple[str, str, int]  # (group id, topic, partition)
+
+
+def share_enabled(node: Any) -> bool:
+    """share.version >= 1 (Kafka's ShareVersion.supportsShareGroups)."""
+    return bool(node.metadata.finalized_level(SHARE_VERSION) >= 1)
+
+
+def share_service_of(node: Any) -> ShareService:
+    service = getattr(node, "share_groups", None)
+    if service is None:
+        service = ShareService(node)
+        node.share_groups = service
+    assert isinstance(service, ShareService)
+    return service
+
+
+@dataclass(slots=True)
+class PartitionAnswer:
+    """One partition of a ShareFetch / ShareAcknowledge answer."""
+
+    topic_id: uuid.UUID
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    ack_error: ErrorCode = ErrorCode.none
+    ack_error_message: str | None = None
+    records: bytes = b""
+    acquired: list[AcquiredRange] = field(default_factory=list)
+    leader_id: int = -1
+    leader_epoch: int = -1
+
+
+# (topic id, partition) -> [(first, last, types)]
+Acks = Mapping[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]]
+
+
+def node_setting(cfg: Any, key: str) -> int:
+    """The node's setting, or Kafka's default where a partial config (tests) lacks it."""
+    try:
+        return int(cfg[key])
+    except KeyError:
+        from broker.config import BROKER_CONFIGS
+
+        return int(BROKER_CONFIGS[key].default)
+
+
+class ShareService:
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        cfg = node.config
+        self.groups = ShareGroupCoordinator(ShareGroupSettings(
+            session_timeout_ms=node_setting(cfg, "group.share.session.timeout.ms"),
+            heartbeat_interval_ms=node_setting(cfg, "group.share.heartbeat.interval.ms"),
+            max_size=node_setting(cfg, "group.share.max.size")), self.group_settings)
+        self.sessions = ShareSessionCache(node_setting(cfg, "group.share.max.share.sessions"))
+        self.partitions: dict[SharePartitionKey, SharePartition] = {}
+
+    # ---- time and configs --------------------------------------------------------------------
+
+    def now(self) -> int:
+        return int(self.node.replicas.clock())
+
+    def _group_config(self, group_id: str) -> Mapping[str, str]:
+        configs: Mapping[str, str] = self.node.metadata.configs.get(
+            (RESOURCE_GROUP, group_id), {})
+        return configs
+
+    def limits(self, group_id: str) -> ShareLimits:
+        cfg, gc = self.node.config, self._group_config(group_id)
+        return ShareLimits(
+            record_lock_duration_ms=int(gc.get(
+                "share.record.lock.duration.ms",
+                node_setting(cfg, "group.share.record.lock.duration.ms"))),
+            delivery_count_limit=int(gc.get(
+                "share.delivery.count.limit",
+                node_setting(cfg, "group.share.delivery.count.limit"))),
+            max_record_locks=int(gc.get(
+                "share.partition.max.record.locks",
+                node_setting(cfg, "group.share.partition.max.record.locks"))))
+
+    def group_settings(self, group_id: str) -> ShareGroupSettings:
+        """The group's share.session.timeout.ms / share.heartbeat.interval.ms over the
+        node's group.share.* settings."""
+        cfg, gc = self.node.config, self._group_config(group_id)
+        return ShareGroupSettings(
+            session_timeout_ms=int(gc.get("share.session.timeout.ms", node_setting(
+                cfg, "group.share.session.timeout.ms"))),
+            heartbeat_interval_ms=int(gc.get("share.heartbeat.interval.ms", node_setting(
+                cfg, "group.share.heartbeat.interval.ms"))),
+            max_size=node_setting(cfg, "group.share.max.size"))
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self.limits(group_id).record_lock_duration_ms
+
+    # ---- membership --------------------------------------------------------------------------
+
+    def _topics(self) -> TopicsView:
+        image = self.node.metadata
+        return {name: (t.topic_id, t.num_partitions) for name, t in image.topics_by_name.items()}
+
+    def _check_coordinator(self, group_id: str) -> None:
+        from broker.group.shell import service_of
+
+        groups = service_of(self.node)
+        groups.coordinator_for(group_id)  # NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
+        if groups.is_classic_group(group_id) or self._is_consumer_group(group_id):
+            raise KafkaError(ErrorCode.group_id_not_found,
+                             f"Group {group_id} is not a share group.")
+
+    def _is_consumer_group(self, group_id: str) -> bool:
+        from broker.group.shell import service_of
+
+        try:
+            _, coord = service_of(self.node).coordinator_for(group_id)
+        except KafkaError:
+            return False
+        return group_id in getattr(coord, "consumer_groups", {})
+
+    def heartbeat(self, req: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        try:
+            self._check_coordinator(req.group_id)
+        except KafkaError as exc:
+            return ShareHeartbeatResult(exc.error_code, member_id=req.member_id or None,
+                                        error_message=exc.message)
+        result, left = self.groups.heartbeat(req, self._topics(), self.now())
+        for member_id in left:
+            self._member_gone(req.group_id, member_id)
+        return result
+
+    def describe(self, group_id: str) -> tuple[ErrorCode, ShareGroupDescription | None, str | None]:
+        try:
+            self._check_coordinator(group_id)
+        except KafkaError as exc:
+            return exc.error_code, None, exc.message
+        self.tick()
+        names = {t.topic_id: name for name, t in self.node.metadata.topics_by_name.items()}
+        desc = self.groups.describe(group_id, names)
+        if desc is None:
+            return ErrorCode.group_id_not_found, None, f"Group {group_id} not found."
+        return ErrorCode.none, desc, None
+
+    def listed(self) -> list[tuple[str, str]]:
+        from broker.group.shell import service_of
+
+        self.tick()
+        out = []
+        for gid, state in self.groups.listed():
+            try:
+                service_of(self.node).coordinator_for(gid)
+            except KafkaError:
+                continue
+            out.append((gid, state))
+        return out
+
+    def tick(self) -> None:
+        now = self.now()
+        for gid, group in list(self.groups.groups.items()):
+            before = set(group.members)
+            self.groups.expire(now)
+            for mid in before - set(group.members):
+                self._member_gone(gid, mid)
+
+    def _member_gone(self, group_id: str, member_id: str) -> None:
+        session = self.sessions.remove(group_id, member_id)
+        if session is not None:
+            self._release(session)
+
+    def _release(self, session: ShareSession) -> None:
+        for (gid, _topic, _p), sp in self.partitions.items():
+            if gid == session.group_id:
+                sp.release_member(session.member_id)
+
+    # ---- share-partitions --------------------------------------------------------------------
+
+    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        """The share-partition, made at first use at the offset share.auto.offset.reset
+        says (latest, Kafka's default: the high watermark; earliest: the log start)."""
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        part = self.node.replicas.leader_partition(topic, partition)
+        if sp is None:
+            reset = self._group_config(group_id).get("share.auto.offset.reset", "latest")
+            start = (part.log.log_start_offset if reset == "earliest"
+                     else part.high_watermark)
+            sp = self.partitions[key] = SharePartition(start, self.limits(group_id))
+            log.info("share_partition_initialized", group=group_id, topic=topic,
+                     partition=partition, start_offset=start, reset=reset)
+        else:
+            sp.limits = self.limits(group_id)
+        if part.log.log_start_offset > sp.start_offset:
+            sp.reset_start(part.log.log_start_offset)
+        return sp
+
+    def acknowledge(self, group_id: str, member_id: str, acks: Acks
+                    ) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
+        out: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
+        image = self.node.metadata
+        now = self.now()
+        for (tid, p), batches in acks.items():
+            t = image.topic_by_id(tid)
+            if t is None:
+                out[(tid, p)] = (ErrorCode.unknown_topic_id, None)
+                continue
+            try:
+                sp = self.share_partition(group_id, t.name, p)
+            except KafkaError as exc:
+                out[(tid, p)] = (exc.error_code, exc.message)
+                continue
+            error: ErrorCode = ErrorCode.none
+            for first, last, types in batches:
+                e = sp.acknowledge(member_id, first, last, types, now)
+                if e is not ErrorCode.none:
+                    error = e
+            out[(tid, p)] = (error, None)
+        return out
+
+    async def fetch(self, group_id: str, member_id: str, session: ShareSession,
+                    max_wait_ms: int, max_records: int, max_bytes: int,
+                    refused: Iterable[tuple[uuid.UUID, int]] = ()) -> list[PartitionAnswer]:
+        """Acquires records of the session's partitions for the member, waiting up to
+        `max_wait_ms` while there is nothing to acquire."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        skip = set(refused)
+        while True:
+            answers = self._fetch_once(group_id, member_id, session, max_records, max_bytes,
+                                       skip)
+            remaining = deadline - loop.time()
+            if any(a.acquired or a.error is not ErrorCode.none for a in answers) \
+                    or remaining <= 0:
+                return answers
+            keys = []
+            image = self.node.metadata
+            for tid, p in session.partitions:
+                t = image.topic_by_id(tid)
+                if t is not None:
+                    keys.append((t.name, p))
+            # new records wake the wait; a lock expiring is seen within 50 ms
+            await self.node.replicas.wait_any(keys, for_log_end=False,
+                                              timeout_s=min(remaining, 0.05))
+
+    def _fetch_once(self, group_id: str, member_id: str, session: ShareSession,
+                    max_records: int, max_bytes: int,
+                    skip: set[tuple[uuid.UUID, int]]) -> list[PartitionAnswer]:
+        image = self.node.metadata
+        now = self.now()
+        answers: list[PartitionAnswer] = []
+        budget = max_records
+        for tid, p in list(session.partitions):
+            if (tid, p) in skip:
+                continue
+            ans = PartitionAnswer(tid, p)
+            t = image.topic_by_id(tid)
+            if t is None:
+                ans.error = ErrorCode.unknown_topic_id
+                answers.append(ans)
+                continue
+            reg = t.partition(p)
+            if reg is not None:
+                ans.leader_id, ans.leader_epoch = reg.leader, reg.leader_epoch
+            if budget <= 0:
+                continue
+            try:
+                sp = self.share_partition(group_id, t.name, p)
+            except KafkaError as exc:
+                ans.error, ans.error_message = exc.error_code, exc.message
+                answers.append(ans)
+                continue
+            if not sp.can_acquire(now):
+                continue
+            offset = sp.next_fetch_offset(now)
+            ranges: list[tuple[int, int]] = []
+            keep_end = 0
+            try:
+                part = self.node.replicas.leader_partition(t.name, p)
+                upto = part.high_watermark
+                if offset >= upto:
+                    continue
+                data = part.log.read(offset, max(1, max_bytes), upto).read_bytes()
+                data = data[: whole_batches_length(data)]
+                for pos, h in iter_batch_headers(memoryview(data), validate_crc=False):
+                    if h.is_control:
+                        sp.skip(h.base_offset, h.last_offset)
+                    else:
+                        ranges.append((h.base_offset, h.last_offset))
+                    keep_end = pos + h.size
+            except KafkaError as exc:  # leadership moved, storage failed, a corrupt batch
+                ans.error, ans.error_message = exc.error_code, exc.message
+                answers.append(ans)
+                continue
+            acquired = sp.acquire(member_id, ranges, budget, now)
+            if not acquired:
+                continue
+            budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            ans.records = data[:keep_end]
+            ans.acquired = acquired
+            answers.append(ans)
+        return answers
+
+    def close_session(self, session: ShareSession) -> None:
+        if self.sessions.existing(session.group_id, session.member_id) is session:
+            self.sessions.remove(session.group_id, session.member_id)
+        self._release(session)
+
+    def session_closed(self, epoch: int) -> bool:
+        return epoch == FINAL_EPOCH

@@ -1,0 +1,116 @@
+"""Share groups (KIP-932) with Apache Kafka 4.4's Java KafkaShareConsumer against one Skiff
+node (tests/java/src/skiff/compat/share/ShareCases.java).
+
+The module's node runs with 2 s record locks (group.share.record.lock.duration.ms, within a
+lowered group.share.min.record.lock.duration.ms) and a delivery count limit of 3, so lock
+expiry and archiving are seen in seconds. share.version is upgraded to 1 through the Java
+Admin client first (a dev node is formatted at 4.1, where share groups are off).
+
+- four consumers on one partition, every record ACCEPTed (implicit acknowledgement): the
+  records each gets are disjoint, and together they are every record, once; meanwhile
+  Admin.describeShareGroups (ShareGroupDescribe) shows the four members with the partition
+  and listGroups (ListGroups, type share) lists the group;
+- explicit acknowledgement: RELEASE redelivers (delivery count 2, then 3, then the record is
+  archived at the limit), REJECT archives, ACCEPT is never redelivered, and a record left
+  unacknowledged is redelivered with delivery count 2 once its lock expires;
+- RENEW (KIP-1222): a record held past its first lock, renewed in time, is not redelivered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.kafka_ref import run_program
+from tests.support.node import started_node
+from tests.support.records import unique_topic
+
+pytestmark = [pytest.mark.timeout(300)]
+
+PROGRAM = "skiff.compat.share.ShareCases"
+LOCK_MS = 2000
+DELIVERY_LIMIT = 3
+CONFIG = {
+    "SKIFF_GROUP_SHARE_RECORD_LOCK_DURATION_MS": str(LOCK_MS),
+    "SKIFF_GROUP_SHARE_MIN_RECORD_LOCK_DURATION_MS": "1000",
+    "SKIFF_GROUP_SHARE_DELIVERY_COUNT_LIMIT": str(DELIVERY_LIMIT),
+}
+
+
+COUNT = 200
+WATCH_MS = 3 * LOCK_MS
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    """Every case in one JVM (a JVM start costs seconds of CPU), by case name."""
+    node = started_node(Path(tmp_path_factory.mktemp("share-node")), config_env=CONFIG)
+    try:
+        proc = run_program(
+            PROGRAM, node.bootstrap, "enable",
+            f"disjoint:{unique_topic('share-disjoint')}:share-disjoint-g:{COUNT}",
+            f"explicit:{unique_topic('share-explicit')}:share-explicit-g:{WATCH_MS}",
+            f"renew:{unique_topic('share-renew')}:share-renew-g:{LOCK_MS}",
+            timeout=240)
+        out = {}
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                item = json.loads(line)
+                out[item["case"]] = item
+        assert proc.returncode == 0 and len(out) == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+        yield out
+    finally:
+        node.close()
+
+
+def test_share_version_enabled_through_update_features(
+        results: dict[str, dict[str, Any]]) -> None:
+    assert results["enable"]["share.version"] == 1
+
+
+def test_four_consumers_get_disjoint_records_each_once(
+        results: dict[str, dict[str, Any]]) -> None:
+    count = COUNT
+    result = results["disjoint"]
+    per_consumer = [list(c) for c in result["consumers"]]
+    everything = [o for c in per_consumer for o in c]
+    assert sorted(everything) == list(range(count)), "every record exactly once"
+    for i, a in enumerate(per_consumer):
+        for b in per_consumer[i + 1:]:
+            assert not set(a) & set(b)
+    # ShareGroupDescribe and ListGroups while the four polled: each was assigned the partition
+    assert result["state"] == "Stable" and result["listed"] == ["Share/Stable"], result
+    assert sorted(m["client"] for m in result["members"]) == ["c0", "c1", "c2", "c3"]
+    assert all(m["partitions"] == 1 and m["epoch"] == result["epoch"]
+               for m in result["members"]), result
+    # the records were shared: more than one consumer got some
+    assert sum(1 for c in per_consumer if c) >= 2, [len(c) for c in per_consumer]
+
+
+def test_explicit_acknowledgements(results: dict[str, dict[str, Any]]) -> None:
+    result = results["explicit"]
+    assert result["c1_commit_errors"] == 0
+    deliveries = [(d["consumer"], d["offset"], d["count"]) for d in result["deliveries"]]
+    first = [d for d in deliveries if d[0] == "c1"]
+    assert first == [("c1", o, 1) for o in range(4)]
+    later = [(o, n) for c, o, n in deliveries if c == "c2"]
+    # ACCEPTed (0) and REJECTed (2) records are never delivered again
+    assert all(o not in (0, 2) for o, _ in later), later
+    # RELEASE redelivers with a rising count; at the limit the record is archived
+    assert [n for o, n in later if o == 1] == list(range(2, DELIVERY_LIMIT + 1)), later
+    # the record c1 held without acknowledging comes back once its lock expired
+    assert [n for o, n in later if o == 3] == [2], later
+
+
+def test_renew_keeps_the_record(results: dict[str, dict[str, Any]]) -> None:
+    """RENEW (KIP-1222) before the lock expires: the record is not delivered to the other
+    consumer though it was held longer than one lock; the holder's client hands it back
+    (same delivery count) and its ACCEPT succeeds."""
+    result = results["renew"]
+    deliveries = [(d["consumer"], d["offset"], d["count"]) for d in result["deliveries"]]
+    assert deliveries == [("c1", 0, 1), ("c1-again", 0, 1)], deliveries
+    assert result["c1_commit_errors"] == 0

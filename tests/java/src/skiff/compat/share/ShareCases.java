@@ -1,0 +1,313 @@
+package skiff.compat.share;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.GroupListing;
+import org.apache.kafka.clients.admin.ListGroupsOptions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
+import org.apache.kafka.clients.admin.ShareMemberDescription;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Share groups (KIP-932) with Kafka 4.4's KafkaShareConsumer. Prints one JSON line per case
+ * with what the consumers received.
+ *
+ * <ul>
+ * <li>{@code enable}: share.version=1 through Admin.updateFeatures (as kafka-features does).
+ * <li>{@code disjoint}: four consumers (implicit acknowledgement: every record ACCEPTed) on
+ *     one partition; per consumer the offsets it received, and the group as
+ *     Admin.describeShareGroups and listGroups(forShareGroups) see it while they poll.
+ * <li>{@code explicit}: consumer c1 polls once and ACCEPTs offset 0, RELEASEs 1, REJECTs 2
+ *     and leaves 3 unacknowledged; consumer c2 then polls for a while, RELEASEs every record
+ *     delivered to it with offset 1 and ACCEPTs the others; every delivery (consumer, offset,
+ *     delivery count) in order.
+ * <li>{@code renew}: c1 holds one record past its lock duration, RENEWing it (KIP-1222) at
+ *     two fifths of it, then ACCEPTs it when its client hands it back; c2 polls all along;
+ *     every delivery, and whether c1's acknowledgements failed.
+ * </ul>
+ */
+public final class ShareCases {
+    private final String bootstrap;
+
+    private ShareCases(String bootstrap) {
+        this.bootstrap = bootstrap;
+    }
+
+    /** Args: bootstrap, then cases as {@code name:topic:group:number} (or {@code enable}),
+     * run in order in this one JVM; one JSON line each. */
+    public static void main(String[] args) throws Exception {
+        ShareCases c = new ShareCases(args[0]);
+        for (int i = 1; i < args.length; i++) {
+            String[] a = args[i].split(":");
+            String result;
+            switch (a[0]) {
+                case "enable" -> result = c.enable();
+                case "disjoint" -> result = c.disjoint(a[1], a[2], Integer.parseInt(a[3]));
+                case "explicit" -> result = c.explicit(a[1], a[2], Long.parseLong(a[3]));
+                case "renew" -> result = c.renew(a[1], a[2], Long.parseLong(a[3]));
+                default -> throw new IllegalArgumentException(a[0]);
+            }
+            System.out.println(result);
+            System.out.flush();
+        }
+        System.exit(0);
+    }
+
+    private Admin admin() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        return Admin.create(p);
+    }
+
+    private String enable() throws Exception {
+        try (Admin a = admin()) {
+            a.updateFeatures(Map.of("share.version",
+                    new FeatureUpdate((short) 1, FeatureUpdate.UpgradeType.UPGRADE)),
+                    new UpdateFeaturesOptions()).all().get(30, TimeUnit.SECONDS);
+            long deadline = System.currentTimeMillis() + 15000;
+            while (System.currentTimeMillis() < deadline) {
+                var f = a.describeFeatures().featureMetadata().get().finalizedFeatures().get("share.version");
+                if (f != null && f.maxVersionLevel() >= 1) {
+                    return "{\"case\": \"enable\", \"share.version\": " + f.maxVersionLevel() + "}";
+                }
+                Thread.sleep(100);
+            }
+        }
+        return "{\"case\": \"enable\", \"share.version\": 0}";
+    }
+
+    /** A one-partition topic with `count` records, and the group reading from the earliest offset. */
+    private void prepare(String topic, String group, int count) throws Exception {
+        try (Admin a = admin()) {
+            a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
+                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                    .all().get(30, TimeUnit.SECONDS);
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        p.put("linger.ms", "0");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < count; i++) {
+                producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    private KafkaShareConsumer<String, String> consumer(String group, String clientId, String ackMode,
+                                                        int maxPollRecords) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("client.id", clientId);
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        p.put("share.acknowledgement.mode", ackMode);
+        p.put("max.poll.records", Integer.toString(maxPollRecords));
+        return new KafkaShareConsumer<>(p);
+    }
+
+    private String disjoint(String topic, String group, int count) throws Exception {
+        prepare(topic, group, count);
+        int n = 4;
+        Map<Integer, List<Long>> got = new ConcurrentHashMap<>();
+        Map<Long, Boolean> seen = new ConcurrentHashMap<>();
+        AtomicBoolean done = new AtomicBoolean(false);
+        ExecutorService pool = Executors.newFixedThreadPool(n);
+        List<Future<?>> futures = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            final int id = i;
+            got.put(id, Collections.synchronizedList(new ArrayList<>()));
+            futures.add(pool.submit(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer(group, "c" + id, "implicit", 5)) {
+                    c.subscribe(List.of(topic));
+                    long deadline = System.currentTimeMillis() + 60000;
+                    long quietUntil = Long.MAX_VALUE;
+                    while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                        ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(100));
+                        for (ConsumerRecord<String, String> r : recs) {
+                            got.get(id).add(r.offset());
+                            seen.put(r.offset(), true);
+                            Thread.sleep(5);  // 5 ms of work per record
+                        }
+                        if (seen.size() >= count && quietUntil == Long.MAX_VALUE) {
+                            // everything delivered: keep polling a little to catch redeliveries
+                            quietUntil = System.currentTimeMillis() + 1000;
+                        }
+                    }
+                    c.commitSync();
+                }
+                return null;
+            }));
+        }
+        // while the four are still polling: the group as Admin describes and lists it
+        String described;
+        try (Admin a = admin()) {
+            long deadline = System.currentTimeMillis() + 60000;
+            while (seen.size() < count && System.currentTimeMillis() < deadline) {
+                Thread.sleep(20);
+            }
+            ShareGroupDescription d = a.describeShareGroups(List.of(group)).describedGroups()
+                    .get(group).get(30, TimeUnit.SECONDS);
+            List<String> members = new ArrayList<>();
+            for (ShareMemberDescription m : d.members()) {
+                members.add("{\"client\": \"" + m.clientId() + "\", \"epoch\": " + m.memberEpoch()
+                        + ", \"partitions\": " + m.assignment().topicPartitions().size() + "}");
+            }
+            Collection<GroupListing> listed = a.listGroups(ListGroupsOptions.forShareGroups()).all()
+                    .get(30, TimeUnit.SECONDS);
+            String listing = listed.stream().filter(l -> l.groupId().equals(group))
+                    .map(l -> "\"" + l.type().map(Object::toString).orElse("?") + "/"
+                            + l.groupState().map(Object::toString).orElse("?") + "\"")
+                    .reduce((x, y) -> x + ", " + y).orElse("");
+            described = "\"state\": \"" + d.groupState() + "\", \"epoch\": " + d.groupEpoch()
+                    + ", \"members\": [" + String.join(", ", members) + "], \"listed\": [" + listing + "]";
+        }
+        for (Future<?> f : futures) {
+            f.get(120, TimeUnit.SECONDS);
+        }
+        pool.shutdown();
+        StringBuilder sb = new StringBuilder("{\"case\": \"disjoint\", " + described + ", \"consumers\": [");
+        for (int i = 0; i < n; i++) {
+            if (i > 0) sb.append(", ");
+            sb.append(got.get(i).toString());
+        }
+        return sb.append("]}").toString();
+    }
+
+    private String explicit(String topic, String group, long watchMs) throws Exception {
+        prepare(topic, group, 4);
+        List<String> deliveries = Collections.synchronizedList(new ArrayList<>());
+        Map<String, Object> c1Result = new LinkedHashMap<>();
+        try (KafkaShareConsumer<String, String> c1 = consumer(group, "c1", "explicit", 10)) {
+            c1.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30000;
+            List<ConsumerRecord<String, String>> first = new ArrayList<>();
+            while (first.size() < 4 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                    first.add(r);
+                    deliveries.add(delivery("c1", r));
+                    AcknowledgeType t = switch ((int) r.offset()) {
+                        case 0 -> AcknowledgeType.ACCEPT;
+                        case 1 -> AcknowledgeType.RELEASE;
+                        case 2 -> AcknowledgeType.REJECT;
+                        default -> null;
+                    };
+                    if (t != null) c1.acknowledge(r, t);
+                }
+                if (first.size() < 4 && !first.isEmpty()) break;
+            }
+            var committed = c1.commitSync(Duration.ofSeconds(10));
+            c1Result.put("errors", committed.values().stream().filter(Optional::isPresent).count());
+            // c1 does not poll again: offset 3 stays acquired by it until its lock expires
+            try (KafkaShareConsumer<String, String> c2 = consumer(group, "c2", "explicit", 10)) {
+                c2.subscribe(List.of(topic));
+                long end = System.currentTimeMillis() + watchMs;
+                while (System.currentTimeMillis() < end) {
+                    for (ConsumerRecord<String, String> r : c2.poll(Duration.ofMillis(100))) {
+                        deliveries.add(delivery("c2", r));
+                        c2.acknowledge(r, r.offset() == 1 ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT);
+                    }
+                    c2.commitSync(Duration.ofSeconds(10));
+                }
+            }
+        }
+        return "{\"case\": \"explicit\", \"c1_commit_errors\": " + c1Result.get("errors")
+                + ", \"deliveries\": [" + String.join(", ", deliveries) + "]}";
+    }
+
+    private String renew(String topic, String group, long lockMs) throws Exception {
+        prepare(topic, group, 1);
+        List<String> deliveries = Collections.synchronizedList(new ArrayList<>());
+        AtomicBoolean stop = new AtomicBoolean(false);
+        long errors = 0;
+        try (KafkaShareConsumer<String, String> c1 = consumer(group, "c1", "explicit", 10)) {
+            c1.subscribe(List.of(topic));
+            ConsumerRecord<String, String> held = null;
+            long deadline = System.currentTimeMillis() + 30000;
+            while (held == null && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                    held = r;
+                    deliveries.add(delivery("c1", r));
+                }
+            }
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            Future<?> watcher = pool.submit(() -> {
+                try (KafkaShareConsumer<String, String> c2 = consumer(group, "c2", "explicit", 10)) {
+                    c2.subscribe(List.of(topic));
+                    while (!stop.get()) {
+                        for (ConsumerRecord<String, String> r : c2.poll(Duration.ofMillis(100))) {
+                            deliveries.add(delivery("c2", r));
+                            c2.acknowledge(r, AcknowledgeType.ACCEPT);
+                        }
+                        c2.commitSync(Duration.ofSeconds(10));
+                    }
+                }
+                return null;
+            });
+            try {
+                Thread.sleep(lockMs * 2 / 5);
+                c1.acknowledge(held, AcknowledgeType.RENEW);
+                errors += c1.commitSync(Duration.ofSeconds(10)).values().stream()
+                        .filter(Optional::isPresent).count();
+                // past the first lock, within the renewed one
+                Thread.sleep(lockMs * 7 / 10);
+                // the client hands a renewed record back on a later poll, to be acknowledged
+                long until = System.currentTimeMillis() + lockMs / 2;
+                boolean accepted = false;
+                while (!accepted && System.currentTimeMillis() < until) {
+                    for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(50))) {
+                        deliveries.add(delivery("c1-again", r));
+                        c1.acknowledge(r, AcknowledgeType.ACCEPT);
+                        accepted = true;
+                    }
+                }
+                errors += c1.commitSync(Duration.ofSeconds(10)).values().stream()
+                        .filter(Optional::isPresent).count();
+                Thread.sleep(500);
+            } finally {
+                stop.set(true);
+                watcher.get(60, TimeUnit.SECONDS);
+                pool.shutdown();
+            }
+        }
+        return "{\"case\": \"renew\", \"c1_commit_errors\": " + errors + ", \"deliveries\": ["
+                + String.join(", ", deliveries) + "]}";
+    }
+
+    private static String delivery(String consumer, ConsumerRecord<String, String> r) {
+        return "{\"consumer\": \"" + consumer + "\", \"offset\": " + r.offset() + ", \"count\": "
+                + r.deliveryCount().map(Object::toString).orElse("null") + "}";
+    }
+}

@@ -1,0 +1,215 @@
+"""The share-group handlers (KIP-932) in process over real logs: ShareGroupHeartbeat,
+ShareFetch, ShareAcknowledge, ShareGroupDescribe, ListGroups and FindCoordinator's share key
+type, with kio requests at Kafka 4.4's versions and every answer encoded at its version."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from group_node import (  # noqa: F401
+    GroupNode,
+    anyio_backend_fixture,
+    ctx,
+    encodes,
+    node_fixture,
+    ready,
+    request,
+    request_class,
+)
+from kio.schema.errors import ErrorCode
+
+from broker.handlers import (
+    find_coordinator,
+    list_groups,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
+)
+from broker.protocol.records import Record, build_batch
+
+pytestmark = pytest.mark.anyio
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def enable_share_groups(node: GroupNode, level: int = 1) -> None:
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, features={
+        **image.features, "share.version": level}))
+
+
+async def heartbeat(node: GroupNode, member: str, epoch: int,
+                    names: tuple[str, ...] | None = ("t",)) -> Any:
+    req = request("share_group_heartbeat", 1, "ShareGroupHeartbeatRequest", group_id="g",
+                  member_id=member, member_epoch=epoch, rack_id=None,
+                  subscribed_topic_names=names)
+    return encodes(await share_group_heartbeat.handle(node, ctx(76, 1, client_id="app"), req))
+
+
+def _acks(version: int, api: str, tid: uuid.UUID,
+          acks: tuple[tuple[int, int, tuple[int, ...]], ...]) -> Any:
+    batch = request_class(api, version, "AcknowledgementBatch")
+    return tuple(batch(first_offset=f, last_offset=last, acknowledge_types=types)
+                 for f, last, types in acks)
+
+
+async def fetch(node: GroupNode, tid: uuid.UUID, epoch: int, *, version: int = 2,
+                acks: tuple[tuple[int, int, tuple[int, ...]], ...] = (), wait_ms: int = 0,
+                renew: bool = False, member: str = "m1") -> Any:
+    part = request_class("share_fetch", version, "FetchPartition")
+    topic = request_class("share_fetch", version, "FetchTopic")
+    req = request(
+        "share_fetch", version, "ShareFetchRequest", group_id="g", member_id=member,
+        share_session_epoch=epoch, max_wait=datetime.timedelta(milliseconds=wait_ms),
+        min_bytes=1, max_bytes=1 << 20, max_records=500, batch_size=500,
+        share_acquire_mode=0, is_renew_ack=renew,
+        topics=(topic(topic_id=tid, partitions=(part(
+            partition_index=0,
+            acknowledgement_batches=_acks(version, "share_fetch", tid, acks)),)),),
+        forgotten_topics_data=())
+    return encodes(await share_fetch.handle(node, ctx(78, version), req))
+
+
+async def acknowledge(node: GroupNode, tid: uuid.UUID, epoch: int,
+                      acks: tuple[tuple[int, int, tuple[int, ...]], ...], *,
+                      version: int = 2, renew: bool = False) -> Any:
+    part = request_class("share_acknowledge", version, "AcknowledgePartition")
+    topic = request_class("share_acknowledge", version, "AcknowledgeTopic")
+    req = request(
+        "share_acknowledge", version, "ShareAcknowledgeRequest", group_id="g", member_id="m1",
+        share_session_epoch=epoch, is_renew_ack=renew,
+        topics=(topic(topic_id=tid, partitions=(part(
+            partition_index=0,
+            acknowledgement_batches=_acks(version, "share_acknowledge", tid, acks)),)),))
+    return encodes(await share_acknowledge.handle(node, ctx(79, version), req))
+
+
+async def produce(node: GroupNode, values: list[bytes]) -> None:
+    batch = build_batch([Record(offset=i, timestamp=0, key=None, value=v, headers=())
+                         for i, v in enumerate(values)])
+    out = await node.replicas.append({("t", 0): batch}, required_acks=-1, timeout_ms=2000)
+    assert not isinstance(out[("t", 0)], Exception), out
+
+
+def acquired(resp: Any) -> list[tuple[int, int, int]]:
+    return [(r.first_offset, r.last_offset, r.delivery_count)
+            for t in resp.responses for p in t.partitions for r in p.acquired_records]
+
+
+async def test_disabled_without_share_version(node: GroupNode) -> None:
+    node.add_topic("t", 1)
+    resp = await heartbeat(node, "m1", 0)
+    assert resp.error_code is ErrorCode.unsupported_version
+    assert "share.version" in (resp.error_message or "")
+    tid = node.metadata.topic("t").topic_id
+    assert (await fetch(node, tid, 0)).error_code is ErrorCode.unsupported_version
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_fetch_acknowledge_and_sessions(node: GroupNode, version: int) -> None:
+    enable_share_groups(node)
+    node.add_topic("t", 1)
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    hb = await heartbeat(node, "m1", 0)
+    assert hb.error_code is ErrorCode.none and hb.member_epoch == 1
+    assert [(tp.topic_id, tp.partitions) for tp in hb.assignment.topic_partitions] == [
+        (tid, (0,))]
+    # the session opens; share.auto.offset.reset latest: the share-partition starts at 0,
+    # the log end, so the records produced next are delivered
+    first = await fetch(node, tid, 0, version=version)
+    assert first.error_code is ErrorCode.none and acquired(first) == []
+    assert first.acquisition_lock_timeout == datetime.timedelta(seconds=30)
+    await produce(node, [b"a", b"b", b"c"])
+    got = await fetch(node, tid, 1, version=version, wait_ms=2000)
+    assert acquired(got) == [(0, 2, 1)]
+    [part] = got.responses[0].partitions
+    assert len(part.records) > 0 and part.current_leader.leader_id == 1
+    # ACCEPT 0, RELEASE 1 piggybacked: 1 comes back at once with delivery count 2
+    got = await fetch(node, tid, 2, version=version, acks=((0, 0, (ACCEPT,)), (1, 1, (RELEASE,))))
+    [part] = got.responses[0].partitions
+    assert part.acknowledge_error_code == 0
+    assert acquired(got) == [(1, 1, 2)]
+    # REJECT 1 and 2 through ShareAcknowledge
+    ack = await acknowledge(node, tid, 3, ((1, 2, (REJECT,)),), version=version)
+    assert ack.error_code is ErrorCode.none
+    assert ack.responses[0].partitions[0].error_code is ErrorCode.none
+    # the same epoch again: refused; an ACCEPTed record cannot be acknowledged again
+    again = await acknowledge(node, tid, 3, ((0, 0, (ACCEPT,)),), version=version)
+    assert again.error_code is ErrorCode.invalid_share_session_epoch
+    stale = await acknowledge(node, tid, 4, ((0, 0, (ACCEPT,)),), version=version)
+    assert stale.responses[0].partitions[0].error_code is ErrorCode.invalid_record_state
+    # nothing is left to deliver
+    assert acquired(await fetch(node, tid, 5, version=version)) == []
+    # opening a session with acknowledgements is refused; an unknown member has none
+    assert (await fetch(node, tid, 0, version=version, acks=((0, 0, (ACCEPT,)),))
+            ).error_code is ErrorCode.invalid_request
+    assert (await fetch(node, tid, 3, version=version, member="m2")
+            ).error_code is ErrorCode.share_session_not_found
+    # the final epoch closes the session
+    assert (await fetch(node, tid, -1, version=version)).error_code is ErrorCode.none
+    assert (await fetch(node, tid, 7, version=version)
+            ).error_code is ErrorCode.share_session_not_found
+
+
+async def test_renew_and_close_release(node: GroupNode) -> None:
+    enable_share_groups(node)
+    node.add_topic("t", 1)
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    await fetch(node, tid, 0)
+    await produce(node, [b"a", b"b"])
+    assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 1, 1)]
+    # RENEW needs IsRenewAck (v2), and a renewing fetch acquires nothing
+    bad = await fetch(node, tid, 2, acks=((0, 0, (4,)),))
+    assert bad.error_code is ErrorCode.invalid_request
+    renewed = await fetch(node, tid, 2, acks=((0, 1, (4,)),), renew=True)
+    assert renewed.error_code is ErrorCode.none and acquired(renewed) == []
+    assert renewed.responses[0].partitions[0].acknowledge_error_code == 0
+    # closing the session releases what the member holds: a new member gets them again
+    closed = await acknowledge(node, tid, -1, ())
+    assert closed.error_code is ErrorCode.none
+    await heartbeat(node, "m2", 0)
+    assert acquired(await fetch(node, tid, 0, member="m2")) == [(0, 1, 2)]
+
+
+async def test_describe_list_and_find_coordinator(node: GroupNode) -> None:
+    enable_share_groups(node)
+    node.add_topic("t", 2)
+    await ready(node)
+    a = await heartbeat(node, "m1", 0)
+    b = await heartbeat(node, "m2", 0)
+    assert (a.member_epoch, b.member_epoch) == (1, 2)
+    a = await heartbeat(node, "m1", 1, None)
+    assert a.member_epoch == 2
+    [tp] = a.assignment.topic_partitions
+    assert tp.partitions == (0,)
+    assert (await heartbeat(node, "m1", 7, None)).error_code is ErrorCode.fenced_member_epoch
+    req = request("share_group_describe", 1, "ShareGroupDescribeRequest",
+                  group_ids=("g", "none"), include_authorized_operations=False)
+    resp = encodes(await share_group_describe.handle(node, ctx(77, 1), req))
+    g, none = resp.groups
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignor_name) == (
+        ErrorCode.none, "Stable", 2, "simple")
+    assert [(m.member_id, m.client_id, [(t.topic_name, t.partitions)
+                                        for t in m.assignment.topic_partitions])
+            for m in g.members] == [("m1", "app", [("t", (0,))]), ("m2", "app", [("t", (1,))])]
+    assert none.error_code is ErrorCode.group_id_not_found
+    lg = request("list_groups", 5, "ListGroupsRequest", states_filter=(), types_filter=())
+    listed = encodes(await list_groups.handle(node, ctx(16, 5), lg))
+    assert [(x.group_id, x.group_type, x.group_state) for x in listed.groups
+            if x.group_type == "share"] == [("g", "share", "Stable")]
+    left = await heartbeat(node, "m2", 2, None)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, 2)
+    left = await heartbeat(node, "m2", -1, None)
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+    fc = request("find_coordinator", 6, "FindCoordinatorRequest", key_type=2,
+                 coordinator_keys=(f"g:{uuid.uuid4()}:0",))
+    found = encodes(await find_coordinator.handle(node, ctx(10, 6), fc))
+    assert found.coordinators[0].error_code is ErrorCode.invalid_request
+    assert "share coordinator" in (found.coordinators[0].error_message or "")
