@@ -15,11 +15,18 @@ into `tests/java/target/kafka-libs` (one directory, like Kafka's `libs/`), and
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
+import locale
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -122,14 +129,233 @@ def run_java(main_class: str, *args: str, timeout: float = 120.0, classpath: str
 
 def run_tool(tool_class: str, *args: str, timeout: float = 120.0,
              input_text: str | None = None) -> subprocess.CompletedProcess[str]:
-    """One of Kafka's command-line tools, as its kafka-*.sh script runs it."""
-    return run_java(tool_class, *args, timeout=timeout, input_text=input_text)
+    """One of Kafka's command-line tools, as its kafka-*.sh script runs it.
+
+    The tool's main runs in one of this process's tool servers (`ToolServer`, a JVM kept for
+    many calls), which answers what a fresh `java -cp <libs> <class> args` would have: exit
+    code, stdout, stderr. `KAFKA_TOOLS_FORK=1` starts one JVM per call instead."""
+    if os.environ.get(TOOLS_FORK_ENV) == "1" or tool_class in FORKED_TOOLS:
+        return run_java(tool_class, *args, timeout=timeout, input_text=input_text)
+    return _run_in_server(tool_class, list(args), timeout, input_text)
 
 
 def run_program(main_class: str, *args: str, timeout: float = 180.0,
                 env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """One of the Java test programs in tests/java/src."""
     return run_java(main_class, *args, timeout=timeout, classpath=java_program_classpath(), env=env)
+
+
+# -- the tool servers -------------------------------------------------------------------------
+# A forked tool costs ~1.7 s wall and 2-3 s of CPU, nearly all of it loading and JIT-compiling
+# the admin client; tests/java/src/skiff/tools/ToolServer.java runs the tools' main in one JVM
+# kept for many calls and answers what a fork would have printed. Each pytest process (each
+# xdist worker) keeps its own servers: as many as it runs tools at once (BrokerPair runs two),
+# started on first use, replaced after TOOL_SERVER_MAX_CALLS calls, when a call times out (the
+# server is killed by its PID), when it dies, or when tools left too many threads running in it.
+
+TOOLS_FORK_ENV = "KAFKA_TOOLS_FORK"
+TOOL_SERVER_CLASS = "skiff.tools.ToolServer"
+# System.exit is caught with a SecurityManager (allowed on Java 17 with this flag); shutdown
+# hooks a tool registers with Runtime are read from java.lang.ApplicationShutdownHooks.
+TOOL_SERVER_OPTS = ["-Djava.security.manager=allow",
+                    "--add-opens", "java.base/java.lang=ALL-UNNAMED"]
+TOOL_SERVER_MAX_CALLS = 200
+TOOL_SERVER_MAX_LEFT_THREADS = 40
+TOOL_SERVER_START_TIMEOUT_S = 60.0
+# Tools that stay on the fork path: none so far (System.exit, Exit.exit/halt, threads, stdin and
+# shutdown hooks are all handled in the server).
+FORKED_TOOLS: frozenset[str] = frozenset()
+
+
+class ToolServerDied(RuntimeError):
+    """The tool server's JVM ended in the middle of a call."""
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    while n > 0:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock.settimeout(remaining)
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+class ToolServer:
+    """One JVM running skiff.tools.ToolServer, connected over a Unix socket."""
+
+    def __init__(self) -> None:
+        classpath = java_program_classpath()
+        base = tempfile.gettempdir()
+        self.dir = Path(tempfile.mkdtemp(prefix="kafka-tools-",
+                                         dir=base if len(base) < 60 else "/tmp"))
+        self.log_path = self.dir / "server.log"
+        self.cwd = os.getcwd()
+        self.calls = 0
+        self.left_threads = 0
+        path = self.dir / "socket"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(path))
+            listener.listen(1)
+            listener.settimeout(0.2)
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    ["java", *TOOL_JVM_OPTS, *TOOL_SERVER_OPTS, "-cp", classpath,
+                     TOOL_SERVER_CLASS, str(path)],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + TOOL_SERVER_START_TIMEOUT_S
+            while True:
+                try:
+                    self.sock, _ = listener.accept()
+                    break
+                except TimeoutError:
+                    if self.proc.poll() is not None or time.monotonic() > deadline:
+                        self.kill()
+                        raise ToolServerDied(
+                            f"the tool server did not start\n{self.log_tail()}") from None
+        finally:
+            listener.close()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def call(self, tool_class: str, args: Sequence[str], timeout: float,
+             input_text: str | None) -> tuple[int, bytes, bytes]:
+        """(exit code, stdout, stderr); TimeoutError after `timeout` (the server is then
+        killed), ToolServerDied if the JVM ended."""
+        fields: list[bytes | None] = [
+            tool_class.encode(),
+            None if input_text is None else input_text.encode(locale.getpreferredencoding(False)),
+            *(a.encode() for a in args)]
+        request = [struct.pack(">i", len(fields))]
+        for f in fields:
+            request.append(struct.pack(">i", -1 if f is None else len(f)))
+            if f is not None:
+                request.append(f)
+        deadline = time.monotonic() + timeout
+        self.calls += 1
+        try:
+            self.sock.settimeout(timeout)
+            self.sock.sendall(b"".join(request))
+            code, left, out_len = struct.unpack(">iii", _recv_exact(self.sock, 12, deadline))
+            out = _recv_exact(self.sock, out_len, deadline)
+            (err_len,) = struct.unpack(">i", _recv_exact(self.sock, 4, deadline))
+            err = _recv_exact(self.sock, err_len, deadline)
+        except TimeoutError:
+            self.kill()
+            raise TimeoutError from None
+        except (EOFError, OSError) as exc:
+            self.kill()
+            raise ToolServerDied(f"the tool server (pid {self.pid}) ended during "
+                                 f"{tool_class} {' '.join(args)}: {exc!r}\n{self.log_tail()}") \
+                from None
+        self.left_threads = left
+        return code, out, err
+
+    @property
+    def worn(self) -> bool:
+        return (self.calls >= TOOL_SERVER_MAX_CALLS
+                or self.left_threads > TOOL_SERVER_MAX_LEFT_THREADS)
+
+    def stop(self) -> None:
+        """Closing the socket ends the server; killed by its PID if it does not end in 5 s."""
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired, AttributeError):
+            self.sock.close()
+            self.proc.wait(timeout=5)
+        self.kill()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        sock = getattr(self, "sock", None)
+        if sock is not None:
+            sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_servers_lock = threading.Lock()
+_idle_servers: list[ToolServer] = []
+_all_servers: list[ToolServer] = []
+_servers_pid = os.getpid()
+
+
+def _take_server() -> ToolServer:
+    global _servers_pid
+    with _servers_lock:
+        if _servers_pid != os.getpid():  # a forked child: the servers are its parent's
+            _idle_servers.clear()
+            _all_servers.clear()
+            _servers_pid = os.getpid()
+        cwd = os.getcwd()
+        for i, server in enumerate(_idle_servers):
+            if server.cwd == cwd and server.proc.poll() is None:
+                return _idle_servers.pop(i)
+    server = ToolServer()
+    with _servers_lock:
+        _all_servers.append(server)
+    return server
+
+
+def _release_server(server: ToolServer, healthy: bool) -> None:
+    if healthy and not server.worn and server.proc.poll() is None:
+        with _servers_lock:
+            _idle_servers.append(server)
+        return
+    with _servers_lock:
+        if server in _all_servers:
+            _all_servers.remove(server)
+    if server.proc.poll() is None:
+        server.stop()
+    else:
+        server.kill()
+
+
+@atexit.register
+def stop_tool_servers() -> None:
+    """Every tool server this process started, stopped (at interpreter exit, or by a test)."""
+    with _servers_lock:
+        if _servers_pid != os.getpid():
+            return
+        servers = list(_all_servers)
+        _all_servers.clear()
+        _idle_servers.clear()
+    for server in servers:
+        server.stop()
+
+
+def _decode(data: bytes) -> str:
+    """As subprocess.run(text=True) decodes a child's output."""
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _run_in_server(tool_class: str, args: list[str], timeout: float,
+                   input_text: str | None) -> subprocess.CompletedProcess[str]:
+    argv = ["java", *TOOL_JVM_OPTS, "-cp", kafka_classpath(), tool_class, *args]
+    server = _take_server()
+    healthy = False
+    try:
+        code, out, err = server.call(tool_class, args, timeout, input_text)
+        healthy = True
+    except TimeoutError:
+        raise subprocess.TimeoutExpired(argv, timeout) from None
+    finally:
+        _release_server(server, healthy)
+    return subprocess.CompletedProcess(argv, code, _decode(out), _decode(err))
 
 
 # Kafka's tool classes, by the name of the script that runs each.
