@@ -338,6 +338,12 @@ def stop_tool_servers() -> None:
         server.stop()
 
 
+def tool_server_pids() -> list[int]:
+    """The PIDs of this process's running tool servers."""
+    with _servers_lock:
+        return [s.pid for s in _all_servers if s.proc.poll() is None]
+
+
 def _decode(data: bytes) -> str:
     """As subprocess.run(text=True) decodes a child's output."""
     return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")

@@ -10,9 +10,10 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.PrintStream;
 import java.lang.management.ManagementFactory;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
 import java.lang.reflect.Field;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.channels.Channels;
@@ -30,6 +31,8 @@ import java.util.Set;
 import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.ForkJoinWorkerThread;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import javax.management.MBeanServer;
 import javax.management.ObjectName;
 
@@ -312,54 +315,97 @@ public final class ToolServer {
         return alive;
     }
 
-    /** The trace as a forked JVM prints it: nothing below the tool's main. */
-    private static void trimBelowMain(Throwable e, String toolClass) {
-        for (Throwable t = e; t != null; t = t.getCause()) {
-            StackTraceElement[] trace = t.getStackTrace();
-            for (int i = trace.length - 1; i >= 0; i--) {
-                if (trace[i].getClassName().equals(toolClass)
-                        && trace[i].getMethodName().equals("main")) {
-                    t.setStackTrace(java.util.Arrays.copyOf(trace, i + 1));
-                    break;
-                }
-            }
-            if (t.getCause() == t) {
-                break;
+    /**
+     * The tool's main, called through a method handle so that a stack trace shows nothing
+     * below main but this class's run (the handle's frames are hidden).
+     */
+    static final class ToolThread extends Thread {
+        private final MethodHandle main;
+        private final String[] args;
+
+        ToolThread(ThreadGroup group, MethodHandle main, String[] args) {
+            super(group, "main");
+            this.main = main;
+            this.args = args;
+        }
+
+        @Override
+        public void run() {
+            try {
+                main.invokeExact(args);
+            } catch (Throwable t) {
+                throw ToolServer.<RuntimeException>sneak(t);
             }
         }
+    }
+
+    private static final Pattern OWN_FRAME =
+        Pattern.compile("^\\s*at skiff\\.tools\\.ToolServer\\$ToolThread\\.run\\(.*");
+    private static final Pattern MORE = Pattern.compile("^(\\s*)\\.\\.\\. (\\d+) more$");
+    private static final Pattern TRACE_LINE =
+        Pattern.compile("^\\s*(at |\\.\\.\\. \\d+ more$|Caused by: |Suppressed: ).*");
+
+    /**
+     * Stack traces as a forked JVM prints them: without the frame of ToolThread.run below the
+     * tool's main, and with one frame fewer "in common" for the causes that shared it.
+     */
+    static byte[] forkedTraces(byte[] text) {
+        String s = new String(text, StandardCharsets.ISO_8859_1);  // byte for byte
+        if (!s.contains("skiff.tools.ToolServer$ToolThread.run(")) {
+            return text;
+        }
+        StringBuilder out = new StringBuilder(s.length());
+        boolean dropped = false;
+        int start = 0;
+        while (start < s.length()) {
+            int nl = s.indexOf('\n', start);
+            int end = nl < 0 ? s.length() : nl + 1;
+            String line = s.substring(start, end);
+            String bare = line.endsWith("\n") ? line.substring(0, line.length() - 1) : line;
+            if (bare.endsWith("\r")) {
+                bare = bare.substring(0, bare.length() - 1);
+            }
+            start = end;
+            if (OWN_FRAME.matcher(bare).matches()) {
+                dropped = true;
+                continue;
+            }
+            Matcher more = MORE.matcher(bare);
+            if (dropped && more.matches()) {
+                int n = Integer.parseInt(more.group(2)) - 1;
+                if (n > 0) {
+                    out.append(more.group(1)).append("... ").append(n).append(" more")
+                        .append(line.substring(bare.length()));
+                }
+                continue;
+            }
+            if (!TRACE_LINE.matcher(bare).matches()) {
+                dropped = false;
+            }
+            out.append(line);
+        }
+        return out.toString().getBytes(StandardCharsets.ISO_8859_1);
     }
 
     private static Call run(int id, String toolClass, byte[] stdin, String[] args)
             throws InterruptedException {
         Call call = new Call(id, stdin);
         Set<Thread> hooksBefore = runtimeHooks();
-        Thread main = new Thread(call.group, () -> {
-            Method m;
-            try {
-                m = Class.forName(toolClass).getMethod("main", String[].class);
-            } catch (ReflectiveOperationException e) {
-                // what the java launcher says
-                System.err.println("Error: Could not find or load main class " + toolClass);
-                System.err.println("Caused by: " + e);
-                exitRequested(1, false);
-                return;
-            }
-            try {
-                m.invoke(null, (Object) args);
-            } catch (InvocationTargetException e) {
-                Throwable cause = e.getCause();
-                trimBelowMain(cause, toolClass);
-                if (cause instanceof RuntimeException) {
-                    throw (RuntimeException) cause;
-                }
-                if (cause instanceof Error) {
-                    throw (Error) cause;
-                }
-                throw ToolServer.<RuntimeException>sneak(cause);
-            } catch (IllegalAccessException e) {
-                throw new IllegalStateException(e);
-            }
-        }, "main");
+        MethodHandle mh;
+        try {
+            mh = MethodHandles.publicLookup().findStatic(Class.forName(toolClass), "main",
+                MethodType.methodType(void.class, String[].class));
+        } catch (ReflectiveOperationException e) {
+            // what the java launcher says
+            String msg = "Error: Could not find or load main class " + toolClass
+                + System.lineSeparator() + "Caused by: " + e + System.lineSeparator();
+            byte[] b = msg.getBytes(Charset.defaultCharset());
+            call.err.write(b, 0, b.length);
+            call.exitCode = 1;
+            call.answered = true;
+            return call;
+        }
+        Thread main = new ToolThread(call.group, mh, args);
         call.main = main;
         current = call;
         main.start();
@@ -491,7 +537,9 @@ public final class ToolServer {
 
             // let threads released from exit unwind (closing what they opened) before the
             // next call starts
-            call.main.join(2000);
+            if (call.main != null) {
+                call.main.join(2000);
+            }
             leftovers.add(call);
             int left = 0;
             for (java.util.Iterator<Call> it = leftovers.iterator(); it.hasNext(); ) {
@@ -518,8 +566,8 @@ public final class ToolServer {
             byte[] o;
             byte[] e;
             synchronized (call) {
-                o = call.out.toByteArray();
-                e = call.err.toByteArray();
+                o = forkedTraces(call.out.toByteArray());
+                e = forkedTraces(call.err.toByteArray());
             }
             out.writeInt(o.length);
             out.write(o);
