@@ -503,6 +503,21 @@ public final class ToolServer {
         System.setSecurityManager(new Guard());
         MBeanServer mbs = ManagementFactory.getPlatformMBeanServer();
 
+        // the caller (pytest) gone: end, even in the middle of a call that hangs
+        ProcessHandle parent = ProcessHandle.current().parent().orElse(null);
+        Thread watchdog = new Thread(() -> {
+            while (parent != null && parent.isAlive()) {
+                try {
+                    Thread.sleep(1000);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+            exitServer(3);
+        }, "tool-server-watchdog");
+        watchdog.setDaemon(true);
+        watchdog.start();
+
         SocketChannel channel = SocketChannel.open(StandardProtocolFamily.UNIX);
         channel.connect(UnixDomainSocketAddress.of(argv[0]));
         DataInputStream in = new DataInputStream(Channels.newInputStream(channel));
