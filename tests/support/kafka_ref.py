@@ -149,9 +149,9 @@ def run_program(main_class: str, *args: str, timeout: float = 180.0,
 # A forked tool costs ~1.7 s wall and 2-3 s of CPU, nearly all of it loading and JIT-compiling
 # the admin client; tests/java/src/skiff/tools/ToolServer.java runs the tools' main in one JVM
 # kept for many calls and answers what a fork would have printed. Each pytest process (each
-# xdist worker) keeps its own servers: as many as it runs tools at once (BrokerPair runs two),
-# started on first use, replaced after TOOL_SERVER_MAX_CALLS calls, when a call times out (the
-# server is killed by its PID), when it dies, or when tools left too many threads running in it.
+# xdist worker) keeps its own server, started on first use, replaced after
+# TOOL_SERVER_MAX_CALLS calls, when a call times out (the server is killed by its PID), when it
+# dies, or when tools left too many threads running in it.
 
 TOOLS_FORK_ENV = "KAFKA_TOOLS_FORK"
 TOOL_SERVER_CLASS = "skiff.tools.ToolServer"
@@ -288,60 +288,31 @@ class ToolServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-_servers_lock = threading.Lock()
-_idle_servers: list[ToolServer] = []
-_all_servers: list[ToolServer] = []
-_servers_pid = os.getpid()
-
-
-def _take_server() -> ToolServer:
-    global _servers_pid
-    with _servers_lock:
-        if _servers_pid != os.getpid():  # a forked child: the servers are its parent's
-            _idle_servers.clear()
-            _all_servers.clear()
-            _servers_pid = os.getpid()
-        cwd = os.getcwd()
-        for i, server in enumerate(_idle_servers):
-            if server.cwd == cwd and server.proc.poll() is None:
-                return _idle_servers.pop(i)
-    server = ToolServer()
-    with _servers_lock:
-        _all_servers.append(server)
-    return server
-
-
-def _release_server(server: ToolServer, healthy: bool) -> None:
-    if healthy and not server.worn and server.proc.poll() is None:
-        with _servers_lock:
-            _idle_servers.append(server)
-        return
-    with _servers_lock:
-        if server in _all_servers:
-            _all_servers.remove(server)
-    if server.proc.poll() is None:
-        server.stop()
-    else:
-        server.kill()
+# One server per process, one call at a time: two calls that run together (BrokerPair's, one
+# per broker) wait for each other (each takes 0.02-0.3 s) rather than run in two JVMs, because
+# some of the tools' output follows identity hash codes, which differ between two JVMs but not
+# between two calls in one (kafka-acls --help lists the operations from a HashSet of enum
+# constants: forks agree, as each JVM starts alike; two servers with different pasts did not).
+_server_lock = threading.Lock()
+_server: ToolServer | None = None
+_server_owner = os.getpid()
 
 
 @atexit.register
 def stop_tool_servers() -> None:
-    """Every tool server this process started, stopped (at interpreter exit, or by a test)."""
-    with _servers_lock:
-        if _servers_pid != os.getpid():
-            return
-        servers = list(_all_servers)
-        _all_servers.clear()
-        _idle_servers.clear()
-    for server in servers:
+    """This process's tool server, stopped (at interpreter exit, or by a test)."""
+    global _server
+    if _server_owner != os.getpid():
+        return
+    server, _server = _server, None
+    if server is not None:
         server.stop()
 
 
 def tool_server_pids() -> list[int]:
-    """The PIDs of this process's running tool servers."""
-    with _servers_lock:
-        return [s.pid for s in _all_servers if s.proc.poll() is None]
+    """The PID of this process's running tool server, if any."""
+    server = _server
+    return [server.pid] if server is not None and server.proc.poll() is None else []
 
 
 def _decode(data: bytes) -> str:
@@ -351,16 +322,34 @@ def _decode(data: bytes) -> str:
 
 def _run_in_server(tool_class: str, args: list[str], timeout: float,
                    input_text: str | None) -> subprocess.CompletedProcess[str]:
+    global _server, _server_owner
     argv = ["java", *TOOL_JVM_OPTS, "-cp", kafka_classpath(), tool_class, *args]
-    server = _take_server()
-    healthy = False
+    started = time.monotonic()
+    if not _server_lock.acquire(timeout=timeout):
+        raise subprocess.TimeoutExpired(argv, timeout)
     try:
-        code, out, err = server.call(tool_class, args, timeout, input_text)
-        healthy = True
-    except TimeoutError:
-        raise subprocess.TimeoutExpired(argv, timeout) from None
+        if _server_owner != os.getpid():  # a forked child: the server is its parent's
+            _server, _server_owner = None, os.getpid()
+        if _server is not None and (_server.worn or _server.proc.poll() is not None
+                                    or _server.cwd != os.getcwd()):
+            _server.stop()
+            _server = None
+        if _server is None:
+            _server = ToolServer()
+        server = _server
+        try:
+            code, out, err = server.call(tool_class, args,
+                                         max(0.1, timeout - (time.monotonic() - started)),
+                                         input_text)
+        except TimeoutError:
+            _server = None  # killed by call()
+            raise subprocess.TimeoutExpired(argv, timeout) from None
+        except BaseException:
+            _server = None
+            server.kill()
+            raise
     finally:
-        _release_server(server, healthy)
+        _server_lock.release()
     return subprocess.CompletedProcess(argv, code, _decode(out), _decode(err))
 
 
