@@ -159,7 +159,7 @@ TOOL_SERVER_CLASS = "skiff.tools.ToolServer"
 # hooks a tool registers with Runtime are read from java.lang.ApplicationShutdownHooks.
 TOOL_SERVER_OPTS = ["-Djava.security.manager=allow",
                     "--add-opens", "java.base/java.lang=ALL-UNNAMED"]
-TOOL_SERVER_MAX_CALLS = 200
+TOOL_SERVER_MAX_CALLS = 1000
 TOOL_SERVER_MAX_LEFT_THREADS = 40
 TOOL_SERVER_START_TIMEOUT_S = 60.0
 # Tools that stay on the fork path: none so far (System.exit, Exit.exit/halt, threads, stdin and
