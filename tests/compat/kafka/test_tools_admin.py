@@ -559,8 +559,10 @@ def test_wrong_option_and_unreachable_bootstrap(tmp_path: Path) -> None:
         ("kafka-configs", ["--bootstrap-server", "127.0.0.1:1", "--describe", "--entity-type",
                            "topics", "--entity-name", "x", "--command-config", str(short)],
          "Timed out waiting for a node assignment. Call: listTopics"),
+        # kafka-consumer-groups gives ListGroups its own --timeout (default 30000 ms in 4.4),
+        # which wins over default.api.timeout.ms: without it this case waits 30 s
         ("kafka-consumer-groups", ["--bootstrap-server", "127.0.0.1:1", "--list",
-                                   "--command-config", str(short)],
+                                   "--command-config", str(short), "--timeout", "3000"],
          "Timed out waiting for a node assignment. Call: findAllBrokers"),
     ]
     started = time.monotonic()
