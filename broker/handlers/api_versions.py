@@ -129,7 +129,10 @@ def is_misrouted(node: Any, request: Any) -> bool:
     v5 is advertised on the client listener only (the controller listener stays at v4)."""
     if int(request.__version__) < 5 or request.cluster_id is None:
         return False
-    cluster_id = getattr(node, "cluster_id", None)
+    # the cluster id Metadata and DescribeCluster report (metadata.py: the node's, else the
+    # image's), so a client that read it there is never refused by a spelling of it
+    image = getattr(node, "metadata", None)
+    cluster_id = getattr(node, "cluster_id", None) or getattr(image, "cluster_id", None)
     node_id = getattr(node, "node_id", None)
     if cluster_id is None or node_id is None:
         return False
