@@ -1,4 +1,4 @@
-"""ApiVersions (key 18, v0-v4): the API version ranges this listener advertises.
+"""ApiVersions (key 18, v0-v5): the API version ranges this listener advertises.
 
 A request at a version above what we support never reaches `handle`: the server answers it
 with `unsupported_version_response` at v0 (UNSUPPORTED_VERSION plus our ranges, so the client
@@ -11,6 +11,12 @@ range starting at 0 is reported from 1 and a 0-0 range left out (KIP-1022: older
 a minimum of 0 for "no feature"). A caller without an image (a test's `None`) gets the tagged
 fields at their defaults, which kio does not write (kcat's librdkafka 2.0.2 failed on
 default-valued tagged fields; the values a node sends are not defaults).
+
+v5 (KIP-1242, Kafka 4.4; its class is generated into broker/protocol/_kio_next): the client
+names the cluster and node it means to reach. As Kafka's KafkaApis does, a request naming a
+ClusterId is answered REBOOTSTRAP_REQUIRED (no API keys) unless both the ClusterId and the
+NodeId are this node's; a NodeId without a ClusterId is INVALID_REQUEST (Kafka's
+ApiVersionsRequest.isValid). The controller listener stays at v4.
 """
 
 from __future__ import annotations
@@ -20,12 +26,11 @@ import importlib
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32Timedelta, i64
 
 from broker.metadata.features import KRAFT_VERSION, supported_features
-from broker.protocol.api import API_VERSIONS, ApiTable
+from broker.protocol.api import API_VERSIONS, ApiTable, response_schema
 from broker.protocol.durations import NO_THROTTLE
 from broker.server.context import RequestContext
 
@@ -56,7 +61,7 @@ def build_response(version: int, apis: ApiTable, error_code: ErrorCode,
                    finalized: Finalized | None = None, epoch: int = -1) -> Any:
     """Cached: kio entities are immutable, and a listener's table does not change.
     `finalized`: the finalized (name, level) pairs; None leaves the feature fields out."""
-    schema = load_response_schema(API_VERSIONS, version)
+    schema = response_schema(API_VERSIONS, version)
     module = importlib.import_module(schema.__module__)
     api_version_cls = module.ApiVersion
     keys = tuple(
@@ -108,17 +113,37 @@ def unsupported_version_response(apis: ApiTable) -> Any:
 
 
 def is_valid_request(request: Any) -> bool:
-    if int(request.__version__) < 3:
+    version = int(request.__version__)
+    if version < 3:
         return True
+    if version >= 5 and request.cluster_id is None and int(request.node_id) != -1:
+        return False  # a node named without its cluster (Kafka's isValid)
     return bool(
         _SOFTWARE_RE.fullmatch(request.client_software_name)
         and _SOFTWARE_RE.fullmatch(request.client_software_version)
     )
 
 
+def is_misrouted(node: Any, request: Any) -> bool:
+    """KIP-1242: the request names a cluster, and this node is not that cluster's NodeId.
+    v5 is advertised on the client listener only (the controller listener stays at v4)."""
+    if int(request.__version__) < 5 or request.cluster_id is None:
+        return False
+    # the cluster id Metadata and DescribeCluster report (metadata.py: the node's, else the
+    # image's), so a client that read it there is never refused by a spelling of it
+    image = getattr(node, "metadata", None)
+    cluster_id = getattr(node, "cluster_id", None) or getattr(image, "cluster_id", None)
+    node_id = getattr(node, "node_id", None)
+    if cluster_id is None or node_id is None:
+        return False
+    return bool(request.cluster_id != cluster_id or int(request.node_id) != int(node_id))
+
+
 async def handle(node: FeatureSource | None, ctx: RequestContext, request: Any) -> Any:
     if not is_valid_request(request):
         return build_response(ctx.api_version, ApiTable([]), ErrorCode.invalid_request)
+    if is_misrouted(node, request):
+        return build_response(ctx.api_version, ApiTable([]), ErrorCode.rebootstrap_required)
     finalized, epoch = finalized_of(node) if ctx.api_version >= 3 else (None, -1)
     telemetry = getattr(node, "telemetry", None)
     if telemetry is not None and ctx.api_version >= 3:  # what client-metrics `match` reads

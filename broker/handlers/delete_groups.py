@@ -1,4 +1,8 @@
-"""DeleteGroups (API 42): delete Empty groups with their committed offsets."""
+"""DeleteGroups (API 42): delete Empty groups with their committed offsets.
+
+v3 (Kafka 4.4; its class is generated into broker/protocol/_kio_next) carries a per-group
+ErrorMessage: null on success, else Kafka's message for the error (Errors.message(), which the
+Java Admin puts in the exception it raises)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,24 @@ if TYPE_CHECKING:
 
 API_KEY = 42
 
+# Kafka's Errors.message() for the errors DeleteGroups answers
+_MESSAGES: dict[ErrorCode, str] = {
+    ErrorCode.group_id_not_found: "The group id does not exist.",
+    ErrorCode.non_empty_group: "The group is not empty.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.invalid_group_id: "The configured groupId is invalid.",
+    ErrorCode.not_coordinator: "This is not the correct coordinator.",
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
+    ErrorCode.coordinator_load_in_progress:
+        "The coordinator is loading and hence can't process requests.",
+}
+
+
+def error_message(code: ErrorCode) -> str | None:
+    if code == ErrorCode.none:
+        return None
+    return _MESSAGES.get(code, code.name.upper())
+
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     names = [str(g) for g in request.groups_names]
@@ -29,5 +51,6 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             results.update({n: exc.error_code for n in may})
     mod = response_module(request)
     return build(mod.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(
-        build(mod.DeletableGroupResult, group_id=g, error_code=results[str(g)])
+        build(mod.DeletableGroupResult, group_id=g, error_code=results[str(g)],
+              error_message=error_message(results[str(g)]))
         for g in request.groups_names))

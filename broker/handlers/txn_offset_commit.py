@@ -13,7 +13,8 @@ than left pending; once the producer's transaction is open on that partition (it
 offsets are in the log) there is nothing to ask, as for a produce. v5 is transactions V2:
 no AddOffsetsToTxn comes first, the partition is added to the transaction by this check
 (it needs the finalized `transaction.version` >= 2,
-else UNSUPPORTED_VERSION). Unlike a produce, the offsets' own append carries no
+else UNSUPPORTED_VERSION). v6 (KIP-1319, Kafka 4.4) names topics by id; an id no topic has is
+UNKNOWN_TOPIC_ID, as Kafka answers. Unlike a produce, the offsets' own append carries no
 verification guard here.
 """
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 28
+TOPIC_IDS_VERSION = 6  # KIP-1319: topics by id (class from broker/protocol/_kio_next)
 # the coordinator could not be asked now: answered as a retriable error every client knows
 _RETRIABLE = frozenset({
     ErrorCode.network_exception, ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
@@ -69,9 +71,10 @@ async def _verify(node: Any, request: Any, op: TxnOperation) -> ErrorCode | None
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     image = node.metadata
-    errors: dict[tuple[str, int], ErrorCode] = {}
+    # keyed as the request names topics: by name, or by id (v6+)
+    errors: dict[tuple[Any, int], ErrorCode] = {}
     accepted: list[CommitPartition] = []
-    order: list[tuple[str, int]] = []
+    order: list[tuple[Any, int]] = []
     # WRITE on the transactional id, READ on the group, READ on each topic (Kafka's checks)
     whole: ErrorCode | None = None
     op = txn_offset_commit_operation(ctx.api_version)
@@ -82,51 +85,64 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     elif op is TxnOperation.ADD_PARTITION and not transactions_v2(image):
         whole = ErrorCode.unsupported_version
     readable: dict[str, bool] = {}
+    by_ids = ctx.api_version >= TOPIC_IDS_VERSION
+    labels: dict[tuple[str, int], tuple[Any, int]] = {}  # (name, index) -> as requested
     for topic in request.topics:
+        label: Any = topic.topic_id if by_ids else str(topic.name)
+        name: str | None = str(topic.name) if not by_ids else None
+        if by_ids and topic.topic_id is not None:
+            t = image.topic_by_id(topic.topic_id)
+            name = t.name if t is not None else None
         for p in topic.partitions:
-            key = (str(topic.name), int(p.partition_index))
+            key = (label, int(p.partition_index))
             order.append(key)
             if whole is not None:
                 errors[key] = whole
                 continue
-            if topic.name not in readable:
-                readable[topic.name] = allowed(node, ctx, Op.READ, Res.TOPIC, topic.name)
-            if not readable[topic.name]:
+            if name is None:  # v6: an id no topic has (Kafka: UNKNOWN_TOPIC_ID)
+                errors[key] = ErrorCode.unknown_topic_id
+                continue
+            if name not in readable:
+                readable[name] = allowed(node, ctx, Op.READ, Res.TOPIC, name)
+            if not readable[name]:
                 errors[key] = ErrorCode.topic_authorization_failed
                 continue
-            if image.partition(topic.name, p.partition_index) is None:
+            if image.partition(name, p.partition_index) is None:
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue
+            labels[(name, key[1])] = key
             accepted.append(CommitPartition(
-                key[0], key[1], int(p.committed_offset),
+                name, key[1], int(p.committed_offset),
                 int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
     if accepted and (op is TxnOperation.ADD_PARTITION
                      or bool(node.config["transaction.partition.verification.enable"])):
         failed = await _verify(node, request, op)
         if failed is not None:
             for c in accepted:
-                errors[(c.topic, c.partition)] = failed
+                errors[labels[(c.topic, c.partition)]] = failed
             accepted = []
     if accepted:
         req = TxnOffsetCommitRequest(
             transactional_id=str(request.transactional_id), group_id=str(request.group_id),
             producer_id=int(request.producer_id), producer_epoch=int(request.producer_epoch),
             partitions=tuple(accepted),
-            generation_id=int(getattr(request, "generation_id", -1)),
+            generation_id=int(getattr(request, "generation_id",
+                                      getattr(request, "generation_id_or_member_epoch", -1))),
             member_id=str(getattr(request, "member_id", "")),
             group_instance_id=getattr(request, "group_instance_id", None))
         try:
             result = await service_of(node).commit_txn_offsets(req)
-            errors.update(result.errors())
+            errors.update({labels[k]: e for k, e in result.errors().items() if k in labels})
         except KafkaError as exc:
             for c in accepted:
-                errors[(c.topic, c.partition)] = exc.error_code
+                errors[labels[(c.topic, c.partition)]] = exc.error_code
     mod = response_module(request)
-    by_topic: dict[str, list[Any]] = {}
-    for name, index in order:
-        by_topic.setdefault(name, []).append(build(
+    by_topic: dict[Any, list[Any]] = {}
+    for label, index in order:
+        by_topic.setdefault(label, []).append(build(
             mod.TxnOffsetCommitResponsePartition, partition_index=index,
-            error_code=errors.get((name, index), ErrorCode.unknown_server_error)))
+            error_code=errors.get((label, index), ErrorCode.unknown_server_error)))
     return build(mod.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
-        build(mod.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(parts))
-        for name, parts in by_topic.items()))
+        build(mod.TxnOffsetCommitResponseTopic, name=label if not by_ids else None,
+              topic_id=label if by_ids else None, partitions=tuple(parts))
+        for label, parts in by_topic.items()))

@@ -8,8 +8,10 @@ APIs that also have a registered handler (`ApiTable.restricted_to`).
 The versions Kafka 4.0 removed (KIP-896) but Kafka 3.9 served have no class in kio 0.6; their
 classes come from kio 0.5.0, extracted into broker/protocol/_kio_legacy/ by
 broker/protocol/kio_legacy_gen.py, and `request_schema`/`response_schema` fall back to them.
-`MIN_API_VERSIONS` (config `skiff.min.api.versions`) chooses between Kafka 3.9's floors (v0,
-the default) and Kafka 4's (`floors_table`).
+The Kafka 4.4 versions newer than kio 0.6.5's schemas have classes generated from Kafka 4.4's
+JSON by broker/protocol/kio_next_gen.py into broker/protocol/_kio_next/; the same fallback
+finds them. `MIN_API_VERSIONS` (config `skiff.min.api.versions`) chooses between Kafka 3.9's
+floors (v0, the default) and Kafka 4's (`floors_table`).
 """
 
 from __future__ import annotations
@@ -113,15 +115,22 @@ def has_current_kio_schema(api_key: int, version: int) -> bool:
     return entry is not None and EntityType.request in entry and EntityType.response in entry
 
 
+# kio 0.5.0's classes for versions Kafka 4.0 removed; generated classes for Kafka 4.4 versions
+# newer than kio 0.6.5's schemas (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3)
+_EXTRA_PACKAGES = ("_kio_legacy", "_kio_next")
+
+
 @functools.cache
 def _legacy_module(api_key: int, version: int, kind: str) -> object | None:
     name = api_key_map.get(api_key)
     if name is None:
         return None
-    try:
-        return importlib.import_module(f"broker.protocol._kio_legacy.{name}.v{version}.{kind}")
-    except ModuleNotFoundError:
-        return None
+    for package in _EXTRA_PACKAGES:
+        try:
+            return importlib.import_module(f"broker.protocol.{package}.{name}.v{version}.{kind}")
+        except ModuleNotFoundError:
+            continue
+    return None
 
 
 def _legacy_class(api_key: int, version: int, kind: str) -> type | None:
@@ -138,7 +147,8 @@ def _legacy_class(api_key: int, version: int, kind: str) -> type | None:
 
 
 def has_legacy_schema(api_key: int, version: int) -> bool:
-    """A version Kafka 4.0 removed, with its class from kio 0.5.0 (broker/protocol/_kio_legacy)."""
+    """A version Kafka 4.0 removed, with its class from kio 0.5.0 (broker/protocol/_kio_legacy),
+    or a Kafka 4.4 version kio 0.6.5 lacks (broker/protocol/_kio_next)."""
     return (_legacy_class(api_key, version, "request") is not None
             and _legacy_class(api_key, version, "response") is not None)
 
@@ -252,7 +262,8 @@ BROKER_APIS = ApiTable.of(
     (LIST_OFFSETS, 0, 11),
     # v13: a top-level error code (KIP-1102)
     (METADATA, 0, 13),
-    (API_VERSIONS, 0, 4),
+    # v5: the client's ClusterId/NodeId checked (KIP-1242; class from _kio_next)
+    (API_VERSIONS, 0, 5),
     (CREATE_TOPICS, 0, 7),  # v6: KIP-599 throttling; v7: topic ids in the answer
     (DELETE_TOPICS, 0, 6),  # v5: error messages, KIP-599 throttling; v6: by name or id
     (DELETE_RECORDS, 0, 2),
@@ -272,7 +283,7 @@ BROKER_APIS = ApiTable.of(
     (SYNC_GROUP, 0, 5),
     (DESCRIBE_GROUPS, 0, 6),  # v6: GROUP_ID_NOT_FOUND with a message (KIP-1043)
     (LIST_GROUPS, 0, 5),
-    (DELETE_GROUPS, 0, 2),
+    (DELETE_GROUPS, 0, 3),  # v3: a per-group ErrorMessage (class from _kio_next)
     (OFFSET_DELETE, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1),
     (CONSUMER_GROUP_DESCRIBE, 0, 1),
@@ -289,7 +300,8 @@ BROKER_APIS = ApiTable.of(
     (ADD_PARTITIONS_TO_TXN, 0, 5),
     (ADD_OFFSETS_TO_TXN, 0, 4),
     (END_TXN, 0, 5),
-    (TXN_OFFSET_COMMIT, 0, 5),
+    # v6: topics by id (KIP-1319; class from _kio_next)
+    (TXN_OFFSET_COMMIT, 0, 6),
     (DESCRIBE_TRANSACTIONS, 0, 0),
     (LIST_TRANSACTIONS, 0, 2),
     (DESCRIBE_CONFIGS, 0, 4),

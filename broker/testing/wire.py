@@ -8,13 +8,12 @@ import socket
 import struct
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2 import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
-from broker.protocol.api import response_schema
+from broker.protocol.api import request_schema, response_schema
 
 
 def encode_request(request: Any, correlation_id: int, client_id: str | None = "test") -> bytes:
@@ -58,7 +57,7 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
 
 
 def api_versions_request(version: int) -> Any:
-    schema = load_request_schema(18, version)
+    schema = request_schema(18, version)
     if version >= 3:
         return schema(client_software_name="skiff-test", client_software_version="1.0")  # type: ignore[call-arg]
     return schema()

@@ -15,9 +15,10 @@ import socket
 import struct
 
 import pytest
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 
+from broker.protocol.api import request_schema, response_schema
 from broker.testing.wire import (
     api_versions_request,
     decode_response,
@@ -81,7 +82,11 @@ def test_every_advertised_version_answers_a_request_with_every_nullable_field_nu
             try:
                 schema = load_request_schema(api_key, version)
             except Exception:
-                continue  # versions kio has no schema for (legacy Produce) have their own tests
+                # Kafka 4.4's versions kio lacks (broker/protocol/_kio_next) are probed too;
+                # the legacy ones (Produce v0-v2, ...) have their own tests
+                schema = request_schema(api_key, version)
+                if not schema.__module__.startswith("broker.protocol._kio_next."):
+                    continue
             request = _probe(schema)
             sent += 1
             correlation_id = 1000 + sent
@@ -101,7 +106,7 @@ def test_every_advertised_version_answers_a_request_with_every_nullable_field_nu
                 continue
             got_cid, response = decode_response(api_key, version, frame)
             assert got_cid == correlation_id
-            assert type(response) is load_response_schema(api_key, version)
+            assert type(response) is response_schema(api_key, version)
     sock.close()
     assert sent > 100, f"only {sent} api versions probed"
     assert not failures, "\n".join(failures)

@@ -412,9 +412,10 @@ def s_txn_offset_commit(w: KafkaWire, v: int, n: str) -> list[Any]:
     w.send(request(25, 3, transactional_id=n, producer_id=p.producer_id,
                    producer_epoch=p.producer_epoch, group_id=n))
     find_coordinator(w, n, 0)
+    tid = topic_id(w, n) if v >= 6 else None  # v6: topics by id (KIP-1319)
     return [w.send(request(28, v, transactional_id=n, group_id=n, producer_id=p.producer_id,
                            producer_epoch=p.producer_epoch, generation_id=-1, member_id="",
-                           topics=[{"name": n, "partitions": [{
+                           topics=[{"name": n, "topic_id": tid, "partitions": [{
                                "partition_index": 0, "committed_offset": 1,
                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]))]
 
@@ -845,6 +846,6 @@ def test_describe_configs_defaults(pair: Pair, scenario: str) -> None:
 
 
 def test_api_versions_ranges_features_and_levels(pair: Pair) -> None:
-    tallies = [run(pair, "api versions", v, s_api_versions) for v in (3, 4)]
+    tallies = [run(pair, "api versions", v, s_api_versions) for v in (3, 4, 5)]
     assert all(t.compared > 50 for t in tallies), [t.summary() for t in tallies]
     assert_accepted(*tallies)

@@ -178,14 +178,17 @@ def request(api: str, version: int, cls: str, **fields: Any) -> Any:
 
 
 def request_class(api: str, version: int, cls: str) -> Any:
-    """kio's class, or kio 0.5.0's (broker/protocol/_kio_legacy) for versions Kafka 4 removed."""
+    """kio's class, or kio 0.5.0's (broker/protocol/_kio_legacy) for versions Kafka 4 removed,
+    or the generated one (broker/protocol/_kio_next) for Kafka 4.4 versions kio lacks."""
     import importlib
 
-    try:
-        mod = importlib.import_module(f"kio.schema.{api}.v{version}.request")
-    except ModuleNotFoundError:
-        mod = importlib.import_module(f"broker.protocol._kio_legacy.{api}.v{version}.request")
-    return getattr(mod, cls)
+    for package in ("kio.schema", "broker.protocol._kio_legacy", "broker.protocol._kio_next"):
+        try:
+            mod = importlib.import_module(f"{package}.{api}.v{version}.request")
+        except ModuleNotFoundError:
+            continue
+        return getattr(mod, cls)
+    raise ModuleNotFoundError(f"no request class for {api} v{version}")
 
 
 async def find(node: GroupNode, group: str, version: int = 3) -> Any:

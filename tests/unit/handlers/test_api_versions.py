@@ -155,3 +155,30 @@ def test_supported_and_finalized_features(version: int) -> None:
     # before v3 there is nowhere to put them
     old = asyncio.run(api_versions.handle(node, _ctx(2), load_request_schema(18, 2)()))
     assert encode_body(old) == _expected_body(2, TABLE)
+
+
+class _Node:
+    cluster_id = "cluster-a"
+    node_id = 1
+    metadata = None
+
+
+@pytest.mark.parametrize(("cluster_id", "node_id", "error"), [
+    (None, -1, ErrorCode.none),  # no ids: not checked
+    ("cluster-a", 1, ErrorCode.none),  # this node
+    ("cluster-b", 1, ErrorCode.rebootstrap_required),  # another cluster (KIP-1242)
+    ("cluster-a", 2, ErrorCode.rebootstrap_required),  # another node of this cluster
+    (None, 1, ErrorCode.invalid_request),  # a node without its cluster (Kafka's isValid)
+])
+def test_v5_checks_cluster_and_node(cluster_id: str | None, node_id: int,
+                                    error: ErrorCode) -> None:
+    from broker.protocol.api import request_schema
+
+    req = request_schema(18, 5)(  # type: ignore[call-arg]
+        client_software_name="x", client_software_version="1", cluster_id=cluster_id,
+        node_id=node_id)
+    resp = asyncio.run(api_versions.handle(_Node(), _ctx(5), req))
+    assert resp.error_code == error
+    # an error answers no API keys, as Kafka's getErrorResponse does
+    assert len(resp.api_keys) == (len(TABLE) if error == ErrorCode.none else 0)
+    assert type(resp).__module__ == "broker.protocol._kio_next.api_versions.v5.response"

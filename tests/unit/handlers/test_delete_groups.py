@@ -25,7 +25,7 @@ from broker.handlers import delete_groups
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 async def test_delete(node: GroupNode, version: int) -> None:
     node.add_topic("t", 1)
     await ready(node)
@@ -37,6 +37,9 @@ async def test_delete(node: GroupNode, version: int) -> None:
     assert [(r.group_id, r.error_code) for r in resp.results] == [
         ("idle", ErrorCode.none), ("busy", ErrorCode.non_empty_group),
         ("none", ErrorCode.group_id_not_found)]
+    if version >= 3:  # v3: Kafka's message for each error, null on success
+        assert [r.error_message for r in resp.results] == [
+            None, "The group is not empty.", "The group id does not exist."]
     assert fetched((await fetch(node, "idle", None)).topics) == {}
     tail = offsets_log_records(node)[-2:]
     assert [rec.decode_key(r.key) for r in tail] == [

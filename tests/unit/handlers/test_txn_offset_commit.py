@@ -211,3 +211,36 @@ async def test_v5_adds_the_offsets_partition_itself(tnode: TxnNode) -> None:
     assert (result.error, result.producer_epoch) == (ErrorCode.none, r.producer_epoch + 1)
     await wait_state(tnode, "tx", "CompleteCommit")
     assert fetched((await fetch(tnode, "grp", [("in", 0)])).topics) == {("in", 0): 3}
+
+
+async def test_v6_names_topics_by_id(tnode: TxnNode) -> None:
+    """KIP-1319: v6 names topics by id; an id no topic has is UNKNOWN_TOPIC_ID (Kafka's
+    answer), the known one commits, and the answer names topics by the request's ids."""
+    import uuid
+
+    from broker.protocol.kio_build import build
+
+    await txn_ready(tnode, "tx")
+    await ready(tnode, "grp")
+    tnode.add_topic("in", 1)
+    r = await init_txn(tnode, "tx", version=5)
+    topic = tnode.metadata.topic("in")
+    assert topic is not None
+    unknown = uuid.uuid4()
+    part_cls = request_class("txn_offset_commit", 6, "TxnOffsetCommitRequestPartition")
+    topic_cls = request_class("txn_offset_commit", 6, "TxnOffsetCommitRequestTopic")
+    parts = (build(part_cls, partition_index=0, committed_offset=4, committed_metadata="m"),)
+    req = request("txn_offset_commit", 6, "TxnOffsetCommitRequest", transactional_id="tx",
+                  group_id="grp", producer_id=r.producer_id, producer_epoch=r.producer_epoch,
+                  generation_id_or_member_epoch=-1,
+                  topics=(topic_cls(topic_id=topic.topic_id, partitions=parts),
+                          topic_cls(topic_id=unknown, partitions=parts)))
+    resp = encodes(await txn_offset_commit.handle(tnode, ctx(28, 6), req))
+    assert {(t.topic_id, p.partition_index): p.error_code
+            for t in resp.topics for p in t.partitions} == {
+        (topic.topic_id, 0): ErrorCode.none, (unknown, 0): ErrorCode.unknown_topic_id}
+    result = await tnode.txn_coordinator.end_txn("tx", r.producer_id, r.producer_epoch, True,
+                                                 tv2=True)
+    assert result.error is ErrorCode.none
+    await wait_state(tnode, "tx", "CompleteCommit")
+    assert fetched((await fetch(tnode, "grp", [("in", 0)])).topics) == {("in", 0): 4}

@@ -36,14 +36,14 @@ def test_api_versions_every_version_over_the_socket() -> None:
     async def main() -> None:
         async with running_server() as (_server, port):
             reader, writer = await _open(port)
-            for version in range(5):
+            for version in range(6):
                 writer.write(encode_request(api_versions_request(version), 100 + version))
                 corr, resp = decode_response(18, version, await arecv_frame(reader))
                 assert corr == 100 + version
                 assert resp.error_code == ErrorCode.none
                 # Only APIs with a handler are advertised: here ApiVersions alone.
                 assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [
-                    (18, 0, 4)
+                    (18, 0, 5)
                 ]
             writer.close()
 
@@ -60,7 +60,7 @@ def test_too_high_api_versions_gets_v0_unsupported_version_and_connection_stays(
             assert corr == 7
             assert resp.error_code == ErrorCode.unsupported_version
             assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [
-                (18, 0, 4)
+                (18, 0, 5)
             ]
             # The client retries with a version we support, on the same connection.
             writer.write(encode_request(api_versions_request(3), 8))
@@ -202,19 +202,19 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         # every API from v0, as Kafka 3.9 (issue 23), up to the newest versions whose
         # semantics are implemented (docs/compatibility.md)
         (0, 0, 13), (1, 0, 18), (2, 0, 11), (3, 0, 13), (8, 0, 10), (9, 0, 10), (10, 0, 6),
-        (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 4),
+        (11, 0, 9), (12, 0, 4), (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (18, 0, 5),
         (19, 0, 7), (20, 0, 6), (21, 0, 2), (22, 0, 6), (23, 0, 4),
         (24, 0, 5), (25, 0, 4), (26, 0, 5),  # transactions (issue 22; V2: KIP-890)
         # WriteTxnMarkers: inter-broker; v0 (dropped by Kafka 4.0) from _kio_legacy (issue 22)
         (27, 0, 2),
-        (28, 0, 5),  # TxnOffsetCommit
+        (28, 0, 6),  # TxnOffsetCommit (v6: topic ids, class from _kio_next)
         (29, 0, 3), (30, 0, 3), (31, 0, 3),  # ACLs: v0 (Kafka 4.0 dropped it) from _kio_legacy
         (32, 0, 4), (33, 0, 2),
         (34, 0, 2),  # AlterReplicaLogDirs: v0 (Kafka 4.0 dropped it) from _kio_legacy
         (35, 0, 5), (37, 0, 3),
         # delegation tokens: from v1 (kio has no v0; Kafka 4.0 dropped it, KIP-896)
         (38, 1, 3), (39, 1, 2), (40, 1, 2), (41, 1, 3),
-        (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
+        (42, 0, 3), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0),
         (47, 0, 0), (48, 0, 1), (49, 0, 1), (50, 0, 0), (51, 0, 0),
         (55, 0, 2),  # DescribeQuorum, sent on to the quorum leader
         (57, 0, 2),  # UpdateFeatures (KIP-584)
