@@ -409,15 +409,21 @@ def s_end_txn(w: KafkaWire, v: int, n: str) -> list[Any]:
 
 def s_txn_offset_commit(w: KafkaWire, v: int, n: str) -> list[Any]:
     p = _txn(w, n)
-    w.send(request(25, 3, transactional_id=n, producer_id=p.producer_id,
-                   producer_epoch=p.producer_epoch, group_id=n))
+    # Both steps retry what a client retries: Kafka 4.4 under load answered the commit
+    # NOT_COORDINATOR now and then (2026-12-02), while its transaction's group was still
+    # being added or loaded.
+    retry(w, request(25, 3, transactional_id=n, producer_id=p.producer_id,
+                     producer_epoch=p.producer_epoch, group_id=n),
+          lambda r: int(r.error_code), COORDINATOR_LOADING)
     find_coordinator(w, n, 0)
     tid = topic_id(w, n) if v >= 6 else None  # v6: topics by id (KIP-1319)
-    return [w.send(request(28, v, transactional_id=n, group_id=n, producer_id=p.producer_id,
-                           producer_epoch=p.producer_epoch, generation_id=-1, member_id="",
-                           topics=[{"name": n, "topic_id": tid, "partitions": [{
-                               "partition_index": 0, "committed_offset": 1,
-                               "committed_leader_epoch": -1, "committed_metadata": ""}]}]))]
+    req = request(28, v, transactional_id=n, group_id=n, producer_id=p.producer_id,
+                  producer_epoch=p.producer_epoch, generation_id=-1, member_id="",
+                  topics=[{"name": n, "topic_id": tid, "partitions": [{
+                      "partition_index": 0, "committed_offset": 1,
+                      "committed_leader_epoch": -1, "committed_metadata": ""}]}])
+    return [retry(w, req, lambda r: int(r.topics[0].partitions[0].error_code),
+                  COORDINATOR_LOADING)]
 
 
 def s_describe_acls(w: KafkaWire, v: int, n: str) -> list[Any]:
