@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._share import refusal
 from broker.handlers.share_fetch import acks_of, leader_of, renews_consistent, topic_responses
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.share.sessions import FINAL_EPOCH
 from broker.share.shell import (
-    DISABLED_MESSAGE,
     PartitionAnswer,
-    share_enabled,
     share_service_of,
 )
 
@@ -39,12 +38,9 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     group_id = str(request.group_id or "")
     member_id = request.member_id or ""
-    if not share_enabled(node):
-        return _error(mod, ErrorCode.unsupported_version, DISABLED_MESSAGE)
-    if not allowed(node, ctx, Op.READ, Res.GROUP, group_id):
-        return _error(mod, ErrorCode.group_authorization_failed, None)
-    if not group_id or not member_id:
-        return _error(mod, ErrorCode.invalid_request, "GroupId and MemberId must be set.")
+    request_refusal = refusal(node, ctx, group_id, member_id)
+    if request_refusal is not None:
+        return _error(mod, *request_refusal)
     service = share_service_of(node)
     lock_ms = service.lock_duration_ms(group_id)
     acks = acks_of(request.topics)

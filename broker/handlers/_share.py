@@ -1,0 +1,26 @@
+"""What ShareFetch and ShareAcknowledge check before either touches a share-partition."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.handlers._authz import Op, Res, allowed
+from broker.share.shell import DISABLED_MESSAGE, share_enabled
+
+if TYPE_CHECKING:
+    from broker.server import RequestContext
+
+
+def refusal(node: Any, ctx: RequestContext, group_id: str,
+            member_id: str) -> tuple[ErrorCode, str | None] | None:
+    """The whole request's error and message, or None when it may go on: share groups
+    enabled (share.version), READ on the group, a group id and a member id."""
+    if not share_enabled(node):
+        return ErrorCode.unsupported_version, DISABLED_MESSAGE
+    if not allowed(node, ctx, Op.READ, Res.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, None
+    if not group_id or not member_id:
+        return ErrorCode.invalid_request, "GroupId and MemberId must be set."
+    return None
