@@ -104,6 +104,8 @@ class _BrokerSession:
     # carried over by a newly active controller, no heartbeat to it yet: lasts only the
     # activation grace (ClusterControlManager.activation_grace_ms)
     provisional: bool = False
+    # its node ran the active controller this one replaced (reset_sessions' `deposed`)
+    with_deposed_controller: bool = False
 
 
 def _unsupported_finalized(image: MetadataImage,
@@ -129,6 +131,8 @@ class ClusterControlManager(ControlManagerBase):
         self.fence_causes: dict[int, str] = {}
         # when this controller last became active (reset_sessions), or -1
         self._activated_ms = -1
+        # the node that was the active controller before this one (reset_sessions), or -1
+        self._deposed = -1
 
     # -- broker registration and heartbeats -------------------------------------------
 
@@ -243,6 +247,7 @@ class ClusterControlManager(ControlManagerBase):
             self._sessions[req.broker_id] = s
         s.last_seen_ms = max(s.last_seen_ms, now_ms)
         s.disconnected_ms = None
+        s.with_deposed_controller = False
         s.provisional = False
         s.metadata_offset = req.current_metadata_offset
         caught_up = req.current_metadata_offset >= s.register_offset
@@ -375,6 +380,7 @@ class ClusterControlManager(ControlManagerBase):
             s = self._sessions[broker_id] = _BrokerSession(last_seen_ms=now_ms)
         s.last_seen_ms = max(s.last_seen_ms, now_ms)
         s.disconnected_ms = None
+        s.with_deposed_controller = False
         s.provisional = False
 
     def broker_disconnected(self, broker_id: int, now_ms: int) -> None:
@@ -424,6 +430,10 @@ class ClusterControlManager(ControlManagerBase):
         none to this controller within the activation grace."""
         grace = self.settings.broker_session_disconnect_timeout_ms
         if grace >= 0 and s.disconnected_ms is not None and now_ms - s.disconnected_ms >= grace:
+            if s.with_deposed_controller:
+                return (f"its node ran the controller this one replaced and it has not "
+                        f"heartbeated in the {now_ms - s.disconnected_ms} ms since the "
+                        f"activation (broker.session.disconnect.timeout.ms={grace})")
             return (f"its heartbeat connection closed {now_ms - s.disconnected_ms} ms ago and "
                     f"no heartbeat came since (broker.session.disconnect.timeout.ms={grace})")
         if self._heartbeats_lapsed(s, now_ms) and s.provisional:
@@ -445,6 +455,13 @@ class ClusterControlManager(ControlManagerBase):
         if s is None and reg is not None and not reg.fenced:
             since = self._activated_ms if 0 <= self._activated_ms <= now_ms else now_ms
             s = self._sessions[broker_id] = _BrokerSession(last_seen_ms=since, provisional=True)
+            if broker_id == self._deposed:
+                # the broker shares a process with the controller the quorum just lost
+                # (a combined node): that loss is the closed connection of the disconnect
+                # rule, so it is fenced after broker.session.disconnect.timeout.ms unless
+                # it heartbeats, as a live one does at once
+                s.disconnected_ms = since
+                s.with_deposed_controller = True
         return s
 
     def awaiting_first_heartbeat(self, image: MetadataImage) -> set[int]:
@@ -454,15 +471,18 @@ class ClusterControlManager(ControlManagerBase):
         return {b for b, reg in image.brokers.items() if not reg.fenced
                 and ((s := self._sessions.get(b)) is None or s.provisional)}
 
-    def reset_sessions(self, now_ms: int = -1) -> None:
+    def reset_sessions(self, now_ms: int = -1, deposed: int = -1) -> None:
         """A controller that becomes active at `now_ms` starts every broker's session afresh
         (Kafka's BrokerHeartbeatManager is new with each activation). Deadlines kept from an
         earlier term of this node, before another controller took the heartbeats, would
         fence live brokers at the first tick. The unfenced brokers' new sessions are
         provisional (tick): they last the activation grace from `now_ms` unless the broker
-        heartbeats (-1: from the first tick)."""
+        heartbeats (-1: from the first tick). `deposed` is the node that was the active
+        controller before this one: the broker of that id, on a combined node, has the
+        disconnect rule's shorter wait from `now_ms` instead of the activation grace."""
         self._sessions.clear()
         self._activated_ms = now_ms
+        self._deposed = deposed
 
     def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
         """Fence one broker whose session expired (the lowest id); returns the records to

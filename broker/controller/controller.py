@@ -179,8 +179,8 @@ class Controller:
     def awaiting_first_heartbeat(self, image: MetadataImage) -> set[int]:
         return self.cluster.awaiting_first_heartbeat(image)
 
-    def reset_sessions(self, now_ms: int = -1) -> None:
-        return self.cluster.reset_sessions(now_ms)
+    def reset_sessions(self, now_ms: int = -1, deposed: int = -1) -> None:
+        return self.cluster.reset_sessions(now_ms, deposed)
 
     def tick(self, image: MetadataImage, now_ms: int) -> list[Any]:
         return self.cluster.tick(image, now_ms)

@@ -93,7 +93,7 @@ class ControllerService:
         self.tokens = DelegationTokenControlManager(
             DelegationTokenSettings.from_config(controller.settings.node_config))
 
-    def activate(self) -> None:
+    def activate(self, deposed: int = -1) -> None:
         """This node's controller became active (its epoch's LeaderChange is applied, so the
         image holds everything committed before): broker sessions start afresh (an unfenced
         broker that does not heartbeat within the activation grace is fenced), and nothing
@@ -102,7 +102,7 @@ class ControllerService:
         operation of the new term wait commit_timeout_s for an offset the log might never
         reach (nothing else appends), so the controller answered REQUEST_TIMED_OUT to every
         heartbeat and fenced brokers stayed fenced."""
-        self.controller.reset_sessions(self.clock())
+        self.controller.reset_sessions(self.clock(), deposed)
         self._last_appended = -1
 
     async def _run(self, op: Callable[[MetadataImage], ControllerResult[R]]) -> R:

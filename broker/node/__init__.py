@@ -427,7 +427,7 @@ class Node:
 
     async def _on_become_controller(self) -> None:
         assert self.controller_service is not None
-        self.controller_service.activate()
+        self.controller_service.activate(self.quorum.deposed_leader)
         bootstrap = read_bootstrap(self.config.metadata_log_dir)
         records = Controller.bootstrap_records(self.publisher.image, bootstrap)
         if records:

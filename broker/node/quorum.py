@@ -141,6 +141,10 @@ class MetadataQuorumDriver:
         self.driver.register(self)
         self._active_epoch = -1
         self._leader_epoch = -1
+        # the last leader other than this node, and the one this node took over from when
+        # it was elected (the controller activation's `deposed`), -1 if none
+        self._last_other_leader = -1
+        self.deposed_leader = -1
         self._on_leader: list[Callable[[], Awaitable[None]]] = []
         self._on_leader_change: list[Callable[[int, int], None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -232,6 +236,10 @@ class MetadataQuorumDriver:
 
     def on_leader_change(self, leader_id: int, epoch: int) -> None:
         log.info("metadata_leader_changed", leader=leader_id, epoch=epoch)
+        if leader_id == self.cfg.node_id:
+            self.deposed_leader, self._last_other_leader = self._last_other_leader, -1
+        elif leader_id >= 0:
+            self._last_other_leader = leader_id
         self._leader_epoch = epoch if leader_id == self.cfg.node_id else -1
         if leader_id != self.cfg.node_id:
             self._active_epoch = -1

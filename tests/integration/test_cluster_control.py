@@ -380,6 +380,14 @@ def test_three_combined_nodes(tmp_path: Path) -> None:
         c.wait_for(lambda: active not in leaders(c, survivor, "combined").values()
                    and -1 not in leaders(c, survivor, "combined").values(),
                    10, "leaders moved off the killed node")
+        # the new controller fenced the killed node's broker as the node it replaced
+        # (broker.session.disconnect.timeout.ms after its activation), not after the
+        # activation grace or the session (issue 31 point 3)
+        new_active = c.active_controller()
+        fenced = [line for line in c.nodes[new_active].log_path.read_text().splitlines()
+                  if "brokers_fenced" in line]
+        assert any(f"[{active}]" in line and "controller this one replaced" in line
+                   for line in fenced), fenced
         create_topic(admin_via(c, survivor), "combined-2", partitions=2, rf=2)
         c.wait_for(lambda: len(leaders(c, survivor, "combined-2")) == 2, 10, "new topic")
         c.start_node(active)

@@ -397,6 +397,45 @@ def test_a_new_controller_fences_a_silent_broker_after_the_activation_grace():
     assert [kind(r) for r in tick_all(fresh, t0 + 150 + SESSION)].count("fence_broker") == 2
 
 
+def test_the_broker_of_the_deposed_controller_is_fenced_after_the_disconnect_timeout():
+    """Issue 31 point 3: a combined node killed while it was the active controller. The
+    new controller knows which node it replaced; that node's broker gets the disconnect
+    rule's wait (broker.session.disconnect.timeout.ms) from the activation instead of the
+    activation grace, unless it heartbeats. The other brokers keep the grace."""
+    h = empty_harness(broker_heartbeat_interval_ms=HEARTBEAT)
+    up(h, 0, 1, 2, now=0)
+    topic(h, "t", 3, 3)
+    disconnect = 750  # Skiff's default
+    fresh = Harness(h.image, broker_session_timeout_ms=SESSION,
+                    broker_heartbeat_interval_ms=HEARTBEAT,
+                    broker_session_disconnect_timeout_ms=disconnect)
+    t0 = 10**9
+    fresh.controller.reset_sessions(t0, deposed=2)
+    assert fresh.controller.tick(fresh.image, t0 + disconnect - 1) == []
+    records = fresh.controller.tick(fresh.image, t0 + disconnect)
+    assert [r.fence_broker.broker_id for r in records if kind(r) == "fence_broker"] == [2]
+    assert "replaced" in fresh.controller.cluster.fence_causes[2]
+    fresh.image = apply_records(fresh.image, records)
+    assert all(p.leader in (0, 1) for p in fresh.image.topic("t").partitions.values())
+    # the others, silent too, still have the activation grace
+    assert fresh.controller.tick(fresh.image, t0 + GRACE - 1) == []
+    assert [kind(r) for r in fresh.controller.tick(fresh.image, t0 + GRACE)].count(
+        "fence_broker") == 1
+
+
+def test_a_live_broker_of_the_deposed_controller_keeps_its_session_by_heartbeating():
+    h = empty_harness(broker_heartbeat_interval_ms=HEARTBEAT)
+    up(h, 0, 1, now=0)
+    fresh = Harness(h.image, broker_session_timeout_ms=SESSION,
+                    broker_heartbeat_interval_ms=HEARTBEAT,
+                    broker_session_disconnect_timeout_ms=750)
+    t0 = 10**9
+    fresh.controller.reset_sessions(t0, deposed=1)
+    fresh.controller.heartbeat_received(fresh.image, 1, fresh.image.brokers[1].epoch, t0 + 100)
+    fresh.controller.heartbeat_received(fresh.image, 0, fresh.image.brokers[0].epoch, t0 + 100)
+    assert tick_all(fresh, t0 + 100 + SESSION - 1) == []
+
+
 def test_a_first_heartbeat_waiting_in_the_new_controller_saves_its_broker():
     """The arrival of the first heartbeat (heartbeat_received, before the heartbeat waits its
     turn behind other operations) turns the provisional session into a full one."""
