@@ -134,7 +134,10 @@ def test_leader_kills_pauses_and_rolling_restart_lose_nothing(cluster: Cluster) 
         state = partition_state(c, "idem", 0)
         follower = next(r for r in state.replicas if r != state.leader)
         c.pause(follower)
-        time.sleep(SESSION_S + 1.5)
+        # held until its session expires: the controller fences it and takes it out of
+        # the ISR, as seen by the leader (which the paused broker cannot stall)
+        c.wait_for(lambda: follower not in registered_partition(c, state.leader, "idem", 0).isr,
+                   SESSION_S + 20, f"paused broker {follower} out of the ISR")
         c.resume(follower)
         wait_full_isr(c, "idem", PARTITIONS)
         # rolling restart, each broker shut down in a controlled way
