@@ -123,9 +123,6 @@ def test_importing_the_wire_package_loads_nothing_else_of_the_project() -> None:
 KNOWN_CIRCLES: dict[str, tuple[str, ...]] = {
     # issue 32 point 6: configuration definitions and the plugins they name
     "config and security/quotas": ("broker.config", "broker.security", "broker.quotas"),
-    # issue 32 point 3: one ControllerApi protocol instead of the channel and service types
-    "controller channel and rpc": ("broker.controller.channel", "broker.controller.rpc",
-                                   "broker.controller.service"),
 }
 
 
