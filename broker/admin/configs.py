@@ -7,7 +7,6 @@ from typing import Any
 import grpc
 from kio.schema.errors import ErrorCode
 
-from broker.admin.controller_ops import ControllerOps
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, forwards_writes
 from broker.admin.pb import configs, configs_grpc
@@ -78,7 +77,6 @@ def _entry(e: ConfigEntry, resource_type: int) -> Any:
 class ConfigService(configs_grpc.ConfigServiceServicer):  # type: ignore[misc]
     def __init__(self, node: AdminServices, forwarder: Forwarder | None = None) -> None:
         self.node = node
-        self.ops = ControllerOps(node.controller)
         self.forwarder = forwarder
 
     @rpc_errors
@@ -115,9 +113,10 @@ class ConfigService(configs_grpc.ConfigServiceServicer):  # type: ignore[misc]
                 grouped.setdefault(res, []).append((c.name, AlterConfigOp.SET, c.value))
             else:
                 grouped.setdefault(res, []).append((c.name, AlterConfigOp.DELETE, None))
-        results = await self.ops.incremental_alter_configs(
+        # all or nothing: a refused resource leaves the others unchanged
+        results = await self.node.controller.incremental_alter_configs(
             [IncrementalAlterConfigsResource(r, ops) for r, ops in grouped.items()],
-            validate_only=request.validate_only)
+            validate_only=request.validate_only, all_or_nothing=True)
         for result in results:
             if result.error is not ErrorCode.none:
                 r = result.resource

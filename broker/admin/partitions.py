@@ -15,7 +15,6 @@ from typing import Any
 import grpc
 from kio.schema.errors import ErrorCode
 
-from broker.admin.controller_ops import ControllerOps
 from broker.admin.convert import reassignment_status
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, admin_endpoint_of, forwards_writes
@@ -63,7 +62,6 @@ _OUTCOME = {
 class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignore[misc]
     def __init__(self, node: AdminServices, forwarder: Forwarder | None = None) -> None:
         self.node = node
-        self.ops = ControllerOps(node.controller)
         self.forwarder = forwarder
 
     @rpc_errors
@@ -82,7 +80,8 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
                                  f"{r.topic}-{r.partition}: give the target replicas, or cancel")
             else:
                 items.append((r.topic, r.partition, list(r.replicas)))
-        results = await self.ops.alter_partition_reassignments(items)
+        results = await self.node.controller.alter_partition_reassignments(
+            items, all_or_nothing=True)
         for res in results:
             if res.error is not ErrorCode.none:
                 raise KafkaError(res.error, f"{res.topic}-{res.partition}: "
@@ -181,7 +180,7 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
         wanted = _targets(self.node, request.partitions) or None
         before = {(t.name, i): p.leader_epoch
                   for t, i, p in self.node.metadata.iter_partitions()}
-        results = await self.ops.elect_leaders(etype, wanted)
+        results = await self.node.controller.elect_leaders(etype, wanted)
         elected = [(r.topic, r.partition) for r in results if r.error is ErrorCode.none]
         await self._image_shows_leaders(elected, before)
         image = self.node.metadata

@@ -72,14 +72,14 @@ from broker.config.listeners import (
 from broker.config.listeners import (
     parse_voters as parse_voters,
 )
-from broker.config.node_config import (
-    NodeConfig as NodeConfig,
-)
-from broker.config.node_config import (
+from broker.config.loading import (
     build_config as build_config,
 )
-from broker.config.node_config import (
+from broker.config.loading import (
     load_config as load_config,
+)
+from broker.config.node_config import (
+    NodeConfig as NodeConfig,
 )
 from broker.config.properties import (
     env_key as env_key,

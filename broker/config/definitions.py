@@ -18,6 +18,7 @@ from broker.config.types import (
     list_of,
     one_of,
     one_of_ints,
+    parse_ip_overrides,
     parse_value,
 )
 
@@ -34,10 +35,8 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 def _connection_overrides(key: str, v: Any) -> None:
-    from broker.quotas.connections import parse_overrides
-
     try:
-        parse_overrides(v or "")
+        parse_ip_overrides(v or "")
     except ValueError as e:
         raise ConfigError(key, v, f"host:count pairs separated by commas ({e})") from None
 

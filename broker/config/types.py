@@ -189,3 +189,23 @@ def format_value(ctype: ConfigType, value: Any) -> str | None:
     if ctype is ConfigType.DOUBLE:
         return repr(float(value))
     return str(value)
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: "host-or-ip:count,..." (Kafka's format).
+    Raises ValueError with the entry at fault."""
+    out: dict[str, int] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"{item!r} is not host:count")
+        try:
+            n = int(count)
+        except ValueError:
+            raise ValueError(f"{item!r}: {count!r} is not a number") from None
+        if n < 0:
+            raise ValueError(f"{item!r}: the count must be at least 0")
+        out[host.strip()] = n
+    return out

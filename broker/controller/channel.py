@@ -1,8 +1,8 @@
 """ControllerChannel: the one way a node asks the active controller for anything.
 
-It has ControllerService's method names and signatures, so handlers, the admin services,
-the group coordinator and the node's broker lifecycle call it the same way whether the
-active controller is in this process or not:
+It implements ControllerApi (api.py), as ControllerService does, so handlers, the admin
+services, the group coordinator and the node's broker lifecycle call it the same way whether
+the active controller is in this process or not:
 
   * this node hosts the active controller -> the local ControllerService, no socket;
   * otherwise -> the kio request (broker/controller/rpc/) to the quorum leader's controller
@@ -53,6 +53,7 @@ from kio.schema.describe_quorum.v0 import request as describe_quorum_request
 from kio.schema.errors import ErrorCode
 
 from broker.controller.acl_control import AclDeletionResult
+from broker.controller.api import ControllerChannelApi
 from broker.controller.controller import Controller
 from broker.controller.delegation_token_control import CreateTokenReply, TokenTimeReply
 from broker.controller.feature_control import FeatureUpdate
@@ -119,7 +120,7 @@ SUSPECT_S = 3.0
 DESCRIBE_QUORUM = 55
 
 
-class ControllerChannel:
+class ControllerChannel(ControllerChannelApi):
     def __init__(
         self, node_id: int, voters: Mapping[int, tuple[str, int]],
         leader_id: Callable[[], int], local: ControllerService | None = None, *,
@@ -163,14 +164,19 @@ class ControllerChannel:
 
     @property
     def local_active(self) -> bool:
-        return self.local is not None and bool(self.local.quorum.is_leader)
+        return self._active_local() is not None
+
+    def _active_local(self) -> ControllerService | None:
+        """This node's controller service, if it is the active controller."""
+        local = self.local
+        return local if local is not None and local.quorum.is_leader else None
 
     async def close(self) -> None:
         conns, self._conns = list(self._conns.values()), {}
         for conn in conns:
             await conn.close()
 
-    # ---- the ControllerService interface ---------------------------------------------
+    # ---- ControllerApi ------------------------------------------------------------------
 
     async def create_topics(
         self, topics: Sequence[CreatableTopic], *, validate_only: bool = False,
@@ -208,8 +214,20 @@ class ControllerChannel:
             alter_configs, alter_configs.results_of, self._deadline(None), whole=True, sync=True)
 
     async def incremental_alter_configs(
-        self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False,
+        self, resources: Sequence[IncrementalAlterConfigsResource], *,
+        validate_only: bool = False, all_or_nothing: bool = False,
     ) -> list[AlterConfigsResult]:
+        """`all_or_nothing` in one step on the active local service; at a remote controller
+        (IncrementalAlterConfigs answers per resource) every resource is validated first
+        and applied only if none is refused (a change between the two is not excluded)."""
+        if all_or_nothing and not validate_only:
+            local = self._active_local()
+            if local is not None:
+                return await local.incremental_alter_configs(
+                    resources, validate_only=False, all_or_nothing=True)
+            checked = await self.incremental_alter_configs(resources, validate_only=True)
+            if any(r.error is not ErrorCode.none for r in checked):
+                return checked
         return await self._call(
             lambda s: s.incremental_alter_configs(resources, validate_only=validate_only),
             lambda: incremental_alter_configs.request(resources, validate_only),
@@ -394,8 +412,17 @@ class ControllerChannel:
             elect_leaders, elect_leaders.results_of, deadline, whole=True, sync=True)
 
     async def alter_partition_reassignments(
-        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]],
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]], *,
+        all_or_nothing: bool = False,
     ) -> list[ReassignmentResult]:
+        """`all_or_nothing` holds on the active local service; a remote controller's
+        AlterPartitionReassignments answers per partition (the all-or-nothing check needs
+        the controller's image), so there each partition is started or refused on its own."""
+        if all_or_nothing:
+            local = self._active_local()
+            if local is not None:
+                return await local.alter_partition_reassignments(reassignments,
+                                                                 all_or_nothing=True)
         deadline = self._deadline(None)
         return await self._call(
             lambda s: s.alter_partition_reassignments(reassignments),
@@ -493,9 +520,10 @@ class ControllerChannel:
         skip: set[int] = set()  # controllers that failed since the last backoff
         while True:
             target = self._target(skip)
-            if self.local is not None and self.local.quorum.is_leader:
+            active = self._active_local()
+            if active is not None:
                 try:
-                    return await local(self.local)
+                    return await local(active)
                 except KafkaError as exc:
                     if exc.error_code is not ErrorCode.not_controller:
                         raise

@@ -18,6 +18,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.controller.acl_control import AclDeletionResult
+from broker.controller.api import ControllerApi
 from broker.controller.controller import Controller
 from broker.controller.delegation_token_control import (
     CreateTokenReply,
@@ -73,7 +74,16 @@ class MetadataQuorum(Protocol):
         """Append one atomic batch; returns the offset of its last record."""
         ...
 
-class ControllerService:
+def _all_or_nothing(result: ControllerResult[list[Any]]) -> ControllerResult[list[Any]]:
+    """Nothing written if any item of `result` is refused; every item's result answered."""
+    if any(r.error is not ErrorCode.none for r in result.response):
+        return ControllerResult([], result.response)
+    return result
+
+
+class ControllerService(ControllerApi):
+    """The ControllerApi of this node's controller, when it is active."""
+
     def __init__(
         self, controller: Controller, quorum: MetadataQuorum, publisher: MetadataPublisher,
         clock: Callable[[], int], *, commit_timeout_s: float = 30.0,
@@ -189,11 +199,14 @@ class ControllerService:
         )
 
     async def incremental_alter_configs(
-        self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False,
+        self, resources: Sequence[IncrementalAlterConfigsResource], *,
+        validate_only: bool = False, all_or_nothing: bool = False,
     ) -> list[AlterConfigsResult]:
-        return await self._run(
-            lambda image: self.controller.incremental_alter_configs(image, resources, validate_only)
-        )
+        def op(image: MetadataImage) -> ControllerResult[list[AlterConfigsResult]]:
+            result = self.controller.incremental_alter_configs(image, resources, validate_only)
+            return _all_or_nothing(result) if all_or_nothing else result
+
+        return await self._run(op)
 
     async def alter_user_scram_credentials(
         self, deletions: Sequence[Any], upsertions: Sequence[Any],
@@ -347,11 +360,16 @@ class ControllerService:
             lambda image: self.controller.elect_leaders(image, election_type, partitions))
 
     async def alter_partition_reassignments(
-        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]],
+        self, reassignments: Sequence[tuple[str, int, Sequence[int] | None]], *,
+        all_or_nothing: bool = False,
     ) -> list[ReassignmentResult]:
-        """Start (target replicas) or cancel (None) reassignments, each on its own."""
-        return await self._run(
-            lambda image: self.controller.alter_partition_reassignments(image, reassignments))
+        """Start (target replicas) or cancel (None) reassignments, each on its own, or, with
+        `all_or_nothing`, none if any is refused."""
+        def op(image: MetadataImage) -> ControllerResult[list[ReassignmentResult]]:
+            result = self.controller.alter_partition_reassignments(image, reassignments)
+            return _all_or_nothing(result) if all_or_nothing else result
+
+        return await self._run(op)
 
     async def list_partition_reassignments(
         self, partitions: Sequence[tuple[str, int]] | None = None,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.config import NodeConfig
-    from broker.controller.channel import ControllerChannel
+    from broker.controller.api import ControllerChannelApi
     from broker.log import LogManager
     from broker.metadata.image import MetadataImage
     from broker.quotas.core import Quotas
@@ -25,8 +25,12 @@ class BrokerServices(Protocol):
     config: NodeConfig
     logs: LogManager  # the partitions' logs, for DescribeLogDirs
     replicas: ReplicaManager  # produce, fetch, offsets, DeleteRecords
-    controller: ControllerChannel  # the way to the active controller
     quotas: Quotas  # client quotas measured on this broker (broker/quotas)
+
+    @property
+    def controller(self) -> ControllerChannelApi:
+        """The way to the active controller (broker/controller/api.py)."""
+        ...
 
     @property
     def metadata(self) -> MetadataImage:

@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import NodeConfig
-from broker.config.node_config import listener_scoped
+from broker.config.node_config import NodeConfig, listener_scoped
+from broker.config.types import parse_ip_overrides
 from broker.quotas.core import (
     CONNECTION_CREATION_RATE,
     DEFAULT_WINDOW_NUM,
@@ -69,26 +69,6 @@ class Refuse:
 
 
 Decision = Admit | Refuse
-
-
-def parse_overrides(text: str) -> dict[str, int]:
-    """`max.connections.per.ip.overrides`: "host-or-ip:count,..." (Kafka's format).
-    Raises ValueError with the entry at fault."""
-    out: dict[str, int] = {}
-    for item in (p.strip() for p in text.split(",")):
-        if not item:
-            continue
-        host, sep, count = item.rpartition(":")
-        if not sep or not host:
-            raise ValueError(f"{item!r} is not host:count")
-        try:
-            n = int(count)
-        except ValueError:
-            raise ValueError(f"{item!r}: {count!r} is not a number") from None
-        if n < 0:
-            raise ValueError(f"{item!r}: the count must be at least 0")
-        out[host.strip()] = n
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +197,7 @@ def with_dynamic(limits: ConnectionLimits, dynamic: Mapping[str, str]) -> Connec
     overrides = dynamic.get("max.connections.per.ip.overrides")
     if overrides is not None:
         with contextlib.suppress(ValueError):
-            changes["per_ip_overrides"] = parse_overrides(overrides)
+            changes["per_ip_overrides"] = parse_ip_overrides(overrides)
     return dataclasses.replace(limits, **changes) if changes else limits
 
 
@@ -243,7 +223,7 @@ def connection_limits(cfg: NodeConfig) -> ConnectionLimits:
     return ConnectionLimits(
         max_connections=cfg["max.connections"],
         max_per_ip=cfg["max.connections.per.ip"],
-        per_ip_overrides=parse_overrides(cfg["max.connections.per.ip.overrides"] or ""),
+        per_ip_overrides=parse_ip_overrides(cfg["max.connections.per.ip.overrides"] or ""),
         max_creation_rate=cfg["max.connection.creation.rate"],
         listener_max_connections=listener_scoped(cfg, "max.connections"),
         listener_creation_rates=listener_scoped(cfg, "max.connection.creation.rate"),

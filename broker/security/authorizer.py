@@ -32,11 +32,11 @@ import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from typing import Any
 
-from broker.config import ConfigError
+from broker.config.types import ConfigError
 
 
 class ResourceType(IntEnum):
@@ -380,8 +380,11 @@ def _op_matches(b: AclBinding, op: AclOperation) -> bool:
 def authorize(settings: AuthorizerSettings, index: AclIndex, principal: str, host: str,
               op: AclOperation, rtype: ResourceType, name: str) -> bool:
     if settings.plugin is not None:
-        return bool(settings.plugin.authorize(settings, index, principal, host, op, rtype,
-                                              name))
+        standard = replace(settings, plugin=None)
+        return bool(settings.plugin.authorize(
+            principal, host, op, rtype, name,
+            lambda o, t, n: authorize(standard, index, principal, host, o, t, n),
+            lambda o, t: authorize_any(standard, index, principal, host, o, t)))
     if not settings.enabled or principal in settings.super_users:
         return True
     acls = index.on_resource(rtype, name)
@@ -405,7 +408,11 @@ def authorize_any(settings: AuthorizerSettings, index: AclIndex, principal: str,
     of the type? True when an ALLOW (literal or prefixed) is not wholly covered by a DENY
     (a literal `*`, a literal of the same name, or a prefix of it)."""
     if settings.plugin is not None:
-        return bool(settings.plugin.authorize_any(settings, index, principal, host, op, rtype))
+        standard = replace(settings, plugin=None)
+        return bool(settings.plugin.authorize_any(
+            principal, host, op, rtype,
+            lambda o, t, n: authorize(standard, index, principal, host, o, t, n),
+            lambda o, t: authorize_any(standard, index, principal, host, o, t)))
     if not settings.enabled or principal in settings.super_users:
         return True
     # As Kafka: first whether some resource nobody named would be allowed (wildcard ACLs,

@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from broker.config import ConfigError
+from broker.config.types import ConfigError
 
 log = structlog.get_logger("skiff.security.plugins")
 
@@ -124,31 +124,33 @@ class Authorizer:
         return context.acls_allow_any(operation, resource_type)
 
 
+# The StandardAuthorizer's decisions for one principal and host, as broker/security/
+# authorizer.py hands them to the adapter: (operation, resource type, name) and
+# (operation, resource type) -> allowed.
+StandardDecision = Callable[[Any, Any, str], bool]
+StandardDecisionAny = Callable[[Any, Any], bool]
+
+
 class AuthorizerAdapter:
-    """What broker/security/authorizer.py calls when a plugin is configured."""
+    """What broker/security/authorizer.py calls when a plugin is configured, with the
+    StandardAuthorizer's own decisions for the plugin's `acls_allow` (this module does not
+    import the authorizer: the authorizer loads its plugins from here)."""
 
     def __init__(self, plugin: Any, name: str) -> None:
         self.plugin = plugin
         self.name = name
 
-    def _context(self, settings: Any, index: Any, principal: str,
-                 host: str) -> AuthorizableRequestContext:
-        from broker.security import authorizer as az
-
-        standard = dataclasses.replace(settings, plugin=None)
-
+    @staticmethod
+    def _context(principal: str, host: str, standard: StandardDecision,
+                 standard_any: StandardDecisionAny) -> AuthorizableRequestContext:
         def decide(a: Action) -> bool:
-            return az.authorize(standard, index, principal, host, a.operation,
-                                a.resource_type, a.resource_name)
+            return standard(a.operation, a.resource_type, a.resource_name)
 
-        def decide_any(op: Any, rtype: Any) -> bool:
-            return az.authorize_any(standard, index, principal, host, op, rtype)
+        return AuthorizableRequestContext(principal, host, decide, standard_any)
 
-        return AuthorizableRequestContext(principal, host, decide, decide_any)
-
-    def authorize(self, settings: Any, index: Any, principal: str, host: str, op: Any,
-                  rtype: Any, name: str) -> bool:
-        ctx = self._context(settings, index, principal, host)
+    def authorize(self, principal: str, host: str, op: Any, rtype: Any, name: str,
+                  standard: StandardDecision, standard_any: StandardDecisionAny) -> bool:
+        ctx = self._context(principal, host, standard, standard_any)
         try:
             return bool(self.plugin.authorize(ctx, Action(op, rtype, name)))
         except Exception:
@@ -157,9 +159,9 @@ class AuthorizerAdapter:
                           resource=f"{getattr(rtype, 'name', rtype)}:{name}")
             return False
 
-    def authorize_any(self, settings: Any, index: Any, principal: str, host: str, op: Any,
-                      rtype: Any) -> bool:
-        ctx = self._context(settings, index, principal, host)
+    def authorize_any(self, principal: str, host: str, op: Any, rtype: Any,
+                      standard: StandardDecision, standard_any: StandardDecisionAny) -> bool:
+        ctx = self._context(principal, host, standard, standard_any)
         try:
             return bool(self.plugin.authorize_by_resource_type(ctx, op, rtype))
         except Exception:

@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from broker.config import ConfigError, Listener
+from broker.config.listeners import Listener
+from broker.config.types import ConfigError
 
 # Security protocols a listener may use today.
 SUPPORTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT",

@@ -159,8 +159,7 @@ class Cluster:
         return self.publisher.image
 
     async def controller_alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionReply:
-        ctl = self.controller.controller
-        return await self.controller._run(lambda image: ctl.alter_partition(image, req))
+        return await self.controller.alter_partition(req)
 
     async def alter_partition(self, req: AlterPartitionRequest) -> AlterPartitionReply:
         self.alter_calls.append(req)

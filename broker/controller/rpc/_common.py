@@ -1,23 +1,20 @@
 """What every controller RPC module shares: finding the active local controller, answering
-on the controller listener through an API's one server (`serve`), and the security protocol
-ids BrokerRegistration carries."""
+on the controller listener through an API's one server (`serve`, which takes a ControllerApi:
+this node's active ControllerService here, a broker's ControllerChannel in its handler), and
+the security protocol ids BrokerRegistration carries."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.controller.api import ControllerApi
 from broker.errors import KafkaError
 
 if TYPE_CHECKING:
-    from broker.controller.channel import ControllerChannel
     from broker.controller.service import ControllerService
-
-# What an API's `serve` calls: this node's active ControllerService (on the controller
-# listener) or a broker's ControllerChannel (in its handler); both have the same methods.
-ControllerApi: TypeAlias = "ControllerService | ControllerChannel"
 
 
 # Security protocols as BrokerRegistration carries them (Kafka's SecurityProtocol ids).

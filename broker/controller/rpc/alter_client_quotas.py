@@ -11,8 +11,9 @@ from typing import Any
 from kio.schema.alter_client_quotas.v1 import request as kreq
 from kio.schema.errors import ErrorCode
 
+from broker.controller.api import ControllerApi
 from broker.controller.client_quota_control import QuotaAlteration, QuotaAlterResult, QuotaOp
-from broker.controller.rpc._common import ControllerApi, on_active
+from broker.controller.rpc._common import on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module

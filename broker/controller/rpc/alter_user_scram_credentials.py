@@ -11,7 +11,8 @@ from typing import Any
 from kio.schema.alter_user_scram_credentials.v0 import request as kreq
 from kio.schema.errors import ErrorCode
 
-from broker.controller.rpc._common import ControllerApi, on_active
+from broker.controller.api import ControllerApi
+from broker.controller.rpc._common import on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module

@@ -12,8 +12,9 @@ from kio.schema.create_acls.v3 import request as kreq
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
+from broker.controller.api import ControllerApi
 from broker.controller.requests import ApiError
-from broker.controller.rpc._common import ControllerApi, on_active
+from broker.controller.rpc._common import on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module

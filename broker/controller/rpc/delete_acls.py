@@ -13,7 +13,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 
 from broker.controller.acl_control import AclDeletionResult
-from broker.controller.rpc._common import ControllerApi, on_active
+from broker.controller.api import ControllerApi
+from broker.controller.rpc._common import on_active
 from broker.controller.rpc.create_acls import _code
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE

@@ -13,9 +13,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.list_partition_reassignments.v0 import request as kreq
 from kio.schema.list_partition_reassignments.v0 import response as kresp
 
+from broker.controller.api import ControllerApi
 from broker.controller.deadline import within
 from broker.controller.requests import OngoingReassignment
-from broker.controller.rpc._common import ControllerApi, on_active
+from broker.controller.rpc._common import on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module

@@ -13,7 +13,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.unregister_broker.v0 import request as kreq
 from kio.schema.unregister_broker.v0 import response as kresp
 
-from broker.controller.rpc._common import ControllerApi, on_active
+from broker.controller.api import ControllerApi
+from broker.controller.rpc._common import on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module

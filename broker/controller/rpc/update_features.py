@@ -15,9 +15,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.update_features.v2 import request as kreq
 from kio.static.primitive import i8, i16
 
+from broker.controller.api import ControllerApi
 from broker.controller.feature_control import FeatureUpdate, UpgradeType
 from broker.controller.requests import ApiError
-from broker.controller.rpc._common import ControllerApi, on_active
+from broker.controller.rpc._common import on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration
 from broker.protocol.kio_build import build, response_module

@@ -14,16 +14,20 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.channel import ControllerChannel
 from broker.controller.requests import (
+    AlterConfigOp,
     AlterPartitionItem,
     AlterPartitionRequest,
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
+    ConfigResource,
     CreatableTopic,
     CreatePartitionsTopic,
     ElectionType,
+    IncrementalAlterConfigsResource,
 )
 from broker.controller.rpc import CONTROLLER_RPCS
 from broker.errors import KafkaError
+from broker.metadata.records import RESOURCE_TOPIC
 from broker.protocol.transport import serve
 from tests.support.timings import note
 from tests.unit.controller.rpc.rpc_support import CLUSTER_ID, ControllerNode, run
@@ -375,6 +379,90 @@ def test_token_writes_reach_a_remote_controller_as_their_clients_principal() -> 
             gone = await channel.expire_delegation_token("User:alice", made.hmac, -1)
             assert gone.error is ErrorCode.none and not node.metadata.delegation_tokens
             assert seen == [58] * 4 and channel.remote_calls == 4
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
+
+
+def _config_changes(value_u: str) -> list[IncrementalAlterConfigsResource]:
+    return [IncrementalAlterConfigsResource(ConfigResource(RESOURCE_TOPIC, "t"),
+                                            [("retention.ms", AlterConfigOp.SET, "5000")]),
+            IncrementalAlterConfigsResource(ConfigResource(RESOURCE_TOPIC, "u"),
+                                            [("cleanup.policy", AlterConfigOp.SET, value_u)])]
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_all_or_nothing_configs_write_nothing_when_one_resource_is_refused(where: str) -> None:
+    """The admin plane's AlterConfigs: in one step on the local active service; at a remote
+    controller every resource is validated first. Without all_or_nothing (Kafka's
+    IncrementalAlterConfigs) the good resource is written on its own."""
+    async def go() -> None:
+        node = ControllerNode(**{"node.id": "1"})
+        assert node.controller_service is not None
+        await node.add_broker(1)
+        for name in ("t", "u"):
+            [made] = await node.controller_service.create_topics([CreatableTopic(name, 1, 1)])
+            assert made.error is ErrorCode.none
+        server, port = await controller_server(node)
+        channel = (ControllerChannel(1, {1: ("127.0.0.1", port)}, lambda: 1,
+                                     node.controller_service) if where == "local"
+                   else ControllerChannel(5, {1: ("127.0.0.1", port)}, lambda: 1))
+        try:
+            refused = await channel.incremental_alter_configs(
+                _config_changes("sometimes"), all_or_nothing=True)
+            assert [r.error for r in refused] == [ErrorCode.none, ErrorCode.invalid_config]
+            assert dict(node.metadata.topic_config("t")) == {}
+            assert dict(node.metadata.topic_config("u")) == {}
+            applied = await channel.incremental_alter_configs(
+                _config_changes("compact"), all_or_nothing=True)
+            assert [r.error for r in applied] == [ErrorCode.none, ErrorCode.none]
+            assert dict(node.metadata.topic_config("t")) == {"retention.ms": "5000"}
+            assert dict(node.metadata.topic_config("u")) == {"cleanup.policy": "compact"}
+            per_resource = await channel.incremental_alter_configs(
+                [*_config_changes("sometimes")[1:], IncrementalAlterConfigsResource(
+                    ConfigResource(RESOURCE_TOPIC, "t"),
+                    [("retention.ms", AlterConfigOp.SET, "6000")])])
+            assert [r.error for r in per_resource] == [ErrorCode.invalid_config, ErrorCode.none]
+            assert dict(node.metadata.topic_config("t")) == {"retention.ms": "6000"}
+            # local: no socket; remote: the refused validation, then the validation and the
+            # application of the good changes, then the per-resource call
+            assert channel.remote_calls == (0 if where == "local" else 4)
+        finally:
+            await channel.close()
+            server.close()
+    run(go())
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_all_or_nothing_reassignments(where: str) -> None:
+    """On the local active service a refused reassignment leaves the others unstarted; a
+    remote controller's AlterPartitionReassignments answers per partition."""
+    async def go() -> None:
+        node = ControllerNode(**{"node.id": "1"})
+        assert node.controller_service is not None
+        for b in (1, 2):
+            await node.add_broker(b)
+        [made] = await node.controller_service.create_topics([CreatableTopic(
+            "x", -1, -1, assignments={0: [1], 1: [1]})])
+        assert made.error is ErrorCode.none
+        server, port = await controller_server(node)
+        channel = (ControllerChannel(1, {1: ("127.0.0.1", port)}, lambda: 1,
+                                     node.controller_service) if where == "local"
+                   else ControllerChannel(5, {1: ("127.0.0.1", port)}, lambda: 1))
+        try:
+            results = await channel.alter_partition_reassignments(
+                [("x", 0, [2]), ("x", 1, [9])], all_or_nothing=True)
+            assert [r.error for r in results][1] is not ErrorCode.none
+            started = [o.partition for o in await channel.list_partition_reassignments()]
+            moved = node.metadata.partition("x", 0)
+            assert moved is not None
+            if where == "local":
+                assert results[0].error is ErrorCode.none and started == []
+                assert tuple(moved.replicas) == (1,)
+            else:
+                assert results[0].error is ErrorCode.none
+                assert 2 in moved.replicas and started == [0]
         finally:
             await channel.close()
             server.close()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from broker.config import ConfigError
-from broker.config.node_config import build_config
+from broker.config.loading import build_config
+from broker.config.types import parse_ip_overrides
 from broker.quotas.connections import (
     Admit,
     ConnectionLimits,
@@ -15,7 +16,6 @@ from broker.quotas.connections import (
     Refuse,
     connection_limits,
     ip_connection_rate,
-    parse_overrides,
 )
 from broker.quotas.core import CONNECTION_CREATION_RATE, entity
 
@@ -86,11 +86,11 @@ def test_ip_quota_closes_after_the_throttle_time_and_does_not_count() -> None:
 
 
 def test_overrides_and_listener_keys_from_the_config() -> None:
-    assert parse_overrides(" 10.0.0.1:5, host.example:0 ,") == {"10.0.0.1": 5,
+    assert parse_ip_overrides(" 10.0.0.1:5, host.example:0 ,") == {"10.0.0.1": 5,
                                                                "host.example": 0}
     for bad in ("10.0.0.1", "10.0.0.1:x", ":3", "a:-1"):
         with pytest.raises(ValueError):
-            parse_overrides(bad)
+            parse_ip_overrides(bad)
     raw = {"process.roles": "broker,controller", "node.id": "1",
            "controller.quorum.voters": "1@127.0.0.1:9093",
            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",

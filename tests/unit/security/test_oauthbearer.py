@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from broker.config import ConfigError
-from broker.config.node_config import build_config
+from broker.config.loading import build_config
 from broker.security import oauthbearer as ob
 from broker.security.sasl import AuthFailed, SaslConfig, SaslSession
 

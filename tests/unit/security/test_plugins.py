@@ -116,7 +116,7 @@ def test_principal_builder_hook() -> None:
 
 
 def test_plugin_keys_pass_through_config() -> None:
-    from broker.config.node_config import build_config
+    from broker.config.loading import build_config
 
     cfg = build_config({"process.roles": "broker,controller", "node.id": "1",
                         "controller.quorum.voters": "1@127.0.0.1:9093",
