@@ -59,11 +59,12 @@ def status(cluster: Cluster, node_id: int, service: str) -> str:
 
 def test_a_restarted_broker_is_ready_only_once_its_replicas_are_in_sync(
         tmp_path: Path) -> None:
-    with Cluster(tmp_path, controllers=1, brokers=3,
-                 overrides={"broker.session.timeout.ms": "60000"}) as cluster:
+    cluster = Cluster(tmp_path, controllers=1, brokers=3,
+                      overrides={"broker.session.timeout.ms": "60000"})
+    try:
         cluster.start(timeout=START_S)
         cluster.admin(OTHER).create_topics(
-            [NewTopic(TOPIC, replica_assignment=[[LEADER, FOLLOWER]])])[TOPIC].result(30)
+            [NewTopic(TOPIC, 1, replica_assignment=[[LEADER, FOLLOWER]])])[TOPIC].result(30)
         cluster.wait_for(lambda: status(cluster, FOLLOWER, READINESS_SERVICE) == "SERVING",
                          60, "broker 3 ready with ready-0 in sync")
         assert isr(cluster) == [LEADER, FOLLOWER]
@@ -87,7 +88,8 @@ def test_a_restarted_broker_is_ready_only_once_its_replicas_are_in_sync(
             # while it was not yet unfenced, it was not ready either
             assert all(ready == "NOT_SERVING" for live, ready in seen
                        if live == "NOT_SERVING"), seen
-            brokers = {b.broker_id: b for b in cluster.describe_cluster(CONTROLLER).brokers}
+            brokers = {b.registration.broker_id: b
+                       for b in cluster.describe_cluster(CONTROLLER).brokers}
             assert brokers[FOLLOWER].state == 2  # UNFENCED (skiff.admin.v1.BrokerState)
             # unfenced and alive, but nothing to catch up from: not ready, for as long as
             # the leader is away (an absence: watched for HOLD_S)
@@ -106,3 +108,5 @@ def test_a_restarted_broker_is_ready_only_once_its_replicas_are_in_sync(
                          "the controller's ISR with broker 3")
         log = cluster.nodes[FOLLOWER].log_path.read_text()
         assert f"1 replica(s) of broker {FOLLOWER} not yet in the ISR: {TOPIC}-0" in log
+    finally:
+        cluster.stop()
