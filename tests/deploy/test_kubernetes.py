@@ -8,6 +8,7 @@ its StatefulSet, runs under `podman kube play` and serves a Kafka client."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -286,8 +287,10 @@ def test_rendered_properties_are_accepted_by_skiff(overlay: str, tmp_path: Path)
                 assert [str(a) for a in cfg.advertised_listeners
                         if a.name not in cfg.controller_listener_names] == want
                 assert cfg.node_id == 100 + ordinal
-            else:
+            else:  # what `skiff quorum add-controller` registers for it (KIP-853)
                 assert cfg.node_id == ordinal
+                assert [str(a) for a in cfg.advertised_listeners] == [
+                    f"CONTROLLER://skiff-controller-{ordinal}.skiff-controller:9093"]
             if overlay == "secure" and cfg.is_broker:
                 login = jaas_for(cfg, "SASL_SSL", "SCRAM-SHA-512")
                 assert login is not None and login.options == {
@@ -374,7 +377,8 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
     """The dev overlay's StatefulSet pod template, as a Pod named like its first replica,
     with only what differs outside a cluster: the image name of this build, host ports, an
     advertised address the host reaches, the namespace (podman has no metadata.namespace),
-    and a named volume for the claim."""
+    and a named volume for the claim. The skiff-cluster Secret is the one the overlay's
+    Job makes (its command's arguments, the same function)."""
     items = docs("dev")
     sts = by_kind(items, "StatefulSet")["skiff-broker"]
     spec = sts["spec"]["template"]["spec"]
@@ -398,9 +402,13 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
                         "labels": sts["spec"]["template"]["metadata"]["labels"]},
            "spec": spec}
     configmaps = [d for d in items if d["kind"] == "ConfigMap"]
+    cluster = cluster_secret_of(items)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "skiff-cluster"},
+              "type": "Opaque", "data": {k: base64.b64encode(v.encode()).decode()
+                                         for k, v in cluster.items()}}
     play = Path(engine.REPO_ROOT / ".pytest_cache" / f"kube-play-{suffix}.yaml")
     play.parent.mkdir(exist_ok=True)
-    play.write_text(yaml.safe_dump_all([*configmaps, pod]))
+    play.write_text(yaml.safe_dump_all([secret, *configmaps, pod]))
     try:
         podman("kube", "play", str(play), timeout=300)
         try:
@@ -410,12 +418,14 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
         meta = podman("exec", "skiff-broker-0-skiff", "cat",
                       "/var/lib/skiff/data/meta.properties").stdout
         assert "node.id=100" in meta  # 100 + the ordinal of skiff-broker-0
+        assert f"cluster.id={cluster['SKIFF_CLUSTER_ID']}" in meta
         topic = f"kube-{suffix}"
         acked = produce(bootstrap, topic, 100)
         assert sorted(consume_all(bootstrap, topic, 100)) == sorted(acked)
     finally:
         podman("kube", "down", str(play), check=False, timeout=300)
         podman("pod", "rm", "-f", "skiff-broker-0", check=False)
+        podman("secret", "rm", "skiff-cluster", check=False)
         for name in [volume, *(c["metadata"]["name"] for c in configmaps)]:
             podman("volume", "rm", "-f", name, check=False)  # kube play's configMap volumes too
         play.unlink(missing_ok=True)
