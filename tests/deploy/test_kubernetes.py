@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 from broker.admin.readiness import READINESS_SERVICE
+from broker.cli.health import check
 from broker.config import load_config, parse_properties
 from broker.testing import engine
 from broker.testing.engine import REPO_ROOT, podman
@@ -403,13 +405,18 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
            "spec": spec}
     configmaps = [d for d in items if d["kind"] == "ConfigMap"]
     cluster = cluster_secret_of(items)
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "skiff-cluster"},
-              "type": "Opaque", "data": {k: base64.b64encode(v.encode()).decode()
-                                         for k, v in cluster.items()}}
     play = Path(engine.REPO_ROOT / ".pytest_cache" / f"kube-play-{suffix}.yaml")
     play.parent.mkdir(exist_ok=True)
-    play.write_text(yaml.safe_dump_all([secret, *configmaps, pod]))
+    play.write_text(yaml.safe_dump_all([*configmaps, pod]))
+    # podman 4.3 reads an envFrom secretRef from a podman secret holding the Secret's data
+    # as a JSON object of base64 values (a Secret in the played YAML is stored as YAML,
+    # which it then fails to read)
+    secret_file = play.with_suffix(".secret.json")
+    secret_file.write_text(json.dumps({k: base64.b64encode(v.encode()).decode()
+                                       for k, v in cluster.items()}))
+    podman("secret", "rm", "skiff-cluster", check=False)  # one a failed run left
     try:
+        podman("secret", "create", "skiff-cluster", str(secret_file))
         podman("kube", "play", str(play), timeout=300)
         try:
             engine.wait_healthy(f"127.0.0.1:{host_ports[9094]}")  # what the grpc probes ask
@@ -422,6 +429,11 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
         topic = f"kube-{suffix}"
         acked = produce(bootstrap, topic, 100)
         assert sorted(consume_all(bootstrap, topic, 100)) == sorted(acked)
+        # what its readiness probe asks: a lone broker leads all its partitions
+        deadline = time.monotonic() + 60
+        while not check(f"127.0.0.1:{host_ports[9094]}", READINESS_SERVICE)[0]:
+            assert time.monotonic() < deadline, "skiff.readiness never SERVING"
+            time.sleep(0.5)
     finally:
         podman("kube", "down", str(play), check=False, timeout=300)
         podman("pod", "rm", "-f", "skiff-broker-0", check=False)
@@ -429,3 +441,4 @@ def test_dev_broker_pod_runs_under_podman_kube_play(skiff_image: str) -> None:
         for name in [volume, *(c["metadata"]["name"] for c in configmaps)]:
             podman("volume", "rm", "-f", name, check=False)  # kube play's configMap volumes too
         play.unlink(missing_ok=True)
+        secret_file.unlink(missing_ok=True)
