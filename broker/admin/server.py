@@ -115,7 +115,11 @@ class _Health(health.aio.HealthServicer):  # type: ignore[misc]
         self.last: Readiness | None = None
 
     async def refresh(self) -> None:
-        now = self.readiness()
+        try:
+            now = self.readiness()
+        except Exception as exc:  # a probe gets NOT_SERVING, not an error status
+            log.exception("node_readiness_error")
+            now = Readiness(False, f"readiness could not be computed: {exc}")
         if now != self.last:
             log.info("node_readiness", ready=now.ready, reason=now.reason or None)
             self.last = now
@@ -247,10 +251,7 @@ class AdminServer:
         for name in ("", *pb.SERVICE_NAMES):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         while True:
-            try:
-                await self._health.refresh()
-            except Exception:  # the loop must outlive one bad read of the image
-                log.exception("node_readiness_error")
+            await self._health.refresh()
             await asyncio.sleep(READINESS_REFRESH_S)
 
     async def stop(self) -> None:
