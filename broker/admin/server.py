@@ -3,7 +3,13 @@ server reflection, on `admin.listeners` (default 127.0.0.1:9094).
 
 While the node is not ready (`node.ready` unset: not yet registered and unfenced) every
 admin call answers UNAVAILABLE and the health service reports NOT_SERVING; health and
-reflection themselves always answer.
+reflection themselves always answer. Once ready, the overall status ("", what liveness and
+startup probes ask) stays SERVING until the server stops.
+
+The health service also answers `skiff.readiness` (broker/admin/readiness.py), what a
+readiness probe asks: NOT_SERVING while a broker is fenced, shutting down or has replicas
+that are not back in the ISR yet. It is computed on each Check, and refreshed every
+READINESS_REFRESH_S for Watch callers and the `node_readiness` log line of each change.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from broker.admin.groups import GroupService
 from broker.admin.partitions import PartitionService
 from broker.admin.quorum import QuorumDescriber, no_quorum_describer
 from broker.admin.quotas import QuotaService
+from broker.admin.readiness import READINESS_SERVICE, READY, Readiness
 from broker.admin.records import RecordService
 from broker.admin.services import AdminServices
 from broker.admin.topics import TopicService
@@ -42,6 +49,7 @@ log = structlog.get_logger(__name__)
 DEFAULT_ADMIN_LISTENER = "127.0.0.1:9094"
 ADMIN_LISTENERS_KEY = "admin.listeners"
 _ADMIN_PREFIX = "/skiff.admin."
+READINESS_REFRESH_S = 1.0
 
 
 def parse_admin_listeners(value: str | Sequence[str] | None) -> list[str]:
@@ -98,6 +106,33 @@ class _ReadyGate(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return handler
 
 
+class _Health(health.aio.HealthServicer):  # type: ignore[misc]
+    """grpc.health.v1 whose `skiff.readiness` status is computed when asked."""
+
+    def __init__(self, readiness: Callable[[], Readiness]) -> None:
+        super().__init__()
+        self.readiness = readiness
+        self.last: Readiness | None = None
+
+    async def refresh(self) -> None:
+        try:
+            now = self.readiness()
+        except Exception as exc:  # a probe gets NOT_SERVING, not an error status
+            log.exception("node_readiness_error")
+            now = Readiness(False, f"readiness could not be computed: {exc}")
+        if now != self.last:
+            log.info("node_readiness", ready=now.ready, reason=now.reason or None)
+            self.last = now
+        await self.set(READINESS_SERVICE, health_pb2.HealthCheckResponse.SERVING if now.ready
+                       else health_pb2.HealthCheckResponse.NOT_SERVING)
+
+    async def Check(self, request: health_pb2.HealthCheckRequest,
+                    context: grpc.aio.ServicerContext) -> health_pb2.HealthCheckResponse:
+        if request.service == READINESS_SERVICE:
+            await self.refresh()
+        return await super().Check(request, context)
+
+
 class AdminServer:
     """Start with `await start()` inside the node's event loop; `ports` are the bound ports
     (useful with port 0)."""
@@ -105,21 +140,26 @@ class AdminServer:
     def __init__(self, node: AdminServices, listeners: Sequence[str] = (DEFAULT_ADMIN_LISTENER,), *,
                  describe_quorum: QuorumDescriber | None = None,
                  admin_address_of: Callable[[int], str | None] | None = None,
-                 grace_s: float = 1.0, security: AdminSecurity | None = None) -> None:
+                 grace_s: float = 1.0, security: AdminSecurity | None = None,
+                 readiness: Callable[[], Readiness] | None = None) -> None:
         """`security`: TLS and authentication (broker/admin/auth.py); None: from
-        `node.config`."""
+        `node.config`. `readiness`: what `skiff.readiness` reports (broker/node's
+        Node.readiness); None: ready once `node.ready` is set."""
         self.node = node
         self.listeners = list(listeners)
         self.describe_quorum = describe_quorum or no_quorum_describer()
         self.grace_s = grace_s
         self.ports: list[int] = []
         self._server: grpc.aio.Server | None = None
-        self._health = health.aio.HealthServicer()
+        self._health = _Health(readiness or self._started)
         self._watch: asyncio.Task[None] | None = None
         self.security = security if security is not None else AdminSecurity.from_config(
             node.config)
         self.forwarder = Forwarder(node, admin_address_of,
                                    credentials=self.security.channel_credentials())
+
+    def _started(self) -> Readiness:
+        return READY if self.node.ready.is_set() else Readiness(False, "starting")
 
     @property
     def addresses(self) -> list[str]:
@@ -172,7 +212,7 @@ class AdminServer:
         health_name = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
         reflection.enable_server_reflection(
             (*pb.SERVICE_NAMES, health_name, reflection.SERVICE_NAME), server)
-        for name in ("", *pb.SERVICE_NAMES):
+        for name in ("", *pb.SERVICE_NAMES, READINESS_SERVICE):
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         ports = []
         for listener in self.listeners:
@@ -210,6 +250,9 @@ class AdminServer:
         await self.node.ready.wait()
         for name in ("", *pb.SERVICE_NAMES):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        while True:
+            await self._health.refresh()
+            await asyncio.sleep(READINESS_REFRESH_S)
 
     async def stop(self) -> None:
         if self._watch is not None:

@@ -5,7 +5,9 @@ the node starts (before it is registered and unfenced) and while it stops, SERVI
 between. This command is what a container HEALTHCHECK, a Compose healthcheck or a script
 runs: exit 0 when the node answers SERVING, 1 otherwise (not serving, unreachable, no answer
 in time), with one line on stdout (the status) or stderr (why not). Kubernetes probes ask
-the same service with their native `grpc:` probe.
+the same service with their native `grpc:` probe. `--service skiff.readiness` asks the
+node's readiness instead (broker/admin/readiness.py: a broker unfenced with its replicas in
+the ISR), what the brokers' readiness probe asks.
 
 The address is `--bootstrap`, else $SKIFF_ADMIN, else 127.0.0.1:9094 (as for `skiff admin`).
 """

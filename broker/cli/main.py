@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from broker import __name__ as _pkg  # noqa: F401  (keeps the package importable check honest)
-from broker.cli import admin, health, server, storage, tools, users
+from broker.cli import admin, health, kube, server, storage, tools, users
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_parsers(sub)
     health.add_parser(sub)
     users.add_parser(sub)
+    kube.add_parser(sub)
     return parser
 
 

@@ -16,7 +16,12 @@ import structlog
 
 from broker.config import ConfigError, NodeConfig, load_config
 from broker.logsetup import configure_logging
-from broker.metadata.storage import StorageError, format_storage, read_meta_properties
+from broker.metadata.storage import (
+    StorageError,
+    format_storage,
+    parse_initial_controllers,
+    read_meta_properties,
+)
 from broker.protocol.kafka_uuid import random_kafka_uuid
 from raft import eventloop
 
@@ -25,6 +30,8 @@ log = structlog.get_logger(__name__)
 # Read by `server start --auto-format` (as CLUSTER_ID is by the apache/kafka image); not a
 # node property, so broker.config leaves it out of the SKIFF_<KEY> mapping.
 ENV_CLUSTER_ID = "SKIFF_CLUSTER_ID"
+# Read by --auto-format too: the KIP-853 initial voter set (`skiff kube cluster-secret`).
+ENV_INITIAL_CONTROLLERS = "SKIFF_INITIAL_CONTROLLERS"
 
 
 def add_parsers(sub: Any) -> None:
@@ -40,6 +47,17 @@ def add_parsers(sub: Any) -> None:
                             "node is a single combined node that is its own only voter")
     start.add_argument("--cluster-id", default=None,
                        help=f"the cluster id --auto-format writes (default ${ENV_CLUSTER_ID})")
+    start.add_argument("--initial-controllers", default=None, metavar="ID@HOST:PORT:DIRID,...",
+                       help="KIP-853, for --auto-format of a controller with "
+                            "controller.quorum.bootstrap.servers: the initial voter set "
+                            f"(default ${ENV_INITIAL_CONTROLLERS}); a controller it does not "
+                            "list is formatted to join later (skiff quorum add-controller)")
+    start.add_argument("--add-scram", action="append", default=[], metavar="SCRAM",
+                       help="for --auto-format: a SCRAM credential of the bootstrap metadata, "
+                            "as `storage format --add-scram` (repeatable)")
+    start.add_argument("--add-scram-file", action="append", default=[], metavar="FILE",
+                       help="for --auto-format: --add-scram values, one a line (blank lines "
+                            "and # comments skipped), e.g. a mounted Secret")
     server.set_defaults(handler=run_server)
 
     dev = sub.add_parser(
@@ -73,17 +91,40 @@ def run_server(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, args.override, os.environ, warn=_warn_later)
         if args.auto_format:
             configure_logging(cfg["log.format"], cfg["log.level"])  # its line in the node's format
-            auto_format(cfg, args.cluster_id or os.environ.get(ENV_CLUSTER_ID) or None)
+            scram = list(args.add_scram)
+            for path in args.add_scram_file:
+                scram += read_scram_file(path)
+            auto_format(cfg, args.cluster_id or os.environ.get(ENV_CLUSTER_ID) or None,
+                        initial_controllers=args.initial_controllers
+                        or os.environ.get(ENV_INITIAL_CONTROLLERS) or None,
+                        add_scram=scram)
     except (ConfigError, StorageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return _run(cfg)
 
 
-def auto_format(cfg: NodeConfig, cluster_id: str | None) -> None:
+def read_scram_file(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise StorageError(f"--add-scram-file {path}: {exc.strerror or exc}") from None
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def auto_format(cfg: NodeConfig, cluster_id: str | None, *,
+                initial_controllers: str | None = None, add_scram: list[str] | None = None
+                ) -> None:
     """Format the node's unformatted directories (a container's first start). Without a
     cluster id only a single combined node that is its own only voter may pick a random one:
-    nodes of a cluster must share theirs, so they are refused with a clear message."""
+    nodes of a cluster must share theirs, so they are refused with a clear message.
+
+    `initial_controllers` (KIP-853) matters only to a controller that finds the quorum
+    through controller.quorum.bootstrap.servers: one it lists is formatted with that voter
+    set, any other to join later; a broker-only node or static voters ignore it.
+    `add_scram`: SCRAM credentials of the bootstrap metadata (the first active controller
+    writes them)."""
     unformatted = [d for d in cfg.all_directories()
                    if not (d.is_dir() and read_meta_properties(d) is not None)]
     if not unformatted:
@@ -97,9 +138,17 @@ def auto_format(cfg: NodeConfig, cluster_id: str | None) -> None:
                 f"{ENV_CLUSTER_ID} (the same on every node; `skiff storage random-uuid` makes "
                 "one) or --cluster-id")
         cluster_id = random_kafka_uuid()
+    dynamic = cfg.is_controller and not cfg.voters and initial_controllers is not None
+    listed = dynamic and any(
+        node_id == cfg.node_id for node_id, *_ in parse_initial_controllers(
+            initial_controllers or ""))
     log.info("formatting_storage", directories=[str(d) for d in unformatted],
-             cluster_id=cluster_id)
-    format_storage(cfg, cluster_id, ignore_formatted=True)
+             cluster_id=cluster_id, scram_credentials=len(add_scram or ()),
+             initial_controllers=initial_controllers if listed else None,
+             joins_quorum_later=dynamic and not listed)
+    format_storage(cfg, cluster_id, ignore_formatted=True, add_scram=add_scram or (),
+                   initial_controllers=initial_controllers if listed else None,
+                   no_initial_controllers=dynamic and not listed)
 
 
 def run_dev(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.admin import AdminServer, admin_listeners, describe_raft
+from broker.admin.readiness import READY, Readiness, broker_readiness
 from broker.config import BROKER_CONFIGS, NodeConfig
 from broker.controller import (
     AssignReplicasToDirsRequest,
@@ -107,6 +108,8 @@ class Node:
         self.broker_epoch = -1
         self.previous_broker_epoch = -1
         self.ready = asyncio.Event()
+        # what this broker's latest heartbeat answer said (registered brokers start fenced)
+        self.fenced = True
         self._tasks: list[asyncio.Task[None]] = []
         self.logs: LogManager
         self.replicas: ReplicaManager
@@ -241,6 +244,7 @@ class Node:
             self, admin_listeners(cfg),
             describe_quorum=describe_raft(self.quorum.driver.core, self.clock,
                                           self.quorum.driver._now),
+            readiness=self.readiness,
         )
         await self.admin.start()
 
@@ -272,6 +276,16 @@ class Node:
             await self.broker_server.start()
         else:
             self.ready.set()
+
+    def readiness(self) -> Readiness:
+        """What the admin plane's `skiff.readiness` health service reports
+        (broker/admin/readiness.py): a broker is ready when unfenced, not shutting down,
+        and its replicas are in sync; a controller-only node once started."""
+        if not self.ready.is_set():
+            return Readiness(False, "starting: not yet registered and unfenced")
+        if not self.config.is_broker:
+            return READY
+        return broker_readiness(self.metadata, self.node_id, self.fenced)
 
     def _dynamic_broker_configs(self) -> Mapping[str, str]:
         """This broker's dynamic configs over the cluster default (AlterConfigs)."""
@@ -495,7 +509,7 @@ class Node:
         interval = cfg["broker.heartbeat.interval.ms"] / 1000
         fast = min(0.02, interval)
         await self._register()
-        fenced = True  # registered brokers start fenced
+        self.fenced = True  # registered brokers start fenced
         while True:
             self._heartbeat_now.clear()  # this heartbeat goes to the leader known now
             try:
@@ -505,26 +519,26 @@ class Node:
                     want_fence=False, want_shut_down=False,
                     offline_log_dirs=self._offline_dir_ids(),
                     # none until caught up: an old image could uncordon what is cordoned
-                    cordoned_log_dirs=None if fenced else self.logs.cordoned_dir_ids(),
+                    cordoned_log_dirs=None if self.fenced else self.logs.cordoned_dir_ids(),
                 ))
                 if beat.error is ErrorCode.none and not beat.is_fenced:
-                    if fenced:
+                    if self.fenced:
                         log.info("broker_unfenced", broker_epoch=self.broker_epoch)
-                    fenced = False
+                    self.fenced = False
                     self.ready.set()
                 elif beat.error is ErrorCode.none:
-                    if not fenced:
+                    if not self.fenced:
                         log.warning("broker_fenced_by_controller", broker_epoch=self.broker_epoch,
                                     reason="session expired (process paused or starved?)",
                                     session_timeout_ms=cfg["broker.session.timeout.ms"])
-                    fenced = True
+                    self.fenced = True
                 elif beat.error in (ErrorCode.stale_broker_epoch,
                                     ErrorCode.broker_id_not_registered):
                     log.warning("broker_heartbeat_refused", error=beat.error.name,
                                 broker_epoch=self.broker_epoch, action="registering again")
                     self.broker_epoch = -1
                     self.previous_broker_epoch = -1
-                    fenced = True
+                    self.fenced = True
                     await self._register()
                     continue
                 else:
@@ -536,8 +550,8 @@ class Node:
                 # Whatever goes wrong with one heartbeat, the loop goes on: a lifecycle task
                 # that ended here would leave a live broker fenced for good, silently.
                 log.exception("broker_heartbeat_error", broker_epoch=self.broker_epoch)
-                fenced = True
-            await self._until_next_heartbeat(fast if fenced else interval, fast)
+                self.fenced = True
+            await self._until_next_heartbeat(fast if self.fenced else interval, fast)
 
     def _metadata_leader_changed(self, leader_id: int, epoch: int) -> None:
         """The metadata quorum has a new leader (Raft's LeaderChanged): heartbeat it at once.

@@ -1,5 +1,6 @@
 """`skiff health`: exit 0 when the node's grpc.health.v1 service answers SERVING, 1 when it
-answers NOT_SERVING (a node still starting) or cannot be reached."""
+answers NOT_SERVING (a node still starting) or cannot be reached; the same for
+`--service skiff.readiness`, what the brokers' readiness probe asks."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def test_health_serving_on_a_ready_node(own_skiff_node: SkiffNode) -> None:
     assert result.stdout.strip() == "SERVING"
     quiet = health(address, "--quiet")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    # a lone broker leads each of its partitions: ready (the readiness probe's service)
+    ready = health(address, "--service", "skiff.readiness")
+    while ready.returncode != 0 and time.monotonic() < deadline + 20:
+        time.sleep(0.2)
+        ready = health(address, "--service", "skiff.readiness")
+    assert (ready.returncode, ready.stdout.strip()) == (0, "SERVING"), ready.stderr
 
 
 def test_health_unreachable_exits_1() -> None:
@@ -61,6 +68,9 @@ def test_health_not_serving_while_the_node_starts(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, log_path.read_text()
                 time.sleep(0.1)
             result = health(f"127.0.0.1:{aport}")
+            assert result.returncode == 1, result.stdout
+            assert "NOT_SERVING" in result.stderr
+            result = health(f"127.0.0.1:{aport}", "--service", "skiff.readiness")
             assert result.returncode == 1, result.stdout
             assert "NOT_SERVING" in result.stderr
         finally:

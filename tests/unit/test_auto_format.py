@@ -57,3 +57,60 @@ def test_cluster_id_env_is_not_a_node_property(tmp_path: Path) -> None:
                       warn=warnings.append)
     assert warnings == []
     assert "cluster.id" not in cfg.originals
+
+
+def dynamic_controller(tmp: Path, node_id: int) -> dict[str, str]:
+    """A controller of a KIP-853 quorum, as deploy/kubernetes/base/controller.properties."""
+    return {
+        "process.roles": "controller", "node.id": str(node_id),
+        "controller.quorum.bootstrap.servers": "c0:9093,c1:9093,c2:9093",
+        "listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+        "log.dirs": str(tmp / f"data-{node_id}"),
+    }
+
+
+def test_initial_controllers_format_a_listed_controller_and_a_joiner(tmp_path: Path) -> None:
+    """`skiff kube cluster-secret`'s SKIFF_INITIAL_CONTROLLERS: a listed controller gets
+    that voter set with its own directory id; an unlisted one (a scale-up) joins later."""
+    from broker.metadata.storage import read_bootstrap_voters
+    from broker.protocol.kafka_uuid import kafka_to_uuid
+
+    cluster_id, dirs = random_kafka_uuid(), [random_kafka_uuid() for _ in range(3)]
+    initial = ",".join(f"{i}@c{i}:9093:{d}" for i, d in enumerate(dirs))
+    listed = load_config(None, dynamic_controller(tmp_path, 1), {})
+    auto_format(listed, cluster_id, initial_controllers=initial)
+    meta = read_meta_properties(tmp_path / "data-1")
+    assert meta is not None and meta.directory_id == dirs[1]
+    voters = read_bootstrap_voters(tmp_path / "data-1")
+    assert sorted((v.node_id, v.directory_id) for v in voters) == [
+        (i, kafka_to_uuid(d)) for i, d in enumerate(dirs)]
+    joiner = load_config(None, dynamic_controller(tmp_path, 3), {})
+    auto_format(joiner, cluster_id, initial_controllers=initial)
+    assert read_meta_properties(tmp_path / "data-3") is not None
+    assert read_bootstrap_voters(tmp_path / "data-3") is None
+
+
+def test_scram_credentials_from_a_file_reach_the_bootstrap_metadata(tmp_path: Path) -> None:
+    from broker.cli.server import read_scram_file
+    from broker.metadata.storage import BOOTSTRAP_CHECKPOINT
+
+    users = tmp_path / "users"
+    users.write_text("# users of the cluster\nSCRAM-SHA-512=[name=alice,password=a s3cret]\n\n"
+                     "SCRAM-SHA-256=[name=bob,password=b]\n")
+    scram = read_scram_file(str(users))
+    assert scram == ["SCRAM-SHA-512=[name=alice,password=a s3cret]",
+                     "SCRAM-SHA-256=[name=bob,password=b]"]
+    cfg = load_config(None, combined(tmp_path), {})
+    auto_format(cfg, random_kafka_uuid(), add_scram=scram)
+    checkpoint = (tmp_path / "data" / BOOTSTRAP_CHECKPOINT).read_bytes()
+    assert b"alice" in checkpoint and b"bob" in checkpoint
+    with pytest.raises(StorageError, match="add-scram-file"):
+        read_scram_file(str(tmp_path / "missing"))
+
+
+def test_initial_controllers_env_is_not_a_node_property(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    load_config(None, combined(tmp_path), {"SKIFF_INITIAL_CONTROLLERS": "0@c0:9093:x"},
+                warn=warnings.append)
+    assert warnings == []

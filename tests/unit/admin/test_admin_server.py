@@ -199,3 +199,50 @@ def test_a_taken_admin_port_fails_the_start_with_a_clear_message() -> None:
                 await third.start()
 
     asyncio.run(asyncio.wait_for(go(), 20))
+
+
+def test_readiness_service_follows_the_nodes_readiness_the_overall_status_does_not(
+        node: AdminTestNode) -> None:
+    """skiff.readiness is computed on each Check from the node's readiness; "" (liveness)
+    stays SERVING; a readiness that raises answers NOT_SERVING, not an error status."""
+    from broker.admin.readiness import READINESS_SERVICE, READY, Readiness
+
+    now: list[Readiness] = [Readiness(False, "2 replica(s) of broker 1 not yet in the ISR")]
+
+    def readiness() -> Readiness:
+        if not now:
+            raise RuntimeError("no image")
+        return now[0]
+
+    async def body() -> list[tuple[int, int]]:
+        server = AdminServer(node, ["127.0.0.1:0"], grace_s=0, readiness=readiness)
+        await server.start()
+        seen = []
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.ports[0]}") as ch:
+                stub = health_pb2_grpc.HealthStub(ch)
+
+                async def both() -> tuple[int, int]:
+                    overall = await stub.Check(health_pb2.HealthCheckRequest(service=""))
+                    ready = await stub.Check(
+                        health_pb2.HealthCheckRequest(service=READINESS_SERVICE))
+                    return overall.status, ready.status
+
+                for _ in range(500):  # the overall status flips once node.ready is seen
+                    if (await both())[0] == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                    await asyncio.sleep(0.01)
+                seen.append(await both())
+                now[0] = READY
+                seen.append(await both())
+                now.clear()
+                seen.append(await both())
+        finally:
+            await server.stop()
+        return seen
+
+    node.ready.set()
+    serving, not_serving = (health_pb2.HealthCheckResponse.SERVING,
+                            health_pb2.HealthCheckResponse.NOT_SERVING)
+    assert asyncio.run(body()) == [(serving, not_serving), (serving, serving),
+                                   (serving, not_serving)]
