@@ -15,8 +15,10 @@ MirrorMaker 2") tells a user to write:
 - topic configs synced every 5 s (a change on the source is followed on the target; the
   sync found a Skiff bug, see below);
 - `sync.group.offsets.enabled=true` with checkpoints and group offset syncs every second, and
-  `offset.flush.interval.ms=1000`, so the sync for a partition's last record (held back until
-  the task commits) is written within a second or so.
+  `<target>.offset.flush.interval.ms=1000` (a worker setting: MirrorMaker 2 passes the
+  target's prefixed settings to its herder and ignores a top-level one), so the offset sync of
+  a partition's last record, held back until the task commits, is written within a second or
+  so instead of a minute.
 
 The test, once in each direction (Kafka -> Skiff, then Skiff -> Kafka):
 
@@ -30,14 +32,16 @@ The test, once in each direction (Kafka -> Skiff, then Skiff -> Kafka):
    target topic, and MirrorMaker 2 never logs that it could not alter a topic's configs
    (Skiff refused the DELETE of errors.deadletterqueue.group.enable, a Kafka 4.4 topic
    config it does not serve, that MirrorMaker 2's sync sends for every default config).
-3. The group's committed offsets on the target (read with the admin API) are the translated
-   ones. The bound asserted is Kafka's own for a full sync (MirrorConnectorsIntegrationBaseTest:
-   waitForConsumerGroupFullSync, assertDownstreamRedeliveriesBoundedByMaxLag): for each
-   partition, committed - offset.lag.max < translated <= committed, i.e. never past the
-   source position (no record skipped) and fewer than offset.lag.max (100, the default)
-   records read twice. Where the source group is at the end of a partition the translation is
-   exact (MirrorMaker 2 writes the sync of a partition's last record at its next commit), and
-   the test waits for that: a group stopped at the end re-reads nothing.
+3. The group's committed offsets on the target (read with the admin API, and as
+   kafka-consumer-groups --describe prints them; kafka-get-offsets prints the same end
+   offsets on both sides) are the translated ones. The bound asserted is Kafka's own for a
+   full sync (MirrorConnectorsIntegrationBaseTest: waitForConsumerGroupFullSync and
+   assertDownstreamRedeliveriesBoundedByMaxLag): for each partition
+   committed - offset.lag.max < translated <= committed, never past the source position (no
+   record skipped) and fewer than offset.lag.max (100, the default) records read twice.
+   Where the source group is at the end of a partition the translation is exact (MirrorMaker
+   2 writes the sync of a partition's last record at its next commit), and the test waits
+   for that: a group stopped at the end re-reads nothing.
 4. A consumer of the group, subscribed on the target, starts each partition at the translated
    offset and reads the rest of the source's records in order.
 5. Cut-over of the producers: records produced on the source while the group already reads
@@ -75,7 +79,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.conftest import Broker
-from tests.support.kafka_ref import TOOL_JVM_OPTS, KafkaNode, java_program_classpath
+from tests.support.kafka_ref import TOOL_JVM_OPTS, KafkaNode, java_program_classpath, tool
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
@@ -129,6 +133,8 @@ class MirrorMakerProcess:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             ["java", *TOOL_JVM_OPTS, "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+             "-Dorg.slf4j.simpleLogger.showDateTime=true",
+             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
              "-cp", java_program_classpath(), MIRROR_MAKER_CLASS, str(self.config),
              "--clusters", target],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
@@ -178,7 +184,15 @@ def mm2_properties(source: str, source_bootstrap: str, target: str, target_boots
         "refresh.groups.interval.seconds": "5",
         "sync.topic.configs.interval.seconds": "5",
         "offset.lag.max": str(OFFSET_LAG_MAX),
-        "offset.flush.interval.ms": "1000",
+        # worker settings of the target's herder take the target's prefix (a top-level
+        # offset.flush.interval.ms is ignored by MirrorMaker 2): commit every second, which
+        # also writes the offset sync of each partition's last record
+        f"{target}.offset.flush.interval.ms": "1000",
+        # every plugin on the classpath has a ServiceLoader manifest (Connect says so): no
+        # class-path scan, ~20 s each on a loaded machine, neither for MirrorMakerConfig's
+        # plugins (top level) nor for the herder's (the target's prefix)
+        "plugin.discovery": "service_load",
+        f"{target}.plugin.discovery": "service_load",
         "sync.topic.acls.enabled": "false",
         # one broker on each side here; a production cluster keeps the defaults (3)
         "replication.factor": "1",
@@ -317,6 +331,26 @@ def group_state(bootstrap: str, group: str) -> str:
     return str(desc.state.name)
 
 
+def get_offsets(bootstrap: str, topic: str) -> list[str]:
+    """`kafka-get-offsets --bootstrap-server B --topic T`: `topic:partition:end` lines."""
+    proc = tool("kafka-get-offsets", "--bootstrap-server", bootstrap, "--topic", topic)
+    assert proc.returncode == 0, proc.stderr
+    return sorted(proc.stdout.split())
+
+
+def described_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int | None]:
+    """CURRENT-OFFSET per partition in `kafka-consumer-groups --describe --group G`."""
+    proc = tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe",
+                "--group", group)
+    assert proc.returncode == 0, proc.stderr
+    out: dict[tuple[str, int], int | None] = {}
+    for line in proc.stdout.splitlines():
+        cols = line.split()
+        if len(cols) >= 4 and cols[0] == group:
+            out[(cols[1], int(cols[2]))] = None if cols[3] == "-" else int(cols[3])
+    return out
+
+
 @dataclass
 class Side:
     alias: str
@@ -403,6 +437,12 @@ def migrate(source: Side, target: Side, work: Path) -> dict[str, float]:
             assert source_committed[tp] - OFFSET_LAG_MAX < offset <= source_committed[tp], (
                 tp, offset, source_committed[tp])
         assert group_state(target.bootstrap, group) == "EMPTY"
+        # the guide's checks with Kafka's tools: the same end offsets on both sides, and the
+        # group's offsets on the target as kafka-consumer-groups shows them
+        for name in names.values():
+            assert get_offsets(source.bootstrap, name) == get_offsets(target.bootstrap, name)
+        assert described_offsets(target.bootstrap, group) == {
+            tp: target_committed.get(tp) for tp in stops}
 
         # 4. the application moves: a consumer of the group on the target
         c = Consumer({"bootstrap.servers": target.bootstrap, "group.id": group,
