@@ -14,11 +14,11 @@ MirrorMaker 2") tells a user to write:
   all live on the target);
 - topic configs synced every 5 s (a change on the source is followed on the target; the
   sync found a Skiff bug, see below);
-- `sync.group.offsets.enabled=true` with checkpoints and group offset syncs every second, and
-  `<target>.offset.flush.interval.ms=1000` (a worker setting: MirrorMaker 2 passes the
-  target's prefixed settings to its herder and ignores a top-level one), so the offset sync of
-  a partition's last record, held back until the task commits, is written within a second or
-  so instead of a minute.
+- `sync.group.offsets.enabled=true` with checkpoints and group offset syncs every second;
+- `plugin.discovery=service_load`, top level (MirrorMakerConfig's plugins) and with the
+  target's prefix (the herder's: MirrorMaker 2 gives a herder the target's prefixed settings
+  and ignores other top-level worker settings): every plugin has a ServiceLoader manifest,
+  and the class-path scans took ~20 s each on the loaded machine.
 
 The test, once in each direction (Kafka -> Skiff, then Skiff -> Kafka):
 
@@ -34,14 +34,24 @@ The test, once in each direction (Kafka -> Skiff, then Skiff -> Kafka):
    config it does not serve, that MirrorMaker 2's sync sends for every default config).
 3. The group's committed offsets on the target (read with the admin API, and as
    kafka-consumer-groups --describe prints them; kafka-get-offsets prints the same end
-   offsets on both sides) are the translated ones. The bound asserted is Kafka's own for a
-   full sync (MirrorConnectorsIntegrationBaseTest: waitForConsumerGroupFullSync and
-   assertDownstreamRedeliveriesBoundedByMaxLag): for each partition
-   committed - offset.lag.max < translated <= committed, never past the source position (no
-   record skipped) and fewer than offset.lag.max (100, the default) records read twice.
-   Where the source group is at the end of a partition the translation is exact (MirrorMaker
-   2 writes the sync of a partition's last record at its next commit), and the test waits
-   for that: a group stopped at the end re-reads nothing.
+   offsets on both sides) are the translated ones, exactly as MirrorMaker 2 documents its
+   translation (OffsetSyncStore.translateDownstream): the target offset of the nearest sync
+   at or below the group's offset, plus one when the sync is below it. For a group at 130 of
+   150 records that is 102 (28 records read twice), at 60 it is 1 (59), at the end of a
+   partition it is the end (the sync of a partition's last record is written at the task's
+   first offset commit, offset.flush.interval.ms after its start: 60 s, Connect's default).
+   The bound also asserted is Kafka's own (MirrorConnectorsIntegrationBaseTest:
+   waitForConsumerGroupFullSync, assertDownstreamRedeliveriesBoundedByMaxLag): for each
+   partition committed - offset.lag.max < translated <= committed, never past the source
+   position (no record skipped) and fewer than offset.lag.max (100, the default) records
+   read twice.
+   Why 10 syncs: MirrorMaker 2 queues a sync every offset.lag.max records but keeps one
+   pending sync per partition and at most 10 in flight, and each offset commit replaces a
+   pending sync with the partition's latest record. With more syncs in the backlog's burst
+   (13, and offset.flush.interval.ms=1000 in an earlier version of this test) a sync was
+   merged away once: the sync of offset 101 replaced by one of 106, so a group at 140 went
+   to 107 instead of 102. Then a group between two syncs can re-read more than
+   offset.lag.max; the bound holds where every sync was written.
 4. A consumer of the group, subscribed on the target, starts each partition at the translated
    offset and reads the rest of the source's records in order.
 5. Cut-over of the producers: records produced on the source while the group already reads
@@ -91,14 +101,27 @@ MIRROR_MAKER_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
 OFFSET_LAG_MAX = 100  # MirrorMaker 2's default, written out in mm2.properties
 FLOW_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 60.0
-# topic -> (partitions, records per partition)
-TOPICS = {"orders": (3, 250), "events": (2, 180)}
-# where the source group stops, per (topic, partition): at the end, part-way (within
-# offset.lag.max of the end and in the middle), and nothing consumed (no committed offset)
-STOPS = {("orders", 0): 250, ("orders", 1): 213, ("orders", 2): 140,
-         ("events", 0): 180, ("events", 1): None}
+# topic -> (partitions, records per partition). Copying the backlog, MirrorMaker 2 writes an
+# offset sync for each partition's first record and one offset.lag.max + 1 records later
+# (offsets 0 and 101): 10 syncs, as many as it lets be in flight, so none is merged away (see
+# the module's docstring) and the translations are exact.
+TOPICS = {"orders": (3, 150), "events": (2, 120)}
+# where the source group stops, per (topic, partition): at the end, part-way, and nothing
+# consumed (no committed offset)
+STOPS = {("orders", 0): 150, ("orders", 1): 130, ("orders", 2): 60,
+         ("events", 0): 120, ("events", 1): None}
 LATE_RECORDS = 20  # per partition, produced on the source after the consumers moved
 TARGET_RECORDS = 15  # per partition, produced on the target after MirrorMaker 2 stopped
+
+
+def translation(group_offset: int, records: int) -> int:
+    """Where MirrorMaker 2 puts a group at `group_offset` of a partition of `records` records
+    copied in one go (target offsets equal to the source's): the offset syncs are at 0, every
+    offset.lag.max + 1 records, and at the last record; the nearest sync at or below the
+    group's offset, plus one when below (OffsetSyncStore.translateDownstream)."""
+    syncs = {*range(0, records, OFFSET_LAG_MAX + 1), records - 1}
+    nearest = max(x for x in syncs if x <= group_offset)
+    return nearest if nearest == group_offset else nearest + 1
 
 
 @dataclass(frozen=True)
@@ -188,10 +211,6 @@ def mm2_properties(source: str, source_bootstrap: str, target: str, target_boots
         "refresh.groups.interval.seconds": "5",
         "sync.topic.configs.interval.seconds": "5",
         "offset.lag.max": str(OFFSET_LAG_MAX),
-        # worker settings of the target's herder take the target's prefix (a top-level
-        # offset.flush.interval.ms is ignored by MirrorMaker 2): commit every second, which
-        # also writes the offset sync of each partition's last record
-        f"{target}.offset.flush.interval.ms": "1000",
         # every plugin on the classpath has a ServiceLoader manifest (Connect says so): no
         # class-path scan, ~20 s each on a loaded machine, neither for MirrorMakerConfig's
         # plugins (top level) nor for the herder's (the target's prefix)
@@ -440,6 +459,9 @@ def migrate(source: Side, target: Side, work: Path) -> dict[str, float]:
         for tp, offset in target_committed.items():
             assert source_committed[tp] - OFFSET_LAG_MAX < offset <= source_committed[tp], (
                 tp, offset, source_committed[tp])
+        assert target_committed == {
+            tp: translation(g, TOPICS[tp[0].split("-")[1]][1])
+            for tp, g in source_committed.items()}
         assert group_state(target.bootstrap, group) == "EMPTY"
         # the guide's checks with Kafka's tools: the same end offsets on both sides, and the
         # group's offsets on the target as kafka-consumer-groups shows them
