@@ -11,7 +11,7 @@ MirrorMaker 2") tells a user to write:
   consumers move without renaming anything (the default policy would write `kafka.orders`);
 - `offset-syncs.topic.location=target`: MirrorMaker 2 writes nothing to the cluster being
   left (its Connect config/offset/status topics, the offset syncs, checkpoints and heartbeats
-  all live on the target);
+  all live on the target; the test checks that it created no topic on the source);
 - topic configs synced every 5 s (a change on the source is followed on the target; the
   sync found a Skiff bug, see below);
 - `sync.group.offsets.enabled=true` with checkpoints and group offset syncs every second;
@@ -400,6 +400,7 @@ def migrate(source: Side, target: Side, work: Path) -> dict[str, float]:
     assert source_committed == {tp: s for tp, s in stops.items() if s is not None}
     before = {names[t]: read_all(source.bootstrap, names[t], n) for t, (n, _) in TOPICS.items()}
 
+    topics_before = set(admin_of(source.bootstrap).list_topics(timeout=30).topics)
     props = mm2_properties(source.alias, source.bootstrap, target.alias, target.bootstrap,
                            topics=f"mm2-.*-{tag}", groups=f"mm2-app-{tag}")
     mm2 = MirrorMakerProcess(work, props, target.alias)
@@ -519,6 +520,9 @@ def migrate(source: Side, target: Side, work: Path) -> dict[str, float]:
             # the JVM ends on SIGTERM with 128 + 15 once its shutdown hook has run
             assert mm2.stop() == 143, mm2.log()
             assert "Kafka MirrorMaker stopped." in mm2.log(2000), mm2.log()
+            # offset-syncs.topic.location=target: MirrorMaker 2 created nothing on the source
+            assert set(admin_of(source.bootstrap).list_topics(timeout=30).topics) \
+                == topics_before
             got.clear()
             for base, (parts, _) in TOPICS.items():
                 produce(target.bootstrap, names[base], parts, TARGET_RECORDS, "target")
