@@ -48,6 +48,14 @@ PER_BROKER_ONLY_KEYS = frozenset({"cordoned.log.dirs"})
 
 _R = TypeVar("_R", AlterConfigsResource, IncrementalAlterConfigsResource)
 
+# Resources whose configs Kafka's controller checks only as they are after the change
+# (ConfigurationControlManager.validateAlterConfig: the configs left set), so that an
+# IncrementalAlterConfigs DELETE of any name, one Skiff does not know included, is accepted
+# and changes nothing when the name is not set. MirrorMaker 2 relies on it: its topic-config
+# sync sends a DELETE for every config at its default on the source, and Kafka 4.4 lists
+# topic configs Skiff does not serve (errors.deadletterqueue.group.enable, remote.*, ...).
+_CHECKED_WHEN_SET = frozenset({RESOURCE_TOPIC, resource_configs.RESOURCE_GROUP})
+
 
 class ConfigurationControlManager(ControlManagerBase):
     # -- AlterConfigs / IncrementalAlterConfigs --------------------------------------
@@ -215,10 +223,11 @@ class ConfigurationControlManager(ControlManagerBase):
                     problem = (ErrorCode.invalid_config,
                                f"Can't {op.name} to key {name} because its type is not LIST.")
                     break
-                problem = self._check_value(image, r, name, value if op is not AlterConfigOp.DELETE
-                                            else None)
-                if problem is not None:
-                    break
+                if not (op is AlterConfigOp.DELETE and r.resource_type in _CHECKED_WHEN_SET):
+                    problem = self._check_value(
+                        image, r, name, value if op is not AlterConfigOp.DELETE else None)
+                    if problem is not None:
+                        break
                 if op is AlterConfigOp.SET:
                     if value is None:
                         problem = (ErrorCode.invalid_config,

@@ -137,6 +137,22 @@ def test_incremental_errors(resource, ops, code):
     assert r.records == []
 
 
+def test_incremental_delete_of_any_topic_or_group_config_name_is_accepted():
+    """Kafka 4.4 checks topic and group configs as they are after the change: a DELETE of a
+    name that is not set, known or not, changes nothing and is no error (a SET is)."""
+    h = with_topic()
+    r = h.controller.incremental_alter_configs(h.image, [
+        IncrementalAlterConfigsResource(TOPIC("t"), [
+            ("errors.deadletterqueue.group.enable", AlterConfigOp.DELETE, None),
+            ("local.retention.ms", AlterConfigOp.DELETE, None),
+            ("no.such", AlterConfigOp.DELETE, None)]),
+        IncrementalAlterConfigsResource(GROUP("g"), [
+            ("bogus.key", AlterConfigOp.DELETE, None),
+            ("streams.num.standby.replicas", AlterConfigOp.DELETE, None)])])
+    assert [x.error for x in r.response] == [E.none, E.none]
+    assert r.records == []
+
+
 def test_broker_dynamic_configs_cluster_default_and_per_broker():
     h = with_topic()
     [a, b] = h.commit(h.controller.incremental_alter_configs(h.image, [

@@ -88,6 +88,28 @@ def test_errors_per_resource(node: TestNode, v: int) -> None:
     assert dict(node.metadata.broker_config()) == {}
 
 
+@pytest.mark.parametrize("v", VERSIONS)
+def test_delete_of_any_topic_config_name_is_accepted(node: TestNode, v: int) -> None:
+    """Kafka 4.4 checks a topic's configs as they are after the change, so a DELETE of a name
+    it does not know, or of one Skiff does not serve, is accepted (checked against a
+    reference node). MirrorMaker 2's topic-config sync sends one for every config at its
+    default on the source: Kafka 4.4's errors.deadletterqueue.group.enable and remote.*
+    failed the whole sync to Skiff. A SET of an unknown name is still refused."""
+    asyncio.run(node.controller.create_topics([CreatableTopic(
+        "t", 1, 1, configs={"segment.ms": "60000"})]))
+    resp = call(node, v, request(v, resource(v, RESOURCE_TOPIC, "t", [
+        ("errors.deadletterqueue.group.enable", DELETE, None),
+        ("remote.storage.enable", DELETE, None), ("no.such.config", DELETE, None),
+        ("segment.ms", DELETE, None), ("retention.ms", SET, "12345")])))
+    assert [(r.error_code, r.error_message) for r in resp.responses] == [(ErrorCode.none, None)]
+    assert dict(node.metadata.topic_config("t")) == {"retention.ms": "12345"}
+    resp = call(node, v, request(v, resource(v, RESOURCE_TOPIC, "t", [
+        ("no.such.config", SET, "1")])))
+    assert [(r.error_code, r.error_message) for r in resp.responses] == [
+        (ErrorCode.invalid_config, "Unknown topic config name: no.such.config")]
+    assert dict(node.metadata.topic_config("t")) == {"retention.ms": "12345"}
+
+
 def test_broker_dynamic_default(node: TestNode) -> None:
     resp = call(node, 1, request(1, resource(1, RESOURCE_BROKER, "", [
         ("log.retention.ms", SET, "86400000")])))
