@@ -147,7 +147,7 @@ def next_offset_after(records: bytes, fetch_offset: int) -> tuple[int, int]:
 def produce_errors(response_frame: bytes) -> list[str]:
     """The errors of one Produce v9 answer (frame without its size), as `topic-p: CODE`."""
     _, response = decode_response(PRODUCE_KEY, PRODUCE_VERSION, response_frame)
-    return [f"{t.name}-{p.index}: {p.error_code.name}"
+    return [f"{t.name}-{p.index}: {p.error_code.name.upper()}"
             for t in response.responses for p in t.partition_responses
             if p.error_code is not ErrorCode.none]
 
@@ -298,12 +298,13 @@ def _fetch_connection(bootstrap: str, topic: str, ends: dict[int, int], deadline
             _, response = decode_response(FETCH_KEY, FETCH_VERSION, bytes(answers.next()))
             requests += 1
             if response.error_code is not ErrorCode.none:
-                errors.append(f"fetch: {response.error_code.name}")
+                errors.append(f"fetch: {response.error_code.name.upper()}")
                 break
             for t in response.responses:
                 for pr in t.partitions:
                     if pr.error_code is not ErrorCode.none:
-                        errors.append(f"{t.topic}-{pr.partition_index}: {pr.error_code.name}")
+                        errors.append(f"{t.topic}-{pr.partition_index}: "
+                                      f"{pr.error_code.name.upper()}")
                         continue
                     records = pr.records or b""
                     nxt, n = next_offset_after(records, offsets[int(pr.partition_index)])
