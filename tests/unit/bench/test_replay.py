@@ -29,6 +29,7 @@ def decode(frame: bytes | bytearray, schema: type) -> tuple[RequestHeader, objec
     assert size == len(frame) - 4
     body = bytes(frame[4:])
     header, used = entity_reader(RequestHeader)(body, 0)
+    request: object
     request, rest = entity_reader(schema)(body, used)
     assert used + rest == len(body)
     return header, request
