@@ -490,7 +490,8 @@ def fig_throughput(sides: dict[str, Side], args: argparse.Namespace, table: Tabl
                 r = throughput_case(sides[name], client, n, size, records_for(args, size),
                                     args.partitions)
                 label = f"{client} {n}p x {size} B"
-                cons = f"{client} {n if client == 'rdkafka' else 1}c x {size} B"
+                cons = (f"{client} {n}c x {size} B" if client == "rdkafka"
+                        else f"{client} 1c x {size} B (of {n}p's)")
                 log(f"  {name} {label}: produce {r['produce_rps']:,.0f} rec/s "
                     f"{r['produce_mbs']:.1f} MB/s ({r['cpu_gb_produced']:.2f} CPU-s/GB), "
                     f"consume {r['consume_rps']:,.0f} rec/s {r['consume_mbs']:.1f} MB/s "
@@ -576,16 +577,69 @@ def pin(pid: int, cpus: str) -> None:
         todo += perf._children(p)
 
 
-def replay_case(side: Side, args: argparse.Namespace) -> dict[str, float]:
+def py_spy_binary() -> str:
+    found = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.access(found, os.X_OK):
+        raise SystemExit("--py-spy needs py-spy (pip install py-spy)")
+    return found
+
+
+def summarize_profile(raw: Path, gb: float, rate: int, top: int = 25) -> list[str]:
+    """py-spy's collapsed stacks ("frame;frame;... count") as the functions' CPU-s per GB
+    produced: self (the innermost frame) and total (anywhere on the stack)."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = [f.strip() for f in stack.split(";")]
+        samples += n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+        for f in set(frames):
+            total[f] = total.get(f, 0) + n
+    per_gb = 1 / rate / gb if gb else float("nan")
+    out = [f"py-spy: {samples} samples at {rate} Hz = {samples / rate:.1f} CPU-s on Python "
+           f"stacks over {gb:.3f} GB produced = {samples * per_gb:.2f} CPU-s/GB",
+           f"{'self CPU-s/GB':>14} {'total CPU-s/GB':>15}  function (file)"]
+    for f, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        out.append(f"{n * per_gb:>14.3f} {total[f] * per_gb:>15.3f}  {f}")
+    out.append(f"{'':>14} {'total CPU-s/GB':>15}  the widest frames")
+    for f, n in sorted(total.items(), key=lambda kv: -kv[1])[:top]:
+        out.append(f"{'':>14} {n * per_gb:>15.3f}  {f}")
+    return out
+
+
+def replay_case(side: Side, args: argparse.Namespace,
+                profile_to: Path | None = None) -> dict[str, float]:
     topic = f"replay-{uuid.uuid4().hex[:6]}"
     create_topic(side.bootstrap, topic, args.partitions)
     per_batch = max(1, args.replay_batch_bytes // args.replay_size)
+    spy = None
+    if profile_to is not None:
+        spy = subprocess.Popen(
+            [py_spy_binary(), "record", "--pid", str(side.pids()[0]), "--duration",
+             str(max(1, int(args.replay_seconds))), "--rate", str(args.py_spy_rate),
+             "--format", "raw", "--nolineno", "--nonblocking", "--output", str(profile_to)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # py-spy attaches before the load starts
     cpu0 = side.cpu_s()
     r = replay.replay_produce(side.bootstrap, topic, range(args.partitions),
                               connections=args.replay_connections, inflight=args.replay_inflight,
                               records_per_batch=per_batch, size=args.replay_size,
                               seconds=args.replay_seconds)
     cpu1 = side.cpu_s()
+    if spy is not None and profile_to is not None:
+        _, err = spy.communicate(timeout=120)
+        if profile_to.exists():
+            lines = summarize_profile(profile_to, r.bytes / 1e9, args.py_spy_rate)
+            profile_to.with_suffix(".summary.txt").write_text("\n".join(lines) + "\n")
+            for line in lines:
+                print("    " + line, flush=True)
+        else:
+            log(f"  py-spy wrote nothing: {err[-500:]}")
     ends = replay.end_offsets(side.bootstrap, topic, range(args.partitions))
     errors = list(r.errors)
     if sum(ends.values()) != r.records:
@@ -605,10 +659,14 @@ def replay_case(side: Side, args: argparse.Namespace) -> dict[str, float]:
 
 
 def fig_replay(sides: dict[str, Side], args: argparse.Namespace, table: Table) -> None:
+    profiled = False
     for rep in range(args.repeats + (0 if args.no_warmup else 1)):
         counted = args.no_warmup or rep > 0
         for name in order(rep):
-            r = replay_case(sides[name], args)
+            profile = None
+            if args.py_spy and name == "skiff" and counted and not profiled:
+                profile, profiled = Path(args.py_spy), True
+            r = replay_case(sides[name], args, profile)
             log(f"  {name}{'' if counted else ' (warm-up, not counted)'}: produce "
                 f"{r['produce_mbs']:.1f} MB/s, broker {r['produce_cores']:.2f} cores, "
                 f"{r['produce_cpu_gb']:.2f} CPU-s/GB (replayer {r['client_cores']:.2f} cores); "
@@ -885,6 +943,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--replay-inflight", type=int, default=5)
     ap.add_argument("--taskset", help="also run the replay with the Skiff broker pinned to "
                     "this CPU list (taskset -a on the broker only), e.g. 1")
+    ap.add_argument("--py-spy", metavar="PATH", help="record a py-spy profile (raw collapsed "
+                    "stacks) of the Skiff broker during its first counted replay produce into "
+                    "PATH, and print its top functions in CPU-s per GB (PATH.summary.txt)")
+    ap.add_argument("--py-spy-rate", type=int, default=100, help="samples per second")
     ap.add_argument("--rf3-records", type=int, default=1_500_000)
     ap.add_argument("--failover-rounds", type=int, default=3)
     ap.add_argument("--partition-counts", type=ints, default=[10_000, 100_000])
