@@ -52,6 +52,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import queue
 import re
 import shutil
 import statistics
@@ -369,8 +370,20 @@ def _together(target: Any, arg_lists: list[tuple[Any, ...]], timeout: float = 90
         p.start()
     time.sleep(0.5)  # their imports (a spawned interpreter) before the start signal
     go.set()
+    deadline = time.monotonic() + timeout
+    answers: list[dict[str, Any] | None] = [None] * len(queues)
     try:
-        return [q.get(timeout=timeout) for q in queues]
+        while any(a is None for a in answers):
+            for i, q in enumerate(queues):
+                if answers[i] is None:
+                    with contextlib.suppress(queue.Empty):
+                        answers[i] = q.get(timeout=0.2)
+                    if answers[i] is None and not procs[i].is_alive() and q.empty():
+                        raise RuntimeError(f"{target.__name__} exited with "
+                                           f"{procs[i].exitcode} without an answer")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{target.__name__}: no answer in {timeout:.0f} s")
+        return [a for a in answers if a is not None]
     finally:
         for p in procs:
             p.join(timeout=30)
