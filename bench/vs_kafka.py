@@ -524,6 +524,15 @@ def records_for(args: argparse.Namespace, size: int) -> int:
 
 
 def fig_latency(sides: dict[str, Side], args: argparse.Namespace, table: Table) -> None:
+    if not args.no_warmup:
+        ns = argparse.Namespace(rate=args.rates[0], latency_seconds=args.latency_seconds,
+                                warmup_seconds=0.0, drain_seconds=10.0, size=args.latency_size)
+        for name in SIDES:
+            side = sides[name]
+            r = perf.bench_latency(perf.Broker(name, side.bootstrap, side.pids()[0]), ns,
+                                   perf.Result(name, 0, args.latency_size))
+            log(f"warm-up round (not counted): {name} {args.rates[0]:,}/s p50 "
+                f"{r.latency_p50_ms:.2f} p99 {r.latency_p99_ms:.2f} ms")
     for rep in range(args.repeats):
         for rate in args.rates:
             ns = argparse.Namespace(rate=rate, latency_seconds=args.latency_seconds,
