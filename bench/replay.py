@@ -363,6 +363,28 @@ def end_offsets(bootstrap: str, topic: str, partitions: Sequence[int]) -> dict[i
         c.close()
 
 
+def wait_writable(bootstrap: str, topic: str, partitions: Sequence[int],
+                  timeout_s: float = 60.0) -> int:
+    """Until one Produce of one record to every partition is answered without error (a
+    broker may list a new partition's leader in Metadata a moment before that leader
+    takes writes: Kafka answered NOT_LEADER_OR_FOLLOWER right after creation); returns the
+    records this wrote."""
+    frame = bytearray(produce_frame(topic, partitions, 1, 1, acks=-1))
+    written = 0
+    deadline = time.monotonic() + timeout_s
+    with _connect(bootstrap) as sock:
+        answers = FrameReader(sock)
+        while True:
+            sock.sendall(frame)
+            errors = produce_errors(bytes(answers.next()))
+            written += len(partitions) - len(errors)
+            if not errors:
+                return written
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} not writable after {timeout_s:.0f} s: {errors}")
+            time.sleep(0.1)
+
+
 def _cpu_s(pid: int | None) -> float | None:
     if pid is None:
         return None

@@ -573,6 +573,7 @@ def fig_footprint(work: Path, args: argparse.Namespace, table: Table) -> None:
                 table.add("footprint", "RSS idle", "MB", "lower", name, idle)
                 topic = f"rss-{uuid.uuid4().hex[:6]}"
                 create_topic(side.bootstrap, topic, args.partitions)
+                replay.wait_writable(side.bootstrap, topic, range(args.partitions))
                 per_batch = max(1, 16384 // args.rss_size)
                 per_req = per_batch * args.partitions
                 r = replay.replay_produce(side.bootstrap, topic, range(args.partitions),
@@ -639,6 +640,7 @@ def replay_case(side: Side, args: argparse.Namespace,
     topic = f"replay-{uuid.uuid4().hex[:6]}"
     create_topic(side.bootstrap, topic, args.partitions)
     per_batch = max(1, args.replay_batch_bytes // args.replay_size)
+    probe = replay.wait_writable(side.bootstrap, topic, range(args.partitions))
     spy = None
     if profile_to is not None:
         spy = subprocess.Popen(
@@ -664,8 +666,9 @@ def replay_case(side: Side, args: argparse.Namespace,
             log(f"  py-spy wrote nothing: {err[-500:]}")
     ends = replay.end_offsets(side.bootstrap, topic, range(args.partitions))
     errors = list(r.errors)
-    if sum(ends.values()) != r.records:
-        errors.append(f"end offsets sum to {sum(ends.values())}, {r.records} acknowledged")
+    if sum(ends.values()) != r.records + probe:
+        errors.append(f"end offsets sum to {sum(ends.values())}, {r.records} + {probe} "
+                      "acknowledged")
     f = replay.replay_fetch(side.bootstrap, topic, ends, connections=args.replay_connections)
     cpu2 = side.cpu_s()
     errors += f.errors
