@@ -575,9 +575,10 @@ def fig_footprint(work: Path, args: argparse.Namespace, table: Table) -> None:
                 create_topic(side.bootstrap, topic, args.partitions)
                 replay.wait_writable(side.bootstrap, topic, range(args.partitions))
                 per_batch = max(1, 16384 // args.rss_size)
-                per_req = per_batch * args.partitions
+                conns = min(3, args.partitions)
+                per_req = per_batch * -(-args.partitions // conns)  # one batch per partition
                 r = replay.replay_produce(side.bootstrap, topic, range(args.partitions),
-                                          connections=min(3, args.partitions),
+                                          connections=conns,
                                           records_per_batch=per_batch, size=args.rss_size,
                                           requests=max(1, args.rss_records // per_req))
                 after = side.rss_mb()
