@@ -213,13 +213,23 @@ def start_skiff_cluster(work: Path) -> Side:
 def start_kafka_cluster(work: Path) -> Side:
     k = KafkaCluster(work / "kafka-cluster", 3, overrides=COMMON_CONFIG)
     t0 = time.monotonic()
-    k.start()
+    try:  # KafkaCluster.start's steps, with the patience a loaded machine needs
+        cluster_id = k.new_cluster_id()
+        for n in k.nodes:
+            n.format(cluster_id, standalone=False)
+        for n in k.nodes:
+            n.start()
+        for n in k.nodes:
+            n.wait_ready(timeout=300)
+        wait_serving(k.bootstrap, lambda: all(n.running for n in k.nodes), timeout=300)
+    except BaseException:
+        k.close()
+        raise
     by_id = {n.node_id: n for n in k.nodes}
-    wait_serving(k.bootstrap, lambda: all(n.running for n in k.nodes))
 
     def restart(node_id: int) -> None:
         by_id[node_id].start()
-        by_id[node_id].wait_ready()
+        by_id[node_id].wait_ready(timeout=300)
         wait_serving(by_id[node_id].bootstrap, lambda: by_id[node_id].running)
 
     return Side("kafka", k.bootstrap, lambda: [n.pid for n in k.nodes if n.running], k.close,
