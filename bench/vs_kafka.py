@@ -555,7 +555,8 @@ def fig_latency(sides: dict[str, Side], args: argparse.Namespace, table: Table) 
                 r = perf.bench_latency(b, ns, perf.Result(name, 0, args.latency_size))
                 log(f"  {name} {rate:,.0f}/s: p50 {r.latency_p50_ms:.2f} p99 "
                     f"{r.latency_p99_ms:.2f} p99.9 {r.latency_p999_ms:.2f} ms, "
-                    f"{r.latency_samples} samples; {'; '.join(r.notes)}")
+                    f"{r.latency_samples} samples; {'; '.join(r.notes)}; p50 per second "
+                    f"{r.latency_p50_by_second_ms}")
                 for q, v in (("p50", r.latency_p50_ms), ("p99", r.latency_p99_ms),
                              ("p99.9", r.latency_p999_ms)):
                     table.add("latency", f"e2e {q} at {rate:,.0f} rec/s", "ms", "lower", name, v)
@@ -993,11 +994,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.figures) - set(FIGURES)
     if unknown:
         ap.error(f"unknown figures {sorted(unknown)}; choose from {FIGURES}")
-    if args.smoke:
-        args.mb, args.latency_seconds, args.rss_records = 2.0, 4.0, 100_000
-        args.replay_seconds, args.rf3_records, args.failover_rounds = 4.0, 30_000, 1
-        if args.partition_counts == [10_000, 100_000]:
-            args.partition_counts = [1000]
+    if args.smoke:  # tiny sizes, where not given on the command line
+        for key, small in (("mb", 2.0), ("latency_seconds", 4.0), ("rss_records", 100_000),
+                           ("replay_seconds", 4.0), ("rf3_records", 30_000),
+                           ("failover_rounds", 1), ("partition_counts", [1000])):
+            if getattr(args, key) == ap.get_default(key):
+                setattr(args, key, small)
     return args
 
 
