@@ -324,7 +324,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1,
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    topic = (NewTopic(name, num_partitions=-1, replica_assignment=assignment,
+    topic = (NewTopic(name, len(assignment), replica_assignment=assignment,
                       config=configs or {}) if assignment
              else NewTopic(name, partitions, rf, config=configs or {}))
     admin.create_topics([topic], operation_timeout=60)[name].result(120)
