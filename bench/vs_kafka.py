@@ -25,7 +25,9 @@ Figures (positional; default all but `partitions`, which is slow):
               (written with the replayer), on a fresh pair of brokers
   replay      broker-bound produce and fetch with bench/replay.py (pre-encoded requests,
               little client CPU): throughput, broker cores used (CPU-s / wall-s), CPU-s per
-              GB; with --taskset CPU also the Skiff broker pinned to that one core
+              GB; with --taskset CPU also the Skiff broker pinned to that one core; with
+              --py-spy PATH a py-spy profile of the Skiff broker during its produce, printed
+              as each function's CPU-s per GB
   rf3         3 nodes, RF=3, min.insync.replicas=2: produce throughput with acks=1 and
               acks=all (librdkafka, 100 B records, 3 partitions)
   failover    on the 3 nodes: kill -9 of the broker leading a partition (not the active
@@ -860,15 +862,20 @@ def controller_failover(side: Side) -> float:
     admin = AdminClient({"bootstrap.servers": via, "log_level": 0})
     since = time.monotonic()
     side.kill(controller)
+    elapsed, last = float("nan"), "none"
     while time.monotonic() - since < 120:
         name = f"after-failover-{uuid.uuid4().hex[:6]}"
         try:
             admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=10,
                                 request_timeout=15)[name].result(20)
+            elapsed = time.monotonic() - since
             break
-        except Exception:
+        except Exception as exc:
+            last = repr(exc)
             time.sleep(0.02)
-    elapsed = time.monotonic() - since
+    if elapsed != elapsed:
+        log(f"  {side.name}: no CreateTopics succeeded in 120 s after killing controller "
+            f"{controller}; the last error: {last[:300]}")
     side.restart(controller)
     return elapsed
 
