@@ -859,12 +859,16 @@ def controller_failover(side: Side) -> float:
 
     controller = wait_for(lambda: max(active_controller(side), 0), 60, "a controller")
     via = ",".join(f"127.0.0.1:{p}" for i, p in side.client_ports.items() if i != controller)
-    admin = AdminClient({"bootstrap.servers": via, "log_level": 0})
     since = time.monotonic()
     side.kill(controller)
     elapsed, last = float("nan"), "none"
     while time.monotonic() - since < 120:
         name = f"after-failover-{uuid.uuid4().hex[:6]}"
+        # a client per attempt: librdkafka keeps the controller id of its last Metadata, and
+        # Kafka names a random live broker there (the killed one, until it is fenced), so one
+        # client created before the kill waited on the dead node ("Timed out waiting for
+        # controller") for the whole 120 s
+        admin = AdminClient({"bootstrap.servers": via, "log_level": 0})
         try:
             admin.create_topics([NewTopic(name, 1, 1)], operation_timeout=10,
                                 request_timeout=15)[name].result(20)
