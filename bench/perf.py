@@ -26,6 +26,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import queue
 import shutil
 import signal
 import statistics
@@ -212,14 +213,22 @@ def latency_producer_proc(bootstrap: str, topic: str, count: int, size: int, rat
                   "log_level": 3})
     pad = b"\0" * max(0, size - STAMP.size)
     start = time.monotonic() + 0.2
+    queue_full = 0  # sends held back by a full librdkafka queue (the broker fell behind)
     for i in range(count):
         due = start + i / rate
         while (delay := due - time.monotonic()) > 0:
             p.poll(min(delay, 0.005))
-        p.produce(topic, STAMP.pack(time.time_ns()) + pad, partition=0)
+        while True:
+            try:
+                p.produce(topic, STAMP.pack(time.time_ns()) + pad, partition=0)
+                break
+            except BufferError:
+                queue_full += 1
+                p.poll(0.001)
         p.poll(0)
     left = p.flush(30)
-    out.put({"undelivered": left, "elapsed_s": time.monotonic() - start})
+    out.put({"undelivered": left, "elapsed_s": time.monotonic() - start,
+             "queue_full": queue_full})
 
 
 def run_in_process(target: Any, *args: Any, timeout: float = 900,
@@ -229,8 +238,18 @@ def run_in_process(target: Any, *args: Any, timeout: float = 900,
     q = ctx.Queue()
     proc = ctx.Process(target=target, args=(*args, q), kwargs=kwargs or {})
     proc.start()
+    deadline = time.monotonic() + timeout
     try:
-        result: dict[str, Any] = q.get(timeout=timeout)
+        while True:  # not one long get: a child that died answers nothing
+            try:
+                result: dict[str, Any] = q.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not proc.is_alive() and q.empty():
+                    raise RuntimeError(f"{target.__name__} exited with {proc.exitcode} "
+                                       "without an answer") from None
+                if time.monotonic() > deadline:
+                    raise
     finally:
         proc.join(timeout=30)
         if proc.is_alive():
@@ -373,6 +392,9 @@ def bench_latency(broker: Broker, args: argparse.Namespace, r: Result) -> Result
             lat = got["latencies_us"]
             if prod["undelivered"]:
                 r.notes.append(f"latency: {prod['undelivered']} undelivered")
+            if prod.get("queue_full"):
+                r.notes.append(f"latency: the producer's queue was full {prod['queue_full']} "
+                               f"times (the rate was not held: {n / prod['elapsed_s']:,.0f}/s)")
             if got["first_offset"] != 0 or not got["in_order"]:
                 r.notes.append(f"latency: offsets {got['first_offset']}..{got['last_offset']}"
                                f" in order: {got['in_order']}")
