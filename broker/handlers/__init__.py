@@ -28,6 +28,7 @@ from broker.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -50,6 +51,7 @@ from broker.handlers import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leave_group,
     list_config_resources,
@@ -64,6 +66,8 @@ from broker.handlers import (
     offset_for_leader_epoch,
     produce,
     push_telemetry,
+    read_share_group_state,
+    read_share_group_state_summary,
     remove_raft_voter,
     renew_delegation_token,
     share_acknowledge,
@@ -74,6 +78,7 @@ from broker.handlers import (
     txn_offset_commit,
     unregister_broker,
     update_features,
+    write_share_group_state,
     write_txn_markers,
 )
 from broker.server.dispatch import Dispatcher
@@ -119,6 +124,12 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     share_group_describe,
     share_fetch,
     share_acknowledge,
+    # the share coordinator's state APIs (KIP-932, broker/share/coordinator_shell.py)
+    initialize_share_group_state,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
+    read_share_group_state_summary,
     # transactions: the coordinator's side (issue 22)
     add_partitions_to_txn,
     add_offsets_to_txn,

@@ -20,6 +20,10 @@ ARCHIVED 4):
     ACQUIRED     -> ACQUIRED      RENEW (4, KIP-1222) by the owner: a new lock from now
     ACKNOWLEDGED, ARCHIVED        final
 
+Persisted (broker/share/coordinator.py, in __share_group_state): the SPSO and the states of
+[SPSO, SPEO) as state batches, an ACQUIRED record as AVAILABLE with its delivery count (its
+lock does not outlive the leader); `from_state` rebuilds a share-partition from them.
+
 The SPSO moves forward over ACKNOWLEDGED and ARCHIVED records (they are then forgotten). New
 records are acquired only while fewer than partition.max.record.locks offsets are in flight
 (SPEO - SPSO), Kafka's bound on the in-flight window. An acknowledgement of an offset that
@@ -85,6 +89,45 @@ class SharePartition:
         self.end_offset = start_offset
         self.limits = limits
         self.records: dict[int, InFlight] = {}
+
+    @classmethod
+    def from_state(cls, start_offset: int, batches: Iterable[tuple[int, int, int, int]],
+                   limits: ShareLimits) -> SharePartition:
+        """The share-partition a persisted state describes: (first, last, delivery state,
+        delivery count) batches past `start_offset`; a persisted ACQUIRED (never written
+        by Skiff) counts as AVAILABLE."""
+        sp = cls(start_offset, limits)
+        for first, last, state, count in batches:
+            if last < sp.start_offset:
+                continue
+            try:
+                kind = RecordState(state)
+            except ValueError:
+                kind = RecordState.AVAILABLE
+            if kind is RecordState.ACQUIRED:
+                kind = RecordState.AVAILABLE
+            # offsets no batch names between the batches are AVAILABLE, never delivered
+            for off in range(max(first, sp.start_offset), last + 1):
+                sp.records[off] = InFlight(kind, max(0, count))
+            sp.end_offset = max(sp.end_offset, last + 1)
+        sp._advance()
+        return sp
+
+    def persisted_batches(self) -> list[tuple[int, int, int, int]]:
+        """The state of [SPSO, SPEO) as (first, last, delivery state, delivery count)
+        batches of consecutive offsets with one state and count."""
+        out: list[tuple[int, int, int, int]] = []
+        for off in range(self.start_offset, self.end_offset):
+            r = self.records.get(off)
+            state, count = ((RecordState.AVAILABLE, 0) if r is None
+                            else (r.state, r.delivery_count))
+            if state is RecordState.ACQUIRED:
+                state = RecordState.AVAILABLE
+            if out and out[-1][1] == off - 1 and out[-1][2:] == (int(state), count):
+                out[-1] = (out[-1][0], off, int(state), count)
+            else:
+                out.append((off, off, int(state), count))
+        return out
 
     # ---- reading -----------------------------------------------------------------------------
 
