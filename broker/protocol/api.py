@@ -300,6 +300,9 @@ BROKER_APIS = ApiTable.of(
     (SHARE_GROUP_DESCRIBE, 1, 1),
     (SHARE_FETCH, 1, 2),
     (SHARE_ACKNOWLEDGE, 1, 2),
+    (DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1),  # v1: Lag (KIP-1226)
+    (ALTER_SHARE_GROUP_OFFSETS, 0, 0),
+    (DELETE_SHARE_GROUP_OFFSETS, 0, 0),
     # the share coordinator's state APIs (inter-broker; v1: DeliveryCompleteCount, KIP-1226)
     (INITIALIZE_SHARE_GROUP_STATE, 0, 0),
     (READ_SHARE_GROUP_STATE, 0, 0),

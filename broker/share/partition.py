@@ -154,6 +154,9 @@ class SharePartition:
         return [o for o, r in self.records.items()
                 if r.state is RecordState.ACQUIRED and r.member_id == member_id]
 
+    def acquired_by_anyone(self) -> bool:
+        return any(r.state is RecordState.ACQUIRED for r in self.records.values())
+
     def next_deadline(self) -> int | None:
         deadlines = [r.deadline_ms for r in self.records.values()
                      if r.state is RecordState.ACQUIRED]

@@ -83,16 +83,18 @@ class Persister:
                         partition=i32(key.partition), leader_epoch=i32(leader_epoch)),)),)))
 
     async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int,
-                    start_offset: int, batches: tuple[StateBatch, ...]) -> StateResult:
+                    start_offset: int, batches: tuple[StateBatch, ...],
+                    delivery_complete_count: int = -1) -> StateResult:
         return await self._route(
             key, lambda: self.coordinator.write(key, state_epoch, leader_epoch, start_offset,
-                                                batches),
+                                                batches, delivery_complete_count),
             WRITE_SHARE_GROUP_STATE, 1, lambda m: m.WriteShareGroupStateRequest(
                 group_id=key.group_id, topics=(m.WriteStateData(
                     topic_id=key.topic_id, partitions=(build(
                         m.PartitionData, partition=i32(key.partition),
                         state_epoch=i32(state_epoch), leader_epoch=i32(leader_epoch),
-                        start_offset=i64(start_offset), delivery_complete_count=i32(-1),
+                        start_offset=i64(start_offset),
+                        delivery_complete_count=i32(delivery_complete_count),
                         state_batches=tuple(m.StateBatch(
                             first_offset=i64(b.first_offset), last_offset=i64(b.last_offset),
                             delivery_state=i8(b.delivery_state),

@@ -32,6 +32,7 @@ from broker.errors import KafkaError
 from broker.metadata.features import SHARE_VERSION
 from broker.metadata.records import RESOURCE_GROUP
 from broker.protocol.records import iter_batch_headers, whole_batches_length
+from broker.replication import Role
 from broker.share.group import (
     ShareGroupCoordinator,
     ShareGroupDescription,
@@ -319,9 +320,12 @@ class ShareService:
                 return ErrorCode.none
             state_epoch, leader_epoch = self.loaded_at[key]
             batches = tuple(StateBatch(*b) for b in sp.persisted_batches())
+            # KIP-1226: offsets past the SPSO whose delivery is complete (for the lag)
+            complete = sum(b.last_offset - b.first_offset + 1 for b in batches
+                           if b.delivery_state in (2, 4))
             result = await self.persister.write(
                 self._state_key(group_id, topic, partition), state_epoch, leader_epoch,
-                sp.start_offset, batches)
+                sp.start_offset, batches, complete)
             if result.error in (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch) \
                     and self.partitions.get(key) is sp:
                 log.info("share_partition_fenced", group=group_id, topic=topic,
@@ -454,6 +458,186 @@ class ShareService:
             self.sessions.remove(session.group_id, session.member_id)
         for gid, topic, p in self._release(session):
             await self.persist(gid, topic, p)
+        self._forget_idle(session.group_id)
+
+    def _forget_idle(self, group_id: str) -> None:
+        """No share session of the group is left here: its share-partitions are dropped
+        (their state is persisted), to be loaded again by the next fetch, so that offsets
+        altered meanwhile (AlterShareGroupOffsets needs an empty group) are seen."""
+        if any(gid == group_id for gid, _ in self.sessions.sessions):
+            return
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            if not self.partitions[key].acquired_by_anyone():
+                del self.partitions[key]
+                self.loaded_at.pop(key, None)
 
     def session_closed(self, epoch: int) -> bool:
         return epoch == FINAL_EPOCH
+
+    # ---- share group offsets (DescribeShareGroupOffsets, Alter..., Delete..., DeleteGroups)
+
+    def coordinated(self, group_id: str) -> None:
+        """KafkaError unless this broker coordinates `group_id` and it is no other kind of
+        group."""
+        self._check_coordinator(group_id)
+
+    def _latest_offset(self, topic: str, partition: int) -> int | None:
+        """The partition's high watermark when it is led here (the lag's end)."""
+        part = self.node.replicas.get(topic, partition)
+        if part is None or part.role is not Role.LEADER:
+            return None
+        return int(part.high_watermark)
+
+    async def describe_offsets(self, group_id: str,
+                               topics: list[tuple[str, list[int]]] | None,
+                               ) -> list[OffsetsTopic]:
+        """Each partition's start offset (SPSO), leader epoch and lag (Kafka 4.4's
+        describeShareGroupOffsets): `topics` None means every initialized partition of the
+        group; a topic not in the metadata answers start offset -1, a partition without
+        state -1 with lag -1. Raises KafkaError for the group."""
+        self.coordinated(group_id)
+        image = self.node.metadata
+        wanted: list[tuple[str, uuid.UUID | None, list[int]]] = []
+        if topics is None:
+            for init_id, init_ps in self.groups.initialized_partitions(group_id).items():
+                t = image.topic_by_id(init_id)
+                if t is not None:
+                    wanted.append((t.name, init_id, list(init_ps)))
+        else:
+            for name, asked in topics:
+                t = image.topic(name)
+                wanted.append((name, None if t is None else t.topic_id, list(asked)))
+        out: list[OffsetsTopic] = []
+        for name, tid, wanted_ps in wanted:
+            parts: list[OffsetsPartition] = []
+            for p in wanted_ps:
+                if tid is None:
+                    parts.append(OffsetsPartition(p, -1, -1, -1))
+                    continue
+                r = await self.persister.read_summary(StateKey(group_id, tid, p))
+                if r.error is not ErrorCode.none or r.start_offset < 0:
+                    parts.append(OffsetsPartition(p, -1, -1 if r.error is not ErrorCode.none
+                                                  else r.leader_epoch, -1))
+                    continue
+                lag = -1
+                end = self._latest_offset(name, p)
+                if end is not None and r.delivery_complete_count >= 0:
+                    lag = end - r.start_offset - r.delivery_complete_count
+                parts.append(OffsetsPartition(p, r.start_offset, r.leader_epoch, lag))
+            out.append(OffsetsTopic(name, tid, parts))
+        return out
+
+    async def alter_offsets(self, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]
+                            ) -> list[AlteredTopic]:
+        """Sets the start offsets of an empty (or new) share group's partitions: each
+        partition's state is initialized again at a higher state epoch, which fences the
+        share-partition leaders' older state. Raises KafkaError for the whole request."""
+        self.coordinated(group_id)
+        error, message = self.groups.check_empty(group_id, create=True)
+        if error is not ErrorCode.none:
+            raise KafkaError(error, message or "")
+        image = self.node.metadata
+        out: list[AlteredTopic] = []
+        done: dict[uuid.UUID, list[int]] = {}
+        for name, parts in topics:
+            t = image.topic(name)
+            results: list[tuple[int, ErrorCode, str | None]] = []
+            for p, offset in parts:
+                if t is None or t.partition(p) is None:
+                    results.append((p, ErrorCode.unknown_topic_or_partition,
+                                    "This server does not host this topic-partition."))
+                    continue
+                key = StateKey(group_id, t.topic_id, p)
+                summary = await self.persister.read_summary(key)
+                if summary.error is not ErrorCode.none:
+                    results.append((p, summary.error, summary.message))
+                    continue
+                r = await self.persister.initialize(key, summary.state_epoch + 1, offset)
+                results.append((p, r.error, r.message))
+                if r.error is ErrorCode.none:
+                    done.setdefault(t.topic_id, []).append(p)
+                    self._drop(group_id, name, p)
+            out.append(AlteredTopic(name, None if t is None else t.topic_id, results))
+        if done:
+            self.groups.offsets_altered(group_id, done)
+        return out
+
+    async def delete_offsets(self, group_id: str, topic_names: list[str]
+                             ) -> list[tuple[str, uuid.UUID | None, ErrorCode, str | None]]:
+        """Deletes the state of an empty share group's partitions of these topics; the
+        share-partitions start again where share.auto.offset.reset says. Raises KafkaError
+        for the whole request."""
+        self.coordinated(group_id)
+        error, message = self.groups.check_empty(group_id)
+        if error is not ErrorCode.none:
+            raise KafkaError(error, message or "")
+        image = self.node.metadata
+        initialized = self.groups.initialized_partitions(group_id)
+        out: list[tuple[str, uuid.UUID | None, ErrorCode, str | None]] = []
+        for name in topic_names:
+            t = image.topic(name)
+            if t is None:
+                out.append((name, None, ErrorCode.unknown_topic_or_partition,
+                            "This server does not host this topic-partition."))
+                continue
+            error, message = await self._delete_state(group_id, t.topic_id, name,
+                                                      initialized.get(t.topic_id, ()))
+            if error is ErrorCode.none:
+                self.groups.offsets_deleted(group_id, [t.topic_id])
+            out.append((name, t.topic_id, error, message))
+        return out
+
+    async def delete_group(self, group_id: str) -> ErrorCode | None:
+        """DeleteGroups of a share group: its partitions' state, then the group, when it
+        has no members; None when `group_id` is no share group here."""
+        if group_id not in self.groups.groups:
+            return None
+        error, _ = self.groups.check_empty(group_id)
+        if error is not ErrorCode.none:
+            return error
+        image = self.node.metadata
+        for tid, ps in self.groups.initialized_partitions(group_id).items():
+            t = image.topic_by_id(tid)
+            error, _ = await self._delete_state(group_id, tid, None if t is None else t.name, ps)
+            if error is not ErrorCode.none:
+                return error
+        self.groups.delete(group_id)
+        return ErrorCode.none
+
+    async def _delete_state(self, group_id: str, tid: uuid.UUID, name: str | None,
+                            partitions: Iterable[int]) -> tuple[ErrorCode, str | None]:
+        for p in partitions:
+            r = await self.persister.delete(StateKey(group_id, tid, p))
+            if r.error is not ErrorCode.none:
+                return r.error, r.message
+            if name is not None:
+                self._drop(group_id, name, p)
+        return ErrorCode.none, None
+
+    def _drop(self, group_id: str, topic: str, partition: int) -> None:
+        """A share-partition loaded here whose state was replaced: loaded again at next use."""
+        key = (group_id, topic, partition)
+        self.partitions.pop(key, None)
+        self.loaded_at.pop(key, None)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsPartition:
+    partition: int
+    start_offset: int
+    leader_epoch: int
+    lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: list[OffsetsPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class AlteredTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: list[tuple[int, ErrorCode, str | None]]
