@@ -321,7 +321,7 @@ class ShareCoordinator:
         created = now_ms if current is None else current.create_timestamp
         self._emit(token, key, SHARE_SNAPSHOT_KEY_TYPE, ShareSnapshotValue(
             snapshot_epoch, state_epoch, DEFAULT_LEADER_EPOCH, start_offset, created, now_ms,
-            ()))
+            (), 0))
 
     def _delete(self, token: Token, key: SharePartitionKey) -> None:
         if key not in self.states:

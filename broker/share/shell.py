@@ -320,12 +320,15 @@ class ShareService:
                 return ErrorCode.none
             state_epoch, leader_epoch = self.loaded_at[key]
             batches = tuple(StateBatch(*b) for b in sp.persisted_batches())
-            # KIP-1226: offsets past the SPSO whose delivery is complete (for the lag)
+            start, upto = sp.persisted_start(), sp.start_offset
+            # KIP-1226: offsets past the start whose delivery is complete (for the lag)
             complete = sum(b.last_offset - b.first_offset + 1 for b in batches
                            if b.delivery_state in (2, 4))
             result = await self.persister.write(
                 self._state_key(group_id, topic, partition), state_epoch, leader_epoch,
-                sp.start_offset, batches, complete)
+                start, batches, complete)
+            if result.error is ErrorCode.none:
+                sp.persisted(upto)
             if result.error in (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch) \
                     and self.partitions.get(key) is sp:
                 log.info("share_partition_fenced", group=group_id, topic=topic,
