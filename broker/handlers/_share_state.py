@@ -51,3 +51,14 @@ async def answer(node: Any, request: Any, response: str, result: str, call: Stat
         results.append(build(getattr(mod, result), topic_id=topic.topic_id,
                              partitions=tuple(partitions)))
     return build(getattr(mod, response), results=tuple(results))
+
+
+def refused(request: Any, response: str, result: str, code: ErrorCode) -> Any:
+    """Every partition answers `code` (a refused CLUSTER_ACTION), as Kafka answers them."""
+    mod = response_module(request)
+    return build(getattr(mod, response), results=tuple(
+        build(getattr(mod, result), topic_id=t.topic_id, partitions=tuple(
+            build(mod.PartitionResult, partition=p.partition, error_code=code,
+                  error_message=None, state_epoch=0, leader_epoch=-1, start_offset=-1,
+                  state_batches=(), delivery_complete_count=-1) for p in t.partitions))
+        for t in request.topics))

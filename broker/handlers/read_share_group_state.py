@@ -6,13 +6,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.handlers._share_state import answer
+from kio.schema.errors import ErrorCode
+
+from broker.handlers._share_state import answer, refused
 from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 84
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    """Every partition answers `code` (a refused CLUSTER_ACTION)."""
+    return refused(request, "ReadShareGroupStateResponse", "ReadStateResult", code)
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.handlers._share_state import answer
+from kio.schema.errors import ErrorCode
+
+from broker.handlers._share_state import answer, refused
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
 
 API_KEY = 87
+
+
+def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
+    """Every partition answers `code` (a refused CLUSTER_ACTION)."""
+    return refused(request, "ReadShareGroupStateSummaryResponse", "ReadStateSummaryResult", code)
 
 
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
