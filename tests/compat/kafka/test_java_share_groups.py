@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.support.kafka_ref import run_program
-from tests.support.node import started_node
+from tests.support.node import SkiffNode
 from tests.support.records import unique_topic
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -47,6 +47,21 @@ CONFIG = {
 }
 
 
+# a node's start on a loaded CI machine (load averages near 30 on two cores were seen) can
+# take longer than the harness's default 30 s
+READY_S = 120.0
+
+
+def _ready(node: SkiffNode) -> SkiffNode:
+    node.start()
+    try:
+        node.wait_ready(READY_S)
+    except BaseException:
+        node.close()
+        raise
+    return node
+
+
 COUNT = 200
 WATCH_MS = 3 * LOCK_MS
 
@@ -54,7 +69,7 @@ WATCH_MS = 3 * LOCK_MS
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
     """Every case in one JVM (a JVM start costs seconds of CPU), by case name."""
-    node = started_node(Path(tmp_path_factory.mktemp("share-node")), config_env=CONFIG)
+    node = _ready(SkiffNode(Path(tmp_path_factory.mktemp("share-node")), config_env=CONFIG))
     try:
         proc = run_program(
             PROGRAM, node.bootstrap, "enable",
@@ -137,7 +152,7 @@ def _cases(proc: Any) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
 def test_accepted_records_survive_a_restart(tmp_path: Path, sig: signal.Signals) -> None:
-    node = started_node(tmp_path / "node")
+    node = _ready(SkiffNode(tmp_path / "node"))
     try:
         topic = unique_topic("share-restart")
         group = f"share-restart-{sig.name.lower()}"
@@ -151,7 +166,7 @@ def test_accepted_records_survive_a_restart(tmp_path: Path, sig: signal.Signals)
         assert len(accepted) == RESTART_ACCEPT and len(set(accepted)) == RESTART_ACCEPT
         node.stop(sig, timeout=60)
         node.start()
-        node.wait_ready()
+        node.wait_ready(READY_S)
         expected = RESTART_COUNT - RESTART_ACCEPT
         proc = run_program(PROGRAM, node.bootstrap, f"drain:{topic}:{group}:{expected}:3000",
                            timeout=180)
