@@ -233,6 +233,15 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.share.min.partition.max.record.locks", INT, 100, at_least(1)),
     ConfigDef("group.share.max.partition.max.record.locks", INT, 4000, at_least(1)),
     ConfigDef("group.share.max.share.sessions", INT, 2000, at_least(1)),
+    # the share coordinator (KIP-932, broker/share/coordinator.py) and __share_group_state
+    ConfigDef("share.coordinator.state.topic.num.partitions", INT, 50, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", SH, 3, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.min.isr", SH, 2, at_least(1)),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", INT, 100 * 1024 * 1024,
+              at_least(1)),
+    ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", INT, 500,
+              at_least(0)),
+    ConfigDef("share.coordinator.write.timeout.ms", INT, 5000, at_least(1)),
     # transactions and producer ids
     ConfigDef("transaction.state.log.num.partitions", INT, 50, at_least(1)),
     ConfigDef("transaction.state.log.replication.factor", SH, 3, at_least(1)),

@@ -258,11 +258,8 @@ class GroupCoordinatorService:
         self, key: str, key_type: int, listener_name: str,
     ) -> tuple[ErrorCode, int, str, int, str | None]:
         """(error, node id, host, port, message) of the coordinator of group `key`
-        (transactional ids are broker/txn's: FindCoordinator sends key type 1 there)."""
-        if key_type == SHARE_KEY_TYPE:
-            return (ErrorCode.invalid_request, -1, "", -1,
-                    "Skiff has no share coordinator: share-group state is kept in memory by "
-                    "the partition leaders")
+        (transactional ids are broker/txn's, share-partition keys broker/share's: FindCoordinator
+        sends key types 1 and 2 there)."""
         if key_type != GROUP_KEY_TYPE:
             return ErrorCode.invalid_request, -1, "", -1, f"key type {key_type}"
         return await self.runtime.locate(key, listener_name)

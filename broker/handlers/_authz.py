@@ -68,6 +68,13 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     74: Op.DESCRIBE_CONFIGS,  # ListConfigResources
     80: Op.ALTER,  # AddRaftVoter, sent on to the quorum leader
     81: Op.ALTER,  # RemoveRaftVoter
+    # the share coordinator's state APIs: only share-partition leaders and group
+    # coordinators send them (KIP-932)
+    83: Op.CLUSTER_ACTION,  # InitializeShareGroupState
+    84: Op.CLUSTER_ACTION,  # ReadShareGroupState
+    85: Op.CLUSTER_ACTION,  # WriteShareGroupState
+    86: Op.CLUSTER_ACTION,  # DeleteShareGroupState
+    87: Op.CLUSTER_ACTION,  # ReadShareGroupStateSummary
 }
 
 # The controller listener: only Skiff nodes call it, with their inter-broker or controller

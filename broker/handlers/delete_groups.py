@@ -1,4 +1,6 @@
-"""DeleteGroups (API 42): delete Empty groups with their committed offsets.
+"""DeleteGroups (API 42): delete Empty groups with their committed offsets; a share group
+with its share-partitions' state in the share coordinator (NON_EMPTY_GROUP while it has
+members), before the other kinds, as Kafka chains them.
 
 v3 (Kafka 4.4; its class is generated into broker/protocol/_kio_next) carries a per-group
 ErrorMessage: null on success, else Kafka's message for the error (Errors.message(), which the
@@ -44,6 +46,17 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     names = [str(g) for g in request.groups_names]
     may = [n for n in names if allowed(node, ctx, Op.DELETE, Res.GROUP, n)]
     results = {n: ErrorCode.group_authorization_failed for n in names}
+    share = getattr(node, "share_groups", None)
+    if share is not None:
+        for n in list(may):
+            try:
+                share.coordinated(n)
+            except KafkaError:
+                continue
+            deleted = await share.delete_group(n)
+            if deleted is not None:
+                results[n] = deleted
+                may.remove(n)
     if may:
         try:
             results.update(await service_of(node).delete_groups(may))

@@ -2,7 +2,8 @@
 
 An unknown group is answered "Dead" with no error up to v5; v6 (KIP-1043) answers
 GROUP_ID_NOT_FOUND with Kafka's message: "Group G not found.", or "Group G is not a classic
-group." for a KIP-848 consumer group (which ConsumerGroupDescribe describes).
+group." for a KIP-848 consumer group (which ConsumerGroupDescribe describes) or a share group
+(ShareGroupDescribe).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ API_KEY = 15
 
 
 def _is_consumer_group(node: Any, group_id: str) -> bool:
+    """A KIP-848 consumer group or a share group: a group, but not a classic one."""
+    share = getattr(node, "share_groups", None)
+    if share is not None and group_id in share.groups.groups:
+        return True
     try:
         _, desc = service_of(node).consumer_group_describe(group_id)
     except KafkaError:

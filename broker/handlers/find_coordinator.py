@@ -1,5 +1,8 @@
-"""FindCoordinator (API 10): which broker coordinates a group (key type 0) or a transactional
-id (key type 1, the leader of its __transaction_state partition); v0-v3 one key, v4+ a batch."""
+"""FindCoordinator (API 10): which broker coordinates a group (key type 0), a transactional
+id (key type 1, the leader of its __transaction_state partition) or a share-partition's
+state (key type 2, "groupId:topicId:partition", the leader of its __share_group_state
+partition; brokers ask it, with CLUSTER_ACTION as Kafka checks); v0-v3 one key, v4+ a
+batch."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
+from broker.share.coordinator_shell import share_coordinator_of
 from broker.txn.shell import txn_service_of
 
 if TYPE_CHECKING:
@@ -21,6 +25,7 @@ API_KEY = 10
 
 
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
 
 
 async def _find(node: Any, ctx: RequestContext, key: str, key_type: int, listener: str,
@@ -34,6 +39,14 @@ async def _find(node: Any, ctx: RequestContext, key: str, key_type: int, listene
         except KafkaError as exc:
             return exc.error_code, -1, "", -1, exc.message
         return await txn.find_coordinator(key, listener)
+    if key_type == SHARE_KEY_TYPE:
+        if not allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER):
+            return ErrorCode.cluster_authorization_failed, -1, "", -1, None
+        try:
+            share = share_coordinator_of(node)
+        except KafkaError as exc:
+            return exc.error_code, -1, "", -1, exc.message
+        return await share.find_coordinator(key, listener)
     if not allowed(node, ctx, Op.DESCRIBE, Res.GROUP, key):
         return ErrorCode.group_authorization_failed, -1, "", -1, None
     try:

@@ -60,11 +60,11 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
             answers[key] = PartitionAnswer(*key, error=ErrorCode.topic_authorization_failed)
         else:
             allowed_acks[key] = batches
-    for key, (ack_error, ack_message) in service.acknowledge(
-            group_id, member_id, allowed_acks).items():
+    acked = await service.acknowledge(group_id, member_id, allowed_acks)
+    for key, (ack_error, ack_message) in acked.items():
         answers[key] = PartitionAnswer(*key, error=ack_error, error_message=ack_message)
     if epoch == FINAL_EPOCH:
-        service.close_session(session)
+        await service.close_session(session)
     for (tid, p), a in answers.items():
         a.leader_id, a.leader_epoch = leader_of(node, tid, p)
     return build(mod.ShareAcknowledgeResponse, throttle_time=NO_THROTTLE,

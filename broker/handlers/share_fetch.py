@@ -125,13 +125,13 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     answers: dict[tuple[uuid.UUID, int], PartitionAnswer] = {}
     for key in refused:
         answers[key] = PartitionAnswer(*key, error=ErrorCode.topic_authorization_failed)
-    ack_results = service.acknowledge(
+    ack_results = await service.acknowledge(
         group_id, member_id, {k: v for k, v in acks.items() if k not in refused})
     for key, (ack_error, ack_message) in ack_results.items():
         a = answers.setdefault(key, PartitionAnswer(*key))
         a.ack_error, a.ack_error_message = ack_error, ack_message
     if epoch == FINAL_EPOCH:
-        service.close_session(session)
+        await service.close_session(session)
     elif not is_renew:
         max_wait_ms = int(request.max_wait.total_seconds() * 1000)
         max_records = int(request.max_records) if int(request.max_records) > 0 else _INT_MAX

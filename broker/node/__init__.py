@@ -75,6 +75,7 @@ from broker.security.sasl_config import server_sasl_for
 from broker.security.scram import ScramCredential, TokenLookup
 from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
+from broker.share.coordinator_shell import ShareCoordinatorService
 from broker.txn.shell import TransactionCoordinatorService
 
 log = structlog.get_logger(__name__)
@@ -128,6 +129,7 @@ class Node:
         # None on a controller-only node (and until a broker is ready)
         self.group_coordinator: GroupCoordinatorService | None = None
         self.txn_coordinator: TransactionCoordinatorService | None = None
+        self.share_coordinator: ShareCoordinatorService | None = None
         self.broker_server: Server
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: Any = None
@@ -265,6 +267,9 @@ class Node:
                 self, node_producer_ids(self).generate, security=self.inter_broker_security,
                 listener_name=cfg.inter_broker_listener_name)
             self.txn_coordinator.start()
+            # KIP-932: the share-partition states in __share_group_state
+            self.share_coordinator = ShareCoordinatorService(self)
+            self.share_coordinator.start()
             self.broker_server = Server(
                 self, self._broker_listeners(), server_config,
                 stats=self.stats.server if self.stats is not None else None,
@@ -313,6 +318,8 @@ class Node:
         steps: list[tuple[str, str, str]] = [
             ("admin", "admin", "stop"), ("group_coordinator", "group_coordinator", "stop"),
             ("txn_coordinator", "txn_coordinator", "stop"),
+            ("share_groups", "share_groups", "close"),
+            ("share_coordinator", "share_coordinator", "stop"),
             ("broker_server", "broker_server", "stop"),
             ("controller_server", "controller_server", "stop"),
             ("controller_channel", "controller", "close"), ("quorum", "quorum", "stop"),
@@ -786,6 +793,8 @@ def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str,
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
         # the admin plane without credentials, for callers on this host only
         "admin.allow.unauthenticated": "loopback",
     }

@@ -84,6 +84,14 @@ SHARE_GROUP_HEARTBEAT = 76
 SHARE_GROUP_DESCRIBE = 77
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
+INITIALIZE_SHARE_GROUP_STATE = 83
+READ_SHARE_GROUP_STATE = 84
+WRITE_SHARE_GROUP_STATE = 85
+DELETE_SHARE_GROUP_STATE = 86
+READ_SHARE_GROUP_STATE_SUMMARY = 87
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
+ALTER_SHARE_GROUP_OFFSETS = 91
+DELETE_SHARE_GROUP_OFFSETS = 92
 LIST_CONFIG_RESOURCES = 74
 
 def api_name(api_key: int) -> str:
@@ -274,8 +282,7 @@ BROKER_APIS = ApiTable.of(
     # v10: topics by id
     (OFFSET_COMMIT, 0, 10),
     (OFFSET_FETCH, 0, 10),
-    # v5: may answer TRANSACTION_ABORTABLE (KIP-890); v6: share-coordinator keys (KIP-932),
-    # each INVALID_REQUEST here (share state is in memory: no share coordinator)
+    # v5: may answer TRANSACTION_ABORTABLE (KIP-890); v6: share-coordinator keys (KIP-932)
     (FIND_COORDINATOR, 0, 6),
     (JOIN_GROUP, 0, 9),
     (HEARTBEAT, 0, 4),
@@ -293,6 +300,15 @@ BROKER_APIS = ApiTable.of(
     (SHARE_GROUP_DESCRIBE, 1, 1),
     (SHARE_FETCH, 1, 2),
     (SHARE_ACKNOWLEDGE, 1, 2),
+    (DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1),  # v1: Lag (KIP-1226)
+    (ALTER_SHARE_GROUP_OFFSETS, 0, 0),
+    (DELETE_SHARE_GROUP_OFFSETS, 0, 0),
+    # the share coordinator's state APIs (inter-broker; v1: DeliveryCompleteCount, KIP-1226)
+    (INITIALIZE_SHARE_GROUP_STATE, 0, 0),
+    (READ_SHARE_GROUP_STATE, 0, 0),
+    (WRITE_SHARE_GROUP_STATE, 0, 1),
+    (DELETE_SHARE_GROUP_STATE, 0, 0),
+    (READ_SHARE_GROUP_STATE_SUMMARY, 0, 1),
     # transactions (issue 22): the coordinator's side. AddPartitionsToTxn v4+ is the batched
     # form brokers send (KIP-890 verification); v4 of AddOffsetsToTxn/EndTxn/TxnOffsetCommit
     # may answer TRANSACTION_ABORTABLE; AddPartitionsToTxn v5, EndTxn v5 and TxnOffsetCommit

@@ -9,12 +9,19 @@ subscribed partition goes to at least one member subscribed to its topic, and wh
 has fewer partitions than members, partitions are shared, so every member gets one (share
 partitions need no revocation, so a member takes its new assignment and the group epoch at
 its next heartbeat). A member not heard from for the session timeout is removed.
+
+A group also remembers its initialized share-partitions, those with a state in the share
+coordinator (assigned to a member once, or given a start offset by AlterShareGroupOffsets),
+which DescribeShareGroupOffsets lists and DeleteGroups / DeleteShareGroupOffsets delete.
+Offsets are altered and deleted, and the group deleted, only while it has no members
+(NON_EMPTY_GROUP otherwise); an unknown group is GROUP_ID_NOT_FOUND, except that altering
+offsets creates it, as for consumer groups.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -98,6 +105,9 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     topics_seen: tuple[tuple[str, uuid.UUID, int], ...] = ()
+    # the share-partitions with state in the share coordinator (Kafka's initialized
+    # partitions of ShareGroupStatePartitionMetadata): assigned once, or altered offsets
+    initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -230,6 +240,42 @@ class ShareGroupCoordinator:
         return ShareGroupDescription(group_id, group.state, group.group_epoch,
                                      group.assignment_epoch, ASSIGNOR_NAME, members)
 
+    def initialized_partitions(self, group_id: str) -> dict[uuid.UUID, tuple[int, ...]]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return {}
+        return {tid: tuple(sorted(ps)) for tid, ps in group.initialized.items() if ps}
+
+    def check_empty(self, group_id: str, *, create: bool = False) -> tuple[ErrorCode, str | None]:
+        """Whether offsets may be altered or deleted, or the group deleted: it exists
+        (or `create`) and has no members."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if create:
+                return ErrorCode.none, None
+            return ErrorCode.group_id_not_found, f"Group {group_id} not found."
+        if group.members:
+            return ErrorCode.non_empty_group, f"Share group {group_id} is not empty."
+        return ErrorCode.none, None
+
+    def offsets_altered(self, group_id: str, partitions: Mapping[uuid.UUID, Iterable[int]]
+                        ) -> None:
+        """Start offsets were set for these partitions (the group is made if new)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        for tid, ps in partitions.items():
+            group.initialized.setdefault(tid, set()).update(ps)
+
+    def offsets_deleted(self, group_id: str, topic_ids: Iterable[uuid.UUID]) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            for tid in topic_ids:
+                group.initialized.pop(tid, None)
+
+    def delete(self, group_id: str) -> None:
+        self.groups.pop(group_id, None)
+
     def listed(self) -> list[tuple[str, str]]:
         """(group id, state) of every share group."""
         return [(g.group_id, g.state) for g in self.groups.values()]
@@ -253,6 +299,8 @@ class ShareGroupCoordinator:
         target = simple_assignment({m.member_id: m.subscribed for m in group.members.values()},
                                    topics)
         for mid, parts in target.items():
+            for tid, ps in parts.items():
+                group.initialized.setdefault(tid, set()).update(ps)
             group.members[mid].assignment = tuple(
                 (tid, tuple(sorted(ps)))
                 for tid, ps in sorted(parts.items(), key=lambda x: str(x[0])))

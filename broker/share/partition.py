@@ -20,6 +20,14 @@ ARCHIVED 4):
     ACQUIRED     -> ACQUIRED      RENEW (4, KIP-1222) by the owner: a new lock from now
     ACKNOWLEDGED, ARCHIVED        final
 
+Persisted (broker/share/coordinator.py, in __share_group_state): the SPSO and the states of
+[SPSO, SPEO) as state batches, an ACQUIRED record as AVAILABLE with its delivery count (its
+lock does not outlive the leader); `from_state` rebuilds a share-partition from them. As
+Kafka's SharePartition does, a write carries the SPSO as it was before the acknowledgements
+it records (the records they completed are written ACKNOWLEDGED/ARCHIVED from there), and
+the SPSO they moved to is written with the next one: the records done since the last write
+are kept (`done`) until `persisted` says it was written.
+
 The SPSO moves forward over ACKNOWLEDGED and ARCHIVED records (they are then forgotten). New
 records are acquired only while fewer than partition.max.record.locks offsets are in flight
 (SPEO - SPSO), Kafka's bound on the in-flight window. An acknowledgement of an offset that
@@ -85,6 +93,61 @@ class SharePartition:
         self.end_offset = start_offset
         self.limits = limits
         self.records: dict[int, InFlight] = {}
+        # completed records the SPSO moved past since the last write (their final state)
+        self.done: dict[int, tuple[RecordState, int]] = {}
+
+    @classmethod
+    def from_state(cls, start_offset: int, batches: Iterable[tuple[int, int, int, int]],
+                   limits: ShareLimits) -> SharePartition:
+        """The share-partition a persisted state describes: (first, last, delivery state,
+        delivery count) batches past `start_offset`; a persisted ACQUIRED (never written
+        by Skiff) counts as AVAILABLE."""
+        sp = cls(start_offset, limits)
+        for first, last, state, count in batches:
+            if last < sp.start_offset:
+                continue
+            try:
+                kind = RecordState(state)
+            except ValueError:
+                kind = RecordState.AVAILABLE
+            if kind is RecordState.ACQUIRED:
+                kind = RecordState.AVAILABLE
+            # offsets no batch names between the batches are AVAILABLE, never delivered
+            for off in range(max(first, sp.start_offset), last + 1):
+                sp.records[off] = InFlight(kind, max(0, count))
+            sp.end_offset = max(sp.end_offset, last + 1)
+        sp._advance()
+        return sp
+
+    def persisted_start(self) -> int:
+        """The start offset the next write carries: the SPSO before the records done since
+        the last write."""
+        return min(self.done) if self.done else self.start_offset
+
+    def persisted(self, upto: int) -> None:
+        """A write built while the SPSO was `upto` was made: the records done before `upto`
+        are in it and forgotten (ones done since stay for the next write)."""
+        for off in [o for o in self.done if o < upto]:
+            del self.done[off]
+
+    def persisted_batches(self) -> list[tuple[int, int, int, int]]:
+        """The state of [persisted_start, SPEO) as (first, last, delivery state, delivery
+        count) batches of consecutive offsets with one state and count."""
+        out: list[tuple[int, int, int, int]] = []
+        for off in range(self.persisted_start(), self.end_offset):
+            r = self.records.get(off)
+            if off < self.start_offset:
+                state, count = self.done.get(off, (RecordState.ACKNOWLEDGED, 1))
+            else:
+                state, count = ((RecordState.AVAILABLE, 0) if r is None
+                                else (r.state, r.delivery_count))
+            if state is RecordState.ACQUIRED:
+                state = RecordState.AVAILABLE
+            if out and out[-1][1] == off - 1 and out[-1][2:] == (int(state), count):
+                out[-1] = (out[-1][0], off, int(state), count)
+            else:
+                out.append((off, off, int(state), count))
+        return out
 
     # ---- reading -----------------------------------------------------------------------------
 
@@ -111,6 +174,9 @@ class SharePartition:
         return [o for o, r in self.records.items()
                 if r.state is RecordState.ACQUIRED and r.member_id == member_id]
 
+    def acquired_by_anyone(self) -> bool:
+        return any(r.state is RecordState.ACQUIRED for r in self.records.values())
+
     def next_deadline(self) -> int | None:
         deadlines = [r.deadline_ms for r in self.records.values()
                      if r.state is RecordState.ACQUIRED]
@@ -124,6 +190,7 @@ class SharePartition:
             return
         for off in range(self.start_offset, min(offset, self.end_offset)):
             self.records.pop(off, None)
+        self.done.clear()
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
 
@@ -238,6 +305,7 @@ class SharePartition:
             if r is None or r.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
                 break
             del self.records[self.start_offset]
+            self.done[self.start_offset] = (r.state, r.delivery_count)
             self.start_offset += 1
 
 

@@ -6,10 +6,13 @@ partition.py, sessions.py) with the node's metadata, logs and clock.
   Kafka routes it (FindCoordinator key type 0); other brokers answer NOT_COORDINATOR.
 - Share-partitions live on the partition's leader (ShareFetch, ShareAcknowledge).
 
-In this slice share state is in memory only: no share coordinator and no
-__share_group_state, so a broker restart (or a leader change) forgets the groups, the
-acquired and acknowledged records; a share-partition then starts again where
-share.auto.offset.reset says.
+A share-partition's state is kept by the share coordinator (broker/share/coordinator.py,
+in __share_group_state) through the persister (persister.py): read when the share-partition
+is loaded here (first use, or a new leader epoch of the partition), written after every
+acknowledgement before it is answered, and when a share session closes. A restarted broker,
+or a new leader, so goes on where the acknowledged records left off; a share-partition
+without state starts where share.auto.offset.reset says and writes that start at once.
+Membership is still in memory: a restart forgets the members, which join again.
 
 Handlers reach it as `share_service_of(node)`, made at first use.
 """
@@ -29,6 +32,7 @@ from broker.errors import KafkaError
 from broker.metadata.features import SHARE_VERSION
 from broker.metadata.records import RESOURCE_GROUP
 from broker.protocol.records import iter_batch_headers, whole_batches_length
+from broker.replication import Role
 from broker.share.group import (
     ShareGroupCoordinator,
     ShareGroupDescription,
@@ -38,6 +42,9 @@ from broker.share.group import (
     TopicsView,
 )
 from broker.share.partition import AcquiredRange, ShareLimits, SharePartition
+from broker.share.persister import Persister
+from broker.share.records import SharePartitionKey as StateKey
+from broker.share.records import StateBatch
 from broker.share.sessions import FINAL_EPOCH, ShareSession, ShareSessionCache
 
 log = structlog.get_logger(__name__)
@@ -101,6 +108,25 @@ class ShareService:
             max_size=node_setting(cfg, "group.share.max.size")), self.group_settings)
         self.sessions = ShareSessionCache(node_setting(cfg, "group.share.max.share.sessions"))
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        # (state epoch, leader epoch of the partition) each share-partition was loaded at
+        self.loaded_at: dict[SharePartitionKey, tuple[int, int]] = {}
+        self._load_locks: dict[SharePartitionKey, asyncio.Lock] = {}
+        self._write_locks: dict[SharePartitionKey, asyncio.Lock] = {}
+        self._persister: Persister | None = None
+
+    async def close(self) -> None:
+        if self._persister is not None:
+            await self._persister.close()
+
+    @property
+    def persister(self) -> Persister:
+        if self._persister is None:
+            from broker.share.coordinator_shell import share_coordinator_of
+
+            self._persister = Persister(
+                self.node, share_coordinator_of(self.node),
+                security=getattr(self.node, "inter_broker_security", None))
+        return self._persister
 
     # ---- time and configs --------------------------------------------------------------------
 
@@ -212,34 +238,109 @@ class ShareService:
         if session is not None:
             self._release(session)
 
-    def _release(self, session: ShareSession) -> None:
-        for (gid, _topic, _p), sp in self.partitions.items():
-            if gid == session.group_id:
-                sp.release_member(session.member_id)
+    def _release(self, session: ShareSession) -> list[SharePartitionKey]:
+        """Releases the member's records; the share-partitions where it held some."""
+        released = []
+        for key, sp in list(self.partitions.items()):
+            if key[0] == session.group_id and sp.release_member(session.member_id):
+                released.append(key)
+        return released
 
     # ---- share-partitions --------------------------------------------------------------------
 
-    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
-        """The share-partition, made at first use at the offset share.auto.offset.reset
-        says (latest, Kafka's default: the high watermark; earliest: the log start)."""
+    def _state_key(self, group_id: str, topic: str, partition: int) -> StateKey:
+        t = self.node.metadata.topic(topic)
+        if t is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition}")
+        return StateKey(group_id, t.topic_id, partition)
+
+    async def share_partition(self, group_id: str, topic: str,
+                              partition: int) -> SharePartition:
+        """The share-partition, loaded from its persisted state at first use and at each
+        new leader epoch of the partition; without a state it starts at the offset
+        share.auto.offset.reset says (latest, Kafka's default: the high watermark;
+        earliest: the log start), written at once so that a restart keeps it."""
         key = (group_id, topic, partition)
-        sp = self.partitions.get(key)
         part = self.node.replicas.leader_partition(topic, partition)
-        if sp is None:
-            reset = self._group_config(group_id).get("share.auto.offset.reset", "latest")
-            start = (part.log.log_start_offset if reset == "earliest"
-                     else part.high_watermark)
-            sp = self.partitions[key] = SharePartition(start, self.limits(group_id))
-            log.info("share_partition_initialized", group=group_id, topic=topic,
-                     partition=partition, start_offset=start, reset=reset)
+        sp = self.partitions.get(key)
+        if sp is None or self.loaded_at[key][1] != part.leader_epoch:
+            lock = self._load_locks.setdefault(key, asyncio.Lock())
+            async with lock:
+                sp = self.partitions.get(key)
+                if sp is None or self.loaded_at[key][1] != part.leader_epoch:
+                    sp = await self._load(group_id, topic, partition, part)
         else:
             sp.limits = self.limits(group_id)
         if part.log.log_start_offset > sp.start_offset:
             sp.reset_start(part.log.log_start_offset)
         return sp
 
-    def acknowledge(self, group_id: str, member_id: str, acks: Acks
-                    ) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
+    async def _load(self, group_id: str, topic: str, partition: int,
+                    part: Any) -> SharePartition:
+        key = (group_id, topic, partition)
+        skey = self._state_key(group_id, topic, partition)
+        leader_epoch = int(part.leader_epoch)
+        state = await self.persister.read(skey, leader_epoch)
+        if state.error is not ErrorCode.none:
+            raise KafkaError(state.error, state.message or "share-partition state not read")
+        limits = self.limits(group_id)
+        if state.start_offset >= 0:
+            sp = SharePartition.from_state(
+                state.start_offset, [(b.first_offset, b.last_offset, b.delivery_state,
+                                      b.delivery_count) for b in state.state_batches], limits)
+            log.info("share_partition_loaded", group=group_id, topic=topic,
+                     partition=partition, start_offset=sp.start_offset,
+                     end_offset=sp.end_offset, state_epoch=state.state_epoch)
+        else:
+            reset = self._group_config(group_id).get("share.auto.offset.reset", "latest")
+            start = (part.log.log_start_offset if reset == "earliest"
+                     else part.high_watermark)
+            sp = SharePartition(start, limits)
+            written = await self.persister.write(skey, state.state_epoch, leader_epoch,
+                                                 start, ())
+            if written.error is not ErrorCode.none:
+                raise KafkaError(written.error,
+                                 written.message or "share-partition state not written")
+            log.info("share_partition_initialized", group=group_id, topic=topic,
+                     partition=partition, start_offset=start, reset=reset)
+        self.partitions[key] = sp
+        self.loaded_at[key] = (state.state_epoch, leader_epoch)
+        return sp
+
+    async def persist(self, group_id: str, topic: str, partition: int) -> ErrorCode:
+        """Writes the share-partition's state (its SPSO and in-flight states); one write
+        at a time per share-partition, each carrying the state as it is when it starts.
+        A fenced write (another leader, or offsets altered) drops the share-partition, to
+        be loaded again."""
+        key = (group_id, topic, partition)
+        lock = self._write_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            sp = self.partitions.get(key)
+            if sp is None:
+                return ErrorCode.none
+            state_epoch, leader_epoch = self.loaded_at[key]
+            batches = tuple(StateBatch(*b) for b in sp.persisted_batches())
+            start, upto = sp.persisted_start(), sp.start_offset
+            # KIP-1226: offsets past the start whose delivery is complete (for the lag)
+            complete = sum(b.last_offset - b.first_offset + 1 for b in batches
+                           if b.delivery_state in (2, 4))
+            result = await self.persister.write(
+                self._state_key(group_id, topic, partition), state_epoch, leader_epoch,
+                start, batches, complete)
+            if result.error is ErrorCode.none:
+                sp.persisted(upto)
+            if result.error in (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch) \
+                    and self.partitions.get(key) is sp:
+                log.info("share_partition_fenced", group=group_id, topic=topic,
+                         partition=partition, error=result.error.name)
+                del self.partitions[key]
+                del self.loaded_at[key]
+            return result.error
+
+    async def acknowledge(self, group_id: str, member_id: str, acks: Acks
+                          ) -> dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]]:
+        """Applies the acknowledgements, then persists each share-partition they changed
+        before answering: an ACCEPT answered is an ACCEPT a restart keeps."""
         out: dict[tuple[uuid.UUID, int], tuple[ErrorCode, str | None]] = {}
         image = self.node.metadata
         now = self.now()
@@ -249,16 +350,24 @@ class ShareService:
                 out[(tid, p)] = (ErrorCode.unknown_topic_id, None)
                 continue
             try:
-                sp = self.share_partition(group_id, t.name, p)
+                sp = await self.share_partition(group_id, t.name, p)
             except KafkaError as exc:
                 out[(tid, p)] = (exc.error_code, exc.message)
                 continue
             error: ErrorCode = ErrorCode.none
+            changed = False
             for first, last, types in batches:
                 e = sp.acknowledge(member_id, first, last, types, now)
                 if e is not ErrorCode.none:
                     error = e
-            out[(tid, p)] = (error, None)
+                else:
+                    changed = True
+            message = None
+            if changed:
+                written = await self.persist(group_id, t.name, p)
+                if written is not ErrorCode.none and error is ErrorCode.none:
+                    error, message = written, "The share-partition state was not written."
+            out[(tid, p)] = (error, message)
         return out
 
     async def fetch(self, group_id: str, member_id: str, session: ShareSession,
@@ -270,8 +379,8 @@ class ShareService:
         deadline = loop.time() + max_wait_ms / 1000
         skip = set(refused)
         while True:
-            answers = self._fetch_once(group_id, member_id, session, max_records, max_bytes,
-                                       skip)
+            answers = await self._fetch_once(group_id, member_id, session, max_records,
+                                             max_bytes, skip)
             remaining = deadline - loop.time()
             if any(a.acquired or a.error is not ErrorCode.none for a in answers) \
                     or remaining <= 0:
@@ -286,7 +395,7 @@ class ShareService:
             await self.node.replicas.wait_any(keys, for_log_end=False,
                                               timeout_s=min(remaining, 0.05))
 
-    def _fetch_once(self, group_id: str, member_id: str, session: ShareSession,
+    async def _fetch_once(self, group_id: str, member_id: str, session: ShareSession,
                     max_records: int, max_bytes: int,
                     skip: set[tuple[uuid.UUID, int]]) -> list[PartitionAnswer]:
         image = self.node.metadata
@@ -308,11 +417,12 @@ class ShareService:
             if budget <= 0:
                 continue
             try:
-                sp = self.share_partition(group_id, t.name, p)
+                sp = await self.share_partition(group_id, t.name, p)
             except KafkaError as exc:
                 ans.error, ans.error_message = exc.error_code, exc.message
                 answers.append(ans)
                 continue
+            now = self.now()
             if not sp.can_acquire(now):
                 continue
             offset = sp.next_fetch_offset(now)
@@ -344,10 +454,193 @@ class ShareService:
             answers.append(ans)
         return answers
 
-    def close_session(self, session: ShareSession) -> None:
+    async def close_session(self, session: ShareSession) -> None:
+        """The member's records go back, and the share-partitions it held are persisted
+        with their delivery counts."""
         if self.sessions.existing(session.group_id, session.member_id) is session:
             self.sessions.remove(session.group_id, session.member_id)
-        self._release(session)
+        for gid, topic, p in self._release(session):
+            await self.persist(gid, topic, p)
+        self._forget_idle(session.group_id)
+
+    def _forget_idle(self, group_id: str) -> None:
+        """No share session of the group is left here: its share-partitions are dropped
+        (their state is persisted), to be loaded again by the next fetch, so that offsets
+        altered meanwhile (AlterShareGroupOffsets needs an empty group) are seen."""
+        if any(gid == group_id for gid, _ in self.sessions.sessions):
+            return
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            if not self.partitions[key].acquired_by_anyone():
+                del self.partitions[key]
+                self.loaded_at.pop(key, None)
 
     def session_closed(self, epoch: int) -> bool:
         return epoch == FINAL_EPOCH
+
+    # ---- share group offsets (DescribeShareGroupOffsets, Alter..., Delete..., DeleteGroups)
+
+    def coordinated(self, group_id: str) -> None:
+        """KafkaError unless this broker coordinates `group_id` and it is no other kind of
+        group."""
+        self._check_coordinator(group_id)
+
+    def _latest_offset(self, topic: str, partition: int) -> int | None:
+        """The partition's high watermark when it is led here (the lag's end)."""
+        part = self.node.replicas.get(topic, partition)
+        if part is None or part.role is not Role.LEADER:
+            return None
+        return int(part.high_watermark)
+
+    async def describe_offsets(self, group_id: str,
+                               topics: list[tuple[str, list[int]]] | None,
+                               ) -> list[OffsetsTopic]:
+        """Each partition's start offset (SPSO), leader epoch and lag (Kafka 4.4's
+        describeShareGroupOffsets): `topics` None means every initialized partition of the
+        group; a topic not in the metadata answers start offset -1, a partition without
+        state -1 with lag -1. Raises KafkaError for the group."""
+        self.coordinated(group_id)
+        image = self.node.metadata
+        wanted: list[tuple[str, uuid.UUID | None, list[int]]] = []
+        if topics is None:
+            for init_id, init_ps in self.groups.initialized_partitions(group_id).items():
+                t = image.topic_by_id(init_id)
+                if t is not None:
+                    wanted.append((t.name, init_id, list(init_ps)))
+        else:
+            for name, asked in topics:
+                t = image.topic(name)
+                wanted.append((name, None if t is None else t.topic_id, list(asked)))
+        out: list[OffsetsTopic] = []
+        for name, tid, wanted_ps in wanted:
+            parts: list[OffsetsPartition] = []
+            for p in wanted_ps:
+                if tid is None:
+                    parts.append(OffsetsPartition(p, -1, -1, -1))
+                    continue
+                r = await self.persister.read_summary(StateKey(group_id, tid, p))
+                if r.error is not ErrorCode.none or r.start_offset < 0:
+                    parts.append(OffsetsPartition(p, -1, -1 if r.error is not ErrorCode.none
+                                                  else r.leader_epoch, -1))
+                    continue
+                lag = -1
+                end = self._latest_offset(name, p)
+                if end is not None and r.delivery_complete_count >= 0:
+                    lag = end - r.start_offset - r.delivery_complete_count
+                parts.append(OffsetsPartition(p, r.start_offset, r.leader_epoch, lag))
+            out.append(OffsetsTopic(name, tid, parts))
+        return out
+
+    async def alter_offsets(self, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]
+                            ) -> list[AlteredTopic]:
+        """Sets the start offsets of an empty (or new) share group's partitions: each
+        partition's state is initialized again at a higher state epoch, which fences the
+        share-partition leaders' older state. Raises KafkaError for the whole request."""
+        self.coordinated(group_id)
+        error, message = self.groups.check_empty(group_id, create=True)
+        if error is not ErrorCode.none:
+            raise KafkaError(error, message or "")
+        image = self.node.metadata
+        out: list[AlteredTopic] = []
+        done: dict[uuid.UUID, list[int]] = {}
+        for name, parts in topics:
+            t = image.topic(name)
+            results: list[tuple[int, ErrorCode, str | None]] = []
+            for p, offset in parts:
+                if t is None or t.partition(p) is None:
+                    results.append((p, ErrorCode.unknown_topic_or_partition,
+                                    "This server does not host this topic-partition."))
+                    continue
+                key = StateKey(group_id, t.topic_id, p)
+                summary = await self.persister.read_summary(key)
+                if summary.error is not ErrorCode.none:
+                    results.append((p, summary.error, summary.message))
+                    continue
+                r = await self.persister.initialize(key, summary.state_epoch + 1, offset)
+                results.append((p, r.error, r.message))
+                if r.error is ErrorCode.none:
+                    done.setdefault(t.topic_id, []).append(p)
+                    self._drop(group_id, name, p)
+            out.append(AlteredTopic(name, None if t is None else t.topic_id, results))
+        if done:
+            self.groups.offsets_altered(group_id, done)
+        return out
+
+    async def delete_offsets(self, group_id: str, topic_names: list[str]
+                             ) -> list[tuple[str, uuid.UUID | None, ErrorCode, str | None]]:
+        """Deletes the state of an empty share group's partitions of these topics; the
+        share-partitions start again where share.auto.offset.reset says. Raises KafkaError
+        for the whole request."""
+        self.coordinated(group_id)
+        error, message = self.groups.check_empty(group_id)
+        if error is not ErrorCode.none:
+            raise KafkaError(error, message or "")
+        image = self.node.metadata
+        initialized = self.groups.initialized_partitions(group_id)
+        out: list[tuple[str, uuid.UUID | None, ErrorCode, str | None]] = []
+        for name in topic_names:
+            t = image.topic(name)
+            if t is None:
+                out.append((name, None, ErrorCode.unknown_topic_or_partition,
+                            "This server does not host this topic-partition."))
+                continue
+            error, message = await self._delete_state(group_id, t.topic_id, name,
+                                                      initialized.get(t.topic_id, ()))
+            if error is ErrorCode.none:
+                self.groups.offsets_deleted(group_id, [t.topic_id])
+            out.append((name, t.topic_id, error, message))
+        return out
+
+    async def delete_group(self, group_id: str) -> ErrorCode | None:
+        """DeleteGroups of a share group: its partitions' state, then the group, when it
+        has no members; None when `group_id` is no share group here."""
+        if group_id not in self.groups.groups:
+            return None
+        error, _ = self.groups.check_empty(group_id)
+        if error is not ErrorCode.none:
+            return error
+        image = self.node.metadata
+        for tid, ps in self.groups.initialized_partitions(group_id).items():
+            t = image.topic_by_id(tid)
+            error, _ = await self._delete_state(group_id, tid, None if t is None else t.name, ps)
+            if error is not ErrorCode.none:
+                return error
+        self.groups.delete(group_id)
+        return ErrorCode.none
+
+    async def _delete_state(self, group_id: str, tid: uuid.UUID, name: str | None,
+                            partitions: Iterable[int]) -> tuple[ErrorCode, str | None]:
+        for p in partitions:
+            r = await self.persister.delete(StateKey(group_id, tid, p))
+            if r.error is not ErrorCode.none:
+                return r.error, r.message
+            if name is not None:
+                self._drop(group_id, name, p)
+        return ErrorCode.none, None
+
+    def _drop(self, group_id: str, topic: str, partition: int) -> None:
+        """A share-partition loaded here whose state was replaced: loaded again at next use."""
+        key = (group_id, topic, partition)
+        self.partitions.pop(key, None)
+        self.loaded_at.pop(key, None)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsPartition:
+    partition: int
+    start_offset: int
+    leader_epoch: int
+    lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: list[OffsetsPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class AlteredTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    partitions: list[tuple[int, ErrorCode, str | None]]

@@ -49,6 +49,8 @@ ADMIN: dict[str, Difference] = {
 
 ACLS: dict[str, Difference] = {}
 
+SHARE: dict[str, Difference] = {}
+
 CLUSTER: dict[str, Difference] = {}
 
 _GROUP_CONFIGS_NOT_SERVED = (

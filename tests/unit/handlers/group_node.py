@@ -32,6 +32,7 @@ from broker.protocol.api import BROKER_APIS
 from broker.protocol.headers import encode_body
 from broker.replication import ReplicaManager
 from broker.server.context import RequestContext
+from broker.share.coordinator_shell import ShareCoordinatorService
 
 NODE_ID = 1
 CONFIG: dict[str, Any] = {
@@ -46,6 +47,10 @@ CONFIG: dict[str, Any] = {
     "group.min.session.timeout.ms": 10,
     "group.max.session.timeout.ms": 600000,
     "group.max.size": 100,
+    "share.coordinator.state.topic.num.partitions": 3,
+    "share.coordinator.state.topic.replication.factor": 1,
+    "share.coordinator.state.topic.min.isr": 1,
+    "share.coordinator.write.timeout.ms": 2000,
 }
 
 
@@ -84,6 +89,7 @@ class GroupNode:
                                              features=bootstrap_levels()))
         self.group_coordinator = GroupCoordinatorService(self, rng=random.Random(3),
                                                          tick_interval_s=0.02)
+        self.share_coordinator = ShareCoordinatorService(self, tick_interval_s=0.02)
 
     @property
     def metadata(self) -> MetadataImage:
@@ -121,8 +127,13 @@ class GroupNode:
 
     async def start(self) -> None:
         self.group_coordinator.start()
+        self.share_coordinator.start()
 
     async def stop(self) -> None:
+        share_groups = getattr(self, "share_groups", None)
+        if share_groups is not None:
+            await share_groups.close()
+        await self.share_coordinator.stop()
         await self.group_coordinator.stop()
         for part in list(self.replicas.partitions()):
             part.close()

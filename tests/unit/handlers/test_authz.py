@@ -273,6 +273,16 @@ def test_every_cluster_checked_api_answers_the_refusal_visibly(node_factory: Any
                              pattern_type_filter=1, principal_filter=None, host_filter=None,
                              operation=1, permission_type=1),
         27: lambda v: _marker_request(v),
+        # the share coordinator's state APIs: one share-partition, whose result carries it
+        **{k: (lambda v, api=api, f=f: _share_state_request(api, v, f))
+           for k, api, f in (
+               (83, "initialize_share_group_state", {"state_epoch": 1, "start_offset": 0}),
+               (84, "read_share_group_state", {"leader_epoch": 0}),
+               (85, "write_share_group_state", {
+                   "state_epoch": 0, "leader_epoch": 0, "start_offset": 0,
+                   "delivery_complete_count": -1, "state_batches": ()}),
+               (86, "delete_share_group_state", {}),
+               (87, "read_share_group_state_summary", {"leader_epoch": 0}))},
     }
     checked = 0
     for key in sorted(set(CLUSTER_CHECKS) & served):
@@ -291,6 +301,12 @@ def test_every_cluster_checked_api_answers_the_refusal_visibly(node_factory: Any
             assert ErrorCode.cluster_authorization_failed in codes, (key, v, resp)
             checked += 1
     assert checked >= 10
+
+
+def _share_state_request(api: str, version: int, fields: dict[str, Any]) -> Any:
+    from share_state_support import state_request
+
+    return state_request(api, version, "g", uuid.UUID(int=1), 0, **fields)
 
 
 def _marker_request(version: int) -> Any:

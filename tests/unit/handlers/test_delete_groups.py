@@ -45,3 +45,33 @@ async def test_delete(node: GroupNode, version: int) -> None:
     assert [rec.decode_key(r.key) for r in tail] == [
         rec.OffsetCommitKey("idle", "t", 0), rec.GroupMetadataKey("idle")]
     assert all(r.value is None for r in tail)
+
+
+async def test_delete_share_groups(node: GroupNode) -> None:
+    """A share group goes with its share-partitions' state once it has no members (a new
+    member starts where share.auto.offset.reset says); one with members is refused."""
+    from share_group_support import group_with_offsets
+    from test_share_fetch import acquired, heartbeat
+    from test_share_fetch import fetch as share_fetch
+
+    from broker.share.records import SharePartitionKey
+
+    tid = await group_with_offsets(node, stay=True)
+    req = request("delete_groups", 3, "DeleteGroupsRequest", groups_names=("g",))
+    resp = encodes(await delete_groups.handle(node, ctx(42, 3), req))
+    assert [(r.group_id, r.error_code) for r in resp.results] == [
+        ("g", ErrorCode.non_empty_group)]
+    left = request("share_group_heartbeat", 1, "ShareGroupHeartbeatRequest", group_id="g",
+                   member_id="m1", member_epoch=-1, rack_id=None, subscribed_topic_names=None)
+    from broker.handlers import share_group_heartbeat
+
+    assert (await share_group_heartbeat.handle(node, ctx(76, 1), left)).error_code \
+        is ErrorCode.none
+    resp = encodes(await delete_groups.handle(node, ctx(42, 3), req))
+    assert [(r.group_id, r.error_code, r.error_message) for r in resp.results] == [
+        ("g", ErrorCode.none, None)]
+    assert "g" not in dict(node.share_groups.listed())
+    state = await node.share_groups.persister.read_summary(SharePartitionKey("g", tid, 0))
+    assert state.start_offset == -1
+    await heartbeat(node, "m2", 0)
+    assert acquired(await share_fetch(node, tid, 0, member="m2", wait_ms=2000)) == [(0, 4, 1)]

@@ -77,3 +77,16 @@ async def test_not_coordinator(node: GroupNode) -> None:
     resp = await describe(node, 5, "g")
     assert resp.groups[0].error_code is ErrorCode.not_coordinator
     assert resp.groups[0].authorized_operations == -(2**31)
+
+
+async def test_v6_a_share_group_is_not_a_classic_group(node: GroupNode) -> None:
+    """Kafka 4.4: ShareGroupDescribe describes a share group; DescribeGroups v6 answers
+    GROUP_ID_NOT_FOUND "not a classic group", v5 and older "Dead"."""
+    from share_group_support import group_with_offsets
+
+    await group_with_offsets(node, stay=True)
+    [g] = (await describe(node, 6, "g")).groups
+    assert (g.error_code, g.error_message) == (
+        ErrorCode.group_id_not_found, "Group g is not a classic group.")
+    [g5] = (await describe(node, 5, "g")).groups
+    assert (g5.error_code, g5.group_state) == (ErrorCode.none, "Dead")

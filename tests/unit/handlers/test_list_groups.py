@@ -47,3 +47,20 @@ async def test_list(node: GroupNode, version: int) -> None:
     if version >= 5:
         assert got["idle"].group_type == "classic"
         assert (await listing(node, version, types=("consumer",))).groups == ()
+
+
+async def test_share_groups_and_the_types_filter(node: GroupNode) -> None:
+    """Share groups are listed with type "share" and protocol type "share" (Kafka 4.4), in
+    their state, and only they when the types filter asks for share."""
+    from share_group_support import group_with_offsets
+
+    await group_with_offsets(node, stay=True)
+    await commit(node, "idle", {("t", 0): 1})
+    got = {g.group_id: (g.group_type, g.protocol_type, g.group_state)
+           for g in (await listing(node, 5)).groups}
+    assert got == {"g": ("share", "share", "Stable"), "idle": ("classic", "", "Empty")}
+    shares = await listing(node, 5, types=("share",))
+    assert [(g.group_id, g.group_type) for g in shares.groups] == [("g", "share")]
+    assert [g.group_id for g in (await listing(node, 5, types=("classic",))).groups] == [
+        "idle"]
+    assert (await listing(node, 5, states=("empty",), types=("share",))).groups == ()

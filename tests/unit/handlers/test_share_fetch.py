@@ -30,6 +30,7 @@ from broker.handlers import (
     share_group_describe,
     share_group_heartbeat,
 )
+from broker.protocol.kafka_uuid import uuid_to_kafka
 from broker.protocol.records import Record, build_batch
 
 pytestmark = pytest.mark.anyio
@@ -208,8 +209,34 @@ async def test_describe_list_and_find_coordinator(node: GroupNode) -> None:
     assert (left.error_code, left.member_epoch) == (ErrorCode.none, 2)
     left = await heartbeat(node, "m2", -1, None)
     assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+    # key type 2: the share coordinator of "groupId:topicId:partition", the leader of its
+    # __share_group_state partition (created at the first ask); a malformed key is refused
     fc = request("find_coordinator", 6, "FindCoordinatorRequest", key_type=2,
-                 coordinator_keys=(f"g:{uuid.uuid4()}:0",))
+                 coordinator_keys=(f"g:{uuid_to_kafka(uuid.uuid4())}:0", "no-colons"))
     found = encodes(await find_coordinator.handle(node, ctx(10, 6), fc))
-    assert found.coordinators[0].error_code is ErrorCode.invalid_request
-    assert "share coordinator" in (found.coordinators[0].error_message or "")
+    assert [(c.error_code, c.node_id) for c in found.coordinators] == [
+        (ErrorCode.none, 1), (ErrorCode.invalid_request, -1)]
+    assert node.metadata.topic("__share_group_state") is not None
+
+
+async def test_acknowledged_records_outlive_the_share_partitions_in_memory(
+        node: GroupNode) -> None:
+    """The share-partition's state is in the share coordinator: a broker that forgot every
+    share-partition (a restart, a new leader) loads it again; nothing ACCEPTed or REJECTed
+    is delivered again, the released and unacknowledged records are, their counts going
+    on."""
+    enable_share_groups(node)
+    node.add_topic("t", 1)
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    await fetch(node, tid, 0)
+    await produce(node, [b"a", b"b", b"c", b"d", b"e"])
+    assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 4, 1)]
+    ack = await acknowledge(node, tid, 2, ((0, 2, (ACCEPT, REJECT, ACCEPT)),
+                                           (3, 3, (RELEASE,))))
+    assert ack.responses[0].partitions[0].error_code is ErrorCode.none
+    del node.share_groups  # the share-partitions and sessions in memory are gone
+    await heartbeat(node, "m2", 0)
+    assert acquired(await fetch(node, tid, 0, member="m2", wait_ms=2000)) == [
+        (3, 4, 2)]

@@ -52,6 +52,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <li>{@code renew}: c1 holds one record past its lock duration, RENEWing it (KIP-1222) at
  *     two fifths of it, then ACCEPTs it when its client hands it back; c2 polls all along;
  *     every delivery, and whether c1's acknowledgements failed.
+ * <li>{@code accept}: a topic with {@code count} records; consumer c1 (explicit
+ *     acknowledgement) polls until it has {@code accept} records, ACCEPTs those and commits,
+ *     leaves the rest it got unacknowledged, and is not closed (the JVM ends with it, as a
+ *     crashed consumer would); the offsets it ACCEPTed and the ones it left.
+ * <li>{@code drain}: a consumer (implicit acknowledgement) polls until it got {@code expected}
+ *     records and then {@code quietMs} more for any redelivery; every offset it got, in order.
  * </ul>
  */
 public final class ShareCases {
@@ -73,6 +79,10 @@ public final class ShareCases {
                 case "disjoint" -> result = c.disjoint(a[1], a[2], Integer.parseInt(a[3]));
                 case "explicit" -> result = c.explicit(a[1], a[2], Long.parseLong(a[3]));
                 case "renew" -> result = c.renew(a[1], a[2], Long.parseLong(a[3]));
+                case "accept" -> result = c.accept(a[1], a[2], Integer.parseInt(a[3]),
+                        Integer.parseInt(a[4]));
+                case "drain" -> result = c.drain(a[1], a[2], Integer.parseInt(a[3]),
+                        Long.parseLong(a[4]));
                 default -> throw new IllegalArgumentException(a[0]);
             }
             System.out.println(result);
@@ -309,5 +319,48 @@ public final class ShareCases {
     private static String delivery(String consumer, ConsumerRecord<String, String> r) {
         return "{\"consumer\": \"" + consumer + "\", \"offset\": " + r.offset() + ", \"count\": "
                 + r.deliveryCount().map(Object::toString).orElse("null") + "}";
+    }
+
+    private String accept(String topic, String group, int count, int accept) throws Exception {
+        prepare(topic, group, count);
+        List<Long> accepted = new ArrayList<>();
+        List<Long> left = new ArrayList<>();
+        // not closed: the JVM ends holding the rest, as a consumer that crashed would
+        KafkaShareConsumer<String, String> c1 = consumer(group, "c1", "explicit", count);
+        c1.subscribe(List.of(topic));
+        long deadline = System.currentTimeMillis() + 60000;
+        while (accepted.size() < accept && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                if (accepted.size() < accept) {
+                    c1.acknowledge(r, AcknowledgeType.ACCEPT);
+                    accepted.add(r.offset());
+                } else {
+                    left.add(r.offset());
+                }
+            }
+        }
+        long errors = c1.commitSync(Duration.ofSeconds(30)).values().stream()
+                .filter(Optional::isPresent).count();
+        return "{\"case\": \"accept\", \"commit_errors\": " + errors + ", \"accepted\": "
+                + accepted + ", \"left\": " + left + "}";
+    }
+
+    private String drain(String topic, String group, int expected, long quietMs) throws Exception {
+        List<Long> got = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> c = consumer(group, "drain", "implicit", 100)) {
+            c.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 90000;
+            long quietUntil = Long.MAX_VALUE;
+            while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    got.add(r.offset());
+                }
+                if (got.size() >= expected && quietUntil == Long.MAX_VALUE) {
+                    quietUntil = System.currentTimeMillis() + quietMs;
+                }
+            }
+            c.commitSync(Duration.ofSeconds(30));
+        }
+        return "{\"case\": \"drain\", \"offsets\": " + got + "}";
     }
 }

@@ -1,0 +1,132 @@
+"""Kafka 4.4's kafka-share-groups tool (ShareGroupCommand) against Skiff, step by step
+beside the Kafka 4.4 reference (tests/support/kafka_tools.py's BrokerPair): --list,
+--describe (offsets, members, state), --reset-offsets, --delete-offsets and --delete, with
+the outputs normalised (ids, timestamps) and compared, but for the accepted differences in
+tool_differences.py (SHARE).
+
+A share group reads a two-partition topic on each broker: a Java KafkaShareConsumer
+(tests/java/src/skiff/compat/share/ShareCases.java, case "drain") takes and ACCEPTs every
+record, then leaves, so the group is Empty with its share-partition start offsets at the end
+of the log; the group's share.auto.offset.reset is earliest on both. share.version is
+upgraded to 1 on both brokers first (a Skiff dev node is formatted at 4.1, where share
+groups are off). The Kafka node is the session's `kafka_ref`, shared with other modules:
+names carry this module's prefix and listings are filtered to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.compat.kafka.tool_differences import SHARE
+from tests.compat.kafka.tools_support import ok
+from tests.support.kafka_ref import KafkaNode, run_program, tool
+from tests.support.kafka_tools import BrokerPair, only_lines
+from tests.support.node import SkiffNode, started_node
+
+pytestmark = [pytest.mark.timeout(600)]
+
+P = "shr"
+B = "--bootstrap-server"
+PROGRAM = "skiff.compat.share.ShareCases"
+PER_PARTITION = 5
+
+
+@pytest.fixture(scope="module")
+def skiff(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+    node = started_node(tmp_path_factory.mktemp("tools-share-skiff"))
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+@pytest.fixture(scope="module")
+def pair(kafka_ref: KafkaNode, skiff: SkiffNode) -> BrokerPair:
+    for bootstrap in (kafka_ref.bootstrap, skiff.bootstrap):
+        proc = tool("kafka-features", B, bootstrap, "upgrade", "--feature", "share.version=1",
+                    timeout=120)
+        described = ok("kafka-features", B, bootstrap, "describe").stdout
+        assert re.search(r"Feature: share\.version\s+SupportedMinVersion: \d+\s+"
+                         r"SupportedMaxVersion: \d+\s+FinalizedVersionLevel: [1-9]",
+                         described), proc.stdout + proc.stderr + described
+    return BrokerPair(kafka=kafka_ref.bootstrap, skiff=skiff.bootstrap, differences=SHARE)
+
+
+def _produce(bootstrap: str, topic: str) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+    for part in range(2):
+        for i in range(PER_PARTITION):
+            p.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=part)
+    assert p.flush(30) == 0
+
+
+def _drain(bootstrap: str, topic: str, group: str) -> list[int]:
+    proc = run_program(PROGRAM, bootstrap, f"drain:{topic}:{group}:{2 * PER_PARTITION}:1000",
+                       timeout=180)
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    offsets: list[int] = lines[-1]["offsets"]
+    return offsets
+
+
+def _member_ids(text: str) -> str:
+    """A share member's id is a client-made UUID; its host the client's address."""
+    return re.sub(r"/127\.0\.0\.1", "<host>", text)
+
+
+def test_kafka_share_groups(pair: BrokerPair) -> None:
+    t, g = f"{P}-topic", f"{P}-group"
+    group = ("--group", g)
+    pair.same("share.setup.topic", "kafka-topics", B, "{bootstrap}", "--create", "--topic", t,
+              "--partitions", "2")
+    pair.same("share.setup.config", "kafka-configs", B, "{bootstrap}", "--alter",
+              "--entity-type", "groups", "--entity-name", g, "--add-config",
+              "share.auto.offset.reset=earliest")
+    for b in (pair.kafka, pair.skiff):
+        _produce(b, t)
+        got = _drain(b, t, g)
+        assert sorted(got) == sorted(list(range(PER_PARTITION)) * 2), (b, got)
+
+    pair.same("share.list", "kafka-share-groups", B, "{bootstrap}", "--list",
+              normalise=only_lines(P))
+    pair.same("share.describe.offsets", "kafka-share-groups", B, "{bootstrap}", "--describe",
+              *group)
+    pair.same("share.describe.offsets.verbose", "kafka-share-groups", B, "{bootstrap}",
+              "--describe", *group, "--verbose")
+    pair.same("share.describe.members", "kafka-share-groups", B, "{bootstrap}", "--describe",
+              *group, "--members", normalise=_member_ids)
+    pair.same("share.describe.state", "kafka-share-groups", B, "{bootstrap}", "--describe",
+              *group, "--state")
+    pair.same("share.reset.earliest.dry_run", "kafka-share-groups", B, "{bootstrap}",
+              "--reset-offsets", *group, "--topic", t, "--to-earliest", "--dry-run")
+    pair.same("share.reset.earliest", "kafka-share-groups", B, "{bootstrap}",
+              "--reset-offsets", *group, "--topic", t, "--to-earliest", "--execute")
+    pair.same("share.reset.offset", "kafka-share-groups", B, "{bootstrap}",
+              "--reset-offsets", *group, "--topic", f"{t}:1", "--to-offset", "3", "--execute")
+    pair.same("share.describe.after_reset", "kafka-share-groups", B, "{bootstrap}",
+              "--describe", *group)
+    # the reset offsets hold: a consumer gets the records from there again
+    for b in (pair.kafka, pair.skiff):
+        got = _drain(b, t, g)
+        assert sorted(got) == sorted([*range(PER_PARTITION), 3, 4]), (b, got)
+    pair.same("share.delete_offsets", "kafka-share-groups", B, "{bootstrap}",
+              "--delete-offsets", *group, "--topic", t)
+    pair.same("share.delete_offsets.unknown_topic", "kafka-share-groups", B, "{bootstrap}",
+              "--delete-offsets", *group, "--topic", f"{t}-none")
+    pair.same("share.describe.after_delete_offsets", "kafka-share-groups", B, "{bootstrap}",
+              "--describe", *group)
+    pair.same("share.delete", "kafka-share-groups", B, "{bootstrap}", "--delete", *group)
+    pair.same("share.list.after_delete", "kafka-share-groups", B, "{bootstrap}", "--list",
+              normalise=only_lines(P))
+    pair.same("share.delete.missing", "kafka-share-groups", B, "{bootstrap}", "--delete",
+              "--group", f"{P}-none")
+    pair.same("share.describe.missing", "kafka-share-groups", B, "{bootstrap}", "--describe",
+              "--group", f"{P}-none")
+    pair.same("share.reset.missing", "kafka-share-groups", B, "{bootstrap}",
+              "--reset-offsets", "--group", f"{P}-none2", "--topic", t, "--to-latest",
+              "--execute")
