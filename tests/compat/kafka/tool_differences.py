@@ -49,7 +49,11 @@ ADMIN: dict[str, Difference] = {
 
 ACLS: dict[str, Difference] = {}
 
-CLUSTER: dict[str, Difference] = {}
+_ELR_TOPIC_CONFIGS = (r"Configs: min\.insync\.replicas=1,?", "Configs:")
+CLUSTER: dict[str, Difference] = {
+    "cluster.describe": Difference(ELR, (_ELR_TOPIC_CONFIGS,)),
+    "reassign.describe.after": Difference(ELR, (_ELR_TOPIC_CONFIGS,)),
+}
 
 _GROUP_CONFIGS_NOT_SERVED = (
     "Skiff has no streams groups (KIP-1071), serves only some share-group (KIP-932) configs "
