@@ -538,7 +538,10 @@ class ReplicationControlManager(ControlManagerBase):
         self, image: MetadataImage, election_type: ElectionType,
         partitions: Sequence[tuple[str, int]] | None = None,
     ) -> ControllerResult[list[ElectLeadersResult]]:
-        """Preferred or unclean elections for the given partitions (None: all partitions)."""
+        """Preferred or unclean elections for the given partitions (None: all partitions,
+        and then, as Kafka's controller answers, without the partitions whose election was
+        not needed)."""
+        every = partitions is None
         if partitions is None:
             partitions = [(t.name, i) for t, i, _ in image.iter_partitions()]
 
@@ -587,6 +590,8 @@ class ReplicationControlManager(ControlManagerBase):
             if change is not None:
                 records.append(change)
             results.append(ElectLeadersResult(name, idx))
+        if every:
+            results = [r for r in results if r.error is not ErrorCode.election_not_needed]
         return ControllerResult(records, results)
 
     def rebalance_leaders(self, image: MetadataImage, imbalance_percentage: int = 10) -> list[Any]:
