@@ -71,7 +71,7 @@ def secured_pair(skiff_dir: Path, kafka_dir: Path,
             compiled = pool.submit(java_program_classpath) if compile_programs else None
             skiff_ready = pool.submit(skiff.start, 180.0)
             kafka.start()
-            kafka_ready = pool.submit(kafka.wait_ready)
+            kafka_ready = pool.submit(kafka.wait_ready, 240.0)  # one JVM at a load of ~29
             if compiled is not None:
                 compiled.result()
             skiff_ready.result()

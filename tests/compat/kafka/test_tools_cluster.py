@@ -42,7 +42,7 @@ T = "reassign-t"
 def skiff(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cluster = Cluster(tmp_path_factory.mktemp("tools-cluster"), controllers=3, combined=True)
     with cluster:
-        cluster.start()
+        cluster.start(180.0)  # three Python nodes at once: slow to start on a loaded machine
         yield cluster
 
 
