@@ -56,7 +56,7 @@ def pair(kafka_ref_cluster: KafkaCluster, skiff: Cluster) -> BrokerPair:
 
 def _until_done(pair: BrokerPair, plan: Path) -> None:
     """--verify until both report the reassignment complete (bounded)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while True:
         k, s = pair.run("kafka-reassign-partitions", B, "{bootstrap}", "--verify",
                         "--reassignment-json-file", str(plan))
