@@ -99,14 +99,16 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 # whose session fixtures are heavy, so each starts once in one worker: the image built by
 # tests/deploy, the SparkSession of tests/spark. Fixed names (the podman image and
 # containers, the netns subnet) stay in one worker as a result. The files using the
-# reference Kafka (kafka_ref, kafka_ref_cluster) keep a group each and go first: one group
-# for all of them ran ~30 min of JVM-bound steps on one worker, while a reference node costs
-# a worker ~12 s to start.
+# reference Kafka node (kafka_ref) keep a group each and go first: one group for all of them
+# ran ~30 min of JVM-bound steps on one worker, while a reference node costs a worker ~12 s
+# to start. The files using the reference cluster (kafka_ref_cluster: three Kafka nodes, and
+# a Skiff cluster beside it) share one group, so the three nodes start once.
 SHARED_GROUPS = {"tests/deploy/": "deploy", "tests/spark/": "spark"}
 # Files whose tests share nothing (no module fixture, no state): each test goes to whichever
 # worker is free. tests/sim's seed chunks are CPU-bound and independent.
 UNGROUPED = ("tests/sim/",)
 KAFKA_REF_FIXTURES = ("kafka_ref", "kafka_ref_cluster")
+KAFKA_REF_CLUSTER_GROUP = "kafka-ref:cluster"
 # Groups are handed out in collection order (run.sh passes --no-loadscope-reorder): the long
 # ones first, so that the workers finish together rather than one waiting on a late cluster.
 LONG_FIRST = ("kafka-ref:", "tests/compat/kafka/", "deploy", "spark", "tests/chaos/",
@@ -114,8 +116,10 @@ LONG_FIRST = ("kafka-ref:", "tests/compat/kafka/", "deploy", "spark", "tests/cha
               "tests/compat/", "tests/sim/")
 
 
-def _group_of(item: pytest.Item, kafka_files: set[str]) -> str:
+def _group_of(item: pytest.Item, kafka_files: set[str], cluster_files: set[str]) -> str:
     rel = item.path.relative_to(item.config.rootpath).as_posix()
+    if rel in cluster_files:
+        return KAFKA_REF_CLUSTER_GROUP
     if rel in kafka_files:
         return f"kafka-ref:{rel}"
     for prefix, group in SHARED_GROUPS.items():
@@ -135,10 +139,12 @@ def _rank(group: str) -> int:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     kafka_files = {item.path.relative_to(config.rootpath).as_posix() for item in items
                    if set(getattr(item, "fixturenames", ())) & set(KAFKA_REF_FIXTURES)}
+    cluster_files = {item.path.relative_to(config.rootpath).as_posix() for item in items
+                     if "kafka_ref_cluster" in getattr(item, "fixturenames", ())}
     groups: dict[str, str] = {}
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            group = _group_of(item, kafka_files)
+            group = _group_of(item, kafka_files, cluster_files)
             if not group.startswith(UNGROUPED):
                 item.add_marker(pytest.mark.xdist_group(group))
         else:

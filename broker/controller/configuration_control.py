@@ -104,6 +104,11 @@ class ConfigurationControlManager(ControlManagerBase):
                 cfgmod.validate_topic_configs({name: value})
                 return None
             d = cfgmod.BROKER_CONFIGS.get(name)
+            if d is None and value is None:
+                # deleting a key Skiff does not know removes nothing, as on Kafka (where it
+                # may be set): kafka-reassign-partitions --verify clears the replication
+                # throttle rates on every broker so
+                return None
             if d is None:
                 return self._value_error(r), f"Unknown broker config name: {name}"
             if name not in DYNAMIC_BROKER_KEYS:

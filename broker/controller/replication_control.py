@@ -538,7 +538,10 @@ class ReplicationControlManager(ControlManagerBase):
         self, image: MetadataImage, election_type: ElectionType,
         partitions: Sequence[tuple[str, int]] | None = None,
     ) -> ControllerResult[list[ElectLeadersResult]]:
-        """Preferred or unclean elections for the given partitions (None: all partitions)."""
+        """Preferred or unclean elections for the given partitions (None: all partitions,
+        and then, as Kafka's controller answers, without the partitions whose election was
+        not needed)."""
+        every = partitions is None
         if partitions is None:
             partitions = [(t.name, i) for t, i, _ in image.iter_partitions()]
 
@@ -551,35 +554,33 @@ class ReplicationControlManager(ControlManagerBase):
         for name, idx in partitions:
             t = image.topic(name)
             p = None if t is None else t.partitions.get(idx)
+            # Kafka 4.4's words (ReplicationControlManager.electLeader); its other refusals
+            # carry no message, the client then shows the error's own
             if t is None or p is None:
                 results.append(ElectLeadersResult(
                     name, idx, ErrorCode.unknown_topic_or_partition,
-                    "The partition does not exist."))
+                    f"No such topic as {name}" if t is None
+                    else f"No such partition as {name}-{idx}"))
                 continue
             if election_type is ElectionType.PREFERRED:
                 pref = p.preferred_leader
                 if p.leader == pref:
-                    results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed,
-                                                      "Leader is already the preferred replica."))
+                    results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed))
                     continue
                 if pref not in p.isr or not usable(pref):
                     results.append(ElectLeadersResult(
-                        name, idx, ErrorCode.preferred_leader_not_available,
-                        f"Failed to elect leader for partition {name}-{idx} under strategy "
-                        "PreferredReplicaPartitionLeaderElectionStrategy"))
+                        name, idx, ErrorCode.preferred_leader_not_available))
                     continue
                 change = parts.partition_change(t.topic_id, idx, p, pref, p.isr, p.elr)
             else:
                 if p.leader != NO_LEADER and usable(p.leader):
-                    results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed,
-                                                      "The partition has a leader."))
+                    results.append(ElectLeadersResult(name, idx, ErrorCode.election_not_needed))
                     continue
                 leader, isr, elr, unclean = parts.elect_leader(p, p.isr, p.elr, usable,
                                                                unclean=True)
                 if leader == NO_LEADER:
                     results.append(ElectLeadersResult(
-                        name, idx, ErrorCode.eligible_leaders_not_available,
-                        "No live replica can become leader."))
+                        name, idx, ErrorCode.eligible_leaders_not_available))
                     continue
                 change = parts.partition_change(
                     t.topic_id, idx, p, leader, isr, elr,
@@ -587,6 +588,8 @@ class ReplicationControlManager(ControlManagerBase):
             if change is not None:
                 records.append(change)
             results.append(ElectLeadersResult(name, idx))
+        if every:
+            results = [r for r in results if r.error is not ErrorCode.election_not_needed]
         return ControllerResult(records, results)
 
     def rebalance_leaders(self, image: MetadataImage, imbalance_percentage: int = 10) -> list[Any]:

@@ -65,6 +65,7 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     51: Op.ALTER,  # AlterUserScramCredentials
     55: Op.DESCRIBE,  # DescribeQuorum, sent on to the quorum leader
     57: Op.ALTER,  # UpdateFeatures
+    64: Op.ALTER,  # UnregisterBroker (Kafka's ControllerApis, the request forwarded to it)
     74: Op.DESCRIBE_CONFIGS,  # ListConfigResources
     80: Op.ALTER,  # AddRaftVoter, sent on to the quorum leader
     81: Op.ALTER,  # RemoveRaftVoter

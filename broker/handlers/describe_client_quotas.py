@@ -41,3 +41,10 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
         for entity, values in found)
     return build(mod.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,
                  error_code=ErrorCode.none, error_message=None, entries=entries)
+
+
+def error_response(ctx: Any, request: Any, code: ErrorCode) -> Any:
+    """A refused request (CLUSTER_AUTHORIZATION_FAILED): no entries (null), as Kafka's
+    DescribeClientQuotasRequest.getErrorResponse answers."""
+    return build(response_module(request).DescribeClientQuotasResponse,
+                 throttle_time=NO_THROTTLE, error_code=code, error_message=None, entries=None)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.security import scram_admin
@@ -28,3 +30,16 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                   error_message=message, credential_infos=tuple(
                       build(mod.CredentialInfo, mechanism=m, iterations=i) for m, i in infos))
             for u, code, message, infos in results))
+
+
+def error_response(ctx: Any, request: Any, code: ErrorCode) -> Any:
+    """A refused request (CLUSTER_AUTHORIZATION_FAILED): the top-level error, and a result
+    with it for each user named (no name), as Kafka's
+    DescribeUserScramCredentialsRequest.getErrorResponse answers."""
+    mod = response_module(request)
+    return build(
+        mod.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE, error_code=code,
+        error_message=None, results=tuple(
+            build(mod.DescribeUserScramCredentialsResult, user="", error_code=code,
+                  error_message=None, credential_infos=())
+            for _ in request.users or ()))

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
 API_KEY = 43
 
+# a refused request (CLUSTER_AUTHORIZATION_FAILED) names each partition with the error too
+error_response = rpc.error_response
+
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
     return await rpc.serve(node.controller, request)

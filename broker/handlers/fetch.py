@@ -333,8 +333,11 @@ class _Read:
         answers: list[Answer] = []
         for i, slot in zip(indexes, slots, strict=True):
             (topic_key, index), _ = entries[i]
+            # Refused before any read (unknown topic id, not authorized): Kafka answers
+            # these with FetchResponse.partitionResponse, whose aborted transactions are an
+            # empty array, not the null of a read_uncommitted read
             if slot == -1:
-                part = FetchPartition(partition_index=index,
+                part = FetchPartition(partition_index=index, aborted_transactions=(),
                                       error_code=int(ErrorCode.unknown_topic_id), records=b"")
                 tid = None if topic_key == _NULL_ID else topic_key
                 parts.append(("", tid if isinstance(tid, uuid.UUID) else None, part))
@@ -342,6 +345,7 @@ class _Read:
                 continue
             if slot == -2:
                 part = FetchPartition(partition_index=index, records=b"",
+                                      aborted_transactions=(),
                                       error_code=int(ErrorCode.topic_authorization_failed))
                 parts.append((self.name_of(topic_key) or "",
                               topic_key if isinstance(topic_key, uuid.UUID) else None, part))

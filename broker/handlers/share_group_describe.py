@@ -36,9 +36,11 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         else:
             error, desc, message = share_service_of(node).describe(gid)
         if desc is None or error is not ErrorCode.none:
+            # Kafka 4.4 answers a refused or missing group with its schema's defaults:
+            # epochs 0 (seen for GROUP_AUTHORIZATION_FAILED in the differential harness)
             out.append(build(mod.DescribedGroup, error_code=error, error_message=message,
-                             group_id=group_id, group_state="", group_epoch=-1,
-                             assignment_epoch=-1, assignor_name="", members=(),
+                             group_id=group_id, group_state="", group_epoch=0,
+                             assignment_epoch=0, assignor_name="", members=(),
                              authorized_operations=ops))
             continue
         members = tuple(build(

@@ -450,8 +450,12 @@ class Partition:
         return self._propose(tuple(r for r in self.isr if r not in lagging), expand=False)
 
     def _propose(self, new_isr: tuple[int, ...], *, expand: bool) -> PendingIsrChange:
+        # Kafka 4.4's leader keeps its ISR in a hash set and sends it in that set's order
+        # (Partition.prepareIsrExpand / prepareIsrShrink), ascending for broker ids below the
+        # set's table size: the ISR a user then sees (kafka-topics --describe) is ascending,
+        # whatever the order the replicas caught up in
         self.pending_isr = PendingIsrChange(
-            new_isr=new_isr, leader_epoch=self.leader_epoch,
+            new_isr=tuple(sorted(new_isr)), leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch, expand=expand,
         )
         return self.pending_isr

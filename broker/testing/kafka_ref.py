@@ -33,6 +33,9 @@ POM = JAVA_DIR / "pom.xml"
 LIBS_DIR = JAVA_DIR / "target" / "kafka-libs"
 KAFKA_VERSION = "4.4.0"
 READY_TIMEOUT_S = 90.0
+# Three JVMs electing a leader on a loaded 2-core machine (load average ~25, 2026-12-02)
+# took longer than one node's 90 s: node 1 was still voting when its wait ended.
+CLUSTER_READY_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 30.0
 # What kafka-server-start.sh / kafka-run-class.sh give the broker's JVM (KAFKA_HEAP_OPTS,
 # KAFKA_JVM_PERFORMANCE_OPTS).
@@ -304,14 +307,18 @@ class KafkaCluster:
     def new_cluster_id(self) -> str:
         return random_kafka_uuid()
 
-    def start(self) -> None:
+    def start(self, timeout: float = CLUSTER_READY_TIMEOUT_S) -> None:
+        """Format and start the nodes; wait until every one is ready, within one deadline
+        for the three (a node is ready once the quorum has elected a leader and it has
+        registered, so the three get ready together)."""
         cluster_id = self.new_cluster_id()
         for n in self.nodes:
             n.format(cluster_id, standalone=False)
         for n in self.nodes:
             n.start()
+        deadline = time.monotonic() + timeout
         for n in self.nodes:
-            n.wait_ready()
+            n.wait_ready(max(1.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         for n in self.nodes:

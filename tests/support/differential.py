@@ -55,11 +55,15 @@ def matches(path: str, glob: str) -> bool:
 
 
 class KafkaWire:
-    """One connection to a broker; requests are answered in order (no pipelining)."""
+    """One connection to a broker; requests are answered in order (no pipelining). With
+    `plain=(user, password)` the connection first authenticates with SASL PLAIN
+    (SaslHandshake v1, SaslAuthenticate v2), as a client of a SASL_PLAINTEXT listener does."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 30.0,
+                 plain: tuple[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        self.plain = plain
         self._cid = 0
         self._sock = self._connect()
 
@@ -67,7 +71,18 @@ class KafkaWire:
         host, port = self.bootstrap.rsplit(":", 1)
         sock = socket.create_connection((host, int(port)), timeout=self.timeout_s)
         sock.settimeout(self.timeout_s)
+        self._sock = sock
+        if self.plain is not None:
+            self._authenticate(*self.plain)
         return sock
+
+    def _authenticate(self, user: str, password: str) -> None:
+        shake = self.send(request(17, 1, mechanism="PLAIN"))
+        if int(shake.error_code) != 0:
+            raise AssertionError(f"SaslHandshake refused: {shake}")
+        auth = self.send(request(36, 2, auth_bytes=f"\0{user}\0{password}".encode()))
+        if int(auth.error_code) != 0:
+            raise AssertionError(f"SASL PLAIN as {user} refused: {auth.error_message}")
 
     def reconnect(self) -> None:
         self._sock.close()

@@ -78,7 +78,10 @@ def error_code_of(r: kresp.AlterPartitionReassignmentsResponse) -> ErrorCode:
 
 
 def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
-    return response(r, [], code)
+    """A refused request (CLUSTER_AUTHORIZATION_FAILED, ...): the top-level error and each
+    named partition's, as Kafka's AlterPartitionReassignmentsRequest.getErrorResponse."""
+    return response(r, [ReassignmentResult(t.name, int(p.partition_index), code, None)
+                        for t in r.topics or () for p in t.partitions], code)
 
 
 def failed(r: Any, code: ErrorCode, message: str | None) -> Any:

@@ -85,7 +85,10 @@ def error_code_of(r: kresp.ElectLeadersResponse) -> ErrorCode:
 
 
 def error_response(ctx: Any, r: kreq.ElectLeadersRequest, code: ErrorCode) -> Any:
-    return response(r, [], code)
+    """A refused request (CLUSTER_AUTHORIZATION_FAILED, ...): the top-level error and each
+    named partition's, as Kafka's ElectLeadersRequest.getErrorResponse answers."""
+    return response(r, [ElectLeadersResult(t, p, code) for t, p in partitions_of(r) or ()],
+                    code)
 
 
 def failed(r: Any, code: ErrorCode, message: str | None = None) -> Any:

@@ -228,9 +228,10 @@ _OTHER: list[Accepted] = [
     Accepted("consumer_group_describe", "groups[*].group_epoch",
              "described right after the first heartbeat, Kafka 4.4's group was at epoch 2 "
              "with nothing assigned yet, Skiff's at epoch 1 with the partition assigned in "
-             "that first heartbeat"),
+             "that first heartbeat", scenario="consumer_group_describe"),
     Accepted("consumer_group_describe", "groups[*].assignment_epoch",
-             "as group_epoch: Skiff assigns in the first heartbeat, Kafka one epoch later"),
+             "as group_epoch: Skiff assigns in the first heartbeat, Kafka one epoch later",
+             scenario="consumer_group_describe"),
     Accepted("consumer_group_describe", "groups[*].members[*].*assignment.topic_partitions",
              "Skiff assigns the partitions in the member's first heartbeat; Kafka 4.4 in a "
              "later one (the describe comes before it)"),

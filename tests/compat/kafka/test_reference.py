@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.support.kafka_ref import KAFKA_VERSION, KafkaCluster, KafkaNode, tool
@@ -29,6 +30,7 @@ def test_reference_node_serves_clients(kafka_ref: KafkaNode) -> None:
     assert "reference-smoke" in listed.stdout.split()
 
 
+@pytest.mark.timeout(600)  # the cluster may start here: up to 240 s on a loaded machine
 def test_reference_cluster_has_three_voters(kafka_ref_cluster: KafkaCluster) -> None:
     proc = tool("kafka-metadata-quorum", "--bootstrap-server", kafka_ref_cluster.bootstrap,
                 "describe", "--status")

@@ -165,6 +165,21 @@ def test_broker_dynamic_configs_cluster_default_and_per_broker():
     assert h.image.broker_config(1) == {"log.retention.ms": "200"}
 
 
+def test_deleting_an_unknown_broker_config_is_a_no_op_setting_it_is_refused():
+    """As on Kafka 4.4: kafka-reassign-partitions --verify deletes the replication throttle
+    rates (leader.replication.throttled.rate, ...) on every broker once a move is done."""
+    h = with_topic()
+    for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                 "replica.alter.log.dirs.io.max.bytes.per.second"):
+        r = h.controller.incremental_alter_configs(h.image, [IncrementalAlterConfigsResource(
+            BROKER("1"), [(name, AlterConfigOp.DELETE, None)])])
+        assert r.response[0].error is E.none and r.records == []
+        r = h.controller.incremental_alter_configs(h.image, [IncrementalAlterConfigsResource(
+            BROKER("1"), [(name, AlterConfigOp.SET, "1000")])])
+        assert r.response[0].error is E.invalid_request and r.records == []
+        assert r.response[0].message == f"Unknown broker config name: {name}"
+
+
 def test_legacy_alter_configs_replaces_the_set():
     h = with_topic()
     h.commit(h.controller.alter_configs(h.image, [AlterConfigsResource(

@@ -235,3 +235,24 @@ def test_replica_being_added_holds_the_high_watermark_back(
     p.update_follower(3, 2)
     assert p.high_watermark == 2
     plog.close()
+
+
+def test_proposed_isr_is_ascending_as_kafkas_leader_sends_it(
+    tmp_path: Path, clock: Clock,
+) -> None:
+    """Kafka 4.4's leader sends its ISR in its hash set's order (ascending ids), not in the
+    order replicas caught up: after a reassignment to [3, 1], kafka-topics shows Isr: 1,3."""
+    plog = PartitionLog(tmp_path / "o-0", TopicPartition("o", 0), LogConfig(), clock=clock)
+    p = Partition(topic="o", index=0, topic_id=None, log=plog, clock=clock, node_id=3)
+    p.become_leader(leader_epoch=0, partition_epoch=0, replicas=(3, 1, 2), isr=(3, 2),
+                    min_insync_replicas=1)
+    p.update_follower(1, 0)
+    pending = p.maybe_expand_isr(1, clock.ms)
+    assert pending is not None and pending.new_isr == (1, 2, 3)
+    assert p.apply_isr_result(pending, error=ErrorCode.none, isr=(1, 2, 3), leader_epoch=0,
+                              partition_epoch=1)
+    clock.ms += LAG_MS + 1
+    p.update_follower(1, 0)
+    shrink = p.maybe_shrink_isr(clock.ms, LAG_MS)
+    assert shrink is not None and shrink.new_isr == (1, 3)
+    plog.close()

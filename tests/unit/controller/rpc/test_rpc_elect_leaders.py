@@ -54,9 +54,12 @@ def test_already_preferred_is_not_needed_and_all_partitions_form() -> None:
         assert node.controller_service is not None
         await node.controller_service.create_topics([CreatableTopic("t", 2, 1)])
         results = rpc.results_of(await call(rpc, node, rpc.request(
-            ElectionType.PREFERRED, None, 5000)))
+            ElectionType.PREFERRED, [("t", 0), ("t", 1)], 5000)))
         assert sorted((r.topic, r.partition, r.error) for r in results) == [
             ("t", 0, ErrorCode.election_not_needed), ("t", 1, ErrorCode.election_not_needed)]
+        # every partition (null): those that need no election are left out, as in Kafka
+        assert rpc.results_of(await call(rpc, node, rpc.request(
+            ElectionType.PREFERRED, None, 5000))) == []
     run(go())
 
 

@@ -2,6 +2,19 @@
 the reference `kafka_ref_cluster` (three combined Kafka 4.4 nodes, ids 1-3) and a Skiff
 cluster of three combined nodes (ids 1-3), step by step, outputs compared as in
 test_tools_admin.py (the nodes' addresses become <broker0..2> on both sides).
+
+Covered: --generate (the current assignment it prints; its proposal is random on both),
+--execute (a move, a reorder with --throttle, an unknown broker), --verify, --list and
+--cancel once the moves are done, and kafka-leader-election preferred (needed and not),
+preferred over every partition, unclean, an unknown partition and a bad election type.
+Not covered: --list and --cancel of a move still in progress. Kafka holds one with a
+replication throttle, which Skiff does not implement (tool_differences), and a Skiff move
+to a stopped broker cannot be made with the tool (it refuses an id describeCluster does not
+list: "Unknown broker id 2"); Skiff's answers for that are in the unit tests of
+ListPartitionReassignments and AlterPartitionReassignments.
+
+The reference cluster is the session's, shared with test_reference.py (one xdist group):
+the topic is this module's own, and an election over every partition is filtered to it.
 """
 
 from __future__ import annotations
@@ -14,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.testing.cluster import Cluster
 from tests.compat.kafka.tool_differences import CLUSTER
-from tests.support.cluster import Cluster
-from tests.support.kafka_ref import KafkaCluster
+from tests.support.kafka_ref import KafkaCluster, tool
 from tests.support.kafka_tools import BrokerPair
 
 pytestmark = [pytest.mark.timeout(900)]
@@ -26,20 +39,24 @@ T = "reassign-t"
 
 
 @pytest.fixture(scope="module")
-def pair(kafka_ref_cluster: KafkaCluster,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPair]:
-    skiff = Cluster(tmp_path_factory.mktemp("tools-cluster"), controllers=3, combined=True)
-    with skiff:
-        skiff.start()
-        knodes = [n.bootstrap for n in kafka_ref_cluster.nodes]
-        snodes = [skiff.nodes[i].bootstrap for i in sorted(skiff.broker_ids)]
-        yield BrokerPair(kafka=knodes[0], skiff=snodes[0], kafka_others=knodes[1:],
-                         skiff_others=snodes[1:], differences=CLUSTER)
+def skiff(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    cluster = Cluster(tmp_path_factory.mktemp("tools-cluster"), controllers=3, combined=True)
+    with cluster:
+        cluster.start(180.0)  # three Python nodes at once: slow to start on a loaded machine
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def pair(kafka_ref_cluster: KafkaCluster, skiff: Cluster) -> BrokerPair:
+    knodes = [n.bootstrap for n in kafka_ref_cluster.nodes]
+    snodes = [skiff.nodes[i].bootstrap for i in sorted(skiff.broker_ids)]
+    return BrokerPair(kafka=knodes[0], skiff=snodes[0], kafka_others=knodes[1:],
+                      skiff_others=snodes[1:], differences=CLUSTER)
 
 
 def _until_done(pair: BrokerPair, plan: Path) -> None:
     """--verify until both report the reassignment complete (bounded)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while True:
         k, s = pair.run("kafka-reassign-partitions", B, "{bootstrap}", "--verify",
                         "--reassignment-json-file", str(plan))
@@ -52,8 +69,7 @@ def _until_done(pair: BrokerPair, plan: Path) -> None:
 def test_reassign_partitions_and_leader_election(pair: BrokerPair, tmp_path: Path) -> None:
     pair.same("cluster.setup", "kafka-topics", B, "{bootstrap}", "--create", "--topic", T,
               "--replica-assignment", "1:2,2:3,3:1")
-    pair.same("cluster.describe", "kafka-topics", B, "{bootstrap}", "--describe", "--topic", T,
-              normalise=_no_elr)
+    pair.same("cluster.describe", "kafka-topics", B, "{bootstrap}", "--describe", "--topic", T)
     move = tmp_path / "move.json"
     move.write_text(json.dumps({"version": 1, "topics": [{"topic": T}]}))
     # --generate proposes a placement of its own (a random start broker on both): the
@@ -71,13 +87,13 @@ def test_reassign_partitions_and_leader_election(pair: BrokerPair, tmp_path: Pat
         {"topic": T, "partition": 0, "replicas": [2, 3], "log_dirs": ["any", "any"]},
         {"topic": T, "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]}]}))
     pair.same("reassign.execute", "kafka-reassign-partitions", B, "{bootstrap}", "--execute",
-              "--reassignment-json-file", str(plan))
+              "--reassignment-json-file", str(plan), normalise=_log_dirs)
     _until_done(pair, plan)
     pair.same("reassign.verify", "kafka-reassign-partitions", B, "{bootstrap}", "--verify",
               "--reassignment-json-file", str(plan))
     pair.same("reassign.list", "kafka-reassign-partitions", B, "{bootstrap}", "--list")
     pair.same("reassign.describe.after", "kafka-topics", B, "{bootstrap}", "--describe",
-              "--topic", T, normalise=_leaders_and_no_elr)
+              "--topic", T)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": T, "partition": 2, "replicas": [1, 9]}]}))
@@ -85,15 +101,32 @@ def test_reassign_partitions_and_leader_election(pair: BrokerPair, tmp_path: Pat
               "--execute", "--reassignment-json-file", str(bad))
     pair.same("reassign.cancel.nothing", "kafka-reassign-partitions", B, "{bootstrap}",
               "--cancel", "--reassignment-json-file", str(plan))
+    pair.same("election.preferred.not_needed", "kafka-leader-election", B, "{bootstrap}",
+              "--election-type", "preferred", "--topic", T, "--partition", "0")
+    # a reorder of partition 2's replicas ([3, 1] -> [1, 3]) with a replication throttle: the
+    # leader stays 3, so the preferred leader (1) is not the leader until an election
+    reorder = tmp_path / "reorder.json"
+    reorder.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": T, "partition": 2, "replicas": [1, 3]}]}))
+    pair.same("reassign.execute.throttle", "kafka-reassign-partitions", B, "{bootstrap}",
+              "--execute", "--reassignment-json-file", str(reorder), "--throttle", "10000000",
+              normalise=_log_dirs)
+    # Skiff refused the throttle before starting the move: the same move without it
+    moved = tool("kafka-reassign-partitions", B, pair.skiff, "--execute",
+                 "--reassignment-json-file", str(reorder))
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    _until_done(pair, reorder)
+    pair.same("reassign.describe.reordered", "kafka-topics", B, "{bootstrap}", "--describe",
+              "--topic", T)
     pair.same("election.preferred", "kafka-leader-election", B, "{bootstrap}",
-              "--election-type", "preferred", "--topic", T, "--partition", "0",
-              normalise=_election)
+              "--election-type", "preferred", "--topic", T, "--partition", "2")
+    pair.same("election.describe.after", "kafka-topics", B, "{bootstrap}", "--describe",
+              "--topic", T)
     pair.same("election.preferred.all", "kafka-leader-election", B, "{bootstrap}",
               "--election-type", "preferred", "--all-topic-partitions",
               normalise=_only_topic)
     pair.same("election.unclean", "kafka-leader-election", B, "{bootstrap}",
-              "--election-type", "unclean", "--topic", T, "--partition", "1",
-              normalise=_election)
+              "--election-type", "unclean", "--topic", T, "--partition", "1")
     pair.same("election.unknown_partition", "kafka-leader-election", B, "{bootstrap}",
               "--election-type", "preferred", "--topic", T, "--partition", "7")
     pair.same("election.bad_type", "kafka-leader-election", B, "{bootstrap}",
@@ -109,28 +142,23 @@ def _generated(stdout: str) -> tuple[dict[int, list[int]], dict[int, list[int]]]
     return by_partition(docs[0]), by_partition(docs[1])
 
 
-def _no_elr(text: str) -> str:
-    return re.sub(r"Configs: min\.insync\.replicas=1,?", "Configs: ", text)
-
-
-def _leaders_and_no_elr(text: str) -> str:
-    # after a move each broker picks the leader among the new replicas by its own timing:
-    # the first replica (preferred) once the move is done, on both
-    return _no_elr(text)
-
-
-def _election(text: str) -> str:
-    return text
+def _log_dirs(text: str) -> str:
+    """The rollback plan --execute prints names each replica's log directory: the nodes'
+    own (temporary) paths."""
+    return re.sub(r'"/[^"]*"', '"<dir>"', text)
 
 
 def _only_topic(text: str) -> str:
-    """An election over all partitions: keep what concerns this module's topic."""
+    """An election over all partitions ("... for partitions t-0, u-1" and errors naming one
+    partition each): keep what concerns this module's topic; the reference cluster is shared
+    with other modules."""
     kept = []
     for line in text.splitlines():
-        parts = [p.strip() for p in line.split(":", 1)]
-        if len(parts) == 2 and "partitions" in parts[0]:
-            mine = sorted(x for x in parts[1].split(", ") if x.startswith(T))
-            kept.append(f"{parts[0]}: {', '.join(mine)}" if mine else "")
-        else:
+        m = re.match(r"^(.* for partitions? )(.*)$", line)
+        if m is None:
             kept.append(line)
-    return "\n".join(line for line in kept if line)
+            continue
+        mine = sorted(x for x in m.group(2).split(", ") if x.startswith(f"{T}-"))
+        if mine:
+            kept.append(m.group(1) + ", ".join(mine))
+    return "\n".join(kept)
