@@ -134,12 +134,12 @@ def _checkpoint_offsets(ck: Path) -> list[dict[str, Any]]:
 
 
 def _stream_through(spark: Any, fmt: str, b: str, source: str, out: str, ck: Path) -> None:
-    """readStream.format(fmt) -> writeStream.format(fmt), AvailableNow, 7 offsets a batch.
+    """readStream.format(fmt) -> writeStream.format(fmt), AvailableNow, 15 offsets a batch.
     The output keeps key, value and partition and carries the source row in a header."""
     from pyspark.sql import functions as F
 
     df = _reader(spark, fmt, b, True, subscribe=source, startingOffsets="earliest",
-                 includeHeaders="true", maxOffsetsPerTrigger="7")
+                 includeHeaders="true", maxOffsetsPerTrigger="15")
     src = F.concat_ws(":", "topic", "partition", "offset", F.unix_millis("timestamp"),
                       "timestampType").cast("binary")
     headers = F.concat(F.coalesce("headers", F.array().cast(df.schema["headers"].dataType)),
@@ -182,7 +182,7 @@ def test_streaming_read_and_write_with_checkpoints(kafka_connector: Any, skiff_n
     offsets = {f: _checkpoint_offsets(tmp_path / f"ck-{f}") for f in FORMATS}
     assert offsets["kafka"] == offsets["skiff"]
     assert offsets["skiff"][-1] == {source: {"0": 20, "1": 20, "2": 20}}
-    assert len(offsets["skiff"]) >= 60 // 7
+    assert len(offsets["skiff"]) >= 60 // 15
 
     got = {f: consume_all(b, outs[f], 3, isolation="read_uncommitted") for f in FORMATS}
     assert _written(got["kafka"]) == _written(got["skiff"])
