@@ -146,11 +146,21 @@ def _stream_through(spark: Any, fmt: str, b: str, source: str, out: str, ck: Pat
                       "timestampType").cast("binary")
     headers = F.concat(F.coalesce("headers", F.array().cast(df.schema["headers"].dataType)),
                        F.array(F.struct(F.lit("src").alias("key"), src.alias("value"))))
-    q = (df.select("key", "value", "partition", headers.alias("headers"))
-         .writeStream.format(fmt).option("kafka.bootstrap.servers", b).option("topic", out)
-         .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
-    assert q.awaitTermination(240), f"{fmt} stream did not finish"
-    assert q.exception() is None, q.exception()
+    writer = (df.select("key", "value", "partition", headers.alias("headers"))
+              .writeStream.format(fmt).option("kafka.bootstrap.servers", b)
+              .option("topic", out).option("checkpointLocation", str(ck))
+              .trigger(availableNow=True))
+    for _attempt in range(3):
+        q = writer.start()
+        assert q.awaitTermination(240), f"{fmt} stream did not finish"
+        error = q.exception()
+        # Spark waits 10 s (fixed) for a Python worker it starts to connect back; on a
+        # loaded machine (load average 38) the streaming source's first one took longer,
+        # failing the query before its first micro-batch. A user restarts the query from
+        # its checkpoint; so does the test, for that error only.
+        if error is None or "Python worker failed to connect back" not in str(error):
+            break
+    assert error is None, error
 
 
 def _written(recs: list[Rec]) -> list[tuple[object, ...]]:
