@@ -6,6 +6,11 @@
            partition (Spark's layout, the default) and with skiff.partitionsPerTask=4 (two
            tasks, one per core); rows/s and the ratio of each Spark figure to the client's,
            all in the same run.
+  kafka    format("skiff") against Spark's own format("kafka") (spark-sql-kafka-0-10 from
+           tests/spark/pom.xml, resolved with Maven) on the same job: a topic of --records
+           records into a count and into Parquet, each format with its defaults (one task
+           per partition), alternating, --repeats rounds; rows/s and the skiff/kafka ratio
+           (issue 35's goal: >= 1.0), plus format("skiff") with skiff.partitionsPerTask=4.
   sink     a topic of --records records copied by a streaming query (format("skiff") ->
            format("skiff"), Trigger.AvailableNow, --batches micro-batches) with the sink's
            default at-least-once delivery and with skiff.deliveryGuarantee=exactly-once
@@ -18,6 +23,7 @@
            (the mtime of the sink's _spark_metadata/<batch> entry), p50/p90/p99/max.
 
     python bench/spark_bench.py batch --records 10000000
+    python bench/spark_bench.py kafka --records 10000000
     python bench/spark_bench.py sink --records 1000000 --batches 10 --repeats 2
     python bench/spark_bench.py latency --rate 10000 --seconds 60 [--per-task 4]
 """
@@ -43,14 +49,17 @@ if str(REPO_ROOT) not in sys.path:
 from broker.testing.node import SkiffNode  # noqa: E402
 
 
-def spark_session() -> Any:
+def spark_session(jars: str | None = None) -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
     import pipeline
 
-    spark = (SparkSession.builder.master("local[2]").appName("skiff-spark-bench")
+    builder = SparkSession.builder
+    if jars:
+        builder = builder.config("spark.jars", jars)
+    spark = (builder.master("local[2]").appName("skiff-spark-bench")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
@@ -153,6 +162,54 @@ def batch(args: argparse.Namespace, bootstrap: str) -> None:
         what = "Parquet" if parquet else "count"
         print(f"  Spark -> {what}, skiff.partitionsPerTask={per_task}: {med[name]:,.0f} "
               f"({med[name] / med['client']:.2f}x the client)")
+    spark.stop()
+
+
+def versus_kafka(args: argparse.Namespace, bootstrap: str) -> None:
+    from tests.spark.connector import CONNECTOR_VERSION, spark_kafka_jars
+
+    topic = f"bench-spark-kafka-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, args.partitions)
+    took = fill(bootstrap, topic, args.records, args.value_bytes)
+    print(f"filled {args.records:,} records x {args.value_bytes} B, {args.partitions} "
+          f"partitions in {took:.1f} s ({args.records / took:,.0f} rec/s)", flush=True)
+    spark = spark_session(spark_kafka_jars())
+    print(f"PySpark {spark.version}, spark-sql-kafka-0-10 {CONNECTOR_VERSION}", flush=True)
+
+    def read(fmt: str, per_task: str | None = None) -> Any:
+        r = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+             .option("subscribe", topic))
+        if per_task is not None:
+            r = r.option("skiff.partitionsPerTask", per_task)
+        return r.load()
+
+    # Warm-up of both: the JVM's Kafka classes, Python workers, the page cache.
+    for fmt in ("kafka", "skiff"):
+        assert read(fmt).count() == args.records
+    cases = {"kafka count": ("kafka", None, False), "skiff count": ("skiff", None, False),
+             "kafka parquet": ("kafka", None, True), "skiff parquet": ("skiff", None, True),
+             "skiff/4 count": ("skiff", "4", False), "skiff/4 parquet": ("skiff", "4", True)}
+    rows: dict[str, list[float]] = {k: [] for k in cases}
+    out = Path(tempfile.mkdtemp(prefix="spark-bench-kafka-"))
+    for r in range(args.repeats):
+        for name, (fmt, per_task, parquet) in cases.items():
+            df = read(fmt, per_task)
+            t = time.monotonic()
+            if parquet:
+                df.write.mode("overwrite").parquet(str(out / f"{name.split()[0]}-{r}"))
+            else:
+                assert df.count() == args.records
+            rows[name].append(args.records / (time.monotonic() - t))
+        print(f"round {r}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items())
+              + f" rows/s; loadavg {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"\nmedian of {args.repeats}, rows/s, {args.records:,} x {args.value_bytes} B, "
+          f"{args.partitions} partitions, local[2]:")
+    for job in ("count", "parquet"):
+        print(f"  {job}: format(\"kafka\") {med[f'kafka {job}']:,.0f}, format(\"skiff\") "
+              f"{med[f'skiff {job}']:,.0f} ({med[f'skiff {job}'] / med[f'kafka {job}']:.2f}x), "
+              f"skiff.partitionsPerTask=4 {med[f'skiff/4 {job}']:,.0f} "
+              f"({med[f'skiff/4 {job}'] / med[f'kafka {job}']:.2f}x)")
     spark.stop()
 
 
@@ -302,7 +359,7 @@ def latency(args: argparse.Namespace, bootstrap: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("batch", "sink", "latency"))
+    ap.add_argument("mode", choices=("batch", "kafka", "sink", "latency"))
     ap.add_argument("--records", type=int, default=10_000_000)
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=8)
@@ -323,7 +380,8 @@ def main() -> int:
         node.wait_ready()
         bootstrap = node.bootstrap
     try:
-        {"batch": batch, "sink": sink, "latency": latency}[args.mode](args, bootstrap)
+        {"batch": batch, "kafka": versus_kafka, "sink": sink,
+         "latency": latency}[args.mode](args, bootstrap)
     finally:
         if node is not None:
             node.close()

@@ -359,7 +359,9 @@ def read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadO
         starting_by_timestamp_latest=strategy == "latest",
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms",
                                       "kafkaConsumer.pollTimeoutMs") or 120_000,
-        group_id_prefix=opts.get("groupidprefix", "spark-kafka-source"),
+        # Spark's defaults: its batch relation's consumers and its streaming source's differ.
+        group_id_prefix=opts.get("groupidprefix", "spark-kafka-relation" if streaming is False
+                                 else "spark-kafka-source"),
         partitions_per_task=_positive_int(opts, "skiff.partitionspertask",
                                           "skiff.partitionsPerTask") or 1,
         client=client,

@@ -17,8 +17,26 @@ _FLUSH_TIMEOUT_S = 120.0
 _PRODUCER_DEFAULTS = {"partitioner": "murmur2_random", "linger.ms": "5"}
 
 
+def _idempotence_conflicts(client: dict[str, str]) -> bool:
+    """Settings with which the Java producer (2.8+) turns its default idempotence off instead
+    of failing: acks other than all, retries 0, more than 5 requests in flight."""
+    acks = client.get("acks", client.get("request.required.acks", "all")).strip().lower()
+    retries = client.get("retries", client.get("message.send.max.retries", "1")).strip()
+    in_flight = client.get("max.in.flight.requests.per.connection",
+                           client.get("max.in.flight", "5")).strip()
+    try:
+        return acks not in ("all", "-1") or int(retries) == 0 or int(in_flight) > 5
+    except ValueError:
+        return False  # librdkafka names the bad value when the producer is created
+
+
 def producer_config(opts: WriteOptions) -> dict[str, str]:
+    """The producer's librdkafka settings: the Java producer's defaults that Spark's Kafka
+    sink writes with (murmur2 partitioning; idempotence unless a setting conflicts, so a
+    retried send neither duplicates nor reorders rows), then the `kafka.*` options."""
     conf = dict(_PRODUCER_DEFAULTS)
+    if "enable.idempotence" not in opts.client and not _idempotence_conflicts(opts.client):
+        conf["enable.idempotence"] = "true"
     conf.update(opts.client)
     return conf
 

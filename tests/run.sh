@@ -56,6 +56,9 @@ fi
 # Apache Kafka 4.4 (broker, Java client, tools, Streams, Connect) from Maven Central, the
 # reference the tests compare Skiff with; ~/.m2 keeps the download for later runs.
 .venv/bin/python -c 'from tests.support.kafka_ref import java_program_classpath; java_program_classpath()'
+# Spark's own Kafka connector (spark-sql-kafka-0-10, tests/spark/pom.xml), which tests/spark runs
+# beside format("skiff"); into tests/spark/target/spark-kafka-libs for spark.jars.
+.venv/bin/python -m tests.spark.connector >/dev/null
 
 .venv/bin/ruff check .
 .venv/bin/mypy broker raft pipeline

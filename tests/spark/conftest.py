@@ -1,5 +1,9 @@
 """Spark fixtures: one SparkSession (local[2]) for the whole run, on the session's Skiff node.
 
+The session carries Spark's own Kafka connector (`spark.jars`, tests/spark/connector.py), so
+test_kafka_connector.py can run `format("kafka")` beside `format("skiff")`; when Maven cannot
+resolve it the session starts without it and `kafka_connector` skips (fails under CI).
+
 The tests skip with the reason when PySpark (the `pipeline` extra) or Java is missing;
 tests/run.sh installs the extra, so CI runs them.
 """
@@ -29,6 +33,8 @@ def _why_no_spark() -> str | None:
 
 
 SKIP_REASON = _why_no_spark()
+# Why format("kafka") is not in the session (empty when it is), set by the `spark` fixture.
+_connector_missing: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +46,14 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     import pipeline
+    from tests.spark.connector import ConnectorUnavailable, spark_kafka_jars
 
-    session = (SparkSession.builder.master("local[2]").appName("skiff-pipeline-tests")
+    builder = SparkSession.builder
+    try:
+        builder = builder.config("spark.jars", spark_kafka_jars())
+    except ConnectorUnavailable as e:
+        _connector_missing.append(str(e))
+    session = (builder.master("local[2]").appName("skiff-pipeline-tests")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
@@ -54,3 +66,11 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture
+def kafka_connector(spark: Any) -> Any:
+    """The session, with Spark's `format("kafka")` available in it."""
+    if _connector_missing:
+        require_tool("spark-sql-kafka-0-10", _connector_missing[0], available=False)
+    return spark

@@ -26,6 +26,30 @@ def test_defaults_follow_spark() -> None:
     assert batch.fail_on_data_loss and not batch.include_headers
     stream = read_options({**B, "subscribe": "a"}, streaming=True)
     assert isinstance(stream.starting, Latest)
+    # Spark's random group.id prefixes: its batch relation's and its streaming source's.
+    assert (batch.group_id_prefix, stream.group_id_prefix) == (
+        "spark-kafka-relation", "spark-kafka-source")
+    named = read_options({**B, "subscribe": "a", "groupIdPrefix": "etl"}, streaming=False)
+    assert named.group_id_prefix == "etl"
+
+
+@pytest.mark.parametrize(("client", "idempotent"), [
+    ({}, "true"),                                   # the Java producer's default
+    ({"kafka.acks": "all"}, "true"),
+    ({"kafka.acks": "-1", "kafka.retries": "3"}, "true"),
+    ({"kafka.acks": "1"}, None),                    # Java turns idempotence off, not fails
+    ({"kafka.retries": "0"}, None),
+    ({"kafka.max.in.flight.requests.per.connection": "6"}, None),
+    ({"kafka.enable.idempotence": "false"}, "false"),
+    ({"kafka.enable.idempotence": "true", "kafka.acks": "1"}, "true"),  # librdkafka refuses
+])
+def test_sink_producer_defaults_follow_the_java_producer(client: dict[str, str],
+                                                         idempotent: str | None) -> None:
+    from pipeline.produce import producer_config
+
+    conf = producer_config(write_options({**B, "topic": "t", **client}))
+    assert conf.get("enable.idempotence") == idempotent
+    assert conf["partitioner"] == "murmur2_random"
 
 
 def test_options_are_case_insensitive_and_kafka_params_pass_through() -> None:
