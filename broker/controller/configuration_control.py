@@ -107,7 +107,7 @@ class ConfigurationControlManager(ControlManagerBase):
             if d is None and value is None:
                 # deleting a key Skiff does not know removes nothing, as on Kafka (where it
                 # may be set): kafka-reassign-partitions --verify clears the replication
-                # throttle rates on every broker so
+                # throttle rates on every broker once a move is done
                 return None
             if d is None:
                 return self._value_error(r), f"Unknown broker config name: {name}"

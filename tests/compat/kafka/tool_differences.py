@@ -22,7 +22,7 @@ ADMIN: dict[str, Difference] = {
     "configs.broker_default.describe": Difference(ELR, (_MIN_ISR_DEFAULT,)),
     "configs.broker.unknown_key": Difference(
         "Kafka stores a dynamic broker config it does not know (a plugin may read it); Skiff "
-        "refuses it with INVALID_CONFIG 'Unknown broker config name: ...' rather than keep a "
+        "refuses it with INVALID_REQUEST 'Unknown broker config name: ...' rather than keep a "
         "setting nothing reads",
         ((r"^Error while executing config command.*\n?", ""),
          (r"^java\.util\.concurrent\.ExecutionException: .*\n?", ""),
