@@ -229,6 +229,11 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         # share groups (KIP-932): Kafka 4.4's versions
         (76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2),
         (80, 0, 1), (81, 0, 0),  # Add/RemoveRaftVoter (KIP-853), sent on to the quorum leader
+        # the share coordinator's state APIs (Initialize, Read, Write, Delete,
+        # ReadSummary ShareGroupState) and the share-group offsets APIs (Describe, Alter,
+        # Delete ShareGroupOffsets), Kafka 4.4's versions
+        (83, 0, 0), (84, 0, 0), (85, 0, 1), (86, 0, 0), (87, 0, 1),
+        (90, 0, 1), (91, 0, 0), (92, 0, 0),
     ]
 
 
