@@ -1,4 +1,4 @@
-"""What ShareFetch and ShareAcknowledge check before either touches a share-partition."""
+"""What the share-group handlers check before they touch a share-partition or its state."""
 
 from __future__ import annotations
 
@@ -23,4 +23,17 @@ def refusal(node: Any, ctx: RequestContext, group_id: str,
         return ErrorCode.group_authorization_failed, None
     if not group_id or not member_id:
         return ErrorCode.invalid_request, "GroupId and MemberId must be set."
+    return None
+
+
+def offsets_refusal(node: Any, ctx: RequestContext, group_id: str,
+                    op: Op) -> tuple[ErrorCode, str | None] | None:
+    """The same for AlterShareGroupOffsets (READ on the group) and DeleteShareGroupOffsets
+    (DELETE): share groups enabled, `op` on the group, a group id."""
+    if not share_enabled(node):
+        return ErrorCode.unsupported_version, DISABLED_MESSAGE
+    if not allowed(node, ctx, op, Res.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, None
+    if not group_id:
+        return ErrorCode.invalid_group_id, None
     return None

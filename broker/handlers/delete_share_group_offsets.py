@@ -11,9 +11,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._share import offsets_refusal
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
-from broker.share.shell import DISABLED_MESSAGE, share_enabled, share_service_of
+from broker.share.shell import share_service_of
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -29,12 +30,9 @@ def _error(mod: Any, error: ErrorCode, message: str | None) -> Any:
 async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     gid = str(request.group_id or "")
-    if not share_enabled(node):
-        return _error(mod, ErrorCode.unsupported_version, DISABLED_MESSAGE)
-    if not allowed(node, ctx, Op.DELETE, Res.GROUP, gid):
-        return _error(mod, ErrorCode.group_authorization_failed, None)
-    if not gid:
-        return _error(mod, ErrorCode.invalid_group_id, None)
+    refused_whole = offsets_refusal(node, ctx, gid, Op.DELETE)
+    if refused_whole is not None:
+        return _error(mod, *refused_whole)
     names = [str(t.topic_name) for t in request.topics]
     refused = [n for n in names if not allowed(node, ctx, Op.READ, Res.TOPIC, n)]
     try:
