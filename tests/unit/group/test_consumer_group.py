@@ -620,6 +620,7 @@ def test_librdkafka_members_converge_after_lost_answers(ops: list[tuple[str, int
     balanced within a few heartbeats, no partition owned twice, with no timer needed."""
     c = Consumers(image(a=6))
     members: list[RdkafkaMember] = []
+    joined = 0
 
     def check() -> None:
         seen: dict[tuple[uuid.UUID, int], str] = {}
@@ -631,7 +632,8 @@ def test_librdkafka_members_converge_after_lost_answers(ops: list[tuple[str, int
 
     for op, k in ops:
         if op == "join" and len(members) < 4:
-            members.append(RdkafkaMember(c, f"m{len(members)}-{k}"))
+            joined += 1
+            members.append(RdkafkaMember(c, f"m{joined}"))
             members[-1].heartbeat()
         elif op in ("hb", "lost") and members:
             members[k % len(members)].heartbeat(lose_answer=op == "lost")
