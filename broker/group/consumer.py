@@ -18,7 +18,8 @@ Member states and every transition (Kafka's CurrentAssignmentBuilder):
 
     Stable               -> UnrevokedPartitions  target dropped partitions the member owns: it
                                                  keeps target ∩ owned, must revoke the rest,
-                                                 epoch unchanged
+                                                 epoch unchanged (unless the heartbeat reported
+                                                 owned partitions without those: then as below)
     Stable               -> UnreleasedPartitions target adds partitions still owned (assigned or
                                                  pending revocation) by another member: epoch
                                                  moves to the target, those are held back
@@ -31,6 +32,11 @@ Member states and every transition (Kafka's CurrentAssignmentBuilder):
     any                  -> (removed)            leave (epoch -1), session timeout, or a static
                                                  member's temporary leave (epoch -2) not
                                                  followed by a rejoin within the session timeout
+
+Answers: the assignment goes out on a join, to a heartbeat that reports owned partitions, when
+it changed, and (beyond Kafka) on every heartbeat until the member has reported owning exactly
+it, so an answer lost on the way (librdkafka times a heartbeat out after one interval and
+resends it without owned partitions) is repeated instead of stalling the member.
 
 Persistence: after every heartbeat, leave or expiry the group's state is written to
 __consumer_offsets as Kafka's KIP-848 records (records.py: ConsumerGroupMetadata,
@@ -164,6 +170,9 @@ class ConsumerMember:
     session_deadline: int = 0
     revocation_deadline: int | None = None
     left_temporarily: bool = False
+    # the partitions the member last reported owning (TopicPartitions of its last heartbeat
+    # that carried them); not persisted: a loaded member is taken to own what it is assigned
+    reported_owned: Assignment = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -470,9 +479,20 @@ class ConsumerGroups:
         if g.group_epoch > g.assignment_epoch:
             self._compute_target(g, image)
         owned = None if req.owned_partitions is None else _from_tuples(req.owned_partitions)
+        if owned is not None:
+            member.reported_owned = owned
         self._reconcile(g, member, owned, now_ms)
+        # Kafka answers the assignment to a full request or when it changed. Skiff also repeats
+        # it until the member reports owning exactly it: a response that carried a change may
+        # have been lost. librdkafka times a heartbeat out after one heartbeat interval and
+        # sends it again as it was, without owned partitions (it sends those only to
+        # acknowledge an assignment it reconciled), so a member told to revoke whose answer
+        # timed out would otherwise never hear of it and keep the partitions until its
+        # rebalance timeout. Clients ignore an assignment equal to the one they hold or are
+        # reconciling towards.
         send = (req.owned_partitions is not None or req.member_epoch == JOIN_EPOCH
-                or member.assigned != previous_assigned)
+                or member.assigned != previous_assigned
+                or member.assigned != member.reported_owned)
         return ConsumerHeartbeatResult(
             ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
             heartbeat_interval_ms=interval,
@@ -623,13 +643,16 @@ class ConsumerGroups:
                 and m.assigned == target:
             return
         revoke = _minus(m.assigned, target)
-        if revoke:
+        # a member that reported its owned partitions without those it would revoke has
+        # nothing to give up (Kafka's ownsRevokedPartitions on the new revocation)
+        if revoke and (owned is None or _intersect(owned, revoke)):
             m.assigned = _intersect(m.assigned, target)
             m.pending_revocation = revoke
             m.state = MemberState.UNREVOKED_PARTITIONS
             m.revocation_deadline = now_ms + max(m.rebalance_timeout_ms, 0)
             return
-        unreleased = _intersect(_minus(target, m.assigned), self._owned_elsewhere(g, m.member_id))
+        kept = _intersect(m.assigned, target)
+        unreleased = _intersect(_minus(target, kept), self._owned_elsewhere(g, m.member_id))
         if m.member_epoch != g.assignment_epoch:
             m.previous_member_epoch = m.member_epoch
             m.member_epoch = g.assignment_epoch
@@ -739,6 +762,7 @@ class ConsumerGroups:
                                 if m.instance_id is not None}
             for m in g.members.values():
                 m.session_deadline = now_ms + self.consumer_session_timeout_ms(g.group_id)
+                m.reported_owned = dict(m.assigned)
                 m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
                                          if m.state is MemberState.UNREVOKED_PARTITIONS
                                          else None)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 from grouphelpers import START_MS
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
@@ -175,8 +175,11 @@ def test_single_member_gets_everything_with_epoch_1() -> None:
     assert r.error is E.none and r.member_epoch == 1 and r.heartbeat_interval_ms == 1000
     assert r.assignment == ((uuid.UUID(int=1), (0, 1, 2)),)
     assert c.group().state is ConsumerGroupState.STABLE
+    # until the member reports owning it, the assignment is repeated (an answer may be lost)
+    assert c.hb(r.member_id or "", owned=False).assignment == r.assignment
+    c.hb(r.member_id or "")  # reports its owned partitions
     again = c.hb(r.member_id or "", owned=False)
-    assert again.assignment is None  # unchanged: not repeated
+    assert again.assignment is None  # unchanged and acknowledged: not repeated
 
 
 def test_client_chosen_member_id_v1_is_kept() -> None:
@@ -480,3 +483,170 @@ def test_a_groups_own_session_timeout_and_heartbeat_interval() -> None:
     assert c.coord.consumer_groups["short"].members == {}
     assert plain.member_id in c.group("g").members
     assert odd.member_id in c.group("odd").members  # the broker's 10 s
+
+
+# ---- lost answers, as librdkafka (group.protocol=consumer) behaves ----------------------------
+
+
+def _parts(a: tuple[tuple[uuid.UUID, tuple[int, ...]], ...] | None) -> set[int]:
+    return {p for _, ps in a or () for p in ps}
+
+
+def test_a_revocation_whose_answer_was_lost_is_repeated() -> None:
+    """The CI failure of test_groups_confluent_kip848::test_join_leave_kill, replayed: c owns
+    0-2 (it revoked 3-5 for a), b joins, c's next heartbeat tells it to revoke one more
+    partition and that answer is lost (librdkafka timed the request out after one heartbeat
+    interval). librdkafka sends the heartbeat again as it was, without owned partitions, and
+    sends owned partitions only to acknowledge an assignment it reconciled: unless the
+    coordinator repeats the assignment, c never hears of the revocation, keeps the partition
+    b's target holds, and the group stays unbalanced until c's rebalance timeout."""
+    c = Consumers(image(a=6))
+    c.hb("c", 0, topics=("a",))
+    c.hb("c")  # acknowledges 0-5
+    c.hb("a", 0, topics=("a",))
+    r = c.hb("c", owned=False)
+    assert _parts(r.assignment) == {0, 1, 2}
+    c.hb("c")  # acknowledges 0-2: at the group epoch now
+    assert c.group().members["c"].state is MemberState.STABLE and c.epoch["c"] == 2
+    c.hb("b", 0, topics=("a",))
+    target_c = {p for ps in c.group().target["c"].values() for p in ps}
+    assert len(target_c) == 2
+    # the answer that tells c to revoke is lost: the client state does not move
+    lost = c.coord.consumer_heartbeat(ConsumerHeartbeatRequest(
+        group_id="g", member_id="c", member_epoch=c.epoch["c"]), c.img, c.now)
+    assert lost.error is E.none and _parts(lost.assignment) == target_c
+    assert c.group().members["c"].state is MemberState.UNREVOKED_PARTITIONS
+    # librdkafka's retry: same epoch, no owned partitions
+    again = c.hb("c", owned=False)
+    assert again.error is E.none and _parts(again.assignment) == target_c
+    c.hb("c")  # revokes and acknowledges
+    c.settle(["a", "b", "c"])
+    assert sorted(len(_parts(tuple(c.owned[m].items()))) for m in "abc") == [2, 2, 2]
+    assert c.group().state is ConsumerGroupState.STABLE
+    no_double_ownership(c)
+
+
+def test_released_partitions_whose_answer_was_lost_are_repeated() -> None:
+    """A member waiting for unreleased partitions gets them at the same epoch: if that answer
+    is lost, nothing else would ever tell it (no epoch moved, no timer runs)."""
+    c = Consumers(image(a=4))
+    a = c.join()
+    c.hb(a)
+    b = c.join()
+    c.hb(b)  # acknowledges its empty assignment: all of its target is still a's
+    c.hb(a, owned=False)
+    c.hb(a)  # a revokes
+    lost = c.coord.consumer_heartbeat(ConsumerHeartbeatRequest(
+        group_id="g", member_id=b, member_epoch=c.epoch[b]), c.img, c.now)
+    assert len(_parts(lost.assignment)) == 2 and lost.member_epoch == c.epoch[b]
+    assert c.owned[b] == {}
+    again = c.hb(b, owned=False)
+    assert _parts(again.assignment) == _parts(lost.assignment)
+    c.hb(b)
+    assert c.hb(b, owned=False).assignment is None  # acknowledged: no longer repeated
+
+
+def test_a_member_that_reports_not_owning_what_it_would_revoke_moves_on() -> None:
+    """Kafka's ownsRevokedPartitions on a new revocation: owned partitions reported without
+    those the new target takes away mean there is nothing to wait for."""
+    c = Consumers(image(a=4))
+    a = c.join()
+    c.hb(a)
+    b = c.join()
+    keep = {p for ps in c.group().target[a].values() for p in ps}
+    c.owned[a] = {T1: tuple(sorted(keep))}  # the client already gave the others up
+    r = c.hb(a)
+    m = c.group().members[a]
+    assert m.state is MemberState.STABLE and r.member_epoch == c.group().assignment_epoch
+    assert _parts(r.assignment) == keep and m.pending_revocation == {}
+    c.hb(b)
+    assert len(_parts(tuple(c.owned[b].items()))) == 2
+    no_double_ownership(c)
+
+
+class RdkafkaMember:
+    """librdkafka's KIP-848 member, reduced to what the coordinator sees: owned partitions go
+    out only to acknowledge a reconciled assignment (and on a join); an answer with an
+    assignment different from the one held or being reconciled is reconciled at once; a lost
+    answer leaves the state alone and the same request goes out again; FENCED_MEMBER_EPOCH or
+    UNKNOWN_MEMBER_ID drop everything (lost) and rejoin with epoch 0."""
+
+    def __init__(self, c: Consumers, member_id: str) -> None:
+        self.c, self.member_id = c, member_id
+        self.epoch = 0
+        self.current: dict[uuid.UUID, tuple[int, ...]] = {}
+        self.to_ack: dict[uuid.UUID, tuple[int, ...]] | None = None
+        self.retry: ConsumerHeartbeatRequest | None = None
+
+    def owns(self) -> dict[uuid.UUID, tuple[int, ...]]:
+        return self.current if self.to_ack is None else self.to_ack
+
+    def heartbeat(self, lose_answer: bool = False) -> None:
+        req = self.retry
+        if req is None:
+            joining = self.epoch == 0
+            owned = () if joining else (None if self.to_ack is None
+                                         else tuple(self.to_ack.items()))
+            req = ConsumerHeartbeatRequest(
+                group_id="g", member_id=self.member_id, member_epoch=self.epoch,
+                rebalance_timeout_ms=300_000 if joining else -1,
+                subscribed_topic_names=("a",) if joining else None, owned_partitions=owned)
+        r = self.c.coord.consumer_heartbeat(req, self.c.img, self.c.now)
+        if lose_answer:
+            self.retry = req
+            return
+        self.retry = None
+        if r.error in (E.fenced_member_epoch, E.unknown_member_id):
+            self.epoch, self.current, self.to_ack = 0, {}, None
+            return
+        assert r.error is E.none, r
+        self.epoch = r.member_epoch
+        if req.owned_partitions and self.to_ack is not None \
+                and tuple(self.to_ack.items()) == req.owned_partitions:
+            self.current, self.to_ack = self.to_ack, None  # acknowledged
+        if r.assignment is not None and dict(r.assignment) != self.owns():
+            self.to_ack = dict(r.assignment)  # revoke, then assign, then acknowledge
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["join", "hb", "hb", "hb", "lost", "leave"]),
+                          st.integers(0, 4)), max_size=60))
+# the answer that tells m0 to revoke for m1 is lost
+@example([("join", 0), ("hb", 0), ("join", 1), ("lost", 0)])
+# the answer that gives m1 its released partitions is lost
+@example([("join", 0), ("hb", 0), ("join", 1), ("hb", 1), ("hb", 0), ("hb", 0), ("lost", 1)])
+def test_librdkafka_members_converge_after_lost_answers(ops: list[tuple[str, int]]) -> None:
+    """Whatever answers are lost on the way, once they get through again the group settles
+    balanced within a few heartbeats, no partition owned twice, with no timer needed."""
+    c = Consumers(image(a=6))
+    members: list[RdkafkaMember] = []
+    joined = 0
+
+    def check() -> None:
+        seen: dict[tuple[uuid.UUID, int], str] = {}
+        for m in members:
+            for t, ps in m.owns().items():
+                for p in ps:
+                    assert (t, p) not in seen, f"{p} owned by {seen[(t, p)]} and {m.member_id}"
+                    seen[(t, p)] = m.member_id
+
+    for op, k in ops:
+        if op == "join" and len(members) < 4:
+            joined += 1
+            members.append(RdkafkaMember(c, f"m{joined}"))
+            members[-1].heartbeat()
+        elif op in ("hb", "lost") and members:
+            members[k % len(members)].heartbeat(lose_answer=op == "lost")
+        elif op == "leave" and members:
+            m = members.pop(k % len(members))
+            c.coord.consumer_heartbeat(ConsumerHeartbeatRequest(
+                group_id="g", member_id=m.member_id, member_epoch=-1), c.img, c.now)
+        check()
+    for _ in range(8):
+        for m in members:
+            m.heartbeat()
+        check()
+    if members:
+        counts = sorted(sum(len(ps) for ps in m.owns().values()) for m in members)
+        assert sum(counts) == 6 and counts[-1] - counts[0] <= 1, counts
+        assert c.group().state is ConsumerGroupState.STABLE
