@@ -553,12 +553,16 @@ def sides(kafka_ref: KafkaNode, skiff_node: Broker) -> Iterator[tuple[Side, Side
     yield Side("kafka", kafka_ref.bootstrap), Side("skiff", skiff_node.bootstrap)
 
 
+# each direction in its own xdist group: ~95 s apiece (most of it the 60 s to the first offset
+# commit), on two workers rather than one after the other; each worker has its own nodes
+@pytest.mark.xdist_group("kafka-ref:tests/compat/kafka/test_mirror_maker.py::to-skiff")
 def test_kafka_to_skiff(sides: tuple[Side, Side], work: Path) -> None:
     kafka, skiff = sides
     timings = migrate(kafka, skiff, work)
     print("kafka -> skiff:", {k: round(v, 1) for k, v in timings.items()})
 
 
+@pytest.mark.xdist_group("kafka-ref:tests/compat/kafka/test_mirror_maker.py::to-kafka")
 def test_skiff_to_kafka(sides: tuple[Side, Side], work: Path) -> None:
     kafka, skiff = sides
     timings = migrate(skiff, kafka, work)
