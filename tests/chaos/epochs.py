@@ -123,7 +123,9 @@ def check_epochs_monotonic(records: Mapping[int, Sequence[tuple[int, int, bytes]
 
 # ---- what each replica holds on disk --------------------------------------------------------
 
-_HEADER = struct.Struct(">qiiBIhi")  # baseOffset, length, leaderEpoch, magic, crc, attrs, lastDelta
+# baseOffset, length, leaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+# maxTimestamp, producerId, producerEpoch, baseSequence (Kafka's record batch v2 header)
+_HEADER = struct.Struct(">qiiBIhiqqqhi")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,12 @@ class Batch:
     last: int
     epoch: int
     crc: int
+    # the idempotent producer's id, epoch and first sequence (-1: none), to tell a batch
+    # the producer sent twice (another sequence or producer epoch) from one the broker
+    # appended twice (the same)
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 def read_batches(partition_dir: Path) -> list[Batch]:
@@ -142,10 +150,12 @@ def read_batches(partition_dir: Path) -> list[Batch]:
         data = seg.read_bytes()
         pos = 0
         while pos + _HEADER.size <= len(data):
-            base, length, epoch, magic, crc, _attrs, last_delta = _HEADER.unpack_from(data, pos)
+            (base, length, epoch, magic, crc, _attrs, last_delta, _ts, _max_ts, pid,
+             producer_epoch, base_sequence) = _HEADER.unpack_from(data, pos)
             if length <= 0 or pos + 12 + length > len(data) or magic != 2:
                 break
-            batches.append(Batch(base, base + last_delta, epoch, crc))
+            batches.append(Batch(base, base + last_delta, epoch, crc, pid, producer_epoch,
+                                 base_sequence))
             pos += 12 + length
     return batches
 

@@ -373,6 +373,20 @@ def disk_findings(c: NetnsCluster) -> list[str]:
     return findings
 
 
+def duplicate_batches(c: NetnsCluster, partition: int, offsets: list[int]) -> str:
+    """The batch holding each offset, with its producer id, producer epoch and base
+    sequence, as each replica's segment files have it: the same producer epoch and
+    sequence twice is a retry the broker appended again; another epoch or sequence, a
+    record the client sent twice."""
+    out = []
+    for i, d in replica_dirs(c, partition).items():
+        held = [b for b in read_batches(d) if any(b.base <= o <= b.last for o in offsets)]
+        out.append(f"replica {i}: " + ", ".join(
+            f"[{b.base}..{b.last}] epoch {b.epoch} producer {b.producer_id} "
+            f"epoch {b.producer_epoch} sequence {b.base_sequence}" for b in held))
+    return "; ".join(out)
+
+
 def summarize(outcomes: list[Outcome]) -> str:
     lines = [f"{'kind':34} {'n':>3} {'stall s (median / max)':>24} "
              f"{'acks back after heal s':>24} {'ISR back after heal s':>22}"]
@@ -457,8 +471,9 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
         problems.append(f"records: {report.summary()}")
     for p, rid in report.duplicated[:5]:
         value = encode_value(*rid)
-        problems.append(f"{rid} in partition {p} at (offset, leader epoch) " + str(
-            [(o, e) for o, e, v in records[p] if v == value]))
+        at = [(o, e) for o, e, v in records[p] if v == value]
+        problems.append(f"{rid} in partition {p} at (offset, leader epoch) {at}; "
+                        + duplicate_batches(c, p, [o for o, _e in at]))
     if positions.misplaced:
         problems.append(positions.summary())
     if fatal:
