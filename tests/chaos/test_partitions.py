@@ -14,6 +14,17 @@ acknowledged record at the offset its acknowledgement gave; leader epochs never 
 along a log; no Raft epoch or partition leader epoch named with two leaders by any node
 during the run; replicas identical on disk where they overlap (epochs.py).
 
+A duplicated record's failure names, for each copy, its batch's producer id, producer epoch
+and base sequence on every replica. The same producer epoch and sequence twice is the
+broker appending a retry again (its producer state missed the first copy; see
+tests/unit/replication/test_idempotent_failover.py). Another epoch or producer id on the
+second copy is librdkafka sending the record again: an epoch bump (after an
+OUT_OF_ORDER_SEQUENCE_NUMBER on any partition, or a message timeout) renumbers the
+unacknowledged records of every partition under the new epoch, including ones an old
+leader wrote whose acknowledgement was lost (librdkafka issue #4953, seen against Apache
+Kafka too); the producers' eos debug log (SKIFF_PARTITION_CLIENT_DEBUG=eos,msg) shows the
+bump and its cause.
+
     SKIFF_PARTITION_SCHEDULES=300 SKIFF_PARTITION_SEED=1234 \\
         .venv/bin/python -m pytest -s tests/chaos/test_partitions.py
     SKIFF_PARTITION_FIRST=17 SKIFF_PARTITION_SCHEDULES=1 SKIFF_PARTITION_SEED=1234 ...  # one
