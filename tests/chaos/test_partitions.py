@@ -477,7 +477,8 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
     fatal = [f for w in producers for f in w.failed if "fatal" in f[1].lower()]
     print(f"records: {report.summary()}; {positions.summary()}; failed deliveries "
           f"{sum(len(w.failed) for w in producers)} (fatal {len(fatal)}); leader claims "
-          f"sampled {monitor.claims.samples}")
+          f"sampled {monitor.claims.samples}; "
+          + "; ".join(w.idempotence() for w in producers))
     if report.lost or report.duplicated or report.reordered:
         problems.append(f"records: {report.summary()}")
     for p, rid in report.duplicated[:5]:
@@ -485,6 +486,8 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
         at = [(o, e) for o, e, v in records[p] if v == value]
         problems.append(f"{rid} in partition {p} at (offset, leader epoch) {at}; "
                         + duplicate_batches(c, p, [o for o, _e in at]))
+    if report.duplicated:
+        problems += [w.idempotence() for w in producers]
     if positions.misplaced:
         problems.append(positions.summary())
     if fatal:
