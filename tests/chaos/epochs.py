@@ -160,6 +160,17 @@ def read_batches(partition_dir: Path) -> list[Batch]:
     return batches
 
 
+def renumbered_by_client(copies: Sequence[Batch]) -> bool:
+    """Whether the batches holding the copies of one record were sent under different
+    producer ids or producer epochs, all of them: the client sent the record again after
+    bumping its epoch or taking a new id (librdkafka does, for every partition, after an
+    OUT_OF_ORDER_SEQUENCE_NUMBER on any one: issue #4953), which no broker can deduplicate.
+    Two copies under one producer id and epoch are the broker's: it appended a retry of a
+    batch whose sequence it already held."""
+    producers = [(b.producer_id, b.producer_epoch) for b in copies]
+    return all(pid >= 0 for pid, _ in producers) and len(set(producers)) == len(producers)
+
+
 def read_epoch_checkpoint(partition_dir: Path) -> list[tuple[int, int]]:
     path = partition_dir / "leader-epoch-checkpoint"
     try:

@@ -16,6 +16,7 @@ from tests.chaos.epochs import (
     compare_replicas,
     read_batches,
     read_epoch_checkpoint,
+    renumbered_by_client,
 )
 from tests.chaos.netns import cut_between
 from tests.chaos.schedules import EXTRAS, KINDS, generate, one
@@ -114,3 +115,15 @@ def test_cut_between_blocks_both_directions_across_groups_only() -> None:
     assert cut_between([{"a"}, {"b", "c"}]) == {
         ("a", "b"), ("b", "a"), ("a", "c"), ("c", "a")}
     assert cut_between([{"a"}]) == set()
+
+
+def test_a_record_sent_again_under_a_bumped_epoch_is_the_clients_duplicate() -> None:
+    first = Batch(4203, 4203, 3, 1, producer_id=7, producer_epoch=0, base_sequence=2101)
+    bumped = Batch(4206, 4206, 4, 2, producer_id=7, producer_epoch=1, base_sequence=0)
+    new_id = Batch(4206, 4206, 4, 2, producer_id=9, producer_epoch=0, base_sequence=0)
+    same = Batch(4206, 4206, 4, 2, producer_id=7, producer_epoch=0, base_sequence=2101)
+    assert renumbered_by_client([first, bumped]) and renumbered_by_client([first, new_id])
+    assert not renumbered_by_client([first, same])  # the broker appended a retry again
+    assert not renumbered_by_client([first, bumped, same])
+    plain = Batch(4206, 4206, 4, 2)  # no producer id: nothing says who sent it twice
+    assert not renumbered_by_client([plain, Batch(4207, 4207, 4, 3)])

@@ -95,9 +95,10 @@ class ProducerWorkload:
 
     def idempotence(self) -> str:
         """The producer id and epoch librdkafka's last statistics name, and how many producer
-        ids or epochs it was assigned (epoch_cnt: 1 unless it bumped its epoch or took a new
-        id, which renumbers every unacknowledged record; a record an old leader wrote whose
-        acknowledgement was lost is then written again)."""
+        ids it was assigned (epoch_cnt). An epoch above 0, or epoch_cnt above 1, means it
+        bumped its epoch or took a new id, which renumbers every unacknowledged record of
+        every partition: a record an old leader wrote whose acknowledgement was lost is then
+        written again."""
         try:
             eos = json.loads(self.last_stats or "{}").get("eos", {})
         except ValueError:
