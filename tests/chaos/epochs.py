@@ -123,7 +123,9 @@ def check_epochs_monotonic(records: Mapping[int, Sequence[tuple[int, int, bytes]
 
 # ---- what each replica holds on disk --------------------------------------------------------
 
-_HEADER = struct.Struct(">qiiBIhi")  # baseOffset, length, leaderEpoch, magic, crc, attrs, lastDelta
+# baseOffset, length, leaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+# maxTimestamp, producerId, producerEpoch, baseSequence (Kafka's record batch v2 header)
+_HEADER = struct.Struct(">qiiBIhiqqqhi")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,12 @@ class Batch:
     last: int
     epoch: int
     crc: int
+    # the idempotent producer's id, epoch and first sequence (-1: none), to tell a batch
+    # the producer sent twice (another sequence or producer epoch) from one the broker
+    # appended twice (the same)
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
 
 
 def read_batches(partition_dir: Path) -> list[Batch]:
@@ -142,12 +150,25 @@ def read_batches(partition_dir: Path) -> list[Batch]:
         data = seg.read_bytes()
         pos = 0
         while pos + _HEADER.size <= len(data):
-            base, length, epoch, magic, crc, _attrs, last_delta = _HEADER.unpack_from(data, pos)
+            (base, length, epoch, magic, crc, _attrs, last_delta, _ts, _max_ts, pid,
+             producer_epoch, base_sequence) = _HEADER.unpack_from(data, pos)
             if length <= 0 or pos + 12 + length > len(data) or magic != 2:
                 break
-            batches.append(Batch(base, base + last_delta, epoch, crc))
+            batches.append(Batch(base, base + last_delta, epoch, crc, pid, producer_epoch,
+                                 base_sequence))
             pos += 12 + length
     return batches
+
+
+def renumbered_by_client(copies: Sequence[Batch]) -> bool:
+    """Whether the batches holding the copies of one record were sent under different
+    producer ids or producer epochs, all of them: the client sent the record again after
+    bumping its epoch or taking a new id (librdkafka does, for every partition, after an
+    OUT_OF_ORDER_SEQUENCE_NUMBER on any one: issue #4953), which no broker can deduplicate.
+    Two copies under one producer id and epoch are the broker's: it appended a retry of a
+    batch whose sequence it already held."""
+    producers = [(b.producer_id, b.producer_epoch) for b in copies]
+    return all(pid >= 0 for pid, _ in producers) and len(set(producers)) == len(producers)
 
 
 def read_epoch_checkpoint(partition_dir: Path) -> list[tuple[int, int]]:

@@ -16,6 +16,7 @@ from tests.chaos.epochs import (
     compare_replicas,
     read_batches,
     read_epoch_checkpoint,
+    renumbered_by_client,
 )
 from tests.chaos.netns import cut_between
 from tests.chaos.schedules import EXTRAS, KINDS, generate, one
@@ -52,18 +53,26 @@ def test_epochs_must_not_go_down_along_the_log() -> None:
     assert check_epochs_monotonic(down) == ["partition 0: offset 1 has epoch 2 after epoch 3"]
 
 
-def segment(batches: list[tuple[int, int, int, int]], torn: bool = False) -> bytes:
+def segment(batches: list[tuple[int, int, int, int]], torn: bool = False,
+            producer: tuple[int, int] = (-1, -1)) -> bytes:
+    """Batches (base, last, epoch, crc); with `producer` (id, epoch), each batch's base
+    sequence is its base offset."""
     out = b""
+    pid, producer_epoch = producer
     for base, last, epoch, crc in batches:
-        header = struct.pack(">qiiBIhi", base, 49, epoch, 2, crc, 0, last - base)
+        header = struct.pack(">qiiBIhiqqqhi", base, 49, epoch, 2, crc, 0, last - base, 0, 0,
+                             pid, producer_epoch, base if pid >= 0 else -1)
         out += header + bytes(12 + 49 - len(header))
     return out + (b"\x00" * 20 if torn else b"")
 
 
 def test_read_batches_parses_segments_and_ignores_a_torn_tail(tmp_path: Path) -> None:
     (tmp_path / "00000000000000000000.log").write_bytes(segment([(0, 4, 0, 11), (5, 5, 1, 12)]))
-    (tmp_path / "00000000000000000006.log").write_bytes(segment([(6, 9, 1, 13)], torn=True))
-    assert read_batches(tmp_path) == [Batch(0, 4, 0, 11), Batch(5, 5, 1, 12), Batch(6, 9, 1, 13)]
+    (tmp_path / "00000000000000000006.log").write_bytes(
+        segment([(6, 9, 1, 13)], torn=True, producer=(7, 2)))
+    assert read_batches(tmp_path) == [Batch(0, 4, 0, 11), Batch(5, 5, 1, 12),
+                                      Batch(6, 9, 1, 13, producer_id=7, producer_epoch=2,
+                                            base_sequence=6)]
     (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n1 5\n")
     assert read_epoch_checkpoint(tmp_path) == [(0, 0), (1, 5)]
 
@@ -106,3 +115,15 @@ def test_cut_between_blocks_both_directions_across_groups_only() -> None:
     assert cut_between([{"a"}, {"b", "c"}]) == {
         ("a", "b"), ("b", "a"), ("a", "c"), ("c", "a")}
     assert cut_between([{"a"}]) == set()
+
+
+def test_a_record_sent_again_under_a_bumped_epoch_is_the_clients_duplicate() -> None:
+    first = Batch(4203, 4203, 3, 1, producer_id=7, producer_epoch=0, base_sequence=2101)
+    bumped = Batch(4206, 4206, 4, 2, producer_id=7, producer_epoch=1, base_sequence=0)
+    new_id = Batch(4206, 4206, 4, 2, producer_id=9, producer_epoch=0, base_sequence=0)
+    same = Batch(4206, 4206, 4, 2, producer_id=7, producer_epoch=0, base_sequence=2101)
+    assert renumbered_by_client([first, bumped]) and renumbered_by_client([first, new_id])
+    assert not renumbered_by_client([first, same])  # the broker appended a retry again
+    assert not renumbered_by_client([first, bumped, same])
+    plain = Batch(4206, 4206, 4, 2)  # no producer id: nothing says who sent it twice
+    assert not renumbered_by_client([plain, Batch(4207, 4207, 4, 3)])

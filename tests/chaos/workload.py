@@ -93,6 +93,19 @@ class ProducerWorkload:
                                  f"inflight(txmsgs-ack)={part.get('txmsgs')}")
         return "\n".join(lines)
 
+    def idempotence(self) -> str:
+        """The producer id and epoch librdkafka's last statistics name, and how many producer
+        ids it was assigned (epoch_cnt). An epoch above 0, or epoch_cnt above 1, means it
+        bumped its epoch or took a new id, which renumbers every unacknowledged record of
+        every partition: a record an old leader wrote whose acknowledgement was lost is then
+        written again."""
+        try:
+            eos = json.loads(self.last_stats or "{}").get("eos", {})
+        except ValueError:
+            return f"producer {self.name}: unreadable statistics"
+        return (f"producer {self.name}: id {eos.get('producer_id')} epoch "
+                f"{eos.get('producer_epoch')} epoch_cnt {eos.get('epoch_cnt')}")
+
     def acked_count(self) -> int:
         with self._lock:
             return sum(len(v) for v in self.acknowledged.values())

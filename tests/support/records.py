@@ -120,13 +120,15 @@ def end_offset(consumer: Any, topic: str, partition: int, timeout_s: float = 30.
     """A partition's high watermark through librdkafka's watermark query. A new leader
     answers OFFSET_NOT_AVAILABLE until its high watermark reaches the start of its epoch
     (KIP-207), and a query that reached a former leader (the client's metadata older than
-    a leader change) is answered NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE; librdkafka
-    returns these retriable answers to the caller instead of retrying them: they are
-    retried here, for at most `timeout_s`."""
+    a leader change) is answered NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE; a query in
+    flight to a broker whose handle librdkafka decommissioned (newer metadata no longer
+    listed it) fails locally with _DESTROY_BROKER. librdkafka returns these
+    retriable answers to the caller instead of retrying them: they are retried here, for at
+    most `timeout_s`."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     retriable = (KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
-                 KafkaError.LEADER_NOT_AVAILABLE)
+                 KafkaError.LEADER_NOT_AVAILABLE, KafkaError._DESTROY_BROKER)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
