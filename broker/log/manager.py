@@ -290,7 +290,16 @@ class LogManager:
                 log.exception("log_dir_failure_listener_failed", log_dir=str(d))
 
     def fail_log(self, plog: PartitionLog, reason: object) -> None:
-        """An I/O error on `plog`: its log dir goes offline."""
+        """An I/O error on `plog`: its log dir goes offline. Not when `plog` is no longer
+        the partition's log here (a move swapped it out, or it was deleted): its directory
+        was renamed away, so a path-based write on it from a thread that still held it
+        (the periodic flush) fails with no fault in the dir."""
+        tp = plog.topic_partition
+        with self._lock:
+            live = self._logs.get((tp.topic, tp.partition)) is plog
+        if not live:
+            log.info("retired_log_io_error", partition=plog.dir.name, reason=str(reason))
+            return
         d = self.dir_of_path(plog.dir)
         if d is not None:
             self.fail_dir(d, reason)

@@ -116,3 +116,33 @@ def test_a_move_cut_short_by_a_restart_is_kept_and_starts_over(tmp_path: Path) -
     logs._delete_pending_dirs(0, force=True)
     assert not gone.exists() and not same.exists()
     logs.shutdown()
+
+
+def test_an_io_error_on_the_log_a_move_swapped_out_takes_no_dir_offline(tmp_path: Path) -> None:
+    """The periodic flush runs on its own thread over a snapshot of the logs: it may flush
+    the old log after the swap renamed its directory away. That write fails (its path is
+    gone) and must not take the source dir offline, which is the metadata log's dir in a
+    default setup, where it halted the node (a CI failure of tests/integration/test_jbod)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    failed: list[Path] = []
+    logs = LogManager([a, b], LogConfig(segment_bytes=4096), clock)
+    logs.dir_failure_listeners.append(failed.append)
+    logs.load()
+    old = logs.get_or_create("t", 0)
+    for i in range(20):
+        old.append_as_leader(build_batch([Record(timestamp=1, key=None, value=b"%04d" % i)]),
+                             leader_epoch=0, now_ms=clock())
+    fut = logs.create_future("t", 0, b)
+    fut.copy_pass(old.log_end_offset)
+    new = logs.complete_future(fut)
+    old.epoch_cache.assign(1, old.log_end_offset, persist=False)  # as a new epoch leaves it
+    try:
+        old.flush()
+    except OSError as exc:
+        logs.fail_log(old, exc)
+    else:
+        raise AssertionError("the swapped-out log's directory is gone: its flush must fail")
+    assert failed == [] and logs.offline_dirs == set() and logs.get("t", 0) is new
+    logs.fail_log(new, OSError("a real fault in b"))
+    assert failed == [b] and logs.offline_dirs == {b}
+    logs.shutdown()
