@@ -165,10 +165,11 @@ def raft_leader(c: NetnsCluster) -> int:
 
 
 def raft_state(c: NetnsCluster) -> tuple[int, int]:
-    """(leader, epoch) with the highest epoch a controller reports."""
+    """(leader, epoch) with the highest epoch in which a controller reports a leader (an
+    epoch a candidate bumped without winning would count an election that never was)."""
     best = (-1, -1)
     for leader, epoch in c.quorum_views().values():
-        if epoch > best[1]:
+        if leader >= 0 and epoch > best[1]:
             best = (leader, epoch)
     return best
 
@@ -226,10 +227,19 @@ class Monitor:
 
 
 class Runner:
-    def __init__(self, c: NetnsCluster, producers: list[ProducerWorkload]) -> None:
+    def __init__(self, c: NetnsCluster, producers: list[ProducerWorkload],
+                 claims: LeaderClaims) -> None:
         self.c = c
         self.net = c.net
         self.producers = producers
+        self.claims = claims
+
+    def raft_epoch(self) -> int:
+        """The highest Raft epoch known to have had a leader: what a controller says now, or
+        what the monitor saw before. It never goes back, as one read of the controllers can
+        (the one that knows the newest epoch may not answer that read)."""
+        seen = [epoch for scope, epoch in list(self.claims.seen) if scope == "raft"]
+        return max([raft_state(self.c)[1], *seen])
 
     def hosts(self, ids: list[int] | set[int]) -> set[str]:
         return {self.c.host_of(i) for i in ids}
@@ -280,7 +290,7 @@ class Runner:
 
     def run(self, s: Schedule) -> Outcome:
         c, rng = self.c, random.Random(s.pick_seed)
-        raft_epoch_before, epochs_before = raft_state(c)[1], leader_epochs(c)
+        raft_epoch_before, epochs_before = self.raft_epoch(), leader_epochs(c)
         target = s.flap_target if s.kind == "flapping" else s.kind
         cut = self.cut_for(target, s, rng)
         killed: list[int] = []
@@ -328,7 +338,7 @@ class Runner:
         stall = max(w.longest_ack_gap(start, recovered) for w in self.producers)
         return Outcome(s.index, s.kind, s.extra, s.describe(), started, s.duration_s,
                        round(stall, 2), round(recovered - healed, 2), round(isr_done - healed, 2),
-                       raft_state(c)[1] - raft_epoch_before, leader_epochs(c) - epochs_before)
+                       self.raft_epoch() - raft_epoch_before, leader_epochs(c) - epochs_before)
 
     def wait_acks_after(self, since: float, s: Schedule) -> float:
         """When every producer had, for every partition, an acknowledgement of a record it
@@ -443,7 +453,7 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
         c.in_client(w.start)
     monitor = Monitor(c)
     monitor.start()
-    runner = Runner(c, producers)
+    runner = Runner(c, producers, monitor.claims)
     outcomes: list[Outcome] = []
     current = "before the first schedule"
     try:
@@ -502,10 +512,10 @@ def test_partitions_lose_no_acknowledged_write_and_never_two_leaders(
     for p, rid in dict.fromkeys(report.duplicated):
         value = encode_value(*rid)
         at = [(o, e) for o, e, v in records[p] if v == value]
-        offsets = [o for o, _e in at]
+        dup_offsets = [o for o, _e in at]
         line = (f"{rid} in partition {p} at (offset, leader epoch) {at}; "
-                + duplicate_batches(c, p, offsets))
-        copies = copy_batches(c, p, offsets)
+                + duplicate_batches(c, p, dup_offsets))
+        copies = copy_batches(c, p, dup_offsets)
         (client_dups if copies and renumbered_by_client(copies) else broker_dups).append(line)
     if client_dups:
         print(f"{len(client_dups)} record(s) sent again by the client under a bumped "
