@@ -13,6 +13,13 @@ this node's log, or Kafka's ListOffsets (v4) on the leader's inter-broker listen
 Offsets are reset only in a group with no active members (Kafka's rule); a dry run returns
 the plan without committing it. Resetting a group that does not exist yet creates it with
 those offsets, as kafka-consumer-groups does.
+
+Share groups (KIP-932, with share.version >= 1) are answered from the same coordinator's
+share service, as kafka-share-groups sees them: listed with type "share"; described with
+their members and each partition's share-partition start offset and lag; reset (earliest,
+latest, a timestamp or an offset; Empty groups only) through the share coordinator, as
+AlterShareGroupOffsets does; their offsets deleted by whole topic, as
+DeleteShareGroupOffsets does; and deleted with their share-partitions' state.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from broker.group.shell import GroupCoordinatorService, service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest, TopicPartition
 from broker.protocol.transport import ConnectionSecurity
 from broker.replication.partition import Role
+from broker.share.shell import ShareService, share_enabled, share_service_of
 
 MAX_ASSIGNMENT_TOPICS = 100_000
 MAX_RESET_PARTITIONS = 100_000
@@ -210,6 +218,28 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
     def _service(self) -> GroupCoordinatorService:
         return service_of(self.node)
 
+    def _share_group(self, group_id: str) -> ShareService | None:
+        """This node's share service when `group_id` is a share group it coordinates."""
+        if not self._local_coordinator() or not share_enabled(self.node):
+            return None
+        share = share_service_of(self.node)
+        if group_id not in share.groups.groups:
+            return None
+        try:
+            share.coordinated(group_id)
+        except KafkaError:
+            return None
+        return share
+
+    def _share_listed(self, states: Iterable[str]) -> list[Any]:
+        if not share_enabled(self.node):
+            return []
+        wanted = {s.lower() for s in states}
+        return [groups.GroupListing(group_id=gid, state=state, protocol_type="share",
+                                    type="share")
+                for gid, state in share_service_of(self.node).listed()
+                if not wanted or state.lower() in wanted]
+
     def _coordinated_here(self, svc: GroupCoordinatorService, group_id: str) -> None:
         """Raise unless this node's coordinator for `group_id` is loaded."""
         try:
@@ -309,6 +339,8 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                 found[g.group_id] = groups.GroupListing(
                     group_id=g.group_id, state=g.state, protocol_type=g.protocol_type,
                     type=g.group_type)
+            for listing in self._share_listed(request.states):
+                found.setdefault(listing.group_id, listing)
         elif self.forwarder is None or self.forwarder.is_forwarded(context):
             raise AdminError(S.UNAVAILABLE, f"node {self.node.node_id} has no group "
                                             "coordinator (not a broker); ask a broker")
@@ -352,11 +384,16 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         gid = request.group_id
         svc = self._service()
         self._coordinated_here(svc, gid)
+        share = self._share_group(gid)
+        if share is not None:
+            return await self._describe_share_group(share, gid)
         described = self._members(svc, gid)
         committed = self._committed(svc, gid)
         if described is None and not committed:
             raise AdminError(S.NOT_FOUND, f"no group {gid}")
         state, ptype, assignor, members, owner = described or ("Empty", "", "", [], {})
+        group_type = "consumer" if svc.consumer_group_describe(gid)[0] is ErrorCode.none \
+            else "classic"
         offsets = []
         keys = sorted(set(committed) | set(owner))
         bounds = await self._bounds(keys)
@@ -369,7 +406,31 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                 metadata=meta, member_id=owner.get((t, p), "")))
         return groups.DescribeGroupResponse(
             group_id=gid, state=state, protocol_type=ptype, protocol=assignor,
-            coordinator_id=self.node.node_id, members=members, offsets=offsets)
+            coordinator_id=self.node.node_id, members=members, offsets=offsets,
+            type=group_type)
+
+    async def _describe_share_group(self, share: ShareService, gid: str) -> Any:
+        error, desc, message = share.describe(gid)
+        if error is not ErrorCode.none or desc is None:
+            raise _status(error, f"{gid} ({message})" if message else gid)
+        members = [groups.GroupMember(
+            member_id=m.member_id, client_id=m.client_id, host=m.client_host,
+            assignment=[_tp(name, p) for _, name, ps in m.assignment for p in ps])
+            for m in desc.members]
+        try:
+            described = await share.describe_offsets(gid, None)
+        except KafkaError as exc:
+            raise _status(exc.error_code, gid) from None
+        keys = [(t.name, p.partition) for t in described for p in t.partitions]
+        bounds = await self._bounds(keys)
+        offsets = [groups.PartitionOffset(
+            topic=t.name, partition=p.partition, committed_offset=p.start_offset,
+            log_end_offset=bounds.get((t.name, p.partition), (-1, -1))[1], lag=p.lag)
+            for t in described for p in sorted(t.partitions, key=lambda x: x.partition)]
+        return groups.DescribeGroupResponse(
+            group_id=gid, state=desc.state, protocol_type="share",
+            protocol=desc.assignor_name, coordinator_id=self.node.node_id, members=members,
+            offsets=sorted(offsets, key=lambda o: (o.topic, o.partition)), type="share")
 
     @rpc_errors
     async def ResetOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -407,6 +468,9 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         if image.topic(OFFSETS_TOPIC) is None:
             await self._create_offsets_topic(svc, gid)
         self._coordinated_here(svc, gid)
+        share = self._share_group(gid)
+        if share is not None:
+            return await self._reset_share_group(share, gid, request, wanted)
         described = self._members(svc, gid)
         if described is not None and (described[3] or described[0] != "Empty"):
             raise AdminError(S.FAILED_PRECONDITION,
@@ -452,24 +516,95 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                                    lag=max(bounds[(t, p)][1] - off, 0))
             for t, p, off in plan])
 
+    async def _reset_share_group(self, share: ShareService, gid: str, request: Any,
+                                 wanted: list[tuple[str, int]]) -> Any:
+        """A share group's start offsets, as kafka-share-groups --reset-offsets sets them:
+        the plan from the partitions' leaders, applied through the share coordinator
+        (AlterShareGroupOffsets' path) unless a dry run."""
+        st = request.strategy
+        if st == groups.RESET_STRATEGY_SHIFT:
+            raise AdminError(S.INVALID_ARGUMENT,
+                             f"group {gid} is a share group: its start offsets can be reset "
+                             "to the earliest, the latest, a timestamp or an offset, not "
+                             "shifted (kafka-share-groups has no --shift-by)")
+        error, desc, _ = share.describe(gid)
+        if error is ErrorCode.none and desc is not None and desc.members:
+            raise AdminError(S.FAILED_PRECONDITION,
+                             f"share group {gid} is {desc.state} with {len(desc.members)} "
+                             "active member(s); offsets can be reset only when it is Empty: "
+                             "stop its consumers first")
+        bounds = await self._bounds(wanted)
+        for t, p in wanted:
+            if (t, p) not in bounds:
+                self._led_log(t, p)
+        at = (await self._offsets_at(wanted, request.value, bounds)
+              if st == groups.RESET_STRATEGY_TIMESTAMP else {})
+        plan: list[tuple[str, int, int]] = []
+        for t, p in wanted:
+            start, hw = bounds[(t, p)]
+            new = {groups.RESET_STRATEGY_EARLIEST: start, groups.RESET_STRATEGY_LATEST: hw,
+                   groups.RESET_STRATEGY_OFFSET: request.value}.get(st, at.get((t, p), hw))
+            plan.append((t, p, min(max(new, start), hw)))
+        if not request.dry_run:
+            by_topic: dict[str, list[tuple[int, int]]] = {}
+            for t, p, off in plan:
+                by_topic.setdefault(t, []).append((p, off))
+            try:
+                altered = await share.alter_offsets(gid, list(by_topic.items()))
+            except KafkaError as exc:
+                raise _status(exc.error_code, gid) from None
+            for topic in altered:
+                for p, perr, _message in topic.partitions:
+                    if perr is not ErrorCode.none:
+                        raise _status(perr, f"{gid} ({topic.name}-{p})")
+        return groups.ResetOffsetsResponse(applied=not request.dry_run, offsets=[
+            groups.PartitionOffset(topic=t, partition=p, committed_offset=off,
+                                   log_end_offset=bounds[(t, p)][1],
+                                   lag=max(bounds[(t, p)][1] - off, 0))
+            for t, p, off in plan])
+
     @rpc_errors
     async def DeleteOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         _need_group(request)
         remote = await self._at_coordinator(request, context, "DeleteOffsets")
         if remote is not None:
             return remote
-        if not request.partitions:
-            raise AdminError(S.INVALID_ARGUMENT, "name the partitions whose offsets to delete")
+        if not request.partitions and not request.topics:
+            raise AdminError(S.INVALID_ARGUMENT, "name the topics or partitions whose offsets "
+                                                 "to delete")
         gid = request.group_id
         svc = self._service()
         self._coordinated_here(svc, gid)
+        share = self._share_group(gid)
+        if share is not None:
+            return await self._delete_share_offsets(share, gid, request)
         parts: list[TopicPartition] = [(tp.topic, tp.partition) for tp in request.partitions]
+        for name in request.topics:
+            topic = self.node.metadata.topic(name)
+            if topic is None:
+                raise AdminError(S.NOT_FOUND, f"no topic {name}")
+            parts += [(name, p) for p in sorted(topic.partitions)]
         result = await svc.delete_offsets(gid, parts)
         if result.error is not ErrorCode.none:
             raise _status(result.error, gid)
         for (t, p), error in result.partitions:
             if error is not ErrorCode.none:
                 raise _status(error, f"{gid} ({t}-{p})")
+        return groups.DeleteOffsetsResponse()
+
+    async def _delete_share_offsets(self, share: ShareService, gid: str, request: Any) -> Any:
+        if request.partitions:
+            raise AdminError(S.INVALID_ARGUMENT,
+                             f"group {gid} is a share group: its offsets are deleted by whole "
+                             "topic (DeleteShareGroupOffsets); name topics, not partitions")
+        try:
+            deleted = await share.delete_offsets(gid, list(dict.fromkeys(request.topics)))
+        except KafkaError as exc:
+            raise _status(exc.error_code, gid) from None
+        for name, _tid, error, message in deleted:
+            if error is not ErrorCode.none:
+                raise _status(error, f"{gid} ({name}: {message})" if message
+                              else f"{gid} ({name})")
         return groups.DeleteOffsetsResponse()
 
     @rpc_errors
@@ -481,6 +616,13 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         gid = request.group_id
         svc = self._service()
         self._coordinated_here(svc, gid)
+        share = self._share_group(gid)
+        if share is not None:
+            deleted = await share.delete_group(gid)
+            error = ErrorCode.group_id_not_found if deleted is None else deleted
+            if error is not ErrorCode.none:
+                raise _status(error, gid)
+            return groups.DeleteGroupResponse()
         error = (await svc.delete_groups([gid])).get(gid, ErrorCode.not_coordinator)
         if error is not ErrorCode.none:
             raise _status(error, gid)

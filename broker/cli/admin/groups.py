@@ -35,8 +35,21 @@ def cmd_groups_describe(c: Client, args: argparse.Namespace, out: TextIO) -> int
     if args.output == "json":
         print_json(to_json(resp), out)
         return EXIT_OK
-    out.write(f"Group: {resp.group_id}\tState: {resp.state}\tCoordinator: "
-              f"{resp.coordinator_id}\tAssignor: {resp.protocol or '-'}\n")
+    out.write(f"Group: {resp.group_id}\tType: {resp.type or '-'}\tState: {resp.state}\t"
+              f"Coordinator: {resp.coordinator_id}\tAssignor: {resp.protocol or '-'}\n")
+    if resp.type == "share":
+        # kafka-share-groups --describe: a share group has a start offset per partition
+        # (the first record whose delivery is not complete), shared by its members
+        print_table(["TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG"],
+                    ([o.topic, o.partition, _known(o.committed_offset),
+                      _known(o.log_end_offset), _known(o.lag)] for o in resp.offsets), out)
+        if resp.members:
+            out.write("\n")
+            print_table(["MEMBER", "CLIENT-ID", "HOST", "ASSIGNMENT"],
+                        ([m.member_id, m.client_id, m.host,
+                          ",".join(f"{a.topic}:{a.partition}" for a in m.assignment) or "-"]
+                         for m in resp.members), out)
+        return EXIT_OK
     # kafka-consumer-groups prints "-" for an offset that is not committed (or not known)
     # and for the lag it leaves undefined
     print_table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER"],
@@ -119,11 +132,10 @@ def cmd_groups_delete(c: Client, args: argparse.Namespace, out: TextIO) -> int:
     group = group_of(args)
     if args.topic:
         topics, parts = _topic_partitions(args.topic, c.pb.partitions)
-        if topics:
-            raise UsageError("deleting offsets needs partitions: --topic T:0,1")
-        c.call(c.groups.DeleteOffsets, g.DeleteOffsetsRequest(group_id=group,
+        c.call(c.groups.DeleteOffsets, g.DeleteOffsetsRequest(group_id=group, topics=topics,
                                                               partitions=parts))
-        message = f"Deleted offsets of {len(parts)} partition(s) of group {group}."
+        named = [f"topic {t}" for t in topics] + [f"{p.topic}-{p.partition}" for p in parts]
+        message = f"Deleted offsets of {', '.join(named)} in group {group}."
     else:
         c.call(c.groups.DeleteGroup, g.DeleteGroupRequest(group_id=group))
         message = f"Deleted group {group}."

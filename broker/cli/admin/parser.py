@@ -156,7 +156,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--topic")
     p.add_argument("--partition", type=int)
 
-    groups = sub.add_parser("groups", help="consumer groups")
+    groups = sub.add_parser("groups", help="consumer and share groups")
     gv = groups.add_subparsers(dest="verb", metavar="VERB", required=True)
     p = _verb(gv, "list", cmd_groups_list, common, "list groups")
     p.add_argument("--state", action="append")
@@ -175,9 +175,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--execute", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="the default")
     p = _verb(gv, "delete", cmd_groups_delete, common,
-              "delete a group, or its offsets with --topic T:P")
+              "delete a group, or its offsets with --topic T or T:P")
     _group(p)
-    p.add_argument("--topic", action="append", metavar="TOPIC:P,..")
+    p.add_argument("--topic", action="append", metavar="TOPIC[:P,..]")
 
     txns = sub.add_parser("transactions", help="transactions (their coordinators' view)")
     tv = txns.add_subparsers(dest="verb", metavar="VERB", required=True)

@@ -16,8 +16,13 @@ names carry this module's prefix and listings are filtered to it.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -34,6 +39,7 @@ P = "shr"
 B = "--bootstrap-server"
 PROGRAM = "skiff.compat.share.ShareCases"
 PER_PARTITION = 5
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +139,95 @@ def test_kafka_share_groups(pair: BrokerPair) -> None:
     pair.same("share.reset.missing", "kafka-share-groups", B, "{bootstrap}",
               "--reset-offsets", "--group", f"{P}-none2", "--topic", t, "--to-latest",
               "--execute")
+
+
+def _skiff_cli(node: SkiffNode, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SKIFF_ADMIN", None)
+    return subprocess.run([sys.executable, "-m", "broker.cli.main", *args, "--bootstrap",
+                           f"127.0.0.1:{node.admin_port}"], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=ROOT)
+
+
+def _cli_ok(node: SkiffNode, *args: str) -> str:
+    p = _skiff_cli(node, *args)
+    assert p.returncode == 0, (args, p.returncode, p.stdout, p.stderr)
+    return p.stdout
+
+
+def _start_offsets_by_tool(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """START-OFFSET of each partition as kafka-share-groups --describe prints it."""
+    lines = [ln.split() for ln in ok("kafka-share-groups", B, bootstrap, "--describe",
+                                     "--group", group).stdout.splitlines() if ln.strip()]
+    header = next((ln for ln in lines if "START-OFFSET" in ln), None)
+    if header is None:
+        return {}
+    rows = [dict(zip(header, ln, strict=False)) for ln in lines[lines.index(header) + 1:]]
+    return {(r["TOPIC"], int(r["PARTITION"])): int(r["START-OFFSET"]) for r in rows
+            if r.get("START-OFFSET", "-").lstrip("-").isdigit()}
+
+
+def test_skiff_cli_lists_describes_resets_and_deletes_a_share_group(
+        pair: BrokerPair, skiff: SkiffNode) -> None:
+    """`skiff groups` (the gRPC admin plane) on a share group made by Kafka 4.4's
+    KafkaShareConsumer: what it shows matches kafka-share-groups on the same node, and what
+    it changes, the share consumer and the tool see."""
+    t, g = f"{P}-cli-topic", f"{P}-cli-group"
+    ok("kafka-topics", B, skiff.bootstrap, "--create", "--topic", t, "--partitions", "2")
+    ok("kafka-configs", B, skiff.bootstrap, "--alter", "--entity-type", "groups",
+       "--entity-name", g, "--add-config", "share.auto.offset.reset=earliest")
+    _produce(skiff.bootstrap, t)
+    got = _drain(skiff.bootstrap, t, g, 2 * PER_PARTITION)
+    assert sorted(got) == sorted(list(range(PER_PARTITION)) * 2), got
+
+    listed = json.loads(_cli_ok(skiff, "groups", "list", "-o", "json"))["groups"]
+    assert {"group_id": g, "state": "Empty", "protocol_type": "share", "type": "share"} \
+        in listed, listed
+
+    def described() -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(_cli_ok(skiff, "groups", "describe", g, "-o", "json"))
+        return doc
+
+    def starts(doc: dict[str, Any]) -> dict[tuple[str, int], int]:
+        return {(o["topic"], o["partition"]): o["committed_offset"] for o in doc["offsets"]}
+
+    doc = described()
+    assert (doc["type"], doc["state"], doc["protocol_type"], doc["members"]) == \
+        ("share", "Empty", "share", []), doc
+    before = starts(doc)  # where Kafka 4.4 keeps it after the drain, the tool says the same
+    assert set(before) == {(t, 0), (t, 1)} and before == _start_offsets_by_tool(
+        skiff.bootstrap, g), doc
+    assert {(o["partition"], o["log_end_offset"], o["lag"]) for o in doc["offsets"]} == \
+        {(0, PER_PARTITION, 0), (1, PER_PARTITION, 0)}, doc
+    text = _cli_ok(skiff, "groups", "describe", g)
+    assert f"Group: {g}\tType: share\tState: Empty" in text and "START-OFFSET" in text, text
+
+    plan = _cli_ok(skiff, "groups", "reset-offsets", g, "--topic", t, "--to-latest")
+    assert "dry run" in plan and [ln.split()[-1] for ln in plan.splitlines()[1:3]] == \
+        [str(PER_PARTITION)] * 2, plan
+    assert starts(described()) == before
+    _cli_ok(skiff, "groups", "reset-offsets", g, "--topic", t, "--to-latest", "--execute")
+    assert starts(described()) == {(t, 0): PER_PARTITION, (t, 1): PER_PARTITION} \
+        == _start_offsets_by_tool(skiff.bootstrap, g)
+    _cli_ok(skiff, "groups", "reset-offsets", g, "--topic", f"{t}:0", "--to-earliest",
+            "--execute")
+    _cli_ok(skiff, "groups", "reset-offsets", g, "--topic", f"{t}:1", "--to-offset", "3",
+            "--execute")
+    assert starts(described()) == {(t, 0): 0, (t, 1): 3} \
+        == _start_offsets_by_tool(skiff.bootstrap, g)
+    shifted = _skiff_cli(skiff, "groups", "reset-offsets", g, "--topic", t, "--shift-by",
+                         "1", "--execute")
+    assert shifted.returncode != 0 and "not shifted" in shifted.stderr, shifted.stderr
+    again = [*range(PER_PARTITION), 3, 4]  # the consumer gets the records from there again
+    assert sorted(_drain(skiff.bootstrap, t, g, len(again))) == sorted(again)
+
+    one = _skiff_cli(skiff, "groups", "delete", g, "--topic", f"{t}:0")
+    assert one.returncode != 0 and "by whole topic" in one.stderr, one.stderr
+    assert _cli_ok(skiff, "groups", "delete", g, "--topic", t).strip() == \
+        f"Deleted offsets of topic {t} in group {g}."
+    assert starts(described()) == {} == _start_offsets_by_tool(skiff.bootstrap, g)
+    assert _cli_ok(skiff, "groups", "delete", g).strip() == f"Deleted group {g}."
+    listed = json.loads(_cli_ok(skiff, "groups", "list", "-o", "json"))["groups"]
+    assert g not in {x["group_id"] for x in listed}, listed
+    missing = _skiff_cli(skiff, "groups", "describe", g)
+    assert missing.returncode != 0 and "NOT_FOUND" in missing.stderr, missing.stderr
