@@ -35,8 +35,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.partitioning import partition_for
 from broker.errors import KafkaError
-from broker.group.hashing import partition_for
 from broker.replication import Role
 
 log = structlog.get_logger(__name__)
