@@ -60,13 +60,13 @@ class CoordinatorCore(Generic[FX]):
         self._writes[write_id] = done
         self._fx.writes.append(write(write_id))
 
-    def _complete(self, write_id: int, error: ErrorCode, now_ms: int) -> None:
+    def _finish_write(self, write_id: int, error: ErrorCode, now_ms: int) -> None:
         done = self._writes.pop(write_id, None)
         if done is not None:
             done(error, now_ms)
 
     def write_completed(self, write_id: int, error: ErrorCode, now_ms: int) -> FX:
-        self._complete(write_id, error, now_ms)
+        self._finish_write(write_id, error, now_ms)
         return self._take()
 
     def pending_writes(self) -> int:
