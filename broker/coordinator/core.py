@@ -53,12 +53,13 @@ class CoordinatorCore(Generic[FX]):
         if token is not None:
             self._fx.replies.append(Reply(token, result))
 
-    def _emit(self, write: Callable[[int], Any], done: WriteDone) -> None:
+    def _emit(self, write: Callable[[int], Any], done: WriteDone) -> int:
         """Adds `write(write_id)` to the writes; `done` hears how its append ends."""
         write_id = self._next_write_id
         self._next_write_id += 1
         self._writes[write_id] = done
         self._fx.writes.append(write(write_id))
+        return write_id
 
     def _finish_write(self, write_id: int, error: ErrorCode, now_ms: int) -> None:
         done = self._writes.pop(write_id, None)
