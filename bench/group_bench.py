@@ -48,8 +48,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.group.consumer import ConsumerHeartbeatRequest
-from broker.group.hashing import OFFSETS_TOPIC
-from broker.group.records import encode_offset_commit_key
+from broker.group.records import OFFSETS_TOPIC, encode_offset_commit_key
 from broker.group.shell import GroupCoordinatorService
 from broker.group.types import (
     CommitPartition,

@@ -35,8 +35,9 @@ from broker.admin.errors import AdminError, S, from_kafka, rpc_errors
 from broker.admin.forward import Forwarder, admin_endpoint_of
 from broker.admin.pb import groups, groups_grpc, partitions, topics
 from broker.admin.services import AdminServices
+from broker.coordinator.partitioning import partition_for
 from broker.errors import KafkaError
-from broker.group.hashing import OFFSETS_TOPIC, partition_for
+from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import GroupCoordinatorService, service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest, TopicPartition
 from broker.protocol.transport import ConnectionSecurity

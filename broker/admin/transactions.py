@@ -19,8 +19,8 @@ from broker.admin.errors import AdminError, S, from_kafka, rpc_errors
 from broker.admin.forward import Forwarder, admin_endpoint_of
 from broker.admin.pb import partitions, transactions, transactions_grpc
 from broker.admin.services import AdminServices
+from broker.coordinator.partitioning import partition_for
 from broker.errors import KafkaError
-from broker.group.hashing import partition_for
 from broker.txn.coordinator import TxnState
 from broker.txn.records import TRANSACTION_STATE_TOPIC
 from broker.txn.shell import TransactionCoordinatorService

@@ -12,9 +12,10 @@ The runtime does, for either:
   requests are answered NOT_COORDINATOR, so are later ones, and the tasks started for that
   partition (a transaction's marker sends) are cancelled.
 - the tick loop: the cores' timers (session timeouts, transaction timeouts, expirations).
-- the write path: the records a core emits are appended to its partition through the replica
-  manager with acks=all; the core hears the outcome (`write_completed`) only once the append
-  is replicated to the ISR, and its replies complete the requests waiting on them.
+- the write path: the records a core emits (through broker/coordinator/core.py's
+  CoordinatorCore) are appended to its partition through the replica manager with acks=all;
+  the core hears the outcome (`write_completed`) only once the append is replicated to the
+  ISR, and its replies complete the requests waiting on them.
 - routing: a key hashes to a partition (Kafka's partitionFor), then to the core loaded here
   or to the error a client retries on; FindCoordinator's answer (the partition leader's
   endpoint); the topic itself, created through the controller the first time it is needed.
@@ -35,8 +36,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.partitioning import partition_for
 from broker.errors import KafkaError
-from broker.group.hashing import partition_for
 from broker.replication import Role
 
 log = structlog.get_logger(__name__)

@@ -60,7 +60,7 @@ from broker.group.classic import IllegalTransition as IllegalTransition
 from broker.group.classic import Member as Member
 from broker.group.classic import parse_subscription_topics as parse_subscription_topics
 from broker.group.consumer import ConsumerGroup, ConsumerGroups, ConsumerGroupState
-from broker.group.offsets import GroupOffsets, WriteCallback, _consumer_subscribed
+from broker.group.offsets import GroupOffsets, _consumer_subscribed
 from broker.group.offsets import map_store_error as map_store_error
 from broker.group.types import (
     DescribedMember,
@@ -75,12 +75,10 @@ from broker.group.types import (
     LeaveMember,
     ListedGroup,
     OffsetsRecord,
-    Reply,
     SyncGroupRequest,
     SyncGroupResult,
     Token,
     TopicPartition,
-    Write,
 )
 
 
@@ -95,36 +93,18 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
                  group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
         """`group_configs(group_id)`: the group's dynamic configs (GROUP config resources
         from the metadata image; none when not given)."""
+        super().__init__(Effects)
         self.config = config
         self.group_configs = group_configs or _no_group_configs
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
-        self._fx = Effects()
-        self._writes: dict[int, WriteCallback] = {}
-        self._next_write_id = 1
         self.next_cleanup_ms = now_ms + config.offsets_retention_check_interval_ms
         self.rebalances = 0  # classic generations completed (metrics)
         self.consumer_rebalances = 0  # KIP-848 target assignments computed (metrics)
 
     # ---- plumbing ------------------------------------------------------------------------
-
-    def _take(self) -> Effects:
-        fx, self._fx = self._fx, Effects()
-        return fx
-
-    def _reply(self, token: Token | None, result: object) -> None:
-        if token is not None:
-            self._fx.replies.append(Reply(token, result))
-
-    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback,
-               producer: tuple[int, int] | None = None) -> None:
-        write_id = self._next_write_id
-        self._next_write_id += 1
-        self._writes[write_id] = done
-        pid, epoch = producer if producer is not None else (-1, -1)
-        self._fx.writes.append(Write(write_id, tuple(records), pid, epoch))
 
     def _write_group_records(self, records: list[OffsetsRecord],
                              group: ConsumerGroup | None = None) -> None:
@@ -142,15 +122,6 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
     def take_effects(self) -> Effects:
         """What calls that answer directly (ConsumerGroupHeartbeat) left to write."""
         return self._take()
-
-    def write_completed(self, write_id: int, error: ErrorCode, now_ms: int) -> Effects:
-        done = self._writes.pop(write_id, None)
-        if done is not None:
-            done(error, now_ms)
-        return self._take()
-
-    def pending_writes(self) -> int:
-        return len(self._writes)
 
     def _new_member_id(self, client_id: str) -> str:
         return f"{client_id}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
@@ -945,7 +916,5 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         for cg in self.consumer_groups.values():
             cg.dead = True
         self.consumer_groups.clear()
-        pending, self._writes = self._writes, {}
-        for done in pending.values():
-            done(ErrorCode.not_coordinator, now_ms)
+        self._fail_writes(ErrorCode.not_coordinator, now_ms)
         return self._take()

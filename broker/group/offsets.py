@@ -4,10 +4,11 @@ __consumer_offsets shows to clients. Nothing here moves a group between states."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.core import CoordinatorCore, WriteDone
 from broker.group import records as rec
 from broker.group.classic import (
     CONSUMER_PROTOCOL_TYPE,
@@ -28,6 +29,7 @@ from broker.group.types import (
     Token,
     TopicPartition,
     TxnOffsetCommitRequest,
+    Write,
 )
 
 _COORDINATOR_UNAVAILABLE = {
@@ -53,27 +55,21 @@ def map_store_error(error: ErrorCode, *, commit: bool) -> ErrorCode:
     return ErrorCode.unknown_server_error
 
 
-WriteCallback = Callable[[ErrorCode, int], None]
-
-
-class GroupOffsets:
+class GroupOffsets(CoordinatorCore[Effects]):
     """Offset commits, fetches and deletes of one coordinator partition (mixed into
-    GroupCoordinator, which provides the groups and the plumbing below)."""
+    GroupCoordinator, which provides the groups)."""
 
     config: GroupConfig
     groups: dict[str, ClassicGroup]
     pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]]
     consumer_groups: dict[str, ConsumerGroup]
 
-    def _take(self) -> Effects:
-        raise NotImplementedError
-
-    def _reply(self, token: Token | None, result: object) -> None:
-        raise NotImplementedError
-
-    def _write(self, records: Iterable[OffsetsRecord], done: WriteCallback,
+    def _write(self, records: Iterable[OffsetsRecord], done: WriteDone,
                producer: tuple[int, int] | None = None) -> None:
-        raise NotImplementedError
+        """Appends `records` to this partition (a transactional batch of `producer`, a
+        (producer id, epoch), when given); `done` hears the outcome."""
+        pid, epoch = producer if producer is not None else (-1, -1)
+        self._emit(lambda write_id: Write(write_id, tuple(records), pid, epoch), done)
 
     def _offsets_holder(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
         raise NotImplementedError

@@ -21,6 +21,8 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.protocol import wire
 
+OFFSETS_TOPIC = "__consumer_offsets"
+
 OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
 OFFSET_COMMIT_VALUE_VERSION = 3

@@ -30,7 +30,7 @@ from broker.group.consumer import (
     ConsumerHeartbeatResult,
 )
 from broker.group.coordinator import GroupCoordinator
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 from broker.group.types import (
     Effects,
     GroupConfig,

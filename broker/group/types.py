@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-Token = Hashable  # identifies a waiting request to the shell; opaque to the coordinator
+from broker.coordinator.core import Reply as Reply
+from broker.coordinator.core import Token as Token
+
 TopicPartition = tuple[str, int]
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's ClassicGroupNewMemberJoinTimeoutMs
@@ -62,12 +63,6 @@ class OffsetsRecord:
 
     key: bytes
     value: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    token: Token
-    result: Any
 
 
 @dataclass(frozen=True, slots=True)

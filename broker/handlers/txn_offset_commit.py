@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, TxnOffsetCommitRequest
 from broker.handlers._authz import Op, Res, allowed

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.core import CoordinatorCore, Reply
 from broker.share.records import (
     SHARE_SNAPSHOT_KEY_TYPE,
     SHARE_UPDATE_KEY_TYPE,
@@ -78,12 +79,6 @@ class StateResult:
     start_offset: int = UNINITIALIZED_START_OFFSET
     state_batches: tuple[StateBatch, ...] = ()
     delivery_complete_count: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    token: Token
-    result: StateResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,18 +143,17 @@ def combine(so_far: Iterable[StateBatch], new: Iterable[StateBatch],
     return tuple(out)
 
 
-class ShareCoordinator:
+class ShareCoordinator(CoordinatorCore[Effects]):
     """The share-partition states of one __share_group_state partition."""
 
     def __init__(self, config: ShareCoordinatorConfig, now_ms: int) -> None:
+        super().__init__(Effects)
         self.config = config
         self.states: dict[SharePartitionKey, ShareGroupOffset] = {}
         self.updates_since_snapshot: dict[SharePartitionKey, int] = {}
         self.leader_epochs: dict[SharePartitionKey, int] = {}
-        self._next_write = 1
-        self._writes: dict[int, tuple[SharePartitionKey, Callable[[ErrorCode], None]]] = {}
+        self._write_keys: dict[int, SharePartitionKey] = {}  # the writes in flight
         self._queued: dict[SharePartitionKey, deque[tuple[Token, Callable[[], None]]]] = {}
-        self._fx = Effects()
 
     # ---- loading ------------------------------------------------------------------------
 
@@ -200,10 +194,9 @@ class ShareCoordinator:
         return self._take()
 
     def write_completed(self, write_id: int, error: ErrorCode, now_ms: int) -> Effects:
-        done = self._writes.pop(write_id, None)
-        if done is not None:
-            key, callback = done
-            callback(error)
+        key = self._write_keys.pop(write_id, None)
+        self._finish_write(write_id, error, now_ms)
+        if key is not None:
             queue = self._queued.get(key)
             while queue and not self._busy(key):
                 queue.popleft()[1]()
@@ -213,12 +206,11 @@ class ShareCoordinator:
 
     def unload(self) -> Effects:
         """No longer this broker's: every waiting request is answered NOT_COORDINATOR."""
-        for _key, callback in self._writes.values():
-            callback(ErrorCode.not_coordinator)
-        self._writes.clear()
+        self._fail_writes(ErrorCode.not_coordinator, 0)
+        self._write_keys.clear()
         for queue in self._queued.values():
             for token, _op in queue:
-                self._answer(token, StateResult(ErrorCode.not_coordinator))
+                self._reply(token, StateResult(ErrorCode.not_coordinator))
         self._queued.clear()
         fx = self._take()
         fx.writes.clear()
@@ -229,15 +221,15 @@ class ShareCoordinator:
     def read(self, token: Token, key: SharePartitionKey, leader_epoch: int) -> Effects:
         recorded = self.leader_epochs.get(key)
         if recorded is not None and recorded > leader_epoch:
-            return self._reply(token, StateResult(ErrorCode.fenced_leader_epoch,
-                                                  "The leader epoch is older than the last "
-                                                  "recorded one."))
+            return self._reply_now(token, StateResult(ErrorCode.fenced_leader_epoch,
+                                                      "The leader epoch is older than the "
+                                                      "last recorded one."))
         if leader_epoch >= 0:
             self.leader_epochs[key] = leader_epoch
         state = self.states.get(key)
         if state is None:
-            return self._reply(token, StateResult())
-        return self._reply(token, StateResult(
+            return self._reply_now(token, StateResult())
+        return self._reply_now(token, StateResult(
             state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
             start_offset=state.start_offset, state_batches=state.state_batches,
             delivery_complete_count=state.delivery_complete_count))
@@ -245,8 +237,8 @@ class ShareCoordinator:
     def read_summary(self, token: Token, key: SharePartitionKey) -> Effects:
         state = self.states.get(key)
         if state is None:
-            return self._reply(token, StateResult())
-        return self._reply(token, StateResult(
+            return self._reply_now(token, StateResult())
+        return self._reply_now(token, StateResult(
             state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
             start_offset=state.start_offset,
             delivery_complete_count=state.delivery_complete_count))
@@ -278,14 +270,14 @@ class ShareCoordinator:
         recorded_leader = self.leader_epochs.get(key)
         current = self.states.get(key)
         if recorded_leader is not None and recorded_leader > leader_epoch:
-            self._answer(token, StateResult(ErrorCode.fenced_leader_epoch,
-                                            "The leader epoch is older than the last "
-                                            "recorded one."))
+            self._reply(token, StateResult(ErrorCode.fenced_leader_epoch,
+                                           "The leader epoch is older than the last "
+                                           "recorded one."))
             return
         if current is not None and current.state_epoch > state_epoch:
-            self._answer(token, StateResult(ErrorCode.fenced_state_epoch,
-                                            "The state epoch is older than the last "
-                                            "recorded one."))
+            self._reply(token, StateResult(ErrorCode.fenced_state_epoch,
+                                           "The state epoch is older than the last "
+                                           "recorded one."))
             return
         if current is None:
             start = start_offset
@@ -308,38 +300,35 @@ class ShareCoordinator:
             record_type = SHARE_UPDATE_KEY_TYPE
             value = ShareUpdateValue(current.snapshot_epoch, leader_epoch, start_offset,
                                      combine((), new, start), delivery_complete_count)
-        self._emit(token, key, record_type, value)
+        self._store(token, key, record_type, value)
 
     def _initialize(self, token: Token, key: SharePartitionKey, state_epoch: int,
                     start_offset: int, now_ms: int) -> None:
         current = self.states.get(key)
         if current is not None and current.state_epoch >= state_epoch:
-            self._answer(token, StateResult(ErrorCode.fenced_state_epoch,
-                                            "The state epoch is not above the current one."))
+            self._reply(token, StateResult(ErrorCode.fenced_state_epoch,
+                                           "The state epoch is not above the current one."))
             return
         snapshot_epoch = 0 if current is None else current.snapshot_epoch + 1
         created = now_ms if current is None else current.create_timestamp
-        self._emit(token, key, SHARE_SNAPSHOT_KEY_TYPE, ShareSnapshotValue(
+        self._store(token, key, SHARE_SNAPSHOT_KEY_TYPE, ShareSnapshotValue(
             snapshot_epoch, state_epoch, DEFAULT_LEADER_EPOCH, start_offset, created, now_ms,
             (), 0))
 
     def _delete(self, token: Token, key: SharePartitionKey) -> None:
         if key not in self.states:
-            self._answer(token, StateResult())
+            self._reply(token, StateResult())
             return
-        self._emit(token, key, SHARE_SNAPSHOT_KEY_TYPE, None)
+        self._store(token, key, SHARE_SNAPSHOT_KEY_TYPE, None)
 
-    def _emit(self, token: Token, key: SharePartitionKey, record_type: int,
-              value: ShareValue | None) -> None:
-        write_id = self._next_write
-        self._next_write += 1
-
-        def done(error: ErrorCode) -> None:
+    def _store(self, token: Token, key: SharePartitionKey, record_type: int,
+               value: ShareValue | None) -> None:
+        def done(error: ErrorCode, now_ms: int) -> None:
             if error is ErrorCode.none:
                 self.replay(record_type, key, value)
-                self._answer(token, StateResult())
+                self._reply(token, StateResult())
             else:
-                self._answer(token, StateResult(
+                self._reply(token, StateResult(
                     ErrorCode.coordinator_not_available
                     if error in (ErrorCode.not_leader_or_follower,
                                  ErrorCode.not_enough_replicas,
@@ -349,11 +338,11 @@ class ShareCoordinator:
                     else error, f"The write of the share-partition state failed: "
                                 f"{error.name}."))
 
-        self._writes[write_id] = (key, done)
-        self._fx.writes.append(Write(write_id, record_type, key, value))
+        write_id = self._emit(lambda write_id: Write(write_id, record_type, key, value), done)
+        self._write_keys[write_id] = key
 
     def _busy(self, key: SharePartitionKey) -> bool:
-        return any(k == key for k, _ in self._writes.values())
+        return key in self._write_keys.values()
 
     def _serialized(self, key: SharePartitionKey, token: Token,
                     op: Callable[[], None]) -> None:
@@ -363,13 +352,6 @@ class ShareCoordinator:
         else:
             op()
 
-    def _answer(self, token: Token, result: StateResult) -> None:
-        self._fx.replies.append(Reply(token, result))
-
-    def _reply(self, token: Token, result: StateResult) -> Effects:
-        self._answer(token, result)
+    def _reply_now(self, token: Token, result: StateResult) -> Effects:
+        self._reply(token, result)
         return self._take()
-
-    def _take(self) -> Effects:
-        fx, self._fx = self._fx, Effects()
-        return fx

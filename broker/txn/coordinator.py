@@ -73,6 +73,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.core import CoordinatorCore, Reply, WriteDone
 from broker.txn.records import TopicPartition, TransactionLogValue
 
 NO_PRODUCER_ID = -1
@@ -210,12 +211,6 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
-    token: Token
-    result: object
-
-
-@dataclass(frozen=True, slots=True)
 class Write:
     write_id: int
     transactional_id: str
@@ -277,8 +272,6 @@ class TxnDescription:
     partitions: frozenset[TopicPartition]
 
 
-WriteDone = Callable[[ErrorCode, int], None]
-
 _WRITE_ERRORS_COORDINATOR = {
     ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
     ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out,
@@ -295,17 +288,15 @@ def map_write_error(error: ErrorCode) -> ErrorCode:
     return ErrorCode.unknown_server_error
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(CoordinatorCore[Effects]):
     """Transactions of one __transaction_state partition, at one coordinator epoch (the
     partition's leader epoch, which markers carry)."""
 
     def __init__(self, config: TxnConfig, coordinator_epoch: int, now_ms: int) -> None:
+        super().__init__(Effects)
         self.config = config
         self.coordinator_epoch = coordinator_epoch
         self.txns: dict[str, TxnMetadata] = {}
-        self._fx = Effects()
-        self._writes: dict[int, WriteDone] = {}
-        self._next_write_id = 1
         self._unwritten_complete: set[str] = set()  # CompleteX whose write failed: retry
         self.next_abort_check_ms = now_ms + config.abort_interval_ms
         self.next_expire_check_ms = now_ms + config.remove_interval_ms
@@ -313,28 +304,8 @@ class TransactionCoordinator:
 
     # ---- plumbing ----------------------------------------------------------------------
 
-    def _take(self) -> Effects:
-        fx, self._fx = self._fx, Effects()
-        return fx
-
-    def _reply(self, token: Token | None, result: object) -> None:
-        if token is not None:
-            self._fx.replies.append(Reply(token, result))
-
     def _write(self, tid: str, value: TransactionLogValue | None, done: WriteDone) -> None:
-        write_id = self._next_write_id
-        self._next_write_id += 1
-        self._writes[write_id] = done
-        self._fx.writes.append(Write(write_id, tid, value))
-
-    def write_completed(self, write_id: int, error: ErrorCode, now_ms: int) -> Effects:
-        done = self._writes.pop(write_id, None)
-        if done is not None:
-            done(error, now_ms)
-        return self._take()
-
-    def pending_writes(self) -> int:
-        return len(self._writes)
+        self._emit(lambda write_id: Write(write_id, tid, value), done)
 
     def _transit(self, meta: TxnMetadata, target: Target,
                  done: Callable[[ErrorCode, int], None]) -> None:
@@ -429,9 +400,7 @@ class TransactionCoordinator:
     def unload(self) -> Effects:
         """Nothing pending survives: write callbacks answer NOT_COORDINATOR."""
         self.loaded = False
-        for write_id in list(self._writes):
-            done = self._writes.pop(write_id)
-            done(ErrorCode.not_coordinator, 0)
+        self._fail_writes(ErrorCode.not_coordinator, 0)
         return self._take()
 
     # ---- InitProducerId ----------------------------------------------------------------

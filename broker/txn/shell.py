@@ -28,9 +28,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName
 from kio.static.primitive import i16, i32
 
+from broker.coordinator.partitioning import partition_for
 from broker.coordinator.runtime import CoordinatorRuntime, internal_partition_count
 from broker.errors import KafkaError
-from broker.group.hashing import OFFSETS_TOPIC, partition_for
+from broker.group.records import OFFSETS_TOPIC
 from broker.protocol.records import Record, build_batch
 from broker.protocol.transport import ConnectionSecurity, KafkaConnection
 from broker.txn.coordinator import (

@@ -41,8 +41,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import i16, i32
 
+from broker.coordinator.partitioning import partition_for
 from broker.errors import KafkaError
-from broker.group.hashing import partition_for
 from broker.txn.records import TRANSACTION_STATE_TOPIC, TopicPartition
 
 log = structlog.get_logger(__name__)

@@ -269,7 +269,8 @@ def test_reassign_from_kafka_json_file_listed_then_cancelled(cluster: Cluster,
 
 def _group_coordinated_by_other_than(cluster: Cluster, avoid: int) -> tuple[str, int]:
     """A group id whose __consumer_offsets partition is led by a broker other than `avoid`."""
-    from broker.group.hashing import OFFSETS_TOPIC, partition_for
+    from broker.coordinator.partitioning import partition_for
+    from broker.group.records import OFFSETS_TOPIC
 
     parts = cluster.metadata(avoid).topics[OFFSETS_TOPIC].partitions
     for i in range(200):

@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from broker.admin.groups import decode_assignment
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import GroupCoordinatorService
 from broker.protocol.records import Record, build_batch
 from tests.unit.admin.harness import Admin, AdminTestNode, pb, serve, status_of

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from broker.admin import AdminServer
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 from tests.unit.admin.harness import Admin, AdminTestNode, pb, status_of
 from tests.unit.admin.test_admin_groups import committed, produce
 from tests.unit.handlers.conftest import NODE_ID

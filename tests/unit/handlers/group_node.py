@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from broker.controller.requests import CreatableTopic, CreateTopicResult
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import GroupCoordinatorService
 from broker.log import LogConfig, LogManager
 from broker.metadata.features import bootstrap_levels

@@ -7,7 +7,8 @@ from group_node import anyio_backend_fixture, ctx, encodes, request  # noqa: F40
 from kio.schema.errors import ErrorCode
 from txn_node import TxnNode, init_txn, tnode_fixture, txn_ready  # noqa: F401
 
-from broker.group.hashing import OFFSETS_TOPIC, partition_for
+from broker.coordinator.partitioning import partition_for
+from broker.group.records import OFFSETS_TOPIC
 from broker.handlers import add_offsets_to_txn
 
 pytestmark = pytest.mark.anyio

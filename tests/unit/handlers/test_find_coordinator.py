@@ -14,7 +14,8 @@ from group_node import (  # noqa: F401
 )
 from kio.schema.errors import ErrorCode
 
-from broker.group.hashing import OFFSETS_TOPIC, partition_for
+from broker.coordinator.partitioning import partition_for
+from broker.group.records import OFFSETS_TOPIC
 from broker.handlers import find_coordinator
 
 pytestmark = pytest.mark.anyio

@@ -23,7 +23,7 @@ from group_node import (  # noqa: F401
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 
 pytestmark = pytest.mark.anyio
 

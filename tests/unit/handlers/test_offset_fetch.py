@@ -15,7 +15,7 @@ from group_node import (  # noqa: F401
 )
 from kio.schema.errors import ErrorCode
 
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from txn_node import TxnNode, init_txn, tnode_fixture, txn_ready, wait_state  # 
 
 from broker.group import records as rec
 from broker.group.coordinator import GroupCoordinator
-from broker.group.hashing import OFFSETS_TOPIC
+from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import replay_batch
 from broker.group.types import GroupConfig
 from broker.handlers import txn_offset_commit

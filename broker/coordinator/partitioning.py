@@ -1,8 +1,7 @@
-"""Which __consumer_offsets partition coordinates a group: Kafka's partitionFor."""
+"""Which partition of a coordinator's internal topic (__consumer_offsets,
+__transaction_state, __share_group_state) holds a key: Kafka's partitionFor."""
 
 from __future__ import annotations
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 _INT_MIN = -(1 << 31)
 
@@ -21,5 +20,5 @@ def kafka_abs(n: int) -> int:
     return 0 if n == _INT_MIN else abs(n)
 
 
-def partition_for(group_id: str, num_partitions: int) -> int:
-    return kafka_abs(java_string_hash(group_id)) % num_partitions
+def partition_for(key: str, num_partitions: int) -> int:
+    return kafka_abs(java_string_hash(key)) % num_partitions
