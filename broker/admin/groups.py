@@ -41,6 +41,7 @@ from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import GroupCoordinatorService, service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest, TopicPartition
 from broker.protocol.transport import ConnectionSecurity
+from broker.replication.leader_offsets import list_offsets
 from broker.replication.partition import Role
 from broker.share.shell import ShareService, share_enabled, share_service_of
 
@@ -48,7 +49,6 @@ MAX_ASSIGNMENT_TOPICS = 100_000
 MAX_RESET_PARTITIONS = 100_000
 OFFSETS_TOPIC_WAIT_S = 10.0
 PEER_TIMEOUT_S = 5.0
-LIST_OFFSETS_KEY = 2
 _GROUPS = groups.DESCRIPTOR.services_by_name["GroupService"]
 _DESCRIBE_TOPICS = topics.DESCRIPTOR.services_by_name["TopicService"] \
     .methods_by_name["DescribeTopics"]
@@ -634,29 +634,11 @@ async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], times
                         security: ConnectionSecurity | None = None,
                         ) -> dict[tuple[str, int], tuple[ErrorCode, int]]:
     """Kafka's ListOffsets v4 for `keys` at `timestamp_ms`: (error, offset) per partition."""
-    from kio.schema.list_offsets.v4 import request as lo
-
-    from broker.protocol.transport import KafkaConnection
-
-    q: Any = lo
-    topics: dict[str, list[int]] = {}
-    for t, p in keys:
-        topics.setdefault(t, []).append(p)
-    request = q.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=tuple(
-        q.ListOffsetsTopic(name=t, partitions=tuple(
-            q.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
-                                   timestamp=timestamp_ms) for p in ps))
-        for t, ps in topics.items()))
-    conn = KafkaConnection(host, port, "skiff-admin", security=security)
     try:
-        resp = await conn.request(LIST_OFFSETS_KEY, 4, request, PEER_TIMEOUT_S)
+        out = await list_offsets(host, port, keys, timestamp_ms, security, PEER_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
         raise AdminError(S.UNAVAILABLE, f"ListOffsets to {host}:{port} failed: {exc!r}; "
                                         "retry") from None
-    finally:
-        await conn.close()
-    out = {(str(t.name), int(p.partition_index)): (ErrorCode(int(p.error_code)), int(p.offset))
-           for t in resp.topics for p in t.partitions}
     missing = [k for k in keys if k not in out]
     if missing:
         raise AdminError(S.UNAVAILABLE, f"ListOffsets to {host}:{port} did not answer for "

@@ -33,6 +33,7 @@ from broker.metadata.features import SHARE_VERSION
 from broker.metadata.records import RESOURCE_GROUP
 from broker.protocol.records import iter_batch_headers, whole_batches_length
 from broker.replication import Role
+from broker.replication.leader_offsets import latest_offsets
 from broker.share.group import (
     ShareGroupCoordinator,
     ShareGroupDescription,
@@ -510,24 +511,50 @@ class ShareService:
             for name, asked in topics:
                 t = image.topic(name)
                 wanted.append((name, None if t is None else t.topic_id, list(asked)))
+        summaries: dict[tuple[str, int], Any] = {}
+        for name, tid, wanted_ps in wanted:
+            for p in wanted_ps:
+                if tid is not None:
+                    summaries[(name, p)] = await self.persister.read_summary(
+                        StateKey(group_id, tid, p))
+        ends = await self._end_offsets([k for k, r in summaries.items()
+                                        if r.error is ErrorCode.none and r.start_offset >= 0])
         out: list[OffsetsTopic] = []
         for name, tid, wanted_ps in wanted:
             parts: list[OffsetsPartition] = []
             for p in wanted_ps:
-                if tid is None:
+                r = summaries.get((name, p))
+                if r is None:
                     parts.append(OffsetsPartition(p, -1, -1, -1))
                     continue
-                r = await self.persister.read_summary(StateKey(group_id, tid, p))
                 if r.error is not ErrorCode.none or r.start_offset < 0:
                     parts.append(OffsetsPartition(p, -1, -1 if r.error is not ErrorCode.none
                                                   else r.leader_epoch, -1))
                     continue
                 lag = -1
-                end = self._latest_offset(name, p)
+                end = ends.get((name, p))
                 if end is not None and r.delivery_complete_count >= 0:
                     lag = end - r.start_offset - r.delivery_complete_count
                 parts.append(OffsetsPartition(p, r.start_offset, r.leader_epoch, lag))
             out.append(OffsetsTopic(name, tid, parts))
+        return out
+
+    async def _end_offsets(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Each partition's latest offset: the high watermark where it is led here, else
+        from its leader (ListOffsets, as Kafka 4.4 asks with its PartitionMetadataClient);
+        left out when the leader does not answer (the lag is then unknown, -1)."""
+        out: dict[tuple[str, int], int] = {}
+        remote: list[tuple[str, int]] = []
+        for name, p in keys:
+            end = self._latest_offset(name, p)
+            if end is None:
+                remote.append((name, p))
+            else:
+                out[(name, p)] = end
+        if remote:
+            out.update(await latest_offsets(
+                self.node.metadata, str(self.node.config.inter_broker_listener_name),
+                getattr(self.node, "inter_broker_security", None), remote))
         return out
 
     async def alter_offsets(self, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]

@@ -162,3 +162,58 @@ def _only_topic(text: str) -> str:
         if mine:
             kept.append(m.group(1) + ", ".join(mine))
     return "\n".join(kept)
+
+
+def test_share_group_lag_of_partitions_led_by_other_brokers(skiff: Cluster) -> None:
+    """kafka-share-groups --describe on three Skiff nodes: the lag of a share-partition led
+    by a broker other than the group's coordinator comes from that leader (ListOffsets, as
+    Kafka 4.4's coordinator asks), not -1."""
+    from confluent_kafka import Producer
+
+    from tests.support.kafka_ref import run_program
+
+    bootstrap, t, g = skiff.bootstrap_servers, "share-lag-t", "share-lag-g"
+    for args in (("kafka-features", B, bootstrap, "upgrade", "--feature", "share.version=1"),
+                 ("kafka-topics", B, bootstrap, "--create", "--topic", t, "--partitions", "6",
+                  "--replication-factor", "1"),
+                 ("kafka-configs", B, bootstrap, "--alter", "--entity-type", "groups",
+                  "--entity-name", g, "--add-config", "share.auto.offset.reset=earliest")):
+        proc = tool(*args, timeout=120)
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    leaders = skiff.wait_for(lambda: (lambda m: m if len(m) == 6 else None)(
+        skiff.partition_leaders(t)), 60, "leaders of every partition")
+    assert leaders is not None and len(set(leaders.values())) > 1, leaders  # some led away
+
+    def produce(per_partition: int) -> None:
+        p = Producer({"bootstrap.servers": bootstrap, "log_level": 3})
+        for part in range(6):
+            for i in range(per_partition):
+                p.produce(t, value=b"v%d" % i, partition=part)
+        assert p.flush(30) == 0
+
+    produce(2)
+    proc = run_program("skiff.compat.share.ShareCases", bootstrap, f"drain:{t}:{g}:12:1000",
+                       timeout=180)
+    drained = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert proc.returncode == 0 and len(drained[-1]["offsets"]) == 12, proc.stdout[-2000:]
+    produce(3)
+
+    seen: list[str] = []
+
+    def lags() -> dict[int, str] | None:
+        out = tool("kafka-share-groups", B, bootstrap, "--describe", "--group", g, timeout=60)
+        seen[:] = [out.stdout + out.stderr]
+        rows = [ln.split() for ln in out.stdout.splitlines() if ln.strip()]
+        header = next((r for r in rows if "LAG" in r and "PARTITION" in r), None)
+        if header is None:
+            return None
+        found = {int(d["PARTITION"]): d["LAG"] for d in (
+            dict(zip(header, r, strict=False)) for r in rows[rows.index(header) + 1:])
+            if d.get("TOPIC") == t}
+        return found if found == dict.fromkeys(range(6), "3") else None
+
+    try:
+        skiff.wait_for(lags, 60, "every partition's lag is 3 (5 records, 2 delivered)",
+                       interval=1.0)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\nlast describe:\n{seen[0] if seen else ''}") from None
