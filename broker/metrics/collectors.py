@@ -60,6 +60,16 @@ TOPIC_METRICS: tuple[tuple[str, str, str, bool], ...] = (
      "Record bytes fetched from leaders as a follower (ReplicationBytesInPerSec)", False),
     ("replication_bytes_out", "replicationbytesout",
      "Record bytes fetched by followers from this leader (ReplicationBytesOutPerSec)", False),
+    ("total_share_fetch", "totalsharefetchrequests",
+     "Share-partitions answered in ShareFetch requests (TotalShareFetchRequestsPerSec)", True),
+    ("failed_share_fetch", "failedsharefetchrequests",
+     "Share-partitions a ShareFetch answered with an error (FailedShareFetchRequestsPerSec)",
+     True),
+    ("total_share_acknowledgement", "totalshareacknowledgementrequests",
+     "Share-partitions acknowledged (TotalShareAcknowledgementRequestsPerSec)", True),
+    ("failed_share_acknowledgement", "failedshareacknowledgementrequests",
+     "Share-partition acknowledgements answered with an error "
+     "(FailedShareAcknowledgementRequestsPerSec)", True),
 )
 
 
@@ -580,6 +590,48 @@ def group_families(coordinators: Iterable[Any], replicas: Any) -> list[Metric]:
     return out
 
 
+SHARE_GROUP_STATES = ("Empty", "Stable", "Dead")
+
+
+def share_families(share: Any) -> list[Metric]:
+    """Share groups (KIP-932): group-coordinator-metrics share-group-count per state,
+    ShareGroupMetrics (acknowledgements by type, partition load time) and, per
+    share-partition led here, SharePartitionMetrics' in-flight messages and lock timeouts."""
+    counts = dict.fromkeys(SHARE_GROUP_STATES, 0)
+    for _gid, state in share.groups.listed():
+        counts[state] = counts.get(state, 0) + 1
+    groups = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_groups",
+                               "Share groups per state (share-group-count)", labels=["state"])
+    for state, n in counts.items():
+        groups.add_metric([state], n)
+    acks = CounterMetricFamily(
+        "kafka_server_sharegroupmetrics_recordacknowledgements",
+        "Acknowledgement types received, one per type entry of a batch "
+        "(ShareGroupMetrics RecordAcknowledgementsPerSec)", labels=["acktype"])
+    for kind in ("Accept", "Release", "Reject", "Renew"):
+        acks.add_metric([kind], share.stats.acknowledgements.get(kind, 0))
+    load = HistogramMetricFamily(
+        "kafka_server_sharegroupmetrics_partitionloadtimems",
+        "Milliseconds to load a share-partition's state from the share coordinator "
+        "(ShareGroupMetrics PartitionLoadTimeMs)")
+    hist = share.stats.partition_load_time
+    load.add_metric([], hist.cumulative(), sum_value=hist.sum)
+    labels = ["group", "topic", "partition"]
+    in_flight = GaugeMetricFamily(
+        "kafka_server_sharepartitionmetrics_inflightmessagecount",
+        "Offsets in the share-partition's in-flight window, SPSO to SPEO "
+        "(SharePartitionMetrics InFlightMessageCount)", labels=labels)
+    timeouts = CounterMetricFamily(
+        "kafka_server_sharepartitionmetrics_acquisitionlocktimeout",
+        "Records whose acquisition lock expired in a share-partition led here "
+        "(SharePartitionMetrics AcquisitionLockTimeoutPerSec)", labels=labels)
+    for (gid, topic, p), sp in sorted(share.partitions.items()):
+        in_flight.add_metric([gid, topic, str(p)], sp.in_flight_message_count())
+    for (gid, topic, p), n in sorted(share.lock_timeouts().items()):
+        timeouts.add_metric([gid, topic, str(p)], n)
+    return [groups, acks, load, in_flight, timeouts]
+
+
 def _group_offsets(gid: str, g: Any, n_members: int, replicas: Any,
                    members: GaugeMetricFamily, current: GaugeMetricFamily,
                    lag: GaugeMetricFamily) -> None:
@@ -676,6 +728,8 @@ def node_families(node: Any) -> list[Metric]:
         replicas = getattr(node, "replicas", None)
         out.extend(group_families(list(node.group_coordinator.coordinators.values()),
                                   replicas))
+    if node.config.is_broker and getattr(node, "share_groups", None) is not None:
+        out.extend(share_families(node.share_groups))
     return out
 
 

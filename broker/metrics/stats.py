@@ -119,8 +119,9 @@ class TopicStats:
 
     __slots__ = (
         "bytes_in", "bytes_out", "bytes_rejected", "failed_fetch", "failed_produce",
-        "messages_in", "replication_bytes_in", "replication_bytes_out", "total_fetch",
-        "total_produce",
+        "failed_share_acknowledgement", "failed_share_fetch", "messages_in",
+        "replication_bytes_in", "replication_bytes_out", "total_fetch", "total_produce",
+        "total_share_acknowledgement", "total_share_fetch",
     )
 
     def __init__(self) -> None:
@@ -134,6 +135,10 @@ class TopicStats:
         self.total_fetch = 0
         self.replication_bytes_in = 0
         self.replication_bytes_out = 0
+        self.total_share_fetch = 0
+        self.failed_share_fetch = 0
+        self.total_share_acknowledgement = 0
+        self.failed_share_acknowledgement = 0
 
 
 TOPIC_FIELDS = TopicStats.__slots__
@@ -159,6 +164,22 @@ class BrokerTopicStats:
             for f in TOPIC_FIELDS:
                 setattr(out, f, getattr(out, f) + getattr(st, f))
         return out
+
+
+class ShareStats:
+    """Kafka's ShareGroupMetrics (kafka.server): acknowledgements by type, as Kafka counts
+    them (each type entry of an acknowledgement batch), and the share-partition load time."""
+
+    __slots__ = ("acknowledgements", "lock_timeouts", "partition_load_time")
+
+    def __init__(self) -> None:
+        self.acknowledgements: dict[str, int] = {}
+        self.partition_load_time = Histogram()
+        # (group, topic, partition) -> expired locks of share-partitions no longer loaded
+        self.lock_timeouts: dict[tuple[str, str, int], int] = {}
+
+    def acknowledged(self, kind: str) -> None:
+        self.acknowledgements[kind] = self.acknowledgements.get(kind, 0) + 1
 
 
 class ListenerStats:

@@ -95,6 +95,8 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}
         # completed records the SPSO moved past since the last write (their final state)
         self.done: dict[int, tuple[RecordState, int]] = {}
+        # records whose acquisition lock expired (Kafka's AcquisitionLockTimeoutPerSec)
+        self.lock_timeouts = 0
 
     @classmethod
     def from_state(cls, start_offset: int, batches: Iterable[tuple[int, int, int, int]],
@@ -209,8 +211,13 @@ class SharePartition:
         for off in expired:
             self._unlock(self.records[off])
         if expired:
+            self.lock_timeouts += len(expired)
             self._advance()
         return expired
+
+    def in_flight_message_count(self) -> int:
+        """Offsets in the in-flight window [SPSO, SPEO) (Kafka's InFlightMessageCount)."""
+        return self.end_offset - self.start_offset
 
     def acquire(self, member_id: str, offsets: Iterable[tuple[int, int]], max_records: int,
                 now_ms: int) -> list[AcquiredRange]:

@@ -20,6 +20,7 @@ Handlers reach it as `share_service_of(node)`, made at first use.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.metadata.features import SHARE_VERSION
 from broker.metadata.records import RESOURCE_GROUP
+from broker.metrics.stats import ShareStats
 from broker.protocol.records import iter_batch_headers, whole_batches_length
 from broker.replication import Role
 from broker.replication.leader_offsets import latest_offsets
@@ -86,6 +88,7 @@ class PartitionAnswer:
 
 
 # (topic id, partition) -> [(first, last, types)]
+_ACK_TYPE_NAMES = {0: "Gap", 1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
 Acks = Mapping[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]]
 
 
@@ -114,6 +117,7 @@ class ShareService:
         self._load_locks: dict[SharePartitionKey, asyncio.Lock] = {}
         self._write_locks: dict[SharePartitionKey, asyncio.Lock] = {}
         self._persister: Persister | None = None
+        self.stats = ShareStats()
 
     async def close(self) -> None:
         if self._persister is not None:
@@ -269,7 +273,10 @@ class ShareService:
             async with lock:
                 sp = self.partitions.get(key)
                 if sp is None or self.loaded_at[key][1] != part.leader_epoch:
+                    started = time.monotonic()
                     sp = await self._load(group_id, topic, partition, part)
+                    self.stats.partition_load_time.observe(
+                        (time.monotonic() - started) * 1000)
         else:
             sp.limits = self.limits(group_id)
         if part.log.log_start_offset > sp.start_offset:
@@ -304,6 +311,7 @@ class ShareService:
                                  written.message or "share-partition state not written")
             log.info("share_partition_initialized", group=group_id, topic=topic,
                      partition=partition, start_offset=start, reset=reset)
+        self._retire(key)
         self.partitions[key] = sp
         self.loaded_at[key] = (state.state_epoch, leader_epoch)
         return sp
@@ -334,6 +342,7 @@ class ShareService:
                     and self.partitions.get(key) is sp:
                 log.info("share_partition_fenced", group=group_id, topic=topic,
                          partition=partition, error=result.error.name)
+                self._retire(key)
                 del self.partitions[key]
                 del self.loaded_at[key]
             return result.error
@@ -358,6 +367,8 @@ class ShareService:
             error: ErrorCode = ErrorCode.none
             changed = False
             for first, last, types in batches:
+                for kind in types:
+                    self.stats.acknowledged(_ACK_TYPE_NAMES.get(kind, "Unknown"))
                 e = sp.acknowledge(member_id, first, last, types, now)
                 if e is not ErrorCode.none:
                     error = e
@@ -369,7 +380,43 @@ class ShareService:
                 if written is not ErrorCode.none and error is ErrorCode.none:
                     error, message = written, "The share-partition state was not written."
             out[(tid, p)] = (error, message)
+        self._count(((image.topic_by_id(tid), e) for (tid, _p), (e, _m) in out.items()),
+                    "share_acknowledgement")
         return out
+
+    def _retire(self, key: SharePartitionKey) -> None:
+        """A share-partition about to be dropped or replaced: its lock timeouts are kept
+        (the metric counts since the node started, whatever reloads happened)."""
+        sp = self.partitions.get(key)
+        if sp is not None and sp.lock_timeouts:
+            retired = self.stats.lock_timeouts
+            retired[key] = retired.get(key, 0) + sp.lock_timeouts
+            sp.lock_timeouts = 0
+
+    def lock_timeouts(self) -> dict[SharePartitionKey, int]:
+        """Records whose acquisition lock expired, per share-partition, since the start."""
+        out = dict(self.stats.lock_timeouts)
+        for key, sp in self.partitions.items():
+            out[key] = out.get(key, 0) + sp.lock_timeouts
+        return out
+
+    def _count(self, results: Iterable[tuple[Any, ErrorCode]], what: str) -> None:
+        """BrokerTopicMetrics' Total/Failed Share{Fetch,Acknowledgement}RequestsPerSec: one
+        per partition answered, as the Fetch counters count."""
+        stats = self.node.replicas.topic_stats
+        if stats is None:
+            return
+        for topic, error in results:
+            if topic is None:
+                continue
+            st = stats.topic(topic.name)
+            failed = error is not ErrorCode.none
+            if what == "share_fetch":
+                st.total_share_fetch += 1
+                st.failed_share_fetch += failed
+            else:
+                st.total_share_acknowledgement += 1
+                st.failed_share_acknowledgement += failed
 
     async def fetch(self, group_id: str, member_id: str, session: ShareSession,
                     max_wait_ms: int, max_records: int, max_bytes: int,
@@ -385,6 +432,9 @@ class ShareService:
             remaining = deadline - loop.time()
             if any(a.acquired or a.error is not ErrorCode.none for a in answers) \
                     or remaining <= 0:
+                image = self.node.metadata
+                self._count(((image.topic_by_id(a.topic_id), a.error) for a in answers),
+                            "share_fetch")
                 return answers
             keys = []
             image = self.node.metadata
@@ -472,6 +522,7 @@ class ShareService:
             return
         for key in [k for k in self.partitions if k[0] == group_id]:
             if not self.partitions[key].acquired_by_anyone():
+                self._retire(key)
                 del self.partitions[key]
                 self.loaded_at.pop(key, None)
 
@@ -647,6 +698,7 @@ class ShareService:
     def _drop(self, group_id: str, topic: str, partition: int) -> None:
         """A share-partition loaded here whose state was replaced: loaded again at next use."""
         key = (group_id, topic, partition)
+        self._retire(key)
         self.partitions.pop(key, None)
         self.loaded_at.pop(key, None)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import signal
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,9 +84,43 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict
                 item = json.loads(line)
                 out[item["case"]] = item
         assert proc.returncode == 0 and len(out) == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+        out["metrics"] = _scraped(node)
         yield out
     finally:
         node.close()
+
+
+def _scraped(node: SkiffNode) -> dict[str, Any]:
+    """The node's share metrics once the cases ran: {(name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{node.metrics_port}/metrics",
+                                timeout=10) as resp:
+        text = resp.read().decode()
+    return {"values": {(s.name, tuple(sorted(s.labels.items()))): s.value
+                       for fam in text_string_to_metric_families(text) for s in fam.samples
+                       if "share" in s.name}}
+
+
+def test_share_metrics_under_kafkas_names(results: dict[str, dict[str, Any]]) -> None:
+    """What the cases did shows in Kafka's share metrics: every acknowledgement type the
+    explicit and renew cases sent, the locks the explicit case let expire, the share-partitions
+    loaded, the fetches and acknowledgements per topic, the groups by state."""
+    vals = results["metrics"]["values"]
+
+    def total(name: str, **labels: str) -> float:
+        return sum(v for (n, ls), v in vals.items()
+                   if n == name and all(dict(ls).get(k) == x for k, x in labels.items()))
+
+    for kind in ("Accept", "Release", "Reject", "Renew"):
+        assert total("kafka_server_sharegroupmetrics_recordacknowledgements_total",
+                     acktype=kind) > 0, (kind, vals)
+    assert total("kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total",
+                 group="share-explicit-g") >= 1, vals
+    assert total("kafka_server_sharegroupmetrics_partitionloadtimems_count") >= 3, vals
+    for name in ("totalsharefetchrequests", "totalshareacknowledgementrequests"):
+        assert total(f"kafka_server_brokertopicmetrics_{name}_total") > 0, (name, vals)
+    assert total("kafka_server_group_coordinator_metrics_share_groups") >= 3, vals
 
 
 def test_share_version_enabled_through_update_features(

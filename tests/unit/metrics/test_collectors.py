@@ -21,6 +21,7 @@ from broker.metrics.collectors import (
     replica_families,
     request_families,
     request_label,
+    share_families,
     topic_families,
 )
 from broker.metrics.stats import (
@@ -397,6 +398,7 @@ def test_promtool_accepts_every_family() -> None:
     coord = SimpleNamespace(groups={}, consumer_groups={}, rebalances=0,
                             consumer_rebalances=0)
     fams = [*request_families(server), *topic_families(topics, None),
+            *share_families(_share()),
             *replica_families(replicas, image),
             *controller_families(image, True, 1, ElectionCounter(lambda: True),
                                  applied_ts=1000, now_ms=1500),
@@ -469,3 +471,47 @@ def test_quota_metrics_per_sensor_and_throttle_counts() -> None:
     assert value(fams, "skiff_quota_throttle_seconds_total", type="produce") > 0
     assert value(fams, "skiff_quota_throttled_total", type="fetch") == 0
     exposition(fams)
+
+
+def _share() -> Any:
+    """A share service as share_families reads it: two groups, one loaded share-partition
+    with a lock expired, one dropped earlier with two."""
+    from broker.metrics.stats import ShareStats
+    from broker.share.partition import ShareLimits, SharePartition
+
+    stats = ShareStats()
+    for kind in ("Accept", "Accept", "Release", "Renew"):
+        stats.acknowledged(kind)
+    stats.partition_load_time.observe(3.0)
+    sp = SharePartition(10, ShareLimits(record_lock_duration_ms=5, delivery_count_limit=3,
+                                        max_record_locks=100))
+    sp.acquire("m", [(10, 14)], 100, 0)
+    sp.expire(100)
+    stats.lock_timeouts[("g2", "t", 1)] = 2
+    partitions = {("g1", "t", 0): sp}
+
+    def lock_timeouts() -> dict[tuple[str, str, int], int]:
+        out = dict(stats.lock_timeouts)
+        for key, part in partitions.items():
+            out[key] = out.get(key, 0) + part.lock_timeouts
+        return out
+
+    groups = SimpleNamespace(listed=lambda: [("g1", "Stable"), ("g2", "Empty")])
+    return SimpleNamespace(groups=groups, stats=stats, partitions=partitions,
+                           lock_timeouts=lock_timeouts)
+
+
+def test_share_families_under_kafkas_names() -> None:
+    fams = share_families(_share())
+    g = "kafka_server_group_coordinator_metrics_share_groups"
+    assert [value(fams, g, state=s) for s in ("Empty", "Stable", "Dead")] == [1, 1, 0]
+    acks = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+    assert [value(fams, acks, acktype=k) for k in ("Accept", "Release", "Reject", "Renew")] \
+        == [2, 1, 0, 1]
+    assert value(fams, "kafka_server_sharegroupmetrics_partitionloadtimems_count") == 1
+    labels = {"group": "g1", "topic": "t", "partition": "0"}
+    assert value(fams, "kafka_server_sharepartitionmetrics_inflightmessagecount",
+                 **labels) == 5
+    timeouts = "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total"
+    assert value(fams, timeouts, **labels) == 5
+    assert value(fams, timeouts, group="g2", topic="t", partition="1") == 2

@@ -78,6 +78,7 @@ def test_lock_expiry_returns_records_then_archives_at_the_limit() -> None:
     # delivered 3 times (the limit): archived, never delivered again
     assert sp.acquire(A, [(0, 0)], 100, now) == []
     assert sp.start_offset == 1
+    assert sp.lock_timeouts == 3 and sp.in_flight_message_count() == 0
 
 
 def test_release_at_the_limit_archives() -> None:
