@@ -217,3 +217,49 @@ def test_share_group_lag_of_partitions_led_by_other_brokers(skiff: Cluster) -> N
                        interval=1.0)
     except TimeoutError as exc:
         raise AssertionError(f"{exc}\nlast describe:\n{seen[0] if seen else ''}") from None
+
+
+RESTART_COUNT, RESTART_ACCEPT = 60, 25
+
+
+def test_share_coordinator_node_killed_loses_no_acknowledgement(skiff: Cluster) -> None:
+    """Kafka 4.4's share consumer ACCEPTs 25 of 60 records and leaves the rest unacknowledged;
+    the node leading the share-partition's __share_group_state partition (its share
+    coordinator) is killed -9. Once another node leads that partition and the killed one is
+    back, a new consumer gets the 35 others, each once, and none of the 25. (Last in the
+    module: it kills one of the module's nodes.)"""
+    from broker.coordinator.partitioning import partition_for
+    from tests.support.kafka_ref import run_program
+
+    bootstrap, t, g = skiff.bootstrap_servers, "share-kill-t", "share-kill-g"
+    program = "skiff.compat.share.ShareCases"
+    proc = run_program(program, bootstrap, "enable",
+                       f"accept:{t}:{g}:{RESTART_COUNT}:{RESTART_ACCEPT}", timeout=180)
+    first = {c["case"]: c for c in (json.loads(x) for x in proc.stdout.splitlines()
+                                    if x.startswith("{"))}
+    assert proc.returncode == 0 and "accept" in first, proc.stdout[-3000:] + proc.stderr[-2000:]
+    accepted = first["accept"]["accepted"]
+    assert first["accept"]["commit_errors"] == 0 and len(set(accepted)) == RESTART_ACCEPT
+
+    described = tool("kafka-topics", B, bootstrap, "--describe", "--topic", t, timeout=60)
+    topic_id = re.search(r"TopicId:\s*(\S+)", described.stdout)
+    assert topic_id, described.stdout + described.stderr
+    state_partitions = skiff.partition_leaders("__share_group_state")
+    p = partition_for(f"{g}:{topic_id.group(1)}:0", len(state_partitions))
+    victim = state_partitions[p]
+    assert victim in skiff.broker_ids, state_partitions
+    skiff.kill(victim)
+    via = next(b for b in skiff.broker_ids if b != victim)
+    skiff.wait_for(lambda: skiff.partition_leaders("__share_group_state", via=via).get(p, -1)
+                   not in (-1, victim), 60, f"__share_group_state-{p} led by another node")
+    skiff.start_node(victim)
+    skiff.wait_ready(180.0)
+
+    expected = RESTART_COUNT - RESTART_ACCEPT
+    proc = run_program(program, bootstrap, f"drain:{t}:{g}:{expected}:3000", timeout=180)
+    second = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert proc.returncode == 0 and second, proc.stdout[-3000:] + proc.stderr[-2000:]
+    drained = second[-1]["offsets"]
+    assert not set(drained) & set(accepted), (accepted, drained)
+    assert sorted(drained) == sorted(set(range(RESTART_COUNT)) - set(accepted)), \
+        (accepted, drained)
