@@ -5,7 +5,9 @@ KafkaAdminClient.describe_log_dirs (Skiff offers DescribeLogDirs v5), alter_repl
 
 The same node shows cordoned.log.dirs (KIP-1066) with Kafka 4.4's kafka-configs and
 kafka-features: refused below metadata.version 4.3-IV0, then new partitions avoid the
-cordoned directory and, all directories cordoned, topic creation fails as in Kafka."""
+cordoned directory and, all directories cordoned, topic creation fails as in Kafka (placed
+by the controller: INVALID_REPLICATION_FACTOR; a manual assignment naming the broker:
+INVALID_REPLICA_ASSIGNMENT)."""
 
 from __future__ import annotations
 
@@ -173,6 +175,11 @@ def test_cordoned_log_dirs_with_kafka_configs(jbod_node: Any) -> None:
         assert refused is not None
         assert "Unable to replicate the partition 1 time(s): All brokers are currently " \
                "fenced, or have all their log directories cordoned." in str(refused)
+        manual = tool("kafka-topics", "--bootstrap-server", node.bootstrap, "--create",
+                      "--topic", "cordon-manual", "--replica-assignment", "1")
+        assert manual.returncode != 0
+        assert ("The manual partition assignment includes broker 1, but all its log "
+                "directories are cordoned.") in manual.stdout + manual.stderr
         default = tool("kafka-configs", "--bootstrap-server", node.bootstrap, "--entity-type",
                        "brokers", "--entity-default", "--alter", "--add-config",
                        f"cordoned.log.dirs={a}")
