@@ -66,8 +66,6 @@ UNSCRIPTED_ERROR_PATHS: dict[str, str] = {
 _NOT_IN_SKIFF = {
     17: "SaslHandshake: Skiff advertises it only on SASL listeners",
     36: "SaslAuthenticate: Skiff advertises it only on SASL listeners",
-    80: "AddRaftVoter is served on Skiff's controller listener only",
-    81: "RemoveRaftVoter is served on Skiff's controller listener only",
     **{k: "Streams groups (KIP-1071) are not implemented" for k in (88, 89)},
     **{k: "APIs newer than kio 0.6.5's schemas (the newest on PyPI)" for k in (93, 94)},
 }
