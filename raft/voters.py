@@ -15,6 +15,7 @@ other change is pending, the new voter is caught up) is the core's business.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -189,10 +190,26 @@ def find_voter(voters: VoterSet, node_id: int) -> Voter | None:
     return None
 
 
+def replica_key(node_id: int, directory_id: uuid.UUID | None) -> str:
+    """Kafka's ReplicaKey.toString(), as its voter-change errors print it."""
+    d = ("<undefined>" if directory_id is None
+         else base64.urlsafe_b64encode(directory_id.bytes).decode().rstrip("="))
+    return f"ReplicaKey(id={node_id}, directoryId={d})"
+
+
+def voter_keys(voters: VoterSet) -> str:
+    """Kafka's VoterSet.voterKeys() in an error message (a Java set; Kafka's order is a hash
+    set's, Skiff's the node ids')."""
+    return "[" + ", ".join(replica_key(v.node_id, v.directory_id) for v in voters) + "]"
+
+
 def add_refusal(voters: VoterSet, voter: Voter) -> Refusal | None:
-    """Why `voter` cannot be added to `voters` (KIP-853 "AddVoter"), else None."""
+    """Why `voter` cannot be added to `voters` (KIP-853 "AddVoter"), else None; Kafka's
+    AddVoterHandler's words."""
     if find_voter(voters, voter.node_id) is not None:
-        return ErrorCode.duplicate_voter, f"node {voter.node_id} is already a voter"
+        return (ErrorCode.duplicate_voter,
+                f"The voter id for {replica_key(voter.node_id, voter.directory_id)} is already "
+                f"part of the set of voters {voter_keys(voters)}.")
     if not voter.endpoints:
         return ErrorCode.invalid_request, "the new voter names no listener endpoint"
     return None
@@ -204,12 +221,13 @@ def with_voter(voters: VoterSet, voter: Voter) -> VoterSet:
 
 def remove_refusal(voters: VoterSet, node_id: int,
                    directory_id: uuid.UUID | None) -> Refusal | None:
-    """Why `node_id` cannot be removed from `voters` (KIP-853 "RemoveVoter"), else None."""
+    """Why `node_id` cannot be removed from `voters` (KIP-853 "RemoveVoter"), else None. As
+    Kafka's RemoveVoterHandler (VoterSet.removeVoter), the last voter is not found either."""
     v = find_voter(voters, node_id)
-    if v is None or not v.matches(node_id, directory_id):
-        return ErrorCode.voter_not_found, f"no voter {node_id} with directory id {directory_id}"
-    if not without_voter(voters, node_id):
-        return ErrorCode.invalid_request, "cannot remove the last voter"
+    if v is None or not v.matches(node_id, directory_id) or not without_voter(voters, node_id):
+        return (ErrorCode.voter_not_found,
+                f"Cannot remove voter {replica_key(node_id, directory_id)} from the set of "
+                f"voters {voter_keys(voters)}")
     return None
 
 

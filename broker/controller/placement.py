@@ -97,10 +97,27 @@ def _replica_index(first: int, shift: int, index: int, n: int) -> int:
     return (first + 1 + (shift + index) % (n - 1)) % n
 
 
-def validate_assignment(replicas: Sequence[int]) -> str | None:
-    """A problem with one manual replica list, or None."""
+def validate_assignment(replicas: Sequence[int], placeable: Mapping[int, bool],
+                        replication_factor: int | None = None) -> str | None:
+    """A problem with one manual replica list, or None: Kafka's
+    ReplicationControlManager.validateManualPartitionAssignment, in its order (the brokers
+    sorted, so the first problem is the one Kafka names). `placeable` maps each registered
+    broker to whether it has a log directory that is not cordoned (KIP-1066)."""
     if not replicas:
         return "The manual partition assignment includes an empty replica list."
-    if len(set(replicas)) != len(replicas):
-        return "The manual partition assignment includes duplicate replicas."
+    previous: int | None = None
+    for b in sorted(replicas):
+        if b not in placeable:
+            return (f"The manual partition assignment includes broker {b}, but no such broker "
+                    "is registered.")
+        if not placeable[b]:
+            return (f"The manual partition assignment includes broker {b}, but all its log "
+                    "directories are cordoned.")
+        if b == previous:
+            return f"The manual partition assignment includes the broker {b} more than once."
+        previous = b
+    if replication_factor is not None and len(replicas) != replication_factor:
+        return (f"The manual partition assignment includes a partition with {len(replicas)} "
+                f"replica(s), but this is not consistent with previous partitions, which have "
+                f"{replication_factor} replica(s).")
     return None

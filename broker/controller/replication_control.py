@@ -183,24 +183,28 @@ class ReplicationControlManager(ControlManagerBase):
         return out, CreateTopicResult(t.name, ErrorCode.none, None, topic_id, len(assignment),
                                       rf, configs)
 
-    def _check_manual(self, image: MetadataImage, assignment: list[list[int]]) -> str | None:
+    def _check_manual(self, image: MetadataImage, assignment: list[list[int]],
+                      replication_factor: int | None = None,
+                      first_partition: int = 0) -> str | None:
+        """Kafka's checks of a manual assignment (CreateTopics, CreatePartitions): each
+        replica list is valid, all have the same size (the existing partitions' when given),
+        and each has a broker that is active."""
         usable = self.usable_brokers(image)
-        rf = len(assignment[0]) if assignment else 0
+        placeable = self._placeable(image)
+        rf = replication_factor
         for i, replicas in enumerate(assignment):
-            problem = validate_assignment(replicas)
+            problem = validate_assignment(replicas, placeable, rf)
             if problem is not None:
-                return f"{problem} (partition {i})"
-            if len(replicas) != rf:
-                return ("All partitions in the manual partition assignment must have the same "
-                        "number of replicas.")
-            for b in replicas:
-                if b not in image.brokers:
-                    return (f"The manual partition assignment includes broker {b}, but no such "
-                            "broker is registered.")
+                return problem
+            rf = len(replicas)
             if not any(b in usable for b in replicas):
                 return (f"All brokers specified in the manual partition assignment for "
-                        f"partition {i} are fenced or in controlled shutdown.")
+                        f"partition {first_partition + i} are fenced or in controlled shutdown.")
         return None
+
+    @staticmethod
+    def _placeable(image: MetadataImage) -> dict[int, bool]:
+        return {b: r.has_uncordoned_dirs for b, r in image.brokers.items()}
 
     # -- DeleteTopics ----------------------------------------------------------------
 
@@ -300,11 +304,7 @@ class ReplicationControlManager(ControlManagerBase):
                          f"{len(t.assignments)} assignment(s) were specified.")
                     continue
                 assignment = [list(a) for a in t.assignments]
-                bad = self._check_manual(image, assignment)
-                if bad is None and assignment and len(assignment[0]) != existing_rf:
-                    bad = (f"The manual partition assignment includes a partition with "
-                           f"{len(assignment[0])} replica(s), but this is not consistent with "
-                           f"previous partitions, which have {existing_rf} replica(s).")
+                bad = self._check_manual(image, assignment, existing_rf, current)
                 if bad is not None:
                     fail(ErrorCode.invalid_replica_assignment, bad)
                     continue
@@ -494,12 +494,7 @@ class ReplicationControlManager(ControlManagerBase):
                                                usable, min_isr(name))
             else:
                 new = tuple(target)
-                problem = validate_assignment(new)
-                if problem is None:
-                    missing = [b for b in new if b not in image.brokers]
-                    if missing:
-                        problem = (f"The manual partition assignment includes broker "
-                                   f"{missing[0]}, but no such broker is registered.")
+                problem = validate_assignment(new, self._placeable(image))
                 if problem is not None:
                     res(ErrorCode.invalid_replica_assignment, problem)
                     continue

@@ -4,8 +4,11 @@ KafkaAdminClient.describe_log_dirs (Skiff offers DescribeLogDirs v5), alter_repl
 `skiff dev` node with two log dirs, while its KafkaProducer writes with acks=all.
 
 The same node shows cordoned.log.dirs (KIP-1066) with Kafka 4.4's kafka-configs and
-kafka-features: refused below metadata.version 4.3-IV0, then new partitions avoid the
-cordoned directory and, all directories cordoned, topic creation fails as in Kafka."""
+kafka-features (and side by side with a Kafka 4.4 node with two log dirs, which must print
+the same): refused below metadata.version 4.3-IV0, then new partitions avoid the
+cordoned directory and, all directories cordoned, topic creation fails as in Kafka (placed
+by the controller: INVALID_REPLICATION_FACTOR; a manual assignment naming the broker:
+INVALID_REPLICA_ASSIGNMENT)."""
 
 from __future__ import annotations
 
@@ -173,6 +176,11 @@ def test_cordoned_log_dirs_with_kafka_configs(jbod_node: Any) -> None:
         assert refused is not None
         assert "Unable to replicate the partition 1 time(s): All brokers are currently " \
                "fenced, or have all their log directories cordoned." in str(refused)
+        manual = tool("kafka-topics", "--bootstrap-server", node.bootstrap, "--create",
+                      "--topic", "cordon-manual", "--replica-assignment", "1")
+        assert manual.returncode != 0
+        assert ("The manual partition assignment includes broker 1, but all its log "
+                "directories are cordoned.") in manual.stdout + manual.stderr
         default = tool("kafka-configs", "--bootstrap-server", node.bootstrap, "--entity-type",
                        "brokers", "--entity-default", "--alter", "--add-config",
                        f"cordoned.log.dirs={a}")
@@ -183,3 +191,104 @@ def test_cordoned_log_dirs_with_kafka_configs(jbod_node: Any) -> None:
         admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={
             "cordoned.log.dirs": ("DELETE", None)})], raise_on_unknown=False)
         admin.close()
+
+
+def test_cordoned_log_dirs_as_kafka(jbod_node: Any,
+                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The cordoning steps side by side with a Kafka 4.4 node with two log dirs of its own:
+    an unknown dir refused, one dir cordoned (and described), new partitions in the other,
+    every dir cordoned (placement and a manual assignment refused), the cluster default
+    refused; kafka-configs and kafka-topics print the same, each side's dirs and address
+    replaced. Kafka's node starts at metadata.version 4.4-IV2, so the gate below 4.3-IV0 is
+    the test above's alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support.kafka_ref import started_kafka, tool
+
+    node, a, b = jbod_node
+    kdir = tmp_path_factory.mktemp("cordon-kafka")
+    ka, kb = (kdir / "logs" / "a").resolve(), (kdir / "logs" / "b").resolve()
+    kafka = started_kafka(kdir / "node", overrides={"log.dirs": f"{ka},{kb}"})
+    up = tool("kafka-features", "--bootstrap-server", node.bootstrap, "upgrade", "--metadata",
+              "4.3-IV0")  # already there when the test above ran first
+    assert up.returncode == 0 or "4.3-IV0" in up.stdout + up.stderr, up.stdout + up.stderr
+    sides = ((node.bootstrap, a, b), (kafka.bootstrap, ka, kb))
+
+    def run(*args: str) -> Any:
+        def one(side: tuple[str, Path, Path]) -> tuple[int, str]:
+            bootstrap, first, second = side
+            argv = [x.replace("{bootstrap}", bootstrap).replace("{a}", str(first))
+                    .replace("{b}", str(second)) for x in args]
+            out = tool(*argv)
+            text = (out.stdout + out.stderr).replace(str(first), "<a>") \
+                .replace(str(second), "<b>").replace(bootstrap, "<bootstrap>")
+            lines = [" ".join(line.split()) for line in text.splitlines()
+                     if line.strip() and not line.lstrip().startswith("at ")]
+            return out.returncode, "\n".join(lines)
+        with ThreadPoolExecutor(2) as pool:
+            skiff, ref = pool.map(one, sides)
+        assert skiff == ref, (args, skiff, ref)
+        return ref
+
+    broker = ("kafka-configs", "--bootstrap-server", "{bootstrap}", "--entity-type", "brokers",
+              "--entity-name", "1")
+    try:
+        code, text = run(*broker, "--alter", "--add-config", "cordoned.log.dirs=/nowhere")
+        assert code != 0 and "Missing entries : /nowhere" in text, text
+        code, text = run(*broker, "--alter", "--add-config", "cordoned.log.dirs={a}")
+        assert code == 0, text
+        code, text = run(*broker, "--describe")
+        assert "cordoned.log.dirs=<a> sensitive=false" in text, text
+
+        def placed(side: tuple[str, Path, Path]) -> None:
+            """New partitions land in the uncordoned dir once the controller knows (from
+            the broker's next heartbeat): a topic per try, until one is placed there."""
+            bootstrap, _, second = side
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap,
+                                     request_timeout_ms=int(WAIT_S * 1000))
+            try:
+                deadline = time.monotonic() + WAIT_S
+                for n in range(1000):
+                    name = f"cordon-side-{n}"
+                    admin.create_topics([NewTopic(name, 4, 1)], timeout_ms=int(WAIT_S * 1000))
+                    [answer] = admin.describe_log_dirs(brokers=[1])
+                    dirs = {d["log_dir"] for d in answer["log_dirs"] for t in d["topics"]
+                            if t["name"] == name}
+                    if dirs == {str(second)}:
+                        return
+                    assert time.monotonic() < deadline, f"{bootstrap}: {name} in {dirs}"
+                    time.sleep(0.5)
+            finally:
+                admin.close()
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(placed, sides))
+        code, text = run(*broker, "--alter", "--add-config", "cordoned.log.dirs=*")
+        assert code == 0, text
+
+        def refused(side: tuple[str, Path, Path]) -> None:
+            bootstrap = side[0]
+            deadline = time.monotonic() + WAIT_S
+            while "cordoned" not in (out := tool(
+                    "kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic",
+                    f"cordon-all-{time.monotonic_ns()}")).stdout + out.stderr:
+                assert time.monotonic() < deadline, out.stdout + out.stderr
+                time.sleep(0.5)
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(refused, sides))
+        code, text = run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--create",
+                         "--topic", "cordon-all", "--partitions", "2")
+        assert code != 0 and "have all their log directories cordoned" in text, text
+        code, text = run("kafka-topics", "--bootstrap-server", "{bootstrap}", "--create",
+                         "--topic", "cordon-manual-both", "--replica-assignment", "1")
+        assert code != 0 and "but all its log directories are cordoned" in text, text
+        code, text = run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--entity-type",
+                         "brokers", "--entity-default", "--alter", "--add-config",
+                         "cordoned.log.dirs={a}")
+        assert code != 0 and "broker id must be specified" in text, text
+    finally:
+        for bootstrap, _, _ in sides:
+            tool("kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers",
+                 "--entity-name", "1", "--alter", "--delete-config", "cordoned.log.dirs")
+        kafka.close()

@@ -1,9 +1,10 @@
 """SASL/OAUTHBEARER against Kafka 4.4, configured the same way.
 
-One Skiff combined node and one reference Kafka 4.4 node, each with two SASL_PLAINTEXT
-listeners besides PLAINTEXT: UNSECURED (Kafka's default unsecured validator) and SIGNED
+One Skiff combined node and one reference Kafka 4.4 node, each with three SASL_PLAINTEXT
+listeners besides PLAINTEXT: UNSECURED (Kafka's default unsecured validator), SIGNED
 (OAuthBearerValidatorCallbackHandler with a JWKS file this module writes, an expected
-audience and issuer). Kafka's Java client logs in with its built-in unsecured login
+audience and issuer) and HTTPJWKS (the same, with the JWKS fetched from an http: URL this
+module serves). Kafka's Java client logs in with its built-in unsecured login
 handler, and with signed JWTs read from files (OAuthBearerLoginCallbackHandler with a file:
 token endpoint), produces and consumes; a token with a bad signature, a wrong audience, or
 past its expiry is refused, and the client reports the same error from both brokers. Raw
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -42,7 +44,7 @@ EXAMPLE = "broker.security.examples.token_claims"
 AUDIENCE = "skiff-test-cluster"
 ISSUER = "https://issuer.skiff.test"
 TOPICS = ("oauth-unsecured", "oauth-signed", "oauth-bad-signature", "oauth-wrong-audience",
-          "oauth-expired")
+          "oauth-expired", "oauth-signed-http")
 
 
 def _b64(doc: dict[str, Any]) -> str:
@@ -59,6 +61,37 @@ class Tokens:
     jwks_url: str
     files: dict[str, Path]
     values: dict[str, str]
+    jwks_http_url: str = ""  # the same JWKS served over HTTP (serve_jwks)
+
+
+@contextlib.contextmanager
+def serve_jwks(tokens: Tokens) -> Iterator[str]:
+    """The JWKS file over HTTP on a loopback port, for the listener whose
+    sasl.oauthbearer.jwks.endpoint.url is an http: URL; yields that URL."""
+    import http.server
+    import threading
+
+    body = (tokens.dir / "jwks.json").read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/jwks"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def make_tokens(d: Path) -> Tokens:
@@ -97,6 +130,10 @@ def sasl_settings(tokens: Tokens) -> dict[str, str]:
         "listener.name.signed.oauthbearer.sasl.jaas.config": f"{MODULE} required;",
         "listener.name.signed.oauthbearer.sasl.server.callback.handler.class": SECURED,
         "listener.name.signed.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": tokens.jwks_url,
+        "listener.name.httpjwks.oauthbearer.sasl.jaas.config": f"{MODULE} required;",
+        "listener.name.httpjwks.oauthbearer.sasl.server.callback.handler.class": SECURED,
+        "listener.name.httpjwks.oauthbearer.sasl.oauthbearer.jwks.endpoint.url":
+            tokens.jwks_http_url,
         "sasl.oauthbearer.expected.audience": AUDIENCE,
         "sasl.oauthbearer.expected.issuer": ISSUER,
     }
@@ -114,13 +151,20 @@ class Brokers:
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     tokens = make_tokens(tmp_path_factory.mktemp("oauth-tokens"))
+    with serve_jwks(tokens) as url:
+        tokens.jwks_http_url = url
+        yield from _brokers(tmp_path_factory, tokens)
+
+
+def _brokers(tmp_path_factory: pytest.TempPathFactory, tokens: Tokens) -> Iterator[Brokers]:
     settings = sasl_settings(tokens)
-    k_unsecured, k_signed, s_unsecured, s_signed = free_ports(4)
+    k_unsecured, k_signed, k_http, s_unsecured, s_signed, s_http = free_ports(6)
     kafka = KafkaNode(tmp_path_factory.mktemp("oauth-kafka"), overrides=settings,
                       listeners={"UNSECURED": ("SASL_PLAINTEXT", k_unsecured),
-                                 "SIGNED": ("SASL_PLAINTEXT", k_signed)},
+                                 "SIGNED": ("SASL_PLAINTEXT", k_signed),
+                                 "HTTPJWKS": ("SASL_PLAINTEXT", k_http)},
                       jvm_opts=[f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="
-                                f"{tokens.jwks_url}"])
+                                f"{tokens.jwks_url},{tokens.jwks_http_url}"])
     kafka.start()
     cluster = Cluster(tmp_path_factory.mktemp("oauth-skiff"), controllers=1, brokers=0,
                       combined=True)
@@ -136,11 +180,14 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     cluster.overrides.update({
         "listeners": f"PLAINTEXT://{host}:{node.client_port},"
                      f"CONTROLLER://{host}:{node.controller_port},"
-                     f"UNSECURED://{host}:{s_unsecured},SIGNED://{host}:{s_signed}",
+                     f"UNSECURED://{host}:{s_unsecured},SIGNED://{host}:{s_signed},"
+                     f"HTTPJWKS://{host}:{s_http}",
         "advertised.listeners": f"PLAINTEXT://{host}:{node.client_port},"
-                                f"UNSECURED://{host}:{s_unsecured},SIGNED://{host}:{s_signed}",
+                                f"UNSECURED://{host}:{s_unsecured},SIGNED://{host}:{s_signed},"
+                                f"HTTPJWKS://{host}:{s_http}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
-                                          "UNSECURED:SASL_PLAINTEXT,SIGNED:SASL_PLAINTEXT",
+                                          "UNSECURED:SASL_PLAINTEXT,SIGNED:SASL_PLAINTEXT,"
+                                          "HTTPJWKS:SASL_PLAINTEXT",
     })
     try:
         with cluster:
@@ -149,9 +196,11 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
             for bootstrap in (cluster.bootstrap_servers, kafka.bootstrap):
                 _create(bootstrap, TOPICS)
             yield Brokers(tokens,
-                          {"UNSECURED": f"{host}:{s_unsecured}", "SIGNED": f"{host}:{s_signed}"},
+                          {"UNSECURED": f"{host}:{s_unsecured}", "SIGNED": f"{host}:{s_signed}",
+                           "HTTPJWKS": f"{host}:{s_http}"},
                           {"UNSECURED": f"127.0.0.1:{k_unsecured}",
-                           "SIGNED": f"127.0.0.1:{k_signed}"},
+                           "SIGNED": f"127.0.0.1:{k_signed}",
+                           "HTTPJWKS": f"127.0.0.1:{k_http}"},
                           cluster, kafka)
     finally:
         kafka.close()
@@ -175,11 +224,12 @@ def _client_files(d: Path, listeners: dict[str, str], tokens: Tokens) -> list[st
                       "sasl.jaas.config": f'{MODULE} required unsecuredLoginStringClaim_sub='
                                           '"alice";'},
     }
-    for name in ("signed", "bad-signature", "wrong-audience", "expired"):
-        cases[name] = {"bootstrap.servers": listeners["SIGNED"],
+    for name in ("signed", "bad-signature", "wrong-audience", "expired", "signed-http"):
+        token = name.removesuffix("-http")
+        cases[name] = {"bootstrap.servers": listeners["HTTPJWKS" if name != token else "SIGNED"],
                        "sasl.jaas.config": f"{MODULE} required;",
                        "sasl.login.callback.handler.class": LOGIN_HANDLER,
-                       "sasl.oauthbearer.token.endpoint.url": tokens.files[name].as_uri(),
+                       "sasl.oauthbearer.token.endpoint.url": tokens.files[token].as_uri(),
                        "skiff.allowed.urls": allowed}
     args = []
     for name, props in cases.items():
@@ -213,7 +263,7 @@ def java_results(brokers: Brokers, tmp_path_factory: pytest.TempPathFactory,
         return {"skiff": skiff.result(), "kafka": kafka.result()}
 
 
-@pytest.mark.parametrize("case", ["unsecured", "signed"])
+@pytest.mark.parametrize("case", ["unsecured", "signed", "signed-http"])
 def test_java_client_logs_in_produces_and_consumes(java_results: dict[str, dict[str, str]],
                                                    case: str) -> None:
     for broker in ("skiff", "kafka"):
@@ -275,6 +325,7 @@ def test_raw_refusals_match_kafka(brokers: Brokers) -> None:
         ("SIGNED", [_initial(brokers.tokens.values["bad-signature"]), b"\x01"]),
         ("SIGNED", [_initial(brokers.tokens.values["wrong-audience"]), b"\x01"]),
         ("SIGNED", [_initial(brokers.tokens.values["expired"]), b"\x01"]),
+        ("HTTPJWKS", [_initial(brokers.tokens.values["bad-signature"]), b"\x01"]),
         ("SIGNED", [_initial(unsecured_token({"sub": "x", "exp": now + 60})), b"\x01"]),
         ("UNSECURED", [_initial(unsecured_token({"sub": "x", "exp": now - 60})), b"\x01"]),
         ("UNSECURED", [_initial(unsecured_token({"exp": now + 60})), b"\x01"]),

@@ -21,9 +21,10 @@ offsetsForTimes, beginningOffsets, endOffsets.
 
 The same node serves two more mTLS listeners whose key and trust stores are keytool-made
 files: JKS (Kafka's default ssl.keystore.type, with a key password of its own) and PKCS12.
-The Java client connects to each with client stores of the same format, confluent-kafka and
-kafka-python with PEM files; a wrong store password stops a node's startup with Kafka's
-message.
+The Java client connects to each with client stores of the same format (and to a Kafka 4.4
+node serving the same two listeners from the same files, where the same holds),
+confluent-kafka and kafka-python with PEM files; a wrong store password stops a node's
+startup with Kafka's message.
 """
 
 from __future__ import annotations
@@ -436,34 +437,62 @@ def _java_store_properties(address: str, stores: JavaStores, store_type: str) ->
     return props
 
 
-def test_java_client_with_jks_and_pkcs12_stores(
-        skiff_node: tuple[Cluster, dict[str, str]], java_stores: JavaStores,
-        tmp_path: Path) -> None:
-    """The Java client authenticates with its own JKS / PKCS12 store to listeners whose key
-    and trust stores are JKS / PKCS12; without a client certificate it is refused."""
-    addresses = skiff_node[1]
+@pytest.fixture(scope="module")
+def kafka_store_node(tmp_path_factory: pytest.TempPathFactory,
+                     java_stores: JavaStores) -> Iterator[dict[str, str]]:
+    """A Kafka 4.4 node with the same two store listeners (the same files and settings);
+    yields listener -> address."""
+    ports = dict(zip(STORE_LISTENERS, free_ports(len(STORE_LISTENERS)), strict=True))
+    node = KafkaNode(tmp_path_factory.mktemp("java-stores-kafka"),
+                     listeners={name: ("SSL", port) for name, port in ports.items()},
+                     overrides=_store_listener_config(java_stores))
+    try:
+        node.start()
+        node.wait_ready()
+        yield {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    finally:
+        node.close()
+
+
+def _store_clients(addresses: dict[str, str], stores: JavaStores,
+                   d: Path) -> dict[str, dict[str, Any]]:
+    d.mkdir(parents=True, exist_ok=True)
     args = []
     for name, store_type in STORE_LISTENERS.items():
-        props = _java_store_properties(addresses[name], java_stores, store_type)
+        props = _java_store_properties(addresses[name], stores, store_type)
         # refused: under TLS 1.3 the client may only see the connection close, and retry
         # until its API timeout, so that timeout is short
         no_cert = {k: v for k, v in props.items() if not k.startswith("ssl.key")}
         no_cert.update({"default.api.timeout.ms": "4000", "request.timeout.ms": "2000"})
         for case, p in ((name.lower(), props), (f"{name.lower()}-nocert", no_cert)):
-            path = tmp_path / f"{case}.properties"
+            path = d / f"{case}.properties"
             path.write_text("".join(f"{k}={v}\n" for k, v in p.items()))
             args.append(f"{case}={path}")
     proc = run_program("skiff.compat.tls.StoreClients", *args, timeout=240)
-    (tmp_path / "java.stdout").write_text(proc.stdout)
+    (d / "java.stdout").write_text(proc.stdout)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    out = {r["name"]: r for r in map(json.loads, (x for x in proc.stdout.splitlines()
-                                                  if x.startswith("{")))}
-    for name in STORE_LISTENERS:
-        ok = out[name.lower()]
-        assert ok["status"] == "ok", ok
-        assert ok["consumed"] == ok["produced"] == [f"{name.lower()}-{i}" for i in range(20)]
-        refused = out[f"{name.lower()}-nocert"]
-        assert refused["status"] in ("SslAuthenticationException", "TimeoutException"), refused
+    return {r["name"]: r for r in map(json.loads, (x for x in proc.stdout.splitlines()
+                                                   if x.startswith("{")))}
+
+
+def test_java_client_with_jks_and_pkcs12_stores(
+        skiff_node: tuple[Cluster, dict[str, str]], kafka_store_node: dict[str, str],
+        java_stores: JavaStores, tmp_path: Path) -> None:
+    """The Java client authenticates with its own JKS / PKCS12 store to listeners whose key
+    and trust stores are JKS / PKCS12; without a client certificate it is refused. The same
+    program runs against Kafka 4.4 with the same stores, and the same holds there."""
+    with ThreadPoolExecutor(2) as pool:
+        on = {target: pool.submit(_store_clients, addresses, java_stores, tmp_path / target)
+              for target, addresses in (("skiff", skiff_node[1]), ("kafka", kafka_store_node))}
+        runs = {target: f.result() for target, f in on.items()}
+    for target, out in runs.items():
+        for name in STORE_LISTENERS:
+            ok = out[name.lower()]
+            assert ok["status"] == "ok", (target, ok)
+            assert ok["consumed"] == ok["produced"] == [f"{name.lower()}-{i}" for i in range(20)]
+            refused = out[f"{name.lower()}-nocert"]
+            assert refused["status"] in ("SslAuthenticationException", "TimeoutException"), \
+                (target, refused)
 
 
 def test_python_clients_with_pem_on_store_listeners(

@@ -9,6 +9,7 @@ One Skiff cluster for the module: three controllers and one broker with dynamic 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -138,6 +139,43 @@ def test_add_and_remove_controllers_both_ways(cluster: Cluster) -> None:
     ok("kafka-topics", "--bootstrap-server", cluster.bootstrap_servers, "--create",
        "--topic", "after-voter-changes", "--partitions", "1", "--replication-factor", "1")
 
+
+
+@pytest.mark.parametrize("how", ["server", "controller"])
+def test_voter_refusals_as_kafka(cluster: Cluster, kafka_ref: KafkaNode, how: str) -> None:
+    """AddRaftVoter and RemoveRaftVoter refused by the quorum, through a broker (which
+    forwards them, as Kafka's brokers do) and straight to the controllers, side by side with
+    the reference: adding the node that is already the first voter (each side's own node 1,
+    from its properties file) and removing a voter neither quorum has."""
+    unknown = "AAAAAAAAAAAAAAAAAAAAAQ"
+    sides = ((via(cluster, how), cluster.nodes[1].config_path),
+             ((["--bootstrap-server", kafka_ref.bootstrap] if how == "server"
+               else ["--bootstrap-controller", kafka_ref.controller_bootstrap]),
+              kafka_ref.config_path))
+
+    def first_line(out: object) -> str:
+        """The error, each side's directory ids and voter set aside (the voter sets differ:
+        Skiff's has the controllers the test above added; Kafka's is its one node)."""
+        text = getattr(out, "stdout", "") + getattr(out, "stderr", "")
+        line = next((line for line in text.splitlines() if line.strip()), "")
+        line = re.sub(r"set of voters \[.*\]", "set of voters <voters>", line)
+        return re.sub(r"directoryId=[A-Za-z0-9_-]{22}", "directoryId=<id>", line)
+
+    for step in ("add", "remove"):
+        def one(side: tuple[list[str], object], step: str = step) -> object:
+            bootstrap, config = side
+            if step == "add":
+                return tool("kafka-metadata-quorum", *bootstrap, "--command-config",
+                            str(config), "add-controller")
+            return tool("kafka-metadata-quorum", *bootstrap, "remove-controller",
+                        "--controller-id", "99", "--controller-directory-id", unknown)
+        with ThreadPoolExecutor(2) as pool:
+            skiff, ref = pool.map(one, sides)
+        assert skiff.returncode != 0 and ref.returncode != 0, (skiff, ref)
+        assert first_line(skiff) == first_line(ref), (step, skiff, ref)
+        assert ("DuplicateVoterException: The voter id for ReplicaKey(id=1, directoryId=<id>)"
+                if step == "add" else "VoterNotFoundException: Cannot remove voter ReplicaKey("
+                "id=99, directoryId=<id>)") in first_line(ref), first_line(ref)
 
 
 # ---- what else an admin client bootstrapped from the controllers gets (KIP-919, issue 36) ----

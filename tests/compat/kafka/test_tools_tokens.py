@@ -7,7 +7,8 @@ Skiff node and against Kafka 4.4, each with a SASL_PLAINTEXT SCRAM listener and
 Both nodes keep their PLAINTEXT listener for the setup (SCRAM users alice, bob and carol,
 made with Admin.alterUserScramCredentials) and for the tool's refusal there
 (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED). Steps: create (alice, bob as renewer), describe
-(by owner, as alice and as carol), renew (bob may, carol may not: OWNER_MISMATCH), the Java
+(by owner, as alice and as carol), renew (bob may, carol may not: OWNER_MISMATCH),
+the Skiff node killed and restarted (the token comes back from its metadata log), the Java
 client with the token (token requests refused over it, produce 3, consume 3), expire at once,
 the Java client refused at login.
 """
@@ -45,6 +46,7 @@ class Broker:
     name: str
     plain: str  # PLAINTEXT listener
     sasl: str   # SASL_PLAINTEXT listener, SCRAM-SHA-256
+    node: SkiffNode | None = None  # Skiff's, to restart
 
 
 def _env(props: dict[str, str]) -> dict[str, str]:
@@ -74,7 +76,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Broker, 
         skiff = ready(node)
         try:
             yield (Broker("kafka", kafka.bootstrap, f"127.0.0.1:{kport}"),
-                   Broker("skiff", skiff.bootstrap, f"127.0.0.1:{sport}"))
+                   Broker("skiff", skiff.bootstrap, f"127.0.0.1:{sport}", skiff))
         finally:
             skiff.close()
     finally:
@@ -205,6 +207,18 @@ def test_tokens_with_the_tool_and_the_java_client(
     k, _ = on_token(lambda b, t, h: [B, b.sasl, "--command-config", carol, "--renew",
                                      "--renew-time-period", "-1", "--hmac", h], "renew.carol")
     assert k.returncode != 0 and "DelegationTokenOwnerMismatchException" in k.stderr, k.text()
+
+    # the tokens are in the metadata log: Skiff's node, killed (SIGKILL) and started again,
+    # describes the renewed token as Kafka's does and the client still logs in with it
+    node = brokers[1].node
+    assert node is not None
+    node.kill()
+    node.start()
+    node.wait_ready()
+    both(brokers, until_listed)
+    k, _ = on_token(lambda b, t, h: [B, b.sasl, "--command-config", alice, "--describe",
+                                     "--owner-principal", "User:alice"], "describe.restarted")
+    assert k.returncode == 0 and "Total number of tokens : 1" in k.stdout, k.text()
 
     # the Java client logs in with the token, is refused token requests, produces, consumes
     def java(mode: str) -> Callable[[Broker], Output]:

@@ -11,6 +11,7 @@ from broker.controller import (
     BrokerHeartbeatRequest,
     BrokerRegistrationRequest,
     CreatableTopic,
+    CreatePartitionsTopic,
 )
 from broker.metadata import MetadataImage, apply_records
 from broker.metadata import records as rec
@@ -680,6 +681,22 @@ def test_cordoned_log_dirs_from_heartbeats_steer_placement():
         assert r.error is E.invalid_replication_factor
         assert "cannot be reached because only 1 broker(s) are registered or some brokers " \
                "have all their log directories cordoned" in (r.message or "")
+        # a manual assignment naming broker 1 is refused, as Kafka's
+        # validateManualPartitionAssignment: CreateTopics, CreatePartitions, a reassignment
+        cordoned = ("The manual partition assignment includes broker 1, but all its log "
+                    "directories are cordoned.")
+        [r] = h.controller.create_topics(h.image, [
+            CreatableTopic("manual", assignments={0: [2, 1]})]).response
+        assert (r.error, r.message) == (E.invalid_replica_assignment, cordoned)
+        [r] = h.controller.create_partitions(h.image, [
+            CreatePartitionsTopic("only-2", 5, [[1]])]).response
+        assert (r.error, r.message) == (E.invalid_replica_assignment, cordoned)
+        [r] = h.controller.alter_partition_reassignments(h.image, [("only-2", 0, [2, 1])]) \
+            .response
+        assert (r.error, r.message) == (E.invalid_replica_assignment, cordoned)
+        [r] = h.controller.create_topics(h.image, [
+            CreatableTopic("manual", assignments={0: [2]})]).response
+        assert r.error is E.none
         # the registration keeps its cordoned dirs through a snapshot
         again = decode_snapshot(encode_snapshot(h.image))
         assert again.brokers[1].cordoned_log_dirs == frozenset(dirs[1])

@@ -7,7 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.controller.placement import PlacementError, place_replicas, rack_alternated
+from broker.controller.placement import (
+    PlacementError,
+    place_replicas,
+    rack_alternated,
+    validate_assignment,
+)
 
 
 def test_rack_alternated_order():
@@ -79,3 +84,22 @@ def test_placement_properties(racks, partitions, data, seed):
     leaders = Counter(r[0] for r in out)
     if partitions:
         assert max(leaders.values()) - min(leaders.get(b, 0) for b in brokers) <= 1
+
+
+@pytest.mark.parametrize(("replicas", "rf", "problem"), [
+    ([], None, "includes an empty replica list."),
+    ([3, 9, 9], None, "includes broker 9, but no such broker is registered."),
+    ([3, 2, 3], None, "includes broker 2, but all its log directories are cordoned."),
+    ([3, 1, 3], None, "includes the broker 3 more than once."),
+    ([1, 3], 3, "includes a partition with 2 replica(s), but this is not consistent with "
+                "previous partitions, which have 3 replica(s)."),
+    ([3, 1], 2, None),
+])
+def test_manual_assignment_checks_in_kafkas_order(replicas: list[int], rf: int | None,
+                                                   problem: str | None) -> None:
+    """Kafka's validateManualPartitionAssignment: brokers in ascending order, each registered,
+    with a directory that is not cordoned (KIP-1066), and named once; then the size."""
+    placeable = {1: True, 2: False, 3: True}
+    got = validate_assignment(replicas, placeable, rf)
+    assert got == (None if problem is None
+                   else f"The manual partition assignment {problem}")

@@ -10,6 +10,7 @@ from random import Random
 
 from kio.schema.errors import ErrorCode
 
+from broker.protocol.kafka_uuid import uuid_to_kafka
 from raft.control import KRAFT_VERSION_TYPE, VOTERS_TYPE, Endpoint, Voter, snapshot_payload
 from raft.core import RaftCore
 from raft.kafka_messages import VOTER_CODEC, decode_batches, encode_batch
@@ -154,7 +155,11 @@ def test_update_voter_endpoints_and_exact_voter_keys() -> None:
     other = Voter(1, uuid.UUID(int=7), moved.endpoints)
     assert leader.update_voter(other, c.now)[0] == ErrorCode.voter_not_found
     assert leader.remove_voter(1, None, c.now)[0] == ErrorCode.voter_not_found
-    assert leader.remove_voter(1, me.directory_id, c.now)[0] == ErrorCode.invalid_request
+    # the last voter: Kafka's VOTER_NOT_FOUND, with its words
+    err, msg = leader.remove_voter(1, me.directory_id, c.now)[:2]
+    key = f"ReplicaKey(id=1, directoryId={uuid_to_kafka(me.directory_id)})"
+    assert (err, msg) == (ErrorCode.voter_not_found,
+                          f"Cannot remove voter {key} from the set of voters [{key}]")
 
 
 def test_upgrade_a_static_quorum_to_kraft_version_1_then_add_a_voter() -> None:
