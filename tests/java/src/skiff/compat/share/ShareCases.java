@@ -58,6 +58,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     crashed consumer would); the offsets it ACCEPTed and the ones it left.
  * <li>{@code drain}: a consumer (implicit acknowledgement) polls until it got {@code expected}
  *     records and then {@code quietMs} more for any redelivery; every offset it got, in order.
+ * <li>{@code speedup}: a one-partition topic with {@code count} records and 5 ms of work (a
+ *     sleep) per record: a group of one consumer, then a fresh group of four in parallel
+ *     threads, each timed from its first record to the last one acknowledged; both durations,
+ *     their ratio, and the offsets each of the four got.
  * </ul>
  */
 public final class ShareCases {
@@ -83,6 +87,7 @@ public final class ShareCases {
                         Integer.parseInt(a[4]));
                 case "drain" -> result = c.drain(a[1], a[2], Integer.parseInt(a[3]),
                         Long.parseLong(a[4]));
+                case "speedup" -> result = c.speedup(a[1], a[2], Integer.parseInt(a[3]));
                 default -> throw new IllegalArgumentException(a[0]);
             }
             System.out.println(result);
@@ -118,11 +123,8 @@ public final class ShareCases {
     private void prepare(String topic, String group, int count) throws Exception {
         try (Admin a = admin()) {
             a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
-            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
-            a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
-                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
-                    .all().get(30, TimeUnit.SECONDS);
         }
+        fromEarliest(group);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("key.serializer", StringSerializer.class.getName());
@@ -132,6 +134,15 @@ public final class ShareCases {
             for (int i = 0; i < count; i++) {
                 producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get(30, TimeUnit.SECONDS);
             }
+        }
+    }
+
+    private void fromEarliest(String group) throws Exception {
+        try (Admin a = admin()) {
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
+                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                    .all().get(30, TimeUnit.SECONDS);
         }
     }
 
@@ -362,5 +373,77 @@ public final class ShareCases {
             c.commitSync(Duration.ofSeconds(30));
         }
         return "{\"case\": \"drain\", \"offsets\": " + got + "}";
+    }
+
+    private static final int SPEEDUP_MAX_POLL_RECORDS = 10;
+
+    private String speedup(String topic, String group, int count) throws Exception {
+        prepare(topic, group + "-1", count);
+        fromEarliest(group + "-4");
+        Worked one = work(topic, group + "-1", 1, count);
+        Worked four = work(topic, group + "-4", 4, count);
+        StringBuilder sb = new StringBuilder("{\"case\": \"speedup\", \"count\": " + count
+                + ", \"one_ms\": " + one.millis + ", \"four_ms\": " + four.millis
+                + ", \"ratio\": " + String.format("%.3f", (double) one.millis / four.millis)
+                + ", \"one\": " + one.got.get(0) + ", \"four\": [");
+        for (int i = 0; i < 4; i++) {
+            if (i > 0) sb.append(", ");
+            sb.append(four.got.get(i));
+        }
+        return sb.append("]}").toString();
+    }
+
+    private record Worked(long millis, List<List<Long>> got) {}
+
+    /** `n` consumers in parallel threads, 5 ms of work per record, timed from the first record
+     * any of them got until all `count` are processed and the last one's acknowledgement is
+     * committed; then 1 s more of polling, for any redelivery. */
+    private Worked work(String topic, String group, int n, int count) throws Exception {
+        List<List<Long>> got = new ArrayList<>();
+        Map<Long, Boolean> seen = new ConcurrentHashMap<>();
+        java.util.concurrent.atomic.AtomicLong first = new java.util.concurrent.atomic.AtomicLong(0);
+        java.util.concurrent.atomic.AtomicLong last = new java.util.concurrent.atomic.AtomicLong(0);
+        java.util.concurrent.atomic.AtomicInteger processed = new java.util.concurrent.atomic.AtomicInteger();
+        ExecutorService pool = Executors.newFixedThreadPool(n);
+        List<Future<?>> futures = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            final int id = i;
+            List<Long> mine = Collections.synchronizedList(new ArrayList<>());
+            got.add(mine);
+            futures.add(pool.submit(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer(group, "w" + id, "explicit",
+                        SPEEDUP_MAX_POLL_RECORDS)) {
+                    c.subscribe(List.of(topic));
+                    long deadline = System.currentTimeMillis() + 120000;
+                    long quietUntil = Long.MAX_VALUE;
+                    while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                        ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(100));
+                        if (!recs.isEmpty()) first.compareAndSet(0, System.nanoTime());
+                        int done = 0;
+                        for (ConsumerRecord<String, String> r : recs) {
+                            mine.add(r.offset());
+                            seen.put(r.offset(), true);
+                            Thread.sleep(5);  // 5 ms of work per record
+                            c.acknowledge(r, AcknowledgeType.ACCEPT);
+                            done++;
+                        }
+                        if (done > 0) {
+                            c.commitSync(Duration.ofSeconds(30));
+                            if (processed.addAndGet(done) >= count) last.compareAndSet(0, System.nanoTime());
+                        }
+                        if (seen.size() >= count && quietUntil == Long.MAX_VALUE) {
+                            quietUntil = System.currentTimeMillis() + 1000;
+                        }
+                    }
+                }
+                return null;
+            }));
+        }
+        for (Future<?> f : futures) {
+            f.get(180, TimeUnit.SECONDS);
+        }
+        pool.shutdown();
+        long millis = last.get() == 0 ? -1 : (last.get() - first.get()) / 1_000_000;
+        return new Worked(millis, got);
     }
 }
