@@ -59,7 +59,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <li>{@code drain}: a consumer (implicit acknowledgement) polls until it got {@code expected}
  *     records and then {@code quietMs} more for any redelivery; every offset it got, in order.
  * <li>{@code speedup}: a one-partition topic with {@code count} records and 5 ms of work (a
- *     sleep) per record: a group of one consumer, then a fresh group of four in parallel
+ *     sleep) per record, consumers with {@code max.poll.records} given (default 10): a group of one consumer, then a fresh group of four in parallel
  *     threads, each timed from its first record to the last one acknowledged; both durations,
  *     their ratio, and the offsets each of the four got.
  * </ul>
@@ -87,7 +87,8 @@ public final class ShareCases {
                         Integer.parseInt(a[4]));
                 case "drain" -> result = c.drain(a[1], a[2], Integer.parseInt(a[3]),
                         Long.parseLong(a[4]));
-                case "speedup" -> result = c.speedup(a[1], a[2], Integer.parseInt(a[3]));
+                case "speedup" -> result = c.speedup(a[1], a[2], Integer.parseInt(a[3]),
+                        a.length > 4 ? Integer.parseInt(a[4]) : 10);
                 default -> throw new IllegalArgumentException(a[0]);
             }
             System.out.println(result);
@@ -375,13 +376,12 @@ public final class ShareCases {
         return "{\"case\": \"drain\", \"offsets\": " + got + "}";
     }
 
-    private static final int SPEEDUP_MAX_POLL_RECORDS = 10;
-
-    private String speedup(String topic, String group, int count) throws Exception {
+    private String speedup(String topic, String group, int count, int maxPollRecords)
+            throws Exception {
         prepare(topic, group + "-1", count);
         fromEarliest(group + "-4");
-        Worked one = work(topic, group + "-1", 1, count);
-        Worked four = work(topic, group + "-4", 4, count);
+        Worked one = work(topic, group + "-1", 1, count, maxPollRecords);
+        Worked four = work(topic, group + "-4", 4, count, maxPollRecords);
         StringBuilder sb = new StringBuilder("{\"case\": \"speedup\", \"count\": " + count
                 + ", \"one_ms\": " + one.millis + ", \"four_ms\": " + four.millis
                 + ", \"ratio\": " + String.format("%.3f", (double) one.millis / four.millis)
@@ -398,7 +398,8 @@ public final class ShareCases {
     /** `n` consumers in parallel threads, 5 ms of work per record, timed from the first record
      * any of them got until all `count` are processed and the last one's acknowledgement is
      * committed; then 1 s more of polling, for any redelivery. */
-    private Worked work(String topic, String group, int n, int count) throws Exception {
+    private Worked work(String topic, String group, int n, int count, int maxPollRecords)
+            throws Exception {
         List<List<Long>> got = new ArrayList<>();
         Map<Long, Boolean> seen = new ConcurrentHashMap<>();
         java.util.concurrent.atomic.AtomicLong first = new java.util.concurrent.atomic.AtomicLong(0);
@@ -412,7 +413,7 @@ public final class ShareCases {
             got.add(mine);
             futures.add(pool.submit(() -> {
                 try (KafkaShareConsumer<String, String> c = consumer(group, "w" + id, "explicit",
-                        SPEEDUP_MAX_POLL_RECORDS)) {
+                        maxPollRecords)) {
                     c.subscribe(List.of(topic));
                     long deadline = System.currentTimeMillis() + 120000;
                     long quietUntil = Long.MAX_VALUE;
