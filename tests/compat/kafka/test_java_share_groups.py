@@ -66,8 +66,9 @@ def _ready(node: SkiffNode) -> SkiffNode:
 
 COUNT = 200
 WATCH_MS = 3 * LOCK_MS
-# 400 records at 5 ms each: about 2 s of work for one consumer
-SPEEDUP_COUNT = 400
+# 600 records at 5 ms each: about 3 s of work for one consumer, so that one of the four
+# starting up to a second after the others still leaves them 3x faster
+SPEEDUP_COUNT = 600
 
 
 @pytest.fixture(scope="module")
@@ -144,16 +145,16 @@ def test_renew_keeps_the_record(results: dict[str, dict[str, Any]]) -> None:
 
 def test_four_consumers_finish_three_times_faster(results: dict[str, dict[str, Any]]) -> None:
     """Each ShareFetch acquires at most the consumer's max.poll.records (10), so the four
-    share the partition's records as they work (at 500 the first takes all 400, on Kafka
-    4.4 too). The same case against Kafka 4.4 measured 4.19x and 3.92x (Skiff 4.06x, 4.08x)."""
+    share the partition's records as they work (at 500 the first takes all of them, on
+    Kafka 4.4 too). On this case Kafka 4.4 measured 3.73x, 4.02x and 3.96x,
+    Skiff 3.86x, 3.93x and 4.16x (load 5-13)."""
     result = results["speedup"]
     assert sorted(result["one"]) == list(range(SPEEDUP_COUNT)), "one consumer: every record once"
     per_consumer = [list(c) for c in result["four"]]
     everything = [o for c in per_consumer for o in c]
     assert sorted(everything) == list(range(SPEEDUP_COUNT)), "four consumers: every record once"
     assert result["one_ms"] > 0 and result["four_ms"] > 0, result
-    assert result["ratio"] >= 3, \
-        (result["one_ms"], result["four_ms"], [len(c) for c in per_consumer])
+    assert result["ratio"] >= 3, {k: v for k, v in result.items() if k not in ("one", "four")}
 
 
 RESTART_COUNT = 60
