@@ -13,7 +13,9 @@ Admin client first (a dev node is formatted at 4.1, where share groups are off).
 - explicit acknowledgement: RELEASE redelivers (delivery count 2, then 3, then the record is
   archived at the limit), REJECT archives, ACCEPT is never redelivered, and a record left
   unacknowledged is redelivered with delivery count 2 once its lock expires;
-- RENEW (KIP-1222): a record held past its first lock, renewed in time, is not redelivered.
+- RENEW (KIP-1222): a record held past its first lock, renewed in time, is not redelivered;
+- with 5 ms of work per record, four consumers share one partition's records, each record
+  delivered to exactly one of them (the speed-up over one consumer is measured by hand).
 
 The share-partition state lives in __share_group_state (the share coordinator): a consumer
 ACCEPTs some records and leaves the others it got unacknowledged; the node is stopped with
@@ -65,6 +67,9 @@ def _ready(node: SkiffNode) -> SkiffNode:
 
 COUNT = 200
 WATCH_MS = 3 * LOCK_MS
+# 600 records at 5 ms each: about 3 s of work for one consumer, so that one of the four
+# starting up to a second after the others still leaves them 3x faster
+SPEEDUP_COUNT = 600
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +82,14 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict
             f"disjoint:{unique_topic('share-disjoint')}:share-disjoint-g:{COUNT}",
             f"explicit:{unique_topic('share-explicit')}:share-explicit-g:{WATCH_MS}",
             f"renew:{unique_topic('share-renew')}:share-renew-g:{LOCK_MS}",
+            f"speedup:{unique_topic('share-speedup')}:share-speedup-g:{SPEEDUP_COUNT}",
             timeout=240)
         out = {}
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 item = json.loads(line)
                 out[item["case"]] = item
-        assert proc.returncode == 0 and len(out) == 4, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert proc.returncode == 0 and len(out) == 5, proc.stdout[-3000:] + proc.stderr[-3000:]
         out["metrics"] = _scraped(node)
         yield out
     finally:
@@ -109,7 +115,7 @@ def test_share_metrics_under_kafkas_names(results: dict[str, dict[str, Any]]) ->
     vals = results["metrics"]["values"]
 
     def total(name: str, **labels: str) -> float:
-        return sum(v for (n, ls), v in vals.items()
+        return sum(float(v) for (n, ls), v in vals.items()
                    if n == name and all(dict(ls).get(k) == x for k, x in labels.items()))
 
     for kind in ("Accept", "Release", "Reject", "Renew"):
@@ -170,6 +176,25 @@ def test_renew_keeps_the_record(results: dict[str, dict[str, Any]]) -> None:
     deliveries = [(d["consumer"], d["offset"], d["count"]) for d in result["deliveries"]]
     assert deliveries == [("c1", 0, 1), ("c1-again", 0, 1)], deliveries
     assert result["c1_commit_errors"] == 0
+
+
+def test_four_consumers_share_one_partition(results: dict[str, dict[str, Any]]) -> None:
+    """Each ShareFetch acquires at most the consumer's max.poll.records (10), so the four
+    share the partition's records as they work (at 500 the first takes all of them, on
+    Kafka 4.4 too), each record delivered to exactly one of them. The speed-up itself (at
+    least 3x with 5 ms of work per record) is a timing figure, measured by hand on this case
+    and kept out of the assertions (issue 31: timing checks belong to bench/; at load ~8 two
+    runs measured 2.66x and 2.16x): Kafka 4.4 3.73x, 4.02x and 3.96x, Skiff 3.86x, 3.93x and
+    4.16x (load 5-13), docs/benchmarks.md."""
+    result = results["speedup"]
+    assert sorted(result["one"]) == list(range(SPEEDUP_COUNT)), "one consumer: every record once"
+    per_consumer = [list(c) for c in result["four"]]
+    everything = [o for c in per_consumer for o in c]
+    assert sorted(everything) == list(range(SPEEDUP_COUNT)), "four consumers: every record once"
+    assert sum(1 for c in per_consumer if c) >= 2, \
+        {k: v for k, v in result.items() if k not in ("one", "four")}
+    print(f"speed-up of four share consumers over one: {result['ratio']:.2f}x "
+          f"({result['one_ms']} ms / {result['four_ms']} ms)")
 
 
 RESTART_COUNT = 60

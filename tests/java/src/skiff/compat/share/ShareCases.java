@@ -15,6 +15,9 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
@@ -58,6 +61,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *     crashed consumer would); the offsets it ACCEPTed and the ones it left.
  * <li>{@code drain}: a consumer (implicit acknowledgement) polls until it got {@code expected}
  *     records and then {@code quietMs} more for any redelivery; every offset it got, in order.
+ * <li>{@code speedup}: a one-partition topic with {@code count} records, 5 ms of work (a
+ *     sleep) per record, {@code max.poll.records} as given (default 10): a group of one
+ *     consumer, then a fresh group of four in parallel threads, each timed from its first
+ *     record to the last one acknowledged; both durations, their ratio, when each of the four
+ *     got its first record, and the offsets each got.
  * </ul>
  */
 public final class ShareCases {
@@ -83,6 +91,8 @@ public final class ShareCases {
                         Integer.parseInt(a[4]));
                 case "drain" -> result = c.drain(a[1], a[2], Integer.parseInt(a[3]),
                         Long.parseLong(a[4]));
+                case "speedup" -> result = c.speedup(a[1], a[2], Integer.parseInt(a[3]),
+                        a.length > 4 ? Integer.parseInt(a[4]) : 10);
                 default -> throw new IllegalArgumentException(a[0]);
             }
             System.out.println(result);
@@ -118,11 +128,8 @@ public final class ShareCases {
     private void prepare(String topic, String group, int count) throws Exception {
         try (Admin a = admin()) {
             a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
-            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
-            a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
-                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
-                    .all().get(30, TimeUnit.SECONDS);
         }
+        fromEarliest(group);
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("key.serializer", StringSerializer.class.getName());
@@ -132,6 +139,15 @@ public final class ShareCases {
             for (int i = 0; i < count; i++) {
                 producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get(30, TimeUnit.SECONDS);
             }
+        }
+    }
+
+    private void fromEarliest(String group) throws Exception {
+        try (Admin a = admin()) {
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
+                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                    .all().get(30, TimeUnit.SECONDS);
         }
     }
 
@@ -362,5 +378,103 @@ public final class ShareCases {
             c.commitSync(Duration.ofSeconds(30));
         }
         return "{\"case\": \"drain\", \"offsets\": " + got + "}";
+    }
+
+    private String speedup(String topic, String group, int count, int maxPollRecords)
+            throws Exception {
+        prepare(topic, group + "-1", count);
+        fromEarliest(group + "-4");
+        Worked one = work(topic, group + "-1", 1, count, maxPollRecords);
+        Worked four = work(topic, group + "-4", 4, count, maxPollRecords);
+        StringBuilder sb = new StringBuilder("{\"case\": \"speedup\", \"count\": " + count
+                + ", \"one_ms\": " + one.millis + ", \"four_ms\": " + four.millis
+                + ", \"ratio\": " + String.format("%.3f", (double) one.millis / four.millis)
+                + ", \"four_starts_ms\": " + four.starts + ", \"one_wait_ms\": " + one.waits
+                + ", \"four_waits_ms\": " + four.waits
+                + ", \"one\": " + one.got.get(0) + ", \"four\": [");
+        for (int i = 0; i < 4; i++) {
+            if (i > 0) sb.append(", ");
+            sb.append(four.got.get(i));
+        }
+        return sb.append("]}").toString();
+    }
+
+    /** `starts`: when each consumer got its first record, in ms after the first of them;
+     * `waits`: each consumer's longest wait, in ms, from the end of its work on one batch to
+     * the next batch. */
+    private record Worked(long millis, List<List<Long>> got, List<Long> starts, List<Long> waits) {}
+
+    /** `n` consumers in parallel threads (implicit acknowledgement), 5 ms of work per record,
+     * timed from the first record any of them got until all `count` are processed and the
+     * batch that completed them is committed; then 1 s more of polling, for any redelivery. */
+    private Worked work(String topic, String group, int n, int count, int maxPollRecords)
+            throws Exception {
+        List<List<Long>> got = new ArrayList<>();
+        Map<Long, Boolean> seen = new ConcurrentHashMap<>();
+        AtomicLongArray firsts = new AtomicLongArray(n);
+        AtomicLongArray gaps = new AtomicLongArray(n);
+        AtomicLong last = new AtomicLong(0);
+        AtomicInteger processed = new AtomicInteger();
+        ExecutorService pool = Executors.newFixedThreadPool(n);
+        List<Future<?>> futures = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            final int id = i;
+            List<Long> mine = Collections.synchronizedList(new ArrayList<>());
+            got.add(mine);
+            futures.add(pool.submit(() -> {
+                try (KafkaShareConsumer<String, String> c = consumer(group, "w" + id, "implicit",
+                        maxPollRecords)) {
+                    c.subscribe(List.of(topic));
+                    long deadline = System.currentTimeMillis() + 120000;
+                    long quietUntil = Long.MAX_VALUE;
+                    long workEnd = 0;
+                    while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                        ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(100));
+                        long now = System.nanoTime();
+                        if (!recs.isEmpty()) {
+                            firsts.compareAndSet(id, 0, now);
+                            if (workEnd != 0 && processed.get() < count) {
+                                gaps.set(id, Math.max(gaps.get(id), (now - workEnd) / 1_000_000));
+                            }
+                        }
+                        int done = 0;
+                        for (ConsumerRecord<String, String> r : recs) {
+                            mine.add(r.offset());
+                            seen.put(r.offset(), true);
+                            Thread.sleep(5);  // 5 ms of work per record
+                            done++;
+                        }
+                        // the batch is ACCEPTed with the next poll; the one that completes
+                        // the count is committed at once
+                        if (done > 0) workEnd = System.nanoTime();
+                        if (done > 0 && processed.addAndGet(done) >= count && last.get() == 0) {
+                            c.commitSync(Duration.ofSeconds(30));
+                            last.compareAndSet(0, System.nanoTime());
+                        }
+                        if (seen.size() >= count && quietUntil == Long.MAX_VALUE) {
+                            quietUntil = System.currentTimeMillis() + 1000;
+                        }
+                    }
+                }
+                return null;
+            }));
+        }
+        for (Future<?> f : futures) {
+            f.get(180, TimeUnit.SECONDS);
+        }
+        pool.shutdown();
+        long first = Long.MAX_VALUE;
+        for (int i = 0; i < n; i++) {
+            if (firsts.get(i) != 0) first = Math.min(first, firsts.get(i));
+        }
+        long millis = last.get() == 0 || first == Long.MAX_VALUE ? -1
+                : (last.get() - first) / 1_000_000;
+        List<Long> starts = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            starts.add(firsts.get(i) == 0 ? -1 : (firsts.get(i) - first) / 1_000_000);
+        }
+        List<Long> waits = new ArrayList<>();
+        for (int i = 0; i < n; i++) waits.add(gaps.get(i));
+        return new Worked(millis, got, starts, waits);
     }
 }
