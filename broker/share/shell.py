@@ -87,8 +87,8 @@ class PartitionAnswer:
     leader_epoch: int = -1
 
 
-# (topic id, partition) -> [(first, last, types)]
 _ACK_TYPE_NAMES = {0: "Gap", 1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
+# (topic id, partition) -> [(first, last, types)]
 Acks = Mapping[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]]
 
 
