@@ -479,13 +479,29 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                              "member(s); offsets can be reset only when it is Empty: stop "
                              "its consumers first")
         committed = self._committed(svc, gid)
-        plan: list[tuple[str, int, int]] = []
+        plan, bounds = await self._reset_plan(gid, request, wanted, committed)
+        if not request.dry_run:
+            result = await svc.commit_offsets(OffsetCommitRequest(
+                group_id=gid, generation_id=-1, member_id="", group_instance_id=None,
+                partitions=tuple(CommitPartition(t, p, off) for t, p, off in plan)))
+            for (t, p), error in result.partitions:
+                if error is not ErrorCode.none:
+                    raise _status(error, f"{gid} ({t}-{p})")
+        return _reset_response(plan, bounds, applied=not request.dry_run)
+
+    async def _reset_plan(self, gid: str, request: Any, wanted: list[tuple[str, int]],
+                          committed: dict[tuple[str, int], tuple[int, str]],
+                          ) -> tuple[list[tuple[str, int, int]], Bounds]:
+        """Each partition's new offset for the request's strategy, from the partitions'
+        leaders, clamped to [log start, high watermark]; with the bounds it was made from."""
+        st = request.strategy
         bounds = await self._bounds(wanted)
         for t, p in wanted:
             if (t, p) not in bounds:
                 self._led_log(t, p)  # raises naming the leader when it is not this node
         at = (await self._offsets_at(wanted, request.value, bounds)
               if st == groups.RESET_STRATEGY_TIMESTAMP else {})
+        plan: list[tuple[str, int, int]] = []
         for t, p in wanted:
             start, hw = bounds[(t, p)]
             if st == groups.RESET_STRATEGY_EARLIEST:
@@ -504,18 +520,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                                      "shift; use another strategy")
                 new = current[0] + request.value
             plan.append((t, p, min(max(new, start), hw)))
-        if not request.dry_run:
-            result = await svc.commit_offsets(OffsetCommitRequest(
-                group_id=gid, generation_id=-1, member_id="", group_instance_id=None,
-                partitions=tuple(CommitPartition(t, p, off) for t, p, off in plan)))
-            for (t, p), error in result.partitions:
-                if error is not ErrorCode.none:
-                    raise _status(error, f"{gid} ({t}-{p})")
-        return groups.ResetOffsetsResponse(applied=not request.dry_run, offsets=[
-            groups.PartitionOffset(topic=t, partition=p, committed_offset=off,
-                                   log_end_offset=bounds[(t, p)][1],
-                                   lag=max(bounds[(t, p)][1] - off, 0))
-            for t, p, off in plan])
+        return plan, bounds
 
     async def _reset_share_group(self, share: ShareService, gid: str, request: Any,
                                  wanted: list[tuple[str, int]]) -> Any:
@@ -534,18 +539,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                              f"share group {gid} is {desc.state} with {len(desc.members)} "
                              "active member(s); offsets can be reset only when it is Empty: "
                              "stop its consumers first")
-        bounds = await self._bounds(wanted)
-        for t, p in wanted:
-            if (t, p) not in bounds:
-                self._led_log(t, p)
-        at = (await self._offsets_at(wanted, request.value, bounds)
-              if st == groups.RESET_STRATEGY_TIMESTAMP else {})
-        plan: list[tuple[str, int, int]] = []
-        for t, p in wanted:
-            start, hw = bounds[(t, p)]
-            new = {groups.RESET_STRATEGY_EARLIEST: start, groups.RESET_STRATEGY_LATEST: hw,
-                   groups.RESET_STRATEGY_OFFSET: request.value}.get(st, at.get((t, p), hw))
-            plan.append((t, p, min(max(new, start), hw)))
+        plan, bounds = await self._reset_plan(gid, request, wanted, {})
         if not request.dry_run:
             by_topic: dict[str, list[tuple[int, int]]] = {}
             for t, p, off in plan:
@@ -558,11 +552,7 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                 for p, perr, _message in topic.partitions:
                     if perr is not ErrorCode.none:
                         raise _status(perr, f"{gid} ({topic.name}-{p})")
-        return groups.ResetOffsetsResponse(applied=not request.dry_run, offsets=[
-            groups.PartitionOffset(topic=t, partition=p, committed_offset=off,
-                                   log_end_offset=bounds[(t, p)][1],
-                                   lag=max(bounds[(t, p)][1] - off, 0))
-            for t, p, off in plan])
+        return _reset_response(plan, bounds, applied=not request.dry_run)
 
     @rpc_errors
     async def DeleteOffsets(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -644,6 +634,14 @@ async def _list_offsets(host: str, port: int, keys: list[tuple[str, int]], times
         raise AdminError(S.UNAVAILABLE, f"ListOffsets to {host}:{port} did not answer for "
                                         f"{missing[0][0]}-{missing[0][1]}; retry")
     return out
+
+
+def _reset_response(plan: list[tuple[str, int, int]], bounds: Bounds, *, applied: bool) -> Any:
+    return groups.ResetOffsetsResponse(applied=applied, offsets=[
+        groups.PartitionOffset(topic=t, partition=p, committed_offset=off,
+                               log_end_offset=bounds[(t, p)][1],
+                               lag=max(bounds[(t, p)][1] - off, 0))
+        for t, p, off in plan])
 
 
 def _tp(topic: str, partition: int) -> Any:
