@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from broker.testing.cluster import Cluster, free_ports
+from tests.support.json_server import serve_json
 from tests.support.kafka_ref import KafkaNode, run_program
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -68,30 +69,9 @@ class Tokens:
 def serve_jwks(tokens: Tokens) -> Iterator[str]:
     """The JWKS file over HTTP on a loopback port, for the listener whose
     sasl.oauthbearer.jwks.endpoint.url is an http: URL; yields that URL."""
-    import http.server
-    import threading
-
     body = (tokens.dir / "jwks.json").read_bytes()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/jwks"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_json(lambda: body) as url:
+        yield url
 
 
 def make_tokens(d: Path) -> Tokens:

@@ -16,6 +16,7 @@ from broker.config import ConfigError
 from broker.config.loading import build_config
 from broker.security import oauthbearer as ob
 from broker.security.sasl import AuthFailed, SaslConfig, SaslSession
+from tests.support.json_server import serve_json
 
 NOW_S = 1_800_000_000
 NOW_MS = NOW_S * 1000
@@ -221,9 +222,6 @@ def test_settings_refused_at_start(signing: tuple[Any, Path]) -> None:
 def test_jwks_over_http_refreshes_for_an_unknown_kid() -> None:
     """An http: JWKS is fetched at start; a token naming a key the set lacks is refused
     and makes the refresh thread fetch again, after which the new key verifies."""
-    import http.server
-    import threading
-
     import jwt
     from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -236,22 +234,7 @@ def test_jwks_over_http_refreshes_for_an_unknown_kid() -> None:
             out.append({**jwk, "kid": kid})
         return json.dumps({"keys": out}).encode()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = jwks()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/jwks"
+    with serve_json(jwks) as url:
         source = ob.Jwks(url, refresh_ms=3_600_000, retry_backoff_ms=0)
         source.start()
         v = ob.JwtValidator(source, ("c1",), None)
@@ -268,9 +251,6 @@ def test_jwks_over_http_refreshes_for_an_unknown_kid() -> None:
             time.sleep(0.05)
         assert v.validate(rotated, now * 1000).principal_name == "svc"
         source.close()
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_garbage_never_escapes_as_anything_but_a_refusal(signing: tuple[Any, Path]) -> None:
