@@ -23,7 +23,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,21 +35,10 @@ import grpc
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from broker.testing.ports import free_ports  # noqa: E402
 from raft.tools.client import NodeClient, NotLeader  # noqa: E402
 
 VALUE = b"v" * 256
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def pct(xs: list[float], p: float) -> float:

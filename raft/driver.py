@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from broker.protocol.transport import ConnectionSecurity, KafkaConnection
+from broker.util.tasks import ServiceTasks
 from raft.config import RaftConfig, VoterAddress
 from raft.control import Endpoint, Voter, VoterSet, snapshot_payload
 from raft.core import NotLeaderError, RaftCore
@@ -200,7 +201,8 @@ class RaftDriver:
         self._waiting: list[tuple[int, asyncio.Future[int]]] = []  # (last offset, future)
         self._delivered = log_store.log_start_offset
         self._bytes_since_snapshot = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._requests: set[asyncio.Task[Any]] = set()  # requests sent, cancelled by stop
+        self._tasks = ServiceTasks("raft")  # learning the leader's endpoints
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         self._syncing = False
@@ -272,11 +274,12 @@ class RaftDriver:
             self._timer.cancel()
         if self._flush_handle is not None:
             self._flush_handle.cancel()
-        for t in list(self._tasks):
+        for t in list(self._requests):
             t.cancel()
-        for t in list(self._tasks):
+        for t in list(self._requests):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        await self._tasks.close()
         await self.transport.close()
         self._fail_waiting()
         for fut in self._inbound.values():
@@ -517,8 +520,8 @@ class RaftDriver:
             fut = asyncio.get_running_loop().create_future()
             fut.set_exception(e)
         if isinstance(fut, asyncio.Task):  # a request still running: stop() cancels it
-            self._tasks.add(fut)
-            fut.add_done_callback(self._tasks.discard)
+            self._requests.add(fut)
+            fut.add_done_callback(self._requests.discard)
         fut.add_done_callback(functools.partial(self._on_answer, send, req, api_key))
 
     def _on_answer(self, send: Send, req: Request, api_key: int,
@@ -571,9 +574,7 @@ class RaftDriver:
                 if (ev.leader_id >= 0 and self._bootstrap and not self._learning
                         and self.address_of(ev.leader_id) is None):
                     self._learning = True
-                    task = asyncio.get_running_loop().create_task(self._learn_endpoints())
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+                    self._tasks.start_soon(self._learn_endpoints, name="raft_learn_endpoints")
                 for lst in self.listeners:
                     lst.on_leader_change(ev.leader_id, ev.epoch)
             elif isinstance(ev, LogStateLost):

@@ -184,3 +184,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
             if isinstance(node, SkiffNode | KafkaNode):
                 report.sections.append((f"{name} log", node.log_tail(80)))
     return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """With PYTEST_TIMELINE=FILE, each test appends "worker start end nodeid" to FILE
+    (setup to teardown, wall clock): where a run's workers were busy or idle, which
+    --durations cannot show. (Not SKIFF_*: the nodes tests start read those as settings.)"""
+    path = os.environ.get("PYTEST_TIMELINE")
+    start = time.time()
+    try:
+        return (yield)
+    finally:
+        if path:
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            with open(path, "a") as out:
+                out.write(f"{worker} {start:.2f} {time.time():.2f} {item.nodeid}\n")

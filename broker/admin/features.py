@@ -12,20 +12,21 @@ from kio.schema.errors import ErrorCode
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.pb import features as fpb
 from broker.admin.pb import features_grpc
+from broker.admin.services import AdminServices
 from broker.controller.feature_control import FeatureUpdate, UpgradeType
 from broker.errors import KafkaError
 from broker.metadata import features as F
 
 
 class FeatureService(features_grpc.FeatureServiceServicer):  # type: ignore[misc]
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: AdminServices) -> None:
         self.node = node
 
     @rpc_errors
     async def DescribeFeatures(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         image = self.node.metadata
         levels = dict(image.features)
-        kraft = int(getattr(self.node, "kraft_version", 0))
+        kraft = self.node.kraft_version
         if kraft > 0:
             levels[F.KRAFT_VERSION] = kraft
         out = []
@@ -38,7 +39,7 @@ class FeatureService(features_grpc.FeatureServiceServicer):  # type: ignore[misc
                 if name == F.METADATA_VERSION and level else ""))
         return fpb.DescribeFeaturesResponse(
             features=out, finalized_features_epoch=image.finalized_features_epoch,
-            node_id=int(getattr(self.node, "node_id", -1)))
+            node_id=self.node.node_id)
 
     @rpc_errors
     async def UpdateFeatures(self, request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -304,6 +304,22 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
                     client_id=m.client_id, host=m.client_host,
                     assignment=[_tp(t, p) for t, p in tps]))
             return cdesc.state, "consumer", cdesc.assignor_name, members, owner
+        error, sdesc = svc.streams_group_describe(group_id)
+        if error is ErrorCode.none and sdesc is not None:
+            # a streams member's partitions: its active tasks' source and repartition topics
+            sources = {s.subtopology_id: [*s.source_topics,
+                                          *(r.name for r in s.repartition_source_topics)]
+                       for s in (sdesc.topology.subtopologies if sdesc.topology else ())}
+            for sm in sdesc.members:
+                tps = sorted({(t, p) for sub, p in sm.assignment.active
+                              for t in sources.get(sub, ())})
+                for tp in tps:
+                    owner[tp] = sm.member_id
+                members.append(groups.GroupMember(
+                    member_id=sm.member_id, group_instance_id=sm.instance_id,
+                    client_id=sm.client_id, host=sm.client_host,
+                    assignment=[_tp(t, p) for t, p in tps]))
+            return sdesc.state, "streams", "", members, owner
         error, desc = svc.describe_group(group_id)
         if error is not ErrorCode.none:
             raise _status(error, group_id)
@@ -393,8 +409,8 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         if described is None and not committed:
             raise AdminError(S.NOT_FOUND, f"no group {gid}")
         state, ptype, assignor, members, owner = described or ("Empty", "", "", [], {})
-        group_type = "consumer" if svc.consumer_group_describe(gid)[0] is ErrorCode.none \
-            else "classic"
+        group_type = "consumer" if svc.consumer_group_describe(gid)[1] is not None \
+            else "streams" if ptype == "streams" else "classic"
         offsets = []
         keys = sorted(set(committed) | set(owner))
         bounds = await self._bounds(keys)

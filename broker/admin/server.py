@@ -15,7 +15,6 @@ READINESS_REFRESH_S for Watch callers and the `node_readiness` log line of each 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -43,6 +42,7 @@ from broker.admin.transactions import TransactionService
 from broker.config.listeners import parse_host_ports
 from broker.handlers import _authz
 from broker.security.authorizer import AclOperation, ResourceType
+from broker.util.tasks import ServiceTasks
 
 log = structlog.get_logger(__name__)
 
@@ -152,7 +152,7 @@ class AdminServer:
         self.ports: list[int] = []
         self._server: grpc.aio.Server | None = None
         self._health = _Health(readiness or self._started)
-        self._watch: asyncio.Task[None] | None = None
+        self._tasks = ServiceTasks("admin")  # the readiness watch
         self.security = security if security is not None else AdminSecurity.from_config(
             node.config)
         self.forwarder = Forwarder(node, admin_address_of,
@@ -234,8 +234,7 @@ class AdminServer:
             ports.append(port)
         await server.start()
         self._server, self.ports = server, ports
-        self._watch = asyncio.get_running_loop().create_task(self._serve_when_ready(),
-                                                             name="admin_ready")
+        self._tasks.start_soon(self._serve_when_ready, name="admin_ready")
         log.info("admin_listening", addresses=self.addresses, tls=self.security.tls,
                  client_auth=self.security.client_auth,
                  allow_unauthenticated=self.security.allow_unauthenticated)
@@ -255,10 +254,7 @@ class AdminServer:
             await asyncio.sleep(READINESS_REFRESH_S)
 
     async def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        await self._tasks.close()
         if self._server is not None:
             await self._health.enter_graceful_shutdown()
             await self._server.stop(self.grace_s)

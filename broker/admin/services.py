@@ -18,6 +18,8 @@ from broker.handlers.services import BrokerServices
 if TYPE_CHECKING:
     from broker.group.shell import GroupCoordinatorService
     from broker.protocol.transport import ConnectionSecurity
+    from broker.share.coordinator_shell import ShareCoordinatorService
+    from broker.share.shell import ShareService
     from broker.txn.shell import TransactionCoordinatorService
     from raft.driver import RaftDriver
 
@@ -31,6 +33,9 @@ class QuorumHandle(Protocol):
 
 
 class AdminServices(BrokerServices, Protocol):
+    # the share groups' service, made on first use (broker/share/shell.py share_service_of)
+    share_groups: ShareService | None
+
     @property
     def ready(self) -> asyncio.Event:
         """Set once the node is registered and unfenced (or, controller-only, started)."""
@@ -45,10 +50,18 @@ class AdminServices(BrokerServices, Protocol):
     def quorum(self) -> QuorumHandle | None: ...
 
     @property
+    def kraft_version(self) -> int:
+        """The metadata quorum's kraft.version (0 static voters, 1 voters in the log)."""
+        ...
+
+    @property
     def group_coordinator(self) -> GroupCoordinatorService | None: ...
 
     @property
     def txn_coordinator(self) -> TransactionCoordinatorService | None: ...
+
+    @property
+    def share_coordinator(self) -> ShareCoordinatorService | None: ...
 
     @property
     def inter_broker_security(self) -> ConnectionSecurity | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import linecache
 import os
 import signal
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 import structlog
 
 from broker.config import ConfigError, NodeConfig, load_config
@@ -233,26 +233,26 @@ async def _serve(cfg: NodeConfig) -> None:
     from broker.node import Node
 
     stop = asyncio.Event()
+    # Startup waits for the quorum and for unfencing; a signal meanwhile must still stop
+    # the node, so it cancels the startup's scope (a no-op once started).
+    starting = anyio.CancelScope()
+
+    def stop_requested() -> None:
+        stop.set()
+        starting.cancel()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stop_requested)
     loop.add_signal_handler(signal.SIGUSR1, _dump_tasks)
     node = Node(cfg)
-    # Startup waits for the quorum and for unfencing; a signal meanwhile must still stop
-    # the node, so start() races the stop event instead of blocking it.
-    starting = asyncio.create_task(node.start())
-    stopping = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if starting.done():
-            starting.result()  # a startup failure surfaces here
-            log.info("skiff_ready", listeners=[str(lst) for lst in cfg.listeners])
-            await stopping
-        else:
+        with starting:
+            await node.start()  # a startup failure surfaces here
+        if starting.cancelled_caught:
             log.info("stop_requested_during_startup")
-            starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await starting
+        else:
+            log.info("skiff_ready", listeners=[str(lst) for lst in cfg.listeners])
+            await stop.wait()
     finally:
-        stopping.cancel()
         await node.stop()

@@ -215,6 +215,17 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
     ConfigDef("group.consumer.max.size", INT, INT_MAX, at_least(1)),
+    # streams groups (KIP-1071, broker/group/streams.py): Kafka 4.4's names and defaults
+    ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.streams.min.session.timeout.ms", INT, 45000, at_least(1)),
+    ConfigDef("group.streams.max.session.timeout.ms", INT, 60000, at_least(1)),
+    ConfigDef("group.streams.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
+    ConfigDef("group.streams.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    ConfigDef("group.streams.max.size", INT, INT_MAX, at_least(1)),
+    ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
+    ConfigDef("group.streams.max.standby.replicas", INT, 2, at_least(0)),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
     # share groups (KIP-932, broker/share): Kafka 4.4's names and defaults
     ConfigDef("group.share.session.timeout.ms", INT, 45000, at_least(1)),
     ConfigDef("group.share.heartbeat.interval.ms", INT, 5000, at_least(1)),
@@ -233,6 +244,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.share.min.partition.max.record.locks", INT, 100, at_least(1)),
     ConfigDef("group.share.max.partition.max.record.locks", INT, 4000, at_least(1)),
     ConfigDef("group.share.max.share.sessions", INT, 2000, at_least(1)),
+    # share-group dead-letter queues (KIP-1191, share.version 2, broker/share/dlq.py)
+    ConfigDef("errors.deadletterqueue.topic.name.prefix", S, "dlq."),
+    ConfigDef("errors.deadletterqueue.auto.create.topics.enable", B, False),
     # the share coordinator (KIP-932, broker/share/coordinator.py) and __share_group_state
     ConfigDef("share.coordinator.state.topic.num.partitions", INT, 50, at_least(1)),
     ConfigDef("share.coordinator.state.topic.replication.factor", SH, 3, at_least(1)),
@@ -412,6 +426,8 @@ _TOPIC_DEFS: list[TopicConfigDef] = [
     TopicConfigDef("compression.zstd.level", INT, between(-131072, 22),
                    ("compression.zstd.level",)),
     TopicConfigDef("delete.retention.ms", L, at_least(0), ("log.cleaner.delete.retention.ms",)),
+    # a share group may write its dead letters here (KIP-1191); no broker default behind it
+    TopicConfigDef("errors.deadletterqueue.group.enable", B, None, (), False),
     TopicConfigDef("file.delete.delay.ms", L, at_least(0), ("log.segment.delete.delay.ms",)),
     TopicConfigDef("flush.messages", L, at_least(1), ("log.flush.interval.messages",)),
     TopicConfigDef("flush.ms", L, at_least(0),

@@ -9,12 +9,18 @@ group.consumer.{min,max}.heartbeat.interval.ms, used by the consumer-protocol gr
 coordinator (broker/group/consumer.py); for share groups (broker/share)
 `share.session.timeout.ms`, `share.heartbeat.interval.ms`,
 `share.record.lock.duration.ms`, `share.delivery.count.limit` and
-`share.partition.max.record.locks` within the node's group.share.{min,max}.* bounds, and
-`share.auto.offset.reset` (latest or earliest). Kafka 4.4 knows more group configs: the other
-share-group ones (`share.*`), streams-group (`streams.*`), dead-letter-queue
-(`errors.deadletterqueue.*`) ones and `consumer.assignment.interval.ms`; Skiff does not serve
-them (no streams groups, assignments computed at once), so those are refused with
-INVALID_CONFIG saying so, and not listed.
+`share.partition.max.record.locks` within the node's group.share.{min,max}.* bounds,
+`share.auto.offset.reset` (latest or earliest), `share.isolation.level`
+(read_uncommitted or read_committed) and `share.renew.acknowledge.enable` (true: RENEW
+acknowledgements, KIP-1222, are taken); the dead-letter queue's
+`errors.deadletterqueue.topic.name` and `errors.deadletterqueue.copy.record.enable`
+(KIP-1191, broker/share/dlq.py); for streams groups (broker/group/streams.py)
+`streams.session.timeout.ms`, `streams.heartbeat.interval.ms`,
+`streams.num.standby.replicas` and `streams.initial.rebalance.delay.ms`. Kafka 4.4 knows a
+few more: `share.assignment.interval.ms`, `share.assignor.offload.enable`, the other
+`streams.*` ones and `consumer.assignment.interval.ms`. Skiff computes assignments at once
+and on the coordinator's own loop, so those are refused with INVALID_CONFIG saying so, and
+not listed.
 
 CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
 (100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,
@@ -52,8 +58,8 @@ class ResourceConfigError(Exception):
 class GroupConfigDef:
     name: str
     broker_key: str  # the node config it defaults to (Kafka's synonym)
-    min_key: str
-    max_key: str
+    min_key: str | None  # None: from 0
+    max_key: str | None  # None: no upper bound
 
 
 GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
@@ -79,16 +85,54 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("share.partition.max.record.locks", "group.share.partition.max.record.locks",
                    "group.share.min.partition.max.record.locks",
                    "group.share.max.partition.max.record.locks"),
+    # streams groups (broker/group/streams.py)
+    GroupConfigDef("streams.session.timeout.ms", "group.streams.session.timeout.ms",
+                   "group.streams.min.session.timeout.ms",
+                   "group.streams.max.session.timeout.ms"),
+    GroupConfigDef("streams.heartbeat.interval.ms", "group.streams.heartbeat.interval.ms",
+                   "group.streams.min.heartbeat.interval.ms",
+                   "group.streams.max.heartbeat.interval.ms"),
+    GroupConfigDef("streams.num.standby.replicas", "group.streams.num.standby.replicas",
+                   None, "group.streams.max.standby.replicas"),
+    GroupConfigDef("streams.initial.rebalance.delay.ms",
+                   "group.streams.initial.rebalance.delay.ms", None, None),
 )}
 # share.auto.offset.reset: where a share-partition starts (Kafka's default: latest);
 # Kafka's `by_duration:<ISO-8601 duration>` is not served
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_AUTO_OFFSET_RESET_VALUES = ("latest", "earliest")
+# share.isolation.level: read_committed share groups get records up to the last stable
+# offset and never an aborted transaction's (Kafka's default: read_uncommitted)
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
+SHARE_ISOLATION_LEVEL_VALUES = ("read_committed", "read_uncommitted")  # Kafka's order
+# a share group's dead-letter queue (KIP-1191, share.version 2): its topic ("" for none)
+# and whether the dead letters carry the records' keys and values
+DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
+DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
+# the group configs with string values and no broker config behind them, and their defaults
+_STRING_GROUP_CONFIG_DEFAULTS: dict[str, str] = {
+    SHARE_AUTO_OFFSET_RESET: "latest",
+    SHARE_ISOLATION_LEVEL: "read_uncommitted",
+    DLQ_TOPIC_NAME: "",
+}
+# share.renew.acknowledge.enable: false refuses RENEW acknowledgements (KIP-1222) with
+# INVALID_RECORD_STATE, as Kafka's SharePartition does
+SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
+# the boolean group configs with no broker config behind them, and their defaults
+_BOOLEAN_GROUP_CONFIG_DEFAULTS: dict[str, str] = {
+    SHARE_RENEW_ACKNOWLEDGE_ENABLE: "true",
+    DLQ_COPY_RECORD_ENABLE: "false",
+}
+
+
+def group_flag(configs: Mapping[str, str], name: str) -> bool:
+    """A boolean group config's value (its default when the group does not set it)."""
+    return configs.get(name, _BOOLEAN_GROUP_CONFIG_DEFAULTS[name]).strip().lower() == "true"
+
+
 # Kafka 4.4's other group configs (kafka-configs --describe --entity-type groups --all)
 _NOT_SERVED_GROUP_CONFIGS = {
     "consumer.assignment.interval.ms": "Skiff computes a consumer group's assignment at once",
-    "errors.deadletterqueue.copy.record.enable": "Skiff's share groups have no dead-letter queue",
-    "errors.deadletterqueue.topic.name": "Skiff's share groups have no dead-letter queue",
 }
 
 
@@ -98,7 +142,7 @@ def _not_served_reason(name: str) -> str | None:
     if name.startswith("share."):
         return "Skiff's share groups do not serve it yet"
     if name.startswith("streams."):
-        return "Skiff has no streams groups"
+        return "Skiff's streams groups do not serve it"
     return None
 
 
@@ -125,6 +169,22 @@ def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
                 f"Invalid value {value} for configuration {name}: Skiff serves "
                 f"{' and '.join(SHARE_AUTO_OFFSET_RESET_VALUES)} (not by_duration)")
         return
+    if name == DLQ_TOPIC_NAME:
+        return  # any name: the dead-letter queue checks it when it writes (broker/share/dlq.py)
+    if name in _BOOLEAN_GROUP_CONFIG_DEFAULTS:
+        if value is not None and value.strip().lower() not in ("true", "false"):
+            raise ResourceConfigError(
+                ErrorCode.invalid_config,
+                f"Invalid value {value} for configuration {name}: Expected value to be either "
+                f"true or false")
+        return
+    if name == SHARE_ISOLATION_LEVEL:
+        if value is not None and value.strip().lower() not in SHARE_ISOLATION_LEVEL_VALUES:
+            raise ResourceConfigError(
+                ErrorCode.invalid_config,
+                f"Invalid value {value} for configuration {name}: String must be one of: "
+                f"{', '.join(SHARE_ISOLATION_LEVEL_VALUES)}")
+        return
     d = GROUP_CONFIGS.get(name)
     if d is None:
         reason = _not_served_reason(name)
@@ -143,7 +203,8 @@ def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
             ErrorCode.invalid_config,
             f"Invalid value {value} for configuration {name}: Not a number of type INT"
         ) from None
-    low, high = _node_int(cfg, d.min_key), _node_int(cfg, d.max_key)
+    low = _node_int(cfg, d.min_key) if d.min_key is not None else 0
+    high = _node_int(cfg, d.max_key) if d.max_key is not None else 2**31 - 1
     if not low <= number <= high:
         raise ResourceConfigError(
             ErrorCode.invalid_config,
@@ -166,16 +227,20 @@ def describe_group(cfg: Any, dynamic: Mapping[str, str], names: Sequence[str] | 
             value, src, syn = default, ConfigSource.DEFAULT_CONFIG, (base,)
         out.append(ConfigEntry(d.name, value, src, ConfigType.INT,
                                synonyms=syn if include_synonyms else ()))
-    if names is None or SHARE_AUTO_OFFSET_RESET in names:
+    for name, default, ctype in (
+            *((n, d, ConfigType.STRING) for n, d in _STRING_GROUP_CONFIG_DEFAULTS.items()),
+            *((n, d, ConfigType.BOOLEAN) for n, d in _BOOLEAN_GROUP_CONFIG_DEFAULTS.items())):
+        if names is not None and name not in names:
+            continue
         # no broker config behind it: Kafka's synonym is the group config's own default
-        base = ConfigSynonym(SHARE_AUTO_OFFSET_RESET, "latest", ConfigSource.DEFAULT_CONFIG)
-        if SHARE_AUTO_OFFSET_RESET in dynamic:
-            value = dynamic[SHARE_AUTO_OFFSET_RESET]
+        base = ConfigSynonym(name, default, ConfigSource.DEFAULT_CONFIG)
+        if name in dynamic:
+            value = dynamic[name]
             src = ConfigSource(DYNAMIC_GROUP_CONFIG)
-            syn = (ConfigSynonym(SHARE_AUTO_OFFSET_RESET, value, src), base)
+            syn = (ConfigSynonym(name, value, src), base)
         else:
-            value, src, syn = "latest", ConfigSource.DEFAULT_CONFIG, (base,)
-        out.append(ConfigEntry(SHARE_AUTO_OFFSET_RESET, value, src, ConfigType.STRING,
+            value, src, syn = default, ConfigSource.DEFAULT_CONFIG, (base,)
+        out.append(ConfigEntry(name, value, src, ctype,
                                synonyms=syn if include_synonyms else ()))
     return out
 

@@ -41,7 +41,10 @@ DYNAMIC_BROKER_KEYS = frozenset(
 ) | {"log.cleaner.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
      "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
      "max.connection.creation.rate", "log.retention.check.interval.ms",
-     "cordoned.log.dirs"}
+     "cordoned.log.dirs",
+     # share-group dead-letter queues (broker/share/dlq.py reads them from the image)
+     "errors.deadletterqueue.topic.name.prefix",
+     "errors.deadletterqueue.auto.create.topics.enable"}
 
 # Kafka's DynamicConfig.Broker per-broker-only keys among those Skiff lets change
 PER_BROKER_ONLY_KEYS = frozenset({"cordoned.log.dirs"})

@@ -62,6 +62,7 @@ from broker.group.classic import parse_subscription_topics as parse_subscription
 from broker.group.consumer import ConsumerGroup, ConsumerGroups, ConsumerGroupState
 from broker.group.offsets import GroupOffsets, _consumer_subscribed
 from broker.group.offsets import map_store_error as map_store_error
+from broker.group.streams import StreamsGroup, StreamsGroups
 from broker.group.types import (
     DescribedMember,
     Effects,
@@ -86,8 +87,9 @@ def _no_group_configs(group_id: str) -> Mapping[str, str]:
     return {}
 
 
-class GroupCoordinator(GroupOffsets, ConsumerGroups):
-    """Groups (classic and KIP-848) and committed offsets of one __consumer_offsets partition."""
+class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
+    """Groups (classic, KIP-848 and KIP-1071) and committed offsets of one __consumer_offsets
+    partition."""
 
     def __init__(self, config: GroupConfig, rng: random.Random, now_ms: int,
                  group_configs: Callable[[str], Mapping[str, str]] | None = None) -> None:
@@ -99,6 +101,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         self.rng = rng
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.streams_groups: dict[str, StreamsGroup] = {}
         self.pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
         self.next_cleanup_ms = now_ms + config.offsets_retention_check_interval_ms
         self.rebalances = 0  # classic generations completed (metrics)
@@ -132,6 +135,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
     def _adopt_classic_group(self, group_id: str, now_ms: int) -> ConsumerGroup | ErrorCode:
         """A KIP-848 heartbeat for a group id: a new consumer group, or an Empty classic
         group (offsets only) converted to one. A classic group with members is not ours."""
+        if group_id in self.streams_groups:
+            return ErrorCode.group_id_not_found
         classic = self.groups.get(group_id)
         cg = ConsumerGroup(group_id, state_timestamp=now_ms)
         if classic is not None:
@@ -146,8 +151,31 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         self.consumer_groups[group_id] = cg
         return cg
 
-    def _offsets_holder(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
-        return self.consumer_groups.get(group_id) or self.groups.get(group_id)
+    def _offsets_holder(self, group_id: str,
+                        ) -> ClassicGroup | ConsumerGroup | StreamsGroup | None:
+        return (self.consumer_groups.get(group_id) or self.streams_groups.get(group_id)
+                or self.groups.get(group_id))
+
+    def _claim_group_id(self, group_id: str) -> ErrorCode | None:
+        """A new streams group takes an unknown id, or an empty classic group's (its
+        offsets move along); a consumer group's or a classic group with members is not ours."""
+        if group_id in self.consumer_groups:
+            return ErrorCode.group_id_not_found
+        classic = self.groups.get(group_id)
+        if classic is None:
+            return None
+        if classic.state is not GroupState.EMPTY or classic.pending_members:
+            return ErrorCode.group_id_not_found
+        return None
+
+    def _adopt_offsets(self, sg: StreamsGroup) -> None:
+        classic = self.groups.pop(sg.group_id, None)
+        if classic is None:
+            return
+        sg.offsets, sg.pending_commits = classic.offsets, classic.pending_commits
+        if classic.protocol_type is not None or classic.generation_id:
+            self._write_group_records(
+                [OffsetsRecord(rec.encode_group_metadata_key(sg.group_id), None)])
 
     def _group_record(self, g: ClassicGroup) -> OffsetsRecord:
         members = tuple(
@@ -175,6 +203,18 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         if error is not None:
             self._reply(token, JoinGroupResult(error, member_id=req.member_id))
             return self._take()
+        sg = self.streams_groups.get(req.group_id)
+        if sg is not None:
+            if sg.members:
+                self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
+                                                   member_id=req.member_id))
+                return self._take()
+            # an empty streams group (not persisted) gives its offsets to a classic group
+            del self.streams_groups[req.group_id]
+            sg.dead = True
+            self.groups[req.group_id] = ClassicGroup(
+                req.group_id, state_timestamp=now_ms, offsets=sg.offsets,
+                pending_commits=sg.pending_commits)
         cg = self.consumer_groups.get(req.group_id)
         if cg is not None:
             if cg.members:
@@ -654,6 +694,15 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
             if want_types and "consumer" not in want_types:
                 continue
             out.append(ListedGroup(cg.group_id, CONSUMER_PROTOCOL_TYPE, state.value, "consumer"))
+        for sg in self.streams_groups.values():
+            sstate = sg.state
+            if sg.dead:
+                continue
+            if want_states and sstate.value.lower() not in want_states:
+                continue
+            if want_types and "streams" not in want_types:
+                continue
+            out.append(ListedGroup(sg.group_id, "streams", sstate.value, "streams"))
         return out
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
@@ -680,6 +729,16 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         consumer_records: list[OffsetsRecord] = []
         ids = list(group_ids)
         for gid in ids:
+            sg = self.streams_groups.get(gid)
+            if sg is not None:
+                if sg.members:
+                    results[gid] = ErrorCode.non_empty_group
+                else:
+                    results[gid] = ErrorCode.none
+                    sg.dead = True
+                    del self.streams_groups[gid]
+                    consumer_records.extend(self._tombstones_of(gid, sg.offsets))
+                continue
             cg = self.consumer_groups.get(gid)
             if cg is not None:
                 if cg.members:
@@ -762,6 +821,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
                     g.pending_sync.clear()
                     self._prepare_rebalance(g, now_ms)
         self.consumer_tick(now_ms)
+        self.streams_tick(now_ms)
         if now_ms >= self.next_cleanup_ms:
             self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
             self._cleanup_offsets(now_ms)
@@ -806,6 +866,19 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
                 g.transition(GroupState.DEAD, now_ms)
                 del self.groups[g.group_id]
                 records.append(OffsetsRecord(rec.encode_group_metadata_key(g.group_id), None))
+        for sg in list(self.streams_groups.values()):
+            if sg.members:
+                continue
+            for tp, c in list(sg.offsets.items()):
+                expired = (now_ms >= c.expire_timestamp if c.expire_timestamp >= 0
+                           else now_ms - c.commit_timestamp >= self.config.offsets_retention_ms)
+                if expired and tp not in sg.pending_commits:
+                    del sg.offsets[tp]
+                    records.append(OffsetsRecord(
+                        rec.encode_offset_commit_key(sg.group_id, tp[0], tp[1]), None))
+            if not sg.offsets and not sg.pending_commits:
+                sg.dead = True
+                del self.streams_groups[sg.group_id]
         for cg in list(self.consumer_groups.values()):
             keep = _consumer_subscribed(cg) if cg.members else set()
             for tp, c in list(cg.offsets.items()):
@@ -916,5 +989,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups):
         for cg in self.consumer_groups.values():
             cg.dead = True
         self.consumer_groups.clear()
+        for sg in self.streams_groups.values():
+            sg.dead = True
+        self.streams_groups.clear()
         self._fail_writes(ErrorCode.not_coordinator, now_ms)
         return self._take()

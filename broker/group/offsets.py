@@ -17,6 +17,7 @@ from broker.group.classic import (
     GroupState,
 )
 from broker.group.consumer import ConsumerGroup, compile_subscription
+from broker.group.streams import StreamsGroup, topology_topics
 from broker.group.types import (
     Effects,
     FetchedOffset,
@@ -63,6 +64,11 @@ class GroupOffsets(CoordinatorCore[Effects]):
     groups: dict[str, ClassicGroup]
     pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]]
     consumer_groups: dict[str, ConsumerGroup]
+    streams_groups: dict[str, StreamsGroup]
+
+    def _epoch_group(self, group_id: str) -> ConsumerGroup | StreamsGroup | None:
+        """A group whose members commit with member epochs (KIP-848, KIP-1071)."""
+        return self.consumer_groups.get(group_id) or self.streams_groups.get(group_id)
 
     def _write(self, records: Iterable[OffsetsRecord], done: WriteDone,
                producer: tuple[int, int] | None = None) -> None:
@@ -71,7 +77,8 @@ class GroupOffsets(CoordinatorCore[Effects]):
         pid, epoch = producer if producer is not None else (-1, -1)
         self._emit(lambda write_id: Write(write_id, tuple(records), pid, epoch), done)
 
-    def _offsets_holder(self, group_id: str) -> ClassicGroup | ConsumerGroup | None:
+    def _offsets_holder(self, group_id: str,
+                        ) -> ClassicGroup | ConsumerGroup | StreamsGroup | None:
         raise NotImplementedError
 
     def _validate_member(
@@ -83,8 +90,8 @@ class GroupOffsets(CoordinatorCore[Effects]):
 
     def commit_offsets(self, token: Token, req: OffsetCommitRequest, now_ms: int) -> Effects:
         keys = [(p.topic, p.partition) for p in req.partitions]
-        cg = self.consumer_groups.get(req.group_id)
-        g: ClassicGroup | ConsumerGroup | None = self.groups.get(req.group_id)
+        cg = self._epoch_group(req.group_id)
+        g: ClassicGroup | ConsumerGroup | StreamsGroup | None = self.groups.get(req.group_id)
         error: ErrorCode | None = None
         if cg is not None:
             g = cg
@@ -139,7 +146,7 @@ class GroupOffsets(CoordinatorCore[Effects]):
         return self._take()
 
     @staticmethod
-    def _validate_consumer_commit(cg: ConsumerGroup, req: OffsetCommitRequest,
+    def _validate_consumer_commit(cg: ConsumerGroup | StreamsGroup, req: OffsetCommitRequest,
                                   ) -> ErrorCode | None:
         """KIP-848: the commit carries the member epoch; -1 only while the group is empty."""
         if req.generation_id < 0 and not req.member_id:
@@ -177,8 +184,8 @@ class GroupOffsets(CoordinatorCore[Effects]):
                 c.offset, c.leader_epoch, c.metadata, c.commit_timestamp, c.expire_timestamp)),
         )
 
-    def _drop_if_unused(self, g: ClassicGroup | ConsumerGroup) -> None:
-        if isinstance(g, ConsumerGroup):
+    def _drop_if_unused(self, g: ClassicGroup | ConsumerGroup | StreamsGroup) -> None:
+        if isinstance(g, (ConsumerGroup, StreamsGroup)):
             return
         if (g.state is GroupState.EMPTY and g.generation_id == 0 and not g.members
                 and not g.offsets and not g.pending_commits and not g.pending_members
@@ -226,7 +233,7 @@ class GroupOffsets(CoordinatorCore[Effects]):
 
     def _validate_txn_commit(self, req: TxnOffsetCommitRequest, now_ms: int,
                              ) -> ErrorCode | None:
-        cg = self.consumer_groups.get(req.group_id)
+        cg = self._epoch_group(req.group_id)
         if cg is not None:
             if not req.member_id or req.generation_id < 0:
                 return None
@@ -302,7 +309,7 @@ class GroupOffsets(CoordinatorCore[Effects]):
         self, group_id: str, partitions: Iterable[TopicPartition] | None,
         member_id: str | None = None, member_epoch: int = -1,
     ) -> OffsetFetchResult:
-        cg = self.consumer_groups.get(group_id)
+        cg = self._epoch_group(group_id)
         if cg is not None and member_epoch >= 0:
             member = cg.members.get(member_id or "")
             if member is None:
@@ -331,14 +338,17 @@ class GroupOffsets(CoordinatorCore[Effects]):
         self, token: Token, group_id: str, partitions: Iterable[TopicPartition], now_ms: int,
     ) -> Effects:
         keys = list(partitions)
-        cg = self.consumer_groups.get(group_id)
-        g: ClassicGroup | ConsumerGroup | None = cg or self.groups.get(group_id)
+        cg = self._epoch_group(group_id)
+        g: ClassicGroup | ConsumerGroup | StreamsGroup | None = cg or self.groups.get(group_id)
         if g is None or _is_dead(g):
             self._reply(token, OffsetDeleteResult(ErrorCode.group_id_not_found))
             return self._take()
         subscribed: set[str] = set()
         if isinstance(g, ConsumerGroup):
             subscribed = _consumer_subscribed(g)
+        elif isinstance(g, StreamsGroup):
+            if g.members and g.topology is not None:
+                subscribed = set(topology_topics(g.topology))
         elif g.state is not GroupState.EMPTY:
             if g.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 self._reply(token, OffsetDeleteResult(ErrorCode.non_empty_group))
@@ -373,8 +383,9 @@ class GroupOffsets(CoordinatorCore[Effects]):
         return self._take()
 
 
-def _is_dead(g: ClassicGroup | ConsumerGroup) -> bool:
-    return g.dead if isinstance(g, ConsumerGroup) else g.state is GroupState.DEAD
+def _is_dead(g: ClassicGroup | ConsumerGroup | StreamsGroup) -> bool:
+    return g.dead if isinstance(g, (ConsumerGroup, StreamsGroup)) \
+        else g.state is GroupState.DEAD
 
 
 def _consumer_subscribed(cg: ConsumerGroup) -> set[str]:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.runtime import CoordinatorRuntime
+from broker.coordinator.services import CoordinatorNode
 from broker.errors import KafkaError
 from broker.group.consumer import (
     ConsumerGroupDescription,
@@ -31,6 +32,11 @@ from broker.group.consumer import (
 )
 from broker.group.coordinator import GroupCoordinator
 from broker.group.records import OFFSETS_TOPIC
+from broker.group.streams import (
+    StreamsGroupDescription,
+    StreamsHeartbeatRequest,
+    StreamsHeartbeatResult,
+)
 from broker.group.types import (
     Effects,
     GroupConfig,
@@ -112,7 +118,15 @@ def replay_batch(coord: GroupCoordinator, h: BatchHeader, records: list[Record])
     return count
 
 
-def on_txn_marker_written(node: Any, topic: str, partition: int, producer_id: int,
+class GroupNode(Protocol):
+    """A node's group coordinator, as the handlers reach it (None until the broker runs
+    one)."""
+
+    @property
+    def group_coordinator(self) -> GroupCoordinatorService | None: ...
+
+
+def on_txn_marker_written(node: GroupNode, topic: str, partition: int, producer_id: int,
                           committed: bool) -> None:
     """The hook for WriteTxnMarkers: call it once a marker is appended (and replicated) to
     a partition this broker leads. For a __consumer_offsets partition, the producer's
@@ -120,16 +134,15 @@ def on_txn_marker_written(node: Any, topic: str, partition: int, producer_id: in
     are ignored."""
     if topic != OFFSETS_TOPIC:
         return
-    service = getattr(node, "group_coordinator", None)
+    service = node.group_coordinator
     if service is not None:
         service.complete_txn_offsets(partition, producer_id, committed)
 
 
-def service_of(node: Any) -> GroupCoordinatorService:
-    service = getattr(node, "group_coordinator", None)
+def service_of(node: GroupNode) -> GroupCoordinatorService:
+    service = node.group_coordinator
     if service is None:
         raise KafkaError(ErrorCode.coordinator_not_available, "group coordinator not started")
-    assert isinstance(service, GroupCoordinatorService)
     return service
 
 
@@ -138,7 +151,8 @@ class GroupCoordinatorService:
     broker/coordinator/runtime.py runs, one per __consumer_offsets partition led here."""
 
     def __init__(
-        self, node: Any, *, rng: random.Random | None = None, tick_interval_s: float = 0.1,
+        self, node: CoordinatorNode, *, rng: random.Random | None = None,
+        tick_interval_s: float = 0.1,
     ) -> None:
         self.node = node
         self.config = GroupConfig.from_node_config(node.config)
@@ -198,7 +212,8 @@ class GroupCoordinatorService:
         return coord.unload(now_ms)
 
     def log_counts(self, coord: GroupCoordinator) -> dict[str, int]:
-        return {"groups": len(coord.groups) + len(coord.consumer_groups)}
+        return {"groups": len(coord.groups) + len(coord.consumer_groups)
+                + len(coord.streams_groups)}
 
     def record_batch(self, partition: int, write: Write, now_ms: int) -> bytes:
         return build_batch(
@@ -421,6 +436,32 @@ class GroupCoordinatorService:
         except KafkaError as exc:
             return exc.error_code, None
         return ErrorCode.none, coord.describe_consumer_group(group_id, self.node.metadata)
+
+    # ---- KIP-1071 ----------------------------------------------------------------------------
+
+    def streams_group_heartbeat(self, req: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
+        try:
+            p, coord = self.coordinator_for(req.group_id)
+        except KafkaError as exc:
+            return StreamsHeartbeatResult(exc.error_code, member_id=req.member_id)
+        image = self.node.metadata
+
+        def partitions_of(name: str) -> int | None:
+            t = image.topic(name)
+            return None if t is None else int(t.num_partitions)
+
+        result = coord.streams_heartbeat(req, partitions_of, self.runtime.now())
+        self.runtime.dispatch(p, coord, coord.take_effects())
+        return result
+
+    def streams_group_describe(
+        self, group_id: str,
+    ) -> tuple[ErrorCode, StreamsGroupDescription | None]:
+        try:
+            _, coord = self.coordinator_for(group_id)
+        except KafkaError as exc:
+            return exc.error_code, None
+        return ErrorCode.none, coord.describe_streams_group(group_id)
 
     def is_classic_group(self, group_id: str) -> bool:
         """A classic group of that id lives here (ConsumerGroupDescribe says 'is not a

@@ -30,6 +30,12 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    # KIP-1071
+    streams_session_timeout_ms: int = 45000
+    streams_heartbeat_interval_ms: int = 5000
+    streams_max_size: int = 2**31 - 1
+    streams_num_standby_replicas: int = 0
+    streams_initial_rebalance_delay_ms: int = 3000
 
     @classmethod
     def from_node_config(cls, cfg: Any) -> GroupConfig:
@@ -51,6 +57,12 @@ class GroupConfig:
             consumer_session_timeout_ms=get("group.consumer.session.timeout.ms", 45000),
             consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms", 5000),
             consumer_max_size=get("group.consumer.max.size", 2**31 - 1),
+            streams_session_timeout_ms=get("group.streams.session.timeout.ms", 45000),
+            streams_heartbeat_interval_ms=get("group.streams.heartbeat.interval.ms", 5000),
+            streams_max_size=get("group.streams.max.size", 2**31 - 1),
+            streams_num_standby_replicas=get("group.streams.num.standby.replicas", 0),
+            streams_initial_rebalance_delay_ms=get("group.streams.initial.rebalance.delay.ms",
+                                                   3000),
         )
 
 
@@ -235,7 +247,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
-    group_type: str  # "classic" or "consumer"
+    group_type: str  # "classic", "consumer" or "streams"
 
 
 @dataclass(frozen=True, slots=True)

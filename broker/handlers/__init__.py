@@ -77,6 +77,8 @@ from broker.handlers import (
     share_fetch,
     share_group_describe,
     share_group_heartbeat,
+    streams_group_describe,
+    streams_group_heartbeat,
     sync_group,
     txn_offset_commit,
     unregister_broker,
@@ -122,6 +124,9 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     delete_groups,
     consumer_group_heartbeat,
     consumer_group_describe,
+    # streams groups (KIP-1071, broker/group/streams.py)
+    streams_group_heartbeat,
+    streams_group_describe,
     # share groups (KIP-932, broker/share)
     share_group_heartbeat,
     share_group_describe,

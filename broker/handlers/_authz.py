@@ -29,11 +29,11 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from broker.handlers._context import AuthzNode
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.security.authorizer import (
     CLUSTER_NAME,
-    EMPTY_INDEX,
     AclIndex,
     AclOperation,
     AuthorizerSettings,
@@ -115,11 +115,9 @@ def controller_listener_check(api_key: int) -> AclOperation | None:
 _SETTINGS: dict[int, tuple[object, AuthorizerSettings]] = {}
 
 
-def settings_of(node: Any) -> AuthorizerSettings:
+def settings_of(node: AuthzNode) -> AuthorizerSettings:
     """The node's authorizer settings (parsed once per config object)."""
-    cfg = getattr(node, "config", None)
-    if cfg is None:
-        return AuthorizerSettings()
+    cfg = node.config
     hit = _SETTINGS.get(id(cfg))
     if hit is not None and hit[0] is cfg:
         return hit[1]
@@ -130,7 +128,7 @@ def settings_of(node: Any) -> AuthorizerSettings:
     return settings
 
 
-def enabled(node: Any) -> bool:
+def enabled(node: AuthzNode) -> bool:
     return settings_of(node).enabled
 
 
@@ -138,18 +136,16 @@ def enabled(node: Any) -> bool:
 SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
 
 
-def _index(node: Any) -> AclIndex:
-    image = getattr(node, "metadata", None)
-    index = getattr(image, "acl_index", None)
-    return index if isinstance(index, AclIndex) else EMPTY_INDEX
+def _index(node: AuthzNode) -> AclIndex:
+    return node.metadata.acl_index
 
 
-def allowed(node: Any, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
+def allowed(node: AuthzNode, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
             name: str = CLUSTER_NAME) -> bool:
     return allowed_for(node, ctx.principal, ctx.peer_host, op, rtype, name)
 
 
-def allowed_for(node: Any, principal: str, host: str, op: AclOperation,
+def allowed_for(node: AuthzNode, principal: str, host: str, op: AclOperation,
                 rtype: ResourceType, name: str = CLUSTER_NAME) -> bool:
     """`allowed` for a caller that is not a Kafka request (the gRPC admin plane)."""
     s = settings_of(node)
@@ -158,7 +154,7 @@ def allowed_for(node: Any, principal: str, host: str, op: AclOperation,
     return authorize(s, _index(node), principal, host, op, rtype, name)
 
 
-def allowed_on_any(node: Any, ctx: RequestContext, op: AclOperation,
+def allowed_on_any(node: AuthzNode, ctx: RequestContext, op: AclOperation,
                    rtype: ResourceType) -> bool:
     """Kafka's authorizeByResourceType: `op` on at least one resource of the type."""
     s = settings_of(node)
@@ -167,14 +163,14 @@ def allowed_on_any(node: Any, ctx: RequestContext, op: AclOperation,
     return authorize_any(s, _index(node), ctx.principal, ctx.peer_host, op, rtype)
 
 
-def operations(node: Any, ctx: RequestContext, rtype: ResourceType,
+def operations(node: AuthzNode, ctx: RequestContext, rtype: ResourceType,
                name: str = CLUSTER_NAME) -> int:
     """The authorized-operations bitfield Metadata, DescribeGroups and DescribeCluster carry."""
     return authorized_operations(settings_of(node), _index(node), ctx.principal,
                                  ctx.peer_host, rtype, name)
 
 
-def filter_allowed(node: Any, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
+def filter_allowed(node: AuthzNode, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
                    items: Iterable[T], name: Callable[[T], str]) -> tuple[list[T], list[T]]:
     """(allowed, refused) of `items`, each named by `name(item)`; one decision per name."""
     ok: list[T] = []
@@ -192,7 +188,7 @@ def filter_allowed(node: Any, ctx: RequestContext, op: AclOperation, rtype: Reso
 _CONFIG_TOPIC, _CONFIG_GROUP = 2, 32
 
 
-def config_refusal(node: Any, ctx: RequestContext, op: AclOperation, resource_type: int,
+def config_refusal(node: AuthzNode, ctx: RequestContext, op: AclOperation, resource_type: int,
                    name: str) -> ErrorCode:
     """DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource: on the topic for TOPIC
     (TOPIC_AUTHORIZATION_FAILED), on the group for GROUP (GROUP_AUTHORIZATION_FAILED), on
@@ -244,7 +240,7 @@ def guard(handle: Any, error_response: Any, op: Callable[[int], AclOperation | N
           code: ErrorCode) -> Any:
     """`handle` behind the whole-request check `op(api_key)` on the cluster."""
 
-    async def guarded(node: Any, ctx: RequestContext, request: Any) -> HandlerResult:
+    async def guarded(node: AuthzNode, ctx: RequestContext, request: Any) -> HandlerResult:
         needed = op(ctx.api_key)
         if needed is not None and not allowed(node, ctx, needed, Res.CLUSTER):
             if error_response is not None:
@@ -276,7 +272,7 @@ def config_change_guard(handle: Any) -> Any:
     Kafka's ControllerApis checks it. The refused resources are answered here, the others by
     `handle`, in the request's order."""
 
-    async def guarded(node: Any, ctx: RequestContext, request: Any) -> HandlerResult:
+    async def guarded(node: AuthzNode, ctx: RequestContext, request: Any) -> HandlerResult:
         if allowed(node, ctx, Op.CLUSTER_ACTION, Res.CLUSTER):
             return await handle(node, ctx, request)
         codes = [config_refusal(node, ctx, Op.ALTER_CONFIGS, int(r.resource_type),

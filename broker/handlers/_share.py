@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.services import NodeSettings
 from broker.handlers._authz import Op, Res, allowed
 from broker.share.shell import DISABLED_MESSAGE, share_enabled
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from broker.server import RequestContext
 
 
-def refusal(node: Any, ctx: RequestContext, group_id: str,
+def refusal(node: NodeSettings, ctx: RequestContext, group_id: str,
             member_id: str) -> tuple[ErrorCode, str | None] | None:
     """The whole request's error and message, or None when it may go on: share groups
     enabled (share.version), READ on the group, a group id and a member id."""
@@ -26,7 +27,7 @@ def refusal(node: Any, ctx: RequestContext, group_id: str,
     return None
 
 
-def offsets_refusal(node: Any, ctx: RequestContext, group_id: str,
+def offsets_refusal(node: NodeSettings, ctx: RequestContext, group_id: str,
                     op: Op) -> tuple[ErrorCode, str | None] | None:
     """The same for AlterShareGroupOffsets (READ on the group) and DeleteShareGroupOffsets
     (DELETE): share groups enabled, `op` on the group, a group id."""

@@ -14,14 +14,19 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.protocol.kio_build import build, response_module
 from broker.share.coordinator import StateResult
-from broker.share.coordinator_shell import ShareCoordinatorService, share_coordinator_of
+from broker.share.coordinator_shell import (
+    ShareCoordinatorNode,
+    ShareCoordinatorService,
+    share_coordinator_of,
+)
 from broker.share.records import SharePartitionKey
 
 StateCall = Callable[[ShareCoordinatorService, SharePartitionKey, Any],
                      Awaitable[StateResult]]
 
 
-async def answer(node: Any, request: Any, response: str, result: str, call: StateCall,
+async def answer(node: ShareCoordinatorNode, request: Any, response: str, result: str,
+                 call: StateCall,
                  fields: Callable[[StateResult], dict[str, Any]] | None = None) -> Any:
     """The response named `response`, its topics' class `result`: `call(service, key,
     partition request)` for each partition; `fields(result)` adds what the API answers

@@ -3,14 +3,13 @@ answer to clients too old to know PRODUCER_FENCED (KIP-588: they get INVALID_PRO
 
 from __future__ import annotations
 
-from typing import Any
-
 from kio.schema.errors import ErrorCode
 
+from broker.handlers._context import TxnBroker
 from broker.txn.shell import TransactionCoordinatorService, txn_service_of
 
 
-def service(node: Any) -> TransactionCoordinatorService:
+def service(node: TxnBroker) -> TransactionCoordinatorService:
     """The node's transaction coordinator; raises KafkaError(COORDINATOR_NOT_AVAILABLE)."""
     return txn_service_of(node)
 

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import TxnBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -20,7 +21,7 @@ API_KEY = 25
 FENCED_VERSION = 2
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: TxnBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     # WRITE on the transactional id, then READ on the group, as Kafka checks them
     if not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, str(request.transactional_id)):

@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import TxnBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.txn.version import transactions_v2
@@ -35,7 +36,7 @@ FENCED_VERSION = 2
 TopicPartition = tuple[str, int]
 
 
-def _unknown(node: Any, parts: list[TopicPartition]) -> set[TopicPartition]:
+def _unknown(node: TxnBroker, parts: list[TopicPartition]) -> set[TopicPartition]:
     image = node.metadata
     out = set()
     for topic, p in parts:
@@ -49,7 +50,7 @@ def _parts(topics: Any) -> list[TopicPartition]:
     return [(str(t.name), int(p)) for t in topics for p in t.partitions]
 
 
-def _refused(node: Any, ctx: RequestContext, tid: str,
+def _refused(node: TxnBroker, ctx: RequestContext, tid: str,
              parts: list[TopicPartition]) -> dict[TopicPartition, ErrorCode] | None:
     """Kafka's checks for the client form: WRITE on the transactional id (every partition
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic (the refused ones
@@ -63,7 +64,7 @@ def _refused(node: Any, ctx: RequestContext, tid: str,
                  else ErrorCode.operation_not_attempted) for tp in parts}
 
 
-async def _one(node: Any, tid: str, pid: int, epoch: int, parts: list[TopicPartition],
+async def _one(node: TxnBroker, tid: str, pid: int, epoch: int, parts: list[TopicPartition],
                verify_only: bool, tv2: bool = False) -> dict[TopicPartition, ErrorCode]:
     try:
         svc = _txn.service(node)
@@ -94,7 +95,7 @@ def _topic_results(mod: Any, results: dict[TopicPartition, ErrorCode],
                  for t, rs in by_topic.items())
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: TxnBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     if ctx.api_version < BATCHED_VERSION:
         parts = _parts(request.v3_and_below_topics)

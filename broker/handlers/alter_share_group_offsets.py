@@ -15,7 +15,7 @@ from broker.handlers._authz import Op, Res, allowed
 from broker.handlers._share import offsets_refusal
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
-from broker.share.shell import share_service_of
+from broker.share.shell import ShareNode, share_service_of
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -28,7 +28,7 @@ def _error(mod: Any, error: ErrorCode, message: str | None) -> Any:
                  error_code=error, error_message=message, responses=())
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareNode, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     gid = str(request.group_id or "")
     refused_whole = offsets_refusal(node, ctx, gid, Op.READ)

@@ -36,16 +36,27 @@ from broker.server.context import RequestContext
 
 if TYPE_CHECKING:
     from broker.metadata.image import MetadataImage
+    from broker.metrics.telemetry import TelemetryStore
 
 
 class FeatureSource(Protocol):
-    """What ApiVersions reads of its node: the image and the Raft's kraft.version."""
+    """What ApiVersions reads of its node: its ids, the image, the Raft's kraft.version and
+    the client-telemetry store (which notes the clients' software)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
 
     @property
     def metadata(self) -> MetadataImage: ...
 
     @property
     def kraft_version(self) -> int: ...
+
+    @property
+    def telemetry(self) -> TelemetryStore | None: ...
 
 API_KEY = API_VERSIONS
 
@@ -97,11 +108,11 @@ def build_response(version: int, apis: ApiTable, error_code: ErrorCode,
 
 def finalized_of(node: FeatureSource | None) -> tuple[Finalized | None, int]:
     """(finalized levels, epoch) of the node's image; (None, -1) for a node without one."""
-    image = getattr(node, "metadata", None) if node is not None else None
-    if image is None:
+    if node is None:
         return None, -1
+    image = node.metadata
     levels = dict(image.features)
-    kraft = int(getattr(node, "kraft_version", 0))
+    kraft = node.kraft_version
     if kraft > 0:
         levels[KRAFT_VERSION] = kraft
     return tuple(sorted(levels.items())), image.finalized_features_epoch
@@ -124,19 +135,15 @@ def is_valid_request(request: Any) -> bool:
     )
 
 
-def is_misrouted(node: Any, request: Any) -> bool:
+def is_misrouted(node: FeatureSource | None, request: Any) -> bool:
     """KIP-1242: the request names a cluster, and this node is not that cluster's NodeId.
     v5 is advertised on the client listener only (the controller listener stays at v4)."""
-    if int(request.__version__) < 5 or request.cluster_id is None:
+    if int(request.__version__) < 5 or request.cluster_id is None or node is None:
         return False
     # the cluster id Metadata and DescribeCluster report (metadata.py: the node's, else the
     # image's), so a client that read it there is never refused by a spelling of it
-    image = getattr(node, "metadata", None)
-    cluster_id = getattr(node, "cluster_id", None) or getattr(image, "cluster_id", None)
-    node_id = getattr(node, "node_id", None)
-    if cluster_id is None or node_id is None:
-        return False
-    return bool(request.cluster_id != cluster_id or int(request.node_id) != int(node_id))
+    cluster_id = node.cluster_id or node.metadata.cluster_id
+    return bool(request.cluster_id != cluster_id or int(request.node_id) != node.node_id)
 
 
 async def handle(node: FeatureSource | None, ctx: RequestContext, request: Any) -> Any:
@@ -145,7 +152,7 @@ async def handle(node: FeatureSource | None, ctx: RequestContext, request: Any) 
     if is_misrouted(node, request):
         return build_response(ctx.api_version, ApiTable([]), ErrorCode.rebootstrap_required)
     finalized, epoch = finalized_of(node) if ctx.api_version >= 3 else (None, -1)
-    telemetry = getattr(node, "telemetry", None)
+    telemetry = None if node is None else node.telemetry
     if telemetry is not None and ctx.api_version >= 3:  # what client-metrics `match` reads
         telemetry.note_software(ctx.connection_id, request.client_software_name,
                                 request.client_software_version)

@@ -12,6 +12,7 @@ from broker.group.consumer import ConsumerGroupDescription
 from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed, operations
+from broker.handlers._context import GroupBroker
 from broker.handlers.consumer_group_heartbeat import (
     DISABLED_MESSAGE,
     consumer_protocol_enabled,
@@ -32,7 +33,7 @@ def _assignment(mod: Any, items: Any) -> Any:
         for t, name, ps in items))
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     out = []
     for group_id in request.group_ids:

@@ -15,6 +15,7 @@ from broker.group.consumer import ConsumerHeartbeatRequest, ConsumerHeartbeatRes
 from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import GroupBroker
 from broker.metadata.features import GROUP_VERSION
 from broker.protocol.durations import NO_THROTTLE, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -28,12 +29,12 @@ DISABLED_MESSAGE = ("The consumer group protocol (KIP-848) is not enabled: it ne
                     "group.version=1).")
 
 
-def consumer_protocol_enabled(node: Any) -> bool:
+def consumer_protocol_enabled(node: GroupBroker) -> bool:
     """group.version >= 1 (Kafka's GroupVersion.isConsumerRebalanceProtocolSupported)."""
     return bool(node.metadata.finalized_level(GROUP_VERSION) >= 1)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
     owned = None
     if request.topic_partitions is not None:
         owned = tuple((tp.topic_id, tuple(tp.partitions)) for tp in request.topic_partitions)

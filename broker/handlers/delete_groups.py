@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import GroupsBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -42,11 +43,11 @@ def error_message(code: ErrorCode) -> str | None:
     return _MESSAGES.get(code, code.name.upper())
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupsBroker, ctx: RequestContext, request: Any) -> Any:
     names = [str(g) for g in request.groups_names]
     may = [n for n in names if allowed(node, ctx, Op.DELETE, Res.GROUP, n)]
     results = {n: ErrorCode.group_authorization_failed for n in names}
-    share = getattr(node, "share_groups", None)
+    share = node.share_groups
     if share is not None:
         for n in list(may):
             try:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._share_state import answer, refused
+from broker.share.coordinator_shell import ShareCoordinatorNode
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -20,6 +21,6 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return refused(request, "DeleteShareGroupStateResponse", "DeleteStateResult", code)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareCoordinatorNode, ctx: RequestContext, request: Any) -> Any:
     return await answer(node, request, "DeleteShareGroupStateResponse", "DeleteStateResult",
                         lambda s, key, p: s.delete(key))

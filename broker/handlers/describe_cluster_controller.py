@@ -18,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._authz import Res, operations
+from broker.handlers._context import ControllerListenerNode
 from broker.handlers.metadata import UNSET_OPERATIONS
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -39,7 +40,7 @@ def error_response(ctx: Any, request: Any, code: ErrorCode) -> Any:
     return _refused(request, "", code, code.name.upper())
 
 
-async def handle(node: Any, ctx: Any, request: Any) -> Any:
+async def handle(node: ControllerListenerNode, ctx: Any, request: Any) -> Any:
     """`node`: the Node (its metadata image, cluster id and metadata quorum)."""
     cluster_id = str(node.cluster_id)
     endpoint_type = int(getattr(request, "endpoint_type", ENDPOINT_TYPE_BROKERS))

@@ -45,7 +45,7 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
 
 
 async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
-    settings = DelegationTokenSettings.from_config(getattr(node, "config", None))
+    settings = DelegationTokenSettings.from_config(node.config)
     if not requests_allowed(ctx):
         return response(request, ErrorCode.delegation_token_request_not_allowed)
     if not settings.enabled or settings.secret_key is None:

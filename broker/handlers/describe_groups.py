@@ -17,6 +17,7 @@ from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED
 from broker.group.shell import service_of
 from broker.group.types import GroupDescription
 from broker.handlers._authz import Op, Res, allowed, operations
+from broker.handlers._context import GroupsBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -26,19 +27,22 @@ if TYPE_CHECKING:
 API_KEY = 15
 
 
-def _is_consumer_group(node: Any, group_id: str) -> bool:
-    """A KIP-848 consumer group or a share group: a group, but not a classic one."""
-    share = getattr(node, "share_groups", None)
+def _is_consumer_group(node: GroupsBroker, group_id: str) -> bool:
+    """A KIP-848 consumer group, a streams group or a share group: a group, but not a
+    classic one."""
+    share = node.share_groups
     if share is not None and group_id in share.groups.groups:
         return True
     try:
-        _, desc = service_of(node).consumer_group_describe(group_id)
+        svc = service_of(node)
+        _, desc = svc.consumer_group_describe(group_id)
+        _, streams = svc.streams_group_describe(group_id)
     except KafkaError:
         return False
-    return desc is not None
+    return desc is not None or streams is not None
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupsBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     want_ops = bool(getattr(request, "include_authorized_operations", False))
     out = []

@@ -15,7 +15,7 @@ from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
-from broker.share.shell import DISABLED_MESSAGE, share_enabled, share_service_of
+from broker.share.shell import DISABLED_MESSAGE, ShareNode, share_enabled, share_service_of
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -28,7 +28,7 @@ def _group_error(mod: Any, group_id: Any, error: ErrorCode, message: str | None)
                  error_code=error, error_message=message)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareNode, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     out = []
     for g in request.groups:

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import TxnBroker
 from broker.protocol.durations import NO_THROTTLE, duration
 from broker.protocol.kio_build import build, response_module
 
@@ -25,7 +26,7 @@ def _time(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: TxnBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     try:
         svc = _txn.service(node)

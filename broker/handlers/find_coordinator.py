@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import CoordinatorsBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.share.coordinator_shell import share_coordinator_of
@@ -28,8 +29,8 @@ TRANSACTION_KEY_TYPE = 1
 SHARE_KEY_TYPE = 2
 
 
-async def _find(node: Any, ctx: RequestContext, key: str, key_type: int, listener: str,
-                ) -> tuple[ErrorCode, int, str, int, str | None]:
+async def _find(node: CoordinatorsBroker, ctx: RequestContext, key: str, key_type: int,
+                listener: str) -> tuple[ErrorCode, int, str, int, str | None]:
     # DESCRIBE on the group (key type 0) or the transactional id (1), as Kafka checks it
     if key_type == TRANSACTION_KEY_TYPE:
         if not allowed(node, ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
@@ -56,7 +57,7 @@ async def _find(node: Any, ctx: RequestContext, key: str, key_type: int, listene
     return await service.find_coordinator(key, key_type, listener)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: CoordinatorsBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     key_type = int(getattr(request, "key_type", 0))
     if ctx.api_version < 4:

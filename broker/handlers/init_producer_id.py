@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -34,11 +34,12 @@ from broker.controller.requests import AllocateProducerIdsReply
 from broker.errors import KafkaError
 from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed, allowed_on_any
+from broker.handlers._context import TxnBrokerServices
 from broker.protocol.durations import NO_THROTTLE, to_ms
 from broker.protocol.kio_build import build, response_module
 
 if TYPE_CHECKING:
-    from broker.handlers.services import BrokerServices
+    from broker.controller.api import ControllerApi
     from broker.server import RequestContext
 
 API_KEY = 22
@@ -115,18 +116,40 @@ class ProducerIdManager:
         log.info("producer_id_block", start=self._next, end=self._end)
 
 
-def node_producer_ids(node: BrokerServices) -> ProducerIdManager:
+class ProducerIdSource(Protocol):
+    """Where a broker's producer ids come from: blocks the controller allocates to this
+    broker under its current epoch, handed out by the node's one manager (made on first
+    use)."""
+
+    producer_ids: ProducerIdManager | None
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def broker_epoch(self) -> int: ...
+
+    @property
+    def controller(self) -> ControllerApi: ...
+
+
+class InitProducerIdNode(TxnBrokerServices, ProducerIdSource, Protocol):
+    """InitProducerId's node: a transactional producer's id from its coordinator, any
+    other from this broker's blocks."""
+
+
+def node_producer_ids(node: ProducerIdSource) -> ProducerIdManager:
     """The node's manager (`node.producer_ids`), made on first use if the node has none."""
-    manager = getattr(node, "producer_ids", None)
-    if not isinstance(manager, ProducerIdManager):
+    manager = node.producer_ids
+    if manager is None:
         manager = ProducerIdManager(lambda: allocate_for_node(node))
-        setattr(node, "producer_ids", manager)  # noqa: B010  (Node may not declare it)
+        node.producer_ids = manager
     return manager
 
 
-async def allocate_for_node(node: BrokerServices) -> AllocateProducerIdsReply:
+async def allocate_for_node(node: ProducerIdSource) -> AllocateProducerIdsReply:
     """One block for this broker from the controller, under its current broker epoch."""
-    epoch = getattr(node, "broker_epoch", -1)
+    epoch = node.broker_epoch
     if epoch < 0:
         raise KafkaError(ErrorCode.coordinator_load_in_progress, "broker not registered yet")
     return await node.controller.allocate_producer_ids(node.node_id, epoch)
@@ -141,7 +164,7 @@ def _response(request: Any, error: ErrorCode, producer_id: int = NO_PRODUCER_ID,
     )
 
 
-async def _transactional(node: BrokerServices, ctx: RequestContext, request: Any,
+async def _transactional(node: InitProducerIdNode, ctx: RequestContext, request: Any,
                          pid: int, epoch: int) -> Any:
     tid = str(request.transactional_id)
     if tid == "":
@@ -164,7 +187,7 @@ async def _transactional(node: BrokerServices, ctx: RequestContext, request: Any
     return _response(request, ErrorCode.none, result.producer_id, result.producer_epoch)
 
 
-async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: InitProducerIdNode, ctx: RequestContext, request: Any) -> Any:
     tid = request.transactional_id
     if tid and not allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid):
         # a transactional producer needs WRITE on its transactional id (Kafka)

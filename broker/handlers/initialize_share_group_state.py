@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._share_state import answer, refused
+from broker.share.coordinator_shell import ShareCoordinatorNode
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -21,7 +22,7 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return refused(request, "InitializeShareGroupStateResponse", "InitializeStateResult", code)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareCoordinatorNode, ctx: RequestContext, request: Any) -> Any:
     return await answer(
         node, request, "InitializeShareGroupStateResponse", "InitializeStateResult",
         lambda s, key, p: s.initialize(key, int(p.state_epoch), int(p.start_offset)))

@@ -11,6 +11,7 @@ from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.group.types import JoinGroupRequest, JoinGroupResult
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import GroupBroker
 from broker.protocol.durations import NO_THROTTLE, to_ms
 from broker.protocol.kio_build import build, response_module
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 API_KEY = 11
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
     session = to_ms(request.session_timeout)
     req = JoinGroupRequest(
         group_id=str(request.group_id), member_id=request.member_id,

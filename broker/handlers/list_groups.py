@@ -8,6 +8,7 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import ListedGroup
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import GroupsBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -17,9 +18,9 @@ if TYPE_CHECKING:
 API_KEY = 16
 
 
-def share_groups(node: Any, states: Any, types: Any) -> list[ListedGroup]:
+def share_groups(node: GroupsBroker, states: Any, types: Any) -> list[ListedGroup]:
     """The share groups this broker coordinates (type "share", protocol type "share")."""
-    service = getattr(node, "share_groups", None)
+    service = node.share_groups
     wanted_types = {str(t).lower() for t in types}
     if service is None or (wanted_types and "share" not in wanted_types):
         return []
@@ -28,7 +29,7 @@ def share_groups(node: Any, states: Any, types: Any) -> list[ListedGroup]:
             if not wanted_states or state.lower() in wanted_states]
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupsBroker, ctx: RequestContext, request: Any) -> Any:
     groups: list[ListedGroup] = []
     try:
         error, groups = service_of(node).list_groups(

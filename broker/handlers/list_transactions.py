@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from broker.errors import KafkaError
 from broker.handlers import _txn
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import TxnBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.txn.coordinator import TxnState
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 API_KEY = 66
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: TxnBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     states: list[TxnState] = []
     unknown: list[str] = []

@@ -181,18 +181,34 @@ async def _auto_create(node: BrokerServices, names: Sequence[str]) -> None:
     the controller's own defaults apply only to requests that leave them at -1); wait
     briefly for the commit.
 
-    The creation is never cancelled: once asked, the controller finishes it even when this
-    request has stopped waiting (a cancelled append could leave the controller unsure of
-    what it committed)."""
+    The creation is not cancelled with the request: once asked, the controller finishes it
+    even when this request has stopped waiting (a cancelled append could leave the
+    controller unsure of what it committed). It runs in the node's task group, so stopping
+    the node ends it."""
     pending = _in_flight.setdefault(node, {})
     waits = {pending[n] for n in names if n in pending}
     new = [n for n in names if n not in pending]
     if new:
-        task = asyncio.ensure_future(
-            node.controller.create_topics([CreatableTopic(
-                n, num_partitions=int(node.config["num.partitions"]),
-                replication_factor=int(node.config["default.replication.factor"]))
-                for n in new]))
+        topics = [CreatableTopic(
+            n, num_partitions=int(node.config["num.partitions"]),
+            replication_factor=int(node.config["default.replication.factor"])) for n in new]
+        task: asyncio.Future[list[CreateTopicResult]] = \
+            asyncio.get_running_loop().create_future()
+
+        async def create() -> None:
+            try:
+                result = await node.controller.create_topics(topics)
+            except asyncio.CancelledError:
+                task.cancel()
+                raise
+            except Exception as exc:  # reported below
+                task.set_exception(exc)
+            else:
+                task.set_result(result)
+
+        # ended without an answer (the node stopped before it ran): its waiters stop waiting
+        node.tasks.start_soon(create, name="auto_create_topics").add_done_callback(
+            lambda _: task.cancel())
         for n in new:
             pending[n] = task
 

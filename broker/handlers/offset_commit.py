@@ -23,6 +23,7 @@ from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, OffsetCommitRequest
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import GroupBroker
 from broker.protocol.durations import NO_THROTTLE, to_ms
 from broker.protocol.kio_build import build, response_module
 
@@ -33,7 +34,7 @@ API_KEY = 8
 TOPIC_IDS_VERSION = 10
 
 
-async def ensure_offsets_topic(node: Any) -> None:
+async def ensure_offsets_topic(node: GroupBroker) -> None:
     """OffsetCommit/OffsetFetch v0 clients never send FindCoordinator, which creates the
     offsets topic in Kafka: create it for them (errors surface on the commit itself)."""
     try:
@@ -44,7 +45,7 @@ async def ensure_offsets_topic(node: Any) -> None:
         await service.ensure_offsets_topic()
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
     image = node.metadata
     by_ids = ctx.api_version >= TOPIC_IDS_VERSION
     # Keyed as the request names topics: by name, or by id (v10+).

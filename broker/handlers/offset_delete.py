@@ -10,6 +10,7 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import OffsetDeleteResult
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import GroupBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 API_KEY = 47
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
     image = node.metadata
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[tuple[str, int]] = []

@@ -22,6 +22,7 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import FetchedOffset, OffsetFetchResult
 from broker.handlers._authz import Op, Res, allowed, filter_allowed
+from broker.handlers._context import GroupBroker
 from broker.handlers.offset_commit import ensure_offsets_topic
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -33,7 +34,7 @@ API_KEY = 9
 TOPIC_IDS_VERSION = 10
 
 
-def _fetch(node: Any, ctx: RequestContext, group_id: str, topics: Any,
+def _fetch(node: GroupBroker, ctx: RequestContext, group_id: str, topics: Any,
            member_id: str | None = None, member_epoch: int = -1,
            require_stable: bool = False) -> OffsetFetchResult:
     """DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); named topics the principal
@@ -58,7 +59,7 @@ def _fetch(node: Any, ctx: RequestContext, group_id: str, topics: Any,
     return dataclasses.replace(result, partitions=(*parts, *refused))
 
 
-def _fetch_by_ids(node: Any, ctx: RequestContext, group_id: str, topics: Any,
+def _fetch_by_ids(node: GroupBroker, ctx: RequestContext, group_id: str, topics: Any,
                   member_id: str | None, member_epoch: int, require_stable: bool,
                   ) -> tuple[OffsetFetchResult, list[FetchedOffset]]:
     """v10: the ids resolved to names, and UNKNOWN_TOPIC_ID partitions for unknown ids
@@ -111,7 +112,7 @@ def _topics(mod: Any, topic_cls: str, part_cls: str, parts: tuple[FetchedOffset,
     return tuple(out)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     version = ctx.api_version
     if version >= 8:

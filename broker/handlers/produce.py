@@ -64,7 +64,7 @@ from broker.txn.verification import TxnOperation, produce_error, produce_operati
 from broker.txn.version import transactions_v2
 
 if TYPE_CHECKING:
-    from broker.handlers.services import BrokerServices
+    from broker.handlers._context import TxnBrokerServices
     from broker.server import RequestContext
 
 API_KEY = 0
@@ -109,7 +109,7 @@ def _transactional_producer(records: bytes | memoryview) -> tuple[int, int, int]
 
 
 async def _verify(
-    node: BrokerServices, tid: str, op: TxnOperation,
+    node: TxnBrokerServices, tid: str, op: TxnOperation,
     entries: dict[tuple[str, int], bytes | memoryview],
     errors: dict[tuple[str, int], KafkaError],
 ) -> dict[tuple[str, int], VerificationGuard | None]:
@@ -137,8 +137,8 @@ async def _verify(
     wanted = [k for k, g in guards.items() if g is not None]
     if not wanted:
         return guards
-    service = getattr(node, "txn_coordinator", None)
-    verifier = getattr(service, "verifier", None)
+    service = node.txn_coordinator
+    verifier = None if service is None else service.verifier
     if verifier is None:
         failed = dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
     else:
@@ -170,7 +170,7 @@ def _unknown_id_key(topic_id: Any, index: int) -> tuple[str, int]:
     return (f"\0{topic_id}", index)  # never a topic's name
 
 
-async def handle(node: BrokerServices, ctx: RequestContext, request: Any
+async def handle(node: TxnBrokerServices, ctx: RequestContext, request: Any
                  ) -> ResponseChunks | NoResponse | None:
     acks = request.acks
     entries: dict[tuple[str, int], bytes | memoryview] = {}

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.handlers._share_state import answer, refused
 from broker.protocol.kio_build import build, response_module
+from broker.share.coordinator_shell import ShareCoordinatorNode
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -22,7 +23,7 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return refused(request, "ReadShareGroupStateResponse", "ReadStateResult", code)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareCoordinatorNode, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     return await answer(
         node, request, "ReadShareGroupStateResponse", "ReadStateResult",

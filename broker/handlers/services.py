@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.metadata.image import MetadataImage
     from broker.quotas.core import Quotas
     from broker.replication import ReplicaManager
+    from broker.util.tasks import ServiceTasks
 
 
 class BrokerServices(Protocol):
@@ -26,6 +27,7 @@ class BrokerServices(Protocol):
     logs: LogManager  # the partitions' logs, for DescribeLogDirs
     replicas: ReplicaManager  # produce, fetch, offsets, DeleteRecords
     quotas: Quotas  # client quotas measured on this broker (broker/quotas)
+    tasks: ServiceTasks  # the node's task group: work a request starts that outlives it
 
     @property
     def controller(self) -> ControllerChannelApi:

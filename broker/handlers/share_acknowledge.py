@@ -18,6 +18,7 @@ from broker.protocol.kio_build import build, response_module
 from broker.share.sessions import FINAL_EPOCH
 from broker.share.shell import (
     PartitionAnswer,
+    ShareNode,
     share_service_of,
 )
 
@@ -28,13 +29,15 @@ API_KEY = 79
 
 
 def _error(mod: Any, error: ErrorCode, message: str | None, lock_ms: int = 0) -> Any:
+    """A whole-request error; a share session's error carries no acquisition lock timeout
+    (0), as Kafka 4.4 answers it."""
     return build(mod.ShareAcknowledgeResponse, throttle_time=NO_THROTTLE, error_code=error,
                  error_message=message,
                  acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
                  responses=(), node_endpoints=())
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareNode, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     group_id = str(request.group_id or "")
     member_id = request.member_id or ""
@@ -50,7 +53,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     epoch = int(request.share_session_epoch)
     error, session, message = service.sessions.acknowledge_update(group_id, member_id, epoch)
     if error is not ErrorCode.none or session is None:
-        return _error(mod, error, message, lock_ms)
+        return _error(mod, error, message)
     image = node.metadata
     answers: dict[tuple[uuid.UUID, int], PartitionAnswer] = {}
     allowed_acks = {}

@@ -4,10 +4,12 @@ acknowledge earlier ones, within a share session (broker/share/sessions.py).
 Acknowledgements carried by the request are applied first (each partition's
 AcknowledgeErrorCode); then, unless the request closes the session (epoch -1) or only
 renews locks (v2's IsRenewAck, KIP-1222), records are acquired from the session's
-partitions for the member, waiting up to MaxWaitMs while there are none, at most MaxRecords
-of them: v2's record-limit acquire mode (KIP-1206) is what Skiff always does, the
-batch-optimized mode may only exceed MaxRecords. The answer carries the whole batches read
-and the AcquiredRecords ranges the member holds, with the lock duration.
+partitions for the member, waiting up to MaxWaitMs while there are none: at most MaxRecords
+in v2's record-limit acquire mode (KIP-1206), and in the batch-optimized mode (v1, and v2's
+default) up to the end of the batch holding the MaxRecords-th record, as Kafka aligns an
+acquisition with batch boundaries. The answer carries the batches from the first to the last
+holding an acquired record, and the AcquiredRecords ranges the member holds, with the lock
+duration.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from broker.protocol.kio_build import build, response_module
 from broker.share.sessions import FINAL_EPOCH
 from broker.share.shell import (
     PartitionAnswer,
+    ShareNode,
     share_service_of,
 )
 
@@ -34,9 +37,12 @@ if TYPE_CHECKING:
 
 API_KEY = 78
 _INT_MAX = 2**31 - 1
+RECORD_LIMIT_MODE = 1  # ShareAcquireMode (v2, KIP-1206): 0 batch-optimized, 1 record-limit
 
 
 def _error(mod: Any, error: ErrorCode, message: str | None, lock_ms: int = 0) -> Any:
+    """A whole-request error; a share session's error carries no acquisition lock timeout
+    (0), as Kafka 4.4 answers it."""
     return build(mod.ShareFetchResponse, throttle_time=NO_THROTTLE, error_code=error,
                  error_message=message,
                  acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
@@ -83,13 +89,13 @@ def topic_responses(mod: Any, answers: list[PartitionAnswer], *, fetch: bool) ->
                  for tid, parts in by_topic.items())
 
 
-def leader_of(node: Any, tid: uuid.UUID, p: int) -> tuple[int, int]:
+def leader_of(node: ShareNode, tid: uuid.UUID, p: int) -> tuple[int, int]:
     t = node.metadata.topic_by_id(tid)
     reg = t.partition(p) if t is not None else None
     return (reg.leader, reg.leader_epoch) if reg is not None else (-1, -1)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareNode, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     group_id = str(request.group_id or "")
     member_id = request.member_id or ""
@@ -121,7 +127,7 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
     error, session, message = service.sessions.fetch_update(
         group_id, member_id, epoch, added, forgotten, bool(acks))
     if error is not ErrorCode.none or session is None:
-        return _error(mod, error, message, lock_ms)
+        return _error(mod, error, message)
     answers: dict[tuple[uuid.UUID, int], PartitionAnswer] = {}
     for key in refused:
         answers[key] = PartitionAnswer(*key, error=ErrorCode.topic_authorization_failed)
@@ -138,8 +144,9 @@ async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
         max_bytes = int(request.max_bytes) if int(request.max_bytes) > 0 else _INT_MAX
         # answered at once when acknowledgements or errors are already in the answer
         wait = 0 if answers else max_wait_ms
+        record_limit = int(getattr(request, "share_acquire_mode", 0)) == RECORD_LIMIT_MODE
         for a in await service.fetch(group_id, member_id, session, wait, max_records,
-                                     max_bytes, refused):
+                                     max_bytes, refused, whole_batches=not record_limit):
             prior = answers.get((a.topic_id, a.partition))
             if prior is not None:
                 a.ack_error, a.ack_error_message = prior.ack_error, prior.ack_error_message

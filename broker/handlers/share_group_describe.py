@@ -12,7 +12,7 @@ from broker.handlers._authz import Op, Res, allowed, operations
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.share.group import ShareGroupDescription
-from broker.share.shell import DISABLED_MESSAGE, share_enabled, share_service_of
+from broker.share.shell import DISABLED_MESSAGE, ShareNode, share_enabled, share_service_of
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 API_KEY = 77
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareNode, ctx: RequestContext, request: Any) -> Any:
     mod = response_module(request)
     out = []
     for group_id in request.group_ids:

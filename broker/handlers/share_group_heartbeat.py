@@ -14,7 +14,7 @@ from broker.handlers._authz import Op, Res, allowed
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.share.group import ShareHeartbeatRequest, ShareHeartbeatResult
-from broker.share.shell import DISABLED_MESSAGE, share_enabled, share_service_of
+from broker.share.shell import DISABLED_MESSAGE, ShareNode, share_enabled, share_service_of
 
 if TYPE_CHECKING:
     from broker.server import RequestContext
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 API_KEY = 76
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareNode, ctx: RequestContext, request: Any) -> Any:
     names = request.subscribed_topic_names
     req = ShareHeartbeatRequest(
         group_id=str(request.group_id), member_id=request.member_id,

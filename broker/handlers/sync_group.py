@@ -10,6 +10,7 @@ from broker.errors import KafkaError
 from broker.group.shell import service_of
 from broker.group.types import SyncGroupRequest, SyncGroupResult
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import GroupBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 API_KEY = 14
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
     req = SyncGroupRequest(
         group_id=str(request.group_id), generation_id=request.generation_id,
         member_id=request.member_id,

@@ -29,6 +29,7 @@ from broker.group.records import OFFSETS_TOPIC
 from broker.group.shell import service_of
 from broker.group.types import CommitPartition, TxnOffsetCommitRequest
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._context import TxnOffsetCommitBroker
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 from broker.txn.verification import TxnOperation, txn_offset_commit_operation
@@ -46,11 +47,11 @@ _RETRIABLE = frozenset({
 })
 
 
-async def _verify(node: Any, request: Any, op: TxnOperation) -> ErrorCode | None:
+async def _verify(node: TxnOffsetCommitBroker, request: Any, op: TxnOperation) -> ErrorCode | None:
     """The group's offsets partition checked with (V2: added to) the producer's
     transaction; None when it is in it, else the error for every partition."""
-    service = getattr(node, "txn_coordinator", None)
-    verifier = getattr(service, "verifier", None)
+    service = node.txn_coordinator
+    verifier = None if service is None else service.verifier
     if service is None or verifier is None:
         return ErrorCode.coordinator_not_available
     tp = (OFFSETS_TOPIC, service.offsets_partition_of(str(request.group_id)))
@@ -69,7 +70,7 @@ async def _verify(node: Any, request: Any, op: TxnOperation) -> ErrorCode | None
     return error
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: TxnOffsetCommitBroker, ctx: RequestContext, request: Any) -> Any:
     image = node.metadata
     # keyed as the request names topics: by name, or by id (v6+)
     errors: dict[tuple[Any, int], ErrorCode] = {}

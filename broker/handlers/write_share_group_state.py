@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker.handlers._share_state import answer, refused
+from broker.share.coordinator_shell import ShareCoordinatorNode
 from broker.share.records import StateBatch
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def error_response(ctx: RequestContext, request: Any, code: ErrorCode) -> Any:
     return refused(request, "WriteShareGroupStateResponse", "WriteStateResult", code)
 
 
-async def handle(node: Any, ctx: RequestContext, request: Any) -> Any:
+async def handle(node: ShareCoordinatorNode, ctx: RequestContext, request: Any) -> Any:
     return await answer(
         node, request, "WriteShareGroupStateResponse", "WriteStateResult",
         lambda s, key, p: s.write(

@@ -19,8 +19,9 @@ The features Skiff knows, as Kafka 4.x names them:
                         it, the node reports the Raft's own.
   transaction.version   0-2 (KIP-890; 2 is transactions V2).
   group.version         0-1 (KIP-848; 1 enables ConsumerGroupHeartbeat / ConsumerGroupDescribe).
-  share.version         0-1 (KIP-932; 1 enables share groups, bootstrapped from 4.2-IV0). Kafka
-                        4.4's level 2 (share-group dead-letter queues) is not supported.
+  share.version         0-2 (KIP-932; 1 enables share groups, bootstrapped from 4.2-IV0; 2 adds
+                        their dead-letter queues, KIP-1191, bootstrapped from 4.4-IV0).
+  streams.version       0-1 (KIP-1071; 1 enables streams groups, bootstrapped from 4.2-IV1).
 
 Each level above 0 has the metadata.version from which a release bootstraps it
 (`bootstrap_metadata_version`) and the levels it needs of other features
@@ -37,6 +38,7 @@ KRAFT_VERSION = "kraft.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
+STREAMS_VERSION = "streams.version"
 
 # Kafka's MetadataVersion feature levels, with their names.
 MV_3_9_IV0 = 21
@@ -117,7 +119,9 @@ FEATURES: Mapping[str, Feature] = {
         FeatureLevel(1, MV_4_0_IV2), FeatureLevel(2, MV_4_0_IV2))),
     GROUP_VERSION: Feature(GROUP_VERSION, 0, 1, (
         FeatureLevel(1, MV_4_0_IV0, {METADATA_VERSION: MV_4_0_IV0}),)),
-    SHARE_VERSION: Feature(SHARE_VERSION, 0, 1, (FeatureLevel(1, MV_4_2_IV0),)),
+    SHARE_VERSION: Feature(SHARE_VERSION, 0, 2, (
+        FeatureLevel(1, MV_4_2_IV0), FeatureLevel(2, MV_4_4_IV0))),
+    STREAMS_VERSION: Feature(STREAMS_VERSION, 0, 1, (FeatureLevel(1, MV_4_2_IV1),)),
 }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -35,6 +35,19 @@ from broker.metrics.stats import (
     ServerStats,
     TopicStats,
 )
+
+if TYPE_CHECKING:
+    from broker.config import NodeConfig
+    from broker.controller.service import ControllerService
+    from broker.group.shell import GroupCoordinatorService
+    from broker.metadata.publisher import MetadataPublisher
+    from broker.metrics.stats import NodeStats
+    from broker.metrics.telemetry import TelemetryStore
+    from broker.quotas.core import Quotas
+    from broker.replication import ReplicaFetcherManager, ReplicaManager
+    from broker.server import Server
+    from broker.share.shell import ShareService
+    from raft.driver import RaftDriver
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 LEADER_RECOVERING = 1
@@ -683,7 +696,63 @@ def quota_families(quotas: Any, now_ms: int) -> list[Metric]:
     return out
 
 
-def node_families(node: Any) -> list[Metric]:
+class QuorumView(Protocol):
+    """The node's metadata quorum driver (broker/node/quorum.py), as the metrics read it."""
+
+    @property
+    def driver(self) -> RaftDriver: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+
+class MetricsNode(Protocol):
+    """What the metrics read of their node (broker/node), besides the parts its start()
+    makes, which node_families takes on their own (None until made)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def config(self) -> NodeConfig: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    @property
+    def stats(self) -> NodeStats | None: ...
+
+    @property
+    def quotas(self) -> Quotas: ...
+
+    @property
+    def telemetry(self) -> TelemetryStore: ...
+
+    @property
+    def broker_server(self) -> Server | None: ...
+
+    @property
+    def controller_server(self) -> Server | None: ...
+
+    @property
+    def controller_service(self) -> ControllerService | None: ...
+
+    @property
+    def election_counter(self) -> ElectionCounter | None: ...
+
+    @property
+    def group_coordinator(self) -> GroupCoordinatorService | None: ...
+
+    @property
+    def share_groups(self) -> ShareService | None: ...
+
+
+def node_families(node: MetricsNode, *, publisher: MetadataPublisher | None,
+                  replicas: ReplicaManager | None, fetchers: ReplicaFetcherManager | None,
+                  quorum: QuorumView | None) -> list[Metric]:
     """Every family for one node, from whatever of it is running."""
     out: list[Metric] = []
     info = GaugeMetricFamily("skiff_node_info", "Always 1: this node's id and roles",
@@ -691,44 +760,42 @@ def node_families(node: Any) -> list[Metric]:
     info.add_metric([str(node.node_id), ",".join(sorted(node.config.process_roles)),
                      node.cluster_id], 1)
     out.append(info)
-    stats = getattr(node, "stats", None)
-    image = node.publisher.image if hasattr(node, "publisher") else None
+    stats = node.stats
+    image = None if publisher is None else publisher.image
     if stats is not None:
         out.extend(request_families(stats.server))
-        servers = [getattr(node, attr) for attr in ("broker_server", "controller_server")
-                   if hasattr(node, attr)]
+        servers = [s for s in (node.broker_server, node.controller_server) if s is not None]
         out.extend(network_families(stats.server, servers))
         if node.config.is_broker:
             live = None if image is None else image.topics_by_name.keys()
             out.extend(topic_families(stats.topics, live))
-    if node.config.is_broker and hasattr(node, "replicas") and image is not None:
-        out.extend(replica_families(node.replicas, image))
-    if node.config.is_broker and hasattr(node, "fetchers"):
-        out.extend(fetcher_families(node.fetchers))
-    if node.config.is_broker and getattr(node, "quotas", None) is not None:
+    if node.config.is_broker and replicas is not None and image is not None:
+        out.extend(replica_families(replicas, image))
+    if node.config.is_broker and fetchers is not None:
+        out.extend(fetcher_families(fetchers))
+    if node.config.is_broker:
         out.extend(quota_families(node.quotas, time.monotonic_ns() // 1_000_000))
-    applied_ts = node.publisher.last_applied_timestamp if image is not None else 0
+    applied_ts = publisher.last_applied_timestamp if publisher is not None else 0
     now_ms = int(time.time() * 1000)
     if image is not None:
         out.extend(metadata_families(image, applied_ts, now_ms))
     out.extend(log_flush_families())
-    if hasattr(node, "quorum") and getattr(node.quorum, "driver", None) is not None:
-        driver = node.quorum.driver
+    if quorum is not None:
+        driver = quorum.driver
         out.extend(raft_families(driver))
         if node.config.is_controller and image is not None:
-            active = node.controller_service is not None and node.quorum.is_leader
+            active = node.controller_service is not None and quorum.is_leader
             out.extend(controller_families(image, active, driver.core.hw,
-                                           getattr(node, "election_counter", None),
+                                           node.election_counter,
                                            node.controller_service, applied_ts, now_ms))
-    if node.config.is_broker and getattr(node, "telemetry", None) is not None:
+    if node.config.is_broker:
         from broker.metrics.telemetry import telemetry_families
 
         out.extend(telemetry_families(node.telemetry, node.clock()))
-    if node.config.is_broker and getattr(node, "group_coordinator", None) is not None:
-        replicas = getattr(node, "replicas", None)
+    if node.config.is_broker and node.group_coordinator is not None:
         out.extend(group_families(list(node.group_coordinator.coordinators.values()),
                                   replicas))
-    if node.config.is_broker and getattr(node, "share_groups", None) is not None:
+    if node.config.is_broker and node.share_groups is not None:
         out.extend(share_families(node.share_groups))
     return out
 

@@ -26,8 +26,9 @@ import time
 import uuid
 from collections.abc import Awaitable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import structlog
 from kio.schema.errors import ErrorCode
 
@@ -77,6 +78,24 @@ from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.share.coordinator_shell import ShareCoordinatorService
 from broker.txn.shell import TransactionCoordinatorService
+from broker.util.tasks import ServiceTasks, TaskHandle
+
+if TYPE_CHECKING:
+    from broker.controller.rpc._common import ControllerNode
+    from broker.handlers._context import (
+        ControllerListenerNode,
+        CoordinatorsBroker,
+        GroupsBroker,
+        StreamsBroker,
+        TxnOffsetCommitBroker,
+    )
+    from broker.handlers.api_versions import FeatureSource
+    from broker.handlers.init_producer_id import InitProducerIdNode, ProducerIdManager
+    from broker.metrics.collectors import ElectionCounter
+    from broker.metrics.exporter import MetricsServer
+    from broker.protocol.transport import ConnectionSecurity
+    from broker.security.delegation_token import TokenCredentials
+    from broker.share.shell import ShareNode, ShareService
 
 log = structlog.get_logger(__name__)
 CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
@@ -111,29 +130,40 @@ class Node:
         self.ready = asyncio.Event()
         # what this broker's latest heartbeat answer said (registered brokers start fenced)
         self.fenced = True
-        self._tasks: list[asyncio.Task[None]] = []
-        self.logs: LogManager
-        self.replicas: ReplicaManager
-        self.publisher: MetadataPublisher
-        self.quorum: MetadataQuorumDriver
-        self.controller: ControllerChannel
+        self.tasks = ServiceTasks("node")
+        self._lifecycle: TaskHandle | None = None
+        # made by start(), for every role: read through the properties below once started
+        self._logs: LogManager | None = None
+        self._replicas: ReplicaManager | None = None
+        self._fetchers: ReplicaFetcherManager | None = None
+        self._publisher: MetadataPublisher | None = None
+        self._quorum: MetadataQuorumDriver | None = None
+        self._controller: ControllerChannel | None = None
+        self.replica_sync: ReplicaSync | None = None
+        self.inter_broker_security: ConnectionSecurity | None = None
+        self.controller_security: ConnectionSecurity | None = None
         self.controller_service: ControllerService | None = None
-        self._tokens: Any = None  # delegation tokens' SCRAM credentials, made on first use
+        # delegation tokens' SCRAM credentials, made on first use
+        self._tokens: TokenCredentials | None = None
         self.controlled_shutdown_done = False
         # set when the metadata quorum gets a new leader: the broker heartbeats the new
         # controller at once (its activation grace fences brokers that stay silent)
         self._heartbeat_now = asyncio.Event()
         self._heartbeat_now_leader = -1
-        self.controller_server: Server
-        self.admin: AdminServer
+        self.controller_server: Server | None = None  # None on a broker-only node
+        self.admin: AdminServer | None = None
         # None on a controller-only node (and until a broker is ready)
         self.group_coordinator: GroupCoordinatorService | None = None
         self.txn_coordinator: TransactionCoordinatorService | None = None
         self.share_coordinator: ShareCoordinatorService | None = None
-        self.broker_server: Server
+        # share groups (KIP-932) and producer ids: made on first use (share_service_of,
+        # node_producer_ids)
+        self.share_groups: ShareService | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self.broker_server: Server | None = None  # None on a controller-only node
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
-        self.metrics_server: Any = None
-        self.election_counter: Any = None
+        self.metrics_server: MetricsServer | None = None
+        self.election_counter: ElectionCounter | None = None  # a controller with metrics
         self.quotas = Quotas(
             config["quota.window.num"], config["quota.window.size.seconds"] * 1000,
             config["controller.quota.window.num"],
@@ -147,6 +177,71 @@ class Node:
             resources=lambda: {name: cfg for (rtype, name), cfg in self.metadata.configs.items()
                                if rtype == RESOURCE_CLIENT_METRICS})
 
+    @staticmethod
+    def _started(part: str) -> AttributeError:
+        # AttributeError, as before the member was declared: start() has not made it yet
+        return AttributeError(f"the node's {part} is made by start(), which has not reached it")
+
+    @property
+    def logs(self) -> LogManager:
+        if self._logs is None:
+            raise self._started("logs")
+        return self._logs
+
+    @logs.setter
+    def logs(self, logs: LogManager) -> None:
+        self._logs = logs
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        if self._replicas is None:
+            raise self._started("replica manager")
+        return self._replicas
+
+    @replicas.setter
+    def replicas(self, replicas: ReplicaManager) -> None:
+        self._replicas = replicas
+
+    @property
+    def fetchers(self) -> ReplicaFetcherManager:
+        if self._fetchers is None:
+            raise self._started("replica fetchers")
+        return self._fetchers
+
+    @fetchers.setter
+    def fetchers(self, fetchers: ReplicaFetcherManager) -> None:
+        self._fetchers = fetchers
+
+    @property
+    def publisher(self) -> MetadataPublisher:
+        if self._publisher is None:
+            raise self._started("metadata publisher")
+        return self._publisher
+
+    @publisher.setter
+    def publisher(self, publisher: MetadataPublisher) -> None:
+        self._publisher = publisher
+
+    @property
+    def quorum(self) -> MetadataQuorumDriver:
+        if self._quorum is None:
+            raise self._started("metadata quorum")
+        return self._quorum
+
+    @quorum.setter
+    def quorum(self, quorum: MetadataQuorumDriver) -> None:
+        self._quorum = quorum
+
+    @property
+    def controller(self) -> ControllerChannel:
+        if self._controller is None:
+            raise self._started("controller channel")
+        return self._controller
+
+    @controller.setter
+    def controller(self, controller: ControllerChannel) -> None:
+        self._controller = controller
+
     @property
     def metadata(self) -> MetadataImage:
         return self.publisher.image
@@ -154,7 +249,7 @@ class Node:
     @property
     def kraft_version(self) -> int:
         """The metadata quorum's kraft.version (0 static voters, 1 voters in the log)."""
-        quorum = getattr(self, "quorum", None)
+        quorum = self._quorum
         return 0 if quorum is None else int(quorum.driver.core.kraft_version)
 
     # ---- lifecycle ---------------------------------------------------------------
@@ -193,9 +288,9 @@ class Node:
         controller_security_ = self.controller_security
 
         self.publisher = MetadataPublisher(self.cluster_id)
-        self.replica_sync = ReplicaSync(cfg, self.replicas)
+        self.replica_sync = replica_sync = ReplicaSync(cfg, self.replicas)
         if cfg.is_broker:
-            self.publisher.subscribe(self.replica_sync)
+            self.publisher.subscribe(replica_sync)
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock,
                                            security=controller_security_)
         if cfg.is_broker:
@@ -210,8 +305,8 @@ class Node:
             if self.stats is not None:
                 from broker.metrics.collectors import ElectionCounter
 
-                self.election_counter = ElectionCounter(lambda: self.quorum.is_leader)
-                self.publisher.subscribe(self.election_counter)
+                self.election_counter = counter = ElectionCounter(lambda: self.quorum.is_leader)
+                self.publisher.subscribe(counter)
         self.controller = ControllerChannel(
             self.node_id, ({v.node_id: (v.host, v.port) for v in cfg.voters} if cfg.voters
                            else LiveControllers(self.quorum.driver)),
@@ -233,52 +328,53 @@ class Node:
         # see a node that does not yet know the cluster's metadata. A broker-only node has
         # no controller listener: it follows the metadata log as a Raft observer.
         if self.controller_service is not None:
-            self.controller_server = Server(
-                self, self._controller_listeners(), server_config,
+            self.controller_server = controller_server = Server(
+                self._controller_listeners(), server_config,
                 on_connection_closed=self.controller_service.connection_closed,
                 stats=self.stats.server if self.stats is not None else None,
                 connection_quotas=self.connection_quotas,
                 client_quotas=lambda: self.metadata.client_quotas,
                 dynamic_configs=self._dynamic_broker_configs)
-            await self.controller_server.start()
+            await controller_server.start()
         await self.quorum.start()
-        self.admin = AdminServer(
+        self.admin = admin = AdminServer(
             self, admin_listeners(cfg),
             describe_quorum=describe_raft(self.quorum.driver.core, self.clock,
                                           self.quorum.driver._now),
             readiness=self.readiness,
         )
-        await self.admin.start()
+        await admin.start()
 
         if cfg.is_controller:
-            self._spawn(self._controller_loop(), "controller_loop")
-            self._spawn(self._register_controller(), "controller_registration")
+            self.tasks.start_soon(self._controller_loop, name="controller_loop")
+            self.tasks.start_soon(self._register_controller, name="controller_registration")
         if cfg.is_broker:
-            self._spawn(self._broker_lifecycle(), "broker_lifecycle")
-            self._spawn(self._assign_dirs_loop(), "assign_replicas_to_dirs")
+            self._lifecycle = self.tasks.start_soon(self._broker_lifecycle,
+                                                     name="broker_lifecycle")
+            self.tasks.start_soon(self._assign_dirs_loop, name="assign_replicas_to_dirs")
             await self.ready.wait()
             self.replicas.start()
             self.fetchers.start()
-            self.group_coordinator = GroupCoordinatorService(self)
-            self.group_coordinator.start()
+            self.group_coordinator = group_coordinator = GroupCoordinatorService(self)
+            group_coordinator.start()
             # markers reaching __consumer_offsets complete TxnOffsetCommit's pending offsets
             self.replicas.txn_marker_listener = self._txn_marker_written
-            self.txn_coordinator = TransactionCoordinatorService(
+            self.txn_coordinator = txn_coordinator = TransactionCoordinatorService(
                 self, node_producer_ids(self).generate, security=self.inter_broker_security,
                 listener_name=cfg.inter_broker_listener_name)
-            self.txn_coordinator.start()
+            txn_coordinator.start()
             # KIP-932: the share-partition states in __share_group_state
-            self.share_coordinator = ShareCoordinatorService(self)
-            self.share_coordinator.start()
-            self.broker_server = Server(
-                self, self._broker_listeners(), server_config,
+            self.share_coordinator = share_coordinator = ShareCoordinatorService(self)
+            share_coordinator.start()
+            self.broker_server = broker_server = Server(
+                self._broker_listeners(), server_config,
                 stats=self.stats.server if self.stats is not None else None,
                 request_quota=RequestTimeQuota(lambda: self.metadata.client_quotas,
                                                self.quotas.request),
                 connection_quotas=self.connection_quotas,
                 client_quotas=lambda: self.metadata.client_quotas,
                 dynamic_configs=self._dynamic_broker_configs)
-            await self.broker_server.start()
+            await broker_server.start()
         else:
             self.ready.set()
 
@@ -308,36 +404,43 @@ class Node:
         """Stops whatever `start` got to, in reverse order; the logs are closed last. A
         registered broker first shuts down in a controlled way (bounded)."""
         log.info("node_stopping", node_id=self.node_id)
-        if (self.config.is_broker and self.broker_epoch >= 0 and hasattr(self, "controller")
+        if (self.config.is_broker and self.broker_epoch >= 0 and self._controller is not None
                 and self.config["controlled.shutdown.enable"]):
             await self.controlled_shutdown(self.config["controlled.shutdown.timeout.ms"] / 1000)
-        for task in self._tasks:
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=STOP_STEP_TIMEOUT_S)
-        steps: list[tuple[str, str, str]] = [
-            ("admin", "admin", "stop"), ("group_coordinator", "group_coordinator", "stop"),
-            ("txn_coordinator", "txn_coordinator", "stop"),
-            ("share_groups", "share_groups", "close"),
-            ("share_coordinator", "share_coordinator", "stop"),
-            ("broker_server", "broker_server", "stop"),
-            ("controller_server", "controller_server", "stop"),
-            ("controller_channel", "controller", "close"), ("quorum", "quorum", "stop"),
-            ("replica_fetchers", "fetchers", "stop"), ("isr_check", "replicas", "stop"),
-        ]
+        with anyio.move_on_after(STOP_STEP_TIMEOUT_S):  # a task that hangs is left behind
+            await self.tasks.close()
+        if self.admin is not None:
+            await self._stop_step("admin", self.admin.stop())
+        if self.group_coordinator is not None:
+            await self._stop_step("group_coordinator", self.group_coordinator.stop())
+        if self.txn_coordinator is not None:
+            await self._stop_step("txn_coordinator", self.txn_coordinator.stop())
+        if self.share_groups is not None:
+            await self._stop_step("share_groups", self.share_groups.close())
+        if self.share_coordinator is not None:
+            await self._stop_step("share_coordinator", self.share_coordinator.stop())
+        if self.broker_server is not None:
+            await self._stop_step("broker_server", self.broker_server.stop())
+        if self.controller_server is not None:
+            await self._stop_step("controller_server", self.controller_server.stop())
+        if self._controller is not None:
+            await self._stop_step("controller_channel", self._controller.close())
+        if self._quorum is not None:
+            await self._stop_step("quorum", self._quorum.stop())
+        if self._fetchers is not None:
+            await self._stop_step("replica_fetchers", self._fetchers.stop())
+        if self._replicas is not None:
+            await self._stop_step("isr_check", self._replicas.stop())
         if self.metrics_server is not None:
-            steps.append(("metrics", "metrics_server", "stop"))
-        for step, attr, method in steps:
-            if getattr(self, attr, None) is not None:
-                await self._stop_step(step, getattr(getattr(self, attr), method)())
-        if hasattr(self, "replica_sync"):
-            self.replica_sync.close()
-        if hasattr(self, "replicas"):
-            for part in list(self.replicas.partitions()):
+            await self._stop_step("metrics", self.metrics_server.stop())
+        if self.replica_sync is not None:
+            await self._stop_step("replica_sync", self.replica_sync.close())
+        if self._replicas is not None:
+            for part in list(self._replicas.partitions()):
                 part.close()
-        if hasattr(self, "logs"):
-            self.logs.stop()
-            self.logs.shutdown()
+        if self._logs is not None:
+            self._logs.stop()
+            self._logs.shutdown()
             if self.broker_epoch >= 0:
                 self._write_clean_shutdown_epoch()
         log.info("node_stopped", node_id=self.node_id)
@@ -355,7 +458,9 @@ class Node:
         from broker.metrics.exporter import MetricsServer
 
         self.stats = NodeStats()
-        self.metrics_server = MetricsServer(listeners, lambda: node_families(self))
+        self.metrics_server = MetricsServer(listeners, lambda: node_families(
+            self, publisher=self._publisher, replicas=self._replicas, fetchers=self._fetchers,
+            quorum=self._quorum))
         self.metrics_server.start()
 
     async def _stop_step(self, step: str, stopping: Awaitable[None]) -> None:
@@ -399,14 +504,11 @@ class Node:
         tmp.write_text(json.dumps({"version": 0, "brokerEpoch": self.broker_epoch}))
         os.replace(tmp, self._clean_shutdown_file)
 
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.append(task)
-
     def _controller_listeners(self) -> list[ListenerSpec]:
         return [
             ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
-                         self.quorum.dispatcher(), tls=server_tls_for(self.config, lst.name),
+                         self.quorum.dispatcher().bind(self),
+                         tls=server_tls_for(self.config, lst.name),
                          sasl=server_sasl_for(self.config, lst.name, self._scram_credential,
                                               self._token_credential),
                          principal_builder=principal_builder_for(self.config, lst.name))
@@ -432,7 +534,7 @@ class Node:
         return None if found is None else (found.credential, found.owner_name, found.expiry_ms)
 
     def _broker_listeners(self) -> list[ListenerSpec]:
-        dispatcher = broker_dispatcher(BROKER_HANDLERS)
+        dispatcher = broker_dispatcher(BROKER_HANDLERS).bind(self)
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
             ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher,
@@ -629,7 +731,7 @@ class Node:
     # ---- log dirs (KIP-858) ----------------------------------------------------------
 
     def _online_dir_ids(self) -> list[uuid.UUID]:
-        logs = getattr(self, "logs", None)  # None before start() opens them
+        logs = self._logs  # None before start() opens them
         return [] if logs is None else [logs.dir_id(d) for d in logs.online_dirs]
 
     def _cordoned_log_dirs(self) -> frozenset[Path]:
@@ -649,7 +751,7 @@ class Node:
         return cordoned_paths(entries, self.logs.log_dirs)
 
     def _offline_dir_ids(self) -> list[uuid.UUID]:
-        logs = getattr(self, "logs", None)
+        logs = self._logs
         return [] if logs is None else [logs.dir_id(d) for d in logs.log_dirs
                                         if d in logs.offline_dirs]
 
@@ -672,8 +774,8 @@ class Node:
         placed, moved, or lost with their dir."""
         while True:
             await asyncio.sleep(ASSIGN_DIRS_INTERVAL_S)
-            pending = dict(self.replicas.pending_assignments) if hasattr(self, "replicas") \
-                else {}
+            pending = ({} if self._replicas is None
+                       else dict(self._replicas.pending_assignments))
             if not pending or self.broker_epoch < 0:
                 continue
             batch = dict(list(pending.items())[:ASSIGN_DIRS_MAX_PER_REQUEST])
@@ -703,9 +805,8 @@ class Node:
         caller stops either way."""
         if self.controlled_shutdown_done:
             return True
-        for task in self._tasks:
-            if task.get_name() == "broker_lifecycle":
-                task.cancel()  # its plain heartbeats would undo nothing, but add noise
+        if self._lifecycle is not None:
+            self._lifecycle.cancel()  # its plain heartbeats would undo nothing, but add noise
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + timeout_s
@@ -772,9 +873,19 @@ class Node:
                 continue
             protocol = self.config.security_protocol_map.get(lst.name, "PLAINTEXT")
             out.append((lst.name, lst.host, lst.port, protocol))
-        if hasattr(self, "admin"):
+        if self.admin is not None:
             out.extend(self.admin.advertised_endpoints())  # lets other nodes forward writes here
         return out
+
+
+if TYPE_CHECKING:
+    def _serves_the_handlers(node: Node) -> tuple[
+            GroupsBroker, StreamsBroker, TxnOffsetCommitBroker, CoordinatorsBroker,
+            InitProducerIdNode, ShareNode, FeatureSource, ControllerListenerNode,
+            ControllerNode]:
+        """mypy's check that a Node has what each handler's Protocol reads: the servers hand
+        the node to handlers they know only as modules, so no call checks it."""
+        return node, node, node, node, node, node, node, node, node
 
 
 def data_dir_overrides(data: Path, port: int, controller_port: int) -> dict[str, str]:

@@ -8,7 +8,6 @@ holds everything committed before, so the pure controller never sees a stale ima
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from random import Random
 from typing import Any
@@ -25,6 +24,7 @@ from broker.protocol.frames import ResponseChunks
 from broker.protocol.transport import ConnectionSecurity
 from broker.server.context import RequestContext
 from broker.server.dispatch import Dispatcher
+from broker.util.tasks import ServiceTasks
 from raft.config import RaftConfig
 from raft.driver import RaftDriver, TcpTransport
 from raft.kafka_messages import RAFT_APIS
@@ -147,7 +147,7 @@ class MetadataQuorumDriver:
         self.deposed_leader = -1
         self._on_leader: list[Callable[[], Awaitable[None]]] = []
         self._on_leader_change: list[Callable[[int, int], None]] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = ServiceTasks("metadata_quorum")  # the controller activation callbacks
 
     # ---- what the controller service needs -------------------------------------------
 
@@ -184,8 +184,7 @@ class MetadataQuorumDriver:
         await self.driver.start()
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        await self._tasks.close()
         await self.driver.stop()
         self.store.close()
 
@@ -207,7 +206,7 @@ class MetadataQuorumDriver:
 
         return guard_controller_listener(dispatcher)
 
-    async def _handle(self, node: Any, ctx: RequestContext, request: Any) -> Any:
+    async def _handle(self, node: object, ctx: RequestContext, request: Any) -> Any:
         response = await self.driver.handle_request(ctx.api_key, ctx.api_version, request)
         if isinstance(response, bytes):  # a Fetch answer from raft's narrow encoder
             return ResponseChunks([response])
@@ -256,9 +255,7 @@ class MetadataQuorumDriver:
         self._active_epoch = epoch
         log.info("controller_activated", epoch=epoch, metadata_offset=self.publisher.image.offset)
         for callback in self._on_leader:
-            task = asyncio.get_running_loop().create_task(self._run_callback(callback))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks.start_soon(self._run_callback, callback, name="controller_activation")
 
     async def _run_callback(self, callback: Callable[[], Awaitable[None]]) -> None:
         try:

@@ -89,6 +89,8 @@ READ_SHARE_GROUP_STATE = 84
 WRITE_SHARE_GROUP_STATE = 85
 DELETE_SHARE_GROUP_STATE = 86
 READ_SHARE_GROUP_STATE_SUMMARY = 87
+STREAMS_GROUP_HEARTBEAT = 88
+STREAMS_GROUP_DESCRIBE = 89
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
 ALTER_SHARE_GROUP_OFFSETS = 91
 DELETE_SHARE_GROUP_OFFSETS = 92
@@ -294,6 +296,10 @@ BROKER_APIS = ApiTable.of(
     (OFFSET_DELETE, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1),
     (CONSUMER_GROUP_DESCRIBE, 0, 1),
+    # streams groups (KIP-1071, broker/group/streams.py): v0 only (Kafka 4.4's v1 adds
+    # TopologyDescriptionRequired, KIP-1331, which kio 0.6.5 lacks)
+    (STREAMS_GROUP_HEARTBEAT, 0, 0),
+    (STREAMS_GROUP_DESCRIBE, 0, 0),
     # share groups (KIP-932, broker/share), Kafka 4.4's versions: ShareFetch and
     # ShareAcknowledge v2 carry RENEW (KIP-1222) and the acquire mode (KIP-1206)
     (SHARE_GROUP_HEARTBEAT, 1, 1),

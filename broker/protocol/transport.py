@@ -23,6 +23,7 @@ from broker.protocol.headers import (
     encode_response,
     parse_response,
 )
+from broker.util.tasks import ServiceTasks
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 _I32 = struct.Struct(">i")
@@ -69,7 +70,7 @@ class KafkaConnection:
         self.client_id = client_id
         self.security = security
         self.close_on_timeout = close_on_timeout
-        self._reauth_tasks: set[asyncio.Task[None]] = set()
+        self._reauth = ServiceTasks("connection_reauth")  # KIP-368 re-authentications
         self._transport: asyncio.Transport | None = None
         self._lost: asyncio.Future[None] | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
@@ -164,9 +165,7 @@ class KafkaConnection:
 
         def start() -> None:
             if not transport.is_closing():
-                task = loop.create_task(reauth())
-                self._reauth_tasks.add(task)
-                task.add_done_callback(self._reauth_tasks.discard)
+                self._reauth.start_soon(reauth, name="connection_reauth")
 
         loop.call_later(lifetime_ms * 0.85 / 1000, start)
 
@@ -235,8 +234,7 @@ class KafkaConnection:
         return fut
 
     async def close(self) -> None:
-        for task in list(self._reauth_tasks):
-            task.cancel()
+        await self._reauth.close()
         transport, lost = self._transport, self._lost
         self._transport = None
         if transport is not None:

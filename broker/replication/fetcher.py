@@ -61,6 +61,7 @@ from broker.replication.cluster_view import ClusterView
 from broker.replication.fetch_session import FetchSessionHandler, Key, PartitionData
 from broker.replication.partition import Partition, Role
 from broker.replication.replica_manager import ReplicaManager, ReplicationSettings
+from broker.util.tasks import ServiceTasks, TaskHandle
 
 log = structlog.get_logger(__name__)
 
@@ -154,7 +155,7 @@ class ReplicaFetcher:
         self._wakeup = asyncio.Event()
         self._in_flight: asyncio.Future[Any] | None = None
         self._abandoned = False  # a partition joined while the fetch in flight was held
-        self._task: asyncio.Task[None] | None = None
+        self._task: TaskHandle | None = None  # in the manager's task group
         self.session = FetchSessionHandler()
         self._session_by_ids: bool | None = None  # how the session names topics
 
@@ -182,13 +183,14 @@ class ReplicaFetcher:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._run(), name=f"replica_fetcher_{self.source_id}")
+            self._task = self.manager.tasks.start_soon(
+                self._run, name=f"replica_fetcher_{self.source_id}")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            await _cancel(task)
+            task.cancel()
+            await task.wait()
         await self._close_connection()
 
     async def _close_connection(self) -> None:
@@ -201,7 +203,7 @@ class ReplicaFetcher:
 
     async def _run(self) -> None:
         backoff_s = self.settings.fetch_backoff_ms / 1000
-        me = asyncio.current_task()
+        me = self._task  # start() set it before this task ran
         while self._task is me:  # stop() clears it: a cancel lost inside wait_for still ends
             try:
                 await self.fetch_once()
@@ -431,16 +433,6 @@ class ReplicaFetcher:
         part.truncate_to(target)
 
 
-async def _cancel(task: asyncio.Task[None]) -> None:
-    """Cancel and wait for `task` without swallowing a cancellation of the caller (which
-    `await task` under suppress(CancelledError) would)."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=1.0)
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("task_failed", task=task.get_name(), error=repr(task.exception()))
-
-
 class ReplicaFetcherManager:
     """Keeps one fetcher per source broker, fed by ReplicaManager.apply_partition."""
 
@@ -455,7 +447,9 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._source_of: dict[TopicPartition, int] = {}
         self._started = False
-        self._closing: set[asyncio.Task[None]] = set()
+        # the fetchers' tasks and the stops of idle fetchers
+        self.tasks = ServiceTasks("replica_fetchers")
+        self._closing: set[TaskHandle] = set()
         self.bytes_fetched: dict[int, int] = {}  # source broker -> record bytes (metrics)
         replicas.fetchers = self
         for part in replicas.partitions():
@@ -494,7 +488,8 @@ class ReplicaFetcherManager:
         if not fetcher.partitions:
             del self.fetchers[source]
             if self._started:  # an idle fetcher stops (Kafka's shutdownIdleFetcherThreads)
-                task = asyncio.get_running_loop().create_task(fetcher.stop())
+                task = self.tasks.start_soon(fetcher.stop,
+                                             name=f"replica_fetcher_{source}_stop")
                 self._closing.add(task)
                 task.add_done_callback(self._closing.discard)
 
@@ -509,5 +504,5 @@ class ReplicaFetcherManager:
         for fetcher in fetchers:
             await fetcher.stop()
         for task in list(self._closing):
-            with contextlib.suppress(Exception):
-                await task
+            await task.wait()
+        await self.tasks.close()

@@ -352,7 +352,8 @@ class Partition:
         if not _may_have_producer_id(mv):
             return None
         headers = [h for _, h in iter_batch_headers(mv, validate_crc=False)]
-        duplicate = self.producer_state.validate(headers, verify=verify, guard=guard)
+        duplicate = self.producer_state.validate(headers, verify=verify, guard=guard,
+                                                 never_written=self.log.log_end_offset == 0)
         if duplicate is not None:
             # Nothing will be written, so the log's checks (CRC, sizes) run here: a
             # corrupt retry is refused, not acknowledged.

@@ -274,7 +274,8 @@ class ProducerStateManager:
     # ---- leader: before the append -------------------------------------------------
 
     def validate(self, batches: Sequence[BatchHeader], *, verify: bool = False,
-                 guard: VerificationGuard | None = None) -> BatchMetadata | None:
+                 guard: VerificationGuard | None = None,
+                 never_written: bool = False) -> BatchMetadata | None:
         """Check a client's batches against the state; raises KafkaError.
 
         Returns the cached metadata when a batch repeats one of the producer's last five:
@@ -282,7 +283,11 @@ class ProducerStateManager:
         written, as Kafka does. Batches of one append are checked in order, each against
         the state the earlier ones would leave. With `verify` (KIP-890), a transactional
         batch that would open a transaction must come with the producer's current
-        verification `guard`."""
+        verification `guard`. On a partition that `never_written` (its log has never held a
+        record), a producer it has no state for must start at sequence 0: otherwise, of two
+        requests in flight to a just-created partition, the second could be appended while
+        the first was refused as the leader was not ready yet, and every retry of the first
+        would then be out of order (KAFKA-15591; Kafka 4.5 refuses it too, 4.4 does not)."""
         pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last seq)
         for h in batches:
             if not _is_idempotent_data(h):
@@ -336,6 +341,12 @@ class ProducerStateManager:
                     f"current epoch {epoch}",
                 )
             if h.producer_epoch != epoch:
+                if first != 0 and epoch == NO_PRODUCER_EPOCH and never_written:
+                    raise KafkaError(
+                        ErrorCode.out_of_order_sequence_number,
+                        f"producer {pid} starts at sequence {first}, not 0, on a partition "
+                        f"that has never held a record",
+                    )
                 if first != 0 and epoch != NO_PRODUCER_EPOCH:
                     raise KafkaError(
                         ErrorCode.out_of_order_sequence_number,

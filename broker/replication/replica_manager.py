@@ -50,6 +50,7 @@ from broker.metrics.stats import BrokerTopicStats, TopicStats, mark_remote_wait
 from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
 from broker.replication.producer_state import VerificationGuard
+from broker.util.tasks import ServiceTasks, TaskHandle
 
 log = structlog.get_logger(__name__)
 
@@ -176,9 +177,10 @@ class ReplicaManager:
         # KIP-227: the incremental fetch sessions of this broker's consumers and followers.
         self.fetch_sessions = FetchSessionCache(self.settings.fetch_session_cache_slots)
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._moving: dict[tuple[str, int], asyncio.Task[None]] = {}  # replica moves running
-        self._isr_task: asyncio.Task[None] | None = None
+        # the ISR check, the high watermark checkpoints, AlterPartition sends, replica moves
+        self._tasks = ServiceTasks("replica_manager")
+        self._moving: dict[tuple[str, int], TaskHandle] = {}  # replica moves running
+        self._isr_task: TaskHandle | None = None
         # Metrics (broker/metrics): plain counters, None when metrics are off.
         self.topic_stats: BrokerTopicStats | None = None
         self.isr_shrinks = 0
@@ -189,7 +191,7 @@ class ReplicaManager:
         self.assigned_dirs: dict[TopicPartition, UUID | None] = {}
         self.pending_assignments: dict[TopicPartition, tuple[UUID, UUID]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._hw_task: asyncio.Task[None] | None = None
+        self._hw_task: TaskHandle | None = None
         logs.dir_failure_listeners.append(self._dir_failed_threadsafe)
 
     # ---- lifecycle (the periodic ISR check) ------------------------------------------
@@ -197,28 +199,21 @@ class ReplicaManager:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         if self._isr_task is None:
-            self._isr_task = self._loop.create_task(self._isr_loop(), name="isr_check")
+            self._isr_task = self._tasks.start_soon(self._isr_loop, name="isr_check")
         if self._hw_task is None:
-            self._hw_task = self._loop.create_task(self._hw_checkpoint_loop(),
+            self._hw_task = self._tasks.start_soon(self._hw_checkpoint_loop,
                                                    name="hw_checkpoint")
 
     async def stop(self) -> None:
-        tasks = [*self._tasks, *([self._isr_task] if self._isr_task else []),
-                 *([self._hw_task] if self._hw_task else [])]
         self._isr_task = None
         self._hw_task = None
-        while tasks:
-            for t in tasks:
-                t.cancel()
-            await asyncio.wait(tasks, timeout=1.0)
-            tasks = [t for t in tasks if not t.done()]
+        await self._tasks.close()
 
     async def _isr_loop(self) -> None:
         # Kafka checks every lag/2; at most every second here, so a stuck follower leaves
         # the ISR within a second of replica.lag.time.max.ms rather than half of it.
         interval_s = min(max(self.settings.lag_time_max_ms / 2, 10), 1000) / 1000
-        me = asyncio.current_task()
-        while self._isr_task is me:
+        while True:
             await asyncio.sleep(interval_s)
             try:
                 self.check_isr()
@@ -229,8 +224,7 @@ class ReplicaManager:
 
     async def _hw_checkpoint_loop(self) -> None:
         interval_s = max(self.settings.high_watermark_checkpoint_interval_ms, 10) / 1000
-        me = asyncio.current_task()
-        while self._hw_task is me:
+        while True:
             await asyncio.sleep(interval_s)
             try:
                 # gathered here, written (and fsynced) beside the loop
@@ -325,13 +319,10 @@ class ReplicaManager:
 
     def _start_move(self, part: Partition, fut: FutureLog) -> None:
         key = (part.topic, part.index)
-        task = asyncio.get_running_loop().create_task(self._move(part, fut),
-                                                      name=f"move-{key[0]}-{key[1]}")
+        task = self._tasks.start_soon(self._move, part, fut, name=f"move-{key[0]}-{key[1]}")
         self._moving[key] = task
-        self._tasks.add(task)
 
-        def done(t: asyncio.Task[None]) -> None:
-            self._tasks.discard(t)
+        def done(t: TaskHandle) -> None:
             if self._moving.get(key) is t:
                 del self._moving[key]
 
@@ -523,9 +514,8 @@ class ReplicaManager:
             self._send_isr_change(part, pending)
 
     def _send_isr_change(self, part: Partition, pending: PendingIsrChange) -> None:
-        task = asyncio.get_running_loop().create_task(self._alter_isr(part, pending))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.start_soon(self._alter_isr, part, pending,
+                               name=f"alter_isr-{part.topic}-{part.index}")
 
     async def _alter_isr(self, part: Partition, pending: PendingIsrChange) -> None:
         assert self.alter_partition is not None

@@ -22,6 +22,7 @@ from broker.metadata.delta import MetadataDelta
 from broker.metadata.image import MetadataImage, TopicImage
 from broker.metadata.records import RESOURCE_BROKER
 from broker.replication.replica_manager import ReplicaManager
+from broker.util.tasks import ServiceTasks, TaskHandle
 
 log = structlog.get_logger(__name__)
 
@@ -55,7 +56,8 @@ class ReplicaSync:
         # work of earlier images still to do, in order; a later image's work queues
         # behind it so replicas never see an older state after a newer one
         self._backlog: deque[Callable[[], None]] = deque()
-        self._drainer: asyncio.Task[None] | None = None
+        self._tasks = ServiceTasks("replica_sync")
+        self._drainer: TaskHandle | None = None
         self.slices = 0
 
     @property
@@ -77,7 +79,7 @@ class ReplicaSync:
             return
         self._backlog.extend(ops)
         if self._drainer is None or self._drainer.done():
-            self._drainer = loop.create_task(self._drain(), name="replica_sync")
+            self._drainer = self._tasks.start_soon(self._drain, name="replica_sync")
 
     async def _drain(self) -> None:
         while self._backlog:
@@ -94,12 +96,11 @@ class ReplicaSync:
     async def wait_applied(self) -> None:
         """Until every queued change reached the replicas (tests, benchmarks)."""
         while self._drainer is not None and not self._drainer.done():
-            await asyncio.shield(self._drainer)
+            await self._drainer.wait()
 
-    def close(self) -> None:
-        if self._drainer is not None:
-            self._drainer.cancel()
+    async def close(self) -> None:
         self._backlog.clear()
+        await self._tasks.close()
 
     def _ops(self, new: MetadataImage, delta: MetadataDelta | None) -> list[Callable[[], None]]:
         if delta is None:

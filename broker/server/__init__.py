@@ -2,10 +2,11 @@
 
 from broker.protocol.frames import FileSlice, ResponseChunks
 from broker.server.context import RequestContext
-from broker.server.dispatch import Dispatcher, Handler, HandlerEntry
+from broker.server.dispatch import BoundDispatcher, Dispatcher, Handler, HandlerEntry
 from broker.server.server import ListenerSpec, Server, ServerConfig
 
 __all__ = [
+    "BoundDispatcher",
     "Dispatcher",
     "FileSlice",
     "Handler",

@@ -1,6 +1,8 @@
 """api_key -> handler, for one listener.
 
-A handler is ``async def handle(node, ctx, request) -> response | ResponseChunks | None``:
+A handler is ``async def handle(services, ctx, request) -> response | ResponseChunks | None``
+(the services bound by `Dispatcher.bind` when a listener is built: the node, typed by the
+handler as the Protocol of what it reads);
 `request` is the kio request entity of ``ctx.api_version``; the response is the kio response
 entity of the same API and version, or ResponseChunks (a body spliced from files), or None
 when the client expects no answer (Produce with acks=0), or NoResponse(throttle_ms) for
@@ -14,6 +16,7 @@ logged, as Kafka does for requests it cannot answer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
@@ -38,6 +41,8 @@ class NoResponse:
 
 HandlerResult = Response | ResponseChunks | NoResponse | None
 Handler = Callable[[Any, RequestContext, Any], Awaitable[HandlerResult]]
+# a handler with its services bound (Dispatcher.bind): what a listener calls
+BoundHandler = Callable[[RequestContext, Any], Awaitable[HandlerResult]]
 ErrorResponder = Callable[[RequestContext, Any, ErrorCode], Response]
 
 
@@ -89,3 +94,31 @@ class Dispatcher:
 
     def api_keys(self) -> frozenset[int]:
         return frozenset(self._handlers)
+
+    def bind(self, services: object) -> BoundDispatcher:
+        """Each handler with `services` (the node, or what a test gives in its place) as its
+        first argument: the listener that serves the result holds no services itself."""
+        return BoundDispatcher({
+            key: BoundEntry(key, functools.partial(entry.handle, services),
+                            entry.error_response)
+            for key, entry in self._handlers.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class BoundEntry:
+    api_key: int
+    handle: BoundHandler
+    error_response: ErrorResponder | None = None
+
+
+class BoundDispatcher:
+    """api_key -> a handler bound to its services (Dispatcher.bind), for one listener."""
+
+    def __init__(self, entries: dict[int, BoundEntry]) -> None:
+        self._entries = entries
+
+    def get(self, api_key: int) -> BoundEntry | None:
+        return self._entries.get(api_key)
+
+    def api_keys(self) -> frozenset[int]:
+        return frozenset(self._entries)

@@ -70,8 +70,9 @@ from broker.security.principal import ANONYMOUS, MappingRuleError, x500_name
 from broker.security.sasl import SaslConfig
 from broker.security.tls import ServerTls, log_fetch_path_once
 from broker.server.context import RequestContext
-from broker.server.dispatch import Dispatcher, HandlerEntry, NoResponse, RequestQuota
+from broker.server.dispatch import BoundDispatcher, BoundEntry, NoResponse, RequestQuota
 from broker.server.old_versions import OldVersionLog
+from broker.util.tasks import ServiceTasks
 
 log = structlog.get_logger("skiff.server")
 
@@ -110,7 +111,8 @@ class ListenerSpec:
     host: str
     port: int
     apis: ApiTable
-    dispatcher: Dispatcher = field(compare=False)
+    dispatcher: BoundDispatcher = field(compare=False)
+    """The handlers with their services bound (Dispatcher.bind)."""
     tls: ServerTls | None = field(default=None, compare=False)
     """Serve TLS on this listener (SSL, SASL_SSL): broker/security/tls.py."""
     sasl: SaslConfig | None = field(default=None, compare=False)
@@ -171,7 +173,7 @@ async def _run_timed(timed: _Timed) -> Any:
 class _Pending:
     ctx: RequestContext
     request: Any
-    entry: HandlerEntry | None
+    entry: BoundEntry | None
     task: asyncio.Future[Any]
     size: int
     received: float = 0.0  # time.monotonic() when the frame was read (metrics)
@@ -209,7 +211,6 @@ def with_sasl_apis(apis: ApiTable) -> ApiTable:
 class Server:
     def __init__(
         self,
-        node: object,
         listeners: Sequence[ListenerSpec],
         config: ServerConfig | None = None,
         on_connection_closed: Callable[[str], None] | None = None,
@@ -229,7 +230,6 @@ class Server:
         names = [spec.name for spec in listeners]
         if len(set(names)) != len(names):
             raise ValueError(f"listener names must be unique: {names}")
-        self.node = node
         self.config = config or ServerConfig()
         self.old_versions = OldVersionLog()
         self.on_connection_closed = on_connection_closed
@@ -241,6 +241,7 @@ class Server:
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
+        self.tasks = ServiceTasks("server")  # each connection's write loop
 
     async def start(self) -> None:
         for listener in self._listeners.values():
@@ -298,6 +299,7 @@ class Server:
             await asyncio.wait(
                 [c.done for c in list(self._connections)], timeout=5
             )
+        await self.tasks.close()  # write loops still owing answers after 5 s are cancelled
         log.info("server stopped")
 
     def _accept(self, listener: _Listener) -> FrameReader:
@@ -340,7 +342,6 @@ class _Connection:
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.closing = False
         self.reading = True  # until a close is queued: no request after it is read
-        self.run_task: asyncio.Task[None] | None = None
         self.stats = server.stats
         self.lstats = None if server.stats is None else server.stats.listener(listener.spec.name)
         self.principal = ANONYMOUS
@@ -392,7 +393,7 @@ class _Connection:
             self.lstats.connections_created += 1
         self.log.debug("connection opened", listener=self.listener.spec.name)
         self._arm_idle_timer()
-        self.run_task = asyncio.get_running_loop().create_task(self.run())
+        self.server.tasks.start_soon(self.run, name=f"connection_{self.id}")
 
     def _admit_connection(self, transport: asyncio.Transport) -> bool:
         """Connection counts and creation rates (KIP-402, KIP-612): False when this
@@ -561,7 +562,7 @@ class _Connection:
                   api_version=ctx.api_version, correlation_id=ctx.correlation_id,
                   client_id=ctx.client_id)
         if self.stats is None:
-            coro = entry.handle(self.server.node, ctx, parsed.body)
+            coro = entry.handle(ctx, parsed.body)
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame))
         else:
             key = peek.api_key  # Kafka's request metrics name a Fetch by its sender
@@ -586,14 +587,14 @@ class _Connection:
         self.queue.put_nowait(pending)
         return None
 
-    async def _timed(self, entry: HandlerEntry, ctx: RequestContext, request: Any,
+    async def _timed(self, entry: BoundEntry, ctx: RequestContext, request: Any,
                      p: _Pending) -> Any:
         """The handler, with the times Kafka's request metrics split a request by: its
         wait to start (request queue) and its run (local; remote from its first wait
         for replicas or records, which mark_remote_wait notes through TASK_TIMING)."""
         p.started = time.monotonic()
         try:
-            return await entry.handle(self.server.node, ctx, request)
+            return await entry.handle(ctx, request)
         finally:
             p.done = time.monotonic()
 

@@ -14,12 +14,13 @@ Handlers and the persister reach the service as `share_coordinator_of(node)`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.coordinator.runtime import CoordinatorRuntime
+from broker.coordinator.services import CoordinatorNode
 from broker.errors import KafkaError
 from broker.protocol.records import Record, build_batch
 from broker.share.coordinator import (
@@ -42,11 +43,18 @@ from broker.share.records import (
 log = structlog.get_logger(__name__)
 
 
-def share_coordinator_of(node: Any) -> ShareCoordinatorService:
-    service = getattr(node, "share_coordinator", None)
+class ShareCoordinatorNode(Protocol):
+    """A node's share coordinator (__share_group_state), as its callers reach it (None
+    until the broker runs one)."""
+
+    @property
+    def share_coordinator(self) -> ShareCoordinatorService | None: ...
+
+
+def share_coordinator_of(node: ShareCoordinatorNode) -> ShareCoordinatorService:
+    service = node.share_coordinator
     if service is None:
         raise KafkaError(ErrorCode.coordinator_not_available, "share coordinator not started")
-    assert isinstance(service, ShareCoordinatorService)
     return service
 
 
@@ -60,7 +68,7 @@ def _setting(cfg: Any, key: str) -> int:
 
 
 class ShareCoordinatorService:
-    def __init__(self, node: Any, *, tick_interval_s: float = 0.1) -> None:
+    def __init__(self, node: CoordinatorNode, *, tick_interval_s: float = 0.1) -> None:
         self.node = node
         self.config = ShareCoordinatorConfig(_setting(
             node.config, "share.coordinator.snapshot.update.records.per.snapshot"))

@@ -19,6 +19,7 @@ import structlog
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i16, i32, i64
 
+from broker.coordinator.services import NodeSettings
 from broker.errors import KafkaError
 from broker.protocol.api import request_schema
 from broker.protocol.kio_build import build
@@ -52,7 +53,7 @@ class StateConnection(Protocol):
 
 
 class Persister:
-    def __init__(self, node: Any, coordinator: ShareCoordinatorService, *,
+    def __init__(self, node: NodeSettings, coordinator: ShareCoordinatorService, *,
                  security: ConnectionSecurity | None = None, listener_name: str | None = None,
                  connect: Callable[[str, int], StateConnection] | None = None,
                  timeout_s: float = 15.0) -> None:

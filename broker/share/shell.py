@@ -20,22 +20,36 @@ Handlers reach it as `share_service_of(node)`, made at first use.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
+from kio.schema.types import TopicName
+from kio.static.primitive import Records, i16, i32, i32Timedelta
 
+from broker.config.resource_configs import (
+    SHARE_ISOLATION_LEVEL,
+    SHARE_RENEW_ACKNOWLEDGE_ENABLE,
+    group_flag,
+)
+from broker.coordinator.services import NodeSettings
 from broker.errors import KafkaError
+from broker.group.shell import GroupNode
 from broker.metadata.features import SHARE_VERSION
 from broker.metadata.records import RESOURCE_GROUP
 from broker.metrics.stats import ShareStats
 from broker.protocol.records import iter_batch_headers, whole_batches_length
+from broker.protocol.transport import ConnectionSecurity, KafkaConnection
 from broker.replication import Role
 from broker.replication.leader_offsets import latest_offsets
+from broker.share.coordinator_shell import ShareCoordinatorNode
+from broker.share.dlq import DeadLetterNode, DeadLetterQueue, DeadLetters
 from broker.share.group import (
     ShareGroupCoordinator,
     ShareGroupDescription,
@@ -44,7 +58,13 @@ from broker.share.group import (
     ShareHeartbeatResult,
     TopicsView,
 )
-from broker.share.partition import AcquiredRange, ShareLimits, SharePartition
+from broker.share.partition import (
+    AcknowledgeType,
+    AcquiredRange,
+    ShareLimits,
+    SharePartition,
+    merged_ranges,
+)
 from broker.share.persister import Persister
 from broker.share.records import SharePartitionKey as StateKey
 from broker.share.records import StateBatch
@@ -57,17 +77,26 @@ DISABLED_MESSAGE = ("Share groups (KIP-932) are not enabled: they need share.ver
 SharePartitionKey = tuple[str, str, int]  # (group id, topic, partition)
 
 
-def share_enabled(node: Any) -> bool:
+class ShareNode(DeadLetterNode, GroupNode, ShareCoordinatorNode, Protocol):
+    """What the share groups' service uses of its node; `share_groups` is the service
+    itself, made on first use (share_service_of)."""
+
+    share_groups: ShareService | None
+
+    @property
+    def inter_broker_security(self) -> ConnectionSecurity | None: ...
+
+
+def share_enabled(node: NodeSettings) -> bool:
     """share.version >= 1 (Kafka's ShareVersion.supportsShareGroups)."""
     return bool(node.metadata.finalized_level(SHARE_VERSION) >= 1)
 
 
-def share_service_of(node: Any) -> ShareService:
-    service = getattr(node, "share_groups", None)
+def share_service_of(node: ShareNode) -> ShareService:
+    service = node.share_groups
     if service is None:
         service = ShareService(node)
         node.share_groups = service
-    assert isinstance(service, ShareService)
     return service
 
 
@@ -87,6 +116,11 @@ class PartitionAnswer:
     leader_epoch: int = -1
 
 
+DLQ_WRITE_TIMEOUT_MS = 30000
+PRODUCE_API_KEY = 0
+RENEW_DISABLED_MESSAGE = "Renewing acquisition locks is not enabled for the group."
+# a share fetch reads the log this much at a time (Kafka's max.partition.fetch.bytes default)
+SHARE_READ_CHUNK_BYTES = 1 << 20
 _ACK_TYPE_NAMES = {0: "Gap", 1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
 # (topic id, partition) -> [(first, last, types)]
 Acks = Mapping[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]]
@@ -102,8 +136,20 @@ def node_setting(cfg: Any, key: str) -> int:
         return int(BROKER_CONFIGS[key].default)
 
 
+def _acquired_slice(data: bytes, spans: list[tuple[int, int, int, int]],
+                    acquired: list[AcquiredRange]) -> bytes:
+    """The batches from the first holding an acquired record to the last holding one, as
+    Kafka slices a share fetch's records: the log read up to max bytes, the acquired records
+    up to max records, and the client needs only the batches that hold them."""
+    lo = min(a.first_offset for a in acquired)
+    hi = max(a.last_offset for a in acquired)
+    start = next(s for s, _, _, last in spans if last >= lo)
+    end = next(e for _, e, first, _ in reversed(spans) if first <= hi)
+    return data[start:end]
+
+
 class ShareService:
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: ShareNode) -> None:
         self.node = node
         cfg = node.config
         self.groups = ShareGroupCoordinator(ShareGroupSettings(
@@ -118,10 +164,76 @@ class ShareService:
         self._write_locks: dict[SharePartitionKey, asyncio.Lock] = {}
         self._persister: Persister | None = None
         self.stats = ShareStats()
+        self.dlq = DeadLetterQueue(node, self._group_config, self._produce_dead_letters,
+                                   self.now)
+        self._dlq_connections: dict[tuple[str, int], KafkaConnection] = {}
 
     async def close(self) -> None:
+        await self.dlq.close()
+        for conn in self._dlq_connections.values():
+            with contextlib.suppress(Exception):
+                await conn.close()
+        self._dlq_connections.clear()
         if self._persister is not None:
             await self._persister.close()
+
+    # ---- dead letters (KIP-1191, broker/share/dlq.py) ------------------------------------------
+
+    def _offer_dead_letters(self, group_id: str, topic: str, partition: int,
+                            sp: SharePartition) -> None:
+        """Hands what REJECTs and the delivery count limit archived on this share-partition
+        to the dead-letter queue (which drops it for a group without one)."""
+        if sp.dead:
+            self.dlq.offer(DeadLetters(group_id, topic, partition, tuple(sp.take_dead())))
+
+    async def _produce_dead_letters(self, topic: str, partition: int, batch: bytes
+                                    ) -> ErrorCode:
+        """Appends `batch` (acks=all) on the partition's leader: here, or with a Produce
+        over the inter-broker listener."""
+        replicas = self.node.replicas
+        try:
+            replicas.leader_partition(topic, partition)
+        except KafkaError:
+            return await self._produce_remote(topic, partition, batch)
+        out = await replicas.append({(topic, partition): batch}, required_acks=-1,
+                                    timeout_ms=DLQ_WRITE_TIMEOUT_MS)
+        result = out[(topic, partition)]
+        return result.error_code if isinstance(result, KafkaError) else ErrorCode.none
+
+    async def _produce_remote(self, topic: str, partition: int, batch: bytes) -> ErrorCode:
+        from kio.schema.produce.v9 import request as produce
+
+        image = self.node.metadata
+        leader = image.leader_of(topic, partition)
+        broker = image.broker(leader) if leader >= 0 else None
+        ep = (broker.endpoint(self.node.config.inter_broker_listener_name)
+              if broker is not None else None)
+        if ep is None:
+            return ErrorCode.leader_not_available
+        addr = (ep.host, ep.port)
+        conn = self._dlq_connections.get(addr)
+        if conn is None:
+            conn = self._dlq_connections[addr] = KafkaConnection(
+                ep.host, ep.port, client_id="skiff-share-dlq",
+                security=self.node.inter_broker_security)
+        request = produce.ProduceRequest(
+            transactional_id=None, acks=i16(-1),
+            timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=DLQ_WRITE_TIMEOUT_MS)),
+            topic_data=(produce.TopicProduceData(name=TopicName(topic), partition_data=(
+                produce.PartitionProduceData(index=i32(partition), records=Records(batch)),)),))
+        try:
+            response = await conn.request(PRODUCE_API_KEY, 9, request,
+                                          DLQ_WRITE_TIMEOUT_MS / 1000 + 5)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("dlq_produce_failed", topic=topic, partition=partition, error=repr(exc))
+            self._dlq_connections.pop(addr, None)
+            with contextlib.suppress(Exception):
+                await conn.close()
+            return ErrorCode.network_exception
+        code: ErrorCode = response.responses[0].partition_responses[0].error_code
+        return code
 
     @property
     def persister(self) -> Persister:
@@ -130,7 +242,7 @@ class ShareService:
 
             self._persister = Persister(
                 self.node, share_coordinator_of(self.node),
-                security=getattr(self.node, "inter_broker_security", None))
+                security=self.node.inter_broker_security)
         return self._persister
 
     # ---- time and configs --------------------------------------------------------------------
@@ -166,6 +278,15 @@ class ShareService:
             heartbeat_interval_ms=int(gc.get("share.heartbeat.interval.ms", node_setting(
                 cfg, "group.share.heartbeat.interval.ms"))),
             max_size=node_setting(cfg, "group.share.max.size"))
+
+    def read_committed(self, group_id: str) -> bool:
+        """The group's share.isolation.level (Kafka's default: read_uncommitted)."""
+        level = self._group_config(group_id).get(SHARE_ISOLATION_LEVEL, "read_uncommitted")
+        return level.strip().lower() == "read_committed"
+
+    def renew_enabled(self, group_id: str) -> bool:
+        """The group's share.renew.acknowledge.enable (Kafka's default: true)."""
+        return group_flag(self._group_config(group_id), SHARE_RENEW_ACKNOWLEDGE_ENABLE)
 
     def lock_duration_ms(self, group_id: str) -> int:
         return self.limits(group_id).record_lock_duration_ms
@@ -249,6 +370,7 @@ class ShareService:
         for key, sp in list(self.partitions.items()):
             if key[0] == session.group_id and sp.release_member(session.member_id):
                 released.append(key)
+                self._offer_dead_letters(*key, sp)
         return released
 
     # ---- share-partitions --------------------------------------------------------------------
@@ -365,16 +487,24 @@ class ShareService:
                 out[(tid, p)] = (exc.error_code, exc.message)
                 continue
             error: ErrorCode = ErrorCode.none
+            message = None
             changed = False
+            renew_allowed = self.renew_enabled(group_id)
             for first, last, types in batches:
                 for kind in types:
                     self.stats.acknowledged(_ACK_TYPE_NAMES.get(kind, "Unknown"))
+                if not renew_allowed and AcknowledgeType.RENEW in types:
+                    # as Kafka's SharePartition: the records' state is checked first
+                    error = ErrorCode.invalid_record_state
+                    if sp.held_by(member_id, first, last, now):
+                        message = RENEW_DISABLED_MESSAGE
+                    continue
                 e = sp.acknowledge(member_id, first, last, types, now)
                 if e is not ErrorCode.none:
                     error = e
                 else:
                     changed = True
-            message = None
+            self._offer_dead_letters(group_id, t.name, p, sp)
             if changed:
                 written = await self.persist(group_id, t.name, p)
                 if written is not ErrorCode.none and error is ErrorCode.none:
@@ -420,15 +550,17 @@ class ShareService:
 
     async def fetch(self, group_id: str, member_id: str, session: ShareSession,
                     max_wait_ms: int, max_records: int, max_bytes: int,
-                    refused: Iterable[tuple[uuid.UUID, int]] = ()) -> list[PartitionAnswer]:
+                    refused: Iterable[tuple[uuid.UUID, int]] = (),
+                    whole_batches: bool = False) -> list[PartitionAnswer]:
         """Acquires records of the session's partitions for the member, waiting up to
-        `max_wait_ms` while there is nothing to acquire."""
+        `max_wait_ms` while there is nothing to acquire; `whole_batches`: the batch-optimized
+        acquire mode (SharePartition.acquire_batches)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
         skip = set(refused)
         while True:
             answers = await self._fetch_once(group_id, member_id, session, max_records,
-                                             max_bytes, skip)
+                                             max_bytes, skip, whole_batches)
             remaining = deadline - loop.time()
             if any(a.acquired or a.error is not ErrorCode.none for a in answers) \
                     or remaining <= 0:
@@ -448,11 +580,13 @@ class ShareService:
 
     async def _fetch_once(self, group_id: str, member_id: str, session: ShareSession,
                     max_records: int, max_bytes: int,
-                    skip: set[tuple[uuid.UUID, int]]) -> list[PartitionAnswer]:
+                    skip: set[tuple[uuid.UUID, int]],
+                    whole_batches: bool = False) -> list[PartitionAnswer]:
         image = self.node.metadata
         now = self.now()
         answers: list[PartitionAnswer] = []
         budget = max_records
+        used: list[tuple[str, int, SharePartition]] = []  # where locks may have expired
         for tid, p in list(session.partitions):
             if (tid, p) in skip:
                 continue
@@ -473,37 +607,80 @@ class ShareService:
                 ans.error, ans.error_message = exc.error_code, exc.message
                 answers.append(ans)
                 continue
+            used.append((t.name, p, sp))
             now = self.now()
             if not sp.can_acquire(now):
                 continue
             offset = sp.next_fetch_offset(now)
-            ranges: list[tuple[int, int]] = []
-            keep_end = 0
             try:
                 part = self.node.replicas.leader_partition(t.name, p)
-                upto = part.high_watermark
+                read_committed = self.read_committed(group_id)
+                upto = part.last_stable_offset if read_committed else part.high_watermark
                 if offset >= upto:
                     continue
-                data = part.log.read(offset, max(1, max_bytes), upto).read_bytes()
-                data = data[: whole_batches_length(data)]
-                for pos, h in iter_batch_headers(memoryview(data), validate_crc=False):
-                    if h.is_control:
-                        sp.skip(h.base_offset, h.last_offset)
-                    else:
-                        ranges.append((h.base_offset, h.last_offset))
-                    keep_end = pos + h.size
+                aborted = (part.log.collect_aborted_txns(offset, upto) if read_committed
+                           else [])
+                pieces, acquired = self._acquire_from_log(
+                    sp, part.log, member_id, offset, upto, aborted, budget, max_bytes, now,
+                    whole_batches)
             except KafkaError as exc:  # leadership moved, storage failed, a corrupt batch
                 ans.error, ans.error_message = exc.error_code, exc.message
                 answers.append(ans)
                 continue
-            acquired = sp.acquire(member_id, ranges, budget, now)
             if not acquired:
                 continue
             budget -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
-            ans.records = data[:keep_end]
+            ans.records = pieces[0] if len(pieces) == 1 else b"".join(pieces)
             ans.acquired = acquired
             answers.append(ans)
+        for topic, partition, used_sp in used:  # a lock that expired at the limit
+            self._offer_dead_letters(group_id, topic, partition, used_sp)
         return answers
+
+    @staticmethod
+    def _acquire_from_log(sp: SharePartition, log: Any, member_id: str, offset: int,
+                          upto: int, aborted: list[Any], budget: int, max_bytes: int,
+                          now: int, whole_batches: bool,
+                          ) -> tuple[list[bytes], list[AcquiredRange]]:
+        """Acquires from the log at `offset`, read a chunk at a time (not MaxBytes at once:
+        the Java share consumer asks for its fetch.max.bytes, 50 MiB, to take max.poll.records
+        records) until the budget is taken, MaxBytes read, the log read to `upto`, or the
+        in-flight window full. Answers the batches holding acquired records, per chunk, and
+        the acquired ranges."""
+        pieces: list[bytes] = []
+        acquired: list[AcquiredRange] = []
+        read = 0
+        while True:
+            data = log.read(offset, max(1, min(SHARE_READ_CHUNK_BYTES, max_bytes - read)),
+                            upto).read_bytes()
+            data = data[: whole_batches_length(data)]
+            if not data:
+                break
+            read += len(data)
+            batches: list[tuple[int, int, bool]] = []  # (first, last, deliverable)
+            spans: list[tuple[int, int, int, int]] = []  # (start, end) in data, first, last
+            for pos, h in iter_batch_headers(memoryview(data), validate_crc=False):
+                deliverable = not h.is_control and not (
+                    h.is_transactional and any(
+                        a.producer_id == h.producer_id
+                        and a.first_offset <= h.base_offset <= a.last_offset
+                        for a in aborted))
+                batches.append((h.base_offset, h.last_offset, deliverable))
+                spans.append((pos, pos + h.size, h.base_offset, h.last_offset))
+            # in log order: a marker read with its transaction's records is archived only
+            # after them (Kafka's SharePartition archives control and, under read_committed,
+            # aborted batches: filterAbortedTransactionalAcquiredRecords)
+            got = sp.acquire_batches(member_id, batches, budget, now, whole_batches)
+            if got:
+                pieces.append(_acquired_slice(data, spans, got))
+                acquired.extend(got)
+                budget -= sum(a.last_offset - a.first_offset + 1 for a in got)
+            last = batches[-1][1]
+            if (budget <= 0 or read >= max_bytes or last + 1 >= upto
+                    or sp.end_offset <= last):
+                break
+            offset = last + 1
+        return pieces, merged_ranges(acquired)
 
     async def close_session(self, session: ShareSession) -> None:
         """The member's records go back, and the share-partitions it held are persisted
@@ -605,7 +782,7 @@ class ShareService:
         if remote:
             out.update(await latest_offsets(
                 self.node.metadata, str(self.node.config.inter_broker_listener_name),
-                getattr(self.node, "inter_broker_security", None), remote))
+                self.node.inter_broker_security, remote))
         return out
 
     async def alter_offsets(self, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]

@@ -53,26 +53,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from broker.testing.ports import free_ports as free_ports
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 40.0
 T = TypeVar("T")
 # the value of `metadata.log.dir` in overrides that means "node-<id>/metadata"
 SEPARATE_METADATA_DIR = "<node>/metadata"
-
-
-def free_ports(n: int) -> list[int]:
-    """`n` distinct ports the kernel just handed out on 127.0.0.1 (bound together, closed)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 @dataclass

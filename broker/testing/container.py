@@ -19,27 +19,22 @@ or `podman system service` with DOCKER_HOST pointing at its socket).
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
 from testcontainers.core.container import DockerContainer
 
+from broker.testing.ports import free_port
+
 ADMIN_PORT = 9094
 CONTROLLER_PORT = 9093
-
-
-def _free_host_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
 
 
 class SkiffContainer(DockerContainer):
     def __init__(self, image: str = "skiff:latest", port: int | None = None,
                  startup_timeout: float = 60.0, **kwargs: Any) -> None:
         super().__init__(image, **kwargs)
-        self.port = port if port is not None else _free_host_port()
+        self.port = port if port is not None else free_port()
         self.startup_timeout = startup_timeout
         self.with_bind_ports(self.port, self.port)
         self.with_exposed_ports(ADMIN_PORT)

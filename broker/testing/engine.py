@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from broker.testing.ports import free_port as free_port
+from broker.testing.ports import free_ports as free_ports
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "docker.io/library/python:3.11-slim-bookworm"
@@ -79,21 +81,6 @@ def build_image(tag: str = IMAGE) -> None:
 
 def image_inspect(tag: str = IMAGE) -> dict[str, Any]:
     return dict(json.loads(podman("image", "inspect", tag).stdout)[0])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def free_ports(n: int) -> list[int]:
-    out: list[int] = []
-    while len(out) < n:
-        port = free_port()
-        if port not in out:
-            out.append(port)
-    return out
 
 
 def wait_healthy(admin_address: str, timeout: float = 90.0) -> float:

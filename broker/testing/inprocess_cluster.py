@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.config import NodeConfig, build_config
 from broker.controller import Controller, ControllerSettings
@@ -47,6 +47,10 @@ from broker.replication.replica_manager import ReplicationSettings
 from broker.replication.sync import ReplicaSync
 from broker.server import Dispatcher, ListenerSpec, Server
 from broker.testing.quorum import CommitOnAppendQuorum
+
+if TYPE_CHECKING:
+    from broker.metrics.telemetry import TelemetryStore
+    from broker.txn.shell import TransactionCoordinatorService
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 FAST = ReplicationSettings(
@@ -76,6 +80,10 @@ class Broker:
         self.broker_epoch = -1
         self.rack = f"rack{node_id}"
         self.quotas = Quotas()
+        # members a real Node declares (broker/node) and this broker runs none of
+        self.kraft_version = 0
+        self.telemetry: TelemetryStore | None = None
+        self.txn_coordinator: TransactionCoordinatorService | None = None
         self.logs = LogManager([cluster.tmp / f"b{node_id}"], LogConfig(), now_ms)
         self.logs.load()
         # Wired as the Node does.
@@ -91,8 +99,8 @@ class Broker:
         self.running = False
         dispatcher = Dispatcher.from_modules(
             [api_versions, fetch, produce, list_offsets, offset_for_leader_epoch])
-        self.server = Server(self, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0, BROKER_APIS,
-                                                 dispatcher)])
+        self.server = Server([ListenerSpec("PLAINTEXT", "127.0.0.1", 0, BROKER_APIS,
+                                           dispatcher.bind(self))])
 
     @property
     def metadata(self) -> MetadataImage:

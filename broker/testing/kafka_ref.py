@@ -6,10 +6,10 @@ is downloaded.
 
 - `run_java(main_class, *args)` runs a class of those jars as `kafka-run-class.sh` does, in a
   fresh JVM (the tests' tool server, tests/support/kafka_ref.py, runs tools in one kept JVM).
-- `KafkaNode` is one KRaft node (broker and controller in one process), formatted with
-  `kafka-storage format --standalone` and started with `kafka.Kafka server.properties` on
-  free loopback ports, with the JVM settings of `kafka-server-start.sh`; it is stopped and
-  killed by its own PID only.
+- `KafkaNode` is one KRaft node (broker and controller in one process, or either alone),
+  formatted with `kafka-storage format --standalone` (or as a dynamic quorum's other nodes
+  are) and started with `kafka.Kafka server.properties` on free loopback ports, with the JVM
+  settings of `kafka-server-start.sh`; it is stopped and killed by its own PID only.
 - `KafkaCluster` is three such combined nodes with a static quorum (`controller.quorum.voters`).
 """
 
@@ -113,10 +113,15 @@ class KafkaNode:
     def __init__(self, data_dir: Path, node_id: int = 1, port: int | None = None,
                  controller_port: int | None = None, overrides: Mapping[str, str] | None = None,
                  listeners: Mapping[str, tuple[str, int]] | None = None,
-                 jvm_opts: Sequence[str] = ()) -> None:
+                 jvm_opts: Sequence[str] = (), roles: Sequence[str] = ("broker", "controller"),
+                 quorum_bootstrap: str | None = None,
+                 release_version: str | None = None) -> None:
         """`listeners`: extra client listeners, NAME -> (security protocol, port);
         `jvm_opts`: added to the broker's JVM options (system properties such as
-        org.apache.kafka.sasl.oauthbearer.allowed.urls)."""
+        org.apache.kafka.sasl.oauthbearer.allowed.urls); `roles`: process.roles (a
+        dedicated broker has no controller listener, a dedicated controller no client one);
+        `quorum_bootstrap`: controller.quorum.bootstrap.servers (default its own controller
+        listener); `release_version`: `kafka-storage format --release-version`."""
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.node_id = node_id
@@ -127,6 +132,9 @@ class KafkaNode:
         self.extra_listeners = dict(listeners or {})
         self.overrides = dict(overrides or {})
         self.jvm_opts = list(jvm_opts)
+        self.roles = tuple(roles)
+        self.quorum_bootstrap = quorum_bootstrap
+        self.release_version = release_version
         self.quorum_voters: str | None = None  # set by KafkaCluster
         self.config_path = self.data_dir / "server.properties"
         self.log_path = self.data_dir / "kafka.log"
@@ -158,21 +166,29 @@ class KafkaNode:
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                 "-cp", kafka_classpath(), "kafka.Kafka", str(self.config_path)]
 
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
     def properties(self) -> dict[str, str]:
-        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self.controller_port}"]
-        advertised = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"] if self.is_broker else []
+        if self.is_controller:
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
+        advertised = [f"PLAINTEXT://127.0.0.1:{self.port}"] if self.is_broker else []
         protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
         for name, (protocol, port) in self.extra_listeners.items():
             listeners.append(f"{name}://127.0.0.1:{port}")
             advertised.append(f"{name}://127.0.0.1:{port}")
             protocol_map.append(f"{name}:{protocol}")
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": ",".join(self.roles),
             "node.id": str(self.node_id),
             "listeners": ",".join(listeners),
-            "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": ",".join(protocol_map),
             "log.dirs": str(self.data_dir / "data"),
             # Kafka's sample server.properties for a single node: internal topics at RF 1.
@@ -182,10 +198,14 @@ class KafkaNode:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
         }
+        if self.is_broker:
+            props["advertised.listeners"] = ",".join(advertised)
+            props["inter.broker.listener.name"] = "PLAINTEXT"
         if self.quorum_voters is not None:
             props["controller.quorum.voters"] = self.quorum_voters
         else:
-            props["controller.quorum.bootstrap.servers"] = self.controller_bootstrap
+            props["controller.quorum.bootstrap.servers"] = \
+                self.quorum_bootstrap or self.controller_bootstrap
         props.update(self.overrides)
         return props
 
@@ -193,11 +213,19 @@ class KafkaNode:
         """`kafka-storage args` (a fresh JVM here; the tests run it in their tool server)."""
         return run_java(STORAGE_TOOL, *args, timeout=120)
 
-    def format(self, cluster_id: str, standalone: bool = True) -> None:
+    def format(self, cluster_id: str, standalone: bool = True,
+               no_initial_controllers: bool = False) -> None:
+        """`kafka-storage format`: --standalone (the first controller of a dynamic quorum),
+        --no-initial-controllers (a controller that joins one as an observer), or neither (a
+        static quorum's nodes, a dedicated broker)."""
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         args = ["format", "-t", cluster_id, "-c", str(self.config_path)]
         if standalone:
             args.append("--standalone")
+        elif no_initial_controllers:
+            args.append("--no-initial-controllers")
+        if self.release_version is not None:
+            args += ["--release-version", self.release_version]
         proc = self.storage_tool(*args)
         if proc.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed:\n{proc.stdout}\n{proc.stderr}")
@@ -214,8 +242,10 @@ class KafkaNode:
             stderr=subprocess.STDOUT, cwd=self.data_dir)
 
     def is_ready(self) -> bool:
-        """The node logged that it started and its client port accepts connections."""
-        return tcp_connects("127.0.0.1", self.port) and "Kafka Server started" in self._log_text()
+        """The node logged that it started and its client port (a dedicated controller's
+        controller port) accepts connections."""
+        port = self.port if self.is_broker else self.controller_port
+        return tcp_connects("127.0.0.1", port) and "Kafka Server started" in self._log_text()
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Until is_ready(), bounded."""

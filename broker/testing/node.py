@@ -16,19 +16,14 @@ import time
 from pathlib import Path
 from typing import IO, TypeVar
 
+from broker.testing.ports import free_port as free_port
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0
 # The tests' external-broker variable: a node reads every SKIFF_* variable as configuration,
 # so its children must not inherit it.
 EXTERNAL_ENV = "SKIFF_TEST_BOOTSTRAP"
-
-
-def free_port() -> int:
-    """A port the kernel just handed out on 127.0.0.1 (bound to 0, then closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tcp_connects(host: str, port: int, timeout: float = 0.5) -> bool:

@@ -67,9 +67,9 @@ records to write to this partition, and markers to send.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -143,6 +143,12 @@ def is_epoch_exhausted(epoch: int) -> bool:
 Token = int
 
 
+class ConfigLookup(Protocol):
+    """A node's config by key: NodeConfig, or a plain mapping in tests."""
+
+    def __getitem__(self, key: str, /) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
     max_timeout_ms: int = 900000
@@ -151,7 +157,7 @@ class TxnConfig:
     id_expiration_ms: int = 604800000
 
     @classmethod
-    def from_node_config(cls, cfg: Mapping[str, object]) -> TxnConfig:
+    def from_node_config(cls, cfg: ConfigLookup) -> TxnConfig:
         def get(key: str) -> int:
             value: Any = cfg[key]
             return int(value)

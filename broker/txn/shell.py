@@ -30,6 +30,7 @@ from kio.static.primitive import i16, i32
 
 from broker.coordinator.partitioning import partition_for
 from broker.coordinator.runtime import CoordinatorRuntime, internal_partition_count
+from broker.coordinator.services import CoordinatorNode
 from broker.errors import KafkaError
 from broker.group.records import OFFSETS_TOPIC
 from broker.protocol.records import Record, build_batch
@@ -95,17 +96,30 @@ class MarkerConnection(Protocol):
 ConnectFn = Callable[[str, int], MarkerConnection]
 
 
-def txn_service_of(node: Any) -> TransactionCoordinatorService:
-    service = getattr(node, "txn_coordinator", None)
+class TxnNode(Protocol):
+    """A node's transaction coordinator, as the handlers reach it (None until the broker
+    runs one)."""
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinatorService | None: ...
+
+
+def txn_service_of(node: TxnNode) -> TransactionCoordinatorService:
+    service = node.txn_coordinator
     if service is None:
         raise KafkaError(ErrorCode.coordinator_not_available, "transaction coordinator not started")
-    assert isinstance(service, TransactionCoordinatorService)
     return service
+
+
+_END_TXN_REFUSALS_TO_LOG = frozenset({
+    ErrorCode.invalid_txn_state, ErrorCode.producer_fenced,
+    ErrorCode.invalid_producer_id_mapping,
+})
 
 
 class TransactionCoordinatorService:
     def __init__(
-        self, node: Any, generate_producer_id: GenerateProducerId, *,
+        self, node: CoordinatorNode, generate_producer_id: GenerateProducerId, *,
         security: ConnectionSecurity | None = None, tick_interval_s: float = 0.1,
         connect: ConnectFn | None = None, listener_name: str | None = None,
     ) -> None:
@@ -193,8 +207,8 @@ class TransactionCoordinatorService:
         """Markers are sent while the partition stays loaded by this very core."""
         for m in fx.markers:
             if self.runtime.coordinators.get(partition) is coord:
-                self.runtime.spawn_for(partition, self._send_markers(partition, coord, m),
-                                       f"txn_markers_{partition}")
+                self.runtime.spawn_for(partition, self._send_markers, partition, coord, m,
+                                       name=f"txn_markers_{partition}")
 
     def new_topic(self, live_brokers: int) -> tuple[int, int, dict[str, str]]:
         """__transaction_state is compacted; its RF and min ISR are capped to the live
@@ -442,9 +456,25 @@ class TransactionCoordinatorService:
             except KafkaError as exc:
                 return EndResult(exc.error_code)
             if result is not NEED_NEXT_PRODUCER_ID:
+                if result.error in _END_TXN_REFUSALS_TO_LOG:
+                    self._log_refused_end(transactional_id, producer_id, producer_epoch,
+                                          committed, tv2, result.error)
                 return result
             next_pid = None
         return EndResult(ErrorCode.concurrent_transactions)
+
+    def _log_refused_end(self, tid: str, producer_id: int, producer_epoch: int,
+                         committed: bool, tv2: bool, error: ErrorCode) -> None:
+        """A refused EndTxn ends the producer (a fatal error in every client): the log says
+        what the coordinator held, as Kafka logs an invalid state transition."""
+        _, held = self.describe(tid)
+        log.warning("end_txn_refused", transactional_id=tid, error=error.name,
+                    committed=committed, tv2=tv2, producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    state=held.state.name if held else None,
+                    held_producer_id=held.producer_id if held else None,
+                    held_producer_epoch=held.producer_epoch if held else None,
+                    partitions=sorted(held.partitions) if held else None)
 
     @staticmethod
     def _ender(tid: str, producer_id: int, producer_epoch: int, committed: bool, tv2: bool,

@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import enum
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -44,6 +44,9 @@ from kio.static.primitive import i16, i32
 from broker.coordinator.partitioning import partition_for
 from broker.errors import KafkaError
 from broker.txn.records import TRANSACTION_STATE_TOPIC, TopicPartition
+
+if TYPE_CHECKING:
+    from broker.metadata.image import MetadataImage
 
 log = structlog.get_logger(__name__)
 
@@ -119,11 +122,18 @@ class Connection(Protocol):
     async def close(self) -> None: ...
 
 
+class MetadataSource(Protocol):
+    """Where the verifier finds the transaction coordinators: the node's metadata image."""
+
+    @property
+    def metadata(self) -> MetadataImage: ...
+
+
 class TransactionVerifier:
     """Sends the verifications of this leader. `connection(host, port)` gives a pooled
     inter-broker connection, `drop(host, port)` forgets a broken one."""
 
-    def __init__(self, node: Any, listener_name: str,
+    def __init__(self, node: MetadataSource, listener_name: str,
                  connection: Callable[[str, int], Connection],
                  drop: Callable[[str, int], Any]) -> None:
         self.node = node

@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any
 
+from broker.util.tasks import ServiceTasks
+
 
 class NotLeader(Exception):
     def __init__(self, leader_id: int, epoch: int) -> None:
@@ -24,12 +26,12 @@ class NodeClient:
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
         self._waiters: asyncio.Queue[asyncio.Future[bytes]] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = ServiceTasks("raft_client")  # the read loop
 
     async def connect(self) -> None:
         self._reader, self._writer = await asyncio.open_connection(
             self.host, self.port, limit=1 << 22)
-        self._task = asyncio.create_task(self._read_loop())
+        self._tasks.start_soon(self._read_loop, name="raft_client_read")
 
     async def _read_loop(self) -> None:
         assert self._reader is not None
@@ -76,5 +78,4 @@ class NodeClient:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        if self._task is not None:
-            self._task.cancel()
+        await self._tasks.close()

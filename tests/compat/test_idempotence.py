@@ -191,3 +191,31 @@ def test_retried_batch_is_acknowledged_with_its_original_offset(
         expected = 7
     got = read_all(bootstrap, topic_name, expected)
     assert [m.value() for m in got] == [b"raw-%d" % i for i in range(expected)]
+
+
+def test_a_new_producer_starts_at_sequence_zero_on_a_never_written_partition(
+    bootstrap: str, topic_name: str,
+) -> None:
+    """KAFKA-15591 (Kafka 4.5; Kafka 4.4 takes any first sequence): of two requests of a new
+    producer in flight to a just-created partition, the second must not be written while the
+    first is still to be retried, or every retry of the first is out of order and its
+    records expire. A partition that has held records still takes a producer at any
+    sequence (its state may have expired)."""
+    create_topic(bootstrap, topic_name)
+    raw = RawClient(bootstrap)
+    try:
+        pid, epoch = raw.init_producer_id()
+        deadline = time.monotonic() + WAIT_S
+        while (code := raw.produce(topic_name, idem_batch(pid, epoch, 17, 5))[0]) in NOT_YET:
+            assert time.monotonic() < deadline, code
+            time.sleep(0.1)
+        assert code is ErrorCode.out_of_order_sequence_number
+        assert raw.produce(topic_name, idem_batch(pid, epoch, 0, 17)) == (ErrorCode.none, 0)
+        assert raw.produce(topic_name, idem_batch(pid, epoch, 17, 5)) == (ErrorCode.none, 17)
+        other, other_epoch = raw.init_producer_id()
+        assert raw.produce(topic_name, idem_batch(other, other_epoch, 40, 1)) == (
+            ErrorCode.none, 22)
+    finally:
+        raw.close()
+    assert [m.value() for m in read_all(bootstrap, topic_name, 23)] == (
+        [b"raw-%d" % i for i in range(22)] + [b"raw-40"])

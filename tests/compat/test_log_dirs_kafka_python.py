@@ -199,8 +199,8 @@ def test_cordoned_log_dirs_as_kafka(jbod_node: Any,
     an unknown dir refused, one dir cordoned (and described), new partitions in the other,
     every dir cordoned (placement and a manual assignment refused), the cluster default
     refused; kafka-configs and kafka-topics print the same, each side's dirs and address
-    replaced. Kafka's node starts at metadata.version 4.4-IV2, so the gate below 4.3-IV0 is
-    the test above's alone."""
+    replaced. Kafka's node starts at metadata.version 4.4-IV2; the gate below 4.3-IV0 is
+    compared in tests/compat/kafka/test_tools_gates.py (both nodes formatted at 4.2-IV1)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tests.support.kafka_ref import started_kafka, tool

@@ -127,7 +127,7 @@ def test_rolling_restart_then_feature_upgrade(tmp_path: Any) -> None:
         node = c.nodes[broker]
         assert features_json(c, broker) == {"group.version": 0, "kraft.version": 0,
                                             "metadata.version": 21, "share.version": 0,
-                                            "transaction.version": 0}
+                                            "streams.version": 0, "transaction.version": 0}
         assert finalized(node.host, node.client_port) == {"metadata.version": 21}
         skiff_ok(c, broker, "topics", "create", "t", "--partitions", "3",
                  "--replication-factor", "3")

@@ -1,11 +1,13 @@
-"""Issue 17: a single `skiff dev` node paused (SIGSTOP) past its broker session
-(broker.session.timeout.ms=9000 by default, Kafka's), then resumed, serves again by itself.
+"""Issue 17: a single `skiff dev` node paused (SIGSTOP) past its broker session, then
+resumed, serves again by itself. The test is about the pause, not the defaults, so the node
+runs a 3 s session (1 s heartbeats) instead of Kafka's 9 s and the pause is 5 s, not 11 s
+(issue 31 point 9: no fixed hold derived from the 9 s session).
 
 Its controller may find the broker's session expired and fence it (the controller was
 paused too, so which of its tick and the broker's heartbeat runs first after SIGCONT is a
 race); a live broker that finds itself fenced heartbeats until it is unfenced. The bound:
-acknowledged produce within SERVE_AGAIN_S of SIGCONT (two and a half heartbeat intervals
-of 2 s), on this 2-core machine shared with other work."""
+acknowledged produce within SERVE_AGAIN_S of SIGCONT (five heartbeat intervals), on this
+2-core machine shared with other work."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.node import SkiffNode
 
 pytestmark = pytest.mark.timeout(120)
-SESSION_S = 9.0  # broker.session.timeout.ms's default
+SESSION_S = 3.0
+HEARTBEAT_S = 1.0
+CONFIG_ENV = {"SKIFF_BROKER_SESSION_TIMEOUT_MS": str(int(SESSION_S * 1000)),
+              "SKIFF_BROKER_HEARTBEAT_INTERVAL_MS": str(int(HEARTBEAT_S * 1000))}
 PAUSE_S = SESSION_S + 2.0
 SERVE_AGAIN_S = 5.0
 UNFENCED = 2  # skiff.admin.v1.BrokerState
@@ -38,7 +43,7 @@ def produce_one(bootstrap: str, value: bytes, timeout: float) -> bool:
 
 
 def test_a_paused_node_serves_again_after_sigcont(tmp_path: Path) -> None:
-    node = SkiffNode(tmp_path / "node")
+    node = SkiffNode(tmp_path / "node", config_env=CONFIG_ENV)
     node.start()
     try:
         node.wait_ready()

@@ -5,10 +5,12 @@
     pair.same("topics.list", "kafka-topics", "--bootstrap-server", "{bootstrap}", "--list")
 
 `run` starts the tool twice at once (two JVMs, one per broker), `{bootstrap}` standing for
-each broker's address, and returns both results normalised (`Output`): what legitimately
-differs between two brokers started apart is replaced by a placeholder (their addresses,
-topic ids and other uuids, epoch-millisecond timestamps, member ids), stack-trace frames are
-dropped and column padding is collapsed, so the text left is what a user reads.
+each broker's address (and `{name}` for each side's value of a name in `kafka_names` /
+`skiff_names`, such as a log directory), and returns both results normalised (`Output`):
+what legitimately differs between two brokers started apart is replaced by a placeholder
+(their addresses, those names' values as `<name>`, topic ids and other uuids,
+epoch-millisecond timestamps, member ids), stack-trace frames are dropped and column padding
+is collapsed, so the text left is what a user reads.
 
 `same(step, ...)` asserts both outputs (exit code, stdout, stderr) are equal, after the
 rewrites of an accepted difference for that step (tests/compat/kafka/tool_differences.py)
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -70,10 +72,16 @@ class BrokerPair:
     # both brokers' other addresses (a cluster's other nodes) -> the same placeholder
     kafka_others: Sequence[str] = ()
     skiff_others: Sequence[str] = ()
+    # what `{name}` in a step's arguments stands for on each side (e.g. a log dir)
+    kafka_names: Mapping[str, str] = field(default_factory=dict)
+    skiff_names: Mapping[str, str] = field(default_factory=dict)
     differences: dict[str, Difference] = field(default_factory=dict)
     timeout: float = 120.0
 
-    def _normalise(self, text: str, addresses: Sequence[str]) -> str:
+    def _normalise(self, text: str, addresses: Sequence[str],
+                   names: Mapping[str, str] | None = None) -> str:
+        for name, value in sorted((names or {}).items(), key=lambda nv: -len(nv[1])):
+            text = text.replace(value, f"<{name}>")
         for i, addr in enumerate(addresses):
             text = text.replace(addr, f"<broker{i}>")
         text = _UUID.sub("<uuid>", text)
@@ -86,19 +94,21 @@ class BrokerPair:
     def run(self, script: str, *args: str, input_text: str | None = None,
             normalise: Callable[[str], str] | None = None) -> tuple[Output, Output]:
         """The step against Kafka and Skiff at once; both outputs normalised."""
-        targets = ((self.kafka, [self.kafka, *self.kafka_others]),
-                   (self.skiff, [self.skiff, *self.skiff_others]))
+        targets = ((self.kafka, [self.kafka, *self.kafka_others], self.kafka_names),
+                   (self.skiff, [self.skiff, *self.skiff_others], self.skiff_names))
 
-        def one(target: tuple[str, list[str]]) -> Output:
-            bootstrap, addresses = target
+        def one(target: tuple[str, list[str], Mapping[str, str]]) -> Output:
+            bootstrap, addresses, names = target
             argv = [a.replace("{bootstrap}", bootstrap) for a in args]
+            for name, value in names.items():
+                argv = [a.replace(f"{{{name}}}", value) for a in argv]
             try:
                 proc = tool(script, *argv, timeout=self.timeout, input_text=input_text)
             except subprocess.TimeoutExpired as exc:
                 raise AssertionError(f"{script} {' '.join(argv)} ran over {self.timeout}s") \
                     from exc
-            out = self._normalise(proc.stdout, addresses)
-            err = self._normalise(proc.stderr, addresses)
+            out = self._normalise(proc.stdout, addresses, names)
+            err = self._normalise(proc.stderr, addresses, names)
             if normalise is not None:
                 out, err = normalise(out), normalise(err)
             return Output(proc.returncode, out, err)

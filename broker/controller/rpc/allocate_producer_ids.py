@@ -10,7 +10,7 @@ from kio.schema.allocate_producer_ids.v0 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AllocateProducerIdsReply
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 
@@ -45,7 +45,7 @@ def error_response(ctx: Any, request: Any, code: ErrorCode) -> kresp.AllocatePro
     return response(AllocateProducerIdsReply(error=code))
 
 
-async def handle(node: Any, ctx: Any, r: kreq.AllocateProducerIdsRequest
+async def handle(node: ControllerNode, ctx: Any, r: kreq.AllocateProducerIdsRequest
                  ) -> kresp.AllocateProducerIdsResponse:
     try:
         reply = await active_service(node).allocate_producer_ids(int(r.broker_id),

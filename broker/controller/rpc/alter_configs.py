@@ -14,7 +14,7 @@ from kio.schema.alter_configs.v2 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AlterConfigsResource, AlterConfigsResult, ConfigResource
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -94,7 +94,7 @@ def error_response(ctx: Any, r: kreq.AlterConfigsRequest, code: ErrorCode) -> An
     return _failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.AlterConfigsRequest) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: kreq.AlterConfigsRequest) -> Any:
     try:
         return response(r, await active_service(node).alter_configs(
             parse(r), validate_only=r.validate_only))

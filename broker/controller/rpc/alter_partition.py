@@ -16,7 +16,7 @@ from broker.controller.requests import (
     AlterPartitionReply,
     AlterPartitionRequest,
 )
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 
@@ -95,7 +95,7 @@ def error_response(ctx: Any, request: Any, code: ErrorCode) -> kresp.AlterPartit
     return response(AlterPartitionReply(error=code))
 
 
-async def handle(node: Any, ctx: Any, r: kreq.AlterPartitionRequest
+async def handle(node: ControllerNode, ctx: Any, r: kreq.AlterPartitionRequest
                  ) -> kresp.AlterPartitionResponse:
     try:
         return response(await active_service(node).alter_partition(parse(r)))

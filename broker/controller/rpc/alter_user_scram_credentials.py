@@ -12,7 +12,7 @@ from kio.schema.alter_user_scram_credentials.v0 import request as kreq
 from kio.schema.errors import ErrorCode
 
 from broker.controller.api import ControllerApi
-from broker.controller.rpc._common import on_active
+from broker.controller.rpc._common import ControllerNode, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -75,5 +75,5 @@ async def serve(controller: ControllerApi, r: Any) -> Any:
         return failed(r, exc.error_code, exc.message or None)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: Any) -> Any:
     return await on_active(node, r, serve, failed)

@@ -14,7 +14,7 @@ from kio.schema.assign_replicas_to_dirs.v0 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import AssignReplicasToDirsReply, AssignReplicasToDirsRequest
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 
@@ -80,7 +80,7 @@ def error_response(ctx: Any, request: Any, code: ErrorCode
     return response(AssignReplicasToDirsReply(error=code))
 
 
-async def handle(node: Any, ctx: Any, r: kreq.AssignReplicasToDirsRequest
+async def handle(node: ControllerNode, ctx: Any, r: kreq.AssignReplicasToDirsRequest
                  ) -> kresp.AssignReplicasToDirsResponse:
     try:
         return response(await active_service(node).assign_replicas_to_dirs(parse(r)))

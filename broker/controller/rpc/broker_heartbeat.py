@@ -10,7 +10,7 @@ from kio.schema.broker_heartbeat.v2 import response as kresp
 from kio.schema.errors import ErrorCode
 
 from broker.controller.requests import BrokerHeartbeatReply, BrokerHeartbeatRequest
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import response_module
@@ -67,7 +67,7 @@ def error_response(ctx: Any, request: Any, code: ErrorCode) -> kresp.BrokerHeart
     return response(BrokerHeartbeatReply(error=code), request)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.BrokerHeartbeatRequest
+async def handle(node: ControllerNode, ctx: Any, r: kreq.BrokerHeartbeatRequest
                  ) -> kresp.BrokerHeartbeatResponse:
     try:
         # The connection lets the controller fence a broker whose process died as soon as

@@ -17,6 +17,7 @@ from broker.controller.requests import BrokerRegistrationReply, BrokerRegistrati
 from broker.controller.rpc._common import (
     SECURITY_PROTOCOL_IDS,
     SECURITY_PROTOCOL_NAMES,
+    ControllerNode,
     active_service,
 )
 from broker.errors import KafkaError
@@ -76,7 +77,7 @@ def error_response(ctx: Any, request: Any, code: ErrorCode) -> kresp.BrokerRegis
     return response(BrokerRegistrationReply(error=code))
 
 
-async def handle(node: Any, ctx: Any, r: kreq.BrokerRegistrationRequest
+async def handle(node: ControllerNode, ctx: Any, r: kreq.BrokerRegistrationRequest
                  ) -> kresp.BrokerRegistrationResponse:
     try:
         return response(await active_service(node).register_broker(parse(r)))

@@ -15,6 +15,7 @@ from broker.controller.requests import ApiError, ControllerRegistrationRequest
 from broker.controller.rpc._common import (
     SECURITY_PROTOCOL_IDS,
     SECURITY_PROTOCOL_NAMES,
+    ControllerNode,
     active_service,
 )
 from broker.errors import KafkaError
@@ -68,7 +69,7 @@ def error_response(ctx: Any, request: Any, code: ErrorCode) -> Any:
     return response(ApiError(code))
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: Any) -> Any:
     try:
         return response(await active_service(node).register_controller(parse(r)))
     except KafkaError as exc:

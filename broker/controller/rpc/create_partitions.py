@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.deadline import within
 from broker.controller.requests import CreatePartitionsResult, CreatePartitionsTopic
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -77,7 +77,7 @@ def error_response(ctx: Any, r: kreq.CreatePartitionsRequest, code: ErrorCode) -
     return _failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.CreatePartitionsRequest) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: kreq.CreatePartitionsRequest) -> Any:
     try:
         service = active_service(node)
         topics = parse(r)

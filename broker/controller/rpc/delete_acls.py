@@ -14,7 +14,7 @@ from kio.static.primitive import i8
 
 from broker.controller.acl_control import AclDeletionResult
 from broker.controller.api import ControllerApi
-from broker.controller.rpc._common import on_active
+from broker.controller.rpc._common import ControllerNode, on_active
 from broker.controller.rpc.create_acls import _code
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
@@ -100,5 +100,5 @@ async def serve(controller: ControllerApi, r: Any) -> Any:
         return failed(r, exc.error_code, exc.message or None)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: Any) -> Any:
     return await on_active(node, r, serve, failed)

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.controller.deadline import within
 from broker.controller.requests import DeleteTopicResult
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -82,7 +82,7 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.DeleteTopicsRequest) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: kreq.DeleteTopicsRequest) -> Any:
     try:
         service = active_service(node)
         names, ids = parse(r)

@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.controller.api import ControllerApi
 from broker.controller.deadline import within
 from broker.controller.requests import ElectionType, ElectLeadersResult
-from broker.controller.rpc._common import on_active
+from broker.controller.rpc._common import ControllerNode, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -110,5 +110,5 @@ async def serve(controller: ControllerApi, r: Any) -> Any:
         return failed(r, exc.error_code)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.ElectLeadersRequest) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: kreq.ElectLeadersRequest) -> Any:
     return await on_active(node, r, serve, failed)

@@ -29,7 +29,7 @@ from kio.serial import entity_reader, entity_writer
 
 from broker.controller.delegation_token_control import CreateTokenReply, TokenTimeReply
 from broker.controller.rpc import delegation_tokens as codec
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.errors import KafkaError
 from broker.protocol import headers
 from broker.protocol.frame_reader import FrameError
@@ -159,7 +159,7 @@ def error_response(ctx: Any, r: Any, code: ErrorCode) -> Any:
     return _answer(code)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: Any) -> Any:
     """The controller listener: serve the enveloped token request as its client's
     principal on this node's active controller."""
     try:

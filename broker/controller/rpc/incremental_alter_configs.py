@@ -19,7 +19,7 @@ from broker.controller.requests import (
     ConfigResource,
     IncrementalAlterConfigsResource,
 )
-from broker.controller.rpc._common import active_service
+from broker.controller.rpc._common import ControllerNode, active_service
 from broker.controller.rpc.alter_configs import (
     config_results,
     failed_results,
@@ -80,7 +80,7 @@ def error_response(ctx: Any, r: kreq.IncrementalAlterConfigsRequest, code: Error
     return _failed(r, code, None)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.IncrementalAlterConfigsRequest) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: kreq.IncrementalAlterConfigsRequest) -> Any:
     try:
         service = active_service(node)
         return response(r, await service.incremental_alter_configs(

@@ -16,7 +16,7 @@ from kio.schema.list_partition_reassignments.v0 import response as kresp
 from broker.controller.api import ControllerApi
 from broker.controller.deadline import within
 from broker.controller.requests import OngoingReassignment
-from broker.controller.rpc._common import on_active
+from broker.controller.rpc._common import ControllerNode, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration, to_ms
 from broker.protocol.kio_build import build, response_module
@@ -95,5 +95,5 @@ async def serve(controller: ControllerApi, r: Any) -> Any:
         return failed(r, exc.error_code, exc.message or None)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.ListPartitionReassignmentsRequest) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: kreq.ListPartitionReassignmentsRequest) -> Any:
     return await on_active(node, r, serve, failed)

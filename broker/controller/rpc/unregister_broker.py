@@ -14,7 +14,7 @@ from kio.schema.unregister_broker.v0 import request as kreq
 from kio.schema.unregister_broker.v0 import response as kresp
 
 from broker.controller.api import ControllerApi
-from broker.controller.rpc._common import on_active
+from broker.controller.rpc._common import ControllerNode, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
@@ -55,5 +55,5 @@ async def serve(controller: ControllerApi, r: Any) -> Any:
         return response(r, exc.error_code, exc.message)
 
 
-async def handle(node: Any, ctx: Any, r: kreq.UnregisterBrokerRequest) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: kreq.UnregisterBrokerRequest) -> Any:
     return await on_active(node, r, serve, response)

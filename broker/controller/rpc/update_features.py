@@ -18,7 +18,7 @@ from kio.static.primitive import i8, i16
 from broker.controller.api import ControllerApi
 from broker.controller.feature_control import FeatureUpdate, UpgradeType
 from broker.controller.requests import ApiError
-from broker.controller.rpc._common import on_active
+from broker.controller.rpc._common import ControllerNode, on_active
 from broker.errors import KafkaError
 from broker.protocol.durations import NO_THROTTLE, duration
 from broker.protocol.kio_build import build, response_module
@@ -89,5 +89,5 @@ async def serve(controller: ControllerApi, r: Any) -> Any:
         return failed(r, exc.error_code, exc.message or None)
 
 
-async def handle(node: Any, ctx: Any, r: Any) -> Any:
+async def handle(node: ControllerNode, ctx: Any, r: Any) -> Any:
     return await on_active(node, r, serve, failed)

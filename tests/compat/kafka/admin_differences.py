@@ -10,12 +10,17 @@ reasons appear in docs/compatibility.md's "Apache Kafka 4.4 AdminClient" table.
 from __future__ import annotations
 
 NOT_SERVED = "Skiff does not serve the API ({api}): the client gets UnsupportedVersionException"
+# the session's skiff_node runs a static quorum (kraft.version 0), the reference a dynamic one
+_STATIC_QUORUM = ("Skiff serves {api}, but the node these calls run against has a static quorum "
+                  "(kraft.version 0), which refuses voter changes with UNSUPPORTED_VERSION as a "
+                  "static Kafka quorum does; the reference's quorum is dynamic. "
+                  "test_tools_quorum_voters.py compares the voter changes on dynamic quorums")
 
 DIFFERENCES: dict[str, str] = {
     # Configs
     "describeConfigs(topic)": (
         "topic config names: Kafka 4.4 lists the tiered-storage configs (remote.*, "
-        "local.retention.*), errors.deadletterqueue.group.enable and "
+        "local.retention.*) and "
         "max.decompressed.message.bytes, which Skiff does not implement; Skiff lists "
         "drop.behind.bytes (its own) and message.downconversion.enable (removed in Kafka 4.0). "
         "Skiff sends no documentation (includeDocumentation). min.insync.replicas is "
@@ -33,15 +38,15 @@ DIFFERENCES: dict[str, str] = {
         "accepted and ignored"),
     "describeConfigs(group)": (
         "the group's config names: Skiff lists and takes consumer.session.timeout.ms and "
-        "consumer.heartbeat.interval.ms; Kafka 4.4 also lists its share-group, streams-group, "
-        "dead-letter-queue and consumer.assignment.interval.ms configs, for features Skiff "
-        "does not have"),
+        "consumer.heartbeat.interval.ms, some share-group and streams-group configs; Kafka "
+        "4.4 also lists its other share-group and streams-group configs, dead-letter-queue "
+        "and consumer.assignment.interval.ms configs, for features Skiff does not have"),
     # Features and the quorum
     "describeFeatures": (
-        "Skiff finalizes group.version and transaction.version only: no "
-        "eligible.leader.replicas.version (KIP-966), share.version (KIP-932), "
-        "streams.version (KIP-1071); kraft.version is 0 (a static voter set) where Kafka's "
-        "`format --standalone` makes 1"),
+        "Skiff's default release (4.1) finalizes group.version and transaction.version only: "
+        "no eligible.leader.replicas.version (KIP-966, not implemented), share.version "
+        "(KIP-932) and streams.version (KIP-1071) at 0 (Kafka bootstraps them from 4.2); "
+        "kraft.version is 0 (a static voter set) where Kafka's `format --standalone` makes 1"),
     "describeMetadataQuorum": (
         "Skiff's quorum is a static voter set (kraft.version 0): no voter directory ids and "
         "no node endpoints, as Kafka answers for a static quorum"),
@@ -52,10 +57,14 @@ DIFFERENCES: dict[str, str] = {
         "metrics reporter is configured, and the client's instance id is null without one"),
     # Not served
     "describeShareGroups": NOT_SERVED.format(api="ShareGroupDescribe, KIP-932"),
-    "describeStreamsGroups": NOT_SERVED.format(api="StreamsGroupDescribe, KIP-1071"),
-    "addRaftVoter": NOT_SERVED.format(api="AddRaftVoter: the voter set is static"),
-    "removeRaftVoter(unknownVoter)": NOT_SERVED.format(
-        api="RemoveRaftVoter: the voter set is static"),
+    "describeStreamsGroups": (
+        "the session's Skiff node is formatted at 4.1 (Skiff's default), where streams.version "
+        "is 0: StreamsGroupDescribe answers UNSUPPORTED_VERSION, as Kafka does without the "
+        "feature, and the client raises UnsupportedVersionException; Kafka 4.4 bootstraps "
+        "streams.version 1 and answers GroupIdNotFoundException for the unknown group "
+        "(test_streams_groups.py describes streams groups on a 4.4-formatted Skiff cluster)"),
+    "addRaftVoter": _STATIC_QUORUM.format(api="AddRaftVoter"),
+    "removeRaftVoter(unknownVoter)": _STATIC_QUORUM.format(api="RemoveRaftVoter"),
     "unregisterController(unknownId)": NOT_SERVED.format(api="UnregisterController"),
 }
 

@@ -12,6 +12,7 @@ connection, with the same names, so both brokers see the same sequence from the 
 from __future__ import annotations
 
 import dataclasses
+import re
 import struct
 import threading
 import time
@@ -35,7 +36,10 @@ pytestmark = pytest.mark.timeout(600)
 
 TALLY = Tally()
 _TALLY_LOCK = threading.Lock()
-TS = 1_767_225_600_000  # 2026-01-01, the records' create time on both brokers
+# The records' create time on both brokers: midnight UTC of the run's day, fixed for the
+# run and within retention.ms's 7 days (a 2026-01-01 time could let a retention check,
+# every 5 min, empty a topic between a produce and its read on one broker only)
+TS = int(time.time()) // 86_400 * 86_400_000
 V = "differential"
 
 # ----------------------------------------------------------------------------- fixtures
@@ -874,6 +878,141 @@ def test_describe_configs_defaults(pair: Pair, scenario: str) -> None:
     script = d_broker_configs if scenario == "broker configs" else d_topic_configs
     tally = run(pair, scenario, 4, script)
     assert tally.compared > 100, tally.summary()
+    assert_accepted(tally)
+
+
+# -------------------------------------------------------------------- share groups (KIP-932)
+
+
+@pytest.fixture(scope="module")
+def share_pair(kafka_ref: KafkaNode, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[Pair]:
+    """Kafka 4.4 and a Skiff node of this module's own with share.version 1 (the session's
+    skiff_node is formatted at 4.1, where share groups are off, and upgrading it would change
+    what the other scenarios compare)."""
+    from broker.testing.node import started_node
+    from tests.support.kafka_ref import tool
+
+    node = started_node(tmp_path_factory.mktemp("diff-share"))
+    try:
+        # Kafka 4.4's node starts with share groups on (the upgrade is then refused as a
+        # downgrade); either way each must end with share.version finalized at 1 or more
+        for bootstrap in (kafka_ref.bootstrap, node.bootstrap):
+            proc = tool("kafka-features", "--bootstrap-server", bootstrap, "upgrade",
+                        "--feature", "share.version=1", timeout=120)
+            described = tool("kafka-features", "--bootstrap-server", bootstrap,
+                             "describe").stdout
+            assert re.search(r"Feature: share\.version\s+SupportedMinVersion: \d+\s+"
+                             r"SupportedMaxVersion: \d+\s+FinalizedVersionLevel: [1-9]",
+                             described), proc.stdout + proc.stderr + described
+        yield Pair(kafka_ref.bootstrap, node.bootstrap, _advertised(kafka_ref.bootstrap),
+                   _advertised(node.bootstrap))
+    finally:
+        node.close()
+
+
+def _same_topic_id(obj: Any) -> Any:
+    """`obj` with every topic_id zeroed: the two brokers name one topic with two ids, and the
+    harness matches arrays of topics by their ids."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: _same_topic_id(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        if "topic_id" in changes and changes["topic_id"] is not None:
+            changes["topic_id"] = uuid.UUID(int=0)
+        return dataclasses.replace(obj, **changes)
+    if isinstance(obj, tuple):
+        return tuple(_same_topic_id(x) for x in obj)
+    return obj
+
+
+# AcknowledgeType (KIP-932): 1 ACCEPT, 2 RELEASE, 3 REJECT
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def s_share_sequence(w: KafkaWire, v: int, n: str) -> list[Any]:
+    """One share consumer's life on the wire: join, fetch five records, ACCEPT two, RELEASE
+    one, REJECT one and keep one; acknowledge the REJECTed one again (INVALID_RECORD_STATE);
+    fetch the RELEASEd one again (delivery count 2, the kept one not redelivered); fetch with
+    a wrong share session epoch (INVALID_SHARE_SESSION_EPOCH); describe; leave."""
+    tid = topic(w, n)
+    produce(w, n, 9, batch([b"r0", b"r1", b"r2", b"r3", b"r4"]))
+    w.send(request(44, 1, resources=[{
+        "resource_type": 32, "resource_name": n, "configs": [{
+            "name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+        validate_only=False))
+    find_coordinator(w, n, 0)
+    member = str(uuid.uuid4()).replace("-", "")[:22]
+
+    def heartbeat(epoch: int, topics: list[str] | None) -> Any:
+        return retry(w, request(76, 1, group_id=n, member_id=member, member_epoch=epoch,
+                                rack_id=None, subscribed_topic_names=topics),
+                     lambda r: int(r.error_code), COORDINATOR_LOADING)
+
+    joined = heartbeat(0, [n])
+    deadline = time.monotonic() + 30
+    while not (joined.assignment and joined.assignment.topic_partitions) \
+            and int(joined.error_code) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        joined = heartbeat(joined.member_epoch, None)
+    epoch = 0
+
+    def share_fetch(topics: list[Any], session_epoch: int) -> Any:
+        return w.send(request(78, 1, group_id=n, member_id=member,
+                              share_session_epoch=session_epoch, max_wait=500, min_bytes=1,
+                              max_bytes=1 << 20, max_records=500, batch_size=500,
+                              topics=topics, forgotten_topics_data=[]))
+
+    def acquired(r: Any) -> list[Any]:
+        return [a for t in r.responses for p in t.partitions for a in p.acquired_records]
+
+    def fetch_until_acquired(topics: list[Any]) -> Any:
+        """ShareFetch (then incremental ones on the session) until records come, 30 s at
+        most: a share-partition loads its state on the first fetch."""
+        nonlocal epoch
+        r = share_fetch(topics, epoch)
+        deadline = time.monotonic() + 30
+        while int(r.error_code) == 0 and not acquired(r) and time.monotonic() < deadline:
+            epoch += 1
+            r = share_fetch([], epoch)
+        epoch += 1
+        return r
+
+    first = fetch_until_acquired([{"topic_id": tid, "partitions": [
+        {"partition_index": 0, "acknowledgement_batches": []}]}])
+
+    def acks(batches: list[tuple[int, int, int]]) -> Any:
+        return w.send(request(79, 1, group_id=n, member_id=member, share_session_epoch=epoch,
+                              topics=[{"topic_id": tid, "partitions": [{
+                                  "partition_index": 0, "acknowledgement_batches": [
+                                      {"first_offset": f, "last_offset": last,
+                                       "acknowledge_types": [t]}
+                                      for f, last, t in batches]}]}]))
+
+    acked = acks([(0, 1, ACCEPT), (2, 2, RELEASE), (3, 3, REJECT)])
+    epoch += 1
+    again = acks([(3, 3, ACCEPT)])
+    epoch += 1
+    redelivered = fetch_until_acquired([])
+    wrong_epoch = share_fetch([], epoch + 5)
+    # what both brokers must have done, besides answering alike
+    assert joined.assignment and joined.assignment.topic_partitions, joined
+    assert [(int(a.first_offset), int(a.last_offset), int(a.delivery_count))
+            for a in acquired(first)] == [(0, 4, 1)], first
+    assert [(int(a.first_offset), int(a.last_offset), int(a.delivery_count))
+            for a in acquired(redelivered)] == [(2, 2, 2)], redelivered
+    assert int(wrong_epoch.error_code) == 123, wrong_epoch  # INVALID_SHARE_SESSION_EPOCH
+    described = w.send(request(77, 1, group_ids=[n], include_authorized_operations=False))
+    left = heartbeat(-1, None)
+    return [_same_topic_id(r) for r in (joined, first, acked, again, redelivered, wrong_epoch,
+                                        described, left)]
+
+
+@pytest.mark.parametrize("scenario", ["share group sequence"])
+def test_share_group_sequence(share_pair: Pair, scenario: str) -> None:
+    """Issue 34: the same scripted share-group sequence against Kafka 4.4 and Skiff, every
+    answer compared field by field: the same deliveries (offsets, delivery counts, records),
+    acknowledgements and errors."""
+    tally = run(share_pair, scenario, 1, s_share_sequence)
+    assert tally.compared > 40, tally.summary()
     assert_accepted(tally)
 
 

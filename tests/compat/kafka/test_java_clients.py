@@ -206,7 +206,21 @@ def _result(request: pytest.FixtureRequest, listener: str, case: str) -> dict[st
     results: Results = request.getfixturevalue("results")
     r = results.get((listener, case))
     assert r is not None, f"the Java program printed no result for {case} on {listener}"
-    assert r["ok"], f"{case} on {listener} failed in the client:\n{r.get('error')}"
+    if not r["ok"]:
+        broker_log = ""
+        if listener in LISTENERS:  # what Skiff logged about this listener's topics and ids
+            cluster, _ = request.getfixturevalue("skiff_node")
+            marker = f"-{listener.lower()}-"
+            lines = [ln for ln in cluster.nodes[1].log_path.read_text(errors="replace")
+                     .splitlines() if marker in ln or "end_txn_refused" in ln]
+            broker_log = "\nSkiff's log:\n" + "\n".join(lines[-40:])
+        elif listener == REFERENCE:  # Kafka's lines about this case's topics, else its tail
+            kafka: KafkaNode = request.getfixturevalue("kafka_ref")
+            text = kafka.log_path.read_text(errors="replace")
+            lines = [ln for ln in text.splitlines() if f"-{listener.lower()}-{case}" in ln]
+            broker_log = "\nKafka's log:\n" + ("\n".join(lines[-40:]) or text[-4000:])
+        pytest.fail(f"{case} on {listener} failed in the client at step {r.get('step')!r}:\n"
+                    f"{r.get('error')}{broker_log}")
     return r
 
 

@@ -116,8 +116,8 @@ def test_kafka_acls_cidr_hosts(pair: BrokerPair) -> None:
     """CIDR host patterns (KIP-1276) side by side, both at metadata.version 4.4-IV2 (Kafka
     4.4's node is formatted there; Skiff's is upgraded to it with kafka-features): ACLs whose
     hosts are IPv4 and IPv6 blocks are added, listed and removed, and invalid blocks are
-    refused, with the same output. The refusal below 4.4-IV1 is
-    tests/compat/test_security_acls.py's (Kafka's node cannot go back below it)."""
+    refused, with the same output. The refusal below 4.4-IV1 is compared in
+    test_tools_gates.py (a Kafka node and a Skiff node both formatted at 4.2-IV1)."""
     up = pair.run("kafka-features", B, "{bootstrap}", "upgrade", "--metadata", "4.4-IV2")[1]
     assert up.returncode == 0, up.text()
     t = "acl-cidr"

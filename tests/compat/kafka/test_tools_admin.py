@@ -256,8 +256,6 @@ ALL_CONFIGS_ONLY_SKIFF: dict[str, dict[str, str]] = {
 }
 ALL_CONFIGS_ONLY_KAFKA: dict[str, dict[str, str]] = {
     "topics": {
-        "errors.deadletterqueue.group.enable": "Kafka 4.4's dead-letter queue for share/streams "
-                                               "groups, which Skiff does not serve (issue 34)",
         "local.retention.bytes": TIERED, "local.retention.ms": TIERED,
         "remote.copy.lag.bytes": TIERED, "remote.copy.lag.ms": TIERED,
         "remote.log.copy.disable": TIERED, "remote.log.delete.on.disable": TIERED,

@@ -1,7 +1,9 @@
 """Kafka 4.4's kafka-metadata-quorum against Skiff (issue 30): describe --status and
 --replication through a broker (--bootstrap-server) and straight from the controllers
 (--bootstrap-controller, KIP-919), and KIP-853's add-controller / remove-controller both
-ways, compared with the reference Kafka 4.4 node where the output is comparable.
+ways, compared with the reference Kafka 4.4 node where the output is comparable (a
+successful add and remove side by side with a Kafka 4.4 dynamic quorum of the same shape:
+test_tools_quorum_voters.py).
 
 One Skiff cluster for the module: three controllers and one broker with dynamic voters
 (controller 1 formatted --standalone, 2 and 3 observers until added, as docs/raft.md says).

@@ -87,11 +87,16 @@ def test_group_configs_as_kafka(pair: BrokerPair) -> None:
         k = pair.same(step, "kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
                       *entity, "--add-config", setting)
         assert k.returncode == 1 and "InvalidConfigurationException" in k.stderr, k.text()
-    # a share-group config Skiff serves (issue 34), and one it refuses
+    # share-group configs Skiff serves (issue 34)
     pair.same("groups.share_session", "kafka-configs", "--bootstrap-server", "{bootstrap}",
               "--alter", *entity, "--add-config", "share.session.timeout.ms=50000")
-    pair.same("groups.share_config", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+    pair.same("groups.share_isolation", "kafka-configs", "--bootstrap-server", "{bootstrap}",
               "--alter", *entity, "--add-config", "share.isolation.level=read_committed")
+    pair.same("groups.share_isolation_bad", "kafka-configs", "--bootstrap-server",
+              "{bootstrap}", "--alter", *entity, "--add-config",
+              "share.isolation.level=serializable")
+    pair.same("groups.share_config", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+              "--alter", *entity, "--add-config", "share.renew.acknowledge.enable=false")
     pair.same("groups.delete", "kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
               *entity, "--delete-config",
               "consumer.session.timeout.ms,consumer.heartbeat.interval.ms,share.session.timeout.ms,"

@@ -231,3 +231,69 @@ def test_skiff_cli_lists_describes_resets_and_deletes_a_share_group(
     assert g not in {x["group_id"] for x in listed}, listed
     missing = _skiff_cli(skiff, "groups", "describe", g)
     assert missing.returncode != 0 and "NOT_FOUND" in missing.stderr, missing.stderr
+
+
+def test_isolation_levels_as_kafka(pair: BrokerPair) -> None:
+    """share.isolation.level (issue 34), with Kafka 4.4's KafkaShareConsumer on both brokers
+    (ShareCases.java, case "isolation"): one partition holds a committed transaction, an
+    aborted one, a plain record, a committed transaction and one left open. A read_committed
+    share group gets the committed and plain records, never the aborted ones or anything past
+    the open transaction; a read_uncommitted group gets every record. Each record's commit
+    marker is archived after the records ahead of it, never before: a marker read in the
+    same fetch as its transaction once archived the committed records too (Skiff)."""
+    got = {}
+    for name, bootstrap in (("kafka", pair.kafka), ("skiff", pair.skiff)):
+        proc = run_program(PROGRAM, bootstrap,
+                           f"isolation:{P}-isolation-{name}:{P}-isolation-g:2000", timeout=180)
+        lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+        assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+        got[name] = {k: lines[-1][k] for k in ("read_committed", "read_uncommitted")}
+    assert got["kafka"] == {
+        "read_committed": ["c0", "c1", "c2", "p0", "c3"],
+        "read_uncommitted": ["c0", "c1", "c2", "a0", "a1", "a2", "p0", "c3", "o0"]}, got
+    assert got["skiff"] == got["kafka"], got
+
+
+def test_renew_disabled_as_kafka(pair: BrokerPair) -> None:
+    """share.renew.acknowledge.enable=false (issue 34), with Kafka 4.4's KafkaShareConsumer on
+    both brokers (ShareCases.java, case "renew_off"): a RENEW of the record the consumer
+    holds fails its commit with InvalidRecordStateException, and what the client does next
+    (an ACCEPT of the same record) goes as it goes against Kafka."""
+    got = {}
+    for name, bootstrap in (("kafka", pair.kafka), ("skiff", pair.skiff)):
+        proc = run_program(PROGRAM, bootstrap, f"renew_off:{P}-renew-off-{name}:{P}-renew-off-g",
+                           timeout=180)
+        lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+        assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+        got[name] = {k: lines[-1][k] for k in ("renew_errors", "accept_errors")}
+    # the client reports its own words for INVALID_RECORD_STATE, and forgets the record:
+    # acknowledging it again throws IllegalStateException
+    assert got["kafka"]["renew_errors"][0].startswith("InvalidRecordStateException"), got
+    assert got["skiff"] == got["kafka"], got
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["headers-only", "copy-record"])
+def test_dead_letter_queue_as_kafka(pair: BrokerPair, copy: bool) -> None:
+    """Share-group dead-letter queues (KIP-1191, share.version 2, issue 34) with Kafka 4.4's
+    KafkaShareConsumer on both brokers (ShareCases.java, case "dlq"): a topic whose group
+    names dlq.<topic> (two partitions, errors.deadletterqueue.group.enable=true) as its
+    dead-letter topic, with a delivery count limit of 2; the consumer ACCEPTs offsets 0 and 3,
+    REJECTs 1 and RELEASEs 2 twice. Both brokers write the same dead letters for 1 and 2:
+    the same partition, headers, timestamps (the time of writing) and, with
+    errors.deadletterqueue.copy.record.enable, the records' keys and values (never their
+    headers)."""
+    got = {}
+    for name, bootstrap in (("kafka", pair.kafka), ("skiff", pair.skiff)):
+        tool("kafka-features", B, bootstrap, "upgrade", "--feature", "share.version=2",
+             timeout=120)
+        topic = f"{P}-dlq-{'copy' if copy else 'plain'}"
+        proc = run_program(PROGRAM, bootstrap, f"dlq:{topic}:{topic}-g:{str(copy).lower()}",
+                           timeout=180)
+        lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+        assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+        got[name] = {k: lines[-1][k] for k in ("steps", "dlq")}
+        assert len(got[name]["steps"]) == 5, (name, got[name], proc.stderr[-3000:])
+    assert [d["headers"][-1] for d in got["kafka"]["dlq"]] == [
+        "__dlq.errors.message=Offset rejected by client.",
+        "__dlq.errors.message=Offset delivery count exceeded the threshold."], got
+    assert got["skiff"] == got["kafka"], got

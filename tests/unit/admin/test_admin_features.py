@@ -57,7 +57,7 @@ def test_describe_then_upgrade_and_refusals(tmp_path: Path) -> None:
     before, _dry, after_dry, refused, empty, _down = serve(node, body)
     by_name = {f.name: f for f in before.features}
     assert sorted(by_name) == ["group.version", "kraft.version", "metadata.version",
-                               "share.version", "transaction.version"]
+                               "share.version", "streams.version", "transaction.version"]
     mv = by_name["metadata.version"]
     assert (mv.supported_min_version, mv.supported_max_version) == (21, 33)
     assert (mv.finalized_version_level, mv.finalized_version_name) == (25, "4.0-IV3")

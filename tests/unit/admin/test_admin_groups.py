@@ -147,7 +147,7 @@ def test_describe_active_group_shows_members_and_reset_is_refused(gnode: AdminTe
         return desc, reset, delete, del_off, committed(gnode, "live")
 
     desc, reset, delete, del_off, after = run(gnode, body)
-    assert desc.state == "Stable" and desc.protocol == "range"
+    assert desc.state == "Stable" and desc.protocol == "range" and desc.type == "classic"
     [m] = desc.members
     assert [(tp.topic, tp.partition) for tp in m.assignment] == [("t", 0), ("t", 1)]
     assert [(o.partition, o.committed_offset, o.lag, o.member_id) for o in desc.offsets] == [
@@ -315,3 +315,35 @@ def test_without_a_coordinator_the_rpcs_are_unavailable(node: AdminTestNode) -> 
                 await status_of(g.DescribeGroup(G.DescribeGroupRequest(group_id="g")))]
 
     assert [c for c, _ in serve(node, body)] == [S.UNAVAILABLE] * 2
+
+
+def test_describe_streams_group(tmp_path: Path) -> None:
+    """A streams group (KIP-1071) describes as type streams, its members with the partitions
+    of their active tasks."""
+    from broker.group.streams import StreamsHeartbeatRequest, Subtopology, Topology
+
+    node = AdminTestNode(tmp_path, {"offsets.topic.num.partitions": "2",
+                                    "group.streams.initial.rebalance.delay.ms": "0"})
+    asyncio.run(node.register(NODE_ID))
+    node.ready.set()
+
+    async def body(a: Admin) -> Any:
+        await setup_topic(node)
+        svc = node.group_coordinator  # type: ignore[attr-defined]
+        r = svc.streams_group_heartbeat(StreamsHeartbeatRequest(
+            group_id="app", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
+            topology=Topology(1, (Subtopology("0", source_topics=("t",)),)),
+            process_id="p1"))
+        assert r.error.name == "none" and r.assignment is not None, r
+        listed = await a.groups.ListGroups(G.ListGroupsRequest())
+        return await a.groups.DescribeGroup(G.DescribeGroupRequest(group_id="app")), listed
+
+    try:
+        desc, listed = run(node, body)
+    finally:
+        node.close()
+    assert (desc.type, desc.protocol_type, desc.state) == ("streams", "streams", "Stable")
+    [m] = desc.members
+    assert m.member_id == "m1"
+    assert [(tp.topic, tp.partition) for tp in m.assignment] == [("t", 0), ("t", 1)]
+    assert [(g.group_id, g.type) for g in listed.groups] == [("app", "streams")]

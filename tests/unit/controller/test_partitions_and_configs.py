@@ -223,13 +223,17 @@ def test_group_and_client_metrics_configs_are_config_records():
     h = with_topic()
     [g, cm] = h.commit(h.controller.incremental_alter_configs(h.image, [
         IncrementalAlterConfigsResource(GROUP("g"), [
-            ("consumer.session.timeout.ms", AlterConfigOp.SET, "50000")]),
+            ("consumer.session.timeout.ms", AlterConfigOp.SET, "50000"),
+            ("streams.num.standby.replicas", AlterConfigOp.SET, "1"),
+            ("streams.initial.rebalance.delay.ms", AlterConfigOp.SET, "0")]),
         IncrementalAlterConfigsResource(CLIENT_METRICS("sub"), [
             ("metrics", AlterConfigOp.SET, "org.apache.kafka.producer."),
             ("match", AlterConfigOp.SET, "client_id=app.*"),
             ("interval.ms", AlterConfigOp.SET, "1000")])]))
     assert (g.error, cm.error) == (E.none, E.none)
-    assert h.image.configs[(32, "g")] == {"consumer.session.timeout.ms": "50000"}
+    assert h.image.configs[(32, "g")] == {"consumer.session.timeout.ms": "50000",
+                                          "streams.num.standby.replicas": "1",
+                                          "streams.initial.rebalance.delay.ms": "0"}
     assert h.image.configs[(16, "sub")] == {"metrics": "org.apache.kafka.producer.",
                                             "match": "client_id=app.*", "interval.ms": "1000"}
     # deleting every key drops the resource (kafka-client-metrics --delete)
@@ -252,9 +256,15 @@ def test_group_and_client_metrics_configs_are_config_records():
      "INT"),
     (GROUP("g"), [("bogus.key", AlterConfigOp.SET, "1")], E.invalid_config,
      "Unknown group config name: bogus.key"),
-    (GROUP("g"), [("share.isolation.level", AlterConfigOp.SET, "read_committed")],
-     E.invalid_config, "Group config share.isolation.level is not supported: Skiff's share "
-                       "groups do not serve it yet"),
+    (GROUP("g"), [("share.assignment.interval.ms", AlterConfigOp.SET, "500")],
+     E.invalid_config, "Group config share.assignment.interval.ms is not supported: Skiff's "
+                       "share groups do not serve it yet"),
+    (GROUP("g"), [("share.renew.acknowledge.enable", AlterConfigOp.SET, "maybe")],
+     E.invalid_config, "Invalid value maybe for configuration share.renew.acknowledge.enable: "
+                       "Expected value to be either true or false"),
+    (GROUP("g"), [("share.isolation.level", AlterConfigOp.SET, "serializable")],
+     E.invalid_config, "Invalid value serializable for configuration share.isolation.level: "
+                       "String must be one of: read_committed, read_uncommitted"),
     (GROUP("g"), [("share.session.timeout.ms", AlterConfigOp.SET, "1000")], E.invalid_config,
      "share.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
     (GROUP("g"), [("share.record.lock.duration.ms", AlterConfigOp.SET, "1000")],
@@ -264,6 +274,13 @@ def test_group_and_client_metrics_configs_are_config_records():
      E.invalid_config, "Invalid value by_duration:PT1H for configuration "
                        "share.auto.offset.reset: Skiff serves latest and earliest (not "
                        "by_duration)"),
+    (GROUP("g"), [("streams.session.timeout.ms", AlterConfigOp.SET, "1000")], E.invalid_config,
+     "streams.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+    (GROUP("g"), [("streams.num.standby.replicas", AlterConfigOp.SET, "3")], E.invalid_config,
+     "streams.num.standby.replicas must be in the range 0 to 2 inclusive."),
+    (GROUP("g"), [("streams.num.warmup.replicas", AlterConfigOp.SET, "1")], E.invalid_config,
+     "Group config streams.num.warmup.replicas is not supported: Skiff's streams groups do "
+     "not serve it"),
     (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.APPEND, "1")],
      E.invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is "
                        "not LIST."),

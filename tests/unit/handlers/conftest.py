@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kafka.protocol.admin as kp_admin
 import kafka.protocol.metadata as kp_metadata
@@ -38,6 +38,16 @@ from broker.replication import ReplicaManager
 from broker.replication.sync import ReplicaSync
 from broker.server.context import RequestContext
 from broker.testing.quorum import CommitOnAppendQuorum
+from broker.util.tasks import ServiceTasks
+
+if TYPE_CHECKING:
+    from broker.group.shell import GroupCoordinatorService
+    from broker.handlers.init_producer_id import ProducerIdManager
+    from broker.metrics.telemetry import TelemetryStore
+    from broker.protocol.transport import ConnectionSecurity
+    from broker.share.coordinator_shell import ShareCoordinatorService
+    from broker.share.shell import ShareService
+    from broker.txn.shell import TransactionCoordinatorService
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 NODE_ID = 1
@@ -77,6 +87,17 @@ class TestNode:
         self.publisher.subscribe(ReplicaSync(self.config, self.replicas))
         self.broker_epochs: dict[int, int] = {}
         self.quotas = Quotas()
+        self.tasks = ServiceTasks("test_node")
+        # members a real Node declares (broker/node) and this one runs none of
+        self.broker_epoch = -1
+        self.kraft_version = 0
+        self.telemetry: TelemetryStore | None = None
+        self.inter_broker_security: ConnectionSecurity | None = None
+        self.group_coordinator: GroupCoordinatorService | None = None
+        self.txn_coordinator: TransactionCoordinatorService | None = None
+        self.share_coordinator: ShareCoordinatorService | None = None
+        self.share_groups: ShareService | None = None
+        self.producer_ids: ProducerIdManager | None = None
 
     @staticmethod
     def clock() -> int:

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,11 +28,18 @@ from broker.metadata.image import (
     TopicImage,
 )
 from broker.metadata.publisher import MetadataPublisher
+from broker.metadata.records import RESOURCE_TOPIC
 from broker.protocol.api import BROKER_APIS
 from broker.protocol.headers import encode_body
 from broker.replication import ReplicaManager
 from broker.server.context import RequestContext
 from broker.share.coordinator_shell import ShareCoordinatorService
+from broker.util.tasks import ServiceTasks
+
+if TYPE_CHECKING:
+    from broker.protocol.transport import ConnectionSecurity
+    from broker.share.shell import ShareService
+    from broker.txn.shell import TransactionCoordinatorService
 
 NODE_ID = 1
 CONFIG: dict[str, Any] = {
@@ -63,8 +70,16 @@ class FakeController:
         out = []
         for t in topics:
             self.calls.append(t)
-            self.node.add_topic(t.name, t.num_partitions, leader=NODE_ID)
-            out.append(CreateTopicResult(t.name, num_partitions=t.num_partitions,
+            # -1: the controller's num.partitions (1 here)
+            partitions = t.num_partitions if t.num_partitions > 0 else 1
+            self.node.add_topic(t.name, partitions, leader=NODE_ID)
+            if t.configs:
+                image = self.node.publisher.image
+                self.node.publisher.load_snapshot(replace(
+                    image, offset=image.offset + 1, configs={
+                        **image.configs, (RESOURCE_TOPIC, t.name): {
+                            k: v for k, v in t.configs.items() if v is not None}}))
+            out.append(CreateTopicResult(t.name, num_partitions=partitions,
                                          replication_factor=t.replication_factor))
         return out
 
@@ -72,6 +87,7 @@ class FakeController:
 class GroupNode:
     def __init__(self, tmp_path: Path, **config: Any) -> None:
         self.node_id = NODE_ID
+        self.tasks = ServiceTasks("group_node")  # the node's task group, as broker/node's
         self.config = {**CONFIG, **config}
         self.clock = lambda: int(time.time() * 1000)
         self.logs = LogManager([tmp_path], LogConfig(), self.clock)
@@ -90,6 +106,10 @@ class GroupNode:
         self.group_coordinator = GroupCoordinatorService(self, rng=random.Random(3),
                                                          tick_interval_s=0.02)
         self.share_coordinator = ShareCoordinatorService(self, tick_interval_s=0.02)
+        # members a real Node declares (broker/node) and this one runs none of
+        self.share_groups: ShareService | None = None
+        self.txn_coordinator: TransactionCoordinatorService | None = None
+        self.inter_broker_security: ConnectionSecurity | None = None
 
     @property
     def metadata(self) -> MetadataImage:
@@ -130,6 +150,7 @@ class GroupNode:
         self.share_coordinator.start()
 
     async def stop(self) -> None:
+        await self.tasks.close()
         share_groups = getattr(self, "share_groups", None)
         if share_groups is not None:
             await share_groups.close()

@@ -18,6 +18,7 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersions
 from kio.schema.errors import ErrorCode
 
 from broker.handlers import api_versions
+from broker.metadata.image import MetadataImage
 from broker.protocol.api import BROKER_APIS, ApiTable
 from broker.protocol.headers import encode_body, encode_response
 from broker.server.context import RequestContext
@@ -125,6 +126,9 @@ class _Features:
             rec.feature_level_record("metadata.version", 25),
             rec.feature_level_record("transaction.version", 2)])
         self.kraft_version = kraft_version
+        self.node_id = 1
+        self.cluster_id = ""
+        self.telemetry = None
 
 
 @pytest.mark.parametrize("version", [3, 4])
@@ -141,8 +145,8 @@ def test_supported_and_finalized_features(version: int) -> None:
         assert supported == {"metadata.version": (21, 33)}
     else:
         assert supported == {"group.version": (0, 1), "kraft.version": (0, 1),
-                             "metadata.version": (21, 33), "share.version": (0, 1),
-                             "transaction.version": (0, 2)}
+                             "metadata.version": (21, 33), "share.version": (0, 2),
+                             "streams.version": (0, 1), "transaction.version": (0, 2)}
     assert {f.name: f.max_version_level for f in resp.finalized_features} == {
         "kraft.version": 1, "metadata.version": 25, "transaction.version": 2}
     assert resp.finalized_features_epoch == node.metadata.offset
@@ -160,7 +164,9 @@ def test_supported_and_finalized_features(version: int) -> None:
 class _Node:
     cluster_id = "cluster-a"
     node_id = 1
-    metadata = None
+    metadata = MetadataImage.empty()
+    kraft_version = 0
+    telemetry = None
 
 
 @pytest.mark.parametrize(("cluster_id", "node_id", "error"), [

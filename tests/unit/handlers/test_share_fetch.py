@@ -31,7 +31,7 @@ from broker.handlers import (
     share_group_heartbeat,
 )
 from broker.protocol.kafka_uuid import uuid_to_kafka
-from broker.protocol.records import Record, build_batch
+from broker.protocol.records import Record, build_batch, decode_records, iter_batches
 
 pytestmark = pytest.mark.anyio
 ACCEPT, RELEASE, REJECT = 1, 2, 3
@@ -179,6 +179,34 @@ async def test_renew_and_close_release(node: GroupNode) -> None:
     assert acquired(await fetch(node, tid, 0, member="m2")) == [(0, 1, 2)]
 
 
+async def test_renew_refused_when_the_group_disables_it(node: GroupNode) -> None:
+    """share.renew.acknowledge.enable=false: a RENEW of held records is INVALID_RECORD_STATE
+    with Kafka's message (its SharePartition checks the records' state first, so a RENEW
+    of records not held is refused with no such message), and the records stay held."""
+    from broker.metadata.records import RESOURCE_GROUP
+
+    enable_share_groups(node)
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, configs={
+        **image.configs, (RESOURCE_GROUP, "g"): {"share.renew.acknowledge.enable": "false"}}))
+    node.add_topic("t", 1)
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    await fetch(node, tid, 0)
+    await produce(node, [b"a", b"b"])
+    assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 1, 1)]
+    refused = await acknowledge(node, tid, 2, ((0, 1, (4,)),), renew=True)
+    [part] = refused.responses[0].partitions
+    assert part.error_code is ErrorCode.invalid_record_state
+    assert part.error_message == "Renewing acquisition locks is not enabled for the group."
+    not_held = await acknowledge(node, tid, 3, ((5, 5, (4,)),), renew=True)
+    [part] = not_held.responses[0].partitions
+    assert part.error_code is ErrorCode.invalid_record_state and part.error_message is None
+    accepted = await acknowledge(node, tid, 4, ((0, 1, (ACCEPT,)),))
+    assert accepted.responses[0].partitions[0].error_code is ErrorCode.none
+
+
 async def test_describe_list_and_find_coordinator(node: GroupNode) -> None:
     enable_share_groups(node)
     node.add_topic("t", 2)
@@ -236,7 +264,157 @@ async def test_acknowledged_records_outlive_the_share_partitions_in_memory(
     ack = await acknowledge(node, tid, 2, ((0, 2, (ACCEPT, REJECT, ACCEPT)),
                                            (3, 3, (RELEASE,))))
     assert ack.responses[0].partitions[0].error_code is ErrorCode.none
-    del node.share_groups  # the share-partitions and sessions in memory are gone
+    node.share_groups = None  # the share-partitions and sessions in memory are gone
     await heartbeat(node, "m2", 0)
     assert acquired(await fetch(node, tid, 0, member="m2", wait_ms=2000)) == [
         (3, 4, 2)]
+
+
+async def test_a_fetch_reads_the_log_a_chunk_at_a_time_up_to_its_records(
+        node: GroupNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ShareFetch asks for MaxBytes (the Java consumer's fetch.max.bytes, 50 MiB) to take
+    MaxRecords: the log is read a chunk at a time until the records are taken, and the
+    answer holds every batch with an acquired record, across chunks."""
+    from broker.share import shell
+
+    monkeypatch.setattr(shell, "SHARE_READ_CHUNK_BYTES", 200)
+    enable_share_groups(node)
+    node.add_topic("t", 1)
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    await fetch(node, tid, 0)
+    reads: list[int] = []
+    log = node.replicas.leader_partition("t", 0).log
+    real_read = log.read
+    monkeypatch.setattr(log, "read", lambda offset, max_bytes, upto, *a: (
+        reads.append(max_bytes), real_read(offset, max_bytes, upto, *a))[1])
+    for n in range(40):  # 40 batches of 20 records, ~300 B each
+        batch = build_batch([Record(offset=i, timestamp=0, key=None, value=b"v%03d" % (n * 20 + i),
+                                    headers=()) for i in range(20)], base_offset=0)
+        out = await node.replicas.append({("t", 0): batch}, required_acks=-1, timeout_ms=2000)
+        assert not isinstance(out[("t", 0)], Exception), out
+    got = await fetch(node, tid, 1, wait_ms=2000)
+    # 500 records in whole batches: 25 batches, read 200 bytes (one batch) at a time
+    assert acquired(got) == [(0, 499, 1)]
+    assert reads and max(reads) <= 200 and 25 <= len(reads) <= 26
+    [part] = got.responses[0].partitions
+    values = [r.value for _, b in iter_batches(part.records) for r in decode_records(b)]
+    assert values == [b"v%03d" % i for i in range(500)]
+
+
+async def test_rejected_and_exhausted_records_reach_the_dead_letter_topic(
+        node: GroupNode) -> None:
+    """share.version 2 with errors.deadletterqueue.topic.name (KIP-1191): a REJECTed record
+    and one RELEASEd up to the delivery count limit are written to the dead-letter topic,
+    with Kafka's headers and (copy.record.enable) the record's key and value, on partition
+    (partition mod the topic's partition count); an ACCEPTed one is not."""
+    from broker.metadata.records import RESOURCE_GROUP, RESOURCE_TOPIC
+    from broker.share.shell import share_service_of
+
+    enable_share_groups(node, level=2)
+    node.add_topic("t", 1)
+    node.add_topic("dlq.t", 2)
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, configs={
+        **image.configs,
+        (RESOURCE_TOPIC, "dlq.t"): {"errors.deadletterqueue.group.enable": "true"},
+        (RESOURCE_GROUP, "g"): {"errors.deadletterqueue.topic.name": "dlq.t",
+                                "errors.deadletterqueue.copy.record.enable": "true",
+                                "share.delivery.count.limit": "2"}}))
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    await fetch(node, tid, 0)
+    await produce(node, [b"a", b"b", b"c"])
+    assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 2, 1)]
+    got = await fetch(node, tid, 2, acks=((0, 0, (ACCEPT,)), (1, 1, (REJECT,)),
+                                          (2, 2, (RELEASE,))))
+    assert acquired(got) == [(2, 2, 2)]
+    await acknowledge(node, tid, 3, ((2, 2, (RELEASE,)),))
+    await share_service_of(node).dlq.drain()
+    letters = node.replicas.leader_partition("dlq.t", 0).log.read_records(0)
+    assert [(r.key, r.value) for r in letters] == [(None, b"b"), (None, b"c")]
+    assert [dict((k, v.decode() if v else v) for k, v in r.headers) for r in letters] == [
+        {"__dlq.errors.topic": "t", "__dlq.errors.partition": "0",
+         "__dlq.errors.offset": str(offset), "__dlq.errors.group": "g",
+         "__dlq.errors.delivery.count": str(count), "__dlq.errors.message": message}
+        for offset, count, message in ((1, 1, "Offset rejected by client."),
+                                       (2, 2, "Offset delivery count exceeded the threshold."))]
+    assert node.replicas.leader_partition("dlq.t", 1).log.read_records(0) == []
+
+
+async def test_no_dead_letters_without_share_version_2_or_an_enabled_topic(
+        node: GroupNode) -> None:
+    """At share.version 1, or when the topic does not set errors.deadletterqueue.group.enable,
+    a REJECT archives the record and writes nothing."""
+    from broker.metadata.records import RESOURCE_GROUP
+    from broker.share.shell import share_service_of
+
+    enable_share_groups(node, level=1)
+    node.add_topic("t", 1)
+    node.add_topic("dlq.t", 1)
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, configs={
+        **image.configs, (RESOURCE_GROUP, "g"): {"errors.deadletterqueue.topic.name": "dlq.t"}}))
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    await fetch(node, tid, 0)
+    await produce(node, [b"a", b"b"])
+    assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 1, 1)]
+    await acknowledge(node, tid, 2, ((0, 0, (REJECT,)),))
+    enable_share_groups(node, level=2)  # the topic still does not allow it
+    await acknowledge(node, tid, 3, ((1, 1, (REJECT,)),))
+    await share_service_of(node).dlq.drain()
+    assert node.replicas.leader_partition("dlq.t", 0).log.read_records(0) == []
+
+
+async def test_a_missing_dead_letter_topic_is_created_only_when_the_cluster_allows_it(
+        node: GroupNode) -> None:
+    """A dead-letter topic that does not exist gets nothing while
+    errors.deadletterqueue.auto.create.topics.enable is false (Kafka's default); once the
+    cluster sets it (a dynamic broker config), the topic is created with
+    errors.deadletterqueue.group.enable=true and CreateTime, and the next dead letter is
+    written there. A name without the dlq. prefix is never used."""
+    from broker.metadata.records import RESOURCE_BROKER, RESOURCE_GROUP
+    from broker.share.shell import share_service_of
+
+    enable_share_groups(node, level=2)
+    node.add_topic("t", 1)
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, configs={
+        **image.configs,
+        (RESOURCE_GROUP, "g"): {"errors.deadletterqueue.topic.name": "dlq.auto"}}))
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    await fetch(node, tid, 0)
+    await produce(node, [b"a", b"b", b"c"])
+    assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 2, 1)]
+    dlq = share_service_of(node).dlq
+    await acknowledge(node, tid, 2, ((0, 0, (REJECT,)),))
+    await dlq.drain()
+    def created() -> list[Any]:
+        return [c for c in node.controller.calls if not c.name.startswith("__")]
+
+    assert node.metadata.topic("dlq.auto") is None and created() == []
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, configs={
+        **image.configs,
+        (RESOURCE_BROKER, ""): {"errors.deadletterqueue.auto.create.topics.enable": "true"}}))
+    await acknowledge(node, tid, 3, ((1, 1, (REJECT,)),))
+    await dlq.drain()
+    [asked] = created()
+    assert asked.name == "dlq.auto" and dict(asked.configs) == {
+        "errors.deadletterqueue.group.enable": "true", "message.timestamp.type": "CreateTime"}
+    letters = node.replicas.leader_partition("dlq.auto", 0).log.read_records(0)
+    assert [dict(r.headers)["__dlq.errors.offset"] for r in letters] == [b"1"]
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, configs={
+        **image.configs,
+        (RESOURCE_GROUP, "g"): {"errors.deadletterqueue.topic.name": "auto"}}))
+    await acknowledge(node, tid, 4, ((2, 2, (REJECT,)),))
+    await dlq.drain()
+    assert len(created()) == 1 and node.metadata.topic("auto") is None
+    assert dlq.written == 1

@@ -46,7 +46,7 @@ def test_bootstrap_levels_refusals() -> None:
 def test_supported_features_sorted_with_kafka_ranges() -> None:
     assert F.supported_features() == (
         ("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 21, 33),
-        ("share.version", 0, 1), ("transaction.version", 0, 2))
+        ("share.version", 0, 2), ("streams.version", 0, 1), ("transaction.version", 0, 2))
 
 
 def test_image_finalized_view_follows_feature_level_records() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from kio.serial import entity_reader
 
+from broker.config import build_config
 from broker.handlers import api_versions, fetch
 from broker.log import LogConfig, LogManager
 from broker.metadata.image import MetadataImage
@@ -32,6 +33,14 @@ class LeaderNode:
         self.replicas = replicas
         self.node_id = replicas.node_id
         self.metadata = MetadataImage.empty()
+        self.cluster_id = ""
+        self.kraft_version = 0
+        self.telemetry = None
+        self.config = build_config({
+            "process.roles": "broker,controller", "node.id": str(self.node_id),
+            "controller.quorum.voters": "1@127.0.0.1:19093",
+            "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+            "controller.listener.names": "CONTROLLER", "log.dirs": "/nonexistent/skiff"})
 
 
 class DirectConnection:

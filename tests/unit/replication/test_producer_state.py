@@ -541,3 +541,28 @@ def test_truncation_removes_snapshots(tmp_path: Path) -> None:
     plog.truncate_to(1)
     assert not list((tmp_path / "t-0").glob("*.snapshot"))
     plog.close()
+
+
+def test_a_never_written_partition_takes_a_new_producer_only_from_sequence_zero() -> None:
+    # KAFKA-15591: two requests in flight to a just-created partition, the first refused
+    # while the leader was not ready; the second must not be appended ahead of it
+    state = ProducerStateManager()
+    with pytest.raises(KafkaError) as info:
+        state.validate([hdr(seq=17, n=5)], never_written=True)
+    assert info.value.error_code is ErrorCode.out_of_order_sequence_number
+    assert "never held a record" in str(info.value)
+    assert state.validate([hdr(seq=0, n=17), hdr(seq=17, n=5)], never_written=True) is None
+    # a partition that has held records still takes a producer it lost the state of
+    assert state.validate([hdr(seq=17, n=5)], never_written=False) is None
+
+
+def test_a_leader_with_an_empty_log_refuses_a_first_sequence_above_zero(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    with pytest.raises(KafkaError) as info:
+        part.append_as_leader(idem_batch(3, 2), required_acks=-1)
+    assert info.value.error_code is ErrorCode.out_of_order_sequence_number
+    assert plog.log_end_offset == 0
+    assert part.append_as_leader(idem_batch(0, 3), required_acks=-1).base_offset == 0
+    assert part.append_as_leader(idem_batch(3, 2), required_acks=-1).base_offset == 3
+    plog.close()

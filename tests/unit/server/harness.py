@@ -22,8 +22,8 @@ async def running_server(
 ) -> AsyncIterator[tuple[Server, int]]:
     if dispatcher is None:
         dispatcher = Dispatcher.from_modules([api_versions])
-    server = Server(node, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0, apis, dispatcher)], config,
-                    on_connection_closed=on_connection_closed)
+    server = Server([ListenerSpec("PLAINTEXT", "127.0.0.1", 0, apis, dispatcher.bind(node))],
+                    config, on_connection_closed=on_connection_closed)
     await server.start()
     try:
         yield server, server.address("PLAINTEXT")[1]

@@ -33,7 +33,7 @@ def port() -> Iterator[int]:
         if r.api_key != api_versions.API_KEY:
             d.register(r.api_key, _not_here)
     loop = asyncio.new_event_loop()
-    server = Server(None, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0, BROKER_APIS, d)])
+    server = Server([ListenerSpec("PLAINTEXT", "127.0.0.1", 0, BROKER_APIS, d.bind(None))])
     loop.run_until_complete(server.start())
     assert server.advertised_apis("PLAINTEXT") == BROKER_APIS
     thread = threading.Thread(target=loop.run_forever, daemon=True)

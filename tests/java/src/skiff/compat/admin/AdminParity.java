@@ -394,6 +394,20 @@ public final class AdminParity {
         return m;
     }
 
+    /** The topic's configs once {@code settled} holds, or after 15 s as they are: Kafka applies a
+     * topic config when the metadata record reaches the broker, after the alter has answered,
+     * so a describe right after it may still show the old value (seen under load, 2026-12-03). */
+    private Map<String, Object> settledTopicConfig(String topic, List<String> names,
+            java.util.function.Predicate<Map<String, Object>> settled) throws Exception {
+        long deadline = System.currentTimeMillis() + 15000;
+        Map<String, Object> m = topicConfig(topic, names);
+        while (!settled.test(m) && System.currentTimeMillis() < deadline) {
+            Thread.sleep(100);
+            m = topicConfig(topic, names);
+        }
+        return m;
+    }
+
     private void configs() throws Exception {
         ConfigResource ta = new ConfigResource(ConfigResource.Type.TOPIC, topicA);
         ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, String.valueOf(selfId));
@@ -437,14 +451,16 @@ public final class AdminParity {
                     new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.APPEND),
                     new AlterConfigOp(new ConfigEntry("max.message.bytes", "200000"), AlterConfigOp.OpType.SET)
             ))).all());
-            return topicConfig(topicA, List.of("retention.ms", "cleanup.policy", "max.message.bytes"));
+            return settledTopicConfig(topicA, List.of("retention.ms", "cleanup.policy", "max.message.bytes"),
+                    m -> "200000".equals(m.get("max.message.bytes")));
         });
         call("incrementalAlterConfigs(delete,subtract)", () -> {
             get(admin.incrementalAlterConfigs(Map.of(ta, List.of(
                     new AlterConfigOp(new ConfigEntry("max.message.bytes", null), AlterConfigOp.OpType.DELETE),
                     new AlterConfigOp(new ConfigEntry("cleanup.policy", "compact"), AlterConfigOp.OpType.SUBTRACT)
             ))).all());
-            return topicConfig(topicA, List.of("retention.ms", "cleanup.policy", "max.message.bytes"));
+            return settledTopicConfig(topicA, List.of("retention.ms", "cleanup.policy", "max.message.bytes"),
+                    m -> !"200000".equals(m.get("max.message.bytes")));
         });
         call("incrementalAlterConfigs(invalidValue)", () -> {
             get(admin.incrementalAlterConfigs(Map.of(ta, List.of(new AlterConfigOp(
@@ -513,6 +529,13 @@ public final class AdminParity {
             get(admin.createPartitions(Map.of(prefix + "-nope", NewPartitions.increaseTo(2))).all());
             return null;
         });
+        // the records carry 1970 timestamps, so time retention must not take them: a broker's
+        // retention check (every 5 min) that ran between the produce and describeLogDirs once
+        // emptied Kafka's b-0 and not Skiff's
+        ConfigResource rb = new ConfigResource(ConfigResource.Type.TOPIC, topicB);
+        get(admin.incrementalAlterConfigs(Map.of(rb, List.of(new AlterConfigOp(
+                new ConfigEntry("retention.ms", "-1"), AlterConfigOp.OpType.SET)))).all());
+        settledTopicConfig(topicB, List.of("retention.ms"), m -> "-1".equals(m.get("retention.ms")));
         produce(topicB, 0, 10);
         TopicPartition b0 = new TopicPartition(topicB, 0);
         Map<String, OffsetSpec> specs = new LinkedHashMap<>();

@@ -30,6 +30,7 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
@@ -197,6 +198,15 @@ public final class ClientCases {
         try (Admin a = admin()) {
             a.createTopics(List.of(new NewTopic(topic, partitions, (short) 1).configs(configs)))
                 .all().get(30, TimeUnit.SECONDS);
+            // CreateTopics answers once the controller has the topic; the leader serves it
+            // only after applying that record. An idempotent producer's first two requests
+            // around that moment lose the first one on Kafka 4.4 (KAFKA-15591, fixed in 4.5):
+            // wait until ListOffsets, which only the leader answers, is served everywhere.
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            for (int p = 0; p < partitions; p++) {
+                latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
+            }
+            a.listOffsets(latest).all().get(30, TimeUnit.SECONDS);
         }
     }
 
@@ -374,7 +384,7 @@ public final class ClientCases {
 
     private Map<String, Object> timestamps() throws Exception {
         String t = topic("timestamps");
-        create(t, 1, Map.of());
+        create(t, 1, Map.of("retention.ms", "-1"));  // timestamps 0, 1 and 2001: not for retention
         long now = System.currentTimeMillis();
         List<Long> stamps = Arrays.asList(0L, 1L, 1_000_000_000_000L, now - 86_400_000L, now - 5_000L, null);
         List<Map<String, Object>> metas = new ArrayList<>();

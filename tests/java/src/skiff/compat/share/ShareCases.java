@@ -4,12 +4,15 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -19,6 +22,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
@@ -32,10 +36,14 @@ import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -55,12 +63,21 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <li>{@code renew}: c1 holds one record past its lock duration, RENEWing it (KIP-1222) at
  *     two fifths of it, then ACCEPTs it when its client hands it back; c2 polls all along;
  *     every delivery, and whether c1's acknowledgements failed.
+ * <li>{@code renew_off}: the group's share.renew.acknowledge.enable set to false; c1 polls
+ *     one record and RENEWs it: the error its commit gets per partition (exception class and
+ *     message), then the same record ACCEPTed and that commit's errors.
  * <li>{@code accept}: a topic with {@code count} records; consumer c1 (explicit
  *     acknowledgement) polls until it has {@code accept} records, ACCEPTs those and commits,
  *     leaves the rest it got unacknowledged, and is not closed (the JVM ends with it, as a
  *     crashed consumer would); the offsets it ACCEPTed and the ones it left.
  * <li>{@code drain}: a consumer (implicit acknowledgement) polls until it got {@code expected}
  *     records and then {@code quietMs} more for any redelivery; every offset it got, in order.
+ * <li>{@code isolation}: a one-partition topic holding, in order, a committed transaction
+ *     (c0-c2), an aborted one (a0-a2), a plain record (p0), a committed transaction (c3) and
+ *     one left open (o0); two groups from the earliest offset, {@code group-rc} with
+ *     share.isolation.level=read_committed and {@code group-ru} at the default
+ *     (read_uncommitted), each drained by one consumer until {@code quietMs} pass without a
+ *     record (the open transaction is aborted after); the values each got, in order.
  * <li>{@code speedup}: a one-partition topic with {@code count} records, 5 ms of work (a
  *     sleep) per record, {@code max.poll.records} as given (default 10): a group of one
  *     consumer, then a fresh group of four in parallel threads, each timed from its first
@@ -69,6 +86,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * </ul>
  */
 public final class ShareCases {
+    private static final ObjectMapper JSON = new ObjectMapper();
     private final String bootstrap;
 
     private ShareCases(String bootstrap) {
@@ -87,10 +105,13 @@ public final class ShareCases {
                 case "disjoint" -> result = c.disjoint(a[1], a[2], Integer.parseInt(a[3]));
                 case "explicit" -> result = c.explicit(a[1], a[2], Long.parseLong(a[3]));
                 case "renew" -> result = c.renew(a[1], a[2], Long.parseLong(a[3]));
+                case "renew_off" -> result = c.renewOff(a[1], a[2]);
+                case "dlq" -> result = c.dlq(a[1], a[2], Boolean.parseBoolean(a[3]));
                 case "accept" -> result = c.accept(a[1], a[2], Integer.parseInt(a[3]),
                         Integer.parseInt(a[4]));
                 case "drain" -> result = c.drain(a[1], a[2], Integer.parseInt(a[3]),
                         Long.parseLong(a[4]));
+                case "isolation" -> result = c.isolation(a[1], a[2], Long.parseLong(a[3]));
                 case "speedup" -> result = c.speedup(a[1], a[2], Integer.parseInt(a[3]),
                         a.length > 4 ? Integer.parseInt(a[4]) : 10);
                 default -> throw new IllegalArgumentException(a[0]);
@@ -130,11 +151,7 @@ public final class ShareCases {
             a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
         }
         fromEarliest(group);
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        p.put("linger.ms", "0");
+        Properties p = producerProps();
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < count; i++) {
                 producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get(30, TimeUnit.SECONDS);
@@ -143,12 +160,25 @@ public final class ShareCases {
     }
 
     private void fromEarliest(String group) throws Exception {
+        setGroupConfig(group, "share.auto.offset.reset", "earliest");
+    }
+
+    private void setGroupConfig(String group, String name, String value) throws Exception {
         try (Admin a = admin()) {
             ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
             a.incrementalAlterConfigs(Map.of(res, List.of(new AlterConfigOp(
-                    new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET))))
+                    new ConfigEntry(name, value), AlterConfigOp.OpType.SET))))
                     .all().get(30, TimeUnit.SECONDS);
         }
+    }
+
+    private Properties producerProps() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        p.put("linger.ms", "0");
+        return p;
     }
 
     private KafkaShareConsumer<String, String> consumer(String group, String clientId, String ackMode,
@@ -332,6 +362,126 @@ public final class ShareCases {
                 + String.join(", ", deliveries) + "]}";
     }
 
+    private String renewOff(String topic, String group) throws Exception {
+        prepare(topic, group, 1);
+        setGroupConfig(group, "share.renew.acknowledge.enable", "false");
+        try (KafkaShareConsumer<String, String> c1 = consumer(group, "c1", "explicit", 10)) {
+            c1.subscribe(List.of(topic));
+            ConsumerRecord<String, String> held = null;
+            long deadline = System.currentTimeMillis() + 30000;
+            while (held == null && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                    held = r;
+                }
+            }
+            if (held == null) {
+                throw new IllegalStateException("no record delivered");
+            }
+            c1.acknowledge(held, AcknowledgeType.RENEW);
+            List<String> renewErrors = commitErrors(c1);
+            List<String> acceptErrors = new ArrayList<>();
+            try {
+                c1.acknowledge(held, AcknowledgeType.ACCEPT);
+                acceptErrors.addAll(commitErrors(c1));
+            } catch (RuntimeException e) {
+                acceptErrors.add("thrown " + e.getClass().getSimpleName());
+            }
+            return "{\"case\": \"renew_off\", \"renew_errors\": " + JSON.writeValueAsString(renewErrors)
+                    + ", \"accept_errors\": " + JSON.writeValueAsString(acceptErrors) + "}";
+        }
+    }
+
+    private String dlq(String topic, String group, boolean copy) throws Exception {
+        String dlqTopic = "dlq." + topic;
+        try (Admin a = admin()) {
+            // the records carry 1970 timestamps: a retention check (every 5 min) between the
+            // produce and the consume once emptied Kafka's topic in CI
+            a.createTopics(List.of(new NewTopic(topic, 1, (short) 1).configs(Map.of("retention.ms", "-1")),
+                    new NewTopic(dlqTopic, 2, (short) 1).configs(
+                            Map.of("errors.deadletterqueue.group.enable", "true"))))
+                    .all().get(30, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            // the caller made them (with their replicas placed where it wants them)
+            if (!(e.getCause() instanceof TopicExistsException)) {
+                throw e;
+            }
+        }
+        fromEarliest(group);
+        setGroupConfig(group, "errors.deadletterqueue.topic.name", dlqTopic);
+        setGroupConfig(group, "errors.deadletterqueue.copy.record.enable", Boolean.toString(copy));
+        setGroupConfig(group, "share.delivery.count.limit", "2");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps())) {
+            for (int i = 0; i < 4; i++) {
+                ProducerRecord<String, String> r = new ProducerRecord<>(topic, null, 1000L + i, "k" + i, "v" + i);
+                r.headers().add("h", ("hv" + i).getBytes());
+                producer.send(r).get(30, TimeUnit.SECONDS);
+            }
+        }
+        List<String> steps = new ArrayList<>();
+        Set<Long> done = new HashSet<>();
+        try (KafkaShareConsumer<String, String> c1 = consumer(group, "c1", "explicit", 10)) {
+            c1.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 60000;
+            while (done.size() < 4 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c1.poll(Duration.ofMillis(200))) {
+                    AcknowledgeType t = switch ((int) r.offset()) {
+                        case 1 -> AcknowledgeType.REJECT;
+                        case 2 -> AcknowledgeType.RELEASE;
+                        default -> AcknowledgeType.ACCEPT;
+                    };
+                    steps.add(r.offset() + ":" + t + ":" + r.deliveryCount().orElse((short) -1));
+                    c1.acknowledge(r, t);
+                    if (t != AcknowledgeType.RELEASE || r.deliveryCount().orElse((short) 0) >= 2) {
+                        done.add(r.offset());
+                    }
+                }
+                commitErrors(c1);
+            }
+        }
+        if (done.size() < 4) {
+            throw new IllegalStateException("the share consumer finished " + done.size()
+                    + " of 4 records in 60 s: " + steps);
+        }
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group + "-reader");
+        p.put("auto.offset.reset", "earliest");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        List<Map<String, Object>> dlqRecords = new ArrayList<>();
+        try (KafkaConsumer<String, String> reader = new KafkaConsumer<>(p)) {
+            reader.subscribe(List.of(dlqTopic));
+            long deadline = System.currentTimeMillis() + 15000;
+            while (dlqRecords.size() < 2 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : reader.poll(Duration.ofMillis(200))) {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("partition", r.partition());
+                    m.put("offset", r.offset());
+                    m.put("key", r.key());
+                    m.put("value", r.value());
+                    m.put("timestamp_type", r.timestampType().toString());
+                    m.put("timestamp_is_original", r.timestamp() >= 1000L && r.timestamp() < 1004L);
+                    List<String> headers = new ArrayList<>();
+                    for (Header h : r.headers()) {
+                        headers.add(h.key() + "=" + (h.value() == null ? "null" : new String(h.value())));
+                    }
+                    m.put("headers", headers);
+                    dlqRecords.add(m);
+                }
+            }
+        }
+        return "{\"case\": \"dlq\", \"steps\": " + JSON.writeValueAsString(steps)
+                + ", \"dlq\": " + JSON.writeValueAsString(dlqRecords) + "}";
+    }
+
+    private static List<String> commitErrors(KafkaShareConsumer<String, String> c) {
+        List<String> out = new ArrayList<>();
+        for (Optional<KafkaException> e : c.commitSync(Duration.ofSeconds(10)).values()) {
+            e.ifPresent(x -> out.add(x.getClass().getSimpleName() + ": " + x.getMessage()));
+        }
+        return out;
+    }
+
     private static String delivery(String consumer, ConsumerRecord<String, String> r) {
         return "{\"consumer\": \"" + consumer + "\", \"offset\": " + r.offset() + ", \"count\": "
                 + r.deliveryCount().map(Object::toString).orElse("null") + "}";
@@ -378,6 +528,80 @@ public final class ShareCases {
             c.commitSync(Duration.ofSeconds(30));
         }
         return "{\"case\": \"drain\", \"offsets\": " + got + "}";
+    }
+
+    private String isolation(String topic, String group, long quietMs) throws Exception {
+        String committed = group + "-rc";
+        String uncommitted = group + "-ru";
+        try (Admin a = admin()) {
+            a.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        }
+        setGroupConfig(committed, "share.isolation.level", "read_committed");
+        fromEarliest(committed);
+        fromEarliest(uncommitted);
+        Properties p = producerProps();
+        Properties tp = new Properties();
+        tp.putAll(p);
+        tp.put("transactional.id", topic + "-txn");
+        Properties op = new Properties();
+        op.putAll(p);
+        op.put("transactional.id", topic + "-open");
+        List<String> gotCommitted;
+        List<String> gotUncommitted;
+        try (KafkaProducer<String, String> txn = new KafkaProducer<>(tp);
+             KafkaProducer<String, String> plain = new KafkaProducer<>(p);
+             KafkaProducer<String, String> open = new KafkaProducer<>(op)) {
+            txn.initTransactions();
+            txn.beginTransaction();
+            for (String v : List.of("c0", "c1", "c2")) {
+                txn.send(new ProducerRecord<>(topic, v, v));
+            }
+            txn.commitTransaction();
+            txn.beginTransaction();
+            for (String v : List.of("a0", "a1", "a2")) {
+                txn.send(new ProducerRecord<>(topic, v, v));
+            }
+            txn.flush();
+            txn.abortTransaction();
+            plain.send(new ProducerRecord<>(topic, "p0", "p0")).get(30, TimeUnit.SECONDS);
+            txn.beginTransaction();
+            txn.send(new ProducerRecord<>(topic, "c3", "c3"));
+            txn.commitTransaction();
+            open.initTransactions();
+            open.beginTransaction();
+            open.send(new ProducerRecord<>(topic, "o0", "o0")).get(30, TimeUnit.SECONDS);
+            gotCommitted = drainValues(topic, committed, quietMs);
+            gotUncommitted = drainValues(topic, uncommitted, quietMs);
+            open.abortTransaction();
+        }
+        return "{\"case\": \"isolation\", \"read_committed\": " + jsonStrings(gotCommitted)
+                + ", \"read_uncommitted\": " + jsonStrings(gotUncommitted) + "}";
+    }
+
+    /** One consumer's values, in order, until {@code quietMs} pass without a record (at most 60 s). */
+    private List<String> drainValues(String topic, String group, long quietMs) throws Exception {
+        List<String> got = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> c = consumer(group, group, "implicit", 100)) {
+            c.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 60000;
+            long quietUntil = System.currentTimeMillis() + 20000;  // the first record may take a while
+            while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    got.add(r.value());
+                    quietUntil = System.currentTimeMillis() + quietMs;
+                }
+            }
+            c.commitSync(Duration.ofSeconds(30));
+        }
+        return got;
+    }
+
+    private static String jsonStrings(List<String> values) {
+        StringBuilder b = new StringBuilder("[");
+        for (int i = 0; i < values.size(); i++) {
+            b.append(i == 0 ? "\"" : ", \"").append(values.get(i)).append('"');
+        }
+        return b.append(']').toString();
     }
 
     private String speedup(String topic, String group, int count, int maxPollRecords)

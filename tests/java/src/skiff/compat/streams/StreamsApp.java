@@ -36,9 +36,12 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * The record cache is off (statestore.cache.max.bytes=0), so each input word makes exactly one
  * update per output: a read_committed reader sees, per key, the counts 1, 2, ..., N.
  *
- * Args: bootstrap application.id input output_prefix state_dir replication_factor
+ * Args: bootstrap application.id input output_prefix state_dir replication_factor [protocol]
+ * protocol: "classic" (the default) or "streams" (group.protocol=streams, KIP-1071: the broker
+ * assigns the tasks; the consumer's session and heartbeat settings are the group's then).
  * Runs until its stdin closes (or it reaches ERROR), then closes cleanly. Prints one line per
- * state change ("STATE RUNNING") and "CLOSED" at the end.
+ * state change ("STATE RUNNING"), "TASKS active=[0_0, 1_2] standby=[]" whenever this
+ * instance's tasks change, and "CLOSED" at the end.
  */
 public final class StreamsApp {
     public static void main(String[] args) throws Exception {
@@ -48,6 +51,7 @@ public final class StreamsApp {
         String outputPrefix = args[3];
         String stateDir = args[4];
         String replication = args[5];
+        String protocol = args.length > 6 ? args[6] : "classic";
 
         Properties props = new Properties();
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -60,9 +64,13 @@ public final class StreamsApp {
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, "1");
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
-        // Short client timeouts: a killed broker is noticed and left quickly.
-        props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "10000");
-        props.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
+        if (protocol.equals("streams")) {
+            props.put("group.protocol", "streams");
+        } else {
+            // Short client timeouts: a killed broker is noticed and left quickly.
+            props.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "10000");
+            props.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
+        }
         props.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), "20000");
         props.put(StreamsConfig.producerPrefix("delivery.timeout.ms"), "60000");
         props.put(StreamsConfig.producerPrefix("request.timeout.ms"), "10000");
@@ -118,9 +126,31 @@ public final class StreamsApp {
         });
         stdin.setDaemon(true);
         stdin.start();
-        failed.await();
+        String tasks = "";
+        while (!failed.await(300, TimeUnit.MILLISECONDS)) {
+            String now = describeTasks(streams);
+            if (!now.equals(tasks)) {
+                tasks = now;
+                System.out.println("TASKS " + now);
+                System.out.flush();
+            }
+        }
         streams.close(Duration.ofSeconds(60));
         System.out.println("CLOSED " + streams.state());
         System.out.flush();
+    }
+
+    private static String describeTasks(KafkaStreams streams) {
+        java.util.TreeSet<String> active = new java.util.TreeSet<>();
+        java.util.TreeSet<String> standby = new java.util.TreeSet<>();
+        try {
+            for (org.apache.kafka.streams.ThreadMetadata t : streams.metadataForLocalThreads()) {
+                t.activeTasks().forEach(m -> active.add(m.taskId().toString()));
+                t.standbyTasks().forEach(m -> standby.add(m.taskId().toString()));
+            }
+        } catch (Exception e) {
+            return "";
+        }
+        return "active=" + active + " standby=" + standby;
     }
 }

@@ -1,0 +1,827 @@
+"""KIP-1071 streams groups: the broker assigns tasks, members reconcile with epochs. Pure.
+
+Group states (Kafka 4.4's StreamsGroupState):
+
+    Empty        no members
+    NotReady     members, but the topology is not configured: a source topic is missing, an
+                 internal topic is missing (being created) or topics are wrongly partitioned
+    Assigning    group epoch > assignment epoch (only inside one call here: the target is
+                 computed synchronously; while the initial rebalance delay runs the
+                 target is empty and members are told ASSIGNMENT_DELAYED)
+    Reconciling  some member is not at the assignment epoch with exactly its target
+    Stable       every member holds exactly its target at the assignment epoch
+    Dead         deleted or unloaded
+
+Group epoch + 1 when: a member joins, leaves or expires; a member's process, rack, client
+tags or endpoint changes; the topology is (re)initialised; the partition counts of the
+topology's topics change (a missing internal topic appears). When group epoch > assignment
+epoch (and the first assignment of a group is no longer delayed by
+streams.initial.rebalance.delay.ms), the sticky assignor computes a new target.
+
+Member states and every transition (Kafka's streams CurrentAssignmentBuilder):
+
+    Stable          -> UnrevokedTasks   the target drops tasks the member holds: it keeps
+                                        target ∩ held, must revoke the rest, epoch unchanged
+    Stable          -> UnreleasedTasks  the target adds an active task another member still
+                                        holds as active (or one another member of the same
+                                        process holds at all): epoch moves, the task waits
+    Stable          -> Stable           target reachable at once: epoch moves to the target's
+    UnrevokedTasks  -> Stable/Unreleased the member reports owned tasks without the revoked
+    UnrevokedTasks  -> (removed)        revocation not reported within the rebalance timeout
+    UnreleasedTasks -> Stable           every held-back task was released by its holder
+    any             -> (removed)        leave (epoch -1), session timeout, a static member's
+                                        temporary leave (epoch -2) not followed by a rejoin
+                                        within the session timeout
+
+A member heartbeats with epoch 0 and its topology to join; the first topology of a group
+(or a higher topology epoch when no other member is left) becomes the group's. A member
+with a lower topology epoch is told STALE_TOPOLOGY. Internal topics missing from the
+metadata are returned by `streams_heartbeat` for the shell to create (as Kafka 4.4's
+coordinator creates them) and the members are told MISSING_INTERNAL_TOPICS until they exist.
+
+Not persisted: a coordinator that moves or restarts starts the group again (members get
+UNKNOWN_MEMBER_ID and rejoin); committed offsets are persisted as for every group.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.group.types import GroupConfig, TopicPartition
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+# StreamsGroupHeartbeatResponse's status codes
+STALE_TOPOLOGY = 0
+MISSING_SOURCE_TOPICS = 1
+INCORRECTLY_PARTITIONED_TOPICS = 2
+MISSING_INTERNAL_TOPICS = 3
+SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
+
+ACCEPTABLE_RECOVERY_LAG = 10000
+TASK_OFFSET_INTERVAL_MS = 60000
+
+TaskId = tuple[str, int]
+TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
+# an endpoint (host, port) with the partitions of its active and of its standby tasks
+EndpointPartitions = tuple[tuple[str, int], TopicPartitions, TopicPartitions]
+
+
+class MemberState(enum.Enum):
+    STABLE = "Stable"
+    UNREVOKED_TASKS = "UnrevokedTasks"
+    UNRELEASED_TASKS = "UnreleasedTasks"
+
+
+class StreamsGroupState(enum.Enum):
+    EMPTY = "Empty"
+    NOT_READY = "NotReady"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class Tasks:
+    active: frozenset[TaskId] = frozenset()
+    standby: frozenset[TaskId] = frozenset()
+    warmup: frozenset[TaskId] = frozenset()
+
+    def all(self) -> frozenset[TaskId]:
+        return self.active | self.standby | self.warmup
+
+    def minus(self, o: Tasks) -> Tasks:
+        return Tasks(self.active - o.active, self.standby - o.standby, self.warmup - o.warmup)
+
+    def intersect(self, o: Tasks) -> Tasks:
+        return Tasks(self.active & o.active, self.standby & o.standby, self.warmup & o.warmup)
+
+    def __bool__(self) -> bool:
+        return bool(self.active or self.standby or self.warmup)
+
+
+EMPTY_TASKS = Tasks()
+
+
+def tasks_of(active: Iterable[tuple[str, Iterable[int]]] | None = None,
+             standby: Iterable[tuple[str, Iterable[int]]] | None = None,
+             warmup: Iterable[tuple[str, Iterable[int]]] | None = None) -> Tasks:
+    def flat(items: Iterable[tuple[str, Iterable[int]]] | None) -> frozenset[TaskId]:
+        return frozenset((s, int(p)) for s, ps in items or () for p in ps)
+
+    return Tasks(flat(active), flat(standby), flat(warmup))
+
+
+def grouped(tasks: Iterable[TaskId]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    by: dict[str, list[int]] = {}
+    for s, p in tasks:
+        by.setdefault(s, []).append(p)
+    return tuple((s, tuple(sorted(ps))) for s, ps in sorted(by.items()))
+
+
+# ---- topology ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: int = 0
+    replication_factor: int = 0
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Subtopology:
+    subtopology_id: str
+    source_topics: tuple[str, ...] = ()
+    source_topic_regex: tuple[str, ...] = ()
+    state_changelog_topics: tuple[TopicInfo, ...] = ()
+    repartition_sink_topics: tuple[str, ...] = ()
+    repartition_source_topics: tuple[TopicInfo, ...] = ()
+    # each group: indexes into source_topics and into repartition_source_topics
+    copartition_groups: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    epoch: int
+    subtopologies: tuple[Subtopology, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredTopology:
+    """What the metadata made of a topology: tasks per subtopology, or why it has none."""
+
+    tasks: Mapping[str, int]
+    status: tuple[tuple[int, str], ...] = ()
+    to_create: tuple[TopicInfo, ...] = ()  # internal topics with the partitions they need
+
+    @property
+    def ready(self) -> bool:
+        return not self.status
+
+
+def validate_topology(t: Topology) -> str | None:
+    """Why a joining member's topology is refused (STREAMS_INVALID_TOPOLOGY), or None."""
+    seen: set[str] = set()
+    for s in t.subtopologies:
+        if not s.subtopology_id or s.subtopology_id in seen:
+            return f"Subtopology id {s.subtopology_id!r} is empty or repeated."
+        seen.add(s.subtopology_id)
+        if not s.source_topics and not s.repartition_source_topics and not s.source_topic_regex:
+            return f"Subtopology {s.subtopology_id} has no source topics."
+        if s.source_topic_regex:
+            return "Source topic regular expressions are not supported by Skiff."
+        for ts, rs in s.copartition_groups:
+            if any(i < 0 or i >= len(s.source_topics) for i in ts) or \
+                    any(i < 0 or i >= len(s.repartition_source_topics) for i in rs):
+                return f"Subtopology {s.subtopology_id} has a copartition group index out of range."
+    sources = {r.name for s in t.subtopologies for r in s.repartition_source_topics}
+    for s in t.subtopologies:
+        for name in s.repartition_sink_topics:
+            if name not in sources and name not in s.source_topics:
+                return f"Repartition sink topic {name} is not a repartition source topic."
+    return None
+
+
+def configure(t: Topology, partitions_of: Callable[[str], int | None]) -> ConfiguredTopology:
+    """Partition counts of the internal topics, as Kafka's InternalTopicManager infers
+    them: a repartition topic without a fixed count gets the largest source topic partition
+    count of the subtopologies writing to it, copartitioned repartition topics the count
+    of their group, a changelog topic the subtopology's task count."""
+    missing = sorted({n for s in t.subtopologies for n in s.source_topics
+                      if partitions_of(n) is None})
+    if missing:
+        return ConfiguredTopology({}, ((MISSING_SOURCE_TOPICS,
+                                        f"Source topics {', '.join(missing)} are missing."),))
+    repartition: dict[str, int] = {}
+    for s in t.subtopologies:
+        for r in s.repartition_source_topics:
+            if r.partitions > 0:
+                repartition[r.name] = r.partitions
+    for _ in range(len(t.subtopologies) + 1):
+        for s in t.subtopologies:
+            counts = [partitions_of(n) or 0 for n in s.source_topics] + \
+                     [repartition.get(r.name, 0) for r in s.repartition_source_topics]
+            n = max(counts, default=0)
+            if n <= 0:
+                continue
+            for sink in s.repartition_sink_topics:
+                if repartition.get(sink, 0) < n and not any(
+                        r.name == sink and r.partitions > 0
+                        for x in t.subtopologies for r in x.repartition_source_topics):
+                    repartition[sink] = n
+    unresolved = sorted({r.name for s in t.subtopologies for r in s.repartition_source_topics
+                         if r.name not in repartition})
+    if unresolved:
+        return ConfiguredTopology({}, ((MISSING_SOURCE_TOPICS, "Partition count of repartition "
+                                        f"topics {', '.join(unresolved)} cannot be inferred."),))
+    wrong: list[str] = []
+    for s in t.subtopologies:
+        for ts, rs in s.copartition_groups:
+            users = {s.source_topics[i]: partitions_of(s.source_topics[i]) or 0 for i in ts}
+            want = max(users.values(), default=0)
+            if len(set(users.values())) > 1:
+                wrong.extend(sorted(users))
+                continue
+            for i in rs:
+                r = s.repartition_source_topics[i]
+                if want and r.partitions <= 0:
+                    repartition[r.name] = want
+                elif want and repartition[r.name] != want:
+                    wrong.append(r.name)
+    if wrong:
+        return ConfiguredTopology({}, ((INCORRECTLY_PARTITIONED_TOPICS,
+                                        f"Following topics are not copartitioned: "
+                                        f"{', '.join(sorted(set(wrong)))}."),))
+    tasks: dict[str, int] = {}
+    internal: dict[str, TopicInfo] = {}
+    for s in t.subtopologies:
+        n = max([partitions_of(x) or 0 for x in s.source_topics]
+                + [repartition[r.name] for r in s.repartition_source_topics], default=0)
+        tasks[s.subtopology_id] = n
+        for r in s.repartition_source_topics:
+            internal[r.name] = TopicInfo(r.name, repartition[r.name], r.replication_factor,
+                                         r.configs)
+        for c in s.state_changelog_topics:
+            internal[c.name] = TopicInfo(c.name, n, c.replication_factor, c.configs)
+    to_create = tuple(i for name, i in sorted(internal.items()) if partitions_of(name) is None)
+    if to_create:
+        return ConfiguredTopology(tasks, ((MISSING_INTERNAL_TOPICS, "Internal topics are "
+                                           f"missing: {summarize(i.name for i in to_create)}"),),
+                                  to_create)
+    bad = sorted(name for name, i in internal.items() if partitions_of(name) != i.partitions)
+    if bad:
+        return ConfiguredTopology({}, ((INCORRECTLY_PARTITIONED_TOPICS, "Internal topics "
+                                        f"{', '.join(bad)} have the wrong number of partitions."),))
+    return ConfiguredTopology(tasks)
+
+
+def summarize(names: Iterable[str]) -> str:
+    """A status detail's topic list, as Kafka 4.4 shortens it: three names, then a count."""
+    items = list(names)
+    if len(items) <= 3:
+        return ", ".join(items)
+    return f"{', '.join(items[:3])} and {len(items) - 3} additional topics"
+
+
+def topology_topics(t: Topology) -> list[str]:
+    return sorted({n for s in t.subtopologies for n in s.source_topics}
+                  | {r.name for s in t.subtopologies for r in s.repartition_source_topics}
+                  | {c.name for s in t.subtopologies for c in s.state_changelog_topics})
+
+
+# ---- the assignor --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AssignorMember:
+    member_id: str
+    process_id: str
+    active: frozenset[TaskId]  # the previous target, for stickiness
+    standby: frozenset[TaskId]
+
+
+def sticky_assign(members: list[AssignorMember], tasks: Mapping[str, int],
+                  num_standby: int) -> dict[str, Tasks]:
+    """Active tasks balanced over members (a member keeps what it had while it stays within
+    its share), then `num_standby` standbys per task on other processes than the active's,
+    kept where they were when possible."""
+    if not members:
+        return {}
+    ids = sorted(m.member_id for m in members)
+    by_id = {m.member_id: m for m in members}
+    all_tasks = sorted((s, p) for s, n in tasks.items() for p in range(n))
+    floor, extra = divmod(len(all_tasks), len(ids))
+    active: dict[str, set[TaskId]] = {i: set() for i in ids}
+    owner: dict[TaskId, str] = {}
+    prev = {t: m.member_id for m in members for t in m.active}
+    for t in all_tasks:
+        mid = prev.get(t)
+        if mid is None:
+            continue
+        load = len(active[mid])
+        if load < floor or (load == floor and extra > 0):
+            if load == floor:
+                extra -= 1
+            active[mid].add(t)
+            owner[t] = mid
+    standby_prev = {t: {m.member_id for m in members if t in m.standby} for t in all_tasks}
+    for t in all_tasks:
+        if t in owner:
+            continue
+        mid = min(ids, key=lambda i: (len(active[i]), i not in standby_prev[t], i))
+        active[mid].add(t)
+        owner[t] = mid
+    standby: dict[str, set[TaskId]] = {i: set() for i in ids}
+    if num_standby > 0:
+        for t in all_tasks:
+            used = {by_id[owner[t]].process_id}
+            for _ in range(num_standby):
+                candidates = [i for i in ids if by_id[i].process_id not in used]
+                if not candidates:
+                    break
+                mid = min(candidates, key=lambda i: (i not in standby_prev[t],
+                                                     len(standby[i]), i))
+                standby[mid].add(t)
+                used.add(by_id[mid].process_id)
+    return {i: Tasks(frozenset(active[i]), frozenset(standby[i])) for i in ids}
+
+
+# ---- requests and results ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsHeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int = 0
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topology: Topology | None = None
+    owned: Tasks | None = None  # None: unchanged since the last heartbeat
+    process_id: str | None = None
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: tuple[tuple[str, str], ...] | None = None
+    shutdown_application: bool = False
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsHeartbeatResult:
+    error: ErrorCode
+    member_id: str = ""
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    error_message: str | None = None
+    status: tuple[tuple[int, str], ...] | None = None
+    assignment: Tasks | None = None
+    endpoint_information_epoch: int = 0
+    # (host, port), active partitions, standby partitions: (topic, partitions) each
+    partitions_by_user_endpoint: tuple[EndpointPartitions, ...] | None = None
+    to_create: tuple[TopicInfo, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedStreamsMember:
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    topology_epoch: int
+    process_id: str
+    user_endpoint: tuple[str, int] | None
+    client_tags: tuple[tuple[str, str], ...]
+    assignment: Tasks
+    target_assignment: Tasks
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupDescription:
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    topology: Topology | None
+    members: tuple[DescribedStreamsMember, ...]
+
+
+# ---- state ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StreamsMember:
+    member_id: str
+    process_id: str
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    topology_epoch: int = 0
+    instance_id: str | None = None
+    rack_id: str | None = None
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: tuple[tuple[str, str], ...] = ()
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Tasks = EMPTY_TASKS
+    pending_revocation: Tasks = EMPTY_TASKS
+    reported_owned: Tasks = EMPTY_TASKS
+    session_deadline: int = 0
+    revocation_deadline: int | None = None
+    left_temporarily: bool = False
+
+
+@dataclass(slots=True)
+class StreamsGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    topology: Topology | None = None
+    configured: ConfiguredTopology | None = None
+    partitions_fingerprint: tuple[tuple[str, int], ...] = ()
+    members: dict[str, StreamsMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)
+    target: dict[str, Tasks] = field(default_factory=dict)
+    endpoint_information_epoch: int = 0
+    assignment_delayed_until: int | None = None
+    shutdown_requested: bool = False
+    dead: bool = False
+    # committed offsets, as on ClassicGroup and ConsumerGroup
+    offsets: dict[TopicPartition, Any] = field(default_factory=dict)
+    pending_commits: dict[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def state(self) -> StreamsGroupState:
+        if self.dead:
+            return StreamsGroupState.DEAD
+        if not self.members:
+            return StreamsGroupState.EMPTY
+        if self.configured is None or not self.configured.ready:
+            return StreamsGroupState.NOT_READY
+        if self.group_epoch > self.assignment_epoch or self.assignment_delayed_until is not None:
+            return StreamsGroupState.ASSIGNING
+        if any(m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE
+               or m.assigned != self.target.get(m.member_id, EMPTY_TASKS)
+               for m in self.members.values()):
+            return StreamsGroupState.RECONCILING
+        return StreamsGroupState.STABLE
+
+
+# ---- the coordinator part -----------------------------------------------------------------------
+
+
+class StreamsGroups:
+    """The KIP-1071 groups of one coordinator partition (mixed into GroupCoordinator)."""
+
+    streams_groups: dict[str, StreamsGroup]
+    config: GroupConfig
+    group_configs: Callable[[str], Mapping[str, str]]
+
+    def _group_int(self, group_id: str, key: str, default: int) -> int:
+        raise NotImplementedError
+
+    def _claim_group_id(self, group_id: str) -> ErrorCode | None:
+        """None when a streams group may take this id; the error otherwise."""
+        raise NotImplementedError
+
+    def _adopt_offsets(self, g: StreamsGroup) -> None:
+        """Take over the offsets of the empty classic group `g` replaces, if any."""
+        raise NotImplementedError
+
+    def streams_session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.session.timeout.ms",
+                               self.config.streams_session_timeout_ms)
+
+    def streams_heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.heartbeat.interval.ms",
+                               self.config.streams_heartbeat_interval_ms)
+
+    def streams_num_standby_replicas(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.num.standby.replicas",
+                               self.config.streams_num_standby_replicas)
+
+    def streams_initial_rebalance_delay_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.initial.rebalance.delay.ms",
+                               self.config.streams_initial_rebalance_delay_ms)
+
+    def streams_heartbeat(self, req: StreamsHeartbeatRequest,
+                          partitions_of: Callable[[str], int | None],
+                          now_ms: int) -> StreamsHeartbeatResult:
+        interval = self.streams_heartbeat_interval_ms(req.group_id)
+        error = _validate(req)
+        if error is not None:
+            return StreamsHeartbeatResult(ErrorCode.invalid_request, member_id=req.member_id,
+                                          error_message=error)
+        if req.topology is not None:
+            why = validate_topology(req.topology)
+            if why is not None:
+                return StreamsHeartbeatResult(ErrorCode.streams_invalid_topology,
+                                              member_id=req.member_id, error_message=why)
+        g = self.streams_groups.get(req.group_id)
+        if g is None:
+            if req.member_epoch != JOIN_EPOCH:
+                return StreamsHeartbeatResult(
+                    ErrorCode.unknown_member_id, member_id=req.member_id,
+                    error_message=f"Member {req.member_id} is not a member of group "
+                                  f"{req.group_id}.")
+            refused = self._claim_group_id(req.group_id)
+            if refused is not None:
+                return StreamsHeartbeatResult(refused, member_id=req.member_id,
+                                              error_message=f"Group {req.group_id} is not a "
+                                                            "streams group.")
+            g = StreamsGroup(req.group_id)
+            self.streams_groups[req.group_id] = g
+            self._adopt_offsets(g)
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._streams_leave(g, req, now_ms)
+        known = req.member_id in g.members
+        was_empty = not g.members
+        member, err, message = self._streams_member(g, req, now_ms)
+        if member is None:
+            return StreamsHeartbeatResult(err, member_id=req.member_id, error_message=message)
+        bump = not known
+        status: list[tuple[int, str]] = []
+        if req.topology is not None:
+            member.topology_epoch = req.topology.epoch
+            others = [m for m in g.members.values() if m is not member]
+            if g.topology is None or (req.topology.epoch > g.topology.epoch and not others):
+                g.topology = req.topology
+                bump = True
+        if g.topology is not None and member.topology_epoch < g.topology.epoch:
+            status.append((STALE_TOPOLOGY, f"The member's topology epoch "
+                           f"{member.topology_epoch} is behind the group's topology epoch "
+                           f"{g.topology.epoch}."))
+        if req.process_id is not None and req.process_id != member.process_id:
+            member.process_id, bump = req.process_id, True
+        if req.rack_id is not None and req.rack_id != member.rack_id:
+            member.rack_id, bump = req.rack_id, True
+        if req.client_tags is not None and req.client_tags != member.client_tags:
+            member.client_tags, bump = req.client_tags, True
+        if req.user_endpoint is not None and req.user_endpoint != member.user_endpoint:
+            member.user_endpoint, bump = req.user_endpoint, True
+        if req.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.shutdown_application:
+            g.shutdown_requested = True
+        member.session_deadline = now_ms + self.streams_session_timeout_ms(g.group_id)
+        fingerprint = tuple((n, partitions_of(n) or -1) for n in
+                            (topology_topics(g.topology) if g.topology else ()))
+        if fingerprint != g.partitions_fingerprint or g.configured is None:
+            g.partitions_fingerprint = fingerprint
+            if g.topology is not None:
+                g.configured = configure(g.topology, partitions_of)
+            bump = True
+        if bump:
+            delay = self.streams_initial_rebalance_delay_ms(g.group_id)
+            if was_empty and delay > 0 and g.assignment_delayed_until is None:
+                g.assignment_delayed_until = now_ms + delay
+            g.group_epoch += 1
+        delayed = self._maybe_assign(g, now_ms)
+        previous = member.assigned
+        if req.owned is not None:
+            member.reported_owned = req.owned
+        self._streams_reconcile(g, member, req.owned, now_ms)
+        configured = g.configured
+        if delayed:
+            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
+                                               "initial rebalance delay."))
+        if configured is not None:
+            status.extend(configured.status)
+        if g.shutdown_requested:
+            status.append((SHUTDOWN_APPLICATION, "A KafkaStreams instance encountered a fatal "
+                                                 "error and requested a shutdown for the "
+                                                 "entire application."))
+        send = (req.member_epoch == JOIN_EPOCH or member.assigned != previous
+                or member.assigned != member.reported_owned)
+        endpoints = None
+        if req.endpoint_information_epoch != g.endpoint_information_epoch:
+            endpoints = self._endpoints(g)
+        return StreamsHeartbeatResult(
+            ErrorCode.none, member_id=member.member_id, member_epoch=member.member_epoch,
+            heartbeat_interval_ms=interval, status=tuple(status),
+            assignment=member.assigned if send else None,
+            endpoint_information_epoch=g.endpoint_information_epoch,
+            partitions_by_user_endpoint=endpoints,
+            to_create=configured.to_create if configured is not None else ())
+
+    def _streams_member(self, g: StreamsGroup, req: StreamsHeartbeatRequest, now_ms: int,
+                        ) -> tuple[StreamsMember | None, ErrorCode, str | None]:
+        member = g.members.get(req.member_id)
+        if req.member_epoch == JOIN_EPOCH:
+            if req.instance_id is not None:
+                known = g.static_members.get(req.instance_id)
+                if known is not None and known != req.member_id:
+                    old = g.members[known]
+                    if not old.left_temporarily:
+                        return None, ErrorCode.unreleased_instance_id, (
+                            f"Static member {req.instance_id} is still in use.")
+                    # the static member comes back and takes over its predecessor's tasks
+                    del g.members[known]
+                    old.member_id, old.left_temporarily = req.member_id, False
+                    old.client_id, old.client_host = req.client_id, req.client_host
+                    g.members[req.member_id] = old
+                    g.static_members[req.instance_id] = req.member_id
+                    if known in g.target:
+                        g.target[req.member_id] = g.target.pop(known)
+                    return old, ErrorCode.none, None
+            if len(g.members) >= self.config.streams_max_size and member is None:
+                return None, ErrorCode.group_max_size_reached, (
+                    f"The streams group has reached its maximum capacity of "
+                    f"{self.config.streams_max_size} members.")
+            if member is not None:
+                # a member that lost its epoch rejoins with nothing held
+                self._release(g, member)
+                member.member_epoch, member.previous_member_epoch = JOIN_EPOCH, -1
+                return member, ErrorCode.none, None
+            member = StreamsMember(
+                member_id=req.member_id, process_id=req.process_id or "",
+                client_id=req.client_id, client_host=req.client_host,
+                rebalance_timeout_ms=req.rebalance_timeout_ms, instance_id=req.instance_id)
+            g.members[req.member_id] = member
+            if req.instance_id is not None:
+                g.static_members[req.instance_id] = req.member_id
+            return member, ErrorCode.none, None
+        if member is None or member.left_temporarily:
+            return None, ErrorCode.unknown_member_id, (
+                f"Member {req.member_id} is not a member of group {g.group_id}.")
+        if req.member_epoch == member.member_epoch:
+            return member, ErrorCode.none, None
+        if req.member_epoch == member.previous_member_epoch and req.owned is not None \
+                and not req.owned.minus(member.assigned):
+            return member, ErrorCode.none, None
+        which = "smaller" if req.member_epoch < member.member_epoch else "greater"
+        return None, ErrorCode.fenced_member_epoch, (
+            f"The streams group member has a {which} member epoch ({req.member_epoch}) than "
+            f"the one known by the group coordinator ({member.member_epoch}). The member must "
+            "abandon all its partitions and rejoin.")
+
+    def _streams_leave(self, g: StreamsGroup, req: StreamsHeartbeatRequest,
+                       now_ms: int) -> StreamsHeartbeatResult:
+        member = g.members.get(req.member_id)
+        if member is None and req.instance_id is not None:
+            known = g.static_members.get(req.instance_id)
+            member = g.members.get(known) if known else None
+        if member is None:
+            return StreamsHeartbeatResult(ErrorCode.unknown_member_id, member_id=req.member_id,
+                                          error_message=f"Member {req.member_id} is not a "
+                                                        f"member of group {g.group_id}.")
+        if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            member.left_temporarily = True
+            member.session_deadline = now_ms + self.streams_session_timeout_ms(g.group_id)
+            return StreamsHeartbeatResult(ErrorCode.none, member_id=req.member_id,
+                                          member_epoch=STATIC_LEAVE_EPOCH)
+        self._remove_streams_member(g, member, now_ms)
+        return StreamsHeartbeatResult(ErrorCode.none, member_id=req.member_id,
+                                      member_epoch=LEAVE_EPOCH)
+
+    def _remove_streams_member(self, g: StreamsGroup, m: StreamsMember, now_ms: int) -> None:
+        del g.members[m.member_id]
+        g.target.pop(m.member_id, None)
+        if m.instance_id is not None and g.static_members.get(m.instance_id) == m.member_id:
+            del g.static_members[m.instance_id]
+        g.group_epoch += 1
+        if not g.members:
+            g.shutdown_requested = False
+        self._maybe_assign(g, now_ms)
+
+    @staticmethod
+    def _release(g: StreamsGroup, m: StreamsMember) -> None:
+        m.assigned = m.pending_revocation = m.reported_owned = EMPTY_TASKS
+        m.state, m.revocation_deadline = MemberState.STABLE, None
+
+    def _maybe_assign(self, g: StreamsGroup, now_ms: int) -> bool:
+        """Compute the target when the epoch moved. While the initial rebalance delay runs
+        (it starts when the first member joins an empty group) the target is empty at the
+        group epoch, so members get an epoch and ASSIGNMENT_DELAYED; when it ends the group
+        epoch moves and the real target follows. True while delayed."""
+        if g.assignment_delayed_until is not None:
+            if now_ms < g.assignment_delayed_until:
+                if g.group_epoch > g.assignment_epoch:
+                    g.target = {m: EMPTY_TASKS for m in g.members}
+                    g.assignment_epoch = g.group_epoch
+                return True
+            g.assignment_delayed_until = None
+            g.group_epoch += 1
+        if g.group_epoch <= g.assignment_epoch:
+            return False
+        configured = g.configured
+        tasks = configured.tasks if configured is not None and configured.ready else {}
+        members = [AssignorMember(m.member_id, m.process_id,
+                                  g.target.get(m.member_id, EMPTY_TASKS).active,
+                                  g.target.get(m.member_id, EMPTY_TASKS).standby)
+                   for m in g.members.values()]
+        g.target = sticky_assign(members, tasks, self.streams_num_standby_replicas(g.group_id))
+        g.assignment_epoch = g.group_epoch
+        g.endpoint_information_epoch += 1
+        return False
+
+    def _streams_reconcile(self, g: StreamsGroup, m: StreamsMember, owned: Tasks | None,
+                           now_ms: int) -> None:
+        if m.state is MemberState.UNREVOKED_TASKS:
+            reported = owned if owned is not None else m.reported_owned
+            if reported.intersect(m.pending_revocation):
+                return
+            m.pending_revocation = EMPTY_TASKS
+            m.revocation_deadline = None
+        target = g.target.get(m.member_id, EMPTY_TASKS)
+        revoke = m.assigned.minus(target)
+        if revoke:
+            m.assigned = m.assigned.intersect(target)
+            m.pending_revocation = revoke
+            m.state = MemberState.UNREVOKED_TASKS
+            m.revocation_deadline = now_ms + max(m.rebalance_timeout_ms, 0)
+            return
+        wanted = target.minus(m.assigned)
+        held = self._held_elsewhere(g, m)
+        unreleased = Tasks(
+            frozenset(t for t in wanted.active if t in held[0] or t in held[2]),
+            frozenset(t for t in wanted.standby if t in held[1]),
+            frozenset(t for t in wanted.warmup if t in held[1]))
+        if m.member_epoch != g.assignment_epoch:
+            m.previous_member_epoch, m.member_epoch = m.member_epoch, g.assignment_epoch
+        m.assigned = target.minus(unreleased)
+        m.state = MemberState.UNRELEASED_TASKS if unreleased else MemberState.STABLE
+
+    @staticmethod
+    def _held_elsewhere(g: StreamsGroup, m: StreamsMember,
+                        ) -> tuple[set[TaskId], set[TaskId], set[TaskId]]:
+        """Tasks other members hold: active anywhere; any kind on m's process; and
+        standby/warmup on m's process (what an active task waits for)."""
+        active: set[TaskId] = set()
+        same_process: set[TaskId] = set()
+        same_process_replicas: set[TaskId] = set()
+        for o in g.members.values():
+            if o is m:
+                continue
+            held = Tasks(o.assigned.active | o.pending_revocation.active,
+                         o.assigned.standby | o.pending_revocation.standby,
+                         o.assigned.warmup | o.pending_revocation.warmup)
+            active |= held.active
+            if o.process_id == m.process_id:
+                same_process |= held.all()
+                same_process_replicas |= held.standby | held.warmup
+        return active, same_process, same_process_replicas
+
+    def _endpoints(self, g: StreamsGroup) -> tuple[EndpointPartitions, ...]:
+        topo = g.topology
+        sources: dict[str, list[str]] = {}
+        if topo is not None:
+            for s in topo.subtopologies:
+                sources[s.subtopology_id] = list(s.source_topics) + [
+                    r.name for r in s.repartition_source_topics]
+
+        def partitions(tasks: Iterable[TaskId]) -> TopicPartitions:
+            by: dict[str, set[int]] = {}
+            for s, p in tasks:
+                for topic in sources.get(s, ()):
+                    by.setdefault(topic, set()).add(p)
+            return tuple((t, tuple(sorted(ps))) for t, ps in sorted(by.items()))
+
+        return tuple((m.user_endpoint, partitions(m.assigned.active),
+                      partitions(m.assigned.standby | m.assigned.warmup))
+                     for m in sorted(g.members.values(), key=lambda m: m.member_id)
+                     if m.user_endpoint is not None)
+
+    def streams_tick(self, now_ms: int) -> None:
+        for g in list(self.streams_groups.values()):
+            for m in list(g.members.values()):
+                late = m.revocation_deadline is not None and now_ms >= m.revocation_deadline
+                if now_ms >= m.session_deadline or late:
+                    self._remove_streams_member(g, m, now_ms)
+            self._maybe_assign(g, now_ms)
+
+    def describe_streams_group(self, group_id: str) -> StreamsGroupDescription | None:
+        g = self.streams_groups.get(group_id)
+        if g is None or g.dead:
+            return None
+        members = tuple(DescribedStreamsMember(
+            member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id,
+            rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+            topology_epoch=m.topology_epoch, process_id=m.process_id,
+            user_endpoint=m.user_endpoint, client_tags=m.client_tags, assignment=m.assigned,
+            target_assignment=g.target.get(m.member_id, EMPTY_TASKS))
+            for m in g.members.values())
+        return StreamsGroupDescription(group_id, g.state.value, g.group_epoch,
+                                       g.assignment_epoch, g.topology, members)
+
+
+def _validate(req: StreamsHeartbeatRequest) -> str | None:
+    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid, as messages."""
+    if not req.group_id:
+        return "GroupId can't be empty."
+    if not req.member_id:
+        return "MemberId can't be empty."
+    if req.instance_id is not None and not req.instance_id:
+        return "InstanceId can't be empty."
+    if req.rack_id is not None and not req.rack_id:
+        return "RackId can't be empty."
+    if req.member_epoch == JOIN_EPOCH:
+        if req.rebalance_timeout_ms <= 0:
+            return "RebalanceTimeoutMs must be provided in first request."
+        if req.owned is not None and req.owned:
+            return "ActiveTasks, StandbyTasks and WarmupTasks must be empty when (re-)joining."
+        if req.topology is None:
+            return "Topology must be non-null when joining."
+        if not req.process_id:
+            return "ProcessId can't be empty."
+    elif req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
+        return "InstanceId can't be null."
+    elif req.member_epoch < STATIC_LEAVE_EPOCH:
+        return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
+    return None
+
