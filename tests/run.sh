@@ -60,6 +60,11 @@ fi
 # beside format("skiff"); into tests/spark/target/spark-kafka-libs for spark.jars.
 .venv/bin/python -m tests.spark.connector >/dev/null
 
+# Compiled once, then read by every process: the suite starts ~700 Python processes (nodes,
+# CLI calls, workers), and with PYTHONDONTWRITEBYTECODE set (as on this project's machines)
+# each compiled the sources again, ~0.4 s of CPU per node start (docs/testing.md).
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m compileall -q -j 0 broker raft pipeline tests bench >/dev/null
 .venv/bin/ruff check .
 .venv/bin/mypy broker raft pipeline
 # tests/sim runs fresh seeds from this base on top of its fixed 0-1999 (tests/sim/test_sim.py);
