@@ -6,6 +6,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+if __name__ == "__main__":
+    # kio registers test strategies for its types with hypothesis whenever hypothesis is
+    # importable (it is wherever the tests run): ~15% of a node's import CPU, for strategies
+    # no `skiff` process uses. Only for `python -m broker.cli.main`, the command tests and
+    # `skiff dev` run; a process that imports this module keeps its hypothesis.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
+
 from broker import __name__ as _pkg  # noqa: F401  (keeps the package importable check honest)
 from broker.cli import admin, health, kube, server, storage, tools, users
 
