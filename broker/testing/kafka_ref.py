@@ -110,6 +110,9 @@ def run_java(main_class: str, *args: str, timeout: float = 120.0, classpath: str
 class KafkaNode:
     """One Kafka 4.4 KRaft node (broker and controller), on free loopback ports."""
 
+    # kafka-server-start.sh's JVM settings: what the benchmarks measure Kafka with.
+    broker_jvm_opts: Sequence[str] = BROKER_JVM_OPTS
+
     def __init__(self, data_dir: Path, node_id: int = 1, port: int | None = None,
                  controller_port: int | None = None, overrides: Mapping[str, str] | None = None,
                  listeners: Mapping[str, tuple[str, int]] | None = None,
@@ -161,8 +164,8 @@ class KafkaNode:
         return self._proc is not None and self._proc.poll() is None
 
     def command(self) -> list[str]:
-        """The broker's command line: kafka-server-start.sh's JVM settings, then our own."""
-        return ["java", *BROKER_JVM_OPTS, *self.jvm_opts,
+        """The broker's command line: its JVM settings (`broker_jvm_opts`), then our own."""
+        return ["java", *self.broker_jvm_opts, *self.jvm_opts,
                 "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                 "-cp", kafka_classpath(), "kafka.Kafka", str(self.config_path)]
 
