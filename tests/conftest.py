@@ -187,16 +187,55 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    try:
+        return (yield)
+    finally:
+        _stop_reference_nodes_done_with(item, nextitem)
+
+
+def _stop_reference_nodes_done_with(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A worker's reference nodes stop after its last kafka-ref group, not at the end of the
+    session: an idle Kafka 4.4 node still uses ~2% of a core, and the six of them (one per
+    worker, and the cluster's three) idled through most of part 1, which is CPU-bound.
+    The kafka-ref groups are handed out first, so a worker whose next test is in another
+    group gets none again; if one did, its session fixture would start a node again."""
+    next_group = _xdist_group(nextitem) if nextitem is not None else ""
+    still_needed = {"kafka_ref": next_group.startswith("kafka-ref:"),
+                    "kafka_ref_cluster": next_group == KAFKA_REF_CLUSTER_GROUP}
+    for name, needed in still_needed.items():
+        if needed or name not in getattr(item, "fixturenames", ()):
+            continue
+        for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()):  # type: ignore[attr-defined]
+            fixturedef.finish(item._request)  # type: ignore[attr-defined]
+
+
+def _xdist_group(item: pytest.Item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    return str(mark.args[0]) if mark is not None and mark.args else ""
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
-    """With PYTEST_TIMELINE=FILE, each test appends "worker start end nodeid" to FILE
+    """With PYTEST_TIMELINE=FILE, each test appends "worker start end cpu nodeid" to FILE
     (setup to teardown, wall clock): where a run's workers were busy or idle, which
-    --durations cannot show. (Not SKIFF_*: the nodes tests start read those as settings.)"""
+    --durations cannot show. cpu is the CPU seconds the worker and the processes it reaped
+    in that span used (a node a fixture keeps for a module counts at its last test): in a
+    CPU-bound run, what a test costs the others. (Not SKIFF_*: the nodes tests start read
+    those as settings.)"""
     path = os.environ.get("PYTEST_TIMELINE")
     start = time.time()
+    cpu_start = _cpu_seconds()
     try:
         return (yield)
     finally:
         if path:
             worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+            cpu = _cpu_seconds() - cpu_start
             with open(path, "a") as out:
-                out.write(f"{worker} {start:.2f} {time.time():.2f} {item.nodeid}\n")
+                out.write(f"{worker} {start:.2f} {time.time():.2f} {cpu:.2f} {item.nodeid}\n")
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
