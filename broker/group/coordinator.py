@@ -48,6 +48,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.core import WriteDone
 from broker.group import records as rec
 from broker.group.classic import CONSUMER_PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from broker.group.classic import EMPTY_CONSUMER_ASSIGNMENT as EMPTY_CONSUMER_ASSIGNMENT
@@ -102,6 +103,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.streams_groups: dict[str, StreamsGroup] = {}
+        # KIP-932 share-group records replayed at load, key -> latest value: the share
+        # groups' service (broker/share/shell.py) takes them into its core once loaded
+        self.share_records: dict[bytes, bytes] = {}
         self.pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
         self.next_cleanup_ms = now_ms + config.offsets_retention_check_interval_ms
         self.rebalances = 0  # classic generations completed (metrics)
@@ -121,6 +125,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                 group.persisted[r.key] = UNWRITTEN
 
         self._write(records, stored)
+
+    def write_share_records(self, records: list[OffsetsRecord], done: WriteDone) -> Effects:
+        """Append a share group's records (broker/share/group.py makes them)."""
+        self._write(records, done)
+        return self._take()
 
     def take_effects(self) -> Effects:
         """What calls that answer directly (ConsumerGroupHeartbeat) left to write."""
@@ -949,7 +958,12 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
         else:
             ck = rec.decode_consumer_group_key(key)
             if ck is None:
-                return  # share groups and other record types are not ours to load
+                if rec.decode_share_group_key(key) is not None:
+                    if value is None:
+                        self.share_records.pop(bytes(key), None)
+                    else:
+                        self.share_records[bytes(key)] = bytes(value)
+                return  # other record types (streams groups' ...) are not loaded
             had = self.consumer_groups.get(ck.group)
             cg = self.replay_consumer_record(ck, value, bytes(key))
             if cg is None:

@@ -1,8 +1,9 @@
 """Kafka's record formats in __consumer_offsets, encoded by hand (kio has no schemas for them).
 
 Keys start with an int16 record type: 0 and 1 are OffsetCommitKey (Kafka wrote both key
-versions with the same body), 2 is GroupMetadataKey; 3 and up are KIP-848 records, which this
-module leaves to the caller (`decode_key` returns `UnknownKey`). Values start with an int16
+versions with the same body), 2 is GroupMetadataKey; 3 and up are KIP-848 consumer-group
+(3-8), KIP-932 share-group (10-15) and other group records, which `decode_key` leaves to the
+caller (`UnknownKey`). Values start with an int16
 version. OffsetCommitValue v0-4 and GroupMetadataValue v0-4 are read; v4 is flexible (compact
 strings, tagged fields). Skiff writes OffsetCommitValue v3 (v1 when an expire timestamp is
 set, as Kafka does) and GroupMetadataValue v3, the versions Kafka 3.x brokers write.
@@ -612,3 +613,231 @@ def decode_consumer_group_current_member_assignment_value(
     pending = _read_topic_partitions(r)
     _done(r, "ConsumerGroupCurrentMemberAssignmentValue")
     return ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned, pending)
+
+
+# ---- KIP-932 share-group records ------------------------------------------------------------
+#
+# Key record types (Kafka 4.4's CoordinatorRecordType) and their values (value version 0,
+# flexible; keys not flexible, as above):
+#   10 ShareGroupMemberMetadata             GroupId, MemberId -> RackId, ClientId, ClientHost,
+#                                           SubscribedTopicNames
+#   11 ShareGroupMetadata                   GroupId -> Epoch, MetadataHash (int64)
+#   12 ShareGroupTargetAssignmentMetadata   GroupId -> AssignmentEpoch
+#   13 ShareGroupTargetAssignmentMember     GroupId, MemberId -> TopicPartitions[TopicId,
+#                                           Partitions]
+#   14 ShareGroupCurrentMemberAssignment    GroupId, MemberId -> MemberEpoch,
+#                                           PreviousMemberEpoch, State (int8),
+#                                           AssignedPartitions
+#   15 ShareGroupStatePartitionMetadata     GroupId -> InitializingTopics[TopicId, TopicName,
+#                                           Partitions], InitializedTopics[same],
+#                                           DeletingTopics[TopicId, TopicName]
+# (9, ShareGroupPartitionMetadata, was Kafka 4.0's and is no longer written.)
+
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
+_SHARE_GROUP_ONLY_KEYS = frozenset({SHARE_GROUP_METADATA, SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+                                    SHARE_GROUP_STATE_PARTITION_METADATA})
+_SHARE_MEMBER_KEYS = frozenset({SHARE_GROUP_MEMBER_METADATA, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT})
+SHARE_GROUP_RECORD_TYPES = _SHARE_GROUP_ONLY_KEYS | _SHARE_MEMBER_KEYS
+
+# (topic id, topic name, partitions)
+StateTopics = tuple[tuple["uuid.UUID", str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupKey:
+    record_type: int
+    group: str
+    member_id: str | None = None  # for the member record types
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState; share members are always 0, Stable
+    assigned: TopicAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataValue:
+    initializing: StateTopics
+    initialized: StateTopics
+    deleting: tuple[tuple[uuid.UUID, str], ...]
+
+
+def encode_share_group_key(record_type: int, group: str, member_id: str | None = None) -> bytes:
+    if record_type not in SHARE_GROUP_RECORD_TYPES:
+        raise ValueError(f"not a share-group record type: {record_type}")
+    if (record_type in _SHARE_MEMBER_KEYS) != (member_id is not None):
+        raise ValueError(f"record type {record_type}: member id {member_id!r}")
+    w = _Writer()
+    w.int16(record_type)
+    w.string(group)
+    if member_id is not None:
+        w.string(member_id)
+    return bytes(w.out)
+
+
+def decode_share_group_key(buf: bytes) -> ShareGroupKey | None:
+    """The key of a KIP-932 share-group record, or None for any other record type."""
+    r = _Reader(bytes(buf))
+    record_type = r.int16()
+    if record_type not in SHARE_GROUP_RECORD_TYPES:
+        return None
+    group = r.str_()
+    member_id = r.str_() if record_type in _SHARE_MEMBER_KEYS else None
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after key")
+    return ShareGroupKey(record_type, group, member_id)
+
+
+def encode_share_group_member_metadata_value(v: ShareGroupMemberMetadataValue) -> bytes:
+    w = _value_writer()
+    w.string(v.rack_id)
+    w.string(v.client_id)
+    w.string(v.client_host)
+    w.array_len(len(v.subscribed_topic_names))
+    for name in v.subscribed_topic_names:
+        w.string(name)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_member_metadata_value(buf: bytes) -> ShareGroupMemberMetadataValue:
+    r = _value_reader(buf, "ShareGroupMemberMetadataValue")
+    rack_id = r.string(nullable=True)
+    client_id = r.str_()
+    client_host = r.str_()
+    names = tuple(r.str_() for _ in range(r.array_len()))
+    _done(r, "ShareGroupMemberMetadataValue")
+    return ShareGroupMemberMetadataValue(rack_id, client_id, client_host, names)
+
+
+def encode_share_group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
+    w = _value_writer()
+    w.int32(epoch)
+    w.int64(metadata_hash)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_metadata_value(buf: bytes) -> tuple[int, int]:
+    """(epoch, metadata hash)."""
+    r = _value_reader(buf, "ShareGroupMetadataValue")
+    epoch = r.int32()
+    metadata_hash = r.int64()
+    _done(r, "ShareGroupMetadataValue")
+    return epoch, metadata_hash
+
+
+def encode_share_group_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
+    return encode_consumer_group_metadata_value(assignment_epoch)  # the same layout
+
+
+def decode_share_group_target_assignment_metadata_value(buf: bytes) -> int:
+    r = _value_reader(buf, "ShareGroupTargetAssignmentMetadataValue")
+    epoch = r.int32()
+    _done(r, "ShareGroupTargetAssignmentMetadataValue")
+    return epoch
+
+
+def encode_share_group_target_assignment_member_value(items: TopicAssignment) -> bytes:
+    return encode_consumer_group_target_assignment_member_value(items)  # the same layout
+
+
+def decode_share_group_target_assignment_member_value(buf: bytes) -> TopicAssignment:
+    r = _value_reader(buf, "ShareGroupTargetAssignmentMemberValue")
+    items = _read_topic_partitions(r)
+    _done(r, "ShareGroupTargetAssignmentMemberValue")
+    return items
+
+
+def encode_share_group_current_member_assignment_value(
+    v: ShareGroupCurrentMemberAssignmentValue,
+) -> bytes:
+    w = _value_writer()
+    w.int32(v.member_epoch)
+    w.int32(v.previous_member_epoch)
+    w.out += struct.pack(">b", v.state)
+    _write_topic_partitions(w, v.assigned)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_current_member_assignment_value(
+    buf: bytes,
+) -> ShareGroupCurrentMemberAssignmentValue:
+    r = _value_reader(buf, "ShareGroupCurrentMemberAssignmentValue")
+    epoch = r.int32()
+    previous = r.int32()
+    state = int(struct.unpack(">b", r._take(1))[0])
+    assigned = _read_topic_partitions(r)
+    _done(r, "ShareGroupCurrentMemberAssignmentValue")
+    return ShareGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned)
+
+
+def _write_state_topics(w: _Writer, topics: StateTopics) -> None:
+    w.array_len(len(topics))
+    for topic_id, name, partitions in topics:
+        _write_uuid(w, topic_id)
+        w.string(name)
+        w.array_len(len(partitions))
+        for p in partitions:
+            w.int32(p)
+        w.tags()
+
+
+def _read_state_topics(r: _Reader) -> StateTopics:
+    out = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        name = r.str_()
+        partitions = tuple(r.int32() for _ in range(r.array_len()))
+        r.skip_tags()
+        out.append((topic_id, name, partitions))
+    return tuple(out)
+
+
+def encode_share_group_state_partition_metadata_value(
+    v: ShareGroupStatePartitionMetadataValue,
+) -> bytes:
+    w = _value_writer()
+    _write_state_topics(w, v.initializing)
+    _write_state_topics(w, v.initialized)
+    w.array_len(len(v.deleting))
+    for topic_id, name in v.deleting:
+        _write_uuid(w, topic_id)
+        w.string(name)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_state_partition_metadata_value(
+    buf: bytes,
+) -> ShareGroupStatePartitionMetadataValue:
+    r = _value_reader(buf, "ShareGroupStatePartitionMetadataValue")
+    initializing = _read_state_topics(r)
+    initialized = _read_state_topics(r)
+    deleting = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        name = r.str_()
+        r.skip_tags()
+        deleting.append((topic_id, name))
+    _done(r, "ShareGroupStatePartitionMetadataValue")
+    return ShareGroupStatePartitionMetadataValue(initializing, initialized, tuple(deleting))
