@@ -114,8 +114,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
     # ---- plumbing ------------------------------------------------------------------------
 
     def _write_group_records(self, records: list[OffsetsRecord],
-                             group: ConsumerGroup | None = None) -> None:
-        # KIP-848 state: nobody waits on it (see consumer.py's note on persistence)
+                             group: ConsumerGroup | StreamsGroup | None = None) -> None:
+        # KIP-848 and KIP-1071 state: nobody waits on it (see consumer.py's note on
+        # persistence)
         def stored(error: ErrorCode, now: int) -> None:
             if error is ErrorCode.none or group is None or group.dead:
                 return
@@ -218,9 +219,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                 self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
                                                    member_id=req.member_id))
                 return self._take()
-            # an empty streams group (not persisted) gives its offsets to a classic group
+            # an empty streams group gives its offsets to a classic group; its records are
+            # tombstoned so a reload does not bring it back
             del self.streams_groups[req.group_id]
             sg.dead = True
+            self._persist_streams(sg)
             self.groups[req.group_id] = ClassicGroup(
                 req.group_id, state_timestamp=now_ms, offsets=sg.offsets,
                 pending_commits=sg.pending_commits)
@@ -747,6 +750,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                     sg.dead = True
                     del self.streams_groups[gid]
                     consumer_records.extend(self._tombstones_of(gid, sg.offsets))
+                    consumer_records.extend(self._group_tombstones(sg.persisted))
+                    sg.persisted = {}
                 continue
             cg = self.consumer_groups.get(gid)
             if cg is not None:
@@ -755,8 +760,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                 else:
                     results[gid] = ErrorCode.none
                     records_cg = self._tombstones_of(gid, cg.offsets)
-                    records_cg += [OffsetsRecord(k, None) for k in sorted(
-                        cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                    records_cg += self._group_tombstones(cg.persisted)
                     cg.persisted = {}
                     cg.dead = True
                     del self.consumer_groups[gid]
@@ -789,6 +793,17 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
 
         self._write(records, stored)
         return self._take()
+
+    @staticmethod
+    def _group_tombstones(persisted: Iterable[bytes]) -> list[OffsetsRecord]:
+        """Tombstones of a KIP-848 or KIP-1071 group's records, member records first and
+        the group's metadata last, as Kafka orders them."""
+        def order(key: bytes) -> int:
+            t = int.from_bytes(key[:2], "big")
+            if t in (rec.STREAMS_GROUP_METADATA, rec.CONSUMER_GROUP_METADATA):
+                return -1  # after everything else
+            return t
+        return [OffsetsRecord(k, None) for k in sorted(persisted, key=order, reverse=True)]
 
     @staticmethod
     def _tombstones_of(group_id: str, offsets: Iterable[TopicPartition]) -> list[OffsetsRecord]:
@@ -888,6 +903,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             if not sg.offsets and not sg.pending_commits:
                 sg.dead = True
                 del self.streams_groups[sg.group_id]
+                records += self._group_tombstones(sg.persisted)
+                sg.persisted = {}
         for cg in list(self.consumer_groups.values()):
             keep = _consumer_subscribed(cg) if cg.members else set()
             for tp, c in list(cg.offsets.items()):
@@ -905,8 +922,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             if not cg.members and not cg.offsets and not cg.pending_commits:
                 cg.dead = True
                 del self.consumer_groups[cg.group_id]
-                records += [OffsetsRecord(k, None) for k in sorted(
-                    cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                records += self._group_tombstones(cg.persisted)
                 cg.persisted = {}
         if records:
             self._write(records, lambda error, now: None)
@@ -957,25 +973,34 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             self.groups[k.group] = g
         else:
             ck = rec.decode_consumer_group_key(key)
-            if ck is None:
+            sk = None if ck is not None else rec.decode_streams_group_key(key)
+            if ck is None and sk is None:
                 if rec.decode_share_group_key(key) is not None:
                     if value is None:
                         self.share_records.pop(bytes(key), None)
                     else:
                         self.share_records[bytes(key)] = bytes(value)
-                return  # other record types (streams groups' ...) are not loaded
-            had = self.consumer_groups.get(ck.group)
-            cg = self.replay_consumer_record(ck, value, bytes(key))
-            if cg is None:
+                return  # other record types are not ours to load
+            grp: ConsumerGroup | StreamsGroup | None
+            if ck is not None:
+                group_id = ck.group
+                had = group_id in self.consumer_groups
+                grp = self.replay_consumer_record(ck, value, bytes(key))
+            else:
+                assert sk is not None
+                group_id = sk.group
+                had = group_id in self.streams_groups
+                grp = self.replay_streams_record(sk, value, bytes(key))
+            if grp is None:
                 return
-            if had is None and not cg.dead:
+            if not had and not grp.dead:
                 # offsets replayed before the group's first record: they are the group's
-                classic = self.groups.get(ck.group)
+                classic = self.groups.get(group_id)
                 if classic is not None and not classic.members:
-                    cg.offsets = classic.offsets
-                    del self.groups[ck.group]
-            elif cg.dead and cg.offsets:
-                self.groups[ck.group] = ClassicGroup(ck.group, offsets=cg.offsets)
+                    grp.offsets = classic.offsets
+                    del self.groups[group_id]
+            elif grp.dead and grp.offsets:
+                self.groups[group_id] = ClassicGroup(group_id, offsets=grp.offsets)
 
     def finish_loading(self, now_ms: int) -> None:
         """After the last replayed record: start the members' session timers."""
@@ -987,6 +1012,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             for m in g.members.values():
                 m.heartbeat_deadline = now_ms + m.session_timeout_ms
         self.finish_loading_consumer_groups(now_ms)
+        self.finish_loading_streams_groups(now_ms)
         self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
 
     def unload(self, now_ms: int) -> Effects:

@@ -202,6 +202,13 @@ class GroupCoordinatorService:
 
     def loaded(self, partition: int, coord: GroupCoordinator, now_ms: int) -> None:
         coord.finish_loading(now_ms)
+        image = self.node.metadata
+
+        def partitions_of(name: str) -> int | None:
+            t = image.topic(name)
+            return None if t is None else int(t.num_partitions)
+
+        coord.configure_loaded_streams_groups(partitions_of)
         if coord.share_records and getattr(self.node, "share_groups", None) is None:
             # share groups were loaded: the share service (made on first use) takes them,
             # so that ListGroups and DescribeShareGroupOffsets see them before any heartbeat

@@ -253,7 +253,52 @@ SHARE_VALUES = [
 ]
 
 
-@pytest.mark.parametrize(("data", "decode", "want"), SHARE_VALUES)
+_TASKS = rec.StreamsTasks((("0", (0, 1)),), (("1", (2,)),), ())
+_TOPOLOGY = (3, (rec.StreamsSubtopology(
+    "0", ("in",), (), (rec.StreamsTopicInfo("app-changelog", 3, -1, (("k", "v"),)),),
+    ("app-rep",), (rec.StreamsTopicInfo("app-rep", 2, 1, ()),), (((0,), (), (0,)),)),))
+_MEMBER = rec.StreamsGroupMemberMetadataValue("i", None, "c", "/h", 30000, 3, "p",
+                                              ("host", 65000), (("k", "v"),))
+STREAMS_VALUES = [
+    (rec.encode_streams_group_metadata_value(7), rec.decode_streams_group_metadata_value, 7),
+    (rec.encode_streams_group_member_metadata_value(_MEMBER),
+     rec.decode_streams_group_member_metadata_value, _MEMBER),
+    (rec.encode_streams_group_member_metadata_value(
+        rec.StreamsGroupMemberMetadataValue(None, "r", "c", "/h", 1, 0, "p", None, ())),
+     rec.decode_streams_group_member_metadata_value,
+     rec.StreamsGroupMemberMetadataValue(None, "r", "c", "/h", 1, 0, "p", None, ())),
+    (rec.encode_streams_group_target_assignment_metadata_value(4),
+     rec.decode_streams_group_target_assignment_metadata_value, 4),
+    (rec.encode_streams_group_target_assignment_member_value(_TASKS),
+     rec.decode_streams_group_target_assignment_member_value, _TASKS),
+    (rec.encode_streams_group_current_member_assignment_value(
+        rec.StreamsGroupCurrentMemberAssignmentValue(5, 4, 2, _TASKS, rec.StreamsTasks())),
+     rec.decode_streams_group_current_member_assignment_value,
+     rec.StreamsGroupCurrentMemberAssignmentValue(5, 4, 2, _TASKS, rec.StreamsTasks())),
+    (rec.encode_streams_group_topology_value(*_TOPOLOGY), rec.decode_streams_group_topology_value,
+     _TOPOLOGY),
+]
+
+
+def test_streams_group_keys() -> None:
+    for t in rec.STREAMS_GROUP_RECORD_TYPES:
+        member = "m" if t in (19, 21, 22) else None
+        key = rec.encode_streams_group_key(t, "grp", member)
+        assert key[:2] == struct.pack(">h", t)
+        assert rec.decode_streams_group_key(key) == rec.StreamsGroupKey(t, "grp", member)
+        assert rec.decode_share_group_key(key) is None
+    with pytest.raises(ValueError):
+        rec.encode_streams_group_key(rec.STREAMS_GROUP_METADATA, "g", "m")
+
+
+def test_streams_member_metadata_endpoint_is_a_nullable_struct() -> None:
+    # ... ProcessId, then -1 for a null UserEndpoint (Kafka 4.4 writes the same 19 bytes)
+    data = rec.encode_streams_group_member_metadata_value(
+        rec.StreamsGroupMemberMetadataValue(None, None, "c", "h", 0, 0, "p", None, ()))
+    assert data[2:] == b"\x00\x00" + cs("c") + cs("h") + bytes(8) + cs("p") + b"\xff\x01\x00"
+
+
+@pytest.mark.parametrize(("data", "decode", "want"), SHARE_VALUES + STREAMS_VALUES)
 def test_share_group_values_round_trip_and_reject_every_cut(
         data: bytes, decode: Callable[[bytes], object], want: object) -> None:
     assert decode(data) == want
@@ -274,7 +319,8 @@ def test_share_group_value_refuses_array_longer_than_the_record() -> None:
 
 
 @given(st.binary(max_size=64))
-def test_share_group_decoders_never_crash_on_garbage(data: bytes) -> None:
-    for decode in (rec.decode_share_group_key, *(d for _, d, _ in SHARE_VALUES)):
+def test_group_record_decoders_never_crash_on_garbage(data: bytes) -> None:
+    for decode in (rec.decode_share_group_key, rec.decode_streams_group_key,
+                   *(d for _, d, _ in SHARE_VALUES + STREAMS_VALUES)):
         with contextlib.suppress(KafkaError):
             decode(data)
