@@ -90,7 +90,7 @@ def _until(what: str, call: Any, done: Any, within_s: float = 30.0) -> Any:
     while True:
         try:
             got = call()
-        except (OSError, ConnectionError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             got = None
         if got is not None and done(got):
             return got
