@@ -24,12 +24,15 @@ marks it; `take_records` returns what changed since the last call, tombstones fo
 gone (all of a deleted group's records), and the shell writes them. A coordinator that loads
 the partition replays them (`replay`, then `finish_loading`), so the group keeps its epochs,
 members, assignments and initialized partitions across a restart or a move; members' session
-timers start again at load. As for consumer groups, a heartbeat is answered without waiting
-for the write; keys of a failed write are written again with the group's next records.
+timers start again at load. The MetadataHash written is Skiff's (`topics_hash`): a group
+whose subscribed topics changed while it was not loaded is assigned again. As for consumer
+groups, a heartbeat is answered without waiting for the write; keys of a failed write are
+written again with the group's next records.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -124,6 +127,7 @@ class ShareGroup:
     initialized: dict[uuid.UUID, set[int]] = field(default_factory=dict)
     # the share-group records last written (or replayed) for this group: key -> value
     persisted: dict[bytes, bytes] = field(default_factory=dict)
+    metadata_hash: int = 0  # of topics_seen, as replayed from ShareGroupMetadata
 
     @property
     def state(self) -> str:
@@ -366,7 +370,7 @@ class ShareGroupCoordinator:
             group = self.groups[key.group] = ShareGroup(key.group)
         group.persisted[raw_key] = value
         if t == rec.SHARE_GROUP_METADATA:
-            group.group_epoch, _ = rec.decode_share_group_metadata_value(value)
+            group.group_epoch, group.metadata_hash = rec.decode_share_group_metadata_value(value)
         elif t == rec.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA:
             group.assignment_epoch = rec.decode_share_group_target_assignment_metadata_value(
                 value)
@@ -393,13 +397,17 @@ class ShareGroupCoordinator:
                 member.previous_member_epoch = cv.previous_member_epoch
                 member.assignment = tuple(sorted(cv.assigned, key=lambda x: str(x[0])))
 
-    def finish_loading(self, group_ids: Iterable[str], now_ms: int) -> None:
+    def finish_loading(self, group_ids: Iterable[str], topics: TopicsView, now_ms: int) -> None:
         """After the last replayed record of these groups: members get a full session from
-        now to heartbeat this coordinator."""
+        now to heartbeat this coordinator, and a group whose subscribed topics are as its
+        metadata hash says keeps its assignment (otherwise the next heartbeat makes one)."""
         for gid in group_ids:
             group = self.groups.get(gid)
             if group is None:
                 continue
+            seen = _topics_seen(group, topics)
+            if topics_hash(seen) == group.metadata_hash:
+                group.topics_seen = seen
             for m in group.members.values():
                 m.last_seen_ms = now_ms
                 m.sent_epoch = -1
@@ -418,8 +426,7 @@ class ShareGroupCoordinator:
             group.group_epoch += 1
 
     def _maybe_assign(self, group: ShareGroup, topics: TopicsView, changed: bool) -> None:
-        subscribed = {t for m in group.members.values() for t in m.subscribed}
-        seen = tuple(sorted((t, *topics[t]) for t in subscribed if t in topics))
+        seen = _topics_seen(group, topics)
         if seen != group.topics_seen:
             group.topics_seen = seen
             changed = True
@@ -453,6 +460,22 @@ _TOMBSTONE_ORDER = {rec.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT: 0,
 _STABLE = 0  # Kafka's MemberState.STABLE: share members never revoke
 
 
+def _topics_seen(group: ShareGroup, topics: TopicsView) -> tuple[tuple[str, uuid.UUID, int], ...]:
+    """(name, id, partition count) of each topic a member subscribes to that exists."""
+    subscribed = {t for m in group.members.values() for t in m.subscribed}
+    return tuple(sorted((t, *topics[t]) for t in subscribed if t in topics))
+
+
+def topics_hash(seen: tuple[tuple[str, uuid.UUID, int], ...]) -> int:
+    """ShareGroupMetadata's MetadataHash as Skiff computes it: the first 8 bytes of a
+    SHA-256 of the subscribed topics (Kafka hashes its own way; a hash that does not match
+    only makes the coordinator assign again). Never 0, which means "none"."""
+    h = hashlib.sha256()
+    for name, topic_id, count in seen:
+        h.update(f"{name}\0{topic_id}\0{count}\0".encode())
+    return int.from_bytes(h.digest()[:8], "big", signed=True) or 1
+
+
 def _tombstone_order(key: bytes) -> tuple[int, bytes]:
     return _TOMBSTONE_ORDER.get(int.from_bytes(key[:2], "big", signed=True), 0), key
 
@@ -469,7 +492,7 @@ def share_group_records(group: ShareGroup, names: Mapping[uuid.UUID, str]
             rec.encode_share_group_member_metadata_value(rec.ShareGroupMemberMetadataValue(
                 m.rack_id, m.client_id, m.client_host, m.subscribed))
     out[rec.encode_share_group_key(rec.SHARE_GROUP_METADATA, gid)] = \
-        rec.encode_share_group_metadata_value(group.group_epoch)
+        rec.encode_share_group_metadata_value(group.group_epoch, topics_hash(group.topics_seen))
     for m in members:
         out[rec.encode_share_group_key(rec.SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER, gid,
                                        m.member_id)] = \

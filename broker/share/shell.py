@@ -341,7 +341,7 @@ class ShareService:
                         replayed.add(k.group)
                 except KafkaError as exc:
                     log.warning("share_group_record_unreadable", partition=p, error=str(exc))
-            self._groups.finish_loading(replayed, self.now())
+            self._groups.finish_loading(replayed, self._topics(), self.now())
             self._adopted[p] = coord
             if replayed:
                 log.info("share_groups_loaded", partition=p, groups=len(replayed))

@@ -124,12 +124,13 @@ def replayed(records: list[OffsetsRecord], now_ms: int = 500) -> ShareGroupCoord
     g = ShareGroupCoordinator(SETTINGS)
     for r in records:
         g.replay(key_of(r), r.value, r.key)
-    g.finish_loading({key_of(r).group for r in records}, now_ms)
+    g.finish_loading({key_of(r).group for r in records}, TOPICS, now_ms)
     return g
 
 
 def state(group: ShareGroup) -> tuple[object, ...]:
     return (group.group_epoch, group.assignment_epoch, group.initialized, group.persisted,
+            group.topics_seen,
             {m.member_id: (m.member_epoch, m.previous_member_epoch, m.subscribed, m.rack_id,
                            m.client_id, m.client_host, m.assignment)
              for m in group.members.values()})
@@ -202,3 +203,18 @@ def test_replay_refuses_a_corrupt_value() -> None:
     key = rec.encode_share_group_key(rec.SHARE_GROUP_METADATA, "g")
     with pytest.raises(KafkaError, match="needs 8 bytes"):
         g.replay(rec.ShareGroupKey(rec.SHARE_GROUP_METADATA, "g"), b"\x00\x00\x00\x00\x00\x01", key)
+
+
+def test_a_load_keeps_the_assignment_unless_the_topics_changed() -> None:
+    g = ShareGroupCoordinator(SETTINGS)
+    g.heartbeat(hb("a", 0), TOPICS, 0)
+    log = g.take_records(NAMES)["g"]
+    same = replayed(log)
+    assert same.heartbeat(hb("a", 1, None), TOPICS, 600)[0].member_epoch == 1
+    changed = ShareGroupCoordinator(SETTINGS)
+    for r in log:
+        changed.replay(key_of(r), r.value, r.key)
+    grown = {**TOPICS, "one": (T1, 2)}  # a partition added while nobody coordinated
+    changed.finish_loading(["g"], grown, 500)
+    r, _ = changed.heartbeat(hb("a", 1, None), grown, 600)
+    assert (r.member_epoch, r.assignment) == (2, ((T1, (0, 1)),))
