@@ -48,6 +48,7 @@ from dataclasses import replace
 
 from kio.schema.errors import ErrorCode
 
+from broker.coordinator.core import WriteDone
 from broker.group import records as rec
 from broker.group.classic import CONSUMER_PROTOCOL_TYPE as CONSUMER_PROTOCOL_TYPE
 from broker.group.classic import EMPTY_CONSUMER_ASSIGNMENT as EMPTY_CONSUMER_ASSIGNMENT
@@ -102,6 +103,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.streams_groups: dict[str, StreamsGroup] = {}
+        # KIP-932 share-group records replayed at load, key -> latest value: the share
+        # groups' service (broker/share/shell.py) takes them into its core once loaded
+        self.share_records: dict[bytes, bytes] = {}
         self.pending_txn_offsets: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
         self.next_cleanup_ms = now_ms + config.offsets_retention_check_interval_ms
         self.rebalances = 0  # classic generations completed (metrics)
@@ -110,8 +114,9 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
     # ---- plumbing ------------------------------------------------------------------------
 
     def _write_group_records(self, records: list[OffsetsRecord],
-                             group: ConsumerGroup | None = None) -> None:
-        # KIP-848 state: nobody waits on it (see consumer.py's note on persistence)
+                             group: ConsumerGroup | StreamsGroup | None = None) -> None:
+        # KIP-848 and KIP-1071 state: nobody waits on it (see consumer.py's note on
+        # persistence)
         def stored(error: ErrorCode, now: int) -> None:
             if error is ErrorCode.none or group is None or group.dead:
                 return
@@ -121,6 +126,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                 group.persisted[r.key] = UNWRITTEN
 
         self._write(records, stored)
+
+    def write_share_records(self, records: list[OffsetsRecord], done: WriteDone) -> Effects:
+        """Append a share group's records (broker/share/group.py makes them)."""
+        self._write(records, done)
+        return self._take()
 
     def take_effects(self) -> Effects:
         """What calls that answer directly (ConsumerGroupHeartbeat) left to write."""
@@ -209,9 +219,11 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                 self._reply(token, JoinGroupResult(ErrorCode.inconsistent_group_protocol,
                                                    member_id=req.member_id))
                 return self._take()
-            # an empty streams group (not persisted) gives its offsets to a classic group
+            # an empty streams group gives its offsets to a classic group; its records are
+            # tombstoned so a reload does not bring it back
             del self.streams_groups[req.group_id]
             sg.dead = True
+            self._persist_streams(sg)
             self.groups[req.group_id] = ClassicGroup(
                 req.group_id, state_timestamp=now_ms, offsets=sg.offsets,
                 pending_commits=sg.pending_commits)
@@ -738,6 +750,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                     sg.dead = True
                     del self.streams_groups[gid]
                     consumer_records.extend(self._tombstones_of(gid, sg.offsets))
+                    consumer_records.extend(self._group_tombstones(sg.persisted))
+                    sg.persisted = {}
                 continue
             cg = self.consumer_groups.get(gid)
             if cg is not None:
@@ -746,8 +760,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                 else:
                     results[gid] = ErrorCode.none
                     records_cg = self._tombstones_of(gid, cg.offsets)
-                    records_cg += [OffsetsRecord(k, None) for k in sorted(
-                        cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                    records_cg += self._group_tombstones(cg.persisted)
                     cg.persisted = {}
                     cg.dead = True
                     del self.consumer_groups[gid]
@@ -780,6 +793,17 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
 
         self._write(records, stored)
         return self._take()
+
+    @staticmethod
+    def _group_tombstones(persisted: Iterable[bytes]) -> list[OffsetsRecord]:
+        """Tombstones of a KIP-848 or KIP-1071 group's records, member records first and
+        the group's metadata last, as Kafka orders them."""
+        def order(key: bytes) -> int:
+            t = int.from_bytes(key[:2], "big")
+            if t in (rec.STREAMS_GROUP_METADATA, rec.CONSUMER_GROUP_METADATA):
+                return -1  # after everything else
+            return t
+        return [OffsetsRecord(k, None) for k in sorted(persisted, key=order, reverse=True)]
 
     @staticmethod
     def _tombstones_of(group_id: str, offsets: Iterable[TopicPartition]) -> list[OffsetsRecord]:
@@ -879,6 +903,8 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             if not sg.offsets and not sg.pending_commits:
                 sg.dead = True
                 del self.streams_groups[sg.group_id]
+                records += self._group_tombstones(sg.persisted)
+                sg.persisted = {}
         for cg in list(self.consumer_groups.values()):
             keep = _consumer_subscribed(cg) if cg.members else set()
             for tp, c in list(cg.offsets.items()):
@@ -896,8 +922,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             if not cg.members and not cg.offsets and not cg.pending_commits:
                 cg.dead = True
                 del self.consumer_groups[cg.group_id]
-                records += [OffsetsRecord(k, None) for k in sorted(
-                    cg.persisted, key=lambda k: -int.from_bytes(k[:2], "big"))]
+                records += self._group_tombstones(cg.persisted)
                 cg.persisted = {}
         if records:
             self._write(records, lambda error, now: None)
@@ -948,20 +973,34 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             self.groups[k.group] = g
         else:
             ck = rec.decode_consumer_group_key(key)
-            if ck is None:
-                return  # share groups and other record types are not ours to load
-            had = self.consumer_groups.get(ck.group)
-            cg = self.replay_consumer_record(ck, value, bytes(key))
-            if cg is None:
+            sk = None if ck is not None else rec.decode_streams_group_key(key)
+            if ck is None and sk is None:
+                if rec.decode_share_group_key(key) is not None:
+                    if value is None:
+                        self.share_records.pop(bytes(key), None)
+                    else:
+                        self.share_records[bytes(key)] = bytes(value)
+                return  # other record types are not ours to load
+            grp: ConsumerGroup | StreamsGroup | None
+            if ck is not None:
+                group_id = ck.group
+                had = group_id in self.consumer_groups
+                grp = self.replay_consumer_record(ck, value, bytes(key))
+            else:
+                assert sk is not None
+                group_id = sk.group
+                had = group_id in self.streams_groups
+                grp = self.replay_streams_record(sk, value, bytes(key))
+            if grp is None:
                 return
-            if had is None and not cg.dead:
+            if not had and not grp.dead:
                 # offsets replayed before the group's first record: they are the group's
-                classic = self.groups.get(ck.group)
+                classic = self.groups.get(group_id)
                 if classic is not None and not classic.members:
-                    cg.offsets = classic.offsets
-                    del self.groups[ck.group]
-            elif cg.dead and cg.offsets:
-                self.groups[ck.group] = ClassicGroup(ck.group, offsets=cg.offsets)
+                    grp.offsets = classic.offsets
+                    del self.groups[group_id]
+            elif grp.dead and grp.offsets:
+                self.groups[group_id] = ClassicGroup(group_id, offsets=grp.offsets)
 
     def finish_loading(self, now_ms: int) -> None:
         """After the last replayed record: start the members' session timers."""
@@ -973,6 +1012,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
             for m in g.members.values():
                 m.heartbeat_deadline = now_ms + m.session_timeout_ms
         self.finish_loading_consumer_groups(now_ms)
+        self.finish_loading_streams_groups(now_ms)
         self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
 
     def unload(self, now_ms: int) -> Effects:

@@ -1,9 +1,10 @@
 """Kafka's record formats in __consumer_offsets, encoded by hand (kio has no schemas for them).
 
 Keys start with an int16 record type: 0 and 1 are OffsetCommitKey (Kafka wrote both key
-versions with the same body), 2 is GroupMetadataKey; 3 and up are KIP-848 records, which this
-module leaves to the caller (`decode_key` returns `UnknownKey`). Values start with an int16
-version. OffsetCommitValue v0-4 and GroupMetadataValue v0-4 are read; v4 is flexible (compact
+versions with the same body), 2 is GroupMetadataKey; 3 and up are KIP-848 consumer-group
+(3-8), KIP-932 share-group (10-15), KIP-1071 streams-group (17-23) and other records, which
+`decode_key` leaves to the caller (`UnknownKey`). Values start with an int16 version.
+OffsetCommitValue v0-4 and GroupMetadataValue v0-4 are read; v4 is flexible (compact
 strings, tagged fields). Skiff writes OffsetCommitValue v3 (v1 when an expire timestamp is
 set, as Kafka does) and GroupMetadataValue v3, the versions Kafka 3.x brokers write.
 
@@ -612,3 +613,592 @@ def decode_consumer_group_current_member_assignment_value(
     pending = _read_topic_partitions(r)
     _done(r, "ConsumerGroupCurrentMemberAssignmentValue")
     return ConsumerGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned, pending)
+
+
+# ---- KIP-932 share-group records ------------------------------------------------------------
+#
+# Key record types (Kafka 4.4's CoordinatorRecordType) and their values (value version 0,
+# flexible; keys not flexible, as above):
+#   10 ShareGroupMemberMetadata             GroupId, MemberId -> RackId, ClientId, ClientHost,
+#                                           SubscribedTopicNames
+#   11 ShareGroupMetadata                   GroupId -> Epoch, MetadataHash (int64)
+#   12 ShareGroupTargetAssignmentMetadata   GroupId -> AssignmentEpoch
+#   13 ShareGroupTargetAssignmentMember     GroupId, MemberId -> TopicPartitions[TopicId,
+#                                           Partitions]
+#   14 ShareGroupCurrentMemberAssignment    GroupId, MemberId -> MemberEpoch,
+#                                           PreviousMemberEpoch, State (int8),
+#                                           AssignedPartitions
+#   15 ShareGroupStatePartitionMetadata     GroupId -> InitializingTopics[TopicId, TopicName,
+#                                           Partitions], InitializedTopics[same],
+#                                           DeletingTopics[TopicId, TopicName]
+# (9, ShareGroupPartitionMetadata, was Kafka 4.0's and is no longer written.)
+
+SHARE_GROUP_MEMBER_METADATA = 10
+SHARE_GROUP_METADATA = 11
+SHARE_GROUP_TARGET_ASSIGNMENT_METADATA = 12
+SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER = 13
+SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT = 14
+SHARE_GROUP_STATE_PARTITION_METADATA = 15
+_SHARE_GROUP_ONLY_KEYS = frozenset({SHARE_GROUP_METADATA, SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+                                    SHARE_GROUP_STATE_PARTITION_METADATA})
+_SHARE_MEMBER_KEYS = frozenset({SHARE_GROUP_MEMBER_METADATA, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT})
+SHARE_GROUP_RECORD_TYPES = _SHARE_GROUP_ONLY_KEYS | _SHARE_MEMBER_KEYS
+
+# (topic id, topic name, partitions)
+StateTopics = tuple[tuple["uuid.UUID", str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupKey:
+    record_type: int
+    group: str
+    member_id: str | None = None  # for the member record types
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMemberMetadataValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState; share members are always 0, Stable
+    assigned: TopicAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupStatePartitionMetadataValue:
+    initializing: StateTopics
+    initialized: StateTopics
+    deleting: tuple[tuple[uuid.UUID, str], ...]
+
+
+def encode_share_group_key(record_type: int, group: str, member_id: str | None = None) -> bytes:
+    if record_type not in SHARE_GROUP_RECORD_TYPES:
+        raise ValueError(f"not a share-group record type: {record_type}")
+    if (record_type in _SHARE_MEMBER_KEYS) != (member_id is not None):
+        raise ValueError(f"record type {record_type}: member id {member_id!r}")
+    w = _Writer()
+    w.int16(record_type)
+    w.string(group)
+    if member_id is not None:
+        w.string(member_id)
+    return bytes(w.out)
+
+
+def decode_share_group_key(buf: bytes) -> ShareGroupKey | None:
+    """The key of a KIP-932 share-group record, or None for any other record type."""
+    r = _Reader(bytes(buf))
+    record_type = r.int16()
+    if record_type not in SHARE_GROUP_RECORD_TYPES:
+        return None
+    group = r.str_()
+    member_id = r.str_() if record_type in _SHARE_MEMBER_KEYS else None
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after key")
+    return ShareGroupKey(record_type, group, member_id)
+
+
+def encode_share_group_member_metadata_value(v: ShareGroupMemberMetadataValue) -> bytes:
+    w = _value_writer()
+    w.string(v.rack_id)
+    w.string(v.client_id)
+    w.string(v.client_host)
+    w.array_len(len(v.subscribed_topic_names))
+    for name in v.subscribed_topic_names:
+        w.string(name)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_member_metadata_value(buf: bytes) -> ShareGroupMemberMetadataValue:
+    r = _value_reader(buf, "ShareGroupMemberMetadataValue")
+    rack_id = r.string(nullable=True)
+    client_id = r.str_()
+    client_host = r.str_()
+    names = tuple(r.str_() for _ in range(r.array_len()))
+    _done(r, "ShareGroupMemberMetadataValue")
+    return ShareGroupMemberMetadataValue(rack_id, client_id, client_host, names)
+
+
+def encode_share_group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
+    w = _value_writer()
+    w.int32(epoch)
+    w.int64(metadata_hash)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_metadata_value(buf: bytes) -> tuple[int, int]:
+    """(epoch, metadata hash)."""
+    r = _value_reader(buf, "ShareGroupMetadataValue")
+    epoch = r.int32()
+    metadata_hash = r.int64()
+    _done(r, "ShareGroupMetadataValue")
+    return epoch, metadata_hash
+
+
+def encode_share_group_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
+    return encode_consumer_group_metadata_value(assignment_epoch)  # the same layout
+
+
+def decode_share_group_target_assignment_metadata_value(buf: bytes) -> int:
+    r = _value_reader(buf, "ShareGroupTargetAssignmentMetadataValue")
+    epoch = r.int32()
+    _done(r, "ShareGroupTargetAssignmentMetadataValue")
+    return epoch
+
+
+def encode_share_group_target_assignment_member_value(items: TopicAssignment) -> bytes:
+    return encode_consumer_group_target_assignment_member_value(items)  # the same layout
+
+
+def decode_share_group_target_assignment_member_value(buf: bytes) -> TopicAssignment:
+    r = _value_reader(buf, "ShareGroupTargetAssignmentMemberValue")
+    items = _read_topic_partitions(r)
+    _done(r, "ShareGroupTargetAssignmentMemberValue")
+    return items
+
+
+def encode_share_group_current_member_assignment_value(
+    v: ShareGroupCurrentMemberAssignmentValue,
+) -> bytes:
+    w = _value_writer()
+    w.int32(v.member_epoch)
+    w.int32(v.previous_member_epoch)
+    w.out += struct.pack(">b", v.state)
+    _write_topic_partitions(w, v.assigned)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_current_member_assignment_value(
+    buf: bytes,
+) -> ShareGroupCurrentMemberAssignmentValue:
+    r = _value_reader(buf, "ShareGroupCurrentMemberAssignmentValue")
+    epoch = r.int32()
+    previous = r.int32()
+    state = int(struct.unpack(">b", r._take(1))[0])
+    assigned = _read_topic_partitions(r)
+    _done(r, "ShareGroupCurrentMemberAssignmentValue")
+    return ShareGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned)
+
+
+def _write_state_topics(w: _Writer, topics: StateTopics) -> None:
+    w.array_len(len(topics))
+    for topic_id, name, partitions in topics:
+        _write_uuid(w, topic_id)
+        w.string(name)
+        w.array_len(len(partitions))
+        for p in partitions:
+            w.int32(p)
+        w.tags()
+
+
+def _read_state_topics(r: _Reader) -> StateTopics:
+    out = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        name = r.str_()
+        partitions = tuple(r.int32() for _ in range(r.array_len()))
+        r.skip_tags()
+        out.append((topic_id, name, partitions))
+    return tuple(out)
+
+
+def encode_share_group_state_partition_metadata_value(
+    v: ShareGroupStatePartitionMetadataValue,
+) -> bytes:
+    w = _value_writer()
+    _write_state_topics(w, v.initializing)
+    _write_state_topics(w, v.initialized)
+    w.array_len(len(v.deleting))
+    for topic_id, name in v.deleting:
+        _write_uuid(w, topic_id)
+        w.string(name)
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_share_group_state_partition_metadata_value(
+    buf: bytes,
+) -> ShareGroupStatePartitionMetadataValue:
+    r = _value_reader(buf, "ShareGroupStatePartitionMetadataValue")
+    initializing = _read_state_topics(r)
+    initialized = _read_state_topics(r)
+    deleting = []
+    for _ in range(r.array_len()):
+        topic_id = _read_uuid(r)
+        name = r.str_()
+        r.skip_tags()
+        deleting.append((topic_id, name))
+    _done(r, "ShareGroupStatePartitionMetadataValue")
+    return ShareGroupStatePartitionMetadataValue(initializing, initialized, tuple(deleting))
+
+
+# ---- KIP-1071 streams-group records --------------------------------------------------------
+#
+# Key record types (Kafka 4.4's CoordinatorRecordType) and their values (value version 0,
+# flexible):
+#   17 StreamsGroupMetadata                 GroupId -> Epoch, MetadataHash (int64)
+#   19 StreamsGroupMemberMetadata           GroupId, MemberId -> InstanceId, RackId, ClientId,
+#                                           ClientHost, RebalanceTimeoutMs, TopologyEpoch,
+#                                           ProcessId, UserEndpoint (nullable struct: Host,
+#                                           Port uint16), ClientTags[Key, Value]
+#   20 StreamsGroupTargetAssignmentMetadata GroupId -> AssignmentEpoch
+#   21 StreamsGroupTargetAssignmentMember   GroupId, MemberId -> ActiveTasks, StandbyTasks,
+#                                           WarmupTasks (each [SubtopologyId, Partitions])
+#   22 StreamsGroupCurrentMemberAssignment  GroupId, MemberId -> MemberEpoch,
+#                                           PreviousMemberEpoch, State (int8: 1 Stable,
+#                                           2 UnrevokedTasks, 3 UnreleasedTasks), the three
+#                                           task lists, then the three pending revocation
+#   23 StreamsGroupTopology                 GroupId -> Epoch, Subtopologies[SubtopologyId,
+#                                           SourceTopics, SourceTopicRegex,
+#                                           StateChangelogTopics, RepartitionSinkTopics,
+#                                           RepartitionSourceTopics, CopartitionGroups]
+# Tagged fields Skiff does not use (ValidatedTopologyEpoch, LastAssignmentConfigs,
+# AssignmentTimestamp, AssignmentEpochs, ...) are skipped when read and never written.
+
+STREAMS_GROUP_METADATA = 17
+STREAMS_GROUP_MEMBER_METADATA = 19
+STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
+STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER = 21
+STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
+STREAMS_GROUP_TOPOLOGY = 23
+_STREAMS_GROUP_ONLY_KEYS = frozenset({STREAMS_GROUP_METADATA,
+                                      STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA,
+                                      STREAMS_GROUP_TOPOLOGY})
+_STREAMS_MEMBER_KEYS = frozenset({STREAMS_GROUP_MEMBER_METADATA,
+                                  STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                  STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT})
+STREAMS_GROUP_RECORD_TYPES = _STREAMS_GROUP_ONLY_KEYS | _STREAMS_MEMBER_KEYS
+
+# (subtopology id, partitions)
+TaskList = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupKey:
+    record_type: int
+    group: str
+    member_id: str | None = None  # for the member record types
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    topology_epoch: int
+    process_id: str
+    user_endpoint: tuple[str, int] | None
+    client_tags: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsTasks:
+    active: TaskList = ()
+    standby: TaskList = ()
+    warmup: TaskList = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: StreamsTasks
+    pending_revocation: StreamsTasks
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsTopicInfo:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsSubtopology:
+    subtopology_id: str
+    source_topics: tuple[str, ...]
+    source_topic_regex: tuple[str, ...]
+    state_changelog_topics: tuple[StreamsTopicInfo, ...]
+    repartition_sink_topics: tuple[str, ...]
+    repartition_source_topics: tuple[StreamsTopicInfo, ...]
+    # each group: indexes into source_topics, source_topic_regex, repartition_source_topics
+    copartition_groups: tuple[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]
+
+
+def encode_streams_group_key(record_type: int, group: str, member_id: str | None = None,
+                             ) -> bytes:
+    if record_type not in STREAMS_GROUP_RECORD_TYPES:
+        raise ValueError(f"not a streams-group record type: {record_type}")
+    if (record_type in _STREAMS_MEMBER_KEYS) != (member_id is not None):
+        raise ValueError(f"record type {record_type}: member id {member_id!r}")
+    w = _Writer()
+    w.int16(record_type)
+    w.string(group)
+    if member_id is not None:
+        w.string(member_id)
+    return bytes(w.out)
+
+
+def decode_streams_group_key(buf: bytes) -> StreamsGroupKey | None:
+    """The key of a KIP-1071 streams-group record, or None for any other record type."""
+    r = _Reader(bytes(buf))
+    record_type = r.int16()
+    if record_type not in STREAMS_GROUP_RECORD_TYPES:
+        return None
+    group = r.str_()
+    member_id = r.str_() if record_type in _STREAMS_MEMBER_KEYS else None
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after key")
+    return StreamsGroupKey(record_type, group, member_id)
+
+
+def encode_streams_group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
+    return encode_share_group_metadata_value(epoch, metadata_hash)  # the same layout
+
+
+def decode_streams_group_metadata_value(buf: bytes) -> int:
+    r = _value_reader(buf, "StreamsGroupMetadataValue")
+    epoch = r.int32()
+    r.int64()  # MetadataHash
+    _done(r, "StreamsGroupMetadataValue")
+    return epoch
+
+
+def _write_strings(w: _Writer, items: tuple[str, ...]) -> None:
+    w.array_len(len(items))
+    for s in items:
+        w.string(s)
+
+
+def _read_strings(r: _Reader) -> tuple[str, ...]:
+    return tuple(r.str_() for _ in range(r.array_len()))
+
+
+def _write_pairs(w: _Writer, pairs: tuple[tuple[str, str], ...]) -> None:
+    w.array_len(len(pairs))
+    for k, v in pairs:
+        w.string(k)
+        w.string(v)
+        w.tags()
+
+
+def _read_pairs(r: _Reader) -> tuple[tuple[str, str], ...]:
+    out = []
+    for _ in range(r.array_len()):
+        k, v = r.str_(), r.str_()
+        r.skip_tags()
+        out.append((k, v))
+    return tuple(out)
+
+
+def encode_streams_group_member_metadata_value(v: StreamsGroupMemberMetadataValue) -> bytes:
+    w = _value_writer()
+    w.string(v.instance_id)
+    w.string(v.rack_id)
+    w.string(v.client_id)
+    w.string(v.client_host)
+    w.int32(v.rebalance_timeout_ms)
+    w.int32(v.topology_epoch)
+    w.string(v.process_id)
+    if v.user_endpoint is None:
+        w.out += b"\xff"  # a null struct
+    else:
+        host, port = v.user_endpoint
+        w.out += b"\x01"
+        w.string(host)
+        w.out += struct.pack(">H", port)
+        w.tags()
+    _write_pairs(w, v.client_tags)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_streams_group_member_metadata_value(buf: bytes) -> StreamsGroupMemberMetadataValue:
+    r = _value_reader(buf, "StreamsGroupMemberMetadataValue")
+    instance_id = r.string(nullable=True)
+    rack_id = r.string(nullable=True)
+    client_id = r.str_()
+    client_host = r.str_()
+    rebalance_timeout = r.int32()
+    topology_epoch = r.int32()
+    process_id = r.str_()
+    present = struct.unpack(">b", r._take(1))[0]
+    endpoint: tuple[str, int] | None = None
+    if present >= 0:
+        host = r.str_()
+        port = int(struct.unpack(">H", r._take(2))[0])
+        r.skip_tags()
+        endpoint = (host, port)
+    tags = _read_pairs(r)
+    _done(r, "StreamsGroupMemberMetadataValue")
+    return StreamsGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host,
+                                           rebalance_timeout, topology_epoch, process_id,
+                                           endpoint, tags)
+
+
+def encode_streams_group_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
+    return encode_consumer_group_metadata_value(assignment_epoch)  # the same layout
+
+
+def decode_streams_group_target_assignment_metadata_value(buf: bytes) -> int:
+    r = _value_reader(buf, "StreamsGroupTargetAssignmentMetadataValue")
+    epoch = r.int32()
+    _done(r, "StreamsGroupTargetAssignmentMetadataValue")
+    return epoch
+
+
+def _write_tasks(w: _Writer, tasks: TaskList) -> None:
+    w.array_len(len(tasks))
+    for subtopology, partitions in tasks:
+        w.string(subtopology)
+        w.array_len(len(partitions))
+        for p in partitions:
+            w.int32(p)
+        w.tags()
+
+
+def _read_tasks(r: _Reader) -> TaskList:
+    out = []
+    for _ in range(r.array_len()):
+        subtopology = r.str_()
+        partitions = tuple(r.int32() for _ in range(r.array_len()))
+        r.skip_tags()
+        out.append((subtopology, partitions))
+    return tuple(out)
+
+
+def encode_streams_group_target_assignment_member_value(t: StreamsTasks) -> bytes:
+    w = _value_writer()
+    for tasks in (t.active, t.standby, t.warmup):
+        _write_tasks(w, tasks)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_streams_group_target_assignment_member_value(buf: bytes) -> StreamsTasks:
+    r = _value_reader(buf, "StreamsGroupTargetAssignmentMemberValue")
+    t = StreamsTasks(_read_tasks(r), _read_tasks(r), _read_tasks(r))
+    _done(r, "StreamsGroupTargetAssignmentMemberValue")
+    return t
+
+
+def encode_streams_group_current_member_assignment_value(
+    v: StreamsGroupCurrentMemberAssignmentValue,
+) -> bytes:
+    w = _value_writer()
+    w.int32(v.member_epoch)
+    w.int32(v.previous_member_epoch)
+    w.out += struct.pack(">b", v.state)
+    for t in (v.assigned, v.pending_revocation):
+        for tasks in (t.active, t.standby, t.warmup):
+            _write_tasks(w, tasks)
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_streams_group_current_member_assignment_value(
+    buf: bytes,
+) -> StreamsGroupCurrentMemberAssignmentValue:
+    r = _value_reader(buf, "StreamsGroupCurrentMemberAssignmentValue")
+    epoch = r.int32()
+    previous = r.int32()
+    state = int(struct.unpack(">b", r._take(1))[0])
+    assigned = StreamsTasks(_read_tasks(r), _read_tasks(r), _read_tasks(r))
+    pending = StreamsTasks(_read_tasks(r), _read_tasks(r), _read_tasks(r))
+    _done(r, "StreamsGroupCurrentMemberAssignmentValue")
+    return StreamsGroupCurrentMemberAssignmentValue(epoch, previous, state, assigned, pending)
+
+
+def _write_topic_infos(w: _Writer, infos: tuple[StreamsTopicInfo, ...]) -> None:
+    w.array_len(len(infos))
+    for t in infos:
+        w.string(t.name)
+        w.int32(t.partitions)
+        w.int16(t.replication_factor)
+        _write_pairs(w, t.configs)
+        w.tags()
+
+
+def _read_topic_infos(r: _Reader) -> tuple[StreamsTopicInfo, ...]:
+    out = []
+    for _ in range(r.array_len()):
+        name = r.str_()
+        partitions = r.int32()
+        rf = r.int16()
+        configs = _read_pairs(r)
+        r.skip_tags()
+        out.append(StreamsTopicInfo(name, partitions, rf, configs))
+    return tuple(out)
+
+
+def _write_int16s(w: _Writer, items: tuple[int, ...]) -> None:
+    w.array_len(len(items))
+    for i in items:
+        w.int16(i)
+
+
+def _read_int16s(r: _Reader) -> tuple[int, ...]:
+    return tuple(r.int16() for _ in range(r.array_len()))
+
+
+def encode_streams_group_topology_value(epoch: int,
+                                        subtopologies: tuple[StreamsSubtopology, ...]) -> bytes:
+    w = _value_writer()
+    w.int32(epoch)
+    w.array_len(len(subtopologies))
+    for s in subtopologies:
+        w.string(s.subtopology_id)
+        _write_strings(w, s.source_topics)
+        _write_strings(w, s.source_topic_regex)
+        _write_topic_infos(w, s.state_changelog_topics)
+        _write_strings(w, s.repartition_sink_topics)
+        _write_topic_infos(w, s.repartition_source_topics)
+        w.array_len(len(s.copartition_groups))
+        for sources, regexes, repartitions in s.copartition_groups:
+            _write_int16s(w, sources)
+            _write_int16s(w, regexes)
+            _write_int16s(w, repartitions)
+            w.tags()
+        w.tags()
+    w.tags()
+    return bytes(w.out)
+
+
+def decode_streams_group_topology_value(buf: bytes,
+                                        ) -> tuple[int, tuple[StreamsSubtopology, ...]]:
+    """(topology epoch, subtopologies)."""
+    r = _value_reader(buf, "StreamsGroupTopologyValue")
+    epoch = r.int32()
+    subtopologies = []
+    for _ in range(r.array_len()):
+        sid = r.str_()
+        sources = _read_strings(r)
+        regexes = _read_strings(r)
+        changelogs = _read_topic_infos(r)
+        sinks = _read_strings(r)
+        repartitions = _read_topic_infos(r)
+        groups = []
+        for _ in range(r.array_len()):
+            group = (_read_int16s(r), _read_int16s(r), _read_int16s(r))
+            r.skip_tags()
+            groups.append(group)
+        r.skip_tags()
+        subtopologies.append(StreamsSubtopology(sid, sources, regexes, changelogs, sinks,
+                                                repartitions, tuple(groups)))
+    _done(r, "StreamsGroupTopologyValue")
+    return epoch, tuple(subtopologies)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -202,6 +202,19 @@ class GroupCoordinatorService:
 
     def loaded(self, partition: int, coord: GroupCoordinator, now_ms: int) -> None:
         coord.finish_loading(now_ms)
+        image = self.node.metadata
+
+        def partitions_of(name: str) -> int | None:
+            t = image.topic(name)
+            return None if t is None else int(t.num_partitions)
+
+        coord.configure_loaded_streams_groups(partitions_of)
+        if coord.share_records and getattr(self.node, "share_groups", None) is None:
+            # share groups were loaded: the share service (made on first use) takes them,
+            # so that ListGroups and DescribeShareGroupOffsets see them before any heartbeat
+            from broker.share.shell import ShareNode, share_service_of
+
+            share_service_of(cast(ShareNode, self.node))
         for producer_id, committed in self._deferred_markers.pop(partition, []):
             coord.complete_txn_offsets(producer_id, committed)
 

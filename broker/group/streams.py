@@ -39,8 +39,15 @@ with a lower topology epoch is told STALE_TOPOLOGY. Internal topics missing from
 metadata are returned by `streams_heartbeat` for the shell to create (as Kafka 4.4's
 coordinator creates them) and the members are told MISSING_INTERNAL_TOPICS until they exist.
 
-Not persisted: a coordinator that moves or restarts starts the group again (members get
-UNKNOWN_MEMBER_ID and rejoin); committed offsets are persisted as for every group.
+Persistence: after every heartbeat, leave, expiry or new target the group's state is
+written to __consumer_offsets as Kafka 4.4's streams-group records (records.py:
+StreamsGroupMetadata, Topology, MemberMetadata, TargetAssignmentMetadata/Member,
+CurrentMemberAssignment), only those whose value changed, tombstones for what is gone, as
+consumer groups do (consumer.py). A coordinator that loads the partition replays them, so
+the group keeps its epochs, topology, members and assignments across a restart or a move;
+session timers start again at load, and the topology is configured against the metadata
+at load (`configure_loaded_streams_groups`), so only topics that changed since move the
+group epoch. Committed offsets are persisted as for every group.
 """
 
 from __future__ import annotations
@@ -52,7 +59,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.group.types import GroupConfig, TopicPartition
+from broker.group import records as rec
+from broker.group.types import GroupConfig, OffsetsRecord, TopicPartition
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -444,6 +452,8 @@ class StreamsGroup:
     # committed offsets, as on ClassicGroup and ConsumerGroup
     offsets: dict[TopicPartition, Any] = field(default_factory=dict)
     pending_commits: dict[TopicPartition, int] = field(default_factory=dict)
+    # the streams-group records last written (or replayed) for this group: key -> value
+    persisted: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def state(self) -> StreamsGroupState:
@@ -483,6 +493,10 @@ class StreamsGroups:
         """Take over the offsets of the empty classic group `g` replaces, if any."""
         raise NotImplementedError
 
+    def _write_group_records(self, records: list[OffsetsRecord],
+                             group: StreamsGroup | None = None) -> None:
+        raise NotImplementedError
+
     def streams_session_timeout_ms(self, group_id: str) -> int:
         return self._group_int(group_id, "streams.session.timeout.ms",
                                self.config.streams_session_timeout_ms)
@@ -502,6 +516,15 @@ class StreamsGroups:
     def streams_heartbeat(self, req: StreamsHeartbeatRequest,
                           partitions_of: Callable[[str], int | None],
                           now_ms: int) -> StreamsHeartbeatResult:
+        result = self._streams_heartbeat(req, partitions_of, now_ms)
+        g = self.streams_groups.get(req.group_id)
+        if g is not None:
+            self._persist_streams(g)
+        return result
+
+    def _streams_heartbeat(self, req: StreamsHeartbeatRequest,
+                           partitions_of: Callable[[str], int | None],
+                           now_ms: int) -> StreamsHeartbeatResult:
         interval = self.streams_heartbeat_interval_ms(req.group_id)
         error = _validate(req)
         if error is not None:
@@ -779,11 +802,104 @@ class StreamsGroups:
 
     def streams_tick(self, now_ms: int) -> None:
         for g in list(self.streams_groups.values()):
+            before = (g.group_epoch, g.assignment_epoch)
             for m in list(g.members.values()):
                 late = m.revocation_deadline is not None and now_ms >= m.revocation_deadline
                 if now_ms >= m.session_deadline or late:
                     self._remove_streams_member(g, m, now_ms)
             self._maybe_assign(g, now_ms)
+            if (g.group_epoch, g.assignment_epoch) != before:
+                self._persist_streams(g)
+
+    # ---- persistence ----------------------------------------------------------------------
+
+    def _persist_streams(self, g: StreamsGroup) -> None:
+        """Write the records of `g` that changed since the last write; tombstone the rest
+        (all of them once the group is dead)."""
+        current = {} if g.dead else streams_group_records(g)
+        gone = sorted((k for k in g.persisted if k not in current), key=_tombstone_order)
+        out = [OffsetsRecord(k, None) for k in gone]
+        out += [OffsetsRecord(k, v) for k, v in current.items() if g.persisted.get(k) != v]
+        if out:
+            g.persisted = current
+            self._write_group_records(out, g)
+
+    def replay_streams_record(self, key: rec.StreamsGroupKey, value: bytes | None,
+                              raw_key: bytes) -> StreamsGroup | None:
+        """Apply one streams-group record while loading. Returns the group it touched."""
+        g = self.streams_groups.get(key.group)
+        t, mid = key.record_type, key.member_id
+        if value is None:
+            if g is None:
+                return None
+            g.persisted.pop(raw_key, None)
+            if t == rec.STREAMS_GROUP_METADATA:
+                g.dead = True
+                del self.streams_groups[key.group]
+            elif t == rec.STREAMS_GROUP_MEMBER_METADATA and mid is not None:
+                g.members.pop(mid, None)
+            elif t == rec.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER and mid is not None:
+                g.target.pop(mid, None)
+            elif t == rec.STREAMS_GROUP_TOPOLOGY:
+                g.topology = None
+            return g
+        if g is None:
+            g = self.streams_groups[key.group] = StreamsGroup(key.group)
+        g.persisted[raw_key] = value
+        if t == rec.STREAMS_GROUP_METADATA:
+            g.group_epoch = rec.decode_streams_group_metadata_value(value)
+        elif t == rec.STREAMS_GROUP_TOPOLOGY:
+            g.topology = _topology_of(*rec.decode_streams_group_topology_value(value))
+        elif t == rec.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA:
+            g.assignment_epoch = rec.decode_streams_group_target_assignment_metadata_value(value)
+        elif t == rec.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER and mid is not None:
+            g.target[mid] = _tasks_of(rec.decode_streams_group_target_assignment_member_value(
+                value))
+        elif mid is not None:
+            m = g.members.get(mid)
+            if m is None:
+                m = g.members[mid] = StreamsMember(mid, "", "", "", -1)
+            if t == rec.STREAMS_GROUP_MEMBER_METADATA:
+                mv = rec.decode_streams_group_member_metadata_value(value)
+                m.instance_id, m.rack_id = mv.instance_id, mv.rack_id
+                m.client_id, m.client_host = mv.client_id, mv.client_host
+                m.rebalance_timeout_ms, m.topology_epoch = (mv.rebalance_timeout_ms,
+                                                            mv.topology_epoch)
+                m.process_id, m.user_endpoint = mv.process_id, mv.user_endpoint
+                m.client_tags = mv.client_tags
+            else:
+                cv = rec.decode_streams_group_current_member_assignment_value(value)
+                m.left_temporarily = cv.member_epoch == STATIC_LEAVE_EPOCH
+                m.member_epoch = cv.previous_member_epoch if m.left_temporarily \
+                    else cv.member_epoch
+                m.previous_member_epoch = -1 if m.left_temporarily \
+                    else cv.previous_member_epoch
+                m.state = _STATE_BY_VALUE.get(cv.state, MemberState.STABLE)
+                m.assigned = _tasks_of(cv.assigned)
+                m.pending_revocation = _tasks_of(cv.pending_revocation)
+        return g
+
+    def finish_loading_streams_groups(self, now_ms: int) -> None:
+        """After the last replayed record: rebuild indexes, start session and revocation
+        timers from now."""
+        for g in self.streams_groups.values():
+            g.static_members = {m.instance_id: mid for mid, m in g.members.items()
+                                if m.instance_id is not None}
+            for m in g.members.values():
+                m.session_deadline = now_ms + self.streams_session_timeout_ms(g.group_id)
+                m.reported_owned = m.assigned
+                m.revocation_deadline = (now_ms + max(m.rebalance_timeout_ms, 0)
+                                         if m.state is MemberState.UNREVOKED_TASKS else None)
+
+    def configure_loaded_streams_groups(self, partitions_of: Callable[[str], int | None],
+                                        ) -> None:
+        """After a load: configure each group's topology against the metadata as its last
+        heartbeat did, so the next heartbeat moves the epoch only if the topics changed."""
+        for g in self.streams_groups.values():
+            if g.topology is not None and g.configured is None:
+                g.partitions_fingerprint = tuple(
+                    (n, partitions_of(n) or -1) for n in topology_topics(g.topology))
+                g.configured = configure(g.topology, partitions_of)
 
     def describe_streams_group(self, group_id: str) -> StreamsGroupDescription | None:
         g = self.streams_groups.get(group_id)
@@ -825,3 +941,90 @@ def _validate(req: StreamsHeartbeatRequest) -> str | None:
         return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
     return None
 
+
+
+# ---- records ---------------------------------------------------------------------------------
+
+_STATE_VALUE = {MemberState.STABLE: 1, MemberState.UNREVOKED_TASKS: 2,
+                MemberState.UNRELEASED_TASKS: 3}  # Kafka's streams MemberState
+_STATE_BY_VALUE = {v: k for k, v in _STATE_VALUE.items()}
+# tombstones in Kafka's order: member records, then the group's, StreamsGroupMetadata last
+_TOMBSTONE_ORDER = {rec.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT: 0,
+                    rec.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER: 1,
+                    rec.STREAMS_GROUP_MEMBER_METADATA: 2,
+                    rec.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA: 3,
+                    rec.STREAMS_GROUP_TOPOLOGY: 4,
+                    rec.STREAMS_GROUP_METADATA: 5}
+
+
+def _tombstone_order(key: bytes) -> tuple[int, bytes]:
+    return _TOMBSTONE_ORDER.get(int.from_bytes(key[:2], "big", signed=True), 0), key
+
+
+def _task_lists(t: Tasks) -> rec.StreamsTasks:
+    return rec.StreamsTasks(grouped(t.active), grouped(t.standby), grouped(t.warmup))
+
+
+def _tasks_of(t: rec.StreamsTasks) -> Tasks:
+    return tasks_of(t.active, t.standby, t.warmup)
+
+
+def _topic_record(t: TopicInfo) -> rec.StreamsTopicInfo:
+    return rec.StreamsTopicInfo(t.name, t.partitions, t.replication_factor, t.configs)
+
+
+def _topic_of(t: rec.StreamsTopicInfo) -> TopicInfo:
+    return TopicInfo(t.name, t.partitions, t.replication_factor, t.configs)
+
+
+def _topology_of(epoch: int, subtopologies: tuple[rec.StreamsSubtopology, ...]) -> Topology:
+    return Topology(epoch, tuple(
+        Subtopology(s.subtopology_id, s.source_topics, s.source_topic_regex,
+                    tuple(_topic_of(t) for t in s.state_changelog_topics),
+                    s.repartition_sink_topics,
+                    tuple(_topic_of(t) for t in s.repartition_source_topics),
+                    tuple((sources, repartitions)
+                          for sources, _regexes, repartitions in s.copartition_groups))
+        for s in subtopologies))
+
+
+def streams_group_records(g: StreamsGroup) -> dict[bytes, bytes]:
+    """Every streams-group record that describes `g` now, key -> value, in Kafka's write
+    order."""
+    gid = g.group_id
+    key = rec.encode_streams_group_key
+    out: dict[bytes, bytes] = {}
+    members = sorted(g.members.values(), key=lambda x: x.member_id)
+    for m in members:
+        out[key(rec.STREAMS_GROUP_MEMBER_METADATA, gid, m.member_id)] = \
+            rec.encode_streams_group_member_metadata_value(rec.StreamsGroupMemberMetadataValue(
+                m.instance_id, m.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                m.topology_epoch, m.process_id, m.user_endpoint, m.client_tags))
+    if g.topology is not None:
+        out[key(rec.STREAMS_GROUP_TOPOLOGY, gid)] = rec.encode_streams_group_topology_value(
+            g.topology.epoch, tuple(
+                rec.StreamsSubtopology(
+                    s.subtopology_id, s.source_topics, s.source_topic_regex,
+                    tuple(_topic_record(t) for t in s.state_changelog_topics),
+                    s.repartition_sink_topics,
+                    tuple(_topic_record(t) for t in s.repartition_source_topics),
+                    tuple((sources, (), repartitions)
+                          for sources, repartitions in s.copartition_groups))
+                for s in g.topology.subtopologies))
+    out[key(rec.STREAMS_GROUP_METADATA, gid)] = \
+        rec.encode_streams_group_metadata_value(g.group_epoch)
+    for member_id, target in sorted(g.target.items()):
+        out[key(rec.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)] = \
+            rec.encode_streams_group_target_assignment_member_value(_task_lists(target))
+    out[key(rec.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, gid)] = \
+        rec.encode_streams_group_target_assignment_metadata_value(g.assignment_epoch)
+    for m in members:
+        epoch, previous = m.member_epoch, m.previous_member_epoch
+        if m.left_temporarily:
+            epoch, previous = STATIC_LEAVE_EPOCH, m.member_epoch
+        out[key(rec.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id)] = \
+            rec.encode_streams_group_current_member_assignment_value(
+                rec.StreamsGroupCurrentMemberAssignmentValue(
+                    epoch, previous, _STATE_VALUE[m.state], _task_lists(m.assigned),
+                    _task_lists(m.pending_revocation)))
+    return out

@@ -12,7 +12,13 @@ is loaded here (first use, or a new leader epoch of the partition), written afte
 acknowledgement before it is answered, and when a share session closes. A restarted broker,
 or a new leader, so goes on where the acknowledged records left off; a share-partition
 without state starts where share.auto.offset.reset says and writes that start at once.
-Membership is still in memory: a restart forgets the members, which join again.
+
+Membership (broker/share/group.py) is persisted as Kafka's share-group records in
+__consumer_offsets, written through the group coordinator of the group's partition after
+every change; when that coordinator loads a partition (broker/group/coordinator.py keeps the
+share-group records it replays), this service takes the partition's groups into its core on
+its next use, and forgets the groups of partitions no longer loaded here. A restarted or new
+coordinator so keeps the groups, their members and epochs and their initialized partitions.
 
 Handlers reach it as `share_service_of(node)`, made at first use.
 """
@@ -40,7 +46,11 @@ from broker.config.resource_configs import (
 )
 from broker.coordinator.services import NodeSettings
 from broker.errors import KafkaError
+from broker.group import records as group_records
+from broker.group.coordinator import GroupCoordinator
+from broker.group.offsets import map_store_error
 from broker.group.shell import GroupNode
+from broker.group.types import OffsetsRecord
 from broker.metadata.features import SHARE_VERSION
 from broker.metadata.records import RESOURCE_GROUP
 from broker.metrics.stats import ShareStats
@@ -152,10 +162,13 @@ class ShareService:
     def __init__(self, node: ShareNode) -> None:
         self.node = node
         cfg = node.config
-        self.groups = ShareGroupCoordinator(ShareGroupSettings(
+        self._groups = ShareGroupCoordinator(ShareGroupSettings(
             session_timeout_ms=node_setting(cfg, "group.share.session.timeout.ms"),
             heartbeat_interval_ms=node_setting(cfg, "group.share.heartbeat.interval.ms"),
             max_size=node_setting(cfg, "group.share.max.size")), self.group_settings)
+        # the group coordinator (by __consumer_offsets partition) whose replayed share-group
+        # records the core holds
+        self._adopted: dict[int, GroupCoordinator] = {}
         self.sessions = ShareSessionCache(node_setting(cfg, "group.share.max.share.sessions"))
         self.partitions: dict[SharePartitionKey, SharePartition] = {}
         # (state epoch, leader epoch of the partition) each share-partition was loaded at
@@ -291,7 +304,79 @@ class ShareService:
     def lock_duration_ms(self, group_id: str) -> int:
         return self.limits(group_id).record_lock_duration_ms
 
-    # ---- membership --------------------------------------------------------------------------
+    # ---- membership and its records -----------------------------------------------------------
+
+    @property
+    def groups(self) -> ShareGroupCoordinator:
+        """The share groups of the __consumer_offsets partitions loaded here."""
+        self._sync_loaded()
+        return self._groups
+
+    def _sync_loaded(self) -> None:
+        """Takes the groups of partitions the group coordinator loaded since the last call
+        into the core, and drops those of partitions it no longer has."""
+        svc = self.node.group_coordinator
+        if svc is None:
+            return
+        loaded = svc.coordinators
+        if all(self._adopted.get(p) is c for p, c in loaded.items()) \
+                and len(self._adopted) == len(loaded):
+            return
+        for p, coord in list(self._adopted.items()):
+            if loaded.get(p) is not coord:
+                del self._adopted[p]
+                self._groups.unload([g for g in self._groups.groups
+                                     if svc.partition_of(g) == p])
+        for p, coord in loaded.items():
+            if self._adopted.get(p) is coord:
+                continue
+            self._groups.unload([g for g in self._groups.groups if svc.partition_of(g) == p])
+            taken, coord.share_records = coord.share_records, {}
+            replayed: set[str] = set()
+            for key, value in taken.items():
+                try:
+                    k = group_records.decode_share_group_key(key)
+                    if k is not None:
+                        self._groups.replay(k, value, key)
+                        replayed.add(k.group)
+                except KafkaError as exc:
+                    log.warning("share_group_record_unreadable", partition=p, error=str(exc))
+            self._groups.finish_loading(replayed, self._topics(), self.now())
+            self._adopted[p] = coord
+            if replayed:
+                log.info("share_groups_loaded", partition=p, groups=len(replayed))
+
+    def _persist(self) -> dict[str, asyncio.Future[ErrorCode]]:
+        """Writes the records of the groups that changed; a future of each write's outcome,
+        by group id."""
+        core = self._groups
+        if not core.dirty:
+            return {}
+        names = {t.topic_id: name for name, t in self.node.metadata.topics_by_name.items()}
+        out: dict[str, asyncio.Future[ErrorCode]] = {}
+        svc = self.node.group_coordinator
+        for gid, records in core.take_records(names).items():
+            if svc is None:
+                continue
+            fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+            out[gid] = fut
+            try:
+                p, coord = svc.coordinator_for(gid)
+            except KafkaError as exc:
+                fut.set_result(exc.error_code)
+                continue
+
+            def done(error: ErrorCode, now: int, gid: str = gid,
+                     records: list[OffsetsRecord] = records,
+                     fut: asyncio.Future[ErrorCode] = fut) -> None:
+                if error is not ErrorCode.none:
+                    log.info("share_group_write_failed", group=gid, error=error.name)
+                    self._groups.write_failed(gid, records)
+                if not fut.done():
+                    fut.set_result(error)
+
+            svc.runtime.dispatch(p, coord, coord.write_share_records(records, done))
+        return out
 
     def _topics(self) -> TopicsView:
         image = self.node.metadata
@@ -324,6 +409,7 @@ class ShareService:
         result, left = self.groups.heartbeat(req, self._topics(), self.now())
         for member_id in left:
             self._member_gone(req.group_id, member_id)
+        self._persist()
         return result
 
     def describe(self, group_id: str) -> tuple[ErrorCode, ShareGroupDescription | None, str | None]:
@@ -358,6 +444,7 @@ class ShareService:
             self.groups.expire(now)
             for mid in before - set(group.members):
                 self._member_gone(gid, mid)
+        self._persist()
 
     def _member_gone(self, group_id: str, member_id: str) -> None:
         session = self.sessions.remove(group_id, member_id)
@@ -818,6 +905,7 @@ class ShareService:
             out.append(AlteredTopic(name, None if t is None else t.topic_id, results))
         if done:
             self.groups.offsets_altered(group_id, done)
+            await self._written(group_id)
         return out
 
     async def delete_offsets(self, group_id: str, topic_names: list[str]
@@ -843,6 +931,7 @@ class ShareService:
             if error is ErrorCode.none:
                 self.groups.offsets_deleted(group_id, [t.topic_id])
             out.append((name, t.topic_id, error, message))
+        await self._written(group_id)
         return out
 
     async def delete_group(self, group_id: str) -> ErrorCode | None:
@@ -860,7 +949,15 @@ class ShareService:
             if error is not ErrorCode.none:
                 return error
         self.groups.delete(group_id)
+        error = await self._written(group_id)
+        if error is not ErrorCode.none:
+            return map_store_error(error, commit=False)
         return ErrorCode.none
+
+    async def _written(self, group_id: str) -> ErrorCode:
+        """Writes what changed and waits for `group_id`'s records to be stored."""
+        fut = self._persist().get(group_id)
+        return ErrorCode.none if fut is None else await fut
 
     async def _delete_state(self, group_id: str, tid: uuid.UUID, name: str | None,
                             partitions: Iterable[int]) -> tuple[ErrorCode, str | None]:

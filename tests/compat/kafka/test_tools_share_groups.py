@@ -297,3 +297,38 @@ def test_dead_letter_queue_as_kafka(pair: BrokerPair, copy: bool) -> None:
         "__dlq.errors.message=Offset rejected by client.",
         "__dlq.errors.message=Offset delivery count exceeded the threshold."], got
     assert got["skiff"] == got["kafka"], got
+
+
+def test_share_group_survives_coordinator_restart(pair: BrokerPair, skiff: SkiffNode) -> None:
+    """The share group's records in __consumer_offsets (issue 34): after the coordinator
+    node stops (SIGTERM) or dies (kill -9) and starts again, kafka-share-groups still lists
+    the group and describes its partitions (start offset, lag 0) as before, and a share
+    consumer of the group goes on after the records it ACCEPTed before."""
+    t, g = f"{P}-restart-topic", f"{P}-restart-group"
+    ok("kafka-topics", B, skiff.bootstrap, "--create", "--topic", t, "--partitions", "2")
+    ok("kafka-configs", B, skiff.bootstrap, "--alter", "--entity-type", "groups",
+       "--entity-name", g, "--add-config", "share.auto.offset.reset=earliest")
+    _produce(skiff.bootstrap, t)
+    assert sorted(_drain(skiff.bootstrap, t, g, 2 * PER_PARTITION)) == \
+        sorted(list(range(PER_PARTITION)) * 2)
+
+    def described() -> list[list[str]]:
+        out = ok("kafka-share-groups", B, skiff.bootstrap, "--describe", "--group", g).stdout
+        return [ln.split() for ln in out.splitlines() if ln.startswith(g)]
+
+    before = described()
+    assert [(row[1], row[2], row[-1]) for row in before] == [(t, "0", "0"), (t, "1", "0")], \
+        before
+    for restart in (skiff.stop, skiff.kill):
+        restart()
+        skiff.start()
+        skiff.wait_ready()
+        assert described() == before
+        listed = ok("kafka-share-groups", B, skiff.bootstrap, "--list").stdout.split()
+        assert g in listed, listed
+    # the records after the restarts, none of those ACCEPTed before them
+    p = Producer({"bootstrap.servers": skiff.bootstrap, "log_level": 3})
+    for part in range(2):
+        p.produce(t, value=b"new", partition=part)
+    assert p.flush(30) == 0
+    assert _drain(skiff.bootstrap, t, g, 2) == [PER_PARTITION] * 2

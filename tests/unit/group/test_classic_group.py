@@ -851,10 +851,13 @@ def test_reload_from_written_records_restores_groups_and_offsets() -> None:
     assert ids[1] not in g.members and g.state is S.PREPARING_REBALANCE
 
 
-def test_replay_ignores_share_group_record_types_and_rejects_corruption() -> None:
+def test_replay_keeps_share_group_records_aside_and_rejects_corruption() -> None:
     c = GroupCoordinator(Driver().config, random.Random(1), START_MS)
-    c.replay(b"\x00\x0a\x00\x01g", b"\x00\x00")  # ShareGroupMetadata: not ours
+    c.replay(b"\x00\x0b\x00\x01g", b"\x00\x00")  # ShareGroupMetadata: the share service's
     assert not c.groups and not c.consumer_groups
+    assert c.share_records == {b"\x00\x0b\x00\x01g": b"\x00\x00"}
+    c.replay(b"\x00\x0b\x00\x01g", None)
+    assert c.share_records == {}
     from broker.errors import KafkaError
     with pytest.raises(KafkaError):
         c.replay(b"\x00\x01\x00", b"")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import uuid
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -172,3 +174,153 @@ def test_group_config_reads_kip848_keys_set_explicitly_on_a_node() -> None:
     with pytest.raises(ValueError, match=r"group\.consumer\.session\.timeout\.ms"):
         load_config(None, {**base, "group.consumer.session.timeout.ms": "soon"}, {},
                     warn=lambda m: None)
+
+
+# ---- KIP-932 share-group records (Kafka 4.4's ShareGroup*Key/Value, version 0) --------------
+
+T1 = uuid.UUID(int=0x1234)
+
+
+def uv(n: int) -> bytes:  # a small unsigned varint (compact lengths here are < 128)
+    assert n < 128
+    return bytes([n])
+
+
+def cs(s: str) -> bytes:  # COMPACT_STRING
+    return uv(len(s.encode()) + 1) + s.encode()
+
+
+def test_share_group_keys_layout() -> None:
+    assert rec.encode_share_group_key(rec.SHARE_GROUP_METADATA, "g") == \
+        struct.pack(">h", 11) + s16("g")
+    assert rec.encode_share_group_key(rec.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", "m") == \
+        struct.pack(">h", 14) + s16("g") + s16("m")
+    for t in rec.SHARE_GROUP_RECORD_TYPES:
+        member = "m" if t in (10, 13, 14) else None
+        key = rec.encode_share_group_key(t, "grp", member)
+        assert rec.decode_share_group_key(key) == rec.ShareGroupKey(t, "grp", member)
+        assert rec.decode_key(key) == rec.UnknownKey(t)
+    assert rec.decode_share_group_key(rec.encode_consumer_group_key(3, "g")) is None
+    with pytest.raises(ValueError):
+        rec.encode_share_group_key(rec.SHARE_GROUP_METADATA, "g", "m")
+    with pytest.raises(ValueError):
+        rec.encode_share_group_key(rec.SHARE_GROUP_MEMBER_METADATA, "g")
+    with pytest.raises(KafkaError, match="trailing"):
+        rec.decode_share_group_key(struct.pack(">h", 11) + s16("g") + b"x")
+
+
+def test_share_group_values_layout() -> None:
+    # ShareGroupMetadataValue: version, Epoch int32, MetadataHash int64, tags
+    assert rec.encode_share_group_metadata_value(5, 9) == \
+        struct.pack(">hiq", 0, 5, 9) + b"\x00"
+    # ShareGroupMemberMetadataValue: RackId (nullable), ClientId, ClientHost, topic names
+    assert rec.encode_share_group_member_metadata_value(
+        rec.ShareGroupMemberMetadataValue(None, "c", "/h", ("t",))) == \
+        struct.pack(">h", 0) + b"\x00" + cs("c") + cs("/h") + uv(2) + cs("t") + b"\x00"
+    # ShareGroupCurrentMemberAssignmentValue: epochs, State int8, [TopicId, [Partitions]]
+    assert rec.encode_share_group_current_member_assignment_value(
+        rec.ShareGroupCurrentMemberAssignmentValue(3, 2, 0, ((T1, (1,)),))) == \
+        struct.pack(">hiib", 0, 3, 2, 0) + uv(2) + T1.bytes + uv(2) + struct.pack(">i", 1) \
+        + b"\x00" + b"\x00"
+    # ShareGroupStatePartitionMetadataValue: Initializing, Initialized, Deleting topics
+    assert rec.encode_share_group_state_partition_metadata_value(
+        rec.ShareGroupStatePartitionMetadataValue((), ((T1, "t", (0, 2)),), ())) == \
+        struct.pack(">h", 0) + uv(1) + uv(2) + T1.bytes + cs("t") + uv(3) \
+        + struct.pack(">ii", 0, 2) + b"\x00" + uv(1) + b"\x00"
+
+
+SHARE_VALUES = [
+    (rec.encode_share_group_metadata_value(7, -1), rec.decode_share_group_metadata_value,
+     (7, -1)),
+    (rec.encode_share_group_member_metadata_value(
+        rec.ShareGroupMemberMetadataValue("r", "c", "/h", ("a", "b"))),
+     rec.decode_share_group_member_metadata_value,
+     rec.ShareGroupMemberMetadataValue("r", "c", "/h", ("a", "b"))),
+    (rec.encode_share_group_target_assignment_metadata_value(4),
+     rec.decode_share_group_target_assignment_metadata_value, 4),
+    (rec.encode_share_group_target_assignment_member_value(((T1, (0, 1)),)),
+     rec.decode_share_group_target_assignment_member_value, ((T1, (0, 1)),)),
+    (rec.encode_share_group_current_member_assignment_value(
+        rec.ShareGroupCurrentMemberAssignmentValue(2, 1, 0, ((T1, (3,)),))),
+     rec.decode_share_group_current_member_assignment_value,
+     rec.ShareGroupCurrentMemberAssignmentValue(2, 1, 0, ((T1, (3,)),))),
+    (rec.encode_share_group_state_partition_metadata_value(
+        rec.ShareGroupStatePartitionMetadataValue(((T1, "x", (1,)),), ((T1, "t", (0,)),),
+                                                  ((T1, "d"),))),
+     rec.decode_share_group_state_partition_metadata_value,
+     rec.ShareGroupStatePartitionMetadataValue(((T1, "x", (1,)),), ((T1, "t", (0,)),),
+                                               ((T1, "d"),))),
+]
+
+
+_TASKS = rec.StreamsTasks((("0", (0, 1)),), (("1", (2,)),), ())
+_TOPOLOGY = (3, (rec.StreamsSubtopology(
+    "0", ("in",), (), (rec.StreamsTopicInfo("app-changelog", 3, -1, (("k", "v"),)),),
+    ("app-rep",), (rec.StreamsTopicInfo("app-rep", 2, 1, ()),), (((0,), (), (0,)),)),))
+_MEMBER = rec.StreamsGroupMemberMetadataValue("i", None, "c", "/h", 30000, 3, "p",
+                                              ("host", 65000), (("k", "v"),))
+STREAMS_VALUES = [
+    (rec.encode_streams_group_metadata_value(7), rec.decode_streams_group_metadata_value, 7),
+    (rec.encode_streams_group_member_metadata_value(_MEMBER),
+     rec.decode_streams_group_member_metadata_value, _MEMBER),
+    (rec.encode_streams_group_member_metadata_value(
+        rec.StreamsGroupMemberMetadataValue(None, "r", "c", "/h", 1, 0, "p", None, ())),
+     rec.decode_streams_group_member_metadata_value,
+     rec.StreamsGroupMemberMetadataValue(None, "r", "c", "/h", 1, 0, "p", None, ())),
+    (rec.encode_streams_group_target_assignment_metadata_value(4),
+     rec.decode_streams_group_target_assignment_metadata_value, 4),
+    (rec.encode_streams_group_target_assignment_member_value(_TASKS),
+     rec.decode_streams_group_target_assignment_member_value, _TASKS),
+    (rec.encode_streams_group_current_member_assignment_value(
+        rec.StreamsGroupCurrentMemberAssignmentValue(5, 4, 2, _TASKS, rec.StreamsTasks())),
+     rec.decode_streams_group_current_member_assignment_value,
+     rec.StreamsGroupCurrentMemberAssignmentValue(5, 4, 2, _TASKS, rec.StreamsTasks())),
+    (rec.encode_streams_group_topology_value(*_TOPOLOGY), rec.decode_streams_group_topology_value,
+     _TOPOLOGY),
+]
+
+
+def test_streams_group_keys() -> None:
+    for t in rec.STREAMS_GROUP_RECORD_TYPES:
+        member = "m" if t in (19, 21, 22) else None
+        key = rec.encode_streams_group_key(t, "grp", member)
+        assert key[:2] == struct.pack(">h", t)
+        assert rec.decode_streams_group_key(key) == rec.StreamsGroupKey(t, "grp", member)
+        assert rec.decode_share_group_key(key) is None
+    with pytest.raises(ValueError):
+        rec.encode_streams_group_key(rec.STREAMS_GROUP_METADATA, "g", "m")
+
+
+def test_streams_member_metadata_endpoint_is_a_nullable_struct() -> None:
+    # ... ProcessId, then -1 for a null UserEndpoint (Kafka 4.4 writes the same 19 bytes)
+    data = rec.encode_streams_group_member_metadata_value(
+        rec.StreamsGroupMemberMetadataValue(None, None, "c", "h", 0, 0, "p", None, ()))
+    assert data[2:] == b"\x00\x00" + cs("c") + cs("h") + bytes(8) + cs("p") + b"\xff\x01\x00"
+
+
+@pytest.mark.parametrize(("data", "decode", "want"), SHARE_VALUES + STREAMS_VALUES)
+def test_share_group_values_round_trip_and_reject_every_cut(
+        data: bytes, decode: Callable[[bytes], object], want: object) -> None:
+    assert decode(data) == want
+    for n in range(len(data)):  # every truncation is a clear error, never a crash
+        with pytest.raises(KafkaError, match="__consumer_offsets record"):
+            decode(data[:n])
+    with pytest.raises(KafkaError, match="trailing"):
+        decode(data + b"\x00")
+    with pytest.raises(KafkaError, match="version 1"):
+        decode(struct.pack(">h", 1) + data[2:])
+
+
+def test_share_group_value_refuses_array_longer_than_the_record() -> None:
+    # AssignedPartitions claiming 1000 topics in a record of a few bytes
+    data = struct.pack(">hiib", 0, 1, 0, 0) + bytes([0xE9, 0x07])
+    with pytest.raises(KafkaError, match="bad array length"):
+        rec.decode_share_group_current_member_assignment_value(data)
+
+
+@given(st.binary(max_size=64))
+def test_group_record_decoders_never_crash_on_garbage(data: bytes) -> None:
+    for decode in (rec.decode_share_group_key, rec.decode_streams_group_key,
+                   *(d for _, d, _ in SHARE_VALUES + STREAMS_VALUES)):
+        with contextlib.suppress(KafkaError):
+            decode(data)

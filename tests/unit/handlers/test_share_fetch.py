@@ -4,6 +4,7 @@ type, with kio requests at Kafka 4.4's versions and every answer encoded at its 
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import uuid
 from dataclasses import replace
@@ -418,3 +419,36 @@ async def test_a_missing_dead_letter_topic_is_created_only_when_the_cluster_allo
     await dlq.drain()
     assert len(created()) == 1 and node.metadata.topic("auto") is None
     assert dlq.written == 1
+
+
+async def test_the_group_moves_with_its_coordinator_partition(node: GroupNode) -> None:
+    """Share-group records in __consumer_offsets: the share service forgets the groups of
+    a partition the group coordinator no longer has, and takes them back, members, epochs
+    and initialized partitions, from the records a new coordinator of it replayed."""
+    enable_share_groups(node)
+    node.add_topic("t", 2)
+    await ready(node)
+    assert (await heartbeat(node, "m1", 0)).member_epoch == 1
+    svc = node.group_coordinator
+    share = node.share_groups
+    assert svc is not None and share is not None
+    p, _ = svc.coordinator_for("g")
+    part = node.replicas.get("__consumer_offsets", p)
+    for _ in range(200):  # the records' write is not waited for by the heartbeat
+        if part.high_watermark >= 5:
+            break
+        await asyncio.sleep(0.01)
+    before = share.groups.groups["g"]
+    svc.coordinators.pop(p)  # moved away
+    assert "g" not in share.groups.groups
+    fresh = svc.new_coordinator(p, 0, svc.runtime.now())  # and back: loaded again
+    svc.replay(p, fresh, part.log, 0, part.high_watermark)
+    svc.loaded(p, fresh, svc.runtime.now())
+    svc.coordinators[p] = fresh
+    after = share.groups.groups["g"]
+    assert (after.group_epoch, after.assignment_epoch, after.initialized) == \
+        (before.group_epoch, before.assignment_epoch, before.initialized)
+    assert {m: (x.member_epoch, x.assignment) for m, x in after.members.items()} == \
+        {m: (x.member_epoch, x.assignment) for m, x in before.members.items()}
+    again = await heartbeat(node, "m1", 1, None)
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 1)

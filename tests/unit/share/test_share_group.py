@@ -1,13 +1,18 @@
-"""Share group membership (broker/share/group.py) and share sessions
-(broker/share/sessions.py), pure."""
+"""Share group membership (broker/share/group.py) with its records in __consumer_offsets, and
+share sessions (broker/share/sessions.py), pure."""
 
 from __future__ import annotations
 
 import uuid
 
+import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.errors import KafkaError
+from broker.group import records as rec
+from broker.group.types import OffsetsRecord
 from broker.share.group import (
+    ShareGroup,
     ShareGroupCoordinator,
     ShareGroupSettings,
     ShareHeartbeatRequest,
@@ -101,3 +106,115 @@ def test_share_session_epochs() -> None:
     full = cache.fetch_update("g", "c", 0, [], [], False)[0]
     assert full is ErrorCode.share_session_limit_reached
     assert cache.fetch_update("g", "a", -1, [], [], False)[0] is ErrorCode.none
+
+
+# ---- records and replay ------------------------------------------------------------------------
+
+NAMES = {T1: "one", T2: "six"}
+
+
+def key_of(r: OffsetsRecord) -> rec.ShareGroupKey:
+    key = rec.decode_share_group_key(r.key)
+    assert key is not None
+    return key
+
+
+def replayed(records: list[OffsetsRecord], now_ms: int = 500) -> ShareGroupCoordinator:
+    """A new coordinator that loaded these records (in log order)."""
+    g = ShareGroupCoordinator(SETTINGS)
+    for r in records:
+        g.replay(key_of(r), r.value, r.key)
+    g.finish_loading({key_of(r).group for r in records}, TOPICS, now_ms)
+    return g
+
+
+def state(group: ShareGroup) -> tuple[object, ...]:
+    return (group.group_epoch, group.assignment_epoch, group.initialized, group.persisted,
+            group.topics_seen,
+            {m.member_id: (m.member_epoch, m.previous_member_epoch, m.subscribed, m.rack_id,
+                           m.client_id, m.client_host, m.assignment)
+             for m in group.members.values()})
+
+
+def test_records_replay_to_the_same_group() -> None:
+    g = ShareGroupCoordinator(SETTINGS)
+    log: list[OffsetsRecord] = []
+    g.heartbeat(ShareHeartbeatRequest("g", "a", 0, "rack1", ("six",), "cli", "/h"), TOPICS, 0)
+    log += g.take_records(NAMES)["g"]
+    g.heartbeat(hb("b", 0, ("one", "six")), TOPICS, 10)
+    g.heartbeat(hb("a", 1, None), TOPICS, 20)
+    log += g.take_records(NAMES)["g"]
+    g.heartbeat(hb("b", 2, None), TOPICS, 30)  # nothing changed: nothing to write
+    assert g.take_records(NAMES) == {}
+    g.offsets_altered("other", {T2: [5]})  # an empty group with altered start offsets
+    log += g.take_records(NAMES)["other"]
+    loaded = replayed(log)
+    assert set(loaded.groups) == {"g", "other"}
+    assert state(loaded.groups["g"]) == state(g.groups["g"])
+    assert state(loaded.groups["other"]) == state(g.groups["other"])
+    assert loaded.initialized_partitions("g") == {T1: (0,), T2: tuple(range(6))}
+    # members get a session from the load on, and their assignment again
+    assert loaded.expire(500 + 999) == []
+    r, _ = loaded.heartbeat(hb("b", 2, None), TOPICS, 600)
+    assert r.error is ErrorCode.none and r.assignment is not None
+
+
+def test_leave_and_delete_write_tombstones_and_replay_forgets() -> None:
+    g = ShareGroupCoordinator(SETTINGS)
+    g.heartbeat(hb("a", 0), TOPICS, 0)
+    g.heartbeat(hb("b", 0), TOPICS, 0)
+    log = g.take_records(NAMES)["g"]
+    g.heartbeat(hb("b", -1), TOPICS, 5)
+    out = g.take_records(NAMES)["g"]
+    member_b = {rec.encode_share_group_key(t, "g", "b") for t in (10, 13, 14)}
+    assert {r.key for r in out if r.value is None} == member_b
+    log += out
+    g.delete("g")
+    out = g.take_records(NAMES)["g"]
+    assert all(r.value is None for r in out)
+    assert [key_of(r).record_type for r in out] == [
+        14, 13, 10, 12, 15, 11]  # members first, ShareGroupMetadata last, as Kafka does
+    assert replayed(log).groups["g"].members.keys() == {"a"}
+    assert replayed(log + out).groups == {}
+
+
+def test_failed_write_is_written_again() -> None:
+    g = ShareGroupCoordinator(SETTINGS)
+    g.heartbeat(hb("a", 0), TOPICS, 0)
+    first = g.take_records(NAMES)["g"]
+    g.write_failed("g", first)
+    assert {r.key: r.value for r in g.take_records(NAMES)["g"]} == \
+        {r.key: r.value for r in first}
+    g.delete("g")
+    tombstones = g.take_records(NAMES)["g"]
+    g.write_failed("g", tombstones)
+    assert g.take_records(NAMES)["g"] == tombstones
+
+
+def test_unload_forgets_without_records() -> None:
+    g = ShareGroupCoordinator(SETTINGS)
+    g.heartbeat(hb("a", 0), TOPICS, 0)
+    g.unload(["g"])
+    assert g.groups == {} and g.take_records(NAMES) == {}
+
+
+def test_replay_refuses_a_corrupt_value() -> None:
+    g = ShareGroupCoordinator(SETTINGS)
+    key = rec.encode_share_group_key(rec.SHARE_GROUP_METADATA, "g")
+    with pytest.raises(KafkaError, match="needs 8 bytes"):
+        g.replay(rec.ShareGroupKey(rec.SHARE_GROUP_METADATA, "g"), b"\x00\x00\x00\x00\x00\x01", key)
+
+
+def test_a_load_keeps_the_assignment_unless_the_topics_changed() -> None:
+    g = ShareGroupCoordinator(SETTINGS)
+    g.heartbeat(hb("a", 0), TOPICS, 0)
+    log = g.take_records(NAMES)["g"]
+    same = replayed(log)
+    assert same.heartbeat(hb("a", 1, None), TOPICS, 600)[0].member_epoch == 1
+    changed = ShareGroupCoordinator(SETTINGS)
+    for r in log:
+        changed.replay(key_of(r), r.value, r.key)
+    grown = {**TOPICS, "one": (T1, 2)}  # a partition added while nobody coordinated
+    changed.finish_loading(["g"], grown, 500)
+    r, _ = changed.heartbeat(hb("a", 1, None), grown, 600)
+    assert (r.member_epoch, r.assignment) == (2, ((T1, (0, 1)),))
