@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -153,8 +153,12 @@ class GroupCoordinatorService:
     def __init__(
         self, node: CoordinatorNode, *, rng: random.Random | None = None,
         tick_interval_s: float = 0.1,
+        share_records_loaded: Callable[[], object] | None = None,
     ) -> None:
+        """`share_records_loaded`: called when a loaded partition held share-group records,
+        which the node's share service takes (broker/share/shell.py)."""
         self.node = node
+        self._share_records_loaded = share_records_loaded
         self.config = GroupConfig.from_node_config(node.config)
         self.rng = rng or random.Random()
         # transaction markers that reached a partition while it was loading (the load may
@@ -209,12 +213,10 @@ class GroupCoordinatorService:
             return None if t is None else int(t.num_partitions)
 
         coord.configure_loaded_streams_groups(partitions_of)
-        if coord.share_records and getattr(self.node, "share_groups", None) is None:
+        if coord.share_records and self._share_records_loaded is not None:
             # share groups were loaded: the share service (made on first use) takes them,
             # so that ListGroups and DescribeShareGroupOffsets see them before any heartbeat
-            from broker.share.shell import ShareNode, share_service_of
-
-            share_service_of(cast(ShareNode, self.node))
+            self._share_records_loaded()
         for producer_id, committed in self._deferred_markers.pop(partition, []):
             coord.complete_txn_offsets(producer_id, committed)
 

@@ -77,6 +77,7 @@ from broker.security.scram import ScramCredential, TokenLookup
 from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
 from broker.share.coordinator_shell import ShareCoordinatorService
+from broker.share.shell import share_service_of
 from broker.txn.shell import TransactionCoordinatorService
 from broker.util.tasks import ServiceTasks, TaskHandle
 
@@ -355,7 +356,8 @@ class Node:
             await self.ready.wait()
             self.replicas.start()
             self.fetchers.start()
-            self.group_coordinator = group_coordinator = GroupCoordinatorService(self)
+            self.group_coordinator = group_coordinator = GroupCoordinatorService(
+                self, share_records_loaded=self._share_service)
             group_coordinator.start()
             # markers reaching __consumer_offsets complete TxnOffsetCommit's pending offsets
             self.replicas.txn_marker_listener = self._txn_marker_written
@@ -395,6 +397,9 @@ class Node:
         if not own:
             return default
         return {**default, **own} if default else own
+
+    def _share_service(self) -> ShareService:
+        return share_service_of(self)
 
     def _txn_marker_written(self, topic: str, partition: int, producer_id: int,
                             committed: bool) -> None:
