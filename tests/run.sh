@@ -96,11 +96,24 @@ ignores=()
 for path in "${CHAOS[@]}" "${SPARK_AND_IMAGES[@]}" "${ALONE[@]}"; do
     ignores+=("--ignore=$path")
 done
+# The image tests/deploy's session fixture builds (the local base image, then
+# deploy/docker/build.sh; ~100 s) is built first in the chaos stream, whose CPU is idle;
+# the fixture then finds every layer cached. A failure here is left to the fixture to report.
+prebuild_image() {
+    CONTAINERS_CONF="$PWD/deploy/docker/containers.conf" .venv/bin/python -c '
+from broker.testing import engine
+if engine.engine_problem() is None:
+    engine.ensure_base_image()
+    engine.build_image(engine.IMAGE)' > "$1" 2>&1 || echo "image prebuild failed (tests/deploy builds again): $(tail -3 "$1")"
+}
 status=0
 "${PYTEST[@]}" -n "${PYTEST_WORKERS:-3}" "${ignores[@]}" tests || status=$?
 stream_log=$(mktemp)
 "${PYTEST[@]}" -n 0 "${SPARK_AND_IMAGES[@]}" > "$stream_log" 2>&1 &
 stream_pid=$!
+prebuild_log=$(mktemp)
+prebuild_image "$prebuild_log"
+rm -f "$prebuild_log"
 chaos=0
 "${PYTEST[@]}" -n 0 "${CHAOS[@]}" || chaos=$?
 spark_and_images=0
