@@ -65,11 +65,20 @@ fi
 # each compiled the sources again, ~0.4 s of CPU per node start (docs/testing.md).
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m compileall -q -j 0 broker raft pipeline tests bench >/dev/null
-.venv/bin/ruff check .
-.venv/bin/mypy broker raft pipeline
 # tests/sim runs fresh seeds from this base on top of its fixed 0-1999 (tests/sim/test_sim.py);
 # the same base replays the run.
 export SIM_SEED_BASE=${SIM_SEED_BASE:-$(( $(date +%s) * 1000 ))}
+# For the whole suite, pytest's assertion rewriting of the test modules (~18 s of CPU, most
+# of a collection) is done once here, beside mypy, and cached for the part-1 workers, which
+# otherwise each did it at the same time.
+collect_pid=""
+if [ "$#" -eq 0 ]; then
+    .venv/bin/python -m pytest -q -p no:cacheprovider --collect-only tests >/dev/null 2>&1 &
+    collect_pid=$!
+fi
+.venv/bin/ruff check .
+.venv/bin/mypy broker raft pipeline
+[ -z "$collect_pid" ] || wait "$collect_pid" || true
 echo "tests/sim fresh seeds: SIM_SEED_BASE=$SIM_SEED_BASE"
 PYTEST=(.venv/bin/python -m pytest -q --dist loadgroup --no-loadscope-reorder --durations=25)
 # With arguments (a directory, a file, -k ...): one pytest run, in this process unless
