@@ -203,11 +203,14 @@ def _stop_reference_nodes_done_with(item: pytest.Item, nextitem: pytest.Item | N
     next_group = _xdist_group(nextitem) if nextitem is not None else ""
     still_needed = {"kafka_ref": next_group.startswith("kafka-ref:"),
                     "kafka_ref_cluster": next_group == KAFKA_REF_CLUSTER_GROUP}
+    manager = item.session._fixturemanager  # type: ignore[attr-defined]
     for name, needed in still_needed.items():
-        if needed or name not in getattr(item, "fixturenames", ()):
+        if needed:
             continue
-        for fixturedef in item._fixtureinfo.name2fixturedefs.get(name, ()):  # type: ignore[attr-defined]
-            fixturedef.finish(item._request)  # type: ignore[attr-defined]
+        # the group's last test need not use the node itself (a module's last test may not)
+        for fixturedef in manager.getfixturedefs(name, item) or ():
+            if fixturedef.cached_result is not None:
+                fixturedef.finish(item._request)  # type: ignore[attr-defined]
 
 
 def _xdist_group(item: pytest.Item) -> str:

@@ -46,6 +46,10 @@ from tests.support.kafka_ref import KafkaNode, run_program
 
 pytestmark = [
     pytest.mark.timeout(600),
+    # the cases' results come through request.getfixturevalue("results"), which runs them
+    # on the reference too: declared, so tests/conftest.py runs this file among the other
+    # kafka_ref users, whose node its worker then keeps rather than starts again
+    pytest.mark.usefixtures("kafka_ref"),
     pytest.mark.skipif(not have_openssl(), reason="openssl not installed (tests/run.sh checks)"),
 ]
 
