@@ -583,9 +583,15 @@ def encode_consumer_group_target_assignment_member_value(items: TopicAssignment)
 
 
 def decode_consumer_group_target_assignment_member_value(buf: bytes) -> TopicAssignment:
-    r = _value_reader(buf, "ConsumerGroupTargetAssignmentMemberValue")
+    return _decode_topic_assignment(buf, "ConsumerGroupTargetAssignmentMemberValue")
+
+
+def _decode_topic_assignment(buf: bytes, name: str) -> TopicAssignment:
+    """A value that is one array of topic partitions (consumer and share groups' target
+    assignment member records); `name` is the record named in a corrupt-record error."""
+    r = _value_reader(buf, name)
     items = _read_topic_partitions(r)
-    _done(r, "ConsumerGroupTargetAssignmentMemberValue")
+    _done(r, name)
     return items
 
 
@@ -760,10 +766,7 @@ def encode_share_group_target_assignment_member_value(items: TopicAssignment) ->
 
 
 def decode_share_group_target_assignment_member_value(buf: bytes) -> TopicAssignment:
-    r = _value_reader(buf, "ShareGroupTargetAssignmentMemberValue")
-    items = _read_topic_partitions(r)
-    _done(r, "ShareGroupTargetAssignmentMemberValue")
-    return items
+    return _decode_topic_assignment(buf, "ShareGroupTargetAssignmentMemberValue")
 
 
 def encode_share_group_current_member_assignment_value(
