@@ -24,7 +24,9 @@ async function main() {
     logLevel: logLevel.NOTHING,
     connectionTimeout: 5000,
     requestTimeout: 20000,
-    retry: { retries: 10, initialRetryTime: 100, maxRetryTime: 2000 },
+    // ~60 s of retries: a node restarting on a CPU-bound CI machine took longer than the
+    // ~20 s that 10 gave, and the members then restarted and rejoined (CI run 19)
+    retry: { retries: 30, initialRetryTime: 100, maxRetryTime: 2000 },
   })
   const consumer = kafka.consumer({
     groupId: cfg.group,
