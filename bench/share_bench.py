@@ -1,10 +1,10 @@
 """Share-group consume throughput, Skiff against Apache Kafka 4.4 in one run (issue 34), by hand.
 
 Both brokers are started as bench/vs_kafka.py starts them (one combined KRaft node each, the
-same settings where they share a key); Skiff's share.version is upgraded to 1 with Kafka's
-kafka-features tool (a dev node is formatted at 4.1, where share groups are off; Kafka 4.4
-has them on). For each partition count a topic gets `--records` records of `--size` bytes
-(librdkafka, bench/perf.py's producer); then, for each consumer count, a fresh share group
+same settings where they share a key); both start with share groups on (formatted at 4.4;
+a node formatted before 4.2 would get share.version 1 from Kafka's kafka-features tool).
+For each partition count a topic gets `--records` records of `--size` bytes (librdkafka,
+bench/perf.py's producer); then, for each consumer count, a fresh share group
 (share.auto.offset.reset=earliest) reads them all with Kafka's own
 kafka-share-consumer-perf-test (ShareConsumerPerformance, `--threads` consumers in one JVM,
 implicit acknowledgement, no work per record). Two figures per row:

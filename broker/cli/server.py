@@ -71,6 +71,9 @@ def add_parsers(sub: Any) -> None:
     dev.add_argument("--metrics-port", type=int, default=9095,
                      help="Prometheus metrics port (9095; 0: off)")
     dev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    dev.add_argument("--release-version", metavar="VERSION", default=None,
+                     help="the metadata.version the first start formats at, as `storage "
+                          "format --release-version` (default the latest, 4.4)")
     dev.set_defaults(handler=run_dev)
 
 
@@ -166,7 +169,12 @@ def run_dev(args: argparse.Namespace) -> int:
         cfg = load_config(None, overrides, os.environ, warn=_warn_later)
         if not any(d.is_dir() and read_meta_properties(d) is not None
                    for d in cfg.all_directories()):
-            format_storage(cfg, random_kafka_uuid(), ignore_formatted=True)
+            format_storage(cfg, random_kafka_uuid(), ignore_formatted=True,
+                           release_version=args.release_version)
+        elif args.release_version is not None:
+            raise StorageError(
+                f"{data} is already formatted: --release-version applies to the first start "
+                "only (change levels with `skiff features upgrade`)")
     except (ConfigError, StorageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

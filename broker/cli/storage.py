@@ -29,8 +29,8 @@ def add_parser(sub: Any) -> None:
                    help="a SCRAM credential for the bootstrap metadata, as kafka-storage.sh: "
                         "'SCRAM-SHA-512=[name=alice,password=alice-secret]'")
     f.add_argument("--release-version", "-r", metavar="VERSION",
-                   help="the metadata.version to start with, as a release (3.9, 4.0, 4.1) or "
-                        "a level name (4.0-IV1); default the latest (4.1)")
+                   help="the metadata.version to start with, as a release (3.9 ... 4.4) or "
+                        "a level name (4.0-IV1); default the latest (4.4)")
     f.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
                    help="a finalized feature level other than the release's default, e.g. "
                         "transaction.version=1 (repeatable)")

@@ -78,10 +78,9 @@ RELEASES: Mapping[str, int] = {"3.9": MV_3_9_IV0, "4.0": MV_4_0_IV3, "4.1": MV_4
                                "4.2": MV_4_2_IV1, "4.3": MV_4_3_IV0, "4.4": MV_4_4_IV2}
 MINIMUM_METADATA_VERSION = MV_3_9_IV0
 LATEST_METADATA_VERSION = MV_4_4_IV2  # the highest level a node supports (Kafka 4.4's)
-# What `storage format` picks without --release-version: Skiff's default stays 4.1 (Kafka
-# 4.4 formats at 4.4-IV2); the levels above it turn on CIDR ACL hosts (4.4-IV1) and
-# cordoned log directories (4.3-IV0).
-LATEST_RELEASE = "4.1"
+# What `storage format` picks without --release-version, as Kafka 4.4's kafka-storage.sh:
+# 4.4-IV2, so a new cluster starts with share.version 2 and streams.version 1.
+LATEST_RELEASE = "4.4"
 
 
 @dataclass(frozen=True)

@@ -51,9 +51,13 @@ class SkiffNode:
 
     def __init__(self, data_dir: Path, port: int | None = None,
                  controller_port: int | None = None,
-                 config_env: dict[str, str] | None = None) -> None:
-        """`config_env`: broker configs as SKIFF_<KEY> environment variables."""
+                 config_env: dict[str, str] | None = None,
+                 release_version: str | None = None) -> None:
+        """`config_env`: broker configs as SKIFF_<KEY> environment variables;
+        `release_version`: the metadata.version the first start formats at (default the
+        latest)."""
         self.data_dir = Path(data_dir)
+        self.release_version = release_version
         self.config_env = dict(config_env or {})
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port if port is not None else free_port()
@@ -91,7 +95,9 @@ class SkiffNode:
                 "--port", str(self.port),
                 "--controller-port", str(self.controller_port),
                 "--admin-port", str(self.admin_port),
-                "--metrics-port", str(self.metrics_port)]
+                "--metrics-port", str(self.metrics_port),
+                *(["--release-version", self.release_version]
+                  if self.release_version is not None and self.starts == 0 else [])]
 
     def start(self) -> None:
         if self.running:

@@ -84,7 +84,7 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_JAAS,
         "authorizer.class.name": STANDARD,
         "super.users": "User:admin;User:node",
-    })
+    }, release_version="4.1")  # below 4.4-IV1, for the CIDR gate
     original = cluster_module._describe_quorum_leader
     cluster_module._describe_quorum_leader = _describe_quorum_as_node  # type: ignore[assignment]
     try:
@@ -324,11 +324,11 @@ def test_create_acls_needs_alter_on_the_cluster(acl_node: str) -> None:
 
 
 def test_cidr_host_patterns_with_kafka_acls(acl_cluster: Cluster, tmp_path: Any) -> None:
-    """KIP-1276 with Kafka 4.4's kafka-acls and kafka-features: at the default
-    metadata.version (4.1-IV1) a CIDR host is refused with Kafka's UNSUPPORTED_VERSION
-    message; after `kafka-features upgrade --metadata 4.4-IV1` an invalid block is refused
-    with Kafka's INVALID_REQUEST message, and mallory, writing from 127.0.0.1, may write
-    where 127.0.0.0/8 is allowed and not where 10.0.0.0/8 is."""
+    """KIP-1276 with Kafka 4.4's kafka-acls and kafka-features: at metadata.version
+    4.1-IV1 (this module's cluster is formatted at 4.1) a CIDR host is refused with Kafka's
+    UNSUPPORTED_VERSION message; after `kafka-features upgrade --metadata 4.4-IV1` an
+    invalid block is refused with Kafka's INVALID_REQUEST message, and mallory, writing
+    from 127.0.0.1, may write where 127.0.0.0/8 is allowed and not where 10.0.0.0/8 is."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from tests.support.kafka_ref import tool

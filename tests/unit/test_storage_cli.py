@@ -153,7 +153,7 @@ def test_bootstrap_records_round_trip(tmp_path: Path):
     # the latest release's levels, metadata.version first (as Kafka's bootstrap.checkpoint)
     assert [(r.feature_level.name, r.feature_level.feature_level) for r in recs] == [
         ("metadata.version", METADATA_VERSION), ("group.version", 1),
-        ("transaction.version", 2)]
+        ("share.version", 2), ("streams.version", 1), ("transaction.version", 2)]
     # a missing file gives the defaults, a corrupt one an error
     assert read_bootstrap(tmp_path / "nowhere") == recs
     (cfg.metadata_log_dir / BOOTSTRAP_CHECKPOINT).write_bytes(b"\x00\x00\x00\x05junk")

@@ -34,20 +34,19 @@ NOT_SCRIPTED: dict[str, str] = {
     "remove_raft_voter": "not scripted: as add_raft_voter (kafka-metadata-quorum "
                          "remove-controller in test_tools_quorum_voters.py and "
                          "test_tools_quorum.py)",
-    **{name: "not scripted per version: share groups need share.version 1, which the "
-             "shared skiff_node (formatted at 4.1) does not finalize; "
+    **{name: "not scripted per version: a share consumer's requests depend on each other "
+             "(member ids, epochs, acquired offsets); "
              "test_differential.py::test_share_group_sequence sends it in a scripted share "
              "consumer's life against a share-enabled Skiff node of its own and Kafka 4.4"
        for name in ("share_group_heartbeat", "share_group_describe", "share_fetch",
                     "share_acknowledge")},
-    **{name: "not scripted per version: streams groups need streams.version 1, which the "
-             "shared skiff_node (formatted at 4.1) does not finalize; "
+    **{name: "not scripted per version: a streams member's requests depend on each other "
+             "(member ids, epochs, topology); "
              "tests/compat/kafka/test_streams_groups.py runs Kafka Streams 4.4 with "
              "group.protocol=streams and kafka-streams-groups --describe against a Skiff "
              "cluster formatted at 4.4 and Kafka 4.4"
        for name in ("streams_group_heartbeat", "streams_group_describe")},
-    **{name: "not scripted yet (issue 34): share groups need share.version 1, which the "
-             "shared skiff_node (formatted at 4.1) does not finalize; "
+    **{name: "not scripted per version: they need a share group with offsets; "
              "tests/compat/kafka/test_tools_share_groups.py runs kafka-share-groups "
              "(--describe, --reset-offsets, --delete-offsets) against Kafka 4.4 and Skiff"
        for name in ("describe_share_group_offsets", "alter_share_group_offsets",
@@ -97,20 +96,10 @@ _API_VERSIONS: list[Accepted] = [
                "ClientTelemetry metrics reporter configured") for k in (71, 72)],
     Accepted("api_versions", "supported_features[name=metadata.version].*",
              "Skiff's metadata.version range is 3.9-IV0..4.4-IV2 (21-33), Kafka 4.4's 7-33"),
-    Accepted("api_versions", "finalized_features[name=metadata.version].*",
-             "a new Skiff cluster finalizes its default metadata.version (27, 4.1-IV1), "
-             "Kafka 4.4 its newest (33)"),
     *[Accepted("api_versions", f"{part}[name={f}] (missing in Skiff)",
                f"{f}: a feature Skiff does not implement (eligible leader replicas)")
       for part in ("supported_features", "finalized_features")
       for f in ("eligible.leader.replicas.version",)],
-    Accepted("api_versions", "finalized_features[name=streams.version] (missing in Skiff)",
-             "a new Skiff cluster is at metadata.version 4.1-IV1, where streams.version starts "
-             "at 0 (Kafka bootstraps 1 from 4.2-IV1, as Skiff does when formatted at 4.2 or "
-             "later); Kafka 4.4 finalizes 1"),
-    Accepted("api_versions", "finalized_features[name=share.version] (missing in Skiff)",
-             "a new Skiff cluster is at metadata.version 4.1-IV1, where share.version starts "
-             "at 0 (Kafka bootstraps 1 from 4.2-IV0); Kafka 4.4 finalizes its newest, 2"),
     Accepted("api_versions", "finalized_features[name=kraft.version] (missing in Skiff)",
              "skiff dev starts a static quorum (controller.quorum.voters, kraft.version 0, "
              "which is not listed); the reference is formatted --standalone (kraft.version 1)"),

@@ -43,9 +43,9 @@ DIFFERENCES: dict[str, str] = {
         "and consumer.assignment.interval.ms configs, for features Skiff does not have"),
     # Features and the quorum
     "describeFeatures": (
-        "Skiff's default release (4.1) finalizes group.version and transaction.version only: "
-        "no eligible.leader.replicas.version (KIP-966, not implemented), share.version "
-        "(KIP-932) and streams.version (KIP-1071) at 0 (Kafka bootstraps them from 4.2); "
+        "Skiff, formatted at 4.4 as Kafka 4.4, finalizes the same levels except "
+        "eligible.leader.replicas.version (KIP-966, not implemented) and supports "
+        "metadata.version from 3.9-IV0 (Kafka from 3.3-IV3); "
         "kraft.version is 0 (a static voter set) where Kafka's `format --standalone` makes 1"),
     "describeMetadataQuorum": (
         "Skiff's quorum is a static voter set (kraft.version 0): no voter directory ids and "
@@ -56,13 +56,6 @@ DIFFERENCES: dict[str, str] = {
         "instance id; Kafka advertises GetTelemetrySubscriptions only when a ClientTelemetry "
         "metrics reporter is configured, and the client's instance id is null without one"),
     # Not served
-    "describeShareGroups": NOT_SERVED.format(api="ShareGroupDescribe, KIP-932"),
-    "describeStreamsGroups": (
-        "the session's Skiff node is formatted at 4.1 (Skiff's default), where streams.version "
-        "is 0: StreamsGroupDescribe answers UNSUPPORTED_VERSION, as Kafka does without the "
-        "feature, and the client raises UnsupportedVersionException; Kafka 4.4 bootstraps "
-        "streams.version 1 and answers GroupIdNotFoundException for the unknown group "
-        "(test_streams_groups.py describes streams groups on a 4.4-formatted Skiff cluster)"),
     "addRaftVoter": _STATIC_QUORUM.format(api="AddRaftVoter"),
     "removeRaftVoter(unknownVoter)": _STATIC_QUORUM.format(api="RemoveRaftVoter"),
     "unregisterController(unknownId)": NOT_SERVED.format(api="UnregisterController"),

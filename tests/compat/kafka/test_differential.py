@@ -887,16 +887,15 @@ def test_describe_configs_defaults(pair: Pair, scenario: str) -> None:
 @pytest.fixture(scope="module")
 def share_pair(kafka_ref: KafkaNode, tmp_path_factory: pytest.TempPathFactory
                ) -> Iterator[Pair]:
-    """Kafka 4.4 and a Skiff node of this module's own with share.version 1 (the session's
-    skiff_node is formatted at 4.1, where share groups are off, and upgrading it would change
-    what the other scenarios compare)."""
+    """Kafka 4.4 and a Skiff node of this module's own, so that the share scenario's groups
+    and topics do not change what the other scenarios compare."""
     from broker.testing.node import started_node
     from tests.support.kafka_ref import tool
 
     node = started_node(tmp_path_factory.mktemp("diff-share"))
     try:
-        # Kafka 4.4's node starts with share groups on (the upgrade is then refused as a
-        # downgrade); either way each must end with share.version finalized at 1 or more
+        # both start with share.version 2 (formatted at 4.4), so the upgrade is refused as
+        # a downgrade; either way each must end with share.version finalized at 1 or more
         for bootstrap in (kafka_ref.bootstrap, node.bootstrap):
             proc = tool("kafka-features", "--bootstrap-server", bootstrap, "upgrade",
                         "--feature", "share.version=1", timeout=120)

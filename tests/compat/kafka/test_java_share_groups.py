@@ -3,8 +3,10 @@ node (tests/java/src/skiff/compat/share/ShareCases.java).
 
 The module's node runs with 2 s record locks (group.share.record.lock.duration.ms, within a
 lowered group.share.min.record.lock.duration.ms) and a delivery count limit of 3, so lock
-expiry and archiving are seen in seconds. share.version is upgraded to 1 through the Java
-Admin client first (a dev node is formatted at 4.1, where share groups are off).
+expiry and archiving are seen in seconds. The module's node is formatted at 4.1,
+where share groups are off, and share.version is upgraded to 1 through the Java Admin client
+first; the restart cases' nodes are formatted at the default (4.4), where share.version is 2
+from the start, as on Kafka 4.4.
 
 - four consumers on one partition, every record ACCEPTed (implicit acknowledgement): the
   records each gets are disjoint, and together they are every record, once; meanwhile
@@ -75,7 +77,8 @@ SPEEDUP_COUNT = 600
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
     """Every case in one JVM (a JVM start costs seconds of CPU), by case name."""
-    node = _ready(SkiffNode(Path(tmp_path_factory.mktemp("share-node")), config_env=CONFIG))
+    node = _ready(SkiffNode(Path(tmp_path_factory.mktemp("share-node")), config_env=CONFIG,
+                           release_version="4.1"))
     try:
         proc = run_program(
             PROGRAM, node.bootstrap, "enable",
@@ -216,7 +219,7 @@ def test_accepted_records_survive_a_restart(tmp_path: Path, sig: signal.Signals)
     try:
         topic = unique_topic("share-restart")
         group = f"share-restart-{sig.name.lower()}"
-        proc = run_program(PROGRAM, node.bootstrap, "enable",
+        proc = run_program(PROGRAM, node.bootstrap,
                            f"accept:{topic}:{group}:{RESTART_COUNT}:{RESTART_ACCEPT}",
                            timeout=180)
         first = _cases(proc)

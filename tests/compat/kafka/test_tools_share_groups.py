@@ -7,10 +7,10 @@ tool_differences.py (SHARE).
 A share group reads a two-partition topic on each broker: a Java KafkaShareConsumer
 (tests/java/src/skiff/compat/share/ShareCases.java, case "drain") takes and ACCEPTs every
 record, then leaves, so the group is Empty with its share-partition start offsets at the end
-of the log; the group's share.auto.offset.reset is earliest on both. share.version is
-upgraded to 1 on both brokers first (a Skiff dev node is formatted at 4.1, where share
-groups are off). The Kafka node is the session's `kafka_ref`, shared with other modules:
-names carry this module's prefix and listings are filtered to it.
+of the log; the group's share.auto.offset.reset is earliest on both. Both brokers
+start with share.version 2 (formatted at 4.4); the fixture checks that it is finalized.
+The Kafka node is the session's `kafka_ref`, shared with other modules: names carry this
+module's prefix and listings are filtered to it.
 """
 
 from __future__ import annotations

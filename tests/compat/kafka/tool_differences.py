@@ -30,17 +30,17 @@ ADMIN: dict[str, Difference] = {
          (r"^Completed updating config for broker 1\.$", "")),
         same_exit_code=False),
     "features.describe": Difference(
-        "Skiff supports metadata.version 3.9-IV0 .. 4.1-IV1 and the features up to Kafka 4.1 "
-        "(no eligible.leader.replicas.version; share.version 0-1 only; share.version and "
-        "streams.version at level 0 on a new cluster, formatted at 4.1); `skiff dev` "
-        "runs a static quorum (kraft.version 0) where Kafka's standalone format finalizes 1",
-        ((r"^Feature: (eligible\.leader\.replicas|share|streams)\.version .*\n?", ""),
+        "Skiff supports metadata.version from 3.9-IV0 (Kafka from 3.3-IV3) and has no "
+        "eligible.leader.replicas.version (KIP-966); `skiff dev` runs a static quorum "
+        "(kraft.version 0) where Kafka's standalone format finalizes 1. Both are formatted at "
+        "4.4-IV2, so the share.version and streams.version lines are the same",
+        ((r"^Feature: eligible\.leader\.replicas\.version .*\n?", ""),
          (r"^(Feature: (kraft|metadata)\.version) .*$", r"\1 <levels>"),
          (r"Epoch: \d+", "Epoch: <n>"))),
     "features.downgrade.metadata": Difference(
-        "the two brokers finalize different metadata.versions (4.4-IV2 / 4.1-IV1), so the same "
-        "downgrade is refused for different reasons: Kafka because 4.4-IV2 -> 3.9-IV0 drops "
-        "metadata, Skiff because group.version 1 needs 4.0-IV0",
+        "the same downgrade (4.4-IV2 -> 3.9-IV0) is refused for different reasons: Kafka "
+        "because it drops metadata, Skiff because a finalized feature (group.version 1, ...) "
+        "needs a higher metadata.version",
         ((r"The update failed for all features since the following feature had an error: "
           r".*$", "<refused>"),
          (r"Could not downgrade metadata\.version to 21\. .*$",

@@ -103,6 +103,7 @@ def acquired(resp: Any) -> list[tuple[int, int, int]]:
 
 
 async def test_disabled_without_share_version(node: GroupNode) -> None:
+    enable_share_groups(node, 0)
     node.add_topic("t", 1)
     resp = await heartbeat(node, "m1", 0)
     assert resp.error_code is ErrorCode.unsupported_version

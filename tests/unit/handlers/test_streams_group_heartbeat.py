@@ -29,6 +29,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_streams_version_0_refuses(node: GroupNode) -> None:
+    enable_streams(node, 0)
     node.add_topic("input", 3)
     await ready(node)
     r = await heartbeat(node, "a", 0)

@@ -20,8 +20,11 @@ def test_release_versions_map_to_kafka_levels() -> None:
 
 
 def test_bootstrap_levels_per_release() -> None:
-    assert F.bootstrap_levels() == {"metadata.version": 27, "group.version": 1,
+    assert F.bootstrap_levels() == {"metadata.version": 33, "group.version": 1,
+                                    "share.version": 2, "streams.version": 1,
                                     "transaction.version": 2}
+    assert F.bootstrap_levels("4.1") == {"metadata.version": 27, "group.version": 1,
+                                         "transaction.version": 2}
     assert F.bootstrap_levels("3.9") == {"metadata.version": 21}
     assert F.bootstrap_levels("4.0-IV0") == {"metadata.version": 22, "group.version": 1}
     assert F.bootstrap_levels("4.0", {"transaction.version": 0}) == {
@@ -38,7 +41,7 @@ def test_bootstrap_levels_refusals() -> None:
     with pytest.raises(F.FeatureError, match="does not match the voter configuration"):
         F.bootstrap_levels(None, {"kraft.version": 1})
     assert F.bootstrap_levels(None, {"kraft.version": 1}, kraft_version=1)["metadata.version"] \
-        == 27
+        == 33
     with pytest.raises(F.FeatureError, match="--release-version"):
         F.bootstrap_levels("4.0", {"metadata.version": 22})
 
