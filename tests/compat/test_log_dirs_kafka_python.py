@@ -34,7 +34,9 @@ TOPIC = "jbod-kp"
 def jbod_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SkiffNode, Path, Path]]:
     tmp_path = tmp_path_factory.mktemp("jbod")
     a, b = (tmp_path / "node" / "a").resolve(), (tmp_path / "node" / "b").resolve()
-    node = SkiffNode(tmp_path / "node", config_env={"SKIFF_LOG_DIRS": f"{a},{b}"})
+    # formatted at 4.1, below the cordoned-log-dirs gate (4.3-IV0) that a test upgrades past
+    node = SkiffNode(tmp_path / "node", config_env={"SKIFF_LOG_DIRS": f"{a},{b}"},
+                     release_version="4.1")
     node.start()
     try:
         node.wait_ready()
