@@ -16,11 +16,18 @@ acknowledgements, KIP-1222, are taken); the dead-letter queue's
 `errors.deadletterqueue.topic.name` and `errors.deadletterqueue.copy.record.enable`
 (KIP-1191, broker/share/dlq.py); for streams groups (broker/group/streams.py)
 `streams.session.timeout.ms`, `streams.heartbeat.interval.ms`,
-`streams.num.standby.replicas` and `streams.initial.rebalance.delay.ms`. Kafka 4.4 knows a
-few more: `share.assignment.interval.ms`, `share.assignor.offload.enable`, the other
-`streams.*` ones and `consumer.assignment.interval.ms`. Skiff computes assignments at once
-and on the coordinator's own loop, so those are refused with INVALID_CONFIG saying so, and
-not listed.
+`streams.num.standby.replicas`, `streams.initial.rebalance.delay.ms`,
+`streams.task.offset.interval.ms` (at least the node's
+group.streams.min.task.offset.interval.ms), `streams.num.warmup.replicas` (at most
+group.streams.max.warmup.replicas), `streams.acceptable.recovery.lag` (a LONG),
+`streams.assignor.name` (one of the node's group.streams.assignors; unset, the first) and
+`streams.rack.aware.assignment.tags` (a LIST without empty or repeated keys), with Kafka
+4.4's words; as Kafka 4.4 (whose GroupConfig makes them internal), the task offset
+interval, warm-up replicas and recovery lag are described only when the group sets them.
+Kafka 4.4 knows a few more: `share.assignment.interval.ms`, `share.assignor.offload.enable`,
+`streams.assignment.interval.ms`, `streams.assignor.offload.enable` and
+`consumer.assignment.interval.ms`. Skiff computes assignments at once and on the
+coordinator's own loop, so those are refused with INVALID_CONFIG saying so, and not listed.
 
 CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
 (100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,

@@ -16,7 +16,13 @@ Group epoch + 1 when: a member joins, leaves or expires; a member's process, rac
 tags or endpoint changes; the topology is (re)initialised; the partition counts of the
 topology's topics change (a missing internal topic appears). When group epoch > assignment
 epoch (and the first assignment of a group is no longer delayed by
-streams.initial.rebalance.delay.ms), the sticky assignor computes a new target.
+streams.initial.rebalance.delay.ms), the group's assignor (streams.assignor.name among the
+node's group.streams.assignors; Kafka 4.4 ships one, sticky) computes a new target, ranking
+standby candidates by the task offsets members report. As in Kafka 4.4 there are no warm-up
+tasks (its AssignmentRefiner returns the target unchanged, whatever
+streams.num.warmup.replicas says) and streams.rack.aware.assignment.tags moves no standby
+(its sticky assignor does not read them). Heartbeat answers carry the group's
+streams.task.offset.interval.ms and streams.acceptable.recovery.lag.
 
 Member states and every transition (Kafka's streams CurrentAssignmentBuilder):
 
