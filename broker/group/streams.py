@@ -787,9 +787,7 @@ class StreamsGroups:
                                   g.target.get(m.member_id, EMPTY_TASKS).standby,
                                   m.task_offsets)
                    for m in g.members.values()]
-        # no warm-up tasks: Kafka 4.4's AssignmentRefiner, which would add them
-        # (streams.num.warmup.replicas, streams.acceptable.recovery.lag), returns the target
-        # as it is; its sticky assignor does not read streams.rack.aware.assignment.tags
+        # the target is used as the assignor gives it: no warm-up tasks (module docstring)
         assign = TASK_ASSIGNORS[self.streams_assignor_name(g.group_id)]
         g.target = assign(members, tasks, self.streams_num_standby_replicas(g.group_id))
         g.assignment_epoch = g.group_epoch
