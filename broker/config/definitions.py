@@ -41,6 +41,29 @@ def _connection_overrides(key: str, v: Any) -> None:
         raise ConfigError(key, v, f"host:count pairs separated by commas ({e})") from None
 
 
+STREAMS_ASSIGNORS = ("sticky",)  # Kafka 4.4's built-in streams task assignors
+
+
+def _streams_assignors(key: str, v: Any) -> None:
+    if v is None:
+        return
+    if not v:
+        raise ConfigError(key, "", "must not be empty")
+    for name in v:
+        if name not in STREAMS_ASSIGNORS:
+            # Kafka would try it as a class name
+            raise ConfigError(key, name, "Class cannot be found")
+
+
+def _tag_keys(key: str, v: Any) -> None:
+    if v is None:
+        return
+    if any(not t for t in v):
+        raise ConfigError(key, ",".join(v), "values must not be empty")
+    if len(set(v)) != len(v):
+        raise ConfigError(key, ",".join(v), "must not contain duplicate tag keys")
+
+
 # Keys Kafka also reads per listener as listener.name.<listener>.<key> (broker/quotas/
 # connections.py); node_config accepts those forms and parses them as the base key.
 LISTENER_SCOPED_KEYS = frozenset({"max.connections", "max.connection.creation.rate"})
@@ -226,6 +249,16 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
     ConfigDef("group.streams.max.standby.replicas", INT, 2, at_least(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", INT, 3000, at_least(0)),
+    # the broker's task assignors, the first the default (Kafka 4.4 ships one built-in,
+    # sticky; Kafka's custom assignor classes cannot be loaded here)
+    ConfigDef("group.streams.assignors", LI, ["sticky"], _streams_assignors),
+    ConfigDef("group.streams.rack.aware.assignment.tags", LI, [], _tag_keys),
+    # Kafka 4.4 defines these five as internal configs: taken, not described
+    ConfigDef("group.streams.task.offset.interval.ms", INT, 60000, at_least(1)),
+    ConfigDef("group.streams.min.task.offset.interval.ms", INT, 15000, at_least(1)),
+    ConfigDef("group.streams.num.warmup.replicas", INT, 2, at_least(0)),
+    ConfigDef("group.streams.max.warmup.replicas", INT, 20, at_least(0)),
+    ConfigDef("group.streams.acceptable.recovery.lag", L, 10000, at_least(0)),
     # share groups (KIP-932, broker/share): Kafka 4.4's names and defaults
     ConfigDef("group.share.session.timeout.ms", INT, 45000, at_least(1)),
     ConfigDef("group.share.heartbeat.interval.ms", INT, 5000, at_least(1)),

@@ -47,6 +47,11 @@ class ConfigEntry:
 # Keys Kafka 4.4 defines without a default: DescribeConfigs lists no DEFAULT_CONFIG synonym
 # for them (Skiff's definitions give them an "unset" value to parse against).
 NO_KAFKA_DEFAULT = frozenset({"node.id", "process.roles", "controller.listener.names"})
+# keys Kafka 4.4 defines as internal: read from server.properties, never described
+INTERNAL_BROKER_KEYS = frozenset({
+    "group.streams.task.offset.interval.ms", "group.streams.min.task.offset.interval.ms",
+    "group.streams.num.warmup.replicas", "group.streams.max.warmup.replicas",
+    "group.streams.acceptable.recovery.lag"})
 # The config_type Kafka 4.4 reports where Skiff parses the value as another type:
 # listener.security.protocol.map is a STRING in Kafka's ConfigDef (Skiff splits it into a
 # list), log.dir a LIST (Skiff reads one directory).
@@ -169,7 +174,8 @@ def describe_broker_configs(
     dynamic_default: Mapping[str, str] | None = None,
 ) -> list[ConfigEntry]:
     """DescribeConfigs for a BROKER resource (this node)."""
-    wanted = sorted(BROKER_CONFIGS) if names is None else [n for n in names if n in BROKER_CONFIGS]
+    wanted = [n for n in (sorted(BROKER_CONFIGS) if names is None else names)
+              if n in BROKER_CONFIGS and n not in INTERNAL_BROKER_KEYS]
     out: list[ConfigEntry] = []
     for name in wanted:
         d = BROKER_CONFIGS[name]

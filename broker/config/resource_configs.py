@@ -16,11 +16,18 @@ acknowledgements, KIP-1222, are taken); the dead-letter queue's
 `errors.deadletterqueue.topic.name` and `errors.deadletterqueue.copy.record.enable`
 (KIP-1191, broker/share/dlq.py); for streams groups (broker/group/streams.py)
 `streams.session.timeout.ms`, `streams.heartbeat.interval.ms`,
-`streams.num.standby.replicas` and `streams.initial.rebalance.delay.ms`. Kafka 4.4 knows a
-few more: `share.assignment.interval.ms`, `share.assignor.offload.enable`, the other
-`streams.*` ones and `consumer.assignment.interval.ms`. Skiff computes assignments at once
-and on the coordinator's own loop, so those are refused with INVALID_CONFIG saying so, and
-not listed.
+`streams.num.standby.replicas`, `streams.initial.rebalance.delay.ms`,
+`streams.task.offset.interval.ms` (at least the node's
+group.streams.min.task.offset.interval.ms), `streams.num.warmup.replicas` (at most
+group.streams.max.warmup.replicas), `streams.acceptable.recovery.lag` (a LONG),
+`streams.assignor.name` (one of the node's group.streams.assignors; unset, the first) and
+`streams.rack.aware.assignment.tags` (a LIST without empty or repeated keys), with Kafka
+4.4's words; as Kafka 4.4 (whose GroupConfig makes them internal), the task offset
+interval, warm-up replicas and recovery lag are described only when the group sets them.
+Kafka 4.4 knows a few more: `share.assignment.interval.ms`, `share.assignor.offload.enable`,
+`streams.assignment.interval.ms`, `streams.assignor.offload.enable` and
+`consumer.assignment.interval.ms`. Skiff computes assignments at once and on the
+coordinator's own loop, so those are refused with INVALID_CONFIG saying so, and not listed.
 
 CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
 (100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,
@@ -58,8 +65,14 @@ class ResourceConfigError(Exception):
 class GroupConfigDef:
     name: str
     broker_key: str  # the node config it defaults to (Kafka's synonym)
-    min_key: str | None  # None: from 0
+    min_key: str | None  # None: from 0 (or `floor`)
     max_key: str | None  # None: no upper bound
+    # Kafka's GroupConfig ConfigDef lower bound, checked first ("Value must be at least");
+    # None: the bounds give one range message
+    floor: int | None = None
+    type: ConfigType = ConfigType.INT
+    # Kafka 4.4's internal group configs: described only when the group sets them
+    described_when_set: bool = False
 
 
 GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
@@ -88,15 +101,31 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     # streams groups (broker/group/streams.py)
     GroupConfigDef("streams.session.timeout.ms", "group.streams.session.timeout.ms",
                    "group.streams.min.session.timeout.ms",
-                   "group.streams.max.session.timeout.ms"),
+                   "group.streams.max.session.timeout.ms", floor=1),
     GroupConfigDef("streams.heartbeat.interval.ms", "group.streams.heartbeat.interval.ms",
                    "group.streams.min.heartbeat.interval.ms",
-                   "group.streams.max.heartbeat.interval.ms"),
+                   "group.streams.max.heartbeat.interval.ms", floor=1),
     GroupConfigDef("streams.num.standby.replicas", "group.streams.num.standby.replicas",
-                   None, "group.streams.max.standby.replicas"),
+                   None, "group.streams.max.standby.replicas", floor=0),
     GroupConfigDef("streams.initial.rebalance.delay.ms",
-                   "group.streams.initial.rebalance.delay.ms", None, None),
+                   "group.streams.initial.rebalance.delay.ms", None, None, floor=0),
+    GroupConfigDef("streams.task.offset.interval.ms", "group.streams.task.offset.interval.ms",
+                   "group.streams.min.task.offset.interval.ms", None, floor=1,
+                   described_when_set=True),
+    GroupConfigDef("streams.num.warmup.replicas", "group.streams.num.warmup.replicas",
+                   None, "group.streams.max.warmup.replicas", floor=0,
+                   described_when_set=True),
+    GroupConfigDef("streams.acceptable.recovery.lag", "group.streams.acceptable.recovery.lag",
+                   None, None, floor=0, type=ConfigType.LONG, described_when_set=True),
+    # one of the node's group.streams.assignors; unset: the first of them
+    GroupConfigDef("streams.assignor.name", "group.streams.assignors", None, None,
+                   type=ConfigType.STRING),
+    GroupConfigDef("streams.rack.aware.assignment.tags",
+                   "group.streams.rack.aware.assignment.tags", None, None,
+                   type=ConfigType.LIST),
 )}
+STREAMS_ASSIGNOR_NAME = "streams.assignor.name"
+STREAMS_RACK_AWARE_ASSIGNMENT_TAGS = "streams.rack.aware.assignment.tags"
 # share.auto.offset.reset: where a share-partition starts (Kafka's default: latest);
 # Kafka's `by_duration:<ISO-8601 duration>` is not served
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
@@ -196,19 +225,62 @@ def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
         raise ResourceConfigError(ErrorCode.invalid_config, f"Unknown group config name: {name}")
     if value is None:
         return
+    if d.type is ConfigType.STRING:  # streams.assignor.name
+        assignors = list(_node_value(cfg, d.broker_key))
+        if value.strip() not in assignors:
+            raise ResourceConfigError(
+                ErrorCode.invalid_config,
+                f"{name} '{value.strip()}' is not a registered task assignor. Registered "
+                f"assignors are: [{', '.join(assignors)}].")
+        return
+    if d.type is ConfigType.LIST:  # streams.rack.aware.assignment.tags
+        tags = group_list(value)
+        if any(not t for t in tags):
+            raise ResourceConfigError(ErrorCode.invalid_config,
+                                      f"Configuration '{name}' values must not be empty.")
+        if len(set(tags)) != len(tags):
+            raise ResourceConfigError(ErrorCode.invalid_config,
+                                      f"{name} must not contain duplicate tag keys.")
+        return
+    kind, limit = ("LONG", 2**63) if d.type is ConfigType.LONG else ("INT", 2**31)
     try:
         number = int(value.strip())
+        if not -limit <= number < limit:
+            raise ValueError(value)
     except ValueError:
         raise ResourceConfigError(
             ErrorCode.invalid_config,
-            f"Invalid value {value} for configuration {name}: Not a number of type INT"
+            f"Invalid value {value} for configuration {name}: Not a number of type {kind}"
         ) from None
-    low = _node_int(cfg, d.min_key) if d.min_key is not None else 0
-    high = _node_int(cfg, d.max_key) if d.max_key is not None else 2**31 - 1
+    if d.floor is not None and number < d.floor:
+        raise ResourceConfigError(
+            ErrorCode.invalid_config,
+            f"Invalid value {value.strip()} for configuration {name}: Value must be at least "
+            f"{d.floor}")
+    low = _node_int(cfg, d.min_key) if d.min_key is not None else None
+    high = _node_int(cfg, d.max_key) if d.max_key is not None else None
+    if d.floor is not None and (low is None or high is None):
+        # Kafka's validateIntMin / validateIntMax for a one-sided bound
+        if low is not None and number < low:
+            raise ResourceConfigError(ErrorCode.invalid_config,
+                                      f"{name} must be greater than or equal to {low}")
+        if high is not None and number > high:
+            raise ResourceConfigError(ErrorCode.invalid_config,
+                                      f"{name} must be less than or equal to {high}")
+        return
+    low = 0 if low is None else low
+    high = 2**31 - 1 if high is None else high
     if not low <= number <= high:
         raise ResourceConfigError(
             ErrorCode.invalid_config,
             f"{name} must be in the range {low} to {high} inclusive.")
+
+
+def group_list(value: str) -> list[str]:
+    """A LIST group config's items, as Kafka's ConfigDef splits them (trailing empty items
+    kept, so that they are refused)."""
+    text = value.strip()
+    return [] if not text else [t.strip() for t in text.split(",")]
 
 
 def describe_group(cfg: Any, dynamic: Mapping[str, str], names: Sequence[str] | None,
@@ -217,15 +289,23 @@ def describe_group(cfg: Any, dynamic: Mapping[str, str], names: Sequence[str] | 
     for d in GROUP_CONFIGS.values():
         if names is not None and d.name not in names:
             continue
-        default = str(_node_value(cfg, d.broker_key))
-        base = ConfigSynonym(d.broker_key, default, ConfigSource.DEFAULT_CONFIG)
+        if d.described_when_set and d.name not in dynamic:
+            continue
+        node = _node_value(cfg, d.broker_key)
+        if d.type is ConfigType.STRING:  # the assignor: the first of the node's list
+            default, broker_value = str(node[0]), ",".join(node)
+        elif d.type is ConfigType.LIST:
+            default = broker_value = ",".join(node)
+        else:
+            default = broker_value = str(node)
+        base = ConfigSynonym(d.broker_key, broker_value, ConfigSource.DEFAULT_CONFIG)
         if d.name in dynamic:
             value = dynamic[d.name]
             src = ConfigSource(DYNAMIC_GROUP_CONFIG)
             syn: tuple[ConfigSynonym, ...] = (ConfigSynonym(d.name, value, src), base)
         else:
             value, src, syn = default, ConfigSource.DEFAULT_CONFIG, (base,)
-        out.append(ConfigEntry(d.name, value, src, ConfigType.INT,
+        out.append(ConfigEntry(d.name, value, src, d.type,
                                synonyms=syn if include_synonyms else ()))
     for name, default, ctype in (
             *((n, d, ConfigType.STRING) for n, d in _STRING_GROUP_CONFIG_DEFAULTS.items()),
@@ -318,7 +398,8 @@ def describe_client_metrics(dynamic: Mapping[str, str], names: Sequence[str] | N
 
 def config_type(resource_type: int, name: str) -> ConfigType | None:
     if resource_type == RESOURCE_GROUP:
-        return ConfigType.INT if name in GROUP_CONFIGS else None
+        d = GROUP_CONFIGS.get(name)
+        return None if d is None else d.type
     if resource_type == RESOURCE_CLIENT_METRICS:
         t = CLIENT_METRICS_CONFIGS.get(name)
         return None if t is None else t[0]

@@ -173,6 +173,14 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
         raise ConfigError("broker.heartbeat.interval.ms", v["broker.heartbeat.interval.ms"],
                           "less than broker.session.timeout.ms "
                           f"({v['broker.session.timeout.ms']})")
+    # Kafka 4.4's GroupCoordinatorConfig requirements for the streams group settings
+    for key, bound, above in (
+            ("group.streams.task.offset.interval.ms",
+             "group.streams.min.task.offset.interval.ms", True),
+            ("group.streams.num.warmup.replicas", "group.streams.max.warmup.replicas", False)):
+        if (v[key] < v[bound]) if above else (v[key] > v[bound]):
+            raise ConfigError(key, v[key], f"must be {'greater' if above else 'less'} than or "
+                                           f"equal to {bound} ({v[bound]})")
     if v["socket.request.max.bytes"] < v["message.max.bytes"]:
         cfg.warnings.append("socket.request.max.bytes is smaller than message.max.bytes: "
                             "produce requests near the message limit will be refused")

@@ -16,7 +16,13 @@ Group epoch + 1 when: a member joins, leaves or expires; a member's process, rac
 tags or endpoint changes; the topology is (re)initialised; the partition counts of the
 topology's topics change (a missing internal topic appears). When group epoch > assignment
 epoch (and the first assignment of a group is no longer delayed by
-streams.initial.rebalance.delay.ms), the sticky assignor computes a new target.
+streams.initial.rebalance.delay.ms), the group's assignor (streams.assignor.name among the
+node's group.streams.assignors; Kafka 4.4 ships one, sticky) computes a new target, ranking
+standby candidates by the task offsets members report. As in Kafka 4.4 there are no warm-up
+tasks (its AssignmentRefiner returns the target unchanged, whatever
+streams.num.warmup.replicas says) and streams.rack.aware.assignment.tags moves no standby
+(its sticky assignor does not read them). Heartbeat answers carry the group's
+streams.task.offset.interval.ms and streams.acceptable.recovery.lag.
 
 Member states and every transition (Kafka's streams CurrentAssignmentBuilder):
 
@@ -74,10 +80,9 @@ MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 ASSIGNMENT_DELAYED = 5
 
-ACCEPTABLE_RECOVERY_LAG = 10000
-TASK_OFFSET_INTERVAL_MS = 60000
-
 TaskId = tuple[str, int]
+# a task offset a member reports: subtopology, partition, offset (its changelogs' sum)
+TaskOffset = tuple[str, int, int]
 TopicPartitions = tuple[tuple[str, tuple[int, ...]], ...]
 # an endpoint (host, port) with the partitions of its active and of its standby tasks
 EndpointPartitions = tuple[tuple[str, int], TopicPartitions, TopicPartitions]
@@ -297,13 +302,18 @@ class AssignorMember:
     process_id: str
     active: frozenset[TaskId]  # the previous target, for stickiness
     standby: frozenset[TaskId]
+    # the task offsets the member last reported (its local state of each task)
+    task_offsets: Mapping[TaskId, int] = field(default_factory=dict)
 
 
 def sticky_assign(members: list[AssignorMember], tasks: Mapping[str, int],
                   num_standby: int) -> dict[str, Tasks]:
     """Active tasks balanced over members (a member keeps what it had while it stays within
-    its share), then `num_standby` standbys per task on other processes than the active's,
-    kept where they were when possible."""
+    its share), then `num_standby` standbys per task on other processes than the active's.
+    As Kafka 4.4's StickyTaskAssignor ranks a standby's candidates: the task's previous
+    active owner, then its previous standbys, then members that reported an offset for it
+    (the highest first), while the member is within its share of all tasks; then the member
+    with the fewest standbys."""
     if not members:
         return {}
     ids = sorted(m.member_id for m in members)
@@ -332,17 +342,33 @@ def sticky_assign(members: list[AssignorMember], tasks: Mapping[str, int],
         owner[t] = mid
     standby: dict[str, set[TaskId]] = {i: set() for i in ids}
     if num_standby > 0:
+        share = -(-len(all_tasks) * (1 + num_standby) // len(ids))
+
+        def rank(i: str, t: TaskId) -> tuple[int, int]:
+            if len(active[i]) + len(standby[i]) >= share:
+                return 3, 0
+            if prev.get(t) == i:
+                return 0, 0
+            if i in standby_prev[t]:
+                return 1, 0
+            offset = by_id[i].task_offsets.get(t)
+            return (2, -offset) if offset is not None else (3, 0)
+
         for t in all_tasks:
             used = {by_id[owner[t]].process_id}
             for _ in range(num_standby):
                 candidates = [i for i in ids if by_id[i].process_id not in used]
                 if not candidates:
                     break
-                mid = min(candidates, key=lambda i: (i not in standby_prev[t],
-                                                     len(standby[i]), i))
+                mid = min(candidates, key=lambda i: (*rank(i, t), len(standby[i]), i))
                 standby[mid].add(t)
                 used.add(by_id[mid].process_id)
     return {i: Tasks(frozenset(active[i]), frozenset(standby[i])) for i in ids}
+
+
+# Kafka 4.4's built-in task assignors by name (group.streams.assignors, streams.assignor.name)
+TASK_ASSIGNORS: dict[str, Callable[[list[AssignorMember], Mapping[str, int], int],
+                                   dict[str, Tasks]]] = {"sticky": sticky_assign}
 
 
 # ---- requests and results ------------------------------------------------------------------
@@ -365,6 +391,9 @@ class StreamsHeartbeatRequest:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    # None: unchanged since the last heartbeat
+    task_offsets: tuple[TaskOffset, ...] | None = None
+    task_end_offsets: tuple[TaskOffset, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +409,8 @@ class StreamsHeartbeatResult:
     # (host, port), active partitions, standby partitions: (topic, partitions) each
     partitions_by_user_endpoint: tuple[EndpointPartitions, ...] | None = None
     to_create: tuple[TopicInfo, ...] = ()
+    task_offset_interval_ms: int = 0
+    acceptable_recovery_lag: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,6 +463,9 @@ class StreamsMember:
     session_deadline: int = 0
     revocation_deadline: int | None = None
     left_temporarily: bool = False
+    # what the member last reported (kept in memory only, as Kafka's MemberTaskOffsets)
+    task_offsets: dict[TaskId, int] = field(default_factory=dict)
+    task_end_offsets: dict[TaskId, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -513,6 +547,24 @@ class StreamsGroups:
         return self._group_int(group_id, "streams.initial.rebalance.delay.ms",
                                self.config.streams_initial_rebalance_delay_ms)
 
+    def streams_task_offset_interval_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.task.offset.interval.ms",
+                               self.config.streams_task_offset_interval_ms)
+
+    def streams_acceptable_recovery_lag(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.acceptable.recovery.lag",
+                               self.config.streams_acceptable_recovery_lag)
+
+    def streams_assignor_name(self, group_id: str) -> str:
+        """The group's streams.assignor.name when the node has that assignor (Kafka 4.4 falls
+        back to the default, warning, when the node's list no longer has it); else the first
+        of group.streams.assignors."""
+        name = self.group_configs(group_id).get("streams.assignor.name", "").strip()
+        registered = [n for n in self.config.streams_assignors if n in TASK_ASSIGNORS]
+        if name in registered:
+            return name
+        return registered[0] if registered else "sticky"
+
     def streams_heartbeat(self, req: StreamsHeartbeatRequest,
                           partitions_of: Callable[[str], int | None],
                           now_ms: int) -> StreamsHeartbeatResult:
@@ -581,6 +633,10 @@ class StreamsGroups:
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
         if req.shutdown_application:
             g.shutdown_requested = True
+        if req.task_offsets is not None:
+            member.task_offsets = {(sub, p): o for sub, p, o in req.task_offsets}
+        if req.task_end_offsets is not None:
+            member.task_end_offsets = {(sub, p): o for sub, p, o in req.task_end_offsets}
         member.session_deadline = now_ms + self.streams_session_timeout_ms(g.group_id)
         fingerprint = tuple((n, partitions_of(n) or -1) for n in
                             (topology_topics(g.topology) if g.topology else ()))
@@ -620,7 +676,9 @@ class StreamsGroups:
             assignment=member.assigned if send else None,
             endpoint_information_epoch=g.endpoint_information_epoch,
             partitions_by_user_endpoint=endpoints,
-            to_create=configured.to_create if configured is not None else ())
+            to_create=configured.to_create if configured is not None else (),
+            task_offset_interval_ms=self.streams_task_offset_interval_ms(g.group_id),
+            acceptable_recovery_lag=self.streams_acceptable_recovery_lag(g.group_id))
 
     def _streams_member(self, g: StreamsGroup, req: StreamsHeartbeatRequest, now_ms: int,
                         ) -> tuple[StreamsMember | None, ErrorCode, str | None]:
@@ -726,9 +784,12 @@ class StreamsGroups:
         tasks = configured.tasks if configured is not None and configured.ready else {}
         members = [AssignorMember(m.member_id, m.process_id,
                                   g.target.get(m.member_id, EMPTY_TASKS).active,
-                                  g.target.get(m.member_id, EMPTY_TASKS).standby)
+                                  g.target.get(m.member_id, EMPTY_TASKS).standby,
+                                  m.task_offsets)
                    for m in g.members.values()]
-        g.target = sticky_assign(members, tasks, self.streams_num_standby_replicas(g.group_id))
+        # the target is used as the assignor gives it: no warm-up tasks (module docstring)
+        assign = TASK_ASSIGNORS[self.streams_assignor_name(g.group_id)]
+        g.target = assign(members, tasks, self.streams_num_standby_replicas(g.group_id))
         g.assignment_epoch = g.group_epoch
         g.endpoint_information_epoch += 1
         return False
@@ -939,6 +1000,13 @@ def _validate(req: StreamsHeartbeatRequest) -> str | None:
         return "InstanceId can't be null."
     elif req.member_epoch < STATIC_LEAVE_EPOCH:
         return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
+    for offsets in (req.task_offsets, req.task_end_offsets):
+        seen: set[TaskId] = set()
+        for sub, p, _ in offsets or ():
+            if (sub, p) in seen:
+                return (f"Task offsets contain a duplicate entry for subtopology {sub} and "
+                        f"partition {p}.")
+            seen.add((sub, p))
     return None
 
 

@@ -36,6 +36,9 @@ class GroupConfig:
     streams_max_size: int = 2**31 - 1
     streams_num_standby_replicas: int = 0
     streams_initial_rebalance_delay_ms: int = 3000
+    streams_task_offset_interval_ms: int = 60000
+    streams_acceptable_recovery_lag: int = 10000
+    streams_assignors: tuple[str, ...] = ("sticky",)
 
     @classmethod
     def from_node_config(cls, cfg: Any) -> GroupConfig:
@@ -43,6 +46,12 @@ class GroupConfig:
             try:
                 return int(cfg[key])
             except KeyError:  # a partial config (tests) falls back to Kafka's default
+                return default
+
+        def names(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+            try:
+                return tuple(str(x) for x in cfg[key])
+            except KeyError:
                 return default
 
         return cls(
@@ -63,6 +72,9 @@ class GroupConfig:
             streams_num_standby_replicas=get("group.streams.num.standby.replicas", 0),
             streams_initial_rebalance_delay_ms=get("group.streams.initial.rebalance.delay.ms",
                                                    3000),
+            streams_task_offset_interval_ms=get("group.streams.task.offset.interval.ms", 60000),
+            streams_acceptable_recovery_lag=get("group.streams.acceptable.recovery.lag", 10000),
+            streams_assignors=names("group.streams.assignors", ("sticky",)),
         )
 
 

@@ -22,9 +22,7 @@ from broker.errors import KafkaError
 from broker.group.handler_util import client_host
 from broker.group.shell import service_of
 from broker.group.streams import (
-    ACCEPTABLE_RECOVERY_LAG,
     MISSING_INTERNAL_TOPICS,
-    TASK_OFFSET_INTERVAL_MS,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResult,
     Subtopology,
@@ -85,6 +83,12 @@ def _owned(request: Any) -> Any:
     return tasks_of(*(((t.subtopology_id, t.partitions) for t in k or ()) for k in kinds))
 
 
+def _task_offsets(offsets: Any) -> tuple[tuple[str, int, int], ...] | None:
+    if offsets is None:
+        return None
+    return tuple((str(o.subtopology_id), int(o.partition), int(o.offset)) for o in offsets)
+
+
 def request_of(ctx: RequestContext, request: Any) -> StreamsHeartbeatRequest:
     endpoint = request.user_endpoint
     tags = request.client_tags
@@ -99,7 +103,9 @@ def request_of(ctx: RequestContext, request: Any) -> StreamsHeartbeatRequest:
         user_endpoint=None if endpoint is None else (endpoint.host, int(endpoint.port)),
         client_tags=None if tags is None else tuple((t.key, t.value) for t in tags),
         shutdown_application=bool(request.shutdown_application),
-        client_id=ctx.client_id or "", client_host=client_host(ctx))
+        client_id=ctx.client_id or "", client_host=client_host(ctx),
+        task_offsets=_task_offsets(request.task_offsets),
+        task_end_offsets=_task_offsets(request.task_end_offsets))
 
 
 def _create_internal_topics(node: StreamsBroker, topics: tuple[TopicInfo, ...]) -> None:
@@ -192,8 +198,10 @@ async def handle(node: StreamsBroker, ctx: RequestContext, request: Any) -> Any:
         error_message=result.error_message, member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG,
-        task_offset_interval=datetime.timedelta(milliseconds=TASK_OFFSET_INTERVAL_MS),
+        # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 sets only the int64 field of v1+
+        # (result.acceptable_recovery_lag), so v0 answers carry 0
+        acceptable_recovery_lag=0,
+        task_offset_interval=datetime.timedelta(milliseconds=result.task_offset_interval_ms),
         status=None if result.status is None else tuple(
             build(mod.Status, status_code=c, status_detail=d) for c, d in result.status),
         active_tasks=None if a is None else task_ids(a.active),

@@ -220,6 +220,40 @@ def test_bad_values_name_key_value_and_expectation(key, value, expected):
     assert ei.value.key == key
 
 
+def test_streams_group_settings_as_kafka():
+    """Kafka 4.4's group.streams.* assignor, tag, task-offset, warm-up and recovery-lag
+    keys: its defaults, and its checks (the values Kafka's GroupCoordinatorConfig refuses)."""
+    c = cfg()
+    assert c["group.streams.assignors"] == ["sticky"]
+    assert c["group.streams.rack.aware.assignment.tags"] == []
+    assert (c["group.streams.task.offset.interval.ms"],
+            c["group.streams.min.task.offset.interval.ms"]) == (60000, 15000)
+    assert (c["group.streams.num.warmup.replicas"],
+            c["group.streams.max.warmup.replicas"]) == (2, 20)
+    assert c["group.streams.acceptable.recovery.lag"] == 10000
+    c = cfg(group_streams_rack_aware_assignment_tags=" zone , rack ",
+            group_streams_assignors="sticky,sticky")
+    assert c["group.streams.rack.aware.assignment.tags"] == ["zone", "rack"]
+    for changes, key, why in (
+            ({"group_streams_assignors": ""}, "group.streams.assignors", "must not be empty"),
+            ({"group_streams_assignors": "range"}, "group.streams.assignors",
+             "Class cannot be found"),
+            ({"group_streams_rack_aware_assignment_tags": "zone,zone"},
+             "group.streams.rack.aware.assignment.tags", "duplicate tag keys"),
+            ({"group_streams_rack_aware_assignment_tags": "zone,"},
+             "group.streams.rack.aware.assignment.tags", "values must not be empty"),
+            ({"group_streams_acceptable_recovery_lag": "-1"},
+             "group.streams.acceptable.recovery.lag", "at least 0"),
+            ({"group_streams_task_offset_interval_ms": "1000"},
+             "group.streams.task.offset.interval.ms",
+             "greater than or equal to group.streams.min.task.offset.interval.ms"),
+            ({"group_streams_num_warmup_replicas": "30"}, "group.streams.num.warmup.replicas",
+             "less than or equal to group.streams.max.warmup.replicas")):
+        with pytest.raises(ConfigError) as ei:
+            cfg(**changes)
+        assert ei.value.key == key and why in str(ei.value), str(ei.value)
+
+
 def test_values_are_trimmed_and_booleans_case_insensitive():
     c = cfg(num_partitions=" 7 ", auto_create_topics_enable="TRUE")
     assert c["num.partitions"] == 7 and c["auto.create.topics.enable"] is True

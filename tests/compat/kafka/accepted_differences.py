@@ -112,16 +112,13 @@ _BROKER_ONLY_IN_KAFKA = {
     "settings (not implemented; Skiff serves the group.share.* settings its share groups read "
     "and the share.coordinator.* ones its share coordinator reads)": (
         "group.share.*", "share.coordinator.*", "share.fetch.purgatory.purge.interval.requests"),
-    "streams groups: assignors, warm-up replicas, assignment interval, rack-aware tags, "
-    "topology description plugin and recovery lag settings (not implemented; Skiff serves "
-    "the group.streams.* settings its streams groups read)": (
+    "streams groups: assignment interval, assignor offload and topology description plugin "
+    "settings (not implemented; Skiff serves the group.streams.* settings its streams groups "
+    "read)": (
         "group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms",
-        "group.streams.max.assignment.interval.ms", "group.streams.assignors",
-        "group.streams.assignor.offload.enable", "group.streams.rack.aware.assignment.tags",
-        "group.streams.task.offset.interval.ms", "group.streams.min.task.offset.interval.ms",
-        "group.streams.num.warmup.replicas", "group.streams.max.warmup.replicas",
-        "group.streams.topology.description.plugin.class",
-        "group.streams.acceptable.recovery.lag"),
+        "group.streams.max.assignment.interval.ms",
+        "group.streams.assignor.offload.enable",
+        "group.streams.topology.description.plugin.class"),
     "tiered storage (not implemented)": ("remote.*", "log.remote.*", "log.local.retention.*",
                                          "follower.fetch.last.tiered.offset.enable"),
     "SASL mechanisms and login plugins Skiff does not have (GSSAPI/Kerberos, OAUTHBEARER's "
@@ -266,9 +263,8 @@ _GROUP_CONFIGS: list[Accepted] = [
              "share.delivery.count.limit, share.partition.max.record.locks, "
              "share.auto.offset.reset, share.isolation.level, share.renew.acknowledge.enable "
              "and the errors.deadletterqueue.* ones) and streams-group configs "
-             "(streams.session.timeout.ms, streams.heartbeat.interval.ms, "
-             "streams.num.standby.replicas, streams.initial.rebalance.delay.ms), and "
-             "computes a consumer or streams group's assignment at once",
+             "(all but streams.assignment.interval.ms and streams.assignor.offload.enable), "
+             "and computes a consumer or streams group's assignment at once",
              scenario="group and client-metrics configs*")
     for name in ("share.*", "streams.*", "consumer.assignment.interval.ms")]
 

@@ -12,11 +12,14 @@ defaults, 45000 / 5000, allow no group a shorter session than the broker's)."""
 from __future__ import annotations
 
 import base64
+import re
+import subprocess
 import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kio.schema.consumer_group_describe.v1 import request as cgd
@@ -27,8 +30,8 @@ from tests.compat.kafka.tool_differences import RESOURCE_CONFIGS
 from tests.compat.kafka.tools_support import ok
 from tests.conftest import Broker
 from tests.support.differential import KafkaWire, build
-from tests.support.kafka_ref import KafkaNode, run_program
-from tests.support.kafka_tools import BrokerPair
+from tests.support.kafka_ref import TOOL_JVM_OPTS, KafkaNode, java_program_classpath, run_program
+from tests.support.kafka_tools import BrokerPair, Output
 from tests.support.node import SkiffNode
 
 pytestmark = pytest.mark.timeout(600)
@@ -101,6 +104,97 @@ def test_group_configs_as_kafka(pair: BrokerPair) -> None:
               *entity, "--delete-config",
               "consumer.session.timeout.ms,consumer.heartbeat.interval.ms,share.session.timeout.ms,"
               "share.isolation.level")
+
+
+def test_streams_group_configs_as_kafka(pair: BrokerPair) -> None:
+    """Kafka 4.4's other streams.* group configs (issue 34): set, described with their broker
+    synonyms, refused with Kafka's words, deleted, printed alike on both."""
+    group = f"cfg-streams-{RUN}"
+    entity = ["--entity-type", "groups", "--entity-name", group]
+
+    def configs_same(step: str, *args: str) -> Output:
+        return pair.same(step, "kafka-configs", "--bootstrap-server", "{bootstrap}", *args)
+
+    configs_same("groups.streams_alter", "--alter", *entity, "--add-config",
+                 "streams.task.offset.interval.ms=20000,streams.num.warmup.replicas=3,"
+                 "streams.acceptable.recovery.lag=500,streams.assignor.name=sticky,"
+                 "streams.rack.aware.assignment.tags=[zone,rack]")
+    out = configs_same("groups.streams_describe", "--describe", *entity)
+    assert ("streams.task.offset.interval.ms=20000 sensitive=false synonyms={"
+            "DYNAMIC_GROUP_CONFIG:streams.task.offset.interval.ms=20000, DEFAULT_CONFIG:"
+            "group.streams.task.offset.interval.ms=60000}") in out.stdout, out.stdout
+    assert "streams.assignor.name=sticky" in out.stdout, out.stdout
+    # --all: Kafka 4.4 lists the assignor name and the tags, not its internal configs
+    # (task offset interval, warm-up replicas, recovery lag) unless the group sets them
+    wanted = ("streams.assignor.name=", "streams.rack.aware.assignment.tags=",
+              "streams.task.offset.interval.ms=", "streams.num.warmup.replicas=",
+              "streams.acceptable.recovery.lag=")
+    other = f"cfg-streams-unset-{RUN}"
+    for o in pair.run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--describe",
+                      "--entity-type", "groups", "--entity-name", other, "--all"):
+        assert [line.strip() for line in o.stdout.splitlines()
+                if line.strip().startswith(wanted)] == [
+            "streams.assignor.name=sticky sensitive=false synonyms={DEFAULT_CONFIG:"
+            "group.streams.assignors=sticky}",
+            "streams.rack.aware.assignment.tags= sensitive=false synonyms={DEFAULT_CONFIG:"
+            "group.streams.rack.aware.assignment.tags=}"], o.stdout
+    for step, setting in (("groups.streams_unknown_assignor", "streams.assignor.name=range"),
+                          ("groups.streams_offset_interval_below_min",
+                           "streams.task.offset.interval.ms=1000"),
+                          ("groups.streams_warmups_above_max", "streams.num.warmup.replicas=21"),
+                          ("groups.streams_negative_lag", "streams.acceptable.recovery.lag=-1"),
+                          ("groups.streams_repeated_tag",
+                           "streams.rack.aware.assignment.tags=[zone,zone]")):
+        k = configs_same(step, "--alter", *entity, "--add-config", setting)
+        assert k.returncode == 1 and "InvalidConfigurationException" in k.stderr, k.text()
+    configs_same("groups.streams_delete", "--alter", *entity, "--delete-config",
+                 "streams.task.offset.interval.ms,streams.num.warmup.replicas,"
+                 "streams.acceptable.recovery.lag,streams.assignor.name,"
+                 "streams.rack.aware.assignment.tags")
+    configs_same("groups.streams_describe_deleted", "--describe", *entity)
+
+
+def test_a_streams_member_is_told_its_groups_task_offset_interval(
+        node: SkiffNode, tmp_path: Path) -> None:
+    """Kafka Streams 4.4 (group.protocol=streams) logs the group configuration the
+    coordinator's heartbeat answers carry: the group's streams.task.offset.interval.ms."""
+    from confluent_kafka.admin import AdminClient
+
+    from tests.compat.kafka.test_streams_app import PROGRAM, create_topics
+
+    ok("kafka-features", "--bootstrap-server", node.bootstrap, "upgrade", "--feature",
+       "streams.version=1")
+    topic, prefix, app_id = f"tio-in-{RUN}", f"tio-out-{RUN}", f"tio-app-{RUN}"
+    configs(node.bootstrap, "--alter", "--entity-type", "groups", "--entity-name", app_id,
+            "--add-config", "streams.task.offset.interval.ms=20000")
+    create_topics(AdminClient({"bootstrap.servers": node.bootstrap}),
+                  [topic, f"{prefix}-words", f"{prefix}-windows"], 1)
+    log_path = tmp_path / "app.log"
+    with open(log_path, "wb") as log:
+        app = subprocess.Popen(
+            ["java", *TOOL_JVM_OPTS, "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients."
+             "consumer.internals.StreamsGroupHeartbeatRequestManager=info",
+             "-cp", java_program_classpath(), PROGRAM, node.bootstrap, app_id, topic, prefix,
+             str(tmp_path / "state"), "1", "streams"],
+            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            told = re.compile(r"Received Streams group configuration from the group "
+                              r"coordinator: heartbeatIntervalMs=(\d+), "
+                              r"taskOffsetIntervalMs=(\d+)")
+            deadline = time.monotonic() + 60
+            while not (seen := told.findall(log_path.read_text(errors="replace"))):
+                assert app.poll() is None and time.monotonic() < deadline, \
+                    log_path.read_text(errors="replace")[-4000:]
+                time.sleep(0.3)
+            assert seen[0] == ("5000", "20000"), seen
+        finally:
+            assert app.stdin is not None
+            app.stdin.close()
+            try:
+                app.wait(30)
+            except subprocess.TimeoutExpired:
+                app.kill()
+                app.wait(10)
 
 
 def _join(wire: KafkaWire, group: str, topic: str) -> tuple[str, int]:

@@ -81,8 +81,8 @@ _GROUP_CONFIGS_NOT_SERVED = (
     "Skiff serves only some share-group (KIP-932) and streams-group (KIP-1071) configs and "
     "computes a consumer or streams group's assignment at once: of Kafka 4.4's group "
     "configs it lists and takes consumer.session.timeout.ms, consumer.heartbeat.interval.ms, "
-    "eight share.* ones, the two errors.deadletterqueue.* ones and four streams.* ones "
-    "(session timeout, heartbeat interval, standby replicas, initial rebalance delay), and "
+    "eight share.* ones, the two errors.deadletterqueue.* ones and the streams.* ones but "
+    "streams.assignment.interval.ms and streams.assignor.offload.enable, and "
     "refuses the other share.*, streams.* and consumer.assignment.interval.ms ones "
     "(INVALID_CONFIG saying why) rather than store settings nothing reads")
 RESOURCE_CONFIGS: dict[str, Difference] = {

@@ -276,11 +276,37 @@ def test_group_and_client_metrics_configs_are_config_records():
                        "by_duration)"),
     (GROUP("g"), [("streams.session.timeout.ms", AlterConfigOp.SET, "1000")], E.invalid_config,
      "streams.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+    # Kafka 4.4's words (its GroupConfig.validate: ConfigDef floor, then the node's bound)
     (GROUP("g"), [("streams.num.standby.replicas", AlterConfigOp.SET, "3")], E.invalid_config,
-     "streams.num.standby.replicas must be in the range 0 to 2 inclusive."),
-    (GROUP("g"), [("streams.num.warmup.replicas", AlterConfigOp.SET, "1")], E.invalid_config,
-     "Group config streams.num.warmup.replicas is not supported: Skiff's streams groups do "
-     "not serve it"),
+     "streams.num.standby.replicas must be less than or equal to 2"),
+    (GROUP("g"), [("streams.num.standby.replicas", AlterConfigOp.SET, "-1")], E.invalid_config,
+     "Invalid value -1 for configuration streams.num.standby.replicas: Value must be at "
+     "least 0"),
+    (GROUP("g"), [("streams.num.warmup.replicas", AlterConfigOp.SET, "21")], E.invalid_config,
+     "streams.num.warmup.replicas must be less than or equal to 20"),
+    (GROUP("g"), [("streams.task.offset.interval.ms", AlterConfigOp.SET, "14999")],
+     E.invalid_config, "streams.task.offset.interval.ms must be greater than or equal to 15000"),
+    (GROUP("g"), [("streams.task.offset.interval.ms", AlterConfigOp.SET, "0")],
+     E.invalid_config, "Invalid value 0 for configuration streams.task.offset.interval.ms: "
+                       "Value must be at least 1"),
+    (GROUP("g"), [("streams.acceptable.recovery.lag", AlterConfigOp.SET, "-1")],
+     E.invalid_config, "Invalid value -1 for configuration streams.acceptable.recovery.lag: "
+                       "Value must be at least 0"),
+    (GROUP("g"), [("streams.acceptable.recovery.lag", AlterConfigOp.SET, "x")],
+     E.invalid_config, "Invalid value x for configuration streams.acceptable.recovery.lag: "
+                       "Not a number of type LONG"),
+    (GROUP("g"), [("streams.assignor.name", AlterConfigOp.SET, "range")], E.invalid_config,
+     "streams.assignor.name 'range' is not a registered task assignor. Registered assignors "
+     "are: [sticky]."),
+    (GROUP("g"), [("streams.assignor.name", AlterConfigOp.SET, "")], E.invalid_config,
+     "streams.assignor.name '' is not a registered task assignor. Registered assignors "
+     "are: [sticky]."),
+    (GROUP("g"), [("streams.rack.aware.assignment.tags", AlterConfigOp.SET, "zone, zone")],
+     E.invalid_config, "streams.rack.aware.assignment.tags must not contain duplicate tag "
+                       "keys."),
+    (GROUP("g"), [("streams.rack.aware.assignment.tags", AlterConfigOp.SET, "zone,")],
+     E.invalid_config, "Configuration 'streams.rack.aware.assignment.tags' values must not "
+                       "be empty."),
     (GROUP("g"), [("consumer.session.timeout.ms", AlterConfigOp.APPEND, "1")],
      E.invalid_config, "Can't APPEND to key consumer.session.timeout.ms because its type is "
                        "not LIST."),

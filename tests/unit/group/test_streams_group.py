@@ -62,7 +62,10 @@ class Streams:
 
     def hb(self, member: str, epoch: int | None = None, *, process: str | None = None,
            topology: Topology | None = TOPOLOGY, report: bool = True,
-           shutdown: bool = False, instance: str | None = None) -> StreamsHeartbeatResult:
+           shutdown: bool = False, instance: str | None = None,
+           offsets: tuple[tuple[str, int, int], ...] | None = None,
+           end_offsets: tuple[tuple[str, int, int], ...] | None = None,
+           tags: tuple[tuple[str, str], ...] | None = None) -> StreamsHeartbeatResult:
         ep = self.epoch.get(member, 0) if epoch is None else epoch
         joining = ep == 0
         r = self.coord.streams_heartbeat(StreamsHeartbeatRequest(
@@ -72,6 +75,8 @@ class Streams:
             process_id=(process or f"p-{member}") if joining else None,
             owned=self.owned.get(member, Tasks()) if report and not joining else None,
             shutdown_application=shutdown, instance_id=instance,
+            task_offsets=offsets, task_end_offsets=end_offsets,
+            client_tags=tags if joining else None,
         ), lambda n: self.topics.get(n), self.d.now)
         if r.error is E.none and r.member_epoch >= 0:
             self.epoch[member] = r.member_epoch
@@ -363,3 +368,128 @@ def test_static_member_comes_back_to_its_tasks() -> None:
         s.hb("a")
     s.settle("a")
     assert "b2" not in s.group().members and s.active("a") == ALL_TASKS
+
+
+# ---- Kafka 4.4's other streams group configs ------------------------------------------------
+
+
+def test_heartbeat_tells_the_groups_task_offset_interval_and_recovery_lag() -> None:
+    s = Streams()
+    r = s.hb("a")
+    assert (r.task_offset_interval_ms, r.acceptable_recovery_lag) == (60000, 10000)
+    s.coord.group_configs = lambda gid: {"streams.task.offset.interval.ms": "20000",
+                                         "streams.acceptable.recovery.lag": "500"}
+    r = s.hb("a")
+    assert (r.task_offset_interval_ms, r.acceptable_recovery_lag) == (20000, 500)
+
+
+def test_task_offsets_are_kept_until_reported_again_and_checked() -> None:
+    s = Streams()
+    s.hb("a", offsets=(("1", 0, 40), ("1", 1, 7)), end_offsets=(("1", 0, 90),))
+    m = s.group().members["a"]
+    assert (m.task_offsets, m.task_end_offsets) == ({("1", 0): 40, ("1", 1): 7},
+                                                    {("1", 0): 90})
+    s.hb("a")  # null: unchanged
+    assert m.task_offsets == {("1", 0): 40, ("1", 1): 7}
+    s.hb("a", offsets=(("1", 2, 3),))
+    assert (m.task_offsets, m.task_end_offsets) == ({("1", 2): 3}, {("1", 0): 90})
+    r = s.hb("a", offsets=(("1", 2, 3), ("1", 2, 4)))
+    assert (r.error, r.error_message) == (
+        E.invalid_request,
+        "Task offsets contain a duplicate entry for subtopology 1 and partition 2.")
+
+
+T0, T1 = ("0", 0), ("0", 1)
+
+
+def test_standby_ranking_previous_active_then_reported_task_offsets() -> None:
+    """Kafka 4.4's StickyTaskAssignor: a moved task's previous active owner keeps it as
+    standby; otherwise a member that reported offsets for the task (the highest first) is
+    preferred over one without its state."""
+    members = [AssignorMember("a", "pa", frozenset({T0, T1}), frozenset()),
+               AssignorMember("b", "pb", frozenset(), frozenset()),
+               AssignorMember("c", "pc", frozenset(), frozenset(), {T1: 1000, T0: 10})]
+    out = sticky_assign(members, {"0": 2}, 1)
+    assert (out["a"].active, out["b"].active, out["c"].active) == (
+        {T0}, {T1}, frozenset())
+    # T1 moved from a to b: a keeps its state as standby although c reported more
+    assert out["a"].standby == {T1}
+    assert out["c"].standby == {T0} and out["b"].standby == frozenset()
+    for offsets_b, offsets_c, holder in (({T0: 50}, {T0: 900}, "c"), ({T0: 900}, {T0: 50}, "b"),
+                                         ({T0: 0}, {}, "b"), ({}, {}, "b")):
+        out = sticky_assign([AssignorMember("a", "pa", frozenset({T0}), frozenset()),
+                             AssignorMember("b", "pb", frozenset(), frozenset(), offsets_b),
+                             AssignorMember("c", "pc", frozenset(), frozenset(), offsets_c)],
+                            {"0": 1}, 1)
+        assert out[holder].standby == {T0}, (offsets_b, offsets_c)
+
+
+def test_standby_ranking_stops_at_a_members_share() -> None:
+    """A member that reported every task's state takes standbys only within its share of
+    all tasks (active and standby); the rest go to the least loaded."""
+    tasks = [("0", p) for p in range(4)]
+    members = [AssignorMember("a", "pa", frozenset(tasks[:2]), frozenset()),
+               AssignorMember("b", "pb", frozenset(tasks[2:]), frozenset()),
+               AssignorMember("c", "pc", frozenset(), frozenset(), {t: 99 for t in tasks})]
+    out = sticky_assign(members, {"0": 4}, 1)
+    loads = {m: len(t.active) + len(t.standby) for m, t in out.items()}
+    assert max(loads.values()) - min(loads.values()) <= 1, out
+
+
+def test_no_warmup_tasks_as_kafka_4_4() -> None:
+    """Kafka 4.4 takes streams.num.warmup.replicas and streams.acceptable.recovery.lag but
+    its AssignmentRefiner returns the target as is: a member far behind on a task's state
+    gets it as active at once, and nobody gets a warm-up task."""
+    s = Streams()
+    s.coord.group_configs = lambda gid: {"streams.num.warmup.replicas": "2",
+                                         "streams.acceptable.recovery.lag": "0"}
+    s.hb("a")
+    s.settle("a")
+    assert s.active("a") == ALL_TASKS
+    lagging = tuple((sub, p, 0) for sub, p in sorted(ALL_TASKS))
+    s.hb("b", offsets=lagging, end_offsets=tuple((sub, p, 10**6) for sub, p, _ in lagging))
+    s.settle("a", "b")
+    g = s.group()
+    assert len(s.active("b")) == 3 and s.active("a") | s.active("b") == ALL_TASKS
+    assert all(not t.warmup for t in g.target.values())
+    assert all(not m.assigned.warmup for m in g.members.values())
+
+
+def test_rack_aware_tags_do_not_move_standbys_as_kafka_4_4() -> None:
+    """Kafka 4.4's sticky assignor ignores streams.rack.aware.assignment.tags: the same
+    members with and without client tags get the same target."""
+    targets = []
+    for tagged in (False, True):
+        s = Streams()
+        configs = {"streams.num.standby.replicas": "1"}
+        if tagged:
+            configs["streams.rack.aware.assignment.tags"] = "zone"
+        s.coord.group_configs = lambda gid, c=configs: c  # type: ignore[misc]
+        for m, zone in (("a", "z1"), ("b", "z1"), ("c", "z2")):
+            s.hb(m, tags=(("zone", zone),) if tagged else None)
+        s.settle("a", "b", "c")
+        targets.append(dict(s.group().target))
+    assert targets[0] == targets[1]
+    assert sum(len(t.standby) for t in targets[0].values()) == 6
+
+
+def test_the_assignor_is_chosen_by_name(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from broker.group import streams
+
+    def nothing(members: list[AssignorMember], tasks: object, standbys: int,
+                ) -> dict[str, Tasks]:
+        return {m.member_id: Tasks() for m in members}
+
+    monkeypatch.setitem(streams.TASK_ASSIGNORS, "mock", nothing)
+    s = Streams(streams_assignors=("sticky", "mock"))
+    assert s.coord.streams_assignor_name("g") == "sticky"  # the node's first
+    s.coord.group_configs = lambda gid: {"streams.assignor.name": " mock"}
+    assert s.coord.streams_assignor_name("g") == "mock"
+    s.hb("a")
+    s.settle("a")
+    assert s.active("a") == set()
+    # a name the node no longer lists: the node's default, as Kafka 4.4 falls back
+    s.coord.group_configs = lambda gid: {"streams.assignor.name": "gone"}
+    assert s.coord.streams_assignor_name("g") == "sticky"
+    assert Streams(streams_assignors=("mock", "sticky")).coord.streams_assignor_name(
+        "g") == "mock"

@@ -205,3 +205,57 @@ def test_v0_answers_is_default_instead_of_sources(node_factory: Any) -> None:
     assert (entries["retention.ms"].value, entries["retention.ms"].is_default) == (
         str(48 * 3600 * 1000), True)
     assert entries["segment.bytes"].is_default is True
+
+
+def test_streams_group_configs_as_kafka_describes_them(node_factory: Any) -> None:
+    """What Kafka 4.4 lists for a GROUP resource's streams configs (seen with kafka-configs
+    against a reference node): the assignor name (the first of group.streams.assignors) and
+    the rack-aware tags always; its internal task-offset interval, warm-up replicas and
+    recovery lag only when the group sets them, each with its broker synonym. The broker
+    lists group.streams.assignors and the tags, not those internal keys."""
+    from broker.config.resource_configs import RESOURCE_GROUP
+
+    node = node_factory({"group.streams.task.offset.interval.ms": "30000"})
+    v = 4
+
+    def group() -> dict[str, Any]:
+        (res,) = call(node, v, request(v, resource(v, RESOURCE_GROUP, "g"),
+                                       synonyms=True)).results
+        assert res.error_code is ErrorCode.none
+        return {c.name: c for c in res.configs if c.name.startswith("streams.")}
+
+    def shown(c: Any) -> tuple[Any, ...]:
+        return (c.value, c.config_source, c.config_type,
+                [(s.name, s.value, s.source) for s in c.synonyms])
+
+    default = ConfigSource.DEFAULT_CONFIG
+    entries = group()
+    assert shown(entries["streams.assignor.name"]) == (
+        "sticky", default, ConfigType.STRING, [("group.streams.assignors", "sticky", default)])
+    assert shown(entries["streams.rack.aware.assignment.tags"]) == (
+        "", default, ConfigType.LIST, [("group.streams.rack.aware.assignment.tags", "",
+                                        default)])
+    hidden = {"streams.task.offset.interval.ms", "streams.num.warmup.replicas",
+              "streams.acceptable.recovery.lag"}
+    assert not hidden & set(entries)
+    set_dynamic(node, RESOURCE_GROUP, "g", **{
+        "streams.task.offset.interval.ms": "20000", "streams.num.warmup.replicas": "3",
+        "streams.acceptable.recovery.lag": "500", "streams.assignor.name": "sticky",
+        "streams.rack.aware.assignment.tags": "zone,rack"})
+    entries = group()
+    dynamic = ConfigSource.DYNAMIC_GROUP_CONFIG
+    assert shown(entries["streams.task.offset.interval.ms"]) == (
+        "20000", dynamic, ConfigType.INT,
+        [("streams.task.offset.interval.ms", "20000", dynamic),
+         ("group.streams.task.offset.interval.ms", "30000", default)])
+    assert shown(entries["streams.num.warmup.replicas"])[:3] == ("3", dynamic, ConfigType.INT)
+    assert shown(entries["streams.acceptable.recovery.lag"]) == (
+        "500", dynamic, ConfigType.LONG,
+        [("streams.acceptable.recovery.lag", "500", dynamic),
+         ("group.streams.acceptable.recovery.lag", "10000", default)])
+    assert shown(entries["streams.rack.aware.assignment.tags"])[:2] == ("zone,rack", dynamic)
+    broker = {c.name for c in describe_broker_configs(node.config)}
+    assert {"group.streams.assignors", "group.streams.rack.aware.assignment.tags"} <= broker
+    assert not {"group.streams.task.offset.interval.ms", "group.streams.num.warmup.replicas",
+                "group.streams.max.warmup.replicas", "group.streams.acceptable.recovery.lag",
+                "group.streams.min.task.offset.interval.ms"} & broker
