@@ -5,7 +5,12 @@ streams.version 1 or higher: below it every heartbeat is answered UNSUPPORTED_VE
 Internal topics (repartition and changelog) the group's topology needs and the metadata
 lacks are created here through the controller, as Kafka 4.4's coordinator creates them
 (when the member's principal may CREATE them); the members are told MISSING_INTERNAL_TOPICS
-until the topics exist."""
+until the topics exist.
+
+v1 (KIP-1331) is v0's request; its answer carries AcceptableRecoveryLag as an int64 and
+TopologyDescriptionRequired, set when the broker has a topology description plugin and wants
+this member to push the group's description (broker/handlers/
+streams_group_topology_description_update.py)."""
 
 from __future__ import annotations
 
@@ -170,6 +175,9 @@ async def handle(node: StreamsBroker, ctx: RequestContext, request: Any) -> Any:
             result = replace(result, status=tuple(
                 (c, f"{d} Unauthorized to CREATE on topics {', '.join(denied)}.")
                 if c == MISSING_INTERNAL_TOPICS else (c, d) for c, d in result.status))
+    describe_topology = (request.__version__ >= 1
+                         and service_of(node).streams_topology_description_required(
+                             req.group_id, req.member_epoch, result))
     mod = response_module(request)
 
     def task_ids(tasks: Any) -> Any:
@@ -199,5 +207,6 @@ async def handle(node: StreamsBroker, ctx: RequestContext, request: Any) -> Any:
         active_tasks=None if a is None else task_ids(a.active),
         standby_tasks=None if a is None else task_ids(a.standby),
         warmup_tasks=None if a is None else task_ids(a.warmup),
+        topology_description_required=describe_topology,
         endpoint_information_epoch=result.endpoint_information_epoch,
         partitions_by_user_endpoint=endpoints)
