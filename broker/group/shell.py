@@ -446,6 +446,11 @@ class GroupCoordinatorService:
         for ids in by_partition.values():
             for gid in ids:
                 out.setdefault(gid, ErrorCode.not_coordinator)
+        for gid, error in out.items():
+            # as Kafka's DeleteGroups: the plugin's description of a deleted group goes too
+            if error is ErrorCode.none and self.topology_descriptions is not None:
+                self.topology_descriptions.delete_topology(gid)
+                self.description_backoff.clear_group(gid)
         return out
 
     # ---- KIP-848 -----------------------------------------------------------------------------

@@ -157,3 +157,18 @@ async def test_a_push_is_stored_described_and_persisted(plugin_node: GroupNode) 
                if rec.decode_streams_group_key(k).record_type == rec.STREAMS_GROUP_METADATA]
     assert rec.decode_streams_group_metadata(value)[1:] == (1, -1)
 
+
+
+async def test_delete_groups_deletes_the_description(plugin_node: GroupNode) -> None:
+    node = plugin_node
+    await ready(node)
+    a = await heartbeat(node, "a", 0, version=1)
+    assert (await push(node, "a")).error_code is ErrorCode.none
+    await heartbeat(node, "a", -1, version=1)
+    plugin = node.group_coordinator.topology_descriptions
+    assert plugin is not None and plugin.get_topology("g", 1) is not None
+    assert await node.group_coordinator.delete_groups(["g"]) == {"g": ErrorCode.none}
+    assert plugin.get_topology("g", 1) is None
+    # the same id again: a new group, asked again
+    a = await heartbeat(node, "a", 0, version=1)
+    assert a.topology_description_required is True
