@@ -64,6 +64,18 @@ def _tag_keys(key: str, v: Any) -> None:
         raise ConfigError(key, ",".join(v), "must not contain duplicate tag keys")
 
 
+# KIP-1331 (broker/group/streams_topology_description.py): Skiff cannot load a JVM class; it
+# builds in the one topology description plugin Kafka ships
+_IN_MEMORY_TOPOLOGY_DESCRIPTION_PLUGIN = (
+    "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin")
+
+
+def _topology_description_plugin(key: str, v: Any) -> None:
+    if v is not None and str(v).strip() != _IN_MEMORY_TOPOLOGY_DESCRIPTION_PLUGIN:
+        raise ConfigError(key, v, "Skiff builds in one topology description plugin, "
+                          f"{_IN_MEMORY_TOPOLOGY_DESCRIPTION_PLUGIN}, and can load no other")
+
+
 # Keys Kafka also reads per listener as listener.name.<listener>.<key> (broker/quotas/
 # connections.py); node_config accepts those forms and parses them as the base key.
 LISTENER_SCOPED_KEYS = frozenset({"max.connections", "max.connection.creation.rate"})
@@ -238,6 +250,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.consumer.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
     ConfigDef("group.consumer.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
     ConfigDef("group.consumer.max.size", INT, INT_MAX, at_least(1)),
+    # streams groups' topology descriptions (KIP-1331): unset = no plugin, as Kafka 4.4
+    ConfigDef("group.streams.topology.description.plugin.class", ConfigType.CLASS, None,
+              _topology_description_plugin),
     # streams groups (KIP-1071, broker/group/streams.py): Kafka 4.4's names and defaults
     ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
     ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),

@@ -850,7 +850,9 @@ def decode_share_group_state_partition_metadata_value(
 #
 # Key record types (Kafka 4.4's CoordinatorRecordType) and their values (value version 0,
 # flexible):
-#   17 StreamsGroupMetadata                 GroupId -> Epoch, MetadataHash (int64)
+#   17 StreamsGroupMetadata                 GroupId -> Epoch, MetadataHash (int64); tags 2
+#                                           and 3: Stored/FailedDescriptionTopologyEpoch
+#                                           (KIP-1331)
 #   19 StreamsGroupMemberMetadata           GroupId, MemberId -> InstanceId, RackId, ClientId,
 #                                           ClientHost, RebalanceTimeoutMs, TopologyEpoch,
 #                                           ProcessId, UserEndpoint (nullable struct: Host,
@@ -970,16 +972,57 @@ def decode_streams_group_key(buf: bytes) -> StreamsGroupKey | None:
     return StreamsGroupKey(record_type, group, member_id)
 
 
-def encode_streams_group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
-    return encode_share_group_metadata_value(epoch, metadata_hash)  # the same layout
+# StreamsGroupMetadataValue's tagged fields for KIP-1331 (int32, default -1, written only
+# when set): the topology epoch whose description the topology description plugin holds
+# (StoredDescriptionTopologyEpoch) and the one whose push it refused for good
+# (FailedDescriptionTopologyEpoch)
+_STORED_DESCRIPTION_EPOCH_TAG = 2
+_FAILED_DESCRIPTION_EPOCH_TAG = 3
+
+
+def encode_streams_group_metadata_value(epoch: int, metadata_hash: int = 0,
+                                        stored_description_epoch: int = -1,
+                                        failed_description_epoch: int = -1) -> bytes:
+    tagged = [(tag, v) for tag, v in ((_STORED_DESCRIPTION_EPOCH_TAG, stored_description_epoch),
+                                      (_FAILED_DESCRIPTION_EPOCH_TAG, failed_description_epoch))
+              if v != -1]
+    if not tagged:
+        return encode_share_group_metadata_value(epoch, metadata_hash)  # the same layout
+    w = _value_writer()
+    w.int32(epoch)
+    w.int64(metadata_hash)
+    w.uvarint(len(tagged))
+    for tag, v in tagged:
+        w.uvarint(tag)
+        w.uvarint(4)
+        w.int32(v)
+    return bytes(w.out)
 
 
 def decode_streams_group_metadata_value(buf: bytes) -> int:
+    return decode_streams_group_metadata(buf)[0]
+
+
+def decode_streams_group_metadata(buf: bytes) -> tuple[int, int, int]:
+    """(epoch, StoredDescriptionTopologyEpoch, FailedDescriptionTopologyEpoch); the other
+    tagged fields are skipped."""
     r = _value_reader(buf, "StreamsGroupMetadataValue")
     epoch = r.int32()
     r.int64()  # MetadataHash
-    _done(r, "StreamsGroupMetadataValue")
-    return epoch
+    stored = failed = -1
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag in (_STORED_DESCRIPTION_EPOCH_TAG, _FAILED_DESCRIPTION_EPOCH_TAG) and size == 4:
+            v = r.int32()
+            if tag == _STORED_DESCRIPTION_EPOCH_TAG:
+                stored = v
+            else:
+                failed = v
+        else:
+            r._take(size)
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after StreamsGroupMetadataValue")
+    return epoch, stored, failed
 
 
 def _write_strings(w: _Writer, items: tuple[str, ...]) -> None:

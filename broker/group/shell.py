@@ -33,9 +33,19 @@ from broker.group.consumer import (
 from broker.group.coordinator import GroupCoordinator
 from broker.group.records import OFFSETS_TOPIC
 from broker.group.streams import (
+    STALE_TOPOLOGY,
     StreamsGroupDescription,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResult,
+)
+from broker.group.streams_topology_description import (
+    AVAILABLE,
+    NOT_STORED,
+    InMemoryTopologyDescriptionPlugin,
+    InvalidDescription,
+    SolicitationBackoff,
+    TopologyDescription,
+    should_solicit,
 )
 from broker.group.types import (
     Effects,
@@ -161,6 +171,12 @@ class GroupCoordinatorService:
         self._share_records_loaded = share_records_loaded
         self.config = GroupConfig.from_node_config(node.config)
         self.rng = rng or random.Random()
+        # KIP-1331: the topology description plugin, when configured (only Kafka's in-memory
+        # one can be: broker/config/definitions.py), and its per-group solicitation back-off
+        self.topology_descriptions = (
+            InMemoryTopologyDescriptionPlugin()
+            if node.config.get("group.streams.topology.description.plugin.class") else None)
+        self.description_backoff = SolicitationBackoff(self.rng)
         # transaction markers that reached a partition while it was loading (the load may
         # have read the log before they were appended): applied once it is loaded
         self._deferred_markers: dict[int, list[tuple[int, bool]]] = {}
@@ -430,6 +446,11 @@ class GroupCoordinatorService:
         for ids in by_partition.values():
             for gid in ids:
                 out.setdefault(gid, ErrorCode.not_coordinator)
+        for gid, error in out.items():
+            # as Kafka's DeleteGroups: the plugin's description of a deleted group goes too
+            if error is ErrorCode.none and self.topology_descriptions is not None:
+                self.topology_descriptions.delete_topology(gid)
+                self.description_backoff.clear_group(gid)
         return out
 
     # ---- KIP-848 -----------------------------------------------------------------------------
@@ -477,6 +498,75 @@ class GroupCoordinatorService:
         except KafkaError as exc:
             return exc.error_code, None
         return ErrorCode.none, coord.describe_streams_group(group_id)
+
+    # ---- KIP-1331 topology descriptions ---------------------------------------------------
+
+    def streams_topology_description_required(self, group_id: str, member_epoch: int,
+                                              result: StreamsHeartbeatResult) -> bool:
+        """Whether a v1 heartbeat's answer asks this member for the group's topology
+        description (Kafka's maybeSetTopologyDescriptionRequired); asking opens the group's
+        back-off window."""
+        if (self.topology_descriptions is None or member_epoch < 0
+                or result.error is not ErrorCode.none):
+            return False
+        try:
+            _, coord = self.coordinator_for(group_id)
+        except KafkaError:
+            return False
+        g = coord.streams_groups.get(group_id)
+        if g is None or not should_solicit(
+                topology_epoch=None if g.topology is None else g.topology.epoch,
+                stored_epoch=g.stored_description_epoch,
+                failed_epoch=g.failed_description_epoch,
+                stale_topology=any(c == STALE_TOPOLOGY for c, _ in result.status or ())):
+            return False
+        assert g.topology is not None
+        return self.description_backoff.arm_if_not_active(group_id, g.topology.epoch,
+                                                          self.runtime.now())
+
+    def streams_group_topology_description_update(
+        self, group_id: str, member_id: str, topology_epoch: int,
+        description: Callable[[], TopologyDescription],
+    ) -> tuple[ErrorCode, str | None]:
+        """StreamsGroupTopologyDescriptionUpdate: check the member and epoch, convert the
+        description (INVALID_REQUEST when malformed), store it in the plugin and record the
+        stored epoch in the group's metadata record."""
+        plugin = self.topology_descriptions
+        if plugin is None:
+            return (ErrorCode.unsupported_version,
+                    "The broker has no streams group topology description plugin configured.")
+        if not member_id:
+            return ErrorCode.invalid_request, "MemberId can't be empty."
+        if not group_id:
+            return ErrorCode.invalid_request, "GroupId can't be empty."
+        try:
+            p, coord = self.coordinator_for(group_id)
+        except KafkaError as exc:
+            return exc.error_code, None
+        error, message = coord.check_description_push(group_id, member_id, topology_epoch)
+        if error is not ErrorCode.none:
+            return error, message
+        try:
+            converted = description()
+        except InvalidDescription as exc:
+            return ErrorCode.invalid_request, str(exc)
+        plugin.set_topology(group_id, topology_epoch, converted)
+        coord.record_description_push(group_id, topology_epoch, stored=True)
+        self.runtime.dispatch(p, coord, coord.take_effects())
+        self.description_backoff.clear(group_id, topology_epoch)
+        return ErrorCode.none, None
+
+    def streams_topology_description(
+        self, desc: StreamsGroupDescription,
+    ) -> tuple[int, TopologyDescription | None]:
+        """StreamsGroupDescribe v1's (TopologyDescriptionStatus, TopologyDescription) of a
+        described group whose client asked for it."""
+        plugin = self.topology_descriptions
+        if (plugin is None or desc.topology is None
+                or desc.stored_description_epoch != desc.topology.epoch):
+            return NOT_STORED, None
+        stored = plugin.get_topology(desc.group_id, desc.topology.epoch)
+        return (NOT_STORED, None) if stored is None else (AVAILABLE, stored)
 
     def is_classic_group(self, group_id: str) -> bool:
         """A classic group of that id lives here (ConsumerGroupDescribe says 'is not a

@@ -437,6 +437,8 @@ class StreamsGroupDescription:
     assignment_epoch: int
     topology: Topology | None
     members: tuple[DescribedStreamsMember, ...]
+    stored_description_epoch: int = -1  # KIP-1331
+    assignor_name: str = "sticky"  # streams.assignor.name, else the node's first assignor
 
 
 # ---- state ----------------------------------------------------------------------------------
@@ -483,6 +485,10 @@ class StreamsGroup:
     assignment_delayed_until: int | None = None
     shutdown_requested: bool = False
     dead: bool = False
+    # KIP-1331: the topology epoch whose description the topology description plugin holds,
+    # and the one whose push it refused for good (-1: none); persisted in StreamsGroupMetadata
+    stored_description_epoch: int = -1
+    failed_description_epoch: int = -1
     # committed offsets, as on ClassicGroup and ConsumerGroup
     offsets: dict[TopicPartition, Any] = field(default_factory=dict)
     pending_commits: dict[TopicPartition, int] = field(default_factory=dict)
@@ -908,7 +914,8 @@ class StreamsGroups:
             g = self.streams_groups[key.group] = StreamsGroup(key.group)
         g.persisted[raw_key] = value
         if t == rec.STREAMS_GROUP_METADATA:
-            g.group_epoch = rec.decode_streams_group_metadata_value(value)
+            (g.group_epoch, g.stored_description_epoch,
+             g.failed_description_epoch) = rec.decode_streams_group_metadata(value)
         elif t == rec.STREAMS_GROUP_TOPOLOGY:
             g.topology = _topology_of(*rec.decode_streams_group_topology_value(value))
         elif t == rec.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA:
@@ -974,7 +981,40 @@ class StreamsGroups:
             target_assignment=g.target.get(m.member_id, EMPTY_TASKS))
             for m in g.members.values())
         return StreamsGroupDescription(group_id, g.state.value, g.group_epoch,
-                                       g.assignment_epoch, g.topology, members)
+                                       g.assignment_epoch, g.topology, members,
+                                       g.stored_description_epoch,
+                                       self.streams_assignor_name(group_id))
+
+    # ---- KIP-1331 topology descriptions (streams_topology_description.py) -----------------
+
+    def check_description_push(self, group_id: str, member_id: str,
+                               topology_epoch: int) -> tuple[ErrorCode, str | None]:
+        """Whether a member may push the description of `topology_epoch`: the group is a
+        streams group, the member is in it, the epoch is its topology's."""
+        g = self.streams_groups.get(group_id)
+        if g is None or g.dead:
+            return ErrorCode.group_id_not_found, f"Group {group_id} not found."
+        if member_id not in g.members:
+            return (ErrorCode.unknown_member_id,
+                    f"Member {member_id} is not a member of group {group_id}.")
+        current = -1 if g.topology is None else g.topology.epoch
+        if topology_epoch != current:
+            return (ErrorCode.invalid_request,
+                    f"Topology epoch {topology_epoch} is not the group's topology epoch "
+                    f"{current}.")
+        return ErrorCode.none, None
+
+    def record_description_push(self, group_id: str, topology_epoch: int,
+                                stored: bool) -> None:
+        """The plugin stored (or refused for good) the description of `topology_epoch`."""
+        g = self.streams_groups.get(group_id)
+        if g is None or g.dead:
+            return
+        if stored:
+            g.stored_description_epoch = topology_epoch
+        else:
+            g.failed_description_epoch = topology_epoch
+        self._persist_streams(g)
 
 
 def _validate(req: StreamsHeartbeatRequest) -> str | None:
@@ -1079,8 +1119,9 @@ def streams_group_records(g: StreamsGroup) -> dict[bytes, bytes]:
                     tuple((sources, (), repartitions)
                           for sources, repartitions in s.copartition_groups))
                 for s in g.topology.subtopologies))
-    out[key(rec.STREAMS_GROUP_METADATA, gid)] = \
-        rec.encode_streams_group_metadata_value(g.group_epoch)
+    out[key(rec.STREAMS_GROUP_METADATA, gid)] = rec.encode_streams_group_metadata_value(
+        g.group_epoch, stored_description_epoch=g.stored_description_epoch,
+        failed_description_epoch=g.failed_description_epoch)
     for member_id, target in sorted(g.target.items()):
         out[key(rec.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)] = \
             rec.encode_streams_group_target_assignment_member_value(_task_lists(target))

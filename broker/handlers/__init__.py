@@ -79,6 +79,7 @@ from broker.handlers import (
     share_group_heartbeat,
     streams_group_describe,
     streams_group_heartbeat,
+    streams_group_topology_description_update,
     sync_group,
     txn_offset_commit,
     unregister_broker,
@@ -127,6 +128,7 @@ BROKER_HANDLERS: tuple[ModuleType, ...] = (
     # streams groups (KIP-1071, broker/group/streams.py)
     streams_group_heartbeat,
     streams_group_describe,
+    streams_group_topology_description_update,  # KIP-1331
     # share groups (KIP-932, broker/share)
     share_group_heartbeat,
     share_group_describe,

@@ -1,5 +1,10 @@
 """StreamsGroupDescribe (API 89, KIP-1071): a streams group's epochs, topology and members
-with their current and target tasks (broker/group/streams.py)."""
+with their current and target tasks (broker/group/streams.py).
+
+v1 (KIP-1331, KIP-1357): with IncludeTopologyDescription, the topology description the
+topology description plugin holds for the group's topology epoch (TopologyDescriptionStatus
+AVAILABLE) or NOT_STORED (no plugin, or none pushed); NOT_REQUESTED without it. AssignorName:
+the task assignor of the next assignment, null on an error."""
 
 from __future__ import annotations
 
@@ -11,6 +16,11 @@ from broker.errors import KafkaError
 from broker.group.handler_util import AUTHORIZED_OPERATIONS_OMITTED
 from broker.group.shell import service_of
 from broker.group.streams import StreamsGroupDescription, Tasks, TopicInfo, grouped
+from broker.group.streams_topology_description import (
+    NOT_REQUESTED,
+    DescriptionNode,
+    TopologyDescription,
+)
 from broker.handlers._authz import Op, Res, allowed, operations
 from broker.handlers._context import GroupBroker
 from broker.handlers.streams_group_heartbeat import DISABLED_MESSAGE, streams_enabled
@@ -38,7 +48,26 @@ def _topic_info(mod: Any, t: TopicInfo) -> Any:
                  topic_configs=tuple(build(mod.KeyValue, key=k, value=v) for k, v in t.configs))
 
 
-def _described(mod: Any, group_id: Any, desc: StreamsGroupDescription, ops: int) -> Any:
+def _node(mod: Any, n: DescriptionNode) -> Any:
+    return build(mod.TopologyDescriptionNode, name=n.name, node_type=n.node_type,
+                 source_topics=n.source_topics, sink_topic=n.sink_topic, stores=n.stores,
+                 successors=n.successors)
+
+
+def _description(mod: Any, d: TopologyDescription | None) -> Any:
+    if d is None:
+        return None
+    return build(mod.TopologyDescription, subtopologies=tuple(
+        build(mod.TopologyDescriptionSubtopology, subtopology_id=s.subtopology_id,
+              nodes=tuple(_node(mod, n) for n in s.nodes)) for s in d.subtopologies),
+        global_stores=tuple(build(mod.TopologyDescriptionGlobalStore,
+                                  source=_node(mod, g.source),
+                                  processor=_node(mod, g.processor))
+                            for g in d.global_stores))
+
+
+def _described(mod: Any, group_id: Any, desc: StreamsGroupDescription, ops: int,
+               description: tuple[int, TopologyDescription | None]) -> Any:
     topology = None
     if desc.topology is not None:
         topology = build(mod.Topology, epoch=desc.topology.epoch, subtopologies=tuple(build(
@@ -61,7 +90,9 @@ def _described(mod: Any, group_id: Any, desc: StreamsGroupDescription, ops: int)
     return build(mod.DescribedGroup, error_code=ErrorCode.none, error_message=None,
                  group_id=group_id, group_state=desc.state, group_epoch=desc.group_epoch,
                  assignment_epoch=desc.assignment_epoch, topology=topology, members=members,
-                 authorized_operations=ops)
+                 authorized_operations=ops, topology_description_status=description[0],
+                 topology_description=_description(mod, description[1]),
+                 assignor_name=desc.assignor_name)
 
 
 async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
@@ -91,5 +122,8 @@ async def handle(node: GroupBroker, ctx: RequestContext, request: Any) -> Any:
                              assignment_epoch=0, topology=None, members=(),
                              authorized_operations=ops))
             continue
-        out.append(_described(mod, group_id, desc, ops))
+        description: tuple[int, TopologyDescription | None] = (NOT_REQUESTED, None)
+        if getattr(request, "include_topology_description", False):
+            description = service_of(node).streams_topology_description(desc)
+        out.append(_described(mod, group_id, desc, ops, description))
     return build(mod.StreamsGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))

@@ -5,7 +5,12 @@ streams.version 1 or higher: below it every heartbeat is answered UNSUPPORTED_VE
 Internal topics (repartition and changelog) the group's topology needs and the metadata
 lacks are created here through the controller, as Kafka 4.4's coordinator creates them
 (when the member's principal may CREATE them); the members are told MISSING_INTERNAL_TOPICS
-until the topics exist."""
+until the topics exist.
+
+v1 (KIP-1331) is v0's request; its answer carries AcceptableRecoveryLag as an int64 and
+TopologyDescriptionRequired, set when the broker has a topology description plugin and wants
+this member to push the group's description (broker/handlers/
+streams_group_topology_description_update.py)."""
 
 from __future__ import annotations
 
@@ -176,6 +181,9 @@ async def handle(node: StreamsBroker, ctx: RequestContext, request: Any) -> Any:
             result = replace(result, status=tuple(
                 (c, f"{d} Unauthorized to CREATE on topics {', '.join(denied)}.")
                 if c == MISSING_INTERNAL_TOPICS else (c, d) for c, d in result.status))
+    describe_topology = (request.__version__ >= 1
+                         and service_of(node).streams_topology_description_required(
+                             req.group_id, req.member_epoch, result))
     mod = response_module(request)
 
     def task_ids(tasks: Any) -> Any:
@@ -198,14 +206,16 @@ async def handle(node: StreamsBroker, ctx: RequestContext, request: Any) -> Any:
         error_message=result.error_message, member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        # v0's AcceptableRecoveryLagLegacy: Kafka 4.4 sets only the int64 field of v1+
-        # (result.acceptable_recovery_lag), so v0 answers carry 0
-        acceptable_recovery_lag=0,
+        # v0's field is Kafka 4.4's AcceptableRecoveryLagLegacy, which it never sets; v1's
+        # is the int64 AcceptableRecoveryLag
+        acceptable_recovery_lag=(result.acceptable_recovery_lag
+                                 if request.__version__ >= 1 else 0),
         task_offset_interval=datetime.timedelta(milliseconds=result.task_offset_interval_ms),
         status=None if result.status is None else tuple(
             build(mod.Status, status_code=c, status_detail=d) for c, d in result.status),
         active_tasks=None if a is None else task_ids(a.active),
         standby_tasks=None if a is None else task_ids(a.standby),
         warmup_tasks=None if a is None else task_ids(a.warmup),
+        topology_description_required=describe_topology,
         endpoint_information_epoch=result.endpoint_information_epoch,
         partitions_by_user_endpoint=endpoints)

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Final
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
@@ -95,11 +96,22 @@ STREAMS_GROUP_DESCRIBE = 89
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
 ALTER_SHARE_GROUP_OFFSETS = 91
 DELETE_SHARE_GROUP_OFFSETS = 92
+STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
 LIST_CONFIG_RESOURCES = 74
 
+# Kafka 4.4 APIs newer than kio 0.6.5's index, whose classes are all in _kio_next
+NEXT_API_NAMES: Final[Mapping[int, str]] = MappingProxyType({
+    STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE: "streams_group_topology_description_update",
+})
+
+
+def _module_name(api_key: int) -> str | None:
+    return api_key_map.get(api_key) or NEXT_API_NAMES.get(api_key)
+
+
 def api_name(api_key: int) -> str:
-    """Kafka's snake_case name of an API key (``"unknown"`` for keys kio does not know)."""
-    return api_key_map.get(api_key, "unknown")
+    """Kafka's snake_case name of an API key (``"unknown"`` for keys Skiff does not know)."""
+    return _module_name(api_key) or "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +139,15 @@ def has_current_kio_schema(api_key: int, version: int) -> bool:
 
 
 # kio 0.5.0's classes for versions Kafka 4.0 removed; generated classes for Kafka 4.4 versions
-# newer than kio 0.6.5's schemas (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3)
+# newer than kio 0.6.5's schemas (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3,
+# StreamsGroupHeartbeat and StreamsGroupDescribe v1, StreamsGroupTopologyDescriptionUpdate v0)
 _EXTRA_PACKAGES = ("_kio_legacy", "_kio_next")
 _HERE = Path(__file__).parent
 
 
 @functools.cache
 def _legacy_module(api_key: int, version: int, kind: str) -> object | None:
-    name = api_key_map.get(api_key)
+    name = _module_name(api_key)
     if name is None:
         return None
     for package in _EXTRA_PACKAGES:
@@ -177,7 +190,7 @@ def _schema_present(api_key: int, version: int) -> bool:
     loads every one)."""
     if has_current_kio_schema(api_key, version):
         return True
-    name = api_key_map.get(api_key)
+    name = _module_name(api_key)
     if name is None:
         return False
     for package in _EXTRA_PACKAGES:
@@ -316,10 +329,11 @@ BROKER_APIS = ApiTable.of(
     (OFFSET_DELETE, 0, 0),
     (CONSUMER_GROUP_HEARTBEAT, 0, 1),
     (CONSUMER_GROUP_DESCRIBE, 0, 1),
-    # streams groups (KIP-1071, broker/group/streams.py): v0 only (Kafka 4.4's v1 adds
-    # TopologyDescriptionRequired, KIP-1331, which kio 0.6.5 lacks)
-    (STREAMS_GROUP_HEARTBEAT, 0, 0),
-    (STREAMS_GROUP_DESCRIBE, 0, 0),
+    # streams groups (KIP-1071, broker/group/streams.py); v1: KIP-1331's topology
+    # descriptions (classes from _kio_next, as StreamsGroupTopologyDescriptionUpdate's)
+    (STREAMS_GROUP_HEARTBEAT, 0, 1),
+    (STREAMS_GROUP_DESCRIBE, 0, 1),
+    (STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0, 0),
     # share groups (KIP-932, broker/share), Kafka 4.4's versions: ShareFetch and
     # ShareAcknowledge v2 carry RENEW (KIP-1222) and the acquire mode (KIP-1206)
     (SHARE_GROUP_HEARTBEAT, 1, 1),

@@ -42,6 +42,9 @@ NEXT_VERSIONS: Final[dict[str, tuple[str, tuple[int, ...]]]] = {
     "api_versions": ("ApiVersions", (5,)),
     "txn_offset_commit": ("TxnOffsetCommit", (6,)),
     "delete_groups": ("DeleteGroups", (3,)),
+    "streams_group_heartbeat": ("StreamsGroupHeartbeat", (1,)),
+    "streams_group_describe": ("StreamsGroupDescribe", (1,)),
+    "streams_group_topology_description_update": ("StreamsGroupTopologyDescriptionUpdate", (0,)),
 }
 
 # kio's rules (codegen/parser.py)
@@ -51,9 +54,11 @@ _ENTITY_TYPES: Final = {
     "groupId": "GroupId", "topicName": "TopicName", "transactionalId": "TransactionalId",
     "producerId": "ProducerId", "brokerId": "BrokerId",
 }
-_INT_HINTS: Final = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64"}
+_INT_HINTS: Final = {"int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+                     "uint16": "u16"}
 _PRIMITIVES: Final = {**_INT_HINTS, "string": "str", "bool": "bool", "uuid": "uuid.UUID",
-                      "error_code": "ErrorCode", "timedelta_i32": "i32Timedelta"}
+                      "error_code": "ErrorCode", "timedelta_i32": "i32Timedelta",
+                      "timedelta_i64": "i64Timedelta"}
 _BUILTINS: Final = frozenset(dir(builtins))
 
 
@@ -98,6 +103,7 @@ def _strip_comments(text: str) -> str:
 @dataclass
 class _Imports:
     uuid: bool = False
+    datetime: bool = False
     error_code: bool = False
     types: set[str] = field(default_factory=set)
     primitives: set[str] = field(default_factory=lambda: {"i16"})
@@ -109,6 +115,11 @@ def _render_field(f: dict[str, Any], version: int, imports: _Imports) -> str:
     tag = f.get("tag") if _matches(f.get("taggedVersions"), version) else None
     nullable = _matches(f.get("nullableVersions"), version)
     default = f.get("default")
+    if ftype not in _PRIMITIVES and not ftype.startswith("[]"):
+        # a struct: kio gives a nullable one a None default and a required one none
+        if nullable:
+            return _line(to_snake_case(name), f"{ftype} | None", ["default=None"])
+        return _line(to_snake_case(name), ftype, [])
     if ftype.startswith("[]") and ftype[2:] not in _PRIMITIVES:
         # an array of structs: the nested class is rendered by the caller
         hint = f"tuple[{ftype[2:]}, ...]"
@@ -125,10 +136,12 @@ def _render_field(f: dict[str, Any], version: int, imports: _Imports) -> str:
     if not array and name in _ERROR_CODE_NAMES:
         kind = "error_code"
         imports.error_code = True
-    elif not array and name in _TIMEDELTA_NAMES and kind == "int32":
-        kind = "timedelta_i32"
+    elif not array and (name in _TIMEDELTA_NAMES or name.endswith("Ms")) and kind in (
+            "int32", "int64"):
+        # kio's rule: a duration in milliseconds is a timedelta named without "Ms"
+        kind = "timedelta_i32" if kind == "int32" else "timedelta_i64"
         py_name = to_snake_case(name.removesuffix("Ms"))
-        imports.primitives.add("i32Timedelta")
+        imports.primitives.add(_PRIMITIVES[kind])
     if kind not in _PRIMITIVES:
         raise SystemExit(f"{name}: field type {ftype!r} is not handled by this generator")
     custom = _ENTITY_TYPES.get(f.get("entityType", "")) if kind in ("string", "int64",
@@ -153,6 +166,7 @@ def _render_field(f: dict[str, Any], version: int, imports: _Imports) -> str:
         hint = f"tuple[{hint}, ...]"
         kwargs.append("default=None" if default == "null" else "default=()")
     elif default is not None:
+        imports.datetime |= kind.startswith("timedelta")
         kwargs.append(f"default={_default(kind, default, custom)}")
     elif tag is not None and f.get("ignorable"):
         kwargs.append("default=" + ("ErrorCode.none" if kind == "error_code" else
@@ -174,6 +188,9 @@ def _default(kind: str, default: object, custom: str | None) -> str:
         return text
     if kind == "error_code":
         return f"ErrorCode({default})"
+    if kind in ("timedelta_i32", "timedelta_i64"):
+        hint = _PRIMITIVES[kind]
+        return f"{hint}.parse(datetime.timedelta(milliseconds={int(str(default), 0)}))"
     raise SystemExit(f"no default rule for a {kind} field: {default!r}")
 
 
@@ -185,14 +202,22 @@ def _line(py_name: str, hint: str, kwargs: list[str]) -> str:
 
 def _render_struct(name: str, fields: list[dict[str, Any]], entity: str, version: int,
                    header: str, schema: dict[str, Any], imports: _Imports,
-                   out: list[str]) -> None:
+                   out: list[str], rendered: set[str]) -> None:
+    """Renders `name` after the structs its fields use: inline ones and the schema's
+    commonStructs (each class once per module, as kio)."""
+    rendered.add(name)
+    common = {c["name"]: c for c in schema.get("commonStructs", ())}
     body: list[str] = []
     for f in fields:
         if not _matches(f.get("versions") or f.get("taggedVersions"), version):
             continue
+        struct = f["type"].removeprefix("[]")
         if "fields" in f:
-            _render_struct(f["type"].removeprefix("[]"), f["fields"], "nested", version,
-                           header, schema, imports, out)
+            _render_struct(struct, f["fields"], "nested", version, header, schema, imports,
+                           out, rendered)
+        elif struct in common and struct not in rendered:
+            _render_struct(struct, common[struct]["fields"], "nested", version, header, schema,
+                           imports, out, rendered)
         body.append(_render_field(f, version, imports))
         if f.get("about"):
             body.append(f'    """{f["about"]}"""\n')
@@ -226,14 +251,16 @@ def render_module(schema: dict[str, Any], version: int, source: str) -> str:
     imports = _Imports()
     classes: list[str] = []
     _render_struct(schema["name"], schema["fields"], kind, version, header, schema, imports,
-                   classes)
+                   classes, set())
     lines = [
         f"# Generated by broker/protocol/kio_next_gen.py from Apache Kafka {KAFKA_VERSION}'s\n"
         f"# {source} (Apache-2.0). Do not edit.\n",
         f'"""\nGenerated from ``clients/src/main/resources/{source}``.\n"""\n\n',
     ]
-    if imports.uuid:
-        lines.append("import uuid\n\n")
+    if imports.datetime or imports.uuid:
+        lines.append("".join(f"import {m}\n" for m, used in (("datetime", imports.datetime),
+                                                            ("uuid", imports.uuid)) if used)
+                     + "\n")
     lines.append("from dataclasses import dataclass\nfrom dataclasses import field\n"
                  "from typing import ClassVar\n\n")
     kio_imports = []

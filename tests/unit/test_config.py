@@ -529,3 +529,13 @@ def test_cordoned_log_dirs_must_name_log_dirs() -> None:
         cfg(**{"cordoned.log.dirs": "*,/tmp/skiff-a"})
     with pytest.raises(ConfigError, match="Missing entries : /tmp/elsewhere"):
         cfg(**{"cordoned.log.dirs": "/tmp/skiff-a,/tmp/elsewhere"})
+
+
+def test_topology_description_plugin_is_kafkas_in_memory_one_or_none():
+    """KIP-1331: Skiff builds in Kafka's InMemoryTopologyDescriptionPlugin and no other."""
+    key = "group.streams.topology.description.plugin.class"
+    assert build_config(dict(COMBINED))[key] is None
+    plugin = "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin"
+    assert build_config({**COMBINED, key: plugin})[key] == plugin
+    with pytest.raises(ConfigError, match="can load no other"):
+        build_config({**COMBINED, key: "com.example.JdbcTopologyStore"})

@@ -324,3 +324,25 @@ def test_group_record_decoders_never_crash_on_garbage(data: bytes) -> None:
                    *(d for _, d, _ in SHARE_VALUES + STREAMS_VALUES)):
         with contextlib.suppress(KafkaError):
             decode(data)
+
+
+def test_streams_group_metadata_description_epochs_are_tags_2_and_3() -> None:
+    """KIP-1331's StoredDescriptionTopologyEpoch (tag 2) and FailedDescriptionTopologyEpoch
+    (tag 3): int32 tagged fields, default -1, written only when set, in tag order."""
+    plain = rec.encode_streams_group_metadata_value(7)
+    assert plain[-1:] == b"\x00"  # no tagged fields
+    assert rec.decode_streams_group_metadata(plain) == (7, -1, -1)
+    both = rec.encode_streams_group_metadata_value(7, stored_description_epoch=3,
+                                                   failed_description_epoch=4)
+    assert both == plain[:-1] + b"\x02" + b"\x02\x04" + struct.pack(">i", 3) \
+        + b"\x03\x04" + struct.pack(">i", 4)
+    assert rec.decode_streams_group_metadata(both) == (7, 3, 4)
+    assert rec.decode_streams_group_metadata_value(both) == 7
+    failed = rec.encode_streams_group_metadata_value(7, failed_description_epoch=2)
+    assert rec.decode_streams_group_metadata(failed) == (7, -1, 2)
+    # Kafka's other tags (0 ValidatedTopologyEpoch, 1 LastAssignmentConfigs) are skipped
+    other = plain[:-1] + b"\x02" + b"\x00\x04" + struct.pack(">i", 9) \
+        + b"\x02\x04" + struct.pack(">i", 5)
+    assert rec.decode_streams_group_metadata(other) == (7, 5, -1)
+    with pytest.raises(KafkaError):
+        rec.decode_streams_group_metadata(both + b"\x00")

@@ -96,3 +96,26 @@ def test_leave_static_leave_and_delete_replay() -> None:
     types = [int.from_bytes(r.key[:2], "big") for r in s.d.log if r.value is None][-3:]
     assert types[-1] == rec.STREAMS_GROUP_METADATA  # the group's metadata goes last
     assert "g" not in reload(s).streams_groups
+
+
+def test_stored_description_epoch_is_persisted_and_replayed() -> None:
+    """KIP-1331: the epoch the topology description plugin holds is written in the group's
+    StreamsGroupMetadata record (tag 2) and survives a reload; the plugin's description
+    itself lives in memory only, as with Kafka's InMemoryTopologyDescriptionPlugin."""
+    s = Streams()
+    s.hb("a")
+    drain(s)
+    assert s.coord.check_description_push("g", "a", 2) == (
+        E.invalid_request, "Topology epoch 2 is not the group's topology epoch 1.")
+    assert s.coord.check_description_push("g", "x", 1)[0] is E.unknown_member_id
+    assert s.coord.check_description_push("h", "a", 1)[0] is E.group_id_not_found
+    assert s.coord.check_description_push("g", "a", 1) == (E.none, None)
+    s.coord.record_description_push("g", 1, stored=True)
+    assert drain(s) == 1  # only StreamsGroupMetadata changed
+    s.coord.record_description_push("g", 1, stored=False)
+    assert drain(s) == 1
+    fresh = reload(s)
+    g = fresh.streams_groups["g"]
+    assert (g.stored_description_epoch, g.failed_description_epoch) == (1, 1)
+    assert fresh.describe_streams_group("g").stored_description_epoch == 1
+    assert state(fresh) == state(s.coord)

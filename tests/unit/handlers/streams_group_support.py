@@ -33,8 +33,28 @@ async def streams_node_fixture(tmp_path: Path) -> AsyncIterator[GroupNode]:
         await n.stop()
 
 
-def topology(epoch: int = 1) -> Any:
-    cls = lambda name: request_class("streams_group_heartbeat", 0, name)  # noqa: E731
+IN_MEMORY_PLUGIN = "org.apache.kafka.server.streams.InMemoryTopologyDescriptionPlugin"
+
+
+@pytest.fixture(name="plugin_node")
+async def plugin_node_fixture(tmp_path: Path) -> AsyncIterator[GroupNode]:
+    """A streams node with Kafka's in-memory topology description plugin (KIP-1331) and the
+    word-count topology's topics."""
+    n = GroupNode(tmp_path, **{"group.streams.initial.rebalance.delay.ms": 0,
+                               "group.streams.topology.description.plugin.class":
+                                   IN_MEMORY_PLUGIN})
+    enable_streams(n)
+    for name in ("input", "app-rep", "app-changelog"):
+        n.add_topic(name, 2)
+    await n.start()
+    try:
+        yield n
+    finally:
+        await n.stop()
+
+
+def topology(epoch: int = 1, version: int = 0) -> Any:
+    cls = lambda name: request_class("streams_group_heartbeat", version, name)  # noqa: E731
     info = cls("TopicInfo")
     return cls("Topology")(epoch=epoch, subtopologies=(
         cls("Subtopology")(subtopology_id="0", source_topics=("input",),
@@ -54,15 +74,15 @@ def topology(epoch: int = 1) -> Any:
 
 async def heartbeat(node: GroupNode, member_id: str, epoch: int, *,
                     owned: tuple[tuple[str, tuple[int, ...]], ...] | None = None,
-                    group: str = "g", endpoint_epoch: int = 0) -> Any:
-    task_ids = request_class("streams_group_heartbeat", 0, "TaskIds")
+                    group: str = "g", endpoint_epoch: int = 0, version: int = 0) -> Any:
+    task_ids = request_class("streams_group_heartbeat", version, "TaskIds")
     joining = epoch == 0
     req = request(
-        "streams_group_heartbeat", 0, "StreamsGroupHeartbeatRequest", group_id=group,
+        "streams_group_heartbeat", version, "StreamsGroupHeartbeatRequest", group_id=group,
         member_id=member_id, member_epoch=epoch, endpoint_information_epoch=endpoint_epoch,
         instance_id=None, rack_id=None,
         rebalance_timeout=datetime.timedelta(seconds=30 if joining else -0.001),
-        topology=topology() if joining else None,
+        topology=topology(version=version) if joining else None,
         active_tasks=None if owned is None else tuple(
             task_ids(subtopology_id=s, partitions=ps) for s, ps in owned),
         standby_tasks=None if owned is None else (),
@@ -70,7 +90,7 @@ async def heartbeat(node: GroupNode, member_id: str, epoch: int, *,
         process_id=f"process-{member_id}" if joining else None, user_endpoint=None,
         client_tags=None, task_offsets=None, task_end_offsets=None,
         shutdown_application=False)
-    return encodes(await streams_group_heartbeat.handle(node, ctx(88, 0), req))
+    return encodes(await streams_group_heartbeat.handle(node, ctx(88, version), req))
 
 
 def active(resp: Any) -> tuple[tuple[str, tuple[int, ...]], ...]:

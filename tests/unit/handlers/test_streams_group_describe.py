@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from group_node import (  # noqa: F401
     GroupNode,
@@ -15,6 +17,7 @@ from group_node import (  # noqa: F401
 from kio.schema.errors import ErrorCode
 from streams_group_support import enable_streams, heartbeat, streams_node_fixture  # noqa: F401
 
+from broker.group.streams_topology_description import NOT_REQUESTED, NOT_STORED
 from broker.handlers import streams_group_describe
 
 pytestmark = pytest.mark.anyio
@@ -24,6 +27,13 @@ async def describe(node: GroupNode, *ids: str) -> object:
     req = request("streams_group_describe", 0, "StreamsGroupDescribeRequest", group_ids=ids,
                   include_authorized_operations=True)
     return encodes(await streams_group_describe.handle(node, ctx(89, 0), req))
+
+
+async def describe_v1(node: GroupNode, include: bool, *ids: str) -> Any:
+    req = request("streams_group_describe", 1, "StreamsGroupDescribeRequest",
+                  group_ids=ids or ("g",), include_authorized_operations=False,
+                  include_topology_description=include)
+    return encodes(await streams_group_describe.handle(node, ctx(89, 1), req))
 
 
 async def test_describe_members_topology_and_unknown_group(streams_node: GroupNode) -> None:
@@ -54,3 +64,20 @@ async def test_streams_version_0_refuses(node: GroupNode) -> None:
     r = await describe(node, "g")
     [g] = r.groups  # type: ignore[attr-defined]
     assert g.error_code is ErrorCode.unsupported_version and "streams.version" in g.error_message
+
+
+async def test_describe_v1_without_a_plugin(streams_node: GroupNode) -> None:
+    """Kafka 4.4 without a plugin: NOT_STORED when asked, NOT_REQUESTED otherwise."""
+    node = streams_node
+    for name in ("input", "app-rep", "app-changelog"):
+        node.add_topic(name, 2)
+    await ready(node)
+    await heartbeat(node, "a", 0, version=1)
+    [g] = (await describe_v1(node, True)).groups
+    assert (g.topology_description_status, g.topology_description) == (NOT_STORED, None)
+    assert g.assignor_name == "sticky"
+    [g] = (await describe_v1(node, False)).groups
+    assert g.topology_description_status == NOT_REQUESTED
+    [nope] = (await describe_v1(node, True, "nope")).groups
+    assert nope.error_code is ErrorCode.group_id_not_found
+    assert (nope.topology_description_status, nope.assignor_name) == (NOT_REQUESTED, None)

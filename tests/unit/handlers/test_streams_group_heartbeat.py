@@ -19,6 +19,7 @@ from streams_group_support import (  # noqa: F401
     active,
     enable_streams,
     heartbeat,
+    plugin_node_fixture,
     streams_node_fixture,
 )
 
@@ -129,8 +130,10 @@ async def test_internal_topics_need_create_on_the_cluster_or_topic(
     assert [t.name for t in node.controller.calls if t.name.startswith("app-")] == ["app-rep"]
 
 
+@pytest.mark.parametrize("version", [0, 1])
 @pytest.mark.parametrize("epoch", [0, 1, -1, -2])
-async def test_null_fields_are_answered(streams_node: GroupNode, epoch: int) -> None:
+async def test_null_fields_are_answered(streams_node: GroupNode, epoch: int,
+                                        version: int) -> None:
     """Every nullable field null (tests/support/probe.py): an answer, never a failure."""
     from dataclasses import replace
 
@@ -140,9 +143,65 @@ async def test_null_fields_are_answered(streams_node: GroupNode, epoch: int) -> 
     from tests.support.probe import null_probe
 
     await ready(streams_node)
-    req = replace(null_probe(request_class("streams_group_heartbeat", 0,
+    req = replace(null_probe(request_class("streams_group_heartbeat", version,
                                            "StreamsGroupHeartbeatRequest")),
                   group_id="g", member_id="m", member_epoch=epoch)
-    r = encodes(await streams_group_heartbeat.handle(streams_node, ctx(88, 0), req))
+    r = encodes(await streams_group_heartbeat.handle(streams_node, ctx(88, version), req))
     assert r.error_code in (ErrorCode.invalid_request, ErrorCode.unknown_member_id,
                             ErrorCode.streams_invalid_topology, ErrorCode.none)
+
+
+# ---- v1 (KIP-1331) --------------------------------------------------------------------------
+
+
+async def test_v1_without_a_plugin_never_asks_for_the_description(
+        streams_node: GroupNode) -> None:
+    """Kafka 4.4's default (no group.streams.topology.description.plugin.class): v1 answers
+    as v0 does, with the int64 AcceptableRecoveryLag and TopologyDescriptionRequired false."""
+    node = streams_node
+    for name in ("input", "app-rep", "app-changelog"):
+        node.add_topic(name, 2)
+    await ready(node)
+    r = await heartbeat(node, "a", 0, version=1)
+    assert r.error_code is ErrorCode.none and r.member_epoch == 1
+    assert type(r).__version__ == 1
+    assert r.acceptable_recovery_lag == 10000 and r.topology_description_required is False
+    r = await heartbeat(node, "a", 1, owned=active(r), version=1)
+    assert r.topology_description_required is False
+
+
+async def test_v1_carries_the_groups_acceptable_recovery_lag(tmp_path: Path) -> None:
+    """v1's int64 AcceptableRecoveryLag is group.streams.acceptable.recovery.lag (v0's
+    legacy field stays 0, as Kafka 4.4 leaves it)."""
+    node = GroupNode(tmp_path, **{"group.streams.initial.rebalance.delay.ms": 0,
+                                  "group.streams.acceptable.recovery.lag": 12345})
+    enable_streams(node)
+    await node.start()
+    try:
+        for name in ("input", "app-rep", "app-changelog"):
+            node.add_topic(name, 2)
+        await ready(node)
+        r = await heartbeat(node, "a", 0, version=1)
+        assert r.error_code is ErrorCode.none and r.acceptable_recovery_lag == 12345
+        r0 = await heartbeat(node, "b", 0)
+        assert r0.error_code is ErrorCode.none and r0.acceptable_recovery_lag == 0
+    finally:
+        await node.stop()
+
+
+async def test_v1_asks_one_member_per_back_off_window(plugin_node: GroupNode) -> None:
+    """With the plugin: the first v1 heartbeat of a group whose description the plugin does
+    not hold is asked for it; the next ones are not while the back-off window (30 s) runs,
+    nor a v0 member, nor a leaving one."""
+    node = plugin_node
+    await ready(node)
+    r0 = await heartbeat(node, "v0", 0)  # v0: cannot be asked, opens no window
+    assert not hasattr(r0, "topology_description_required")
+    a = await heartbeat(node, "a", 0, version=1)
+    assert a.error_code is ErrorCode.none and a.topology_description_required is True
+    b = await heartbeat(node, "b", 0, version=1)
+    assert b.error_code is ErrorCode.none and b.topology_description_required is False
+    a = await heartbeat(node, "a", a.member_epoch, owned=active(a), version=1)
+    assert a.topology_description_required is False
+    left = await heartbeat(node, "b", -1, version=1)
+    assert left.topology_description_required is False

@@ -1,5 +1,6 @@
 """The classes broker/protocol/kio_next_gen.py generates for the Kafka 4.4 versions kio 0.6.5
-lacks (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3), on kio's serial runtime.
+lacks (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3, StreamsGroupHeartbeat and
+StreamsGroupDescribe v1, StreamsGroupTopologyDescriptionUpdate v0), on kio's serial runtime.
 
 REFERENCE holds Kafka 4.4's own encoding of a sample of each message: the output of
 `NewVersions ref` (tests/java/src/skiff/compat/versions), which tests/compat/kafka/
@@ -48,6 +49,26 @@ REFERENCE: dict[str, tuple[int, int, bool, str, dict[str, Any]]] = {
     "delete_groups_response": (
         42, 3, False,
         "000000000302610000000002620044185468652067726f7570206973206e6f7420656d7074792e0000", {}),
+    # KIP-1331
+    "streams_group_heartbeat_response": (
+        88, 1, False,
+        "00000000000000026d00000003000013880000ea600000000000002710010202300300000000000000010001"
+        "0101000000010000",
+        {"member_id": "m", "member_epoch": 3, "acceptable_recovery_lag": 10000,
+         "topology_description_required": True, "endpoint_information_epoch": 1}),
+    "streams_group_describe_request": (
+        89, 1, True, "020267000100", {"group_ids": ("g",), "include_topology_description": True}),
+    "streams_group_describe_response": (
+        89, 1, False,
+        "0000000002000000026707537461626c650000000200000002010000000101000180000000010202300304"
+        "737263010203696e0001020461676700046167670201000207636f756e74730100000204737263010203696e"
+        "0001020461676700046167670201000207636f756e7473010000000307737469636b790000", {}),
+    "streams_group_topology_description_update_request": (
+        93, 0, True, "0267026d00000001020230020573696e6b0301046f757401010000010000",
+        {"group_id": "g", "member_id": "m", "topology_epoch": 1}),
+    "streams_group_topology_description_update_response": (
+        93, 0, False, "0000000000230a6e6f20706c7567696e00",
+        {"error_code": 35, "error_message": "no plugin"}),
 }
 
 
@@ -80,8 +101,24 @@ def test_decoded_nested_values() -> None:
         ("a", 0, None), ("b", 68, "The group is not empty.")]
 
 
+def test_decoded_topology_description() -> None:
+    resp = entity_reader(api.response_schema(89, 1))(
+        memoryview(bytes.fromhex(REFERENCE["streams_group_describe_response"][3])), 0)[0]
+    [g] = resp.groups
+    assert (g.topology_description_status, g.assignor_name) == (3, "sticky")
+    [sub] = g.topology_description.subtopologies
+    assert [(n.name, n.node_type, n.source_topics, n.stores, n.successors) for n in sub.nodes] \
+        == [("src", 1, ("in",), (), ("agg",)), ("agg", 2, (), ("counts",), ())]
+    [store] = g.topology_description.global_stores
+    assert (store.source.name, store.processor.name) == ("src", "agg")
+    push = entity_reader(api.request_schema(93, 0))(memoryview(bytes.fromhex(
+        REFERENCE["streams_group_topology_description_update_request"][3])), 0)[0]
+    [node] = push.topology_description.subtopologies[0].nodes
+    assert (node.name, node.node_type, node.sink_topic) == ("sink", 3, "out")
+
+
 def test_served_versions_have_classes() -> None:
-    for key, version in ((18, 5), (28, 6), (42, 3)):
+    for key, version in ((18, 5), (28, 6), (42, 3), (88, 1), (89, 1), (93, 0)):
         assert not api.has_current_kio_schema(key, version)  # kio 0.6.5 lacks them
         assert api.has_kio_schema(key, version)
         assert api.BROKER_APIS.supports(key, version)
@@ -132,12 +169,15 @@ def _shape(module: ModuleType) -> dict[str, list[tuple[str, Any, Any]]]:
     ("api_versions", "ApiVersions", 4), ("api_versions", "ApiVersions", 3),
     ("txn_offset_commit", "TxnOffsetCommit", 5), ("txn_offset_commit", "TxnOffsetCommit", 2),
     ("delete_groups", "DeleteGroups", 2), ("delete_groups", "DeleteGroups", 1),
+    ("streams_group_heartbeat", "StreamsGroupHeartbeat", 0),
+    ("streams_group_describe", "StreamsGroupDescribe", 0),
 ])
 def test_generator_matches_kio_on_older_versions(api_name: str, kafka_name: str,
                                                  version: int) -> None:
     """Kafka 4.4's schema at a version kio 0.6.5 has: the same fields, metadata, defaults and
     class variables as kio's module (only Kafka's renames since 4.1 are mapped)."""
-    renamed = {"generation_id_or_member_epoch": "generation_id"}
+    renamed = {"generation_id_or_member_epoch": "generation_id",
+               "acceptable_recovery_lag_legacy": "acceptable_recovery_lag"}
     with zipfile.ZipFile(kio_next_gen.DEFAULT_JAR) as jar:
         for kind in ("request", "response"):
             schema, source = kio_next_gen.load_schema(jar, f"{kafka_name}{kind.capitalize()}")

@@ -233,8 +233,11 @@ def test_broker_apis_table_is_the_issue_list() -> None:
         # ReadSummary ShareGroupState) and the share-group offsets APIs (Describe, Alter,
         # Delete ShareGroupOffsets), Kafka 4.4's versions
         (83, 0, 0), (84, 0, 0), (85, 0, 1), (86, 0, 0), (87, 0, 1),
-        (88, 0, 0), (89, 0, 0),  # streams groups (KIP-1071): v0, kio 0.6.5 has no v1
+        # streams groups (KIP-1071); v1 and StreamsGroupTopologyDescriptionUpdate (93): KIP-1331,
+        # classes from _kio_next
+        (88, 0, 1), (89, 0, 1),
         (90, 0, 1), (91, 0, 0), (92, 0, 0),
+        (93, 0, 0),
     ]
 
 

@@ -24,6 +24,11 @@ import org.apache.kafka.common.message.ApiVersionsRequestData;
 import org.apache.kafka.common.message.ApiVersionsResponseData;
 import org.apache.kafka.common.message.DeleteGroupsRequestData;
 import org.apache.kafka.common.message.DeleteGroupsResponseData;
+import org.apache.kafka.common.message.StreamsGroupDescribeRequestData;
+import org.apache.kafka.common.message.StreamsGroupDescribeResponseData;
+import org.apache.kafka.common.message.StreamsGroupHeartbeatResponseData;
+import org.apache.kafka.common.message.StreamsGroupTopologyDescriptionUpdateRequestData;
+import org.apache.kafka.common.message.StreamsGroupTopologyDescriptionUpdateResponseData;
 import org.apache.kafka.common.message.TxnOffsetCommitRequestData;
 import org.apache.kafka.common.message.TxnOffsetCommitResponseData;
 import org.apache.kafka.common.protocol.ApiKeys;
@@ -39,7 +44,8 @@ import org.apache.kafka.common.requests.TxnOffsetCommitResponse;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * The Kafka 4.4 versions kio 0.6.5 lacks (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3).
+ * The Kafka 4.4 versions kio 0.6.5 lacks (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3;
+ * in "ref" also KIP-1331's StreamsGroupHeartbeat/Describe v1 and StreamsGroupTopologyDescriptionUpdate).
  * "ref": prints Kafka's own encoding of a sample of each message ("name hex" lines).
  * "e2e BOOTSTRAP": against a broker, prints "key value" lines: the advertised maxima, raw
  * ApiVersions v5 exchanges (right and wrong ClusterId/NodeId) and a TxnOffsetCommit v6 with an
@@ -96,6 +102,47 @@ public final class NewVersions {
         dr.results().add(new DeleteGroupsResponseData.DeletableGroupResult().setGroupId("b")
             .setErrorCode((short) 68).setErrorMessage("The group is not empty."));
         print("delete_groups_response", dr, 3);
+        StreamsGroupHeartbeatResponseData hb = new StreamsGroupHeartbeatResponseData()
+            .setMemberId("m").setMemberEpoch(3).setHeartbeatIntervalMs(5000)
+            .setTaskOffsetIntervalMs(60000).setAcceptableRecoveryLag(10000L)
+            .setTopologyDescriptionRequired(true).setEndpointInformationEpoch(1)
+            .setActiveTasks(List.of(new StreamsGroupHeartbeatResponseData.TaskIds()
+                .setSubtopologyId("0").setPartitions(List.of(0, 1))))
+            .setStandbyTasks(List.of()).setWarmupTasks(List.of());
+        print("streams_group_heartbeat_response", hb, 1);
+        print("streams_group_describe_request", new StreamsGroupDescribeRequestData()
+            .setGroupIds(List.of("g")).setIncludeTopologyDescription(true), 1);
+        StreamsGroupDescribeResponseData.TopologyDescriptionNode src =
+            new StreamsGroupDescribeResponseData.TopologyDescriptionNode().setName("src")
+                .setNodeType((byte) 1).setSourceTopics(List.of("in")).setSuccessors(List.of("agg"));
+        StreamsGroupDescribeResponseData.TopologyDescriptionNode agg =
+            new StreamsGroupDescribeResponseData.TopologyDescriptionNode().setName("agg")
+                .setNodeType((byte) 2).setStores(List.of("counts"));
+        StreamsGroupDescribeResponseData sd = new StreamsGroupDescribeResponseData();
+        sd.groups().add(new StreamsGroupDescribeResponseData.DescribedGroup().setGroupId("g")
+            .setGroupState("Stable").setGroupEpoch(2).setAssignmentEpoch(2)
+            .setTopology(new StreamsGroupDescribeResponseData.Topology().setEpoch(1)
+                .setSubtopologies(List.of()))
+            .setTopologyDescriptionStatus((byte) 3).setAssignorName("sticky")
+            .setTopologyDescription(new StreamsGroupDescribeResponseData.TopologyDescription()
+                .setSubtopologies(List.of(new StreamsGroupDescribeResponseData.TopologyDescriptionSubtopology()
+                    .setSubtopologyId("0").setNodes(List.of(src, agg))))
+                .setGlobalStores(List.of(new StreamsGroupDescribeResponseData.TopologyDescriptionGlobalStore()
+                    .setSource(src).setProcessor(agg)))));
+        print("streams_group_describe_response", sd, 1);
+        print("streams_group_topology_description_update_request",
+            new StreamsGroupTopologyDescriptionUpdateRequestData().setGroupId("g").setMemberId("m")
+                .setTopologyEpoch(1).setTopologyDescription(
+                    new StreamsGroupTopologyDescriptionUpdateRequestData.TopologyDescription()
+                        .setSubtopologies(List.of(
+                            new StreamsGroupTopologyDescriptionUpdateRequestData.TopologyDescriptionSubtopology()
+                                .setSubtopologyId("0").setNodes(List.of(
+                                    new StreamsGroupTopologyDescriptionUpdateRequestData.TopologyDescriptionNode()
+                                        .setName("sink").setNodeType((byte) 3).setSinkTopic("out")))))
+                        .setGlobalStores(List.of())), 0);
+        print("streams_group_topology_description_update_response",
+            new StreamsGroupTopologyDescriptionUpdateResponseData().setErrorCode((short) 35)
+                .setErrorMessage("no plugin"), 0);
     }
 
     static AbstractResponse exchange(String bootstrap, AbstractRequest req, ApiKeys key, short v)
