@@ -16,11 +16,14 @@ acknowledgements, KIP-1222, are taken); the dead-letter queue's
 `errors.deadletterqueue.topic.name` and `errors.deadletterqueue.copy.record.enable`
 (KIP-1191, broker/share/dlq.py); for streams groups (broker/group/streams.py)
 `streams.session.timeout.ms`, `streams.heartbeat.interval.ms`,
-`streams.num.standby.replicas` and `streams.initial.rebalance.delay.ms`. Kafka 4.4 knows a
-few more: `share.assignment.interval.ms`, `share.assignor.offload.enable`, the other
-`streams.*` ones and `consumer.assignment.interval.ms`. Skiff computes assignments at once
-and on the coordinator's own loop, so those are refused with INVALID_CONFIG saying so, and
-not listed.
+`streams.num.standby.replicas` and `streams.initial.rebalance.delay.ms`; and for all three
+kinds `{consumer,share,streams}.assignment.interval.ms` (the least time between two target
+assignments, Kafka 4.4's batching) within the node's
+group.{consumer,share,streams}.{min,max}.assignment.interval.ms. Kafka 4.4 knows a few more:
+`{consumer,share,streams}.assignor.offload.enable` and the other `streams.*` ones. Skiff
+runs assignors on the coordinator's own loop (Kafka 4.4 accepts the offload flag but does
+not offload either), and lacks those streams features, so those are refused with
+INVALID_CONFIG saying so, and not listed.
 
 CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
 (100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,
@@ -69,6 +72,9 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("consumer.session.timeout.ms", "group.consumer.session.timeout.ms",
                    "group.consumer.min.session.timeout.ms",
                    "group.consumer.max.session.timeout.ms"),
+    GroupConfigDef("consumer.assignment.interval.ms", "group.consumer.assignment.interval.ms",
+                   "group.consumer.min.assignment.interval.ms",
+                   "group.consumer.max.assignment.interval.ms"),
     # share groups (broker/share): the ones its membership and share-partitions read
     GroupConfigDef("share.session.timeout.ms", "group.share.session.timeout.ms",
                    "group.share.min.session.timeout.ms",
@@ -85,6 +91,9 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("share.partition.max.record.locks", "group.share.partition.max.record.locks",
                    "group.share.min.partition.max.record.locks",
                    "group.share.max.partition.max.record.locks"),
+    GroupConfigDef("share.assignment.interval.ms", "group.share.assignment.interval.ms",
+                   "group.share.min.assignment.interval.ms",
+                   "group.share.max.assignment.interval.ms"),
     # streams groups (broker/group/streams.py)
     GroupConfigDef("streams.session.timeout.ms", "group.streams.session.timeout.ms",
                    "group.streams.min.session.timeout.ms",
@@ -92,6 +101,9 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("streams.heartbeat.interval.ms", "group.streams.heartbeat.interval.ms",
                    "group.streams.min.heartbeat.interval.ms",
                    "group.streams.max.heartbeat.interval.ms"),
+    GroupConfigDef("streams.assignment.interval.ms", "group.streams.assignment.interval.ms",
+                   "group.streams.min.assignment.interval.ms",
+                   "group.streams.max.assignment.interval.ms"),
     GroupConfigDef("streams.num.standby.replicas", "group.streams.num.standby.replicas",
                    None, "group.streams.max.standby.replicas"),
     GroupConfigDef("streams.initial.rebalance.delay.ms",
@@ -132,7 +144,10 @@ def group_flag(configs: Mapping[str, str], name: str) -> bool:
 
 # Kafka 4.4's other group configs (kafka-configs --describe --entity-type groups --all)
 _NOT_SERVED_GROUP_CONFIGS = {
-    "consumer.assignment.interval.ms": "Skiff computes a consumer group's assignment at once",
+    f"{kind}.assignor.offload.enable": (
+        f"Skiff runs a {kind} group's assignor on the group coordinator's own loop, within "
+        "the heartbeat, and does not offload it")
+    for kind in ("consumer", "share", "streams")
 }
 
 
