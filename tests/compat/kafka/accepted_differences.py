@@ -126,8 +126,7 @@ _BROKER_ONLY_IN_KAFKA = {
     "streams groups: assignors, warm-up replicas, assignment interval, rack-aware tags, "
     "topology description plugin and recovery lag settings (not implemented; Skiff serves "
     "the group.streams.* settings its streams groups read)": (
-        "group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms",
-        "group.streams.max.assignment.interval.ms", "group.streams.assignors",
+        "group.streams.assignors",
         "group.streams.assignor.offload.enable", "group.streams.rack.aware.assignment.tags",
         "group.streams.task.offset.interval.ms", "group.streams.min.task.offset.interval.ms",
         "group.streams.num.warmup.replicas", "group.streams.max.warmup.replicas",
@@ -278,9 +277,15 @@ _GROUP_CONFIGS: list[Accepted] = [
              "share.auto.offset.reset, share.isolation.level, share.renew.acknowledge.enable "
              "and the errors.deadletterqueue.* ones) and streams-group configs "
              "(streams.session.timeout.ms, streams.heartbeat.interval.ms, "
-             "streams.num.standby.replicas, streams.initial.rebalance.delay.ms), and "
-             "computes a consumer or streams group's assignment at once",
+             "streams.num.standby.replicas, streams.initial.rebalance.delay.ms) and the "
+             "three *.assignment.interval.ms, and refuses the *.assignor.offload.enable ones "
+             "(it runs assignors on the coordinator's loop; Kafka 4.4 does not offload either)",
              scenario="group and client-metrics configs*")
-    for name in ("share.*", "streams.*", "consumer.assignment.interval.ms")]
+    for name in ("share.*", "streams.*", "consumer.assignor.offload.enable")]
+_GROUP_CONFIGS.append(Accepted(
+    "incremental_alter_configs", "responses[resource_name=*-offload].error_code",
+    "Kafka 4.4 takes consumer.assignor.offload.enable and never reads it (its assignors run "
+    "within the heartbeat); Skiff refuses a setting it does not honour (INVALID_CONFIG)",
+    scenario="group and client-metrics configs*"))
 
 ACCEPTED: list[Accepted] = [*_API_VERSIONS, *_CONFIGS, *_GROUP_CONFIGS, *_OTHER]
