@@ -200,7 +200,8 @@ _READ_ONLY = {
         "num.recovery.threads.per.data.dir", "producer.id.expiration.ms",
         "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "ssl.*",
         "principal.builder.class",
-        "transaction.partition.verification.enable"),
+        "transaction.partition.verification.enable", "group.consumer.assignment.interval.ms",
+        "group.share.assignment.interval.ms", "group.streams.assignment.interval.ms"),
     "Skiff applies it at run time (an AlterConfigs extension); Kafka only at start": (
         "log.flush.scheduler.interval.ms", "log.retention.check.interval.ms",
         "log.retention.hours", "log.retention.minutes", "log.roll.hours",
