@@ -253,6 +253,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     # streams groups' topology descriptions (KIP-1331): unset = no plugin, as Kafka 4.4
     ConfigDef("group.streams.topology.description.plugin.class", ConfigType.CLASS, None,
               _topology_description_plugin),
+    # how often a consumer group's target assignment may be recomputed (Kafka 4.4's batching)
+    ConfigDef("group.consumer.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.consumer.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.consumer.max.assignment.interval.ms", INT, 15000, at_least(0)),
     # streams groups (KIP-1071, broker/group/streams.py): Kafka 4.4's names and defaults
     ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
     ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),
@@ -260,6 +264,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.streams.max.session.timeout.ms", INT, 60000, at_least(1)),
     ConfigDef("group.streams.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
     ConfigDef("group.streams.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    # how often a streams group's target assignment may be recomputed (Kafka 4.4's batching)
+    ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.streams.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.streams.max.assignment.interval.ms", INT, 15000, at_least(0)),
     ConfigDef("group.streams.max.size", INT, INT_MAX, at_least(1)),
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
     ConfigDef("group.streams.max.standby.replicas", INT, 2, at_least(0)),
@@ -281,6 +289,10 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.share.max.session.timeout.ms", INT, 60000, at_least(1)),
     ConfigDef("group.share.min.heartbeat.interval.ms", INT, 5000, at_least(1)),
     ConfigDef("group.share.max.heartbeat.interval.ms", INT, 15000, at_least(1)),
+    # how often a share group's target assignment may be recomputed (Kafka 4.4's batching)
+    ConfigDef("group.share.assignment.interval.ms", INT, 1000, at_least(0)),
+    ConfigDef("group.share.min.assignment.interval.ms", INT, 0, at_least(0)),
+    ConfigDef("group.share.max.assignment.interval.ms", INT, 15000, at_least(0)),
     ConfigDef("group.share.max.size", INT, 200, at_least(1)),
     ConfigDef("group.share.record.lock.duration.ms", INT, 30000, at_least(1000)),
     ConfigDef("group.share.min.record.lock.duration.ms", INT, 15000, at_least(1000)),

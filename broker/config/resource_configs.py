@@ -24,10 +24,11 @@ group.streams.max.warmup.replicas), `streams.acceptable.recovery.lag` (a LONG),
 `streams.rack.aware.assignment.tags` (a LIST without empty or repeated keys), with Kafka
 4.4's words; as Kafka 4.4 (whose GroupConfig makes them internal), the task offset
 interval, warm-up replicas and recovery lag are described only when the group sets them.
-Kafka 4.4 knows a few more: `share.assignment.interval.ms`, `share.assignor.offload.enable`,
-`streams.assignment.interval.ms`, `streams.assignor.offload.enable` and
-`consumer.assignment.interval.ms`. Skiff computes assignments at once and on the
-coordinator's own loop, so those are refused with INVALID_CONFIG saying so, and not listed.
+For all three kinds `{consumer,share,streams}.assignment.interval.ms` (the least time
+between two target assignments, Kafka 4.4's batching) within the node's
+group.{consumer,share,streams}.{min,max}.assignment.interval.ms, and
+`{consumer,share,streams}.assignor.offload.enable` (a BOOLEAN; Kafka 4.4 takes it and
+runs the assignor within the heartbeat whatever it says, and so does Skiff).
 
 CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
 (100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,
@@ -82,6 +83,9 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("consumer.session.timeout.ms", "group.consumer.session.timeout.ms",
                    "group.consumer.min.session.timeout.ms",
                    "group.consumer.max.session.timeout.ms"),
+    GroupConfigDef("consumer.assignment.interval.ms", "group.consumer.assignment.interval.ms",
+                   "group.consumer.min.assignment.interval.ms",
+                   "group.consumer.max.assignment.interval.ms"),
     # share groups (broker/share): the ones its membership and share-partitions read
     GroupConfigDef("share.session.timeout.ms", "group.share.session.timeout.ms",
                    "group.share.min.session.timeout.ms",
@@ -98,6 +102,9 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("share.partition.max.record.locks", "group.share.partition.max.record.locks",
                    "group.share.min.partition.max.record.locks",
                    "group.share.max.partition.max.record.locks"),
+    GroupConfigDef("share.assignment.interval.ms", "group.share.assignment.interval.ms",
+                   "group.share.min.assignment.interval.ms",
+                   "group.share.max.assignment.interval.ms"),
     # streams groups (broker/group/streams.py)
     GroupConfigDef("streams.session.timeout.ms", "group.streams.session.timeout.ms",
                    "group.streams.min.session.timeout.ms",
@@ -105,6 +112,9 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("streams.heartbeat.interval.ms", "group.streams.heartbeat.interval.ms",
                    "group.streams.min.heartbeat.interval.ms",
                    "group.streams.max.heartbeat.interval.ms", floor=1),
+    GroupConfigDef("streams.assignment.interval.ms", "group.streams.assignment.interval.ms",
+                   "group.streams.min.assignment.interval.ms",
+                   "group.streams.max.assignment.interval.ms"),
     GroupConfigDef("streams.num.standby.replicas", "group.streams.num.standby.replicas",
                    None, "group.streams.max.standby.replicas", floor=0),
     GroupConfigDef("streams.initial.rebalance.delay.ms",
@@ -161,7 +171,10 @@ def group_flag(configs: Mapping[str, str], name: str) -> bool:
 
 # Kafka 4.4's other group configs (kafka-configs --describe --entity-type groups --all)
 _NOT_SERVED_GROUP_CONFIGS = {
-    "consumer.assignment.interval.ms": "Skiff computes a consumer group's assignment at once",
+    f"{kind}.assignor.offload.enable": (
+        f"Skiff runs a {kind} group's assignor on the group coordinator's own loop, within "
+        "the heartbeat, and does not offload it")
+    for kind in ("consumer", "share", "streams")
 }
 
 

@@ -181,6 +181,18 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
         if (v[key] < v[bound]) if above else (v[key] > v[bound]):
             raise ConfigError(key, v[key], f"must be {'greater' if above else 'less'} than or "
                                            f"equal to {bound} ({v[bound]})")
+    for kind in ("consumer", "share", "streams"):  # Kafka's GroupCoordinatorConfig checks
+        interval, low, high = (f"group.{kind}.assignment.interval.ms",
+                               f"group.{kind}.min.assignment.interval.ms",
+                               f"group.{kind}.max.assignment.interval.ms")
+        for key, bound, ok, words in ((high, low, v[high] >= v[low], "greater than or equal"),
+                                      (interval, low, v[interval] >= v[low],
+                                       "greater than or equal"),
+                                      (interval, high, v[interval] <= v[high],
+                                       "less than or equal")):
+            if not ok:
+                raise ConfigError(key, v[key],
+                                  f"requirement failed: {key} must be {words} to {bound}")
     if v["socket.request.max.bytes"] < v["message.max.bytes"]:
         cfg.warnings.append("socket.request.max.bytes is smaller than message.max.bytes: "
                             "produce requests near the message limit will be refused")

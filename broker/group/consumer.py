@@ -3,8 +3,8 @@
 Group states (derived, as Kafka's ConsumerGroupState):
 
     Empty        no members
-    Assigning    group epoch > assignment epoch (only inside one heartbeat here: the target
-                 assignment is computed synchronously when the epoch moves)
+    Assigning    group epoch > assignment epoch: the next target waits for the group's
+                 assignment interval (below)
     Reconciling  some member has not reached the assignment epoch with a stable assignment
     Stable       every member is at the assignment epoch with exactly its target
     Dead         deleted or unloaded
@@ -12,7 +12,15 @@ Group states (derived, as Kafka's ConsumerGroupState):
 Group epoch transitions: a member joins, leaves, is fenced or expires, changes subscription,
 rack or assignor, or the subscribed topics' metadata (ids, partition counts) changes: group
 epoch + 1. When group epoch > assignment epoch the assignor computes a new target and the
-assignment epoch becomes the group epoch.
+assignment epoch becomes the group epoch, on the coordinator's loop, within the heartbeat.
+
+Assignment batching (Kafka 4.4's consumer.assignment.interval.ms, else
+group.consumer.assignment.interval.ms, 1000 ms): a group's first target is computed at once;
+a later one only by a heartbeat that comes at least the interval after the last one was
+computed (its time is kept as AssignmentTimestamp in TargetAssignmentMetadata). Meanwhile a
+heartbeat is answered from the last target: a new member gets the assignment epoch and no
+partitions, and gets its partitions on a heartbeat after the interval. As in Kafka no timer
+runs for it: the heartbeat that finds the interval passed computes the target.
 
 Member states and every transition (Kafka's CurrentAssignmentBuilder):
 
@@ -63,7 +71,12 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
-from broker.group.types import GroupConfig, OffsetsRecord, TopicPartition
+from broker.group.types import (
+    GroupConfig,
+    OffsetsRecord,
+    TopicPartition,
+    assignment_interval_elapsed,
+)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -185,6 +198,7 @@ class ConsumerGroup:
     target: dict[str, Assignment] = field(default_factory=dict)
     metadata_fingerprint: tuple[tuple[str, uuid.UUID, int], ...] = ()
     assignor: str = "uniform"
+    assignment_timestamp: int = 0  # when the target was last computed (0: never)
     state_timestamp: int | None = None
     dead: bool = False
     # committed offsets, as on ClassicGroup
@@ -388,6 +402,11 @@ class ConsumerGroups:
         return self._group_int(group_id, "consumer.heartbeat.interval.ms",
                                self.config.consumer_heartbeat_interval_ms)
 
+    def consumer_assignment_interval_ms(self, group_id: str) -> int:
+        """The group's consumer.assignment.interval.ms, else the broker's."""
+        return self._group_int(group_id, "consumer.assignment.interval.ms",
+                               self.config.consumer_assignment_interval_ms)
+
     def _new_consumer_member_id(self) -> str:
         raise NotImplementedError
 
@@ -477,7 +496,7 @@ class ConsumerGroups:
             g.group_epoch += 1
         g.metadata_fingerprint = fingerprint
         if g.group_epoch > g.assignment_epoch:
-            self._compute_target(g, image)
+            self._compute_target(g, image, now_ms)
         owned = None if req.owned_partitions is None else _from_tuples(req.owned_partitions)
         if owned is not None:
             member.reported_owned = owned
@@ -600,7 +619,11 @@ class ConsumerGroups:
                 out.append((name, t.topic_id, int(t.num_partitions)))
         return tuple(out)
 
-    def _compute_target(self, g: ConsumerGroup, image: MetadataView) -> None:
+    def _compute_target(self, g: ConsumerGroup, image: MetadataView, now_ms: int) -> None:
+        if not assignment_interval_elapsed(g.assignment_timestamp,
+                                           self.consumer_assignment_interval_ms(g.group_id),
+                                           now_ms):
+            return  # batched: members go on towards the last target
         assignor_names = [m.server_assignor for m in g.members.values() if m.server_assignor]
         name = max(set(assignor_names), key=assignor_names.count) if assignor_names \
             else self.config.consumer_assignors[0]
@@ -618,6 +641,7 @@ class ConsumerGroups:
                                           g.target.get(m.member_id, {})))
         g.target = ASSIGNORS[name](members, partitions)
         g.assignment_epoch = g.group_epoch
+        g.assignment_timestamp = now_ms
         self.consumer_rebalances += 1
 
     def _owned_elsewhere(self, g: ConsumerGroup, member_id: str) -> Assignment:
@@ -725,7 +749,8 @@ class ConsumerGroups:
             g.metadata_fingerprint = tuple(sorted((x.name, x.topic_id, x.num_partitions)
                                                   for x in topics))
         elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-            g.assignment_epoch = rec.decode_consumer_group_target_assignment_metadata_value(value)
+            g.assignment_epoch, g.assignment_timestamp = rec.decode_target_assignment_metadata(
+                value, "ConsumerGroupTargetAssignmentMetadataValue")
         elif t == rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER and key.member_id is not None:
             # a target is not a member: only member metadata and assignments make one
             g.target[key.member_id] = _from_tuples(
@@ -837,7 +862,8 @@ def group_records(g: ConsumerGroup, only: str | None = None) -> dict[bytes, byte
                                           member_id)] = \
             rec.encode_consumer_group_target_assignment_member_value(_as_tuples(target))
     out[rec.encode_consumer_group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid)] = \
-        rec.encode_consumer_group_target_assignment_metadata_value(g.assignment_epoch)
+        rec.encode_consumer_group_target_assignment_metadata_value(g.assignment_epoch,
+                                                                   g.assignment_timestamp)
     for m in members:
         epoch, previous = m.member_epoch, m.previous_member_epoch
         if m.left_temporarily:

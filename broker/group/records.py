@@ -564,15 +564,43 @@ def decode_consumer_group_member_metadata_value(buf: bytes) -> ConsumerGroupMemb
                                             regex, rebalance_timeout, assignor)
 
 
-def encode_consumer_group_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
-    return encode_consumer_group_metadata_value(assignment_epoch)  # the same layout
+def encode_consumer_group_target_assignment_metadata_value(assignment_epoch: int,
+                                                          assignment_timestamp: int = 0) -> bytes:
+    """AssignmentEpoch, and AssignmentTimestamp (when the target was computed, Kafka 4.3's
+    tagged field 0, left out when 0) that the assignment interval counts from."""
+    w = _value_writer()
+    w.int32(assignment_epoch)
+    if assignment_timestamp:
+        w.uvarint(1)
+        w.uvarint(0)  # tag
+        w.uvarint(8)
+        w.int64(assignment_timestamp)
+    else:
+        w.tags()
+    return bytes(w.out)
+
+
+def decode_target_assignment_metadata(buf: bytes, name: str) -> tuple[int, int]:
+    """(assignment epoch, assignment timestamp) of a consumer, share or streams group's
+    TargetAssignmentMetadataValue (`name`: which, for errors)."""
+    r = _value_reader(buf, name)
+    epoch = r.int32()
+    timestamp = 0
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        if tag == 0:
+            if size != 8:
+                raise _corrupt(f"{name} AssignmentTimestamp of {size} bytes")
+            timestamp = r.int64()
+        else:
+            r._take(size)
+    if r.pos != len(r.buf):
+        raise _corrupt(f"{len(r.buf) - r.pos} trailing bytes after {name}")
+    return epoch, timestamp
 
 
 def decode_consumer_group_target_assignment_metadata_value(buf: bytes) -> int:
-    r = _value_reader(buf, "ConsumerGroupTargetAssignmentMetadataValue")
-    epoch = r.int32()
-    _done(r, "ConsumerGroupTargetAssignmentMetadataValue")
-    return epoch
+    return decode_target_assignment_metadata(buf, "ConsumerGroupTargetAssignmentMetadataValue")[0]
 
 
 def encode_consumer_group_target_assignment_member_value(items: TopicAssignment) -> bytes:
@@ -750,15 +778,15 @@ def decode_share_group_metadata_value(buf: bytes) -> tuple[int, int]:
     return epoch, metadata_hash
 
 
-def encode_share_group_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
-    return encode_consumer_group_metadata_value(assignment_epoch)  # the same layout
+def encode_share_group_target_assignment_metadata_value(assignment_epoch: int,
+                                                         assignment_timestamp: int = 0) -> bytes:
+    # the same layout
+    return encode_consumer_group_target_assignment_metadata_value(assignment_epoch,
+                                                                  assignment_timestamp)
 
 
 def decode_share_group_target_assignment_metadata_value(buf: bytes) -> int:
-    r = _value_reader(buf, "ShareGroupTargetAssignmentMetadataValue")
-    epoch = r.int32()
-    _done(r, "ShareGroupTargetAssignmentMetadataValue")
-    return epoch
+    return decode_target_assignment_metadata(buf, "ShareGroupTargetAssignmentMetadataValue")[0]
 
 
 def encode_share_group_target_assignment_member_value(items: TopicAssignment) -> bytes:
@@ -1097,15 +1125,15 @@ def decode_streams_group_member_metadata_value(buf: bytes) -> StreamsGroupMember
                                            endpoint, tags)
 
 
-def encode_streams_group_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
-    return encode_consumer_group_metadata_value(assignment_epoch)  # the same layout
+def encode_streams_group_target_assignment_metadata_value(assignment_epoch: int,
+                                                         assignment_timestamp: int = 0) -> bytes:
+    # the same layout
+    return encode_consumer_group_target_assignment_metadata_value(assignment_epoch,
+                                                                  assignment_timestamp)
 
 
 def decode_streams_group_target_assignment_metadata_value(buf: bytes) -> int:
-    r = _value_reader(buf, "StreamsGroupTargetAssignmentMetadataValue")
-    epoch = r.int32()
-    _done(r, "StreamsGroupTargetAssignmentMetadataValue")
-    return epoch
+    return decode_target_assignment_metadata(buf, "StreamsGroupTargetAssignmentMetadataValue")[0]
 
 
 def _write_tasks(w: _Writer, tasks: TaskList) -> None:

@@ -18,11 +18,16 @@ topology's topics change (a missing internal topic appears). When group epoch > 
 epoch (and the first assignment of a group is no longer delayed by
 streams.initial.rebalance.delay.ms), the group's assignor (streams.assignor.name among the
 node's group.streams.assignors; Kafka 4.4 ships one, sticky) computes a new target, ranking
-standby candidates by the task offsets members report. As in Kafka 4.4 there are no warm-up
-tasks (its AssignmentRefiner returns the target unchanged, whatever
-streams.num.warmup.replicas says) and streams.rack.aware.assignment.tags moves no standby
-(its sticky assignor does not read them). Heartbeat answers carry the group's
-streams.task.offset.interval.ms and streams.acceptable.recovery.lag.
+standby candidates by the task offsets members report, unless the group's last target was
+computed less than streams.assignment.interval.ms ago (Kafka 4.4's batching, else
+group.streams.assignment.interval.ms, 1000 ms; its time is kept as AssignmentTimestamp in
+TargetAssignmentMetadata): then members go on towards the last target and are told
+ASSIGNMENT_DELAYED, and a heartbeat after the interval computes it (as in Kafka, no timer
+runs for it). As in Kafka 4.4 there are no warm-up tasks (its AssignmentRefiner returns the
+target unchanged, whatever streams.num.warmup.replicas says) and
+streams.rack.aware.assignment.tags moves no standby (its sticky assignor does not read
+them). Heartbeat answers carry the group's streams.task.offset.interval.ms and
+streams.acceptable.recovery.lag.
 
 Member states and every transition (Kafka's streams CurrentAssignmentBuilder):
 
@@ -66,7 +71,12 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
-from broker.group.types import GroupConfig, OffsetsRecord, TopicPartition
+from broker.group.types import (
+    GroupConfig,
+    OffsetsRecord,
+    TopicPartition,
+    assignment_interval_elapsed,
+)
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -483,6 +493,7 @@ class StreamsGroup:
     target: dict[str, Tasks] = field(default_factory=dict)
     endpoint_information_epoch: int = 0
     assignment_delayed_until: int | None = None
+    assignment_timestamp: int = 0  # when the target was last computed (0: never)
     shutdown_requested: bool = False
     dead: bool = False
     # KIP-1331: the topology epoch whose description the topology description plugin holds,
@@ -570,6 +581,9 @@ class StreamsGroups:
         if name in registered:
             return name
         return registered[0] if registered else "sticky"
+    def streams_assignment_interval_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "streams.assignment.interval.ms",
+                               self.config.streams_assignment_interval_ms)
 
     def streams_heartbeat(self, req: StreamsHeartbeatRequest,
                           partitions_of: Callable[[str], int | None],
@@ -663,8 +677,7 @@ class StreamsGroups:
         self._streams_reconcile(g, member, req.owned, now_ms)
         configured = g.configured
         if delayed:
-            status.append((ASSIGNMENT_DELAYED, "Assignment delayed due to the configured "
-                                               "initial rebalance delay."))
+            status.append((ASSIGNMENT_DELAYED, delayed))
         if configured is not None:
             status.extend(configured.status)
         if g.shutdown_requested:
@@ -771,21 +784,26 @@ class StreamsGroups:
         m.assigned = m.pending_revocation = m.reported_owned = EMPTY_TASKS
         m.state, m.revocation_deadline = MemberState.STABLE, None
 
-    def _maybe_assign(self, g: StreamsGroup, now_ms: int) -> bool:
+    def _maybe_assign(self, g: StreamsGroup, now_ms: int) -> str | None:
         """Compute the target when the epoch moved. While the initial rebalance delay runs
         (it starts when the first member joins an empty group) the target is empty at the
         group epoch, so members get an epoch and ASSIGNMENT_DELAYED; when it ends the group
-        epoch moves and the real target follows. True while delayed."""
+        epoch moves and the real target follows. Within the assignment interval the target
+        waits. The ASSIGNMENT_DELAYED detail while delayed, else None."""
         if g.assignment_delayed_until is not None:
             if now_ms < g.assignment_delayed_until:
                 if g.group_epoch > g.assignment_epoch:
                     g.target = {m: EMPTY_TASKS for m in g.members}
                     g.assignment_epoch = g.group_epoch
-                return True
+                return "Assignment delayed due to the configured initial rebalance delay."
             g.assignment_delayed_until = None
             g.group_epoch += 1
         if g.group_epoch <= g.assignment_epoch:
-            return False
+            return None
+        if not assignment_interval_elapsed(g.assignment_timestamp,
+                                           self.streams_assignment_interval_ms(g.group_id),
+                                           now_ms):
+            return "Assignment delayed due to the configured assignment interval."
         configured = g.configured
         tasks = configured.tasks if configured is not None and configured.ready else {}
         members = [AssignorMember(m.member_id, m.process_id,
@@ -797,8 +815,9 @@ class StreamsGroups:
         assign = TASK_ASSIGNORS[self.streams_assignor_name(g.group_id)]
         g.target = assign(members, tasks, self.streams_num_standby_replicas(g.group_id))
         g.assignment_epoch = g.group_epoch
+        g.assignment_timestamp = now_ms
         g.endpoint_information_epoch += 1
-        return False
+        return None
 
     def _streams_reconcile(self, g: StreamsGroup, m: StreamsMember, owned: Tasks | None,
                            now_ms: int) -> None:
@@ -874,7 +893,10 @@ class StreamsGroups:
                 late = m.revocation_deadline is not None and now_ms >= m.revocation_deadline
                 if now_ms >= m.session_deadline or late:
                     self._remove_streams_member(g, m, now_ms)
-            self._maybe_assign(g, now_ms)
+            if g.assignment_delayed_until is not None:
+                # the initial rebalance delay's end (Kafka's timer); a target held back by the
+                # assignment interval waits for a heartbeat, as in Kafka
+                self._maybe_assign(g, now_ms)
             if (g.group_epoch, g.assignment_epoch) != before:
                 self._persist_streams(g)
 
@@ -919,7 +941,8 @@ class StreamsGroups:
         elif t == rec.STREAMS_GROUP_TOPOLOGY:
             g.topology = _topology_of(*rec.decode_streams_group_topology_value(value))
         elif t == rec.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA:
-            g.assignment_epoch = rec.decode_streams_group_target_assignment_metadata_value(value)
+            g.assignment_epoch, g.assignment_timestamp = rec.decode_target_assignment_metadata(
+                value, "StreamsGroupTargetAssignmentMetadataValue")
         elif t == rec.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER and mid is not None:
             g.target[mid] = _tasks_of(rec.decode_streams_group_target_assignment_member_value(
                 value))
@@ -1126,7 +1149,8 @@ def streams_group_records(g: StreamsGroup) -> dict[bytes, bytes]:
         out[key(rec.STREAMS_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id)] = \
             rec.encode_streams_group_target_assignment_member_value(_task_lists(target))
     out[key(rec.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, gid)] = \
-        rec.encode_streams_group_target_assignment_metadata_value(g.assignment_epoch)
+        rec.encode_streams_group_target_assignment_metadata_value(g.assignment_epoch,
+                                                                  g.assignment_timestamp)
     for m in members:
         epoch, previous = m.member_epoch, m.previous_member_epoch
         if m.left_temporarily:

@@ -30,6 +30,8 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    # the least time between two target assignments of a group (Kafka 4.4's batching)
+    consumer_assignment_interval_ms: int = 1000
     # KIP-1071
     streams_session_timeout_ms: int = 45000
     streams_heartbeat_interval_ms: int = 5000
@@ -39,6 +41,7 @@ class GroupConfig:
     streams_task_offset_interval_ms: int = 60000
     streams_acceptable_recovery_lag: int = 10000
     streams_assignors: tuple[str, ...] = ("sticky",)
+    streams_assignment_interval_ms: int = 1000
 
     @classmethod
     def from_node_config(cls, cfg: Any) -> GroupConfig:
@@ -66,6 +69,7 @@ class GroupConfig:
             consumer_session_timeout_ms=get("group.consumer.session.timeout.ms", 45000),
             consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms", 5000),
             consumer_max_size=get("group.consumer.max.size", 2**31 - 1),
+            consumer_assignment_interval_ms=get("group.consumer.assignment.interval.ms", 1000),
             streams_session_timeout_ms=get("group.streams.session.timeout.ms", 45000),
             streams_heartbeat_interval_ms=get("group.streams.heartbeat.interval.ms", 5000),
             streams_max_size=get("group.streams.max.size", 2**31 - 1),
@@ -75,6 +79,7 @@ class GroupConfig:
             streams_task_offset_interval_ms=get("group.streams.task.offset.interval.ms", 60000),
             streams_acceptable_recovery_lag=get("group.streams.acceptable.recovery.lag", 10000),
             streams_assignors=names("group.streams.assignors", ("sticky",)),
+            streams_assignment_interval_ms=get("group.streams.assignment.interval.ms", 1000),
         )
 
 
@@ -279,3 +284,11 @@ class GroupDescription:
     protocol_type: str
     protocol_data: str
     members: tuple[DescribedMember, ...]
+
+
+def assignment_interval_elapsed(last_assignment_ms: int, interval_ms: int, now_ms: int) -> bool:
+    """Whether a group may compute a new target assignment now (Kafka 4.4's batching,
+    {consumer,share,streams}.assignment.interval.ms): always for its first one (no timestamp
+    yet, 0) and with interval 0, else once the interval has passed since the last one."""
+    return last_assignment_ms == 0 or interval_ms == 0 \
+        or now_ms >= last_assignment_ms + interval_ms

@@ -10,6 +10,13 @@ has fewer partitions than members, partitions are shared, so every member gets o
 partitions need no revocation, so a member takes its new assignment and the group epoch at
 its next heartbeat). A member not heard from for the session timeout is removed.
 
+Assignment batching (Kafka 4.4's share.assignment.interval.ms, else
+group.share.assignment.interval.ms, 1000 ms): a group's first target is computed at once, a
+later one only by a heartbeat at least the interval after the last was computed (kept as
+AssignmentTimestamp in TargetAssignmentMetadata); until then the group epoch has moved but
+members keep the last target, a new member has the assignment epoch and no partitions. No
+timer runs for it, as in Kafka: the heartbeat that finds the interval passed computes it.
+
 A group also remembers its initialized share-partitions, those with a state in the share
 coordinator (assigned to a member once, or given a start offset by AlterShareGroupOffsets),
 which DescribeShareGroupOffsets lists and DeleteGroups / DeleteShareGroupOffsets delete.
@@ -40,7 +47,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from broker.group import records as rec
-from broker.group.types import OffsetsRecord
+from broker.group.types import OffsetsRecord, assignment_interval_elapsed
 
 # topic name -> (topic id, partition count)
 TopicsView = Mapping[str, tuple[uuid.UUID, int]]
@@ -110,6 +117,7 @@ class ShareGroupSettings:
     session_timeout_ms: int = 45000
     heartbeat_interval_ms: int = 5000
     max_size: int = 200
+    assignment_interval_ms: int = 1000
 
 
 ASSIGNOR_NAME = "simple"
@@ -120,6 +128,7 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    assignment_timestamp: int = 0  # when the target was last computed (0: never)
     members: dict[str, ShareMember] = field(default_factory=dict)
     topics_seen: tuple[tuple[str, uuid.UUID, int], ...] = ()
     # the share-partitions with state in the share coordinator (Kafka's initialized
@@ -229,7 +238,7 @@ class ShareGroupCoordinator:
         if names is not None and tuple(sorted(set(names))) != member.subscribed:
             member.subscribed = tuple(sorted(set(names)))
             changed = True
-        self._maybe_assign(group, topics, changed)
+        self._maybe_assign(group, topics, changed, now_ms)
         assignment = None
         if (member.member_epoch != group.assignment_epoch
                 or member.sent_epoch != member.member_epoch):
@@ -372,8 +381,9 @@ class ShareGroupCoordinator:
         if t == rec.SHARE_GROUP_METADATA:
             group.group_epoch, group.metadata_hash = rec.decode_share_group_metadata_value(value)
         elif t == rec.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA:
-            group.assignment_epoch = rec.decode_share_group_target_assignment_metadata_value(
-                value)
+            group.assignment_epoch, group.assignment_timestamp = \
+                rec.decode_target_assignment_metadata(
+                    value, "ShareGroupTargetAssignmentMetadataValue")
         elif t == rec.SHARE_GROUP_STATE_PARTITION_METADATA:
             sv = rec.decode_share_group_state_partition_metadata_value(value)
             group.initialized = {}
@@ -425,7 +435,8 @@ class ShareGroupCoordinator:
         if group.members.pop(member_id, None) is not None:
             group.group_epoch += 1
 
-    def _maybe_assign(self, group: ShareGroup, topics: TopicsView, changed: bool) -> None:
+    def _maybe_assign(self, group: ShareGroup, topics: TopicsView, changed: bool,
+                      now_ms: int) -> None:
         seen = _topics_seen(group, topics)
         if seen != group.topics_seen:
             group.topics_seen = seen
@@ -435,6 +446,10 @@ class ShareGroupCoordinator:
             self.dirty.add(group.group_id)
         if group.assignment_epoch == group.group_epoch:
             return
+        if not assignment_interval_elapsed(
+                group.assignment_timestamp,
+                self.settings_of(group.group_id).assignment_interval_ms, now_ms):
+            return  # batched: members keep the last target
         self.dirty.add(group.group_id)
         target = simple_assignment({m.member_id: m.subscribed for m in group.members.values()},
                                    topics)
@@ -445,6 +460,7 @@ class ShareGroupCoordinator:
                 (tid, tuple(sorted(ps)))
                 for tid, ps in sorted(parts.items(), key=lambda x: str(x[0])))
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp = now_ms
 
 
 # ---- records ---------------------------------------------------------------------------------
@@ -498,7 +514,8 @@ def share_group_records(group: ShareGroup, names: Mapping[uuid.UUID, str]
                                        m.member_id)] = \
             rec.encode_share_group_target_assignment_member_value(m.assignment)
     out[rec.encode_share_group_key(rec.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA, gid)] = \
-        rec.encode_share_group_target_assignment_metadata_value(group.assignment_epoch)
+        rec.encode_share_group_target_assignment_metadata_value(group.assignment_epoch,
+                                                                group.assignment_timestamp)
     for m in members:
         out[rec.encode_share_group_key(rec.SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid,
                                        m.member_id)] = \

@@ -165,7 +165,9 @@ class ShareService:
         self._groups = ShareGroupCoordinator(ShareGroupSettings(
             session_timeout_ms=node_setting(cfg, "group.share.session.timeout.ms"),
             heartbeat_interval_ms=node_setting(cfg, "group.share.heartbeat.interval.ms"),
-            max_size=node_setting(cfg, "group.share.max.size")), self.group_settings)
+            max_size=node_setting(cfg, "group.share.max.size"),
+            assignment_interval_ms=node_setting(cfg, "group.share.assignment.interval.ms")),
+            self.group_settings)
         # the group coordinator (by __consumer_offsets partition) whose replayed share-group
         # records the core holds
         self._adopted: dict[int, GroupCoordinator] = {}
@@ -290,7 +292,9 @@ class ShareService:
                 cfg, "group.share.session.timeout.ms"))),
             heartbeat_interval_ms=int(gc.get("share.heartbeat.interval.ms", node_setting(
                 cfg, "group.share.heartbeat.interval.ms"))),
-            max_size=node_setting(cfg, "group.share.max.size"))
+            max_size=node_setting(cfg, "group.share.max.size"),
+            assignment_interval_ms=int(gc.get("share.assignment.interval.ms", node_setting(
+                cfg, "group.share.assignment.interval.ms"))))
 
     def read_committed(self, group_id: str) -> bool:
         """The group's share.isolation.level (Kafka's default: read_uncommitted)."""

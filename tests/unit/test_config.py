@@ -539,3 +539,20 @@ def test_topology_description_plugin_is_kafkas_in_memory_one_or_none():
     assert build_config({**COMBINED, key: plugin})[key] == plugin
     with pytest.raises(ConfigError, match="can load no other"):
         build_config({**COMBINED, key: "com.example.JdbcTopologyStore"})
+
+
+@pytest.mark.parametrize("kind", ["consumer", "share", "streams"])
+def test_assignment_interval_within_its_node_bounds(kind: str) -> None:
+    """Kafka 4.4's GroupCoordinatorConfig requirements, at startup, with its defaults."""
+    interval = f"group.{kind}.assignment.interval.ms"
+    low = f"group.{kind}.min.assignment.interval.ms"
+    high = f"group.{kind}.max.assignment.interval.ms"
+    c = cfg()
+    assert (c[interval], c[low], c[high]) == (1000, 0, 15000)
+    assert cfg(**{interval: "0"})[interval] == 0
+    with pytest.raises(ConfigError, match=f"{interval} must be less than or equal to {high}"):
+        cfg(**{interval: "15001"})
+    with pytest.raises(ConfigError, match=f"{interval} must be greater than or equal to {low}"):
+        cfg(**{low: "2000"})
+    with pytest.raises(ConfigError, match=f"{high} must be greater than or equal to {low}"):
+        cfg(**{low: "600", high: "500", interval: "550"})

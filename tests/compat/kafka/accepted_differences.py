@@ -113,11 +113,9 @@ _BROKER_ONLY_IN_KAFKA = {
     "settings (not implemented; Skiff serves the group.share.* settings its share groups read "
     "and the share.coordinator.* ones its share coordinator reads)": (
         "group.share.*", "share.coordinator.*", "share.fetch.purgatory.purge.interval.requests"),
-    "streams groups: assignment interval and assignor offload settings (not implemented; "
-    "Skiff serves the group.streams.* settings its streams groups read)": (
-        "group.streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms",
-        "group.streams.max.assignment.interval.ms",
-        "group.streams.assignor.offload.enable"),
+    "streams groups: assignor offload setting (not implemented; Skiff serves the "
+    "group.streams.* settings its streams groups read)": (
+        "group.streams.assignor.offload.enable",),
     "tiered storage (not implemented)": ("remote.*", "log.remote.*", "log.local.retention.*",
                                          "follower.fetch.last.tiered.offset.enable"),
     "SASL mechanisms and login plugins Skiff does not have (GSSAPI/Kerberos, OAUTHBEARER's "
@@ -186,7 +184,8 @@ _READ_ONLY = {
         "num.recovery.threads.per.data.dir", "producer.id.expiration.ms",
         "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "ssl.*",
         "principal.builder.class",
-        "transaction.partition.verification.enable"),
+        "transaction.partition.verification.enable", "group.consumer.assignment.interval.ms",
+        "group.share.assignment.interval.ms", "group.streams.assignment.interval.ms"),
     "Skiff applies it at run time (an AlterConfigs extension); Kafka only at start": (
         "log.flush.scheduler.interval.ms", "log.retention.check.interval.ms",
         "log.retention.hours", "log.retention.minutes", "log.roll.hours",
@@ -262,9 +261,16 @@ _GROUP_CONFIGS: list[Accepted] = [
              "share.delivery.count.limit, share.partition.max.record.locks, "
              "share.auto.offset.reset, share.isolation.level, share.renew.acknowledge.enable "
              "and the errors.deadletterqueue.* ones) and streams-group configs "
-             "(all but streams.assignment.interval.ms and streams.assignor.offload.enable), "
-             "and computes a consumer or streams group's assignment at once",
+             "(streams.session.timeout.ms, streams.heartbeat.interval.ms, "
+             "streams.num.standby.replicas, streams.initial.rebalance.delay.ms) and the "
+             "three *.assignment.interval.ms, and refuses the *.assignor.offload.enable ones "
+             "(it runs assignors on the coordinator's loop; Kafka 4.4 does not offload either)",
              scenario="group and client-metrics configs*")
-    for name in ("share.*", "streams.*", "consumer.assignment.interval.ms")]
+    for name in ("share.*", "streams.*", "consumer.assignor.offload.enable")]
+_GROUP_CONFIGS.append(Accepted(
+    "incremental_alter_configs", "responses[resource_name=*-offload].error_code",
+    "Kafka 4.4 takes consumer.assignor.offload.enable and never reads it (its assignors run "
+    "within the heartbeat); Skiff refuses a setting it does not honour (INVALID_CONFIG)",
+    scenario="group and client-metrics configs*"))
 
 ACCEPTED: list[Accepted] = [*_API_VERSIONS, *_CONFIGS, *_GROUP_CONFIGS, *_OTHER]

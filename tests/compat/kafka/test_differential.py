@@ -834,6 +834,14 @@ def d_group_and_client_metrics_configs(w: KafkaWire, v: int, n: str) -> list[Any
         alter(32, f"{n}-bad", ("consumer.session.timeout.ms", 0, "10000")),
         alter(32, f"{n}-bad", ("consumer.heartbeat.interval.ms", 0, "20000")),
         alter(32, f"{n}-bad", ("no.such.group.config", 0, "1")),
+        # assignment batching (Kafka 4.4): set within group.*.{min,max}.assignment.interval.ms,
+        # refused above the max; the offload flags Kafka takes (and ignores) Skiff refuses
+        alter(32, n, ("consumer.assignment.interval.ms", 0, "0"),
+              ("share.assignment.interval.ms", 0, "500"),
+              ("streams.assignment.interval.ms", 0, "15000")),
+        alter(32, f"{n}-bad", ("consumer.assignment.interval.ms", 0, "15001")),
+        alter(32, f"{n}-bad", ("share.assignment.interval.ms", 0, "-1")),
+        alter(32, f"{n}-offload", ("consumer.assignor.offload.enable", 0, "false")),
         alter(16, n, ("metrics", 0, "org.apache.kafka.producer."), ("interval.ms", 0, "1000"),
               ("match", 0, "client_id=abc.*")),
         alter(16, f"{n}-bad", ("interval.ms", 0, "50")),
@@ -847,7 +855,8 @@ def d_group_and_client_metrics_configs(w: KafkaWire, v: int, n: str) -> list[Any
             {"resource_type": t, "resource_name": name, "configuration_keys": None}
             for t in (32, 16) for name in (n, f"{n}-unset")]),
             lambda r: 0 if _config_value(r, 16, n, "interval.ms") == "1000"
-            and _config_value(r, 32, n, "consumer.session.timeout.ms") == "50000" else -1,
+            and _config_value(r, 32, n, "consumer.session.timeout.ms") == "50000"
+            and _config_value(r, 32, n, "streams.assignment.interval.ms") == "15000" else -1,
             {-1}),
         alter(16, n, ("metrics", 1, None), ("interval.ms", 1, None), ("match", 1, None)),
         retry(w, request(32, 4, include_synonyms=False, include_documentation=False, resources=[

@@ -1,6 +1,8 @@
 """GROUP and CLIENT_METRICS config resources (issue 36): Kafka 4.4's kafka-configs and
 kafka-client-metrics against Skiff and the reference side by side, then what Skiff does with
-them: a group's consumer.session.timeout.ms expires a silent member sooner, and a Java client
+them: a group's consumer.session.timeout.ms expires a silent member sooner, its
+consumer.assignment.interval.ms holds a second member's partitions back (as on Kafka 4.4), and
+a Java client
 with Kafka 4.4's default enable.metrics.push=true receives a client-metrics subscription and
 pushes its metrics, which Skiff exports on its metrics endpoint.
 
@@ -195,6 +197,96 @@ def test_a_streams_member_is_told_its_groups_task_offset_interval(
             except subprocess.TimeoutExpired:
                 app.kill()
                 app.wait(10)
+
+
+def test_assignment_interval_configs_as_kafka(pair: BrokerPair) -> None:
+    """{consumer,share,streams}.assignment.interval.ms (Kafka 4.4's assignment batching) set,
+    described with the broker synonyms and refused above group.*.max.assignment.interval.ms
+    alike; the offload flag Kafka takes (and never reads) Skiff refuses saying why."""
+    group = f"interval-group-{RUN}"
+    entity = ["--entity-type", "groups", "--entity-name", group]
+    pair.same("groups.interval_set", "kafka-configs", "--bootstrap-server", "{bootstrap}",
+              "--alter", *entity, "--add-config", "consumer.assignment.interval.ms=3000,"
+              "share.assignment.interval.ms=0,streams.assignment.interval.ms=15000")
+    out = pair.same("groups.interval_describe", "kafka-configs", "--bootstrap-server",
+                    "{bootstrap}", "--describe", *entity)
+    for kind, value in (("consumer", 3000), ("share", 0), ("streams", 15000)):
+        name = f"{kind}.assignment.interval.ms"
+        assert (f"{name}={value} sensitive=false synonyms={{DYNAMIC_GROUP_CONFIG:{name}={value}, "
+                f"DEFAULT_CONFIG:group.{name}=1000}}") in out.stdout, out.stdout
+    k = pair.same("groups.interval_above_max", "kafka-configs", "--bootstrap-server",
+                  "{bootstrap}", "--alter", *entity, "--add-config",
+                  "consumer.assignment.interval.ms=15001")
+    assert k.returncode == 1 and "InvalidConfigurationException" in k.stderr, k.text()
+    kafka, skiff = pair.run("kafka-configs", "--bootstrap-server", "{bootstrap}", "--alter",
+                            *entity, "--add-config", "consumer.assignor.offload.enable=false")
+    assert kafka.returncode == 0, kafka
+    assert skiff.returncode == 1 and "does not offload it" in skiff.stderr, skiff
+
+
+def _interval_story(bootstrap: str, topic: str, group: str, interval_ms: int,
+                    ) -> list[tuple[str, int, int | None]]:
+    """Two members of a group with consumer.assignment.interval.ms = `interval_ms` on a
+    4-partition topic: (step, member epoch counted from the first member's join, partitions
+    of an assignment that changed since the last answer, else None). Kafka 4.4 gives the
+    first member of a group with a config epoch 2, Skiff 1; and Skiff repeats an unchanged
+    assignment to a heartbeat that lists owned partitions, Kafka only to a full one."""
+    configs(bootstrap, "--alter", "--entity-type", "groups", "--entity-name", group,
+            "--add-config", f"consumer.assignment.interval.ms={interval_ms}")
+    seen: list[tuple[str, int, int | None]] = []
+    with KafkaWire(bootstrap) as wire:
+        a, _ = _join(wire, group, topic)
+        b, _ = _join(wire, group, topic)
+        first = time.monotonic()
+        owned: list[cgh.TopicPartitions] = []
+
+        def hb(step: str, member: str, epoch: int) -> int:
+            resp = wire.send(build(cgh.ConsumerGroupHeartbeatRequest, group_id=group,
+                                   member_id=member, member_epoch=epoch, rebalance_timeout=-1,
+                                   topic_partitions=owned if member == a else []))
+            assert resp.error_code.value == 0, resp
+            got = None if resp.assignment is None else sum(
+                len(tp.partitions) for tp in resp.assignment.topic_partitions)
+            seen.append((step, int(resp.member_epoch) - base,
+                         None if got == last[0] else got))
+            last[0] = got if got is not None else last[0]
+            return int(resp.member_epoch)
+
+        describe = wire.send(build(cgd.ConsumerGroupDescribeRequest, group_ids=[group]))
+        ms = {str(m.member_id): m for m in describe.groups[0].members}
+        owned = list(ms[a].assignment.topic_partitions)
+        owned_partitions = [p for tp in owned for p in tp.partitions]
+        last = [len(owned_partitions)]  # the size of the last assignment a was told
+        base = int(ms[a].member_epoch) - 1
+        seen.append(("b joined", int(ms[b].member_epoch) - base,
+                     sum(len(tp.partitions) for tp in ms[b].assignment.topic_partitions)))
+        seen.append(("a joined", int(ms[a].member_epoch) - base, len(owned_partitions)))
+        hb("a at once", a, int(ms[a].member_epoch))
+        time.sleep(max(0.0, interval_ms / 1000 + 0.3 - (time.monotonic() - first)))
+        hb("a after the interval", a, int(ms[a].member_epoch))
+    return seen
+
+
+def test_a_second_member_gets_partitions_after_the_interval_as_on_kafka(
+        pair: BrokerPair) -> None:
+    """consumer.assignment.interval.ms 3000: the second member gets the assignment epoch and
+    nothing until a heartbeat 3 s after the first target, which tells the first member to
+    give up half its partitions; with 0 that happens at once. The same on the reference."""
+    topic = f"interval-topic-{RUN}"
+    for bootstrap in (pair.kafka, pair.skiff):
+        ok("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+           "--partitions", "4", "--replication-factor", "1")
+    stories = {}
+    for interval_ms in (3000, 0):
+        group = f"interval-{interval_ms}-{RUN}"
+        stories[interval_ms] = [_interval_story(b, topic, group, interval_ms)
+                                for b in (pair.kafka, pair.skiff)]
+        assert stories[interval_ms][0] == stories[interval_ms][1], stories[interval_ms]
+    assert stories[3000][1] == [("b joined", 1, 0), ("a joined", 1, 4),
+                                ("a at once", 1, None), ("a after the interval", 1, 2)], \
+        stories[3000]
+    assert stories[0][1] == [("b joined", 2, 0), ("a joined", 1, 4), ("a at once", 1, 2),
+                             ("a after the interval", 1, None)], stories[0]
 
 
 def _join(wire: KafkaWire, group: str, topic: str) -> tuple[str, int]:

@@ -44,8 +44,11 @@ class Consumers:
     def __init__(self, img: MetadataImage, **config: object) -> None:
         self.img = img
         self.now = START_MS
+        # assignment batching off, as Kafka runs most of its own group tests; the tests of
+        # consumer.assignment.interval.ms set it
         self.config = replace(GroupConfig(consumer_session_timeout_ms=10_000,
-                                          consumer_heartbeat_interval_ms=1000), **config)
+                                          consumer_heartbeat_interval_ms=1000,
+                                          consumer_assignment_interval_ms=0), **config)
         self.coord = GroupCoordinator(self.config, random.Random(5), self.now)
         # the client side: member id -> (epoch, owned assignment)
         self.epoch: dict[str, int] = {}

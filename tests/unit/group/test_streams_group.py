@@ -46,6 +46,9 @@ class Streams:
 
     def __init__(self, topics: dict[str, int] | None = None, **config: object) -> None:
         config.setdefault("streams_initial_rebalance_delay_ms", 0)
+        # assignment batching off, as Kafka runs most of its own group tests; the tests of
+        # streams.assignment.interval.ms set it
+        config.setdefault("streams_assignment_interval_ms", 0)
         self.d = Driver(streams_session_timeout_ms=10_000, streams_heartbeat_interval_ms=1000,
                         **config)
         self.topics = dict(topics if topics is not None else

@@ -51,6 +51,11 @@ CONFIG: dict[str, Any] = {
     "offsets.retention.check.interval.ms": 600000,
     "offset.metadata.max.bytes": 4096,
     "group.initial.rebalance.delay.ms": 0,
+    # assignment batching off, as Kafka runs its request tests; test_consumer_group_heartbeat
+    # runs with Kafka's default too
+    "group.consumer.assignment.interval.ms": 0,
+    "group.share.assignment.interval.ms": 0,
+    "group.streams.assignment.interval.ms": 0,
     "group.min.session.timeout.ms": 10,
     "group.max.session.timeout.ms": 600000,
     "group.max.size": 100,

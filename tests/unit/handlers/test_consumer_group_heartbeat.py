@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from pathlib import Path
 
 import pytest
 from group_node import (  # noqa: F401
@@ -57,6 +59,31 @@ async def test_join_assign_then_second_member_after_revocation(node: GroupNode,
     b2 = await heartbeat(node, version, b.member_id, 2, topics=None, owned=())
     assert sorted(b2.assignment.topic_partitions[0].partitions) == sorted(
         set(range(4)) - set(kept))
+
+
+async def test_kafkas_default_interval_holds_the_second_member_back(tmp_path: Path) -> None:
+    """group.consumer.assignment.interval.ms 1000 (Kafka 4.4's default): the first target at
+    once, the next one by a heartbeat at least a second after it."""
+    node = GroupNode(tmp_path, **{"group.consumer.assignment.interval.ms": 1000})
+    await node.start()
+    try:
+        node.add_topic("t", 4)
+        await ready(node)
+        tid = node.metadata.topic("t").topic_id  # type: ignore[union-attr]
+        tp_cls = request_class("consumer_group_heartbeat", 1, "TopicPartitions")
+        owned_all = (tp_cls(topic_id=tid, partitions=(0, 1, 2, 3)),)
+        a = await heartbeat(node, 1, "member-a", 0, owned=())
+        assert a.member_epoch == 1 and a.assignment.topic_partitions[0].partitions == (0, 1, 2, 3)
+        b = await heartbeat(node, 1, "member-b", 0, owned=())
+        assert b.member_epoch == 1 and b.assignment.topic_partitions == ()
+        a = await heartbeat(node, 1, "member-a", 1, topics=None, owned=owned_all)
+        assert a.member_epoch == 1 and a.assignment.topic_partitions[0].partitions == (
+            0, 1, 2, 3)
+        await asyncio.sleep(1.05)
+        a = await heartbeat(node, 1, "member-a", 1, topics=None, owned=owned_all)
+        assert a.member_epoch == 1 and len(a.assignment.topic_partitions[0].partitions) == 2
+    finally:
+        await node.stop()
 
 
 async def test_errors(node: GroupNode) -> None:

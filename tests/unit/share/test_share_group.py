@@ -22,7 +22,9 @@ from broker.share.sessions import ShareSessionCache
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 TOPICS = {"one": (T1, 1), "six": (T2, 6)}
-SETTINGS = ShareGroupSettings(session_timeout_ms=1000, heartbeat_interval_ms=100, max_size=3)
+# assignment batching off (test_assignment_interval.py tests share.assignment.interval.ms)
+SETTINGS = ShareGroupSettings(session_timeout_ms=1000, heartbeat_interval_ms=100, max_size=3,
+                              assignment_interval_ms=0)
 
 
 def hb(member: str, epoch: int, names: tuple[str, ...] | None = ("one",)) -> ShareHeartbeatRequest:
