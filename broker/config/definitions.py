@@ -257,6 +257,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.consumer.assignment.interval.ms", INT, 1000, at_least(0)),
     ConfigDef("group.consumer.min.assignment.interval.ms", INT, 0, at_least(0)),
     ConfigDef("group.consumer.max.assignment.interval.ms", INT, 15000, at_least(0)),
+    # Kafka 4.4 takes it and runs the assignor within the heartbeat whatever it says (no
+    # code of its reads it); Skiff does the same, docs/compatibility.md "Assignment batching"
+    ConfigDef("group.consumer.assignor.offload.enable", B, True),
     # streams groups (KIP-1071, broker/group/streams.py): Kafka 4.4's names and defaults
     ConfigDef("group.streams.session.timeout.ms", INT, 45000, at_least(1)),
     ConfigDef("group.streams.heartbeat.interval.ms", INT, 5000, at_least(1)),
@@ -268,6 +271,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.streams.assignment.interval.ms", INT, 1000, at_least(0)),
     ConfigDef("group.streams.min.assignment.interval.ms", INT, 0, at_least(0)),
     ConfigDef("group.streams.max.assignment.interval.ms", INT, 15000, at_least(0)),
+    # Kafka 4.4 takes it and runs the assignor within the heartbeat whatever it says (no
+    # code of its reads it); Skiff does the same, docs/compatibility.md "Assignment batching"
+    ConfigDef("group.streams.assignor.offload.enable", B, True),
     ConfigDef("group.streams.max.size", INT, INT_MAX, at_least(1)),
     ConfigDef("group.streams.num.standby.replicas", INT, 0, at_least(0)),
     ConfigDef("group.streams.max.standby.replicas", INT, 2, at_least(0)),
@@ -293,6 +299,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("group.share.assignment.interval.ms", INT, 1000, at_least(0)),
     ConfigDef("group.share.min.assignment.interval.ms", INT, 0, at_least(0)),
     ConfigDef("group.share.max.assignment.interval.ms", INT, 15000, at_least(0)),
+    # Kafka 4.4 takes it and runs the assignor within the heartbeat whatever it says (no
+    # code of its reads it); Skiff does the same, docs/compatibility.md "Assignment batching"
+    ConfigDef("group.share.assignor.offload.enable", B, True),
     ConfigDef("group.share.max.size", INT, 200, at_least(1)),
     ConfigDef("group.share.record.lock.duration.ms", INT, 30000, at_least(1000)),
     ConfigDef("group.share.min.record.lock.duration.ms", INT, 15000, at_least(1000)),

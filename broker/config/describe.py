@@ -51,7 +51,8 @@ NO_KAFKA_DEFAULT = frozenset({"node.id", "process.roles", "controller.listener.n
 INTERNAL_BROKER_KEYS = frozenset({
     "group.streams.task.offset.interval.ms", "group.streams.min.task.offset.interval.ms",
     "group.streams.num.warmup.replicas", "group.streams.max.warmup.replicas",
-    "group.streams.acceptable.recovery.lag"})
+    "group.streams.acceptable.recovery.lag", "group.consumer.assignor.offload.enable",
+    "group.share.assignor.offload.enable", "group.streams.assignor.offload.enable"})
 # The config_type Kafka 4.4 reports where Skiff parses the value as another type:
 # listener.security.protocol.map is a STRING in Kafka's ConfigDef (Skiff splits it into a
 # list), log.dir a LIST (Skiff reads one directory).

@@ -27,8 +27,9 @@ interval, warm-up replicas and recovery lag are described only when the group se
 For all three kinds `{consumer,share,streams}.assignment.interval.ms` (the least time
 between two target assignments, Kafka 4.4's batching) within the node's
 group.{consumer,share,streams}.{min,max}.assignment.interval.ms, and
-`{consumer,share,streams}.assignor.offload.enable` (a BOOLEAN; Kafka 4.4 takes it and
-runs the assignor within the heartbeat whatever it says, and so does Skiff).
+`{consumer,share,streams}.assignor.offload.enable` (a BOOLEAN, internal in Kafka 4.4 so
+described only when set; Kafka 4.4 takes it and runs the assignor within the heartbeat
+whatever it says, and so does Skiff).
 
 CLIENT_METRICS: a subscription: `metrics` (metric-name prefixes, `*` for all), `interval.ms`
 (100 .. 3600000) and `match` (`selector=regex` entries on client_instance_id, client_id,
@@ -86,6 +87,8 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("consumer.assignment.interval.ms", "group.consumer.assignment.interval.ms",
                    "group.consumer.min.assignment.interval.ms",
                    "group.consumer.max.assignment.interval.ms"),
+    GroupConfigDef("consumer.assignor.offload.enable", "group.consumer.assignor.offload.enable",
+                   None, None, type=ConfigType.BOOLEAN, described_when_set=True),
     # share groups (broker/share): the ones its membership and share-partitions read
     GroupConfigDef("share.session.timeout.ms", "group.share.session.timeout.ms",
                    "group.share.min.session.timeout.ms",
@@ -105,6 +108,8 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("share.assignment.interval.ms", "group.share.assignment.interval.ms",
                    "group.share.min.assignment.interval.ms",
                    "group.share.max.assignment.interval.ms"),
+    GroupConfigDef("share.assignor.offload.enable", "group.share.assignor.offload.enable",
+                   None, None, type=ConfigType.BOOLEAN, described_when_set=True),
     # streams groups (broker/group/streams.py)
     GroupConfigDef("streams.session.timeout.ms", "group.streams.session.timeout.ms",
                    "group.streams.min.session.timeout.ms",
@@ -115,6 +120,8 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in (
     GroupConfigDef("streams.assignment.interval.ms", "group.streams.assignment.interval.ms",
                    "group.streams.min.assignment.interval.ms",
                    "group.streams.max.assignment.interval.ms"),
+    GroupConfigDef("streams.assignor.offload.enable", "group.streams.assignor.offload.enable",
+                   None, None, type=ConfigType.BOOLEAN, described_when_set=True),
     GroupConfigDef("streams.num.standby.replicas", "group.streams.num.standby.replicas",
                    None, "group.streams.max.standby.replicas", floor=0),
     GroupConfigDef("streams.initial.rebalance.delay.ms",
@@ -169,18 +176,7 @@ def group_flag(configs: Mapping[str, str], name: str) -> bool:
     return configs.get(name, _BOOLEAN_GROUP_CONFIG_DEFAULTS[name]).strip().lower() == "true"
 
 
-# Kafka 4.4's other group configs (kafka-configs --describe --entity-type groups --all)
-_NOT_SERVED_GROUP_CONFIGS = {
-    f"{kind}.assignor.offload.enable": (
-        f"Skiff runs a {kind} group's assignor on the group coordinator's own loop, within "
-        "the heartbeat, and does not offload it")
-    for kind in ("consumer", "share", "streams")
-}
-
-
 def _not_served_reason(name: str) -> str | None:
-    if name in _NOT_SERVED_GROUP_CONFIGS:
-        return _NOT_SERVED_GROUP_CONFIGS[name]
     if name.startswith("share."):
         return "Skiff's share groups do not serve it yet"
     if name.startswith("streams."):
@@ -237,6 +233,13 @@ def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
                                       f"Group config {name} is not supported: {reason}")
         raise ResourceConfigError(ErrorCode.invalid_config, f"Unknown group config name: {name}")
     if value is None:
+        return
+    if d.type is ConfigType.BOOLEAN:  # *.assignor.offload.enable
+        if value.strip().lower() not in ("true", "false"):
+            raise ResourceConfigError(
+                ErrorCode.invalid_config,
+                f"Invalid value {value} for configuration {name}: Expected value to be either "
+                f"true or false")
         return
     if d.type is ConfigType.STRING:  # streams.assignor.name
         assignors = list(_node_value(cfg, d.broker_key))
@@ -307,6 +310,8 @@ def describe_group(cfg: Any, dynamic: Mapping[str, str], names: Sequence[str] | 
         node = _node_value(cfg, d.broker_key)
         if d.type is ConfigType.STRING:  # the assignor: the first of the node's list
             default, broker_value = str(node[0]), ",".join(node)
+        elif d.type is ConfigType.BOOLEAN:
+            default = broker_value = str(bool(node)).lower()
         elif d.type is ConfigType.LIST:
             default = broker_value = ",".join(node)
         else:

@@ -113,9 +113,6 @@ _BROKER_ONLY_IN_KAFKA = {
     "settings (not implemented; Skiff serves the group.share.* settings its share groups read "
     "and the share.coordinator.* ones its share coordinator reads)": (
         "group.share.*", "share.coordinator.*", "share.fetch.purgatory.purge.interval.requests"),
-    "streams groups: assignor offload setting (not implemented; Skiff serves the "
-    "group.streams.* settings its streams groups read)": (
-        "group.streams.assignor.offload.enable",),
     "tiered storage (not implemented)": ("remote.*", "log.remote.*", "log.local.retention.*",
                                          "follower.fetch.last.tiered.offset.enable"),
     "SASL mechanisms and login plugins Skiff does not have (GSSAPI/Kerberos, OAUTHBEARER's "
@@ -254,23 +251,6 @@ _OTHER: list[Accepted] = [
              scenario="out of order sequence*"),
 ]
 
-_GROUP_CONFIGS: list[Accepted] = [
-    Accepted("describe_configs", f"results[*].configs[name={name}] (missing in Skiff)",
-             "Skiff serves only some share-group configs (share.session.timeout.ms, "
-             "share.heartbeat.interval.ms, share.record.lock.duration.ms, "
-             "share.delivery.count.limit, share.partition.max.record.locks, "
-             "share.auto.offset.reset, share.isolation.level, share.renew.acknowledge.enable "
-             "and the errors.deadletterqueue.* ones) and streams-group configs "
-             "(streams.session.timeout.ms, streams.heartbeat.interval.ms, "
-             "streams.num.standby.replicas, streams.initial.rebalance.delay.ms) and the "
-             "three *.assignment.interval.ms, and refuses the *.assignor.offload.enable ones "
-             "(it runs assignors on the coordinator's loop; Kafka 4.4 does not offload either)",
-             scenario="group and client-metrics configs*")
-    for name in ("share.*", "streams.*", "consumer.assignor.offload.enable")]
-_GROUP_CONFIGS.append(Accepted(
-    "incremental_alter_configs", "responses[resource_name=*-offload].error_code",
-    "Kafka 4.4 takes consumer.assignor.offload.enable and never reads it (its assignors run "
-    "within the heartbeat); Skiff refuses a setting it does not honour (INVALID_CONFIG)",
-    scenario="group and client-metrics configs*"))
+_GROUP_CONFIGS: list[Accepted] = []
 
 ACCEPTED: list[Accepted] = [*_API_VERSIONS, *_CONFIGS, *_GROUP_CONFIGS, *_OTHER]

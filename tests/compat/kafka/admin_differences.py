@@ -36,12 +36,6 @@ DIFFERENCES: dict[str, str] = {
         "connection settings; the log cleaner's tuning other than log.cleaner.threads is "
         "static there, refused as Kafka refuses a config that is not dynamic rather than "
         "accepted and ignored"),
-    "describeConfigs(group)": (
-        "the group's config names: Skiff lists and takes consumer.session.timeout.ms, "
-        "consumer.heartbeat.interval.ms, the three *.assignment.interval.ms, some share-group "
-        "and streams-group configs; Kafka 4.4 also lists its other share-group and "
-        "streams-group configs, dead-letter-queue and *.assignor.offload.enable configs, for "
-        "features Skiff does not have"),
     # Features and the quorum
     "describeFeatures": (
         "Skiff, formatted at 4.4 as Kafka 4.4, finalizes the same levels except "

@@ -835,7 +835,7 @@ def d_group_and_client_metrics_configs(w: KafkaWire, v: int, n: str) -> list[Any
         alter(32, f"{n}-bad", ("consumer.heartbeat.interval.ms", 0, "20000")),
         alter(32, f"{n}-bad", ("no.such.group.config", 0, "1")),
         # assignment batching (Kafka 4.4): set within group.*.{min,max}.assignment.interval.ms,
-        # refused above the max; the offload flags Kafka takes (and ignores) Skiff refuses
+        # refused above the max; the offload flags taken (Kafka and Skiff never read them)
         alter(32, n, ("consumer.assignment.interval.ms", 0, "0"),
               ("share.assignment.interval.ms", 0, "500"),
               ("streams.assignment.interval.ms", 0, "15000")),

@@ -77,17 +77,4 @@ CLUSTER: dict[str, Difference] = {
         same_exit_code=False),
 }
 
-_GROUP_CONFIGS_NOT_SERVED = (
-    "Skiff serves only some share-group (KIP-932) and streams-group (KIP-1071) configs and "
-    "runs assignors on the group coordinator's loop: of Kafka 4.4's group configs it lists "
-    "and takes consumer.session.timeout.ms, consumer.heartbeat.interval.ms, "
-    "consumer.assignment.interval.ms, nine share.* ones, the two errors.deadletterqueue.* "
-    "ones and five streams.* ones (session timeout, heartbeat interval, standby replicas, "
-    "initial rebalance delay, assignment interval), and refuses the other share.*, streams.* "
-    "and the *.assignor.offload.enable ones (INVALID_CONFIG saying why) rather than store "
-    "settings nothing reads")
-RESOURCE_CONFIGS: dict[str, Difference] = {
-    "groups.describe_all": Difference(_GROUP_CONFIGS_NOT_SERVED, (
-        (r"^(share|streams|errors\.deadletterqueue|consumer\.assignor\.offload)[.\w]*=.*\n?",
-         ""),)),
-}
+RESOURCE_CONFIGS: dict[str, Difference] = {}

@@ -256,10 +256,9 @@ def test_group_and_client_metrics_configs_are_config_records():
      "INT"),
     (GROUP("g"), [("bogus.key", AlterConfigOp.SET, "1")], E.invalid_config,
      "Unknown group config name: bogus.key"),
-    (GROUP("g"), [("share.assignor.offload.enable", AlterConfigOp.SET, "false")],
-     E.invalid_config, "Group config share.assignor.offload.enable is not supported: Skiff "
-                       "runs a share group's assignor on the group coordinator's own loop, "
-                       "within the heartbeat, and does not offload it"),
+    (GROUP("g"), [("share.assignor.offload.enable", AlterConfigOp.SET, "maybe")],
+     E.invalid_config, "Invalid value maybe for configuration share.assignor.offload.enable: "
+                       "Expected value to be either true or false"),
     *[(GROUP("g"), [(f"{kind}.assignment.interval.ms", AlterConfigOp.SET, "15001")],
        E.invalid_config, f"{kind}.assignment.interval.ms must be in the range 0 to 15000 "
                          "inclusive.") for kind in ("consumer", "share", "streams")],

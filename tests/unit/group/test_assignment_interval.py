@@ -176,11 +176,24 @@ def test_interval_config_within_the_node_bounds(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["consumer", "share", "streams"])
-def test_offload_is_refused_saying_why(kind: str) -> None:
+def test_offload_flag_is_taken_as_kafka_takes_it(kind: str) -> None:
+    """Kafka 4.4 takes *.assignor.offload.enable (a BOOLEAN, default the broker's true) and
+    runs the assignor within the heartbeat whatever it says; so does Skiff."""
+    name = f"{kind}.assignor.offload.enable"
+    for value in ("true", "false", "FALSE"):
+        validate_group_config(None, name, value)
+    validate_group_config(None, name, None)
     with pytest.raises(ResourceConfigError) as e:
-        validate_group_config(None, f"{kind}.assignor.offload.enable", "true")
+        validate_group_config(None, name, "maybe")
     assert e.value.code is E.invalid_config
-    assert "does not offload it" in e.value.message
+    assert e.value.message == (f"Invalid value maybe for configuration {name}: Expected value "
+                               "to be either true or false")
+    # internal in Kafka 4.4's GroupConfig: described only when the group sets it
+    assert describe_group(None, {}, [name], include_synonyms=True) == []
+    [set_] = describe_group(None, {name: "false"}, [name], include_synonyms=True)
+    assert (set_.value, set_.type.name) == ("false", "BOOLEAN")
+    assert [(s.name, s.value) for s in set_.synonyms] == [
+        (name, "false"), (f"group.{name}", "true")]
 
 
 def test_describe_lists_the_intervals_with_the_broker_synonyms() -> None:
