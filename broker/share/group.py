@@ -169,6 +169,8 @@ class ShareGroupCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.dirty: set[str] = set()  # groups whose records may have changed
         self.removed: dict[str, dict[bytes, bytes]] = {}  # deleted groups' persisted keys
+        # target assignments computed, one per new group epoch (share-group-rebalance-count)
+        self.rebalances = 0
 
     def heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsView,
                   now_ms: int) -> tuple[ShareHeartbeatResult, list[str]]:
@@ -445,6 +447,7 @@ class ShareGroupCoordinator:
                 (tid, tuple(sorted(ps)))
                 for tid, ps in sorted(parts.items(), key=lambda x: str(x[0])))
         group.assignment_epoch = group.group_epoch
+        self.rebalances += 1
 
 
 # ---- records ---------------------------------------------------------------------------------
