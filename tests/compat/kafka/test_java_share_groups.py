@@ -115,7 +115,8 @@ def test_share_metrics_under_kafkas_names(results: dict[str, dict[str, Any]]) ->
     """What the cases did shows in Kafka's share metrics: every acknowledgement type the
     explicit and renew cases sent, the locks the explicit case let expire, the share-partitions
     loaded, the fetches and acknowledgements per topic, the groups by state and their
-    rebalances, the share fetches' acquire times per group, and the share coordinator's state writes."""
+    rebalances, the share fetches' acquire times per group, and the share coordinator's
+    state writes."""
     vals = results["metrics"]["values"]
 
     def total(name: str, **labels: str) -> float:
