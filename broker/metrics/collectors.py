@@ -644,8 +644,20 @@ def share_families(share: Any) -> list[Metric]:
         "kafka_server_sharepartitionmetrics_acquisitionlocktimeout",
         "Records whose acquisition lock expired in a share-partition led here "
         "(SharePartitionMetrics AcquisitionLockTimeoutPerSec)", labels=labels)
+    batches = GaugeMetricFamily(
+        "kafka_server_sharepartitionmetrics_inflightbatchcount",
+        "In-flight batches of the share-partition: the new offsets of one acquisition, or a "
+        "batch of its loaded state, until the start offset is past them "
+        "(SharePartitionMetrics InFlightBatchCount)", labels=labels)
+    batch_sizes = HistogramMetricFamily(
+        "kafka_server_sharepartitionmetrics_inflightbatchmessagecount",
+        "Offsets per in-flight batch, when it is made "
+        "(SharePartitionMetrics InFlightBatchMessageCount)", labels=labels)
     for (gid, topic, p), sp in sorted(share.partitions.items()):
         in_flight.add_metric([gid, topic, str(p)], sp.in_flight_message_count())
+        batches.add_metric([gid, topic, str(p)], sp.in_flight_batch_count())
+    for (gid, topic, p), hist in sorted(share.stats.batch_sizes.items()):
+        batch_sizes.add_metric([gid, topic, str(p)], hist.cumulative(), sum_value=hist.sum)
     for (gid, topic, p), n in sorted(share.lock_timeouts().items()):
         timeouts.add_metric([gid, topic, str(p)], n)
     stats = share.stats
@@ -672,8 +684,8 @@ def share_families(share: Any) -> list[Metric]:
                            (dlq_failed, stats.dlq_produce_failed)):
         for gid, n in sorted(counts.items()):
             family.add_metric([gid], n)
-    return [groups, rebalances, acks, load, in_flight, timeouts, acquire, dlq_records, dlq_produces,
-            dlq_failed]
+    return [groups, rebalances, acks, load, in_flight, batches, batch_sizes, timeouts,
+            acquire, dlq_records, dlq_produces, dlq_failed]
 
 
 def share_coordinator_families(stats: ShareCoordinatorStats) -> list[Metric]:

@@ -166,14 +166,21 @@ class BrokerTopicStats:
         return out
 
 
+# records per in-flight batch: up to share.partition.max.record.locks' default (2000) and past
+RECORD_COUNT_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000,
+                                           5000)
+
+
 class ShareStats:
     """Kafka's ShareGroupMetrics (kafka.server): acknowledgements by type, as Kafka counts
     them (each type entry of an acknowledgement batch), the share-partition load time, the
     time share fetches took to find share-partitions to acquire from, per group, and the
-    dead-letter queue's records and produce requests, per group (KIP-1191)."""
+    dead-letter queue's records and produce requests, per group (KIP-1191); and of
+    SharePartitionMetrics what outlives a share-partition's reloads (lock timeouts, batch
+    sizes)."""
 
-    __slots__ = ("acknowledgements", "acquire_time", "dlq_produce_failed", "dlq_produces",
-                 "dlq_records", "lock_timeouts", "partition_load_time")
+    __slots__ = ("acknowledgements", "acquire_time", "batch_sizes", "dlq_produce_failed",
+                 "dlq_produces", "dlq_records", "lock_timeouts", "partition_load_time")
 
     def __init__(self) -> None:
         self.acknowledgements: dict[str, int] = {}
@@ -186,6 +193,8 @@ class ShareStats:
         self.dlq_records: dict[str, int] = {}
         self.dlq_produces: dict[str, int] = {}
         self.dlq_produce_failed: dict[str, int] = {}
+        # (group, topic, partition) -> SharePartitionMetrics InFlightBatchMessageCount
+        self.batch_sizes: dict[tuple[str, str, int], Histogram] = {}
 
     def acknowledged(self, kind: str) -> None:
         self.acknowledgements[kind] = self.acknowledgements.get(kind, 0) + 1
@@ -195,6 +204,16 @@ class ShareStats:
         if hist is None:
             hist = self.acquire_time[group_id] = Histogram()
         hist.observe(ms)
+
+    def batches_made(self, key: tuple[str, str, int], sizes: list[int]) -> None:
+        """In-flight batches a share-partition made, by their record counts."""
+        if not sizes:
+            return
+        hist = self.batch_sizes.get(key)
+        if hist is None:
+            hist = self.batch_sizes[key] = Histogram(RECORD_COUNT_BUCKETS)
+        for n in sizes:
+            hist.observe(n)
 
     def dead_letters_produced(self, group_id: str, records: int, failed: bool) -> None:
         """One produce request of dead letters to the group's dead-letter topic: its

@@ -523,6 +523,7 @@ class ShareService:
         self._retire(key)
         self.partitions[key] = sp
         self.loaded_at[key] = (state.state_epoch, leader_epoch)
+        self.stats.batches_made(key, sp.take_new_batches())
         return sp
 
     async def persist(self, group_id: str, topic: str, partition: int) -> ErrorCode:
@@ -739,6 +740,7 @@ class ShareService:
             answers.append(ans)
         for topic, partition, used_sp in used:  # a lock that expired at the limit
             self._offer_dead_letters(group_id, topic, partition, used_sp)
+            self.stats.batches_made((group_id, topic, partition), used_sp.take_new_batches())
         return answers, acquirable_at
 
     @staticmethod

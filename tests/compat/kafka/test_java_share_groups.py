@@ -115,8 +115,8 @@ def test_share_metrics_under_kafkas_names(results: dict[str, dict[str, Any]]) ->
     """What the cases did shows in Kafka's share metrics: every acknowledgement type the
     explicit and renew cases sent, the locks the explicit case let expire, the share-partitions
     loaded, the fetches and acknowledgements per topic, the groups by state and their
-    rebalances, the share fetches' acquire times per group, and the share coordinator's
-    state writes."""
+    rebalances, the share fetches' acquire times per group, the in-flight batches made,
+    and the share coordinator's state writes."""
     vals = results["metrics"]["values"]
 
     def total(name: str, **labels: str) -> float:
@@ -135,6 +135,8 @@ def test_share_metrics_under_kafkas_names(results: dict[str, dict[str, Any]]) ->
     assert total("kafka_server_group_coordinator_metrics_share_group_rebalance_total") >= 3, vals
     for group in ("share-disjoint-g", "share-explicit-g", "share-renew-g"):
         assert total("kafka_server_sharegroupmetrics_topicpartitionsacquiretimems_count",
+                     group=group) > 0, (group, vals)
+        assert total("kafka_server_sharepartitionmetrics_inflightbatchmessagecount_count",
                      group=group) > 0, (group, vals)
     # the share-partitions' initial states and every acknowledgement were written
     writes = total("kafka_server_share_coordinator_metrics_write_total")

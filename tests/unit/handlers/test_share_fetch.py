@@ -307,8 +307,9 @@ async def test_a_fetch_reads_the_log_a_chunk_at_a_time_up_to_its_records(
 
 async def test_acquire_time_and_state_writes_are_measured(node: GroupNode) -> None:
     """ShareGroupMetrics TopicPartitionsAcquireTimeMs: once per share fetch, ~0 while its
-    share-partition has room, the whole wait when the in-flight window is full; the share
-    coordinator counts and times every state write (share-coordinator-metrics)."""
+    share-partition has room, the whole wait when the in-flight window is full; the
+    in-flight batches an acquisition makes; the share coordinator counts and times every
+    state write (share-coordinator-metrics)."""
     from broker.metadata.records import RESOURCE_GROUP
     from broker.share.shell import share_service_of
 
@@ -328,8 +329,13 @@ async def test_acquire_time_and_state_writes_are_measured(node: GroupNode) -> No
     assert 0 < coordinator.write_latency_max <= coordinator.write_latency_sum
     await produce(node, [b"a", b"b", b"c"])
     assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 1, 1)]
-    hist = share_service_of(node).stats.acquire_time["g"]
+    service = share_service_of(node)
+    hist = service.stats.acquire_time["g"]
     assert hist.count == 2 and hist.sum < 200
+    # the acquisition made one in-flight batch of 2 records (SharePartitionMetrics)
+    sizes = service.stats.batch_sizes[("g", "t", 0)]
+    assert (sizes.count, sizes.sum) == (1, 2)
+    assert service.partitions[("g", "t", 0)].in_flight_batch_count() == 1
     # the window (2 records) is full: the fetch waits its whole max wait for room
     assert acquired(await fetch(node, tid, 2, wait_ms=300)) == []
     assert hist.count == 3 and hist.sum >= 250

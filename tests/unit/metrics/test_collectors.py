@@ -493,6 +493,7 @@ def _share() -> Any:
                                         max_record_locks=100))
     sp.acquire("m", [(10, 14)], 100, 0)
     sp.expire(100)
+    stats.batches_made(("g1", "t", 0), sp.take_new_batches())
     stats.lock_timeouts[("g2", "t", 1)] = 2
     partitions = {("g1", "t", 0): sp}
 
@@ -519,6 +520,12 @@ def test_share_families_under_kafkas_names() -> None:
     labels = {"group": "g1", "topic": "t", "partition": "0"}
     assert value(fams, "kafka_server_sharepartitionmetrics_inflightmessagecount",
                  **labels) == 5
+    assert value(fams, "kafka_server_sharepartitionmetrics_inflightbatchcount", **labels) == 1
+    sizes = "kafka_server_sharepartitionmetrics_inflightbatchmessagecount"
+    assert value(fams, sizes + "_count", **labels) == 1
+    assert value(fams, sizes + "_sum", **labels) == 5
+    assert value(fams, sizes + "_bucket", le="5.0", **labels) == 1
+    assert value(fams, sizes + "_bucket", le="2.0", **labels) == 0
     timeouts = "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total"
     assert value(fams, timeouts, **labels) == 5
     assert value(fams, timeouts, group="g2", topic="t", partition="1") == 2
