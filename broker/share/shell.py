@@ -644,14 +644,15 @@ class ShareService:
         `max_wait_ms` while there is nothing to acquire; `whole_batches`: the batch-optimized
         acquire mode (SharePartition.acquire_batches).
 
-        TopicPartitionsAcquireTimeMs: once per fetch, the time from its start to the first
-        pass that found a share-partition with room to acquire (Kafka's canAcquireRecords;
-        Skiff has no fetch lock to wait for), or to its answer if none had room."""
+        TopicPartitionsAcquireTimeMs: once per fetch with partitions, the time from its start
+        to the first pass that found a share-partition with room to acquire (Kafka's
+        canAcquireRecords; Skiff has no fetch lock to wait for), or to its answer if none
+        had room."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = started + max_wait_ms / 1000
         skip = set(refused)
-        timed = False
+        timed = not any(k not in skip for k in session.partitions)  # nothing to acquire from
         while True:
             answers, acquirable_at = await self._fetch_once(
                 group_id, member_id, session, max_records, max_bytes, skip, whole_batches)
