@@ -33,6 +33,7 @@ from broker.metrics.stats import (
     BrokerTopicStats,
     Histogram,
     ServerStats,
+    ShareCoordinatorStats,
     TopicStats,
 )
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from broker.quotas.core import Quotas
     from broker.replication import ReplicaFetcherManager, ReplicaManager
     from broker.server import Server
+    from broker.share.coordinator_shell import ShareCoordinatorService
     from broker.share.shell import ShareService
     from raft.driver import RaftDriver
 
@@ -617,6 +619,10 @@ def share_families(share: Any) -> list[Metric]:
                                "Share groups per state (share-group-count)", labels=["state"])
     for state, n in counts.items():
         groups.add_metric([state], n)
+    rebalances = CounterMetricFamily(
+        "kafka_server_group_coordinator_metrics_share_group_rebalance",
+        "Share group rebalances here: new target assignments, each for a new group epoch "
+        "(share-group-rebalance-count)", value=share.groups.rebalances)
     acks = CounterMetricFamily(
         "kafka_server_sharegroupmetrics_recordacknowledgements",
         "Acknowledgement types received, one per type entry of a batch "
@@ -638,11 +644,67 @@ def share_families(share: Any) -> list[Metric]:
         "kafka_server_sharepartitionmetrics_acquisitionlocktimeout",
         "Records whose acquisition lock expired in a share-partition led here "
         "(SharePartitionMetrics AcquisitionLockTimeoutPerSec)", labels=labels)
+    batches = GaugeMetricFamily(
+        "kafka_server_sharepartitionmetrics_inflightbatchcount",
+        "In-flight batches of the share-partition: the new offsets of one acquisition, or a "
+        "batch of its loaded state, until the start offset is past them "
+        "(SharePartitionMetrics InFlightBatchCount)", labels=labels)
+    batch_sizes = HistogramMetricFamily(
+        "kafka_server_sharepartitionmetrics_inflightbatchmessagecount",
+        "Offsets per in-flight batch, when it is made "
+        "(SharePartitionMetrics InFlightBatchMessageCount)", labels=labels)
     for (gid, topic, p), sp in sorted(share.partitions.items()):
         in_flight.add_metric([gid, topic, str(p)], sp.in_flight_message_count())
+        batches.add_metric([gid, topic, str(p)], sp.in_flight_batch_count())
+    for (gid, topic, p), hist in sorted(share.stats.batch_sizes.items()):
+        batch_sizes.add_metric([gid, topic, str(p)], hist.cumulative(), sum_value=hist.sum)
     for (gid, topic, p), n in sorted(share.lock_timeouts().items()):
         timeouts.add_metric([gid, topic, str(p)], n)
-    return [groups, acks, load, in_flight, timeouts]
+    stats = share.stats
+    acquire = HistogramMetricFamily(
+        "kafka_server_sharegroupmetrics_topicpartitionsacquiretimems",
+        "Milliseconds from a share fetch's start until one of its share-partitions had room "
+        "to acquire records, or until its answer if none had "
+        "(ShareGroupMetrics TopicPartitionsAcquireTimeMs)", labels=["group"])
+    for gid, hist in sorted(stats.acquire_time.items()):
+        acquire.add_metric([gid], hist.cumulative(), sum_value=hist.sum)
+    dlq_records = CounterMetricFamily(
+        "kafka_server_sharegroupmetrics_deadletterqueuerecordcount",
+        "Dead letters written to the group's dead-letter topic "
+        "(ShareGroupMetrics DeadLetterQueueRecordCount)", labels=["group"])
+    dlq_produces = CounterMetricFamily(
+        "kafka_server_sharegroupmetrics_deadletterqueuetotalproducerequests",
+        "Produce requests of dead letters to the group's dead-letter topic "
+        "(ShareGroupMetrics DeadLetterQueueTotalProduceRequestsPerSec)", labels=["group"])
+    dlq_failed = CounterMetricFamily(
+        "kafka_server_sharegroupmetrics_deadletterqueuefailedproducerequests",
+        "Those that failed (ShareGroupMetrics DeadLetterQueueFailedProduceRequestsPerSec)",
+        labels=["group"])
+    for family, counts in ((dlq_records, stats.dlq_records), (dlq_produces, stats.dlq_produces),
+                           (dlq_failed, stats.dlq_produce_failed)):
+        for gid, n in sorted(counts.items()):
+            family.add_metric([gid], n)
+    return [groups, rebalances, acks, load, in_flight, batches, batch_sizes, timeouts,
+            acquire, dlq_records, dlq_produces, dlq_failed]
+
+
+def share_coordinator_families(stats: ShareCoordinatorStats) -> list[Metric]:
+    """The share coordinator's share-coordinator-metrics: state writes and their latency
+    (seconds: promtool refuses a `_ms` unit)."""
+    prefix = "kafka_server_share_coordinator_metrics_"
+    return [
+        CounterMetricFamily(prefix + "write",
+                            "Share-partition state writes asked of this share coordinator "
+                            "(write-total; write-rate is its rate)", value=stats.writes),
+        SummaryMetricFamily(
+            prefix + "write_latency_seconds",
+            "Seconds from a share-partition state write's call to its answer, the record "
+            "stored in __share_group_state (write-latency-avg is rate(_sum)/rate(_count))",
+            count_value=stats.write_latency_count, sum_value=stats.write_latency_sum),
+        GaugeMetricFamily(prefix + "write_latency_max_seconds",
+                          "The longest share-partition state write since the node started "
+                          "(write-latency-max, not windowed)", value=stats.write_latency_max),
+    ]
 
 
 def _group_offsets(gid: str, g: Any, n_members: int, replicas: Any,
@@ -749,6 +811,9 @@ class MetricsNode(Protocol):
     @property
     def share_groups(self) -> ShareService | None: ...
 
+    @property
+    def share_coordinator(self) -> ShareCoordinatorService | None: ...
+
 
 def node_families(node: MetricsNode, *, publisher: MetadataPublisher | None,
                   replicas: ReplicaManager | None, fetchers: ReplicaFetcherManager | None,
@@ -797,6 +862,8 @@ def node_families(node: MetricsNode, *, publisher: MetadataPublisher | None,
                                   replicas))
     if node.config.is_broker and node.share_groups is not None:
         out.extend(share_families(node.share_groups))
+    if node.config.is_broker and node.share_coordinator is not None:
+        out.extend(share_coordinator_families(node.share_coordinator.stats))
     return out
 
 

@@ -166,20 +166,83 @@ class BrokerTopicStats:
         return out
 
 
+# records per in-flight batch: up to share.partition.max.record.locks' default (2000) and past
+RECORD_COUNT_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000,
+                                           5000)
+
+
 class ShareStats:
     """Kafka's ShareGroupMetrics (kafka.server): acknowledgements by type, as Kafka counts
-    them (each type entry of an acknowledgement batch), and the share-partition load time."""
+    them (each type entry of an acknowledgement batch), the share-partition load time, the
+    time share fetches took to find share-partitions to acquire from, per group, and the
+    dead-letter queue's records and produce requests, per group (KIP-1191); and of
+    SharePartitionMetrics what outlives a share-partition's reloads (lock timeouts, batch
+    sizes)."""
 
-    __slots__ = ("acknowledgements", "lock_timeouts", "partition_load_time")
+    __slots__ = ("acknowledgements", "acquire_time", "batch_sizes", "dlq_produce_failed",
+                 "dlq_produces", "dlq_records", "lock_timeouts", "partition_load_time")
 
     def __init__(self) -> None:
         self.acknowledgements: dict[str, int] = {}
         self.partition_load_time = Histogram()
         # (group, topic, partition) -> expired locks of share-partitions no longer loaded
         self.lock_timeouts: dict[tuple[str, str, int], int] = {}
+        # group -> TopicPartitionsAcquireTimeMs
+        self.acquire_time: dict[str, Histogram] = {}
+        # group -> DeadLetterQueueRecordCount, ...TotalProduceRequests, ...FailedProduceRequests
+        self.dlq_records: dict[str, int] = {}
+        self.dlq_produces: dict[str, int] = {}
+        self.dlq_produce_failed: dict[str, int] = {}
+        # (group, topic, partition) -> SharePartitionMetrics InFlightBatchMessageCount
+        self.batch_sizes: dict[tuple[str, str, int], Histogram] = {}
 
     def acknowledged(self, kind: str) -> None:
         self.acknowledgements[kind] = self.acknowledgements.get(kind, 0) + 1
+
+    def acquire_waited(self, group_id: str, ms: float) -> None:
+        hist = self.acquire_time.get(group_id)
+        if hist is None:
+            hist = self.acquire_time[group_id] = Histogram()
+        hist.observe(ms)
+
+    def batches_made(self, key: tuple[str, str, int], sizes: list[int]) -> None:
+        """In-flight batches a share-partition made, by their record counts."""
+        if not sizes:
+            return
+        hist = self.batch_sizes.get(key)
+        if hist is None:
+            hist = self.batch_sizes[key] = Histogram(RECORD_COUNT_BUCKETS)
+        for n in sizes:
+            hist.observe(n)
+
+    def dead_letters_produced(self, group_id: str, records: int, failed: bool) -> None:
+        """One produce request of dead letters to the group's dead-letter topic: its
+        records count as written unless it failed."""
+        self.dlq_produces[group_id] = self.dlq_produces.get(group_id, 0) + 1
+        if failed:
+            self.dlq_produce_failed[group_id] = self.dlq_produce_failed.get(group_id, 0) + 1
+        else:
+            self.dlq_records[group_id] = self.dlq_records.get(group_id, 0) + records
+
+
+class ShareCoordinatorStats:
+    """Kafka's share-coordinator-metrics: share-partition state writes (write-total, its
+    rate write-rate) and their latency from the call to its answer, the record stored
+    (write-latency-avg and -max; not windowed here: the average is a rate of the sum over a
+    rate of the count, the maximum since the node started)."""
+
+    __slots__ = ("write_latency_count", "write_latency_max", "write_latency_sum", "writes")
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.write_latency_count = 0
+        self.write_latency_sum = 0.0
+        self.write_latency_max = 0.0
+
+    def write_answered(self, seconds: float) -> None:
+        self.write_latency_count += 1
+        self.write_latency_sum += seconds
+        self.write_latency_max = max(self.write_latency_max, seconds)
 
 
 class ListenerStats:

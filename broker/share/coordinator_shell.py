@@ -13,6 +13,7 @@ Handlers and the persister reach the service as `share_coordinator_of(node)`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from broker.coordinator.runtime import CoordinatorRuntime
 from broker.coordinator.services import CoordinatorNode
 from broker.errors import KafkaError
+from broker.metrics.stats import ShareCoordinatorStats
 from broker.protocol.records import Record, build_batch
 from broker.share.coordinator import (
     Effects,
@@ -78,6 +80,7 @@ class ShareCoordinatorService:
             topic_log_name="share_group_state_topic",
             write_timeout_ms=_setting(node.config, "share.coordinator.write.timeout.ms"),
             tick_interval_s=tick_interval_s)
+        self.stats = ShareCoordinatorStats()
 
     @property
     def coordinators(self) -> dict[int, ShareCoordinator]:
@@ -196,13 +199,21 @@ class ShareCoordinatorService:
     async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int,
                     start_offset: int, batches: Iterable[StateBatch],
                     delivery_complete_count: int = -1) -> StateResult:
-        unknown = self._unknown_partition(key)
-        if unknown is not None:
-            return unknown
-        new = tuple(batches)
-        return await self._call(key, lambda c, t, now: c.write(
-            t, key, state_epoch, leader_epoch, start_offset, new, now,
-            delivery_complete_count))
+        """One share-partition's state write; counted and timed as Kafka's
+        share-coordinator-metrics count every write the coordinator is asked for (refused
+        ones included) and time it to its answer."""
+        self.stats.writes += 1
+        started = time.monotonic()
+        try:
+            unknown = self._unknown_partition(key)
+            if unknown is not None:
+                return unknown
+            new = tuple(batches)
+            return await self._call(key, lambda c, t, now: c.write(
+                t, key, state_epoch, leader_epoch, start_offset, new, now,
+                delivery_complete_count))
+        finally:
+            self.stats.write_answered(time.monotonic() - started)
 
     async def initialize(self, key: SharePartitionKey, state_epoch: int,
                          start_offset: int) -> StateResult:

@@ -43,6 +43,7 @@ from kio.schema.errors import ErrorCode
 from broker.config.resource_configs import DLQ_COPY_RECORD_ENABLE, DLQ_TOPIC_NAME, group_flag
 from broker.coordinator.services import NodeSettings
 from broker.errors import KafkaError
+from broker.metrics.stats import ShareStats
 from broker.protocol.records import Record, build_batch
 from broker.share.partition import DeadRun
 from broker.util.tasks import ServiceTasks, TaskHandle
@@ -150,11 +151,14 @@ class DeadLetterQueue:
     partition's leader (here or over the inter-broker listener)."""
 
     def __init__(self, node: DeadLetterNode, group_config: Callable[[str], Mapping[str, str]],
-                 produce: Produce, clock: Callable[[], int]) -> None:
+                 produce: Produce, clock: Callable[[], int],
+                 stats: ShareStats | None = None) -> None:
         self.node = node
         self.group_config = group_config
         self.produce = produce
         self.clock = clock
+        # Kafka's ShareGroupMetrics DeadLetterQueue* meters, per group
+        self.stats = stats if stats is not None else ShareStats()
         self._queue: asyncio.Queue[DeadLetters] = asyncio.Queue()
         self._tasks = ServiceTasks("share_dlq")
         self._worker: TaskHandle | None = None
@@ -211,7 +215,14 @@ class DeadLetterQueue:
         topic = self.node.metadata.topic(name)
         assert topic is not None  # _check_topic found it, and nothing has run since
         partition = letters.partition % topic.num_partitions
-        error = await self.produce(name, partition, build_batch(records))
+        try:
+            error = await self.produce(name, partition, build_batch(records))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.stats.dead_letters_produced(gid, len(records), failed=True)
+            raise
+        self.stats.dead_letters_produced(gid, len(records), failed=error is not ErrorCode.none)
         if error is not ErrorCode.none:
             log.warning("dlq_not_written", group=gid, topic=letters.topic,
                         partition=letters.partition, dlq_topic=name, error=error.name,

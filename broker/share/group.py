@@ -178,6 +178,8 @@ class ShareGroupCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.dirty: set[str] = set()  # groups whose records may have changed
         self.removed: dict[str, dict[bytes, bytes]] = {}  # deleted groups' persisted keys
+        # target assignments computed, one per new group epoch (share-group-rebalance-count)
+        self.rebalances = 0
 
     def heartbeat(self, req: ShareHeartbeatRequest, topics: TopicsView,
                   now_ms: int) -> tuple[ShareHeartbeatResult, list[str]]:
@@ -461,6 +463,7 @@ class ShareGroupCoordinator:
                 for tid, ps in sorted(parts.items(), key=lambda x: str(x[0])))
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp = now_ms
+        self.rebalances += 1
 
 
 # ---- records ---------------------------------------------------------------------------------

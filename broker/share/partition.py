@@ -37,6 +37,13 @@ it records (the records they completed are written ACKNOWLEDGED/ARCHIVED from th
 the SPSO they moved to is written with the next one: the records done since the last write
 are kept (`done`) until `persisted` says it was written.
 
+For Kafka's SharePartitionMetrics, the share-partition also keeps its in-flight batches as
+Kafka's cache has them: the new offsets one acquisition added to the window (SPEO before to
+SPEO after, offsets it archived on the way included), and the batches of a loaded state; a
+batch is forgotten once the SPSO is past its last offset (InFlightBatchCount), and the size
+of each new one is kept until `take_new_batches` (InFlightBatchMessageCount). They are
+counted only: the states are the spans'.
+
 The SPSO moves forward over ACKNOWLEDGED and ARCHIVED records (they are then forgotten). New
 records are acquired only while fewer than partition.max.record.locks offsets are in flight
 (SPEO - SPSO), Kafka's bound on the in-flight window. An acknowledgement of an offset that
@@ -47,6 +54,7 @@ nothing of that batch.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -153,6 +161,10 @@ class SharePartition:
         self.lock_timeouts = 0
         # records a REJECT or the delivery count limit archived since `take_dead`
         self.dead: list[DeadRun] = []
+        # in-flight batches (first, last), in order, and the sizes of those made since
+        # `take_new_batches`
+        self.batches: deque[tuple[int, int]] = deque()
+        self.new_batches: list[int] = []
 
     @classmethod
     def from_state(cls, start_offset: int, batches: Iterable[tuple[int, int, int, int]],
@@ -181,6 +193,8 @@ class SharePartition:
             if last >= sp.end_offset:
                 sp.spans.append(Span(sp.end_offset, last, kind, max(0, count)))
                 sp.end_offset = last + 1
+            if not sp.batches or first > sp.batches[-1][1]:
+                sp._new_batch(first, last)
         sp._merge()
         sp._advance()
         return sp
@@ -278,6 +292,16 @@ class SharePartition:
         """Offsets in the in-flight window [SPSO, SPEO) (Kafka's InFlightMessageCount)."""
         return self.end_offset - self.start_offset
 
+    def in_flight_batch_count(self) -> int:
+        """In-flight batches not yet wholly behind the SPSO (Kafka's InFlightBatchCount)."""
+        return len(self.batches)
+
+    def take_new_batches(self) -> list[int]:
+        """The sizes of the in-flight batches made since the last call (Kafka's
+        InFlightBatchMessageCount observations)."""
+        sizes, self.new_batches = self.new_batches, []
+        return sizes
+
     # ---- transitions -------------------------------------------------------------------------
 
     def reset_start(self, offset: int) -> None:
@@ -291,6 +315,7 @@ class SharePartition:
         self.done.clear()
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
+        self._drop_batches()
 
     def skip(self, first: int, last: int) -> None:
         """Offsets never to deliver (a transaction marker's control batch): ARCHIVED, as far
@@ -319,11 +344,12 @@ class SharePartition:
         new offsets only while the window has room. Returns the acquired ranges, runs of
         consecutive offsets with one delivery count."""
         self.expire(now_ms)
+        end = self.end_offset
         taken: list[AcquiredRange] = []
         count = 0
         for first, last in offsets:
             count += self._take(member_id, first, last, max_records - count, now_ms, taken)
-        self._settle()
+        self._grew(end)
         return merged_ranges(taken)
 
     def acquire_batches(self, member_id: str, batches: Iterable[tuple[int, int, bool]],
@@ -337,6 +363,7 @@ class SharePartition:
         the batch holding the `max_records`-th record is acquired to its end, as Kafka's
         SharePartition aligns an acquisition with batch boundaries."""
         self.expire(now_ms)
+        end = self.end_offset
         taken: list[AcquiredRange] = []
         count = 0
         for first, last, deliverable in batches:
@@ -349,7 +376,7 @@ class SharePartition:
             count += self._take(member_id, first, last, budget, now_ms, taken)
             if self.end_offset <= last:
                 break
-        self._settle()
+        self._grew(end)
         return merged_ranges(taken)
 
     def _take(self, member_id: str, first: int, last: int, budget: int, now_ms: int,
@@ -461,6 +488,20 @@ class SharePartition:
             self.spans.append(Span(self.end_offset, offset - 1, RecordState.AVAILABLE))
             self.end_offset = offset
 
+    def _grew(self, end: int) -> None:
+        """After an acquisition that found SPEO at `end`: its new offsets are a batch."""
+        if self.end_offset > end:
+            self._new_batch(end, self.end_offset - 1)
+        self._settle()
+
+    def _new_batch(self, first: int, last: int) -> None:
+        self.batches.append((first, last))
+        self.new_batches.append(last - first + 1)
+
+    def _drop_batches(self) -> None:
+        while self.batches and self.batches[0][1] < self.start_offset:
+            self.batches.popleft()
+
     def _settle(self) -> None:
         """After a transition: alike neighbours merged, the SPSO past the final ones."""
         self._merge()
@@ -498,6 +539,7 @@ class SharePartition:
             self.start_offset = s.last + 1
         if gone:
             del self.spans[:gone]
+            self._drop_batches()
 
 
 def _runs(first: int, last: int, kinds: Sequence[AcknowledgeType]

@@ -180,7 +180,7 @@ class ShareService:
         self._persister: Persister | None = None
         self.stats = ShareStats()
         self.dlq = DeadLetterQueue(node, self._group_config, self._produce_dead_letters,
-                                   self.now)
+                                   self.now, self.stats)
         self._dlq_connections: dict[tuple[str, int], KafkaConnection] = {}
 
     async def close(self) -> None:
@@ -527,6 +527,7 @@ class ShareService:
         self._retire(key)
         self.partitions[key] = sp
         self.loaded_at[key] = (state.state_epoch, leader_epoch)
+        self.stats.batches_made(key, sp.take_new_batches())
         return sp
 
     async def persist(self, group_id: str, topic: str, partition: int) -> ErrorCode:
@@ -645,16 +646,28 @@ class ShareService:
                     whole_batches: bool = False) -> list[PartitionAnswer]:
         """Acquires records of the session's partitions for the member, waiting up to
         `max_wait_ms` while there is nothing to acquire; `whole_batches`: the batch-optimized
-        acquire mode (SharePartition.acquire_batches)."""
+        acquire mode (SharePartition.acquire_batches).
+
+        TopicPartitionsAcquireTimeMs: once per fetch with partitions, the time from its start
+        to the first pass that found a share-partition with room to acquire (Kafka's
+        canAcquireRecords; Skiff has no fetch lock to wait for), or to its answer if none
+        had room."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait_ms / 1000
+        started = loop.time()
+        deadline = started + max_wait_ms / 1000
         skip = set(refused)
+        timed = not any(k not in skip for k in session.partitions)  # nothing to acquire from
         while True:
-            answers = await self._fetch_once(group_id, member_id, session, max_records,
-                                             max_bytes, skip, whole_batches)
+            answers, acquirable_at = await self._fetch_once(
+                group_id, member_id, session, max_records, max_bytes, skip, whole_batches)
             remaining = deadline - loop.time()
-            if any(a.acquired or a.error is not ErrorCode.none for a in answers) \
-                    or remaining <= 0:
+            done = any(a.acquired or a.error is not ErrorCode.none for a in answers) \
+                or remaining <= 0
+            if not timed and (acquirable_at is not None or done):
+                timed = True
+                until = loop.time() if acquirable_at is None else acquirable_at
+                self.stats.acquire_waited(group_id, (until - started) * 1000)
+            if done:
                 image = self.node.metadata
                 self._count(((image.topic_by_id(a.topic_id), a.error) for a in answers),
                             "share_fetch")
@@ -672,9 +685,13 @@ class ShareService:
     async def _fetch_once(self, group_id: str, member_id: str, session: ShareSession,
                     max_records: int, max_bytes: int,
                     skip: set[tuple[uuid.UUID, int]],
-                    whole_batches: bool = False) -> list[PartitionAnswer]:
+                    whole_batches: bool = False
+                    ) -> tuple[list[PartitionAnswer], float | None]:
+        """One pass over the session's partitions: the answers, and the loop time at which
+        it found the first share-partition with room to acquire records (None: none had)."""
         image = self.node.metadata
         now = self.now()
+        acquirable_at: float | None = None
         answers: list[PartitionAnswer] = []
         budget = max_records
         used: list[tuple[str, int, SharePartition]] = []  # where locks may have expired
@@ -702,6 +719,8 @@ class ShareService:
             now = self.now()
             if not sp.can_acquire(now):
                 continue
+            if acquirable_at is None:
+                acquirable_at = asyncio.get_running_loop().time()
             offset = sp.next_fetch_offset(now)
             try:
                 part = self.node.replicas.leader_partition(t.name, p)
@@ -726,7 +745,8 @@ class ShareService:
             answers.append(ans)
         for topic, partition, used_sp in used:  # a lock that expired at the limit
             self._offer_dead_letters(group_id, topic, partition, used_sp)
-        return answers
+            self.stats.batches_made((group_id, topic, partition), used_sp.take_new_batches())
+        return answers, acquirable_at
 
     @staticmethod
     def _acquire_from_log(sp: SharePartition, log: Any, member_id: str, offset: int,

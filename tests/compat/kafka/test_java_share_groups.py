@@ -119,7 +119,9 @@ def _scraped(node: SkiffNode) -> dict[str, Any]:
 def test_share_metrics_under_kafkas_names(results: dict[str, dict[str, Any]]) -> None:
     """What the cases did shows in Kafka's share metrics: every acknowledgement type the
     explicit and renew cases sent, the locks the explicit case let expire, the share-partitions
-    loaded, the fetches and acknowledgements per topic, the groups by state."""
+    loaded, the fetches and acknowledgements per topic, the groups by state and their
+    rebalances, the share fetches' acquire times per group, the in-flight batches made,
+    and the share coordinator's state writes."""
     vals = results["metrics"]["values"]
 
     def total(name: str, **labels: str) -> float:
@@ -135,6 +137,18 @@ def test_share_metrics_under_kafkas_names(results: dict[str, dict[str, Any]]) ->
     for name in ("totalsharefetchrequests", "totalshareacknowledgementrequests"):
         assert total(f"kafka_server_brokertopicmetrics_{name}_total") > 0, (name, vals)
     assert total("kafka_server_group_coordinator_metrics_share_groups") >= 3, vals
+    assert total("kafka_server_group_coordinator_metrics_share_group_rebalance_total") >= 3, vals
+    for group in ("share-disjoint-g", "share-explicit-g", "share-renew-g"):
+        assert total("kafka_server_sharegroupmetrics_topicpartitionsacquiretimems_count",
+                     group=group) > 0, (group, vals)
+        assert total("kafka_server_sharepartitionmetrics_inflightbatchmessagecount_count",
+                     group=group) > 0, (group, vals)
+    # the share-partitions' initial states and every acknowledgement were written
+    writes = total("kafka_server_share_coordinator_metrics_write_total")
+    assert writes > total("kafka_server_sharegroupmetrics_partitionloadtimems_count"), vals
+    assert 0 < total("kafka_server_share_coordinator_metrics_write_latency_seconds_count") \
+        <= writes, vals
+    assert total("kafka_server_share_coordinator_metrics_write_latency_max_seconds") > 0, vals
 
 
 def test_share_version_enabled_through_update_features(

@@ -8,13 +8,15 @@ dlq.<topic> on another, so the leader of the share-partition writes its dead let
 Produce over the inter-broker listener (broker/share/shell.py's _produce_remote). Kafka 4.4's
 KafkaShareConsumer runs ShareCases.java's "dlq" case (ACCEPT 0 and 3, REJECT 1, RELEASE 2
 twice with a delivery count limit of 2, the records copied); the dead letters must be those
-Kafka 4.4 writes in the single-node comparison.
+Kafka 4.4 writes in the single-node comparison, and the share-partition's leader counts them
+in ShareGroupMetrics' dead-letter meters.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,17 @@ def _features(bootstrap: str) -> str:
     proc: subprocess.CompletedProcess[str] = tool("kafka-features", "--bootstrap-server",
                                                   bootstrap, "describe", timeout=120)
     return proc.stdout
+
+
+def _dlq_metric(address: str, name: str) -> float:
+    """kafka_server_sharegroupmetrics_deadletterqueue<name>_total of the group, 0 if none."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.name == f"kafka_server_sharegroupmetrics_deadletterqueue{name}_total"
+               and s.labels.get("group") == f"{TOPIC}-g")
 
 
 def test_dead_letters_reach_a_topic_led_by_another_broker(tmp_path: Path) -> None:
@@ -62,6 +75,13 @@ def test_dead_letters_reach_a_topic_led_by_another_broker(tmp_path: Path) -> Non
         lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
         assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
         result = lines[-1]
+        # the share-partition's leader counts them (ShareGroupMetrics' dead-letter meters):
+        # two archivings, a produce request each, two dead letters
+        address = cluster.nodes[source].metrics_address
+        wanted = {"recordcount": 2.0, "totalproducerequests": 2.0}
+        cluster.wait_for(lambda: all(_dlq_metric(address, k) == v for k, v in wanted.items()),
+                         10, "the dead-letter metrics")
+        assert _dlq_metric(address, "failedproducerequests") == 0
     assert result["steps"] == ["0:accept:1", "1:reject:1", "2:release:1", "3:accept:1",
                                "2:release:2"], result
     common = [f"__dlq.errors.topic={TOPIC}", "__dlq.errors.partition=0"]

@@ -305,6 +305,44 @@ async def test_a_fetch_reads_the_log_a_chunk_at_a_time_up_to_its_records(
     assert values == [b"v%03d" % i for i in range(500)]
 
 
+async def test_acquire_time_and_state_writes_are_measured(node: GroupNode) -> None:
+    """ShareGroupMetrics TopicPartitionsAcquireTimeMs: once per share fetch, ~0 while its
+    share-partition has room, the whole wait when the in-flight window is full; the
+    in-flight batches an acquisition makes; the share coordinator counts and times every
+    state write (share-coordinator-metrics)."""
+    from broker.metadata.records import RESOURCE_GROUP
+    from broker.share.shell import share_service_of
+
+    enable_share_groups(node)
+    node.add_topic("t", 1)
+    image = node.publisher.image
+    node.publisher.load_snapshot(replace(image, offset=image.offset + 1, configs={
+        **image.configs, (RESOURCE_GROUP, "g"): {"share.partition.max.record.locks": "2"}}))
+    tid = node.metadata.topic("t").topic_id
+    await ready(node)
+    await heartbeat(node, "m1", 0)
+    coordinator = node.share_coordinator.stats
+    writes = coordinator.writes
+    await fetch(node, tid, 0)
+    assert coordinator.writes == writes + 1  # the share-partition's initial state
+    assert coordinator.write_latency_count == coordinator.writes
+    assert 0 < coordinator.write_latency_max <= coordinator.write_latency_sum
+    await produce(node, [b"a", b"b", b"c"])
+    assert acquired(await fetch(node, tid, 1, wait_ms=2000)) == [(0, 1, 1)]
+    service = share_service_of(node)
+    hist = service.stats.acquire_time["g"]
+    assert hist.count == 2 and hist.sum < 200
+    # the acquisition made one in-flight batch of 2 records (SharePartitionMetrics)
+    sizes = service.stats.batch_sizes[("g", "t", 0)]
+    assert (sizes.count, sizes.sum) == (1, 2)
+    assert service.partitions[("g", "t", 0)].in_flight_batch_count() == 1
+    # the window (2 records) is full: the fetch waits its whole max wait for room
+    assert acquired(await fetch(node, tid, 2, wait_ms=300)) == []
+    assert hist.count == 3 and hist.sum >= 250
+    await acknowledge(node, tid, 3, ((0, 1, (ACCEPT,)),))
+    assert coordinator.writes == writes + 2
+
+
 async def test_rejected_and_exhausted_records_reach_the_dead_letter_topic(
         node: GroupNode) -> None:
     """share.version 2 with errors.deadletterqueue.topic.name (KIP-1191): a REJECTed record
@@ -337,6 +375,10 @@ async def test_rejected_and_exhausted_records_reach_the_dead_letter_topic(
     await share_service_of(node).dlq.drain()
     letters = node.replicas.leader_partition("dlq.t", 0).log.read_records(0)
     assert [(r.key, r.value) for r in letters] == [(None, b"b"), (None, b"c")]
+    # ShareGroupMetrics' dead-letter meters: one produce request per archiving, none failed
+    stats = share_service_of(node).stats
+    assert (stats.dlq_records, stats.dlq_produces, stats.dlq_produce_failed) == (
+        {"g": 2}, {"g": 2}, {})
     assert [dict((k, v.decode() if v else v) for k, v in r.headers) for r in letters] == [
         {"__dlq.errors.topic": "t", "__dlq.errors.partition": "0",
          "__dlq.errors.offset": str(offset), "__dlq.errors.group": "g",

@@ -21,6 +21,7 @@ from broker.metrics.collectors import (
     replica_families,
     request_families,
     request_label,
+    share_coordinator_families,
     share_families,
     topic_families,
 )
@@ -30,6 +31,7 @@ from broker.metrics.stats import (
     BrokerTopicStats,
     Histogram,
     ServerStats,
+    ShareCoordinatorStats,
     fetch_metric_key,
 )
 from broker.replication import Role
@@ -398,7 +400,7 @@ def test_promtool_accepts_every_family() -> None:
     coord = SimpleNamespace(groups={}, consumer_groups={}, rebalances=0,
                             consumer_rebalances=0)
     fams = [*request_families(server), *topic_families(topics, None),
-            *share_families(_share()),
+            *share_families(_share()), *share_coordinator_families(ShareCoordinatorStats()),
             *replica_families(replicas, image),
             *controller_families(image, True, 1, ElectionCounter(lambda: True),
                                  applied_ts=1000, now_ms=1500),
@@ -483,10 +485,15 @@ def _share() -> Any:
     for kind in ("Accept", "Accept", "Release", "Renew"):
         stats.acknowledged(kind)
     stats.partition_load_time.observe(3.0)
+    stats.acquire_waited("g1", 0.5)
+    stats.acquire_waited("g1", 400.0)
+    stats.dead_letters_produced("g1", 3, failed=False)
+    stats.dead_letters_produced("g1", 2, failed=True)
     sp = SharePartition(10, ShareLimits(record_lock_duration_ms=5, delivery_count_limit=3,
                                         max_record_locks=100))
     sp.acquire("m", [(10, 14)], 100, 0)
     sp.expire(100)
+    stats.batches_made(("g1", "t", 0), sp.take_new_batches())
     stats.lock_timeouts[("g2", "t", 1)] = 2
     partitions = {("g1", "t", 0): sp}
 
@@ -496,7 +503,7 @@ def _share() -> Any:
             out[key] = out.get(key, 0) + part.lock_timeouts
         return out
 
-    groups = SimpleNamespace(listed=lambda: [("g1", "Stable"), ("g2", "Empty")])
+    groups = SimpleNamespace(listed=lambda: [("g1", "Stable"), ("g2", "Empty")], rebalances=4)
     return SimpleNamespace(groups=groups, stats=stats, partitions=partitions,
                            lock_timeouts=lock_timeouts)
 
@@ -505,6 +512,7 @@ def test_share_families_under_kafkas_names() -> None:
     fams = share_families(_share())
     g = "kafka_server_group_coordinator_metrics_share_groups"
     assert [value(fams, g, state=s) for s in ("Empty", "Stable", "Dead")] == [1, 1, 0]
+    assert value(fams, "kafka_server_group_coordinator_metrics_share_group_rebalance_total") == 4
     acks = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
     assert [value(fams, acks, acktype=k) for k in ("Accept", "Release", "Reject", "Renew")] \
         == [2, 1, 0, 1]
@@ -512,6 +520,33 @@ def test_share_families_under_kafkas_names() -> None:
     labels = {"group": "g1", "topic": "t", "partition": "0"}
     assert value(fams, "kafka_server_sharepartitionmetrics_inflightmessagecount",
                  **labels) == 5
+    assert value(fams, "kafka_server_sharepartitionmetrics_inflightbatchcount", **labels) == 1
+    sizes = "kafka_server_sharepartitionmetrics_inflightbatchmessagecount"
+    assert value(fams, sizes + "_count", **labels) == 1
+    assert value(fams, sizes + "_sum", **labels) == 5
+    assert value(fams, sizes + "_bucket", le="5.0", **labels) == 1
+    assert value(fams, sizes + "_bucket", le="2.0", **labels) == 0
     timeouts = "kafka_server_sharepartitionmetrics_acquisitionlocktimeout_total"
     assert value(fams, timeouts, **labels) == 5
     assert value(fams, timeouts, group="g2", topic="t", partition="1") == 2
+    acquire = "kafka_server_sharegroupmetrics_topicpartitionsacquiretimems"
+    assert value(fams, acquire + "_count", group="g1") == 2
+    assert value(fams, acquire + "_sum", group="g1") == pytest.approx(400.5)
+    assert value(fams, acquire + "_bucket", group="g1", le="1.0") == 1
+    dlq = "kafka_server_sharegroupmetrics_deadletterqueue"
+    assert value(fams, dlq + "recordcount_total", group="g1") == 3
+    assert value(fams, dlq + "totalproducerequests_total", group="g1") == 2
+    assert value(fams, dlq + "failedproducerequests_total", group="g1") == 1
+
+
+def test_share_coordinator_families_under_kafkas_names() -> None:
+    stats = ShareCoordinatorStats()
+    stats.writes = 3
+    for seconds in (0.002, 0.010, 0.004):
+        stats.write_answered(seconds)
+    fams = share_coordinator_families(stats)
+    p = "kafka_server_share_coordinator_metrics_"
+    assert value(fams, p + "write_total") == 3
+    assert value(fams, p + "write_latency_seconds_count") == 3
+    assert value(fams, p + "write_latency_seconds_sum") == pytest.approx(0.016)
+    assert value(fams, p + "write_latency_max_seconds") == pytest.approx(0.010)

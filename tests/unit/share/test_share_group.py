@@ -53,6 +53,7 @@ def test_join_heartbeat_leave() -> None:
     assert r.member_epoch == 2 and r.assignment == ((T1, (0,)),)
     r, _ = g.heartbeat(hb("a", 1, None), TOPICS, 30)
     assert r.member_epoch == 2 and r.assignment == ((T1, (0,)),)
+    assert g.rebalances == 2  # a target assignment per new group epoch (the metric)
     desc = g.describe("g", {T1: "one"})
     assert desc is not None and desc.state == "Stable" and len(desc.members) == 2
     assert desc.members[0].assignment == ((T1, "one", (0,)),)

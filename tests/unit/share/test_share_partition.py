@@ -159,6 +159,32 @@ def test_reset_start_forgets_what_the_log_dropped() -> None:
     assert sp.start_offset == 2 and set(sp.in_flight()) == {2, 3}
 
 
+def test_in_flight_batches_are_the_new_offsets_of_each_acquisition() -> None:
+    """Kafka's InFlightBatchCount and InFlightBatchMessageCount: a batch per acquisition of
+    new offsets (the ones it archived on the way included), none for a redelivery, a batch
+    gone once the start offset is past it; a loaded state's batches are batches."""
+    sp = SharePartition(0, LIMITS)
+    sp.acquire(A, [(0, 2)], 100, 0)
+    sp.acquire(B, [(3, 3), (6, 6)], 100, 0)  # 4 and 5 are not in the log: archived
+    assert sp.in_flight_batch_count() == 2 and sp.take_new_batches() == [3, 4]
+    assert sp.take_new_batches() == []
+    sp.acknowledge(A, 1, 1, [RELEASE], 0)
+    assert sp.acquire(B, [(0, 12)], 100, 0) == [AcquiredRange(1, 1, 2), AcquiredRange(7, 9, 1)]
+    assert sp.in_flight_batch_count() == 3 and sp.take_new_batches() == [3]
+    sp.acknowledge(A, 0, 0, [ACCEPT], 0)
+    sp.acknowledge(B, 1, 1, [ACCEPT], 0)
+    assert sp.start_offset == 2 and sp.in_flight_batch_count() == 3  # 2 is still held
+    sp.acknowledge(A, 2, 2, [ACCEPT], 0)
+    sp.acknowledge(B, 3, 3, [ACCEPT], 0)
+    assert sp.start_offset == 6 and sp.in_flight_batch_count() == 2
+    sp.acknowledge(B, 6, 6, [ACCEPT], 0)
+    assert sp.start_offset == 7 and sp.in_flight_batch_count() == 1
+    sp.reset_start(10)
+    assert sp.in_flight_batch_count() == 0
+    loaded = SharePartition.from_state(3, [(0, 2, 2, 1), (3, 4, 0, 1), (5, 5, 4, 1)], LIMITS)
+    assert loaded.in_flight_batch_count() == 2 and loaded.take_new_batches() == [2, 1]
+
+
 # ---- properties ---------------------------------------------------------------------------
 
 _OPS = st.lists(st.tuples(
