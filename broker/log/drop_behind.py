@@ -64,12 +64,14 @@ class _Dropper:
                 os.posix_fadvise(file.fileno(), start, end - start, os.POSIX_FADV_DONTNEED)
             del file, item
 
-    def join(self, timeout_s: float = 10.0) -> None:
-        """Until every request submitted so far has been made (tests)."""
-        if self._thread is not None:
-            reached = threading.Event()
-            self._queue.put(reached)
-            reached.wait(timeout_s)
+    def join(self, timeout_s: float = 30.0) -> bool:
+        """Until every request submitted so far has been made (tests); False if that took
+        longer than `timeout_s`."""
+        if self._thread is None:
+            return True
+        reached = threading.Event()
+        self._queue.put(reached)
+        return reached.wait(timeout_s)
 
 
 DROPPER = _Dropper()

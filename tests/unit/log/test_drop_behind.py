@@ -96,7 +96,7 @@ def test_a_segment_leaves_the_page_cache_behind_its_window(
         os.fdatasync(seg.fd)  # clean pages: the next request drops them at once
         more, _ = _batches(next_offset, 128 * 1024)
         append(more)
-        DROPPER.join()
+        assert DROPPER.join(), "the drop-behind thread did not reach the request in 30 s"
         assert _resident(seg.fd, 0) is (window < 0)
         assert _resident(seg.fd, seg.size - 1)  # within the window
     finally:
