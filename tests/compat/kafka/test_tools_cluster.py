@@ -233,8 +233,9 @@ def test_share_coordinator_node_killed_loses_no_acknowledgement(skiff: Cluster) 
 
     bootstrap, t, g = skiff.bootstrap_servers, "share-kill-t", "share-kill-g"
     program = "skiff.compat.share.ShareCases"
-    proc = run_program(program, bootstrap, "enable",
-                       f"accept:{t}:{g}:{RESTART_COUNT}:{RESTART_ACCEPT}", timeout=180)
+    # share.version is 2 from the start: the cluster is formatted at the default, 4.4
+    proc = run_program(program, bootstrap, f"accept:{t}:{g}:{RESTART_COUNT}:{RESTART_ACCEPT}",
+                       timeout=180)
     first = {c["case"]: c for c in (json.loads(x) for x in proc.stdout.splitlines()
                                     if x.startswith("{"))}
     assert proc.returncode == 0 and "accept" in first, proc.stdout[-3000:] + proc.stderr[-2000:]
