@@ -192,6 +192,9 @@ def _run(cfg: NodeConfig) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     configure_logging(cfg["log.format"], cfg["log.level"])
+    from broker.util.gc_pauses import GC_PAUSES
+
+    GC_PAUSES.install()
     for warning in cfg.warnings:
         _warn(warning)
     try:

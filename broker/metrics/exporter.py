@@ -78,13 +78,16 @@ class LoopCollector(Collector):
 
 def build_registry(collector: Collector, *, process: bool = True) -> CollectorRegistry:
     """A registry of our own (never the global one): the node's families and, with
-    `process`, prometheus_client's process, platform and GC collectors."""
+    `process`, prometheus_client's process, platform and GC collectors and the GC pauses
+    (broker/util/gc_pauses.py)."""
     from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
+
+    from broker.util.gc_pauses import GC_PAUSES
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     if process:
-        for default in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        for default in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR, GC_PAUSES):
             registry.register(default)
     return registry
 
