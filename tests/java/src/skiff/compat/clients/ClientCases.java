@@ -206,7 +206,21 @@ public final class ClientCases {
             for (int p = 0; p < partitions; p++) {
                 latest.put(new TopicPartition(topic, p), OffsetSpec.latest());
             }
-            a.listOffsets(latest).all().get(30, TimeUnit.SECONDS);
+            // the admin's metadata may not have the new topic yet (seen once on Kafka 4.4 itself:
+            // UnknownTopicOrPartitionException), so ask again until it does
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (true) {
+                try {
+                    a.listOffsets(latest).all().get(30, TimeUnit.SECONDS);
+                    return;
+                } catch (java.util.concurrent.ExecutionException e) {
+                    if (!(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException)
+                            || System.currentTimeMillis() > deadline) {
+                        throw e;
+                    }
+                    Thread.sleep(100);
+                }
+            }
         }
     }
 
