@@ -197,6 +197,14 @@ def _node_int(cfg: Any, key: str) -> int:
     return int(_node_value(cfg, key))
 
 
+def _check_boolean(name: str, value: str) -> None:
+    if value.strip().lower() not in ("true", "false"):
+        raise ResourceConfigError(
+            ErrorCode.invalid_config,
+            f"Invalid value {value} for configuration {name}: Expected value to be either "
+            f"true or false")
+
+
 def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
     """Raises ResourceConfigError (INVALID_CONFIG, Kafka's words) when `name=value` cannot be
     set on a group; `value` None is a deletion. `cfg`: the node config (the bounds)."""
@@ -210,11 +218,8 @@ def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
     if name == DLQ_TOPIC_NAME:
         return  # any name: the dead-letter queue checks it when it writes (broker/share/dlq.py)
     if name in _BOOLEAN_GROUP_CONFIG_DEFAULTS:
-        if value is not None and value.strip().lower() not in ("true", "false"):
-            raise ResourceConfigError(
-                ErrorCode.invalid_config,
-                f"Invalid value {value} for configuration {name}: Expected value to be either "
-                f"true or false")
+        if value is not None:
+            _check_boolean(name, value)
         return
     if name == SHARE_ISOLATION_LEVEL:
         if value is not None and value.strip().lower() not in SHARE_ISOLATION_LEVEL_VALUES:
@@ -235,11 +240,7 @@ def validate_group_config(cfg: Any, name: str, value: str | None) -> None:
     if value is None:
         return
     if d.type is ConfigType.BOOLEAN:  # *.assignor.offload.enable
-        if value.strip().lower() not in ("true", "false"):
-            raise ResourceConfigError(
-                ErrorCode.invalid_config,
-                f"Invalid value {value} for configuration {name}: Expected value to be either "
-                f"true or false")
+        _check_boolean(name, value)
         return
     if d.type is ConfigType.STRING:  # streams.assignor.name
         assignors = list(_node_value(cfg, d.broker_key))
