@@ -253,9 +253,12 @@ class RaftCore:
         self._report_lost()
         st = self._persisted
         self.role: Role
+        # The only voter has no one to wait for: it stands at once, as Kafka's does, rather
+        # than after an election timeout (most of a single node's start otherwise).
+        alone = self.voters == {node_id}
         if st.leader_id == node_id and self.may_stand:
             # a leader that restarts resigns and says so (KIP-595 "EndQuorumEpoch")
-            self.role = Resigned(st.epoch, (), self._election_deadline())
+            self.role = Resigned(st.epoch, (), now_ms if alone else self._election_deadline())
             for v in sorted(self.voters - {node_id}):
                 self._request(v, "end_epoch", EndQuorumEpochRequest(st.epoch, node_id, ()))
         elif st.leader_id >= 0 and st.leader_id != node_id:
@@ -264,7 +267,7 @@ class RaftCore:
             self._out.events.append(LeaderChanged(st.leader_id, st.epoch))
             self._send_fetch()
         else:
-            deadline = self._election_deadline() if self.may_stand else now_ms
+            deadline = now_ms if alone or not self.may_stand else self._election_deadline()
             self.role = Unattached(st.epoch, st.voted_for, deadline)
 
     # ------------------------------------------------------------------ API

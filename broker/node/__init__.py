@@ -857,6 +857,7 @@ class Node:
                        for lst in self.config.controller_listeners],
             features=supported_features())
         last: ErrorCode | None = None
+        backoff = 0.05  # the first try usually races the controller's activation
         while True:
             try:
                 reply = await self.controller.register_controller(req)
@@ -869,7 +870,8 @@ class Node:
                                 message=reply.message)
             except KafkaError as exc:
                 log.debug("controller_registration_retry", error=str(exc))
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(backoff)
+            backoff = min(0.5, backoff * 2)
 
     def _advertised_endpoints(self) -> list[tuple[str, str, int, str]]:
         out = []

@@ -199,6 +199,22 @@ def test_single_voter_elects_itself() -> None:
     assert core.hw == 3
 
 
+@pytest.mark.parametrize("previous_leader", [-1, 1], ids=["fresh", "restarted-leader"])
+def test_the_only_voter_stands_at_once_not_after_an_election_timeout(
+        previous_leader: int) -> None:
+    # Kafka's KafkaRaftClient does the same: with no one to wait for, the election timeout
+    # is only delay (it was ~1.8 s of a single node's 2-3 s start).
+    state = QuorumState(epoch=4, leader_id=previous_leader, voted_for=-1)
+    core = make(1, voters=frozenset({1}), state=state, now=1000)
+    assert core.next_wakeup_ms() == 1000
+    core.tick(1000)
+    assert isinstance(core.role, Leader) and core.epoch == 5
+    several = make(1, state=QuorumState(epoch=4, leader_id=previous_leader, voted_for=-1),
+                   now=1000)
+    several.tick(1000)
+    assert isinstance(several.role, (Unattached, Resigned)) and several.epoch == 4
+
+
 def test_begin_quorum_epoch_makes_a_follower_that_fetches() -> None:
     core = make(2)
     core.handle_request(1, 9, BeginQuorumEpochRequest(3, 1), 5)
