@@ -536,12 +536,24 @@ def records_for(args: argparse.Namespace, size: int) -> int:
     return max(1000, int(args.mb * 1e6 / size) // 3 * 3)
 
 
+def flush_page_cache() -> None:
+    """Write back what earlier phases left dirty before a latency round. Otherwise the
+    kernel writes gigabytes back ~30 s later, in the middle of whichever side's round comes
+    then: a Skiff round after 2 GB of replayed produce stalled 0.44-0.50 s in one round of
+    two, twice, and not once in three rounds after a sync (docs/benchmarks.md)."""
+    t0 = time.monotonic()
+    os.sync()
+    if time.monotonic() - t0 > 1.0:
+        log(f"  (page cache written back before the round: {time.monotonic() - t0:.1f} s)")
+
+
 def fig_latency(sides: dict[str, Side], args: argparse.Namespace, table: Table) -> None:
     if not args.no_warmup:
         ns = argparse.Namespace(rate=args.rates[0], latency_seconds=args.latency_seconds,
                                 warmup_seconds=0.0, drain_seconds=10.0, size=args.latency_size)
         for name in SIDES:
             side = sides[name]
+            flush_page_cache()
             r = perf.bench_latency(perf.Broker(name, side.bootstrap, side.pids()[0]), ns,
                                    perf.Result(name, 0, args.latency_size))
             log(f"warm-up round (not counted): {name} {args.rates[0]:,}/s p50 "
@@ -554,6 +566,7 @@ def fig_latency(sides: dict[str, Side], args: argparse.Namespace, table: Table) 
             for name in order(rep):
                 side = sides[name]
                 b = perf.Broker(name, side.bootstrap, side.pids()[0])
+                flush_page_cache()
                 r = perf.bench_latency(b, ns, perf.Result(name, 0, args.latency_size))
                 log(f"  {name} {rate:,.0f}/s: p50 {r.latency_p50_ms:.2f} p99 "
                     f"{r.latency_p99_ms:.2f} p99.9 {r.latency_p999_ms:.2f} ms, "
