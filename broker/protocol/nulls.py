@@ -67,22 +67,29 @@ def _plan(cls: type) -> tuple[_ArrayField, ...]:
 
 def first_null_array(entity: Any, path: str = "") -> str | None:
     """The dotted path of the first non-nullable array in `entity` that is None, or None."""
+    found = _first_null(entity)
+    return None if found is None else path + found
+
+
+def _first_null(entity: Any) -> str | None:
+    # Every request passes through here: the path is spelled out only for a field found
+    # null, not built for each field and element on the way (it was ~3% of a broker's CPU
+    # under small Produce requests).
     for name, nullable, element in _plan(type(entity)):
         value = getattr(entity, name)
-        where = f"{path}{name}"
         if value is None:
             if not nullable:
-                return where
+                return name
             continue
         if element is None:
             continue
         if isinstance(value, tuple):
             for i, item in enumerate(value):
-                found = first_null_array(item, f"{where}[{i}].")
+                found = _first_null(item)
                 if found is not None:
-                    return found
+                    return f"{name}[{i}].{found}"
         else:
-            found = first_null_array(value, f"{where}.")
+            found = _first_null(value)
             if found is not None:
-                return found
+                return f"{name}.{found}"
     return None
