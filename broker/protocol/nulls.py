@@ -73,8 +73,8 @@ def first_null_array(entity: Any, path: str = "") -> str | None:
 
 def _first_null(entity: Any) -> str | None:
     # Every request passes through here: the path is spelled out only for a field found
-    # null, not built for each field and element on the way (it was ~3% of a broker's CPU
-    # under small Produce requests).
+    # null, not built for each field and element on the way (1.22 -> 0.70 us per
+    # 6-partition Produce).
     for name, nullable, element in _plan(type(entity)):
         value = getattr(entity, name)
         if value is None:
