@@ -33,8 +33,11 @@ def both(skiff_node: Broker, kafka_ref: KafkaNode) -> dict[str, str]:
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    # The records carry 2023 timestamps: under the default retention.ms (7 days) the
+    # broker's retention check (every 5 min) may delete them all in the middle of a test.
     ok("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
-       "--partitions", str(partitions), "--replication-factor", "1")
+       "--partitions", str(partitions), "--replication-factor", "1",
+       "--config", "retention.ms=-1")
 
 
 def produce_timed(bootstrap: str, topic: str) -> None:
