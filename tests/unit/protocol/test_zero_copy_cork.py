@@ -7,25 +7,14 @@ import asyncio
 import os
 import socket
 import tempfile
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
+from broker.log.segment import FileSlice
 from broker.protocol import frames
 from broker.protocol.frames import ResponseChunks, ZeroCopyWriter
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "TCP_CORK"), reason="TCP_CORK is Linux's")
-
-
-@dataclass
-class _Slice:
-    file: Any
-    position: int
-    length: int
-
-    def read_bytes(self) -> bytes:
-        return os.pread(self.file.fileno(), self.length, self.position)
 
 
 def _corked(fd: int) -> int:
@@ -36,10 +25,8 @@ def _corked(fd: int) -> int:
         probe.close()
 
 
-async def _answer(chunks: ResponseChunks, prefix: bytes,
-                  sendfile_saw: list[int]) -> tuple[bytes, int]:
+async def _answer(chunks: ResponseChunks, prefix: bytes) -> tuple[bytes, int]:
     """Writes one answer from a server transport; (what the client read, TCP_CORK after)."""
-    received = asyncio.get_running_loop().create_future()
     writer_done = asyncio.get_running_loop().create_future()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -52,11 +39,11 @@ async def _answer(chunks: ResponseChunks, prefix: bytes,
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    received.set_result(await asyncio.wait_for(reader.read(), 10))
+    received = await asyncio.wait_for(reader.read(), 10)
     writer.close()
     server.close()
     await server.wait_closed()
-    return received.result(), await writer_done
+    return received, await writer_done
 
 
 def test_a_fetch_answer_is_corked_around_sendfile_and_uncorked_after(
@@ -72,8 +59,8 @@ def test_a_fetch_answer_is_corked_around_sendfile_and_uncorked_after(
     with tempfile.TemporaryFile() as f:
         f.write(b"0123456789" * 100)
         f.flush()
-        chunks = ResponseChunks([b"head", _Slice(f, 5, 200), b"tail"])
-        got, cork_after = asyncio.run(_answer(chunks, b"\x00\x00\x00\x10", seen))
+        chunks = ResponseChunks([b"head", FileSlice(f, 5, 200), b"tail"])
+        got, cork_after = asyncio.run(_answer(chunks, b"\x00\x00\x00\x10"))
     assert got == b"\x00\x00\x00\x10head" + (b"0123456789" * 100)[5:205] + b"tail"
     assert seen == [1], "the slice went out while the socket was corked"
     assert cork_after == 0, "uncorked once the answer is written"
@@ -83,7 +70,6 @@ def test_an_answer_without_file_slices_is_one_write_and_never_corked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     corks: list[bool] = []
     monkeypatch.setattr(ZeroCopyWriter, "_cork", lambda self, on: corks.append(on) or True)
-    got, cork_after = asyncio.run(_answer(ResponseChunks([b"abc", b"def"]), b"\x00\x00\x00\x06",
-                                          []))
+    got, cork_after = asyncio.run(_answer(ResponseChunks([b"abc", b"def"]), b"\x00\x00\x00\x06"))
     assert got == b"\x00\x00\x00\x06abcdef"
     assert corks == [] and cork_after == 0

@@ -209,8 +209,7 @@ def test_the_only_voter_stands_at_once_not_after_an_election_timeout(
     assert core.next_wakeup_ms() == 1000
     core.tick(1000)
     assert isinstance(core.role, Leader) and core.epoch == 5
-    several = make(1, state=QuorumState(epoch=4, leader_id=previous_leader, voted_for=-1),
-                   now=1000)
+    several = make(1, state=state, now=1000)  # QuorumState is frozen: safe to share
     several.tick(1000)
     assert isinstance(several.role, (Unattached, Resigned)) and several.epoch == 4
 

@@ -6,22 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from broker.log.segment import FileSlice
 from broker.protocol.frames import COPY_PIECE, ResponseChunks, ZeroCopyWriter
-
-
-@dataclass
-class _Slice:
-    file: Any
-    position: int
-    length: int
-
-    def read_bytes(self) -> bytes:
-        return os.pread(self.file.fileno(), self.length, self.position)
 
 
 class _Transport:
@@ -52,7 +42,7 @@ def test_copy_mode_writes_file_slices_through_the_transport() -> None:
     with tempfile.TemporaryFile() as f:
         f.write(b"0123456789" * 1000)
         f.flush()
-        chunks = ResponseChunks([b"head", _Slice(f, 5, 200), b"mid", _Slice(f, 9000, 1000),
+        chunks = ResponseChunks([b"head", FileSlice(f, 5, 200), b"mid", FileSlice(f, 9000, 1000),
                                  b"tail"])
         t = _Transport()
 
@@ -81,7 +71,7 @@ def test_a_large_slice_goes_through_in_pieces_with_flow_control_between() -> Non
             drains.append(len(t.written))
 
         writer = ZeroCopyWriter(t, drain, copy=True)  # type: ignore[arg-type]
-        asyncio.run(writer.write(b"PFX", ResponseChunks([b"head", _Slice(f, 0, len(data)),
+        asyncio.run(writer.write(b"PFX", ResponseChunks([b"head", FileSlice(f, 0, len(data)),
                                                          b"tail"])))
     assert bytes(t.written) == b"PFXhead" + data + b"tail"
     assert t.writes == [7, COPY_PIECE, COPY_PIECE, COPY_PIECE, 1234, 4]
@@ -100,4 +90,4 @@ def test_a_slice_past_the_end_of_its_file_fails_the_write() -> None:
 
         writer = ZeroCopyWriter(t, drain, copy=True)  # type: ignore[arg-type]
         with pytest.raises(OSError, match="file ended"):
-            asyncio.run(writer.write(b"", ResponseChunks([_Slice(f, 50, 100)])))
+            asyncio.run(writer.write(b"", ResponseChunks([FileSlice(f, 50, 100)])))
