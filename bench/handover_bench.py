@@ -50,11 +50,10 @@ class _Owner(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        while len(self.buf) >= 4:
-            (size,) = struct.unpack_from(">i", self.buf)
+        while len(self.buf) >= _HEAD.size:
+            size, msg_id, batches = _HEAD.unpack_from(self.buf)
             if len(self.buf) < 4 + size:
                 return
-            _, msg_id, batches = _HEAD.unpack_from(self.buf)
             # The owner does not append here: the append is work the partition's owner does
             # in any design; only the hand-over is the cost of splitting.
             total = size - 8
