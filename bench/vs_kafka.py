@@ -193,8 +193,8 @@ def start_kafka(work: Path) -> tuple[Side, float]:
                 node.close, started_s=time.monotonic() - t1), formatted
 
 
-def start_skiff_cluster(work: Path) -> Side:
-    c = Cluster(work / "skiff-cluster", 3, combined=True,
+def start_skiff_cluster(work: Path, nodes: int = 3) -> Side:
+    c = Cluster(work / "skiff-cluster", nodes, combined=True,
                 overrides={**COMMON_CONFIG, **SKIFF_ONLY_CONFIG})
     t0 = time.monotonic()
     c.start(timeout=300)
@@ -212,8 +212,8 @@ def start_skiff_cluster(work: Path) -> Side:
                 started_s=time.monotonic() - t0)
 
 
-def start_kafka_cluster(work: Path) -> Side:
-    k = KafkaCluster(work / "kafka-cluster", 3, overrides=COMMON_CONFIG)
+def start_kafka_cluster(work: Path, nodes: int = 3) -> Side:
+    k = KafkaCluster(work / "kafka-cluster", nodes, overrides=COMMON_CONFIG)
     t0 = time.monotonic()
     try:  # KafkaCluster.start's steps, with the patience a loaded machine needs
         cluster_id = k.new_cluster_id()
@@ -909,13 +909,56 @@ def fig_failover(sides: dict[str, Side], args: argparse.Namespace, table: Table)
             table.add("failover", "controller, kill -9 to a CreateTopics", "s", "lower", name, t)
 
 
+# Kafka's operations guide: a broker keeps a file descriptor open per segment and two
+# memory maps (offset and time index) per segment; the Linux defaults (65,530 maps) stop a
+# node holding a third of 100,000 partitions. Descriptors kept for everything else a node
+# opens (sockets, jars, checkpoints).
+PARTITIONS_MAX_MAP_COUNT = 262_144
+NOFILE_HEADROOM = 2_000
+
+
+def nodes_for(count: int) -> int:
+    """3 nodes, or as many more as the open-files limit (inherited by every node, and not
+    raisable here without CAP_SYS_RESOURCE) needs for one descriptor per partition."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if limit == resource.RLIM_INFINITY:
+        return 3
+    return max(3, -(-count // max(1, limit - NOFILE_HEADROOM)))
+
+
+def raise_map_count(count: int) -> None:
+    maps = Path("/proc/sys/vm/max_map_count")
+    if count < 10_000 or not maps.exists():
+        return
+    current = int(maps.read_text())
+    if current >= PARTITIONS_MAX_MAP_COUNT:
+        return
+    try:
+        maps.write_text(str(PARTITIONS_MAX_MAP_COUNT))
+    except OSError as e:
+        raise SystemExit(f"{count:,} partitions need vm.max_map_count >= "
+                         f"{PARTITIONS_MAX_MAP_COUNT:,} for Kafka (it is {current:,}: {e}); "
+                         f"run `sysctl -w vm.max_map_count={PARTITIONS_MAX_MAP_COUNT}`"
+                         ) from None
+    log(f"  vm.max_map_count raised from {current:,} to {PARTITIONS_MAX_MAP_COUNT:,} "
+        "(Kafka's operations guide)")
+
+
 def fig_partitions(work: Path, args: argparse.Namespace, table: Table) -> None:
+    import resource
+
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+    raise_map_count(max(args.partition_counts))
     for count in args.partition_counts:
+        nodes = nodes_for(count)
+        log(f"  {count:,} partitions on {nodes} nodes (open files per process: "
+            f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,})")
         for name in SIDES:
             side = (start_skiff_cluster if name == "skiff" else start_kafka_cluster)(
-                work / f"{name}-{count}")
+                work / f"{name}-{count}", nodes)
             try:
                 admin = AdminClient({"bootstrap.servers": side.bootstrap, "log_level": 0})
                 per_topic = min(100, count)
@@ -945,11 +988,12 @@ def fig_partitions(work: Path, args: argparse.Namespace, table: Table) -> None:
                 rss = [rss_mb(p) for p in side.pids()]
                 log(f"  {name} {count:,} partitions: created in {created:.1f} s, served by "
                     f"every broker after {served:.1f} s, RSS MB {[round(x) for x in rss]}")
-                table.add("partitions", f"{count:,}: CreateTopics time", "s", "lower", name,
+                where = f"{count:,} on {nodes} nodes"
+                table.add("partitions", f"{where}: CreateTopics time", "s", "lower", name,
                           created)
-                table.add("partitions", f"{count:,}: until every broker serves them", "s",
+                table.add("partitions", f"{where}: until every broker serves them", "s",
                           "lower", name, served)
-                table.add("partitions", f"{count:,}: RSS per node (max)", "MB", "lower", name,
+                table.add("partitions", f"{where}: RSS per node (max)", "MB", "lower", name,
                           max(rss))
             finally:
                 side.stop()
