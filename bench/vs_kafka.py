@@ -341,6 +341,19 @@ def create_topic(bootstrap: str, name: str, partitions: int, rf: int = 1,
     raise TimeoutError(f"{name} not led with a full ISR in 120 s")
 
 
+def delete_topic(bootstrap: str, name: str) -> None:
+    """A case's topic, deleted once its figures are taken: a full run with --repeats 3
+    writes more than this machine's disk holds (each side's replay rounds alone write
+    7-10 GB). Both sides then remove the files after their file.delete.delay.ms."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    try:
+        admin.delete_topics([name], operation_timeout=60)[name].result(120)
+    except Exception as e:  # the figures stand; the disk is the only loser
+        log(f"  deleting {name} on {bootstrap} failed: {e}")
+
+
 def _rdkafka_producer(bootstrap: str, topic: str, partitions: int, count: int, size: int,
                       go: Any, out: Any) -> None:
     go.wait()
@@ -495,6 +508,7 @@ def throughput_case(side: Side, client: str, producers: int, size: int, records:
         wall = max(r["elapsed_s"] for r in res)
         c_rps, c_mbs = got / wall, sum(r["bytes"] for r in res) / wall / 1e6
     cpu2 = side.cpu_s()
+    delete_topic(side.bootstrap, topic)
     gb = written * size / 1e9
     for p in problems:
         log(f"  {side.name} {client}: {p}")
@@ -699,6 +713,7 @@ def replay_case(side: Side, args: argparse.Namespace,
                       "acknowledged")
     f = replay.replay_fetch(side.bootstrap, topic, ends, connections=args.replay_connections)
     cpu2 = side.cpu_s()
+    delete_topic(side.bootstrap, topic)
     errors += f.errors
     for e in errors[:5]:
         log(f"  {side.name} replay: {e}")
