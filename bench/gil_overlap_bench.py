@@ -64,7 +64,8 @@ class JobThread:
             self.loop.call_soon_threadsafe(fut.set_result, result)
 
 
-def run(mode: str, switch: float, args: argparse.Namespace) -> str:
+def run(mode: str, switch: float, args: argparse.Namespace) -> tuple[float, float]:
+    """(requests per second, cores used)."""
     sys.setswitchinterval(switch)
     free = os.urandom(args.free_kb * 1024)
 
@@ -95,11 +96,7 @@ def run(mode: str, switch: float, args: argparse.Namespace) -> str:
                 (r1.ru_stime - r0.ru_stime) / wall)
 
     rate, user, system = uvloop.run(main())
-    return rate_line(mode, switch, rate, user + system)
-
-
-def rate_line(mode: str, switch: float, rate: float, cores: float) -> str:
-    return f"{mode:>6} switch {switch * 1e6:>6.0f} us: {rate:>7,.0f} requests/s, {cores:.2f} cores"
+    return rate, user + system
 
 
 def main() -> int:
@@ -118,10 +115,10 @@ def main() -> int:
           "one-thread limit", flush=True)
     inline = None
     for mode, switch in [("inline", 0.005)] + [("thread", s) for s in args.switch]:
-        line = run(mode, switch, args)
-        rate = float(line.split(":")[1].split()[0].replace(",", ""))
+        rate, cores = run(mode, switch, args)
         inline = inline or rate
-        print(f"{line}  ({rate / inline:.2f} of inline)", flush=True)
+        print(f"{mode:>6} switch {switch * 1e6:>6.0f} us: {rate:>7,.0f} requests/s, "
+              f"{cores:.2f} cores  ({rate / inline:.2f} of inline)", flush=True)
     return 0
 
 
