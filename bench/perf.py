@@ -217,7 +217,10 @@ def latency_producer_proc(bootstrap: str, topic: str, count: int, size: int, rat
     for i in range(count):
         due = start + i / rate
         while (delay := due - time.monotonic()) > 0:
-            p.poll(min(delay, 0.005))
+            if delay >= 0.001:
+                p.poll(min(delay, 0.005))
+            else:  # librdkafka's poll counts whole ms: poll(<1 ms) returns at once, a busy spin
+                time.sleep(delay)
         while True:
             try:
                 p.produce(topic, STAMP.pack(time.time_ns()) + pad, partition=0)
