@@ -7,17 +7,22 @@ process per node, pre-encoded Produce requests). A broker whose worker processes
 share of the partitions does at least the same work per request plus the hand-overs; here
 nothing is handed over, so these figures are its ceiling. The baseline is one node with all
 the partitions and the same total connections and requests in flight, in the same run.
+With --cluster, also S brokers of one cluster (and a controller process, not counted)
+leading the partitions of one topic in turn: one broker per core, as a user can run today.
 
 Each configuration runs on all cores and with every broker process pinned to one CPU
 (`taskset -a`, the replayers unpinned), as issue 33 asks of one broker: >= 1.6 cores and
->= 1.5x its pinned throughput.
+>= 1.5x its pinned throughput. Each round starts with `sync` and an empty page cache
+(--keep-caches: as the last round left it).
 
-    PYTHONPATH=. python bench/shard_ceiling.py --repeats 2
+    PYTHONPATH=. python bench/shard_ceiling.py --repeats 3 --cluster
+    PYTHONPATH=. python bench/shard_ceiling.py --repeats 3 --cluster --connections 2
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing as mp
 import os
 import shutil
@@ -26,7 +31,8 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +40,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench import replay  # noqa: E402
+from bench import perf, replay  # noqa: E402
 from bench.vs_kafka import (  # noqa: E402
+    COMMON_CONFIG,
+    SKIFF_ONLY_CONFIG,
     Side,
     create_topic,
     delete_topic,
@@ -44,13 +52,14 @@ from bench.vs_kafka import (  # noqa: E402
     pin,
     start_skiff,
 )
+from broker.testing.cluster import Cluster  # noqa: E402
 
 
-def _replayer(bootstrap: str, topic: str, partitions: int, args: argparse.Namespace,
+def _replayer(bootstrap: str, topic: str, partitions: list[int], args: argparse.Namespace,
               connections: int, go: Any, out: Any) -> None:
     per_batch = max(1, args.batch_bytes // args.size)
     go.wait()
-    r = replay.replay_produce(bootstrap, topic, range(partitions), connections=connections,
+    r = replay.replay_produce(bootstrap, topic, partitions, connections=connections,
                               inflight=args.inflight, records_per_batch=per_batch,
                               size=args.size, seconds=args.seconds)
     out.put((r.bytes, r.wall_s, r.client_cpu_s, r.errors[:3]))
@@ -65,36 +74,70 @@ class Round:
     replayer_cores: float
 
 
-def run(owners: list[Side], args: argparse.Namespace) -> Round:
-    """One replayed produce spread over `owners` (each gets partitions/len(owners))."""
-    share = args.partitions // len(owners)
-    conns = args.connections // len(owners)
-    topics = []
+@dataclass
+class Owner:
+    """A broker process that leads some of the round's partitions."""
+
+    side: Side
+    topic: str = ""
+    partitions: list[int] = field(default_factory=list)
+
+
+def independent(owners: list[Side], partitions: int) -> list[Owner]:
+    """A topic of partitions/len(owners) partitions on each (unrelated) node."""
+    out = []
     for side in owners:
-        topic = f"shard-{uuid.uuid4().hex[:6]}"
-        create_topic(side.bootstrap, topic, share)
-        replay.wait_writable(side.bootstrap, topic, range(share))
-        topics.append(topic)
+        o = Owner(side, f"shard-{uuid.uuid4().hex[:6]}", list(range(partitions // len(owners))))
+        create_topic(side.bootstrap, o.topic, len(o.partitions))
+        out.append(o)
+    return out
+
+
+def one_cluster(cluster: Cluster, brokers: list[Side], partitions: int) -> list[Owner]:
+    """One topic on the cluster, its partitions' leaders alternating over the brokers."""
+    topic = f"shard-{uuid.uuid4().hex[:6]}"
+    ids = cluster.broker_ids
+    create_topic(cluster.bootstrap_servers, topic, partitions,
+                 assignment=[[ids[p % len(ids)]] for p in range(partitions)])
+    def led() -> dict[int, int]:  # empty (falsy) until every partition has a leader
+        m = cluster.partition_leaders(topic)
+        return m if len(m) == partitions and all(v >= 0 for v in m.values()) else {}
+
+    leaders: dict[int, int] = cluster.wait_for(led, 60, "every partition led")
+    return [Owner(side, topic, sorted(p for p, b in leaders.items() if b == i))
+            for i, side in zip(ids, brokers, strict=True)]
+
+
+def run(owners: list[Owner], args: argparse.Namespace) -> Round:
+    """One replayed produce spread over `owners`, each sent its own partitions."""
+    conns = args.connections // len(owners)
+    for o in owners:
+        replay.wait_writable(o.side.bootstrap, o.topic, o.partitions)
     os.sync()  # write back what the last round left dirty before this one
+    if args.drop_caches:
+        # Every round starts with the page cache empty: a full cache makes each new page a
+        # reclaim first, which swung earlier rounds' CPU per GB from 4.1 to 6.8 CPU-s/GB.
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
     ctx = mp.get_context("fork")
     go = ctx.Barrier(len(owners) + 1)
     out = ctx.Queue()
-    procs = [ctx.Process(target=_replayer, args=(side.bootstrap, topic, share, args, conns,
-                                                 go, out), daemon=True)
-             for side, topic in zip(owners, topics, strict=True)]
+    procs = [ctx.Process(target=_replayer, args=(o.side.bootstrap, o.topic, o.partitions,
+                                                 args, conns, go, out), daemon=True)
+             for o in owners]
     for p in procs:
         p.start()
     time.sleep(0.5)
-    cpu0 = [side.cpu_s() for side in owners]
+    cpu0 = [o.side.cpu_s() for o in owners]
     go.wait()
     t0 = time.monotonic()
     results = [out.get(timeout=args.seconds + 120) for _ in procs]
     wall = time.monotonic() - t0
-    cpu = [side.cpu_s() - c for side, c in zip(owners, cpu0, strict=True)]
+    cpu = [o.side.cpu_s() - c for o, c in zip(owners, cpu0, strict=True)]
     for p in procs:
         p.join(timeout=30)
-    for side, topic in zip(owners, topics, strict=True):
-        delete_topic(side.bootstrap, topic)
+    for o in {o.topic: o for o in owners}.values():
+        delete_topic(o.side.bootstrap, o.topic)
     produced = sum(r[0] for r in results)
     for r in results:
         for e in r[3]:
@@ -117,7 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--cpu", default="1", help="the one CPU for the pinned rounds")
+    ap.add_argument("--cluster", action="store_true", help="also --shards brokers of one "
+                    "cluster (and a controller process), one topic led by them in turn")
+    ap.add_argument("--keep-caches", dest="drop_caches", action="store_false",
+                    help="do not empty the page cache before each round (needs root)")
     args = ap.parse_args(argv)
+    if args.drop_caches and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+        ap.error("emptying the page cache before each round needs root; --keep-caches "
+                 "runs without it (the rounds then vary with the cache's state)")
     if args.partitions % args.shards or args.connections % args.shards:
         ap.error("--partitions and --connections must divide by --shards")
     every = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
@@ -127,38 +177,58 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.size} B records in {args.batch_bytes} B batches, {args.seconds:.0f} s per "
           f"round; {os.cpu_count()} CPUs, load {load()}", flush=True)
     nodes: list[Side] = []
+    cluster: Cluster | None = None
     figures: dict[tuple[str, str], list[Round]] = {}
     try:
         nodes = [start_skiff(work) for _ in range(args.shards)]
-        configs = {"1 process": nodes[:1], f"{args.shards} processes": nodes}
-        run(nodes, args)  # warm-up, not counted
+        configs: dict[str, Callable[[], list[Owner]]] = {
+            "1 process": lambda: independent(nodes[:1], args.partitions),
+            f"{args.shards} processes": lambda: independent(nodes, args.partitions)}
+        if args.cluster:
+            cluster = Cluster(work / "cluster", controllers=1, brokers=args.shards,
+                              overrides={**COMMON_CONFIG, **SKIFF_ONLY_CONFIG})
+            cluster.start(timeout=300)
+            c = cluster
+            brokers = [Side(f"broker {i}", c.nodes[i].bootstrap,
+                            functools.partial(lambda i: [c.nodes[i].pid], i), lambda: None)
+                       for i in c.broker_ids]
+            configs[f"{args.shards} brokers, 1 cluster"] = (
+                lambda: one_cluster(c, brokers, args.partitions))
+        run(configs[f"{args.shards} processes"](), args)  # warm-up, not counted
         for rep in range(args.repeats):
-            for name, owners in configs.items():
+            for name, setup in configs.items():
                 for placement in ("all cores", f"pinned to CPU {args.cpu}"):
                     cpus = every if placement == "all cores" else args.cpu
-                    for side in owners:
-                        pin(side.pids()[0], cpus)
+                    owners = setup()
+                    for o in owners:
+                        pin(o.side.pids()[0], cpus)
                     r = run(owners, args)
-                    for side in owners:
-                        pin(side.pids()[0], every)
+                    for o in owners:
+                        pin(o.side.pids()[0], every)
                     figures.setdefault((name, placement), []).append(r)
                     per = " + ".join(f"{c:.2f}" for c in r.per_owner)
                     log(f"  round {rep + 1}, {name}, {placement}: {r.mbs:.1f} MB/s, broker "
                         f"{r.cores:.2f} cores ({per}), {r.cpu_gb:.2f} CPU-s/GB, "
                         f"replayers {r.replayer_cores:.2f} cores")
+        if cluster is not None:
+            ctl = cluster.nodes[cluster.controller_ids[0]].pid
+            log(f"  the cluster's controller process used {perf.broker_cpu_s(ctl) or 0:.1f} "
+                "CPU-s since its start (not counted as broker CPU above)")
     finally:
         for side in nodes:
             side.stop()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     def med(name: str, placement: str, key: str) -> float:
         return float(statistics.median(getattr(r, key) for r in figures[(name, placement)]))
 
-    print(f"\n{'':<14} {'all cores MB/s':>15} {'broker cores':>13} {'CPU-s/GB':>9} "
+    print(f"\n{'':<24} {'all cores MB/s':>15} {'broker cores':>13} {'CPU-s/GB':>9} "
           f"{'pinned MB/s':>12} {'all / pinned':>13}   (medians of {args.repeats})")
     for name in configs:
         free, one = (name, "all cores"), (name, f"pinned to CPU {args.cpu}")
-        print(f"{name:<14} {med(*free, 'mbs'):>15.1f} {med(*free, 'cores'):>13.2f} "
+        print(f"{name:<24} {med(*free, 'mbs'):>15.1f} {med(*free, 'cores'):>13.2f} "
               f"{med(*free, 'cpu_gb'):>9.2f} {med(*one, 'mbs'):>12.1f} "
               f"{med(*free, 'mbs') / med(*one, 'mbs'):>13.2f}")
     print(f"load at the end {load()}")
