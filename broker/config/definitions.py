@@ -15,6 +15,7 @@ from broker.config.types import (
     ConfigType,
     at_least,
     between,
+    kafka_default_only,
     list_of,
     one_of,
     one_of_ints,
@@ -24,6 +25,12 @@ from broker.config.types import (
 
 if TYPE_CHECKING:
     from broker.config.types import Validator
+
+# Why num.network.threads and num.io.threads size nothing in Skiff.
+_ONE_LOOP = ("a Skiff broker reads, handles and answers every request on one event loop in "
+             "one process, with no network or request-handler threads to size; to use more "
+             "cores on a host, run one broker per core (docs/operations.md, \"Using more than "
+             "one core\")")
 
 B, S, INT, SH, L, D, LI, P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT,
                               ConfigType.SHORT, ConfigType.LONG, ConfigType.DOUBLE,
@@ -161,8 +168,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("max.connections.per.ip.overrides", S, "", _connection_overrides),
     # KIP-612; each of these two may also be set per listener as listener.name.<l>.<key>
     ConfigDef("max.connection.creation.rate", INT, INT_MAX, at_least(0)),
-    ConfigDef("num.network.threads", INT, 3, at_least(1)),
-    ConfigDef("num.io.threads", INT, 8, at_least(1)),
+    ConfigDef("num.network.threads", INT, 3, kafka_default_only(3, _ONE_LOOP)),
+    ConfigDef("num.io.threads", INT, 8, kafka_default_only(8, _ONE_LOOP)),
     ConfigDef("request.timeout.ms", INT, 30000, at_least(0)),
     ConfigDef("broker.rack", S, None),
     # topics and logs
@@ -217,7 +224,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("num.recovery.threads.per.data.dir", INT, 2, at_least(1)),  # Kafka 4.x
     # replication
     ConfigDef("replica.lag.time.max.ms", L, 30000),
-    ConfigDef("num.replica.fetchers", INT, 1),
+    ConfigDef("num.replica.fetchers", INT, 1, kafka_default_only(
+        1, "Skiff follows each leader broker with one fetcher, which carries every partition "
+           "this broker follows from it")),
     ConfigDef("replica.fetch.max.bytes", INT, 1024 * 1024, at_least(0)),
     ConfigDef("replica.fetch.response.max.bytes", INT, 10 * 1024 * 1024, at_least(0)),
     ConfigDef("replica.fetch.min.bytes", INT, 1),

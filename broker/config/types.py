@@ -64,6 +64,15 @@ def at_least(minimum: float) -> Validator:
     return check
 
 
+def kafka_default_only(default: int, why: str) -> Validator:
+    """A Kafka sizing key with nothing to size in Skiff: Kafka's default (what sample
+    server.properties files carry) is accepted, any other value is refused, never ignored."""
+    def check(key: str, v: Any) -> None:
+        if v is not None and v != default:
+            raise ConfigError(key, v, f"{default} (Kafka's default) or unset: {why}")
+    return check
+
+
 def between(lo: float, hi: float) -> Validator:
     def check(key: str, v: Any) -> None:
         if v is not None and not lo <= v <= hi:

@@ -254,6 +254,23 @@ def test_streams_group_settings_as_kafka():
         assert ei.value.key == key and why in str(ei.value), str(ei.value)
 
 
+@pytest.mark.parametrize("key,kafka_default,other", [
+    ("num.io.threads", "8", "16"),
+    ("num.network.threads", "3", "8"),
+    ("num.replica.fetchers", "1", "4"),
+])
+def test_thread_counts_with_nothing_to_size_take_only_kafkas_default(key, kafka_default, other):
+    """Kafka's sample server.properties carries num.network.threads=3 and num.io.threads=8:
+    those start; a count Skiff cannot honour stops the node, saying why and what to do."""
+    assert cfg(**{key.replace(".", "_"): kafka_default})[key] == int(kafka_default)
+    with pytest.raises(ConfigError) as ei:
+        cfg(**{key.replace(".", "_"): other})
+    msg = str(ei.value)
+    assert msg.startswith(f"Invalid value {other} for configuration {key}: "
+                          f"{kafka_default} (Kafka's default) or unset: ")
+    assert ("one broker per core" in msg) == (key != "num.replica.fetchers")
+
+
 def test_values_are_trimmed_and_booleans_case_insensitive():
     c = cfg(num_partitions=" 7 ", auto_create_topics_enable="TRUE")
     assert c["num.partitions"] == 7 and c["auto.create.topics.enable"] is True
