@@ -246,7 +246,11 @@ def test_cordoned_log_dirs_as_kafka(jbod_node: Any,
 
         def placed(side: tuple[str, Path, Path]) -> None:
             """New partitions land in the uncordoned dir once the controller knows (from
-            the broker's next heartbeat): a topic per try, until one is placed there."""
+            the broker's next heartbeat): a topic per try, until one is placed there. Until
+            that heartbeat the controller may still hold the test above's "every dir
+            cordoned" (its cleanup is a config change too), and refuses the topic."""
+            from kafka.errors import InvalidReplicationFactorError
+
             bootstrap, _, second = side
             admin = KafkaAdminClient(bootstrap_servers=bootstrap,
                                      request_timeout_ms=int(WAIT_S * 1000))
@@ -254,7 +258,14 @@ def test_cordoned_log_dirs_as_kafka(jbod_node: Any,
                 deadline = time.monotonic() + WAIT_S
                 for n in range(1000):
                     name = f"cordon-side-{n}"
-                    admin.create_topics([NewTopic(name, 4, 1)], timeout_ms=int(WAIT_S * 1000))
+                    try:
+                        admin.create_topics([NewTopic(name, 4, 1)],
+                                            timeout_ms=int(WAIT_S * 1000))
+                    except InvalidReplicationFactorError as exc:
+                        assert "log directories cordoned" in str(exc), str(exc)
+                        assert time.monotonic() < deadline, f"{bootstrap}: {exc}"
+                        time.sleep(0.5)
+                        continue
                     [answer] = admin.describe_log_dirs(brokers=[1])
                     dirs = {d["log_dir"] for d in answer["log_dirs"] for t in d["topics"]
                             if t["name"] == name}
