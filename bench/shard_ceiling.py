@@ -94,18 +94,13 @@ def independent(owners: list[Side], partitions: int) -> list[Owner]:
 
 
 def one_cluster(cluster: Cluster, brokers: list[Side], partitions: int) -> list[Owner]:
-    """One topic on the cluster, its partitions' leaders alternating over the brokers."""
+    """One topic on the cluster, its partitions' leaders alternating over the brokers: with
+    one replica each, the assigned broker leads (create_topic waits until it does)."""
     topic = f"shard-{uuid.uuid4().hex[:6]}"
-    ids = cluster.broker_ids
+    n = len(brokers)
     create_topic(cluster.bootstrap_servers, topic, partitions,
-                 assignment=[[ids[p % len(ids)]] for p in range(partitions)])
-    def led() -> dict[int, int]:  # empty (falsy) until every partition has a leader
-        m = cluster.partition_leaders(topic)
-        return m if len(m) == partitions and all(v >= 0 for v in m.values()) else {}
-
-    leaders: dict[int, int] = cluster.wait_for(led, 60, "every partition led")
-    return [Owner(side, topic, sorted(p for p, b in leaders.items() if b == i))
-            for i, side in zip(ids, brokers, strict=True)]
+                 assignment=[[cluster.broker_ids[p % n]] for p in range(partitions)])
+    return [Owner(side, topic, list(range(k, partitions, n))) for k, side in enumerate(brokers)]
 
 
 def run(owners: list[Owner], args: argparse.Namespace) -> Round:
@@ -189,8 +184,12 @@ def main(argv: list[str] | None = None) -> int:
                               overrides={**COMMON_CONFIG, **SKIFF_ONLY_CONFIG})
             cluster.start(timeout=300)
             c = cluster
+
+            def pids_of(node_id: int) -> list[int]:
+                return [c.nodes[node_id].pid]
+
             brokers = [Side(f"broker {i}", c.nodes[i].bootstrap,
-                            functools.partial(lambda i: [c.nodes[i].pid], i), lambda: None)
+                            functools.partial(pids_of, i), lambda: None)
                        for i in c.broker_ids]
             configs[f"{args.shards} brokers, 1 cluster"] = (
                 lambda: one_cluster(c, brokers, args.partitions))
