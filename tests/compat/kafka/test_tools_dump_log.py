@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.compat.kafka.tools_support import ok
 from tests.support.kafka_ref import KafkaNode
@@ -69,6 +69,15 @@ def produce_mixed(bootstrap: str) -> None:
             t.commit_transaction(30)
         else:
             t.abort_transaction(30)
+    # commit_transaction returns once the coordinator has logged the commit; Kafka writes the
+    # partition's marker after that, so the roll record must wait for the marker's offset
+    watch = Consumer({"bootstrap.servers": bootstrap, "group.id": "dump-log-unused",
+                      "isolation.level": "read_uncommitted"})
+    deadline = time.monotonic() + READY_S
+    while watch.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)[1] < CLOSED_RECORDS:
+        assert time.monotonic() < deadline, "the commit marker was never written"
+        time.sleep(0.05)
+    watch.close()
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     p.produce(TOPIC, value=b"rolls the segment", partition=0, timestamp=t0 + 2 * SEGMENT_MS)
     assert p.flush(30) == 0
