@@ -45,6 +45,8 @@ SPLIT_REQUEST_NAMES = {FETCH_CONSUMER_KEY: "FetchConsumer", FETCH_FOLLOWER_KEY: 
 # context variable in every request's task measured ~9% of a small produce's node CPU
 # (under uvloop, each callback of that task then runs in a context of its own).
 TASK_TIMING: dict[Any, Any] = {}
+# The request whose handler takes its first step outside a task (server._start_eagerly).
+EAGER_PENDING: Any = None
 
 
 def mark_remote_wait() -> None:
@@ -52,6 +54,11 @@ def mark_remote_wait() -> None:
     replication, a Fetch long poll: what Kafka parks in its purgatories). Its request's time
     from here to the answer is Kafka's RemoteTimeMs, not LocalTimeMs; only the first wait
     counts. Nothing when metrics are off, outside a request's own task, or off a loop."""
+    eager = EAGER_PENDING
+    if eager is not None:
+        if not eager.remote_from:
+            eager.remote_from = time.monotonic()
+        return
     if not TASK_TIMING:
         return
     try:

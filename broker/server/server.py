@@ -32,9 +32,11 @@ responses to its earlier requests). A handler that fails closes its connection o
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import itertools
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +44,7 @@ from typing import Any, Final
 
 import structlog
 
+import broker.metrics.stats as metrics_stats
 from broker.errors import KafkaError
 from broker.metrics.stats import (
     FETCH_API_KEY,
@@ -82,6 +85,9 @@ DEFAULT_CONNECTIONS_MAX_IDLE_MS: Final = 600000
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 100
 DEFAULT_MAX_INFLIGHT_BYTES: Final = 104857600
 TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
+# Answers ready one after another leave in one writev, up to this many bytes: on loopback
+# each send also runs the peer's receive and may wake it.
+HOLD_MAX_BYTES: Final = 1 << 20
 SASL_SERVER_MAX_RECEIVE_SIZE: Final = 524288  # Kafka's sasl.server.max.receive.size default
 
 
@@ -169,6 +175,73 @@ async def _run_timed(timed: _Timed) -> Any:
     return await timed
 
 
+class _Resumed:
+    """A coroutine that took its first step outside a task, driven on from the awaitable
+    it yielded by the task that awaits this (Python 3.11, which has no eager tasks)."""
+
+    __slots__ = ("coro", "step")
+
+    def __init__(self, coro: Any, step: Any) -> None:
+        self.coro = coro
+        self.step = step
+
+    def __await__(self) -> Any:
+        coro, step = self.coro, self.step
+        self.step = None
+        while True:
+            try:
+                value = yield step
+            except BaseException as e:  # delivered into the coroutine
+                try:
+                    step = coro.throw(e)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    step = coro.send(value)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def _run_resumed(resumed: _Resumed) -> Any:
+    return await resumed
+
+
+def _first_step(coro: Any) -> asyncio.Future[Any]:
+    loop = asyncio.get_running_loop()
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coro, loop=loop, eager_start=True)
+    try:
+        step = coro.send(None)
+    except StopIteration as stop:
+        done = loop.create_future()
+        done.set_result(stop.value)
+        return done
+    except asyncio.CancelledError:
+        done = loop.create_future()
+        done.cancel()
+        return done
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # the write loop answers or closes
+        done = loop.create_future()
+        done.set_exception(e)
+        return done
+    return asyncio.ensure_future(_run_resumed(_Resumed(coro, step)))
+
+
+def _start_eagerly(coro: Any, pending: _Pending) -> asyncio.Future[Any]:
+    """Run the handler up to its first wait now: a done future when it never waited (a
+    Produce on a partition whose ISR is this broker alone, a Fetch with records to
+    return), else a task that goes on from there. Saves a task and a loop iteration per
+    such request (docs/benchmarks.md, "Answers without a task")."""
+    metrics_stats.EAGER_PENDING = pending if pending.received else None
+    try:
+        return _first_step(coro)
+    finally:
+        metrics_stats.EAGER_PENDING = None
+
+
 @dataclass(slots=True)
 class _Pending:
     ctx: RequestContext
@@ -186,8 +259,45 @@ class _Pending:
     remote_from: float = 0.0  # ... when it first waited for replicas or records (metrics)
 
 
+# Handlers started at once (_start_eagerly). Before 3.12 their first step runs outside any
+# task, so it must not use task-bound state (asyncio.timeout, TaskGroup, anyio cancel
+# scopes, current_task); Python 3.11's wait_for is not task-bound.
+_EAGER_APIS: Final = frozenset({api.PRODUCE, api.FETCH})
+
 # Stands for a request's task between its _Pending and the task that needs that _Pending.
 _NO_TASK: Any = None
+
+
+class _AnswerQueue:
+    """A connection's requests in arrival order, for its write loop."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[_Pending | _Close] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: _Pending | _Close) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> _Pending | _Close:
+        while not self._items:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+    def next_ready(self) -> bool:
+        """Whether the next item is there and can be answered without waiting."""
+        if not self._items:
+            return False
+        head = self._items[0]
+        return isinstance(head, _Close) or head.task.done()
 
 
 class _Listener:
@@ -332,7 +442,9 @@ class _Connection:
         self.peer_host, self.peer_port = "?", 0
         self.id = f"?-{n}"
         self.log = log
-        self.queue: asyncio.Queue[_Pending | _Close] = asyncio.Queue()
+        self.queue = _AnswerQueue()
+        self.held: list[bytes | bytearray | memoryview] = []
+        self.held_bytes = 0
         self.inflight = 0
         self.inflight_bytes = 0
         self.last_active = time.monotonic()
@@ -576,12 +688,18 @@ class _Connection:
         quota = self.server.request_quota
         timed = _Timed(coro) if quota is not None and quota.applies(ctx) else None
         pending.timed = timed
-        task = pending.task = asyncio.ensure_future(
-            coro if timed is None else _run_timed(timed))
-        task.add_done_callback(functools.partial(_finished, pending))
-        if self.stats is not None:
-            TASK_TIMING[task] = pending  # for mark_remote_wait; _finished removes it
-        self._track(task)
+        if timed is None and peek.api_key in _EAGER_APIS:
+            task = pending.task = _start_eagerly(coro, pending)
+        else:
+            task = pending.task = asyncio.ensure_future(
+                coro if timed is None else _run_timed(timed))
+        if not task.done():
+            task.add_done_callback(functools.partial(_finished, pending))
+            if self.stats is not None:
+                TASK_TIMING[task] = pending  # for mark_remote_wait; _finished removes it
+            self._track(task)
+        elif not pending.done_at:
+            pending.done_at = time.monotonic()
         self.inflight += 1
         self.inflight_bytes += len(frame)
         self.queue.put_nowait(pending)
@@ -683,15 +801,23 @@ class _Connection:
 
     async def _write_loop(self) -> None:
         while True:
+            if self.held and (self.held_bytes >= HOLD_MAX_BYTES
+                              or not self.queue.next_ready()) and not await self._flush():
+                self._close("write failed")
+                return
             item = await self.queue.get()
             if isinstance(item, _Close):
+                self._send_held()
                 self._close(item.reason)
                 return
             try:
                 self.throttle_ms = 0
                 ok = await self._answer(item)
                 if ok and self.throttle_ms > 0:
-                    await self._mute(item.done_at + self.throttle_ms / 1000)
+                    # the throttled answer leaves before the mute
+                    ok = await self._flush()
+                    if ok:
+                        await self._mute(item.done_at + self.throttle_ms / 1000)
             finally:
                 self.inflight -= 1
                 self.inflight_bytes -= item.size
@@ -701,8 +827,38 @@ class _Connection:
                 self.stats.times(item.metric_key, item.received, item.started, item.done,
                                  item.ready, now, item.remote_from)
             if not ok:
+                self._send_held()
                 self._close("request failed")
                 return
+
+    def _hold(self, data: bytes | bytearray | memoryview) -> None:
+        """An answer's bytes, written with the answers ready after it in one writev."""
+        self.held.append(data)
+        self.held_bytes += len(data)
+
+    def _send_held(self) -> bool:
+        held, self.held, self.held_bytes = self.held, [], 0
+        if not held:
+            return True
+        if self.transport is None or self.transport.is_closing():
+            return False
+        try:
+            self.transport.writelines(held)
+        except (ConnectionError, OSError) as e:
+            self.log.debug("write failed", error=repr(e))
+            return False
+        return True
+
+    async def _flush(self) -> bool:
+        """Write the held answers and wait for the transport's flow control."""
+        if not self._send_held():
+            return False
+        try:
+            await self.protocol.drain()
+        except (ConnectionError, OSError) as e:
+            self.log.debug("write failed", error=repr(e))
+            return False
+        return True
 
     async def _mute(self, until: float) -> None:
         """KIP-219: after a throttled answer, read and write nothing until `until` (the
@@ -777,7 +933,15 @@ class _Connection:
                     raise ConnectionError("not connected")
                 if self.lstats is not None:
                     self.lstats.bytes_out += len(prefix) + result.size
-                await self.zero_copy.write(prefix, result)
+                if result.has_file_slices():
+                    if not self._send_held():
+                        return False
+                    await self.zero_copy.write(prefix, result)
+                    await self.protocol.drain()
+                else:
+                    self._hold(prefix)
+                    for part in result:
+                        self._hold(part)  # type: ignore[arg-type]
             else:
                 got = (int(result.__api_key__), int(result.__version__))
                 # ApiVersions error answers may be v0 whatever the request's version.
@@ -792,8 +956,7 @@ class _Connection:
                     code = getattr(result, "error_code", None)
                     if code is not None:
                         self.stats.error(ctx.api_key, int(code))
-                self._transport().write(data)
-            await self.protocol.drain()
+                self._hold(data)
         except (ConnectionError, OSError) as e:
             self.log.debug("write failed", error=repr(e))
             return False
