@@ -8,7 +8,11 @@ starts the handler as its own task, and queues it. One task, the writer, takes q
 requests in order of arrival, awaits each handler and writes its response, so responses
 leave in request order while handlers run concurrently. Handlers are started in arrival
 order and each runs up to its first await before the next one starts, so work a handler
-does before its first await (a Produce append) keeps arrival order.
+does before its first await (a Produce append) keeps arrival order. Produce and Fetch
+handlers take that first step at once, as their frame is read, and get a task only if
+they wait (_start_eagerly). Answers ready one after another are held and leave in one
+writev, before the writer waits for anything (a handler, the next request, a mute, a
+sendfile, flow control).
 
 At most `max_inflight_requests` requests per connection, holding at most
 `max_inflight_bytes` of request frames (one frame of any allowed size is always let in), are
