@@ -175,8 +175,9 @@ def _finished(pending: _Pending, task: object) -> None:
         TASK_TIMING.pop(task, None)
 
 
-async def _run_timed(timed: _Timed) -> Any:
-    return await timed
+async def _awaited(awaitable: _Timed | _Resumed) -> Any:
+    """A task's coroutine for an awaitable that drives a handler (a task needs a coroutine)."""
+    return await awaitable
 
 
 class _Resumed:
@@ -207,10 +208,6 @@ class _Resumed:
                     return stop.value
 
 
-async def _run_resumed(resumed: _Resumed) -> Any:
-    return await resumed
-
-
 def _first_step(coro: Any) -> asyncio.Future[Any]:
     loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 12):
@@ -231,7 +228,7 @@ def _first_step(coro: Any) -> asyncio.Future[Any]:
         done = loop.create_future()
         done.set_exception(e)
         return done
-    return asyncio.ensure_future(_run_resumed(_Resumed(coro, step)))
+    return asyncio.ensure_future(_awaited(_Resumed(coro, step)))
 
 
 def _start_eagerly(coro: Any, pending: _Pending) -> asyncio.Future[Any]:
@@ -696,14 +693,14 @@ class _Connection:
             task = pending.task = _start_eagerly(coro, pending)
         else:
             task = pending.task = asyncio.ensure_future(
-                coro if timed is None else _run_timed(timed))
+                coro if timed is None else _awaited(timed))
         if not task.done():
             task.add_done_callback(functools.partial(_finished, pending))
             if self.stats is not None:
                 TASK_TIMING[task] = pending  # for mark_remote_wait; _finished removes it
             self._track(task)
-        elif not pending.done_at:
-            pending.done_at = time.monotonic()
+        else:
+            _finished(pending, task)
         self.inflight += 1
         self.inflight_bytes += len(frame)
         self.queue.put_nowait(pending)

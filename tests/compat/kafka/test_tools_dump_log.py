@@ -73,11 +73,14 @@ def produce_mixed(bootstrap: str) -> None:
     # partition's marker after that, so the roll record must wait for the marker's offset
     watch = Consumer({"bootstrap.servers": bootstrap, "group.id": "dump-log-unused",
                       "isolation.level": "read_uncommitted"})
-    deadline = time.monotonic() + READY_S
-    while watch.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)[1] < CLOSED_RECORDS:
-        assert time.monotonic() < deadline, "the commit marker was never written"
-        time.sleep(0.05)
-    watch.close()
+    try:
+        deadline = time.monotonic() + READY_S
+        while watch.get_watermark_offsets(TopicPartition(TOPIC, 0),
+                                          timeout=10)[1] < CLOSED_RECORDS:
+            assert time.monotonic() < deadline, "the commit marker was never written"
+            time.sleep(0.05)
+    finally:
+        watch.close()
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     p.produce(TOPIC, value=b"rolls the segment", partition=0, timestamp=t0 + 2 * SEGMENT_MS)
     assert p.flush(30) == 0
