@@ -42,6 +42,7 @@ class Driver:
         self.now = START_MS
         self.coord = GroupCoordinator(self.config, random.Random(7), self.now)
         self.replies: dict[int, Any] = {}
+        self.answered_at: dict[int, int] = {}  # token -> when the coordinator answered it
         self.log: list[OffsetsRecord] = []
         self.held: list[Write] = []
         self.auto_complete = True
@@ -54,6 +55,7 @@ class Driver:
         for r in fx.replies:
             assert r.token not in self.replies, f"token {r.token} answered twice"
             self.replies[r.token] = r.result
+            self.answered_at[r.token] = self.now
         for w in fx.writes:
             if self.auto_complete:
                 self.complete(w)
