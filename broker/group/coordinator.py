@@ -24,7 +24,8 @@ A group loaded from its GroupMetadataValue starts in Stable (members present) or
 
 Timers (all fired by `tick(now_ms)`):
     member heartbeat     session.timeout.ms since the last heartbeat (members awaiting a join or
-                         sync response are kept alive, except new members, who get 5 minutes)
+                         sync response are kept alive, except new members, who get 5 minutes;
+                         a SyncGroup answer, assignment or error, restarts it)
     pending member       a MEMBER_ID_REQUIRED member id is forgotten after its session timeout
     join                 rebalance timeout (max over members); the first rebalance of an Empty
                          group waits group.initial.rebalance.delay.ms, extended while members
@@ -476,9 +477,7 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
         if g.state is GroupState.COMPLETING_REBALANCE:
             for m in g.members.values():
                 m.assignment = b""
-                if m.sync_token is not None:
-                    self._reply(m.sync_token, SyncGroupResult(ErrorCode.rebalance_in_progress))
-                    m.sync_token = None
+                self._answer_sync(m, SyncGroupResult(ErrorCode.rebalance_in_progress), now_ms)
         g.pending_sync.clear()
         g.sync_deadline = None
         timeout = g.rebalance_timeout_ms()
@@ -603,20 +602,28 @@ class GroupCoordinator(GroupOffsets, ConsumerGroups, StreamsGroups):
                     mapped = map_store_error(error, commit=False)
                     for m in g.members.values():
                         m.assignment = b""
-                        if m.sync_token is not None:
-                            self._reply(m.sync_token, SyncGroupResult(mapped))
-                            m.sync_token = None
+                        self._answer_sync(m, SyncGroupResult(mapped), now)
                     self._prepare_rebalance(g, now)
                     return
                 g.transition(GroupState.STABLE, now)
                 for m in g.members.values():
-                    if m.sync_token is not None:
-                        self._reply(m.sync_token, SyncGroupResult(
-                            ErrorCode.none, g.protocol_type, g.protocol_name, m.assignment))
-                        m.sync_token = None
+                    self._answer_sync(m, SyncGroupResult(
+                        ErrorCode.none, g.protocol_type, g.protocol_name, m.assignment), now)
 
             self._write([self._group_record(g)], stored)
         return self._take()
+
+    def _answer_sync(self, m: Member, result: SyncGroupResult, now_ms: int) -> None:
+        """Answer the member's waiting SyncGroup, if any, and restart its session, as Kafka's
+        propagateAssignment does: while it waited it was alive by definition, however long
+        the leader or the write took, so its session runs from this answer, not from its
+        request (else a follower that waited longer than its session timeout would be
+        expelled at the next tick, just after getting its assignment)."""
+        if m.sync_token is None:
+            return
+        self._reply(m.sync_token, result)
+        m.sync_token = None
+        m.heartbeat_deadline = now_ms + m.session_timeout_ms
 
     def _validate_member(
         self, g: ClassicGroup | None, member_id: str, instance_id: str | None,

@@ -401,6 +401,55 @@ def test_follower_waiting_for_leader_sync_is_kept_alive() -> None:
     assert follower in d.group().members
 
 
+def test_sync_answer_restarts_the_session_of_a_member_that_waited_for_the_leader() -> None:
+    # Kafka's propagateAssignment: the follower was kept alive while it waited, so its
+    # session starts again when it gets its assignment, not from when it sent its SyncGroup
+    d = Driver()
+    a, _ = d.join_new(session=10_000, rebalance=60_000)
+    b, tok = d.join_new(session=10_000, rebalance=60_000)
+    d.join(a, session=10_000, rebalance=60_000)
+    gen = jr(d, tok).generation_id
+    leader = d.group().leader_id or ""
+    follower = b if leader == a else a
+    f_tok = d.sync(follower, gen)
+    for _ in range(4):
+        d.advance(5_000)
+        assert d.heartbeat(leader, gen) is E.none
+    d.sync(leader, gen, assignments=((a, b"A"), (b, b"B")))  # 20s after the follower's sync
+    assert sr(d, f_tok).error is E.none and d.state() is S.STABLE
+    d.advance(9_999)
+    assert follower in d.group().members and d.state() is S.STABLE
+    assert d.heartbeat(follower, gen) is E.none
+
+
+def test_sync_error_answer_restarts_the_session_so_the_member_can_rejoin() -> None:
+    for cause in ("new member", "write failure"):
+        d = Driver()
+        a, _ = d.join_new(session=10_000, rebalance=60_000)
+        b, tok = d.join_new(session=10_000, rebalance=60_000)
+        d.join(a, session=10_000, rebalance=60_000)
+        gen = jr(d, tok).generation_id
+        leader = d.group().leader_id or ""
+        follower = b if leader == a else a
+        f_tok = d.sync(follower, gen)
+        for _ in range(4):
+            d.advance(5_000)
+            assert d.heartbeat(leader, gen) is E.none
+        if cause == "new member":
+            d.join_new(session=10_000, rebalance=60_000)
+            expected = E.rebalance_in_progress
+        else:
+            d.fail_with = E.not_enough_replicas
+            d.sync(leader, gen, assignments=((a, b"A"), (b, b"B")))
+            d.fail_with = None
+            expected = E.coordinator_not_available
+        assert sr(d, f_tok).error is expected, cause
+        assert d.state() is S.PREPARING_REBALANCE, cause
+        d.advance(9_999)
+        assert follower in d.group().members, cause
+        assert d.heartbeat(follower, gen) is E.rebalance_in_progress, cause
+
+
 # ---- LeaveGroup ------------------------------------------------------------------------------
 
 
