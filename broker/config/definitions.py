@@ -41,6 +41,11 @@ _DEFAULT_SECURITY_MAP = (
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
+def _socket_buffer(key: str, v: Any) -> None:
+    if v is not None and v != -1 and v < 1:
+        raise ConfigError(key, v, "a size in bytes, or -1 for the OS default")
+
+
 def _connection_overrides(key: str, v: Any) -> None:
     try:
         parse_ip_overrides(v or "")
@@ -157,8 +162,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("telemetry.max.bytes", INT, 1048576, at_least(1)),
     ConfigDef("security.inter.broker.protocol", S, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS)),
     ConfigDef("socket.request.max.bytes", INT, 100 * 1024 * 1024, at_least(1)),
-    ConfigDef("socket.send.buffer.bytes", INT, 100 * 1024),
-    ConfigDef("socket.receive.buffer.bytes", INT, 100 * 1024),
+    # SO_SNDBUF / SO_RCVBUF of the Kafka listeners' sockets (-1: the OS's own sizing)
+    ConfigDef("socket.send.buffer.bytes", INT, 100 * 1024, _socket_buffer),
+    ConfigDef("socket.receive.buffer.bytes", INT, 100 * 1024, _socket_buffer),
     ConfigDef("socket.listen.backlog.size", INT, 50, at_least(1)),
     ConfigDef("connections.max.idle.ms", L, 600000),
     ConfigDef("queued.max.requests", INT, 500, at_least(1)),

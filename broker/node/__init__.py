@@ -323,6 +323,9 @@ class Node:
         server_config = ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
+            send_buffer_bytes=cfg["socket.send.buffer.bytes"],
+            receive_buffer_bytes=cfg["socket.receive.buffer.bytes"],
+            listen_backlog=cfg["socket.listen.backlog.size"],
         )
         # The controller listener serves Raft before anything else can happen; the client
         # listener opens only once this broker is registered and unfenced, so clients never

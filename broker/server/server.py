@@ -40,6 +40,7 @@ import collections
 import contextlib
 import functools
 import itertools
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -101,6 +102,11 @@ class ServerConfig:
     connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
     max_inflight_requests: int = DEFAULT_MAX_INFLIGHT_REQUESTS
     max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
+    # Kafka's socket.send.buffer.bytes / socket.receive.buffer.bytes (-1: the OS's sizing)
+    # and socket.listen.backlog.size
+    send_buffer_bytes: int = 100 * 1024
+    receive_buffer_bytes: int = 100 * 1024
+    listen_backlog: int = 50
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
@@ -111,6 +117,12 @@ class ServerConfig:
             raise ValueError("max_inflight_requests must be at least 1")
         if self.max_inflight_bytes < 1:
             raise ValueError("max_inflight_bytes must be at least 1")
+        for name, size in (("socket.send.buffer.bytes", self.send_buffer_bytes),
+                           ("socket.receive.buffer.bytes", self.receive_buffer_bytes)):
+            if size != -1 and size < 1:
+                raise ValueError(f"{name} must be -1 (the OS default) or at least 1")
+        if self.listen_backlog < 1:
+            raise ValueError("socket.listen.backlog.size must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -269,6 +281,15 @@ _EAGER_APIS: Final = frozenset({api.PRODUCE, api.FETCH})
 _NO_TASK: Any = None
 
 
+def set_buffer_sizes(sock: Any, config: ServerConfig) -> None:
+    """SO_SNDBUF and SO_RCVBUF of `sock` from Kafka's socket.*.buffer.bytes; -1 leaves the
+    OS's sizing (Linux's autotuning) in place."""
+    if config.send_buffer_bytes != -1:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.send_buffer_bytes)
+    if config.receive_buffer_bytes != -1:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.receive_buffer_bytes)
+
+
 class _AnswerQueue:
     """A connection's requests in arrival order, for its write loop."""
 
@@ -362,13 +383,21 @@ class Server:
                 "ssl": spec.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
             if spec.tls is not None:
                 log_fetch_path_once()
-            listener.server = await loop.create_server(
+            listener.server = server = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
                 spec.port,
                 reuse_address=True,
+                backlog=self.config.listen_backlog,
+                start_serving=False,
                 **tls,
             )
+            # On the listening socket, before it accepts anything: accepted sockets inherit
+            # both sizes (Linux copies them on accept), and the receive buffer must be set
+            # before the handshake, which fixes the TCP window scale, as Kafka's Acceptor does.
+            for sock in server.sockets:
+                set_buffer_sizes(sock, self.config)
+            await server.start_serving()
             host, port = self.address(spec.name)
             log.info("listener started", listener=spec.name, host=host, port=port,
                      apis=len(listener.apis), tls=spec.tls is not None)

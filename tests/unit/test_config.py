@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -269,6 +270,20 @@ def test_thread_counts_with_nothing_to_size_take_only_kafkas_default(key, kafka_
     assert msg.startswith(f"Invalid value {other} for configuration {key}: "
                           f"{kafka_default} (Kafka's default) or unset: ")
     assert ("one broker per core" in msg) == (key != "num.replica.fetchers")
+
+
+@pytest.mark.parametrize("key", ["socket.send.buffer.bytes", "socket.receive.buffer.bytes"])
+def test_socket_buffer_sizes_take_a_size_or_minus_one(key):
+    """Kafka's SO_SNDBUF / SO_RCVBUF sizes of the listeners' sockets: bytes, or -1 for the OS's
+    own sizing (applied by the server: tests/unit/server/test_server_basics.py)."""
+    name = key.replace(".", "_")
+    assert cfg()[key] == 102400
+    assert cfg(**{name: "-1"})[key] == -1
+    assert cfg(**{name: "1048576"})[key] == 1048576
+    refused = re.escape(f"configuration {key}: a size in bytes, or -1")
+    for bad in ("0", "-2"):
+        with pytest.raises(ConfigError, match=refused):
+            cfg(**{name: bad})
 
 
 def test_values_are_trimmed_and_booleans_case_insensitive():

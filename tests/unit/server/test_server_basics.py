@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import socket
 import struct
+import sys
+from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 
@@ -320,3 +325,73 @@ def test_old_versions_are_logged_once_per_client() -> None:
     assert log.first_time("a", "127.0.0.2", 0, 2)      # another address
     assert log.first_time("b", "127.0.0.1", 1, 0)
     assert not log.first_time("c", "127.0.0.1", 1, 0)  # past the bound: nothing more
+
+
+def _server_side_socket(server: Any) -> Any:
+    (conn,) = server._connections
+    return conn.transport.get_extra_info("socket")
+
+
+async def _answered(port: int) -> asyncio.StreamWriter:
+    reader, writer = await _open(port)
+    writer.write(encode_request(api_versions_request(3), 1))
+    await arecv_frame(reader)  # accepted and served
+    return writer
+
+
+def test_socket_buffer_sizes_are_set_on_accepted_connections() -> None:
+    # Kafka's socket.send.buffer.bytes / socket.receive.buffer.bytes; Linux reports twice the
+    # size set (its bookkeeping overhead)
+    async def main() -> None:
+        config = ServerConfig(send_buffer_bytes=65536, receive_buffer_bytes=32768)
+        async with running_server(config=config) as (server, port):
+            writer = await _answered(port)
+            sock = _server_side_socket(server)
+            factor = 2 if sys.platform.startswith("linux") else 1
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 65536 * factor
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 32768 * factor
+            writer.close()
+
+    run(main)
+
+
+def test_socket_buffer_size_minus_one_leaves_the_os_sizing() -> None:
+    async def main() -> None:
+        fresh = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            os_send = fresh.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            os_receive = fresh.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        finally:
+            fresh.close()
+        config = ServerConfig(send_buffer_bytes=-1, receive_buffer_bytes=-1)
+        async with running_server(config=config) as (server, port):
+            writer = await _answered(port)
+            sock = _server_side_socket(server)
+            # unlocked sizes: the kernel may have grown them since, never shrunk them
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= os_send
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) >= os_receive
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) != 4096 * 2
+            writer.close()
+
+    run(main)
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2; CI installs it)")
+def test_listen_backlog_is_socket_listen_backlog_size() -> None:
+    async def main() -> None:
+        async with running_server(config=ServerConfig(listen_backlog=7)) as (_server, port):
+            ss = await asyncio.create_subprocess_exec(
+                "ss", "-ltnH", f"sport = :{port}", stdout=asyncio.subprocess.PIPE)
+            out = (await ss.communicate())[0].decode().split()
+            assert out[0] == "LISTEN" and out[2] == "7", out  # Send-Q of a listener: backlog
+
+    run(main)
+
+
+def test_bad_socket_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"socket\.send\.buffer\.bytes"):
+        ServerConfig(send_buffer_bytes=0)
+    with pytest.raises(ValueError, match=r"socket\.receive\.buffer\.bytes"):
+        ServerConfig(receive_buffer_bytes=-2)
+    with pytest.raises(ValueError, match=r"socket\.listen\.backlog\.size"):
+        ServerConfig(listen_backlog=0)
