@@ -77,7 +77,8 @@ DEFAULT_REPLICA_LAG_TIME_MAX_MS = 10_000
 
 @dataclass(frozen=True, slots=True)
 class ReplicationSettings:
-    """The replica.* broker configs the replication layer uses."""
+    """The replica.* broker configs the replication layer uses, and producer.id.expiration.ms,
+    which each of its partitions applies."""
 
     lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
     fetch_max_bytes: int = 1024 * 1024
@@ -90,6 +91,8 @@ class ReplicationSettings:
     rack: str | None = None
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots
     high_watermark_checkpoint_interval_ms: int = 5000
+    # producer.id.expiration.ms: a partition forgets a producer idle for longer than this
+    producer_id_expiration_ms: int = 86_400_000
 
     @classmethod
     def from_config(cls, config: Any) -> ReplicationSettings:
@@ -106,6 +109,7 @@ class ReplicationSettings:
             fetch_session_cache_slots=int(config["max.incremental.fetch.session.cache.slots"]),
             high_watermark_checkpoint_interval_ms=int(
                 config["replica.high.watermark.checkpoint.interval.ms"]),
+            producer_id_expiration_ms=int(config["producer.id.expiration.ms"]),
         )
 
 
@@ -439,6 +443,7 @@ class ReplicaManager:
             part = Partition(
                 topic=topic, index=index, topic_id=topic_id, log=plog,
                 clock=self.clock, node_id=self.node_id,
+                producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
             )
             self._partitions[key] = part
         elif part.log.config != log_config:

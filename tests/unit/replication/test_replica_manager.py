@@ -213,3 +213,49 @@ def test_wait_first_returns_on_the_first_waiter_or_the_timeout_and_cancels_the_r
         assert d.cancelled()
 
     asyncio.run(main())
+
+
+def test_producer_id_expiration_ms_reaches_every_partition(tmp_path) -> None:
+    """producer.id.expiration.ms (Kafka's: a producer idle that long is forgotten) is read
+    from the broker config and applied by each partition this broker hosts: a producer whose
+    last batch is older than it is gone at the next expiry check, one more recent is kept."""
+    from broker.config import build_config
+    from broker.replication import ReplicationSettings
+    from broker.replication.partition import PRODUCER_ID_EXPIRATION_CHECK_MS
+
+    cfg = build_config({
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:19093",
+        "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+        "controller.listener.names": "CONTROLLER", "log.dirs": str(tmp_path),
+        "producer.id.expiration.ms": "60000",
+    })
+    settings = ReplicationSettings.from_config(cfg)
+    assert settings.producer_id_expiration_ms == 60_000
+    assert ReplicationSettings().producer_id_expiration_ms == 86_400_000  # Kafka's default
+    ts = 1_700_000_000_000
+    now = [ts]
+    logs = LogManager([tmp_path], LogConfig(), lambda: now[0])
+    logs.load()
+    rm = ReplicaManager(NODE, logs, lambda: now[0], settings=settings)
+    try:
+        lead(rm)
+        lead(rm, index=1)
+        for index in (0, 1):
+            part = rm.get("t", index)
+            assert part.producer_id_expiration_ms == 60_000
+            part.append_as_leader(build_batch(
+                [Record(timestamp=ts, key=b"k", value=b"a")], producer_id=7,
+                producer_epoch=0, base_sequence=0), required_acks=1)
+            assert part.producer_state.entry(7) is not None
+        # next expiry check, the producer idle for more than 60 s (but far less than a day)
+        now[0] = ts + PRODUCER_ID_EXPIRATION_CHECK_MS
+        for index in (0, 1):
+            part = rm.get("t", index)
+            part.append_as_leader(build_batch(
+                [Record(timestamp=now[0], key=b"k", value=b"b")], producer_id=8,
+                producer_epoch=0, base_sequence=0), required_acks=1)
+            assert part.producer_state.entry(7) is None, index
+            assert part.producer_state.entry(8) is not None
+    finally:
+        logs.shutdown()
