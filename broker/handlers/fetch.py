@@ -5,7 +5,7 @@ v0-v3 (Kafka 3.9 served them, 4.0 dropped them: KIP-896) are for consumers that 
 legacy message formats: their records are down-converted, as Kafka 3.9 does, to magic 0 (v0-v1)
 or magic 1 (v2-v3) message sets (broker/protocol/legacy.py `down_convert`), so they are read
 into memory rather than sent with os.sendfile. v0-v2 have no response-wide max_bytes (Kafka
-takes it as unlimited); v0 no throttle time.
+takes it as unlimited, so fetch.max.bytes bounds it); v0 no throttle time.
 
 Records go out as file slices spliced into the socket with os.sendfile: the response is
 encoded by the narrow fast encoder (broker/protocol/fetch_encoder.py), which is tested
@@ -204,6 +204,12 @@ class _Read:
         if self.version >= _FOLLOWER_HW_VERSION and replica_id >= 0 and self._follower_behind():
             self.max_wait_ms = 0
         self.isolation_level = int(getattr(request, "isolation_level", 0))
+        # fetch.max.bytes caps what any Fetch asks for, a consumer's or a follower's, and
+        # min_bytes is held under it so a long poll can end (Kafka's KafkaApis.
+        # handleFetchRequest; v0-v2 ask for no limit and get this one)
+        self.max_bytes = min(int(getattr(request, "max_bytes", _NO_MAX_BYTES)),
+                             int(node.config["fetch.max.bytes"]))
+        self.min_bytes = min(int(request.min_bytes), self.max_bytes)
         # A follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic; what
         # is refused is answered TOPIC_AUTHORIZATION_FAILED per partition, as Kafka does.
         self.follower_refused = replica_id >= 0 and not allowed(
@@ -271,11 +277,11 @@ class _Read:
                 parts, answers = await self.partitions(loud, 0)
                 size = sum(_records_size(p.records) for _, _, p in parts)
                 urgent = any(a.error or a.must_respond for a in answers)
-                if (size >= self.request.min_bytes or urgent or remaining <= 0) and any(
+                if (size >= self.min_bytes or urgent or remaining <= 0) and any(
                         would_respond(cached[i], a) for i, a in zip(loud, answers, strict=True)):
                     session_id, include = fetch_ctx.finish(answers, replicas.clock(), loud)
                     return self.response(parts, include, session_id)
-            if remaining <= 0 or self.request.min_bytes <= 0:
+            if remaining <= 0 or self.min_bytes <= 0:
                 # Out of time, or a client that wants no data to wait for (Kafka answers
                 # min_bytes 0 at once, as ReplicaManager.fetch does).
                 return self.response([], [], fetch_ctx.session_id)
@@ -313,7 +319,7 @@ class _Read:
                 current_leader_epoch=data.current_leader_epoch,
                 last_fetched_epoch=data.last_fetched_epoch,
             ))
-        max_bytes = getattr(self.request, "max_bytes", _NO_MAX_BYTES)
+        max_bytes = self.max_bytes
         if self.replica_id < 0:
             # consumer_byte_rate: one answer holds at most what the quota still allows now
             # (Kafka caps it at getMaxValueInQuotaWindow; Skiff also takes off what the
@@ -325,7 +331,7 @@ class _Read:
         results = await node.replicas.fetch(
             wanted, replica_id=self.replica_id, replica_epoch=self.replica_epoch,
             client_rack=self.client_rack, max_wait_ms=0 if any_unknown else max_wait_ms,
-            min_bytes=self.request.min_bytes, max_bytes=max_bytes,
+            min_bytes=self.min_bytes, max_bytes=max_bytes,
             isolation_level=self.isolation_level,
         )
         down_convert_to = version if version < DOWN_CONVERSION_BELOW_VERSION else None

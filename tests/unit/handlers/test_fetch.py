@@ -428,3 +428,42 @@ def test_idle_incremental_fetch_with_min_bytes_0_is_answered_at_once(node: TestN
             max_wait_ms=3000, min_bytes=0))
         assert time.monotonic() - start < 2.0 and inc.responses == ()
     run(go())
+
+
+def test_fetch_max_bytes_caps_what_a_fetch_asks_for(node_factory: Any) -> None:
+    """fetch.max.bytes (Kafka's KafkaApis: min(request max_bytes, fetch.max.bytes), for a
+    consumer's Fetch and a follower's alike): a Fetch asking 10 MB of a broker set to 1 MiB
+    gets at most 1 MiB; at the 1024-byte floor it still gets its first batch whole."""
+    import os
+
+    async def go(node: TestNode) -> list[int]:
+        await create(node, "t")
+        for _ in range(4):
+            await produce_ok(node, "t", build_batch([Record(
+                timestamp=BASE_TS, key=b"k", value=os.urandom(400_000))]))
+        m = schema_module("fetch", 12)
+        request = build(
+            m.FetchRequest, replica_id=-1,
+            max_wait=datetime.timedelta(milliseconds=0), min_bytes=10 << 20,
+            max_bytes=10 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=(build(m.FetchTopic, topic="t", partitions=(build(
+                m.FetchPartition, partition=0, fetch_offset=0, partition_max_bytes=10 << 20,
+                current_leader_epoch=-1, log_start_offset=-1),)),),
+            forgotten_topics_data=(), rack_id="")
+        t0 = time.monotonic()
+        resp = await fetch_decoded(node, 12, request)
+        assert time.monotonic() - t0 < 5  # min_bytes is held under the cap: no long wait
+        part = resp.responses[0].partitions[0]
+        assert part.error_code is ErrorCode.none
+        # the whole batches, each as long as its header says (12 bytes of offset and
+        # length), then perhaps the head of the next one, as Kafka's log reads cut it
+        whole = bytes(part.records[:whole_batches_length(part.records)])
+        sizes = [h.batch_length + 12 for _, h in iter_batch_headers(whole, validate_crc=True)]
+        return [*sizes, len(part.records)]
+
+    *batches, total = run(go(node_factory()))
+    assert len(batches) == 4 and total == sum(batches)  # Kafka's default, 55 MiB: all
+    *batches, total = run(go(node_factory({"fetch.max.bytes": str(1 << 20)})))
+    assert len(batches) == 2 and total == 1 << 20  # two whole batches, the third cut
+    *batches, total = run(go(node_factory({"fetch.max.bytes": "1024"})))
+    assert len(batches) == 1 and total == batches[0] > 1024  # the first batch goes whole
