@@ -32,6 +32,22 @@ _ONE_LOOP = ("a Skiff broker reads, handles and answers every request on one eve
              "cores on a host, run one broker per core (docs/operations.md, \"Using more than "
              "one core\")")
 
+# Why the metadata log's segment and retention keys apply to nothing in Skiff.
+_METADATA_SEGMENTS = ("Skiff's metadata log (__cluster_metadata) rolls a segment every "
+                      "64 MiB and never by time, and deletes segments only once a snapshot "
+                      "covers them (broker/metadata/log_store.py)")
+_METADATA_RETENTION = ("Skiff keeps the metadata log from its latest snapshot on and the two "
+                       "latest snapshots, deleting what they cover as soon as they are "
+                       "written, with no size or time limit to set")
+# Why queued.max.requests has no queue to bound.
+_NO_REQUEST_QUEUE = ("Skiff has no request queue between network and request-handler "
+                     "threads: each connection holds at most 100 requests (and 100 MiB of "
+                     "request frames) in flight, then its socket is paused and TCP pushes back "
+                     "on the client (broker/server/server.py)")
+# Why num.recovery.threads.per.data.dir sizes nothing.
+_ONE_RECOVERY = ("Skiff recovers a node's logs one after another before it serves, with no "
+                 "pool of recovery threads to size")
+
 B, S, INT, SH, L, D, LI, P = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT,
                               ConfigType.SHORT, ConfigType.LONG, ConfigType.DOUBLE,
                               ConfigType.LIST, ConfigType.PASSWORD)
@@ -109,13 +125,17 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("controller.quorum.fetch.snapshot.max.bytes", INT, 1024 * 1024, at_least(1)),
     ConfigDef("controller.socket.timeout.ms", INT, 30000, at_least(0)),
     ConfigDef("metadata.log.dir", S, None),
-    ConfigDef("metadata.log.segment.bytes", INT, 1024 * 1024 * 1024, at_least(12)),
-    ConfigDef("metadata.log.segment.ms", L, 7 * 24 * 3600 * 1000, at_least(1)),
+    ConfigDef("metadata.log.segment.bytes", INT, 1024 * 1024 * 1024,
+              kafka_default_only(1024 * 1024 * 1024, _METADATA_SEGMENTS)),
+    ConfigDef("metadata.log.segment.ms", L, 7 * 24 * 3600 * 1000,
+              kafka_default_only(7 * 24 * 3600 * 1000, _METADATA_SEGMENTS)),
     ConfigDef("metadata.log.max.record.bytes.between.snapshots", L, 20 * 1024 * 1024,
               at_least(1)),
     ConfigDef("metadata.log.max.snapshot.interval.ms", L, 3600 * 1000, at_least(0)),
-    ConfigDef("metadata.max.retention.bytes", L, 100 * 1024 * 1024),
-    ConfigDef("metadata.max.retention.ms", L, 7 * 24 * 3600 * 1000),
+    ConfigDef("metadata.max.retention.bytes", L, 100 * 1024 * 1024,
+              kafka_default_only(100 * 1024 * 1024, _METADATA_RETENTION)),
+    ConfigDef("metadata.max.retention.ms", L, 7 * 24 * 3600 * 1000,
+              kafka_default_only(7 * 24 * 3600 * 1000, _METADATA_RETENTION)),
     ConfigDef("metadata.max.idle.interval.ms", INT, 500, at_least(0)),
     # Broker liveness: Kafka's defaults. A broker whose heartbeats stop (paused, starved of
     # CPU, cut off) is fenced 9 s after its last one, and a single slow heartbeat or a
@@ -167,7 +187,7 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("socket.receive.buffer.bytes", INT, 100 * 1024, _socket_buffer),
     ConfigDef("socket.listen.backlog.size", INT, 50, at_least(1)),
     ConfigDef("connections.max.idle.ms", L, 600000),
-    ConfigDef("queued.max.requests", INT, 500, at_least(1)),
+    ConfigDef("queued.max.requests", INT, 500, kafka_default_only(500, _NO_REQUEST_QUEUE)),
     ConfigDef("max.connections", INT, INT_MAX, at_least(0)),
     ConfigDef("max.connections.per.ip", INT, INT_MAX, at_least(0)),
     # "host-or-ip:count,..." (addresses are matched as written; names are not resolved)
@@ -227,7 +247,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("auto.leader.rebalance.enable", B, True),
     ConfigDef("leader.imbalance.check.interval.seconds", L, 300, at_least(1)),
     ConfigDef("leader.imbalance.per.broker.percentage", INT, 10, at_least(0)),
-    ConfigDef("num.recovery.threads.per.data.dir", INT, 2, at_least(1)),  # Kafka 4.x
+    ConfigDef("num.recovery.threads.per.data.dir", INT, 2,  # Kafka 4.x's default
+              kafka_default_only(2, _ONE_RECOVERY, sample=1)),
     # replication
     ConfigDef("replica.lag.time.max.ms", L, 30000),
     ConfigDef("num.replica.fetchers", INT, 1, kafka_default_only(

@@ -64,12 +64,17 @@ def at_least(minimum: float) -> Validator:
     return check
 
 
-def kafka_default_only(default: int, why: str) -> Validator:
-    """A Kafka sizing key with nothing to size in Skiff: Kafka's default (what sample
-    server.properties files carry) is accepted, any other value is refused, never ignored."""
+def kafka_default_only(default: int, why: str, *, sample: int | None = None) -> Validator:
+    """A Kafka key Skiff has nothing to apply to: Kafka's default (and `sample`, the value
+    Kafka's sample config/server.properties sets when it differs) is accepted, any other
+    value is refused, never ignored."""
+    accepted = f"{default} (Kafka's default)"
+    if sample is not None:
+        accepted += f", {sample} (Kafka's sample server.properties)"
+
     def check(key: str, v: Any) -> None:
-        if v is not None and v != default:
-            raise ConfigError(key, v, f"{default} (Kafka's default) or unset: {why}")
+        if v is not None and v != default and v != sample:
+            raise ConfigError(key, v, f"{accepted} or unset: {why}")
     return check
 
 

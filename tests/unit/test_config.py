@@ -286,6 +286,34 @@ def test_socket_buffer_sizes_take_a_size_or_minus_one(key):
             cfg(**{name: bad})
 
 
+@pytest.mark.parametrize("key,kafka_default,other,why", [
+    ("queued.max.requests", "500", "1000", "no request queue"),
+    ("num.recovery.threads.per.data.dir", "2", "8", "one after another"),
+    ("metadata.log.segment.bytes", "1073741824", "8388608", "every 64 MiB"),
+    ("metadata.log.segment.ms", "604800000", "3600000", "never by time"),
+    ("metadata.max.retention.bytes", "104857600", "-1", "two latest snapshots"),
+    ("metadata.max.retention.ms", "604800000", "86400000", "two latest snapshots"),
+])
+def test_keys_with_nothing_to_apply_take_only_kafkas_default(key, kafka_default, other, why):
+    """Keys Skiff has nothing to apply to were accepted and ignored; now Kafka's default
+    starts, any other value stops the node, saying why."""
+    assert cfg(**{key.replace(".", "_"): kafka_default})[key] == int(kafka_default)
+    with pytest.raises(ConfigError) as ei:
+        cfg(**{key.replace(".", "_"): other})
+    msg = str(ei.value)
+    assert msg.startswith(f"Invalid value {other} for configuration {key}: "
+                          f"{kafka_default} (Kafka's default)"), msg
+    assert why in msg, msg
+
+
+def test_kafkas_sample_recovery_thread_count_still_starts():
+    """Kafka 4's config/server.properties sets num.recovery.threads.per.data.dir=1."""
+    assert cfg(num_recovery_threads_per_data_dir="1")["num.recovery.threads.per.data.dir"] == 1
+    with pytest.raises(ConfigError, match=r"2 \(Kafka's default\), 1 \(Kafka's sample "
+                       r"server.properties\) or unset"):
+        cfg(num_recovery_threads_per_data_dir="4")
+
+
 def test_values_are_trimmed_and_booleans_case_insensitive():
     c = cfg(num_partitions=" 7 ", auto_create_topics_enable="TRUE")
     assert c["num.partitions"] == 7 and c["auto.create.topics.enable"] is True
