@@ -68,6 +68,8 @@ class RaftConfig:
     log_dir: str = ""
     max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
     max_idle_interval_ms: int = 500
+    # the most a follower asks for in one FetchSnapshot, and a leader answers with
+    fetch_snapshot_max_bytes: int = 1 << 20
     cluster_id: str | None = None
 
     KEYS = {
@@ -83,6 +85,7 @@ class RaftConfig:
         "metadata.log.dir": "log_dir",
         "metadata.log.max.record.bytes.between.snapshots": "max_record_bytes_between_snapshots",
         "metadata.max.idle.interval.ms": "max_idle_interval_ms",
+        "controller.quorum.fetch.snapshot.max.bytes": "fetch_snapshot_max_bytes",
         "cluster.id": "cluster_id",
     }
 
@@ -136,6 +139,7 @@ class RaftConfig:
             fetch_max_wait_ms=self.fetch_max_wait_ms,
             request_timeout_ms=self.request_timeout_ms,
             retry_backoff_ms=max(1, self.retry_backoff_ms),
+            snapshot_chunk_bytes=max(1, self.fetch_snapshot_max_bytes),
             leader_async_flush=True,
             hw_notify_delay_ms=5,
         )

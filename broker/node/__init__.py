@@ -119,6 +119,20 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+
+def controller_channel_timeouts(cfg: NodeConfig) -> dict[str, float]:
+    """How long this node waits for the active controller (broker/controller/channel.py).
+    A heartbeat or registration attempt must not outlast a good part of the session: a
+    paused controller would otherwise hold every heartbeat until the broker is fenced. Any
+    other call (AlterPartition, producer id blocks, forwarded admin writes) waits up to
+    controller.socket.timeout.ms for its answer, Kafka's request timeout of the broker's
+    channel to the controller."""
+    return {
+        "attempt_timeout_s": min(cfg["controller.quorum.request.timeout.ms"],
+                                 cfg["broker.session.timeout.ms"] // 3) / 1000,
+        "default_timeout_s": cfg["controller.socket.timeout.ms"] / 1000,
+    }
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -313,10 +327,7 @@ class Node:
                            else LiveControllers(self.quorum.driver)),
             lambda: int(self.quorum.driver.leader_and_epoch[0]), self.controller_service,
             retry_backoff_ms=cfg["controller.quorum.retry.backoff.ms"],
-            # A heartbeat attempt must not outlast a good part of the session: a paused
-            # controller would otherwise hold every heartbeat until the broker is fenced.
-            attempt_timeout_s=min(cfg["controller.quorum.request.timeout.ms"],
-                                  cfg["broker.session.timeout.ms"] // 3) / 1000,
+            **controller_channel_timeouts(cfg),
             wait_applied=self.publisher.wait_for_offset,
             security=controller_security_,
         )

@@ -43,6 +43,7 @@ _RAFT_KEYS = (
     "controller.quorum.retry.backoff.ms",
     "metadata.log.max.record.bytes.between.snapshots",
     "metadata.max.idle.interval.ms",
+    "controller.quorum.fetch.snapshot.max.bytes",
 )
 
 

@@ -616,3 +616,19 @@ def test_assignment_interval_within_its_node_bounds(kind: str) -> None:
         cfg(**{low: "2000"})
     with pytest.raises(ConfigError, match=f"{high} must be greater than or equal to {low}"):
         cfg(**{low: "600", high: "500", interval: "550"})
+
+
+def test_quorum_and_controller_channel_keys_reach_what_they_set():
+    """controller.quorum.fetch.snapshot.max.bytes sizes a FetchSnapshot (what a follower asks
+    for, and the most a leader answers with); controller.socket.timeout.ms bounds a call
+    to the active controller. Both were accepted and ignored."""
+    from broker.node import controller_channel_timeouts
+    from broker.node.quorum import raft_config
+
+    default = raft_config(cfg(), "c").core_config()
+    assert default.snapshot_chunk_bytes == 1024 * 1024  # Kafka's default
+    set_ = raft_config(cfg(controller_quorum_fetch_snapshot_max_bytes="65536"), "c")
+    assert set_.core_config().snapshot_chunk_bytes == 65536
+    assert controller_channel_timeouts(cfg())["default_timeout_s"] == 30.0
+    assert controller_channel_timeouts(
+        cfg(controller_socket_timeout_ms="5000"))["default_timeout_s"] == 5.0
