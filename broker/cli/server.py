@@ -197,8 +197,13 @@ def _run(cfg: NodeConfig) -> int:
     GC_PAUSES.install()
     for warning in cfg.warnings:
         _warn(warning)
+    from broker.node import RegistrationTimedOut
+
     try:
         eventloop.run(_serve(cfg))
+    except RegistrationTimedOut as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -133,6 +133,11 @@ def controller_channel_timeouts(cfg: NodeConfig) -> dict[str, float]:
         "default_timeout_s": cfg["controller.socket.timeout.ms"] / 1000,
     }
 
+class RegistrationTimedOut(Exception):
+    """The broker's first registration did not succeed within
+    initial.broker.registration.timeout.ms: the node stops, as Kafka's broker shuts down."""
+
+
 class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
@@ -147,6 +152,8 @@ class Node:
         self.fenced = True
         self.tasks = ServiceTasks("node")
         self._lifecycle: TaskHandle | None = None
+        # why start() failed while the lifecycle registered (RegistrationTimedOut)
+        self.startup_failure: Exception | None = None
         # made by start(), for every role: read through the properties below once started
         self._logs: LogManager | None = None
         self._replicas: ReplicaManager | None = None
@@ -367,7 +374,7 @@ class Node:
             self._lifecycle = self.tasks.start_soon(self._broker_lifecycle,
                                                      name="broker_lifecycle")
             self.tasks.start_soon(self._assign_dirs_loop, name="assign_replicas_to_dirs")
-            await self.ready.wait()
+            await self._until_ready()
             self.replicas.start()
             self.fetchers.start()
             self.group_coordinator = group_coordinator = GroupCoordinatorService(
@@ -620,6 +627,20 @@ class Node:
 
     # ---- broker side ---------------------------------------------------------------
 
+    async def _until_ready(self) -> None:
+        """Until this broker is registered and unfenced; raises RegistrationTimedOut when the
+        lifecycle gave up on its first registration."""
+        assert self._lifecycle is not None
+        ready = asyncio.ensure_future(self.ready.wait())
+        ended = asyncio.ensure_future(self._lifecycle.wait())
+        try:
+            await asyncio.wait([ready, ended], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+            ended.cancel()
+        if self.startup_failure is not None:
+            raise self.startup_failure
+
     async def _broker_lifecycle(self) -> None:
         """Register with the controller, then heartbeat until told otherwise.
 
@@ -636,7 +657,13 @@ class Node:
         cfg = self.config
         interval = cfg["broker.heartbeat.interval.ms"] / 1000
         fast = min(0.02, interval)
-        await self._register()
+        timeout_ms = cfg["initial.broker.registration.timeout.ms"]
+        try:
+            await self._register(give_up_at=time.monotonic() + timeout_ms / 1000)
+        except RegistrationTimedOut as exc:
+            log.error("broker_registration_timed_out", error=str(exc))
+            self.startup_failure = exc
+            return
         self.fenced = True  # registered brokers start fenced
         while True:
             self._heartbeat_now.clear()  # this heartbeat goes to the leader known now
@@ -717,11 +744,20 @@ class Node:
         elif closed is not None and closed.done():
             log.info("broker_heartbeat_connection_closed", action="heartbeating at once")
 
-    async def _register(self) -> None:
-        """Register until the controller gives this broker an epoch."""
+    async def _register(self, give_up_at: float | None = None) -> None:
+        """Register until the controller gives this broker an epoch. The first registration
+        gives up at `give_up_at` (time.monotonic(); initial.broker.registration.timeout.ms)
+        with RegistrationTimedOut, as Kafka's broker shuts down then; a registration again
+        (the controller forgot this one) retries for as long as it takes."""
         cfg = self.config
         last_refusal: ErrorCode | None = None
+        last_problem = "no answer from the controller quorum"
         while self.broker_epoch < 0:
+            if give_up_at is not None and time.monotonic() >= give_up_at:
+                raise RegistrationTimedOut(
+                    "the broker could not register with the controller quorum within "
+                    f"initial.broker.registration.timeout.ms "
+                    f"({cfg['initial.broker.registration.timeout.ms']} ms): {last_problem}")
             try:
                 reply = await self.controller.register_broker(BrokerRegistrationRequest(
                     broker_id=self.node_id, cluster_id=self.cluster_id,
@@ -734,15 +770,19 @@ class Node:
                 if reply.error is ErrorCode.none:
                     self.broker_epoch = reply.broker_epoch
                     log.info("broker_registered", broker_epoch=self.broker_epoch)
-                elif reply.error is not last_refusal:
-                    # e.g. DUPLICATE_BROKER_REGISTRATION until the session of this node's
-                    # previous (killed) process expires: said once, retried quietly
-                    last_refusal = reply.error
-                    log.warning("broker_registration_refused", error=reply.error.name,
-                                message=reply.message)
+                else:
+                    last_problem = f"the last attempt was refused with {reply.error.name.upper()}"
+                    if reply.error is not last_refusal:
+                        # e.g. DUPLICATE_BROKER_REGISTRATION until the session of this
+                        # node's previous (killed) process expires: said once, retried quietly
+                        last_refusal = reply.error
+                        log.warning("broker_registration_refused", error=reply.error.name,
+                                    message=reply.message)
             except KafkaError as exc:
+                last_problem = f"the last attempt failed: {exc}"
                 log.debug("broker_registration_retry", error=str(exc))
-            except Exception:
+            except Exception as exc:
+                last_problem = f"the last attempt failed: {exc!r}"
                 log.exception("broker_registration_error")
             if self.broker_epoch < 0:
                 await asyncio.sleep(0.05)

@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from broker.config import build_config
 from broker.controller import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from broker.controller.requests import BrokerHeartbeatReply, BrokerRegistrationReply
-from broker.node import Node
+from broker.node import Node, RegistrationTimedOut
 from tests.support.timings import note
 
 HEARTBEAT_MS = 50
@@ -44,7 +44,8 @@ class ScriptedController:
         return BrokerHeartbeatReply(is_caught_up=True, is_fenced=False)
 
 
-def make_node(controller: ScriptedController, heartbeat_ms: int = HEARTBEAT_MS) -> Node:
+def make_node(controller: ScriptedController, heartbeat_ms: int = HEARTBEAT_MS,
+              **extra: str) -> Node:
     cfg = build_config({
         "process.roles": "broker,controller", "node.id": "1",
         "controller.quorum.voters": "1@127.0.0.1:19093",
@@ -52,6 +53,7 @@ def make_node(controller: ScriptedController, heartbeat_ms: int = HEARTBEAT_MS) 
         "controller.listener.names": "CONTROLLER", "log.dirs": "/nonexistent/skiff",
         "broker.heartbeat.interval.ms": str(heartbeat_ms),
         "broker.session.timeout.ms": str(3 * heartbeat_ms),
+        **{k.replace("_", "."): v for k, v in extra.items()},
     }, warn=lambda m: None)
     node = Node(cfg)
     node.cluster_id = "c"
@@ -224,3 +226,32 @@ def test_a_new_metadata_leader_makes_the_broker_heartbeat_at_once() -> None:
     took = asyncio.run(go())
     # at once, not at the 10 s interval (the loop above bounds it by 2 s)
     note("broker_lifecycle: heartbeat after a new metadata leader", took, 0.5)
+
+
+class RefusingController(ScriptedController):
+    """Refuses every registration, as a controller quorum that never takes this broker."""
+
+    async def register_broker(self, req: BrokerRegistrationRequest) -> BrokerRegistrationReply:
+        self.registrations.append(req)
+        return BrokerRegistrationReply(ErrorCode.duplicate_broker_registration, "taken")
+
+
+def test_a_first_registration_that_never_succeeds_stops_the_broker() -> None:
+    """initial.broker.registration.timeout.ms: Kafka's broker shuts down when its first
+    registration has not succeeded by then; Skiff's lifecycle gives up and start() raises."""
+    ctl = RefusingController([])
+    node = make_node(ctl, initial_broker_registration_timeout_ms="300")
+
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await asyncio.wait_for(node._broker_lifecycle(), 5)
+        return loop.time() - t0
+
+    took = asyncio.run(go())
+    assert isinstance(node.startup_failure, RegistrationTimedOut)
+    message = str(node.startup_failure)
+    assert "initial.broker.registration.timeout.ms (300 ms)" in message, message
+    assert "DUPLICATE_BROKER_REGISTRATION" in message, message
+    assert 0.25 <= took < 2, took
+    assert len(ctl.registrations) >= 3 and not node.ready.is_set()
