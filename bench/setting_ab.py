@@ -4,8 +4,10 @@ Two `skiff dev` nodes (vs_kafka.py's settings) that differ only in the keys give
 `--a` and `--b`, and with `--kafka` the reference Kafka 4.4, each get replayed produce
 (bench/replay.py: 6 partitions, batches of 16 records of 1,000 B, 5 requests in flight per
 connection) and then a replayed fetch of what was written, alternating the order round by
-round after an uncounted warm-up round. Prints each round and the medians: MB/s and the
-broker's CPU-s per GB for produce and for fetch.
+round after an uncounted warm-up round, each round's produce starting with the page cache
+empty (as in shard_ceiling.py: a full cache makes each new page a reclaim first, which
+swings produce rounds by half; `--keep-caches` to skip, root needed otherwise). Prints each
+round and the medians: MB/s and the broker's CPU-s per GB for produce and for fetch.
 
     PYTHONPATH=. python bench/setting_ab.py --kafka \
         --a socket.send.buffer.bytes=-1,socket.receive.buffer.bytes=-1
@@ -14,6 +16,7 @@ broker's CPU-s per GB for produce and for fetch.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -30,10 +33,15 @@ def settings(text: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
-def one_round(side: vs_kafka.Side, seconds: float, connections: int) -> dict[str, Any]:
+def one_round(side: vs_kafka.Side, seconds: float, connections: int,
+              drop_caches: bool) -> dict[str, Any]:
     topic = f"ab-{uuid.uuid4().hex[:6]}"
     vs_kafka.create_topic(side.bootstrap, topic, 6)
     replay.wait_writable(side.bootstrap, topic, range(6))
+    os.sync()
+    if drop_caches:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
     cpu0 = side.cpu_s()
     produced = replay.replay_produce(side.bootstrap, topic, range(6), connections=connections,
                                      inflight=5, records_per_batch=16, size=1000,
@@ -73,7 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=5.0, help="produce per round")
     ap.add_argument("--connections", type=int, default=3)
+    ap.add_argument("--keep-caches", dest="drop_caches", action="store_false",
+                    help="do not empty the page cache before each round (needs root)")
     args = ap.parse_args(argv)
+    if args.drop_caches and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+        ap.error("emptying the page cache before each round needs root; --keep-caches "
+                 "runs without it (the rounds then vary with the cache's state)")
     work = Path(tempfile.mkdtemp(prefix="setting-ab-"))
     sides = [start_skiff(work, "A", settings(args.a)), start_skiff(work, "B", settings(args.b))]
     if args.kafka:
@@ -83,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {s.name: [] for s in sides}
     try:
         for side in sides:
-            one_round(side, 2.0, args.connections)  # warm-up
+            one_round(side, 2.0, args.connections, args.drop_caches)  # warm-up
         for rnd in range(args.rounds):
             for side in sides if rnd % 2 == 0 else sides[::-1]:
-                r = one_round(side, args.seconds, args.connections)
+                r = one_round(side, args.seconds, args.connections, args.drop_caches)
                 runs[side.name].append(r)
                 print(f"round {rnd} {side.name:6} produce {r['produce_mbs']:7.1f} MB/s "
                       f"{r['produce_cpu_gb']:5.2f} CPU-s/GB  fetch {r['fetch_mbs']:7.1f} MB/s "
