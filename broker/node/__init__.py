@@ -119,7 +119,6 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-
 def controller_channel_timeouts(cfg: NodeConfig) -> dict[str, float]:
     """How long this node waits for the active controller (broker/controller/channel.py).
     A heartbeat or registration attempt must not outlast a good part of the session: a
@@ -132,6 +131,7 @@ def controller_channel_timeouts(cfg: NodeConfig) -> dict[str, float]:
                                  cfg["broker.session.timeout.ms"] // 3) / 1000,
         "default_timeout_s": cfg["controller.socket.timeout.ms"] / 1000,
     }
+
 
 class RegistrationTimedOut(Exception):
     """The broker's first registration did not succeed within
@@ -771,7 +771,8 @@ class Node:
                     self.broker_epoch = reply.broker_epoch
                     log.info("broker_registered", broker_epoch=self.broker_epoch)
                 else:
-                    last_problem = f"the last attempt was refused with {reply.error.name.upper()}"
+                    last_problem = ("the last attempt was refused with "
+                                    f"{reply.error.name.upper()}")
                     if reply.error is not last_refusal:
                         # e.g. DUPLICATE_BROKER_REGISTRATION until the session of this
                         # node's previous (killed) process expires: said once, retried quietly
