@@ -281,9 +281,13 @@ _EAGER_APIS: Final = frozenset({api.PRODUCE, api.FETCH})
 _NO_TASK: Any = None
 
 
-def set_buffer_sizes(sock: Any, config: ServerConfig) -> None:
-    """SO_SNDBUF and SO_RCVBUF of `sock` from Kafka's socket.*.buffer.bytes; -1 leaves the
-    OS's sizing (Linux's autotuning) in place."""
+def configure_listening_socket(sock: Any, config: ServerConfig) -> None:
+    """What Kafka's Acceptor sets on the sockets it accepts, set on the listening socket
+    (Linux copies these to each accepted socket, and the receive size must be in place
+    before the handshake, which fixes the TCP window scale): SO_SNDBUF and SO_RCVBUF from
+    socket.*.buffer.bytes (-1 leaves the OS's sizing, Linux's autotuning, in place) and
+    SO_KEEPALIVE (TCP_NODELAY is the event loop's own default)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     if config.send_buffer_bytes != -1:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.send_buffer_bytes)
     if config.receive_buffer_bytes != -1:
@@ -392,11 +396,8 @@ class Server:
                 start_serving=False,
                 **tls,
             )
-            # On the listening socket, before it accepts anything: accepted sockets inherit
-            # both sizes (Linux copies them on accept), and the receive buffer must be set
-            # before the handshake, which fixes the TCP window scale, as Kafka's Acceptor does.
-            for sock in server.sockets:
-                set_buffer_sizes(sock, self.config)
+            for sock in server.sockets:  # before it accepts anything
+                configure_listening_socket(sock, self.config)
             await server.start_serving()
             host, port = self.address(spec.name)
             log.info("listener started", listener=spec.name, host=host, port=port,

@@ -339,7 +339,7 @@ async def _answered(port: int) -> asyncio.StreamWriter:
     return writer
 
 
-def test_socket_buffer_sizes_are_set_on_accepted_connections() -> None:
+def test_socket_options_are_set_on_accepted_connections() -> None:
     # Kafka's socket.send.buffer.bytes / socket.receive.buffer.bytes; Linux reports twice the
     # size set (its bookkeeping overhead)
     async def main() -> None:
@@ -350,6 +350,9 @@ def test_socket_buffer_sizes_are_set_on_accepted_connections() -> None:
             factor = 2 if sys.platform.startswith("linux") else 1
             assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 65536 * factor
             assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 32768 * factor
+            # and, as Kafka's Acceptor sets them, keepalive and no Nagle delay
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
             writer.close()
 
     run(main)
