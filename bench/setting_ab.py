@@ -38,10 +38,10 @@ def one_round(side: vs_kafka.Side, seconds: float, connections: int,
     topic = f"ab-{uuid.uuid4().hex[:6]}"
     vs_kafka.create_topic(side.bootstrap, topic, 6)
     replay.wait_writable(side.bootstrap, topic, range(6))
-    os.sync()
     if drop_caches:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1\n")
+        vs_kafka.empty_page_cache()
+    else:
+        os.sync()
     cpu0 = side.cpu_s()
     produced = replay.replay_produce(side.bootstrap, topic, range(6), connections=connections,
                                      inflight=5, records_per_batch=16, size=1000,
@@ -81,12 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=5.0, help="produce per round")
     ap.add_argument("--connections", type=int, default=3)
-    ap.add_argument("--keep-caches", dest="drop_caches", action="store_false",
-                    help="do not empty the page cache before each round (needs root)")
+    vs_kafka.add_keep_caches_option(ap)
     args = ap.parse_args(argv)
-    if args.drop_caches and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
-        ap.error("emptying the page cache before each round needs root; --keep-caches "
-                 "runs without it (the rounds then vary with the cache's state)")
+    vs_kafka.check_drop_caches(ap, args)
     work = Path(tempfile.mkdtemp(prefix="setting-ab-"))
     sides = [start_skiff(work, "A", settings(args.a)), start_skiff(work, "B", settings(args.b))]
     if args.kafka:

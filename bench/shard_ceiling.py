@@ -45,8 +45,11 @@ from bench.vs_kafka import (  # noqa: E402
     COMMON_CONFIG,
     SKIFF_ONLY_CONFIG,
     Side,
+    add_keep_caches_option,
+    check_drop_caches,
     create_topic,
     delete_topic,
+    empty_page_cache,
     load,
     log,
     pin,
@@ -108,12 +111,12 @@ def run(owners: list[Owner], args: argparse.Namespace) -> Round:
     conns = args.connections // len(owners)
     for o in owners:
         replay.wait_writable(o.side.bootstrap, o.topic, o.partitions)
-    os.sync()  # write back what the last round left dirty before this one
     if args.drop_caches:
         # Every round starts with the page cache empty: a full cache makes each new page a
         # reclaim first, which swung earlier rounds' CPU per GB from 4.1 to 6.8 CPU-s/GB.
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1\n")
+        empty_page_cache()
+    else:
+        os.sync()  # write back what the last round left dirty before this one
     ctx = mp.get_context("fork")
     go = ctx.Barrier(len(owners) + 1)
     out = ctx.Queue()
@@ -157,12 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", default="1", help="the one CPU for the pinned rounds")
     ap.add_argument("--cluster", action="store_true", help="also --shards brokers of one "
                     "cluster (and a controller process), one topic led by them in turn")
-    ap.add_argument("--keep-caches", dest="drop_caches", action="store_false",
-                    help="do not empty the page cache before each round (needs root)")
+    add_keep_caches_option(ap)
     args = ap.parse_args(argv)
-    if args.drop_caches and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
-        ap.error("emptying the page cache before each round needs root; --keep-caches "
-                 "runs without it (the rounds then vary with the cache's state)")
+    check_drop_caches(ap, args)
     if args.partitions % args.shards or args.connections % args.shards:
         ap.error("--partitions and --connections must divide by --shards")
     every = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))

@@ -561,6 +561,30 @@ def flush_page_cache() -> None:
         log(f"  (page cache written back before the round: {time.monotonic() - t0:.1f} s)")
 
 
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def add_keep_caches_option(ap: argparse.ArgumentParser) -> None:
+    """`--keep-caches` (args.drop_caches False): for benchmarks that empty the page cache
+    before each round, which needs root; `check_drop_caches` refuses a run without it."""
+    ap.add_argument("--keep-caches", dest="drop_caches", action="store_false",
+                    help="do not empty the page cache before each round (needs root)")
+
+
+def check_drop_caches(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.drop_caches and not os.access(DROP_CACHES, os.W_OK):
+        ap.error("emptying the page cache before each round needs root; --keep-caches "
+                 "runs without it (the rounds then vary with the cache's state)")
+
+
+def empty_page_cache() -> None:
+    """Write back what is dirty, then drop the clean page cache: a full cache makes each new
+    page a reclaim first, which swung replayed produce rounds by half (docs/benchmarks.md)."""
+    os.sync()
+    with open(DROP_CACHES, "w") as f:
+        f.write("1\n")
+
+
 def fig_latency(sides: dict[str, Side], args: argparse.Namespace, table: Table) -> None:
     if not args.no_warmup:
         ns = argparse.Namespace(rate=args.rates[0], latency_seconds=args.latency_seconds,
