@@ -387,23 +387,10 @@ def test_members_awaiting_join_are_not_expired_but_new_ones_are_after_5_minutes(
     assert jr(d2, tok_y).error is E.unknown_member_id
 
 
-def test_follower_waiting_for_leader_sync_is_kept_alive() -> None:
-    d = Driver()
-    a, _ = d.join_new(session=10_000, rebalance=60_000)
-    b, tok = d.join_new(session=10_000, rebalance=60_000)
-    d.join(a, session=10_000, rebalance=60_000)
-    gen = jr(d, tok).generation_id
-    follower = b if d.group().leader_id == a else a
-    d.sync(follower, gen)
-    for _ in range(4):
-        d.advance(5_000)
-        assert d.heartbeat(d.group().leader_id or "", gen) is E.none
-    assert follower in d.group().members
-
-
-def test_sync_answer_restarts_the_session_of_a_member_that_waited_for_the_leader() -> None:
-    # Kafka's propagateAssignment: the follower was kept alive while it waited, so its
-    # session starts again when it gets its assignment, not from when it sent its SyncGroup
+def _follower_waiting_20s_for_its_leader() -> tuple[Driver, str, str, str, str, int, int]:
+    """Two members (session 10 s) of a completed join; the follower has sent its SyncGroup
+    and waited 20 s for the leader's, while the leader heartbeated. (driver, a, b, leader,
+    follower, generation, the follower's SyncGroup token)"""
     d = Driver()
     a, _ = d.join_new(session=10_000, rebalance=60_000)
     b, tok = d.join_new(session=10_000, rebalance=60_000)
@@ -415,6 +402,18 @@ def test_sync_answer_restarts_the_session_of_a_member_that_waited_for_the_leader
     for _ in range(4):
         d.advance(5_000)
         assert d.heartbeat(leader, gen) is E.none
+    return d, a, b, leader, follower, gen, f_tok
+
+
+def test_follower_waiting_for_leader_sync_is_kept_alive() -> None:
+    d, _a, _b, _leader, follower, _gen, _tok = _follower_waiting_20s_for_its_leader()
+    assert follower in d.group().members
+
+
+def test_sync_answer_restarts_the_session_of_a_member_that_waited_for_the_leader() -> None:
+    # Kafka's propagateAssignment: the follower was kept alive while it waited, so its
+    # session starts again when it gets its assignment, not from when it sent its SyncGroup
+    d, a, b, leader, follower, gen, f_tok = _follower_waiting_20s_for_its_leader()
     d.sync(leader, gen, assignments=((a, b"A"), (b, b"B")))  # 20s after the follower's sync
     assert sr(d, f_tok).error is E.none and d.state() is S.STABLE
     d.advance(9_999)
@@ -424,17 +423,7 @@ def test_sync_answer_restarts_the_session_of_a_member_that_waited_for_the_leader
 
 def test_sync_error_answer_restarts_the_session_so_the_member_can_rejoin() -> None:
     for cause in ("new member", "write failure"):
-        d = Driver()
-        a, _ = d.join_new(session=10_000, rebalance=60_000)
-        b, tok = d.join_new(session=10_000, rebalance=60_000)
-        d.join(a, session=10_000, rebalance=60_000)
-        gen = jr(d, tok).generation_id
-        leader = d.group().leader_id or ""
-        follower = b if leader == a else a
-        f_tok = d.sync(follower, gen)
-        for _ in range(4):
-            d.advance(5_000)
-            assert d.heartbeat(leader, gen) is E.none
+        d, a, b, leader, follower, gen, f_tok = _follower_waiting_20s_for_its_leader()
         if cause == "new member":
             d.join_new(session=10_000, rebalance=60_000)
             expected = E.rebalance_in_progress
