@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import socket
 import struct
+import subprocess
 import threading
 import time
 import uuid
@@ -1293,3 +1296,34 @@ def test_unauthorized(secured: SecuredPair, scenario: str) -> None:
     tally = run_secured(secured, scenario, UNAUTHORIZED_SCRIPTS[scenario])
     assert tally.compared > 15, tally.summary()
     assert_accepted(tally)
+
+
+def _accepted_socket(bootstrap: str) -> tuple[int, int, bool]:
+    """(SO_RCVBUF, SO_SNDBUF, keepalive armed) of the broker's side of a fresh connection
+    to `bootstrap`, as `ss` reads them from the kernel."""
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as client:
+        own = client.getsockname()[1]
+        deadline = time.monotonic() + 10
+        while True:
+            out = subprocess.run(
+                ["ss", "-tmnoH", "state", "established", f"( sport = :{port} and dport = :{own} )"],
+                capture_output=True, text=True, check=True).stdout
+            found = re.search(r"rb(\d+),t\d+,tb(\d+)", out)
+            if found or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert found, out
+    return int(found.group(1)), int(found.group(2)), "timer:(keepalive" in out
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2; CI installs it)")
+def test_client_sockets_are_set_up_as_kafka_sets_them(kafka_ref: KafkaNode,
+                                                      skiff_node: Broker) -> None:
+    """socket.send.buffer.bytes / socket.receive.buffer.bytes at their defaults (102400, which
+    Linux reports doubled) and keepalive on the broker's side of a client's connection."""
+    if not skiff_node.bootstrap.startswith(("127.", "localhost")):
+        pytest.skip("ss sees only this host's sockets; the Skiff broker is elsewhere")
+    kafka = _accepted_socket(kafka_ref.bootstrap)
+    assert kafka == (204800, 204800, True), kafka  # the reference, as documented
+    assert _accepted_socket(skiff_node.bootstrap) == kafka
