@@ -169,14 +169,23 @@ def topic_id(w: KafkaWire, name: str) -> uuid.UUID:
 
 
 def wait_leader(w: KafkaWire, name: str, timeout_s: float = 20.0) -> None:
+    """Until Metadata names a leader of every partition and that leader serves it: Kafka
+    lists a new partition's leader a moment before its broker takes requests for it (a
+    Produce then gets NOT_LEADER_OR_FOLLOWER), so a ListOffsets, which changes nothing the
+    scenarios look at, must answer without error too."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         md = w.send(request(3, 12, topics=[{"name": name}], allow_auto_topic_creation=False))
         parts = md.topics[0].partitions if md.topics else ()
         if parts and all(int(p.leader_id) >= 0 and int(p.error_code) == 0 for p in parts):
-            return
+            offsets = w.send(request(2, 7, replica_id=-1, isolation_level=0, topics=[{
+                "name": name, "partitions": [
+                    {"partition_index": int(p.partition_index), "current_leader_epoch": -1,
+                     "timestamp": -1} for p in parts]}]))
+            if all(int(p.error_code) == 0 for t in offsets.topics for p in t.partitions):
+                return
         time.sleep(0.2)
-    raise AssertionError(f"{name} has no leader after {timeout_s}s")
+    raise AssertionError(f"{name} has no serving leader after {timeout_s}s")
 
 
 def topic(w: KafkaWire, name: str, partitions: int = 1, **configs: str) -> uuid.UUID:
