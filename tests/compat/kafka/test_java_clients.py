@@ -206,6 +206,13 @@ def listener(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+# lines of the node's log shown with any failure besides the listener's own: what the
+# transaction coordinator refused or lost, and leadership or fencing under the node
+_NODE_EVENTS = ("end_txn_refused", "coordinator_unloaded", "coordinator_loaded", "_write_error",
+                "txn_verification", "txn_marker", "brokers_fenced", "broker_fenced",
+                "broker_unfenced", "metadata_leader_changed", "leaders_rebalanced")
+
+
 def _result(request: pytest.FixtureRequest, listener: str, case: str) -> dict[str, Any]:
     results: Results = request.getfixturevalue("results")
     r = results.get((listener, case))
@@ -216,8 +223,8 @@ def _result(request: pytest.FixtureRequest, listener: str, case: str) -> dict[st
             cluster, _ = request.getfixturevalue("skiff_node")
             marker = f"-{listener.lower()}-"
             lines = [ln for ln in cluster.nodes[1].log_path.read_text(errors="replace")
-                     .splitlines() if marker in ln or "end_txn_refused" in ln]
-            broker_log = "\nSkiff's log:\n" + "\n".join(lines[-40:])
+                     .splitlines() if marker in ln or any(w in ln for w in _NODE_EVENTS)]
+            broker_log = "\nSkiff's log:\n" + "\n".join(lines[-60:])
         elif listener == REFERENCE:  # Kafka's lines about this case's topics, else its tail
             kafka: KafkaNode = request.getfixturevalue("kafka_ref")
             text = kafka.log_path.read_text(errors="replace")

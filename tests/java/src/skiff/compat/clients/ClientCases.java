@@ -537,8 +537,9 @@ public final class ClientCases {
                     out.put("first_commit_error", errorName(e));
                 }
                 second.beginTransaction();
-                second.send(new ProducerRecord<>(t, b("second-1"), b("second-1")));
-                second.commitTransaction();
+                Future<RecordMetadata> sent = second.send(
+                    new ProducerRecord<>(t, b("second-1"), b("second-1")));
+                commitAfterSend(second, "second", sent);
             }
         } finally {
             first.close(Duration.ofSeconds(5));
@@ -558,14 +559,37 @@ public final class ClientCases {
                     out.put("commit_only_error", errorName(e));
                 }
                 fourth.beginTransaction();
-                fourth.send(new ProducerRecord<>(t, b("second-2"), b("second-2")));
-                fourth.commitTransaction();
+                Future<RecordMetadata> sent = fourth.send(
+                    new ProducerRecord<>(t, b("second-2"), b("second-2")));
+                commitAfterSend(fourth, "fourth", sent);
             }
         } finally {
             third.close(Duration.ofSeconds(5));
         }
         out.put("read_committed", readAll(t, "read_committed"));
         return out;
+    }
+
+    /** Commits; a failed commit says what became of the send before it (its offset, its
+     * error, or not done), which tells a refused EndTxn from a refused Produce. */
+    private static void commitAfterSend(KafkaProducer<byte[], byte[]> p, String who,
+                                        Future<RecordMetadata> sent) {
+        try {
+            p.commitTransaction();
+        } catch (RuntimeException e) {
+            String send;
+            if (!sent.isDone()) {
+                send = "not done";
+            } else {
+                try {
+                    RecordMetadata m = sent.get();
+                    send = "appended at " + m.topic() + "-" + m.partition() + "@" + m.offset();
+                } catch (Exception err) {
+                    send = "failed: " + err.getCause();
+                }
+            }
+            throw new IllegalStateException(who + "'s commit failed; its send " + send, e);
+        }
     }
 
     private Map<String, Object> readCommitted() throws Exception {
