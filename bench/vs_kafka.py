@@ -28,6 +28,12 @@ Figures (positional; default all but `partitions`, which is slow):
               GB; with --taskset CPU also the Skiff broker pinned to that one core; with
               --py-spy PATH a py-spy profile of the Skiff broker during its produce, printed
               as each function's CPU-s per GB
+  steady      produce at the JVM's steady state: --steady-rounds rounds of --steady-mb MB
+              with one kafka-producer-perf-test of --steady-size B records, each side in
+              turn on the same pair of brokers; each round prints the broker's user and
+              system CPU-s per GB; only the last --steady-counted rounds count. The
+              throughput figure's rounds are 200 MB after one warm-up case, while the
+              JIT is still compiling Kafka's produce path (docs/benchmarks.md)
   rf3         3 nodes, RF=3, min.insync.replicas=2: produce throughput with acks=1 and
               acks=all (librdkafka, 100 B records, 3 partitions)
   failover    on the 3 nodes: kill -9 of the broker leading a partition (not the active
@@ -87,8 +93,9 @@ from broker.testing.kafka_ref import (  # noqa: E402
 )
 from broker.testing.node import SkiffNode, admin_answers, tcp_connects  # noqa: E402
 
-FIGURES = ["throughput", "latency", "footprint", "replay", "rf3", "failover", "partitions"]
-DEFAULT_FIGURES = [f for f in FIGURES if f != "partitions"]
+FIGURES = ["throughput", "latency", "footprint", "replay", "rf3", "failover", "partitions",
+           "steady"]
+DEFAULT_FIGURES = [f for f in FIGURES if f not in ("partitions", "steady")]
 SIDES = ("skiff", "kafka")
 LONG_MAX = str(2**63 - 1)
 # Keys both brokers take, set alike (the defaults of both, written out, except the delay).
@@ -544,6 +551,58 @@ def fig_throughput(sides: dict[str, Side], args: argparse.Namespace, table: Tabl
                           r["cpu_gb_produced"])
                 table.add("cpu", f"consumed, {cons}", "CPU-s/GB", "lower", name,
                           r["cpu_gb_consumed"])
+
+
+def user_system_s(side: Side) -> tuple[float, float]:
+    """utime and stime of the side's broker processes and their children."""
+    user = system = 0.0
+    for pid in side.pids():
+        todo = [pid]
+        while todo:
+            p = todo.pop()
+            with contextlib.suppress(OSError):
+                u, s = perf.proc_user_system_s(p)
+                user, system = user + u, system + s
+            todo += perf._children(p)
+    return user, system
+
+
+def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -> None:
+    size, mb = args.steady_size, args.steady_mb
+    records = max(1000, int(mb * 1e6 / size))
+    gb = records * size / 1e9
+    first_counted = max(0, args.steady_rounds - args.steady_counted)
+    label = f"perf-test 1p x {size} B, rounds {first_counted + 1}-{args.steady_rounds}"
+    for rnd in range(args.steady_rounds):
+        counted = rnd >= first_counted
+        for name in order(rnd):
+            side = sides[name]
+            topic = f"steady-{uuid.uuid4().hex[:6]}"
+            create_topic(side.bootstrap, topic, args.partitions)
+            # An empty page cache (when root) and no topic deleted: Kafka unlinks a deleted
+            # topic's files 60 s later, inside some later round, and with the cache full
+            # from the earlier rounds each side's system CPU per GB went up sixfold.
+            if os.access(DROP_CACHES, os.W_OK):
+                empty_page_cache()
+            else:
+                flush_page_cache()
+            u0, s0 = user_system_s(side)
+            _rps, mbs, problems = perf_test_produce(side.bootstrap, topic, records, size, 1)
+            u1, s1 = user_system_s(side)
+            for p in problems:
+                log(f"  {name}: {p}")
+            user, system = (u1 - u0) / gb, (s1 - s0) / gb
+            log(f"  round {rnd + 1}{'' if counted else ' (not counted)'} {name}: "
+                f"{mbs:.1f} MB/s, broker CPU-s per GB user {user:.2f} system {system:.2f} "
+                f"total {user + system:.2f}")
+            if counted:
+                table.add("steady", f"produce MB/s, {label}", "MB/s", "higher", name, mbs)
+                table.add("steady", f"broker user CPU-s per GB, {label}", "CPU-s/GB",
+                          "lower", name, user)
+                table.add("steady", f"broker system CPU-s per GB, {label}", "CPU-s/GB",
+                          "lower", name, system)
+                table.add("steady", f"broker CPU-s per GB, {label}", "CPU-s/GB", "lower",
+                          name, user + system)
 
 
 def records_for(args: argparse.Namespace, size: int) -> int:
@@ -1093,6 +1152,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     "PATH, and print its top functions in CPU-s per GB (PATH.summary.txt)")
     ap.add_argument("--py-spy-rate", type=int, default=100, help="samples per second")
     ap.add_argument("--rf3-records", type=int, default=1_500_000)
+    ap.add_argument("--steady-rounds", type=int, default=6)
+    ap.add_argument("--steady-counted", type=int, default=3,
+                    help="the last rounds of `steady` that count")
+    ap.add_argument("--steady-mb", type=float, default=600.0)
+    ap.add_argument("--steady-size", type=int, default=1000)
     ap.add_argument("--failover-rounds", type=int, default=3)
     ap.add_argument("--partition-counts", type=ints, default=[10_000, 100_000])
     ap.add_argument("--json-out")
@@ -1104,7 +1168,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.smoke:  # tiny sizes, where not given on the command line
         for key, small in (("mb", 2.0), ("latency_seconds", 4.0), ("rss_records", 100_000),
                            ("replay_seconds", 4.0), ("rf3_records", 30_000),
-                           ("failover_rounds", 1), ("partition_counts", [1000])):
+                           ("failover_rounds", 1), ("partition_counts", [1000]),
+                           ("steady_mb", 2.0), ("steady_rounds", 2), ("steady_counted", 1)):
             if getattr(args, key) == ap.get_default(key):
                 setattr(args, key, small)
     return args
@@ -1117,13 +1182,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix="skiff-vs-kafka-"))
     try:
-        single = [f for f in ("throughput", "latency", "replay") if f in args.figures]
+        single = [f for f in ("throughput", "latency", "replay", "steady")
+                  if f in args.figures]
         if single:
             with pair(work) as sides:
                 for f in single:
                     log(f"== {f}")
                     {"throughput": fig_throughput, "latency": fig_latency,
-                     "replay": fig_replay}[f](sides, args, table)
+                     "replay": fig_replay, "steady": fig_steady}[f](sides, args, table)
         if "footprint" in args.figures:
             log("== footprint")
             fig_footprint(work, args, table)
