@@ -52,6 +52,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         fut.result(30)
         c.wait_for(lambda: set(c.partition_leaders(TOPIC).values()) == {1}, 30,
                    "node 1 leads every partition")
+        # the metadata names node 1 before node 1 has made its replicas: DescribeLogDirs
+        # once listed none of them right after the wait above
+        c.wait_for(lambda: len(placement(c)) == PARTITIONS, 30,
+                   "node 1 holds a replica of every partition in a log dir")
         yield c
     finally:
         c.stop()
