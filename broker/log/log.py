@@ -147,6 +147,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         self.epoch_cache = LeaderEpochCache(directory, fsync=True)
         self.recovered_bytes_truncated = 0
+        self.recovered_segments: list[int] = []  # base offsets of the segments scanned at load
         # Segments and their base offsets, replaced together as one tuple (copy-on-write).
         self._view: tuple[tuple[LogSegment, ...], list[int]] = ((), [])
         self._load(recovery_point, log_start_offset, clean_shutdown)
@@ -260,6 +261,7 @@ class PartitionLog:
             )
             if needs_recovery:
                 cut = seg.recover(on_batch=self._assign_epoch_from_recovery)
+                self.recovered_segments.append(base)
                 self.recovered_bytes_truncated += cut
                 if cut:
                     truncated_at = seg.next_offset

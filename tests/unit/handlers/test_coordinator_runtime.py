@@ -241,10 +241,18 @@ async def test_a_failed_append_reaches_the_core_as_its_error(
     await rt.ensure_topic()
     await until(lambda: len(rt.coordinators) == 4, "partitions not loaded")
 
-    async def refused(*args: Any, **kwargs: Any) -> Any:
-        raise KafkaError(ErrorCode.not_enough_replicas, "test")
+    class Refusing:  # the node's replicas, with every append refused
+        def __init__(self, replicas: Any) -> None:
+            self.replicas = replicas
 
-    monkeypatch.setattr(node.replicas, "append", refused)
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.replicas, name)
+
+        async def append(self, *args: Any, **kwargs: Any) -> Any:
+            raise KafkaError(ErrorCode.not_enough_replicas, "test")
+
+    # a wrapper, not a patched method: ReplicaManager may be compiled (broker/native.py)
+    monkeypatch.setattr(node, "replicas", Refusing(node.replicas))
     assert await put(rt, "k", "v") is ErrorCode.not_enough_replicas
     assert rt.coordinator_for("k")[1].data == {}
 

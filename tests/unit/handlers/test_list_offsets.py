@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,25 +162,33 @@ def test_read_committed_latest_is_the_lso(node: TestNode, version: int) -> None:
     run(go())
 
 
-def test_latest_on_a_leader_whose_high_watermark_is_stale_is_offset_not_available() -> None:
+def test_latest_on_a_leader_whose_high_watermark_is_stale_is_offset_not_available(
+        tmp_path: Path) -> None:
     """KIP-207: until the followers bring a new leader's high watermark up to where its
     epoch began, a consumer's LATEST is OFFSET_NOT_AVAILABLE (retried by clients), not the
     stale high watermark; a follower's ListOffsets (replica_id set) is answered."""
-    from types import SimpleNamespace
-
     from broker.errors import KafkaError
+    from broker.log import LogConfig, PartitionLog, TopicPartition
+    from broker.protocol.records import Record, build_batch
     from broker.replication.partition import LATEST_TIMESTAMP, Partition
 
-    def lookup(part: Any, timestamp: int, *, replica_id: int) -> tuple[int, int, int]:
-        return Partition.fetch_offset_for_timestamp(part, timestamp, replica_id=replica_id)
-
-    cache = SimpleNamespace(epoch_for_offset=lambda offset: 3)
-    part: Any = SimpleNamespace(
-        high_watermark=0, leader_epoch_start_offset=40, last_stable_offset=0,
-        log=SimpleNamespace(log_end_offset=40, log_start_offset=0, epoch_cache=cache))
-    with pytest.raises(KafkaError) as refused:
-        lookup(part, LATEST_TIMESTAMP, replica_id=-1)
-    assert refused.value.error_code is ErrorCode.offset_not_available
-    assert lookup(part, LATEST_TIMESTAMP, replica_id=2) == (-1, 40, 3)
-    part.high_watermark = 40
-    assert lookup(part, LATEST_TIMESTAMP, replica_id=-1) == (-1, 40, 3)
+    plog = PartitionLog(tmp_path / "t-0", TopicPartition("t", 0), LogConfig(),
+                        clock=lambda: BASE_TS)
+    for i in range(40):  # written in epoch 3, under the previous leader
+        plog.append_as_leader(build_batch([Record(offset=0, timestamp=BASE_TS, key=None,
+                                                  value=b"%d" % i, headers=())]), 3, BASE_TS)
+    part = Partition(topic="t", index=0, topic_id=None, log=plog, clock=lambda: BASE_TS,
+                     node_id=1)
+    part.become_leader(leader_epoch=4, partition_epoch=1, replicas=(1, 2), isr=(1, 2),
+                       min_insync_replicas=1)
+    try:
+        assert part.high_watermark < part.leader_epoch_start_offset == 40
+        epoch = plog.epoch_cache.epoch_for_offset(40)
+        with pytest.raises(KafkaError) as refused:
+            part.fetch_offset_for_timestamp(LATEST_TIMESTAMP, replica_id=-1)
+        assert refused.value.error_code is ErrorCode.offset_not_available
+        assert part.fetch_offset_for_timestamp(LATEST_TIMESTAMP, replica_id=2) == (-1, 40, epoch)
+        part.high_watermark = 40
+        assert part.fetch_offset_for_timestamp(LATEST_TIMESTAMP, replica_id=-1) == (-1, 40, epoch)
+    finally:
+        plog.close()
