@@ -15,7 +15,9 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/skiff/venv
 WORKDIR /opt/skiff/app
-COPY pyproject.toml README.md ./
+# setup.py compiles broker/native.py's modules only where a C compiler is found: this slim
+# image has none, so it runs them as plain Python (the node logs compiled_modules).
+COPY pyproject.toml README.md setup.py ./
 COPY proto ./proto
 COPY raft ./raft
 COPY broker ./broker

@@ -5,12 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-# The pipeline extra (PySpark, pyarrow) lets tests/spark run real Spark (Java from apt below).
-.venv/bin/python -m pip install -q -e '.[test,pipeline]'
 
 # System packages the tests drive, each checked by a file it installs; one apt-get run for all.
 #   kcat                       a real client (librdkafka from C)            tests/compat
@@ -43,12 +37,25 @@ need /usr/bin/promtool prometheus
 need /usr/bin/prometheus prometheus
 need /usr/sbin/nft nftables
 need /usr/bin/openssl openssl
+#   gcc, python3-dev           compile the modules broker/native.py lists (mypyc, setup.py)
+need /usr/bin/gcc gcc
+need "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" python3-dev
 if [ -n "$apt_pkgs" ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq >/dev/null
     # shellcheck disable=SC2086
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $apt_pkgs >/dev/null
 fi
+
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+# The pipeline extra (PySpark, pyarrow) lets tests/spark run real Spark (Java from apt above).
+# SKIFF_COMPILE=1: the suite runs the compiled modules, as an install with a compiler does,
+# and the build fails rather than fall back to pure Python (setup.py).
+SKIFF_COMPILE=1 .venv/bin/python -m pip install -q -e '.[test,pipeline]'
+export EXPECT_COMPILED_MODULES=1  # tests/unit/test_native.py checks the suite runs them
 if [ ! -d tests/compat/js/node_modules/kafkajs ]; then
     (cd tests/compat/js && npm install --no-audit --no-fund --silent)
 fi

@@ -91,7 +91,8 @@ def parse_properties(text: str) -> dict[str, str]:
 # SKIFF_* variables that are not node properties: the cluster id `server start
 # --auto-format` writes with its initial controllers (KIP-853), and the admin address the
 # CLI talks to.
-ENV_NOT_CONFIG = frozenset({"SKIFF_CLUSTER_ID", "SKIFF_INITIAL_CONTROLLERS", "SKIFF_ADMIN"})
+ENV_NOT_CONFIG = frozenset({"SKIFF_CLUSTER_ID", "SKIFF_INITIAL_CONTROLLERS", "SKIFF_ADMIN",
+                            "SKIFF_COMPILE"})  # the last is setup.py's
 
 
 def env_key(key: str) -> str:

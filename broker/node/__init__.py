@@ -32,6 +32,7 @@ import anyio
 import structlog
 from kio.schema.errors import ErrorCode
 
+from broker import native
 from broker.admin import AdminServer, admin_listeners, describe_raft
 from broker.admin.readiness import READY, Readiness, broker_readiness
 from broker.config import BROKER_CONFIGS, NodeConfig
@@ -281,7 +282,8 @@ class Node:
         self.cluster_id = ensure_formatted(cfg)
         self.previous_broker_epoch = self._take_clean_shutdown_epoch()
         log.info("node_starting", node_id=self.node_id, cluster_id=self.cluster_id,
-                 roles=sorted(cfg.process_roles), config=cfg.summary())
+                 roles=sorted(cfg.process_roles), config=cfg.summary(),
+                 compiled_modules=native.STATUS.reason)
         self._start_metrics()
 
         self.logs = LogManager(

@@ -333,7 +333,9 @@ class _Listener:
         self.apis = spec.apis.restricted_to(spec.dispatcher.api_keys() | {api.API_VERSIONS})
         if spec.sasl is not None:
             self.apis = with_sasl_apis(self.apis)
-        self.server: asyncio.Server | None = None
+        # an asyncio.Server; Any, as uvloop's `sockets` is a list where typeshed says tuple
+        # (compiled with mypyc, this module checks declared types at run time)
+        self.server: Any = None
         self.security_protocol = ("SASL_" if spec.sasl is not None else "") + (
             "SSL" if spec.tls is not None else "PLAINTEXT")
 
@@ -387,7 +389,7 @@ class Server:
                 "ssl": spec.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
             if spec.tls is not None:
                 log_fetch_path_once()
-            listener.server = server = await loop.create_server(
+            server: Any = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
                 spec.port,
@@ -396,6 +398,7 @@ class Server:
                 start_serving=False,
                 **tls,
             )
+            listener.server = server
             for sock in server.sockets:  # before it accepts anything
                 configure_listening_socket(sock, self.config)
             await server.start_serving()

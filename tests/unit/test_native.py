@@ -1,0 +1,88 @@
+"""broker/native.py: the compiled modules are used only while they match their sources."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker import native
+
+SOURCES = ("broker/a.py", "broker/sub/b.py")
+
+
+def tree(root: Path, *, compiled: bool = True, manifest: bool = True) -> None:
+    for source in SOURCES:
+        path = root / source
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"NAME = {source!r}\n")
+        if compiled:
+            path.with_name(f"{path.stem}.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    if manifest:
+        (root / "broker" / native.MANIFEST_NAME).write_text(json.dumps(
+            {s: native.source_digest(root / s) for s in SOURCES}))
+
+
+def test_matching_sources_use_the_compiled_copies(tmp_path: Path) -> None:
+    tree(tmp_path)
+    assert native.check(tmp_path, SOURCES) == native.NativeStatus(True, "compiled (mypyc)")
+
+
+def test_an_edited_source_turns_every_compiled_copy_off(tmp_path: Path) -> None:
+    tree(tmp_path)
+    with (tmp_path / "broker/sub/b.py").open("a") as f:
+        f.write("# edited\n")
+    status = native.check(tmp_path, SOURCES)
+    assert not status.active
+    assert "changed since compiled: broker/sub/b.py" in status.reason
+    assert "pip install -e ." in status.reason
+
+
+def test_no_manifest_or_no_compiled_copy_is_pure_python(tmp_path: Path) -> None:
+    tree(tmp_path, manifest=False)
+    status = native.check(tmp_path, SOURCES)
+    assert not status.active and "built without compiling" in status.reason
+    other = tmp_path / "other"
+    tree(other, compiled=False)
+    status = native.check(other, SOURCES)
+    assert not status.active and status.reason == "no compiled copy of broker/a.py"
+
+
+def test_the_source_is_imported_even_beside_an_extension_module(tmp_path: Path) -> None:
+    """What `activate` installs when the copies are stale: Python would otherwise load the
+    (here unloadable) extension module before the source of the same name."""
+    pkg = tmp_path / "skiff_native_probe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("ORIGIN = 'source'\n")
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (pkg / f"mod{suffix}").write_bytes(b"not an ELF file")
+    sys.path.insert(0, str(tmp_path))
+    finder = native._SourceFirst({"skiff_native_probe.mod": pkg / "mod.py"})
+    try:
+        with pytest.raises(ImportError):
+            importlib.import_module("skiff_native_probe.mod")
+        sys.meta_path.insert(0, finder)
+        assert importlib.import_module("skiff_native_probe.mod").ORIGIN == "source"
+    finally:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        sys.path.remove(str(tmp_path))
+        for name in ("skiff_native_probe.mod", "skiff_native_probe"):
+            sys.modules.pop(name, None)
+
+
+@pytest.mark.skipif(os.environ.get("EXPECT_COMPILED_MODULES") != "1",
+                    reason="tests/run.sh sets EXPECT_COMPILED_MODULES=1 after compiling")
+def test_the_suite_runs_the_compiled_modules() -> None:
+    import broker.log.log
+    import broker.server.server
+
+    assert native.STATUS.active, native.STATUS.reason
+    for module in (broker.log.log, broker.server.server):
+        assert module.__file__ is not None and not module.__file__.endswith(".py")
