@@ -4,7 +4,8 @@ With a C compiler and Python's headers, the modules listed in broker/native.py a
 with mypyc (a part of mypy, the type checker the project already runs) into extension
 modules next to their sources, and broker/_compiled.json records the sources compiled.
 SKIFF_COMPILE: "1" compiles or fails the build, "0" never compiles, unset compiles when it
-can and says on stderr when it cannot. The node logs which it runs (broker/native.py).
+can, and says on stderr when it cannot or when the compiler failed (the install then stays
+plain Python). The node logs which it runs (broker/native.py).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ MANIFEST = ROOT / "broker" / native["MANIFEST_NAME"]
 
 
 def cannot_compile() -> str | None:
-    if not (shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")):
-        return "no C compiler (apt-get install gcc)"
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    if not shutil.which(compiler):
+        return f"no C compiler ({compiler}; apt-get install gcc)"
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
         return "no Python.h for this interpreter (apt-get install python3-dev)"
     return None
@@ -56,6 +58,11 @@ def ext_modules() -> list[Any]:
     options = ["--config-file", os.devnull, "--ignore-missing-imports",
                "--follow-imports=silent"]
     modules = mypycify([*options, *SOURCES], opt_level="3", group_name="skiff_native")
+    if mode == "auto":
+        # a compiler that fails leaves the install plain Python rather than failing it: the
+        # missing extension modules then make broker/native.py load the sources
+        for module in modules:
+            module.optional = True
     MANIFEST.write_text(json.dumps(
         {s: native["source_digest"](ROOT / s) for s in SOURCES}, indent=1) + "\n")
     return list(modules)

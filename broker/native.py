@@ -78,7 +78,8 @@ def check(root: Path, sources: Sequence[str] = COMPILED_SOURCES) -> NativeStatus
         if built.get(source) != source_digest(path):
             changed.append(source)
         elif not any(path.parent.glob(f"{path.stem}.*.so")):
-            return NativeStatus(False, f"no compiled copy of {source}")
+            return NativeStatus(False, f"no compiled copy of {source} (the compiler failed "
+                                       "at install; `pip install -v -e .` shows why)")
     if changed:
         return NativeStatus(False, f"changed since compiled: {', '.join(changed)}; "
                                    "`pip install -e .` compiles them again")

@@ -50,7 +50,7 @@ def test_no_manifest_or_no_compiled_copy_is_pure_python(tmp_path: Path) -> None:
     other = tmp_path / "other"
     tree(other, compiled=False)
     status = native.check(other, SOURCES)
-    assert not status.active and status.reason == "no compiled copy of broker/a.py"
+    assert not status.active and status.reason.startswith("no compiled copy of broker/a.py")
 
 
 def test_the_source_is_imported_even_beside_an_extension_module(tmp_path: Path) -> None:
