@@ -7,7 +7,7 @@ of the same name, so an edited source would be shadowed by its old compiled copy
 (run by `import broker`, before any of these modules is imported) therefore compares the
 sources with the manifest: if the manifest is missing or any source changed, every module of
 the list is loaded from its source (all of them: compiled modules call each other's native
-code directly) and `STATUS` says why. `skiff dev` and the node's start log print it.
+code directly) and `STATUS` says why; the node's `node_starting` log line carries it.
 
 This module imports only the standard library: setup.py reads the list from it.
 """
@@ -26,7 +26,8 @@ from pathlib import Path
 from types import ModuleType
 
 # The produce path's Python: framing, request headers, the handler, the replica and log
-# appends, producer state and the answer's encoding (docs/benchmarks.md, "Compiled modules").
+# appends, producer state and the answer's encoding (docs/benchmarks.md, "The produce path
+# compiled with mypyc").
 COMPILED_SOURCES: tuple[str, ...] = (
     "broker/protocol/frame_reader.py",
     "broker/protocol/headers.py",
