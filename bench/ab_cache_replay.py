@@ -21,15 +21,9 @@ from pathlib import Path
 
 from bench import replay, vs_kafka
 from bench.ab_replay import running, start_node
+from bench.perf import proc_user_system_s
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 COLUMNS = ("produce MB/s", "user s/GB", "sys s/GB", "fetch MB/s", "user s/GB", "sys s/GB")
-
-
-def user_system_s(pid: int) -> tuple[float, float]:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
 def one_round(pid: int, bootstrap: str, seconds: float, connections: int) -> tuple[float, ...]:
@@ -37,16 +31,16 @@ def one_round(pid: int, bootstrap: str, seconds: float, connections: int) -> tup
     vs_kafka.create_topic(bootstrap, topic, 6)
     replay.wait_writable(bootstrap, topic, range(6))
     vs_kafka.empty_page_cache()
-    u0, s0 = user_system_s(pid)
+    u0, s0 = proc_user_system_s(pid)
     produced = replay.replay_produce(bootstrap, topic, range(6), connections=connections,
                                      inflight=5, records_per_batch=16, size=1000,
                                      acks=-1, seconds=seconds)
-    u1, s1 = user_system_s(pid)
+    u1, s1 = proc_user_system_s(pid)
     ends = replay.end_offsets(bootstrap, topic, range(6))
     os.sync()
-    u2, s2 = user_system_s(pid)
+    u2, s2 = proc_user_system_s(pid)
     fetched = replay.replay_fetch(bootstrap, topic, ends, connections=connections)
-    u3, s3 = user_system_s(pid)
+    u3, s3 = proc_user_system_s(pid)
     vs_kafka.delete_topic(bootstrap, topic)
     errors = produced.errors + fetched.errors
     if errors:
