@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import tempfile
@@ -144,8 +145,7 @@ def with_file_slices(data: FetchResponseData, f: BinaryIO) -> FetchResponseData:
         half = len(p.records) // 2
         # Split in two: a slice then bytes, to exercise multi-chunk records.
         recs: list[bytes | FileSlice] = [Slice(f, pos + 4, half), p.records[half:]]
-        return FetchPartition(**{**{k: getattr(p, k) for k in p.__slots__},  # type: ignore[attr-defined]
-                                 "records": recs})
+        return dataclasses.replace(p, records=recs)
     return FetchResponseData(
         topics=[FetchTopic(partitions=[move(p) for p in t.partitions], topic=t.topic,
                            topic_id=t.topic_id) for t in data.topics],
