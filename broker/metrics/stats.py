@@ -121,15 +121,18 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
+TOPIC_FIELDS = (
+    "bytes_in", "bytes_out", "bytes_rejected", "failed_fetch", "failed_produce",
+    "failed_share_acknowledgement", "failed_share_fetch", "messages_in",
+    "replication_bytes_in", "replication_bytes_out", "total_fetch", "total_produce",
+    "total_share_acknowledgement", "total_share_fetch",
+)
+
+
 class TopicStats:
     """Kafka's BrokerTopicMetrics for one topic (or all of them)."""
 
-    __slots__ = (
-        "bytes_in", "bytes_out", "bytes_rejected", "failed_fetch", "failed_produce",
-        "failed_share_acknowledgement", "failed_share_fetch", "messages_in",
-        "replication_bytes_in", "replication_bytes_out", "total_fetch", "total_produce",
-        "total_share_acknowledgement", "total_share_fetch",
-    )
+    __slots__ = TOPIC_FIELDS
 
     def __init__(self) -> None:
         self.messages_in = 0
@@ -147,8 +150,6 @@ class TopicStats:
         self.total_share_acknowledgement = 0
         self.failed_share_acknowledgement = 0
 
-
-TOPIC_FIELDS = TopicStats.__slots__
 
 
 class BrokerTopicStats:

@@ -19,14 +19,13 @@ import contextlib
 import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 
 class HasFileno(Protocol):
     def fileno(self) -> int: ...
 
 
-@runtime_checkable
 class FileSlice(Protocol):
     """`length` bytes of `file` at `position` (the log engine's FileSlice matches this)."""
 
