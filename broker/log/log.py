@@ -87,6 +87,18 @@ class AppendResult:
     records_count: int
     max_timestamp: int
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, base_offset: int, last_offset: int, log_append_time_ms: int, log_start_offset: int,
+        records_count: int, max_timestamp: int,
+    ) -> None:
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.records_count = records_count
+        self.max_timestamp = max_timestamp
+
 
 class ProducerStateHook:
     """Called under the log lock; subclass to keep producer state in step with the log."""

@@ -73,6 +73,12 @@ class FileSlice:
     position: int
     length: int
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(self, file: BinaryIO | None, position: int, length: int) -> None:
+        self.file = file
+        self.position = position
+        self.length = length
+
     def read_bytes(self) -> bytes:
         if self.file is None or self.length <= 0:
             return b""

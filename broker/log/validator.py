@@ -49,6 +49,17 @@ class _AppendFlags:
     need_decode: bool
     target: Compression | None
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, log_append: bool, check_after: bool, check_before: bool, need_decode: bool,
+        target: Compression | None,
+    ) -> None:
+        object.__setattr__(self, "log_append", log_append)
+        object.__setattr__(self, "check_after", check_after)
+        object.__setattr__(self, "check_before", check_before)
+        object.__setattr__(self, "need_decode", need_decode)
+        object.__setattr__(self, "target", target)
+
     @staticmethod
     def of(cfg: LogConfig) -> _AppendFlags:
         check_before = not cfg.log_append_time and cfg.message_timestamp_before_max_ms < LONG_MAX

@@ -51,6 +51,12 @@ class ApiPeek:
     api_version: int
     correlation_id: int
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        object.__setattr__(self, "api_key", api_key)
+        object.__setattr__(self, "api_version", api_version)
+        object.__setattr__(self, "correlation_id", correlation_id)
+
 
 @dataclass(frozen=True, slots=True)
 class ParsedRequest:
@@ -59,6 +65,17 @@ class ParsedRequest:
     correlation_id: int
     client_id: str | None
     body: RequestPayload
+
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+        body: RequestPayload,
+    ) -> None:
+        object.__setattr__(self, "api_key", api_key)
+        object.__setattr__(self, "api_version", api_version)
+        object.__setattr__(self, "correlation_id", correlation_id)
+        object.__setattr__(self, "client_id", client_id)
+        object.__setattr__(self, "body", body)
 
 
 def peek_api(frame: bytes | memoryview) -> ApiPeek:

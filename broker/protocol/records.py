@@ -124,6 +124,26 @@ class BatchHeader:
     base_sequence: int
     records_count: int
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, base_offset: int, batch_length: int, partition_leader_epoch: int, magic: int,
+        crc: int, attributes: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+        producer_id: int, producer_epoch: int, base_sequence: int, records_count: int,
+    ) -> None:
+        object.__setattr__(self, "base_offset", base_offset)
+        object.__setattr__(self, "batch_length", batch_length)
+        object.__setattr__(self, "partition_leader_epoch", partition_leader_epoch)
+        object.__setattr__(self, "magic", magic)
+        object.__setattr__(self, "crc", crc)
+        object.__setattr__(self, "attributes", attributes)
+        object.__setattr__(self, "last_offset_delta", last_offset_delta)
+        object.__setattr__(self, "base_timestamp", base_timestamp)
+        object.__setattr__(self, "max_timestamp", max_timestamp)
+        object.__setattr__(self, "producer_id", producer_id)
+        object.__setattr__(self, "producer_epoch", producer_epoch)
+        object.__setattr__(self, "base_sequence", base_sequence)
+        object.__setattr__(self, "records_count", records_count)
+
     @property
     def compression(self) -> Compression:
         code = self.attributes & COMPRESSION_MASK

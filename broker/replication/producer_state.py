@@ -126,6 +126,16 @@ class BatchMetadata:
     last_offset: int
     timestamp: int
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, first_seq: int, last_seq: int, first_offset: int, last_offset: int, timestamp: int,
+    ) -> None:
+        object.__setattr__(self, "first_seq", first_seq)
+        object.__setattr__(self, "last_seq", last_seq)
+        object.__setattr__(self, "first_offset", first_offset)
+        object.__setattr__(self, "last_offset", last_offset)
+        object.__setattr__(self, "timestamp", timestamp)
+
 
 @dataclass(slots=True)
 class ProducerEntry:

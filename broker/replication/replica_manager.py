@@ -130,6 +130,18 @@ class FetchPartitionRequest:
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, topic: str, partition: int, fetch_offset: int, partition_max_bytes: int,
+        current_leader_epoch: int = -1, last_fetched_epoch: int = -1,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.partition_max_bytes = partition_max_bytes
+        self.current_leader_epoch = current_leader_epoch
+        self.last_fetched_epoch = last_fetched_epoch
+
 
 @dataclass(slots=True)
 class FetchPartitionResult:
@@ -147,6 +159,28 @@ class FetchPartitionResult:
     preferred_read_replica: int = -1
     leader_id: int = -1
     leader_epoch: int = -1
+
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, topic: str, partition: int, error_code: ErrorCode = ErrorCode.none,
+        high_watermark: int = -1, last_stable_offset: int = -1, log_start_offset: int = -1,
+        records: FileSlice | None = None,
+        aborted_transactions: list[tuple[int, int]] | None = None,
+        diverging_epoch: tuple[int, int] | None = None, preferred_read_replica: int = -1,
+        leader_id: int = -1, leader_epoch: int = -1,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records = records
+        self.aborted_transactions = aborted_transactions
+        self.diverging_epoch = diverging_epoch
+        self.preferred_read_replica = preferred_read_replica
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
     @property
     def size(self) -> int:

@@ -271,6 +271,27 @@ class _Pending:
     metric_key: int = 0  # the request metrics' key: the API key, or a Fetch's sender kind
     remote_from: float = 0.0  # ... when it first waited for replicas or records (metrics)
 
+    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
+    def __init__(
+        self, ctx: RequestContext, request: Any, entry: BoundEntry | None,
+        task: asyncio.Future[Any], size: int, received: float = 0.0, started: float = 0.0,
+        done: float = 0.0, ready: float = 0.0, timed: _Timed | None = None, done_at: float = 0.0,
+        metric_key: int = 0, remote_from: float = 0.0,
+    ) -> None:
+        self.ctx = ctx
+        self.request = request
+        self.entry = entry
+        self.task = task
+        self.size = size
+        self.received = received
+        self.started = started
+        self.done = done
+        self.ready = ready
+        self.timed = timed
+        self.done_at = done_at
+        self.metric_key = metric_key
+        self.remote_from = remote_from
+
 
 # Handlers started at once (_start_eagerly). Before 3.12 their first step runs outside any
 # task, so it must not use task-bound state (asyncio.timeout, TaskGroup, anyio cancel
