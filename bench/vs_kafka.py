@@ -760,8 +760,29 @@ def summarize_profile(raw: Path, gb: float, rate: int, top: int = 25) -> list[st
     return out
 
 
+# An upper bound on a replayed produce's rate here, for the disk it needs per round.
+REPLAY_MAX_BYTES_S = 700e6
+
+
+def wait_for_disk(need_bytes: float, timeout_s: float = 90.0) -> None:
+    """Wait until the temporary directory's file system has `need_bytes` free: both brokers
+    keep a deleted topic's files for file.delete.delay.ms (60 s), and a full disk fails a
+    log dir (2026-12-06: Skiff halted in a replay round, all log dirs failed, at ~390 MB/s
+    over 30 s rounds)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        free = shutil.disk_usage(tempfile.gettempdir()).free
+        if free >= need_bytes:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{free / 1e9:.1f} GB free in {tempfile.gettempdir()}, a replay "
+                             f"round needs {need_bytes / 1e9:.1f} GB: lower --replay-seconds")
+        time.sleep(2.0)
+
+
 def replay_case(side: Side, args: argparse.Namespace,
                 profile_to: Path | None = None) -> dict[str, float]:
+    wait_for_disk(REPLAY_MAX_BYTES_S * args.replay_seconds + 2e9)
     topic = f"replay-{uuid.uuid4().hex[:6]}"
     create_topic(side.bootstrap, topic, args.partitions)
     per_batch = max(1, args.replay_batch_bytes // args.replay_size)
