@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.machinery
 import json
@@ -86,3 +87,52 @@ def test_the_suite_runs_the_compiled_modules() -> None:
     assert native.STATUS.active, native.STATUS.reason
     for module in (broker.log.log, broker.server.server):
         assert module.__file__ is not None and not module.__file__.endswith(".py")
+
+
+def _dataclass_fields(cls: ast.ClassDef) -> list[tuple[str, str | None]]:
+    """(name, default source) of a dataclass's fields, in order; `field(default=X)` is X."""
+    fields: list[tuple[str, str | None]] = []
+    for stmt in cls.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and ast.unparse(value.func) == "field":
+            value = next((k.value for k in value.keywords if k.arg == "default"), None)
+        fields.append((stmt.target.id, None if value is None else ast.unparse(value)))
+    return fields
+
+
+def _written_out_inits() -> list[tuple[str, ast.ClassDef, ast.FunctionDef]]:
+    root = Path(native.__file__).resolve().parents[1]
+    found = []
+    for source in native.COMPILED_SOURCES:
+        for node in ast.parse((root / source).read_text()).body:
+            if isinstance(node, ast.ClassDef) and any(
+                    "dataclass" in ast.unparse(d) for d in node.decorator_list):
+                for stmt in node.body:
+                    if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+                        found.append((source, node, stmt))
+    return found
+
+
+def test_written_out_dataclass_inits_match_their_fields() -> None:
+    """A dataclass of a compiled module that writes out its __init__ (broker/native.py) takes
+    every field, in order, with the field's default, and sets each: a field added later but
+    left out of the __init__ would be unset on every instance."""
+    inits = _written_out_inits()
+    assert len(inits) >= 10, inits  # the per-request ones (c8368e0)
+    for source, cls, init in inits:
+        where = f"{source}: {cls.name}.__init__"
+        args = init.args.args[1:]
+        defaults: list[str | None] = [None] * (len(args) - len(init.args.defaults)) + [
+            ast.unparse(d) for d in init.args.defaults]
+        assert [(a.arg, d) for a, d in zip(args, defaults, strict=True)] == \
+            _dataclass_fields(cls), where
+        assigned = set()
+        for stmt in init.body:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Attribute):
+                assigned.add(stmt.targets[0].attr)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and \
+                    ast.unparse(stmt.value.func) == "object.__setattr__":
+                assigned.add(ast.literal_eval(stmt.value.args[1]))
+        assert assigned == {a.arg for a in args}, where
