@@ -41,6 +41,11 @@ def ext_modules() -> list[Any]:
     if mode not in ("auto", "0", "1"):
         sys.exit(f"SKIFF_COMPILE={mode!r}: use 1 (compile), 0 (pure Python) or leave it unset")
     MANIFEST.unlink(missing_ok=True)
+    # Compiled copies of earlier builds go first: a module that has left the list would
+    # otherwise keep importing its old extension module (broker/native.py guards only the
+    # modules listed).
+    for stale in ROOT.glob("broker/**/*.so"):
+        stale.unlink()
     if mode == "0":
         return []
     why = cannot_compile()
