@@ -79,27 +79,6 @@ class FetchPartition:
     snapshot_id: tuple[int, int] = (-1, -1)
     """(end_offset, epoch), v12+."""
 
-    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
-    def __init__(
-        self, partition_index: int, error_code: int = 0, high_watermark: int = -1,
-        last_stable_offset: int = -1, log_start_offset: int = -1,
-        aborted_transactions: Sequence[tuple[int, int]] | None = None,
-        preferred_read_replica: int = -1, records: Records = None,
-        diverging_epoch: tuple[int, int] = (-1, -1), current_leader: tuple[int, int] = (-1, -1),
-        snapshot_id: tuple[int, int] = (-1, -1),
-    ) -> None:
-        self.partition_index = partition_index
-        self.error_code = error_code
-        self.high_watermark = high_watermark
-        self.last_stable_offset = last_stable_offset
-        self.log_start_offset = log_start_offset
-        self.aborted_transactions = aborted_transactions
-        self.preferred_read_replica = preferred_read_replica
-        self.records = records
-        self.diverging_epoch = diverging_epoch
-        self.current_leader = current_leader
-        self.snapshot_id = snapshot_id
-
 
 @dataclass(slots=True)
 class FetchTopic:
@@ -109,15 +88,6 @@ class FetchTopic:
     topic_id: uuid.UUID | None = None
     """v13+."""
 
-    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
-    def __init__(
-        self, partitions: Sequence[FetchPartition], topic: str = "",
-        topic_id: uuid.UUID | None = None,
-    ) -> None:
-        self.partitions = partitions
-        self.topic = topic
-        self.topic_id = topic_id
-
 
 @dataclass(slots=True)
 class FetchResponseData:
@@ -126,17 +96,6 @@ class FetchResponseData:
     error_code: int = 0
     session_id: int = 0
     node_endpoints: Sequence[NodeEndpoint] = field(default=())
-
-    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
-    def __init__(
-        self, topics: Sequence[FetchTopic], throttle_time_ms: int = 0, error_code: int = 0,
-        session_id: int = 0, node_endpoints: Sequence[NodeEndpoint] = (),
-    ) -> None:
-        self.topics = topics
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-        self.session_id = session_id
-        self.node_endpoints = node_endpoints
 
 
 def _record_chunks(records: Records) -> list[Chunk] | None:

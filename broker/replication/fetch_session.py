@@ -79,17 +79,6 @@ class PartitionData:
     last_fetched_epoch: int = -1
     log_start_offset: int = -1  # a follower's own log start
 
-    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
-    def __init__(
-        self, fetch_offset: int, max_bytes: int, current_leader_epoch: int = -1,
-        last_fetched_epoch: int = -1, log_start_offset: int = -1,
-    ) -> None:
-        self.fetch_offset = fetch_offset
-        self.max_bytes = max_bytes
-        self.current_leader_epoch = current_leader_epoch
-        self.last_fetched_epoch = last_fetched_epoch
-        self.log_start_offset = log_start_offset
-
 
 @dataclass(slots=True)
 class SessionPartition:
@@ -100,16 +89,6 @@ class SessionPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-
-    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
-    def __init__(
-        self, data: PartitionData, high_watermark: int = -1, last_stable_offset: int = -1,
-        log_start_offset: int = -1,
-    ) -> None:
-        self.data = data
-        self.high_watermark = high_watermark
-        self.last_stable_offset = last_stable_offset
-        self.log_start_offset = log_start_offset
 
 
 @dataclass(slots=True)
@@ -122,18 +101,6 @@ class Answer:
     last_stable_offset: int
     log_start_offset: int
     must_respond: bool = False  # a diverging epoch or preferred read replica
-
-    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
-    def __init__(
-        self, has_records: bool, error: bool, high_watermark: int, last_stable_offset: int,
-        log_start_offset: int, must_respond: bool = False,
-    ) -> None:
-        self.has_records = has_records
-        self.error = error
-        self.high_watermark = high_watermark
-        self.last_stable_offset = last_stable_offset
-        self.log_start_offset = log_start_offset
-        self.must_respond = must_respond
 
 
 @dataclass(eq=False)
@@ -171,22 +138,6 @@ class FetchContext:
     uses_topic_ids: bool = False
     _cache: FetchSessionCache | None = None
     _session: _Session | None = None
-
-    # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
-    def __init__(
-        self, kind: ContextKind, partitions: list[tuple[Key, PartitionData]],
-        error: ErrorCode = ErrorCode.none, session_id: int = INVALID_SESSION_ID,
-        privileged: bool = False, uses_topic_ids: bool = False,
-        _cache: FetchSessionCache | None = None, _session: _Session | None = None,
-    ) -> None:
-        self.kind = kind
-        self.partitions = partitions
-        self.error = error
-        self.session_id = session_id
-        self.privileged = privileged
-        self.uses_topic_ids = uses_topic_ids
-        self._cache = _cache
-        self._session = _session
 
     @property
     def cached(self) -> list[SessionPartition]:
