@@ -1307,12 +1307,25 @@ def test_unauthorized(secured: SecuredPair, scenario: str) -> None:
     assert_accepted(tally)
 
 
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, f"connection closed after {len(data)} of {size} bytes"
+        data += chunk
+    return data
+
+
 def _accepted_socket(bootstrap: str) -> tuple[int, int, bool]:
     """(SO_RCVBUF, SO_SNDBUF, keepalive armed) of the broker's side of a fresh connection
     to `bootstrap`, as `ss` reads them from the kernel."""
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as client:
         own = client.getsockname()[1]
+        # The kernel lists the connection before the broker has accepted it and set its
+        # options; an answered ApiVersions v0 request shows the broker has.
+        client.sendall(struct.pack(">ihhih", 10, 18, 0, 1, -1))
+        _read_exactly(client, struct.unpack(">i", _read_exactly(client, 4))[0])
         deadline = time.monotonic() + 10
         while True:
             out = subprocess.run(
