@@ -1,40 +1,34 @@
 """Exactly-once consume-transform-produce under faults (issue 22).
 
 Three combined nodes; an input topic and an output topic (3 partitions, RF=3,
-min.insync.replicas=2). One EOS job (librdkafka: a read_committed consumer in a group and a
-transactional producer; each batch read is written to the output with the consumer's
-positions sent in the same transaction, then committed) copies the input while a fault
-thread kills with -9 and pauses, in turn, the broker coordinating the job's transactional
-id, a partition leader of the output topic and the active controller, restarting or
-resuming each. The job does what librdkafka asks: an abortable error aborts the
-transaction and rewinds the consumer to its committed offsets; a fatal one starts a new
-producer (which fences the old one). A producer call that does not return by its own
-timeout is a known librdkafka hang (see `bounded`): the job leaves that producer to its
-blocked thread and goes on as after a fatal error. At the end a read_committed reader of
-the output finds every input record exactly once, and nothing else.
+min.insync.replicas=2). One EOS job (tests/chaos/eos_job.py, a process of its own:
+librdkafka, a read_committed consumer in a group and a transactional producer; each batch
+read is written to the output with the consumer's positions sent in the same transaction,
+then committed) copies the input while a fault thread kills with -9 and pauses, in turn, the
+broker coordinating the job's transactional id, a partition leader of the output topic and
+the active controller, restarting or resuming each. The job does what librdkafka asks: an
+abortable error aborts the transaction and rewinds the consumer to its committed offsets; a
+fatal one starts a new producer (which fences the old one). A producer call that does not
+return by its own timeout is a known librdkafka hang (eos_job.py `bounded`): the job leaves
+that producer to its blocked thread and goes on as after a fatal error; a job process stuck
+in a call that holds the GIL is killed and started again (eos_job.py, top). At the end a
+read_committed reader of the output finds every input record exactly once, and nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import subprocess
 import sys
 import threading
 import time
-import traceback
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 from kio.schema.errors import ErrorCode
 
@@ -44,18 +38,15 @@ from broker.testing.cluster import Cluster
 pytestmark = [
     pytest.mark.timeout(600), pytest.mark.slow,
 ]
+JOB = Path(__file__).with_name("eos_job.py")
+# The constants the job runs with (eos_job.py, which the test does not import: it is run).
 PARTITIONS = 3
 RECORDS = 6000
-BATCH = 20  # records per transaction: the job lasts through the faults
-PACE_S = 0.05
 SRC, DST = "eos-in", "eos-out"
 TID = "eos-job"
-GROUP = "eos-job-group"
-TXN_TIMEOUT_S = 30.0
 RUN_LIMIT_S = 300.0
-API_TIMEOUT_S = 10.0  # each transactional call's own timeout
-HANG_GRACE_S = 5.0  # how long past its own timeout a librdkafka call may take (see bounded)
-T = TypeVar("T")
+# A live job writes its status at least every ~35 s (its longest bounded call is 30 s).
+STALL_S = 60.0
 
 
 def coordinator_of(c: Cluster, tid: str) -> int:
@@ -81,181 +72,103 @@ def coordinator_of(c: Cluster, tid: str) -> int:
     return -1
 
 
-class ClientHang(Exception):
-    """A librdkafka call still running HANG_GRACE_S after its own timeout."""
+class JobProcesses:
+    """Runs tests/chaos/eos_job.py until it reports done, one process at a time. A process
+    that writes no status for STALL_S is stuck (see eos_job.py): its threads' stacks are
+    kept, it is killed and another is started; one that exits before it is done is replaced
+    too. A thread of the test watches, so it goes on during the faults."""
 
-
-def bounded(call: Callable[[], T], timeout_s: float, what: str) -> T:
-    """`call()`, a librdkafka call given `timeout_s`, on a thread of its own; ClientHang
-    when it has not returned HANG_GRACE_S after that timeout.
-
-    librdkafka (2.16) can block in send_offsets_to_transaction() past its timeout, for good:
-    the TxnOffsetCommit waits for the group coordinator's broker handle to change state,
-    and the client decommissioned that handle when a Metadata answer left the broker out
-    (a fenced broker is left out, by Kafka and Skiff alike: here, the killed or paused
-    coordinator's broker); its thread is gone, so no change comes, and the request's own
-    timeout is never checked (confluentinc/librdkafka#5456, #5511). The producer is then
-    stuck, not failed. The thread is left behind with it; the job goes on with a new one."""
-    out: list[Any] = []
-    done = threading.Event()
-
-    def target() -> None:
-        try:
-            out.append(("ok", call()))
-        except BaseException as exc:  # handed to the caller
-            out.append(("error", exc))
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name=f"eos-{what}", daemon=True).start()
-    if not done.wait(timeout_s + HANG_GRACE_S):
-        raise ClientHang(f"{what} still blocked {timeout_s + HANG_GRACE_S:.0f} s "
-                         f"after it was called with a {timeout_s:.0f} s timeout")
-    kind, value = out[0]
-    if kind == "error":
-        raise value
-    return value  # type: ignore[no-any-return]
-
-
-class EosJob:
-    """The consume-transform-produce loop, in a thread."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-        self.errors: list[str] = []
-        self.hangs: list[str] = []
-        # every producer made, kept until drop_producers: none is destroyed on this thread
-        self.producers: list[Producer] = []
-        self.commits = 0
-        self.aborts = 0
-        self.restarts = 0
+    def __init__(self, bootstrap: str, work: Path) -> None:
+        self.bootstrap, self.work = bootstrap, work
+        work.mkdir(parents=True, exist_ok=True)
         self.done = threading.Event()
-        self.idle_state: Any = None  # what the consumer saw when it last had nothing
-        self.stop = threading.Event()
+        self.stalls: list[str] = []  # stacks of the processes killed as stuck
+        self.exits: list[str] = []  # processes that ended before they were done
+        self.statuses: list[dict[str, Any]] = []  # each process's last status
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="eos-watch", daemon=True)
 
-    def _producer(self) -> Producer:
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": TID,
-                      "transaction.timeout.ms": int(TXN_TIMEOUT_S * 1000), "linger.ms": 5,
-                      "log_level": 0})
-        self.producers.append(p)
-        bounded(partial(p.init_transactions, API_TIMEOUT_S * 2), API_TIMEOUT_S * 2,
-                "init_transactions")
-        return p
+    def start(self) -> None:
+        self._spawn()
+        self._watcher.start()
 
-    def _consumer(self) -> Consumer:
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": GROUP,
-                      "isolation.level": "read_committed", "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-                      "fetch.queue.backoff.ms": 1, "log_level": 0})
-        c.subscribe([SRC])
-        return c
+    def _status_path(self, n: int) -> Path:
+        return self.work / f"job-{n}.json"
 
-    @staticmethod
-    def _rewind(c: Consumer) -> None:
-        assignment = c.assignment()
-        if not assignment:
-            return
-        for tp in c.committed(assignment, 30):
-            c.seek(TopicPartition(tp.topic, tp.partition,
-                                  tp.offset if tp.offset >= 0 else 0))
+    def _spawn(self) -> None:
+        n = len(self.statuses)
+        self.statuses.append({})
+        out = (self.work / f"job-{n}.log").open("wb")
+        self._proc = subprocess.Popen(
+            [sys.executable, str(JOB), self.bootstrap, str(self._status_path(n))],
+            stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        self._started = time.monotonic()
 
-    def _finished(self, c: Consumer) -> bool:
-        assignment = c.assignment()
-        if len(assignment) != PARTITIONS:
-            self.idle_state = ("assignment", [(tp.topic, tp.partition) for tp in assignment])
-            return False
-        committed = c.committed(assignment, 10)
-        if all(tp.offset == RECORDS // PARTITIONS for tp in committed):
-            return True
-        positions = c.position(assignment)
-        marks = [c.get_watermark_offsets(tp, timeout=5, cached=False) for tp in assignment]
-        self.idle_state = (
-            "committed", [(tp.partition, tp.offset, str(tp.error)) for tp in committed],
-            "positions", [(tp.partition, tp.offset) for tp in positions],
-            "watermarks(LSO)", marks)
-        return False
-
-    def _transaction(self, p: Producer, c: Consumer, msgs: list[Message]) -> None:
-        """One input batch to the output, with the consumer's positions, committed."""
-        p.begin_transaction()
-        for m in msgs:
-            p.produce(DST, key=m.key(), value=m.value(), partition=m.partition())
-        positions = c.position(c.assignment())
-        metadata = c.consumer_group_metadata()
-        bounded(partial(p.send_offsets_to_transaction, positions, metadata, API_TIMEOUT_S),
-                API_TIMEOUT_S, "send_offsets_to_transaction")
-        bounded(partial(p.commit_transaction, API_TIMEOUT_S), API_TIMEOUT_S,
-                "commit_transaction")
-
-    def run(self) -> None:
-        deadline = time.monotonic() + RUN_LIMIT_S
-        p: Producer | None = None
-        c: Consumer | None = None
-        rewind = False  # back to the committed offsets before the next batch
+    def _read(self) -> dict[str, Any]:
+        n = len(self.statuses) - 1
         try:
-            while not self.stop.is_set() and time.monotonic() < deadline:
-                try:
-                    if p is None:
-                        # fences the previous producer: its transaction is aborted first
-                        p = self._producer()
-                    if c is None:
-                        c = self._consumer()  # starts from the committed offsets
-                        rewind = False
-                    if rewind:
-                        try:
-                            self._rewind(c)
-                        except KafkaException:
-                            c.close()
-                            c = None
-                            continue
-                        rewind = False
-                    msgs = [m for m in c.consume(num_messages=BATCH, timeout=0.5)
-                            if m.error() is None]
-                    if not msgs:
-                        if self._finished(c):
-                            self.done.set()
-                            return
-                        continue
-                    self._transaction(p, c, msgs)
-                    self.commits += 1
-                    time.sleep(PACE_S)
-                except (KafkaException, ClientHang) as exc:
-                    err = exc.args[0]
-                    keep = False
-                    if isinstance(exc, ClientHang):
-                        self.hangs.append(str(err))
-                    else:
-                        self.errors.append(str(err))
-                    if p is not None and isinstance(err, KafkaError) and err.txn_requires_abort():
-                        try:
-                            bounded(partial(p.abort_transaction, API_TIMEOUT_S),
-                                    API_TIMEOUT_S, "abort_transaction")
-                            self.aborts += 1
-                            keep = True
-                        except (KafkaException, ClientHang):
-                            pass
-                    if p is not None and not keep:
-                        # fatal, unknown or stuck: the next producer fences this one
-                        p = None
-                        self.restarts += 1
-                    rewind = True
-                    time.sleep(0.2)
-        finally:
-            if c is not None:
-                c.close()
+            status: dict[str, Any] = json.loads(self._status_path(n).read_text())
+        except (OSError, ValueError):
+            return self.statuses[n]
+        self.statuses[n] = status
+        return status
 
+    def _watch(self) -> None:
+        last_at, moved = 0.0, time.monotonic()
+        while not self._stop.is_set():
+            proc = self._proc
+            assert proc is not None
+            status = self._read()
+            if status.get("done"):
+                self.done.set()
+                return
+            if status.get("at", 0.0) != last_at:
+                last_at, moved = status.get("at", 0.0), time.monotonic()
+            if proc.poll() is not None:
+                self.exits.append(f"pid {proc.pid} exited {proc.returncode}: "
+                                  f"{self._tail(len(self.statuses) - 1)}")
+                self._spawn()
+                last_at, moved = 0.0, time.monotonic()
+            elif time.monotonic() - moved > STALL_S:
+                n = len(self.statuses) - 1
+                proc.send_signal(signal.SIGUSR1)
+                time.sleep(1.0)
+                stack = self._status_path(n).with_suffix(".stack")
+                self.stalls.append(f"pid {proc.pid}, no step for {STALL_S:.0f} s:\n"
+                                   + (stack.read_text() if stack.exists() else "(no stack)"))
+                proc.kill()
+                proc.wait(10)
+                self._spawn()
+                last_at, moved = 0.0, time.monotonic()
+            time.sleep(0.2)
 
-def drop_producers(job: EosJob) -> None:
-    """Destroy the job's producers on a thread of their own: destroying a librdkafka handle
-    waits for its broker threads, and one it decommissioned may never end (the librdkafka
-    bugs in `bounded`). One stuck in a call stays with that call's thread."""
-    threading.Thread(target=job.producers.clear, name="eos-drop", daemon=True).start()
+    def _tail(self, n: int) -> str:
+        log = self.work / f"job-{n}.log"
+        return log.read_text(errors="replace")[-2000:] if log.exists() else ""
 
+    def stop(self) -> None:
+        self._stop.set()
+        self._watcher.join(10)
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
 
-def job_stack(worker: threading.Thread) -> str:
-    """Where the job's thread is now (a call that does not return shows here)."""
-    frame = sys._current_frames().get(worker.ident or 0)
-    return "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
+    def summary(self) -> str:
+        total = {k: sum(int(s.get(k, 0)) for s in self.statuses)
+                 for k in ("commits", "aborts", "restarts")}
+        hangs = [h for s in self.statuses for h in s.get("hangs", [])]
+        errors = [e for s in self.statuses for e in s.get("errors", [])]
+        last = self.statuses[-1] if self.statuses else {}
+        return (f"processes {len(self.statuses)}, {total}, hangs {hangs}, last errors "
+                f"{errors[-10:]}, idle state {last.get('idle_state')}, exits {self.exits}, "
+                f"stalls {self.stalls}")
 
 
 def read_output(bootstrap: str) -> list[bytes]:
@@ -293,14 +206,13 @@ def test_eos_job_under_kills_and_pauses(tmp_path: Path) -> None:
             feed.produce(SRC, value=b"rec-%05d" % i, partition=i % PARTITIONS)
         assert feed.flush(60) == 0
 
-        job = EosJob(c.bootstrap_servers)
-        worker = threading.Thread(target=job.run, name="eos-job", daemon=True)
-        worker.start()
+        jobs = JobProcesses(c.bootstrap_servers, tmp_path / "job")
+        jobs.start()
         faults: list[str] = []
         try:
             time.sleep(2.0)
             for round_ in range(3):
-                if job.done.is_set():
+                if jobs.done.is_set():
                     break
                 coord = coordinator_of(c, TID)
                 if coord > 0:
@@ -310,34 +222,26 @@ def test_eos_job_under_kills_and_pauses(tmp_path: Path) -> None:
                     c.restart(coord, wait=True)
                 leaders = c.partition_leaders(DST)
                 leader = leaders.get(round_ % PARTITIONS, -1)
-                if leader > 0 and not job.done.is_set():
+                if leader > 0 and not jobs.done.is_set():
                     faults.append(f"pause leader {leader}")
                     c.pause(leader)
                     time.sleep(4.0)
                     c.resume(leader)
                 controller = c.active_controller()
-                if controller > 0 and not job.done.is_set():
+                if controller > 0 and not jobs.done.is_set():
                     faults.append(f"kill controller {controller}")
                     c.kill(controller)
                     time.sleep(2.0)
                     c.restart(controller, wait=True)
                 time.sleep(1.0)
-            worker.join(RUN_LIMIT_S)
+            jobs.done.wait(RUN_LIMIT_S)
         finally:
-            where = job_stack(worker) if not job.done.is_set() else ""
-            job.stop.set()
-            worker.join(30)
-            drop_producers(job)
-        assert job.done.is_set(), (
-            f"the job did not finish: faults {faults}, commits {job.commits}, aborts "
-            f"{job.aborts}, restarts {job.restarts}, hangs {job.hangs}, last errors "
-            f"{job.errors[-10:]}, idle state {job.idle_state}; the job thread was at:\n{where}")
-        print(f"eos job: faults {faults}, commits {job.commits}, aborts {job.aborts}, "
-              f"restarts {job.restarts}, hangs {job.hangs}, errors {job.errors}")
+            jobs.stop()
+        assert jobs.done.is_set(), f"the job did not finish: faults {faults}, {jobs.summary()}"
+        print(f"eos job: faults {faults}, {jobs.summary()}")
         got = read_output(c.live_bootstrap())
         expected = [b"rec-%05d" % i for i in range(RECORDS)]
         missing = set(expected) - set(got)
         dupes = len(got) - len(set(got))
         assert not missing and dupes == 0 and set(got) == set(expected), (
-            f"missing {len(missing)}, duplicated {dupes}, faults {faults}, commits "
-            f"{job.commits}, aborts {job.aborts}, restarts {job.restarts}, hangs {job.hangs}")
+            f"missing {len(missing)}, duplicated {dupes}, faults {faults}, {jobs.summary()}")
