@@ -149,8 +149,16 @@ class ZeroCopyWriter:
         self._drain = drain
         self._copy = copy
         self._dup: socket.socket | None = None
+        # The duplicate's writability is watched from the first EAGAIN of an answer to its
+        # end, not added and removed around each wait: each add and remove made uvloop set up
+        # and tear down a poll handle (an ioctl and two epoll_ctl calls), about ten times per
+        # megabyte answered with Kafka's 100 KB send buffer.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watched_fd = -1
+        self._waiter: asyncio.Future[None] | None = None
 
     def close(self) -> None:
+        self._unwatch()
         if self._dup is not None:
             self._dup.close()
             self._dup = None
@@ -166,6 +174,7 @@ class ZeroCopyWriter:
         try:
             await self._write(prefix, chunks)
         finally:
+            self._unwatch()
             if corked:
                 self._cork(False)
 
@@ -259,12 +268,11 @@ class ZeroCopyWriter:
         out_fd = self._socket_fd()
         in_fd = _fileno(s.file)
         offset, remaining = s.position, s.length
-        loop = asyncio.get_running_loop()
         while remaining > 0:
             try:
                 sent = os.sendfile(out_fd, in_fd, offset, remaining)
             except BlockingIOError:
-                await _writable(loop, out_fd)
+                await self._writable(out_fd)
                 continue
             if sent == 0:
                 # The file is shorter than the slice: the frame would be short, so the
@@ -273,16 +281,32 @@ class ZeroCopyWriter:
             offset += sent
             remaining -= sent
 
+    async def _writable(self, fd: int) -> None:
+        """Until `fd` is writable; it stays watched until the answer ends (`_unwatch`)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        if self._watched_fd != fd:
+            self._unwatch()
+            loop.add_writer(fd, self._on_writable)
+            self._watched_fd = fd
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiter = fut
+        try:
+            await fut
+        finally:
+            self._waiter = None
 
-async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-    fut: asyncio.Future[None] = loop.create_future()
-
-    def ready() -> None:
-        if not fut.done():
+    def _on_writable(self) -> None:
+        fut = self._waiter
+        if fut is None:
+            # Writable with nobody waiting (the answer is past its file slices): stop
+            # watching, or the loop would call this at every turn.
+            self._unwatch()
+        elif not fut.done():
             fut.set_result(None)
 
-    loop.add_writer(fd, ready)
-    try:
-        await fut
-    finally:
-        loop.remove_writer(fd)
+    def _unwatch(self) -> None:
+        if self._watched_fd >= 0 and self._loop is not None:
+            self._loop.remove_writer(self._watched_fd)
+        self._watched_fd = -1
