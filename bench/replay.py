@@ -336,10 +336,10 @@ def replay_fetch(bootstrap: str, topic: str, ends: dict[int, int], *,
     over the connections); `bytes` counts the record batches' bytes as fetched (headers
     included).
 
-    Each connection reads in a process of its own: as threads of one process, a connection
-    decoding its last answer held the GIL while the others' answers waited unread in their
-    sockets, and the broker waited with them (docs/benchmarks.md, "Against Kafka 4.4 with 23
-    modules compiled"). `client_cpu_s` adds up the processes' CPU while they fetched."""
+    Each connection reads in a process of its own: as threads of one process they took
+    turns on its GIL (decoding each answer with kio), and both brokers fetched slower for it
+    (docs/benchmarks.md, "Against Kafka 4.4 with 23 modules compiled"). `client_cpu_s` adds
+    up the processes' CPU while they fetched."""
     import multiprocessing
 
     partitions = sorted(ends)
