@@ -105,10 +105,14 @@ class JobProcesses:
             [sys.executable, str(JOB), self.bootstrap, str(self._status_path(n))],
             stdout=out, stderr=subprocess.STDOUT)
         out.close()
-        self._started = time.monotonic()
+
+    @property
+    def _current(self) -> int:
+        """The index of the running job process (its status, log and stack files)."""
+        return len(self.statuses) - 1
 
     def _read(self) -> dict[str, Any]:
-        n = len(self.statuses) - 1
+        n = self._current
         try:
             status: dict[str, Any] = json.loads(self._status_path(n).read_text())
         except (OSError, ValueError):
@@ -129,13 +133,13 @@ class JobProcesses:
                 last_at, moved = status.get("at", 0.0), time.monotonic()
             if proc.poll() is not None:
                 self.exits.append(f"pid {proc.pid} exited {proc.returncode}: "
-                                  f"{self._tail(len(self.statuses) - 1)}")
+                                  f"{self._tail(self._current)}")
                 if len(self.exits) >= MAX_EXITS:
                     return  # a job that cannot start: the test fails with the exits
                 self._spawn()
                 last_at, moved = 0.0, time.monotonic()
             elif time.monotonic() - moved > STALL_S:
-                n = len(self.statuses) - 1
+                n = self._current
                 proc.send_signal(signal.SIGUSR1)
                 time.sleep(1.0)
                 stack = self._status_path(n).with_suffix(".stack")
