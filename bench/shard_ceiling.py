@@ -158,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--cpu", default="1", help="the one CPU for the pinned rounds")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="also one broker of this many workers (skiff.broker.workers) with "
+                    "every partition")
+    ap.add_argument("--only-workers", action="store_true",
+                    help="with --workers: that broker and the one process only")
     ap.add_argument("--cluster", action="store_true", help="also --shards brokers of one "
                     "cluster (and a controller process), one topic led by them in turn")
     add_keep_caches_option(ap)
@@ -175,10 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     cluster: Cluster | None = None
     figures: dict[tuple[str, str], list[Round]] = {}
     try:
-        nodes = [start_skiff(work) for _ in range(args.shards)]
+        nodes = [start_skiff(work) for _ in range(1 if args.only_workers else args.shards)]
         configs: dict[str, Callable[[], list[Owner]]] = {
-            "1 process": lambda: independent(nodes[:1], args.partitions),
-            f"{args.shards} processes": lambda: independent(nodes, args.partitions)}
+            "1 process": lambda: independent(nodes[:1], args.partitions)}
+        if not args.only_workers:
+            configs[f"{args.shards} processes"] = lambda: independent(nodes, args.partitions)
+        if args.workers:
+            sharded = start_skiff(work, {"skiff.broker.workers": str(args.workers),
+                                         "metrics.listeners": ""})
+            nodes.append(sharded)
+            configs[f"1 broker, {args.workers} workers"] = (
+                lambda: independent([sharded], args.partitions))
         if args.cluster:
             cluster = Cluster(work / "cluster", controllers=1, brokers=args.shards,
                               overrides={**COMMON_CONFIG, **SKIFF_ONLY_CONFIG})
@@ -193,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                        for i in c.broker_ids]
             configs[f"{args.shards} brokers, 1 cluster"] = (
                 lambda: one_cluster(c, brokers, args.partitions))
-        run(configs[f"{args.shards} processes"](), args)  # warm-up, not counted
+        run(configs[list(configs)[-1]](), args)  # warm-up, not counted
         for rep in range(args.repeats):
             for name, setup in configs.items():
                 for placement in ("all cores", f"pinned to CPU {args.cpu}"):

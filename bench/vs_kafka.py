@@ -168,8 +168,8 @@ def wait_serving(bootstrap: str, alive: Callable[[], bool], timeout: float = 180
     raise TimeoutError(f"{bootstrap} not ready after {timeout:.0f} s")
 
 
-def start_skiff(work: Path) -> Side:
-    node = SkiffNode(work / f"skiff-{uuid.uuid4().hex[:6]}", config_env=skiff_env())
+def start_skiff(work: Path, extra: dict[str, str] | None = None) -> Side:
+    node = SkiffNode(work / f"skiff-{uuid.uuid4().hex[:6]}", config_env=skiff_env(extra))
     t0 = time.monotonic()
     node.start()
     try:

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 # Why num.network.threads and num.io.threads size nothing in Skiff.
 _ONE_LOOP = ("a Skiff broker reads, handles and answers every request on one event loop in "
-             "one process, with no network or request-handler threads to size; to use more "
-             "cores on a host, run one broker per core (docs/operations.md, \"Using more than "
+             "each of its processes, with no network or request-handler threads to size; "
+             "its processes are skiff.broker.workers (docs/operations.md, \"Using more than "
              "one core\")")
 
 # Why the metadata log's segment and retention keys apply to nothing in Skiff.
@@ -389,6 +389,9 @@ _BROKER_DEFS: list[ConfigDef] = [
     # Skiff's own: which API versions the client listener serves. kafka3 = from v0, every
     # version Kafka 3.9 served; kafka4 = Kafka 4's floors (KIP-896 removed the oldest).
     ConfigDef("skiff.min.api.versions", S, "kafka3", one_of("kafka3", "kafka4")),
+    # Skiff's own: how many processes a broker's partitions are spread over
+    # (broker/node/shards.py); 1 = the node process serves every partition
+    ConfigDef("skiff.broker.workers", INT, 1, at_least(1)),
     # Skiff's own (no Kafka equivalent: Kafka configures logging through log4j)
     ConfigDef("log.format", S, "console", one_of("json", "console")),
     ConfigDef("log.level", S, "INFO",

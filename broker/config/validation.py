@@ -3,6 +3,7 @@ what they derive (roles, listeners, voters, directories)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -196,3 +197,33 @@ def _derive_and_check(cfg: NodeConfig, explicit: set[str]) -> None:
     if v["socket.request.max.bytes"] < v["message.max.bytes"]:
         cfg.warnings.append("socket.request.max.bytes is smaller than message.max.bytes: "
                             "produce requests near the message limit will be refused")
+    _check_workers(cfg)
+
+
+def _check_workers(cfg: NodeConfig) -> None:
+    """skiff.broker.workers (broker/node/shards.py): what a broker of several workers does
+    not serve yet is refused here, never run as if it were."""
+    workers = cfg.values["skiff.broker.workers"]
+    if workers == 1:
+        return
+    key = "skiff.broker.workers"
+    if not cfg.is_broker:
+        raise ConfigError(key, workers, "1 on a node without the broker role (workers split "
+                                        "a broker's partitions)")
+    cpus = os.cpu_count() or 1
+    if workers > 4 * cpus:
+        raise ConfigError(key, workers, f"at most 4 per core ({cpus} cores here)")
+    for lst in cfg.listeners:
+        if lst.name in cfg.controller_listener_names:
+            continue
+        proto = lst.security_protocol
+        if proto != "PLAINTEXT":
+            raise ConfigError(key, workers, f"1 while listener {lst.name} is {proto}: a broker "
+                                            "of several workers serves PLAINTEXT listeners only "
+                                            "so far")
+        if lst.port == 0:
+            raise ConfigError(key, workers, f"1 while listener {lst.name} has port 0: the "
+                                            "workers bind one known port together")
+    if cfg.values["metrics.listeners"]:
+        raise ConfigError(key, workers, "1 while metrics.listeners is set: the workers' "
+                                        "metrics are not gathered yet")

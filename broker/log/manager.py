@@ -76,12 +76,19 @@ class LogManager:
         cleaner_enabled: bool = True,
         cleaner_io_max_bytes_per_second: float = float("inf"),
         dir_ids: Mapping[Path, uuid.UUID] | None = None,
+        owns: Callable[[str, int], bool] | None = None,
+        file_suffix: str = "",
     ) -> None:
         """`dir_ids`: each log dir's directory id; by default read from its meta.properties
-        (a directory without one, in tests, gets a random id for this process)."""
+        (a directory without one, in tests, gets a random id for this process).
+        `owns` and `file_suffix`: a worker of a broker with several
+        (broker/node/shards.py) loads only the partitions it owns and keeps its own
+        checkpoint files and clean-shutdown marker (Kafka's names plus `file_suffix`)."""
         if not log_dirs:
             raise ValueError("log.dirs is empty")
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.owns = owns
+        self.file_suffix = file_suffix
         self.dir_ids: dict[Path, uuid.UUID] = {
             d: (dir_ids or {}).get(d) or _directory_id(d) for d in self.log_dirs}
         self.offline_dirs: set[Path] = set()
@@ -174,24 +181,26 @@ class LogManager:
     def _load_dir(self, d: Path) -> None:
         """One log dir's partitions (an OSError: the dir is unusable)."""
         d.mkdir(parents=True, exist_ok=True)
-        marker = d / CLEAN_SHUTDOWN_MARKER
+        marker = self._file(d, CLEAN_SHUTDOWN_MARKER)
         clean = marker.exists()
         self.had_clean_shutdown[d] = clean
         try:
-            recovery = read_offsets_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+            recovery = read_offsets_checkpoint(self._file(d, RECOVERY_POINT_CHECKPOINT))
         except CheckpointError:
             recovery, clean = {}, False
         try:
-            starts = read_offsets_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+            starts = read_offsets_checkpoint(self._file(d, LOG_START_OFFSET_CHECKPOINT))
         except CheckpointError:
             starts = {}
         with contextlib.suppress(CheckpointError):
             self.cleaner_checkpoints.update(
-                read_offsets_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
+                read_offsets_checkpoint(self._file(d, CLEANER_OFFSET_CHECKPOINT))
             )
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
+            if not self._owns_dir(child.name):
+                continue  # another worker's (broker/node/shards.py)
             if child.name.endswith(DELETE_DIR_SUFFIX):
                 self._pending_dir_deletes.append((0, child))
                 continue
@@ -231,6 +240,21 @@ class LogManager:
             marker.unlink()
             fsync_dir(d)
         self._write_checkpoints_for(d)
+
+    def _file(self, d: Path, name: str) -> Path:
+        return d / (name + self.file_suffix)
+
+    def _owns_dir(self, name: str) -> bool:
+        """Whether a partition directory (live, "-delete" or "-future") is this worker's;
+        a name that is no partition's is left to the checks that follow."""
+        if self.owns is None:
+            return True
+        base = name
+        for suffix in (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX):
+            if base.endswith(suffix):
+                base = base[: -len(suffix)].rsplit(".", 1)[0]
+        tp = TopicPartition.parse_dir_name(base)
+        return tp is None or self.owns(tp.topic, tp.partition)
 
     # ------------------------------------------------------------------ access
 
@@ -551,13 +575,13 @@ class LogManager:
     def _write_checkpoints_for(self, d: Path) -> None:
         logs = self._logs_in(d)
         write_offsets_checkpoint(
-            d / RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in logs}
+            self._file(d, RECOVERY_POINT_CHECKPOINT), {k: p.recovery_point for k, p in logs}
         )
         write_offsets_checkpoint(
-            d / LOG_START_OFFSET_CHECKPOINT, {k: p.log_start_offset for k, p in logs}
+            self._file(d, LOG_START_OFFSET_CHECKPOINT), {k: p.log_start_offset for k, p in logs}
         )
         write_offsets_checkpoint(
-            d / CLEANER_OFFSET_CHECKPOINT,
+            self._file(d, CLEANER_OFFSET_CHECKPOINT),
             {k: o for k, o in self.cleaner_checkpoints.items() if self._log_dir_of.get(k) == d},
         )
 
@@ -568,7 +592,7 @@ class LogManager:
         if d in self.offline_dirs:
             return False
         try:
-            write_offsets_checkpoint(d / name, offsets)
+            write_offsets_checkpoint(self._file(d, name), offsets)
         except OSError as exc:
             self.fail_dir(d, exc)
             return False
@@ -626,7 +650,7 @@ class LogManager:
                 if not d.exists():
                     continue
                 self._write_checkpoints_for(d)
-                marker = d / CLEAN_SHUTDOWN_MARKER
+                marker = self._file(d, CLEAN_SHUTDOWN_MARKER)
                 fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.fsync(fd)
                 os.close(fd)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import structlog
 
@@ -30,6 +31,10 @@ class MetadataPublisher:
         # append time (wall-clock ms) of the last batch applied, 0 before the first: Kafka's
         # last-applied-record-timestamp, from which the metrics derive the lag in ms
         self.last_applied_timestamp = 0
+        # what was applied, as it came (a broker of several workers streams it to them:
+        # broker/node/workers.py): ("batch", last offset, epoch, payloads, timestamp),
+        # ("advance", last offset, epoch, timestamp) or ("snapshot", image)
+        self.taps: list[Callable[[tuple[Any, ...]], None]] = []
 
     def subscribe(self, subscriber: Subscriber) -> None:
         """`subscriber(old, new, delta)` runs after each published image, in order; `delta`
@@ -42,6 +47,10 @@ class MetadataPublisher:
         `timestamp` is the batch's append time (wall-clock ms), 0 when unknown."""
         if timestamp > 0:
             self.last_applied_timestamp = timestamp
+        if self.taps:
+            payloads = list(payloads)
+            for tap in self.taps:
+                tap(("batch", last_offset, epoch, payloads, timestamp))
         delta = MetadataDelta(self.image)
         for payload in payloads:
             try:
@@ -53,12 +62,16 @@ class MetadataPublisher:
         self._publish(delta.apply(), last_offset, epoch, delta)
 
     def load_snapshot(self, image: MetadataImage) -> None:
+        for tap in self.taps:
+            tap(("snapshot", image))
         self._publish(image, image.offset, image.epoch, None)
 
     def advance_offset(self, last_offset: int, epoch: int, timestamp: int = 0) -> None:
         """A committed batch with nothing for the image (e.g. a LeaderChange control batch)."""
         if timestamp > 0:
             self.last_applied_timestamp = timestamp
+        for tap in self.taps:
+            tap(("advance", last_offset, epoch, timestamp))
         if last_offset > self.image.offset:
             self._publish(
                 dataclasses.replace(self.image, offset=last_offset, epoch=epoch),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -44,7 +45,11 @@ from broker.controller import (
     ControllerSettings,
 )
 from broker.controller.channel import ControllerChannel
-from broker.controller.requests import ControllerRegistrationRequest
+from broker.controller.requests import (
+    AlterPartitionReply,
+    AlterPartitionRequest,
+    ControllerRegistrationRequest,
+)
 from broker.controller.service import ControllerService
 from broker.errors import KafkaError
 from broker.group.shell import GroupCoordinatorService, on_txn_marker_written
@@ -56,10 +61,15 @@ from broker.metadata.features import supported_features
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.records import RESOURCE_CLIENT_METRICS
+from broker.metadata.snapshot import encode_snapshot
 from broker.metadata.storage import ensure_formatted, read_bootstrap
 from broker.metrics.stats import NodeStats
 from broker.metrics.telemetry import TelemetryStore
 from broker.node.quorum import LiveControllers, MetadataQuorumDriver, controller_api_table
+from broker.node.shard_channel import ShardChannelClient
+from broker.node.shard_routing import ShardOps, ShardRoutes, sharded_dispatcher
+from broker.node.shards import ShardLayout
+from broker.node.workers import NodeWorkers
 from broker.protocol.api import BROKER_APIS, floors_table
 from broker.quotas.connections import ConnectionQuotas, connection_limits
 from broker.quotas.core import Quotas
@@ -184,6 +194,9 @@ class Node:
         self.share_groups: ShareService | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.broker_server: Server | None = None  # None on a controller-only node
+        # skiff.broker.workers: this process is worker 0 of `layout.count`
+        self.layout = ShardLayout(config["skiff.broker.workers"], 0)
+        self.workers: NodeWorkers | None = None
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: MetricsServer | None = None
         self.election_counter: ElectionCounter | None = None  # a controller with metrics
@@ -286,18 +299,25 @@ class Node:
                  compiled_modules=native.STATUS.reason)
         self._start_metrics()
 
+        layout = self.layout
         self.logs = LogManager(
             list(cfg.log_dirs), log_config_for(cfg, {}), self.clock,
             retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+            owns=layout.owns if layout.sharded else None,
         )
         self.logs.load()
         self.logs.dir_failure_listeners.append(self._log_dir_failed)
         self.logs.cordoned = self._cordoned_log_dirs
         self.logs.start()
         cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
+        settings = ReplicationSettings.from_config(cfg)
+        if layout.sharded:
+            # a session's partitions may live in several workers: every Fetch is a full one
+            # (Kafka's answer when its session cache is full)
+            settings = dataclasses.replace(settings, fetch_session_cache_slots=0)
         self.replicas = ReplicaManager(
             self.node_id, self.logs, self.clock,
-            settings=ReplicationSettings.from_config(cfg),
+            settings=settings,
             alter_partition=lambda req: self.controller.alter_partition(req),
             broker_epoch=lambda: self.broker_epoch,
             rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible,
@@ -312,7 +332,8 @@ class Node:
         controller_security_ = self.controller_security
 
         self.publisher = MetadataPublisher(self.cluster_id)
-        self.replica_sync = replica_sync = ReplicaSync(cfg, self.replicas)
+        self.replica_sync = replica_sync = ReplicaSync(
+            cfg, self.replicas, owns=layout.owns if layout.sharded else None)
         if cfg.is_broker:
             self.publisher.subscribe(replica_sync)
         self.quorum = MetadataQuorumDriver(cfg, self.cluster_id, self.publisher, self.clock,
@@ -391,8 +412,11 @@ class Node:
             # KIP-932: the share-partition states in __share_group_state
             self.share_coordinator = share_coordinator = ShareCoordinatorService(self)
             share_coordinator.start()
+            broker_listeners = self._broker_listeners()
+            if layout.sharded:
+                await self._start_workers(broker_listeners)
             self.broker_server = broker_server = Server(
-                self._broker_listeners(), server_config,
+                broker_listeners, dataclasses.replace(server_config, reuse_port=layout.sharded),
                 stats=self.stats.server if self.stats is not None else None,
                 request_quota=RequestTimeQuota(lambda: self.metadata.client_quotas,
                                                self.quotas.request),
@@ -449,6 +473,8 @@ class Node:
             await self._stop_step("share_coordinator", self.share_coordinator.stop())
         if self.broker_server is not None:
             await self._stop_step("broker_server", self.broker_server.stop())
+        if self.workers is not None:
+            await self._stop_step("workers", self.workers.stop())
         if self.controller_server is not None:
             await self._stop_step("controller_server", self.controller_server.stop())
         if self._controller is not None:
@@ -563,6 +589,9 @@ class Node:
 
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = broker_dispatcher(BROKER_HANDLERS).bind(self)
+        if self.layout.sharded:
+            dispatcher = sharded_dispatcher(self.layout, self._worker_channel, dispatcher,
+                                            dispatcher.api_keys())
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
             ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher,
@@ -573,6 +602,31 @@ class Node:
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]
+
+    # ---- a broker of several workers (broker/node/shards.py) ----------------------
+
+    def _worker_channel(self, index: int) -> ShardChannelClient | None:
+        return None if self.workers is None else self.workers.channel_of(index)
+
+    async def _start_workers(self, listeners: list[ListenerSpec]) -> None:
+        """Workers 1..N-1, before this process opens the client port: they serve their
+        partitions from the first connection on."""
+        by_name = {spec.name: (spec.dispatcher, spec.apis) for spec in listeners}
+        ops = ShardOps(self.replicas, by_name.get).ops()
+        ops["alter_partition"] = self._worker_alter_partition
+        self.workers = workers = NodeWorkers(
+            self.layout, self.config, ops,
+            snapshot=lambda: encode_snapshot(self.publisher.image))
+        self.publisher.taps.append(workers.tap)
+        self.replicas.shard_router = ShardRoutes(self.layout, self.replicas,
+                                                 self._worker_channel)
+        await workers.start([(spec.name, spec.host, spec.port) for spec in listeners])
+
+    async def _worker_alter_partition(self, peer: object, request: AlterPartitionRequest
+                                      ) -> AlterPartitionReply:
+        """A worker's ISR change, sent to the controller as this broker's (its epoch)."""
+        return await self.controller.alter_partition(
+            dataclasses.replace(request, broker_epoch=self.broker_epoch))
 
     # ---- controller side ---------------------------------------------------------
 

@@ -62,6 +62,32 @@ TxnMarkerListener = Callable[[str, int, int, bool], None]
 AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+
+
+class ShardRouter(Protocol):
+    """A broker of several workers (broker/node/shard_routing.py): produce and fetch over
+    partitions some of which another worker owns. It calls this manager's `*_local`
+    methods for the partitions this worker owns."""
+
+    async def append(
+        self, entries: dict[TopicPartition, bytes | memoryview], required_acks: int,
+        timeout_ms: int, verification: Mapping[TopicPartition, VerificationGuard | None] | None,
+    ) -> dict[TopicPartition, AppendResult | KafkaError]: ...
+
+    async def fetch(
+        self, requests: list[FetchPartitionRequest], replica_id: int, max_wait_ms: int,
+        min_bytes: int, max_bytes: int, replica_epoch: int, client_rack: str | None,
+        isolation_level: int,
+    ) -> list[FetchPartitionResult]: ...
+
+    async def wait_any(self, keys: list[TopicPartition], for_log_end: bool,
+                       timeout_s: float) -> bool: ...
+
+    def owns(self, topic: str, partition: int) -> bool: ...
+
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int,
+                               producer_epoch: int, coordinator_epoch: int, committed: bool,
+                               timeout_ms: int) -> ErrorCode: ...
 # a replica move's copy passes: at most this many before the last one, which runs on the
 # event loop once a pass copied no more than this
 MOVE_MAX_PASSES = 20
@@ -209,6 +235,8 @@ class ReplicaManager:
         self.rack_of = rack_of
         self.isr_eligible = isr_eligible
         self.fetchers: FetcherHook | None = None
+        # set on a broker of several workers: produce and fetch go through it
+        self.shard_router: ShardRouter | None = None
         # Called after each marker write_txn_marker got replicated; the node wires the
         # group coordinator here (transactional offset commits on __consumer_offsets).
         self.txn_marker_listener: TxnMarkerListener | None = None
@@ -616,6 +644,17 @@ class ReplicaManager:
         timeout_ms: int,
         verification: Mapping[TopicPartition, VerificationGuard | None] | None = None,
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
+        router = self.shard_router
+        if router is not None:
+            return await router.append(entries, required_acks, timeout_ms, verification)
+        return await self.append_local(entries, required_acks=required_acks,
+                                       timeout_ms=timeout_ms, verification=verification)
+
+    async def append_local(
+        self, entries: dict[TopicPartition, bytes | memoryview], *, required_acks: int,
+        timeout_ms: int,
+        verification: Mapping[TopicPartition, VerificationGuard | None] | None = None,
+    ) -> dict[TopicPartition, AppendResult | KafkaError]:
         """`verification` (KIP-890, a client's transactional produce with
         transaction.partition.verification.enable): the verification guard of each
         partition (None where none was needed); a transactional batch that opens a
@@ -664,6 +703,10 @@ class ReplicaManager:
         UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
         INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, REQUEST_TIMED_OUT,
         KAFKA_STORAGE_ERROR. Never raises KafkaError."""
+        router = self.shard_router
+        if router is not None and not router.owns(topic, partition):
+            return await router.write_txn_marker(topic, partition, producer_id, producer_epoch,
+                                                 coordinator_epoch, committed, timeout_ms)
         results: dict[TopicPartition, AppendResult | KafkaError] = {}
         key = (topic, partition)
         try:
@@ -850,6 +893,13 @@ class ReplicaManager:
 
     async def wait_any(self, keys: Iterable[TopicPartition], *, for_log_end: bool,
                        timeout_s: float) -> bool:
+        router = self.shard_router
+        if router is not None:
+            return await router.wait_any(list(keys), for_log_end, timeout_s)
+        return await self.wait_any_local(keys, for_log_end=for_log_end, timeout_s=timeout_s)
+
+    async def wait_any_local(self, keys: Iterable[TopicPartition], *, for_log_end: bool,
+                             timeout_s: float) -> bool:
         """Until the high watermark (or, `for_log_end`, the log end) of one of `keys` moves,
         a role changes, or `timeout_s` passes: one future for all of them. False when the
         time ran out with none of them moved."""
@@ -868,6 +918,20 @@ class ReplicaManager:
             timer.cancel()
 
     async def fetch(
+        self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,
+        min_bytes: int, max_bytes: int, replica_epoch: int = -1, client_rack: str | None = None,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> list[FetchPartitionResult]:
+        router = self.shard_router
+        if router is not None:
+            return await router.fetch(requests, replica_id, max_wait_ms, min_bytes, max_bytes,
+                                      replica_epoch, client_rack, isolation_level)
+        return await self.fetch_local(
+            requests, replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+            max_bytes=max_bytes, replica_epoch=replica_epoch, client_rack=client_rack,
+            isolation_level=isolation_level)
+
+    async def fetch_local(
         self, requests: list[FetchPartitionRequest], *, replica_id: int, max_wait_ms: int,
         min_bytes: int, max_bytes: int, replica_epoch: int = -1, client_rack: str | None = None,
         isolation_level: int = READ_UNCOMMITTED,

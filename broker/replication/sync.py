@@ -50,9 +50,13 @@ SLICE_S = 0.01
 
 
 class ReplicaSync:
-    def __init__(self, config: NodeConfig, replicas: ReplicaManager) -> None:
+    def __init__(self, config: NodeConfig, replicas: ReplicaManager,
+                 owns: Callable[[str, int], bool] | None = None) -> None:
+        """`owns`: on a broker of several workers (broker/node/shards.py), the partitions
+        this worker hosts; the others' metadata is not its to apply."""
         self.config = config
         self.replicas = replicas
+        self.owns = owns
         # work of earlier images still to do, in order; a later image's work queues
         # behind it so replicas never see an older state after a newer one
         self._backlog: deque[Callable[[], None]] = deque()
@@ -152,8 +156,10 @@ class ReplicaSync:
                                             image.broker_config(self.config.node_id))
         log_config = _log_config(effective)
         min_isr = int(effective["min.insync.replicas"])
+        owns = self.owns
         return [functools.partial(self._apply_one, topic, index, reg, min_isr, log_config)
-                for index, reg in topic.partitions.items()]
+                for index, reg in topic.partitions.items()
+                if owns is None or owns(topic.name, index)]
 
     def _apply_one(self, topic: TopicImage, index: int, reg: Any, min_isr: int,
                    log_config: LogConfig) -> None:

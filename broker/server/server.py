@@ -107,6 +107,8 @@ class ServerConfig:
     send_buffer_bytes: int = 100 * 1024
     receive_buffer_bytes: int = 100 * 1024
     listen_backlog: int = 50
+    # a broker of several workers (broker/node/shards.py): each binds the client port
+    reuse_port: bool = False
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
@@ -415,6 +417,7 @@ class Server:
                 spec.host,
                 spec.port,
                 reuse_address=True,
+                reuse_port=self.config.reuse_port or None,
                 backlog=self.config.listen_backlog,
                 start_serving=False,
                 **tls,

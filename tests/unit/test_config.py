@@ -269,7 +269,7 @@ def test_thread_counts_with_nothing_to_size_take_only_kafkas_default(key, kafka_
     msg = str(ei.value)
     assert msg.startswith(f"Invalid value {other} for configuration {key}: "
                           f"{kafka_default} (Kafka's default) or unset: ")
-    assert ("one broker per core" in msg) == (key != "num.replica.fetchers")
+    assert ("skiff.broker.workers" in msg) == (key != "num.replica.fetchers")
 
 
 @pytest.mark.parametrize("key", ["socket.send.buffer.bytes", "socket.receive.buffer.bytes"])
@@ -632,3 +632,28 @@ def test_quorum_and_controller_channel_keys_reach_what_they_set():
     assert controller_channel_timeouts(cfg())["default_timeout_s"] == 30.0
     assert controller_channel_timeouts(
         cfg(controller_socket_timeout_ms="5000"))["default_timeout_s"] == 5.0
+
+
+# -- skiff.broker.workers ----------------------------------------------------------
+
+
+def test_broker_workers_default_to_one_and_take_a_count():
+    assert cfg()["skiff.broker.workers"] == 1
+    assert cfg(**{"skiff.broker.workers": "2", "metrics.listeners": ""})[
+        "skiff.broker.workers"] == 2
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"skiff.broker.workers": "0"}, "at least 1"),
+    ({"skiff.broker.workers": "2"}, "metrics.listeners"),
+    ({"skiff.broker.workers": "2", "metrics.listeners": "", "process.roles": "controller",
+      "listeners": "CONTROLLER://127.0.0.1:9093"}, "broker role"),
+    ({"skiff.broker.workers": "2", "metrics.listeners": "",
+      "listeners": "SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+      "inter.broker.listener.name": "SSL"}, "PLAINTEXT listeners"),
+    ({"skiff.broker.workers": "2", "metrics.listeners": "",
+      "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:9093"}, "port 0"),
+])
+def test_what_a_broker_of_several_workers_does_not_serve_yet_is_refused(changes, says):
+    with pytest.raises(ConfigError, match=says):
+        build_config({**COMBINED, **changes})

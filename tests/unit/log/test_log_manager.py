@@ -302,3 +302,37 @@ def test_partitions_spread_over_log_dirs(tmp_path):
     counts = collections.Counter(m.log_dir_of("t", i).name for i in range(7))
     assert counts == {"a": 3, "b": 2, "c": 2}
     m.shutdown()
+
+
+def test_workers_of_one_broker_share_its_log_dirs_each_with_its_own_files(tmp_path):
+    """skiff.broker.workers (broker/node/shards.py): each worker loads only the partitions
+    it owns from the same log dirs, and keeps its own checkpoints and clean-shutdown
+    marker, so neither overwrites what the other wrote."""
+    from broker.node.shards import ShardLayout
+
+    clock = FakeClock()
+    layouts = [ShardLayout(2, i) for i in range(2)]
+    managers = [LogManager([tmp_path / "d1"], CFG, clock, owns=lay.owns,
+                           file_suffix=lay.file_suffix) for lay in layouts]
+    for m in managers:
+        m.load()
+    for p in range(6):
+        owner = managers[layouts[0].owner("orders", p)]
+        owner.get_or_create("orders", p).append_as_leader(batch(p + 1), 1, clock.now)
+    for m in managers:
+        m.shutdown()
+    d = tmp_path / "d1"
+    assert (d / ".kafka_cleanshutdown").exists()
+    assert (d / ".kafka_cleanshutdown.worker-1").exists()
+    for lay in layouts:
+        points = read_offsets_checkpoint(d / ("recovery-point-offset-checkpoint"
+                                              + lay.file_suffix))
+        assert points == {("orders", p): p + 1 for p in range(6) if lay.owns("orders", p)}
+    again = [LogManager([d], CFG, clock, owns=lay.owns, file_suffix=lay.file_suffix)
+             for lay in layouts]
+    for lay, m in zip(layouts, again, strict=True):
+        m.load()
+        assert all(m.had_clean_shutdown.values())
+        assert sorted(p.topic_partition.partition for p in m.all_logs()) == [
+            p for p in range(6) if lay.owns("orders", p)]
+        m.shutdown()

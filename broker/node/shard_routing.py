@@ -1,0 +1,601 @@
+"""How a worker of a broker with several (broker/node/shards.py) serves a request whose
+partitions another worker owns.
+
+Produce and Fetch stay with the worker the client's connection reached: its handler does
+the checks (ACLs, quotas, the fetch answer's encoding) and calls its ReplicaManager, whose
+`shard_router` (ShardRoutes here) appends and reads the partitions of the other workers
+through the channel (broker/node/shard_channel.py): the other worker appends or reads them
+with its own ReplicaManager (ShardOps), so a partition's log, producer state and high
+watermark live in one process. A partition's appends keep the order its client's
+connection sent them: the channel sends a call the moment it is made and the owner starts
+its calls in arrival order. Fetch answers carry no records across: the owner answers where
+the records lie (its process, descriptor and the file's identity, position and length), and
+this worker opens the same file through /proc and sends it to the client with sendfile;
+a file that is no longer the one named (a segment deleted meanwhile) is answered without
+records, and the client fetches again.
+
+A long poll over several workers' partitions reads each once; with less than min_bytes,
+it waits on each worker's partitions at once, and when the first has something it reads
+the others again without waiting, until min_bytes or the deadline.
+
+ListOffsets and OffsetForLeaderEpoch are split: each worker answers its partitions with its
+own handler, and the answers are merged. Every other request a worker receives goes whole
+to worker 0, the node process, which runs the coordinators, the controller channel and the
+admin APIs (`forward_to_node`).
+
+Not yet served across workers (each refused with a message that says so): a transactional
+Produce to a partition another worker owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+
+from broker.errors import KafkaError
+from broker.log import AppendResult
+from broker.log.segment import FileSlice
+from broker.node.shard_channel import (
+    ChannelClosed,
+    ShardCallFailed,
+    ShardChannelClient,
+    ShardPeer,
+)
+from broker.node.shards import WORKERS_KEY, ShardLayout
+from broker.protocol.api import ApiTable, response_schema
+from broker.protocol.frames import ResponseChunks, is_file_slice
+from broker.protocol.headers import encode_body, encode_request, parse_request
+from broker.replication.producer_state import VerificationGuard
+from broker.replication.replica_manager import (
+    FetchPartitionRequest,
+    FetchPartitionResult,
+    ReplicaManager,
+    TopicPartition,
+)
+from broker.server.context import RequestContext
+from broker.server.dispatch import BoundDispatcher, BoundEntry, NoResponse
+
+log = structlog.get_logger(__name__)
+
+ChannelOf = Callable[[int], ShardChannelClient | None]
+LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 2, 23
+SPLIT_APIS = frozenset({LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
+# what the owner keeps alive after answering a fetch, so the descriptors it named stay
+# open (and cannot be reused for another file) while the reader opens them
+_KEPT_ANSWERS = 1024
+
+
+def _unreachable(owner: int, why: object) -> KafkaError:
+    return KafkaError(ErrorCode.not_leader_or_follower,
+                      f"worker {owner} of this broker, which owns the partition, is not "
+                      f"reachable: {why}")
+
+
+def _txn_refused(owner: int) -> KafkaError:
+    return KafkaError(ErrorCode.invalid_txn_state,
+                      f"a transactional produce to a partition of worker {owner} is not "
+                      f"served yet by a broker of several workers ({WORKERS_KEY} > 1): "
+                      "set it to 1 for transactions")
+
+
+# ---- values that cross the channel: plain tuples ---------------------------------------
+
+def _append_out(result: AppendResult | KafkaError) -> tuple[Any, ...]:
+    if isinstance(result, KafkaError):
+        return (False, int(result.error_code), result.message)
+    return (True, result.base_offset, result.last_offset, result.log_append_time_ms,
+            result.log_start_offset, result.records_count, result.max_timestamp)
+
+
+def _append_in(t: tuple[Any, ...]) -> AppendResult | KafkaError:
+    if not t[0]:
+        return KafkaError(ErrorCode(t[1]), t[2])
+    return AppendResult(t[1], t[2], t[3], t[4], t[5], t[6])
+
+
+def _request_out(r: FetchPartitionRequest) -> tuple[Any, ...]:
+    return (r.topic, r.partition, r.fetch_offset, r.partition_max_bytes,
+            r.current_leader_epoch, r.last_fetched_epoch)
+
+
+def _result_out(r: FetchPartitionResult, pid: int) -> tuple[Any, ...]:
+    records: tuple[int, int, int, int, int, int] | None = None
+    sl = r.records
+    if sl is not None and sl.length > 0 and sl.file is not None:
+        fd = sl.file if isinstance(sl.file, int) else sl.file.fileno()
+        st = os.fstat(fd)
+        records = (pid, fd, st.st_dev, st.st_ino, sl.position, sl.length)
+    return (r.topic, r.partition, int(r.error_code), r.high_watermark, r.last_stable_offset,
+            r.log_start_offset, records, r.aborted_transactions, r.diverging_epoch,
+            r.preferred_read_replica, r.leader_id, r.leader_epoch, sl is not None)
+
+
+def _open_slice(where: tuple[int, int, int, int, int, int]) -> FileSlice | None:
+    """The owner's file, opened here; None when it is no longer the file the owner named."""
+    pid, fd, dev, ino, position, length = where
+    try:
+        mine = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(mine)
+    if (st.st_dev, st.st_ino) != (dev, ino):
+        os.close(mine)
+        return None
+    return FileSlice(os.fdopen(mine, "rb", buffering=0), position, length)
+
+
+def _result_in(t: tuple[Any, ...]) -> FetchPartitionResult:
+    records = None
+    if t[6] is not None:
+        records = _open_slice(t[6])
+    elif t[12]:
+        records = FileSlice(None, 0, 0)
+    return FetchPartitionResult(
+        t[0], t[1], ErrorCode(t[2]), t[3], t[4], t[5], records, t[7], t[8], t[9], t[10], t[11])
+
+
+def _ctx_out(ctx: RequestContext) -> tuple[Any, ...]:
+    return (ctx.api_key, ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.listener_name,
+            ctx.peer_host, ctx.peer_port, ctx.received_ms, ctx.connection_id, ctx.principal,
+            ctx.security_protocol, ctx.token_authenticated)
+
+
+def _ctx_in(t: tuple[Any, ...], apis: ApiTable) -> RequestContext:
+    return RequestContext(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], apis,
+                          connection_id=t[8], principal=t[9], security_protocol=t[10],
+                          token_authenticated=t[11])
+
+
+# ---- the side that received the request -------------------------------------------------
+
+class ShardRoutes:
+    """ReplicaManager.shard_router of one worker."""
+
+    def __init__(self, layout: ShardLayout, replicas: ReplicaManager,
+                 channel_of: ChannelOf) -> None:
+        self.layout, self.replicas, self.channel_of = layout, replicas, channel_of
+
+    def owns(self, topic: str, partition: int) -> bool:
+        return self.layout.owns(topic, partition)
+
+    def _call(self, owner: int, name: str, *args: Any) -> asyncio.Future[Any]:
+        channel = self.channel_of(owner)
+        if channel is None:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            future.set_exception(ChannelClosed(f"worker {owner} is not connected"))
+            return future
+        return channel.call(name, *args)
+
+    async def append(
+        self, entries: dict[TopicPartition, bytes | memoryview], required_acks: int,
+        timeout_ms: int, verification: Mapping[TopicPartition, VerificationGuard | None] | None,
+    ) -> dict[TopicPartition, AppendResult | KafkaError]:
+        layout, own = self.layout, self.layout.index
+        local: dict[TopicPartition, bytes | memoryview] = {}
+        remote: dict[int, list[tuple[str, int, bytes]]] = {}
+        results: dict[TopicPartition, AppendResult | KafkaError] = {}
+        for key, records in entries.items():
+            owner = layout.owner(*key)
+            if owner == own:
+                local[key] = records
+            elif verification is not None:
+                results[key] = _txn_refused(owner)
+            else:
+                remote.setdefault(owner, []).append((key[0], key[1], bytes(records)))
+        calls: list[tuple[int, list[tuple[str, int, bytes]], asyncio.Future[Any]]] = []
+        for owner, items in remote.items():
+            try:
+                calls.append((owner, items, self._call(owner, "append", items, required_acks,
+                                                       timeout_ms)))
+            except (ConnectionError, ValueError) as exc:
+                for topic, index, _ in items:
+                    results[(topic, index)] = _unreachable(owner, exc)
+        if local:
+            results.update(await self.replicas.append_local(
+                local, required_acks=required_acks, timeout_ms=timeout_ms,
+                verification=verification))
+        for owner, items, future in calls:
+            try:
+                answers = await future
+            except (ConnectionError, ShardCallFailed) as exc:
+                for topic, index, _ in items:
+                    results[(topic, index)] = _unreachable(owner, exc)
+                continue
+            for topic, index, answer in answers:
+                results[(topic, index)] = _append_in(answer)
+        return results
+
+    async def write_txn_marker(self, topic: str, partition: int, producer_id: int,
+                               producer_epoch: int, coordinator_epoch: int, committed: bool,
+                               timeout_ms: int) -> ErrorCode:
+        owner = self.layout.owner(topic, partition)
+        try:
+            code = await self._call(owner, "write_txn_marker", topic, partition, producer_id,
+                                    producer_epoch, coordinator_epoch, committed, timeout_ms)
+        except (ConnectionError, ShardCallFailed) as exc:
+            log.warning("txn_marker_not_forwarded", topic=topic, partition=partition,
+                        worker=owner, error=str(exc))
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode(code)
+
+    async def wait_any(self, keys: list[TopicPartition], for_log_end: bool,
+                       timeout_s: float) -> bool:
+        by_owner: dict[int, list[TopicPartition]] = {}
+        for key in keys:
+            by_owner.setdefault(self.layout.owner(*key), []).append(key)
+        own = self.layout.index
+        if set(by_owner) <= {own}:
+            return await self.replicas.wait_any_local(keys, for_log_end=for_log_end,
+                                                      timeout_s=timeout_s)
+        waits: list[asyncio.Future[Any]] = []
+        for owner, ks in by_owner.items():
+            if owner == own:
+                waits.append(asyncio.ensure_future(self.replicas.wait_any_local(
+                    ks, for_log_end=for_log_end, timeout_s=timeout_s)))
+            else:
+                waits.append(self._call(owner, "wait_any", ks, for_log_end, timeout_s))
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            return any(not f.cancelled() and f.exception() is None and f.result()
+                       for f in done) or any(f.exception() is not None for f in done)
+        finally:
+            for f in waits:
+                if not f.done():
+                    f.cancel()
+
+    async def fetch(
+        self, requests: list[FetchPartitionRequest], replica_id: int, max_wait_ms: int,
+        min_bytes: int, max_bytes: int, replica_epoch: int, client_rack: str | None,
+        isolation_level: int,
+    ) -> list[FetchPartitionResult]:
+        own = self.layout.index
+        groups: dict[int, list[int]] = {}
+        for i, req in enumerate(requests):
+            groups.setdefault(self.layout.owner(req.topic, req.partition), []).append(i)
+        read = _GroupRead(self, requests, replica_id, max_bytes, replica_epoch, client_rack,
+                          isolation_level)
+        if set(groups) <= {own}:
+            return await read.local(requests, max_wait_ms, min_bytes)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        results = await read.all(groups, 0)
+        while True:
+            total = sum(r.size for r in results if r is not None)
+            errored = any(
+                r is None or r.error_code != ErrorCode.none or r.diverging_epoch is not None
+                or r.preferred_read_replica >= 0 for r in results)
+            remaining = deadline - loop.time()
+            if total >= min_bytes or errored or remaining <= 0:
+                return _within(results, max_bytes)
+            results = await read.first_news(groups, int(remaining * 1000))
+
+
+def _within(results: list[FetchPartitionResult | None],
+            max_bytes: int) -> list[FetchPartitionResult]:
+    """The answers in request order, records held to `max_bytes` over all workers (the first
+    records always go, as one worker's read does)."""
+    out: list[FetchPartitionResult] = []
+    total = 0
+    for r in results:
+        assert r is not None
+        size = r.size
+        if size and total and total + size > max_bytes:
+            r.records = FileSlice(None, 0, 0)
+            size = 0
+        total += size
+        out.append(r)
+    return out
+
+
+class _GroupRead:
+    """One Fetch's reads, per worker owning some of its partitions."""
+
+    def __init__(self, routes: ShardRoutes, requests: list[FetchPartitionRequest],
+                 replica_id: int, max_bytes: int, replica_epoch: int, client_rack: str | None,
+                 isolation_level: int) -> None:
+        self.routes, self.requests = routes, requests
+        self.replica_id, self.max_bytes, self.replica_epoch = replica_id, max_bytes, replica_epoch
+        self.client_rack, self.isolation_level = client_rack, isolation_level
+
+    async def local(self, requests: list[FetchPartitionRequest], max_wait_ms: int,
+                    min_bytes: int) -> list[FetchPartitionResult]:
+        return await self.routes.replicas.fetch_local(
+            requests, replica_id=self.replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
+            max_bytes=self.max_bytes, replica_epoch=self.replica_epoch,
+            client_rack=self.client_rack, isolation_level=self.isolation_level)
+
+    def start(self, owner: int, indexes: list[int], max_wait_ms: int,
+              min_bytes: int) -> asyncio.Future[list[FetchPartitionResult]]:
+        reqs = [self.requests[i] for i in indexes]
+        if owner == self.routes.layout.index:
+            return asyncio.ensure_future(self.local(reqs, max_wait_ms, min_bytes))
+        return asyncio.ensure_future(self._remote(owner, reqs, max_wait_ms, min_bytes))
+
+    async def _remote(self, owner: int, reqs: list[FetchPartitionRequest], max_wait_ms: int,
+                      min_bytes: int) -> list[FetchPartitionResult]:
+        future = self.routes._call(owner, "fetch", [_request_out(r) for r in reqs],
+                                   self.replica_id, max_wait_ms, min_bytes, self.max_bytes,
+                                   self.replica_epoch, self.client_rack, self.isolation_level)
+        try:
+            answers = await future
+        except (ConnectionError, ShardCallFailed) as exc:
+            log.warning("fetch_not_forwarded", worker=owner, error=str(exc))
+            code = _unreachable(owner, exc).error_code
+            return [FetchPartitionResult(r.topic, r.partition, code) for r in reqs]
+        except asyncio.CancelledError:
+            channel = self.routes.channel_of(owner)
+            if channel is not None:
+                channel.forget(future)
+            raise
+        return [_result_in(a) for a in answers]
+
+    def _place(self, into: list[FetchPartitionResult | None], indexes: list[int],
+               got: list[FetchPartitionResult]) -> None:
+        for i, r in zip(indexes, got, strict=True):
+            into[i] = r
+
+    async def all(self, groups: dict[int, list[int]],
+                  max_wait_ms: int) -> list[FetchPartitionResult | None]:
+        results: list[FetchPartitionResult | None] = [None] * len(self.requests)
+        running = [(ix, self.start(owner, ix, max_wait_ms, 0)) for owner, ix in groups.items()]
+        for ix, future in running:
+            self._place(results, ix, await future)
+        return results
+
+    async def first_news(self, groups: dict[int, list[int]],
+                         max_wait_ms: int) -> list[FetchPartitionResult | None]:
+        """Long polls every worker's partitions until one has something, then reads the
+        others once more without waiting."""
+        results: list[FetchPartitionResult | None] = [None] * len(self.requests)
+        polls = {self.start(owner, ix, max_wait_ms, 1): (owner, ix)
+                 for owner, ix in groups.items()}
+        try:
+            done, _ = await asyncio.wait(polls, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            for f in polls:
+                f.cancel()
+            raise
+        rest: list[tuple[list[int], asyncio.Future[list[FetchPartitionResult]]]] = []
+        for future, (owner, ix) in polls.items():
+            if future in done:
+                self._place(results, ix, future.result())
+            else:
+                future.cancel()
+                rest.append((ix, self.start(owner, ix, 0, 0)))
+        for ix, future in rest:
+            self._place(results, ix, await future)
+        return results
+
+
+# ---- the side that owns the partitions ---------------------------------------------------
+
+class ShardOps:
+    """What a worker answers on its channel for the others: appends, reads and waits on its
+    partitions, and whole requests (`handle`) run by its own handlers."""
+
+    def __init__(self, replicas: ReplicaManager,
+                 listener_of: Callable[[str], tuple[BoundDispatcher, ApiTable] | None]) -> None:
+        self.replicas = replicas
+        self.listener_of = listener_of
+        self._pid = os.getpid()
+        self._kept: collections.deque[list[FetchPartitionResult]] = collections.deque(
+            maxlen=_KEPT_ANSWERS)
+
+    def ops(self) -> dict[str, Callable[..., Awaitable[Any]]]:
+        return {"append": self.append, "fetch": self.fetch, "wait_any": self.wait_any,
+                "write_txn_marker": self.write_txn_marker, "handle": self.handle}
+
+    async def append(self, peer: ShardPeer, items: list[tuple[str, int, bytes]],
+                     required_acks: int, timeout_ms: int) -> list[tuple[str, int, Any]]:
+        entries: dict[TopicPartition, bytes | memoryview] = {(t, p): r for t, p, r in items}
+        results = await self.replicas.append_local(entries, required_acks=required_acks,
+                                                   timeout_ms=timeout_ms)
+        return [(t, p, _append_out(results[(t, p)])) for t, p, _ in items]
+
+    async def fetch(self, peer: ShardPeer, reqs: list[tuple[Any, ...]], replica_id: int,
+                    max_wait_ms: int, min_bytes: int, max_bytes: int, replica_epoch: int,
+                    client_rack: str | None, isolation_level: int) -> list[tuple[Any, ...]]:
+        results = await self.replicas.fetch_local(
+            [FetchPartitionRequest(*r) for r in reqs], replica_id=replica_id,
+            max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+            replica_epoch=replica_epoch, client_rack=client_rack,
+            isolation_level=isolation_level)
+        self._kept.append(results)
+        return [_result_out(r, self._pid) for r in results]
+
+    async def wait_any(self, peer: ShardPeer, keys: list[TopicPartition], for_log_end: bool,
+                       timeout_s: float) -> bool:
+        return await self.replicas.wait_any_local(keys, for_log_end=for_log_end,
+                                                  timeout_s=timeout_s)
+
+    async def write_txn_marker(self, peer: ShardPeer, topic: str, partition: int,
+                               producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                               committed: bool, timeout_ms: int) -> int:
+        return int(await self.replicas.write_txn_marker(
+            topic, partition, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, committed=committed, timeout_ms=timeout_ms))
+
+    async def handle(self, peer: ShardPeer, ctx_fields: tuple[Any, ...],
+                     frame: bytes) -> tuple[Any, ...]:
+        """A request another worker received, run by this worker's handler for its
+        listener: ("body", encoded answer, throttle ms), ("none",), ("mute", throttle ms)
+        or ("close", why)."""
+        listener = self.listener_of(ctx_fields[4])
+        if listener is None:
+            return ("close", f"no listener {ctx_fields[4]} on worker")
+        dispatcher, apis = listener
+        parsed = parse_request(memoryview(frame)[4:])
+        ctx = _ctx_in(ctx_fields, apis)
+        entry = dispatcher.get(ctx.api_key)
+        if entry is None:
+            return ("close", f"no handler for api {ctx.api_key}")
+        try:
+            result = await entry.handle(ctx, parsed.body)
+        except KafkaError as exc:
+            if entry.error_response is None:
+                return ("close", str(exc))
+            result = entry.error_response(ctx, parsed.body, exc.error_code)
+        if result is None:
+            return ("none",)
+        if isinstance(result, NoResponse):
+            return ("mute", result.throttle_ms)
+        if isinstance(result, ResponseChunks):
+            body = b"".join(p.read_bytes() if is_file_slice(p) else bytes(p)  # type: ignore[union-attr,arg-type]
+                            for p in result)
+            return ("body", body, result.throttle_ms)
+        return ("body", encode_body(result), 0)
+
+
+def _frame_of(ctx: RequestContext, request: Any) -> bytes:
+    return encode_request(ctx.api_key, ctx.api_version, ctx.correlation_id,
+                          ctx.client_id or "", request)
+
+
+async def _handled_by(channel_of: ChannelOf, owner: int, ctx: RequestContext,
+                      request: Any) -> tuple[Any, ...]:
+    channel = channel_of(owner)
+    if channel is None:
+        raise KafkaError(ErrorCode.not_coordinator if owner == 0 else
+                         ErrorCode.not_leader_or_follower,
+                         f"worker {owner} of this broker is not connected")
+    try:
+        answer: tuple[Any, ...] = await channel.call("handle", _ctx_out(ctx),
+                                                     _frame_of(ctx, request))
+    except (ConnectionError, ShardCallFailed) as exc:
+        raise KafkaError(ErrorCode.unknown_server_error,
+                         f"worker {owner} did not answer: {exc}") from None
+    if answer[0] == "close":
+        raise KafkaError(ErrorCode.unknown_server_error, answer[1])
+    return answer
+
+
+def forward_to_node(channel_of: ChannelOf, api_key: int) -> BoundEntry:
+    """A worker's handler for an API the node process serves: the whole request goes to
+    worker 0 and its answer comes back as it encoded it."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        answer = await _handled_by(channel_of, 0, ctx, request)
+        if answer[0] == "none":
+            return None
+        if answer[0] == "mute":
+            return NoResponse(answer[1])
+        return ResponseChunks([answer[1]], throttle_ms=answer[2])
+
+    return BoundEntry(api_key, handle)
+
+
+def _topic_field(entity: Any) -> str:
+    return "name" if hasattr(entity, "name") else "topic"
+
+
+def _partition_field(entity: Any) -> str:
+    return "partition_index" if hasattr(entity, "partition_index") else "partition"
+
+
+def split_by_owner(layout: ShardLayout, channel_of: ChannelOf, local: BoundEntry) -> BoundEntry:
+    """ListOffsets and OffsetForLeaderEpoch over several workers: each answers its own
+    partitions with its handler; the answers' topics are merged in the request's order."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        topics = request.topics
+        if not topics:
+            return await local.handle(ctx, request)
+        tf, pf = _topic_field(topics[0]), None
+        parts: dict[int, list[Any]] = {}
+        for topic in topics:
+            name = getattr(topic, tf)
+            by_owner: dict[int, list[Any]] = {}
+            for p in topic.partitions:
+                pf = pf or _partition_field(p)
+                by_owner.setdefault(layout.owner(name, getattr(p, pf)), []).append(p)
+            for owner, ps in by_owner.items():
+                parts.setdefault(owner, []).append(
+                    dataclasses.replace(topic, partitions=tuple(ps)))
+        if set(parts) <= {layout.index}:
+            return await local.handle(ctx, request)
+        reader = entity_reader(response_schema(ctx.api_key, ctx.api_version))
+        pending: list[Awaitable[Any]] = []
+        for owner, ts in parts.items():
+            sub = dataclasses.replace(request, topics=tuple(ts))
+            if owner == layout.index:
+                pending.append(local.handle(ctx, sub))
+            else:
+                pending.append(_remote_entity(channel_of, owner, ctx, sub, reader))
+        answers = await asyncio.gather(*pending)
+        return _merged(answers, request, tf)
+
+    return BoundEntry(local.api_key, handle, local.error_response)
+
+
+async def _remote_entity(channel_of: ChannelOf, owner: int, ctx: RequestContext, sub: Any,
+                         reader: Callable[[Any, int], Any]) -> Any:
+    answer = await _handled_by(channel_of, owner, ctx, sub)
+    if answer[0] != "body":
+        raise KafkaError(ErrorCode.unknown_server_error, f"worker {owner} answered {answer[0]}")
+    entity, _ = reader(memoryview(answer[1]), 0)
+    return entity
+
+
+def _merged(answers: list[Any], request: Any, tf: str) -> Any:
+    """One answer from the workers' answers: each topic's partitions together, topics in
+    the request's order, the longest throttle."""
+    by_name: dict[str, Any] = {}
+    for answer in answers:
+        for t in answer.topics:
+            name = getattr(t, tf)
+            seen = by_name.get(name)
+            by_name[name] = t if seen is None else dataclasses.replace(
+                seen, partitions=(*seen.partitions, *t.partitions))
+    order = [getattr(t, tf) for t in request.topics]
+    topics = tuple(by_name[n] for n in dict.fromkeys(order) if n in by_name)
+    first = answers[0]
+    changes: dict[str, Any] = {"topics": topics}
+    if hasattr(first, "throttle_time"):
+        changes["throttle_time"] = max(a.throttle_time for a in answers)
+    return dataclasses.replace(first, **changes)
+
+
+def sharded_dispatcher(layout: ShardLayout, channel_of: ChannelOf, local: BoundDispatcher,
+                       served_here: frozenset[int]) -> BoundDispatcher:
+    """The handlers of one worker's client listener: the APIs in `served_here` by its own
+    handlers, ListOffsets and OffsetForLeaderEpoch split by owner, and on workers other
+    than 0 every other API forwarded to worker 0."""
+    entries: dict[int, BoundEntry] = {}
+    for key in local.api_keys():
+        entry = local.get(key)
+        assert entry is not None
+        if key in SPLIT_APIS:
+            entries[key] = split_by_owner(layout, channel_of, entry)
+        elif layout.index == 0 or key in served_here:
+            entries[key] = entry
+        else:
+            entries[key] = forward_to_node(channel_of, key)
+    return BoundDispatcher(entries)
+
+
+def transactional_to_node(channel_of: ChannelOf, local: BoundEntry) -> BoundEntry:
+    """Produce on a worker: a transactional request goes whole to worker 0, whose
+    transaction coordinator verifies it (KIP-890)."""
+    forward = forward_to_node(channel_of, local.api_key)
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        if getattr(request, "transactional_id", None):
+            return await forward.handle(ctx, request)
+        return await local.handle(ctx, request)
+
+    return BoundEntry(local.api_key, handle, local.error_response)
+
+
+async def close_quietly(channel: ShardChannelClient | None) -> None:
+    if channel is not None:
+        with contextlib.suppress(Exception):
+            await channel.close()

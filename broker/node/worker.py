@@ -1,0 +1,255 @@
+"""A worker process of a broker with several (`skiff.broker.workers`, broker/node/shards.py):
+`python -m broker.node.worker`, started by the node process (broker/node/workers.py), which
+writes the node's config and this worker's place on its stdin.
+
+It owns the logs, producer state and replication of its share of the partitions: its
+LogManager loads only those (with its own checkpoint files), its ReplicaManager and replica
+fetchers serve and follow only those. It follows the metadata the node streams to it rather
+than the quorum, and sends its ISR changes through the node, whose broker epoch they carry.
+It accepts client connections on the broker's port (SO_REUSEPORT) and serves Produce and
+Fetch itself, handing other workers' partitions to them (broker/node/shard_routing.py);
+ListOffsets and OffsetForLeaderEpoch are split by owner, and every other request goes whole
+to the node process. It stops cleanly on SIGTERM, and at once when the node is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import pickle
+import signal
+import sys
+import time
+from typing import Any
+
+import structlog
+from kio.schema.errors import ErrorCode
+
+from broker.config import NodeConfig
+from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
+from broker.errors import KafkaError
+from broker.handlers import BROKER_HANDLERS, broker_dispatcher
+from broker.log import LogManager
+from broker.metadata.image import MetadataImage
+from broker.metadata.publisher import MetadataPublisher
+from broker.metadata.snapshot import decode_snapshot
+from broker.node.shard_channel import ShardChannelServer
+from broker.node.shard_routing import (
+    ShardOps,
+    ShardRoutes,
+    sharded_dispatcher,
+    transactional_to_node,
+)
+from broker.node.shards import ShardLayout
+from broker.node.workers import ShardPeers, socket_path
+from broker.protocol.api import BROKER_APIS, ApiTable, floors_table
+from broker.quotas.core import Quotas
+from broker.replication import (
+    ClusterView,
+    ReplicaFetcherManager,
+    ReplicaManager,
+    ReplicationSettings,
+)
+from broker.replication.fetcher import secured_connect
+from broker.replication.sync import ReplicaSync, log_config_for
+from broker.security.client import inter_broker_security
+from broker.server import ListenerSpec, Server, ServerConfig
+from broker.server.dispatch import BoundDispatcher
+from broker.util.tasks import ServiceTasks
+
+log = structlog.get_logger(__name__)
+PRODUCE, FETCH = 0, 1
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Worker:
+    """One worker: the services its Produce, Fetch, ListOffsets and OffsetForLeaderEpoch
+    handlers read (broker/handlers/services.py's BrokerServices)."""
+
+    def __init__(self, config: NodeConfig, layout: ShardLayout, directory: str) -> None:
+        self.config = config
+        self.layout = layout
+        self.node_id = config.node_id
+        self.cluster_id = ""
+        self.broker_epoch = -1  # the node's; ISR changes go through it
+        self.directory = directory
+        self.clock = wall_clock_ms
+        self.tasks = ServiceTasks(f"worker-{layout.index}")
+        self.quotas = Quotas(
+            config["quota.window.num"], config["quota.window.size.seconds"] * 1000,
+            config["controller.quota.window.num"],
+            config["controller.quota.window.size.seconds"] * 1000)
+        self.txn_coordinator = None  # transactional produce goes to the node
+        self.publisher = MetadataPublisher("")
+        self.peers = ShardPeers(layout, directory, on_event=self._on_event)
+        self._has_metadata = asyncio.Event()
+        self.logs: LogManager
+        self.replicas: ReplicaManager
+        self.server: Server | None = None
+        self.channel: ShardChannelServer | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.replica_sync: ReplicaSync | None = None
+
+    @property
+    def metadata(self) -> MetadataImage:
+        return self.publisher.image
+
+    @property
+    def controller(self) -> Any:
+        raise KafkaError(ErrorCode.unknown_server_error,
+                         "a worker reaches the controller through the node process")
+
+    def _on_event(self, index: int, event: tuple[Any, ...]) -> None:
+        if index != 0:
+            return
+        kind = event[0]
+        if kind == "snapshot":
+            image = decode_snapshot(event[1])
+            self.cluster_id = image.cluster_id
+            self.publisher.load_snapshot(image)
+            self._has_metadata.set()
+        elif kind == "batch":
+            self.publisher.apply_committed(event[1], event[2], event[3], event[4])
+        elif kind == "advance":
+            self.publisher.advance_offset(event[1], event[2], event[3])
+
+    async def _alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionReply:
+        channel = self.peers.channel_of(0)
+        if channel is None:
+            raise KafkaError(ErrorCode.not_controller, "the node process is not connected")
+        reply: AlterPartitionReply = await channel.call("alter_partition", request)
+        return reply
+
+    def _listener_specs(self, listeners: list[tuple[str, str, int]]
+                        ) -> tuple[list[ListenerSpec], dict[str, tuple[BoundDispatcher, ApiTable]]]:
+        local = broker_dispatcher(BROKER_HANDLERS).bind(self)
+        dispatcher = sharded_dispatcher(self.layout, self.peers.channel_of, local,
+                                        frozenset({PRODUCE, FETCH}))
+        produce = dispatcher.get(PRODUCE)
+        assert produce is not None
+        entries = {key: e for key in dispatcher.api_keys()
+                   if (e := dispatcher.get(key)) is not None}
+        entries[PRODUCE] = transactional_to_node(self.peers.channel_of, produce)
+        dispatcher = BoundDispatcher(entries)
+        apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
+        specs = [ListenerSpec(name, host, port, apis, dispatcher)
+                 for name, host, port in listeners]
+        return specs, {name: (dispatcher, apis) for name, _, _ in listeners}
+
+    async def run(self, listeners: list[tuple[str, str, int]], stop: asyncio.Event) -> None:
+        cfg, layout = self.config, self.layout
+        self.logs = LogManager(
+            list(cfg.log_dirs), log_config_for(cfg, {}), self.clock,
+            retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+            owns=layout.owns, file_suffix=layout.file_suffix)
+        self.logs.load()
+        self.logs.start()
+        cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
+        settings = dataclasses.replace(ReplicationSettings.from_config(cfg),
+                                       fetch_session_cache_slots=0)
+        self.replicas = replicas = ReplicaManager(
+            self.node_id, self.logs, self.clock, settings=settings,
+            alter_partition=self._alter_partition, broker_epoch=lambda: self.broker_epoch,
+            rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible)
+        replicas.shard_router = ShardRoutes(layout, replicas, self.peers.channel_of)
+        self.fetchers = ReplicaFetcherManager(replicas, address_of=cluster.address_of)
+        security = inter_broker_security(cfg)
+        if security is not None:
+            self.fetchers.connect = secured_connect(security)
+        self.replica_sync = ReplicaSync(cfg, replicas, owns=layout.owns)
+        self.publisher.subscribe(self.replica_sync)
+        specs, by_name = self._listener_specs(listeners)
+        self.channel = ShardChannelServer(
+            socket_path(self.directory, layout.index),
+            ShardOps(replicas, by_name.get).ops())
+        await self.channel.start()
+        others = [i for i in range(layout.count) if i != layout.index]
+        self.peers.start(others)
+        node = await self.peers.connected(0)
+        await node.call("subscribe_metadata", layout.index)
+        await self._has_metadata.wait()
+        await self.replica_sync.wait_applied()
+        replicas.start()
+        self.fetchers.start()
+        self.server = Server(specs, ServerConfig(
+            socket_request_max_bytes=cfg["socket.request.max.bytes"],
+            connections_max_idle_ms=cfg["connections.max.idle.ms"],
+            send_buffer_bytes=cfg["socket.send.buffer.bytes"],
+            receive_buffer_bytes=cfg["socket.receive.buffer.bytes"],
+            listen_backlog=cfg["socket.listen.backlog.size"],
+            reuse_port=True))
+        await self.server.start()
+        for other in others:  # hand-overs to any of them work from the first request on
+            await self.peers.connected(other)
+        await node.call("worker_ready", layout.index)
+        log.info("worker_serving", worker=layout.index, partitions=len(list(replicas.partitions())))
+        gone = asyncio.ensure_future(self._node_gone())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({gone, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        gone.cancel()
+        stopping.cancel()
+
+    async def _node_gone(self) -> None:
+        """Returns once the node process's channel has stayed closed for a second."""
+        while True:
+            channel = self.peers.channel_of(0)
+            if channel is not None:
+                await channel.closed
+            await asyncio.sleep(1.0)
+            if self.peers.channel_of(0) is None:
+                log.warning("worker_node_gone", worker=self.layout.index)
+                return
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if getattr(self, "replicas", None) is not None:
+            await self.replicas.stop()
+        if self.replica_sync is not None:
+            await self.replica_sync.close()
+        if self.channel is not None:
+            await self.channel.stop()
+        await self.peers.close()
+        if getattr(self, "replicas", None) is not None:
+            for part in list(self.replicas.partitions()):
+                part.close()
+        if getattr(self, "logs", None) is not None:
+            self.logs.stop()
+            self.logs.shutdown()
+        log.info("worker_stopped", worker=self.layout.index)
+
+
+async def _main(params: dict[str, Any]) -> None:
+    config: NodeConfig = params["config"]
+    layout = ShardLayout(params["count"], params["index"])
+    worker = Worker(config, layout, params["directory"])
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await worker.run(params["listeners"], stop)
+    finally:
+        await worker.stop()
+
+
+def main() -> int:
+    params = pickle.loads(sys.stdin.buffer.read())
+    config: NodeConfig = params["config"]
+    from broker.logsetup import configure_logging
+
+    configure_logging(config["log.format"], config["log.level"])
+    structlog.contextvars.bind_contextvars(worker=params["index"])
+    from raft import eventloop
+
+    eventloop.run(_main(params))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The worker processes of a broker with several (`skiff.broker.workers`,
+broker/node/shards.py), as the node process (worker 0) runs them, and the channels between
+all of them.
+
+The node makes a private directory (mode 0700) for the workers' Unix sockets, serves its
+own channel there, starts workers 1..N-1 (`python -m broker.node.worker`, given the node's
+config on stdin) and waits until each has loaded its logs, followed the metadata the node
+streams to it and opened the client port, before it opens that port itself. A worker that
+exits while the node runs is started again after a second; its partitions answer
+NOT_LEADER_OR_FOLLOWER meanwhile, which clients retry. On stop the node asks each worker
+to stop (SIGTERM: it closes its logs cleanly) and kills one that has not within 10 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+
+from broker.node.shard_channel import ShardChannelClient, ShardChannelServer, ShardPeer
+from broker.node.shards import ShardLayout
+
+log = structlog.get_logger(__name__)
+WORKER_START_TIMEOUT_S = 120.0
+WORKER_STOP_TIMEOUT_S = 10.0
+RESTART_DELAY_S = 1.0
+RECONNECT_DELAY_S = 0.2
+# the checkout this module runs from: the workers import the same code
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def socket_path(directory: str, index: int) -> str:
+    return os.path.join(directory, f"w{index}.sock")
+
+
+class ShardPeers:
+    """This worker's connections to the others' channels, each kept open (reconnected
+    when it drops) until `close`."""
+
+    def __init__(self, layout: ShardLayout, directory: str, *,
+                 on_event: Callable[[int, Any], None] = lambda index, event: None) -> None:
+        self.layout, self.directory, self.on_event = layout, directory, on_event
+        self._channels: dict[int, ShardChannelClient] = {}
+        self._keepers: list[asyncio.Task[None]] = []
+        self._connected: dict[int, asyncio.Event] = {}
+
+    def channel_of(self, index: int) -> ShardChannelClient | None:
+        channel = self._channels.get(index)
+        return None if channel is None or channel.closed.done() else channel
+
+    def start(self, indexes: list[int]) -> None:
+        for index in indexes:
+            self._connected[index] = asyncio.Event()
+            self._keepers.append(asyncio.ensure_future(self._keep(index)))
+
+    def _events_of(self, index: int) -> Callable[[Any], None]:
+        def on_event(event: Any) -> None:
+            self.on_event(index, event)
+        return on_event
+
+    async def connected(self, index: int) -> ShardChannelClient:
+        await self._connected[index].wait()
+        channel = self.channel_of(index)
+        assert channel is not None
+        return channel
+
+    async def _keep(self, index: int) -> None:
+        path = socket_path(self.directory, index)
+        while True:
+            try:
+                channel = await ShardChannelClient.connect(path,
+                                                           on_event=self._events_of(index))
+            except OSError:
+                await asyncio.sleep(RECONNECT_DELAY_S)
+                continue
+            self._channels[index] = channel
+            self._connected[index].set()
+            await channel.closed
+            self._connected[index].clear()
+            self._channels.pop(index, None)
+            await asyncio.sleep(RECONNECT_DELAY_S)
+
+    async def close(self) -> None:
+        for task in self._keepers:
+            task.cancel()
+        for channel in list(self._channels.values()):
+            with contextlib.suppress(Exception):
+                await channel.close()
+        self._channels.clear()
+
+
+class NodeWorkers:
+    """The node's side: its channel server, the worker processes and the metadata it
+    streams to them."""
+
+    def __init__(self, layout: ShardLayout, config: Any,
+                 ops: Mapping[str, Callable[..., Awaitable[Any]]], *,
+                 snapshot: Callable[[], bytes]) -> None:
+        self.layout = layout
+        self.config = config
+        self.directory = tempfile.mkdtemp(prefix="skiff-workers-")  # mode 0700
+        self.peers = ShardPeers(layout, self.directory)
+        self._snapshot = snapshot
+        self._subscribers: list[ShardPeer] = []
+        self._ready: dict[int, asyncio.Event] = {
+            i: asyncio.Event() for i in range(1, layout.count)}
+        self._processes: dict[int, asyncio.subprocess.Process] = {}
+        self._supervisors: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self.server = ShardChannelServer(
+            socket_path(self.directory, 0),
+            {**ops, "subscribe_metadata": self._subscribe, "worker_ready": self._worker_ready},
+            on_closed=self._peer_closed)
+
+    @property
+    def pids(self) -> dict[int, int]:
+        return {i: p.pid for i, p in self._processes.items() if p.returncode is None}
+
+    def channel_of(self, index: int) -> ShardChannelClient | None:
+        return self.peers.channel_of(index)
+
+    async def start(self, listeners: list[tuple[str, str, int]]) -> None:
+        """Starts the workers and returns once every one serves (RuntimeError if one cannot
+        within WORKER_START_TIMEOUT_S)."""
+        await self.server.start()
+        self.peers.start(list(range(1, self.layout.count)))
+        for index in range(1, self.layout.count):
+            self._supervisors.append(asyncio.ensure_future(self._supervise(index, listeners)))
+        try:
+            async with asyncio.timeout(WORKER_START_TIMEOUT_S):
+                for index, event in self._ready.items():
+                    await event.wait()
+                    await self.peers.connected(index)
+        except TimeoutError:
+            raise RuntimeError(
+                f"the broker's workers did not all start within {WORKER_START_TIMEOUT_S:.0f} s "
+                f"(ready: {sorted(i for i, e in self._ready.items() if e.is_set())})") from None
+        log.info("workers_started", workers=self.layout.count, pids=self.pids)
+
+    async def _spawn(self, index: int, listeners: list[tuple[str, str, int]]
+                     ) -> asyncio.subprocess.Process:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "broker.node.worker", stdin=asyncio.subprocess.PIPE, env=env,
+            start_new_session=True)  # a ^C reaches the node, which stops its workers in order
+        assert process.stdin is not None
+        process.stdin.write(pickle.dumps({
+            "config": self.config, "index": index, "count": self.layout.count,
+            "directory": self.directory, "listeners": listeners, "parent": os.getpid()}))
+        await process.stdin.drain()
+        process.stdin.close()
+        return process
+
+    async def _supervise(self, index: int, listeners: list[tuple[str, str, int]]) -> None:
+        while not self._stopping:
+            process = self._processes[index] = await self._spawn(index, listeners)
+            code = await process.wait()
+            if self._stopping:
+                return
+            self._ready[index].clear()
+            log.error("worker_exited", worker=index, pid=process.pid, returncode=code,
+                      restart_in_s=RESTART_DELAY_S)
+            await asyncio.sleep(RESTART_DELAY_S)
+
+    async def _subscribe(self, peer: ShardPeer, index: int) -> bool:
+        """A worker follows the metadata: the current image now, then each change in
+        order (the tap below); both go out as events on the same connection."""
+        peer.name = f"worker-{index}"
+        peer.send_event(("snapshot", self._snapshot()))
+        self._subscribers.append(peer)
+        return True
+
+    def tap(self, change: tuple[Any, ...]) -> None:
+        """MetadataPublisher.taps: what the node applied, to every worker."""
+        if not self._subscribers:
+            return
+        if change[0] == "snapshot":
+            from broker.metadata.snapshot import encode_snapshot
+
+            change = ("snapshot", encode_snapshot(change[1]))
+        for peer in list(self._subscribers):
+            try:
+                peer.send_event(change)
+            except (ConnectionError, ValueError) as exc:
+                log.warning("worker_metadata_not_sent", worker=peer.name, error=str(exc))
+
+    async def _worker_ready(self, peer: ShardPeer, index: int) -> bool:
+        log.info("worker_ready", worker=index)
+        self._ready[index].set()
+        return True
+
+    def _peer_closed(self, peer: ShardPeer) -> None:
+        if peer in self._subscribers:
+            self._subscribers.remove(peer)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for process in self._processes.values():
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+        for index, process in self._processes.items():
+            try:
+                await asyncio.wait_for(process.wait(), WORKER_STOP_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("worker_killed", worker=index, pid=process.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        for task in self._supervisors:
+            task.cancel()
+        await self.peers.close()
+        await self.server.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,342 @@
+"""A broker of several workers (`skiff.broker.workers`, broker/node/shards.py), on a real
+`skiff dev` process: client connections reach every worker and each answers them; a
+partition's records stay in the order they were sent whichever worker received them; a
+killed worker is replaced; librdkafka's producers, consumer groups and admin client work
+across the workers.
+
+Which process serves a connection is read from /proc: the server side of each client
+socket is found in /proc/net/tcp by the client's port, and its owner by the socket inode
+in /proc/<pid>/fd.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v7.request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kio.schema.metadata.v12.request import MetadataRequest
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
+
+from broker.node.shards import owner_of
+from broker.protocol.records import Record, build_batch
+from broker.testing.wire import decode_response, encode_request, recv_frame
+from tests.support.node import SkiffNode
+
+WORKERS = 2
+PARTITIONS = 6
+WAIT_S = 30.0
+pytestmark = pytest.mark.skipif(not Path("/proc/net/tcp").exists(),
+                                reason="reads which process owns a socket from /proc")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def worker_pids(node: SkiffNode) -> list[int]:
+    """[node process, worker 1, ...]: the node's children running broker.node.worker."""
+    found = []
+    for child in _children(node.pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"broker.node.worker" in cmd:
+            found.append(child)
+    return [node.pid, *sorted(found)]
+
+
+def _server_inode(server_port: int, client_port: int) -> int | None:
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1], fields[2]
+        if (int(local.split(":")[1], 16) == server_port
+                and int(remote.split(":")[1], 16) == client_port):
+            return int(fields[9])
+    return None
+
+
+def owner_pid(sock: socket.socket, server_port: int, pids: list[int]) -> int | None:
+    inode = _server_inode(server_port, sock.getsockname()[1])
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    if os.readlink(fd) == target:
+                        return pid
+                except OSError:
+                    continue
+        except OSError:
+            continue
+    return None
+
+
+class Conn:
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=WAIT_S)
+        self.correlation = 0
+
+    def call(self, request: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(encode_request(request, self.correlation))
+        cid, resp = decode_response(int(request.__api_key__), int(request.__version__),
+                                    recv_frame(self.sock))
+        assert cid == self.correlation
+        return resp
+
+    def produce(self, topic: str, partition: int, values: list[bytes]) -> tuple[ErrorCode, int]:
+        batch = build_batch([Record(timestamp=int(time.time() * 1000), value=v) for v in values])
+        resp = self.call(ProduceRequest(
+            transactional_id=None, acks=i16(-1),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
+            topic_data=(TopicProduceData(name=topic, partition_data=(
+                PartitionProduceData(index=i32(partition), records=Records(batch)),)),)))
+        part = resp.responses[0].partition_responses[0]
+        return part.error_code, int(part.base_offset)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
+    n = SkiffNode(tmp_path_factory.mktemp("workers"),
+                  config_env={"SKIFF_SKIFF_BROKER_WORKERS": str(WORKERS)})
+    n.metrics_port = 0  # metrics.listeners empty: refused with workers until gathered
+    n.start()
+    try:
+        n.wait_ready()
+        deadline = time.monotonic() + WAIT_S
+        while len(worker_pids(n)) < WORKERS and time.monotonic() < deadline:
+            time.sleep(0.1)
+        yield n
+    finally:
+        n.stop()
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    """Created, and served by each partition's worker: CreateTopics answers once the
+    controller has the topic, and a broker's workers take it from the metadata after
+    that (a client retries NOT_LEADER_OR_FOLLOWER meanwhile; ListOffsets, split by owner,
+    shows when every owner serves its partitions)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(WAIT_S)
+    c = Conn(bootstrap)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            resp = c.call(ListOffsetsRequest(
+                replica_id=i32(-1), isolation_level=i8(0), topics=(ListOffsetsTopic(
+                    name=topic, partitions=tuple(
+                        ListOffsetsPartition(partition_index=i32(p), timestamp=i64(-1))
+                        for p in range(partitions))),)))
+            codes = [p.error_code for t in resp.topics for p in t.partitions]
+            if len(codes) == partitions and all(code is ErrorCode.none for code in codes):
+                return
+            assert time.monotonic() < deadline, codes
+            time.sleep(0.05)
+    finally:
+        c.close()
+
+
+def connections_on_every_worker(node: SkiffNode, most: int = 64) -> dict[int, Conn]:
+    """One connection served by each process of the broker: connections are opened until
+    the kernel has handed one to each (bounded)."""
+    pids = worker_pids(node)
+    assert len(pids) == WORKERS, pids
+    by_pid: dict[int, Conn] = {}
+    spare: list[Conn] = []
+    for _ in range(most):
+        c = Conn(node.bootstrap)
+        c.call(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                               include_topic_authorized_operations=False))
+        pid = owner_pid(c.sock, node.port, pids)
+        if pid is not None and pid not in by_pid:
+            by_pid[pid] = c
+        else:
+            spare.append(c)
+        if len(by_pid) == len(pids):
+            break
+    for c in spare:
+        c.close()
+    assert set(by_pid) == set(pids), f"connections reached only {sorted(by_pid)} of {pids}"
+    return by_pid
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, n: int) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{partition}",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, partition, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        return got
+    finally:
+        c.close()
+
+
+def test_the_partitions_are_split_over_the_workers() -> None:
+    owners = [owner_of("orders", p, WORKERS) for p in range(PARTITIONS)]
+    assert sorted(owners) == [0, 0, 0, 1, 1, 1]
+    assert {owner_of("__consumer_offsets", p, WORKERS) for p in range(50)} == {0}
+
+
+def test_requests_reach_every_worker_and_each_answers(node: SkiffNode) -> None:
+    topic = "reach"
+    create_topic(node.bootstrap, topic)
+    conns = connections_on_every_worker(node)
+    try:
+        for pid, c in conns.items():
+            for p in range(PARTITIONS):
+                code, _ = c.produce(topic, p, [f"{pid}-{p}".encode()])
+                assert code is ErrorCode.none, (pid, p, code)
+    finally:
+        for c in conns.values():
+            c.close()
+    for p in range(PARTITIONS):
+        got = read_partition(node.bootstrap, topic, p, len(conns))
+        assert sorted(got) == sorted(f"{pid}-{p}".encode() for pid in conns)
+
+
+def test_a_partitions_records_stay_in_order_across_workers(node: SkiffNode) -> None:
+    topic = "ordered"
+    create_topic(node.bootstrap, topic)
+    conns = list(connections_on_every_worker(node).items())
+    rounds = 40
+    try:
+        expected: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        offsets: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+        for i in range(rounds):
+            for pid, c in conns:  # each partition gets this round from every worker in turn
+                for p in range(PARTITIONS):
+                    value = f"{i}-{pid}".encode()
+                    code, offset = c.produce(topic, p, [value])
+                    assert code is ErrorCode.none, (pid, p, code)
+                    expected[p].append(value)
+                    offsets[p].append(offset)
+    finally:
+        for _, c in conns:
+            c.close()
+    for p in range(PARTITIONS):
+        assert offsets[p] == list(range(rounds * len(conns))), p
+        assert read_partition(node.bootstrap, topic, p, rounds * len(conns)) == expected[p]
+
+
+def test_librdkafka_producers_and_a_consumer_group_across_workers(node: SkiffNode) -> None:
+    topic = "rdkafka"
+    create_topic(node.bootstrap, topic)
+    n, producers = 600, 4
+    for k in range(producers):  # each its own connections, wherever the kernel puts them
+        prod = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True,
+                         "linger.ms": 2})
+        errors: list[Any] = []
+        note = errors.append
+        for i in range(n):
+            prod.produce(topic, value=b"%d:%d" % (k, i), partition=i % PARTITIONS,
+                         on_delivery=lambda e, _m, note=note: note(e) if e else None)
+        assert prod.flush(WAIT_S) == 0
+        assert not errors, errors[:3]
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "workers-group",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    seen: dict[int, list[tuple[int, int]]] = {}
+    deadline = time.monotonic() + 60
+    total = 0
+    try:
+        while total < n * producers and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error() is not None:
+                continue
+            k, i = map(int, m.value().split(b":"))
+            seen.setdefault(m.partition(), []).append((k, i))
+            total += 1
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)],
+                                timeout=WAIT_S)
+    finally:
+        c.close()
+    assert total == n * producers
+    for part, records in seen.items():
+        for k in range(producers):
+            mine = [i for kk, i in records if kk == k]
+            assert mine == sorted(mine) == list(range(part, n, PARTITIONS)), (part, k)
+    assert sum(tp.offset for tp in committed) == n * producers
+
+
+def test_a_transactional_produce_to_another_workers_partition_is_refused_clearly(
+        node: SkiffNode) -> None:
+    topic = "txn-refused"
+    create_topic(node.bootstrap, topic)
+    elsewhere = next(p for p in range(PARTITIONS) if owner_of(topic, p, WORKERS) != 0)
+    prod = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "t-workers",
+                     "message.timeout.ms": 10000})
+    prod.init_transactions(WAIT_S)
+    prod.begin_transaction()
+    errors: list[Any] = []
+    prod.produce(topic, value=b"x", partition=elsewhere,
+                 on_delivery=lambda e, _m: errors.append(e) if e else None)
+    prod.flush(WAIT_S)
+    assert errors, "a transactional produce to another worker's partition was taken"
+    assert errors[0].code() == KafkaError.INVALID_TXN_STATE, errors[0]
+    # the answer's error_message, and the broker's log, say why
+    assert "set it to 1 for transactions" in node.log_path.read_text(errors="replace")
+
+
+def test_a_killed_worker_is_replaced_and_serves_its_partitions_again(node: SkiffNode) -> None:
+    topic = "replaced"
+    create_topic(node.bootstrap, topic)
+    theirs = [p for p in range(PARTITIONS) if owner_of(topic, p, WORKERS) == 1]
+    c = Conn(node.bootstrap)
+    try:
+        for p in theirs:
+            assert c.produce(topic, p, [b"before"])[0] is ErrorCode.none
+    finally:
+        c.close()
+    old = worker_pids(node)[1]
+    os.kill(old, signal.SIGKILL)
+    deadline = time.monotonic() + WAIT_S
+    result: dict[int, ErrorCode] = {}
+    while time.monotonic() < deadline:
+        pids = worker_pids(node)
+        if len(pids) == WORKERS and pids[1] != old:
+            c = Conn(node.bootstrap)
+            try:
+                result = {p: c.produce(topic, p, [b"after"])[0] for p in theirs}
+            finally:
+                c.close()
+            if all(code is ErrorCode.none for code in result.values()):
+                break
+        time.sleep(0.2)
+    assert result and all(code is ErrorCode.none for code in result.values()), result
+    for p in theirs:
+        assert read_partition(node.bootstrap, topic, p, 2) == [b"before", b"after"]
