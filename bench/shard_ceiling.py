@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.size} B records in {args.batch_bytes} B batches, {args.seconds:.0f} s per "
           f"round; {os.cpu_count()} CPUs, load {load()}", flush=True)
     nodes: list[Side] = []
+    others: list[Side] = []  # brokers not among the independent nodes
     cluster: Cluster | None = None
     figures: dict[tuple[str, str], list[Round]] = {}
     try:
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.workers:
             sharded = start_skiff(work, {"skiff.broker.workers": str(args.workers),
                                          "metrics.listeners": ""})
-            nodes.append(sharded)
+            others.append(sharded)
             configs[f"1 broker, {args.workers} workers"] = (
                 lambda: independent([sharded], args.partitions))
         if args.cluster:
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"  the cluster's controller process used {perf.broker_cpu_s(ctl) or 0:.1f} "
                 "CPU-s since its start (not counted as broker CPU above)")
     finally:
-        for side in nodes:
+        for side in nodes + others:
             side.stop()
         if cluster is not None:
             cluster.stop()

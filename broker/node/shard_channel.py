@@ -11,6 +11,12 @@ running until its first wait before the next starts, which keeps a partition's a
 the order a client's connection sent them. EVENTs go one way, in order: the node's
 metadata, streamed to each worker.
 
+Under load a worker hands many partitions over per turn of its event loop: what it sends
+in one turn goes out in one write at the end of the turn, and an op whose answer is ready
+without waiting (an append with acks=1) is answered in the same turn without a task, so
+each hand-over does not cost its own system calls and wake-ups (docs/benchmarks.md, "One
+broker, two workers").
+
 A body longer than the frame cap closes the connection before anything is allocated; the
 process on the other side is then treated as gone.
 """
@@ -22,15 +28,18 @@ import contextlib
 import pickle
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import structlog
+
+from broker.server.server import _first_step
 
 log = structlog.get_logger(__name__)
 
 _HEADER = struct.Struct(">IQB")
 CALL, REPLY, FAIL, EVENT = 1, 2, 3, 4
 DEFAULT_MAX_FRAME = 512 * 1024 * 1024
+Op = Callable[..., Awaitable[Any]]
 
 
 class ShardCallFailed(Exception):
@@ -41,44 +50,77 @@ class ChannelClosed(ConnectionError):
     """The connection to the other worker is gone (it stopped or died)."""
 
 
-def _dump(obj: Any) -> bytes:
-    return pickle.dumps(obj, protocol=5)
+class _Endpoint(asyncio.Protocol):
+    """One connected end: frames out, buffered to the end of the loop's turn, and frames
+    in, handed to `on_frame(call id, kind, value)` as they complete."""
 
-
-class _Endpoint:
-    """One connected end: reads frames, writes frames."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 max_frame: int) -> None:
-        self.reader, self.writer, self.max_frame = reader, writer, max_frame
+    def __init__(self, max_frame: int) -> None:
+        self.max_frame = max_frame
+        self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.on_frame: Callable[[int, int, Any], None] = lambda call_id, kind, obj: None
+        self.on_lost: Callable[[], None] = lambda: None
+        self._buffer = bytearray()
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._out.clear()
+        self.on_lost()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buffer
+        buf += data
+        pos, end = 0, len(buf)
+        try:
+            while end - pos >= _HEADER.size:
+                size, call_id, kind = _HEADER.unpack_from(buf, pos)
+                if size > self.max_frame:
+                    raise ValueError(f"worker channel frame of {size} bytes over the cap "
+                                     f"{self.max_frame}")
+                if kind not in (CALL, REPLY, FAIL, EVENT):
+                    raise ValueError(f"worker channel frame of unknown kind {kind}")
+                if end - pos - _HEADER.size < size:
+                    break
+                start = pos + _HEADER.size
+                obj = pickle.loads(memoryview(buf)[start:start + size])
+                pos = start + size
+                self.on_frame(call_id, kind, obj)
+                if self.closed:
+                    return
+        except Exception as exc:
+            log.error("worker_channel_frame_refused", error=str(exc))
+            self.close()
+            return
+        del buf[:pos]
 
     def send(self, call_id: int, kind: int, obj: Any) -> None:
-        if self.closed or self.writer.is_closing():
+        if self.closed or self.transport is None or self.transport.is_closing():
             raise ChannelClosed("worker channel closed")
-        body = _dump(obj)
+        body = pickle.dumps(obj, protocol=5)
         if len(body) > self.max_frame:
             raise ValueError(f"worker channel frame of {len(body)} bytes over the cap "
                              f"{self.max_frame}")
-        self.writer.writelines((_HEADER.pack(len(body), call_id, kind), body))
+        self._out.append(_HEADER.pack(len(body), call_id, kind))
+        self._out.append(body)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
-    async def read(self) -> tuple[int, int, Any]:
-        header = await self.reader.readexactly(_HEADER.size)
-        size, call_id, kind = _HEADER.unpack(header)
-        if size > self.max_frame:
-            raise ValueError(f"worker channel frame of {size} bytes over the cap "
-                             f"{self.max_frame}")
-        if kind not in (CALL, REPLY, FAIL, EVENT):
-            raise ValueError(f"worker channel frame of unknown kind {kind}")
-        return call_id, kind, pickle.loads(await self.reader.readexactly(size))
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if out and not self.closed and self.transport is not None:
+            self.transport.write(b"".join(out))
 
     def close(self) -> None:
         self.closed = True
-        with contextlib.suppress(Exception):
-            self.writer.close()
-
-
-Op = Callable[..., Awaitable[Any]]
+        if self.transport is not None:
+            self.transport.close()
 
 
 class ShardPeer:
@@ -104,64 +146,67 @@ class ShardChannelServer:
                  max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.path, self.ops, self.on_closed, self.max_frame = path, ops, on_closed, max_frame
         self._server: asyncio.AbstractServer | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._endpoints: set[_Endpoint] = set()
+        self._running: set[asyncio.Future[Any]] = set()
         self._stopped = False
 
     async def start(self) -> None:
-        self._server = await asyncio.start_unix_server(self._serve, self.path)
+        self._server = await asyncio.get_running_loop().create_unix_server(
+            self._accept, self.path)
 
     async def stop(self) -> None:
-        self._stopped = True  # a connection accepted but not yet served is closed at once
+        self._stopped = True
         if self._server is not None:
             self._server.close()
         for ep in list(self._endpoints):
             ep.close()
-        for task in list(self._tasks):
-            task.cancel()
+        for future in list(self._running):
+            future.cancel()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        endpoint = _Endpoint(reader, writer, self.max_frame)
-        if self._stopped:
-            endpoint.close()
-            return
-        self._endpoints.add(endpoint)
+    def _accept(self) -> _Endpoint:
+        endpoint = _Endpoint(self.max_frame)
         peer = ShardPeer(endpoint)
-        try:
-            while True:
-                call_id, kind, obj = await endpoint.read()
-                if kind != CALL:
-                    raise ValueError(f"a worker sent frame kind {kind} where a call belongs")
-                name, args = obj
-                op = self.ops.get(name)
-                if op is None:
-                    endpoint.send(call_id, FAIL, f"no worker channel op {name!r}")
-                    continue
-                task = asyncio.ensure_future(self._answer(endpoint, call_id, op, peer, args))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except Exception as exc:
-            log.error("worker_channel_frame_refused", error=str(exc))
-        finally:
-            endpoint.close()
+        self._endpoints.add(endpoint)
+
+        def lost() -> None:
             self._endpoints.discard(endpoint)
             self.on_closed(peer)
 
-    async def _answer(self, endpoint: _Endpoint, call_id: int, op: Op, peer: ShardPeer,
-                      args: tuple[Any, ...]) -> None:
-        try:
-            result = await op(peer, *args)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("worker_channel_op_failed", op=getattr(op, "__name__", "?"))
-            with contextlib.suppress(ConnectionError):
-                endpoint.send(call_id, FAIL, f"{type(exc).__name__}: {exc}")
+        endpoint.on_lost = lost
+        endpoint.on_frame = lambda call_id, kind, obj: self._on_call(
+            endpoint, peer, call_id, kind, obj)
+        if self._stopped:
+            asyncio.get_running_loop().call_soon(endpoint.close)
+        return endpoint
+
+    def _on_call(self, endpoint: _Endpoint, peer: ShardPeer, call_id: int, kind: int,
+                 obj: Any) -> None:
+        if kind != CALL:
+            raise ValueError(f"a worker sent frame kind {kind} where a call belongs")
+        name, args = obj
+        op = self.ops.get(name)
+        if op is None:
+            endpoint.send(call_id, FAIL, f"no worker channel op {name!r}")
             return
+        # the op runs to its first wait now, in the order the calls arrived
+        future = _first_step(op(peer, *args))
+        if future.done():
+            self._answer(endpoint, call_id, future)
+        else:
+            self._running.add(future)
+            future.add_done_callback(
+                lambda f: (self._running.discard(f), self._answer(endpoint, call_id, f)))
+
+    def _answer(self, endpoint: _Endpoint, call_id: int, future: asyncio.Future[Any]) -> None:
+        if endpoint.closed or future.cancelled():
+            return
+        exc = future.exception()
         with contextlib.suppress(ConnectionError):
-            endpoint.send(call_id, REPLY, result)
+            if exc is None:
+                endpoint.send(call_id, REPLY, future.result())
+            else:
+                log.error("worker_channel_op_failed", error=repr(exc))
+                endpoint.send(call_id, FAIL, f"{type(exc).__name__}: {exc}")
 
 
 class ShardChannelClient:
@@ -172,18 +217,21 @@ class ShardChannelClient:
         self._on_event = on_event
         self._next_id = 1
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._reader = asyncio.ensure_future(self._read_loop())
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        endpoint.on_frame = self._on_frame
+        endpoint.on_lost = self._on_lost
 
     @classmethod
     async def connect(cls, path: str, *, on_event: Callable[[Any], None] = lambda e: None,
                       max_frame: int = DEFAULT_MAX_FRAME) -> ShardChannelClient:
-        reader, writer = await asyncio.open_unix_connection(path)
-        return cls(_Endpoint(reader, writer, max_frame), on_event)
+        _, endpoint = await asyncio.get_running_loop().create_unix_connection(
+            lambda: _Endpoint(max_frame), path)
+        return cls(endpoint, on_event)
 
     def call(self, name: str, *args: Any) -> asyncio.Future[Any]:
-        """Sends the call at once (so calls go out in the order they are made) and returns
-        the future of its answer; ChannelClosed when the other worker is gone."""
+        """Sends the call (in this turn of the loop, so calls go out in the order they are
+        made) and returns the future of its answer; ChannelClosed when the other worker is
+        gone."""
         call_id = self._next_id
         self._next_id += 1
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -203,37 +251,29 @@ class ShardChannelClient:
         if not future.done():
             future.cancel()
 
-    async def _read_loop(self) -> None:
-        try:
-            while True:
-                call_id, kind, obj = await self._endpoint.read()
-                if kind == EVENT:
-                    self._on_event(obj)
-                    continue
-                future = self._pending.pop(call_id, None)
-                if future is None or future.done():
-                    continue
-                if kind == REPLY:
-                    future.set_result(obj)
-                elif kind == FAIL:
-                    future.set_exception(ShardCallFailed(str(obj)))
-                else:
-                    raise ValueError(f"frame kind {kind} where an answer belongs")
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        except Exception as exc:
-            log.error("worker_channel_frame_refused", error=str(exc))
-        finally:
-            self._endpoint.close()
-            for future in self._pending.values():
-                if not future.done():
-                    future.set_exception(ChannelClosed("worker channel closed"))
-            self._pending.clear()
-            if not self.closed.done():
-                self.closed.set_result(None)
+    def _on_frame(self, call_id: int, kind: int, obj: Any) -> None:
+        if kind == EVENT:
+            self._on_event(obj)
+            return
+        future = self._pending.pop(call_id, None)
+        if future is None or future.done():
+            return
+        if kind == REPLY:
+            future.set_result(obj)
+        elif kind == FAIL:
+            future.set_exception(ShardCallFailed(str(obj)))
+        else:
+            raise ValueError(f"frame kind {kind} where an answer belongs")
+
+    def _on_lost(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ChannelClosed("worker channel closed"))
+        self._pending.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
 
     async def close(self) -> None:
         self._endpoint.close()
-        self._reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._reader
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self.closed), 1.0)
