@@ -194,8 +194,12 @@ class ShardChannelServer:
             self._answer(endpoint, call_id, future)
         else:
             self._running.add(future)
-            future.add_done_callback(
-                lambda f: (self._running.discard(f), self._answer(endpoint, call_id, f)))
+
+            def done(f: asyncio.Future[Any]) -> None:
+                self._running.discard(f)
+                self._answer(endpoint, call_id, f)
+
+            future.add_done_callback(done)
 
     def _answer(self, endpoint: _Endpoint, call_id: int, future: asyncio.Future[Any]) -> None:
         if endpoint.closed or future.cancelled():
