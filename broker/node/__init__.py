@@ -416,13 +416,15 @@ class Node:
             if layout.sharded:
                 await self._start_workers(broker_listeners)
             self.broker_server = broker_server = Server(
-                broker_listeners, dataclasses.replace(server_config, reuse_port=layout.sharded),
+                broker_listeners, server_config,
                 stats=self.stats.server if self.stats is not None else None,
                 request_quota=RequestTimeQuota(lambda: self.metadata.client_quotas,
                                                self.quotas.request),
                 connection_quotas=self.connection_quotas,
                 client_quotas=lambda: self.metadata.client_quotas,
                 dynamic_configs=self._dynamic_broker_configs)
+            if self.workers is not None:
+                broker_server.hand_off = self.workers.hand_off
             await broker_server.start()
         else:
             self.ready.set()
@@ -610,7 +612,7 @@ class Node:
 
     async def _start_workers(self, listeners: list[ListenerSpec]) -> None:
         """Workers 1..N-1, before this process opens the client port: they serve their
-        partitions from the first connection on."""
+        partitions, and the connections it hands them, from the first connection on."""
         by_name = {spec.name: (spec.dispatcher, spec.apis) for spec in listeners}
         ops = ShardOps(self.replicas, by_name.get).ops()
         ops["alter_partition"] = self._worker_alter_partition

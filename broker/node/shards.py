@@ -3,13 +3,14 @@
 A broker with N workers runs N processes: the node process (worker 0), which also runs the
 metadata quorum, the controller, the coordinators and the admin plane, and N-1 worker
 processes. Each owns the logs, producer state and replication of a share of the
-partitions; every process accepts client connections on the same port (SO_REUSEPORT) and
-hands a request's partitions that another worker owns to that worker
-(broker/node/shard_routing.py). The split is fixed by the topic's name and the partition's
-index, so it needs no coordination and survives restarts: the internal topics (every name
-starting with "__": the group, transaction and share-state logs the node's coordinators
-write) stay with worker 0, and a topic's partitions take the workers in turn from a point
-its name picks, so its load is spread evenly whatever its partition count.
+partitions; the node accepts the client connections and hands them to the processes in
+turn (broker/node/workers.py), and each process hands a request's partitions that another
+worker owns to that worker (broker/node/shard_routing.py). The split is fixed by the
+topic's name and the partition's index, so it needs no coordination and survives
+restarts: the internal topics (every name starting with "__": the group, transaction and
+share-state logs the node's coordinators write) stay with worker 0, and a topic's
+partitions take the workers in turn from a point its name picks, so its load is spread
+evenly whatever its partition count.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ It owns the logs, producer state and replication of its share of the partitions:
 LogManager loads only those (with its own checkpoint files), its ReplicaManager and replica
 fetchers serve and follow only those. It follows the metadata the node streams to it rather
 than the quorum, and sends its ISR changes through the node, whose broker epoch they carry.
-It accepts client connections on the broker's port (SO_REUSEPORT) and serves Produce and
+It serves the client connections the node hands it (broker/node/workers.py), Produce and
 Fetch itself, handing other workers' partitions to them (broker/node/shard_routing.py);
 ListOffsets and OffsetForLeaderEpoch are split by owner, and every other request goes whole
 to the node process. It stops cleanly on SIGTERM, and at once when the node is gone.
@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import pickle
 import signal
+import socket
 import sys
 import time
 from typing import Any
@@ -41,7 +42,12 @@ from broker.node.shard_routing import (
     transactional_to_node,
 )
 from broker.node.shards import ShardLayout
-from broker.node.workers import ShardPeers, socket_path
+from broker.node.workers import (
+    ConnectionReceiver,
+    ShardPeers,
+    hand_off_path,
+    socket_path,
+)
 from broker.protocol.api import BROKER_APIS, ApiTable, floors_table
 from broker.quotas.core import Quotas
 from broker.replication import (
@@ -92,6 +98,7 @@ class Worker:
         self.channel: ShardChannelServer | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.replica_sync: ReplicaSync | None = None
+        self.receiver: ConnectionReceiver | None = None
 
     @property
     def metadata(self) -> MetadataImage:
@@ -174,14 +181,19 @@ class Worker:
         await self.replica_sync.wait_applied()
         replicas.start()
         self.fetchers.start()
-        self.server = Server(specs, ServerConfig(
+        self.server = server = Server(specs, ServerConfig(
             socket_request_max_bytes=cfg["socket.request.max.bytes"],
             connections_max_idle_ms=cfg["connections.max.idle.ms"],
             send_buffer_bytes=cfg["socket.send.buffer.bytes"],
             receive_buffer_bytes=cfg["socket.receive.buffer.bytes"],
-            listen_backlog=cfg["socket.listen.backlog.size"],
-            reuse_port=True))
-        await self.server.start()
+            listen_backlog=cfg["socket.listen.backlog.size"]))
+        # no listening socket of its own: it serves the connections the node hands it
+
+        def adopt(listener_name: str, sock: socket.socket) -> None:
+            self.tasks.start_soon(server.adopt, listener_name, sock, name="adopt_connection")
+
+        self.receiver = ConnectionReceiver(hand_off_path(self.directory, layout.index), adopt)
+        self.receiver.start()
         for other in others:  # hand-overs to any of them work from the first request on
             await self.peers.connected(other)
         await node.call("worker_ready", layout.index)
@@ -204,6 +216,8 @@ class Worker:
                 return
 
     async def stop(self) -> None:
+        if self.receiver is not None:
+            self.receiver.close()
         if self.server is not None:
             await self.server.stop()
         if self.fetchers is not None:

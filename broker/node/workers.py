@@ -4,8 +4,12 @@ all of them.
 
 The node makes a private directory (mode 0700) for the workers' Unix sockets, serves its
 own channel there, starts workers 1..N-1 (`python -m broker.node.worker`, given the node's
-config on stdin) and waits until each has loaded its logs, followed the metadata the node
-streams to it and opened the client port, before it opens that port itself. A worker that
+config on stdin) and waits until each has loaded its logs and followed the metadata the
+node streams to it, before it opens the client port. The node alone accepts connections,
+and hands them to the workers in turn (ConnectionHandOff: the socket goes over a Unix
+socket with SCM_RIGHTS before anything is read from it), so each process serves an equal
+share of the connections; with SO_REUSEPORT the kernel's hash of a few connections often
+left one process with most of them. A worker that
 exits while the node runs is started again after a second; its partitions answer
 NOT_LEADER_OR_FOLLOWER meanwhile, which clients retry. On stop the node asks each worker
 to stop (SIGTERM: it closes its logs cleanly) and kills one that has not within 10 s.
@@ -19,6 +23,7 @@ import os
 import pickle
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
@@ -40,6 +45,109 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def socket_path(directory: str, index: int) -> str:
     return os.path.join(directory, f"w{index}.sock")
+
+
+def hand_off_path(directory: str, index: int) -> str:
+    return os.path.join(directory, f"w{index}.conns.sock")
+
+
+class ConnectionHandOff:
+    """Server.hand_off of the node: each accepted connection goes to the next process in
+    turn; a worker's share is sent to it (SCM_RIGHTS) and closed here. A worker that cannot
+    take it now (gone, its socket full) leaves the connection with the node."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._next = 0
+        self._sockets: dict[int, socket.socket] = {}
+        self.handed: dict[int, int] = dict.fromkeys(range(count), 0)
+
+    def connect(self, index: int, path: str) -> None:
+        self.drop(index)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sock.connect(path)
+        sock.setblocking(False)
+        self._sockets[index] = sock
+
+    def drop(self, index: int) -> None:
+        sock = self._sockets.pop(index, None)
+        if sock is not None:
+            sock.close()
+
+    def __call__(self, listener_name: str, transport: asyncio.Transport) -> bool:
+        self._next = (self._next + 1) % self.count
+        target = self._next
+        sock = self._sockets.get(target)
+        conn = transport.get_extra_info("socket")
+        if target == 0 or sock is None or conn is None:
+            self.handed[0] += 1
+            return False
+        try:
+            socket.send_fds(sock, [listener_name.encode()], [conn.fileno()])
+        except OSError as exc:
+            if not isinstance(exc, BlockingIOError):
+                log.warning("connection_not_handed_off", worker=target, error=str(exc))
+                self.drop(target)
+            self.handed[0] += 1
+            return False
+        transport.abort()  # the worker holds the connection now: closing here ends nothing
+        self.handed[target] += 1
+        return True
+
+    def close(self) -> None:
+        for index in list(self._sockets):
+            self.drop(index)
+
+
+class ConnectionReceiver:
+    """A worker's side of the hand-off: `on_socket(listener name, socket)` for each
+    connection the node sends."""
+
+    def __init__(self, path: str, on_socket: Callable[[str, socket.socket], None]) -> None:
+        self.path, self.on_socket = path, on_socket
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._conns: list[socket.socket] = []
+
+    def start(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # a worker before this one was killed and left it
+        self._listener.bind(self.path)
+        self._listener.listen(4)
+        self._listener.setblocking(False)
+        asyncio.get_running_loop().add_reader(self._listener.fileno(), self._accept)
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._listener.accept()
+        except BlockingIOError:
+            return
+        conn.setblocking(False)
+        self._conns.append(conn)
+        asyncio.get_running_loop().add_reader(conn.fileno(), self._receive, conn)
+
+    def _receive(self, conn: socket.socket) -> None:
+        while True:
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(conn, 1024, 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                msg, fds = b"", []
+            if not msg and not fds:
+                asyncio.get_running_loop().remove_reader(conn.fileno())
+                self._conns.remove(conn)
+                conn.close()
+                return
+            for fd in fds:
+                self.on_socket(msg.decode(), socket.socket(fileno=fd))
+
+    def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        for conn in self._conns:
+            loop.remove_reader(conn.fileno())
+            conn.close()
+        loop.remove_reader(self._listener.fileno())
+        self._listener.close()
 
 
 class ShardPeers:
@@ -116,6 +224,7 @@ class NodeWorkers:
         self._processes: dict[int, asyncio.subprocess.Process] = {}
         self._supervisors: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.hand_off = ConnectionHandOff(layout.count)
         self.server = ShardChannelServer(
             socket_path(self.directory, 0),
             {**ops, "subscribe_metadata": self._subscribe, "worker_ready": self._worker_ready},
@@ -166,6 +275,7 @@ class NodeWorkers:
         while not self._stopping:
             process = self._processes[index] = await self._spawn(index, listeners)
             code = await process.wait()
+            self.hand_off.drop(index)
             if self._stopping:
                 return
             self._ready[index].clear()
@@ -197,6 +307,7 @@ class NodeWorkers:
 
     async def _worker_ready(self, peer: ShardPeer, index: int) -> bool:
         log.info("worker_ready", worker=index)
+        self.hand_off.connect(index, hand_off_path(self.directory, index))
         self._ready[index].set()
         return True
 
@@ -220,6 +331,7 @@ class NodeWorkers:
                 await process.wait()
         for task in self._supervisors:
             task.cancel()
+        self.hand_off.close()
         await self.peers.close()
         await self.server.stop()
         shutil.rmtree(self.directory, ignore_errors=True)

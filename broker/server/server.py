@@ -107,8 +107,6 @@ class ServerConfig:
     send_buffer_bytes: int = 100 * 1024
     receive_buffer_bytes: int = 100 * 1024
     listen_backlog: int = 50
-    # a broker of several workers (broker/node/shards.py): each binds the client port
-    reuse_port: bool = False
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
@@ -400,6 +398,9 @@ class Server:
         self.client_quotas = client_quotas
         self.dynamic_configs = dynamic_configs
         self._listeners = {spec.name: _Listener(spec) for spec in listeners}
+        # a broker of several workers (broker/node/workers.py): offered each accepted
+        # connection first, True when it gave the connection to a worker to serve
+        self.hand_off: Callable[[str, asyncio.Transport], bool] | None = None
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
         self.tasks = ServiceTasks("server")  # each connection's write loop
@@ -417,7 +418,6 @@ class Server:
                 spec.host,
                 spec.port,
                 reuse_address=True,
-                reuse_port=self.config.reuse_port or None,
                 backlog=self.config.listen_backlog,
                 start_serving=False,
                 **tls,
@@ -474,6 +474,13 @@ class Server:
         conn = _Connection(self, listener, next(self._ids))
         return conn.protocol
 
+    async def adopt(self, listener_name: str, sock: socket.socket) -> None:
+        """Serve a connection another process of this broker accepted on `listener_name`
+        (broker/node/workers.py), as if accepted here."""
+        listener = self._listeners[listener_name]
+        await asyncio.get_running_loop().connect_accepted_socket(
+            functools.partial(self._accept, listener), sock)
+
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -524,6 +531,9 @@ class _Connection:
             sasl.SaslSession(listener.spec.sasl, _now_ms)
 
     def _on_connected(self, transport: asyncio.Transport) -> None:
+        hand_off = self.server.hand_off
+        if hand_off is not None and hand_off(self.listener.spec.name, transport):
+            return  # another process of this broker serves it; nothing was read here
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("?", 0)
         local = transport.get_extra_info("sockname") or ("?", 0)

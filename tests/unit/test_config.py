@@ -651,8 +651,6 @@ def test_broker_workers_default_to_one_and_take_a_count():
     ({"skiff.broker.workers": "2", "metrics.listeners": "",
       "listeners": "SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
       "inter.broker.listener.name": "SSL"}, "PLAINTEXT listeners"),
-    ({"skiff.broker.workers": "2", "metrics.listeners": "",
-      "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:9093"}, "port 0"),
 ])
 def test_what_a_broker_of_several_workers_does_not_serve_yet_is_refused(changes, says):
     with pytest.raises(ConfigError, match=says):
