@@ -151,9 +151,10 @@ _TOPIC_ONLY_IN_KAFKA = {
 }
 _ONLY_IN_SKIFF = {
     "Skiff's own settings (admin plane, metrics listener, logging, page-cache drop-behind, "
-    "old-client floors, shutdown)": (
+    "old-client floors, worker processes, shutdown)": (
         "admin.*", "metrics.listeners", "log.format", "log.level", "log.drop.behind.bytes",
-        "drop.behind.bytes", "skiff.min.api.versions", "broker.session.disconnect.timeout.ms",
+        "drop.behind.bytes", "skiff.min.api.versions", "skiff.broker.workers",
+        "broker.session.disconnect.timeout.ms",
         "controlled.shutdown.timeout.ms", "client.telemetry.*"),
     "StandardAuthorizer settings Kafka 4.4 lists only when an authorizer is configured": (
         "allow.everyone.if.no.acl.found", "super.users"),

@@ -240,6 +240,8 @@ ALL_CONFIGS_ONLY_SKIFF: dict[str, dict[str, str]] = {
         "log.format": "Skiff's log output format", "log.level": "Skiff's log level",
         "log.drop.behind.bytes": "Skiff's own: how much written data stays in the page cache",
         "skiff.min.api.versions": "Skiff's own: the lowest API versions it offers",
+        "skiff.broker.workers": "Skiff's own: the processes a broker's partitions are "
+                                "split over",
         "log.message.downconversion.enable": "Skiff still down-converts for Fetch v0-3 "
                                              "clients, as Kafka 3.9 did (KIP-896)",
         "allow.everyone.if.no.acl.found": "a StandardAuthorizer setting Kafka 4.4 reads but "
