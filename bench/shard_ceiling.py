@@ -10,6 +10,9 @@ the partitions and the same total connections and requests in flight, in the sam
 With --cluster, also S brokers of one cluster (and a controller process, not counted)
 leading the partitions of one topic in turn: one broker per core, as a user can run today.
 
+With --workers N, also one broker of N workers (`skiff.broker.workers`, broker/node/shards.py)
+with every partition: the design the ceiling was measured for, hand-overs included.
+
 Each configuration runs on all cores and with every broker process pinned to one CPU
 (`taskset -a`, the replayers unpinned), as issue 33 asks of one broker: >= 1.6 cores and
 >= 1.5x its pinned throughput. Each round starts with `sync` and an empty page cache
@@ -17,6 +20,7 @@ Each configuration runs on all cores and with every broker process pinned to one
 
     PYTHONPATH=. python bench/shard_ceiling.py --repeats 3 --cluster
     PYTHONPATH=. python bench/shard_ceiling.py --repeats 3 --cluster --connections 2
+    PYTHONPATH=. python bench/shard_ceiling.py --repeats 3 --workers 2 [--connections 2]
 """
 
 from __future__ import annotations
