@@ -340,3 +340,49 @@ def test_a_killed_worker_is_replaced_and_serves_its_partitions_again(node: Skiff
     assert result and all(code is ErrorCode.none for code in result.values()), result
     for p in theirs:
         assert read_partition(node.bootstrap, topic, p, 2) == [b"before", b"after"]
+
+
+def test_a_cluster_of_brokers_with_workers_replicates_and_fails_over(
+        tmp_path: Path) -> None:
+    """Three brokers of two workers each, RF=3: follower fetches reach each partition's
+    owner whichever process holds the connection, the ISR stays full (workers send their
+    ISR changes through their node), and after kill -9 of a leader's node (its worker
+    exits with it) acks=all produce goes on at the new leaders."""
+    from broker.testing.cluster import Cluster
+
+    cluster = Cluster(tmp_path / "cluster", 3, combined=True,
+                      overrides={"skiff.broker.workers": str(WORKERS), "metrics.listeners": ""})
+    cluster.start(timeout=120)
+    try:
+        bootstrap = cluster.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("replicated", PARTITIONS, 3)])["replicated"].result(WAIT_S)
+        prod = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "message.timeout.ms": 60000})
+        errors: list[Any] = []
+        note = errors.append
+        n = 1200
+        for i in range(n):
+            prod.produce("replicated", value=b"%d" % i, partition=i % PARTITIONS,
+                         on_delivery=lambda e, _m, note=note: note(e) if e else None)
+        assert prod.flush(60) == 0
+        assert not errors, errors[:3]
+        deadline = time.monotonic() + WAIT_S
+        while True:  # every follower caught up: the ISR of each partition is full
+            parts = admin.list_topics("replicated", timeout=10).topics["replicated"].partitions
+            if all(sorted(p.isrs) == sorted(cluster.broker_ids) for p in parts.values()):
+                break
+            assert time.monotonic() < deadline, {k: p.isrs for k, p in parts.items()}
+            time.sleep(0.2)
+        victim = parts[0].leader
+        cluster.kill(victim)
+        for i in range(n, n + 300):
+            prod.produce("replicated", value=b"%d" % i, partition=i % PARTITIONS,
+                         on_delivery=lambda e, _m, note=note: note(e) if e else None)
+        assert prod.flush(60) == 0
+        assert not errors, errors[:3]
+        for p in range(PARTITIONS):
+            got = read_partition(bootstrap, "replicated", p, (n + 300) // PARTITIONS)
+            assert got == [b"%d" % i for i in range(p, n + 300, PARTITIONS)], p
+    finally:
+        cluster.stop()
