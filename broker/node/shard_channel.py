@@ -36,7 +36,10 @@ from broker.server.server import _first_step
 
 log = structlog.get_logger(__name__)
 
-_HEADER = struct.Struct(">IQB")
+# body size, call id, kind, pickle size, out-of-band buffers; then each buffer's size
+_HEADER = struct.Struct(">IQBII")
+_SCRATCH = 256 * 1024
+_MAX_BUFFERS = 4096
 CALL, REPLY, FAIL, EVENT = 1, 2, 3, 4
 DEFAULT_MAX_FRAME = 512 * 1024 * 1024
 Op = Callable[..., Awaitable[Any]]
@@ -50,9 +53,14 @@ class ChannelClosed(ConnectionError):
     """The connection to the other worker is gone (it stopped or died)."""
 
 
-class _Endpoint(asyncio.Protocol):
+class _Endpoint(asyncio.BufferedProtocol):
     """One connected end: frames out, buffered to the end of the loop's turn, and frames
-    in, handed to `on_frame(call id, kind, value)` as they complete."""
+    in, handed to `on_frame(call id, kind, value)` as they complete.
+
+    A frame's large byte strings (the records of an append: `pickle.PickleBuffer`s) travel
+    out of band, after the pickle: they are written from where they lie, and a frame too
+    big for the scratch buffer is read into a buffer of its own, which the values read
+    from it then refer to, so the records are copied only by the socket."""
 
     def __init__(self, max_frame: int) -> None:
         self.max_frame = max_frame
@@ -60,8 +68,13 @@ class _Endpoint(asyncio.Protocol):
         self.closed = False
         self.on_frame: Callable[[int, int, Any], None] = lambda call_id, kind, obj: None
         self.on_lost: Callable[[], None] = lambda: None
-        self._buffer = bytearray()
-        self._out: list[bytes] = []
+        self._scratch = bytearray(_SCRATCH)
+        self._view = memoryview(self._scratch)
+        self._have = 0  # bytes in the scratch buffer
+        self._frame: tuple[int, int, int, int] | None = None  # a large frame being read
+        self._body = bytearray()
+        self._filled = 0
+        self._out: list[bytes | memoryview] = []
         self._flush_scheduled = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -72,41 +85,88 @@ class _Endpoint(asyncio.Protocol):
         self._out.clear()
         self.on_lost()
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buffer
-        buf += data
-        pos, end = 0, len(buf)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._body)[self._filled:]
+        return self._view[self._have:]
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            while end - pos >= _HEADER.size:
-                size, call_id, kind = _HEADER.unpack_from(buf, pos)
-                if size > self.max_frame:
-                    raise ValueError(f"worker channel frame of {size} bytes over the cap "
-                                     f"{self.max_frame}")
-                if kind not in (CALL, REPLY, FAIL, EVENT):
-                    raise ValueError(f"worker channel frame of unknown kind {kind}")
-                if end - pos - _HEADER.size < size:
-                    break
-                start = pos + _HEADER.size
-                obj = pickle.loads(memoryview(buf)[start:start + size])
-                pos = start + size
-                self.on_frame(call_id, kind, obj)
-                if self.closed:
-                    return
+            if self._frame is not None:
+                self._filled += nbytes
+                if self._filled == len(self._body):
+                    frame, self._frame = self._frame, None
+                    body, self._body = self._body, bytearray()
+                    self._deliver(frame, memoryview(body))
+                return
+            self._have += nbytes
+            self._parse()
         except Exception as exc:
             log.error("worker_channel_frame_refused", error=str(exc))
             self.close()
-            return
-        del buf[:pos]
+
+    def _parse(self) -> None:
+        view, pos, have = self._view, 0, self._have
+        while have - pos >= _HEADER.size and not self.closed:
+            size, call_id, kind, pickled, nbufs = _HEADER.unpack_from(view, pos)
+            if size > self.max_frame or nbufs > _MAX_BUFFERS or 4 * nbufs + pickled > size:
+                raise ValueError(f"worker channel frame of {size} bytes ({nbufs} buffers) "
+                                 f"over the cap {self.max_frame} or malformed")
+            if kind not in (CALL, REPLY, FAIL, EVENT):
+                raise ValueError(f"worker channel frame of unknown kind {kind}")
+            start = pos + _HEADER.size
+            frame = (call_id, kind, pickled, nbufs)
+            if have - start >= size:
+                # a small frame, whole in the scratch buffer: its own copy, as the scratch
+                # buffer is reused
+                pos = start + size
+                self._deliver(frame, memoryview(bytes(view[start:pos])))
+                continue
+            if _HEADER.size + size > _SCRATCH:
+                # a large one: the rest of it goes straight into its own buffer
+                self._body = bytearray(size)
+                got = have - start
+                self._body[:got] = view[start:have]
+                self._filled = got
+                self._frame = frame
+                pos = have
+            break
+        rest = have - pos
+        if rest and pos:
+            view[:rest] = view[pos:have]
+        self._have = rest
+
+    def _deliver(self, frame: tuple[int, int, int, int], body: memoryview) -> None:
+        call_id, kind, pickled, nbufs = frame
+        lens = struct.unpack_from(f">{nbufs}I", body, 0) if nbufs else ()
+        at = 4 * nbufs
+        meta = body[at:at + pickled]
+        at += pickled
+        buffers = []
+        for n in lens:
+            buffers.append(body[at:at + n])
+            at += n
+        if at != len(body):
+            raise ValueError("worker channel frame whose parts do not add up to its size")
+        self.on_frame(call_id, kind, pickle.loads(meta, buffers=buffers))
 
     def send(self, call_id: int, kind: int, obj: Any) -> None:
         if self.closed or self.transport is None or self.transport.is_closing():
             raise ChannelClosed("worker channel closed")
-        body = pickle.dumps(obj, protocol=5)
-        if len(body) > self.max_frame:
-            raise ValueError(f"worker channel frame of {len(body)} bytes over the cap "
-                             f"{self.max_frame}")
-        self._out.append(_HEADER.pack(len(body), call_id, kind))
-        self._out.append(body)
+        oob: list[pickle.PickleBuffer] = []
+        meta = pickle.dumps(obj, protocol=5, buffer_callback=oob.append)
+        raws = [b.raw() for b in oob]
+        lens = [r.nbytes for r in raws]
+        size = 4 * len(raws) + len(meta) + sum(lens)
+        if size > self.max_frame or len(raws) > _MAX_BUFFERS:
+            raise ValueError(f"worker channel frame of {size} bytes ({len(raws)} buffers) "
+                             f"over the cap {self.max_frame}")
+        out = self._out
+        out.append(_HEADER.pack(size, call_id, kind, len(meta), len(raws)))
+        if raws:
+            out.append(struct.pack(f">{len(raws)}I", *lens))
+        out.append(meta)
+        out.extend(raws)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -115,7 +175,7 @@ class _Endpoint(asyncio.Protocol):
         self._flush_scheduled = False
         out, self._out = self._out, []
         if out and not self.closed and self.transport is not None:
-            self.transport.write(b"".join(out))
+            self.transport.writelines(out)
 
     def close(self) -> None:
         self.closed = True

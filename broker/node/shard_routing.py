@@ -34,6 +34,7 @@ import collections
 import contextlib
 import dataclasses
 import os
+import pickle
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -181,7 +182,7 @@ class ShardRoutes:
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
         layout, own = self.layout, self.layout.index
         local: dict[TopicPartition, bytes | memoryview] = {}
-        remote: dict[int, list[tuple[str, int, bytes]]] = {}
+        remote: dict[int, list[tuple[str, int, pickle.PickleBuffer]]] = {}
         results: dict[TopicPartition, AppendResult | KafkaError] = {}
         for key, records in entries.items():
             owner = layout.owner(*key)
@@ -190,8 +191,10 @@ class ShardRoutes:
             elif verification is not None:
                 results[key] = _txn_refused(owner)
             else:
-                remote.setdefault(owner, []).append((key[0], key[1], bytes(records)))
-        calls: list[tuple[int, list[tuple[str, int, bytes]], asyncio.Future[Any]]] = []
+                # out of band: the channel writes the records from the request's buffer
+                remote.setdefault(owner, []).append((key[0], key[1], pickle.PickleBuffer(records)))
+        calls: list[tuple[int, list[tuple[str, int, pickle.PickleBuffer]],
+                          asyncio.Future[Any]]] = []
         for owner, items in remote.items():
             try:
                 calls.append((owner, items, self._call(owner, "append", items, required_acks,
@@ -394,7 +397,7 @@ class ShardOps:
         return {"append": self.append, "fetch": self.fetch, "wait_any": self.wait_any,
                 "write_txn_marker": self.write_txn_marker, "handle": self.handle}
 
-    async def append(self, peer: ShardPeer, items: list[tuple[str, int, bytes]],
+    async def append(self, peer: ShardPeer, items: list[tuple[str, int, memoryview]],
                      required_acks: int, timeout_ms: int) -> list[tuple[str, int, Any]]:
         entries: dict[TopicPartition, bytes | memoryview] = {(t, p): r for t, p, r in items}
         results = await self.replicas.append_local(entries, required_acks=required_acks,

@@ -96,12 +96,13 @@ def test_a_frame_over_the_cap_closes_the_connection_before_it_is_read() -> None:
                                     max_frame=1024)
         await server.start()
         reader, writer = await asyncio.open_unix_connection(path)
-        writer.write(struct.pack(">IQB", 1 << 30, 1, 1))  # claims 1 GiB, sends none of it
+        writer.write(struct.pack(">IQBII", 1 << 30, 1, 1, 10, 0))  # claims 1 GiB, sends none
         await writer.drain()
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed, nothing answered
         assert len(closed) == 1
         client = await ShardChannelClient.connect(path)  # the server still serves others
         assert await client.call("echo", b"x" * 100) == b"x" * 100
+        assert await client.call("echo", 5) == 5
         await client.close()
         await server.stop()
 
@@ -125,5 +126,27 @@ def test_calls_of_a_gone_worker_fail_as_closed() -> None:
         await asyncio.wait_for(client.closed, 5)
         with pytest.raises(ChannelClosed):
             await client.call("never")
+
+    asyncio.run(main())
+
+
+def test_large_byte_strings_cross_out_of_band_and_in_order() -> None:
+    """Records sent as PickleBuffers arrive whole (in frames bigger than the scratch
+    buffer, split over many reads) and in the order sent, with small frames between."""
+    import pickle
+
+    async def main() -> None:
+        async def echo(peer: ShardPeer, *args: Any) -> Any:
+            return [bytes(a) if isinstance(a, memoryview) else a for a in args]
+
+        server, client, _ = await _pair({"echo": echo})
+        payloads = [bytes([i % 251]) * size for i, size in
+                    enumerate([10, 70_000, 300_000, 5, 1_000_000, 256 * 1024, 0])]
+        futures = [client.call("echo", i, pickle.PickleBuffer(memoryview(p)), "tail")
+                   for i, p in enumerate(payloads)]
+        for i, (future, p) in enumerate(zip(futures, payloads, strict=True)):
+            assert await future == [i, p, "tail"]
+        await client.close()
+        await server.stop()
 
     asyncio.run(main())
