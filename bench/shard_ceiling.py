@@ -122,11 +122,15 @@ def run(owners: list[Owner], args: argparse.Namespace) -> Round:
     else:
         os.sync()  # write back what the last round left dirty before this one
     ctx = mp.get_context("fork")
-    go = ctx.Barrier(len(owners) + 1)
+    # --whole-requests: a replayer process per connection, each request naming every
+    # partition of its owner, as a client's one Produce request per broker does
+    per_owner = conns if args.whole_requests else 1
+    go = ctx.Barrier(len(owners) * per_owner + 1)
     out = ctx.Queue()
     procs = [ctx.Process(target=_replayer, args=(o.side.bootstrap, o.topic, o.partitions,
-                                                 args, conns, go, out), daemon=True)
-             for o in owners]
+                                                 args, 1 if args.whole_requests else conns,
+                                                 go, out), daemon=True)
+             for o in owners for _ in range(per_owner)]
     for p in procs:
         p.start()
     time.sleep(0.5)
@@ -165,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=0,
                     help="also one broker of this many workers (skiff.broker.workers) with "
                     "every partition")
+    ap.add_argument("--whole-requests", action="store_true",
+                    help="each connection's requests name all of its owner's partitions "
+                    "(a replayer process per connection), as librdkafka and the Java "
+                    "client send one Produce request per broker; by default connection c "
+                    "carries the partitions p with p %% connections == c")
     ap.add_argument("--only-workers", action="store_true",
                     help="with --workers: that broker and the one process only")
     ap.add_argument("--cluster", action="store_true", help="also --shards brokers of one "

@@ -58,9 +58,10 @@ class _Endpoint(asyncio.BufferedProtocol):
     in, handed to `on_frame(call id, kind, value)` as they complete.
 
     A frame's large byte strings (the records of an append: `pickle.PickleBuffer`s) travel
-    out of band, after the pickle: they are written from where they lie, and a frame too
+    out of band, after the pickle, and a frame too
     big for the scratch buffer is read into a buffer of its own, which the values read
-    from it then refer to, so the records are copied only by the socket."""
+    from it then refer to: the records are copied once into the turn's write, and by the
+    socket."""
 
     def __init__(self, max_frame: int) -> None:
         self.max_frame = max_frame
@@ -175,7 +176,8 @@ class _Endpoint(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         out, self._out = self._out, []
         if out and not self.closed and self.transport is not None:
-            self.transport.writelines(out)
+            # one write: uvloop's writelines tries a system call per part
+            self.transport.write(b"".join(out))
 
     def close(self) -> None:
         self.closed = True
