@@ -71,7 +71,7 @@ from broker.node.shard_routing import ShardOps, ShardRoutes, sharded_dispatcher
 from broker.node.shards import ShardLayout
 from broker.node.workers import NodeWorkers
 from broker.protocol.api import BROKER_APIS, floors_table
-from broker.quotas.connections import ConnectionQuotas, connection_limits
+from broker.quotas.connections import ConnectionQuotas, connection_limits, limits_in_effect
 from broker.quotas.core import Quotas
 from broker.replication import (
     ClusterView,
@@ -618,7 +618,10 @@ class Node:
         ops["alter_partition"] = self._worker_alter_partition
         self.workers = workers = NodeWorkers(
             self.layout, self.config, ops,
-            snapshot=lambda: encode_snapshot(self.publisher.image))
+            snapshot=lambda: encode_snapshot(self.publisher.image),
+            keep_connections=lambda: limits_in_effect(
+                self.connection_quotas.limits, self._dynamic_broker_configs(),
+                self.metadata.client_quotas))
         self.publisher.taps.append(workers.tap)
         self.replicas.shard_router = ShardRoutes(self.layout, self.replicas,
                                                  self._worker_channel)

@@ -56,8 +56,12 @@ class ConnectionHandOff:
     turn; a worker's share is sent to it (SCM_RIGHTS) and closed here. A worker that cannot
     take it now (gone, its socket full) leaves the connection with the node."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, keep_all: Callable[[], bool] = lambda: False) -> None:
+        """`keep_all()`: connection limits are in effect (max.connections and the like,
+        broker/quotas/connections.py), which the node counts for the connections it
+        holds, so it holds them all meanwhile and the workers serve none."""
         self.count = count
+        self.keep_all = keep_all
         self._next = 0
         self._sockets: dict[int, socket.socket] = {}
         self.handed: dict[int, int] = dict.fromkeys(range(count), 0)
@@ -75,6 +79,9 @@ class ConnectionHandOff:
             sock.close()
 
     def __call__(self, listener_name: str, transport: asyncio.Transport) -> bool:
+        if self.keep_all():
+            self.handed[0] += 1
+            return False
         self._next = (self._next + 1) % self.count
         target = self._next
         sock = self._sockets.get(target)
@@ -212,7 +219,8 @@ class NodeWorkers:
 
     def __init__(self, layout: ShardLayout, config: Any,
                  ops: Mapping[str, Callable[..., Awaitable[Any]]], *,
-                 snapshot: Callable[[], bytes]) -> None:
+                 snapshot: Callable[[], bytes],
+                 keep_connections: Callable[[], bool] = lambda: False) -> None:
         self.layout = layout
         self.config = config
         self.directory = tempfile.mkdtemp(prefix="skiff-workers-")  # mode 0700
@@ -224,7 +232,7 @@ class NodeWorkers:
         self._processes: dict[int, asyncio.subprocess.Process] = {}
         self._supervisors: list[asyncio.Task[None]] = []
         self._stopping = False
-        self.hand_off = ConnectionHandOff(layout.count)
+        self.hand_off = ConnectionHandOff(layout.count, keep_connections)
         self.server = ShardChannelServer(
             socket_path(self.directory, 0),
             {**ops, "subscribe_metadata": self._subscribe, "worker_ready": self._worker_ready},

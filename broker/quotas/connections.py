@@ -231,3 +231,19 @@ def connection_limits(cfg: NodeConfig) -> ConnectionLimits:
                                     *cfg.controller_listener_names]),
         window_num=cfg["quota.window.num"],
         window_ms=cfg["quota.window.size.seconds"] * 1000)
+
+
+def limits_in_effect(limits: ConnectionLimits, dynamic: Mapping[str, str] | None,
+                     quotas: QuotaMap) -> bool:
+    """Whether any connection count or creation rate is bounded (statically, by a dynamic
+    broker config, or by an ip entity's connection_creation_rate): a broker of several
+    workers then keeps every connection in the process that counts them."""
+    lim = limits if not dynamic else with_dynamic(limits, dynamic)
+    if (lim.max_connections < INT_MAX or lim.max_per_ip < INT_MAX or lim.per_ip_overrides
+            or lim.max_creation_rate < INT_MAX):
+        return True
+    if any(v < INT_MAX for v in (*lim.listener_max_connections.values(),
+                                 *lim.listener_creation_rates.values())):
+        return True
+    return any(CONNECTION_CREATION_RATE in values for entity, values in quotas.items()
+               if any(kind == IP for kind, _ in entity))

@@ -386,3 +386,40 @@ def test_a_cluster_of_brokers_with_workers_replicates_and_fails_over(
             assert got == [b"%d" % i for i in range(p, n + 300, PARTITIONS)], p
     finally:
         cluster.stop()
+
+
+def test_connection_limits_hold_with_workers(tmp_path: Path) -> None:
+    """While a connection count or rate is bounded the node counts every connection, so it
+    holds them all (the workers still own and serve their partitions through it), and the
+    bound holds as for a broker of one process."""
+    n = SkiffNode(tmp_path / "limited", config_env={
+        "SKIFF_SKIFF_BROKER_WORKERS": str(WORKERS), "SKIFF_MAX_CONNECTIONS_PER_IP": "6"})
+    n.metrics_port = 0
+    n.start()
+    conns: list[Conn] = []
+    try:
+        n.wait_ready()
+        create_topic(n.bootstrap, "limited")
+        deadline = time.monotonic() + WAIT_S
+        while len(worker_pids(n)) < WORKERS and time.monotonic() < deadline:
+            time.sleep(0.1)
+        pids = worker_pids(n)
+        for _ in range(5):  # the sixth is the test's wait_ready/admin client, now closed
+            c = Conn(n.bootstrap)
+            conns.append(c)
+            for p in range(PARTITIONS):  # every partition, whichever worker owns it
+                assert c.produce("limited", p, [b"x"])[0] is ErrorCode.none
+            assert owner_pid(c.sock, n.port, pids) == n.pid
+        refused = 0
+        for _ in range(3):  # held open: the sixth is admitted, the two after it are not
+            extra = Conn(n.bootstrap)
+            conns.append(extra)
+            try:
+                extra.produce("limited", 0, [b"y"])
+            except (ConnectionError, OSError):
+                refused += 1
+        assert refused == 2, "max.connections.per.ip did not hold"
+    finally:
+        for c in conns:
+            c.close()
+        n.stop()
