@@ -87,6 +87,7 @@ from broker.security.sasl_config import server_sasl_for
 from broker.security.scram import ScramCredential, TokenLookup
 from broker.security.tls import server_tls_for
 from broker.server import ListenerSpec, Server, ServerConfig
+from broker.server.dispatch import BoundDispatcher
 from broker.share.coordinator_shell import ShareCoordinatorService
 from broker.share.shell import share_service_of
 from broker.txn.shell import TransactionCoordinatorService
@@ -197,6 +198,7 @@ class Node:
         # skiff.broker.workers: this process is worker 0 of `layout.count`
         self.layout = ShardLayout(config["skiff.broker.workers"], 0)
         self.workers: NodeWorkers | None = None
+        self._local_dispatcher: BoundDispatcher | None = None
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: MetricsServer | None = None
         self.election_counter: ElectionCounter | None = None  # a controller with metrics
@@ -591,6 +593,8 @@ class Node:
 
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = broker_dispatcher(BROKER_HANDLERS).bind(self)
+        # what the other workers' hand-overs run here: this process's own handlers
+        self._local_dispatcher = dispatcher
         if self.layout.sharded:
             dispatcher = sharded_dispatcher(self.layout, self._worker_channel, dispatcher,
                                             dispatcher.api_keys())
@@ -613,7 +617,9 @@ class Node:
     async def _start_workers(self, listeners: list[ListenerSpec]) -> None:
         """Workers 1..N-1, before this process opens the client port: they serve their
         partitions, and the connections it hands them, from the first connection on."""
-        by_name = {spec.name: (spec.dispatcher, spec.apis) for spec in listeners}
+        local = self._local_dispatcher
+        assert local is not None  # made by _broker_listeners
+        by_name = {spec.name: (local, spec.apis) for spec in listeners}
         ops = ShardOps(self.replicas, by_name.get).ops()
         ops["alter_partition"] = self._worker_alter_partition
         self.workers = workers = NodeWorkers(

@@ -18,10 +18,11 @@ A long poll over several workers' partitions reads each once; with less than min
 it waits on each worker's partitions at once, and when the first has something it reads
 the others again without waiting, until min_bytes or the deadline.
 
-ListOffsets and OffsetForLeaderEpoch are split: each worker answers its partitions with its
-own handler, and the answers are merged. Every other request a worker receives goes whole
-to worker 0, the node process, which runs the coordinators, the controller channel and the
-admin APIs (`forward_to_node`).
+ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers are split: each
+worker answers its partitions with its own handler, and the answers are merged;
+DescribeLogDirs is asked of every worker, each answering for the partitions it holds. Every
+other request a worker receives goes whole to worker 0, the node process, which runs the
+coordinators, the controller channel and the admin APIs (`forward_to_node`).
 
 Not yet served across workers (each refused with a message that says so): a transactional
 Produce to a partition another worker owns.
@@ -68,8 +69,13 @@ from broker.server.dispatch import BoundDispatcher, BoundEntry, NoResponse
 log = structlog.get_logger(__name__)
 
 ChannelOf = Callable[[int], ShardChannelClient | None]
-LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 2, 23
-SPLIT_APIS = frozenset({LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH})
+LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 2, 21, 23
+DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
+# answered per owner of the partitions they name, the answers merged
+SPLIT_APIS = frozenset({LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH,
+                        DESCRIBE_PRODUCERS})
+# answered by every worker for the partitions it holds, the answers merged
+BROADCAST_APIS = frozenset({DESCRIBE_LOG_DIRS})
 # what the owner keeps alive after answering a fetch, so the descriptors it named stay
 # open (and cannot be reused for another file) while the reader opens them
 _KEPT_ANSWERS = 1024
@@ -383,7 +389,9 @@ class _GroupRead:
 
 class ShardOps:
     """What a worker answers on its channel for the others: appends, reads and waits on its
-    partitions, and whole requests (`handle`) run by its own handlers."""
+    partitions, and requests (`handle`) run by its own handlers: `listener_of` gives the
+    handlers unwrapped (a part of a split request, or one asked of every worker, is
+    answered here, not split or asked again)."""
 
     def __init__(self, replicas: ReplicaManager,
                  listener_of: Callable[[str], tuple[BoundDispatcher, ApiTable] | None]) -> None:
@@ -504,6 +512,16 @@ def _partition_field(entity: Any) -> str:
     return "partition_index" if hasattr(entity, "partition_index") else "partition"
 
 
+def _partitions_field(topic: Any) -> str:
+    """Where a request's topic lists its partitions: entities, or (DescribeProducers)
+    their indexes."""
+    return "partition_indexes" if hasattr(topic, "partition_indexes") else "partitions"
+
+
+def _index_of(p: Any) -> int:
+    return p if isinstance(p, int) else int(getattr(p, _partition_field(p)))
+
+
 def split_by_owner(layout: ShardLayout, channel_of: ChannelOf, local: BoundEntry) -> BoundEntry:
     """ListOffsets and OffsetForLeaderEpoch over several workers: each answers its own
     partitions with its handler; the answers' topics are merged in the request's order."""
@@ -512,17 +530,16 @@ def split_by_owner(layout: ShardLayout, channel_of: ChannelOf, local: BoundEntry
         topics = request.topics
         if not topics:
             return await local.handle(ctx, request)
-        tf, pf = _topic_field(topics[0]), None
+        tf, psf = _topic_field(topics[0]), _partitions_field(topics[0])
         parts: dict[int, list[Any]] = {}
         for topic in topics:
             name = getattr(topic, tf)
             by_owner: dict[int, list[Any]] = {}
-            for p in topic.partitions:
-                pf = pf or _partition_field(p)
-                by_owner.setdefault(layout.owner(name, getattr(p, pf)), []).append(p)
+            for p in getattr(topic, psf):
+                by_owner.setdefault(layout.owner(name, _index_of(p)), []).append(p)
             for owner, ps in by_owner.items():
                 parts.setdefault(owner, []).append(
-                    dataclasses.replace(topic, partitions=tuple(ps)))
+                    dataclasses.replace(topic, **{psf: tuple(ps)}))
         if set(parts) <= {layout.index}:
             return await local.handle(ctx, request)
         reader = entity_reader(response_schema(ctx.api_key, ctx.api_version))
@@ -567,6 +584,44 @@ def _merged(answers: list[Any], request: Any, tf: str) -> Any:
     return dataclasses.replace(first, **changes)
 
 
+def ask_every_worker(layout: ShardLayout, channel_of: ChannelOf,
+                     local: BoundEntry) -> BoundEntry:
+    """DescribeLogDirs over several workers: each answers for the partitions it holds in
+    each log dir; the answers are merged dir by dir."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        reader = entity_reader(response_schema(ctx.api_key, ctx.api_version))
+        pending: list[Awaitable[Any]] = [local.handle(ctx, request)]
+        pending += [_remote_entity(channel_of, other, ctx, request, reader)
+                    for other in range(layout.count) if other != layout.index]
+        answers = await asyncio.gather(*pending)
+        first = answers[0]
+        by_dir: dict[str, Any] = {}
+        for answer in answers:
+            for result in answer.results:
+                seen = by_dir.get(result.log_dir)
+                by_dir[result.log_dir] = result if seen is None else dataclasses.replace(
+                    seen, error_code=seen.error_code or result.error_code,
+                    topics=_merged_topics((seen.topics, result.topics), "name"))
+        changes: dict[str, Any] = {"results": tuple(by_dir.values())}
+        if hasattr(first, "throttle_time"):
+            changes["throttle_time"] = max(a.throttle_time for a in answers)
+        return dataclasses.replace(first, **changes)
+
+    return BoundEntry(local.api_key, handle, local.error_response)
+
+
+def _merged_topics(lists: tuple[Any, ...], tf: str) -> tuple[Any, ...]:
+    by_name: dict[str, Any] = {}
+    for topics in lists:
+        for t in topics:
+            name = getattr(t, tf)
+            seen = by_name.get(name)
+            by_name[name] = t if seen is None else dataclasses.replace(
+                seen, partitions=(*seen.partitions, *t.partitions))
+    return tuple(by_name.values())
+
+
 def sharded_dispatcher(layout: ShardLayout, channel_of: ChannelOf, local: BoundDispatcher,
                        served_here: frozenset[int]) -> BoundDispatcher:
     """The handlers of one worker's client listener: the APIs in `served_here` by its own
@@ -578,6 +633,8 @@ def sharded_dispatcher(layout: ShardLayout, channel_of: ChannelOf, local: BoundD
         assert entry is not None
         if key in SPLIT_APIS:
             entries[key] = split_by_owner(layout, channel_of, entry)
+        elif key in BROADCAST_APIS:
+            entries[key] = ask_every_worker(layout, channel_of, entry)
         elif layout.index == 0 or key in served_here:
             entries[key] = entry
         else:

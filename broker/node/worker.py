@@ -144,7 +144,8 @@ class Worker:
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         specs = [ListenerSpec(name, host, port, apis, dispatcher)
                  for name, host, port in listeners]
-        return specs, {name: (dispatcher, apis) for name, _, _ in listeners}
+        # the other workers' hand-overs (split or asked of every worker) run the own handlers
+        return specs, {name: (local, apis) for name, _, _ in listeners}
 
     async def run(self, listeners: list[tuple[str, str, int]], stop: asyncio.Event) -> None:
         cfg, layout = self.config, self.layout

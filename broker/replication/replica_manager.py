@@ -88,6 +88,8 @@ class ShardRouter(Protocol):
     async def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                                producer_epoch: int, coordinator_epoch: int, committed: bool,
                                timeout_ms: int) -> ErrorCode: ...
+
+
 # a replica move's copy passes: at most this many before the last one, which runs on the
 # event loop once a pass copied no more than this
 MOVE_MAX_PASSES = 20

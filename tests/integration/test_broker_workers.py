@@ -423,3 +423,45 @@ def test_connection_limits_hold_with_workers(tmp_path: Path) -> None:
         for c in conns:
             c.close()
         n.stop()
+
+
+def test_admin_requests_over_partitions_see_every_worker(node: SkiffNode) -> None:
+    """DescribeLogDirs lists the partitions of every worker; DeleteRecords and
+    DescribeProducers are answered by each partition's owner."""
+    from kio.schema.delete_records.v2.request import (
+        DeleteRecordsPartition,
+        DeleteRecordsRequest,
+        DeleteRecordsTopic,
+    )
+    from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+
+    topic = "admin-spread"
+    create_topic(node.bootstrap, topic)
+    prod = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    for i in range(60):
+        prod.produce(topic, value=b"%d" % i, partition=i % PARTITIONS)
+    assert prod.flush(WAIT_S) == 0
+    assert {owner_of(topic, p, WORKERS) for p in range(PARTITIONS)} == {0, 1}
+    c = Conn(node.bootstrap)
+    try:
+        dirs = c.call(DescribeLogDirsRequest(topics=None))
+        held = {(t.name, p.partition_index) for r in dirs.results for t in r.topics
+                for p in t.partitions if t.name == topic}
+        assert held == {(topic, p) for p in range(PARTITIONS)}
+        producers = c.call(DescribeProducersRequest(topics=(TopicRequest(
+            name=topic, partition_indexes=tuple(i32(p) for p in range(PARTITIONS))),)))
+        answered = {p.partition_index: p for t in producers.topics for p in t.partitions}
+        assert sorted(answered) == list(range(PARTITIONS))
+        assert all(p.error_code is ErrorCode.none and len(p.active_producers) == 1
+                   for p in answered.values()), answered
+        deleted = c.call(DeleteRecordsRequest(
+            topics=(DeleteRecordsTopic(name=topic, partitions=tuple(
+                DeleteRecordsPartition(partition_index=i32(p), offset=i64(4))
+                for p in range(PARTITIONS))),),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=10))))
+        marks = {p.partition_index: (p.error_code, p.low_watermark)
+                 for t in deleted.topics for p in t.partitions}
+        assert marks == {p: (ErrorCode.none, 4) for p in range(PARTITIONS)}
+    finally:
+        c.close()
