@@ -312,14 +312,9 @@ class Node:
         self.logs.cordoned = self._cordoned_log_dirs
         self.logs.start()
         cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
-        settings = ReplicationSettings.from_config(cfg)
-        if layout.sharded:
-            # a session's partitions may live in several workers: every Fetch is a full one
-            # (Kafka's answer when its session cache is full)
-            settings = dataclasses.replace(settings, fetch_session_cache_slots=0)
         self.replicas = ReplicaManager(
             self.node_id, self.logs, self.clock,
-            settings=settings,
+            settings=ReplicationSettings.from_config(cfg),
             alter_partition=lambda req: self.controller.alter_partition(req),
             broker_epoch=lambda: self.broker_epoch,
             rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible,

@@ -15,7 +15,6 @@ to the node process. It stops cleanly on SIGTERM, and at once when the node is g
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import pickle
 import signal
 import socket
@@ -156,10 +155,8 @@ class Worker:
         self.logs.load()
         self.logs.start()
         cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
-        settings = dataclasses.replace(ReplicationSettings.from_config(cfg),
-                                       fetch_session_cache_slots=0)
         self.replicas = replicas = ReplicaManager(
-            self.node_id, self.logs, self.clock, settings=settings,
+            self.node_id, self.logs, self.clock, settings=ReplicationSettings.from_config(cfg),
             alter_partition=self._alter_partition, broker_epoch=lambda: self.broker_epoch,
             rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible)
         replicas.shard_router = ShardRoutes(layout, replicas, self.peers.channel_of)

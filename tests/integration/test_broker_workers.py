@@ -465,3 +465,71 @@ def test_admin_requests_over_partitions_see_every_worker(node: SkiffNode) -> Non
         assert marks == {p: (ErrorCode.none, 4) for p in range(PARTITIONS)}
     finally:
         c.close()
+
+
+def test_an_incremental_fetch_session_spans_the_workers(node: SkiffNode) -> None:
+    """KIP-227 over partitions of both workers: the session is kept where the connection
+    is; an incremental fetch answers only the partitions with news, whichever worker owns
+    them, and its long poll wakes when another worker's partition gets records."""
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+    topic = "sessions"
+    create_topic(node.bootstrap, topic)
+    remote = [p for p in range(PARTITIONS) if owner_of(topic, p, WORKERS) == 1]
+    local = [p for p in range(PARTITIONS) if owner_of(topic, p, WORKERS) == 0]
+    c = Conn(node.bootstrap)
+    writer = Conn(node.bootstrap)
+    try:
+        full = c.call(FetchRequest(
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=0)), min_bytes=i32(0),
+            session_id=i32(0), session_epoch=i32(0),
+            topics=(FetchTopic(topic=topic, partitions=tuple(
+                FetchPartition(partition=i32(p), fetch_offset=i64(0),
+                               partition_max_bytes=i32(1 << 20))
+                for p in range(PARTITIONS))),),
+            forgotten_topics_data=()))
+        assert full.error_code is ErrorCode.none and full.session_id != 0
+        session = full.session_id
+        pids = worker_pids(node)
+        here = pids.index(owner_pid(c.sock, node.port, pids))  # the worker holding c
+        elsewhere = [p for p in range(PARTITIONS) if owner_of(topic, p, WORKERS) != here]
+
+        def incremental(epoch: int, wait_ms: int) -> Any:
+            return c.call(FetchRequest(
+                max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=wait_ms)),
+                min_bytes=i32(1), session_id=session, session_epoch=i32(epoch), topics=(),
+                forgotten_topics_data=()))
+
+        quiet = incremental(1, 0)
+        assert quiet.error_code is ErrorCode.none and quiet.responses == ()
+        for p in (remote[0], local[0]):
+            assert writer.produce(topic, p, [b"news-%d" % p])[0] is ErrorCode.none
+        got: set[int] = set()
+        epoch = 1
+        for _ in range(2):  # the news of both workers, in one answer or two
+            epoch += 1
+            news = incremental(epoch, 2000)
+            got |= {q.partition_index for t in news.responses for q in t.partitions
+                    if q.records}
+            if got == {remote[0], local[0]}:
+                break
+        assert got == {remote[0], local[0]}, got
+        # the next fetch moves past what it read and long-polls, answered after a produce
+        started = time.monotonic()
+        c.sock.sendall(encode_request(FetchRequest(
+            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=5000)),
+            min_bytes=i32(1), session_id=session, session_epoch=i32(epoch + 1),
+            topics=(FetchTopic(topic=topic, partitions=tuple(
+                FetchPartition(partition=i32(p), fetch_offset=i64(1),
+                               partition_max_bytes=i32(1 << 20)) for p in sorted(got))),),
+            forgotten_topics_data=()), 99))
+        time.sleep(0.3)
+        assert writer.produce(topic, elsewhere[-1], [b"late"])[0] is ErrorCode.none
+        _, woke = decode_response(1, 12, recv_frame(c.sock))
+        waited = time.monotonic() - started
+        late = {q.partition_index for t in woke.responses for q in t.partitions}
+        assert elsewhere[-1] in late, late
+        assert waited < 4.0, f"the long poll did not wake on the records ({waited:.1f} s)"
+    finally:
+        c.close()
+        writer.close()
