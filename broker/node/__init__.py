@@ -145,6 +145,24 @@ def controller_channel_timeouts(cfg: NodeConfig) -> dict[str, float]:
     }
 
 
+def server_config_for(cfg: NodeConfig) -> ServerConfig:
+    """The socket.* and connections.* keys a node's listeners (and its workers') use."""
+    return ServerConfig(
+        socket_request_max_bytes=cfg["socket.request.max.bytes"],
+        connections_max_idle_ms=cfg["connections.max.idle.ms"],
+        send_buffer_bytes=cfg["socket.send.buffer.bytes"],
+        receive_buffer_bytes=cfg["socket.receive.buffer.bytes"],
+        listen_backlog=cfg["socket.listen.backlog.size"],
+    )
+
+
+def quotas_for(cfg: NodeConfig) -> Quotas:
+    """The client quotas' windows (quota.window.* and controller.quota.window.*)."""
+    return Quotas(cfg["quota.window.num"], cfg["quota.window.size.seconds"] * 1000,
+                  cfg["controller.quota.window.num"],
+                  cfg["controller.quota.window.size.seconds"] * 1000)
+
+
 class RegistrationTimedOut(Exception):
     """The broker's first registration did not succeed within
     initial.broker.registration.timeout.ms: the node stops, as Kafka's broker shuts down."""
@@ -202,10 +220,7 @@ class Node:
         self.stats: NodeStats | None = None  # metrics counters (None: metrics.listeners empty)
         self.metrics_server: MetricsServer | None = None
         self.election_counter: ElectionCounter | None = None  # a controller with metrics
-        self.quotas = Quotas(
-            config["quota.window.num"], config["quota.window.size.seconds"] * 1000,
-            config["controller.quota.window.num"],
-            config["controller.quota.window.size.seconds"] * 1000)
+        self.quotas = quotas_for(config)
         # One for the node, as Kafka's ConnectionQuotas is one per SocketServer: the
         # controller and broker listeners share max.connections and the per-ip counts.
         self.connection_quotas = ConnectionQuotas(connection_limits(config))
@@ -358,13 +373,7 @@ class Node:
             wait_applied=self.publisher.wait_for_offset,
             security=controller_security_,
         )
-        server_config = ServerConfig(
-            socket_request_max_bytes=cfg["socket.request.max.bytes"],
-            connections_max_idle_ms=cfg["connections.max.idle.ms"],
-            send_buffer_bytes=cfg["socket.send.buffer.bytes"],
-            receive_buffer_bytes=cfg["socket.receive.buffer.bytes"],
-            listen_backlog=cfg["socket.listen.backlog.size"],
-        )
+        server_config = server_config_for(cfg)
         # The controller listener serves Raft before anything else can happen; the client
         # listener opens only once this broker is registered and unfenced, so clients never
         # see a node that does not yet know the cluster's metadata. A broker-only node has

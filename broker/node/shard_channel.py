@@ -1,15 +1,16 @@
 """The channel between the workers of one broker (broker/node/shards.py): calls and events
 over a Unix socket in a directory only this user can enter.
 
-A frame is its body's length (u32), a call id (u64) and a kind (u8), then the body: a
-pickle (protocol 5) of plain values. Pickle is safe here because both ends are processes
-of one broker, started by it from the same code, and no one else can reach the socket
-(its directory is mode 0700). A call is answered by a REPLY or a FAIL with its id, in any
-order: a worker answers each call as its own task, so a long poll never holds up the
-calls behind it. The calls of one connection start in the order they were sent, each
-running until its first wait before the next starts, which keeps a partition's appends in
-the order a client's connection sent them. EVENTs go one way, in order: the node's
-metadata, streamed to each worker.
+A frame is its body's length (u32), a call id (u64), a kind (u8), the pickle's length and
+the count of out-of-band buffers (u32 each), then the body: each buffer's length (u32), a
+pickle (protocol 5) of plain values, and the buffers. Pickle is safe here because both
+ends are processes of one broker, started by it from the same code, and no one else can
+reach the socket (its directory is mode 0700). A call is answered by a REPLY or a FAIL
+with its id, in any order: a call that waits goes on as a task of its own, so a long poll
+never holds up the calls behind it. The calls of one connection start in the order they
+were sent, each running until its first wait before the next starts, which keeps a
+partition's appends in the order a client's connection sent them. EVENTs go one way, in
+order: the node's metadata, streamed to each worker.
 
 Under load a worker hands many partitions over per turn of its event loop: what it sends
 in one turn goes out in one write at the end of the turn, and an op whose answer is ready
@@ -58,10 +59,9 @@ class _Endpoint(asyncio.BufferedProtocol):
     in, handed to `on_frame(call id, kind, value)` as they complete.
 
     A frame's large byte strings (the records of an append: `pickle.PickleBuffer`s) travel
-    out of band, after the pickle, and a frame too
-    big for the scratch buffer is read into a buffer of its own, which the values read
-    from it then refer to: the records are copied once into the turn's write, and by the
-    socket."""
+    out of band, after the pickle, and a frame too big for the scratch buffer is read into
+    a buffer of its own, which the values read from it then refer to: the records are
+    copied once into the turn's write, and by the socket."""
 
     def __init__(self, max_frame: int) -> None:
         self.max_frame = max_frame
@@ -194,10 +194,6 @@ class ShardPeer:
 
     def send_event(self, obj: Any) -> None:
         self._endpoint.send(0, EVENT, obj)
-
-    @property
-    def closed(self) -> bool:
-        return self._endpoint.closed
 
 
 class ShardChannelServer:

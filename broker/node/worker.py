@@ -33,6 +33,7 @@ from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.snapshot import decode_snapshot
+from broker.node import quotas_for, server_config_for
 from broker.node.shard_channel import ShardChannelServer
 from broker.node.shard_routing import (
     ShardOps,
@@ -48,7 +49,6 @@ from broker.node.workers import (
     socket_path,
 )
 from broker.protocol.api import BROKER_APIS, ApiTable, floors_table
-from broker.quotas.core import Quotas
 from broker.replication import (
     ClusterView,
     ReplicaFetcherManager,
@@ -58,7 +58,7 @@ from broker.replication import (
 from broker.replication.fetcher import secured_connect
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.security.client import inter_broker_security
-from broker.server import ListenerSpec, Server, ServerConfig
+from broker.server import ListenerSpec, Server
 from broker.server.dispatch import BoundDispatcher
 from broker.util.tasks import ServiceTasks
 
@@ -83,10 +83,7 @@ class Worker:
         self.directory = directory
         self.clock = wall_clock_ms
         self.tasks = ServiceTasks(f"worker-{layout.index}")
-        self.quotas = Quotas(
-            config["quota.window.num"], config["quota.window.size.seconds"] * 1000,
-            config["controller.quota.window.num"],
-            config["controller.quota.window.size.seconds"] * 1000)
+        self.quotas = quotas_for(config)
         self.txn_coordinator = None  # transactional produce goes to the node
         self.publisher = MetadataPublisher("")
         self.peers = ShardPeers(layout, directory, on_event=self._on_event)
@@ -179,12 +176,7 @@ class Worker:
         await self.replica_sync.wait_applied()
         replicas.start()
         self.fetchers.start()
-        self.server = server = Server(specs, ServerConfig(
-            socket_request_max_bytes=cfg["socket.request.max.bytes"],
-            connections_max_idle_ms=cfg["connections.max.idle.ms"],
-            send_buffer_bytes=cfg["socket.send.buffer.bytes"],
-            receive_buffer_bytes=cfg["socket.receive.buffer.bytes"],
-            listen_backlog=cfg["socket.listen.backlog.size"]))
+        self.server = server = Server(specs, server_config_for(cfg))
         # no listening socket of its own: it serves the connections the node hands it
 
         def adopt(listener_name: str, sock: socket.socket) -> None:

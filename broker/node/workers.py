@@ -9,8 +9,8 @@ node streams to it, before it opens the client port. The node alone accepts conn
 and hands them to the workers in turn (ConnectionHandOff: the socket goes over a Unix
 socket with SCM_RIGHTS before anything is read from it), so each process serves an equal
 share of the connections; with SO_REUSEPORT the kernel's hash of a few connections often
-left one process with most of them. A worker that
-exits while the node runs is started again after a second; its partitions answer
+left one process with most of them. A worker that exits while the node runs is started
+again after a second; its partitions answer
 NOT_LEADER_OR_FOLLOWER meanwhile, which clients retry. On stop the node asks each worker
 to stop (SIGTERM: it closes its logs cleanly) and kills one that has not within 10 s.
 """
@@ -64,7 +64,6 @@ class ConnectionHandOff:
         self.keep_all = keep_all
         self._next = 0
         self._sockets: dict[int, socket.socket] = {}
-        self.handed: dict[int, int] = dict.fromkeys(range(count), 0)
 
     def connect(self, index: int, path: str) -> None:
         self.drop(index)
@@ -80,14 +79,12 @@ class ConnectionHandOff:
 
     def __call__(self, listener_name: str, transport: asyncio.Transport) -> bool:
         if self.keep_all():
-            self.handed[0] += 1
             return False
         self._next = (self._next + 1) % self.count
         target = self._next
         sock = self._sockets.get(target)
         conn = transport.get_extra_info("socket")
         if target == 0 or sock is None or conn is None:
-            self.handed[0] += 1
             return False
         try:
             socket.send_fds(sock, [listener_name.encode()], [conn.fileno()])
@@ -95,10 +92,8 @@ class ConnectionHandOff:
             if not isinstance(exc, BlockingIOError):
                 log.warning("connection_not_handed_off", worker=target, error=str(exc))
                 self.drop(target)
-            self.handed[0] += 1
             return False
         transport.abort()  # the worker holds the connection now: closing here ends nothing
-        self.handed[target] += 1
         return True
 
     def close(self) -> None:
