@@ -63,6 +63,27 @@ def api_versions_request(version: int) -> Any:
     return schema()
 
 
+class RawConnection:
+    """One blocking connection that sends kio requests and reads their answers in turn,
+    checking each answer's correlation id."""
+
+    def __init__(self, bootstrap: str, timeout: float) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.correlation = 0
+
+    def call(self, request: Any) -> Any:
+        self.correlation += 1
+        self.sock.sendall(encode_request(request, self.correlation))
+        cid, resp = decode_response(int(request.__api_key__), int(request.__version__),
+                                    recv_frame(self.sock))
+        assert cid == self.correlation
+        return resp
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def recv_exact(sock: socket.socket, n: int) -> bytes:
     out = bytearray()
     while len(out) < n:

@@ -6,7 +6,6 @@ sent over a raw socket, also after the node restarted (producer state rebuilt fr
 from __future__ import annotations
 
 import datetime
-import socket
 import time
 from typing import Any
 
@@ -20,7 +19,7 @@ from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, 
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from broker.protocol.records import Record, build_batch
-from broker.testing.wire import decode_response, encode_request, recv_frame
+from broker.testing.wire import RawConnection
 from tests.conftest import Broker
 from tests.support.node import SkiffNode
 
@@ -108,19 +107,9 @@ def test_librdkafka_idempotent_producer_writes_each_record_once(
 # ---- a retried batch, by hand ---------------------------------------------------------------
 
 
-class RawClient:
+class RawClient(RawConnection):
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=WAIT_S)
-        self.correlation = 0
-
-    def call(self, request: Any) -> Any:
-        self.correlation += 1
-        self.sock.sendall(encode_request(request, self.correlation))
-        cid, resp = decode_response(int(request.__api_key__), int(request.__version__),
-                                    recv_frame(self.sock))
-        assert cid == self.correlation
-        return resp
+        super().__init__(bootstrap, WAIT_S)
 
     def init_producer_id(self) -> tuple[int, int]:
         resp = self.call(InitProducerIdRequest(
@@ -137,9 +126,6 @@ class RawClient:
                 PartitionProduceData(index=i32(0), records=Records(batch)),)),)))
         part = resp.responses[0].partition_responses[0]
         return part.error_code, int(part.base_offset)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def idem_batch(pid: int, epoch: int, seq: int, n: int) -> bytes:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +41,7 @@ from kio.schema.write_txn_markers.v1.request import (
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from broker.protocol.records import Record, build_batch
-from broker.testing.wire import decode_response, encode_request, recv_frame
+from broker.testing.wire import RawConnection
 from tests.compat.test_idempotence import create_topic
 from tests.conftest import Broker
 from tests.support.node import SkiffNode, external_bootstrap, started_node
@@ -80,22 +79,12 @@ NOT_YET = (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partitio
            ErrorCode.leader_not_available, ErrorCode.request_timed_out)
 
 
-class TxnClient:
+class TxnClient(RawConnection):
     """A raw Kafka connection that plays the transactional producer and the coordinator."""
 
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=WAIT_S)
-        self.correlation = 0
+        super().__init__(bootstrap, WAIT_S)
         self.seqs: dict[int, int] = {}
-
-    def call(self, request: Any) -> Any:
-        self.correlation += 1
-        self.sock.sendall(encode_request(request, self.correlation))
-        cid, resp = decode_response(int(request.__api_key__), int(request.__version__),
-                                    recv_frame(self.sock))
-        assert cid == self.correlation
-        return resp
 
     def producer_id(self) -> int:
         resp = self.call(InitProducerIdRequest(
@@ -151,9 +140,6 @@ class TxnClient:
                 partition_index=i32(0), current_leader_epoch=i32(-1),
                 timestamp=i64(-1)),)),)))
         return resp.topics[0].partitions[0]
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def ok(result: tuple[ErrorCode, int]) -> int:

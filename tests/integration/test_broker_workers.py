@@ -35,7 +35,7 @@ from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 
 from broker.node.shards import owner_of
 from broker.protocol.records import Record, build_batch
-from broker.testing.wire import decode_response, encode_request, recv_frame
+from broker.testing.wire import RawConnection, decode_response, encode_request, recv_frame
 from tests.support.node import SkiffNode
 
 WORKERS = 2
@@ -96,19 +96,9 @@ def owner_pid(sock: socket.socket, server_port: int, pids: list[int]) -> int | N
     return None
 
 
-class Conn:
+class Conn(RawConnection):
     def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=WAIT_S)
-        self.correlation = 0
-
-    def call(self, request: Any) -> Any:
-        self.correlation += 1
-        self.sock.sendall(encode_request(request, self.correlation))
-        cid, resp = decode_response(int(request.__api_key__), int(request.__version__),
-                                    recv_frame(self.sock))
-        assert cid == self.correlation
-        return resp
+        super().__init__(bootstrap, WAIT_S)
 
     def produce(self, topic: str, partition: int, values: list[bytes]) -> tuple[ErrorCode, int]:
         batch = build_batch([Record(timestamp=int(time.time() * 1000), value=v) for v in values])
@@ -119,9 +109,6 @@ class Conn:
                 PartitionProduceData(index=i32(partition), records=Records(batch)),)),)))
         part = resp.responses[0].partition_responses[0]
         return part.error_code, int(part.base_offset)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
