@@ -141,6 +141,11 @@ class MemoryLogStore:
 
     def _add(self, batch: Batch) -> None:
         if not self._epochs or self._epochs[-1][0] < batch.epoch:
+            # An entry left with no records of its own (a log whose head was lost up to
+            # its end keeps the epoch of its last record at its new start) would claim
+            # this batch's offsets for an older epoch; Kafka's epoch cache drops it too.
+            while self._epochs and self._epochs[-1][1] >= batch.base_offset:
+                self._epochs.pop()
             self._epochs.append((batch.epoch, batch.base_offset))
         elif self._epochs[-1][0] > batch.epoch:
             raise ValueError(f"epoch {batch.epoch} below {self._epochs[-1][0]}")

@@ -42,6 +42,20 @@ def test_truncate_mid_batch_and_epochs_follow() -> None:
     assert log.last_epoch() == 1 and log.end_offset_for_epoch(9) == (1, 3)
 
 
+def test_an_epoch_with_no_records_left_does_not_claim_the_next_epochs_offsets() -> None:
+    # sim seed 1796552298188: a log that lost its head up to its end kept its last
+    # epoch (3) at its new start; a leader whose log then grew in epoch 4 from there
+    # validated a follower's stale epoch-3 suffix as if it matched, and the follower
+    # committed a record the quorum had replaced
+    log = filled()
+    log.lose_head(7)
+    assert log.log_start_offset == 7 and log.end_offset == 7
+    log.append((b"h",), 5)  # 7
+    assert log.end_offset_for_epoch(4) == (-1, -1)
+    assert log.end_offset_for_epoch(5) == (5, 8)
+    assert log.epoch_at(7) == 5
+
+
 def test_crash_loses_only_unflushed() -> None:
     log = filled()
     log.flush()
