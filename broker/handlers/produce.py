@@ -126,14 +126,10 @@ async def _verify(
                                    "Transactional records contained more than one producer ID")
         return {}
     pid, epoch, _ = next(iter(producers.values()))
-    guards: dict[tuple[str, int], VerificationGuard | None] = {}
-    for key, (_, _, seq) in producers.items():
-        try:
-            guards[key] = node.replicas.start_verification(
-                key[0], key[1], pid, seq, epoch,
-                supports_epoch_bump=op is TxnOperation.ADD_PARTITION)
-        except KafkaError:
-            guards[key] = None  # not the leader: the append answers it
+    # None where not the leader: the append answers it
+    guards = await node.replicas.start_verifications(
+        pid, epoch, {key: seq for key, (_, _, seq) in producers.items()},
+        supports_epoch_bump=op is TxnOperation.ADD_PARTITION)
     wanted = [k for k, g in guards.items() if g is not None]
     if not wanted:
         return guards

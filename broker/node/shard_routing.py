@@ -24,8 +24,11 @@ DescribeLogDirs is asked of every worker, each answering for the partitions it h
 other request a worker receives goes whole to worker 0, the node process, which runs the
 coordinators, the controller channel and the admin APIs (`forward_to_node`).
 
-Not yet served across workers (each refused with a message that says so): a transactional
-Produce to a partition another worker owns.
+A transactional Produce goes whole to worker 0 (`transactional_to_node`), which asks the
+transaction coordinator. With KIP-890's verification, each partition's owner takes the
+producer's verification guard before worker 0 asks, and names it by a token that lives as
+long as the guard; the append carries the token back, so a transaction marker written
+meanwhile (which drops the guard) fails the late append as it does in one process.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import itertools
 import os
 import pickle
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -52,7 +57,7 @@ from broker.node.shard_channel import (
     ShardChannelClient,
     ShardPeer,
 )
-from broker.node.shards import WORKERS_KEY, ShardLayout
+from broker.node.shards import ShardLayout
 from broker.protocol.api import ApiTable, response_schema
 from broker.protocol.frames import ResponseChunks, is_file_slice
 from broker.protocol.headers import encode_body, encode_request, parse_request
@@ -87,14 +92,22 @@ def _unreachable(owner: int, why: object) -> KafkaError:
                       f"reachable: {why}")
 
 
-def _txn_refused(owner: int) -> KafkaError:
-    return KafkaError(ErrorCode.invalid_txn_state,
-                      f"a transactional produce to a partition of worker {owner} is not "
-                      f"served yet by a broker of several workers ({WORKERS_KEY} > 1): "
-                      "set it to 1 for transactions")
+class RemoteVerificationGuard(VerificationGuard):
+    """A verification guard another worker holds for its partition, named by its token."""
+
+    __slots__ = ("owner", "token")
+
+    def __init__(self, owner: int, token: int) -> None:
+        self.owner, self.token = owner, token
 
 
 # ---- values that cross the channel: plain tuples ---------------------------------------
+
+def _token_for(guard: VerificationGuard | None, owner: int) -> int | None:
+    if isinstance(guard, RemoteVerificationGuard) and guard.owner == owner:
+        return guard.token
+    return None
+
 
 def _append_out(result: AppendResult | KafkaError) -> tuple[Any, ...]:
     if isinstance(result, KafkaError):
@@ -194,17 +207,19 @@ class ShardRoutes:
             owner = layout.owner(*key)
             if owner == own:
                 local[key] = records
-            elif verification is not None:
-                results[key] = _txn_refused(owner)
             else:
                 # out of band: the channel writes the records from the request's buffer
                 remote.setdefault(owner, []).append((key[0], key[1], pickle.PickleBuffer(records)))
         calls: list[tuple[int, list[tuple[str, int, pickle.PickleBuffer]],
                           asyncio.Future[Any]]] = []
         for owner, items in remote.items():
+            tokens: list[int | None] | None = None
+            if verification is not None:
+                tokens = [_token_for(verification.get((topic, index)), owner)
+                          for topic, index, _ in items]
             try:
                 calls.append((owner, items, self._call(owner, "append", items, required_acks,
-                                                       timeout_ms)))
+                                                       timeout_ms, tokens)))
             except (ConnectionError, ValueError) as exc:
                 for topic, index, _ in items:
                     results[(topic, index)] = _unreachable(owner, exc)
@@ -222,6 +237,36 @@ class ShardRoutes:
             for topic, index, answer in answers:
                 results[(topic, index)] = _append_in(answer)
         return results
+
+    async def start_verifications(
+        self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int],
+        supports_epoch_bump: bool,
+    ) -> dict[TopicPartition, VerificationGuard | None]:
+        own = self.layout.index
+        by_owner: dict[int, dict[TopicPartition, int]] = {}
+        for key, sequence in sequences.items():
+            by_owner.setdefault(self.layout.owner(*key), {})[key] = sequence
+        guards: dict[TopicPartition, VerificationGuard | None] = dict.fromkeys(sequences)
+        calls: list[tuple[int, asyncio.Future[Any]]] = []
+        for owner, part in by_owner.items():
+            if owner != own:
+                calls.append((owner, self._call(
+                    owner, "start_verification", [(t, p, s) for (t, p), s in part.items()],
+                    producer_id, epoch, supports_epoch_bump)))
+        if own in by_owner:
+            guards.update(self.replicas.start_verifications_local(
+                producer_id, epoch, by_owner[own], supports_epoch_bump=supports_epoch_bump))
+        for owner, future in calls:
+            try:
+                answers = await future
+            except (ConnectionError, ShardCallFailed) as exc:
+                # the append to it answers the partitions (not reachable)
+                log.warning("verification_not_started", worker=owner, error=str(exc))
+                continue
+            for topic, index, token in answers:
+                guards[(topic, index)] = (None if token is None
+                                          else RemoteVerificationGuard(owner, token))
+        return guards
 
     async def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                                producer_epoch: int, coordinator_epoch: int, committed: bool,
@@ -400,16 +445,44 @@ class ShardOps:
         self._pid = os.getpid()
         self._kept: collections.deque[list[FetchPartitionResult]] = collections.deque(
             maxlen=_KEPT_ANSWERS)
+        # the verification guards named to other workers: a token outlives its guard only
+        # as a miss, which fails the append as a dropped guard does
+        self._guards: weakref.WeakValueDictionary[int, VerificationGuard] = (
+            weakref.WeakValueDictionary())
+        self._tokens = itertools.count(1)
 
     def ops(self) -> dict[str, Callable[..., Awaitable[Any]]]:
         return {"append": self.append, "fetch": self.fetch, "wait_any": self.wait_any,
-                "write_txn_marker": self.write_txn_marker, "handle": self.handle}
+                "write_txn_marker": self.write_txn_marker, "handle": self.handle,
+                "start_verification": self.start_verification}
+
+    async def start_verification(self, peer: ShardPeer, items: list[tuple[str, int, int]],
+                                 producer_id: int, epoch: int, supports_epoch_bump: bool,
+                                 ) -> list[tuple[str, int, int | None]]:
+        guards = self.replicas.start_verifications_local(
+            producer_id, epoch, {(t, p): s for t, p, s in items},
+            supports_epoch_bump=supports_epoch_bump)
+        answers: list[tuple[str, int, int | None]] = []
+        for (topic, index), guard in guards.items():
+            token = None
+            if guard is not None:
+                token = next(self._tokens)
+                self._guards[token] = guard
+            answers.append((topic, index, token))
+        return answers
 
     async def append(self, peer: ShardPeer, items: list[tuple[str, int, memoryview]],
-                     required_acks: int, timeout_ms: int) -> list[tuple[str, int, Any]]:
+                     required_acks: int, timeout_ms: int,
+                     tokens: list[int | None] | None = None) -> list[tuple[str, int, Any]]:
         entries: dict[TopicPartition, bytes | memoryview] = {(t, p): r for t, p, r in items}
+        verification: dict[TopicPartition, VerificationGuard | None] | None = None
+        if tokens is not None:
+            guards = self._guards
+            verification = {(t, p): None if token is None else guards.get(token)
+                            for (t, p, _), token in zip(items, tokens, strict=True)}
         results = await self.replicas.append_local(entries, required_acks=required_acks,
-                                                   timeout_ms=timeout_ms)
+                                                   timeout_ms=timeout_ms,
+                                                   verification=verification)
         return [(t, p, _append_out(results[(t, p)])) for t, p, _ in items]
 
     async def fetch(self, peer: ShardPeer, reqs: list[tuple[Any, ...]], replica_id: int,

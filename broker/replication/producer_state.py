@@ -166,9 +166,11 @@ class ProducerEntry:
 
 
 class VerificationGuard:
-    """Identity of one verification (Kafka's VerificationGuard): compared with `is`."""
+    """Identity of one verification (Kafka's VerificationGuard): compared with `is`.
+    Weakly referable: a broker of several workers names a guard to another worker by a
+    token that must die with the guard (broker/node/shard_routing.py)."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)
 
 
 @dataclass(slots=True)

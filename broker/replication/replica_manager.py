@@ -89,6 +89,11 @@ class ShardRouter(Protocol):
                                producer_epoch: int, coordinator_epoch: int, committed: bool,
                                timeout_ms: int) -> ErrorCode: ...
 
+    async def start_verifications(
+        self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int],
+        supports_epoch_bump: bool,
+    ) -> dict[TopicPartition, VerificationGuard | None]: ...
+
 
 # a replica move's copy passes: at most this many before the last one, which runs on the
 # event loop once a pass copied no more than this
@@ -694,6 +699,34 @@ class ReplicaManager:
         when its transaction is already open there. Raises KafkaError (not the leader)."""
         return self.leader_partition(topic, index).start_verification(
             producer_id, sequence, epoch, supports_epoch_bump=supports_epoch_bump)
+
+    async def start_verifications(
+        self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int], *,
+        supports_epoch_bump: bool = False,
+    ) -> dict[TopicPartition, VerificationGuard | None]:
+        """`start_verification` for each partition (with the batch's first sequence); None
+        where the transaction is open or this broker does not lead it (the append answers
+        that). A broker of several workers asks each partition's owner."""
+        router = self.shard_router
+        if router is not None:
+            return await router.start_verifications(producer_id, epoch, sequences,
+                                                     supports_epoch_bump)
+        return self.start_verifications_local(producer_id, epoch, sequences,
+                                              supports_epoch_bump=supports_epoch_bump)
+
+    def start_verifications_local(
+        self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int], *,
+        supports_epoch_bump: bool = False,
+    ) -> dict[TopicPartition, VerificationGuard | None]:
+        guards: dict[TopicPartition, VerificationGuard | None] = {}
+        for (topic, index), sequence in sequences.items():
+            try:
+                guards[(topic, index)] = self.start_verification(
+                    topic, index, producer_id, sequence, epoch,
+                    supports_epoch_bump=supports_epoch_bump)
+            except KafkaError:
+                guards[(topic, index)] = None
+        return guards
 
     async def write_txn_marker(
         self, topic: str, partition: int, *, producer_id: int, producer_epoch: int,
