@@ -221,6 +221,3 @@ def _check_workers(cfg: NodeConfig) -> None:
             raise ConfigError(key, workers, f"1 while listener {lst.name} is {proto}: a broker "
                                             "of several workers serves PLAINTEXT listeners only "
                                             "so far")
-    if cfg.values["metrics.listeners"]:
-        raise ConfigError(key, workers, "1 while metrics.listeners is set: the workers' "
-                                        "metrics are not gathered yet")

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import structlog
@@ -43,11 +44,16 @@ def parse_metrics_listeners(value: str | Sequence[str] | None) -> list[tuple[str
             for host, port in parse_host_ports(METRICS_LISTENERS_KEY, value)]
 
 
+CollectOnLoop = Callable[[], list[Metric] | Awaitable[list[Metric]]]
+
+
 class LoopCollector(Collector):
-    """Runs `collect_on_loop` on `loop` and returns its families to the calling thread."""
+    """Runs `collect_on_loop` on `loop` and returns its families to the calling thread;
+    when it returns an awaitable (a broker of several workers asks them), the scrape waits
+    for it as a task of the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop,
-                 collect_on_loop: Callable[[], list[Metric]],
+                 collect_on_loop: CollectOnLoop,
                  timeout_s: float = SCRAPE_TIMEOUT_S) -> None:
         self.loop = loop
         self.collect_on_loop = collect_on_loop
@@ -56,16 +62,33 @@ class LoopCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         if threading.get_ident() == self.loop_thread:
-            return self.collect_on_loop()  # called on the loop itself (tests, in-process)
+            # called on the loop itself (tests, in-process)
+            families = self.collect_on_loop()
+            if inspect.isawaitable(families):
+                raise RuntimeError("an awaitable collection cannot be waited for on its loop")
+            return families
         done: concurrent.futures.Future[list[Metric]] = concurrent.futures.Future()
+
+        def finished(task: asyncio.Future[list[Metric]]) -> None:
+            if task.cancelled():
+                done.cancel()
+            elif (exc := task.exception()) is not None:
+                done.set_exception(exc)
+            else:
+                done.set_result(task.result())
 
         def run() -> None:
             if not done.set_running_or_notify_cancel():
                 return
             try:
-                done.set_result(self.collect_on_loop())
+                families = self.collect_on_loop()
             except BaseException as exc:
                 done.set_exception(exc)
+                return
+            if inspect.isawaitable(families):
+                asyncio.ensure_future(families).add_done_callback(finished)
+            else:
+                done.set_result(families)
 
         self.loop.call_soon_threadsafe(run)
         try:
@@ -96,9 +119,12 @@ class MetricsServer:
     """The HTTP endpoints of one node; `addresses` are the bound (host, port)s."""
 
     def __init__(self, listeners: Sequence[tuple[str, int]],
-                 collect_on_loop: Callable[[], list[Metric]]) -> None:
+                 collect_on_loop: CollectOnLoop, *, process: bool = True) -> None:
+        """`process`: add prometheus_client's process collectors to the registry (False
+        when `collect_on_loop` gathers them itself, from every process of a broker)."""
         self.listeners = list(listeners)
         self.collect_on_loop = collect_on_loop
+        self.process = process
         self.addresses: list[tuple[str, int]] = []
         self._servers: list[Any] = []
 
@@ -109,7 +135,7 @@ class MetricsServer:
             log.info("metrics_disabled", reason=f"{METRICS_LISTENERS_KEY} is empty")
             return
         registry = build_registry(LoopCollector(asyncio.get_running_loop(),
-                                                self.collect_on_loop))
+                                                self.collect_on_loop), process=self.process)
         try:
             for host, port in self.listeners:
                 try:

@@ -113,6 +113,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 CLEAN_SHUTDOWN_FILE = ".skiff_cleanshutdown"
 STOP_STEP_TIMEOUT_S = 10.0
+# a worker that does not answer a scrape in time is left out of it (skiff_broker_worker_up 0)
+WORKER_SCRAPE_TIMEOUT_S = 5.0
 # How often the active controller looks for expired broker sessions. A tick that fences
 # nothing appends nothing, so it is cheap; it bounds how late a fence can be.
 CONTROLLER_TICK_MS = 100
@@ -520,10 +522,49 @@ class Node:
         from broker.metrics.exporter import MetricsServer
 
         self.stats = NodeStats()
-        self.metrics_server = MetricsServer(listeners, lambda: node_families(
-            self, publisher=self._publisher, replicas=self._replicas, fetchers=self._fetchers,
-            quorum=self._quorum))
+
+        def own() -> list[Any]:
+            return node_families(self, publisher=self._publisher, replicas=self._replicas,
+                                 fetchers=self._fetchers, quorum=self._quorum)
+
+        if self.layout.count == 1:
+            self.metrics_server = MetricsServer(listeners, own)
+        else:
+            self.metrics_server = MetricsServer(
+                listeners, lambda: self._gather_metrics(own()), process=False)
         self.metrics_server.start()
+
+    async def _gather_metrics(self, own: list[Any]) -> list[Any]:
+        """A broker of several workers: this process's families and every worker's, merged
+        (broker/metrics/merge.py); `skiff_broker_worker_up` says which workers answered."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        from broker.metrics.merge import merge_families, process_families
+
+        own = own + process_families()
+        up = GaugeMetricFamily("skiff_broker_worker_up", "1 when the worker process of this "
+                               "broker answered the scrape (skiff.broker.workers)",
+                               labels=["worker"])
+        up.add_metric(["0"], 1)
+        indexes = list(range(1, self.layout.count))
+        calls: list[Any] = []
+        for index in indexes:
+            channel = None if self.workers is None else self.workers.channel_of(index)
+            calls.append(None if channel is None else asyncio.wait_for(
+                channel.call("metrics"), WORKER_SCRAPE_TIMEOUT_S))
+        answers = await asyncio.gather(*(c for c in calls if c is not None),
+                                       return_exceptions=True)
+        it = iter(answers)
+        others: list[Any] = []
+        for index, call in zip(indexes, calls, strict=True):
+            answer = None if call is None else next(it)
+            ok = answer is not None and not isinstance(answer, BaseException)
+            up.add_metric([str(index)], 1 if ok else 0)
+            if ok:
+                others.append(answer)
+            elif answer is not None:
+                log.warning("worker_metrics_missing", worker=index, error=repr(answer))
+        return merge_families([*own, up], others)
 
     async def _stop_step(self, step: str, stopping: Awaitable[None]) -> None:
         """One part of the shutdown, bounded: a part that hangs is logged, cancelled and

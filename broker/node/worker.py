@@ -33,8 +33,20 @@ from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
 from broker.metadata.snapshot import decode_snapshot
+from broker.metrics.collectors import (
+    fetcher_families,
+    log_flush_families,
+    network_families,
+    quota_families,
+    replica_families,
+    request_families,
+    topic_families,
+)
+from broker.metrics.exporter import METRICS_LISTENERS_KEY, parse_metrics_listeners
+from broker.metrics.merge import FamilyValues, family_values, process_families
+from broker.metrics.stats import NodeStats
 from broker.node import quotas_for, server_config_for
-from broker.node.shard_channel import ShardChannelServer
+from broker.node.shard_channel import ShardChannelServer, ShardPeer
 from broker.node.shard_routing import (
     ShardOps,
     ShardRoutes,
@@ -95,6 +107,10 @@ class Worker:
         self.fetchers: ReplicaFetcherManager | None = None
         self.replica_sync: ReplicaSync | None = None
         self.receiver: ConnectionReceiver | None = None
+        # counted when the node serves metrics, which gathers this worker's at each scrape
+        self.stats: NodeStats | None = None
+        if parse_metrics_listeners(config[METRICS_LISTENERS_KEY]):
+            self.stats = NodeStats()
 
     @property
     def metadata(self) -> MetadataImage:
@@ -157,6 +173,8 @@ class Worker:
             alter_partition=self._alter_partition, broker_epoch=lambda: self.broker_epoch,
             rack_of=cluster.rack_of, isr_eligible=cluster.isr_eligible)
         replicas.shard_router = ShardRoutes(layout, replicas, self.peers.channel_of)
+        if self.stats is not None:
+            replicas.topic_stats = self.stats.topics
         self.fetchers = ReplicaFetcherManager(replicas, address_of=cluster.address_of)
         security = inter_broker_security(cfg)
         if security is not None:
@@ -166,7 +184,7 @@ class Worker:
         specs, by_name = self._listener_specs(listeners)
         self.channel = ShardChannelServer(
             socket_path(self.directory, layout.index),
-            ShardOps(replicas, by_name.get).ops())
+            ShardOps(replicas, by_name.get).ops() | {"metrics": self._metrics})
         await self.channel.start()
         others = [i for i in range(layout.count) if i != layout.index]
         self.peers.start(others)
@@ -176,7 +194,9 @@ class Worker:
         await self.replica_sync.wait_applied()
         replicas.start()
         self.fetchers.start()
-        self.server = server = Server(specs, server_config_for(cfg))
+        self.server = server = Server(
+            specs, server_config_for(cfg),
+            stats=self.stats.server if self.stats is not None else None)
         # no listening socket of its own: it serves the connections the node hands it
 
         def adopt(listener_name: str, sock: socket.socket) -> None:
@@ -193,6 +213,23 @@ class Worker:
         await asyncio.wait({gone, stopping}, return_when=asyncio.FIRST_COMPLETED)
         gone.cancel()
         stopping.cancel()
+
+    async def _metrics(self, peer: ShardPeer) -> list[FamilyValues]:
+        """This worker's families for the node's scrape (broker/metrics/merge.py)."""
+        families: list[Any] = []
+        stats = self.stats
+        if stats is not None:
+            families += request_families(stats.server)
+            servers = [self.server] if self.server is not None else []
+            families += network_families(stats.server, servers)
+            families += topic_families(stats.topics, self.metadata.topics_by_name.keys())
+        families += replica_families(self.replicas, self.metadata)
+        if self.fetchers is not None:
+            families += fetcher_families(self.fetchers)
+        families += quota_families(self.quotas, time.monotonic_ns() // 1_000_000)
+        families += log_flush_families()
+        families += process_families()
+        return family_values(families)
 
     async def _node_gone(self) -> None:
         """Returns once the node process's channel has stayed closed for a second."""

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import datetime
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from kio.schema.list_offsets.v7.request import (
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.node.shards import owner_of
 from broker.protocol.records import Record, build_batch
@@ -115,7 +119,6 @@ class Conn(RawConnection):
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
     n = SkiffNode(tmp_path_factory.mktemp("workers"),
                   config_env={"SKIFF_SKIFF_BROKER_WORKERS": str(WORKERS)})
-    n.metrics_port = 0  # metrics.listeners empty: refused with workers until gathered
     n.start()
     try:
         n.wait_ready()
@@ -368,7 +371,7 @@ def test_a_cluster_of_brokers_with_workers_replicates_and_fails_over(
     from broker.testing.cluster import Cluster
 
     cluster = Cluster(tmp_path / "cluster", 3, combined=True,
-                      overrides={"skiff.broker.workers": str(WORKERS), "metrics.listeners": ""})
+                      overrides={"skiff.broker.workers": str(WORKERS)})
     cluster.start(timeout=120)
     try:
         bootstrap = cluster.bootstrap_servers
@@ -411,7 +414,6 @@ def test_connection_limits_hold_with_workers(tmp_path: Path) -> None:
     bound holds as for a broker of one process."""
     n = SkiffNode(tmp_path / "limited", config_env={
         "SKIFF_SKIFF_BROKER_WORKERS": str(WORKERS), "SKIFF_MAX_CONNECTIONS_PER_IP": "6"})
-    n.metrics_port = 0
     n.start()
     conns: list[Conn] = []
     try:
@@ -550,3 +552,46 @@ def test_an_incremental_fetch_session_spans_the_workers(node: SkiffNode) -> None
     finally:
         c.close()
         writer.close()
+
+
+def test_the_metrics_endpoint_gathers_every_worker(node: SkiffNode) -> None:
+    """One scrape of the node process shows the broker: each partition's log from its owner,
+    the topic's records and requests summed over the processes, and the workers' CPU."""
+    topic = "metrics-workers"
+    create_topic(node.bootstrap, topic)
+    c = Conn(node.bootstrap)
+    try:
+        for p in range(PARTITIONS):
+            assert c.produce(topic, p, [b"m"] * (p + 1))[0] is ErrorCode.none
+    finally:
+        c.close()
+    url = f"http://127.0.0.1:{node.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=15) as resp:
+        text = resp.read().decode()
+    vals = {(s.name, frozenset(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+    def get(name: str, **labels: str) -> float:
+        return vals[(name, frozenset(labels.items()))]
+
+    for w in range(WORKERS):
+        assert get("skiff_broker_worker_up", worker=str(w)) == 1
+    for p in range(PARTITIONS):
+        assert get("kafka_log_log_logendoffset", topic=topic, partition=str(p)) == p + 1
+    records = PARTITIONS * (PARTITIONS + 1) // 2
+    assert get("kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == records
+    # the connection's process counted its Produce requests once each
+    produced = sum(v for (name, labels), v in vals.items()
+                   if name == "kafka_network_requestmetrics_requests_total"
+                   and ("request", "Produce") in labels)
+    assert produced >= PARTITIONS
+    # the processes' CPU is summed: more than the node process's own
+    own_cpu = sum(float(x) for x in Path(f"/proc/{node.pid}/stat").read_text()
+                  .rsplit(")", 1)[1].split()[11:13]) / os.sysconf("SC_CLK_TCK")
+    assert get("process_cpu_seconds_total") > own_cpu
+    # one series for what every process shares
+    assert [v for (name, _), v in vals.items() if name == "python_info"] == [1]
+    if shutil.which("promtool"):  # tests/run.sh installs it
+        check = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
+                               capture_output=True, timeout=30)
+        assert check.returncode == 0, check.stdout + check.stderr

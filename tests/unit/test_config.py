@@ -639,13 +639,11 @@ def test_quorum_and_controller_channel_keys_reach_what_they_set():
 
 def test_broker_workers_default_to_one_and_take_a_count():
     assert cfg()["skiff.broker.workers"] == 1
-    assert cfg(**{"skiff.broker.workers": "2", "metrics.listeners": ""})[
-        "skiff.broker.workers"] == 2
+    assert cfg(**{"skiff.broker.workers": "2"})["skiff.broker.workers"] == 2
 
 
 @pytest.mark.parametrize(("changes", "says"), [
     ({"skiff.broker.workers": "0"}, "at least 1"),
-    ({"skiff.broker.workers": "2"}, "metrics.listeners"),
     ({"skiff.broker.workers": "2", "metrics.listeners": "", "process.roles": "controller",
       "listeners": "CONTROLLER://127.0.0.1:9093"}, "broker role"),
     ({"skiff.broker.workers": "2", "metrics.listeners": "",

@@ -71,6 +71,28 @@ def test_scrape_collects_on_the_loop_thread_in_both_formats() -> None:
     asyncio.run(main())
 
 
+def test_an_awaitable_collection_is_awaited_on_the_loop() -> None:
+    """A broker of several workers asks them during the scrape (broker/node)."""
+
+    async def main() -> None:
+        async def gather() -> list[Metric]:
+            await asyncio.sleep(0.05)  # the workers' answers
+            return [GaugeMetricFamily("skiff_test_gathered", "Gathered", value=3)]
+
+        server = MetricsServer([("127.0.0.1", 0)], gather, process=False)
+        server.start()
+        try:
+            (host, port), = server.addresses
+            _, text = await asyncio.to_thread(_get, f"http://{host}:{port}/metrics")
+            assert "skiff_test_gathered 3.0" in text
+            # the collection brings the process families itself
+            assert "process_resident_memory_bytes" not in text
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
 def test_a_taken_port_fails_with_the_key_named() -> None:
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
