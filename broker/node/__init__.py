@@ -55,6 +55,7 @@ from broker.errors import KafkaError
 from broker.group.shell import GroupCoordinatorService, on_txn_marker_written
 from broker.handlers import BROKER_HANDLERS, broker_dispatcher
 from broker.handlers._quotas import RequestTimeQuota
+from broker.handlers._quotas import now_ms as quota_clock_ms
 from broker.handlers.init_producer_id import node_producer_ids
 from broker.log import LogManager
 from broker.metadata.features import supported_features
@@ -69,7 +70,7 @@ from broker.node.quorum import LiveControllers, MetadataQuorumDriver, controller
 from broker.node.shard_channel import ShardChannelClient
 from broker.node.shard_routing import ShardOps, ShardRoutes, sharded_dispatcher
 from broker.node.shards import ShardLayout
-from broker.node.workers import NodeWorkers
+from broker.node.workers import NodeWorkers, share_quota_usage
 from broker.protocol.api import BROKER_APIS, floors_table
 from broker.quotas.connections import ConnectionQuotas, connection_limits, limits_in_effect
 from broker.quotas.core import Quotas
@@ -667,6 +668,8 @@ class Node:
         by_name = {spec.name: (local, spec.apis) for spec in listeners}
         ops = ShardOps(self.replicas, by_name.get).ops()
         ops["alter_partition"] = self._worker_alter_partition
+        _, ops["quota_usage"] = share_quota_usage(self.quotas, self.layout,
+                                                  self._worker_channel, quota_clock_ms)
         self.workers = workers = NodeWorkers(
             self.layout, self.config, ops,
             snapshot=lambda: encode_snapshot(self.publisher.image),

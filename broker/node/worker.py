@@ -29,6 +29,7 @@ from broker.config import NodeConfig
 from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
 from broker.errors import KafkaError
 from broker.handlers import BROKER_HANDLERS, broker_dispatcher
+from broker.handlers._quotas import now_ms as quota_clock_ms
 from broker.log import LogManager
 from broker.metadata.image import MetadataImage
 from broker.metadata.publisher import MetadataPublisher
@@ -58,6 +59,7 @@ from broker.node.workers import (
     ConnectionReceiver,
     ShardPeers,
     hand_off_path,
+    share_quota_usage,
     socket_path,
 )
 from broker.protocol.api import BROKER_APIS, ApiTable, floors_table
@@ -182,9 +184,12 @@ class Worker:
         self.replica_sync = ReplicaSync(cfg, replicas, owns=layout.owns)
         self.publisher.subscribe(self.replica_sync)
         specs, by_name = self._listener_specs(listeners)
+        _, quota_usage = share_quota_usage(self.quotas, layout, self.peers.channel_of,
+                                           quota_clock_ms)
         self.channel = ShardChannelServer(
             socket_path(self.directory, layout.index),
-            ShardOps(replicas, by_name.get).ops() | {"metrics": self._metrics})
+            ShardOps(replicas, by_name.get).ops() | {"metrics": self._metrics,
+                                                     "quota_usage": quota_usage})
         await self.channel.start()
         others = [i for i in range(layout.count) if i != layout.index]
         self.peers.start(others)

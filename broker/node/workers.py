@@ -33,6 +33,8 @@ import structlog
 
 from broker.node.shard_channel import ShardChannelClient, ShardChannelServer, ShardPeer
 from broker.node.shards import ShardLayout
+from broker.quotas.core import Quotas
+from broker.quotas.shared import SharedQuotaUsage, Usage
 
 log = structlog.get_logger(__name__)
 WORKER_START_TIMEOUT_S = 120.0
@@ -338,3 +340,36 @@ class NodeWorkers:
         await self.peers.close()
         await self.server.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def share_quota_usage(quotas: Quotas, layout: ShardLayout,
+                      channel_of: Callable[[int], ShardChannelClient | None],
+                      now_ms: Callable[[], int],
+                      ) -> tuple[SharedQuotaUsage, Callable[..., Awaitable[None]]]:
+    """This process's client quota counts told to the broker's other processes
+    (broker/quotas/shared.py), and the channel op ("quota_usage") that takes theirs."""
+    loop = asyncio.get_running_loop()
+
+    def send(usage: Usage) -> None:
+        for index in range(layout.count):
+            channel = None if index == layout.index else channel_of(index)
+            if channel is None:
+                continue
+            try:
+                future = channel.call("quota_usage", usage)
+            except (ConnectionError, ValueError):
+                continue  # a worker being replaced: it starts counting afresh
+            future.add_done_callback(_retrieved)
+
+    shared = SharedQuotaUsage(quotas, schedule=loop.call_later, send=send)
+
+    async def counted_elsewhere(peer: ShardPeer, usage: Usage) -> None:
+        shared.counted_elsewhere(usage, now_ms())
+
+    return shared, counted_elsewhere
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+

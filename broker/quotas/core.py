@@ -30,7 +30,7 @@ ClientRequestQuotaManager does.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 USER = "user"
@@ -243,6 +243,9 @@ class ClientQuotaManager:
     max_throttle_ms: int | None = None  # request_percentage: one window
     throttled: int = 0  # responses throttled so far (metrics)
     throttle_ms_total: int = 0
+    # told of every value counted (key, sensor, value; negative when taken back), for the
+    # other processes of a broker of several workers (broker/quotas/shared.py)
+    on_record: Callable[[str, tuple[str, str], float], None] | None = None
 
     def _sensor(self, key: tuple[str, str]) -> SampledRate:
         s = self.sensors.get(key)
@@ -258,6 +261,8 @@ class ClientQuotaManager:
             return 0
         s = self._sensor(q.sensor)
         s.record(value, now_ms)
+        if self.on_record is not None and value:
+            self.on_record(self.key, q.sensor, value)
         t = s.throttle_ms(q.bound, now_ms)
         if self.max_throttle_ms is not None:
             t = min(t, self.max_throttle_ms)
@@ -271,6 +276,17 @@ class ClientQuotaManager:
         q = resolve(quotas, user, client_id, self.key)
         if q is not None:
             self._sensor(q.sensor).unrecord(value, now_ms)
+            if self.on_record is not None and value:
+                self.on_record(self.key, q.sensor, -value)
+
+    def record_elsewhere(self, sensor: tuple[str, str], value: float, now_ms: int) -> None:
+        """What another process of this broker counted against `sensor` (taken back when
+        negative): it counts here too, so each process throttles on the broker's rate."""
+        s = self._sensor(sensor)
+        if value >= 0:
+            s.record(value, now_ms)
+        else:
+            s.unrecord(-value, now_ms)
 
     def max_value_in_window(self, quotas: QuotaMap, user: str, client_id: str) -> float:
         """Kafka's getMaxValueInQuotaWindow: bound x (samples - 1) windows, so one Fetch
@@ -329,6 +345,9 @@ class Quotas:
         self.request.max_throttle_ms = self.window_ms
         self.controller_mutation = ClientQuotaManager(
             CONTROLLER_MUTATION_RATE, self.mutation_samples, self.mutation_window_ms)
+
+    def managers(self) -> tuple[ClientQuotaManager, ...]:
+        return (self.produce, self.fetch, self.request, self.controller_mutation)
 
     @staticmethod
     def any_set(quotas: QuotaMap, key: str) -> bool:

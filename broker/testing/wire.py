@@ -67,14 +67,15 @@ class RawConnection:
     """One blocking connection that sends kio requests and reads their answers in turn,
     checking each answer's correlation id."""
 
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, bootstrap: str, timeout: float, client_id: str = "test") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.correlation = 0
+        self.client_id = client_id
 
     def call(self, request: Any) -> Any:
         self.correlation += 1
-        self.sock.sendall(encode_request(request, self.correlation))
+        self.sock.sendall(encode_request(request, self.correlation, self.client_id))
         cid, resp = decode_response(int(request.__api_key__), int(request.__version__),
                                     recv_frame(self.sock))
         assert cid == self.correlation

@@ -26,6 +26,18 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.alter_client_quotas.v1.request import (
+    AlterClientQuotasRequest,
+)
+from kio.schema.alter_client_quotas.v1.request import (
+    EntityData as AlterClientQuotasEntity,
+)
+from kio.schema.alter_client_quotas.v1.request import (
+    EntryData as AlterClientQuotasEntry,
+)
+from kio.schema.alter_client_quotas.v1.request import (
+    OpData as AlterClientQuotasOp,
+)
 from kio.schema.errors import ErrorCode
 from kio.schema.list_offsets.v7.request import (
     ListOffsetsPartition,
@@ -101,8 +113,9 @@ def owner_pid(sock: socket.socket, server_port: int, pids: list[int]) -> int | N
 
 
 class Conn(RawConnection):
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(bootstrap, WAIT_S)
+    def __init__(self, bootstrap: str, client_id: str = "test") -> None:
+        super().__init__(bootstrap, WAIT_S, client_id)
+        self.throttle_ms = 0  # of the last Produce answer
 
     def produce(self, topic: str, partition: int, values: list[bytes]) -> tuple[ErrorCode, int]:
         batch = build_batch([Record(timestamp=int(time.time() * 1000), value=v) for v in values])
@@ -111,6 +124,7 @@ class Conn(RawConnection):
             timeout=i32Timedelta.parse(datetime.timedelta(seconds=10)),
             topic_data=(TopicProduceData(name=topic, partition_data=(
                 PartitionProduceData(index=i32(partition), records=Records(batch)),)),)))
+        self.throttle_ms = int(resp.throttle_time.total_seconds() * 1000)
         part = resp.responses[0].partition_responses[0]
         return part.error_code, int(part.base_offset)
 
@@ -155,15 +169,16 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
         c.close()
 
 
-def connections_on_every_worker(node: SkiffNode, most: int = 64) -> dict[int, Conn]:
+def connections_on_every_worker(node: SkiffNode, most: int = 64,
+                                 client_id: str = "test") -> dict[int, Conn]:
     """One connection served by each process of the broker: connections are opened until
-    the kernel has handed one to each (bounded)."""
+    the node has handed one to each (bounded)."""
     pids = worker_pids(node)
     assert len(pids) == WORKERS, pids
     by_pid: dict[int, Conn] = {}
     spare: list[Conn] = []
     for _ in range(most):
-        c = Conn(node.bootstrap)
+        c = Conn(node.bootstrap, client_id)
         c.call(MetadataRequest(topics=None, allow_auto_topic_creation=False,
                                include_topic_authorized_operations=False))
         pid = owner_pid(c.sock, node.port, pids)
@@ -595,3 +610,46 @@ def test_the_metrics_endpoint_gathers_every_worker(node: SkiffNode) -> None:
         check = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
                                capture_output=True, timeout=30)
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_client_quota_holds_for_the_broker_not_per_worker(node: SkiffNode) -> None:
+    """producer_byte_rate bounds a client-id on the broker: what one process took counts
+    in every other, so a connection of the same client-id on another worker is throttled
+    at once (each process alone would have allowed the quota again)."""
+    client_id, rate = "quota-shared", 100_000
+    topic = "quota-workers"
+    create_topic(node.bootstrap, topic)
+    admin = Conn(node.bootstrap)
+    try:
+        resp = admin.call(AlterClientQuotasRequest(validate_only=False, entries=(
+            AlterClientQuotasEntry(
+                entity=(AlterClientQuotasEntity(entity_type="client-id", entity_name=client_id),),
+                ops=(AlterClientQuotasOp(key="producer_byte_rate", value=float(rate),
+                                         remove=False),)),)))
+        assert [e.error_code for e in resp.entries] == [ErrorCode.none], resp
+    finally:
+        admin.close()
+    conns = connections_on_every_worker(node, client_id=client_id)
+    first, *others = conns.values()
+    try:
+        payload = [b"q" * 1000] * 16
+        taken = 0
+        deadline = time.monotonic() + WAIT_S
+        while True:  # the quota's windows (11 of 1 s) let about 10 s of its rate through
+            code, _ = first.produce(topic, 0, payload)
+            assert code is ErrorCode.none
+            taken += 16_000
+            if first.throttle_ms > 0:
+                break
+            assert time.monotonic() < deadline, "never throttled: is the quota applied?"
+        assert taken >= 5 * rate, taken
+        time.sleep(0.2)  # the processes tell each other every 50 ms
+        for other in others:
+            # a tenth of what the quota let through: alone, this process would take it
+            code, _ = other.produce(topic, 0, [b"q" * 1000] * (taken // 10_000))
+            assert code is ErrorCode.none
+            assert other.throttle_ms > 0, "another worker let the client-id take its quota again"
+    finally:
+        for c in conns.values():
+            c.close()
+
