@@ -213,11 +213,3 @@ def _check_workers(cfg: NodeConfig) -> None:
     cpus = os.cpu_count() or 1
     if workers > 4 * cpus:
         raise ConfigError(key, workers, f"at most 4 per core ({cpus} cores here)")
-    for lst in cfg.listeners:
-        if lst.name in cfg.controller_listener_names:
-            continue
-        proto = lst.security_protocol
-        if proto != "PLAINTEXT":
-            raise ConfigError(key, workers, f"1 while listener {lst.name} is {proto}: a broker "
-                                            "of several workers serves PLAINTEXT listeners only "
-                                            "so far")

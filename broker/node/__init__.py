@@ -25,7 +25,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +71,7 @@ from broker.node.shard_channel import ShardChannelClient
 from broker.node.shard_routing import ShardOps, ShardRoutes, sharded_dispatcher
 from broker.node.shards import ShardLayout
 from broker.node.workers import NodeWorkers, share_quota_usage
-from broker.protocol.api import BROKER_APIS, floors_table
+from broker.protocol.api import BROKER_APIS, ApiTable, floors_table
 from broker.quotas.connections import ConnectionQuotas, connection_limits, limits_in_effect
 from broker.quotas.core import Quotas
 from broker.replication import (
@@ -166,6 +166,40 @@ def quotas_for(cfg: NodeConfig) -> Quotas:
                   cfg["controller.quota.window.size.seconds"] * 1000)
 
 
+class MetadataCredentials:
+    """What a listener's SASL reads of the metadata log: SCRAM credentials
+    (UserScramCredentialRecord) and live delegation tokens; the node's and its workers'."""
+
+    def __init__(self, config: NodeConfig, metadata: Callable[[], Any]) -> None:
+        self.config = config
+        self.metadata = metadata
+        self._tokens: TokenCredentials | None = None
+
+    def scram(self, mechanism: str, user: str) -> ScramCredential | None:
+        creds = getattr(self.metadata(), "scram_credentials", None)
+        return None if creds is None else creds.get((mechanism, user))
+
+    def token(self, mechanism: str, token_id: str) -> TokenLookup | None:
+        """A live delegation token's SCRAM credential (derived from its HMAC), owner name
+        and expiry, for SCRAM with tokenauth=true (broker/security/delegation_token.py)."""
+        if self._tokens is None:
+            from broker.security.delegation_token import DelegationTokenSettings, TokenCredentials
+
+            self._tokens = TokenCredentials(
+                DelegationTokenSettings.from_config(self.config),
+                lambda: getattr(self.metadata(), "delegation_tokens", None))
+        found = self._tokens.lookup(mechanism, token_id)
+        return None if found is None else (found.credential, found.owner_name, found.expiry_ms)
+
+    def listener(self, name: str, host: str, port: int, apis: ApiTable,
+                 dispatcher: BoundDispatcher) -> ListenerSpec:
+        """A listener of `listeners` with its TLS, SASL and principal builder."""
+        return ListenerSpec(name, host, port, apis, dispatcher,
+                            tls=server_tls_for(self.config, name),
+                            sasl=server_sasl_for(self.config, name, self.scram, self.token),
+                            principal_builder=principal_builder_for(self.config, name))
+
+
 class RegistrationTimedOut(Exception):
     """The broker's first registration did not succeed within
     initial.broker.registration.timeout.ms: the node stops, as Kafka's broker shuts down."""
@@ -199,7 +233,7 @@ class Node:
         self.controller_security: ConnectionSecurity | None = None
         self.controller_service: ControllerService | None = None
         # delegation tokens' SCRAM credentials, made on first use
-        self._tokens: TokenCredentials | None = None
+        self.credentials = MetadataCredentials(config, lambda: self.metadata)
         self.controlled_shutdown_done = False
         # set when the metadata quorum gets a new leader: the broker heartbeats the new
         # controller at once (its activation grace fences brokers that stay silent)
@@ -610,32 +644,11 @@ class Node:
 
     def _controller_listeners(self) -> list[ListenerSpec]:
         return [
-            ListenerSpec(lst.name, lst.host, lst.port, controller_api_table(),
-                         self.quorum.dispatcher().bind(self),
-                         tls=server_tls_for(self.config, lst.name),
-                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential,
-                                              self._token_credential),
-                         principal_builder=principal_builder_for(self.config, lst.name))
+            self.credentials.listener(lst.name, lst.host, lst.port, controller_api_table(),
+                                      self.quorum.dispatcher().bind(self))
             for lst in self.config.listeners
             if lst.name in self.config.controller_listener_names
         ]
-
-    def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
-        """SCRAM credentials live in the metadata log (UserScramCredentialRecord)."""
-        creds = getattr(self.metadata, "scram_credentials", None)
-        return None if creds is None else creds.get((mechanism, user))
-
-    def _token_credential(self, mechanism: str, token_id: str) -> TokenLookup | None:
-        """A live delegation token's SCRAM credential (derived from its HMAC), owner name
-        and expiry, for SCRAM with tokenauth=true (broker/security/delegation_token.py)."""
-        if self._tokens is None:
-            from broker.security.delegation_token import DelegationTokenSettings, TokenCredentials
-
-            self._tokens = TokenCredentials(
-                DelegationTokenSettings.from_config(self.config),
-                lambda: getattr(self.metadata, "delegation_tokens", None))
-        found = self._tokens.lookup(mechanism, token_id)
-        return None if found is None else (found.credential, found.owner_name, found.expiry_ms)
 
     def _broker_listeners(self) -> list[ListenerSpec]:
         dispatcher = broker_dispatcher(BROKER_HANDLERS).bind(self)
@@ -646,11 +659,7 @@ class Node:
                                             dispatcher.api_keys())
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
         return [
-            ListenerSpec(lst.name, lst.host, lst.port, apis, dispatcher,
-                         tls=server_tls_for(self.config, lst.name),
-                         sasl=server_sasl_for(self.config, lst.name, self._scram_credential,
-                                              self._token_credential),
-                         principal_builder=principal_builder_for(self.config, lst.name))
+            self.credentials.listener(lst.name, lst.host, lst.port, apis, dispatcher)
             for lst in self.config.listeners
             if lst.name not in self.config.controller_listener_names
         ]

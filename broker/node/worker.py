@@ -46,7 +46,7 @@ from broker.metrics.collectors import (
 from broker.metrics.exporter import METRICS_LISTENERS_KEY, parse_metrics_listeners
 from broker.metrics.merge import FamilyValues, family_values, process_families
 from broker.metrics.stats import NodeStats
-from broker.node import quotas_for, server_config_for
+from broker.node import MetadataCredentials, quotas_for, server_config_for
 from broker.node.shard_channel import ShardChannelServer, ShardPeer
 from broker.node.shard_routing import (
     ShardOps,
@@ -100,6 +100,7 @@ class Worker:
         self.quotas = quotas_for(config)
         self.txn_coordinator = None  # transactional produce goes to the node
         self.publisher = MetadataPublisher("")
+        self.credentials = MetadataCredentials(config, lambda: self.metadata)
         self.peers = ShardPeers(layout, directory, on_event=self._on_event)
         self._has_metadata = asyncio.Event()
         self.logs: LogManager
@@ -156,7 +157,7 @@ class Worker:
         entries[PRODUCE] = transactional_to_node(self.peers.channel_of, produce)
         dispatcher = BoundDispatcher(entries)
         apis = floors_table(BROKER_APIS, self.config["skiff.min.api.versions"])
-        specs = [ListenerSpec(name, host, port, apis, dispatcher)
+        specs = [self.credentials.listener(name, host, port, apis, dispatcher)
                  for name, host, port in listeners]
         # the other workers' hand-overs (split or asked of every worker) run the own handlers
         return specs, {name: (local, apis) for name, _, _ in listeners}

@@ -40,7 +40,9 @@ import collections
 import contextlib
 import functools
 import itertools
+import os
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -413,6 +415,10 @@ class Server:
                 "ssl": spec.tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
             if spec.tls is not None:
                 log_fetch_path_once()
+            if self.hand_off is not None:
+                # a connection is handed over before its TLS handshake, which the process
+                # that serves it makes (`adopt`); one kept here is adopted here too
+                tls = {}
             server: Any = await loop.create_server(
                 functools.partial(self._accept, listener),
                 spec.host,
@@ -470,16 +476,36 @@ class Server:
         await self.tasks.close()  # write loops still owing answers after 5 s are cancelled
         log.info("server stopped")
 
-    def _accept(self, listener: _Listener) -> FrameReader:
-        conn = _Connection(self, listener, next(self._ids))
+    def _accept(self, listener: _Listener, adopted: bool = False) -> FrameReader:
+        conn = _Connection(self, listener, next(self._ids), adopted=adopted)
         return conn.protocol
 
     async def adopt(self, listener_name: str, sock: socket.socket) -> None:
         """Serve a connection another process of this broker accepted on `listener_name`
-        (broker/node/workers.py), as if accepted here."""
+        (broker/node/workers.py), as if accepted here; on a TLS listener the handshake is
+        made here."""
         listener = self._listeners[listener_name]
-        await asyncio.get_running_loop().connect_accepted_socket(
-            functools.partial(self._accept, listener), sock)
+        tls = listener.spec.tls
+        extra: dict[str, Any] = {} if tls is None else {
+            "ssl": tls.context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT_S}
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                functools.partial(self._accept, listener, adopted=True), sock, **extra)
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+            # a failed handshake ends this one connection, as at an accept
+            log.info("adopted connection failed", listener=listener_name, error=str(exc))
+            sock.close()
+
+    def _keep_for_tls(self, listener: _Listener, transport: asyncio.Transport) -> None:
+        """A TLS connection this process keeps: accepted without TLS (so it could have been
+        handed over), it is taken off its plain transport and adopted with TLS."""
+        raw = transport.get_extra_info("socket")
+        if raw is None:
+            transport.abort()
+            return
+        sock = socket.socket(fileno=os.dup(raw.fileno()))
+        transport.abort()  # the duplicate keeps the connection open
+        self.tasks.start_soon(self.adopt, listener.spec.name, sock, name="adopt_tls")
 
 
 def _now_ms() -> int:
@@ -490,10 +516,12 @@ class _Connection:
     """One client connection: a FrameReader protocol feeds `_accept_frame`; the write loop
     answers in request order. Created by the listener's protocol factory."""
 
-    def __init__(self, server: Server, listener: _Listener, n: int) -> None:
+    def __init__(self, server: Server, listener: _Listener, n: int, *,
+                 adopted: bool = False) -> None:
         self.server = server
         self.listener = listener
         self.n = n
+        self.adopted = adopted  # accepted by this broker already: never handed over again
         config = server.config
         self.protocol = FrameReader(
             self._on_frame, self._on_lost,
@@ -532,8 +560,13 @@ class _Connection:
 
     def _on_connected(self, transport: asyncio.Transport) -> None:
         hand_off = self.server.hand_off
-        if hand_off is not None and hand_off(self.listener.spec.name, transport):
-            return  # another process of this broker serves it; nothing was read here
+        if hand_off is not None and not self.adopted:
+            if hand_off(self.listener.spec.name, transport):
+                return  # another process of this broker serves it; nothing was read here
+            if self.listener.spec.tls is not None:
+                self.protocol.stop()
+                self.server._keep_for_tls(self.listener, transport)
+                return
         self.transport = transport
         peer = transport.get_extra_info("peername") or ("?", 0)
         local = transport.get_extra_info("sockname") or ("?", 0)

@@ -11,14 +11,18 @@ in /proc/<pid>/fd.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
+import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,11 +50,16 @@ from kio.schema.list_offsets.v7.request import (
 )
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.node.shards import owner_of
 from broker.protocol.records import Record, build_batch
+from broker.testing.node import REPO_ROOT, admin_answers
+from broker.testing.ports import free_port
+from broker.testing.tls import have_openssl, make_pki
 from broker.testing.wire import RawConnection, decode_response, encode_request, recv_frame
 from tests.support.node import SkiffNode
 
@@ -653,3 +662,110 @@ def test_a_client_quota_holds_for_the_broker_not_per_worker(node: SkiffNode) -> 
         for c in conns.values():
             c.close()
 
+
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_admin="admin-secret" '
+              'user_alice="alice-secret";')
+
+
+class SecureConn(Conn):
+    """A connection to a SASL_SSL listener, authenticated with SASL/PLAIN."""
+
+    def __init__(self, port: int, ca: str, user: str, password: str) -> None:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+        self.sock = ssl.create_default_context(cafile=ca).wrap_socket(
+            raw, server_hostname="127.0.0.1")
+        self.correlation = 0
+        self.client_id = "secure-test"
+        self.throttle_ms = 0
+        self.call(SaslHandshakeRequest(mechanism="PLAIN"))
+        auth = self.call(SaslAuthenticateRequest(
+            auth_bytes=b"\0" + user.encode() + b"\0" + password.encode()))
+        self.auth_error = ErrorCode(auth.error_code)
+
+
+@pytest.mark.skipif(not have_openssl(), reason="openssl not installed (tests/run.sh installs it)")
+def test_a_sasl_ssl_listener_is_served_by_every_worker(tmp_path: Path) -> None:
+    """TLS and SASL with workers: a connection is handed over before its TLS handshake,
+    which the worker makes, as it then runs SASL; records produced through each process
+    reach partitions of both and are read back by librdkafka over SASL_SSL."""
+    pki = make_pki(tmp_path / "pki")
+    port, secure, controller = free_port(), free_port(), free_port()
+    props = {
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SECURE://127.0.0.1:{secure},"
+                     f"CONTROLLER://127.0.0.1:{controller}",
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+        "listener.name.secure.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.secure.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.keystore("server"),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": pki.ca,
+        "log.dirs": str(tmp_path / "logs"), "admin.listeners": f"127.0.0.1:{free_port()}",
+        "metrics.listeners": f"127.0.0.1:{free_port()}",
+        "skiff.broker.workers": str(WORKERS),
+    }
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), SKIFF_CLUSTER_ID=cluster_id)
+    with open(tmp_path / "node.log", "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker.cli.main", "server", "start", str(path),
+             "--auto-format"],
+            cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    conns: dict[int, SecureConn] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not admin_answers(f"127.0.0.1:{port}", 2.0):
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "node.log").read_text(errors="replace")[-3000:]
+        topic = "secure-workers"
+        create_topic(f"127.0.0.1:{port}", topic)
+        pids: list[int] = []
+        while len(pids) < WORKERS and time.monotonic() < deadline:
+            pids = worker_pids(proc)  # type: ignore[arg-type]
+        bad = SecureConn(secure, pki.ca, "alice", "wrong")
+        assert bad.auth_error is ErrorCode.sasl_authentication_failed
+        bad.close()
+        for _ in range(64):
+            c = SecureConn(secure, pki.ca, "alice", "alice-secret")
+            assert c.auth_error is ErrorCode.none
+            owner = owner_pid(c.sock, secure, pids)
+            if owner is not None and owner not in conns:
+                conns[owner] = c
+            else:
+                c.close()
+            if len(conns) == WORKERS:
+                break
+        assert set(conns) == set(pids), f"SASL_SSL connections reached {sorted(conns)} of {pids}"
+        for pid, c in conns.items():
+            for p in range(PARTITIONS):
+                assert c.produce(topic, p, [f"{pid}-{p}".encode()])[0] is ErrorCode.none
+        consumer = Consumer({
+            "bootstrap.servers": f"127.0.0.1:{secure}", "group.id": "g-secure",
+            "auto.offset.reset": "earliest", "security.protocol": "sasl_ssl",
+            "sasl.mechanisms": "PLAIN", "sasl.username": "alice",
+            "sasl.password": "alice-secret", "ssl.ca.location": pki.ca})
+        got: list[str] = []
+        try:
+            consumer.subscribe([topic])
+            while len(got) < WORKERS * PARTITIONS and time.monotonic() < deadline:
+                m = consumer.poll(0.5)
+                if m is not None and not m.error():
+                    got.append(m.value().decode())
+        finally:
+            consumer.close()
+        assert sorted(got) == sorted(f"{pid}-{p}" for pid in conns for p in range(PARTITIONS))
+    finally:
+        for c in conns.values():
+            c.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

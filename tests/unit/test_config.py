@@ -646,9 +646,6 @@ def test_broker_workers_default_to_one_and_take_a_count():
     ({"skiff.broker.workers": "0"}, "at least 1"),
     ({"skiff.broker.workers": "2", "metrics.listeners": "", "process.roles": "controller",
       "listeners": "CONTROLLER://127.0.0.1:9093"}, "broker role"),
-    ({"skiff.broker.workers": "2", "metrics.listeners": "",
-      "listeners": "SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
-      "inter.broker.listener.name": "SSL"}, "PLAINTEXT listeners"),
 ])
 def test_what_a_broker_of_several_workers_does_not_serve_yet_is_refused(changes, says):
     with pytest.raises(ConfigError, match=says):
