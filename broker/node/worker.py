@@ -242,7 +242,7 @@ class Worker:
         while True:
             channel = self.peers.channel_of(0)
             if channel is not None:
-                await channel.closed
+                await asyncio.shield(channel.closed)
             await asyncio.sleep(1.0)
             if self.peers.channel_of(0) is None:
                 log.warning("worker_node_gone", worker=self.layout.index)

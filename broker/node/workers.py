@@ -196,7 +196,7 @@ class ShardPeers:
                 continue
             self._channels[index] = channel
             self._connected[index].set()
-            await channel.closed
+            await asyncio.shield(channel.closed)  # a cancelled keeper leaves it be
             self._connected[index].clear()
             self._channels.pop(index, None)
             await asyncio.sleep(RECONNECT_DELAY_S)

@@ -151,6 +151,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
         yield n
     finally:
         n.stop()
+    # the processes stopped cleanly: no exception escaped a worker's shutdown
+    assert "Traceback" not in n.log_path.read_text(errors="replace")
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
