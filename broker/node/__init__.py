@@ -25,7 +25,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from broker.controller.channel import ControllerChannel
 from broker.controller.requests import (
     AlterPartitionReply,
     AlterPartitionRequest,
+    AssignReplicasToDirsReply,
     ControllerRegistrationRequest,
 )
 from broker.controller.service import ControllerService
@@ -164,6 +165,62 @@ def quotas_for(cfg: NodeConfig) -> Quotas:
     return Quotas(cfg["quota.window.num"], cfg["quota.window.size.seconds"] * 1000,
                   cfg["controller.quota.window.num"],
                   cfg["controller.quota.window.size.seconds"] * 1000)
+
+
+def dynamic_broker_configs(image: MetadataImage, node_id: int) -> Mapping[str, str]:
+    """A broker's dynamic configs over the cluster default (AlterConfigs)."""
+    default, own = image.broker_config(), image.broker_config(node_id)
+    if not own:
+        return default
+    return {**default, **own} if default else own
+
+
+def cordoned_log_dirs(config: NodeConfig, dynamic: Mapping[str, str],
+                      log_dirs: Iterable[Path]) -> frozenset[Path]:
+    """KIP-1066: the log dirs `cordoned.log.dirs` names now: the broker's dynamic value or
+    the cluster default's (kafka-configs --alter --entity-type brokers), else the file's."""
+    from broker.config.types import ConfigError
+    from broker.log.manager import CORDONED_LOG_DIRS, cordoned_paths
+
+    raw = dynamic.get(CORDONED_LOG_DIRS)
+    entries: list[str] = list(config[CORDONED_LOG_DIRS] or [])
+    if raw is not None:
+        try:
+            entries = list(BROKER_CONFIGS[CORDONED_LOG_DIRS].parse(raw) or [])
+        except ConfigError:
+            log.warning("cordoned_log_dirs_unreadable", value=raw)
+    return cordoned_paths(entries, log_dirs)
+
+
+async def assign_dirs_loop(
+    replicas: Callable[[], ReplicaManager | None], node_id: int,
+    broker_epoch: Callable[[], int],
+    send: Callable[[AssignReplicasToDirsRequest], Awaitable[AssignReplicasToDirsReply]],
+) -> None:
+    """Tell the controller where replicas live (AssignReplicasToDirs), as they are placed,
+    moved, or lost with their dir; a worker's go through its node (`send`)."""
+    while True:
+        await asyncio.sleep(ASSIGN_DIRS_INTERVAL_S)
+        manager = replicas()
+        pending = {} if manager is None else dict(manager.pending_assignments)
+        if manager is None or not pending or broker_epoch() < 0:
+            continue
+        batch = dict(list(pending.items())[:ASSIGN_DIRS_MAX_PER_REQUEST])
+        by_wire = {(tid, k[1]): k for k, (tid, _d) in batch.items()}
+        try:
+            reply = await send(AssignReplicasToDirsRequest(
+                broker_id=node_id, broker_epoch=broker_epoch(),
+                assignments=[(d, tid, k[1]) for k, (tid, d) in batch.items()]))
+        except (KafkaError, ConnectionError) as exc:
+            log.debug("assign_replicas_to_dirs_failed", error=str(exc))
+            continue
+        if reply.error is not ErrorCode.none:
+            log.debug("assign_replicas_to_dirs_refused", error=reply.error.name)
+            continue
+        done = {by_wire[(tid, i)]: batch[by_wire[(tid, i)]]
+                for _d, tid, i, err in reply.results
+                if (tid, i) in by_wire and err in _ASSIGNMENT_SETTLED}
+        manager.assignments_sent(done)
 
 
 class MetadataCredentials:
@@ -483,12 +540,7 @@ class Node:
         return broker_readiness(self.metadata, self.node_id, self.fenced)
 
     def _dynamic_broker_configs(self) -> Mapping[str, str]:
-        """This broker's dynamic configs over the cluster default (AlterConfigs)."""
-        image = self.metadata
-        default, own = image.broker_config(), image.broker_config(self.node_id)
-        if not own:
-            return default
-        return {**default, **own} if default else own
+        return dynamic_broker_configs(self.metadata, self.node_id)
 
     def _share_service(self) -> ShareService:
         return share_service_of(self)
@@ -677,6 +729,7 @@ class Node:
         by_name = {spec.name: (local, spec.apis) for spec in listeners}
         ops = ShardOps(self.replicas, by_name.get).ops()
         ops["alter_partition"] = self._worker_alter_partition
+        ops["assign_replicas_to_dirs"] = self._worker_assign_dirs
         _, ops["quota_usage"] = share_quota_usage(self.quotas, self.layout,
                                                   self._worker_channel, quota_clock_ms)
         self.workers = workers = NodeWorkers(
@@ -919,20 +972,8 @@ class Node:
         return [] if logs is None else [logs.dir_id(d) for d in logs.online_dirs]
 
     def _cordoned_log_dirs(self) -> frozenset[Path]:
-        """KIP-1066: the log dirs `cordoned.log.dirs` names now: this broker's dynamic value
-        or the cluster default's (kafka-configs --alter --entity-type brokers), else the
-        file's."""
-        from broker.config.types import ConfigError
-        from broker.log.manager import CORDONED_LOG_DIRS, cordoned_paths
-
-        raw = self._dynamic_broker_configs().get(CORDONED_LOG_DIRS)
-        entries: list[str] = list(self.config[CORDONED_LOG_DIRS] or [])
-        if raw is not None:
-            try:
-                entries = list(BROKER_CONFIGS[CORDONED_LOG_DIRS].parse(raw) or [])
-            except ConfigError:
-                log.warning("cordoned_log_dirs_unreadable", value=raw)
-        return cordoned_paths(entries, self.logs.log_dirs)
+        return cordoned_log_dirs(self.config, self._dynamic_broker_configs(),
+                                 self.logs.log_dirs)
 
     def _offline_dir_ids(self) -> list[uuid.UUID]:
         logs = self._logs
@@ -954,31 +995,15 @@ class Node:
         os._exit(1)
 
     async def _assign_dirs_loop(self) -> None:
-        """Tell the controller where replicas live (AssignReplicasToDirs), as they are
-        placed, moved, or lost with their dir."""
-        while True:
-            await asyncio.sleep(ASSIGN_DIRS_INTERVAL_S)
-            pending = ({} if self._replicas is None
-                       else dict(self._replicas.pending_assignments))
-            if not pending or self.broker_epoch < 0:
-                continue
-            batch = dict(list(pending.items())[:ASSIGN_DIRS_MAX_PER_REQUEST])
-            by_wire = {(tid, k[1]): k for k, (tid, _d) in batch.items()}
-            try:
-                reply = await self.controller.assign_replicas_to_dirs(
-                    AssignReplicasToDirsRequest(
-                        broker_id=self.node_id, broker_epoch=self.broker_epoch,
-                        assignments=[(d, tid, k[1]) for k, (tid, d) in batch.items()]))
-            except KafkaError as exc:
-                log.debug("assign_replicas_to_dirs_failed", error=str(exc))
-                continue
-            if reply.error is not ErrorCode.none:
-                log.debug("assign_replicas_to_dirs_refused", error=reply.error.name)
-                continue
-            done = {by_wire[(tid, i)]: batch[by_wire[(tid, i)]]
-                    for _d, tid, i, err in reply.results
-                    if (tid, i) in by_wire and err in _ASSIGNMENT_SETTLED}
-            self.replicas.assignments_sent(done)
+        await assign_dirs_loop(lambda: self._replicas, self.node_id,
+                               lambda: self.broker_epoch,
+                               lambda req: self.controller.assign_replicas_to_dirs(req))
+
+    async def _worker_assign_dirs(self, peer: object, request: AssignReplicasToDirsRequest
+                                  ) -> AssignReplicasToDirsReply:
+        """A worker's replica placements, sent to the controller as this broker's."""
+        return await self.controller.assign_replicas_to_dirs(
+            dataclasses.replace(request, broker_epoch=self.broker_epoch))
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Heartbeat with WantShutDown until the controller answers ShouldShutDown (it first

@@ -18,8 +18,9 @@ A long poll over several workers' partitions reads each once; with less than min
 it waits on each worker's partitions at once, and when the first has something it reads
 the others again without waiting, until min_bytes or the deadline.
 
-ListOffsets, OffsetForLeaderEpoch, DeleteRecords and DescribeProducers are split: each
-worker answers its partitions with its own handler, and the answers are merged;
+ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers and
+AlterReplicaLogDirs are split: each worker answers its partitions with its own handler, and
+the answers are merged;
 DescribeLogDirs is asked of every worker, each answering for the partitions it holds. Every
 other request a worker receives goes whole to worker 0, the node process, which runs the
 coordinators, the controller channel and the admin APIs (`forward_to_node`).
@@ -75,7 +76,7 @@ log = structlog.get_logger(__name__)
 
 ChannelOf = Callable[[int], ShardChannelClient | None]
 LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 2, 21, 23
-DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 35, 61
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 34, 35, 61
 # answered per owner of the partitions they name, the answers merged
 SPLIT_APIS = frozenset({LIST_OFFSETS, DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH,
                         DESCRIBE_PRODUCERS})
@@ -657,6 +658,40 @@ def _merged(answers: list[Any], request: Any, tf: str) -> Any:
     return dataclasses.replace(first, **changes)
 
 
+def split_log_dir_moves(layout: ShardLayout, channel_of: ChannelOf,
+                        local: BoundEntry) -> BoundEntry:
+    """AlterReplicaLogDirs over several workers: each moves the replicas it holds; the
+    answers' topics are merged."""
+
+    async def handle(ctx: RequestContext, request: Any) -> Any:
+        by_owner: dict[int, list[Any]] = {}
+        for d in request.dirs:
+            dir_topics: dict[int, list[Any]] = {}
+            for t in d.topics:
+                parts: dict[int, list[Any]] = {}
+                for p in t.partitions:
+                    parts.setdefault(layout.owner(t.name, int(p)), []).append(p)
+                for owner, ps in parts.items():
+                    dir_topics.setdefault(owner, []).append(
+                        dataclasses.replace(t, partitions=tuple(ps)))
+            for owner, ts in dir_topics.items():
+                by_owner.setdefault(owner, []).append(dataclasses.replace(d, topics=tuple(ts)))
+        if set(by_owner) <= {layout.index}:
+            return await local.handle(ctx, request)
+        reader = entity_reader(response_schema(ctx.api_key, ctx.api_version))
+        pending: list[Awaitable[Any]] = []
+        for owner, dirs in by_owner.items():
+            sub = dataclasses.replace(request, dirs=tuple(dirs))
+            pending.append(local.handle(ctx, sub) if owner == layout.index
+                           else _remote_entity(channel_of, owner, ctx, sub, reader))
+        answers = await asyncio.gather(*pending)
+        results = _merged_topics(tuple(a.results for a in answers), "topic_name")
+        return dataclasses.replace(answers[0], results=results, throttle_time=max(
+            a.throttle_time for a in answers))
+
+    return BoundEntry(local.api_key, handle, local.error_response)
+
+
 def ask_every_worker(layout: ShardLayout, channel_of: ChannelOf,
                      local: BoundEntry) -> BoundEntry:
     """DescribeLogDirs over several workers: each answers for the partitions it holds in
@@ -708,6 +743,8 @@ def sharded_dispatcher(layout: ShardLayout, channel_of: ChannelOf, local: BoundD
             entries[key] = split_by_owner(layout, channel_of, entry)
         elif key in BROADCAST_APIS:
             entries[key] = ask_every_worker(layout, channel_of, entry)
+        elif key == ALTER_REPLICA_LOG_DIRS:
+            entries[key] = split_log_dir_moves(layout, channel_of, entry)
         elif layout.index == 0 or key in served_here:
             entries[key] = entry
         else:

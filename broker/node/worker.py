@@ -26,7 +26,12 @@ import structlog
 from kio.schema.errors import ErrorCode
 
 from broker.config import NodeConfig
-from broker.controller.requests import AlterPartitionReply, AlterPartitionRequest
+from broker.controller import AssignReplicasToDirsRequest
+from broker.controller.requests import (
+    AlterPartitionReply,
+    AlterPartitionRequest,
+    AssignReplicasToDirsReply,
+)
 from broker.errors import KafkaError
 from broker.handlers import BROKER_HANDLERS, broker_dispatcher
 from broker.handlers._quotas import now_ms as quota_clock_ms
@@ -46,7 +51,14 @@ from broker.metrics.collectors import (
 from broker.metrics.exporter import METRICS_LISTENERS_KEY, parse_metrics_listeners
 from broker.metrics.merge import FamilyValues, family_values, process_families
 from broker.metrics.stats import NodeStats
-from broker.node import MetadataCredentials, quotas_for, server_config_for
+from broker.node import (
+    MetadataCredentials,
+    assign_dirs_loop,
+    cordoned_log_dirs,
+    dynamic_broker_configs,
+    quotas_for,
+    server_config_for,
+)
 from broker.node.shard_channel import ShardChannelServer, ShardPeer
 from broker.node.shard_routing import (
     ShardOps,
@@ -138,6 +150,15 @@ class Worker:
         elif kind == "advance":
             self.publisher.advance_offset(event[1], event[2], event[3])
 
+    async def _assign_dirs(self, request: AssignReplicasToDirsRequest
+                           ) -> AssignReplicasToDirsReply:
+        channel = self.peers.channel_of(0)
+        if channel is None:
+            raise KafkaError(ErrorCode.not_controller, "the node process is not connected")
+        reply: AssignReplicasToDirsReply = await channel.call("assign_replicas_to_dirs",
+                                                              request)
+        return reply
+
     async def _alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionReply:
         channel = self.peers.channel_of(0)
         if channel is None:
@@ -169,6 +190,8 @@ class Worker:
             retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
             owns=layout.owns, file_suffix=layout.file_suffix)
         self.logs.load()
+        self.logs.cordoned = lambda: cordoned_log_dirs(
+            cfg, dynamic_broker_configs(self.metadata, self.node_id), self.logs.log_dirs)
         self.logs.start()
         cluster = ClusterView(lambda: self.metadata, cfg.inter_broker_listener_name)
         self.replicas = replicas = ReplicaManager(
@@ -200,6 +223,9 @@ class Worker:
         await self.replica_sync.wait_applied()
         replicas.start()
         self.fetchers.start()
+        self.tasks.start_soon(assign_dirs_loop, lambda: self.replicas, self.node_id,
+                              lambda: 0, self._assign_dirs,  # the node sets its epoch
+                              name="assign_replicas_to_dirs")
         self.server = server = Server(
             specs, server_config_for(cfg),
             stats=self.stats.server if self.stats is not None else None)
@@ -251,6 +277,7 @@ class Worker:
     async def stop(self) -> None:
         if self.receiver is not None:
             self.receiver.close()
+        await self.tasks.close()
         if self.server is not None:
             await self.server.stop()
         if self.fetchers is not None:

@@ -771,3 +771,62 @@ def test_a_sasl_ssl_listener_is_served_by_every_worker(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_log_dirs_are_placed_moved_and_cordoned_by_each_owner(tmp_path: Path) -> None:
+    """JBOD with workers: each process places the partitions it owns over the log dirs
+    (Kafka's fewest-first, counted per process), AlterReplicaLogDirs moves each
+    partition in its owner, and cordoned.log.dirs (KIP-1066, set dynamically) keeps every
+    process's new partitions off the cordoned dir."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.admin import NewTopic as KpNewTopic
+    from kafka.errors import NoError
+
+    a, b = (tmp_path / "a").resolve(), (tmp_path / "b").resolve()
+    n = SkiffNode(tmp_path / "node", config_env={
+        "SKIFF_SKIFF_BROKER_WORKERS": str(WORKERS), "SKIFF_LOG_DIRS": f"{a},{b}"})
+    n.start()
+    admin = None
+    try:
+        n.wait_ready()
+        admin = KafkaAdminClient(bootstrap_servers=n.bootstrap,
+                                 request_timeout_ms=int(WAIT_S * 1000))
+
+        def placed(topic: str) -> dict[int, str]:
+            [answer] = admin.describe_log_dirs(brokers=[1])
+            return {p["partition_index"]: d["log_dir"] for d in answer["log_dirs"]
+                    for t in d["topics"] if t["name"] == topic for p in t["partitions"]}
+
+        def settle(topic: str, want: dict[int, str]) -> dict[int, str]:
+            deadline = time.monotonic() + WAIT_S
+            while (got := placed(topic)) != want and time.monotonic() < deadline:
+                time.sleep(0.2)
+            return got
+
+        topic = "jbod-workers"
+        admin.create_topics([KpNewTopic(topic, PARTITIONS, 1)], timeout_ms=int(WAIT_S * 1000))
+        deadline = time.monotonic() + WAIT_S
+        while len(where := placed(topic)) < PARTITIONS and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for w in range(WORKERS):  # each process spread its own partitions over both dirs
+            dirs = [where[p] for p in range(PARTITIONS) if owner_of(topic, p, WORKERS) == w]
+            assert abs(dirs.count(str(a)) - dirs.count(str(b))) <= 1, (w, where)
+        target = {p: str(b) if d == str(a) else str(a) for p, d in where.items()}
+        moved = admin.alter_replica_log_dirs({(topic, p, 1): d for p, d in target.items()})
+        assert set(moved.values()) == {NoError}, moved
+        assert settle(topic, target) == target
+
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1",
+                                            configs={"cordoned.log.dirs": str(a)})],
+                            raise_on_unknown=False)
+        time.sleep(1.0)  # every worker follows the config record
+        admin.create_topics([KpNewTopic("jbod-cordoned", PARTITIONS, 1)],
+                            timeout_ms=int(WAIT_S * 1000))
+        want = dict.fromkeys(range(PARTITIONS), str(b))
+        assert settle("jbod-cordoned", want) == want
+    finally:
+        if admin is not None:
+            admin.close()
+        n.stop()
+    assert "Traceback" not in n.log_path.read_text(errors="replace")
