@@ -22,6 +22,7 @@ from broker.metadata.storage import (
     parse_initial_controllers,
     read_meta_properties,
 )
+from broker.node.shards import WORKERS_KEY
 from broker.protocol.kafka_uuid import random_kafka_uuid
 from raft import eventloop
 
@@ -32,6 +33,8 @@ log = structlog.get_logger(__name__)
 ENV_CLUSTER_ID = "SKIFF_CLUSTER_ID"
 # Read by --auto-format too: the KIP-853 initial voter set (`skiff kube cluster-secret`).
 ENV_INITIAL_CONTROLLERS = "SKIFF_INITIAL_CONTROLLERS"
+# `skiff dev --workers auto`: a worker process per CPU, up to this many
+DEV_MAX_WORKERS = 4
 
 
 def add_parsers(sub: Any) -> None:
@@ -71,6 +74,9 @@ def add_parsers(sub: Any) -> None:
     dev.add_argument("--metrics-port", type=int, default=9095,
                      help="Prometheus metrics port (9095; 0: off)")
     dev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    dev.add_argument("--workers", default=None, metavar="N|auto",
+                     help="the broker's processes, skiff.broker.workers (default 1; auto: one "
+                          f"per CPU this process may run on, at most {DEV_MAX_WORKERS})")
     dev.add_argument("--release-version", metavar="VERSION", default=None,
                      help="the metadata.version the first start formats at, as `storage "
                           "format --release-version` (default the latest, 4.4)")
@@ -154,6 +160,17 @@ def auto_format(cfg: NodeConfig, cluster_id: str | None, *,
                    no_initial_controllers=dynamic and not listed)
 
 
+def dev_workers(given: str | None) -> str | None:
+    """skiff.broker.workers of `skiff dev --workers`: a count, or `auto` for one worker per
+    CPU this process may run on (at most DEV_MAX_WORKERS); None: the key's own setting
+    (--override, SKIFF_SKIFF_BROKER_WORKERS, else 1)."""
+    if given is None:
+        return None
+    if given == "auto":
+        return str(max(1, min(DEV_MAX_WORKERS, len(os.sched_getaffinity(0)))))
+    return given  # the config checks it (at least 1, at most 4 per core)
+
+
 def run_dev(args: argparse.Namespace) -> int:
     from broker.node import data_dir_overrides
 
@@ -161,6 +178,9 @@ def run_dev(args: argparse.Namespace) -> int:
     props = data_dir_overrides(data, args.port, args.controller_port)
     props["admin.listeners"] = f"127.0.0.1:{args.admin_port}"
     props["metrics.listeners"] = f"127.0.0.1:{args.metrics_port}" if args.metrics_port else ""
+    workers = dev_workers(args.workers)
+    if workers is not None:
+        props[WORKERS_KEY] = workers
     try:
         overrides = dict(props)
         for item in args.override:

@@ -41,3 +41,18 @@ def test_tools_dump_log_verifies_a_real_segment(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 1
+
+
+def test_skiff_dev_workers_auto_is_one_per_cpu(monkeypatch):
+    import os
+
+    from broker.cli.server import DEV_MAX_WORKERS, dev_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert dev_workers("auto") == "2"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(64)))
+    assert dev_workers("auto") == str(DEV_MAX_WORKERS)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3})  # taskset -c 3
+    assert dev_workers("auto") == "1"
+    assert dev_workers("3") == "3"
+    assert dev_workers(None) is None  # the key's own setting, 1 by default
