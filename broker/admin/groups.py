@@ -151,7 +151,9 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
         out."""
         out: Bounds = {}
         remote: dict[int, set[str]] = {}
+        other_workers: list[tuple[str, int]] = []
         wanted = set(keys)
+        router = self.node.replicas.shard_router
         for t, p in wanted:
             part = self.node.replicas.get(t, p)
             if part is not None and part.role is Role.LEADER:
@@ -160,6 +162,10 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
             leader = self.node.metadata.leader_of(t, p)
             if leader >= 0 and leader != self.node.node_id:
                 remote.setdefault(leader, set()).add(t)
+            elif leader == self.node.node_id and router is not None and not router.owns(t, p):
+                other_workers.append((t, p))
+        if other_workers:
+            out.update(await self._other_workers_bounds(sorted(other_workers)))
         address_of = admin_endpoint_of(self.node)
 
         async def ask(leader: int, names: set[str]) -> None:
@@ -181,6 +187,14 @@ class GroupService(groups_grpc.GroupServiceServicer):  # type: ignore[misc]
 
         await asyncio.gather(*(ask(b, n) for b, n in remote.items()))
         return out
+
+    async def _other_workers_bounds(self, keys: list[tuple[str, int]]) -> Bounds:
+        """A broker of several workers (skiff.broker.workers): the partitions this broker
+        leads in its other processes, asked of their owners."""
+        router = self.node.replicas.shard_router
+        assert router is not None
+        return {k: (start, hw) for k, (start, hw, _) in
+                (await router.partition_offsets(keys)).items()}
 
     async def _offsets_at(self, keys: list[tuple[str, int]], timestamp_ms: int,
                           bounds: Bounds) -> dict[tuple[str, int], int]:

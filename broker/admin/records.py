@@ -29,7 +29,9 @@ from broker.protocol.records import (
     iter_batches,
     whole_batches_length,
 )
+from broker.replication.leader_offsets import list_offsets
 from broker.replication.partition import Partition, Role
+from broker.replication.replica_manager import FetchPartitionRequest
 
 MAX_PRODUCE_RECORDS = 10_000
 MAX_CONSUME_RECORDS = 100_000
@@ -77,11 +79,55 @@ def _not_led(node: AdminServices, topic: str, index: int) -> AdminError:
                       "Kafka client)")
 
 
-def _leader_partition(node: AdminServices, topic: str, index: int) -> Partition:
+def _leader_partition(node: AdminServices, topic: str, index: int) -> Partition | None:
+    """The partition when this process leads it; None when this broker leads it in another
+    of its worker processes (skiff.broker.workers), whose ReplicaManager routes to it."""
     part = node.replicas.get(topic, index)
-    if part is None or part.role is not Role.LEADER:
-        raise _not_led(node, topic, index)
-    return part
+    if part is not None and part.role is Role.LEADER:
+        return part
+    router = node.replicas.shard_router
+    if (router is not None and not router.owns(topic, index)
+            and node.metadata.leader_of(topic, index) == node.node_id):
+        return None
+    raise _not_led(node, topic, index)
+
+
+class _OtherWorker:
+    """A partition this broker leads in another worker process: its offsets by ListOffsets
+    to this broker's own listener, its records by the routed fetch; each read is bounded by
+    the high watermark, as a consumer's is."""
+
+    def __init__(self, node: AdminServices, topic: str, index: int) -> None:
+        self.node, self.topic, self.index = node, topic, index
+
+    async def offset(self, timestamp_ms: int) -> int:
+        reg = self.node.metadata.broker(self.node.node_id)
+        ep = None if reg is None else reg.endpoint(self.node.config.inter_broker_listener_name)
+        if ep is None:
+            raise AdminError(S.UNAVAILABLE, "this broker's own endpoint is not known yet")
+        key = (self.topic, self.index)
+        try:
+            out = await list_offsets(ep.host, ep.port, [key], timestamp_ms,
+                                     self.node.inter_broker_security, 10.0)
+        except (OSError, TimeoutError) as exc:
+            raise AdminError(S.UNAVAILABLE, f"ListOffsets failed: {exc!r}; retry") from None
+        error, offset = out.get(key, (ErrorCode.unknown_server_error, -1))
+        if error is not ErrorCode.none:
+            raise KafkaError(error, f"{self.topic}-{self.index}")
+        return offset
+
+    async def read(self, offset: int, max_records: int) -> tuple[list[tuple[Any, int]], int]:
+        """(records from `offset`, each with the offset after it; the high watermark)."""
+        [result] = await self.node.replicas.fetch(
+            [FetchPartitionRequest(self.topic, self.index, offset, _READ_BYTES, -1, -1)],
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=_READ_BYTES)
+        if result.error_code is ErrorCode.not_leader_or_follower:
+            raise _not_led(self.node, self.topic, self.index)
+        if result.error_code is not ErrorCode.none:
+            raise KafkaError(result.error_code, f"{self.topic}-{self.index}")
+        data = b"" if result.records is None else result.records.read_bytes()
+        hw = int(result.high_watermark)
+        return _decode(self.topic, self.index, data, offset, hw, max_records)[0], hw
 
 
 class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
@@ -145,6 +191,24 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
                                               timestamp_ms=ts))
         return records.ProduceResponse(records=out)
 
+    async def _start_of(self, request: Any, part: Partition | _OtherWorker) -> int:
+        if isinstance(part, Partition):
+            return self._start_offset(request, part)
+        which = request.WhichOneof("start")
+        if which == "offset":
+            start, end = await part.offset(-2), await part.offset(-1)
+            if not start <= request.offset <= end:
+                raise AdminError(S.OUT_OF_RANGE,
+                                 f"offset {request.offset} is outside [{start}, {end}] of "
+                                 f"{part.topic}-{part.index}")
+            return int(request.offset)
+        if which == "timestamp_ms":
+            offset = await part.offset(request.timestamp_ms)
+            return await part.offset(-1) if offset < 0 else offset
+        if which == "position" and request.position == records.START_POSITION_EARLIEST:
+            return await part.offset(-2)
+        return await part.offset(-1)
+
     def _start_offset(self, request: Any, part: Partition) -> int:
         log = part.log
         which = request.WhichOneof("start")
@@ -176,17 +240,24 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
             raise AdminError(S.INVALID_ARGUMENT, "a start offset needs exactly one partition")
         limit = min(request.max_records or 10, MAX_CONSUME_RECORDS)
         wait_s = min(request.max_wait_ms or 1000, MAX_WAIT_MS) / 1000
-        parts = [_leader_partition(self.node, t.name, i) for i in indexes]
-        positions = {p.index: self._start_offset(request, p) for p in parts}
+        parts: list[Partition | _OtherWorker] = [
+            _leader_partition(self.node, t.name, i) or _OtherWorker(self.node, t.name, i)
+            for i in indexes]
+        positions = {p.index: await self._start_of(request, p) for p in parts}
         sent = 0
         loop = asyncio.get_running_loop()
         idle_deadline = loop.time() + wait_s
+        if not all(isinstance(p, Partition) for p in parts):
+            async for msg in self._consume_routed(t.name, parts, positions, limit, wait_s):
+                yield msg
+            return
+        local = [p for p in parts if isinstance(p, Partition)]
         while sent < limit:
             # Waiters first, then read: a record appended in between still wakes us.
-            waiters = [p.new_waiter() for p in parts]
+            waiters = [p.new_waiter() for p in local]
             try:
                 progressed = False
-                for p in parts:
+                for p in local:
                     if p.role is not Role.LEADER:
                         raise _not_led(self.node, t.name, p.index)
                     for msg, next_offset in self._read(p, positions[p.index], limit - sent):
@@ -208,6 +279,37 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
                 for w in waiters:
                     w.cancel()
 
+    async def _consume_routed(self, topic: str, parts: list[Partition | _OtherWorker],
+                              positions: dict[int, int], limit: int,
+                              wait_s: float) -> AsyncIterator[Any]:
+        """Consume over partitions some of which other workers of this broker own: each
+        read goes through the routed fetch, each wait through the routed wait."""
+        readers = [p if isinstance(p, _OtherWorker) else _OtherWorker(self.node, topic, p.index)
+                   for p in parts]
+        sent = 0
+        loop = asyncio.get_running_loop()
+        idle_deadline = loop.time() + wait_s
+        while sent < limit:
+            progressed = False
+            for r in readers:
+                got, _ = await r.read(positions[r.index], limit - sent)
+                for msg, next_offset in got:
+                    yield msg
+                    sent += 1
+                    progressed = True
+                    positions[r.index] = next_offset
+                if sent >= limit:
+                    return
+            if progressed:
+                idle_deadline = loop.time() + wait_s
+            remaining = idle_deadline - loop.time()
+            if remaining <= 0:
+                return
+            if not progressed:
+                await self.node.replicas.wait_any([(topic, r.index) for r in readers],
+                                                  for_log_end=False,
+                                                  timeout_s=min(remaining, 0.5))
+
     @staticmethod
     def _read(part: Partition, offset: int, max_records: int) -> list[tuple[Any, int]]:
         """Up to max_records committed records from `offset`, each with the offset after it."""
@@ -215,29 +317,43 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
         out: list[tuple[Any, int]] = []
         while offset < hw and len(out) < max_records:
             data = part.log.read(offset, _READ_BYTES, hw).read_bytes()
-            data = data[:whole_batches_length(data)]
-            if not data:
+            got, offset, done = _decode(part.topic, part.index, data, offset, hw,
+                                        max_records - len(out))
+            out += got
+            if done:
                 break
-            for h, batch in iter_batches(data):
-                if h.is_control:
-                    offset = max(offset, h.next_offset)
-                    continue
-                ttype = ("LogAppendTime" if h.timestamp_type is TimestampType.LOG_APPEND_TIME
-                         else "CreateTime")
-                for r in decode_records(batch):
-                    if r.offset < offset or r.offset >= hw:
-                        continue
-                    msg = records.ConsumedRecord(
-                        topic=part.topic, partition=part.index, offset=r.offset,
-                        timestamp_ms=r.timestamp, timestamp_type=ttype,
-                        headers=[records.Header(key=k, **({} if v is None else {"value": v}))
-                                 for k, v in r.headers])
-                    if r.key is not None:
-                        msg.key = r.key
-                    if r.value is not None:
-                        msg.value = r.value
-                    out.append((msg, r.offset + 1))
-                    if len(out) >= max_records:
-                        return out
-                offset = max(offset, h.next_offset)
         return out
+
+
+def _decode(topic: str, index: int, data: bytes, offset: int, hw: int, max_records: int,
+            ) -> tuple[list[tuple[Any, int]], int, bool]:
+    """The records of `data` from `offset` below `hw` (at most max_records), each with the
+    offset after it; the offset after what was read; whether to stop (nothing whole left,
+    or max_records taken)."""
+    out: list[tuple[Any, int]] = []
+    data = data[:whole_batches_length(data)]
+    if not data:
+        return out, offset, True
+    for h, batch in iter_batches(data):
+        if h.is_control:
+            offset = max(offset, h.next_offset)
+            continue
+        ttype = ("LogAppendTime" if h.timestamp_type is TimestampType.LOG_APPEND_TIME
+                 else "CreateTime")
+        for r in decode_records(batch):
+            if r.offset < offset or r.offset >= hw:
+                continue
+            msg = records.ConsumedRecord(
+                topic=topic, partition=index, offset=r.offset,
+                timestamp_ms=r.timestamp, timestamp_type=ttype,
+                headers=[records.Header(key=k, **({} if v is None else {"value": v}))
+                         for k, v in r.headers])
+            if r.key is not None:
+                msg.key = r.key
+            if r.value is not None:
+                msg.value = r.value
+            out.append((msg, r.offset + 1))
+            if len(out) >= max_records:
+                return out, r.offset + 1, True
+        offset = max(offset, h.next_offset)
+    return out, offset, False

@@ -122,9 +122,26 @@ class TopicService(topics_grpc.TopicServiceServicer):  # type: ignore[misc]
             chosen = [image.topics_by_name[n] for n in sorted(image.topics_by_name)
                       if request.include_internal or n not in INTERNAL_TOPICS]
         described = [topic_description(self.node, t) for t in chosen]
+        await self._other_workers_offsets(described)
         if self.forwarder is not None and not self.forwarder.is_forwarded(context):
             await self._leaders_offsets(described, context)
         return topics.DescribeTopicsResponse(topics=described)
+
+    async def _other_workers_offsets(self, described: list[Any]) -> None:
+        """A broker of several workers (skiff.broker.workers): the offsets of the partitions
+        this broker leads in its other processes, asked of their owners."""
+        router = self.node.replicas.shard_router
+        if router is None:
+            return
+        wanted = {(td.topic.name, pd.partition.partition_id): pd
+                  for td in described for pd in td.partitions
+                  if not pd.HasField("high_watermark")
+                  and pd.partition.leader == self.node.node_id}
+        if not wanted:
+            return
+        for key, (start, hw, end) in (await router.partition_offsets(list(wanted))).items():
+            pd = wanted[key]
+            pd.log_start_offset, pd.high_watermark, pd.log_end_offset = start, hw, end
 
     async def _leaders_offsets(self, described: list[Any],
                                context: grpc.aio.ServicerContext) -> None:

@@ -269,6 +269,26 @@ class ShardRoutes:
                                           else RemoteVerificationGuard(owner, token))
         return guards
 
+    async def partition_offsets(self, keys: list[TopicPartition]
+                                ) -> dict[TopicPartition, tuple[int, int, int]]:
+        """(log start, high watermark, log end) of the partitions their owners lead; an
+        owner that cannot be reached leaves its partitions out."""
+        by_owner: dict[int, list[TopicPartition]] = {}
+        for key in keys:
+            by_owner.setdefault(self.layout.owner(*key), []).append(key)
+        out = self.replicas.offsets_local(by_owner.pop(self.layout.index, []))
+        calls = [(owner, self._call(owner, "partition_offsets", ks))
+                 for owner, ks in by_owner.items()]
+        for owner, future in calls:
+            try:
+                answers = await future
+            except (ConnectionError, ShardCallFailed) as exc:
+                log.warning("partition_offsets_missing", worker=owner, error=str(exc))
+                continue
+            for topic, index, start, hw, end in answers:
+                out[(topic, index)] = (start, hw, end)
+        return out
+
     async def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                                producer_epoch: int, coordinator_epoch: int, committed: bool,
                                timeout_ms: int) -> ErrorCode:
@@ -455,7 +475,13 @@ class ShardOps:
     def ops(self) -> dict[str, Callable[..., Awaitable[Any]]]:
         return {"append": self.append, "fetch": self.fetch, "wait_any": self.wait_any,
                 "write_txn_marker": self.write_txn_marker, "handle": self.handle,
-                "start_verification": self.start_verification}
+                "start_verification": self.start_verification,
+                "partition_offsets": self.partition_offsets}
+
+    async def partition_offsets(self, peer: ShardPeer, keys: list[TopicPartition]
+                                ) -> list[tuple[str, int, int, int, int]]:
+        return [(t, p, *offsets)
+                for (t, p), offsets in self.replicas.offsets_local(keys).items()]
 
     async def start_verification(self, peer: ShardPeer, items: list[tuple[str, int, int]],
                                  producer_id: int, epoch: int, supports_epoch_bump: bool,

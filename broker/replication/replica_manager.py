@@ -94,6 +94,9 @@ class ShardRouter(Protocol):
         supports_epoch_bump: bool,
     ) -> dict[TopicPartition, VerificationGuard | None]: ...
 
+    async def partition_offsets(self, keys: list[TopicPartition]
+                                ) -> dict[TopicPartition, tuple[int, int, int]]: ...
+
 
 # a replica move's copy passes: at most this many before the last one, which runs on the
 # event loop once a pass copied no more than this
@@ -713,6 +716,17 @@ class ReplicaManager:
                                                      supports_epoch_bump)
         return self.start_verifications_local(producer_id, epoch, sequences,
                                               supports_epoch_bump=supports_epoch_bump)
+
+    def offsets_local(self, keys: list[TopicPartition]
+                      ) -> dict[TopicPartition, tuple[int, int, int]]:
+        """(log start, high watermark, log end) of each partition this process leads."""
+        out: dict[TopicPartition, tuple[int, int, int]] = {}
+        for topic, index in keys:
+            part = self.get(topic, index)
+            if part is not None and part.role is Role.LEADER:
+                out[(topic, index)] = (int(part.log.log_start_offset),
+                                       int(part.high_watermark), int(part.log.log_end_offset))
+        return out
 
     def start_verifications_local(
         self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int], *,

@@ -830,3 +830,39 @@ def test_log_dirs_are_placed_moved_and_cordoned_by_each_owner(tmp_path: Path) ->
             admin.close()
         n.stop()
     assert "Traceback" not in n.log_path.read_text(errors="replace")
+
+
+def _skiff_cli(node: SkiffNode, *args: str, stdin: str | None = None) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("SKIFF_ADMIN", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "broker.cli.main", *args, "--bootstrap",
+         f"127.0.0.1:{node.admin_port}"],
+        capture_output=True, text=True, timeout=120, env=env, input=stdin, cwd=REPO_ROOT)
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_the_admin_plane_serves_every_workers_partitions(node: SkiffNode) -> None:
+    """The gRPC admin plane (the node process) produces to, consumes from and describes
+    the partitions of every worker, and resets a group's offsets on them."""
+    topic = "admin-workers"
+    create_topic(node.bootstrap, topic)
+    for p in range(PARTITIONS):
+        assert _skiff_cli(node, "produce", "--topic", topic, "--partition", str(p),
+                          stdin=f"a{p}\nb{p}\n").split() == [f"{topic}-{p}@0", f"{topic}-{p}@1"]
+    for p in range(PARTITIONS):
+        out = _skiff_cli(node, "consume", "--topic", topic, "--partition", str(p),
+                         "--from-beginning", "--max-messages", "2", "--timeout-ms", "5000")
+        assert out.split() == [f"a{p}", f"b{p}"], (p, out)
+    rows = [line.split() for line in _skiff_cli(node, "topics", "describe", topic).splitlines()]
+    offsets = {r[0]: r[-3:] for r in rows if r and r[0].isdigit()}
+    assert offsets == {str(p): ["0", "2", "2"] for p in range(PARTITIONS)}, rows
+    out = _skiff_cli(node, "groups", "reset-offsets", "g-admin-workers", "--topic", topic,
+                     "--to-latest", "--execute")
+    c = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "g-admin-workers"})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=WAIT_S)
+    finally:
+        c.close()
+    assert [tp.offset for tp in got] == [2] * PARTITIONS, out
