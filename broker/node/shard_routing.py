@@ -52,6 +52,7 @@ from kio.serial import entity_reader
 from broker.errors import KafkaError
 from broker.log import AppendResult
 from broker.log.segment import FileSlice
+from broker.metrics.stats import mark_remote_wait
 from broker.node.shard_channel import (
     ChannelClosed,
     ShardCallFailed,
@@ -351,6 +352,7 @@ class ShardRoutes:
             remaining = deadline - loop.time()
             if total >= min_bytes or errored or remaining <= 0:
                 return _within(results, max_bytes)
+            mark_remote_wait()  # the request's RemoteTimeMs starts (metrics)
             results = await read.first_news(groups, int(remaining * 1000))
 
 

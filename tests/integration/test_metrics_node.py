@@ -1,5 +1,6 @@
 """A real `skiff dev` node's metrics endpoint, scraped after librdkafka produced and
-consumed: the figures match what was done, both formats parse, promtool accepts it."""
+consumed: the figures match what was done, both formats parse, promtool accepts it; for a
+broker of one process and for one of two workers (skiff.broker.workers)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ RECORDS = 200
 COMMITTED = 150
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
-    n = SkiffNode(tmp_path_factory.mktemp("metrics-node"))
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-process", "two-workers"])
+def node(tmp_path_factory: pytest.TempPathFactory,
+         request: pytest.FixtureRequest) -> Iterator[SkiffNode]:
+    # skiff.broker.workers=2: the node process gathers the worker's figures at each scrape
+    n = SkiffNode(tmp_path_factory.mktemp("metrics-node"),
+                  config_env={"SKIFF_SKIFF_BROKER_WORKERS": str(request.param)})
     n.start()
     try:
         n.wait_ready()
