@@ -58,7 +58,7 @@ from broker.protocol.records import (
     iter_batch_headers,
 )
 from broker.protocol.wire import NodeEndpoint
-from broker.replication.producer_state import VerificationGuard
+from broker.replication.producer_state import Guard
 from broker.server.dispatch import NoResponse
 from broker.txn.verification import TxnOperation, produce_error, produce_operation
 from broker.txn.version import transactions_v2
@@ -112,7 +112,7 @@ async def _verify(
     node: TxnBrokerServices, tid: str, op: TxnOperation,
     entries: dict[tuple[str, int], bytes | memoryview],
     errors: dict[tuple[str, int], KafkaError],
-) -> dict[tuple[str, int], VerificationGuard | None]:
+) -> dict[tuple[str, int], Guard | None]:
     """KIP-890: guards for the partitions whose transactional batch may open a
     transaction, after the coordinator confirmed (or, V2, added) them. Partitions that
     fail move from `entries` to `errors`."""
@@ -218,7 +218,7 @@ async def handle(node: TxnBrokerServices, ctx: RequestContext, request: Any
                     "(finalized transaction.version >= 2)")
             else:
                 entries[key] = part.records
-    verification: dict[tuple[str, int], VerificationGuard | None] | None = None
+    verification: dict[tuple[str, int], Guard | None] | None = None
     verify = False
     if tid and entries:
         verify_enabled = bool(node.config["transaction.partition.verification.enable"])

@@ -27,21 +27,21 @@ coordinators, the controller channel and the admin APIs (`forward_to_node`).
 
 A transactional Produce goes whole to worker 0 (`transactional_to_node`), which asks the
 transaction coordinator. With KIP-890's verification, each partition's owner takes the
-producer's verification guard before worker 0 asks, and names it by a token that lives as
-long as the guard; the append carries the token back, so a transaction marker written
-meanwhile (which drops the guard) fails the late append as it does in one process.
+producer's verification guard before worker 0 asks, and names it by a token; the append
+carries the token back and is checked against the guard it names, so a transaction marker
+written meanwhile (which drops the guard) fails the late append as it does in one process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
 import contextlib
 import dataclasses
 import itertools
 import os
 import pickle
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -52,6 +52,7 @@ from kio.serial import entity_reader
 from broker.errors import KafkaError
 from broker.log import AppendResult
 from broker.log.segment import FileSlice
+from broker.log.txn_index import AbortedTxn
 from broker.metrics.stats import mark_remote_wait
 from broker.node.shard_channel import (
     ChannelClosed,
@@ -63,7 +64,12 @@ from broker.node.shards import ShardLayout
 from broker.protocol.api import ApiTable, response_schema
 from broker.protocol.frames import ResponseChunks, is_file_slice
 from broker.protocol.headers import encode_body, encode_request, parse_request
-from broker.replication.producer_state import VerificationGuard
+from broker.protocol.records import iter_batch_headers
+from broker.replication.producer_state import (
+    Guard,
+    RemoteVerificationGuard,
+    VerificationGuard,
+)
 from broker.replication.replica_manager import (
     FetchPartitionRequest,
     FetchPartitionResult,
@@ -86,6 +92,8 @@ BROADCAST_APIS = frozenset({DESCRIBE_LOG_DIRS})
 # what the owner keeps alive after answering a fetch, so the descriptors it named stay
 # open (and cannot be reused for another file) while the reader opens them
 _KEPT_ANSWERS = 1024
+# verification guards named to other workers whose append has not come (yet)
+_KEPT_GUARDS = 100_000
 
 
 def _unreachable(owner: int, why: object) -> KafkaError:
@@ -94,18 +102,56 @@ def _unreachable(owner: int, why: object) -> KafkaError:
                       f"reachable: {why}")
 
 
-class RemoteVerificationGuard(VerificationGuard):
-    """A verification guard another worker holds for its partition, named by its token."""
+class _ViewLog:
+    """The part of another worker's log a PartitionView carries: `read` and
+    `collect_aborted_txns` as the log answers them, within what was read."""
 
-    __slots__ = ("owner", "token")
+    def __init__(self, log_start_offset: int, base: int, data: bytes,
+                 aborted: list[AbortedTxn]) -> None:
+        self.log_start_offset = log_start_offset
+        self._data, self._aborted = data, aborted
+        # (last offset, position) of each batch, to answer a read from inside the data
+        self._batches = [(h.last_offset, pos) for pos, h in
+                         iter_batch_headers(memoryview(data), validate_crc=False)]
+        self._base = base
 
-    def __init__(self, owner: int, token: int) -> None:
-        self.owner, self.token = owner, token
+    def read(self, offset: int, max_bytes: int, upto: int) -> _Bytes:
+        i = bisect.bisect_left(self._batches, (offset, -1))
+        if offset < self._base or i >= len(self._batches):
+            return _Bytes(b"")
+        pos = self._batches[i][1]
+        return _Bytes(self._data[pos:pos + max_bytes])
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        return [a for a in self._aborted
+                if a.last_offset >= fetch_offset and a.first_offset < upper_bound]
+
+
+class _Bytes:
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read_bytes(self) -> bytes:
+        return self.data
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionView:
+    """A partition another worker of this broker leads, as a share-partition reads it."""
+
+    topic: str
+    index: int
+    leader_epoch: int
+    high_watermark: int
+    last_stable_offset: int
+    log: _ViewLog
 
 
 # ---- values that cross the channel: plain tuples ---------------------------------------
 
-def _token_for(guard: VerificationGuard | None, owner: int) -> int | None:
+def _token_for(guard: Guard | None, owner: int) -> int | None:
     if isinstance(guard, RemoteVerificationGuard) and guard.owner == owner:
         return guard.token
     return None
@@ -199,7 +245,7 @@ class ShardRoutes:
 
     async def append(
         self, entries: dict[TopicPartition, bytes | memoryview], required_acks: int,
-        timeout_ms: int, verification: Mapping[TopicPartition, VerificationGuard | None] | None,
+        timeout_ms: int, verification: Mapping[TopicPartition, Guard | None] | None,
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
         layout, own = self.layout, self.layout.index
         local: dict[TopicPartition, bytes | memoryview] = {}
@@ -243,12 +289,12 @@ class ShardRoutes:
     async def start_verifications(
         self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int],
         supports_epoch_bump: bool,
-    ) -> dict[TopicPartition, VerificationGuard | None]:
+    ) -> dict[TopicPartition, Guard | None]:
         own = self.layout.index
         by_owner: dict[int, dict[TopicPartition, int]] = {}
         for key, sequence in sequences.items():
             by_owner.setdefault(self.layout.owner(*key), {})[key] = sequence
-        guards: dict[TopicPartition, VerificationGuard | None] = dict.fromkeys(sequences)
+        guards: dict[TopicPartition, Guard | None] = dict.fromkeys(sequences)
         calls: list[tuple[int, asyncio.Future[Any]]] = []
         for owner, part in by_owner.items():
             if owner != own:
@@ -269,6 +315,24 @@ class ShardRoutes:
                 guards[(topic, index)] = (None if token is None
                                           else RemoteVerificationGuard(owner, token))
         return guards
+
+    async def partition_view(self, topic: str, partition: int, offset: int, max_bytes: int,
+                             read_committed: bool) -> PartitionView:
+        """What a share-partition reads of a partition another worker owns (broker/share):
+        its leader epoch and offsets, and up to `max_bytes` of its records from `offset`
+        (below its high watermark, or its last stable offset with `read_committed`, with the
+        aborted transactions in them). Raises KafkaError as the owner's partition does."""
+        owner = self.layout.owner(topic, partition)
+        try:
+            answer = await self._call(owner, "partition_view", topic, partition, offset,
+                                      max_bytes, read_committed)
+        except (ConnectionError, ShardCallFailed) as exc:
+            raise _unreachable(owner, exc) from None
+        if answer[0] == "error":
+            raise KafkaError(ErrorCode(answer[1]), answer[2])
+        _, epoch, start, hw, lso, aborted, base, data = answer
+        return PartitionView(topic, partition, epoch, hw, lso,
+                             _ViewLog(start, base, data, [AbortedTxn(*a) for a in aborted]))
 
     async def partition_offsets(self, keys: list[TopicPartition]
                                 ) -> dict[TopicPartition, tuple[int, int, int]]:
@@ -468,17 +532,38 @@ class ShardOps:
         self._pid = os.getpid()
         self._kept: collections.deque[list[FetchPartitionResult]] = collections.deque(
             maxlen=_KEPT_ANSWERS)
-        # the verification guards named to other workers: a token outlives its guard only
-        # as a miss, which fails the append as a dropped guard does
-        self._guards: weakref.WeakValueDictionary[int, VerificationGuard] = (
-            weakref.WeakValueDictionary())
+        # the verification guards named to other workers, until the append that carries
+        # the token back (a guard dropped meanwhile, by a marker, is no longer the
+        # producer's and fails that append); the oldest are forgotten past the bound
+        self._guards: collections.OrderedDict[int, VerificationGuard] = (
+            collections.OrderedDict())
         self._tokens = itertools.count(1)
 
     def ops(self) -> dict[str, Callable[..., Awaitable[Any]]]:
         return {"append": self.append, "fetch": self.fetch, "wait_any": self.wait_any,
                 "write_txn_marker": self.write_txn_marker, "handle": self.handle,
                 "start_verification": self.start_verification,
-                "partition_offsets": self.partition_offsets}
+                "partition_offsets": self.partition_offsets,
+                "partition_view": self.partition_view}
+
+    async def partition_view(self, peer: ShardPeer, topic: str, partition: int, offset: int,
+                             max_bytes: int, read_committed: bool) -> tuple[Any, ...]:
+        try:
+            part = self.replicas.leader_partition(topic, partition)
+            plog = part.log
+            upto = part.last_stable_offset if read_committed else part.high_watermark
+            data, aborted = b"", []
+            if max_bytes > 0 and plog.log_start_offset <= offset < upto:
+                data = plog.read(offset, max_bytes, upto).read_bytes()
+                if read_committed:
+                    aborted = [(a.producer_id, a.first_offset, a.last_offset,
+                                a.last_stable_offset)
+                               for a in plog.collect_aborted_txns(offset, upto)]
+            return ("ok", int(part.leader_epoch), int(plog.log_start_offset),
+                    int(part.high_watermark), int(part.last_stable_offset), aborted,
+                    offset, data)
+        except KafkaError as exc:
+            return ("error", int(exc.error_code), exc.message)
 
     async def partition_offsets(self, peer: ShardPeer, keys: list[TopicPartition]
                                 ) -> list[tuple[str, int, int, int, int]]:
@@ -497,6 +582,8 @@ class ShardOps:
             if guard is not None:
                 token = next(self._tokens)
                 self._guards[token] = guard
+                if len(self._guards) > _KEPT_GUARDS:
+                    self._guards.popitem(last=False)
             answers.append((topic, index, token))
         return answers
 
@@ -504,10 +591,10 @@ class ShardOps:
                      required_acks: int, timeout_ms: int,
                      tokens: list[int | None] | None = None) -> list[tuple[str, int, Any]]:
         entries: dict[TopicPartition, bytes | memoryview] = {(t, p): r for t, p, r in items}
-        verification: dict[TopicPartition, VerificationGuard | None] | None = None
+        verification: dict[TopicPartition, Guard | None] | None = None
         if tokens is not None:
             guards = self._guards
-            verification = {(t, p): None if token is None else guards.get(token)
+            verification = {(t, p): None if token is None else guards.pop(token, None)
                             for (t, p, _), token in zip(items, tokens, strict=True)}
         results = await self.replicas.append_local(entries, required_acks=required_acks,
                                                    timeout_ms=timeout_ms,

@@ -372,4 +372,3 @@ def share_quota_usage(quotas: Quotas, layout: ShardLayout,
 def _retrieved(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
-

@@ -166,11 +166,23 @@ class ProducerEntry:
 
 
 class VerificationGuard:
-    """Identity of one verification (Kafka's VerificationGuard): compared with `is`.
-    Weakly referable: a broker of several workers names a guard to another worker by a
-    token that must die with the guard (broker/node/shard_routing.py)."""
+    """Identity of one verification (Kafka's VerificationGuard): compared with `is`."""
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ()
+
+
+class RemoteVerificationGuard:
+    """A verification guard another worker process of this broker holds for its partition,
+    named by a token (a broker of several workers, broker/node/shard_routing.py)."""
+
+    __slots__ = ("owner", "token")
+
+    def __init__(self, owner: int, token: int) -> None:
+        self.owner = owner
+        self.token = token
+
+
+Guard = VerificationGuard | RemoteVerificationGuard
 
 
 @dataclass(slots=True)

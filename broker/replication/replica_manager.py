@@ -49,7 +49,7 @@ from broker.log.move import FutureLog
 from broker.metrics.stats import BrokerTopicStats, TopicStats, mark_remote_wait
 from broker.replication.fetch_session import FetchSessionCache, SessionPartition
 from broker.replication.partition import Partition, PendingIsrChange, Role
-from broker.replication.producer_state import VerificationGuard
+from broker.replication.producer_state import Guard, VerificationGuard
 from broker.util.tasks import ServiceTasks, TaskHandle
 
 log = structlog.get_logger(__name__)
@@ -71,7 +71,7 @@ class ShardRouter(Protocol):
 
     async def append(
         self, entries: dict[TopicPartition, bytes | memoryview], required_acks: int,
-        timeout_ms: int, verification: Mapping[TopicPartition, VerificationGuard | None] | None,
+        timeout_ms: int, verification: Mapping[TopicPartition, Guard | None] | None,
     ) -> dict[TopicPartition, AppendResult | KafkaError]: ...
 
     async def fetch(
@@ -92,10 +92,13 @@ class ShardRouter(Protocol):
     async def start_verifications(
         self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int],
         supports_epoch_bump: bool,
-    ) -> dict[TopicPartition, VerificationGuard | None]: ...
+    ) -> dict[TopicPartition, Guard | None]: ...
 
     async def partition_offsets(self, keys: list[TopicPartition]
                                 ) -> dict[TopicPartition, tuple[int, int, int]]: ...
+
+    async def partition_view(self, topic: str, partition: int, offset: int, max_bytes: int,
+                             read_committed: bool) -> Any: ...
 
 
 # a replica move's copy passes: at most this many before the last one, which runs on the
@@ -652,7 +655,7 @@ class ReplicaManager:
     async def append(
         self, entries: dict[TopicPartition, bytes | memoryview], *, required_acks: int,
         timeout_ms: int,
-        verification: Mapping[TopicPartition, VerificationGuard | None] | None = None,
+        verification: Mapping[TopicPartition, Guard | None] | None = None,
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
         router = self.shard_router
         if router is not None:
@@ -663,7 +666,7 @@ class ReplicaManager:
     async def append_local(
         self, entries: dict[TopicPartition, bytes | memoryview], *, required_acks: int,
         timeout_ms: int,
-        verification: Mapping[TopicPartition, VerificationGuard | None] | None = None,
+        verification: Mapping[TopicPartition, Guard | None] | None = None,
     ) -> dict[TopicPartition, AppendResult | KafkaError]:
         """`verification` (KIP-890, a client's transactional produce with
         transaction.partition.verification.enable): the verification guard of each
@@ -675,7 +678,9 @@ class ReplicaManager:
         for (topic, index), records in entries.items():
             try:
                 part = self.leader_partition(topic, index)
-                guard = verification.get((topic, index)) if verification is not None else None
+                held = verification.get((topic, index)) if verification is not None else None
+                # a guard another worker holds is never this partition's
+                guard = held if isinstance(held, VerificationGuard) else None
                 try:
                     result = part.append_as_leader(records, required_acks, verify=verify,
                                                    guard=guard)
@@ -706,7 +711,7 @@ class ReplicaManager:
     async def start_verifications(
         self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int], *,
         supports_epoch_bump: bool = False,
-    ) -> dict[TopicPartition, VerificationGuard | None]:
+    ) -> dict[TopicPartition, Guard | None]:
         """`start_verification` for each partition (with the batch's first sequence); None
         where the transaction is open or this broker does not lead it (the append answers
         that). A broker of several workers asks each partition's owner."""
@@ -714,8 +719,8 @@ class ReplicaManager:
         if router is not None:
             return await router.start_verifications(producer_id, epoch, sequences,
                                                      supports_epoch_bump)
-        return self.start_verifications_local(producer_id, epoch, sequences,
-                                              supports_epoch_bump=supports_epoch_bump)
+        return dict(self.start_verifications_local(producer_id, epoch, sequences,
+                                                   supports_epoch_bump=supports_epoch_bump))
 
     def offsets_local(self, keys: list[TopicPartition]
                       ) -> dict[TopicPartition, tuple[int, int, int]]:

@@ -44,7 +44,13 @@ from broker.config.resource_configs import DLQ_COPY_RECORD_ENABLE, DLQ_TOPIC_NAM
 from broker.coordinator.services import NodeSettings
 from broker.errors import KafkaError
 from broker.metrics.stats import ShareStats
-from broker.protocol.records import Record, build_batch
+from broker.protocol.records import (
+    Record,
+    build_batch,
+    decode_records,
+    iter_batch_headers,
+    whole_batches_length,
+)
 from broker.share.partition import DeadRun
 from broker.util.tasks import ServiceTasks, TaskHandle
 
@@ -68,6 +74,8 @@ AUTO_CREATE_CONFIG = "errors.deadletterqueue.auto.create.topics.enable"
 WRITE_TIMEOUT_MS = 30000
 CREATE_WAIT_S = 10.0
 CREATE_POLL_S = 0.05
+# what is read of a partition another worker owns for the originals of dead letters
+ORIGINALS_READ_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +217,8 @@ class DeadLetterQueue:
                         partition=letters.partition,
                         records=sum(r.last - r.first + 1 for r in letters.runs))
             return
-        originals = self._originals(letters) if group_flag(configs, DLQ_COPY_RECORD_ENABLE) \
-            else None
+        originals = (await self._originals(letters)
+                     if group_flag(configs, DLQ_COPY_RECORD_ENABLE) else None)
         records = dead_letter_records(letters, originals, self.clock())
         topic = self.node.metadata.topic(name)
         assert topic is not None  # _check_topic found it, and nothing has run since
@@ -261,15 +269,34 @@ class DeadLetterQueue:
                 return
             await asyncio.sleep(CREATE_POLL_S)
 
-    def _originals(self, letters: DeadLetters) -> dict[int, Record]:
+    async def _originals(self, letters: DeadLetters) -> dict[int, Record]:
         first = min(r.first for r in letters.runs)
         last = max(r.last for r in letters.runs)
+        replicas = self.node.replicas
+        router = replicas.shard_router
         try:
-            part = self.node.replicas.leader_partition(letters.topic, letters.partition)
-            # not bounded by last + 1: a log read stops before the batch holding its bound,
-            # which may be the batch of the records themselves
-            records: Sequence[Record] = part.log.read_records(
-                first, max_records=last - first + 1)
+            if router is not None and not router.owns(letters.topic, letters.partition):
+                # another worker of this broker owns it: the records from its view
+                view = await router.partition_view(letters.topic, letters.partition, first,
+                                                   ORIGINALS_READ_BYTES, False)
+                data = view.log.read(first, ORIGINALS_READ_BYTES, last + 1).read_bytes()
+                records: Sequence[Record] = records_in(data, first)
+            else:
+                part = replicas.leader_partition(letters.topic, letters.partition)
+                # not bounded by last + 1: a log read stops before the batch holding its
+                # bound, which may be the batch of the records themselves
+                records = part.log.read_records(first, max_records=last - first + 1)
         except KafkaError:
             return {}
-        return {r.offset: r for r in records if r.offset <= last}
+        return {r.offset: r for r in records if first <= r.offset <= last}
+
+
+def records_in(data: bytes, first: int) -> list[Record]:
+    """The records of the whole batches of `data` at or after `first`, control ones left
+    out."""
+    mv = memoryview(data)[:whole_batches_length(data)]
+    out: list[Record] = []
+    for pos, h in iter_batch_headers(mv, validate_crc=True):
+        if not h.is_control:
+            out += [r for r in decode_records(mv[pos:pos + h.size]) if r.offset >= first]
+    return out

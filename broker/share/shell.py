@@ -131,6 +131,9 @@ PRODUCE_API_KEY = 0
 RENEW_DISABLED_MESSAGE = "Renewing acquisition locks is not enabled for the group."
 # a share fetch reads the log this much at a time (Kafka's max.partition.fetch.bytes default)
 SHARE_READ_CHUNK_BYTES = 1 << 20
+# what one pass reads of a partition another worker of this broker owns (a copy between
+# the processes): a fetch that wants more takes the rest in its next pass
+REMOTE_READ_BYTES = 4 << 20
 _ACK_TYPE_NAMES = {0: "Gap", 1: "Accept", 2: "Release", 3: "Reject", 4: "Renew"}
 # (topic id, partition) -> [(first, last, types)]
 Acks = Mapping[tuple[uuid.UUID, int], list[tuple[int, int, tuple[int, ...]]]]
@@ -472,6 +475,18 @@ class ShareService:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic}-{partition}")
         return StateKey(group_id, t.topic_id, partition)
 
+    async def _leader_partition(self, topic: str, partition: int, offset: int = -1,
+                                max_bytes: int = 0, read_committed: bool = False) -> Any:
+        """The partition this broker leads; on a broker of several workers whose other
+        process owns it, a view of it from its owner, with up to `max_bytes` of its records
+        from `offset` (broker/node/shard_routing.py PartitionView)."""
+        replicas = self.node.replicas
+        router = replicas.shard_router
+        if router is None or router.owns(topic, partition):
+            return replicas.leader_partition(topic, partition)
+        return await router.partition_view(topic, partition, offset, max_bytes,
+                                           read_committed)
+
     async def share_partition(self, group_id: str, topic: str,
                               partition: int) -> SharePartition:
         """The share-partition, loaded from its persisted state at first use and at each
@@ -479,7 +494,7 @@ class ShareService:
         share.auto.offset.reset says (latest, Kafka's default: the high watermark;
         earliest: the log start), written at once so that a restart keeps it."""
         key = (group_id, topic, partition)
-        part = self.node.replicas.leader_partition(topic, partition)
+        part = await self._leader_partition(topic, partition)
         sp = self.partitions.get(key)
         if sp is None or self.loaded_at[key][1] != part.leader_epoch:
             lock = self._load_locks.setdefault(key, asyncio.Lock())
@@ -723,8 +738,9 @@ class ShareService:
                 acquirable_at = asyncio.get_running_loop().time()
             offset = sp.next_fetch_offset(now)
             try:
-                part = self.node.replicas.leader_partition(t.name, p)
                 read_committed = self.read_committed(group_id)
+                part = await self._leader_partition(
+                    t.name, p, offset, min(max_bytes, REMOTE_READ_BYTES), read_committed)
                 upto = part.last_stable_offset if read_committed else part.high_watermark
                 if offset >= upto:
                     continue

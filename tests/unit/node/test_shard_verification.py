@@ -1,16 +1,16 @@
 """KIP-890 verification across the workers of a broker (broker/node/shard_routing.py): the
-owner of a partition names its verification guard by a token that dies with the guard, so
-an append whose guard was dropped meanwhile (a marker written) reaches the log without it."""
+owner of a partition names its verification guard by a token, and the append that carries
+the token back is checked against that guard, so one dropped meanwhile (a marker written)
+fails it as in one process."""
 
 from __future__ import annotations
 
 import asyncio
-import gc
 from typing import Any
 
 from broker.log import AppendResult
-from broker.node.shard_routing import RemoteVerificationGuard, ShardOps, _token_for
-from broker.replication.producer_state import VerificationGuard
+from broker.node.shard_routing import ShardOps, _token_for
+from broker.replication.producer_state import RemoteVerificationGuard, VerificationGuard
 
 Key = tuple[str, int]
 
@@ -20,7 +20,7 @@ class FakeReplicas:
 
     def __init__(self) -> None:
         self.held: dict[Key, VerificationGuard] = {}
-        self.seen: list[dict[Key, VerificationGuard | None] | None] = []
+        self.seen: list[dict[Key, Any] | None] = []
 
     def start_verifications_local(self, producer_id: int, epoch: int,
                                   sequences: dict[Key, int], *,
@@ -35,34 +35,42 @@ class FakeReplicas:
         return out
 
     async def append_local(self, entries: dict[Key, Any], *, required_acks: int,
-                           timeout_ms: int,
-                           verification: dict[Key, VerificationGuard | None] | None = None,
+                           timeout_ms: int, verification: dict[Key, Any] | None = None,
                            ) -> dict[Key, AppendResult]:
         self.seen.append(verification)
         return {k: AppendResult(0, 0, -1, 0, 1, 0) for k in entries}
 
 
-def test_a_token_names_the_guard_until_the_owner_drops_it() -> None:
+def test_a_token_names_the_guard_it_was_made_for() -> None:
     replicas = FakeReplicas()
     ops = ShardOps(replicas, lambda _name: None)  # type: ignore[arg-type]
-
     peer: Any = None
+    items = [("t", 0, memoryview(b"r")), ("t", 1, memoryview(b"r"))]
 
-    async def run() -> None:
+    async def tokens() -> dict[Key, int | None]:
         answers = await ops.start_verification(peer, [("t", 0, 0), ("t", 1, 0), ("t", 9, 0)],
                                                7, 0, False)
-        tokens = {(t, p): tok for t, p, tok in answers}
-        assert tokens[("t", 9)] is None and None not in (tokens[("t", 0)], tokens[("t", 1)])
-        items = [("t", 0, memoryview(b"r")), ("t", 1, memoryview(b"r"))]
-        await ops.append(peer, items, 1, 1000, [tokens[("t", 0)], tokens[("t", 1)]])
+        return {(t, p): tok for t, p, tok in answers}
+
+    async def run() -> None:
+        first = await tokens()
+        assert first[("t", 9)] is None and None not in (first[("t", 0)], first[("t", 1)])
+        await ops.append(peer, items, 1, 1000, [first[("t", 0)], first[("t", 1)]])
         assert replicas.seen[-1] == {("t", 0): replicas.held[("t", 0)],
                                      ("t", 1): replicas.held[("t", 1)]}
-        replicas.seen.clear()
-        # a marker for partition 1 drops its guard: its late append carries none
-        del replicas.held[("t", 1)]
-        gc.collect()
-        await ops.append(peer, items, 1, 1000, [tokens[("t", 0)], tokens[("t", 1)]])
-        assert replicas.seen[-1] == {("t", 0): replicas.held[("t", 0)], ("t", 1): None}
+        # a token serves one append: used again, it names nothing
+        await ops.append(peer, items, 1, 1000, [first[("t", 0)], first[("t", 1)]])
+        assert replicas.seen[-1] == {("t", 0): None, ("t", 1): None}
+        # a marker for partition 1 drops its guard while the node asks the coordinator:
+        # the late append carries the old guard, no longer the producer's
+        second = await tokens()
+        dropped = replicas.held[("t", 1)]
+        replicas.held[("t", 1)] = VerificationGuard()
+        await ops.append(peer, items, 1, 1000, [second[("t", 0)], second[("t", 1)]])
+        seen = replicas.seen[-1]
+        assert seen is not None
+        assert seen[("t", 0)] is replicas.held[("t", 0)]
+        assert seen[("t", 1)] is dropped and dropped is not replicas.held[("t", 1)]
         # without tokens the append is not a verified one
         await ops.append(peer, items, 1, 1000)
         assert replicas.seen[-1] is None
