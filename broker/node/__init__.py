@@ -88,7 +88,7 @@ from broker.security.plugins import principal_builder_for
 from broker.security.sasl_config import server_sasl_for
 from broker.security.scram import ScramCredential, TokenLookup
 from broker.security.tls import server_tls_for
-from broker.server import ListenerSpec, Server, ServerConfig
+from broker.server import ListenerSpec, Server, ServerConfig, advertised_apis
 from broker.server.dispatch import BoundDispatcher
 from broker.share.coordinator_shell import ShareCoordinatorService
 from broker.share.shell import share_service_of
@@ -726,7 +726,9 @@ class Node:
         partitions, and the connections it hands them, from the first connection on."""
         local = self._local_dispatcher
         assert local is not None  # made by _broker_listeners
-        by_name = {spec.name: (local, spec.apis) for spec in listeners}
+        # a worker's request answered here sees the worker listener's advertised APIs (its
+        # ApiVersions, forwarded here, lists the SASL APIs of a SASL listener)
+        by_name = {spec.name: (local, advertised_apis(spec)) for spec in listeners}
         ops = ShardOps(self.replicas, by_name.get).ops()
         ops["alter_partition"] = self._worker_alter_partition
         ops["assign_replicas_to_dirs"] = self._worker_assign_dirs

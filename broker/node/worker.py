@@ -84,7 +84,7 @@ from broker.replication import (
 from broker.replication.fetcher import secured_connect
 from broker.replication.sync import ReplicaSync, log_config_for
 from broker.security.client import inter_broker_security
-from broker.server import ListenerSpec, Server
+from broker.server import ListenerSpec, Server, advertised_apis
 from broker.server.dispatch import BoundDispatcher
 from broker.util.tasks import ServiceTasks
 
@@ -181,7 +181,7 @@ class Worker:
         specs = [self.credentials.listener(name, host, port, apis, dispatcher)
                  for name, host, port in listeners]
         # the other workers' hand-overs (split or asked of every worker) run the own handlers
-        return specs, {name: (local, apis) for name, _, _ in listeners}
+        return specs, {spec.name: (local, advertised_apis(spec)) for spec in specs}
 
     async def run(self, listeners: list[tuple[str, str, int]], stop: asyncio.Event) -> None:
         cfg, layout = self.config, self.layout

@@ -3,7 +3,7 @@
 from broker.protocol.frames import FileSlice, ResponseChunks
 from broker.server.context import RequestContext
 from broker.server.dispatch import BoundDispatcher, Dispatcher, Handler, HandlerEntry
-from broker.server.server import ListenerSpec, Server, ServerConfig
+from broker.server.server import ListenerSpec, Server, ServerConfig, advertised_apis
 
 __all__ = [
     "BoundDispatcher",
@@ -16,4 +16,5 @@ __all__ = [
     "ResponseChunks",
     "Server",
     "ServerConfig",
+    "advertised_apis",
 ]

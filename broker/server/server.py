@@ -349,13 +349,17 @@ class _AnswerQueue:
         return isinstance(head, _Close) or head.task.done()
 
 
+def advertised_apis(spec: ListenerSpec) -> ApiTable:
+    """What the listener answers ApiVersions with: only what has a handler (Produce v0-v2
+    rides on the Produce handler), and the SASL APIs on a SASL listener."""
+    apis = spec.apis.restricted_to(spec.dispatcher.api_keys() | {api.API_VERSIONS})
+    return with_sasl_apis(apis) if spec.sasl is not None else apis
+
+
 class _Listener:
     def __init__(self, spec: ListenerSpec) -> None:
         self.spec = spec
-        # Advertise only what has a handler (Produce v0-v2 rides on the Produce handler).
-        self.apis = spec.apis.restricted_to(spec.dispatcher.api_keys() | {api.API_VERSIONS})
-        if spec.sasl is not None:
-            self.apis = with_sasl_apis(self.apis)
+        self.apis = advertised_apis(spec)
         # an asyncio.Server; Any, as uvloop's `sockets` is a list where typeshed says tuple
         # (compiled with mypyc, this module checks declared types at run time)
         self.server: Any = None

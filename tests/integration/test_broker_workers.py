@@ -60,7 +60,13 @@ from broker.protocol.records import Record, build_batch
 from broker.testing.node import REPO_ROOT, admin_answers
 from broker.testing.ports import free_port
 from broker.testing.tls import have_openssl, make_pki
-from broker.testing.wire import RawConnection, decode_response, encode_request, recv_frame
+from broker.testing.wire import (
+    RawConnection,
+    api_versions_request,
+    decode_response,
+    encode_request,
+    recv_frame,
+)
 from tests.support.node import SkiffNode
 
 WORKERS = 2
@@ -681,6 +687,10 @@ class SecureConn(Conn):
         self.correlation = 0
         self.client_id = "secure-test"
         self.throttle_ms = 0
+        # what the Java client reads first: without SaslAuthenticate listed it falls back
+        # to SaslHandshake v0 and raw tokens
+        versions = self.call(api_versions_request(3))
+        self.advertised = {int(k.api_key) for k in versions.api_keys}
         self.call(SaslHandshakeRequest(mechanism="PLAIN"))
         auth = self.call(SaslAuthenticateRequest(
             auth_bytes=b"\0" + user.encode() + b"\0" + password.encode()))
@@ -736,6 +746,7 @@ def test_a_sasl_ssl_listener_is_served_by_every_worker(tmp_path: Path) -> None:
         for _ in range(64):
             c = SecureConn(secure, pki.ca, "alice", "alice-secret")
             assert c.auth_error is ErrorCode.none
+            assert {17, 36} <= c.advertised, sorted(c.advertised)
             owner = owner_pid(c.sock, secure, pids)
             if owner is not None and owner not in conns:
                 conns[owner] = c
