@@ -21,6 +21,7 @@ from broker.admin.pb import partitions, transactions, transactions_grpc
 from broker.admin.services import AdminServices
 from broker.coordinator.partitioning import partition_for
 from broker.errors import KafkaError
+from broker.replication.replica_manager import ProducerRow
 from broker.txn.coordinator import TxnState
 from broker.txn.records import TRANSACTION_STATE_TOPIC
 from broker.txn.shell import TransactionCoordinatorService
@@ -171,34 +172,43 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
                 raise AdminError(S.UNAVAILABLE, f"broker {leader}'s admin address is unknown")
             return await self.forwarder.call(address, _TXNS.methods_by_name["DescribeProducers"],
                                              request, context.time_remaining())
+        key = (request.topic, request.partition)
         try:
-            part = self.node.replicas.leader_partition(request.topic, request.partition)
+            rows = (await self._producers([key])).get(key)
         except KafkaError as exc:
             raise from_kafka(exc) from None
+        if rows is None:
+            raise from_kafka(KafkaError(ErrorCode.not_leader_or_follower,
+                                        f"{request.topic}-{request.partition}"))
         return transactions.DescribeProducersResponse(
             topic=request.topic, partition=request.partition, leader_id=self.node.node_id,
             producers=[transactions.ProducerState(
-                producer_id=pid, producer_epoch=e.epoch, last_sequence=e.last_seq,
-                last_timestamp_ms=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
-                current_txn_start_offset=e.current_txn_first_offset)
-                for pid, e in sorted(part.producer_state.producers.items())])
+                producer_id=pid, producer_epoch=epoch, last_sequence=last_seq,
+                last_timestamp_ms=last_ts, coordinator_epoch=coordinator_epoch,
+                current_txn_start_offset=txn_start)
+                for pid, epoch, last_seq, last_ts, coordinator_epoch, txn_start in rows])
 
-    def _open_here(self, max_age_ms: int) -> list[Any]:
-        """Open transactions older than `max_age_ms` in the partitions this broker leads."""
-        from broker.replication.partition import Role
-
+    async def _producers(self, keys: list[tuple[str, int]] | None
+                         ) -> dict[tuple[str, int], list[ProducerRow]]:
+        """The producers of the partitions this broker leads (`keys`; None: all of them),
+        asked of every worker process of a broker of several (skiff.broker.workers)."""
         replicas = self.node.replicas
+        router = replicas.shard_router
+        if router is not None:
+            return await router.producers(keys)
+        return replicas.producers_local(keys)
+
+    async def _open_here(self, max_age_ms: int) -> list[Any]:
+        """Open transactions older than `max_age_ms` in the partitions this broker leads."""
         now = int(self.node.clock())
         out = []
-        for part in replicas.partitions():
-            if part.role is not Role.LEADER:
-                continue
-            for pid, e in sorted(part.producer_state.producers.items()):
-                if e.current_txn_first_offset >= 0 and now - e.last_timestamp > max_age_ms:
+        for (topic, index), rows in sorted((await self._producers(None)).items()):
+            for pid, epoch, _seq, last_ts, _coordinator_epoch, txn_start in rows:
+                if txn_start >= 0 and now - last_ts > max_age_ms:
                     out.append(transactions.HangingTransaction(
-                        topic=part.topic, partition=part.index, producer_id=pid,
-                        producer_epoch=e.epoch, start_offset=e.current_txn_first_offset,
-                        last_timestamp_ms=e.last_timestamp, leader_id=self.node.node_id))
+                        topic=topic, partition=index, producer_id=pid,
+                        producer_epoch=epoch, start_offset=txn_start,
+                        last_timestamp_ms=last_ts, leader_id=self.node.node_id))
         return out
 
     async def _from_peers(self, method_name: str, request: Any,
@@ -230,7 +240,7 @@ class TransactionService(transactions_grpc.TransactionServiceServicer):  # type:
                                       context: grpc.aio.ServicerContext) -> Any:
         max_age = int(request.max_transaction_timeout_ms) or int(
             self.node.config["transaction.max.timeout.ms"])
-        found = self._open_here(max_age)
+        found = await self._open_here(max_age)
         if request.local_only or self.forwarder is None or self.forwarder.is_forwarded(context):
             return transactions.FindHangingTransactionsResponse(transactions=found)
         local = transactions.FindHangingTransactionsRequest(

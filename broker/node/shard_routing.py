@@ -73,6 +73,7 @@ from broker.replication.producer_state import (
 from broker.replication.replica_manager import (
     FetchPartitionRequest,
     FetchPartitionResult,
+    ProducerRow,
     ReplicaManager,
     TopicPartition,
 )
@@ -334,6 +335,33 @@ class ShardRoutes:
         return PartitionView(topic, partition, epoch, hw, lso,
                              _ViewLog(start, base, data, [AbortedTxn(*a) for a in aborted]))
 
+    async def producers(self, keys: list[TopicPartition] | None
+                        ) -> dict[TopicPartition, list[ProducerRow]]:
+        """The producers of the partitions their owners lead (`keys`; None: every partition
+        of every worker). A worker that cannot be reached fails the call: the answer
+        would be partial."""
+        own = self.layout.index
+        if keys is None:
+            by_owner: dict[int, list[TopicPartition] | None] = dict.fromkeys(
+                range(self.layout.count))
+        else:
+            by_owner = {}
+            for key in keys:
+                listed = by_owner.setdefault(self.layout.owner(*key), [])
+                assert listed is not None
+                listed.append(key)
+        out = self.replicas.producers_local(by_owner.pop(own, []) if keys is not None
+                                            else by_owner.pop(own))
+        calls = [(owner, self._call(owner, "producers", ks)) for owner, ks in by_owner.items()]
+        for owner, future in calls:
+            try:
+                answers = await future
+            except (ConnectionError, ShardCallFailed) as exc:
+                raise _unreachable(owner, exc) from None
+            for topic, index, rows in answers:
+                out[(topic, index)] = [tuple(r) for r in rows]
+        return out
+
     async def partition_offsets(self, keys: list[TopicPartition]
                                 ) -> dict[TopicPartition, tuple[int, int, int]]:
         """(log start, high watermark, log end) of the partitions their owners lead; an
@@ -544,7 +572,11 @@ class ShardOps:
                 "write_txn_marker": self.write_txn_marker, "handle": self.handle,
                 "start_verification": self.start_verification,
                 "partition_offsets": self.partition_offsets,
-                "partition_view": self.partition_view}
+                "partition_view": self.partition_view, "producers": self.producers}
+
+    async def producers(self, peer: ShardPeer, keys: list[TopicPartition] | None
+                        ) -> list[tuple[str, int, list[ProducerRow]]]:
+        return [(t, p, rows) for (t, p), rows in self.replicas.producers_local(keys).items()]
 
     async def partition_view(self, peer: ShardPeer, topic: str, partition: int, offset: int,
                              max_bytes: int, read_committed: bool) -> tuple[Any, ...]:

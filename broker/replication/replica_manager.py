@@ -62,6 +62,8 @@ TxnMarkerListener = Callable[[str, int, int, bool], None]
 AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+# one producer of a partition, as the admin plane lists it (ReplicaManager.producers_local)
+ProducerRow = tuple[int, int, int, int, int, int]
 
 
 class ShardRouter(Protocol):
@@ -99,6 +101,9 @@ class ShardRouter(Protocol):
 
     async def partition_view(self, topic: str, partition: int, offset: int, max_bytes: int,
                              read_committed: bool) -> Any: ...
+
+    async def producers(self, keys: list[TopicPartition] | None
+                        ) -> dict[TopicPartition, list[ProducerRow]]: ...
 
 
 # a replica move's copy passes: at most this many before the last one, which runs on the
@@ -721,6 +726,22 @@ class ReplicaManager:
                                                      supports_epoch_bump)
         return dict(self.start_verifications_local(producer_id, epoch, sequences,
                                                    supports_epoch_bump=supports_epoch_bump))
+
+    def producers_local(self, keys: list[TopicPartition] | None
+                        ) -> dict[TopicPartition, list[ProducerRow]]:
+        """The producers of each partition this process leads (`keys`, None: every one):
+        (producer id, epoch, last sequence, last timestamp, coordinator epoch, first offset
+        of its open transaction or -1), by producer id."""
+        parts = (self.partitions() if keys is None
+                 else [p for k in keys if (p := self.get(*k)) is not None])
+        out: dict[TopicPartition, list[ProducerRow]] = {}
+        for part in parts:
+            if part.role is Role.LEADER:
+                out[(part.topic, part.index)] = [
+                    (pid, e.epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                     e.current_txn_first_offset)
+                    for pid, e in sorted(part.producer_state.producers.items())]
+        return out
 
     def offsets_local(self, keys: list[TopicPartition]
                       ) -> dict[TopicPartition, tuple[int, int, int]]:

@@ -362,6 +362,18 @@ def test_transactions_commit_and_abort_across_the_workers(node: SkiffNode) -> No
     for p, values in seen.items():
         assert values == [f"{txn}-{i}" for txn in (0, 2) for i in range(20)
                           if i % PARTITIONS == p], (p, values)
+    # the admin plane (the node process) lists each partition's producer from its owner
+    import grpc
+
+    from broker.admin.pb import transactions as txn_pb
+    from broker.admin.pb import transactions_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{node.admin_port}") as channel:
+        stub = transactions_grpc.TransactionServiceStub(channel)
+        for p in range(PARTITIONS):
+            described = stub.DescribeProducers(
+                txn_pb.DescribeProducersRequest(topic=topic, partition=p), timeout=WAIT_S)
+            assert [s.current_txn_start_offset for s in described.producers] == [-1], (p, described)
 
 
 def test_a_killed_worker_is_replaced_and_serves_its_partitions_again(node: SkiffNode) -> None:
