@@ -8,13 +8,14 @@ import linecache
 import os
 import signal
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
 import structlog
 
-from broker.config import ConfigError, NodeConfig, load_config
+from broker.config import ConfigError, NodeConfig, env_key, load_config
 from broker.logsetup import configure_logging
 from broker.metadata.storage import (
     StorageError,
@@ -33,7 +34,7 @@ log = structlog.get_logger(__name__)
 ENV_CLUSTER_ID = "SKIFF_CLUSTER_ID"
 # Read by --auto-format too: the KIP-853 initial voter set (`skiff kube cluster-secret`).
 ENV_INITIAL_CONTROLLERS = "SKIFF_INITIAL_CONTROLLERS"
-# `skiff dev --workers auto`: a worker process per CPU, up to this many
+# `skiff dev` (--workers auto): a worker process per CPU, up to this many
 DEV_MAX_WORKERS = 4
 
 
@@ -75,8 +76,9 @@ def add_parsers(sub: Any) -> None:
                      help="Prometheus metrics port (9095; 0: off)")
     dev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     dev.add_argument("--workers", default=None, metavar="N|auto",
-                     help="the broker's processes, skiff.broker.workers (default 1; auto: one "
-                          f"per CPU this process may run on, at most {DEV_MAX_WORKERS})")
+                     help="the broker's processes, skiff.broker.workers (default auto: one "
+                          f"per CPU this process may run on, at most {DEV_MAX_WORKERS}, unless "
+                          "the key is set by --override or SKIFF_SKIFF_BROKER_WORKERS)")
     dev.add_argument("--release-version", metavar="VERSION", default=None,
                      help="the metadata.version the first start formats at, as `storage "
                           "format --release-version` (default the latest, 4.4)")
@@ -160,12 +162,17 @@ def auto_format(cfg: NodeConfig, cluster_id: str | None, *,
                    no_initial_controllers=dynamic and not listed)
 
 
-def dev_workers(given: str | None) -> str | None:
-    """skiff.broker.workers of `skiff dev --workers`: a count, or `auto` for one worker per
-    CPU this process may run on (at most DEV_MAX_WORKERS); None: the key's own setting
-    (--override, SKIFF_SKIFF_BROKER_WORKERS, else 1)."""
+def dev_workers(given: str | None, environ: Mapping[str, str],
+                overrides: Sequence[str] = ()) -> str | None:
+    """skiff.broker.workers of `skiff dev`: --workers (a count, or `auto`), else the key's
+    own setting when given (--override, SKIFF_SKIFF_BROKER_WORKERS: None), else `auto`:
+    one worker per CPU this process may run on (os.sched_getaffinity, so taskset counts),
+    at most DEV_MAX_WORKERS."""
     if given is None:
-        return None
+        if env_key(WORKERS_KEY) in environ or any(
+                item.partition("=")[0].strip() == WORKERS_KEY for item in overrides):
+            return None
+        given = "auto"
     if given == "auto":
         return str(max(1, min(DEV_MAX_WORKERS, len(os.sched_getaffinity(0)))))
     return given  # the config checks it (at least 1, at most 4 per core)
@@ -178,7 +185,7 @@ def run_dev(args: argparse.Namespace) -> int:
     props = data_dir_overrides(data, args.port, args.controller_port)
     props["admin.listeners"] = f"127.0.0.1:{args.admin_port}"
     props["metrics.listeners"] = f"127.0.0.1:{args.metrics_port}" if args.metrics_port else ""
-    workers = dev_workers(args.workers)
+    workers = dev_workers(args.workers, os.environ, args.override)
     if workers is not None:
         props[WORKERS_KEY] = workers
     try:

@@ -35,7 +35,10 @@ def jbod_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SkiffN
     tmp_path = tmp_path_factory.mktemp("jbod")
     a, b = (tmp_path / "node" / "a").resolve(), (tmp_path / "node" / "b").resolve()
     # formatted at 4.1, below the cordoned-log-dirs gate (4.3-IV0) that a test upgrades past
-    node = SkiffNode(tmp_path / "node", config_env={"SKIFF_LOG_DIRS": f"{a},{b}"},
+    # one process: Kafka's placement order over the dirs is a broker's, and a broker of
+    # several workers spreads each process's partitions on its own (test_broker_workers.py)
+    node = SkiffNode(tmp_path / "node", config_env={"SKIFF_LOG_DIRS": f"{a},{b}",
+                                                    "SKIFF_SKIFF_BROKER_WORKERS": "1"},
                      release_version="4.1")
     node.start()
     try:

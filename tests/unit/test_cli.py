@@ -43,16 +43,19 @@ def test_tools_dump_log_verifies_a_real_segment(tmp_path):
     assert out.returncode == 1
 
 
-def test_skiff_dev_workers_auto_is_one_per_cpu(monkeypatch):
+def test_skiff_dev_runs_a_worker_per_cpu_unless_told(monkeypatch):
     import os
 
     from broker.cli.server import DEV_MAX_WORKERS, dev_workers
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
-    assert dev_workers("auto") == "2"
+    assert dev_workers(None, {}) == "2"
+    assert dev_workers("auto", {}) == "2"
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(64)))
-    assert dev_workers("auto") == str(DEV_MAX_WORKERS)
+    assert dev_workers(None, {}) == str(DEV_MAX_WORKERS)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3})  # taskset -c 3
-    assert dev_workers("auto") == "1"
-    assert dev_workers("3") == "3"
-    assert dev_workers(None) is None  # the key's own setting, 1 by default
+    assert dev_workers(None, {}) == "1"
+    assert dev_workers("3", {}) == "3"  # --workers 3
+    # the key's own setting is left to the config
+    assert dev_workers(None, {"SKIFF_SKIFF_BROKER_WORKERS": "1"}) is None
+    assert dev_workers(None, {}, ["skiff.broker.workers=1"]) is None
