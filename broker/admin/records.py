@@ -37,6 +37,8 @@ MAX_PRODUCE_RECORDS = 10_000
 MAX_CONSUME_RECORDS = 100_000
 MAX_WAIT_MS = 300_000
 _READ_BYTES = 1 << 20
+# the longest Consume waits on another worker's partitions before reading them again
+ROUTED_WAIT_S = 0.5
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
 
@@ -92,15 +94,64 @@ def _leader_partition(node: AdminServices, topic: str, index: int) -> Partition 
     raise _not_led(node, topic, index)
 
 
+class _Led:
+    """A partition this process leads, as Consume reads it: its log directly, woken by its
+    own waiter."""
+
+    def __init__(self, node: AdminServices, part: Partition) -> None:
+        self.node, self.part = node, part
+        self.topic, self.index = part.topic, part.index
+
+    async def start(self) -> int:
+        return int(self.part.log.log_start_offset)
+
+    async def end(self) -> int:
+        return int(self.part.high_watermark)
+
+    async def offset_at(self, timestamp_ms: int) -> int:
+        _, offset, _ = self.part.fetch_offset_for_timestamp(timestamp_ms)
+        return int(offset)
+
+    def waiter(self) -> asyncio.Future[None] | None:
+        return self.part.new_waiter()
+
+    async def read(self, offset: int, max_records: int) -> list[tuple[Any, int]]:
+        """Up to max_records committed records from `offset`, each with the offset after
+        it."""
+        part = self.part
+        if part.role is not Role.LEADER:
+            raise _not_led(self.node, self.topic, self.index)
+        hw = part.high_watermark
+        out: list[tuple[Any, int]] = []
+        while offset < hw and len(out) < max_records:
+            data = part.log.read(offset, _READ_BYTES, hw).read_bytes()
+            got, offset, done = _decode(part.topic, part.index, data, offset, hw,
+                                        max_records - len(out))
+            out += got
+            if done:
+                break
+        return out
+
+
 class _OtherWorker:
     """A partition this broker leads in another worker process: its offsets by ListOffsets
-    to this broker's own listener, its records by the routed fetch; each read is bounded by
-    the high watermark, as a consumer's is."""
+    to this broker's own listener, its records by the routed fetch (each read bounded by
+    the high watermark, as a consumer's is); it has no waiter here, Consume waits for it
+    through the routed wait."""
 
     def __init__(self, node: AdminServices, topic: str, index: int) -> None:
         self.node, self.topic, self.index = node, topic, index
 
-    async def offset(self, timestamp_ms: int) -> int:
+    async def start(self) -> int:
+        return await self.offset_at(-2)
+
+    async def end(self) -> int:
+        return await self.offset_at(-1)
+
+    def waiter(self) -> asyncio.Future[None] | None:
+        return None
+
+    async def offset_at(self, timestamp_ms: int) -> int:
         reg = self.node.metadata.broker(self.node.node_id)
         ep = None if reg is None else reg.endpoint(self.node.config.inter_broker_listener_name)
         if ep is None:
@@ -116,8 +167,8 @@ class _OtherWorker:
             raise KafkaError(error, f"{self.topic}-{self.index}")
         return offset
 
-    async def read(self, offset: int, max_records: int) -> tuple[list[tuple[Any, int]], int]:
-        """(records from `offset`, each with the offset after it; the high watermark)."""
+    async def read(self, offset: int, max_records: int) -> list[tuple[Any, int]]:
+        """Records from `offset`, each with the offset after it."""
         [result] = await self.node.replicas.fetch(
             [FetchPartitionRequest(self.topic, self.index, offset, _READ_BYTES, -1, -1)],
             replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=_READ_BYTES)
@@ -126,8 +177,8 @@ class _OtherWorker:
         if result.error_code is not ErrorCode.none:
             raise KafkaError(result.error_code, f"{self.topic}-{self.index}")
         data = b"" if result.records is None else result.records.read_bytes()
-        hw = int(result.high_watermark)
-        return _decode(self.topic, self.index, data, offset, hw, max_records)[0], hw
+        return _decode(self.topic, self.index, data, offset, int(result.high_watermark),
+                       max_records)[0]
 
 
 class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
@@ -191,40 +242,21 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
                                               timestamp_ms=ts))
         return records.ProduceResponse(records=out)
 
-    async def _start_of(self, request: Any, part: Partition | _OtherWorker) -> int:
-        if isinstance(part, Partition):
-            return self._start_offset(request, part)
+    async def _start_of(self, request: Any, part: _Led | _OtherWorker) -> int:
         which = request.WhichOneof("start")
         if which == "offset":
-            start, end = await part.offset(-2), await part.offset(-1)
+            start, end = await part.start(), await part.end()
             if not start <= request.offset <= end:
                 raise AdminError(S.OUT_OF_RANGE,
                                  f"offset {request.offset} is outside [{start}, {end}] of "
                                  f"{part.topic}-{part.index}")
             return int(request.offset)
         if which == "timestamp_ms":
-            offset = await part.offset(request.timestamp_ms)
-            return await part.offset(-1) if offset < 0 else offset
+            offset = await part.offset_at(request.timestamp_ms)
+            return await part.end() if offset < 0 else offset
         if which == "position" and request.position == records.START_POSITION_EARLIEST:
-            return await part.offset(-2)
-        return await part.offset(-1)
-
-    def _start_offset(self, request: Any, part: Partition) -> int:
-        log = part.log
-        which = request.WhichOneof("start")
-        if which == "offset":
-            if not log.log_start_offset <= request.offset <= part.high_watermark:
-                raise AdminError(S.OUT_OF_RANGE,
-                                 f"offset {request.offset} is outside "
-                                 f"[{log.log_start_offset}, {part.high_watermark}] of "
-                                 f"{part.topic}-{part.index}")
-            return int(request.offset)
-        if which == "timestamp_ms":
-            _, offset, _ = part.fetch_offset_for_timestamp(request.timestamp_ms)
-            return part.high_watermark if offset < 0 else offset
-        if which == "position" and request.position == records.START_POSITION_EARLIEST:
-            return int(log.log_start_offset)
-        return part.high_watermark
+            return await part.start()
+        return await part.end()
 
     @stream_errors
     async def Consume(self, request: Any,
@@ -240,27 +272,24 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
             raise AdminError(S.INVALID_ARGUMENT, "a start offset needs exactly one partition")
         limit = min(request.max_records or 10, MAX_CONSUME_RECORDS)
         wait_s = min(request.max_wait_ms or 1000, MAX_WAIT_MS) / 1000
-        parts: list[Partition | _OtherWorker] = [
-            _leader_partition(self.node, t.name, i) or _OtherWorker(self.node, t.name, i)
-            for i in indexes]
+        parts: list[_Led | _OtherWorker] = []
+        for i in indexes:
+            led = _leader_partition(self.node, t.name, i)
+            parts.append(_OtherWorker(self.node, t.name, i) if led is None
+                         else _Led(self.node, led))
         positions = {p.index: await self._start_of(request, p) for p in parts}
+        routed = [(t.name, p.index) for p in parts if isinstance(p, _OtherWorker)]
         sent = 0
         loop = asyncio.get_running_loop()
         idle_deadline = loop.time() + wait_s
-        if not all(isinstance(p, Partition) for p in parts):
-            async for msg in self._consume_routed(t.name, parts, positions, limit, wait_s):
-                yield msg
-            return
-        local = [p for p in parts if isinstance(p, Partition)]
         while sent < limit:
             # Waiters first, then read: a record appended in between still wakes us.
-            waiters = [p.new_waiter() for p in local]
+            waiters: list[asyncio.Future[Any]] = [
+                w for p in parts if (w := p.waiter()) is not None]
             try:
                 progressed = False
-                for p in local:
-                    if p.role is not Role.LEADER:
-                        raise _not_led(self.node, t.name, p.index)
-                    for msg, next_offset in self._read(p, positions[p.index], limit - sent):
+                for p in parts:
+                    for msg, next_offset in await p.read(positions[p.index], limit - sent):
                         yield msg
                         sent += 1
                         progressed = True
@@ -273,56 +302,17 @@ class RecordService(records_grpc.RecordServiceServicer):  # type: ignore[misc]
                 if sent >= limit or remaining <= 0:
                     return
                 if not progressed:
+                    if routed:
+                        # another worker's partitions: the routed wait, armed after the
+                        # read, so it is bounded and the partitions read again
+                        waiters.append(asyncio.ensure_future(self.node.replicas.wait_any(
+                            routed, for_log_end=False,
+                            timeout_s=min(remaining, ROUTED_WAIT_S))))
                     await asyncio.wait(waiters, timeout=remaining,
                                        return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waiters:
                     w.cancel()
-
-    async def _consume_routed(self, topic: str, parts: list[Partition | _OtherWorker],
-                              positions: dict[int, int], limit: int,
-                              wait_s: float) -> AsyncIterator[Any]:
-        """Consume over partitions some of which other workers of this broker own: each
-        read goes through the routed fetch, each wait through the routed wait."""
-        readers = [p if isinstance(p, _OtherWorker) else _OtherWorker(self.node, topic, p.index)
-                   for p in parts]
-        sent = 0
-        loop = asyncio.get_running_loop()
-        idle_deadline = loop.time() + wait_s
-        while sent < limit:
-            progressed = False
-            for r in readers:
-                got, _ = await r.read(positions[r.index], limit - sent)
-                for msg, next_offset in got:
-                    yield msg
-                    sent += 1
-                    progressed = True
-                    positions[r.index] = next_offset
-                if sent >= limit:
-                    return
-            if progressed:
-                idle_deadline = loop.time() + wait_s
-            remaining = idle_deadline - loop.time()
-            if remaining <= 0:
-                return
-            if not progressed:
-                await self.node.replicas.wait_any([(topic, r.index) for r in readers],
-                                                  for_log_end=False,
-                                                  timeout_s=min(remaining, 0.5))
-
-    @staticmethod
-    def _read(part: Partition, offset: int, max_records: int) -> list[tuple[Any, int]]:
-        """Up to max_records committed records from `offset`, each with the offset after it."""
-        hw = part.high_watermark
-        out: list[tuple[Any, int]] = []
-        while offset < hw and len(out) < max_records:
-            data = part.log.read(offset, _READ_BYTES, hw).read_bytes()
-            got, offset, done = _decode(part.topic, part.index, data, offset, hw,
-                                        max_records - len(out))
-            out += got
-            if done:
-                break
-        return out
 
 
 def _decode(topic: str, index: int, data: bytes, offset: int, hw: int, max_records: int,

@@ -42,7 +42,7 @@ import dataclasses
 import itertools
 import os
 import pickle
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -236,6 +236,25 @@ class ShardRoutes:
     def owns(self, topic: str, partition: int) -> bool:
         return self.layout.owns(topic, partition)
 
+    def _by_owner(self, keys: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        by_owner: dict[int, list[TopicPartition]] = {}
+        for key in keys:
+            by_owner.setdefault(self.layout.owner(*key), []).append(key)
+        return by_owner
+
+    async def _ask(self, calls: Mapping[int, tuple[Any, ...]]
+                   ) -> list[tuple[int, Any | ConnectionError | ShardCallFailed]]:
+        """Each owner's call (name and arguments), all made at once: (owner, its answer, or
+        the ChannelClosed/ShardCallFailed its call failed with), in the order given."""
+        futures = [(owner, self._call(owner, *call)) for owner, call in calls.items()]
+        out: list[tuple[int, Any]] = []
+        for owner, future in futures:
+            try:
+                out.append((owner, await future))
+            except (ConnectionError, ShardCallFailed) as exc:
+                out.append((owner, exc))
+        return out
+
     def _call(self, owner: int, name: str, *args: Any) -> asyncio.Future[Any]:
         channel = self.channel_of(owner)
         if channel is None:
@@ -291,26 +310,19 @@ class ShardRoutes:
         self, producer_id: int, epoch: int, sequences: Mapping[TopicPartition, int],
         supports_epoch_bump: bool,
     ) -> dict[TopicPartition, Guard | None]:
-        own = self.layout.index
-        by_owner: dict[int, dict[TopicPartition, int]] = {}
-        for key, sequence in sequences.items():
-            by_owner.setdefault(self.layout.owner(*key), {})[key] = sequence
+        by_owner = self._by_owner(sequences)
         guards: dict[TopicPartition, Guard | None] = dict.fromkeys(sequences)
-        calls: list[tuple[int, asyncio.Future[Any]]] = []
-        for owner, part in by_owner.items():
-            if owner != own:
-                calls.append((owner, self._call(
-                    owner, "start_verification", [(t, p, s) for (t, p), s in part.items()],
-                    producer_id, epoch, supports_epoch_bump)))
-        if own in by_owner:
-            guards.update(self.replicas.start_verifications_local(
-                producer_id, epoch, by_owner[own], supports_epoch_bump=supports_epoch_bump))
-        for owner, future in calls:
-            try:
-                answers = await future
-            except (ConnectionError, ShardCallFailed) as exc:
+        guards.update(self.replicas.start_verifications_local(
+            producer_id, epoch, {k: sequences[k] for k in by_owner.pop(self.layout.index, [])},
+            supports_epoch_bump=supports_epoch_bump))
+        asked = await self._ask({
+            owner: ("start_verification", [(t, p, sequences[(t, p)]) for t, p in keys],
+                    producer_id, epoch, supports_epoch_bump)
+            for owner, keys in by_owner.items()})
+        for owner, answers in asked:
+            if isinstance(answers, Exception):
                 # the append to it answers the partitions (not reachable)
-                log.warning("verification_not_started", worker=owner, error=str(exc))
+                log.warning("verification_not_started", worker=owner, error=str(answers))
                 continue
             for topic, index, token in answers:
                 guards[(topic, index)] = (None if token is None
@@ -340,24 +352,14 @@ class ShardRoutes:
         """The producers of the partitions their owners lead (`keys`; None: every partition
         of every worker). A worker that cannot be reached fails the call: the answer
         would be partial."""
-        own = self.layout.index
-        if keys is None:
-            by_owner: dict[int, list[TopicPartition] | None] = dict.fromkeys(
-                range(self.layout.count))
-        else:
-            by_owner = {}
-            for key in keys:
-                listed = by_owner.setdefault(self.layout.owner(*key), [])
-                assert listed is not None
-                listed.append(key)
-        out = self.replicas.producers_local(by_owner.pop(own, []) if keys is not None
-                                            else by_owner.pop(own))
-        calls = [(owner, self._call(owner, "producers", ks)) for owner, ks in by_owner.items()]
-        for owner, future in calls:
-            try:
-                answers = await future
-            except (ConnectionError, ShardCallFailed) as exc:
-                raise _unreachable(owner, exc) from None
+        by_owner: dict[int, list[TopicPartition] | None] = (
+            dict.fromkeys(range(self.layout.count)) if keys is None
+            else dict(self._by_owner(keys)))
+        out = self.replicas.producers_local(by_owner.pop(self.layout.index, []))
+        for owner, answers in await self._ask(
+                {owner: ("producers", ks) for owner, ks in by_owner.items()}):
+            if isinstance(answers, Exception):
+                raise _unreachable(owner, answers)
             for topic, index, rows in answers:
                 out[(topic, index)] = [tuple(r) for r in rows]
         return out
@@ -366,17 +368,12 @@ class ShardRoutes:
                                 ) -> dict[TopicPartition, tuple[int, int, int]]:
         """(log start, high watermark, log end) of the partitions their owners lead; an
         owner that cannot be reached leaves its partitions out."""
-        by_owner: dict[int, list[TopicPartition]] = {}
-        for key in keys:
-            by_owner.setdefault(self.layout.owner(*key), []).append(key)
+        by_owner = self._by_owner(keys)
         out = self.replicas.offsets_local(by_owner.pop(self.layout.index, []))
-        calls = [(owner, self._call(owner, "partition_offsets", ks))
-                 for owner, ks in by_owner.items()]
-        for owner, future in calls:
-            try:
-                answers = await future
-            except (ConnectionError, ShardCallFailed) as exc:
-                log.warning("partition_offsets_missing", worker=owner, error=str(exc))
+        for owner, answers in await self._ask(
+                {owner: ("partition_offsets", ks) for owner, ks in by_owner.items()}):
+            if isinstance(answers, Exception):
+                log.warning("partition_offsets_missing", worker=owner, error=str(answers))
                 continue
             for topic, index, start, hw, end in answers:
                 out[(topic, index)] = (start, hw, end)
@@ -397,9 +394,7 @@ class ShardRoutes:
 
     async def wait_any(self, keys: list[TopicPartition], for_log_end: bool,
                        timeout_s: float) -> bool:
-        by_owner: dict[int, list[TopicPartition]] = {}
-        for key in keys:
-            by_owner.setdefault(self.layout.owner(*key), []).append(key)
+        by_owner = self._by_owner(keys)
         own = self.layout.index
         if set(by_owner) <= {own}:
             return await self.replicas.wait_any_local(keys, for_log_end=for_log_end,
