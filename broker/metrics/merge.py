@@ -12,6 +12,7 @@ owner.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -48,31 +49,17 @@ def _combine(sample_name: str, a: float, b: float) -> float:
 def merge_families(own: Iterable[Metric], others: Iterable[list[FamilyValues]]
                    ) -> list[Metric]:
     """`own` with every other process's families merged in, in order of first appearance."""
-    order: list[str] = []
-    heads: dict[str, tuple[str, str, str]] = {}
+    heads: dict[str, tuple[str, str, str]] = {}  # in order of first appearance
     samples: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
-
-    def add(name: str, mtype: str, doc: str, unit: str,
-            values: Iterable[tuple[str, dict[str, str], float]]) -> None:
-        if name not in heads:
-            order.append(name)
-            heads[name] = (mtype, doc, unit)
-            samples[name] = {}
-        table = samples[name]
+    for name, mtype, doc, unit, values in itertools.chain(family_values(own), *others):
+        heads.setdefault(name, (mtype, doc, unit))
+        table = samples.setdefault(name, {})
         for sname, labels, value in values:
             key = (sname, tuple(sorted(labels.items())))
             prev = table.get(key)
             table[key] = value if prev is None else _combine(sname, prev, value)
-
-    for m in own:
-        add(m.name, m.type, m.documentation, m.unit,
-            ((s.name, s.labels, s.value) for s in m.samples))
-    for families in others:
-        for name, mtype, doc, unit, values in families:
-            add(name, mtype, doc, unit, values)
     out: list[Metric] = []
-    for name in order:
-        mtype, doc, unit = heads[name]
+    for name, (mtype, doc, unit) in heads.items():
         metric = Metric(name, doc, mtype, unit)
         metric.samples = [Sample(sname, dict(labels), value)
                           for (sname, labels), value in samples[name].items()]
