@@ -79,6 +79,22 @@ class Round:
     per_owner: list[float]
     cpu_gb: float
     replayer_cores: float
+    machine: dict[str, float] = field(default_factory=dict)  # cores by /proc/stat column
+
+
+_STAT_COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def machine_ticks() -> dict[str, int]:
+    """The first line of /proc/stat: every CPU's time by kind, in clock ticks."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:1 + len(_STAT_COLUMNS)]
+    return dict(zip(_STAT_COLUMNS, map(int, fields), strict=True))
+
+
+def machine_cores(before: dict[str, int], after: dict[str, int], wall_s: float) -> dict[str, float]:
+    hz = os.sysconf("SC_CLK_TCK")
+    return {k: (after[k] - before[k]) / hz / wall_s for k in _STAT_COLUMNS}
 
 
 @dataclass
@@ -135,10 +151,12 @@ def run(owners: list[Owner], args: argparse.Namespace) -> Round:
         p.start()
     time.sleep(0.5)
     cpu0 = [o.side.cpu_s() for o in owners]
+    ticks0 = machine_ticks()
     go.wait()
     t0 = time.monotonic()
     results = [out.get(timeout=args.seconds + 120) for _ in procs]
     wall = time.monotonic() - t0
+    ticks1 = machine_ticks()
     cpu = [o.side.cpu_s() - c for o, c in zip(owners, cpu0, strict=True)]
     for p in procs:
         p.join(timeout=30)
@@ -151,7 +169,8 @@ def run(owners: list[Owner], args: argparse.Namespace) -> Round:
     return Round(mbs=produced / wall / 1e6, cores=sum(cpu) / wall,
                  per_owner=[c / wall for c in cpu],
                  cpu_gb=sum(cpu) / (produced / 1e9) if produced else float("nan"),
-                 replayer_cores=sum(r[2] for r in results) / wall)
+                 replayer_cores=sum(r[2] for r in results) / wall,
+                 machine=machine_cores(ticks0, ticks1, wall))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"  round {rep + 1}, {name}, {placement}: {r.mbs:.1f} MB/s, broker "
                         f"{r.cores:.2f} cores ({per}), {r.cpu_gb:.2f} CPU-s/GB, "
                         f"replayers {r.replayer_cores:.2f} cores")
+                    m = r.machine
+                    busy = sum(v for k, v in m.items() if k not in ("idle", "iowait"))
+                    log(f"    the machine: busy {busy:.2f} cores (user {m['user']:.2f}, "
+                        f"system {m['system']:.2f}, softirq {m['softirq']:.2f}, steal "
+                        f"{m['steal']:.2f}), idle {m['idle']:.2f}, iowait {m['iowait']:.2f}; "
+                        f"neither broker nor replayers {busy - r.cores - r.replayer_cores:.2f}")
         if cluster is not None:
             ctl = cluster.nodes[cluster.controller_ids[0]].pid
             log(f"  the cluster's controller process used {perf.broker_cpu_s(ctl) or 0:.1f} "
