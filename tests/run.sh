@@ -87,6 +87,10 @@ fi
 .venv/bin/mypy broker raft pipeline
 [ -z "$collect_pid" ] || wait "$collect_pid" || true
 echo "tests/sim fresh seeds: SIM_SEED_BASE=$SIM_SEED_BASE"
+# The suites' `skiff dev` nodes run as brokers of two workers (broker/testing/node.py), so
+# every test that reaches one crosses workers; `skiff dev` itself starts one worker per two
+# CPUs (one here); the cluster tests' nodes are one process, the other shape.
+export SKIFFTESTS_DEV_WORKERS=${SKIFFTESTS_DEV_WORKERS:-2}
 PYTEST=(.venv/bin/python -m pytest -q --dist loadgroup --no-loadscope-reorder --durations=25)
 # With arguments (a directory, a file, -k ...): one pytest run, in this process unless
 # PYTEST_WORKERS=N asks for N pytest-xdist workers.

@@ -34,8 +34,12 @@ log = structlog.get_logger(__name__)
 ENV_CLUSTER_ID = "SKIFF_CLUSTER_ID"
 # Read by --auto-format too: the KIP-853 initial voter set (`skiff kube cluster-secret`).
 ENV_INITIAL_CONTROLLERS = "SKIFF_INITIAL_CONTROLLERS"
-# `skiff dev` (--workers auto): a worker process per CPU, up to this many
+# `skiff dev` (--workers auto): a worker process per two CPUs, up to this many. A worker
+# per CPU left nothing for the clients and the kernel on the same host: on 2 vCPUs two
+# workers took 1.9x the CPU per GB of one process and gave 0.78x its replayed produce
+# (docs/benchmarks.md, "How many workers skiff dev starts").
 DEV_MAX_WORKERS = 4
+DEV_CPUS_PER_WORKER = 2
 
 
 def add_parsers(sub: Any) -> None:
@@ -77,8 +81,9 @@ def add_parsers(sub: Any) -> None:
     dev.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     dev.add_argument("--workers", default=None, metavar="N|auto",
                      help="the broker's processes, skiff.broker.workers (default auto: one "
-                          f"per CPU this process may run on, at most {DEV_MAX_WORKERS}, unless "
-                          "the key is set by --override or SKIFF_SKIFF_BROKER_WORKERS)")
+                          f"per {DEV_CPUS_PER_WORKER} CPUs this process may run on, at least "
+                          f"1, at most {DEV_MAX_WORKERS}, unless the key is set by --override "
+                          "or SKIFF_SKIFF_BROKER_WORKERS)")
     dev.add_argument("--release-version", metavar="VERSION", default=None,
                      help="the metadata.version the first start formats at, as `storage "
                           "format --release-version` (default the latest, 4.4)")
@@ -166,15 +171,16 @@ def dev_workers(given: str | None, environ: Mapping[str, str],
                 overrides: Sequence[str] = ()) -> str | None:
     """skiff.broker.workers of `skiff dev`: --workers (a count, or `auto`), else the key's
     own setting when given (--override, SKIFF_SKIFF_BROKER_WORKERS: None), else `auto`:
-    one worker per CPU this process may run on (os.sched_getaffinity, so taskset counts),
-    at most DEV_MAX_WORKERS."""
+    one worker per DEV_CPUS_PER_WORKER CPUs this process may run on (os.sched_getaffinity,
+    so taskset counts), at least 1, at most DEV_MAX_WORKERS."""
     if given is None:
         if env_key(WORKERS_KEY) in environ or any(
                 item.partition("=")[0].strip() == WORKERS_KEY for item in overrides):
             return None
         given = "auto"
     if given == "auto":
-        return str(max(1, min(DEV_MAX_WORKERS, len(os.sched_getaffinity(0)))))
+        cpus = len(os.sched_getaffinity(0))
+        return str(max(1, min(DEV_MAX_WORKERS, cpus // DEV_CPUS_PER_WORKER)))
     return given  # the config checks it (at least 1, at most 4 per core)
 
 

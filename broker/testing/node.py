@@ -24,6 +24,11 @@ STOP_TIMEOUT_S = 30.0
 # The tests' external-broker variable: a node reads every SKIFF_* variable as configuration,
 # so its children must not inherit it.
 EXTERNAL_ENV = "SKIFF_TEST_BOOTSTRAP"
+# `--workers` for every SkiffNode whose config_env leaves skiff.broker.workers alone:
+# tests/run.sh sets 2, so the suites run their nodes as brokers of two workers where
+# `skiff dev`'s own default on a 2-CPU machine is one process.
+DEV_WORKERS_ENV = "SKIFFTESTS_DEV_WORKERS"  # not SKIFF_*: no node reads it as a key
+WORKERS_ENV_KEY = "SKIFF_SKIFF_BROKER_WORKERS"
 
 
 def tcp_connects(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -97,7 +102,14 @@ class SkiffNode:
                 "--admin-port", str(self.admin_port),
                 "--metrics-port", str(self.metrics_port),
                 *(["--release-version", self.release_version]
-                  if self.release_version is not None and self.starts == 0 else [])]
+                  if self.release_version is not None and self.starts == 0 else []),
+                *self._workers_args()]
+
+    def _workers_args(self) -> list[str]:
+        workers = os.environ.get(DEV_WORKERS_ENV)
+        if not workers or WORKERS_ENV_KEY in self.config_env:
+            return []
+        return ["--workers", workers]
 
     def start(self) -> None:
         if self.running:

@@ -231,8 +231,8 @@ def _push_behind_header(port: int, size_field: bytes, payload_bytes: int) -> boo
 
 def test_2gib_frame_is_refused_without_allocating(server: DebugNode,
                                                   watcher: Watcher) -> None:
-    # every process of the broker (`skiff dev` runs a worker per CPU; a connection is
-    # served by whichever the node hands it to)
+    # every process of the broker (the suite runs `skiff dev` nodes of two workers; a
+    # connection is served by whichever the node hands it to)
     procs = [psutil.Process(server.pid), *psutil.Process(server.pid).children()]
     peak_before = {p.pid: _reset_peak_rss(p.pid) for p in procs}
     rss_before = {p.pid: p.memory_info().rss for p in procs}

@@ -43,14 +43,18 @@ def test_tools_dump_log_verifies_a_real_segment(tmp_path):
     assert out.returncode == 1
 
 
-def test_skiff_dev_runs_a_worker_per_cpu_unless_told(monkeypatch):
+def test_skiff_dev_runs_a_worker_per_two_cpus_unless_told(monkeypatch):
     import os
 
     from broker.cli.server import DEV_MAX_WORKERS, dev_workers
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert dev_workers(None, {}) == "1"
+    assert dev_workers("auto", {}) == "1"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
     assert dev_workers(None, {}) == "2"
-    assert dev_workers("auto", {}) == "2"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3, 4, 5, 6})
+    assert dev_workers(None, {}) == "3"
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(64)))
     assert dev_workers(None, {}) == str(DEV_MAX_WORKERS)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3})  # taskset -c 3
