@@ -15,6 +15,8 @@ to the node process. It stops cleanly on SIGTERM, and at once when the node is g
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import os
 import pickle
 import signal
 import socket
@@ -312,8 +314,26 @@ async def _main(params: dict[str, Any]) -> None:
         await worker.stop()
 
 
+# prctl(2): the signal this process gets when the thread that started it ends
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL from the kernel when the node process ends, however it ends: after a kill -9
+    of the broker's PID no worker serves on alone, or holds partitions a node started
+    again on the same log dirs opens (the node starts its workers from its event loop's
+    thread, which lives as long as it does). A node gone before this call is seen by
+    the parent's PID, and this process exits."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        raise SystemExit(f"the node process {parent} ended before its worker started")
+
+
 def main() -> int:
     params = pickle.loads(sys.stdin.buffer.read())
+    die_with_parent(params["parent"])
     config: NodeConfig = params["config"]
     from broker.logsetup import configure_logging
 

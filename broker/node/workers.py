@@ -12,7 +12,9 @@ share of the connections; with SO_REUSEPORT the kernel's hash of a few connectio
 left one process with most of them. A worker that exits while the node runs is started
 again after a second; its partitions answer
 NOT_LEADER_OR_FOLLOWER meanwhile, which clients retry. On stop the node asks each worker
-to stop (SIGTERM: it closes its logs cleanly) and kills one that has not within 10 s.
+to stop (SIGTERM: it closes its logs cleanly) and kills one that has not within 10 s; a
+node that ends otherwise (kill -9) takes its workers with it, as the kernel kills each when
+its parent ends (broker/node/worker.py, PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations

@@ -406,6 +406,54 @@ def test_a_killed_worker_is_replaced_and_serves_its_partitions_again(node: Skiff
         assert read_partition(node.bootstrap, topic, p, 2) == [b"before", b"after"]
 
 
+def test_kill_9_of_the_node_takes_its_workers_with_it(tmp_path: Path) -> None:
+    """kill -9 of the broker's PID ends the whole broker at once, as it ends a JVM: a
+    worker left running would serve its clients half a broker, and a node started again
+    on the same log dirs would open the partitions it still holds. Then the broker
+    restarts whole and serves what every worker had written."""
+    n = SkiffNode(tmp_path / "node", config_env={"SKIFF_SKIFF_BROKER_WORKERS": str(WORKERS)})
+    n.start()
+    try:
+        n.wait_ready()
+        deadline = time.monotonic() + WAIT_S
+        while len(worker_pids(n)) < WORKERS and time.monotonic() < deadline:
+            time.sleep(0.1)
+        topic = "killed"
+        create_topic(n.bootstrap, topic)
+        c = Conn(n.bootstrap)
+        try:
+            for p in range(PARTITIONS):
+                assert c.produce(topic, p, [b"before"])[0] is ErrorCode.none
+        finally:
+            c.close()
+        workers = worker_pids(n)[1:]
+        n.kill()
+        killed = time.monotonic()
+        while any(_running(pid) for pid in workers) and time.monotonic() - killed < 5:
+            time.sleep(0.01)
+        left = [pid for pid in workers if _running(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        # the kernel ends them with the node (PR_SET_PDEATHSIG); before, a worker served
+        # on for its one-second grace and its clean stop
+        assert not left and time.monotonic() - killed < 0.5, (left, time.monotonic() - killed)
+        n.start()
+        n.wait_ready()
+        for p in range(PARTITIONS):
+            assert read_partition(n.bootstrap, topic, p, 1) == [b"before"]
+    finally:
+        n.stop()
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan is reaped by init, not by this test)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_a_cluster_of_brokers_with_workers_replicates_and_fails_over(
         tmp_path: Path) -> None:
     """Three brokers of two workers each, RF=3: follower fetches reach each partition's
