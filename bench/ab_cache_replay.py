@@ -1,9 +1,11 @@
 """Skiff against Skiff with the page cache emptied before every round: one `skiff dev` node
 from each of two checkouts, replayed produce (6 partitions, 16 KB batches of 1 KB records,
 5 requests in flight per connection, acks=all) then a replayed fetch of what it wrote,
-alternating between them, the broker's user and system CPU apart. For "measure before and
-after" where ab_replay.py's rounds are bimodal (a full page cache makes each new page a
-reclaim first, docs/benchmarks.md). Needs root (drop_caches). Round 0 is a warm-up.
+alternating between them, the broker's user and system CPU apart (its worker processes
+included: SKIFF_SKIFF_BROKER_WORKERS=N in the environment gives both nodes N). For
+"measure before and after" where ab_replay.py's rounds are bimodal (a full page cache
+makes each new page a reclaim first, docs/benchmarks.md). Needs root (drop_caches).
+Round 0 is a warm-up.
 
     PYTHONPATH=. python bench/ab_cache_replay.py --a /path/to/checkout-before --b .
 """
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from bench import replay, vs_kafka
 from bench.ab_replay import running, start_node
-from bench.perf import proc_user_system_s
+from bench.perf import tree_user_system_s
 
 COLUMNS = ("produce MB/s", "user s/GB", "sys s/GB", "fetch MB/s", "user s/GB", "sys s/GB")
 
@@ -31,16 +33,16 @@ def one_round(pid: int, bootstrap: str, seconds: float, connections: int) -> tup
     vs_kafka.create_topic(bootstrap, topic, 6)
     replay.wait_writable(bootstrap, topic, range(6))
     vs_kafka.empty_page_cache()
-    u0, s0 = proc_user_system_s(pid)
+    u0, s0 = tree_user_system_s(pid)
     produced = replay.replay_produce(bootstrap, topic, range(6), connections=connections,
                                      inflight=5, records_per_batch=16, size=1000,
                                      acks=-1, seconds=seconds)
-    u1, s1 = proc_user_system_s(pid)
+    u1, s1 = tree_user_system_s(pid)
     ends = replay.end_offsets(bootstrap, topic, range(6))
     os.sync()
-    u2, s2 = proc_user_system_s(pid)
+    u2, s2 = tree_user_system_s(pid)
     fetched = replay.replay_fetch(bootstrap, topic, ends, connections=connections)
-    u3, s3 = proc_user_system_s(pid)
+    u3, s3 = tree_user_system_s(pid)
     vs_kafka.delete_topic(bootstrap, topic)
     errors = produced.errors + fetched.errors
     if errors:

@@ -60,6 +60,24 @@ def proc_user_system_s(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
+def tree_user_system_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process and its descendants (a broker's workers)."""
+    user = system = 0.0
+    todo, seen = [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            u, s = proc_user_system_s(p)
+        except OSError:
+            continue
+        user, system = user + u, system + s
+        todo += _children(p)
+    return user, system
+
+
 def _proc_cpu_s(pid: int) -> float:
     return sum(proc_user_system_s(pid))
 
