@@ -78,10 +78,6 @@ def tree_user_system_s(pid: int) -> tuple[float, float]:
     return user, system
 
 
-def _proc_cpu_s(pid: int) -> float:
-    return sum(proc_user_system_s(pid))
-
-
 def _children(pid: int) -> list[int]:
     out: list[int] = []
     try:
@@ -97,18 +93,7 @@ def broker_cpu_s(pid: int | None) -> float | None:
     """utime+stime of the broker and its descendants, in CPU-seconds."""
     if pid is None:
         return None
-    total, todo, seen = 0.0, [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            total += _proc_cpu_s(p)
-        except OSError:
-            continue
-        todo += _children(p)
-    return total
+    return sum(tree_user_system_s(pid))
 
 
 # ---------------------------------------------------------------- client processes
