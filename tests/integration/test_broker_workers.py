@@ -144,6 +144,13 @@ class Conn(RawConnection):
         return part.error_code, int(part.base_offset)
 
 
+def wait_for_workers(n: SkiffNode) -> None:
+    """Until the node has started all its workers (bounded; the tests check what they need)."""
+    deadline = time.monotonic() + WAIT_S
+    while len(worker_pids(n)) < WORKERS and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
     n = SkiffNode(tmp_path_factory.mktemp("workers"),
@@ -151,9 +158,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkiffNode]:
     n.start()
     try:
         n.wait_ready()
-        deadline = time.monotonic() + WAIT_S
-        while len(worker_pids(n)) < WORKERS and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for_workers(n)
         yield n
     finally:
         n.stop()
@@ -415,9 +420,7 @@ def test_kill_9_of_the_node_takes_its_workers_with_it(tmp_path: Path) -> None:
     n.start()
     try:
         n.wait_ready()
-        deadline = time.monotonic() + WAIT_S
-        while len(worker_pids(n)) < WORKERS and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for_workers(n)
         topic = "killed"
         create_topic(n.bootstrap, topic)
         c = Conn(n.bootstrap)
@@ -511,9 +514,7 @@ def test_connection_limits_hold_with_workers(tmp_path: Path) -> None:
     try:
         n.wait_ready()
         create_topic(n.bootstrap, "limited")
-        deadline = time.monotonic() + WAIT_S
-        while len(worker_pids(n)) < WORKERS and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for_workers(n)
         pids = worker_pids(n)
         for _ in range(5):  # the sixth is the test's wait_ready/admin client, now closed
             c = Conn(n.bootstrap)
