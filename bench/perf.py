@@ -60,21 +60,30 @@ def proc_user_system_s(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
-def tree_user_system_s(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process and its descendants (a broker's workers)."""
-    user = system = 0.0
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a broker's workers), each once; one that ends meanwhile
+    may be listed, and its readers skip it."""
+    out: list[int] = []
     todo, seen = [pid], set()
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
+        out.append(p)
+        todo += _children(p)
+    return out
+
+
+def tree_user_system_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process and its descendants (a broker's workers)."""
+    user = system = 0.0
+    for p in process_tree(pid):
         try:
             u, s = proc_user_system_s(p)
         except OSError:
             continue
         user, system = user + u, system + s
-        todo += _children(p)
     return user, system
 
 

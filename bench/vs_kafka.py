@@ -141,12 +141,9 @@ class Side:
     def rss_mb(self) -> float:
         total = 0.0
         for pid in self.pids():
-            todo = [pid]
-            while todo:
-                p = todo.pop()
+            for p in perf.process_tree(pid):
                 with contextlib.suppress(OSError):
                     total += rss_mb(p)
-                todo += perf._children(p)
         return total
 
 
@@ -557,13 +554,8 @@ def user_system_s(side: Side) -> tuple[float, float]:
     """utime and stime of the side's broker processes and their children."""
     user = system = 0.0
     for pid in side.pids():
-        todo = [pid]
-        while todo:
-            p = todo.pop()
-            with contextlib.suppress(OSError):
-                u, s = perf.proc_user_system_s(p)
-                user, system = user + u, system + s
-            todo += perf._children(p)
+        u, s = perf.tree_user_system_s(pid)
+        user, system = user + u, system + s
     return user, system
 
 
@@ -717,12 +709,9 @@ def fig_footprint(work: Path, args: argparse.Namespace, table: Table) -> None:
 
 def pin(pid: int, cpus: str) -> None:
     """taskset on every thread of `pid` (and of its children)."""
-    todo = [pid]
-    while todo:
-        p = todo.pop()
+    for p in perf.process_tree(pid):
         subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(p)], check=True,
                        capture_output=True)
-        todo += perf._children(p)
 
 
 def py_spy_binary() -> str:
