@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import IO, TypeVar
 
+from broker.config.properties import env_key
+from broker.node.shards import WORKERS_KEY
 from broker.testing.ports import free_port as free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +30,7 @@ EXTERNAL_ENV = "SKIFF_TEST_BOOTSTRAP"
 # tests/run.sh sets 2, so the suites run their nodes as brokers of two workers where
 # `skiff dev`'s own default on a 2-CPU machine is one process.
 DEV_WORKERS_ENV = "SKIFFTESTS_DEV_WORKERS"  # not SKIFF_*: no node reads it as a key
-WORKERS_ENV_KEY = "SKIFF_SKIFF_BROKER_WORKERS"
+WORKERS_ENV_KEY = env_key(WORKERS_KEY)
 
 
 def tcp_connects(host: str, port: int, timeout: float = 0.5) -> bool:
