@@ -103,8 +103,9 @@ def test_standalone_quorum_grows_fails_over_and_shrinks(tmp_path: Any) -> None:
         p = subprocess.CompletedProcess[str]([], 1, "", "")
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
+            # `=`: a directory id is URL-safe base64 and may start with "-"
             p = skiff(c, broker, "quorum", "remove-controller", "--controller-id",
-                      str(leader), "--controller-directory-id", dirs[leader])
+                      str(leader), f"--controller-directory-id={dirs[leader]}")
             if p.returncode == 0:
                 break
             time.sleep(0.5)
@@ -115,6 +116,6 @@ def test_standalone_quorum_grows_fails_over_and_shrinks(tmp_path: Any) -> None:
         # the id with another (or no) directory id is not the voter
         for other in (uuid_to_kafka(uuid.uuid4()), "AAAAAAAAAAAAAAAAAAAAAA"):
             p = skiff(c, broker, "quorum", "remove-controller", "--controller-id",
-                      str(survivors[0]), "--controller-directory-id", other)
+                      str(survivors[0]), f"--controller-directory-id={other}")
             assert p.returncode != 0 and "VOTER_NOT_FOUND" in p.stderr, p.stdout + p.stderr
         assert voters(c, broker) == survivors

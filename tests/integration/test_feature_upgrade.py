@@ -192,8 +192,9 @@ def test_static_quorum_kraft_version_upgrade_then_add_controller(tmp_path: Any) 
         p = skiff(c, broker, "features", "downgrade", "--feature", "kraft.version=0")
         assert p.returncode != 0 and "Downgrading kraft.version is not supported" in p.stderr
         # the voter set is now dynamic: remove one voter, then add it back
+        # `=`: a directory id is URL-safe base64 and may start with "-"
         skiff_ok(c, broker, "quorum", "remove-controller", "--controller-id", str(third),
-                 "--controller-directory-id", dirs[third])
+                 f"--controller-directory-id={dirs[third]}")
 
         def voters() -> list[int]:
             d = json.loads(skiff_ok(c, broker, "quorum", "describe", "-o", "json"))
