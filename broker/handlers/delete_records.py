@@ -8,6 +8,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
 from broker.handlers._authz import Op, Res, allowed
+from broker.handlers._leader_hints import not_hosted_error
 from broker.protocol.durations import NO_THROTTLE
 from broker.protocol.kio_build import build, response_module
 
@@ -35,9 +36,12 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
                     low_watermark=low_watermark, error_code=ErrorCode.none,
                 ))
             except KafkaError as exc:
+                code = exc.error_code
+                if code is ErrorCode.unknown_topic_or_partition:
+                    code = not_hosted_error(node.metadata, topic.name, p.partition_index)
                 partitions.append(build(
                     mod.DeleteRecordsPartitionResult, partition_index=p.partition_index,
-                    low_watermark=-1, error_code=exc.error_code,
+                    low_watermark=-1, error_code=code,
                 ))
         topics.append(build(mod.DeleteRecordsTopicResult, name=topic.name,
                             partitions=tuple(partitions)))

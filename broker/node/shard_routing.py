@@ -20,7 +20,8 @@ the others again without waiting, until min_bytes or the deadline.
 
 ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers and
 AlterReplicaLogDirs are split: each worker answers its partitions with its own handler, and
-the answers are merged;
+the answers are merged (the first four answer an unreachable owner's partitions
+NOT_LEADER_OR_FOLLOWER, as appends to it are answered);
 DescribeLogDirs is asked of every worker, each answering for the partitions it holds. Every
 other request a worker receives goes whole to worker 0, the node process, which runs the
 coordinators, the controller channel and the admin APIs (`forward_to_node`).
@@ -687,6 +688,10 @@ def _frame_of(ctx: RequestContext, request: Any) -> bytes:
                           ctx.client_id or "", request)
 
 
+class _OwnerGone(KafkaError):
+    """The channel to the worker closed before it answered (it stopped or died)."""
+
+
 async def _handled_by(channel_of: ChannelOf, owner: int, ctx: RequestContext,
                       request: Any) -> tuple[Any, ...]:
     channel = channel_of(owner)
@@ -697,7 +702,10 @@ async def _handled_by(channel_of: ChannelOf, owner: int, ctx: RequestContext,
     try:
         answer: tuple[Any, ...] = await channel.call("handle", _ctx_out(ctx),
                                                      _frame_of(ctx, request))
-    except (ConnectionError, ShardCallFailed) as exc:
+    except ConnectionError as exc:
+        raise _OwnerGone(ErrorCode.unknown_server_error,
+                         f"worker {owner} did not answer: {exc}") from None
+    except ShardCallFailed as exc:
         raise KafkaError(ErrorCode.unknown_server_error,
                          f"worker {owner} did not answer: {exc}") from None
     if answer[0] == "close":
@@ -765,11 +773,29 @@ def split_by_owner(layout: ShardLayout, channel_of: ChannelOf, local: BoundEntry
             if owner == layout.index:
                 pending.append(local.handle(ctx, sub))
             else:
-                pending.append(_remote_entity(channel_of, owner, ctx, sub, reader))
+                pending.append(_owner_or_local(channel_of, owner, ctx, sub, reader, local))
         answers = await asyncio.gather(*pending)
         return _merged(answers, request, tf)
 
     return BoundEntry(local.api_key, handle, local.error_response)
+
+
+async def _owner_or_local(channel_of: ChannelOf, owner: int, ctx: RequestContext, sub: Any,
+                          reader: Callable[[Any, int], Any], local: BoundEntry) -> Any:
+    """The owner's answer to its part of a split request; while the owner is not connected
+    (a worker being restarted), this worker's own answer: it holds none of those
+    partitions, so its handler answers each NOT_LEADER_OR_FOLLOWER, as an append to an
+    unreachable owner is answered, and the client retries after a metadata refresh instead
+    of losing its connection."""
+    channel = channel_of(owner)
+    if channel is not None:
+        try:
+            return await _remote_entity(channel_of, owner, ctx, sub, reader)
+        except _OwnerGone:
+            pass
+    log.warning("split_request_owner_unreachable", worker=owner,
+                api=ctx.api_key, correlation_id=ctx.correlation_id)
+    return await local.handle(ctx, sub)
 
 
 async def _remote_entity(channel_of: ChannelOf, owner: int, ctx: RequestContext, sub: Any,

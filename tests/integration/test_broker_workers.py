@@ -411,6 +411,78 @@ def test_a_killed_worker_is_replaced_and_serves_its_partitions_again(node: Skiff
         assert read_partition(node.bootstrap, topic, p, 2) == [b"before", b"after"]
 
 
+def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
+        node: SkiffNode) -> None:
+    """ListOffsets, DeleteRecords and DescribeProducers name partitions of both workers; while
+    worker 1 is gone (killed; the node starts another a second later) the node process
+    answers its own partitions and NOT_LEADER_OR_FOLLOWER for worker 1's, as Produce does,
+    and the client's connection stays open."""
+    from kio.schema.delete_records.v2.request import (
+        DeleteRecordsPartition,
+        DeleteRecordsRequest,
+        DeleteRecordsTopic,
+    )
+    from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
+
+    topic = "owner-gone"
+    create_topic(node.bootstrap, topic)
+    theirs = {p for p in range(PARTITIONS) if owner_of(topic, p, WORKERS) == 1}
+    assert theirs and len(theirs) < PARTITIONS
+    everything = tuple(range(PARTITIONS))
+
+    def list_offsets(c: Conn) -> dict[int, ErrorCode]:
+        resp = c.call(ListOffsetsRequest(
+            replica_id=i32(-1), isolation_level=i8(0), topics=(ListOffsetsTopic(
+                name=topic, partitions=tuple(
+                    ListOffsetsPartition(partition_index=i32(p), timestamp=i64(-1))
+                    for p in everything)),)))
+        return {int(p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    def delete_records(c: Conn) -> dict[int, ErrorCode]:
+        resp = c.call(DeleteRecordsRequest(
+            topics=(DeleteRecordsTopic(name=topic, partitions=tuple(
+                DeleteRecordsPartition(partition_index=i32(p), offset=i64(0))
+                for p in everything)),),
+            timeout=i32Timedelta.parse(datetime.timedelta(seconds=10))))
+        return {int(p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    def describe_producers(c: Conn) -> dict[int, ErrorCode]:
+        resp = c.call(DescribeProducersRequest(topics=(TopicRequest(
+            name=topic, partition_indexes=tuple(i32(p) for p in everything)),)))
+        return {int(p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    expected = {p: ErrorCode.not_leader_or_follower if p in theirs else ErrorCode.none
+                for p in everything}
+    pids = worker_pids(node)
+    conns = connections_on_every_worker(node)
+    c = conns.pop(pids[0])
+    for other in conns.values():
+        other.close()
+    try:
+        assert list_offsets(c) == dict.fromkeys(everything, ErrorCode.none)
+        os.kill(pids[1], signal.SIGKILL)
+        deadline = time.monotonic() + WAIT_S
+        answers: list[dict[int, ErrorCode]] = []
+        while time.monotonic() < deadline:
+            first = list_offsets(c)
+            if first != dict.fromkeys(everything, ErrorCode.none):
+                answers = [first, delete_records(c), describe_producers(c), list_offsets(c)]
+                break
+            time.sleep(0.05)
+        assert answers, "worker 1's partitions were answered throughout"
+        # the node restarts worker 1 a second after it died: these came before
+        assert answers == [expected] * 4, answers
+    finally:
+        c.close()
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            now = worker_pids(node)
+            if len(now) == WORKERS and now[1] != pids[1]:
+                break
+            time.sleep(0.1)
+    create_topic(node.bootstrap, f"{topic}-after")  # served by both workers again
+
+
 def test_kill_9_of_the_node_takes_its_workers_with_it(tmp_path: Path) -> None:
     """kill -9 of the broker's PID ends the whole broker at once, as it ends a JVM: a
     worker left running would serve its clients half a broker, and a node started again
