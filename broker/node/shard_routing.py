@@ -780,6 +780,19 @@ def split_by_owner(layout: ShardLayout, channel_of: ChannelOf, local: BoundEntry
     return BoundEntry(local.api_key, handle, local.error_response)
 
 
+async def _owner_or_none(channel_of: ChannelOf, owner: int, ctx: RequestContext, request: Any,
+                         reader: Callable[[Any, int], Any]) -> Any | None:
+    """The worker's answer, or None while it is not connected."""
+    if channel_of(owner) is not None:
+        try:
+            return await _remote_entity(channel_of, owner, ctx, request, reader)
+        except _OwnerGone:
+            pass
+    log.warning("worker_unreachable_left_out", worker=owner, api=ctx.api_key,
+                correlation_id=ctx.correlation_id)
+    return None
+
+
 async def _owner_or_local(channel_of: ChannelOf, owner: int, ctx: RequestContext, sub: Any,
                           reader: Callable[[Any, int], Any], local: BoundEntry) -> Any:
     """The owner's answer to its part of a split request; while the owner is not connected
@@ -863,14 +876,16 @@ def split_log_dir_moves(layout: ShardLayout, channel_of: ChannelOf,
 def ask_every_worker(layout: ShardLayout, channel_of: ChannelOf,
                      local: BoundEntry) -> BoundEntry:
     """DescribeLogDirs over several workers: each answers for the partitions it holds in
-    each log dir; the answers are merged dir by dir."""
+    each log dir; the answers are merged dir by dir. A worker that is gone (being
+    restarted) holds no replicas meanwhile: its partitions are left out, as Kafka leaves
+    out replicas a broker does not host."""
 
     async def handle(ctx: RequestContext, request: Any) -> Any:
         reader = entity_reader(response_schema(ctx.api_key, ctx.api_version))
         pending: list[Awaitable[Any]] = [local.handle(ctx, request)]
-        pending += [_remote_entity(channel_of, other, ctx, request, reader)
+        pending += [_owner_or_none(channel_of, other, ctx, request, reader)
                     for other in range(layout.count) if other != layout.index]
-        answers = await asyncio.gather(*pending)
+        answers = [a for a in await asyncio.gather(*pending) if a is not None]
         first = answers[0]
         by_dir: dict[str, Any] = {}
         for answer in answers:

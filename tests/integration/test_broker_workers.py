@@ -416,12 +416,13 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
     """ListOffsets, DeleteRecords and DescribeProducers name partitions of both workers; while
     worker 1 is gone (killed; the node starts another a second later) the node process
     answers its own partitions and NOT_LEADER_OR_FOLLOWER for worker 1's, as Produce does,
-    and the client's connection stays open."""
+    DescribeLogDirs lists the replicas it holds, and the client's connection stays open."""
     from kio.schema.delete_records.v2.request import (
         DeleteRecordsPartition,
         DeleteRecordsRequest,
         DeleteRecordsTopic,
     )
+    from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
     from kio.schema.describe_producers.v0.request import DescribeProducersRequest, TopicRequest
 
     topic = "owner-gone"
@@ -446,6 +447,11 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
             timeout=i32Timedelta.parse(datetime.timedelta(seconds=10))))
         return {int(p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
+    def log_dirs(c: Conn) -> dict[int, ErrorCode]:
+        resp = c.call(DescribeLogDirsRequest(topics=None))
+        return {int(p.partition_index): ErrorCode(r.error_code) for r in resp.results
+                for t in r.topics if t.name == topic for p in t.partitions}
+
     def describe_producers(c: Conn) -> dict[int, ErrorCode]:
         resp = c.call(DescribeProducersRequest(topics=(TopicRequest(
             name=topic, partition_indexes=tuple(i32(p) for p in everything)),)))
@@ -467,11 +473,14 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
             first = list_offsets(c)
             if first != dict.fromkeys(everything, ErrorCode.none):
                 answers = [first, delete_records(c), describe_producers(c), list_offsets(c)]
+                held = log_dirs(c)
                 break
             time.sleep(0.05)
         assert answers, "worker 1's partitions were answered throughout"
         # the node restarts worker 1 a second after it died: these came before
         assert answers == [expected] * 4, answers
+        # DescribeLogDirs lists the replicas the broker holds meanwhile: the node process's
+        assert held == {p: ErrorCode.none for p in everything if p not in theirs}, held
     finally:
         c.close()
         deadline = time.monotonic() + WAIT_S
