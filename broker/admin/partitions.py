@@ -90,6 +90,7 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
         image = self.node.metadata
         statuses = [reassignment_status(self.node, t, i, p) for t, i, _ in items
                     if (p := image.partition(t, i)) is not None]
+        await self._other_workers_progress(statuses)
         await self._leader_progress(statuses, context)
         return partitions.AlterPartitionReassignmentsResponse(partitions=statuses)
 
@@ -121,6 +122,25 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
             if all(applied(t, i) for t, i in elected):
                 return
             await asyncio.sleep(0.02)
+
+    async def _other_workers_progress(self, statuses: list[Any]) -> None:
+        """A broker of several workers (skiff.broker.workers): the copy progress of the
+        partitions this broker leads in its other processes, asked of their owners."""
+        router = self.node.replicas.shard_router
+        if router is None:
+            return
+        wanted = {(s.topic, s.partition): s for s in statuses
+                  if not s.HasField("leader_log_end_offset") and s.leader == self.node.node_id}
+        if not wanted:
+            return
+        for key, (end, followers) in (await router.replica_progress(list(wanted))).items():
+            s = wanted[key]
+            s.leader_log_end_offset = end
+            del s.progress[:]
+            s.progress.extend(partitions.ReplicaProgress(
+                replica_id=r, in_isr=r in s.isr,
+                log_end_offset=end if r == self.node.node_id else followers.get(r, -1))
+                for r in s.replicas)
 
     async def _leader_progress(self, statuses: list[Any],
                                context: grpc.aio.ServicerContext) -> None:
@@ -168,6 +188,7 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
             keys = sorted((o.topic, o.partition) for o in ongoing)
         statuses = [reassignment_status(self.node, t, i, p) for t, i in keys
                     if (p := image.partition(t, i)) is not None]
+        await self._other_workers_progress(statuses)
         await self._leader_progress(statuses, context)
         return partitions.ListPartitionReassignmentsResponse(reassignments=statuses)
 

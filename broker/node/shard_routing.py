@@ -380,6 +380,22 @@ class ShardRoutes:
                 out[(topic, index)] = (start, hw, end)
         return out
 
+    async def replica_progress(self, keys: list[TopicPartition]
+                               ) -> dict[TopicPartition, tuple[int, dict[int, int]]]:
+        """A reassignment's copy progress of the partitions their owners lead: (log end,
+        each follower's log end); an owner that cannot be reached leaves its partitions
+        out."""
+        by_owner = self._by_owner(keys)
+        out = self.replicas.progress_local(by_owner.pop(self.layout.index, []))
+        for owner, answers in await self._ask(
+                {owner: ("replica_progress", ks) for owner, ks in by_owner.items()}):
+            if isinstance(answers, Exception):
+                log.warning("replica_progress_missing", worker=owner, error=str(answers))
+                continue
+            for topic, index, end, followers in answers:
+                out[(topic, index)] = (end, dict(followers))
+        return out
+
     async def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                                producer_epoch: int, coordinator_epoch: int, committed: bool,
                                timeout_ms: int) -> ErrorCode:
@@ -568,6 +584,7 @@ class ShardOps:
                 "write_txn_marker": self.write_txn_marker, "handle": self.handle,
                 "start_verification": self.start_verification,
                 "partition_offsets": self.partition_offsets,
+                "replica_progress": self.replica_progress,
                 "partition_view": self.partition_view, "producers": self.producers}
 
     async def producers(self, peer: ShardPeer, keys: list[TopicPartition] | None
@@ -597,6 +614,11 @@ class ShardOps:
                                 ) -> list[tuple[str, int, int, int, int]]:
         return [(t, p, *offsets)
                 for (t, p), offsets in self.replicas.offsets_local(keys).items()]
+
+    async def replica_progress(self, peer: ShardPeer, keys: list[TopicPartition]
+                               ) -> list[tuple[str, int, int, dict[int, int]]]:
+        return [(t, p, end, followers)
+                for (t, p), (end, followers) in self.replicas.progress_local(keys).items()]
 
     async def start_verification(self, peer: ShardPeer, items: list[tuple[str, int, int]],
                                  producer_id: int, epoch: int, supports_epoch_bump: bool,

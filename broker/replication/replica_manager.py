@@ -99,6 +99,9 @@ class ShardRouter(Protocol):
     async def partition_offsets(self, keys: list[TopicPartition]
                                 ) -> dict[TopicPartition, tuple[int, int, int]]: ...
 
+    async def replica_progress(self, keys: list[TopicPartition]
+                               ) -> dict[TopicPartition, tuple[int, dict[int, int]]]: ...
+
     async def partition_view(self, topic: str, partition: int, offset: int, max_bytes: int,
                              read_committed: bool) -> Any: ...
 
@@ -752,6 +755,18 @@ class ReplicaManager:
             if part is not None and part.role is Role.LEADER:
                 out[(topic, index)] = (int(part.log.log_start_offset),
                                        int(part.high_watermark), int(part.log.log_end_offset))
+        return out
+
+    def progress_local(self, keys: list[TopicPartition]
+                       ) -> dict[TopicPartition, tuple[int, dict[int, int]]]:
+        """(log end, each follower's log end as this leader last saw it) of each partition
+        this process leads: a reassignment's copy progress."""
+        out: dict[TopicPartition, tuple[int, dict[int, int]]] = {}
+        for topic, index in keys:
+            part = self.get(topic, index)
+            if part is not None and part.role is Role.LEADER:
+                out[(topic, index)] = (int(part.log.log_end_offset), {
+                    int(r): int(f.log_end_offset) for r, f in part.followers.items()})
         return out
 
     def start_verifications_local(

@@ -570,6 +570,17 @@ def test_a_cluster_of_brokers_with_workers_replicates_and_fails_over(
                 break
             assert time.monotonic() < deadline, {k: p.isrs for k, p in parts.items()}
             time.sleep(0.2)
+        # each broker's admin plane gives the copy progress of every partition, whichever
+        # of the leader's processes owns it (followers' log ends as the leader last saw
+        # them: at most the leader's)
+        for node_id in cluster.broker_ids:
+            progress = _reassignment_progress(cluster.admin_address(node_id), "replicated")
+            assert sorted(progress) == list(range(PARTITIONS)), (node_id, progress)
+            for p, (leader_end, ends) in progress.items():
+                assert leader_end == n // PARTITIONS, (node_id, p, leader_end)
+                assert sorted(ends) == sorted(cluster.broker_ids), (node_id, p, ends)
+                assert all(0 <= e <= leader_end for e in ends.values()), (node_id, p, ends)
+                assert ends[parts[p].leader] == leader_end, (node_id, p, ends)
         victim = parts[0].leader
         cluster.kill(victim)
         for i in range(n, n + 300):
@@ -582,6 +593,26 @@ def test_a_cluster_of_brokers_with_workers_replicates_and_fails_over(
             assert got == [b"%d" % i for i in range(p, n + 300, PARTITIONS)], p
     finally:
         cluster.stop()
+
+
+def _reassignment_progress(admin_address: str, topic: str
+                           ) -> dict[int, tuple[int, dict[int, int]]]:
+    """ListPartitionReassignments (include_completed) of the topic's partitions, by gRPC:
+    partition -> (leader's log end, each replica's log end); partitions without progress
+    are left out."""
+    import grpc
+
+    from broker.admin.pb import partitions as P
+    from broker.admin.pb import partitions_grpc as PG
+
+    with grpc.insecure_channel(admin_address) as channel:
+        listed = PG.PartitionServiceStub(channel).ListPartitionReassignments(
+            P.ListPartitionReassignmentsRequest(include_completed=True, partitions=[
+                P.TopicPartition(topic=topic, partition=p) for p in range(PARTITIONS)]),
+            timeout=WAIT_S)
+    return {s.partition: (s.leader_log_end_offset,
+                          {r.replica_id: r.log_end_offset for r in s.progress})
+            for s in listed.reassignments if s.HasField("leader_log_end_offset")}
 
 
 def test_connection_limits_hold_with_workers(tmp_path: Path) -> None:
