@@ -804,33 +804,25 @@ def split_by_owner(layout: ShardLayout, channel_of: ChannelOf, local: BoundEntry
 
 async def _owner_or_none(channel_of: ChannelOf, owner: int, ctx: RequestContext, request: Any,
                          reader: Callable[[Any, int], Any]) -> Any | None:
-    """The worker's answer, or None while it is not connected."""
+    """The worker's answer, or None while it is not connected (being restarted)."""
     if channel_of(owner) is not None:
         try:
             return await _remote_entity(channel_of, owner, ctx, request, reader)
         except _OwnerGone:
             pass
-    log.warning("worker_unreachable_left_out", worker=owner, api=ctx.api_key,
+    log.warning("worker_unreachable", worker=owner, api=ctx.api_key,
                 correlation_id=ctx.correlation_id)
     return None
 
 
 async def _owner_or_local(channel_of: ChannelOf, owner: int, ctx: RequestContext, sub: Any,
                           reader: Callable[[Any, int], Any], local: BoundEntry) -> Any:
-    """The owner's answer to its part of a split request; while the owner is not connected
-    (a worker being restarted), this worker's own answer: it holds none of those
-    partitions, so its handler answers each NOT_LEADER_OR_FOLLOWER, as an append to an
-    unreachable owner is answered, and the client retries after a metadata refresh instead
-    of losing its connection."""
-    channel = channel_of(owner)
-    if channel is not None:
-        try:
-            return await _remote_entity(channel_of, owner, ctx, sub, reader)
-        except _OwnerGone:
-            pass
-    log.warning("split_request_owner_unreachable", worker=owner,
-                api=ctx.api_key, correlation_id=ctx.correlation_id)
-    return await local.handle(ctx, sub)
+    """The owner's answer to its part of a split request; while the owner is not connected,
+    this worker's own answer: it holds none of those partitions, so its handler answers
+    each NOT_LEADER_OR_FOLLOWER, as an append to an unreachable owner is answered, and the
+    client retries after a metadata refresh instead of losing its connection."""
+    answer = await _owner_or_none(channel_of, owner, ctx, sub, reader)
+    return answer if answer is not None else await local.handle(ctx, sub)
 
 
 async def _remote_entity(channel_of: ChannelOf, owner: int, ctx: RequestContext, sub: Any,
