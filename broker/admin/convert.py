@@ -108,12 +108,18 @@ def reassignment_status(node: AdminServices, topic: str, index: int,
         removing_replicas=p.removing_replicas, isr=p.isr,
         in_progress=bool(p.adding_replicas or p.removing_replicas), leader=p.leader,
     )
-    local = node.replicas.get(topic, index)
-    if local is not None and local.role is Role.LEADER:
-        msg.leader_log_end_offset = local.log.log_end_offset
-        for r in p.replicas:
-            end = (local.log.log_end_offset if r == node.node_id
-                   else local.followers[r].log_end_offset if r in local.followers else -1)
-            msg.progress.append(partitions.ReplicaProgress(
-                replica_id=r, log_end_offset=end, in_isr=r in p.isr))
+    local = node.replicas.progress_local([(topic, index)]).get((topic, index))
+    if local is not None:
+        set_progress(msg, node.node_id, *local)
     return msg
+
+
+def set_progress(msg: Any, node_id: int, leader_end: int, follower_ends: dict[int, int]) -> None:
+    """A ReassignmentStatus's copy progress as its leader `node_id` sees it: its log end,
+    and each replica's (a follower not heard from yet: -1)."""
+    msg.leader_log_end_offset = leader_end
+    del msg.progress[:]
+    msg.progress.extend(partitions.ReplicaProgress(
+        replica_id=r, in_isr=r in msg.isr,
+        log_end_offset=leader_end if r == node_id else follower_ends.get(r, -1))
+        for r in msg.replicas)

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 from kio.schema.errors import ErrorCode
 
-from broker.admin.convert import reassignment_status
+from broker.admin.convert import reassignment_status, set_progress
 from broker.admin.errors import AdminError, S, rpc_errors
 from broker.admin.forward import Forwarder, admin_endpoint_of, forwards_writes
 from broker.admin.pb import partitions, partitions_grpc
@@ -134,13 +134,7 @@ class PartitionService(partitions_grpc.PartitionServiceServicer):  # type: ignor
         if not wanted:
             return
         for key, (end, followers) in (await router.replica_progress(list(wanted))).items():
-            s = wanted[key]
-            s.leader_log_end_offset = end
-            del s.progress[:]
-            s.progress.extend(partitions.ReplicaProgress(
-                replica_id=r, in_isr=r in s.isr,
-                log_end_offset=end if r == self.node.node_id else followers.get(r, -1))
-                for r in s.replicas)
+            set_progress(wanted[key], self.node.node_id, end, followers)
 
     async def _leader_progress(self, statuses: list[Any],
                                context: grpc.aio.ServicerContext) -> None:

@@ -365,36 +365,32 @@ class ShardRoutes:
                 out[(topic, index)] = [tuple(r) for r in rows]
         return out
 
+    async def _from_owners(self, keys: list[TopicPartition],
+                           local: Callable[[list[TopicPartition]], dict[TopicPartition, Any]],
+                           call: str) -> dict[TopicPartition, Any]:
+        """`local` of this worker's partitions and `call` of each other owner's, which
+        answers (topic, index, value) per partition; an owner that cannot be reached leaves
+        its partitions out."""
+        by_owner = self._by_owner(keys)
+        out = local(by_owner.pop(self.layout.index, []))
+        for owner, answers in await self._ask(
+                {owner: (call, ks) for owner, ks in by_owner.items()}):
+            if isinstance(answers, Exception):
+                log.warning(f"{call}_missing", worker=owner, error=str(answers))
+                continue
+            out.update(((topic, index), value) for topic, index, value in answers)
+        return out
+
     async def partition_offsets(self, keys: list[TopicPartition]
                                 ) -> dict[TopicPartition, tuple[int, int, int]]:
-        """(log start, high watermark, log end) of the partitions their owners lead; an
-        owner that cannot be reached leaves its partitions out."""
-        by_owner = self._by_owner(keys)
-        out = self.replicas.offsets_local(by_owner.pop(self.layout.index, []))
-        for owner, answers in await self._ask(
-                {owner: ("partition_offsets", ks) for owner, ks in by_owner.items()}):
-            if isinstance(answers, Exception):
-                log.warning("partition_offsets_missing", worker=owner, error=str(answers))
-                continue
-            for topic, index, start, hw, end in answers:
-                out[(topic, index)] = (start, hw, end)
-        return out
+        """(log start, high watermark, log end) of the partitions their owners lead."""
+        return await self._from_owners(keys, self.replicas.offsets_local, "partition_offsets")
 
     async def replica_progress(self, keys: list[TopicPartition]
                                ) -> dict[TopicPartition, tuple[int, dict[int, int]]]:
         """A reassignment's copy progress of the partitions their owners lead: (log end,
-        each follower's log end); an owner that cannot be reached leaves its partitions
-        out."""
-        by_owner = self._by_owner(keys)
-        out = self.replicas.progress_local(by_owner.pop(self.layout.index, []))
-        for owner, answers in await self._ask(
-                {owner: ("replica_progress", ks) for owner, ks in by_owner.items()}):
-            if isinstance(answers, Exception):
-                log.warning("replica_progress_missing", worker=owner, error=str(answers))
-                continue
-            for topic, index, end, followers in answers:
-                out[(topic, index)] = (end, dict(followers))
-        return out
+        each follower's log end)."""
+        return await self._from_owners(keys, self.replicas.progress_local, "replica_progress")
 
     async def write_txn_marker(self, topic: str, partition: int, producer_id: int,
                                producer_epoch: int, coordinator_epoch: int, committed: bool,
@@ -611,14 +607,13 @@ class ShardOps:
             return ("error", int(exc.error_code), exc.message)
 
     async def partition_offsets(self, peer: ShardPeer, keys: list[TopicPartition]
-                                ) -> list[tuple[str, int, int, int, int]]:
-        return [(t, p, *offsets)
-                for (t, p), offsets in self.replicas.offsets_local(keys).items()]
+                                ) -> list[tuple[str, int, tuple[int, int, int]]]:
+        return [(t, p, offsets) for (t, p), offsets in self.replicas.offsets_local(keys).items()]
 
     async def replica_progress(self, peer: ShardPeer, keys: list[TopicPartition]
-                               ) -> list[tuple[str, int, int, dict[int, int]]]:
-        return [(t, p, end, followers)
-                for (t, p), (end, followers) in self.replicas.progress_local(keys).items()]
+                               ) -> list[tuple[str, int, tuple[int, dict[int, int]]]]:
+        return [(t, p, progress)
+                for (t, p), progress in self.replicas.progress_local(keys).items()]
 
     async def start_verification(self, peer: ShardPeer, items: list[tuple[str, int, int]],
                                  producer_id: int, epoch: int, supports_epoch_bump: bool,
