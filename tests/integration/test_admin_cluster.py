@@ -413,13 +413,23 @@ def test_cluster_and_quorum_describe_from_brokers_and_controllers(cluster: Clust
     assert {b: r["EPOCH"] for b, r in rows2.items()} == epochs
     assert set(cluster.metadata(4).brokers) == set(BROKERS)
 
-    # the quorum leader is a dedicated controller: brokers and follower controllers ask it
-    for node in (5, follower, active):
-        out = ok(skiff(cluster, node, "quorum", "describe"))
+    # the quorum leader is a dedicated controller: brokers and follower controllers ask it.
+    # Under CI load an election can move the leadership between two reads, so the leader is
+    # read again until every node's answer names the same one (bounded).
+    deadline = time.monotonic() + 60
+    while True:
+        active = cluster.active_controller()
+        follower = next(c for c in CONTROLLERS if c != active)
+        outs = [ok(skiff(cluster, node, "quorum", "describe")) for node in (5, follower, active)]
+        doc = json.loads(ok(skiff(cluster, 6, "quorum", "describe", "-o", "json")))
+        agreed = all(f"LeaderId:               {active}\n" in out for out in outs)
+        if (agreed and doc["leader_id"] == active) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    for out in outs:
         assert f"LeaderId:               {active}\n" in out
         assert "CurrentVoters:          [1, 2, 3]\n" in out
         assert "CurrentObservers:       [4, 5, 6]\n" in out
-    doc = json.loads(ok(skiff(cluster, 6, "quorum", "describe", "-o", "json")))
     hw = doc["high_watermark"]
     assert doc["leader_id"] == active and hw > 0
     observers = {o["replica_id"]: o for o in doc["observers"]}
