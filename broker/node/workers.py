@@ -14,7 +14,9 @@ again after a second; its partitions answer
 NOT_LEADER_OR_FOLLOWER meanwhile, which clients retry. On stop the node asks each worker
 to stop (SIGTERM: it closes its logs cleanly) and kills one that has not within 10 s; a
 node that ends otherwise (kill -9) takes its workers with it, as the kernel kills each when
-its parent ends (broker/node/worker.py, PR_SET_PDEATHSIG).
+its parent ends (broker/node/worker.py, PR_SET_PDEATHSIG). The socket directory of a node
+that was killed so stays behind: its name carries the node's PID, and the next node started
+by the same user removes the directories of PIDs no longer running.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -212,6 +215,44 @@ class ShardPeers:
         self._channels.clear()
 
 
+_DIRECTORY_PREFIX = "skiff-workers-"
+
+
+def socket_directory(base: str | None = None) -> str:
+    """A new private directory (mode 0700) for this node's sockets, named after its PID,
+    made after removing those of this user's nodes that no longer run."""
+    remove_stale_socket_directories(base)
+    return tempfile.mkdtemp(prefix=f"{_DIRECTORY_PREFIX}{os.getpid()}-", dir=base)
+
+
+def remove_stale_socket_directories(base: str | None = None) -> list[str]:
+    """Removes the socket directories whose node (the PID in the name) has ended: a node
+    killed with kill -9 cannot remove its own. Returns the directories removed."""
+    removed = []
+    for path in Path(base or tempfile.gettempdir()).glob(f"{_DIRECTORY_PREFIX}*-*"):
+        pid = path.name[len(_DIRECTORY_PREFIX):].split("-", 1)[0]
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if (not pid.isdigit() or not path.is_dir() or path.is_symlink()
+                or st.st_uid != os.getuid() or _running(int(pid))):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(str(path))
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class NodeWorkers:
     """The node's side: its channel server, the worker processes and the metadata it
     streams to them."""
@@ -222,7 +263,7 @@ class NodeWorkers:
                  keep_connections: Callable[[], bool] = lambda: False) -> None:
         self.layout = layout
         self.config = config
-        self.directory = tempfile.mkdtemp(prefix="skiff-workers-")  # mode 0700
+        self.directory = socket_directory()
         self.peers = ShardPeers(layout, self.directory)
         self._snapshot = snapshot
         self._subscribers: list[ShardPeer] = []

@@ -4,8 +4,10 @@ the cap refused before it is read, a closed channel failing its calls."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import struct
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,20 @@ from broker.node.shard_channel import (
     ShardPeer,
 )
 
+_directories: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_socket_directories() -> Iterator[None]:
+    yield
+    while _directories:
+        shutil.rmtree(_directories.pop(), ignore_errors=True)
+
 
 def _path() -> str:
-    return str(Path(tempfile.mkdtemp(prefix="skiff-chan-")) / "s.sock")
+    # not tmp_path: a Unix socket's path must stay under 108 bytes
+    _directories.append(tempfile.mkdtemp(prefix="skiff-chan-"))
+    return str(Path(_directories[-1]) / "s.sock")
 
 
 async def _pair(ops: dict[str, Any], **kw: Any) -> tuple[ShardChannelServer, ShardChannelClient,
