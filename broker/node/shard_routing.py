@@ -21,7 +21,8 @@ the others again without waiting, until min_bytes or the deadline.
 ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeProducers and
 AlterReplicaLogDirs are split: each worker answers its partitions with its own handler, and
 the answers are merged (the first four answer an unreachable owner's partitions
-NOT_LEADER_OR_FOLLOWER, as appends to it are answered);
+NOT_LEADER_OR_FOLLOWER, as appends to it are answered; AlterReplicaLogDirs answers them
+KAFKA_STORAGE_ERROR, as Kafka answers a replica that is offline);
 DescribeLogDirs is asked of every worker, each answering for the partitions it holds. Every
 other request a worker receives goes whole to worker 0, the node process, which runs the
 coordinators, the controller channel and the admin APIs (`forward_to_node`).
@@ -869,12 +870,31 @@ def split_log_dir_moves(layout: ShardLayout, channel_of: ChannelOf,
         if set(by_owner) <= {layout.index}:
             return await local.handle(ctx, request)
         reader = entity_reader(response_schema(ctx.api_key, ctx.api_version))
-        pending: list[Awaitable[Any]] = []
-        for owner, dirs in by_owner.items():
-            sub = dataclasses.replace(request, dirs=tuple(dirs))
-            pending.append(local.handle(ctx, sub) if owner == layout.index
-                           else _remote_entity(channel_of, owner, ctx, sub, reader))
-        answers = await asyncio.gather(*pending)
+
+        async def moved_by(owner: int, sub: Any) -> Any:
+            if owner == layout.index:
+                return await local.handle(ctx, sub)
+            answer = await _owner_or_none(channel_of, owner, ctx, sub, reader)
+            return answer if answer is not None else await offline(sub)
+
+        async def offline(sub: Any) -> Any:
+            # The owner is being restarted: its replicas are offline meanwhile
+            # (KAFKA_STORAGE_ERROR, Kafka's answer for an offline replica), unless ALTER on
+            # the cluster is denied. This worker's handler tells which without moving
+            # anything: asked for no directory, it answers CLUSTER_AUTHORIZATION_FAILED or
+            # LOG_DIR_NOT_FOUND.
+            probe: Any = await local.handle(ctx, dataclasses.replace(sub, dirs=tuple(
+                dataclasses.replace(d, path="") for d in sub.dirs)))
+            return dataclasses.replace(probe, results=tuple(
+                dataclasses.replace(t, partitions=tuple(
+                    p if p.error_code == ErrorCode.cluster_authorization_failed
+                    else dataclasses.replace(p, error_code=ErrorCode.kafka_storage_error)
+                    for p in t.partitions))
+                for t in probe.results))
+
+        answers = await asyncio.gather(*(
+            moved_by(owner, dataclasses.replace(request, dirs=tuple(dirs)))
+            for owner, dirs in by_owner.items()))
         results = _merged_topics(tuple(a.results for a in answers), "topic_name")
         return dataclasses.replace(answers[0], results=results, throttle_time=max(
             a.throttle_time for a in answers))

@@ -416,7 +416,13 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
     """ListOffsets, DeleteRecords and DescribeProducers name partitions of both workers; while
     worker 1 is gone (killed; the node starts another a second later) the node process
     answers its own partitions and NOT_LEADER_OR_FOLLOWER for worker 1's, as Produce does,
-    DescribeLogDirs lists the replicas it holds, and the client's connection stays open."""
+    DescribeLogDirs lists the replicas it holds, AlterReplicaLogDirs answers worker 1's
+    KAFKA_STORAGE_ERROR, and the client's connection stays open."""
+    from kio.schema.alter_replica_log_dirs.v2.request import (
+        AlterReplicaLogDir,
+        AlterReplicaLogDirsRequest,
+        AlterReplicaLogDirTopic,
+    )
     from kio.schema.delete_records.v2.request import (
         DeleteRecordsPartition,
         DeleteRecordsRequest,
@@ -452,6 +458,18 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
         return {int(p.partition_index): ErrorCode(r.error_code) for r in resp.results
                 for t in r.topics if t.name == topic for p in t.partitions}
 
+    def log_dir_of_topic(c: Conn) -> str:
+        resp = c.call(DescribeLogDirsRequest(topics=None))
+        (path,) = {r.log_dir for r in resp.results for t in r.topics if t.name == topic}
+        return str(path)
+
+    def alter_log_dirs(c: Conn, path: str) -> dict[int, ErrorCode]:
+        resp = c.call(AlterReplicaLogDirsRequest(dirs=(AlterReplicaLogDir(
+            path=path, topics=(AlterReplicaLogDirTopic(
+                name=topic, partitions=tuple(i32(p) for p in everything)),)),)))
+        return {int(p.partition_index): ErrorCode(p.error_code)
+                for t in resp.results for p in t.partitions}
+
     def describe_producers(c: Conn) -> dict[int, ErrorCode]:
         resp = c.call(DescribeProducersRequest(topics=(TopicRequest(
             name=topic, partition_indexes=tuple(i32(p) for p in everything)),)))
@@ -466,6 +484,9 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
         other.close()
     try:
         assert list_offsets(c) == dict.fromkeys(everything, ErrorCode.none)
+        log_dir = log_dir_of_topic(c)
+        # to the dir they are in: nothing to move
+        assert alter_log_dirs(c, log_dir) == dict.fromkeys(everything, ErrorCode.none)
         os.kill(pids[1], signal.SIGKILL)
         deadline = time.monotonic() + WAIT_S
         answers: list[dict[int, ErrorCode]] = []
@@ -474,6 +495,7 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
             if first != dict.fromkeys(everything, ErrorCode.none):
                 answers = [first, delete_records(c), describe_producers(c), list_offsets(c)]
                 held = log_dirs(c)
+                moves = alter_log_dirs(c, log_dir)
                 break
             time.sleep(0.05)
         assert answers, "worker 1's partitions were answered throughout"
@@ -481,6 +503,9 @@ def test_requests_split_by_owner_are_answered_while_a_worker_is_gone(
         assert answers == [expected] * 4, answers
         # DescribeLogDirs lists the replicas the broker holds meanwhile: the node process's
         assert held == {p: ErrorCode.none for p in everything if p not in theirs}, held
+        # AlterReplicaLogDirs: worker 1's replicas are offline meanwhile
+        assert moves == {p: ErrorCode.kafka_storage_error if p in theirs else ErrorCode.none
+                         for p in everything}, moves
     finally:
         c.close()
         deadline = time.monotonic() + WAIT_S

@@ -5,6 +5,7 @@ errors Kafka answers per partition; ALTER on the cluster."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from broker.protocol.records import decode_records
 from broker.replication.replica_manager import FetchPartitionRequest
 from broker.security.authorizer import AclOperation as O
 from broker.security.authorizer import ResourceType as R
-from tests.unit.handlers.acl_support import AUTHORIZER, allow, dispatch, grant
+from broker.server.dispatch import BoundEntry
+from tests.unit.handlers.acl_support import AUTHORIZER, DISPATCHER, allow, ctx_of, dispatch, grant
 from tests.unit.handlers.conftest import TestNode, make_ctx, roundtrip
 from tests.unit.handlers.datapath import create, produce_ok, records, schema_module
 
@@ -170,3 +172,43 @@ def test_needs_alter_on_the_cluster(node_factory: Any, tmp_path: Path, v: int) -
     grant(node, allow("User:alice", O.ALTER, R.CLUSTER, "kafka-cluster"))
     ok = dispatch(node, 34, v, request(v, {str(b): [("t", 0)]}), principal="User:alice")
     assert ok.results[0].partitions[0].error_code is ErrorCode.none
+
+
+@pytest.mark.parametrize("granted", [True, False])
+def test_a_worker_being_restarted_holds_its_replicas_offline(
+        node_factory: Any, tmp_path: Path, granted: bool) -> None:
+    """With several workers (broker/node/shard_routing.py), the partitions of a worker that is
+    not connected (being restarted) are answered KAFKA_STORAGE_ERROR, or
+    CLUSTER_AUTHORIZATION_FAILED without ALTER on the cluster, and this worker neither moves
+    nor remembers anything for them."""
+    from broker.node.shard_routing import split_log_dir_moves
+    from broker.node.shards import ShardLayout
+
+    node = jbod(node_factory, tmp_path, AUTHORIZER)
+    a, b = node.config.log_dirs
+    layout = ShardLayout(2, 0)  # this node process is worker 0 of two
+    mine = next(p for p in range(8) if layout.owner("t", p) == 0)
+    theirs = next(p for p in range(8) if layout.owner("t", p) == 1)
+    asyncio.run(create(node, "t", partitions=8))
+    if granted:
+        grant(node, allow("User:alice", O.ALTER, R.CLUSTER, "kafka-cluster"))
+    entry = DISPATCHER.get(34)
+    assert entry is not None
+    local = BoundEntry(34, functools.partial(entry.handle, node), entry.error_response)
+    routed = split_log_dir_moves(layout, lambda _index: None, local)
+    to = {mine: node.logs.log_dir_of("t", mine), theirs: node.logs.log_dir_of("t", theirs)}
+    dest = b if to[theirs] == a else a  # a move, were the partition asked of this worker
+    moves: dict[str, list[tuple[str, int]]] = {str(dest): [("t", theirs)]}
+    moves.setdefault(str(to[mine]), []).append(("t", mine))  # already there: nothing moves
+    resp = asyncio.run(routed.handle(ctx_of(34, 2, "User:alice"), request(2, moves)))
+    answers = {(t.topic_name, p.partition_index): p.error_code
+               for t in resp.results for p in t.partitions}
+    if granted:
+        assert answers == {("t", mine): ErrorCode.none,
+                           ("t", theirs): ErrorCode.kafka_storage_error}
+    else:
+        assert answers == dict.fromkeys([("t", mine), ("t", theirs)],
+                                        ErrorCode.cluster_authorization_failed)
+    assert ("t", theirs) not in node.logs.preferred_dirs
+    assert [f for f in node.logs.future_logs() if f.tp.partition == theirs] == []
+    assert node.logs.log_dir_of("t", theirs) == to[theirs]
