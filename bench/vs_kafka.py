@@ -31,7 +31,9 @@ Figures (positional; default all but `partitions`, which is slow):
   steady      produce at the JVM's steady state: --steady-rounds rounds of --steady-mb MB
               with one kafka-producer-perf-test of --steady-size B records, each side in
               turn on the same pair of brokers; each round prints the broker's user and
-              system CPU-s per GB; only the last --steady-counted rounds count. The
+              system CPU-s per GB and the cores the broker and the perf-test's JVM used;
+              only the last --steady-counted rounds count, and a 95% bootstrap interval
+              of the ratio of their medians is printed. The
               throughput figure's rounds are 200 MB after one warm-up case, while the
               JIT is still compiling Kafka's produce path (docs/benchmarks.md)
   rf3         3 nodes, RF=3, min.insync.replicas=2: produce throughput with acks=1 and
@@ -61,7 +63,9 @@ import multiprocessing as mp
 import os
 import platform
 import queue
+import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -559,12 +563,38 @@ def user_system_s(side: Side) -> tuple[float, float]:
     return user, system
 
 
+def children_cpu_s() -> float:
+    """CPU-s of this process's reaped children (a perf-test JVM once it has exited)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def ratio_of_medians(values: dict[str, list[float]]) -> float:
+    return statistics.median(values["skiff"]) / statistics.median(values["kafka"])
+
+
+def ratio_interval(skiff: list[float], kafka: list[float], resamples: int = 10_000,
+                   seed: int = 33) -> tuple[float, float]:
+    """A 95% bootstrap interval of median(skiff) / median(kafka): how far the ratio of a
+    few noisy rounds can be trusted (nan with fewer than two rounds a side)."""
+    if len(skiff) < 2 or len(kafka) < 2:
+        return float("nan"), float("nan")
+    rng = random.Random(seed)
+    ratios = sorted(
+        statistics.median(rng.choices(skiff, k=len(skiff)))
+        / statistics.median(rng.choices(kafka, k=len(kafka)))
+        for _ in range(resamples))
+    return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+
+
 def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -> None:
     size, mb = args.steady_size, args.steady_mb
     records = max(1000, int(mb * 1e6 / size))
     gb = records * size / 1e9
     first_counted = max(0, args.steady_rounds - args.steady_counted)
     label = f"perf-test 1p x {size} B, rounds {first_counted + 1}-{args.steady_rounds}"
+    mb_s: dict[str, list[float]] = {n: [] for n in SIDES}
+    cpu_gb: dict[str, list[float]] = {n: [] for n in SIDES}
     for rnd in range(args.steady_rounds):
         counted = rnd >= first_counted
         for name in order(rnd):
@@ -579,15 +609,19 @@ def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
             else:
                 flush_page_cache()
             u0, s0 = user_system_s(side)
+            c0, t0 = children_cpu_s(), time.monotonic()
             _rps, mbs, problems = perf_test_produce(side.bootstrap, topic, records, size, 1)
+            c1, wall = children_cpu_s(), time.monotonic() - t0
             u1, s1 = user_system_s(side)
             for p in problems:
                 log(f"  {name}: {p}")
             user, system = (u1 - u0) / gb, (s1 - s0) / gb
             log(f"  round {rnd + 1}{'' if counted else ' (not counted)'} {name}: "
                 f"{mbs:.1f} MB/s, broker CPU-s per GB user {user:.2f} system {system:.2f} "
-                f"total {user + system:.2f}")
+                f"total {user + system:.2f}; cores used: broker "
+                f"{(u1 - u0 + s1 - s0) / wall:.2f}, perf-test's JVM {(c1 - c0) / wall:.2f}")
             if counted:
+                mb_s[name].append(mbs)
                 table.add("steady", f"produce MB/s, {label}", "MB/s", "higher", name, mbs)
                 table.add("steady", f"broker user CPU-s per GB, {label}", "CPU-s/GB",
                           "lower", name, user)
@@ -595,6 +629,11 @@ def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
                           "lower", name, system)
                 table.add("steady", f"broker CPU-s per GB, {label}", "CPU-s/GB", "lower",
                           name, user + system)
+                cpu_gb[name].append(user + system)
+    for what, values in (("produce MB/s", mb_s), ("broker CPU-s per GB", cpu_gb)):
+        low, high = ratio_interval(values["skiff"], values["kafka"])
+        log(f"  {what}: Skiff / Kafka of the medians {ratio_of_medians(values):.2f}, "
+            f"95% bootstrap interval {low:.2f}-{high:.2f} ({len(values['skiff'])} rounds each)")
 
 
 def records_for(args: argparse.Namespace, size: int) -> int:

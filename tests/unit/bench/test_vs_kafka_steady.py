@@ -1,0 +1,24 @@
+"""bench/vs_kafka.py's steady figure: the ratio of the medians and its bootstrap interval."""
+
+from __future__ import annotations
+
+import math
+
+from bench.vs_kafka import ratio_interval, ratio_of_medians
+
+
+def test_the_interval_holds_the_ratio_and_widens_with_the_noise() -> None:
+    steady = {"skiff": [99.0, 100.0, 101.0, 100.0, 99.5], "kafka": [100.0] * 5}
+    noisy = {"skiff": [80.0, 100.0, 120.0, 90.0, 110.0], "kafka": [85.0, 100.0, 115.0, 95.0, 105.0]}
+    assert ratio_of_medians(steady) == 1.0
+    low, high = ratio_interval(steady["skiff"], steady["kafka"])
+    assert 0.98 <= low <= 1.0 <= high <= 1.02
+    low_n, high_n = ratio_interval(noisy["skiff"], noisy["kafka"])
+    assert low_n <= ratio_of_medians(noisy) <= high_n
+    assert high_n - low_n > 0.2 > high - low
+
+
+def test_the_interval_is_seeded_and_needs_two_rounds_a_side() -> None:
+    skiff, kafka = [90.0, 95.0, 97.0], [100.0, 104.0, 99.0]
+    assert ratio_interval(skiff, kafka) == ratio_interval(skiff, kafka)
+    assert all(math.isnan(v) for v in ratio_interval([90.0], kafka))
