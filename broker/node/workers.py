@@ -16,7 +16,8 @@ to stop (SIGTERM: it closes its logs cleanly) and kills one that has not within 
 node that ends otherwise (kill -9) takes its workers with it, as the kernel kills each when
 its parent ends (broker/node/worker.py, PR_SET_PDEATHSIG). The socket directory of a node
 that was killed so stays behind: its name carries the node's PID, and the next node started
-by the same user removes the directories of PIDs no longer running.
+by the same user removes the directories of PIDs no longer running whose node socket no
+longer accepts.
 """
 
 from __future__ import annotations
@@ -236,11 +237,23 @@ def remove_stale_socket_directories(base: str | None = None) -> list[str]:
         except OSError:
             continue
         if (not pid.isdigit() or not path.is_dir() or path.is_symlink()
-                or st.st_uid != os.getuid() or _running(int(pid))):
+                or st.st_uid != os.getuid() or _running(int(pid)) or _served(path)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(str(path))
     return removed
+
+
+def _served(directory: Path) -> bool:
+    """Whether a node still accepts on its socket there: one in another PID namespace
+    sharing this /tmp has a PID this process cannot see."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(socket_path(str(directory), 0))
+        except OSError:
+            return False
+    return True
 
 
 def _running(pid: int) -> bool:

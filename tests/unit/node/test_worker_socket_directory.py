@@ -4,6 +4,7 @@ nodes that ended without removing theirs (kill -9) are removed by the next node.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,16 @@ def test_making_a_directory_sweeps_first(tmp_path: Path) -> None:
     stale.mkdir()
     fresh = Path(socket_directory(str(tmp_path)))
     assert not stale.exists() and fresh.is_dir()
+
+
+def test_a_directory_whose_node_still_accepts_is_kept(tmp_path: Path) -> None:
+    """A node in another PID namespace sharing /tmp: its PID is not seen here, but its
+    socket still accepts."""
+    served = tmp_path / f"skiff-workers-{_ended_pid()}-srv"
+    served.mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(served / "w0.sock"))
+        server.listen()
+        assert remove_stale_socket_directories(str(tmp_path)) == []
+    assert served.is_dir()
+    assert remove_stale_socket_directories(str(tmp_path)) == [str(served)]  # closed now
