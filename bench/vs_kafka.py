@@ -1224,6 +1224,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def require_disk(path: Path, need_bytes: float, figure: str) -> None:
+    """Refuses to start a figure that would fill the disk (and fail both brokers midway)."""
+    free = shutil.disk_usage(path).free
+    if free < need_bytes:
+        raise SystemExit(f"{figure} writes ~{need_bytes / 1e9:.1f} GB under {path}, which has "
+                         f"{free / 1e9:.1f} GB free: fewer rounds (--steady-rounds) or MB "
+                         "(--steady-mb), or more room")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     describe(args)
@@ -1231,6 +1240,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix="skiff-vs-kafka-"))
     try:
+        if "steady" in args.figures:
+            # every round's topic stays until the end (fig_steady says why): both sides
+            require_disk(work, 2 * args.steady_rounds * args.steady_mb * 1e6 * 1.1, "steady")
         single = [f for f in ("throughput", "latency", "replay", "steady")
                   if f in args.figures]
         if single:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from bench.vs_kafka import ratio_interval, ratio_of_medians
+import pytest
+
+from bench.vs_kafka import ratio_interval, ratio_of_medians, require_disk
 
 
 def test_the_interval_holds_the_ratio_and_widens_with_the_noise() -> None:
@@ -22,3 +25,9 @@ def test_the_interval_is_seeded_and_needs_two_rounds_a_side() -> None:
     skiff, kafka = [90.0, 95.0, 97.0], [100.0, 104.0, 99.0]
     assert ratio_interval(skiff, kafka) == ratio_interval(skiff, kafka)
     assert all(math.isnan(v) for v in ratio_interval([90.0], kafka))
+
+
+def test_a_figure_that_would_fill_the_disk_is_refused(tmp_path: Path) -> None:
+    require_disk(tmp_path, 1.0, "steady")  # a byte: there is room
+    with pytest.raises(SystemExit, match=r"steady writes ~.* GB under .* GB free"):
+        require_disk(tmp_path, 1e18, "steady")
