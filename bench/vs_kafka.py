@@ -291,6 +291,13 @@ class Row:
         s, k = self.value("skiff"), self.value("kafka")
         return s / k if s is not None and k else None
 
+    def interval(self) -> tuple[float, float] | None:
+        """The ratio's 95% bootstrap interval, with three runs a side or more."""
+        s, k = ([x for x in self.values[n] if x == x] for n in SIDES)
+        if len(s) < 3 or len(k) < 3 or 0 in k:
+            return None
+        return ratio_interval(s, k)
+
 
 class Table:
     def __init__(self) -> None:
@@ -304,17 +311,19 @@ class Table:
 
     def show(self) -> None:
         print(f"\n{'figure':<11} {'case':<46} {'unit':<11} {'skiff':>11} {'kafka':>11} "
-              f"{'skiff/kafka':>11}  better")
+              f"{'skiff/kafka':>11} {'95% interval':>12}  better")
         for r in self.rows.values():
-            s, k, q = r.value("skiff"), r.value("kafka"), r.ratio()
+            s, k, q, i = r.value("skiff"), r.value("kafka"), r.ratio(), r.interval()
+            spread = f"{i[0]:.2f}-{i[1]:.2f}" if i is not None else ""
             print(f"{r.figure:<11} {r.label:<46} {r.unit:<11} {fmt(s):>11} {fmt(k):>11} "
-                  f"{fmt(q, '.2f'):>11}  {r.better}"
+                  f"{fmt(q, '.2f'):>11} {spread:>12}  {r.better}"
                   + (f"  (runs: {len(r.values['skiff'])}/{len(r.values['kafka'])})"
                      if max(len(v) for v in r.values.values()) > 1 else ""))
 
     def as_json(self) -> list[dict[str, Any]]:
         return [{"figure": r.figure, "case": r.label, "unit": r.unit, "better": r.better,
-                 "skiff": r.values["skiff"], "kafka": r.values["kafka"], "ratio": r.ratio()}
+                 "skiff": r.values["skiff"], "kafka": r.values["kafka"], "ratio": r.ratio(),
+                 "interval": r.interval()}
                 for r in self.rows.values()]
 
 

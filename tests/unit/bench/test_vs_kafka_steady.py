@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.vs_kafka import ratio_interval, ratio_of_medians, require_disk
+from bench.vs_kafka import Table, ratio_interval, ratio_of_medians, require_disk
 
 
 def test_the_interval_holds_the_ratio_and_widens_with_the_noise() -> None:
@@ -31,3 +31,17 @@ def test_a_figure_that_would_fill_the_disk_is_refused(tmp_path: Path) -> None:
     require_disk(tmp_path, 1.0, "steady")  # a byte: there is room
     with pytest.raises(SystemExit, match=r"steady writes ~.* GB under .* GB free"):
         require_disk(tmp_path, 1e18, "steady")
+
+
+def test_the_table_gives_an_interval_from_three_runs_a_side() -> None:
+    table = Table()
+    for side, values in (("skiff", [90.0, 95.0, 100.0]), ("kafka", [100.0, 101.0, 99.0])):
+        for v in values:
+            table.add("steady", "produce", "MB/s", "higher", side, v)
+    table.add("steady", "two runs", "MB/s", "higher", "skiff", 1.0)
+    table.add("steady", "two runs", "MB/s", "higher", "kafka", 1.0)
+    produce, two = table.rows[("steady", "produce")], table.rows[("steady", "two runs")]
+    interval = produce.interval()
+    assert interval is not None and interval[0] <= 0.95 / 1.0 <= interval[1]
+    assert two.interval() is None
+    assert table.as_json()[0]["interval"] == interval
