@@ -419,6 +419,9 @@ def test_cluster_and_quorum_describe_from_brokers_and_controllers(cluster: Clust
     deadline = time.monotonic() + 60
     while True:
         active = cluster.active_controller()
+        if active not in CONTROLLERS and time.monotonic() < deadline:
+            time.sleep(0.5)  # an election under way: no leader known yet
+            continue
         follower = next(c for c in CONTROLLERS if c != active)
         outs = [ok(skiff(cluster, node, "quorum", "describe")) for node in (5, follower, active)]
         doc = json.loads(ok(skiff(cluster, 6, "quorum", "describe", "-o", "json")))
