@@ -640,6 +640,10 @@ def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
                           name, user + system)
                 cpu_gb[name].append(user + system)
     for what, values in (("produce MB/s", mb_s), ("broker CPU-s per GB", cpu_gb)):
+        values = {n: [v for v in vs if v == v] for n, vs in values.items()}  # failed: NaN
+        if not all(values.values()):
+            log(f"  {what}: no ratio, a side has no counted round")
+            continue
         low, high = ratio_interval(values["skiff"], values["kafka"])
         log(f"  {what}: Skiff / Kafka of the medians {ratio_of_medians(values):.2f}, "
             f"95% bootstrap interval {low:.2f}-{high:.2f} ({len(values['skiff'])} rounds each)")
