@@ -29,6 +29,7 @@ import pickle
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
@@ -236,7 +237,8 @@ def remove_stale_socket_directories(base: str | None = None) -> list[str]:
             st = path.lstat()
         except OSError:
             continue
-        if (not pid.isdigit() or not path.is_dir() or path.is_symlink()
+        # lstat: a symlink is not a directory here, whatever it points to
+        if (not pid.isdigit() or not stat.S_ISDIR(st.st_mode)
                 or st.st_uid != os.getuid() or _running(int(pid)) or _served(path)):
             continue
         shutil.rmtree(path, ignore_errors=True)
