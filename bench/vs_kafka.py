@@ -32,8 +32,8 @@ Figures (positional; default all but `partitions`, which is slow):
               with one kafka-producer-perf-test of --steady-size B records, each side in
               turn on the same pair of brokers; each round prints the broker's user and
               system CPU-s per GB and the cores the broker and the perf-test's JVM used;
-              only the last --steady-counted rounds count, and a 95% bootstrap interval
-              of the ratio of their medians is printed. The
+              only the last --steady-counted rounds count (the table gives the ratio
+              of their medians and its 95% bootstrap interval). The
               throughput figure's rounds are 200 MB after one warm-up case, while the
               JIT is still compiling Kafka's produce path (docs/benchmarks.md)
   rf3         3 nodes, RF=3, min.insync.replicas=2: produce throughput with acks=1 and
@@ -578,10 +578,6 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def ratio_of_medians(values: dict[str, list[float]]) -> float:
-    return statistics.median(values["skiff"]) / statistics.median(values["kafka"])
-
-
 def ratio_interval(skiff: list[float], kafka: list[float], resamples: int = 10_000,
                    seed: int = 33) -> tuple[float, float]:
     """A 95% bootstrap interval of median(skiff) / median(kafka): how far the ratio of a
@@ -602,8 +598,6 @@ def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
     gb = records * size / 1e9
     first_counted = max(0, args.steady_rounds - args.steady_counted)
     label = f"perf-test 1p x {size} B, rounds {first_counted + 1}-{args.steady_rounds}"
-    mb_s: dict[str, list[float]] = {n: [] for n in SIDES}
-    cpu_gb: dict[str, list[float]] = {n: [] for n in SIDES}
     for rnd in range(args.steady_rounds):
         counted = rnd >= first_counted
         for name in order(rnd):
@@ -630,7 +624,6 @@ def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
                 f"total {user + system:.2f}; cores used: broker "
                 f"{(u1 - u0 + s1 - s0) / wall:.2f}, perf-test's JVM {(c1 - c0) / wall:.2f}")
             if counted:
-                mb_s[name].append(mbs)
                 table.add("steady", f"produce MB/s, {label}", "MB/s", "higher", name, mbs)
                 table.add("steady", f"broker user CPU-s per GB, {label}", "CPU-s/GB",
                           "lower", name, user)
@@ -638,15 +631,6 @@ def fig_steady(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
                           "lower", name, system)
                 table.add("steady", f"broker CPU-s per GB, {label}", "CPU-s/GB", "lower",
                           name, user + system)
-                cpu_gb[name].append(user + system)
-    for what, values in (("produce MB/s", mb_s), ("broker CPU-s per GB", cpu_gb)):
-        values = {n: [v for v in vs if v == v] for n, vs in values.items()}  # failed: NaN
-        if not all(values.values()):
-            log(f"  {what}: no ratio, a side has no counted round")
-            continue
-        low, high = ratio_interval(values["skiff"], values["kafka"])
-        log(f"  {what}: Skiff / Kafka of the medians {ratio_of_medians(values):.2f}, "
-            f"95% bootstrap interval {low:.2f}-{high:.2f} ({len(values['skiff'])} rounds each)")
 
 
 def records_for(args: argparse.Namespace, size: int) -> int:
