@@ -47,6 +47,7 @@ from broker.protocol.records import (
     CONTROL_MASK,
     LOG_OVERHEAD,
     BatchHeader,
+    HeaderFields,
     RawHeader,
     Record,
     TimestampType,
@@ -352,8 +353,17 @@ class PartitionLog:
         caller's bytes (pwritev). Control batches are refused
         (INVALID_RECORD, as Kafka answers clients) unless `allow_control` (the
         transaction markers the broker writes itself)."""
+        mv, raw, has_control = self.validator.validate(records, now_ms, allow_control)
+        return self.append_validated(mv, raw, has_control, leader_epoch, now_ms)
+
+    def append_validated(
+        self, mv: memoryview, raw: list[tuple[int, HeaderFields]], has_control: bool,
+        leader_epoch: int, now_ms: int,
+    ) -> AppendResult:
+        """append_as_leader's second half: batches `self.validator.validate` returned
+        (for a caller that checks more between the two, as the partition's producer
+        state does with the headers the validation read)."""
         validator = self.validator
-        mv, raw, has_control = validator.validate(records, now_ms, allow_control)
         markers_at: dict[int, ControlMarker] | None = None
         if has_control:
             for i, (pos, t) in enumerate(raw):

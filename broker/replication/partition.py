@@ -56,7 +56,6 @@ import bisect
 import contextlib
 import enum
 import re
-import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,13 +69,8 @@ from broker.log import AppendResult, FileSlice, PartitionLog, ProducerStateHook
 from broker.log.control import ControlMarker, encode_marker_batch, read_marker
 from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
-    MIN_BATCH_LENGTH,
     BatchHeader,
-    iter_batch_headers,
-    validate_batches,
+    HeaderFields,
 )
 from broker.replication.producer_state import (
     BatchMetadata,
@@ -93,9 +87,6 @@ PRODUCER_STATE_SCAN_BYTES = 64 << 20
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # Kafka's producer.id.expiration.check.interval.ms
 MAX_PRODUCER_SNAPSHOT_BYTES = 256 << 20
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-_PRODUCER_ID_OFFSET = 43
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
 LATEST_TIMESTAMP = -1
@@ -299,14 +290,18 @@ class Partition:
                 f"ISR {list(self.isr)} is below min.insync.replicas={self.min_insync_replicas}",
             )
         now = self.clock()
-        duplicate = self._check_producers(records, now, verify, guard)
+        log = self.log
+        # The log's checks first (framing, CRC, sizes, timestamps), then producer state
+        # against the headers they read, as Kafka's UnifiedLog.append orders them.
+        mv, raw, has_control = log.validator.validate(records, now)
+        duplicate = self._check_producers(raw, now, verify, guard)
         if duplicate is not None:
             return AppendResult(
                 duplicate.first_offset, duplicate.last_offset,
-                duplicate.timestamp if self.log.config.log_append_time else -1,
-                self.log.log_start_offset, 0, duplicate.timestamp,
+                duplicate.timestamp if log.config.log_append_time else -1,
+                log.log_start_offset, 0, duplicate.timestamp,
             )
-        result = self.log.append_as_leader(records, self.leader_epoch, now)
+        result = log.append_validated(mv, raw, has_control, self.leader_epoch, now)
         self._maybe_advance_high_watermark()
         _wake(self._log_end_waiters)  # followers long-polling for new data
         return result
@@ -341,24 +336,20 @@ class Partition:
         return self.producer_state.start_verification(
             producer_id, sequence, epoch, self.clock(), supports_epoch_bump=supports_epoch_bump)
 
-    def _check_producers(self, records: bytes | memoryview, now_ms: int, verify: bool = False,
-                         guard: VerificationGuard | None = None) -> BatchMetadata | None:
+    def _check_producers(self, raw: list[tuple[int, HeaderFields]], now_ms: int,
+                         verify: bool = False, guard: VerificationGuard | None = None
+                         ) -> BatchMetadata | None:
+        """The validated batches (headers as the log's validation read them) against the
+        producers' state: raises KafkaError, or returns the batch a retry repeats."""
         if now_ms >= self._next_producer_expiry_ms:
             self.producer_state.expire(now_ms, self.producer_id_expiration_ms)
             self._next_producer_expiry_ms = now_ms + PRODUCER_ID_EXPIRATION_CHECK_MS
-        mv = memoryview(records)
-        if len(mv) <= MAGIC_OFFSET or mv[MAGIC_OFFSET] != 2:
-            return None  # empty (the log refuses it) or magic 0/1, which carries no producer id
-        if not _may_have_producer_id(mv):
-            return None
-        headers = [h for _, h in iter_batch_headers(mv, validate_crc=False)]
-        duplicate = self.producer_state.validate(headers, verify=verify, guard=guard,
-                                                 never_written=self.log.log_end_offset == 0)
-        if duplicate is not None:
-            # Nothing will be written, so the log's checks (CRC, sizes) run here: a
-            # corrupt retry is refused, not acknowledged.
-            validate_batches(mv, self.log.config.max_message_bytes)
-        return duplicate
+        for _, t in raw:
+            if t[9] >= 0:  # a producer id: only then is a header object worth building
+                return self.producer_state.validate(
+                    [BatchHeader(*t) for _, t in raw], verify=verify, guard=guard,
+                    never_written=self.log.log_end_offset == 0)
+        return None
 
     def rebuild_producer_state(self) -> None:
         """Replay the tail of the log (reaching back to the first segment recovery
@@ -702,17 +693,3 @@ def _tail_headers(
                 marker = read_marker(seg.read_batch(pos, h), h)
             yield h, marker
 
-
-def _may_have_producer_id(mv: memoryview) -> bool:
-    """False when no batch carries a producer id, read at fixed header positions without
-    building headers (the common, non-idempotent append). Malformed input answers True:
-    the full parse then raises the error the log would."""
-    pos, end = 0, len(mv)
-    while end - pos >= HEADER_SIZE:
-        if _I64.unpack_from(mv, pos + _PRODUCER_ID_OFFSET)[0] >= 0:
-            return True
-        (length,) = _I32.unpack_from(mv, pos + 8)
-        if length < MIN_BATCH_LENGTH:
-            return True
-        pos += length + LOG_OVERHEAD
-    return pos != end

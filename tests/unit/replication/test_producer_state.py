@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 import broker.replication.partition as partition_mod
 from broker.errors import KafkaError
 from broker.log import LogConfig, PartitionLog, TopicPartition
+from broker.protocol.legacy import build_message_set
 from broker.protocol.records import (
     CONTROL_MASK,
     BatchHeader,
@@ -422,9 +423,6 @@ def test_idempotent_batch_behind_a_plain_one_is_still_checked(tmp_path: Path) ->
     plog = open_log(tmp_path / "t-0")
     part = leader(plog)
     plain = build_batch([Record(timestamp=TS, value=b"p")])
-    assert not partition_mod._may_have_producer_id(memoryview(plain + plain))
-    assert partition_mod._may_have_producer_id(memoryview(plain + idem_batch(0)))
-    assert partition_mod._may_have_producer_id(memoryview(plain + plain[:-3]))
     part.append_as_leader(plain + idem_batch(0), required_acks=1)
     with pytest.raises(KafkaError) as info:
         part.append_as_leader(plain + idem_batch(5), required_acks=1)
@@ -439,11 +437,33 @@ def test_idempotent_batch_behind_a_plain_one_is_still_checked(tmp_path: Path) ->
 def test_magic_0_and_1_records_pass_the_producer_check(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0")
     part = leader(plog)
-    assert part._check_producers(b"", TS) is None
-    legacy = bytes(16) + bytes([1]) + bytes(20)
-    assert part._check_producers(legacy, TS) is None
+    part.append_as_leader(idem_batch(0), required_acks=1)
+    for magic in (0, 1):
+        legacy = build_message_set([(None, b"old", TS)], magic=magic)
+        assert part.append_as_leader(legacy, required_acks=1).base_offset == 1 + magic
+    assert part.append_as_leader(idem_batch(1), required_acks=1).base_offset == 3
     plog.close()
 
+
+def test_log_checks_come_before_the_producer_checks(tmp_path: Path) -> None:
+    """Kafka's UnifiedLog.append: a batch the log refuses is refused for that, whatever its
+    sequence says (here a corrupt CRC on an out-of-order batch and on a retry)."""
+    plog = open_log(tmp_path / "t-0")
+    part = leader(plog)
+    first = idem_batch(0)
+    part.append_as_leader(first, required_acks=1)
+    for batch in (idem_batch(7), first):
+        corrupt = bytearray(batch)
+        corrupt[-1] ^= 0xFF
+        with pytest.raises(KafkaError) as info:
+            part.append_as_leader(bytes(corrupt), required_acks=1)
+        assert info.value.error_code is ErrorCode.corrupt_message
+    with pytest.raises(KafkaError) as info:
+        part.append_as_leader(idem_batch(7), required_acks=1)
+    assert info.value.error_code is ErrorCode.out_of_order_sequence_number
+    assert part.append_as_leader(first, required_acks=1).base_offset == 0  # the retry
+    assert plog.log_end_offset == 1
+    plog.close()
 
 
 # ---- snapshots at close ---------------------------------------------------------------------
