@@ -71,17 +71,81 @@ def set_correlation_id(frame: bytearray, correlation_id: int) -> None:
 
 def produce_frame(topic: str, partitions: Sequence[int], records_per_batch: int, size: int,
                   *, acks: int = -1, timeout_ms: int = 30_000,
-                  timestamp_ms: int | None = None, value: bytes | None = None) -> bytes:
-    """One Produce v9 request (correlation id 0) with the same batch for every partition."""
+                  timestamp_ms: int | None = None, value: bytes | None = None,
+                  producer_id: int = -1, producer_epoch: int = -1) -> bytes:
+    """One Produce v9 request (correlation id 0) with the same batch for every partition
+    (with a producer id, every batch has base sequence 0: see IdempotentFrame)."""
     now = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     payload = os.urandom(size) if value is None else value
-    batch = Records(build_batch([Record(timestamp=now, value=payload)] * records_per_batch))
+    batch = Records(build_batch([Record(timestamp=now, value=payload)] * records_per_batch,
+                                producer_id=producer_id, producer_epoch=producer_epoch,
+                                base_sequence=0 if producer_id >= 0 else -1))
     request = ProduceRequest(
         transactional_id=None, acks=i16(acks),
         timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
         topic_data=(TopicProduceData(name=TopicName(topic), partition_data=tuple(
             PartitionProduceData(index=i32(p), records=batch) for p in partitions)),))
     return encode_request(request, 0, client_id=CLIENT_ID)
+
+
+# In a v2 batch: batchLength at 8, crc at 17 (covering attributes at 21 to the end), the
+# producer id at 43 and the base sequence at 53.
+BATCH_LENGTH_AT, CRC_AT, CRC_FROM, PRODUCER_ID_AT, BASE_SEQUENCE_AT = 8, 17, 21, 43, 53
+
+
+class IdempotentFrame:
+    """A Produce frame from produce_frame with a producer id, whose batches are given the
+    next base sequence of their partition before each send (and their CRC again), as an
+    idempotent producer (enable.idempotence=true, the Java client's default) sends them."""
+
+    def __init__(self, frame: bytes, batch: bytes, partitions: int,
+                 records_per_batch: int) -> None:
+        self.frame = bytearray(frame)
+        self.records_per_batch = records_per_batch
+        self.batches: list[int] = []  # each batch's start in the frame
+        at = self.frame.find(batch)
+        while at >= 0:
+            self.batches.append(at)
+            at = self.frame.find(batch, at + len(batch))
+        if len(self.batches) != partitions:
+            raise AssertionError(f"{len(self.batches)} batches found for {partitions} partitions")
+        self.next_sequence = 0
+
+    def next(self) -> bytearray:
+        import crc32c
+
+        view = memoryview(self.frame)
+        for start in self.batches:
+            (length,) = SIZE.unpack_from(view, start + BATCH_LENGTH_AT)
+            SIZE.pack_into(view, start + BASE_SEQUENCE_AT, self.next_sequence)
+            struct.pack_into(">I", view, start + CRC_AT,
+                             crc32c.crc32c(view[start + CRC_FROM:start + 12 + length]))
+        self.next_sequence = (self.next_sequence + self.records_per_batch) & 0x7FFF_FFFF
+        return self.frame
+
+
+def init_producer_id(bootstrap: str) -> tuple[int, int]:
+    """(producer id, epoch) of a new idempotent producer (InitProducerId v4, no txn id)."""
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+
+    request = InitProducerIdRequest(
+        transactional_id=None, transaction_timeout=i32Timedelta.parse(
+            datetime.timedelta(milliseconds=60_000)),
+        producer_id=i64(-1), producer_epoch=i16(-1))
+    deadline = time.monotonic() + 60
+    while True:  # a broker loads its transaction state on first use (Kafka: a new topic)
+        with _connect(bootstrap) as sock:
+            sock.sendall(encode_request(request, 0, client_id=CLIENT_ID))
+            _, response = decode_response(22, 4, bytes(FrameReader(sock).next()))
+        if response.error_code is ErrorCode.none:
+            break
+        if (response.error_code not in (ErrorCode.coordinator_load_in_progress,
+                                        ErrorCode.coordinator_not_available,
+                                        ErrorCode.not_coordinator)
+                or time.monotonic() > deadline):
+            raise RuntimeError(f"InitProducerId: {response.error_code.name.upper()}")
+        time.sleep(0.2)
+    return int(response.producer_id), int(response.producer_epoch)
 
 
 @dataclass(frozen=True)
@@ -206,10 +270,11 @@ class ReplayResult:
         return self.records / self.wall_s if self.wall_s else 0.0
 
 
-def _produce_connection(bootstrap: str, frame: bytes, requests: int, seconds: float,
-                        inflight: int, check_every: int, start: threading.Barrier,
-                        out: dict[str, Any]) -> None:
-    buf = bytearray(frame)
+def _produce_connection(bootstrap: str, frame: bytes | IdempotentFrame, requests: int,
+                        seconds: float, inflight: int, check_every: int,
+                        start: threading.Barrier, out: dict[str, Any]) -> None:
+    idempotent = frame if isinstance(frame, IdempotentFrame) else None
+    buf = bytearray(frame) if idempotent is None else idempotent.frame
     sent = received = 0
     errors: list[str] = []
     sock = _connect(bootstrap)
@@ -218,6 +283,8 @@ def _produce_connection(bootstrap: str, frame: bytes, requests: int, seconds: fl
         start.wait()
         deadline = time.monotonic() + seconds
         while sent < min(inflight, requests):
+            if idempotent is not None:
+                idempotent.next()
             set_correlation_id(buf, sent)
             sock.sendall(buf)
             sent += 1
@@ -230,6 +297,8 @@ def _produce_connection(bootstrap: str, frame: bytes, requests: int, seconds: fl
                 errors += produce_errors(bytes(view))
             received += 1
             if sent < requests and time.monotonic() < deadline:
+                if idempotent is not None:
+                    idempotent.next()
                 set_correlation_id(buf, sent)
                 sock.sendall(buf)
                 sent += 1
@@ -243,17 +312,33 @@ def _produce_connection(bootstrap: str, frame: bytes, requests: int, seconds: fl
 def replay_produce(bootstrap: str, topic: str, partitions: Sequence[int], *,
                    connections: int = 3, inflight: int = 5, records_per_batch: int = 16,
                    size: int = 1000, acks: int = -1, requests: int | None = None,
-                   seconds: float | None = None, check_every: int = 64) -> ReplayResult:
+                   seconds: float | None = None, check_every: int = 64,
+                   idempotent: bool = False) -> ReplayResult:
     """Produce until `requests` requests were answered (spread over the connections) or
-    `seconds` passed. Connection c carries partitions p with p % connections == c."""
+    `seconds` passed. Connection c carries partitions p with p % connections == c.
+    `idempotent`: each connection is a producer of its own (InitProducerId), whose batches
+    carry its id and consecutive sequences; the replayer then computes each batch's CRC
+    per request (crc32c, about a microsecond per 16 KB)."""
     if requests is None and seconds is None:
         raise ValueError("give requests or seconds")
     shares = [[p for i, p in enumerate(partitions) if i % connections == c]
               for c in range(connections)]
     shares = [s for s in shares if s]
     value = os.urandom(size)
-    frames = [produce_frame(topic, s, records_per_batch, size, acks=acks, value=value)
-              for s in shares]
+    frames: list[bytes | IdempotentFrame] = []
+    for s_ in shares:
+        if idempotent:
+            pid, epoch = init_producer_id(bootstrap)
+            now = int(time.time() * 1000)
+            batch = build_batch([Record(timestamp=now, value=value)] * records_per_batch,
+                                producer_id=pid, producer_epoch=epoch, base_sequence=0)
+            frames.append(IdempotentFrame(
+                produce_frame(topic, s_, records_per_batch, size, acks=acks, value=value,
+                              producer_id=pid, producer_epoch=epoch, timestamp_ms=now),
+                batch, len(s_), records_per_batch))
+        else:
+            frames.append(produce_frame(topic, s_, records_per_batch, size, acks=acks,
+                                        value=value))
     per_conn = ([(requests + len(shares) - 1 - c) // len(shares) for c in range(len(shares))]
                 if requests is not None else [1 << 62] * len(shares))
     start = threading.Barrier(len(shares) + 1)
@@ -434,13 +519,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--acks", type=int, default=-1)
     ap.add_argument("--seconds", type=float, default=20.0, help="produce for this long")
     ap.add_argument("--broker-pid", type=int, help="for the broker's CPU figures")
+    ap.add_argument("--idempotent", action="store_true",
+                    help="batches with a producer id and sequences, as the Java client sends")
     args = ap.parse_args(argv)
     parts = list(range(args.partitions))
     cpu0 = _cpu_s(args.broker_pid)
     if args.mode == "produce":
         r = replay_produce(args.bootstrap, args.topic, parts, connections=args.connections,
                            inflight=args.inflight, records_per_batch=args.batch_records,
-                           size=args.size, acks=args.acks, seconds=args.seconds)
+                           size=args.size, acks=args.acks, seconds=args.seconds,
+                           idempotent=args.idempotent)
     else:
         r = replay_fetch(args.bootstrap, args.topic, end_offsets(args.bootstrap, args.topic, parts),
                          connections=args.connections)

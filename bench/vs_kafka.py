@@ -824,7 +824,8 @@ def replay_case(side: Side, args: argparse.Namespace,
     r = replay.replay_produce(side.bootstrap, topic, range(args.partitions),
                               connections=args.replay_connections, inflight=args.replay_inflight,
                               records_per_batch=per_batch, size=args.replay_size,
-                              seconds=args.replay_seconds)
+                              seconds=args.replay_seconds,
+                              idempotent=args.replay_idempotent)
     cpu1 = side.cpu_s()
     if spy is not None and profile_to is not None:
         _, err = spy.communicate(timeout=120)
@@ -855,6 +856,11 @@ def replay_case(side: Side, args: argparse.Namespace,
             "fetch_client_cores": f.client_cpu_s / f.wall_s if f.wall_s else 0.0}
 
 
+def replay_label(args: argparse.Namespace) -> str:
+    return (f"{args.replay_size} B, {args.partitions} partitions"
+            + (", idempotent" if args.replay_idempotent else ""))
+
+
 def fig_replay(sides: dict[str, Side], args: argparse.Namespace, table: Table) -> None:
     profiled = False
     for rep in range(args.repeats + (0 if args.no_warmup else 1)):
@@ -871,8 +877,7 @@ def fig_replay(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
                 f"{r['fetch_cpu_gb']:.2f} CPU-s/GB (replayer {r['fetch_client_cores']:.2f})")
             if not counted:
                 continue
-            label = f"{args.replay_size} B, {args.partitions} partitions"
-            table.add("replay", f"produce MB/s, {label}", "MB/s", "higher", name,
+            table.add("replay", f"produce MB/s, {replay_label(args)}", "MB/s", "higher", name,
                       r["produce_mbs"])
             table.add("replay", "broker cores during produce", "cores", "higher", name,
                       r["produce_cores"])
@@ -899,8 +904,7 @@ def fig_replay(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
                           "skiff", r["produce_cores"])
         finally:
             pin(skiff.pids()[0], every)
-        free = table.rows.get(("replay", f"produce MB/s, {args.replay_size} B, "
-                                         f"{args.partitions} partitions"))
+        free = table.rows.get(("replay", f"produce MB/s, {replay_label(args)}"))
         one = table.rows.get(("replay", f"skiff pinned to 1 core: produce MB/s "
                                         f"(CPU {args.taskset})"))
         if free and one and free.value("skiff") and one.value("skiff"):
@@ -1191,6 +1195,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                     help="bytes of records per batch (the Java producer's batch.size)")
     ap.add_argument("--replay-connections", type=int, default=3)
     ap.add_argument("--replay-inflight", type=int, default=5)
+    ap.add_argument("--replay-idempotent", action="store_true",
+                    help="replayed batches carry a producer id and sequences per connection")
     ap.add_argument("--taskset", help="also run the replay with the Skiff broker pinned to "
                     "this CPU list (taskset -a on the broker only), e.g. 1")
     ap.add_argument("--py-spy", metavar="PATH", help="record a py-spy profile (raw collapsed "

@@ -117,3 +117,34 @@ def test_produce_answers_report_their_errors() -> None:
     buf.write(b"\0")  # the flexible response header's tagged fields
     entity_writer(ProduceResponse)(buf, response)
     assert replay.produce_errors(buf.getvalue()) == ["t-1: NOT_LEADER_OR_FOLLOWER"]
+
+
+def test_an_idempotent_frame_gives_each_send_the_next_sequences_and_a_valid_crc() -> None:
+    value = bytes(range(50))
+    batch = build_batch([Record(timestamp=1_700_000_000_000, value=value)] * 4,
+                        producer_id=41, producer_epoch=2, base_sequence=0)
+    frame = replay.produce_frame("t", [0, 3], 4, 50, timestamp_ms=1_700_000_000_000,
+                                 value=value, producer_id=41, producer_epoch=2)
+    idempotent = replay.IdempotentFrame(frame, batch, 2, 4)
+    for expected in (0, 4, 8):
+        sent = idempotent.next()
+        _, request = decode(sent, ProduceRequest)
+        assert isinstance(request, ProduceRequest)
+        for p in request.topic_data[0].partition_data:
+            assert p.records is not None
+            (h,) = [h for h, _ in iter_batches(p.records)]  # CRC checked
+            assert (h.producer_id, h.producer_epoch, h.base_sequence) == (41, 2, expected)
+            assert [r.value for r in decode_records(p.records)] == [value] * 4
+
+
+def test_an_idempotent_frame_must_find_every_partition_batch() -> None:
+    batch = build_batch([Record(timestamp=1, value=b"x")], producer_id=1, producer_epoch=0,
+                        base_sequence=0)
+    frame = replay.produce_frame("t", [0], 1, 1, timestamp_ms=1, value=b"x",
+                                 producer_id=1, producer_epoch=0)
+    try:
+        replay.IdempotentFrame(frame, batch, 2, 1)
+    except AssertionError as e:
+        assert "1 batches found for 2 partitions" in str(e)
+    else:
+        raise AssertionError("a frame with fewer batches than partitions was accepted")
