@@ -46,7 +46,7 @@ from kio.schema.produce.v9.request import (  # noqa: E402
     ProduceRequest,
     TopicProduceData,
 )
-from kio.schema.types import TopicName  # noqa: E402
+from kio.schema.types import ProducerId, TopicName  # noqa: E402
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64  # noqa: E402
 
 from broker.protocol.records import Record, build_batch  # noqa: E402
@@ -131,7 +131,7 @@ def init_producer_id(bootstrap: str) -> tuple[int, int]:
     request = InitProducerIdRequest(
         transactional_id=None, transaction_timeout=i32Timedelta.parse(
             datetime.timedelta(milliseconds=60_000)),
-        producer_id=i64(-1), producer_epoch=i16(-1))
+        producer_id=ProducerId(-1), producer_epoch=i16(-1))
     deadline = time.monotonic() + 60
     while True:  # a broker loads its transaction state on first use (Kafka: a new topic)
         with _connect(bootstrap) as sock:
@@ -274,7 +274,7 @@ def _produce_connection(bootstrap: str, frame: bytes | IdempotentFrame, requests
                         seconds: float, inflight: int, check_every: int,
                         start: threading.Barrier, out: dict[str, Any]) -> None:
     idempotent = frame if isinstance(frame, IdempotentFrame) else None
-    buf = bytearray(frame) if idempotent is None else idempotent.frame
+    buf = frame.frame if isinstance(frame, IdempotentFrame) else bytearray(frame)
     sent = received = 0
     errors: list[str] = []
     sock = _connect(bootstrap)
