@@ -5,8 +5,9 @@ request. For "measure before and after": A is the code before a change, B after 
 Each case is PARTITIONSxRECORDSxSIZExINFLIGHT: one Produce request carries a batch of
 RECORDS records of SIZE bytes for each of PARTITIONS partitions (of a 6-partition topic),
 with INFLIGHT requests in flight on each of `--connections` connections (bench/replay.py,
-acks=all). Round 0 is a warm-up, not counted; the order alternates between rounds; each
-case gets a fresh topic, deleted after it.
+acks=all; `--idempotent`: as Kafka's Java producer sends them, a producer id per
+connection and consecutive sequences). Round 0 is a warm-up, not counted; the order
+alternates between rounds; each case gets a fresh topic, deleted after it.
 
     PYTHONPATH=. python bench/ab_replay.py --a /path/to/checkout-before --b .
 """
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=4.0, help="per case and round")
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--ports", type=int, default=19500, help="A's first port; B's is +100")
+    ap.add_argument("--idempotent", action="store_true",
+                    help="batches with a producer id per connection and sequences (replay.py)")
     args = ap.parse_args(argv)
     cases = [parse_case(c) for c in args.cases.split(",")]
     work = Path(tempfile.mkdtemp(prefix="skiff-ab-"))
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                     r = replay.replay_produce(
                         bootstrap, topic, list(range(parts)), connections=args.connections,
                         inflight=inflight, records_per_batch=records, size=size, acks=-1,
-                        seconds=args.seconds)
+                        seconds=args.seconds, idempotent=args.idempotent)
                     cpu1 = broker_cpu_s(proc.pid) or 0.0
                     vs_kafka.delete_topic(bootstrap, topic)
                     if r.errors:
