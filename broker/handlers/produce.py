@@ -305,5 +305,5 @@ async def handle(node: TxnBrokerServices, ctx: RequestContext, request: Any
         NodeEndpoint(b, host, port, rack)
         for b, host, port, rack in leader_endpoints(image, ctx.listener_name, leaders)
     ] if leaders else []
-    return ResponseChunks([encode_produce_response(version, topics, throttle_ms, endpoints)],
-                          throttle_ms=throttle_ms)
+    return ResponseChunks.of_bytes(
+        encode_produce_response(version, topics, throttle_ms, endpoints), throttle_ms)

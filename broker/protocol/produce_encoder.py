@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Final, NamedTuple
+from dataclasses import dataclass
+from typing import Final
 from uuid import UUID
 
 from broker.protocol.wire import (
@@ -40,10 +41,14 @@ _II: Final = struct.Struct(">ii")
 _I64: Final = struct.Struct(">q")
 _PARTITION_HEAD: Final = struct.Struct(">ihqq")  # index, error, base offset, append time
 _PARTITION_HEAD_V0: Final = struct.Struct(">ihq")  # index, error, base offset
+# v9+ (flexible), appended: index, error 0, base offset, append time, log start offset,
+# then the empty record_errors, the null error_message and no tagged fields
+_PARTITION_APPENDED: Final = struct.Struct(">ihqqqBBB")
 _ZERO_UUID: Final = UUID(int=0)
 
 
-class ProducePartition(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProducePartition:
     partition_index: int
     error_code: int = 0
     base_offset: int = -1
@@ -56,12 +61,36 @@ class ProducePartition(NamedTuple):
     current_leader: tuple[int, int] = (-1, -1)
     """(leader_id, leader_epoch), v10+."""
 
+    # Written out, as are ProduceTopic's: built per partition of every answer, where a
+    # NamedTuple's __new__ or dataclass's own __init__ would run interpreted (native.py).
+    def __init__(
+        self, partition_index: int, error_code: int = 0, base_offset: int = -1,
+        log_append_time_ms: int = -1, log_start_offset: int = -1,
+        record_errors: Sequence[tuple[int, str | None]] = (), error_message: str | None = None,
+        current_leader: tuple[int, int] = (-1, -1),
+    ) -> None:
+        object.__setattr__(self, "partition_index", partition_index)
+        object.__setattr__(self, "error_code", error_code)
+        object.__setattr__(self, "base_offset", base_offset)
+        object.__setattr__(self, "log_append_time_ms", log_append_time_ms)
+        object.__setattr__(self, "log_start_offset", log_start_offset)
+        object.__setattr__(self, "record_errors", record_errors)
+        object.__setattr__(self, "error_message", error_message)
+        object.__setattr__(self, "current_leader", current_leader)
 
-class ProduceTopic(NamedTuple):
+
+@dataclass(frozen=True, slots=True)
+class ProduceTopic:
     name: str
     partitions: Sequence[ProducePartition]
     topic_id: UUID | None = None
     """v13+: written instead of the name (None: the zero id)."""
+
+    def __init__(self, name: str, partitions: Sequence[ProducePartition],
+                 topic_id: UUID | None = None) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "partitions", partitions)
+        object.__setattr__(self, "topic_id", topic_id)
 
 
 def encode_produce_response(
@@ -82,6 +111,15 @@ def encode_produce_response(
             buf += string(t.name, flexible)
         buf += array_length(len(t.partitions), flexible)
         for p in t.partitions:
+            if (flexible and p.error_code == 0 and not p.record_errors
+                    and p.error_message is None
+                    and (version < 10 or p.current_leader == (-1, -1))):
+                # The answer of nearly every append, in one pack: no record errors (an
+                # empty compact array), no message (null), no tagged fields.
+                buf += _PARTITION_APPENDED.pack(
+                    p.partition_index, 0, p.base_offset, p.log_append_time_ms,
+                    p.log_start_offset, 1, 0, 0)
+                continue
             if version >= 2:
                 buf += _PARTITION_HEAD.pack(
                     p.partition_index, p.error_code, p.base_offset, p.log_append_time_ms)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import io
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -97,14 +98,29 @@ def kio_bytes(version: int, ts: list[ProduceTopic], throttle_ms: int,
 def test_bytes_equal_kio(version: int, ts: list[ProduceTopic], throttle_ms: int,
                          eps: list[NodeEndpoint]) -> None:
     if version < 8:  # fields the version cannot carry
-        ts = [t._replace(partitions=[p._replace(record_errors=(), error_message=None)
+        ts = [replace(t, partitions=[replace(p, record_errors=(), error_message=None)
                                      for p in t.partitions]) for t in ts]
     if version < 10:
-        ts = [t._replace(partitions=[p._replace(current_leader=(-1, -1))
+        ts = [replace(t, partitions=[replace(p, current_leader=(-1, -1))
                                      for p in t.partitions]) for t in ts]
         eps = []
     assert encode_produce_response(version, ts, throttle_ms, eps) == kio_bytes(
         version, ts, throttle_ms, eps)
+
+
+@pytest.mark.parametrize("version", range(MIN_VERSION, MAX_VERSION + 1))
+def test_appended_partitions_equal_kio(version: int) -> None:
+    """The common answer (no error, no record errors, no message, no leader hint), which
+    flexible versions write in one pack, beside partitions that take the long way."""
+    appended = [ProducePartition(i, 0, 1000 * i, -1 if i % 2 else 1_700_000_000_000, 7)
+                for i in range(3)]
+    others = [ProducePartition(9, 6, -1, -1, -1, current_leader=(2, 5) if version >= 10
+                               else (-1, -1))]
+    if version >= 8:
+        others.append(ProducePartition(8, 87, -1, -1, -1, record_errors=[(0, "bad")],
+                                       error_message="invalid record"))
+    ts = [ProduceTopic("t", appended + others, topic_id=None), ProduceTopic("u", appended[:1])]
+    assert encode_produce_response(version, ts, 5) == kio_bytes(version, ts, 5, [])
 
 
 def test_versions_outside_the_range_are_refused() -> None:
