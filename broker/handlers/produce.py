@@ -81,6 +81,8 @@ _I32 = struct.Struct(">i")
 def has_transactional_batch(records: bytes | memoryview) -> bool:
     """Whether any v2 batch of `records` has the transactional attribute, read at fixed
     header positions (no parsing; malformed input is left to the log's checks)."""
+    if isinstance(records, bytes):  # as kio parses a request
+        return _has_transactional_bytes(records)
     mv = memoryview(records)
     pos, end = 0, len(mv)
     while end - pos >= HEADER_SIZE:
@@ -89,6 +91,25 @@ def has_transactional_batch(records: bytes | memoryview) -> bool:
         if _I16.unpack_from(mv, pos + _ATTRIBUTES_OFFSET)[0] & TRANSACTIONAL_MASK:
             return True
         (length,) = _I32.unpack_from(mv, pos + 8)
+        if length < MIN_BATCH_LENGTH:
+            return False
+        pos += length + LOG_OVERHEAD
+    return False
+
+
+def _has_transactional_bytes(data: bytes) -> bool:
+    """has_transactional_batch with compiled bytes indexing: a struct unpack per batch cost
+    more than the rest of the loop (2.3% of a replayed produce's user CPU)."""
+    pos, end = 0, len(data)
+    while end - pos >= HEADER_SIZE:
+        if data[pos + MAGIC_OFFSET] != 2:
+            return False
+        if data[pos + _ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:  # attributes' low byte
+            return True
+        if data[pos + 8] & 0x80:
+            return False  # a negative batch length
+        length = ((data[pos + 8] << 24) | (data[pos + 9] << 16) | (data[pos + 10] << 8)
+                  | data[pos + 11])
         if length < MIN_BATCH_LENGTH:
             return False
         pos += length + LOG_OVERHEAD

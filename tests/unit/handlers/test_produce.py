@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from broker.handlers import produce
 from broker.log.control import encode_marker_batch
 from broker.protocol.compression import Compression
 from broker.protocol.legacy import build_message_set
@@ -260,3 +263,28 @@ def test_v12_in_a_transaction_needs_transactions_v2(node: TestNode) -> None:
         resp = await produce_answer(node, 12, produce_request(12, "t", 0, records(b"y")))
         assert resp.responses[0].partition_responses[0].error_code is ErrorCode.none
     run(go())
+
+
+@settings(max_examples=200, deadline=None)
+@given(kinds=st.lists(st.booleans(), max_size=4), cut=st.integers(0, 80),
+       length=st.sampled_from([None, -5, 3, 10**6]))
+def test_transactional_batches_are_found_in_bytes_and_in_views(
+        kinds: list[bool], cut: int, length: int | None) -> None:
+    """has_transactional_batch reads bytes (as kio parses a request) and other buffers
+    alike: the first transactional batch is found, a malformed tail is left to the log."""
+    batches = [build_batch([Record(timestamp=1, value=b"v%d" % i)], producer_id=3,
+                           producer_epoch=0, base_sequence=i, is_transactional=t)
+               for i, t in enumerate(kinds)]
+    data = b"".join(batches)
+    if cut:
+        data = data[: max(0, len(data) - cut)]
+    if length is not None and data:
+        data = data[:8] + length.to_bytes(4, "big", signed=True) + data[12:]
+    if length is not None and data:  # the first batch's length broken: read no further
+        expected = len(data) >= 61 and kinds[0]
+    else:  # every batch whose 61-byte header is there is read, up to the first one found
+        starts = [sum(len(b) for b in batches[:i]) for i in range(len(batches))]
+        expected = any(t for start, t in zip(starts, kinds, strict=True)
+                       if start + 61 <= len(data))
+    assert produce.has_transactional_batch(data) is expected
+    assert produce.has_transactional_batch(memoryview(bytearray(data))) is expected
