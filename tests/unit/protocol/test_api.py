@@ -148,3 +148,24 @@ def test_parse_request_never_raises_anything_but_frame_error(tail: bytes,
     frame = struct.pack(">hh", *kv) + tail
     with contextlib.suppress(FrameError):
         parse_request(frame)
+
+
+def test_a_parsed_request_keeps_nothing_of_the_frame_it_was_read_from() -> None:
+    """The server hands _accept_frame a view of the frame reader's scratch buffer, which
+    the next receive overwrites (copy_small=False): every field of the parsed request must
+    be a copy, records and raw bytes included."""
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+
+    from bench import replay
+    from broker.testing.wire import encode_request
+
+    frames = [replay.produce_frame("topic", [0, 1], 3, 20, value=b"v" * 20)[4:],
+              encode_request(SaslAuthenticateRequest(auth_bytes=b"\0user\0secret"), 7)[4:]]
+    for frame in frames:
+        scratch = bytearray(frame)
+        view = memoryview(scratch).toreadonly()
+        parsed = parse_request(view)
+        expected = parse_request(bytes(frame))
+        del view
+        scratch[:] = b"\xff" * len(scratch)
+        assert parsed == expected
