@@ -398,3 +398,19 @@ def test_bad_socket_settings_are_refused() -> None:
         ServerConfig(receive_buffer_bytes=-2)
     with pytest.raises(ValueError, match=r"socket\.listen\.backlog\.size"):
         ServerConfig(listen_backlog=0)
+
+
+def test_per_request_debug_lines_are_built_only_when_debug_is_on() -> None:
+    import logging
+
+    import structlog
+
+    from broker.server.server import _debug_enabled
+
+    def at(level: int) -> Any:
+        return structlog.wrap_logger(structlog.ReturnLogger(),
+                                     wrapper_class=structlog.make_filtering_bound_logger(level))
+
+    assert not _debug_enabled(at(logging.INFO).bind(connection="c"))
+    assert _debug_enabled(at(logging.DEBUG).bind(connection="c"))
+    assert _debug_enabled(logging.getLogger("any"))  # a logger that cannot say: asked
