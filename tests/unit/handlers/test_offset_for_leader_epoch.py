@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.handlers import offset_for_leader_epoch
 from broker.protocol.kio_build import build
-from broker.testing.inprocess_cluster import Cluster, batch, run
+from broker.testing.inprocess_cluster import FAST, Cluster, batch, run
 from tests.unit.handlers.conftest import make_ctx, roundtrip
 from tests.unit.handlers.datapath import schema_module
 
@@ -30,7 +31,11 @@ def request(version: int, *parts: tuple[str, int, int, int]) -> Any:
 @pytest.mark.parametrize("version", [2, 3, 4])
 def test_end_offsets_by_epoch_and_errors(tmp_path: Path, version: int) -> None:
     async def main() -> None:
-        c = Cluster(tmp_path, ids=(1, 2))
+        # The follower must still be in the ISR when the leader is fenced: a lag time far
+        # above any stall (at FAST's 400 ms, one CI run under load shrank the ISR first,
+        # and the fence left the partition without a leader).
+        c = Cluster(tmp_path, ids=(1, 2),
+                    settings=dataclasses.replace(FAST, lag_time_max_ms=30_000))
         await c.start()
         try:
             await c.create_topic("t", [1, 2])
