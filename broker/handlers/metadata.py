@@ -309,7 +309,7 @@ async def handle(node: BrokerServices, ctx: RequestContext, request: Any) -> Any
             entity_writer(type(answer))(buf, answer)
             return buf.getvalue()
 
-        return ResponseChunks([await asyncio.to_thread(encode_all)])
+        return ResponseChunks.of_bytes(await asyncio.to_thread(encode_all))
     return _answer(node, ctx, request, mod, version, image, listener, all_topics, wanted,
                    allow_auto, describable, creatable, topic_ops)
 

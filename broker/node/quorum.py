@@ -210,7 +210,7 @@ class MetadataQuorumDriver:
     async def _handle(self, node: object, ctx: RequestContext, request: Any) -> Any:
         response = await self.driver.handle_request(ctx.api_key, ctx.api_version, request)
         if isinstance(response, bytes):  # a Fetch answer from raft's narrow encoder
-            return ResponseChunks([response])
+            return ResponseChunks.of_bytes(response)
         return response
 
     # ---- RaftListener ------------------------------------------------------------------

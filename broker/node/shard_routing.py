@@ -741,7 +741,7 @@ def forward_to_node(channel_of: ChannelOf, api_key: int) -> BoundEntry:
             return None
         if answer[0] == "mute":
             return NoResponse(answer[1])
-        return ResponseChunks([answer[1]], throttle_ms=answer[2])
+        return ResponseChunks.of_bytes(answer[1], answer[2])
 
     return BoundEntry(api_key, handle)
 

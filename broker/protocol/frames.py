@@ -78,9 +78,9 @@ class ResponseChunks:
 
     @classmethod
     def of_bytes(cls, body: bytes, throttle_ms: int = 0) -> ResponseChunks:
-        """A body of one byte string: what `ResponseChunks([body], throttle_ms)` builds,
-        without its per-part checks (a Produce answer per request; this module runs
-        interpreted, where that loop cost ~2 us)."""
+        """A body of one byte string (an answer encoded whole): what
+        `ResponseChunks([body], throttle_ms)` builds, without its per-part checks (this
+        module runs interpreted, where that loop cost ~2 us, once per Produce answer)."""
         self = cls.__new__(cls)
         self._parts = [body] if body else []
         self.size = len(body)
