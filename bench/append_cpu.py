@@ -27,6 +27,7 @@ import argparse
 import os
 import random
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -35,12 +36,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from log_bench import make_batches
+from replay import stamp_sequence
 
 from broker.log import LogConfig, PartitionLog, TopicPartition
 from broker.protocol.records import BatchHeader, iter_batches
 from broker.replication.partition import Partition
 
 NOW_MS = 1_700_000_000_000
+PRODUCER_ID_AT = 43  # producerId int64, then producerEpoch int16
+PRODUCER = struct.Struct(">qh")
 
 
 def _no_pwritev(fd: int, buffers: list[bytes | bytearray | memoryview], position: int) -> int:
@@ -53,17 +57,13 @@ def _no_pwrite(fd: int, data: bytes | bytearray | memoryview, position: int) -> 
 
 def with_sequences(batches: list[bytes], producer_id: int) -> list[bytes]:
     """Each batch again with `producer_id`, epoch 0 and consecutive sequences."""
-    import struct
-
-    import crc32c
-
     out: list[bytes] = []
     sequence = 0
     for b in batches:
         h: BatchHeader = next(iter(iter_batches(b)))[0]
         x = bytearray(b)
-        struct.pack_into(">qhi", x, 43, producer_id, 0, sequence)
-        struct.pack_into(">I", x, 17, crc32c.crc32c(memoryview(x)[21:]))
+        PRODUCER.pack_into(x, PRODUCER_ID_AT, producer_id, 0)
+        stamp_sequence(x, 0, sequence)
         out.append(bytes(x))
         sequence += h.records_count
     return out

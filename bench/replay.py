@@ -49,7 +49,7 @@ from kio.schema.produce.v9.request import (  # noqa: E402
 from kio.schema.types import ProducerId, TopicName  # noqa: E402
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64  # noqa: E402
 
-from broker.protocol.records import Record, build_batch  # noqa: E402
+from broker.protocol.records import LOG_OVERHEAD, Record, batch_crc, build_batch  # noqa: E402
 from broker.testing.wire import decode_response, encode_request  # noqa: E402
 
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
@@ -59,6 +59,7 @@ CORRELATION_ID_AT = 8
 CLIENT_ID = "skiff-replay"
 SIZE = struct.Struct(">i")
 OFFSET = struct.Struct(">q")
+CRC = struct.Struct(">I")
 # Fetch offsets are found in the encoded request by encoding these first, one per partition.
 _SENTINEL_BASE = 0x5EED_0000_0000_0000
 
@@ -88,9 +89,15 @@ def produce_frame(topic: str, partitions: Sequence[int], records_per_batch: int,
     return encode_request(request, 0, client_id=CLIENT_ID)
 
 
-# In a v2 batch: batchLength at 8, crc at 17 (covering attributes at 21 to the end), the
-# producer id at 43 and the base sequence at 53.
-BATCH_LENGTH_AT, CRC_AT, CRC_FROM, PRODUCER_ID_AT, BASE_SEQUENCE_AT = 8, 17, 21, 43, 53
+# In a v2 batch: batchLength at 8, crc at 17, the base sequence at 53.
+BATCH_LENGTH_AT, CRC_AT, BASE_SEQUENCE_AT = 8, 17, 53
+
+
+def stamp_sequence(buf: bytearray | memoryview, start: int, sequence: int) -> None:
+    """Give the v2 batch at `start` of `buf` base sequence `sequence`, and its CRC again."""
+    (length,) = SIZE.unpack_from(buf, start + BATCH_LENGTH_AT)
+    SIZE.pack_into(buf, start + BASE_SEQUENCE_AT, sequence)
+    CRC.pack_into(buf, start + CRC_AT, batch_crc(buf, start, LOG_OVERHEAD + length))
 
 
 class IdempotentFrame:
@@ -112,14 +119,8 @@ class IdempotentFrame:
         self.next_sequence = 0
 
     def next(self) -> bytearray:
-        import crc32c
-
-        view = memoryview(self.frame)
         for start in self.batches:
-            (length,) = SIZE.unpack_from(view, start + BATCH_LENGTH_AT)
-            SIZE.pack_into(view, start + BASE_SEQUENCE_AT, self.next_sequence)
-            struct.pack_into(">I", view, start + CRC_AT,
-                             crc32c.crc32c(view[start + CRC_FROM:start + 12 + length]))
+            stamp_sequence(self.frame, start, self.next_sequence)
         self.next_sequence = (self.next_sequence + self.records_per_batch) & 0x7FFF_FFFF
         return self.frame
 
