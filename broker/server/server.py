@@ -184,6 +184,44 @@ class _Timed:
                 value, error = None, e
 
 
+class _Finished:
+    """What `_Connection._eager` yields once its handler has returned: the handler's value,
+    handed to the driver (`_run_eagerly`, `_Resumed`) as a step. A coroutine that returns
+    raises StopIteration into its caller, and catching that in compiled code (a traceback
+    entry, the exception state saved and restored) cost ~2.4% of a small idempotent
+    produce's CPU (docs/benchmarks.md, "Server machinery per request"). The coroutine is
+    never resumed after it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Any:
+        yield self
+
+
+class _Answered:
+    """A handler's outcome when it finished in its first step: what a done future would
+    hold, without making one (`done()` for the answer queue, `outcome()` for the write
+    loop)."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
+
+    def done(self) -> bool:
+        return True
+
+    def outcome(self) -> Any:
+        """The value, or raises the handler's exception."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 def _finished(pending: _Pending, task: object) -> None:
     pending.done_at = time.monotonic()
     if pending.received:  # timed (metrics on): registered in TASK_TIMING
@@ -221,6 +259,8 @@ class _Resumed:
                     step = coro.send(value)
                 except StopIteration as stop:
                     return stop.value
+            if type(step) is _Finished:
+                return step.value
 
 
 def _first_step(coro: Any) -> asyncio.Future[Any]:
@@ -246,16 +286,27 @@ def _first_step(coro: Any) -> asyncio.Future[Any]:
     return asyncio.ensure_future(_awaited(_Resumed(coro, step)))
 
 
-def _start_eagerly(coro: Any, pending: _Pending) -> asyncio.Future[Any]:
-    """Run the handler up to its first wait now: a done future when it never waited (a
-    Produce on a partition whose ISR is this broker alone, a Fetch with records to
-    return), else a task that goes on from there. Saves a task and a loop iteration per
-    such request (docs/benchmarks.md, "Answers without a task")."""
+def _start_eagerly(coro: Any, pending: _Pending) -> asyncio.Future[Any] | _Answered:
+    """Run the handler (`coro`, its `_Connection._eager` wrapper) up to its first wait now:
+    its outcome when it never waited (a Produce on a partition whose ISR is this broker
+    alone, a Fetch with records to return), else a task that goes on from there. Saves a
+    task, a future and a loop iteration per such request (docs/benchmarks.md, "Answers
+    without a task"). Every Python version takes this first step by hand: 3.12's eager
+    tasks would refuse the `_Finished` step."""
     metrics_stats.EAGER_PENDING = pending if pending.received else None
     try:
-        return _first_step(coro)
+        step = coro.send(None)
+    except StopIteration as stop:  # not reached: _eager never returns
+        return _Answered(stop.value)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # the write loop answers or closes
+        return _Answered(None, e)
     finally:
         metrics_stats.EAGER_PENDING = None
+    if type(step) is _Finished:
+        return _Answered(step.value)
+    return asyncio.ensure_future(_awaited(_Resumed(coro, step)))
 
 
 @dataclass(slots=True)
@@ -263,7 +314,7 @@ class _Pending:
     ctx: RequestContext
     request: Any
     entry: BoundEntry | None
-    task: asyncio.Future[Any]
+    task: asyncio.Future[Any] | _Answered
     size: int
     received: float = 0.0  # time.monotonic() when the frame was read (metrics)
     started: float = 0.0  # ... when the handler took its first step
@@ -277,7 +328,8 @@ class _Pending:
     # written out: mypyc compiles it, where dataclass's own runs interpreted (broker/native.py)
     def __init__(
         self, ctx: RequestContext, request: Any, entry: BoundEntry | None,
-        task: asyncio.Future[Any], size: int, received: float = 0.0, started: float = 0.0,
+        task: asyncio.Future[Any] | _Answered, size: int, received: float = 0.0,
+        started: float = 0.0,
         done: float = 0.0, ready: float = 0.0, timed: _Timed | None = None, done_at: float = 0.0,
         metric_key: int = 0, remote_from: float = 0.0,
     ) -> None:
@@ -551,6 +603,7 @@ class _Connection:
         self.peer_host, self.peer_port = "?", 0
         self.id = f"?-{n}"
         self.log = log
+        self.debug = _debug_enabled(log)
         self.queue = _AnswerQueue()
         self.held: list[bytes | bytearray | memoryview] = []
         self.held_bytes = 0
@@ -590,6 +643,7 @@ class _Connection:
         self.id = f"{local[0]}:{local[1]}-{self.peer_host}:{self.peer_port}-{self.n}"
         # Bound once: structlog's lazy proxy would otherwise re-bind on every call.
         self.log = log.bind(connection=self.id)
+        self.debug = _debug_enabled(self.log)  # the level is set once, before the listeners
         if not self._admit_connection(transport):
             return
         tls = self.listener.spec.tls
@@ -787,12 +841,11 @@ class _Connection:
         entry = self.listener.spec.dispatcher.get(peek.api_key)
         if entry is None:  # not reachable: the advertised table is restricted to handlers
             return self._refuse("no handler", api.api_name(peek.api_key))
-        if _debug_enabled(self.log):  # its arguments cost ~1 us a request, logged or not
+        if self.debug:  # its arguments cost ~1 us a request, logged or not
             self.log.debug("request", api=api.api_name(ctx.api_key),
                            api_version=ctx.api_version, correlation_id=ctx.correlation_id,
                            client_id=ctx.client_id)
         if self.stats is None:
-            coro = entry.handle(ctx, parsed.body)
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame))
         else:
             key = peek.api_key  # Kafka's request metrics name a Fetch by its sender
@@ -802,16 +855,19 @@ class _Connection:
             pending = _Pending(ctx, parsed.body, entry, _NO_TASK, len(frame),
                                received=self.last_active,  # _on_frame's clock read
                                metric_key=key)
-            coro = self._timed(entry, ctx, parsed.body, pending)
         quota = self.server.request_quota
-        timed = _Timed(coro) if quota is not None and quota.applies(ctx) else None
-        pending.timed = timed
-        if timed is None and peek.api_key in _EAGER_APIS:
-            task = pending.task = _start_eagerly(coro, pending)
+        task: asyncio.Future[Any] | _Answered
+        if peek.api_key in _EAGER_APIS and (quota is None or not quota.applies(ctx)):
+            task = pending.task = _start_eagerly(
+                self._eager(entry, ctx, parsed.body, pending), pending)
         else:
+            coro = (entry.handle(ctx, parsed.body) if self.stats is None
+                    else self._timed(entry, ctx, parsed.body, pending))
+            timed = _Timed(coro) if quota is not None and quota.applies(ctx) else None
+            pending.timed = timed
             task = pending.task = asyncio.ensure_future(
                 coro if timed is None else _awaited(timed))
-        if not task.done():
+        if isinstance(task, asyncio.Future) and not task.done():
             task.add_done_callback(functools.partial(_finished, pending))
             if self.stats is not None:
                 TASK_TIMING[task] = pending  # for mark_remote_wait; _finished removes it
@@ -822,6 +878,20 @@ class _Connection:
         self.inflight_bytes += len(frame)
         self.queue.put_nowait(pending)
         return None
+
+    async def _eager(self, entry: BoundEntry, ctx: RequestContext, request: Any,
+                     p: _Pending) -> None:
+        """A handler started eagerly (_start_eagerly): as `_timed` when metrics are on, and
+        its value handed over as a `_Finished` step, never returned."""
+        timed = p.received != 0.0
+        if timed:
+            p.started = time.monotonic()
+        try:
+            value = await entry.handle(ctx, request)
+        finally:
+            if timed:
+                p.done = time.monotonic()
+        await _Finished(value)
 
     async def _timed(self, entry: BoundEntry, ctx: RequestContext, request: Any,
                      p: _Pending) -> Any:
@@ -1015,8 +1085,9 @@ class _Connection:
 
     async def _answer(self, p: _Pending) -> bool:
         ctx = p.ctx
+        task = p.task
         try:
-            result = await p.task
+            result = task.outcome() if isinstance(task, _Answered) else await task
         except KafkaError as e:
             if p.entry is None or p.entry.error_response is None:
                 self.log.warning("request failed, closing connection",
@@ -1083,7 +1154,7 @@ class _Connection:
                           api=api.api_name(ctx.api_key),
                           api_version=ctx.api_version)
             return False
-        if _debug_enabled(self.log):
+        if self.debug:
             self.log.debug("response", api=api.api_name(ctx.api_key),
                            correlation_id=ctx.correlation_id)
         return True

@@ -5,7 +5,6 @@ request metrics' remote time stay as with a task per request."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -76,8 +75,7 @@ def test_handlers_that_never_wait_run_before_the_next_frame_and_answer_in_order(
             if c % 3:
                 i = events.index(("start", c))
                 assert events[i + 1] == ("end", c), events[i:i + 3]
-        if sys.version_info < (3, 12):  # no eager tasks: the first step runs in no task
-            assert in_task.count(False) == 30
+        assert in_task.count(False) == 30  # the first step runs in no task
 
     run(main)
 
@@ -189,3 +187,51 @@ def test_answers_ready_together_leave_in_one_write(monkeypatch: pytest.MonkeyPat
     run(main)
     assert sum(batches) == 20  # every answer is one held piece (a kio answer's bytes)
     assert max(batches) > 1, batches
+
+
+def _pending() -> Any:
+    from broker.server.server import _Pending
+
+    ctx = RequestContext(api_key=PRODUCE, api_version=9, correlation_id=1, client_id="c",
+                         listener_name="PLAINTEXT", peer_host="127.0.0.1", peer_port=1,
+                         received_ms=0, apis=BROKER_APIS)
+    return _Pending(ctx, None, None, None, 0)
+
+
+def test_a_first_step_hands_its_value_over_as_a_step_not_as_stop_iteration() -> None:
+    """The eager wrapper ends by yielding `_Finished(value)`: a handler that never waits
+    is answered from an `_Answered` (no future, no StopIteration caught); one that waits
+    goes on in a task whose result is the value; an error is kept for the write loop."""
+    from broker.server.server import _Answered, _Finished, _start_eagerly
+
+    async def wrapper(wait: bool, value: Any, error: BaseException | None = None) -> None:
+        if wait:
+            await asyncio.sleep(0.01)
+        if error is not None:
+            raise error
+        await _Finished(value)
+
+    async def main() -> None:
+        now = _start_eagerly(wrapper(False, "now"), _pending())
+        assert isinstance(now, _Answered) and now.done() and now.outcome() == "now"
+
+        later = _start_eagerly(wrapper(True, "later"), _pending())
+        assert isinstance(later, asyncio.Future) and not later.done()
+        assert await later == "later"
+
+        failed = _start_eagerly(wrapper(False, None, KafkaError(ErrorCode.not_leader_or_follower,
+                                                                "moved")), _pending())
+        assert isinstance(failed, _Answered)
+        with pytest.raises(KafkaError):
+            failed.outcome()
+
+        failed_later = _start_eagerly(wrapper(True, None, RuntimeError("bug")), _pending())
+        with pytest.raises(RuntimeError):
+            await failed_later
+
+        cancelled = _start_eagerly(wrapper(False, None, asyncio.CancelledError()), _pending())
+        assert isinstance(cancelled, _Answered)
+        with pytest.raises(asyncio.CancelledError):
+            cancelled.outcome()
+
+    asyncio.run(main())
