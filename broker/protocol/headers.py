@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
 from kio.schema.response_header.v1 import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_unsigned_varint
@@ -86,18 +85,38 @@ def peek_api(frame: bytes | memoryview) -> ApiPeek:
     return ApiPeek(key, version, correlation_id)
 
 
-_header_v1_reader: Final = entity_reader(RequestHeaderV1)
+_CLIENT_ID_LENGTH: Final = struct.Struct(">h")
+_CLIENT_ID_AT: Final = _HEAD.size  # after the api key, api version and correlation id
 
 
 def parse_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[str | None, int]:
-    """(client_id, offset of the body). Header v2 tagged fields are skipped."""
-    try:
-        header, offset = _header_v1_reader(frame, 0)  # consumed from 0 == offset
-    except Exception as e:  # kio raises BufferUnderflow, UnicodeDecodeError, ...
-        raise FrameError(f"unparseable request header: {e!r}") from e
+    """(client_id, offset of the body). Header v2 tagged fields are skipped.
+
+    The client id (a nullable string) is read here: kio's RequestHeader reader built a
+    header object per request only for it, ~2% of a small produce's CPU
+    (docs/benchmarks.md, "Server machinery per request"); tests/unit/protocol/
+    test_headers.py holds it to kio's reading."""
+    size = len(frame)
+    if size < _CLIENT_ID_AT + 2:
+        raise FrameError(f"unparseable request header: {size} bytes")
+    (length,) = _CLIENT_ID_LENGTH.unpack_from(frame, _CLIENT_ID_AT)
+    offset = _CLIENT_ID_AT + 2
+    client_id: str | None = None
+    if length >= 0:
+        end = offset + length
+        if end > size:
+            raise FrameError(f"unparseable request header: a client id of {length} bytes "
+                             f"in {size - offset}")
+        try:
+            client_id = str(frame[offset:end], "utf-8")
+        except UnicodeDecodeError as e:
+            raise FrameError(f"unparseable request header: {e!r}") from e
+        offset = end
+    elif length != -1:
+        raise FrameError(f"unparseable request header: client id length {length}")
     if flexible:
         offset = _skip_tagged_fields(frame, offset)
-    return header.client_id, offset
+    return client_id, offset
 
 
 def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
@@ -122,32 +141,43 @@ def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
     return offset
 
 
-_body_readers: dict[tuple[int, int], Callable[[Any, int], tuple[Any, int]]] = {}
+class _BodySchema:
+    """What parsing a request of one (api key, version) needs of its kio schema."""
+
+    __slots__ = ("flexible", "name", "reader")
+
+    def __init__(self, schema: Any) -> None:
+        self.reader: Callable[[Any, int], tuple[Any, int]] = entity_reader(schema)
+        self.flexible = bool(schema.__flexible__)
+        self.name: str = schema.__name__
 
 
-def _body_reader(api_key: int, version: int) -> Callable[[Any, int], tuple[Any, int]]:
-    reader = _body_readers.get((api_key, version))
-    if reader is None:
-        reader = entity_reader(request_schema(api_key, version))
-        _body_readers[(api_key, version)] = reader
-    return reader
+_body_schemas: dict[tuple[int, int], _BodySchema] = {}
+
+
+def _body_schema(api_key: int, version: int) -> _BodySchema:
+    found = _body_schemas.get((api_key, version))
+    if found is None:
+        try:
+            schema = request_schema(api_key, version)
+        except Exception as e:
+            raise FrameError(f"no schema for api {api_key} v{version}") from e
+        found = _body_schemas[(api_key, version)] = _BodySchema(schema)
+    return found
 
 
 def _parse(frame: bytes | memoryview, peek: ApiPeek) -> tuple[str | None, Any, int]:
     """(client_id, body, end of the body) of a frame whose header `peek` read."""
+    schema = _body_schema(peek.api_key, peek.api_version)
+    client_id, offset = parse_request_header(frame, schema.flexible)
     try:
-        schema = request_schema(peek.api_key, peek.api_version)
-    except Exception as e:
-        raise FrameError(f"no schema for api {peek.api_key} v{peek.api_version}") from e
-    client_id, offset = parse_request_header(frame, bool(schema.__flexible__))
-    try:
-        body, consumed = _body_reader(peek.api_key, peek.api_version)(frame, offset)
+        body, consumed = schema.reader(frame, offset)
     except Exception as e:  # kio: BufferUnderflow, KeyError (unknown tag), ValueError, ...
-        raise FrameError(f"unparseable {schema.__name__} v{peek.api_version}: {e!r}") from e
+        raise FrameError(f"unparseable {schema.name} v{peek.api_version}: {e!r}") from e
     null_field = first_null_array(body)
     if null_field is not None:
         raise FrameError(
-            f"non-nullable field {null_field} of {schema.__name__} v{peek.api_version} "
+            f"non-nullable field {null_field} of {schema.name} v{peek.api_version} "
             "was serialized as null"
         )
     return client_id, body, offset + consumed
