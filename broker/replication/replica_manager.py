@@ -824,7 +824,7 @@ class ReplicaManager:
     async def _wait_replicated(
         self, results: dict[TopicPartition, AppendResult | KafkaError], timeout_ms: int,
     ) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        deadline = -1.0  # read the loop's clock only once there is something to wait for
         while True:
             pending: list[asyncio.Future[None]] = []
             for key, result in results.items():
@@ -837,6 +837,8 @@ class ReplicaManager:
                     pending.append(part.new_waiter())
             if not pending:
                 return
+            if deadline < 0:
+                deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining > 0:
                 await wait_first(pending, remaining)
