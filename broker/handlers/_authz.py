@@ -25,7 +25,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -50,7 +50,7 @@ Op = AclOperation
 Res = ResourceType
 
 # api key -> the cluster operation every request of it needs (Kafka's KafkaApis).
-CLUSTER_CHECKS: dict[int, AclOperation] = {
+CLUSTER_CHECKS: Final[dict[int, AclOperation]] = {
     27: Op.CLUSTER_ACTION,  # WriteTxnMarkers: only transaction coordinators send it
     29: Op.DESCRIBE,  # DescribeAcls
     30: Op.ALTER,  # CreateAcls
@@ -81,23 +81,23 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
 # The controller listener: only Skiff nodes call it, with their inter-broker or controller
 # principal. Every API there needs CLUSTER_ACTION (Kafka's ControllerApis for the broker
 # lifecycle and Raft RPCs), DescribeQuorum needs DESCRIBE; ApiVersions needs nothing.
-DESCRIBE_QUORUM = 55
+DESCRIBE_QUORUM: Final = 55
 
 
 # On the controller listener, as Kafka's ControllerApis: ALTER on the cluster for what an
 # operator's admin client sends there (DescribeCluster, KIP-919; AddRaftVoter and
 # RemoveRaftVoter, KIP-853), DESCRIBE for DescribeQuorum, CLUSTER_ACTION for the rest (what
 # brokers and controllers send each other, UpdateRaftVoter included).
-CONTROLLER_LISTENER_ALTER = frozenset({60, 80, 81})
+CONTROLLER_LISTENER_ALTER: Final = frozenset({60, 80, 81})
 
 
 # Checked per resource instead: DescribeConfigs (DESCRIBE_CONFIGS, in its handler), and
 # AlterConfigs / IncrementalAlterConfigs (config_change_guard: CLUSTER_ACTION for a Skiff
 # broker forwarding its client's checked request, else ALTER_CONFIGS on each resource, as
 # Kafka's ControllerApis).
-CONTROLLER_LISTENER_PER_RESOURCE = frozenset({32, 33, 44})
+CONTROLLER_LISTENER_PER_RESOURCE: Final = frozenset({32, 33, 44})
 # DESCRIBE on the cluster: DescribeAcls, DescribeUserScramCredentials, DescribeQuorum.
-CONTROLLER_LISTENER_DESCRIBE = frozenset({29, 50, 55})
+CONTROLLER_LISTENER_DESCRIBE: Final = frozenset({29, 50, 55})
 
 
 def controller_listener_check(api_key: int) -> AclOperation | None:
@@ -112,7 +112,7 @@ def controller_listener_check(api_key: int) -> AclOperation | None:
 
 # ---- settings and decisions --------------------------------------------------------------
 
-_SETTINGS: dict[int, tuple[object, AuthorizerSettings]] = {}
+_SETTINGS: Final[dict[int, tuple[object, AuthorizerSettings]]] = {}
 
 
 def settings_of(node: AuthzNode) -> AuthorizerSettings:
@@ -133,7 +133,7 @@ def enabled(node: AuthzNode) -> bool:
 
 
 # What the ACL APIs answer on a node without an authorizer (Kafka's AclApis).
-SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
+SECURITY_DISABLED_MESSAGE: Final = "No Authorizer is configured."
 
 
 def _index(node: AuthzNode) -> AclIndex:

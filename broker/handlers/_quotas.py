@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from broker.protocol.api import API_VERSIONS
 from broker.quotas.core import ClientQuotaManager, QuotaMap, resolve, user_of
@@ -49,7 +49,7 @@ class RequestTimeQuota:
         return self.manager.record(self.quotas(), user, client_id, busy_s * 100.0, now_ms())
 
 
-THROTTLING_QUOTA_EXCEEDED_MESSAGE = "The throttling quota has been exceeded."
+THROTTLING_QUOTA_EXCEEDED_MESSAGE: Final = "The throttling quota has been exceeded."
 
 
 class MutationQuota:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 from kio.schema.errors import ErrorCode
@@ -67,15 +67,15 @@ if TYPE_CHECKING:
     from broker.handlers._context import TxnBrokerServices
     from broker.server import RequestContext
 
-API_KEY = 0
-TOPIC_ID_VERSION = 13
+API_KEY: Final = 0
+TOPIC_ID_VERSION: Final = 13
 log = structlog.get_logger(__name__)
 # connection id -> a future done once the latest Produce of that connection that had to wait
 # (for its verification, or for the one before it) has made its appends
-_appending: dict[str, asyncio.Future[None]] = {}
-_ATTRIBUTES_OFFSET = 21
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+_appending: Final[dict[str, asyncio.Future[None]]] = {}
+_ATTRIBUTES_OFFSET: Final = 21
+_I16: Final = struct.Struct(">h")
+_I32: Final = struct.Struct(">i")
 
 
 def has_transactional_batch(records: bytes | memoryview) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
+from typing import Final
 
 from broker.log.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
@@ -28,8 +29,8 @@ from broker.log.checkpoints import (
     write_epoch_checkpoint,
 )
 
-UNDEFINED_EPOCH = -1
-UNDEFINED_EPOCH_OFFSET = -1
+UNDEFINED_EPOCH: Final = -1
+UNDEFINED_EPOCH_OFFSET: Final = -1
 
 
 class LeaderEpochCache:

@@ -17,11 +17,12 @@ import os
 import struct
 from array import array
 from pathlib import Path
+from typing import Final
 
 from broker.log.files import pwrite_all
 
-_OFF = struct.Struct(">ii")
-_TIME = struct.Struct(">qi")
+_OFF: Final = struct.Struct(">ii")
+_TIME: Final = struct.Struct(">qi")
 
 
 class IndexCorrupt(Exception):

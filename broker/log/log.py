@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Final
 
 from kio.schema.errors import ErrorCode
 
@@ -59,8 +60,8 @@ from broker.protocol.records import (
 from broker.util.files import fsync_dir
 
 # The end-transaction markers of an append without any (nearly all of them), shared.
-_NO_MARKERS: Mapping[int, ControlMarker] = MappingProxyType({})
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)((?:\.\w+)?)$")
+_NO_MARKERS: Final[Mapping[int, ControlMarker]] = MappingProxyType({})
+_SEGMENT_FILE: Final = re.compile(r"^(\d{20})\.(log|index|timeindex)((?:\.\w+)?)$")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,21 +15,19 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
-from crc32c import crc32c
+from crc32c import crc32c as _crc32c_function
 
+from broker.log import files
 from broker.log.drop_behind import DROPPER, next_drop
 from broker.log.files import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
-    IOV_MAX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     SegmentFile,
     pread_exact,
-    pwrite_all,
-    pwritev_all,
     reserve_space,
     segment_name,
 )
@@ -48,17 +46,22 @@ from broker.protocol.records import (
     decode_records,
 )
 
-INT32_MAX = (1 << 31) - 1
+# Final, so that the compiled append keeps them in C statics (see broker/protocol/records.py)
+crc32c: Final = _crc32c_function
+IOV_MAX: Final = files.IOV_MAX
+pwrite_all: Final = files.pwrite_all
+pwritev_all: Final = files.pwritev_all
+INT32_MAX: Final = (1 << 31) - 1
 # baseOffset, batchLength, then lastOffsetDelta at byte 23.
-_BASE_LEN_DELTA = struct.Struct(">qi11xi")
-_RECENT_BATCHES = 256  # at least this many newest batches are remembered by `locate`
-_SCAN_CHUNK = 4096 + 64  # about one index interval of small batches
-_RECOVER_CHUNK = 8 * 1024 * 1024
+_BASE_LEN_DELTA: Final = struct.Struct(">qi11xi")
+_RECENT_BATCHES: Final = 256  # at least this many newest batches are remembered by `locate`
+_SCAN_CHUNK: Final = 4096 + 64  # about one index interval of small batches
+_RECOVER_CHUNK: Final = 8 * 1024 * 1024
 # Space reserved ahead of the write position (preallocate): as much as the segment
 # already holds, so a quiet partition reserves little, up to this step.
-_MAX_RESERVE_STEP = 16 * 1024 * 1024
-_BLOCK = 4096
-_LEFTOVER_SLACK = 64 * 1024
+_MAX_RESERVE_STEP: Final = 16 * 1024 * 1024
+_BLOCK: Final = 4096
+_LEFTOVER_SLACK: Final = 64 * 1024
 
 
 @dataclass
@@ -93,7 +96,7 @@ class FileSlice:
         return self.length
 
 
-EMPTY_SLICE = FileSlice(None, 0, 0)
+EMPTY_SLICE: Final = FileSlice(None, 0, 0)
 
 
 # What a segment needs to know about each batch it is given to append, as a plain tuple

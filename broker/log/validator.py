@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
 from kio.schema.errors import ErrorCode
 
@@ -73,9 +74,9 @@ class _AppendFlags:
 
 
 # A RawHeader from a tuple of its 13 fields without NamedTuple's argument handling.
-_new_header = tuple.__new__
+_new_header: Final = tuple.__new__
 # baseOffset, batchLength (rewritten unchanged), partitionLeaderEpoch: one pack per batch.
-_PATCH = struct.Struct(">qii")
+_PATCH: Final = struct.Struct(">qii")
 
 
 class LogValidator:

@@ -20,23 +20,24 @@ import asyncio
 import time
 from bisect import bisect_left
 from collections import defaultdict
-from typing import Any
+from typing import Any, Final
 
 # Request times in milliseconds: from well under a millisecond (a metadata answer from
 # memory) to a Fetch long poll's 30 s cap.
-TIME_BUCKETS_MS: tuple[float, ...] = (
+TIME_BUCKETS_MS: Final[tuple[float, ...]] = (
     0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0,
     1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
 )
-FIRST_BOUND_MS = TIME_BUCKETS_MS[0]
+FIRST_BOUND_MS: Final = TIME_BUCKETS_MS[0]
 
 # Kafka's RequestMetrics name Fetch by who sends it (kafka.network RequestMetrics
 # `FetchConsumer`, `FetchFollower`) as well as `Fetch`. A Fetch is counted here under one of
 # these two keys only (never an API key); the collectors add the two up for `Fetch`.
-FETCH_API_KEY = 1
-FETCH_CONSUMER_KEY = -1
-FETCH_FOLLOWER_KEY = -2
-SPLIT_REQUEST_NAMES = {FETCH_CONSUMER_KEY: "FetchConsumer", FETCH_FOLLOWER_KEY: "FetchFollower"}
+FETCH_API_KEY: Final = 1
+FETCH_CONSUMER_KEY: Final = -1
+FETCH_FOLLOWER_KEY: Final = -2
+SPLIT_REQUEST_NAMES: Final = {FETCH_CONSUMER_KEY: "FetchConsumer",
+                               FETCH_FOLLOWER_KEY: "FetchFollower"}
 
 
 # The requests being handled, by their handler's task (the server adds one when metrics
@@ -44,7 +45,7 @@ SPLIT_REQUEST_NAMES = {FETCH_CONSUMER_KEY: "FetchConsumer", FETCH_FOLLOWER_KEY: 
 # (time.monotonic()) `mark_remote_wait` sets. A dict, not a context variable: setting a
 # context variable in every request's task measured ~9% of a small produce's node CPU
 # (under uvloop, each callback of that task then runs in a context of its own).
-TASK_TIMING: dict[Any, Any] = {}
+TASK_TIMING: Final[dict[Any, Any]] = {}
 # The request whose handler takes its first step outside a task (server._start_eagerly).
 EAGER_PENDING: Any = None
 
@@ -121,7 +122,7 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
-TOPIC_FIELDS = (
+TOPIC_FIELDS: Final = (
     "bytes_in", "bytes_out", "bytes_rejected", "failed_fetch", "failed_produce",
     "failed_share_acknowledgement", "failed_share_fetch", "messages_in",
     "replication_bytes_in", "replication_bytes_out", "total_fetch", "total_produce",
@@ -175,7 +176,7 @@ class BrokerTopicStats:
 
 
 # records per in-flight batch: up to share.partition.max.record.locks' default (2000) and past
-RECORD_COUNT_BUCKETS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000,
+RECORD_COUNT_BUCKETS: Final[tuple[float, ...]] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000,
                                            5000)
 
 
@@ -351,7 +352,7 @@ class ServerStats:
 
 # Kafka's LogFlushStats LogFlushRateAndTimeMs: one per process, as in Kafka. Flushes may run
 # on the log manager's thread: an increment lost to a race is the price of no lock.
-LOG_FLUSH_TIME = Histogram()
+LOG_FLUSH_TIME: Final = Histogram()
 
 
 class NodeStats:

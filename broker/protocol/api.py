@@ -29,75 +29,73 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
-PRODUCE = 0
-FETCH = 1
-LIST_OFFSETS = 2
-METADATA = 3
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-DELETE_GROUPS = 42
-OFFSET_DELETE = 47
-CONSUMER_GROUP_HEARTBEAT = 68
-CONSUMER_GROUP_DESCRIBE = 69
-API_VERSIONS = 18
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DELETE_RECORDS = 21
-INIT_PRODUCER_ID = 22
-OFFSET_FOR_LEADER_EPOCH = 23
-DESCRIBE_CONFIGS = 32
-ALTER_CONFIGS = 33
-ALTER_REPLICA_LOG_DIRS = 34
-DESCRIBE_LOG_DIRS = 35
-CREATE_PARTITIONS = 37
-INCREMENTAL_ALTER_CONFIGS = 44
-ELECT_LEADERS = 43
-ALTER_PARTITION_REASSIGNMENTS = 45
-LIST_PARTITION_REASSIGNMENTS = 46
-DESCRIBE_CLIENT_QUOTAS = 48
-VOTE = 52
-BEGIN_QUORUM_EPOCH = 53
-END_QUORUM_EPOCH = 54
-DESCRIBE_QUORUM = 55
-FETCH_SNAPSHOT = 59
-DESCRIBE_CLUSTER = 60
-WRITE_TXN_MARKERS = 27
-DESCRIBE_PRODUCERS = 61
-GET_TELEMETRY_SUBSCRIPTIONS = 71
-PUSH_TELEMETRY = 72
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-TXN_OFFSET_COMMIT = 28
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
-UNREGISTER_BROKER = 64
-GET_TELEMETRY_SUBSCRIPTIONS = 71
-PUSH_TELEMETRY = 72
-DESCRIBE_TOPIC_PARTITIONS = 75
-SHARE_GROUP_HEARTBEAT = 76
-SHARE_GROUP_DESCRIBE = 77
-SHARE_FETCH = 78
-SHARE_ACKNOWLEDGE = 79
-INITIALIZE_SHARE_GROUP_STATE = 83
-READ_SHARE_GROUP_STATE = 84
-WRITE_SHARE_GROUP_STATE = 85
-DELETE_SHARE_GROUP_STATE = 86
-READ_SHARE_GROUP_STATE_SUMMARY = 87
-STREAMS_GROUP_HEARTBEAT = 88
-STREAMS_GROUP_DESCRIBE = 89
-DESCRIBE_SHARE_GROUP_OFFSETS = 90
-ALTER_SHARE_GROUP_OFFSETS = 91
-DELETE_SHARE_GROUP_OFFSETS = 92
-STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
-LIST_CONFIG_RESOURCES = 74
+PRODUCE: Final = 0
+FETCH: Final = 1
+LIST_OFFSETS: Final = 2
+METADATA: Final = 3
+OFFSET_COMMIT: Final = 8
+OFFSET_FETCH: Final = 9
+FIND_COORDINATOR: Final = 10
+JOIN_GROUP: Final = 11
+HEARTBEAT: Final = 12
+LEAVE_GROUP: Final = 13
+SYNC_GROUP: Final = 14
+DESCRIBE_GROUPS: Final = 15
+LIST_GROUPS: Final = 16
+DELETE_GROUPS: Final = 42
+OFFSET_DELETE: Final = 47
+CONSUMER_GROUP_HEARTBEAT: Final = 68
+CONSUMER_GROUP_DESCRIBE: Final = 69
+API_VERSIONS: Final = 18
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+DELETE_RECORDS: Final = 21
+INIT_PRODUCER_ID: Final = 22
+OFFSET_FOR_LEADER_EPOCH: Final = 23
+DESCRIBE_CONFIGS: Final = 32
+ALTER_CONFIGS: Final = 33
+ALTER_REPLICA_LOG_DIRS: Final = 34
+DESCRIBE_LOG_DIRS: Final = 35
+CREATE_PARTITIONS: Final = 37
+INCREMENTAL_ALTER_CONFIGS: Final = 44
+ELECT_LEADERS: Final = 43
+ALTER_PARTITION_REASSIGNMENTS: Final = 45
+LIST_PARTITION_REASSIGNMENTS: Final = 46
+DESCRIBE_CLIENT_QUOTAS: Final = 48
+VOTE: Final = 52
+BEGIN_QUORUM_EPOCH: Final = 53
+END_QUORUM_EPOCH: Final = 54
+DESCRIBE_QUORUM: Final = 55
+FETCH_SNAPSHOT: Final = 59
+DESCRIBE_CLUSTER: Final = 60
+WRITE_TXN_MARKERS: Final = 27
+DESCRIBE_PRODUCERS: Final = 61
+GET_TELEMETRY_SUBSCRIPTIONS: Final = 71
+PUSH_TELEMETRY: Final = 72
+ADD_PARTITIONS_TO_TXN: Final = 24
+ADD_OFFSETS_TO_TXN: Final = 25
+END_TXN: Final = 26
+TXN_OFFSET_COMMIT: Final = 28
+DESCRIBE_TRANSACTIONS: Final = 65
+LIST_TRANSACTIONS: Final = 66
+UNREGISTER_BROKER: Final = 64
+DESCRIBE_TOPIC_PARTITIONS: Final = 75
+SHARE_GROUP_HEARTBEAT: Final = 76
+SHARE_GROUP_DESCRIBE: Final = 77
+SHARE_FETCH: Final = 78
+SHARE_ACKNOWLEDGE: Final = 79
+INITIALIZE_SHARE_GROUP_STATE: Final = 83
+READ_SHARE_GROUP_STATE: Final = 84
+WRITE_SHARE_GROUP_STATE: Final = 85
+DELETE_SHARE_GROUP_STATE: Final = 86
+READ_SHARE_GROUP_STATE_SUMMARY: Final = 87
+STREAMS_GROUP_HEARTBEAT: Final = 88
+STREAMS_GROUP_DESCRIBE: Final = 89
+DESCRIBE_SHARE_GROUP_OFFSETS: Final = 90
+ALTER_SHARE_GROUP_OFFSETS: Final = 91
+DELETE_SHARE_GROUP_OFFSETS: Final = 92
+STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE: Final = 93
+LIST_CONFIG_RESOURCES: Final = 74
 
 # Kafka 4.4 APIs newer than kio 0.6.5's index, whose classes are all in _kio_next
 NEXT_API_NAMES: Final[Mapping[int, str]] = MappingProxyType({
@@ -141,8 +139,8 @@ def has_current_kio_schema(api_key: int, version: int) -> bool:
 # kio 0.5.0's classes for versions Kafka 4.0 removed; generated classes for Kafka 4.4 versions
 # newer than kio 0.6.5's schemas (ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3,
 # StreamsGroupHeartbeat and StreamsGroupDescribe v1, StreamsGroupTopologyDescriptionUpdate v0)
-_EXTRA_PACKAGES = ("_kio_legacy", "_kio_next")
-_HERE = Path(__file__).parent
+_EXTRA_PACKAGES: Final = ("_kio_legacy", "_kio_next")
+_HERE: Final = Path(__file__).parent
 
 
 @functools.cache
@@ -211,7 +209,7 @@ def kafka4_min_version(api_key: int) -> int | None:
     return min(present) if present else None
 
 
-MIN_API_VERSIONS_CHOICES = ("kafka3", "kafka4")
+MIN_API_VERSIONS_CHOICES: Final = ("kafka3", "kafka4")
 
 
 def floors_table(table: ApiTable, min_api_versions: str) -> ApiTable:
@@ -295,7 +293,7 @@ class ApiTable:
 
 # What the client listener of a broker advertises (issue 4): every version from Kafka 3.9's
 # floor, v0 (issue 23); `floors_table` raises them to Kafka 4's.
-BROKER_APIS = ApiTable.of(
+BROKER_APIS: Final = ApiTable.of(
     # Produce v10 and Fetch v16 carry the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951);
     # Produce v11: TRANSACTION_ABORTABLE, v12: transactions V2 (KIP-890), v13: topic ids
     (PRODUCE, 0, 13),
@@ -409,7 +407,7 @@ BROKER_APIS = ApiTable.of(
 # What the controller listener serves: the KRaft RPCs. Fetch on this listener is the Raft fetch
 # (KIP-595), which Kafka sends at v13+ (topic ids). The ranges are kio's; the Raft driver narrows
 # them with `with_api` to what it implements.
-CONTROLLER_APIS = ApiTable.of(
+CONTROLLER_APIS: Final = ApiTable.of(
     (FETCH, 13, 16),
     (API_VERSIONS, 0, 4),
     (VOTE, 0, 1),

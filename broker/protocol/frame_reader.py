@@ -28,15 +28,16 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Callable
+from typing import Final
 
-_I32 = struct.Struct(">i")
+_I32: Final = struct.Struct(">i")
 
 
 class FrameError(ValueError):
     """A frame that cannot be read or parsed: the connection that sent it is closed."""
 
 
-HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HTTP2_PREFACE: Final = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 class Http2PrefaceError(FrameError):

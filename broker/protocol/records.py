@@ -22,9 +22,9 @@ import enum
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
-from crc32c import crc32c
+from crc32c import crc32c as _crc32c_function
 from kio.schema.errors import ErrorCode
 
 from broker.errors import KafkaError
@@ -36,33 +36,37 @@ from broker.protocol.compression import (
 )
 from broker.protocol.wire import uvarint
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength, the part not counted in batchLength
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
-CRC_START = 21
-MAGIC_OFFSET = 16
+# Module-level names the compiled hot paths use are Final: mypyc then keeps them in C
+# statics (and inlines the numbers) where it would look each up in the module's dict per
+# use (docs/benchmarks.md, "Server machinery per request").
+crc32c: Final = _crc32c_function
+HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE: Final = HEADER.size  # 61
+LOG_OVERHEAD: Final = 12  # baseOffset + batchLength, the part not counted in batchLength
+MIN_BATCH_LENGTH: Final = HEADER_SIZE - LOG_OVERHEAD  # 49
+CRC_START: Final = 21
+MAGIC_OFFSET: Final = 16
 # length varint, attributes, timestamp delta, offset delta, key and value lengths,
 # header count: one byte each at least.
-MIN_RECORD_SIZE = 7
+MIN_RECORD_SIZE: Final = 7
 # Hard cap on any single batch read from wire or disk, whatever the config says.
-MAX_BATCH_SIZE = 1 << 30
+MAX_BATCH_SIZE: Final = 1 << 30
 
-_I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I16 = struct.Struct(">h")
-_LEN_AND_MAGIC = struct.Struct(">qiib")
+_I64: Final = struct.Struct(">q")
+_I32: Final = struct.Struct(">i")
+_U32: Final = struct.Struct(">I")
+_I16: Final = struct.Struct(">h")
+_LEN_AND_MAGIC: Final = struct.Struct(">qiib")
 
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
+COMPRESSION_MASK: Final = 0x07
+TIMESTAMP_TYPE_MASK: Final = 0x08
+TRANSACTIONAL_MASK: Final = 0x10
+CONTROL_MASK: Final = 0x20
+DELETE_HORIZON_MASK: Final = 0x40
 
-NO_PRODUCER_ID = -1
-NO_TIMESTAMP = -1
-LONG_MAX = (1 << 63) - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for int64 settings
+NO_PRODUCER_ID: Final = -1
+NO_TIMESTAMP: Final = -1
+LONG_MAX: Final = (1 << 63) - 1  # Java's Long.MAX_VALUE: Kafka's "no limit" for int64 settings
 
 
 class TimestampType(enum.IntEnum):
@@ -228,7 +232,7 @@ def iter_raw_batch_headers(
         pos += size
 
 
-_unpack_header = HEADER.unpack_from
+_unpack_header: Final = HEADER.unpack_from
 _new_tuple = tuple.__new__  # RawHeader._make without its length check: unpack gives 13
 
 
@@ -609,9 +613,9 @@ def whole_batches_length(buf: bytes | bytearray | memoryview) -> int:
 # test_raft_records.py checks them byte for byte against kio's record writers and readers.
 
 _T = TypeVar("_T")
-_PRE = struct.Struct(">qiibI")  # base offset .. crc (21 bytes)
-_POST = struct.Struct(">hiqqqhii")  # attributes .. record count (40 bytes)
-_BASE_AND_LENGTH = struct.Struct(">qi")
+_PRE: Final = struct.Struct(">qiibI")  # base offset .. crc (21 bytes)
+_POST: Final = struct.Struct(">hiqqqhii")  # attributes .. record count (40 bytes)
+_BASE_AND_LENGTH: Final = struct.Struct(">qi")
 
 
 class CorruptBatch(ValueError):

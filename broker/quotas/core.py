@@ -32,29 +32,30 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
-USER = "user"
-CLIENT_ID = "client-id"
-IP = "ip"
-ENTITY_TYPES = (USER, CLIENT_ID, IP)
+USER: Final = "user"
+CLIENT_ID: Final = "client-id"
+IP: Final = "ip"
+ENTITY_TYPES: Final = (USER, CLIENT_ID, IP)
 
-PRODUCER_BYTE_RATE = "producer_byte_rate"
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-REQUEST_PERCENTAGE = "request_percentage"
-CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-CONNECTION_CREATION_RATE = "connection_creation_rate"
+PRODUCER_BYTE_RATE: Final = "producer_byte_rate"
+CONSUMER_BYTE_RATE: Final = "consumer_byte_rate"
+REQUEST_PERCENTAGE: Final = "request_percentage"
+CONTROLLER_MUTATION_RATE: Final = "controller_mutation_rate"
+CONNECTION_CREATION_RATE: Final = "connection_creation_rate"
 
 # key -> Kafka's ConfigDef type of it: "long" keys take whole numbers only.
-USER_CLIENT_KEYS: Mapping[str, str] = {
+USER_CLIENT_KEYS: Final[Mapping[str, str]] = {
     PRODUCER_BYTE_RATE: "long",
     CONSUMER_BYTE_RATE: "long",
     REQUEST_PERCENTAGE: "double",
     CONTROLLER_MUTATION_RATE: "double",
 }
-IP_KEYS: Mapping[str, str] = {CONNECTION_CREATION_RATE: "int"}
+IP_KEYS: Final[Mapping[str, str]] = {CONNECTION_CREATION_RATE: "int"}
 
-DEFAULT_WINDOW_NUM = 11
-DEFAULT_WINDOW_SIZE_S = 1
+DEFAULT_WINDOW_NUM: Final = 11
+DEFAULT_WINDOW_SIZE_S: Final = 1
 
 QuotaEntity = tuple[tuple[str, str | None], ...]
 QuotaMap = Mapping[QuotaEntity, Mapping[str, float]]
@@ -124,7 +125,7 @@ def validate_value(e: QuotaEntity, key: str, value: float) -> str | None:
 
 # (user part, client part) of the 8 entities in precedence order: "name" = the actual name,
 # None = the default entity, "-" = the type is absent from the entity.
-_PRECEDENCE: tuple[tuple[str, str], ...] = (
+_PRECEDENCE: Final[tuple[tuple[str, str], ...]] = (
     ("name", "name"), ("name", "default"), ("name", "-"),
     ("default", "name"), ("default", "default"), ("default", "-"),
     ("-", "name"), ("-", "default"),

@@ -59,6 +59,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 from uuid import UUID
 
 from kio.schema.errors import ErrorCode
@@ -84,17 +85,17 @@ from broker.util.files import atomic_write
 # lies before that window is unknown, and an unknown producer may start at any sequence,
 # so the bound costs only duplicate detection for retries older than the window.
 PRODUCER_STATE_SCAN_BYTES = 64 << 20
-PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000  # Kafka's producer.id.expiration.check.interval.ms
-MAX_PRODUCER_SNAPSHOT_BYTES = 256 << 20
-_SNAPSHOT_FILE = re.compile(r"^(\d{20})\.snapshot$")
+PRODUCER_ID_EXPIRATION_CHECK_MS: Final = 600_000  # Kafka's producer.id.expiration.check.interval.ms
+MAX_PRODUCER_SNAPSHOT_BYTES: Final = 256 << 20
+_SNAPSHOT_FILE: Final = re.compile(r"^(\d{20})\.snapshot$")
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+MAX_TIMESTAMP: Final = -3
+EARLIEST_LOCAL_TIMESTAMP: Final = -4
+LATEST_TIERED_TIMESTAMP: Final = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP: Final = -6
 
 
 class Role(enum.Enum):

@@ -74,6 +74,7 @@ import struct
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
@@ -83,11 +84,11 @@ from broker.log.control import ControlMarker
 from broker.log.txn_index import AbortedTxn
 from broker.protocol.records import BatchHeader
 
-NUM_BATCHES_TO_RETAIN = 5
-INT32_MAX = (1 << 31) - 1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
+NUM_BATCHES_TO_RETAIN: Final = 5
+INT32_MAX: Final = (1 << 31) - 1
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
 
 
 # Snapshot file body (big-endian): version i16, crc u32 (CRC32C of what follows), log end
@@ -95,12 +96,12 @@ NO_SEQUENCE = -1
 # i64, [v2: coordinator epoch i32, ongoing transaction's first offset i64 (-1: none)],
 # batch count i8, and per batch: first seq i32, last seq i32, first offset i64,
 # last offset i64, timestamp i64. Kafka's own format keeps only the last batch.
-SNAPSHOT_VERSION = 2
-_SNAP_HEAD = struct.Struct(">hI")
-_SNAP_BODY_HEAD = struct.Struct(">qi")
-_SNAP_PRODUCER_V1 = struct.Struct(">qhqb")
-_SNAP_PRODUCER = struct.Struct(">qhqiqb")
-_SNAP_BATCH = struct.Struct(">iiqqq")
+SNAPSHOT_VERSION: Final = 2
+_SNAP_HEAD: Final = struct.Struct(">hI")
+_SNAP_BODY_HEAD: Final = struct.Struct(">qi")
+_SNAP_PRODUCER_V1: Final = struct.Struct(">qhqb")
+_SNAP_PRODUCER: Final = struct.Struct(">qhqiqb")
+_SNAP_BATCH: Final = struct.Struct(">iiqqq")
 
 
 def increment_sequence(sequence: int, increment: int) -> int:

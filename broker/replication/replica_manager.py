@@ -36,7 +36,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 from uuid import UUID
 
 import structlog
@@ -55,13 +55,13 @@ from broker.util.tasks import ServiceTasks, TaskHandle
 log = structlog.get_logger(__name__)
 
 TopicPartition = tuple[str, int]
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
+READ_UNCOMMITTED: Final = 0
+READ_COMMITTED: Final = 1
 # (topic, partition, producer id, committed): a marker was written and replicated.
 TxnMarkerListener = Callable[[str, int, int, bool], None]
 AlterPartitionFn = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionReply]]
 
-REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 # one producer of a partition, as the admin plane lists it (ReplicaManager.producers_local)
 ProducerRow = tuple[int, int, int, int, int, int]
 
@@ -111,15 +111,15 @@ class ShardRouter(Protocol):
 
 # a replica move's copy passes: at most this many before the last one, which runs on the
 # event loop once a pass copied no more than this
-MOVE_MAX_PASSES = 20
-MOVE_FINAL_PASS_BYTES = 1 << 20
-UNASSIGNED = UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
+MOVE_MAX_PASSES: Final = 20
+MOVE_FINAL_PASS_BYTES: Final = 1 << 20
+UNASSIGNED: Final = UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
 
 # Kafka's replica.lag.time.max.ms is 30 s. Skiff's default (see ReplicationSettings) is
 # shorter: a follower that fetches every replica.fetch.wait.max.ms (500 ms) while caught up
 # has twenty fetches of slack, and a paused follower stalls acks=all producers for a third
 # of the time.
-DEFAULT_REPLICA_LAG_TIME_MAX_MS = 10_000
+DEFAULT_REPLICA_LAG_TIME_MAX_MS: Final = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -1061,7 +1061,7 @@ class ReplicaManager:
 
 
 # Kafka's BytesRejectedPerSec: produce bytes refused for what they are, not where they went.
-_REJECTING_ERRORS = frozenset({
+_REJECTING_ERRORS: Final = frozenset({
     ErrorCode.corrupt_message, ErrorCode.message_too_large, ErrorCode.record_list_too_large,
     ErrorCode.invalid_record, ErrorCode.invalid_timestamp,
 })
@@ -1113,7 +1113,7 @@ async def wait_first(waiters: list[asyncio.Future[None]], timeout_s: float) -> N
             w.cancel()
 
 
-_TIMED_OUT = object()
+_TIMED_OUT: Final = object()
 
 
 def _time_out(target: asyncio.Future[Any]) -> None:

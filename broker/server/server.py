@@ -354,7 +354,7 @@ class _Pending:
 _EAGER_APIS: Final = frozenset({api.PRODUCE, api.FETCH})
 
 # Stands for a request's task between its _Pending and the task that needs that _Pending.
-_NO_TASK: Any = None
+_NO_TASK: Final[Any] = None
 
 
 def configure_listening_socket(sock: Any, config: ServerConfig) -> None:
