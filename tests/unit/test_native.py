@@ -139,3 +139,31 @@ def test_written_out_dataclass_inits_match_their_fields() -> None:
                     ast.unparse(stmt.value.func) == "object.__setattr__":
                 assigned.add(ast.literal_eval(stmt.value.args[1]))
         assert assigned == {a.arg for a in args}, where
+
+
+# Reassigned at run time (EAGER_PENDING) or set by a test (PRODUCER_STATE_SCAN_BYTES): a
+# Final name would be a C static that neither reaches.
+NOT_FINAL = {"EAGER_PENDING", "PRODUCER_STATE_SCAN_BYTES"}
+
+
+def test_the_compiled_modules_constants_are_final() -> None:
+    """mypyc looks a module-level name up in the module's dict at every use unless it is
+    Final (docs/benchmarks.md, "Server machinery per request")."""
+    root = Path(__file__).resolve().parents[2]
+    missing = []
+    for source in native.COMPILED_SOURCES:
+        for node in ast.parse((root / source).read_text()).body:
+            if isinstance(node, ast.Assign):
+                targets, annotation = node.targets, None
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, annotation = [node.target], node.annotation
+            else:
+                continue
+            final = annotation is not None and "Final" in ast.unparse(annotation)
+            for target in targets:
+                name = target.id if isinstance(target, ast.Name) else ""
+                if name.lstrip("_")[:1].isupper() and name.upper() == name \
+                        and name not in NOT_FINAL and not final \
+                        and not ast.unparse(node.value).startswith("TypeVar("):
+                    missing.append(f"{source}: {name}")
+    assert not missing, missing
