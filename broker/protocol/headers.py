@@ -120,6 +120,8 @@ def parse_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[str
 
 
 def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
+    if offset < len(frame) and frame[offset] == 0:  # no tagged fields, as clients send it
+        return offset + 1
     # kio's readers return (value, bytes consumed), not the new offset.
     try:
         count, n = read_unsigned_varint(frame, offset)

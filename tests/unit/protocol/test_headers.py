@@ -60,3 +60,21 @@ def test_a_flexible_header_skips_its_tagged_fields_after_the_client_id() -> None
     assert parse_request_header(frame, True) == ("cli", 18)
     p = parse_request(struct.pack(">hhih", 18, 3, 42, 3) + b"cli\x01\x05\x02xy" + body)
     assert (p.client_id, p.correlation_id, p.body.client_software_name) == ("cli", 42, "abc")
+
+
+@given(st.binary(max_size=12))
+def test_tagged_fields_are_skipped_as_kio_reads_them(tail: bytes) -> None:
+    """A header's tagged fields after the client id: none (one zero byte), or any bytes,
+    skipped or refused whatever the first byte."""
+    from kio.schema.request_header.v2 import RequestHeader as RequestHeaderV2
+
+    frame = _frame(3, b"cli", tail)
+    try:
+        _, consumed = entity_reader(RequestHeaderV2)(frame, 0)
+    except Exception:
+        consumed = None
+    if consumed is None:
+        with pytest.raises(FrameError):
+            parse_request_header(frame, True)
+    else:
+        assert parse_request_header(frame, True) == ("cli", consumed)
