@@ -207,7 +207,8 @@ async def handle(node: TxnBrokerServices, ctx: RequestContext, request: Any
     may_write = {n: allowed(node, ctx, Op.WRITE, Res.TOPIC, n) for n in names if n}
     # Kafka refuses the whole request when WRITE on the transactional id is missing
     may_txn = not tid or allowed(node, ctx, Op.WRITE, Res.TRANSACTIONAL_ID, tid)
-    op = produce_operation(version)
+    # what the request's version lets a transaction do (unused without one)
+    op = produce_operation(version) if tid else TxnOperation.DEFAULT_ERROR
     v2_refused = (bool(tid) and op is TxnOperation.ADD_PARTITION
                   and not transactions_v2(image))
     for name, topic in zip(names, request.topic_data, strict=True):
@@ -286,11 +287,14 @@ async def handle(node: TxnBrokerServices, ctx: RequestContext, request: Any
     # producer_byte_rate (broker/quotas): the bytes count whether or not they were appended,
     # as Kafka records the request's size; over the quota, the answer carries the throttle
     # time and the server mutes the connection that long after sending it (KIP-219).
-    user, client_id = who(ctx)
-    throttle_ms = node.quotas.produce.record(
-        node.metadata.client_quotas, user, client_id,
-        sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data),
-        now_ms())
+    quotas = node.metadata.client_quotas
+    throttle_ms = 0
+    if quotas:  # with no client quota set (the common case) nothing is counted
+        user, client_id = who(ctx)
+        throttle_ms = node.quotas.produce.record(
+            quotas, user, client_id,
+            sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data),
+            now_ms())
     if acks == 0:
         return NoResponse(throttle_ms) if throttle_ms else None
 
