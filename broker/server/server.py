@@ -186,7 +186,7 @@ class _Timed:
 
 class _Finished:
     """What `_Connection._eager` yields once its handler has returned: the handler's value,
-    handed to the driver (`_run_eagerly`, `_Resumed`) as a step. A coroutine that returns
+    handed to the driver (`_start_eagerly`, `_Resumed`) as a step. A coroutine that returns
     raises StopIteration into its caller, and catching that in compiled code (a traceback
     entry, the exception state saved and restored) cost ~2.4% of a small idempotent
     produce's CPU (docs/benchmarks.md, "Server machinery per request"). The coroutine is
