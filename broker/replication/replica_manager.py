@@ -837,9 +837,10 @@ class ReplicaManager:
                     pending.append(part.new_waiter())
             if not pending:
                 return
+            now = asyncio.get_running_loop().time()
             if deadline < 0:
-                deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-            remaining = deadline - asyncio.get_running_loop().time()
+                deadline = now + timeout_ms / 1000
+            remaining = deadline - now
             if remaining > 0:
                 await wait_first(pending, remaining)
             if asyncio.get_running_loop().time() >= deadline:

@@ -186,7 +186,7 @@ class _Timed:
 
 class _Finished:
     """What `_Connection._eager` yields once its handler has returned: the handler's value,
-    handed to the driver (`_start_eagerly`, `_Resumed`) as a step. A coroutine that returns
+    handed to the driver (`_step`, `_Resumed`) as a step. A coroutine that returns
     raises StopIteration into its caller, and catching that in compiled code (a traceback
     entry, the exception state saved and restored) cost ~2.4% of a small idempotent
     produce's CPU (docs/benchmarks.md, "Server machinery per request"). The coroutine is
@@ -263,27 +263,38 @@ class _Resumed:
                 return step.value
 
 
-def _first_step(coro: Any) -> asyncio.Future[Any]:
-    loop = asyncio.get_running_loop()
-    if sys.version_info >= (3, 12):
-        return asyncio.Task(coro, loop=loop, eager_start=True)
+def _step(coro: Any) -> asyncio.Future[Any] | _Answered:
+    """Run `coro` up to its first wait now: its outcome when it returned (or yielded a
+    `_Finished`) or raised, else a task that goes on from there."""
     try:
         step = coro.send(None)
     except StopIteration as stop:
-        done = loop.create_future()
-        done.set_result(stop.value)
-        return done
-    except asyncio.CancelledError:
-        done = loop.create_future()
-        done.cancel()
-        return done
+        return _Answered(stop.value)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as e:  # the write loop answers or closes
-        done = loop.create_future()
-        done.set_exception(e)
-        return done
+    except BaseException as e:  # the caller answers or closes
+        return _Answered(None, e)
+    if type(step) is _Finished:
+        return _Answered(step.value)
     return asyncio.ensure_future(_awaited(_Resumed(coro, step)))
+
+
+def _first_step(coro: Any) -> asyncio.Future[Any]:
+    """`_step` for callers that want a future (the worker channel's ops)."""
+    loop = asyncio.get_running_loop()
+    if sys.version_info >= (3, 12):
+        return asyncio.Task(coro, loop=loop, eager_start=True)
+    outcome = _step(coro)
+    if not isinstance(outcome, _Answered):
+        return outcome
+    done = loop.create_future()
+    if isinstance(outcome.error, asyncio.CancelledError):
+        done.cancel()
+    elif outcome.error is not None:
+        done.set_exception(outcome.error)
+    else:
+        done.set_result(outcome.value)
+    return done
 
 
 def _start_eagerly(coro: Any, pending: _Pending) -> asyncio.Future[Any] | _Answered:
@@ -295,18 +306,9 @@ def _start_eagerly(coro: Any, pending: _Pending) -> asyncio.Future[Any] | _Answe
     tasks would refuse the `_Finished` step."""
     metrics_stats.EAGER_PENDING = pending if pending.received else None
     try:
-        step = coro.send(None)
-    except StopIteration as stop:  # not reached: _eager never returns
-        return _Answered(stop.value)
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as e:  # the write loop answers or closes
-        return _Answered(None, e)
+        return _step(coro)
     finally:
         metrics_stats.EAGER_PENDING = None
-    if type(step) is _Finished:
-        return _Answered(step.value)
-    return asyncio.ensure_future(_awaited(_Resumed(coro, step)))
 
 
 @dataclass(slots=True)
