@@ -60,6 +60,9 @@ CLIENT_ID = "skiff-replay"
 SIZE = struct.Struct(">i")
 OFFSET = struct.Struct(">q")
 CRC = struct.Struct(">I")
+ERROR = struct.Struct(">h")
+# one Fetch answer in this many is decoded with kio too (the first included)
+CHECK_EVERY = 64
 # Fetch offsets are found in the encoded request by encoding these first, one per partition.
 _SENTINEL_BASE = 0x5EED_0000_0000_0000
 
@@ -189,7 +192,7 @@ def set_fetch_offset(frame: bytearray, template: FetchTemplate, partition: int,
     OFFSET.pack_into(frame, template.offset_at[partition], offset)
 
 
-def next_offset_after(records: bytes, fetch_offset: int) -> tuple[int, int]:
+def next_offset_after(records: bytes | memoryview, fetch_offset: int) -> tuple[int, int]:
     """(the offset after the last whole batch in `records`, records in those batches past
     `fetch_offset`), from the batch headers: baseOffset int64, batchLength int32, ...,
     lastOffsetDelta int32 at byte 23. A partial batch at the end is left for the next fetch."""
@@ -207,6 +210,97 @@ def next_offset_after(records: bytes, fetch_offset: int) -> tuple[int, int]:
             nxt = end
         pos += 12 + length
     return nxt, count
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    topic: str
+    partition: int
+    error_code: int
+    records: memoryview  # a view of the answer: valid until the connection reads the next
+
+
+def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("answer ends inside a varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint longer than 5 bytes")
+
+
+def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        pos += size
+    if pos > len(buf):
+        raise ValueError("answer ends inside a tagged field")
+    return pos
+
+
+def _take(buf: memoryview, pos: int, n: int) -> int:
+    if pos + n > len(buf):
+        raise ValueError(f"answer ends {pos + n - len(buf)} bytes early")
+    return pos + n
+
+
+def read_fetch_answer(frame: memoryview) -> tuple[int, list[FetchedPartition]]:
+    """(the answer's error code, its partitions) of a Fetch v12 answer (frame without its
+    size), read in place: each partition's records stay a view of `frame`. kio's decoder
+    copies every partition's records into new bytes and builds an object per field: the
+    replayer then spent more CPU per GB fetched than the broker it measured, and on two
+    cores a load generator's CPU is taken from the broker (docs/benchmarks.md). Every
+    CHECK_EVERY-th answer is decoded with kio as well and must read the same."""
+    buf = frame
+    # response header v1: correlation id, tagged fields
+    pos = _skip_tagged_fields(buf, _take(buf, 0, 4))
+    # throttle_time_ms int32, error_code int16, session_id int32
+    _take(buf, pos, 10)
+    (error_code,) = ERROR.unpack_from(buf, pos + 4)
+    pos += 10
+    topics, pos = _uvarint(buf, pos)
+    out: list[FetchedPartition] = []
+    for _ in range(max(0, topics - 1)):
+        name_len, pos = _uvarint(buf, pos)
+        end = _take(buf, pos, max(0, name_len - 1))
+        topic = bytes(buf[pos:end]).decode()
+        pos = end
+        partitions, pos = _uvarint(buf, pos)
+        for _ in range(max(0, partitions - 1)):
+            # partition_index int32, error_code int16, high_watermark, last_stable_offset,
+            # log_start_offset int64
+            _take(buf, pos, 30)
+            (index,) = SIZE.unpack_from(buf, pos)
+            (code,) = ERROR.unpack_from(buf, pos + 4)
+            pos += 30
+            aborted, pos = _uvarint(buf, pos)  # nullable compact array of (int64, int64, tags)
+            for _ in range(max(0, aborted - 1)):
+                pos = _skip_tagged_fields(buf, _take(buf, pos, 16))
+            pos = _take(buf, pos, 4)  # preferred_read_replica
+            size, pos = _uvarint(buf, pos)  # nullable compact records
+            end = _take(buf, pos, max(0, size - 1))
+            out.append(FetchedPartition(topic, index, code, buf[pos:end]))
+            pos = _skip_tagged_fields(buf, end)
+        pos = _skip_tagged_fields(buf, pos)
+    _skip_tagged_fields(buf, pos)
+    return error_code, out
+
+
+def fetch_answer_with_kio(frame: bytes) -> tuple[int, list[tuple[str, int, int, int]]]:
+    """What read_fetch_answer reads, decoded by kio: (error code, [(topic, partition, error
+    code, records' length)])."""
+    _, response = decode_response(FETCH_KEY, FETCH_VERSION, frame)
+    return response.error_code.value, [
+        (str(t.topic), int(p.partition_index), p.error_code.value, len(p.records or b""))
+        for t in response.responses for p in t.partitions]
 
 
 def produce_errors(response_frame: bytes) -> list[str]:
@@ -383,22 +477,29 @@ def _fetch_connection(bootstrap: str, topic: str, ends: dict[int, int], deadline
                 set_fetch_offset(frame, template, p, o)
             set_correlation_id(frame, requests)
             sock.sendall(frame)
-            _, response = decode_response(FETCH_KEY, FETCH_VERSION, bytes(answers.next()))
+            answer = answers.next()
+            error_code, partitions = read_fetch_answer(answer)
+            if requests % CHECK_EVERY == 0:
+                read = (error_code, [(p.topic, p.partition, p.error_code, len(p.records))
+                                     for p in partitions])
+                with_kio = fetch_answer_with_kio(bytes(answer))
+                if read != with_kio:
+                    errors.append(f"fetch answer {requests} read as {read}, kio reads "
+                                  f"{with_kio}")
+                    break
             requests += 1
-            if response.error_code is not ErrorCode.none:
-                errors.append(f"fetch: {response.error_code.name.upper()}")
+            if error_code:
+                errors.append(f"fetch: {ErrorCode(error_code).name.upper()}")
                 break
-            for t in response.responses:
-                for pr in t.partitions:
-                    if pr.error_code is not ErrorCode.none:
-                        errors.append(f"{t.topic}-{pr.partition_index}: "
-                                      f"{pr.error_code.name.upper()}")
-                        continue
-                    records = pr.records or b""
-                    nxt, n = next_offset_after(records, offsets[int(pr.partition_index)])
-                    offsets[int(pr.partition_index)] = nxt
-                    got += n
-                    nbytes += len(records)
+            for pr in partitions:
+                if pr.error_code:
+                    errors.append(f"{pr.topic}-{pr.partition}: "
+                                  f"{ErrorCode(pr.error_code).name.upper()}")
+                    continue
+                nxt, n = next_offset_after(pr.records, offsets[pr.partition])
+                offsets[pr.partition] = nxt
+                got += n
+                nbytes += len(pr.records)
             if errors:
                 break
     except Exception as exc:

@@ -7,8 +7,16 @@ import datetime
 import io
 import struct
 
+import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchRequest
+from kio.schema.fetch.v12.response import (
+    AbortedTransaction,
+    FetchableTopicResponse,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    PartitionData,
+)
 from kio.schema.produce.v9.request import ProduceRequest
 from kio.schema.produce.v9.response import (
     PartitionProduceResponse,
@@ -16,7 +24,7 @@ from kio.schema.produce.v9.response import (
     TopicProduceResponse,
 )
 from kio.schema.request_header.v2 import RequestHeader
-from kio.schema.types import TopicName
+from kio.schema.types import BrokerId, ProducerId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32, i32Timedelta, i64
 
@@ -99,6 +107,55 @@ def test_the_next_offset_comes_from_whole_batches_and_skips_what_was_read() -> N
     partial = data + _batch(18, 4)[:30]
     assert replay.next_offset_after(partial, 10) == (18, 8)
     assert replay.next_offset_after(b"", 99) == (99, 0)
+
+
+def _fetch_answer(topics: tuple[FetchableTopicResponse, ...], error: ErrorCode = ErrorCode.none
+                  ) -> bytes:
+    response = FetchResponse(throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+                             error_code=error, session_id=i32(0), responses=topics)
+    buf = io.BytesIO()
+    buf.write(struct.pack(">i", 7))  # correlation id
+    buf.write(b"\0")  # the flexible response header's tagged fields
+    entity_writer(FetchResponse)(buf, response)
+    return buf.getvalue()
+
+
+def _partition(index: int, records: bytes | None, error: ErrorCode = ErrorCode.none,
+               **tagged: object) -> PartitionData:
+    aborted = tuple(AbortedTransaction(producer_id=ProducerId(7 + i), first_offset=i64(i))
+                    for i in range(index % 3)) if records is not None else None
+    return PartitionData(partition_index=i32(index), error_code=error, high_watermark=i64(99),
+                         last_stable_offset=i64(98), log_start_offset=i64(0),
+                         aborted_transactions=aborted, records=records, **tagged)
+
+
+def test_fetch_answers_read_in_place_as_kio_reads_them() -> None:
+    records = _batch(10, 5) + _batch(15, 3)
+    frame = _fetch_answer((
+        FetchableTopicResponse(topic=TopicName("t"), partitions=(
+            _partition(0, records), _partition(1, b""), _partition(2, None),
+            _partition(4, records[:40], current_leader=LeaderIdAndEpoch(
+                leader_id=BrokerId(3), leader_epoch=i32(5))),
+        )),
+        FetchableTopicResponse(topic=TopicName("other-topic"), partitions=(
+            _partition(5, None, ErrorCode.not_leader_or_follower),)),
+    ))
+    error, partitions = replay.read_fetch_answer(memoryview(frame))
+    assert error == 0
+    assert (error, [(p.topic, p.partition, p.error_code, len(p.records)) for p in partitions]
+            ) == replay.fetch_answer_with_kio(frame)
+    assert bytes(partitions[0].records) == records
+    assert partitions[-1].error_code == ErrorCode.not_leader_or_follower.value
+    assert replay.next_offset_after(partitions[0].records, 10) == (18, 8)
+
+
+def test_a_fetch_answer_cut_short_is_refused() -> None:
+    frame = _fetch_answer((FetchableTopicResponse(topic=TopicName("t"), partitions=(
+        _partition(0, _batch(0, 2)),)),), ErrorCode.unknown_server_error)
+    assert replay.read_fetch_answer(memoryview(frame))[0] == ErrorCode.unknown_server_error.value
+    for cut in range(len(frame) - 1):
+        with pytest.raises(ValueError):
+            replay.read_fetch_answer(memoryview(frame[:cut]))
 
 
 def test_produce_answers_report_their_errors() -> None:
