@@ -459,7 +459,8 @@ def replay_produce(bootstrap: str, topic: str, partitions: Sequence[int], *,
 
 
 def _fetch_connection(bootstrap: str, topic: str, ends: dict[int, int], deadline: float,
-                      start: threading.Barrier, out: dict[str, Any]) -> None:
+                      start: threading.Barrier, out: dict[str, Any],
+                      check_every: int = CHECK_EVERY) -> None:
     template = fetch_template(topic, list(ends))
     frame = bytearray(template.frame)
     offsets = dict.fromkeys(ends, 0)
@@ -479,7 +480,7 @@ def _fetch_connection(bootstrap: str, topic: str, ends: dict[int, int], deadline
             sock.sendall(frame)
             answer = answers.next()
             error_code, partitions = read_fetch_answer(answer)
-            if requests % CHECK_EVERY == 0:
+            if requests % check_every == 0:
                 read = (error_code, [(p.topic, p.partition, p.error_code, len(p.records))
                                      for p in partitions])
                 with_kio = fetch_answer_with_kio(bytes(answer))
@@ -511,17 +512,19 @@ def _fetch_connection(bootstrap: str, topic: str, ends: dict[int, int], deadline
 
 
 def _fetch_process(bootstrap: str, topic: str, ends: dict[int, int], deadline: float,
-                   start: Any, results: Any, index: int) -> None:
+                   start: Any, results: Any, index: int, check_every: int) -> None:
     out: dict[str, Any] = {}
-    _fetch_connection(bootstrap, topic, ends, deadline, start, out)
+    _fetch_connection(bootstrap, topic, ends, deadline, start, out, check_every)
     results.put((index, out))
 
 
 def replay_fetch(bootstrap: str, topic: str, ends: dict[int, int], *,
-                 connections: int = 1, timeout_s: float = 600.0) -> ReplayResult:
+                 connections: int = 1, timeout_s: float = 600.0,
+                 check_every: int = CHECK_EVERY) -> ReplayResult:
     """Read every partition of `ends` from offset 0 up to its end offset (partitions split
     over the connections); `bytes` counts the record batches' bytes as fetched (headers
-    included).
+    included). `check_every`: one answer in this many (the first included) is decoded
+    with kio as well, and must read as it was read in place.
 
     Each connection reads in a process of its own: as threads of one process they took
     turns on its GIL (decoding each answer with kio), and both brokers fetched slower for it
@@ -538,7 +541,8 @@ def replay_fetch(bootstrap: str, topic: str, ends: dict[int, int], *,
     start = ctx.Barrier(len(shares) + 1)
     results = ctx.Queue()
     procs = [ctx.Process(target=_fetch_process, daemon=True, args=(
-        bootstrap, topic, {p: ends[p] for p in shares[c]}, deadline, start, results, c))
+        bootstrap, topic, {p: ends[p] for p in shares[c]}, deadline, start, results, c,
+        check_every))
         for c in range(len(shares))]
     for proc in procs:
         proc.start()

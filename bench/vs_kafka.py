@@ -888,6 +888,10 @@ def fig_replay(sides: dict[str, Side], args: argparse.Namespace, table: Table) -
             table.add("replay", "fetch MB/s", "MB/s", "higher", name, r["fetch_mbs"])
             table.add("replay", "broker CPU-s per GB fetched", "CPU-s/GB", "lower", name,
                       r["fetch_cpu_gb"])
+            table.add("replay", "broker cores during fetch", "cores", "higher", name,
+                      r["fetch_cores"])
+            table.add("replay", "replayer cores during fetch", "cores", "lower", name,
+                      r["fetch_client_cores"])
     if args.taskset is not None:
         skiff = sides["skiff"]
         every = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))

@@ -1,7 +1,8 @@
 """bench/replay.py's idempotent Produce (a producer id per connection, consecutive
 sequences, a CRC per send) taken by Skiff and by Kafka 4.4 alike: every request answered
 without error and every record counted once in the end offsets (the replayer behind the
-`--replay-idempotent` figures of bench/vs_kafka.py)."""
+`--replay-idempotent` figures of bench/vs_kafka.py); and its Fetch, whose answers it reads
+in place, read back whole from both, every answer read as kio reads it."""
 
 from __future__ import annotations
 
@@ -38,3 +39,26 @@ def replay_and_count(bootstrap: str) -> None:
     assert sum(ends.values()) == probe + REQUESTS * RECORDS_PER_BATCH
     # each connection's 20 requests went to its one partition (after the probe's records)
     assert all(e > REQUESTS // 3 * RECORDS_PER_BATCH for e in ends.values()), ends
+
+
+def test_skiff_answers_the_fetch_replay_as_kio_reads_it(skiff_node: Broker) -> None:
+    fetch_and_count(skiff_node.bootstrap)
+
+
+def test_kafka_answers_the_fetch_replay_as_kio_reads_it(kafka_ref: KafkaNode) -> None:
+    fetch_and_count(kafka_ref.bootstrap)
+
+
+def fetch_and_count(bootstrap: str) -> None:
+    topic = f"replay-fetch-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, PARTITIONS)
+    probe = replay.wait_writable(bootstrap, topic, range(PARTITIONS))
+    produced = replay.replay_produce(bootstrap, topic, range(PARTITIONS), connections=3,
+                                     inflight=5, records_per_batch=RECORDS_PER_BATCH,
+                                     size=100, requests=REQUESTS)
+    assert produced.errors == []
+    ends = replay.end_offsets(bootstrap, topic, range(PARTITIONS))
+    fetched = replay.replay_fetch(bootstrap, topic, ends, connections=2, timeout_s=60,
+                                  check_every=1)
+    assert fetched.errors == []
+    assert fetched.records == sum(ends.values()) == probe + REQUESTS * RECORDS_PER_BATCH
