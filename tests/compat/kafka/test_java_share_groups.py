@@ -169,8 +169,11 @@ def test_four_consumers_get_disjoint_records_each_once(
     # ShareGroupDescribe and ListGroups while the four polled: each was assigned the partition
     assert result["state"] == "Stable" and result["listed"] == ["Share/Stable"], result
     assert sorted(m["client"] for m in result["members"]) == ["c0", "c1", "c2", "c3"]
-    assert all(m["partitions"] == 1 and m["epoch"] == result["epoch"]
+    # a member learns the group epoch its latest join set at its next heartbeat (5 s apart),
+    # so a describe soon after the last join may show earlier members one epoch behind
+    assert all(m["partitions"] == 1 and 0 < m["epoch"] <= result["epoch"]
                for m in result["members"]), result
+    assert any(m["epoch"] == result["epoch"] for m in result["members"]), result
     # the records were shared: more than one consumer got some
     assert sum(1 for c in per_consumer if c) >= 2, [len(c) for c in per_consumer]
 
