@@ -47,6 +47,8 @@ from kio.schema.produce.v9.request import (  # noqa: E402
     TopicProduceData,
 )
 from kio.schema.types import ProducerId, TopicName  # noqa: E402
+from kio.serial.errors import BufferUnderflow  # noqa: E402
+from kio.serial.readers import read_unsigned_varint  # noqa: E402
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64  # noqa: E402
 
 from broker.protocol.records import LOG_OVERHEAD, Record, batch_crc, build_batch  # noqa: E402
@@ -221,18 +223,12 @@ class FetchedPartition:
 
 
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("answer ends inside a varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint longer than 5 bytes")
+    """(value, position after it); kio reads it (and refuses one longer than 5 bytes)."""
+    try:
+        value, used = read_unsigned_varint(buf, pos)
+    except BufferUnderflow as e:
+        raise ValueError("answer ends inside a varint") from e
+    return value, pos + used
 
 
 def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
@@ -259,7 +255,7 @@ def read_fetch_answer(frame: memoryview) -> tuple[int, list[FetchedPartition]]:
     replayer then spent more CPU per GB fetched than the broker it measured, and on two
     cores a load generator's CPU is taken from the broker (docs/benchmarks.md). Every
     CHECK_EVERY-th answer is decoded with kio as well and must read the same."""
-    buf = frame
+    buf = frame.toreadonly()  # kio's readers take read-only buffers (no copy)
     # response header v1: correlation id, tagged fields
     pos = _skip_tagged_fields(buf, _take(buf, 0, 4))
     # throttle_time_ms int32, error_code int16, session_id int32

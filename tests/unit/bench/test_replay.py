@@ -147,6 +147,11 @@ def test_fetch_answers_read_in_place_as_kio_reads_them() -> None:
     assert bytes(partitions[0].records) == records
     assert partitions[-1].error_code == ErrorCode.not_leader_or_follower.value
     assert replay.next_offset_after(partitions[0].records, 10) == (18, 8)
+    # as the replayer reads it: a view of its (writable) receive buffer
+    error_w, partitions_w = replay.read_fetch_answer(memoryview(bytearray(frame)))
+    assert (error_w, [(p.topic, p.partition, p.error_code, bytes(p.records))
+                      for p in partitions_w]) == \
+        (error, [(p.topic, p.partition, p.error_code, bytes(p.records)) for p in partitions])
 
 
 def test_a_fetch_answer_cut_short_is_refused() -> None:
