@@ -7,6 +7,7 @@ in place, read back whole from both, every answer read as kio reads it."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from bench import replay
 from bench.vs_kafka import create_topic
@@ -26,13 +27,20 @@ def test_kafka_takes_the_idempotent_replay_whole(kafka_ref: KafkaNode) -> None:
     replay_and_count(kafka_ref.bootstrap)
 
 
-def replay_and_count(bootstrap: str) -> None:
-    topic = f"replay-idem-{uuid.uuid4().hex[:6]}"
+def replayed_topic(bootstrap: str, prefix: str, **produce: Any
+                   ) -> tuple[str, int, replay.ReplayResult]:
+    """(a new topic, the records wait_writable probed it with, the replayed Produce)."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
     create_topic(bootstrap, topic, PARTITIONS)
     probe = replay.wait_writable(bootstrap, topic, range(PARTITIONS))
     r = replay.replay_produce(bootstrap, topic, range(PARTITIONS), connections=3,
                               inflight=5, records_per_batch=RECORDS_PER_BATCH, size=100,
-                              requests=REQUESTS, check_every=1, idempotent=True)
+                              requests=REQUESTS, **produce)
+    return topic, probe, r
+
+
+def replay_and_count(bootstrap: str) -> None:
+    topic, probe, r = replayed_topic(bootstrap, "replay-idem", check_every=1, idempotent=True)
     assert r.errors == []
     assert r.requests == REQUESTS
     ends = replay.end_offsets(bootstrap, topic, range(PARTITIONS))
@@ -50,12 +58,7 @@ def test_kafka_answers_the_fetch_replay_as_kio_reads_it(kafka_ref: KafkaNode) ->
 
 
 def fetch_and_count(bootstrap: str) -> None:
-    topic = f"replay-fetch-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap, topic, PARTITIONS)
-    probe = replay.wait_writable(bootstrap, topic, range(PARTITIONS))
-    produced = replay.replay_produce(bootstrap, topic, range(PARTITIONS), connections=3,
-                                     inflight=5, records_per_batch=RECORDS_PER_BATCH,
-                                     size=100, requests=REQUESTS)
+    topic, probe, produced = replayed_topic(bootstrap, "replay-fetch")
     assert produced.errors == []
     ends = replay.end_offsets(bootstrap, topic, range(PARTITIONS))
     fetched = replay.replay_fetch(bootstrap, topic, ends, connections=2, timeout_s=60,
