@@ -19,7 +19,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 
 ROOT = Path(__file__).resolve().parent
 native = runpy.run_path(str(ROOT / "broker" / "native.py"))
@@ -63,6 +63,10 @@ def ext_modules() -> list[Any]:
     options = ["--config-file", os.devnull, "--ignore-missing-imports",
                "--follow-imports=silent"]
     modules = mypycify([*options, *SOURCES], opt_level="3", group_name="skiff_native")
+    # The native threads that send large answers (num.network.threads); without them the
+    # event loop sends every answer, and the server says so when it starts.
+    modules.append(Extension("broker.protocol._sendpool", ["broker/protocol/_sendpool.c"],
+                             extra_compile_args=["-O2"]))
     if mode == "auto":
         # a compiler that fails leaves the install plain Python rather than failing it: the
         # missing extension modules then make broker/native.py load the sources
