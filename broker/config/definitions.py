@@ -26,11 +26,11 @@ from broker.config.types import (
 if TYPE_CHECKING:
     from broker.config.types import Validator
 
-# Why num.network.threads and num.io.threads size nothing in Skiff.
-_ONE_LOOP = ("a Skiff broker reads, handles and answers every request on one event loop in "
-             "each of its processes, with no network or request-handler threads to size; "
-             "its processes are skiff.broker.workers (docs/operations.md, \"Using more than "
-             "one core\")")
+# Why num.io.threads sizes nothing in Skiff.
+_ONE_LOOP = ("a Skiff broker reads and handles every request on one event loop in each of "
+             "its processes, with no request-handler threads to size (num.network.threads "
+             "sizes the threads that send large answers); its processes are "
+             "skiff.broker.workers (docs/operations.md, \"Using more than one core\")")
 
 # Why the metadata log's segment and retention keys apply to nothing in Skiff.
 _METADATA_SEGMENTS = ("Skiff's metadata log (__cluster_metadata) rolls a segment every "
@@ -194,7 +194,8 @@ _BROKER_DEFS: list[ConfigDef] = [
     ConfigDef("max.connections.per.ip.overrides", S, "", _connection_overrides),
     # KIP-612; each of these two may also be set per listener as listener.name.<l>.<key>
     ConfigDef("max.connection.creation.rate", INT, INT_MAX, at_least(0)),
-    ConfigDef("num.network.threads", INT, 3, kafka_default_only(3, _ONE_LOOP)),
+    # the native threads that send large zero-copy answers (broker/protocol/_sendpool.c)
+    ConfigDef("num.network.threads", INT, 3, between(1, 64)),
     ConfigDef("num.io.threads", INT, 8, kafka_default_only(8, _ONE_LOOP)),
     ConfigDef("request.timeout.ms", INT, 30000, at_least(0)),
     ConfigDef("broker.rack", S, None),

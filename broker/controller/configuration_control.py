@@ -38,7 +38,7 @@ from broker.metadata.records import RESOURCE_BROKER, RESOURCE_TOPIC
 # log.retention.minutes or log.retention.hours, log.roll.ms but not log.roll.hours.
 DYNAMIC_BROKER_KEYS = frozenset(
     d.synonyms[0] for d in cfgmod.TOPIC_CONFIGS.values() if d.synonyms
-) | {"log.cleaner.threads", "num.io.threads", "num.network.threads", "num.replica.fetchers",
+) | {"log.cleaner.threads", "num.io.threads", "num.replica.fetchers",
      "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
      "max.connection.creation.rate", "log.retention.check.interval.ms",
      "cordoned.log.dirs",

@@ -157,6 +157,7 @@ def server_config_for(cfg: NodeConfig) -> ServerConfig:
         send_buffer_bytes=cfg["socket.send.buffer.bytes"],
         receive_buffer_bytes=cfg["socket.receive.buffer.bytes"],
         listen_backlog=cfg["socket.listen.backlog.size"],
+        network_threads=cfg["num.network.threads"],
     )
 
 

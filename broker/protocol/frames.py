@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 
 class HasFileno(Protocol):
@@ -145,6 +146,102 @@ def _fileno(f: HasFileno | int | None) -> int:
     return f if isinstance(f, int) else f.fileno()
 
 
+# An answer with file slices of at least this many bytes goes to the native sender threads
+# (SenderPool) when the server has them; a smaller one costs less sent from the loop itself
+# than handed over (a wake-up of a thread and one of the loop).
+OFFLOAD_MIN = 256 * 1024
+
+# A part of an answer for the sender threads: bytes, or a file slice as (fd, offset, length).
+SendPart = bytes | bytearray | memoryview | tuple[int, int, int]
+
+
+def native_senders_missing() -> str | None:
+    """Why this install has no native sender threads (None: it has them)."""
+    try:
+        from broker.protocol import _sendpool  # noqa: F401
+    except ImportError as exc:
+        return f"broker/protocol/_sendpool.c is not built ({exc}; setup.py builds it " \
+               "with a C compiler and Python's headers)"
+    return None
+
+
+class SenderPool:
+    """An event loop's native sender threads (broker/protocol/_sendpool.c). `send` hands
+    them an answer's parts for one socket and returns a future of (errno or 0, bytes sent);
+    the loop learns of ended jobs through an eventfd it watches."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, threads: int) -> None:
+        from broker.protocol import _sendpool
+
+        self.threads = threads
+        self._pool = _sendpool.Pool(threads)
+        self._loop = loop
+        self._futures: dict[int, asyncio.Future[tuple[int, int]]] = {}
+        self._next_token = 0
+        self.jobs = 0  # answers (and remainders of answers) handed to the threads
+        self._fd = self._pool.fileno()
+        loop.add_reader(self._fd, self._on_ended)
+
+    def send(self, socket_fd: int, parts: list[SendPart]) -> asyncio.Future[tuple[int, int]]:
+        token = self._next_token
+        self._next_token += 1
+        fut: asyncio.Future[tuple[int, int]] = self._loop.create_future()
+        self._pool.submit(token, socket_fd, parts)
+        self._futures[token] = fut
+        self.jobs += 1
+        return fut
+
+    def _on_ended(self) -> None:
+        for token, err, sent in self._pool.collect():
+            fut = self._futures.pop(token, None)
+            if fut is not None and not fut.done():  # done: its connection gave up on it
+                fut.set_result((err, sent))
+
+    def close(self) -> None:
+        """Stops the threads (pending jobs end with ECANCELED) and settles every future."""
+        self._loop.remove_reader(self._fd)
+        self._pool.close()
+        self._on_ended()
+
+    # One pool per event loop, shared by its servers (a node's controller and client
+    # listeners): closed when the last of them lets go.
+    _shared: ClassVar[dict[asyncio.AbstractEventLoop, tuple[SenderPool, int]]] = {}
+
+    @classmethod
+    def acquire(cls, threads: int) -> SenderPool:
+        loop = asyncio.get_running_loop()
+        held = cls._shared.get(loop)
+        pool, users = held if held is not None else (cls(loop, threads), 0)
+        cls._shared[loop] = (pool, users + 1)
+        return pool
+
+    def release(self) -> None:
+        pool, users = self._shared[self._loop]
+        if users > 1:
+            self._shared[self._loop] = (pool, users - 1)
+            return
+        del self._shared[self._loop]
+        self.close()
+
+
+def _after(parts: list[SendPart], sent: int) -> list[SendPart]:
+    """`parts` without their first `sent` bytes."""
+    out: list[SendPart] = []
+    for part in parts:
+        n = part[2] if isinstance(part, tuple) else memoryview(part).nbytes
+        if sent >= n:
+            sent -= n
+            continue
+        if sent:
+            if isinstance(part, tuple):
+                part = (part[0], part[1] + sent, part[2] - sent)
+            else:
+                part = memoryview(part)[sent:]
+            sent = 0
+        out.append(part)
+    return out
+
+
 # A file slice under TLS goes through the transport in pieces of this size (see _copy_slice).
 COPY_PIECE = 256 * 1024
 
@@ -156,9 +253,11 @@ class ZeroCopyWriter:
     protocol's flow control)."""
 
     def __init__(self, transport: asyncio.Transport,
-                 drain: Callable[[], Awaitable[None]], *, copy: bool = False) -> None:
+                 drain: Callable[[], Awaitable[None]], *, copy: bool = False,
+                 senders: SenderPool | None = None) -> None:
         """`copy`: the transport encrypts (TLS), so file slices are read and written
-        through it; sendfile on the raw socket would bypass the encryption."""
+        through it; sendfile on the raw socket would bypass the encryption. `senders`: the
+        native threads that send answers of OFFLOAD_MIN bytes or more (not under `copy`)."""
         self._transport = transport
         self._drain = drain
         self._copy = copy
@@ -170,6 +269,7 @@ class ZeroCopyWriter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_fd = -1
         self._waiter: asyncio.Future[None] | None = None
+        self._senders = None if copy else senders
 
     def close(self) -> None:
         self._unwatch()
@@ -186,7 +286,10 @@ class ZeroCopyWriter:
         # this machine that halved the sender's CPU per small answer (docs/benchmarks.md).
         corked = self._cork(True)
         try:
-            await self._write(prefix, chunks)
+            if self._senders is not None and chunks.size >= OFFLOAD_MIN:
+                await self._write_by_senders(prefix, chunks)
+            else:
+                await self._write(prefix, chunks)
         finally:
             self._unwatch()
             if corked:
@@ -220,6 +323,33 @@ class ZeroCopyWriter:
                 await self._sendfile(part)
         if pending:
             self._transport.writelines(pending)
+
+    async def _write_by_senders(self, prefix: bytes, chunks: ResponseChunks) -> None:
+        """The answer sent whole by a sender thread; where the socket stays full for a while
+        the thread gives it back, and the rest goes once the socket is writable."""
+        senders = self._senders
+        if senders is None:
+            raise RuntimeError("no sender threads")
+        await self._drain_fully()
+        out_fd = self._socket_fd()
+        parts: list[SendPart] = [prefix]
+        for part in chunks:
+            if isinstance(part, _BYTES):
+                parts.append(part)
+            elif part.length:
+                parts.append((_fileno(part.file), part.position, part.length))
+        while True:
+            if self._transport.is_closing():
+                raise ConnectionError("connection closed")
+            err, sent = await senders.send(out_fd, parts)
+            if err == 0:
+                return
+            if err != errno.EAGAIN:
+                if err == errno.ENODATA:
+                    raise OSError("a file ended before the end of its slice")
+                raise OSError(err, os.strerror(err))
+            parts = _after(parts, sent)
+            await self._writable(out_fd)
 
     async def _copy_slice(self, s: FileSlice) -> None:
         """A file slice read and written through the (encrypting) transport in pieces of

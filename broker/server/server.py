@@ -64,7 +64,13 @@ from broker.protocol import api
 from broker.protocol.api import ApiTable
 from broker.protocol.durations import duration, to_ms
 from broker.protocol.frame_reader import FrameReader, Http2PrefaceError
-from broker.protocol.frames import ResponseChunks, ZeroCopyWriter
+from broker.protocol.frames import (
+    OFFLOAD_MIN,
+    ResponseChunks,
+    SenderPool,
+    ZeroCopyWriter,
+    native_senders_missing,
+)
 from broker.protocol.headers import (
     ApiPeek,
     FrameError,
@@ -96,6 +102,7 @@ TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
 # Answers ready one after another leave in one writev, up to this many bytes: on loopback
 # each send also runs the peer's receive and may wake it.
 HOLD_MAX_BYTES: Final = 1 << 20
+MAX_NETWORK_THREADS: Final = 64  # broker/protocol/_sendpool.c's MAX_THREADS
 SASL_SERVER_MAX_RECEIVE_SIZE: Final = 524288  # Kafka's sasl.server.max.receive.size default
 
 
@@ -110,6 +117,9 @@ class ServerConfig:
     send_buffer_bytes: int = 100 * 1024
     receive_buffer_bytes: int = 100 * 1024
     listen_backlog: int = 50
+    # Kafka's num.network.threads: here the native threads that send large zero-copy
+    # answers (broker/protocol/frames.py, SenderPool); the event loop reads every request.
+    network_threads: int = 3
 
     def __post_init__(self) -> None:
         if self.socket_request_max_bytes < 8:
@@ -126,6 +136,8 @@ class ServerConfig:
                 raise ValueError(f"{name} must be -1 (the OS default) or at least 1")
         if self.listen_backlog < 1:
             raise ValueError("socket.listen.backlog.size must be at least 1")
+        if not 1 <= self.network_threads <= MAX_NETWORK_THREADS:
+            raise ValueError(f"num.network.threads must be 1 to {MAX_NETWORK_THREADS}")
 
 
 @dataclass(frozen=True)
@@ -465,8 +477,12 @@ class Server:
         self._connections: set[_Connection] = set()
         self._ids = itertools.count()
         self.tasks = ServiceTasks("server")  # each connection's write loop
+        # the threads that send large Fetch answers; None: the loop sends every answer
+        self.senders: SenderPool | None = None
+        self._senders_checked = False
 
     async def start(self) -> None:
+        self._start_senders()
         for listener in self._listeners.values():
             spec = listener.spec
             loop = asyncio.get_running_loop()
@@ -494,6 +510,21 @@ class Server:
             host, port = self.address(spec.name)
             log.info("listener started", listener=spec.name, host=host, port=port,
                      apis=len(listener.apis), tls=spec.tls is not None)
+
+    def _start_senders(self) -> None:
+        if self._senders_checked:
+            return
+        self._senders_checked = True
+        if all(listener.spec.tls is not None for listener in self._listeners.values()):
+            return  # answers under TLS are copied through the transport, never sendfile'd
+        missing = native_senders_missing()
+        if missing is not None:
+            log.warning("answers are all sent by the event loop: no native sender threads",
+                        num_network_threads=self.config.network_threads, reason=missing)
+            return
+        self.senders = SenderPool.acquire(self.config.network_threads)
+        log.info("sender threads started", num_network_threads=self.config.network_threads,
+                 answers_from_bytes=OFFLOAD_MIN)
 
     def address(self, listener_name: str) -> tuple[str, int]:
         """Where the listener is bound (the real port when the configured one was 0)."""
@@ -533,6 +564,10 @@ class Server:
                 [c.done for c in list(self._connections)], timeout=5
             )
         await self.tasks.close()  # write loops still owing answers after 5 s are cancelled
+        if self.senders is not None:
+            self.senders.release()
+            self.senders = None
+        self._senders_checked = False
         log.info("server stopped")
 
     def _accept(self, listener: _Listener, adopted: bool = False) -> FrameReader:
@@ -543,6 +578,7 @@ class Server:
         """Serve a connection another process of this broker accepted on `listener_name`
         (broker/node/workers.py), as if accepted here; on a TLS listener the handshake is
         made here."""
+        self._start_senders()  # a worker's server adopts connections without a start
         listener = self._listeners[listener_name]
         tls = listener.spec.tls
         extra: dict[str, Any] = {} if tls is None else {
@@ -672,7 +708,8 @@ class _Connection:
                 transport.abort()
                 return
         # Under TLS the bytes must go through the transport: Fetch copies (as Kafka does).
-        self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain, copy=tls is not None)
+        self.zero_copy = ZeroCopyWriter(transport, self.protocol.drain, copy=tls is not None,
+                                        senders=self.server.senders)
         self.server._connections.add(self)
         if self.lstats is not None:
             self.lstats.connections_created += 1

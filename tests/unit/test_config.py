@@ -257,7 +257,6 @@ def test_streams_group_settings_as_kafka():
 
 @pytest.mark.parametrize("key,kafka_default,other", [
     ("num.io.threads", "8", "16"),
-    ("num.network.threads", "3", "8"),
     ("num.replica.fetchers", "1", "4"),
 ])
 def test_thread_counts_with_nothing_to_size_take_only_kafkas_default(key, kafka_default, other):
@@ -270,6 +269,20 @@ def test_thread_counts_with_nothing_to_size_take_only_kafkas_default(key, kafka_
     assert msg.startswith(f"Invalid value {other} for configuration {key}: "
                           f"{kafka_default} (Kafka's default) or unset: ")
     assert ("skiff.broker.workers" in msg) == (key != "num.replica.fetchers")
+
+
+def test_num_network_threads_sizes_the_sender_threads():
+    """num.network.threads is the count of native threads that send large answers
+    (broker/protocol/frames.py, SenderPool): Kafka's default 3, 1 to 64; the node's
+    server gets it."""
+    from broker.node import server_config_for
+
+    assert cfg()["num.network.threads"] == 3
+    assert server_config_for(cfg()).network_threads == 3
+    assert server_config_for(cfg(num_network_threads="8")).network_threads == 8
+    for bad in ("0", "65"):
+        with pytest.raises(ConfigError, match=r"num\.network\.threads.*between 1 and 64"):
+            cfg(num_network_threads=bad)
 
 
 @pytest.mark.parametrize("key", ["socket.send.buffer.bytes", "socket.receive.buffer.bytes"])

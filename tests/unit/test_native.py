@@ -87,6 +87,9 @@ def test_the_suite_runs_the_compiled_modules() -> None:
     assert native.STATUS.active, native.STATUS.reason
     for module in (broker.log.log, broker.server.server):
         assert module.__file__ is not None and not module.__file__.endswith(".py")
+    from broker.protocol.frames import native_senders_missing
+
+    assert native_senders_missing() is None  # num.network.threads' sender threads
 
 
 def _dataclass_fields(cls: ast.ClassDef) -> list[tuple[str, str | None]]:

@@ -127,7 +127,8 @@ def test_incremental_unchanged_value_writes_nothing():
     (BROKER(""), [("log.retention.hours", AlterConfigOp.SET, "1")], E.invalid_request),
     (BROKER(""), [("log.roll.hours", AlterConfigOp.SET, "1")], E.invalid_request),
     (BROKER(""), [("log.retention.ms", AlterConfigOp.SET, "soon")], E.invalid_request),
-    # thread counts with nothing to size in Skiff: only Kafka's default
+    # thread counts with nothing to size in Skiff: only Kafka's default; and the sender
+    # threads (num.network.threads), sized at start only
     (BROKER(""), [("num.io.threads", AlterConfigOp.SET, "16")], E.invalid_request),
     (BROKER("1"), [("num.network.threads", AlterConfigOp.SET, "6")], E.invalid_request),
     (ConfigResource(8, "x"), [("a", AlterConfigOp.SET, "1")], E.invalid_request),
