@@ -1156,8 +1156,12 @@ def fig_partitions(work: Path, args: argparse.Namespace, table: Table) -> None:
 def describe(args: argparse.Namespace) -> None:
     print("What each side was given:")
     print(f"  machine: {os.cpu_count()} CPUs, {platform.platform()}, load {load()}")
+    from broker.protocol.frames import native_senders_missing
+
+    senders = native_senders_missing() or "num.network.threads (3) native threads send " \
+        "Fetch answers of 256 KiB or more"
     print(f"  skiff: {sys.executable} (Python {platform.python_version()}), one process per "
-          f"node (`skiff dev`; cluster: `skiff server start`, combined), config "
+          f"node (`skiff dev`; cluster: `skiff server start`, combined), {senders}, config "
           f"{ {**COMMON_CONFIG, **SKIFF_ONLY_CONFIG} }")
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
     print(f"  kafka {KAFKA_VERSION}: {java.stderr.splitlines()[0] if java.stderr else 'java'}; "
