@@ -16,21 +16,20 @@ import argparse
 import asyncio
 import struct
 
+from kio.serial.errors import BufferUnderflow
+from kio.serial.readers import read_unsigned_varint
+
 API_VERSIONS = 18
 MAX_FRAME = 100 * 1024 * 1024
 
 
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise ValueError("bad varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
+    """(value, position after it), read by kio."""
+    try:
+        value, used = read_unsigned_varint(memoryview(buf), pos)
+    except BufferUnderflow as e:
+        raise ValueError("bad varint") from e
+    return value, pos + used
 
 
 def _skip_tags(buf: bytes, pos: int) -> int:
