@@ -181,7 +181,7 @@ _READ_ONLY = {
         "listeners", "listener.security.protocol.map", "log.cleaner.backoff.ms",
         "num.recovery.threads.per.data.dir", "producer.id.expiration.ms",
         "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "ssl.*",
-        "principal.builder.class",
+        "principal.builder.class", "num.network.threads",
         "transaction.partition.verification.enable", "group.consumer.assignment.interval.ms",
         "group.share.assignment.interval.ms", "group.streams.assignment.interval.ms"),
     "Skiff applies it at run time (an AlterConfigs extension); Kafka only at start": (
