@@ -10,6 +10,11 @@ fight the connection's backpressure. Instead the socket's fd is duplicated once 
 and `os.sendfile` runs on the duplicate, waiting for writability with `loop.add_writer` on it
 (the original fd belongs to the transport and cannot be watched directly). This works the same
 on asyncio's selector loop and on uvloop, and never changes a file position.
+
+An answer of OFFLOAD_MIN bytes or more goes instead to the server's native sender threads
+(SenderPool, broker/protocol/_sendpool.c; `num.network.threads` of them): one loop sent the
+answers of every connection one after another, and those sends were most of its time in a
+fetch (docs/benchmarks.md, "Fetch answers sent by native threads").
 """
 
 from __future__ import annotations
@@ -146,9 +151,9 @@ def _fileno(f: HasFileno | int | None) -> int:
     return f if isinstance(f, int) else f.fileno()
 
 
-# An answer with file slices of at least this many bytes goes to the native sender threads
-# (SenderPool) when the server has them; a smaller one costs less sent from the loop itself
-# than handed over (a wake-up of a thread and one of the loop).
+# An answer with file slices, of at least this many bytes in all, goes to the native sender
+# threads (SenderPool) when the server has them; a smaller one costs less sent from the loop
+# itself than handed over (a wake-up of a thread and one of the loop).
 OFFLOAD_MIN = 256 * 1024
 
 # A part of an answer for the sender threads: bytes, or a file slice as (fd, offset, length).
@@ -222,6 +227,9 @@ class SenderPool:
             return
         del self._shared[self._loop]
         self.close()
+
+
+_SHORT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 def _after(parts: list[SendPart], sent: int) -> list[SendPart]:
@@ -338,10 +346,21 @@ class ZeroCopyWriter:
                 parts.append(part)
             elif part.length:
                 parts.append((_fileno(part.file), part.position, part.length))
+        first = True
         while True:
             if self._transport.is_closing():
                 raise ConnectionError("connection closed")
-            err, sent = await senders.send(out_fd, parts)
+            try:
+                ended = senders.send(out_fd, parts)
+            except OSError as exc:
+                # Short of descriptors or memory for the threads' copies: the loop, which
+                # needs neither, sends an answer not yet begun.
+                if not first or exc.errno not in _SHORT_OF_RESOURCES:
+                    raise
+                await self._write(prefix, chunks)
+                return
+            first = False
+            err, sent = await ended
             if err == 0:
                 return
             if err != errno.EAGAIN:

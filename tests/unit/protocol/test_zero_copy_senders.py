@@ -6,6 +6,7 @@ bytes on the wire are the answer's either way."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 import tempfile
@@ -39,7 +40,8 @@ def test_after_drops_what_was_sent() -> None:
     assert _after(parts, 18) == []
 
 
-async def _answer_through(chunks: ResponseChunks, *, pause_s: float) -> tuple[bytes, int, int]:
+async def _answer_through(chunks: ResponseChunks, *, pause_s: float,
+                          short_of_descriptors: bool = False) -> tuple[bytes, int, int]:
     """Serves one answer through a ZeroCopyWriter with two sender threads to a reader that
     stops for `pause_s` after its first 64 KB; (bytes read, jobs handed to the threads,
     jobs in flight at the end)."""
@@ -49,6 +51,10 @@ async def _answer_through(chunks: ResponseChunks, *, pause_s: float) -> tuple[by
         sock = writer.transport.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
         pool = SenderPool.acquire(2)
+        if short_of_descriptors:
+            def refuse(socket_fd: int, parts: object) -> None:
+                raise OSError(errno.EMFILE, "Too many open files")
+            pool.send = refuse  # type: ignore[assignment,method-assign]
         try:
             zc = ZeroCopyWriter(writer.transport, writer.drain,  # type: ignore[arg-type]
                                 senders=pool)
@@ -93,6 +99,18 @@ def test_a_large_answer_goes_through_the_threads_byte_for_byte(pause_s: float) -
         assert jobs >= 2, jobs
     else:
         assert jobs >= 1, jobs
+
+
+def test_threads_short_of_descriptors_leave_the_answer_to_the_loop() -> None:
+    content = os.urandom(SLICE)
+    with tempfile.TemporaryFile() as f:
+        f.write(content)
+        f.flush()
+        chunks = ResponseChunks([b"head", FileSlice(f, 0, SLICE)])
+        got, jobs, _ = asyncio.run(_answer_through(chunks, pause_s=0.0,
+                                                   short_of_descriptors=True))
+    assert got == b"\x00\x00\x00\x00head" + content
+    assert jobs == 0
 
 
 def test_a_small_answer_is_sent_by_the_loop() -> None:
