@@ -220,6 +220,12 @@ class SenderPool:
         cls._shared[loop] = (pool, users + 1)
         return pool
 
+    @property
+    def users(self) -> int:
+        """How many servers hold this pool (SenderPool.acquire)."""
+        held = self._shared.get(self._loop)
+        return held[1] if held is not None and held[0] is self else 0
+
     def release(self) -> None:
         pool, users = self._shared[self._loop]
         if users > 1:

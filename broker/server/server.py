@@ -522,9 +522,10 @@ class Server:
             log.warning("answers are all sent by the event loop: no native sender threads",
                         num_network_threads=self.config.network_threads, reason=missing)
             return
-        self.senders = SenderPool.acquire(self.config.network_threads)
-        log.info("sender threads started", num_network_threads=self.config.network_threads,
-                 answers_from_bytes=OFFLOAD_MIN)
+        self.senders = senders = SenderPool.acquire(self.config.network_threads)
+        if senders.users == 1:  # the loop's other servers share the threads
+            log.info("sender threads started", num_network_threads=senders.threads,
+                     answers_from_bytes=OFFLOAD_MIN)
 
     def address(self, listener_name: str) -> tuple[str, int]:
         """Where the listener is bound (the real port when the configured one was 0)."""

@@ -127,12 +127,14 @@ def test_a_small_answer_is_sent_by_the_loop() -> None:
 def test_one_pool_per_loop_shared_and_closed_by_its_last_user() -> None:
     async def main() -> None:
         a = SenderPool.acquire(3)
+        assert a.users == 1
         b = SenderPool.acquire(3)
-        assert a is b and a.threads == 3
+        assert a is b and a.threads == 3 and a.users == 2
         a.release()
+        assert a.users == 1
         assert SenderPool._shared[asyncio.get_running_loop()] == (a, 1)
         b.release()
-        assert asyncio.get_running_loop() not in SenderPool._shared
+        assert asyncio.get_running_loop() not in SenderPool._shared and a.users == 0
         with pytest.raises(ValueError, match="closed"):
             a._pool.submit(1, 0, [b"x"])
 
