@@ -7,17 +7,14 @@ long-lived task belongs to a task group its component cancels when it stops."""
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.config import build_config
-from broker.metadata.storage import format_storage
-from broker.node import Node, data_dir_overrides
-from broker.testing.ports import free_ports
+from broker.node import Node
+from tests.support.node import formatted_inprocess_config
 
 pytestmark = pytest.mark.timeout(120)
 TOPIC = "tasks-it"
@@ -61,11 +58,8 @@ def exercise(bootstrap: str) -> None:
 
 
 def test_no_task_outlives_a_stopped_node(tmp_path: Path) -> None:
-    port, controller_port = free_ports(2)
-    cfg = build_config({**data_dir_overrides(tmp_path, port, controller_port),
-                        "admin.listeners": "", "group.initial.rebalance.delay.ms": "0"},
-                       warn=lambda m: None)
-    format_storage(cfg, "MkU3OEVBNTcwNTJENDM2Qg", out=io.StringIO())
+    cfg, port = formatted_inprocess_config(
+        tmp_path, **{"admin.listeners": "", "group.initial.rebalance.delay.ms": "0"})
 
     async def go() -> list[asyncio.Task[object]]:
         own = asyncio.current_task()

@@ -5,7 +5,6 @@ order, while a second consumer of small answers is served by the loop beside the
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 from pathlib import Path
 
@@ -13,11 +12,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.config import build_config
-from broker.metadata.storage import format_storage
-from broker.node import Node, data_dir_overrides
+from broker.node import Node
 from broker.protocol.frames import native_senders_missing
-from broker.testing.ports import free_ports
+from tests.support.node import formatted_inprocess_config
 
 pytestmark = pytest.mark.timeout(120)
 missing = native_senders_missing()
@@ -63,11 +60,8 @@ def consume(bootstrap: str, max_partition_fetch_bytes: int) -> dict[int, list[in
 
 
 def test_large_fetch_answers_go_through_the_sender_threads(tmp_path: Path) -> None:
-    port, controller_port = free_ports(2)
-    cfg = build_config({**data_dir_overrides(tmp_path, port, controller_port),
-                        "admin.listeners": "", "num.network.threads": "2"},
-                       warn=lambda m: None)
-    format_storage(cfg, "MkU3OEVBNTcwNTJENDM2Qg", out=io.StringIO())
+    cfg, port = formatted_inprocess_config(
+        tmp_path, **{"admin.listeners": "", "num.network.threads": "2"})
     bootstrap = f"127.0.0.1:{port}"
 
     async def go() -> None:

@@ -4,6 +4,7 @@ stopped or restarted, so tests that need that skip."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import time
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import NodeConfig, build_config
+from broker.metadata.storage import format_storage
+from broker.node import data_dir_overrides
 from broker.testing.node import (
     EXTERNAL_ENV,
     READY_TIMEOUT_S,
@@ -24,6 +28,7 @@ from broker.testing.node import (
     started_node,
     tcp_connects,
 )
+from broker.testing.ports import free_ports
 
 __all__ = [
     "EXTERNAL_ENV",
@@ -35,6 +40,7 @@ __all__ = [
     "SkiffNode",
     "admin_answers",
     "external_bootstrap",
+    "formatted_inprocess_config",
     "free_port",
     "ready",
     "started_node",
@@ -84,3 +90,13 @@ class ExternalBroker:
 def external_bootstrap() -> str | None:
     value = os.environ.get(EXTERNAL_ENV, "").strip()
     return value or None
+
+
+def formatted_inprocess_config(data_dir: Path, **overrides: str) -> tuple[NodeConfig, int]:
+    """A combined node's config under `data_dir` on free ports, its storage formatted, for a
+    `broker.node.Node` run in the test's own event loop; and the client listener's port."""
+    port, controller_port = free_ports(2)
+    cfg = build_config({**data_dir_overrides(data_dir, port, controller_port), **overrides},
+                       warn=lambda m: None)
+    format_storage(cfg, "MkU3OEVBNTcwNTJENDM2Qg", out=io.StringIO())
+    return cfg, port
