@@ -13,18 +13,40 @@ ARG PIP_CERT
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
+# A C compiler in this stage only: setup.py compiles broker/native.py's modules with mypyc
+# and builds the native threads that send large Fetch answers (broker/protocol/_sendpool.c);
+# the runtime stage gets what they compile, not the compiler. Python's headers come with
+# the official image; python3-dev is installed only where they are missing (the local
+# stand-in of deploy/docker/base_image.sh). SKIFF_COMPILE=0 builds a plain-Python image.
+ARG SKIFF_COMPILE=1
+# hadolint ignore=DL3008
+RUN if [ "$SKIFF_COMPILE" != 0 ]; then \
+        apt-get update \
+        && apt-get install -y --no-install-recommends gcc libc6-dev \
+        && { python -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+             || apt-get install -y --no-install-recommends python3-dev; } \
+        && rm -rf /var/lib/apt/lists/*; \
+    fi
 RUN python -m venv /opt/skiff/venv
 WORKDIR /opt/skiff/app
-# setup.py compiles broker/native.py's modules only where a C compiler is found: this slim
-# image has none, so it runs them as plain Python (the node logs compiled_modules).
 COPY pyproject.toml README.md setup.py ./
 COPY proto ./proto
 COPY raft ./raft
 COPY broker ./broker
 # An editable install: broker/util/protogen.py compiles proto/ next to the package, at build time
 # here, so the running image never needs to write its own code.
+# Then the extension modules lose their debug information (the compiled ones half their
+# size; uvloop's, zstandard's and lz4's 90%, as their wheels ship it), the build its
+# intermediate files, and zstandard its cffi backend, which CPython never loads beside the
+# C one.
 RUN /opt/skiff/venv/bin/pip install --no-compile -e . \
     && /opt/skiff/venv/bin/python -c "from broker.util import protogen; protogen.ensure()" \
+    && if [ "$SKIFF_COMPILE" != 0 ]; then \
+        find /opt/skiff -name '*.so*' -type f -exec strip --strip-debug {} +; \
+    fi \
+    && rm -rf /opt/skiff/app/build \
+    && rm -f /opt/skiff/venv/lib/python*/site-packages/zstandard/_cffi.*.so \
+        /opt/skiff/venv/lib/python*/site-packages/zstandard/backend_cffi.py \
     && /opt/skiff/venv/bin/python -m compileall -q -j 0 /opt/skiff/venv /opt/skiff/app \
     && find /opt/skiff/venv -depth -type d \( -name tests -o -name test \) \
         -path '*/site-packages/*' -exec rm -rf {} + \

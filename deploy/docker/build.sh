@@ -10,6 +10,8 @@
 #   PYTHON_IMAGE           the base image (default python:3.11-slim-bookworm, the Dockerfile's)
 #   LOCAL_BASE=1           with podman, make the base image locally (base_image.sh, needs root
 #                          and debootstrap) instead of pulling it; done anyway when the pull fails
+#   SKIFF_COMPILE=0        a plain-Python image: no C compiler in the build stage, nothing
+#                          compiled (default 1: the modules of broker/native.py compiled)
 #   PIP_INDEX_URL, PIP_CERT  passed to the build (a package mirror, a CA file pip trusts); when
 #                          PIP_CERT is unset and /etc/ssl/certs/ca-certificates.crt exists, that
 #                          file is mounted and used, so a host behind a TLS proxy builds as is
@@ -33,6 +35,7 @@ fi
 
 args=(build -t "$TAG" --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE")
 [ -n "${PIP_INDEX_URL:-}" ] && args+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
+[ -n "${SKIFF_COMPILE:-}" ] && args+=(--build-arg "SKIFF_COMPILE=$SKIFF_COMPILE")
 
 case "$ENGINE" in
 docker)

@@ -7,6 +7,7 @@ container on the same volume still has every acknowledged record."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -151,6 +152,17 @@ def test_default_settings_single_node(skiff_image: str, names: list[str]) -> Non
     assert "node.id=1" in meta and "cluster.id=" in meta
     described = podman("exec", name, "skiff", "cluster", "describe").stdout
     assert "localhost:9092" in described, described
+    assert_runs_compiled(engine.container_logs(name, tail=400))
+
+
+def assert_runs_compiled(logs: str) -> None:
+    """The image's build stage compiles (Dockerfile, SKIFF_COMPILE=1): the node runs
+    broker/native.py's modules compiled and sends large answers from its native threads."""
+    events = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+    starting = [e for e in events if e.get("event") == "node_starting"]
+    assert starting and starting[0]["compiled_modules"] == "compiled (mypyc)", logs[-2000:]
+    senders = [e for e in events if e.get("event") == "sender threads started"]
+    assert senders and senders[0]["num_network_threads"] == 3, logs[-2000:]
 
 
 def test_client_roundtrip_and_sigterm_restart_keeps_acked_records(
