@@ -3,6 +3,13 @@
   size   the image's size (podman image inspect) against the 250 MB goal, and the base
          image's share of it (python:3.11-slim-bookworm, or the local look-alike that
          deploy/docker/base_image.sh makes where no registry is reachable).
+  produce  --rounds times, alternating the images of --images (default: the compiled image
+         and a plain-Python one, `SKIFF_COMPILE=0 deploy/docker/build.sh localhost/skiff:plain`):
+         a container on a new volume, a topic of 6 partitions, then bench/replay.py's
+         replayed produce for --seconds through the published port (16 KB batches of 1 KB
+         records, 5 requests in flight, 3 connections), the page cache emptied first where
+         this runs as root. Prints each image's median MB/s and broker CPU-s per GB, and the
+         ratio to the first image.
   start  --rounds times: `podman run -d` of the image on a new, empty volume (so the first
          start formats its storage), until (a) the gRPC health service answers SERVING
          (what the HEALTHCHECK and the Kubernetes probes ask) and (b) a librdkafka producer
@@ -16,12 +23,14 @@ Needs podman (tests/run.sh installs it) and the image: `podman build -t localhos
 
     python bench/container_bench.py size
     python bench/container_bench.py start --rounds 5
+    python bench/container_bench.py produce --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -128,6 +137,63 @@ def cmd_start(args: argparse.Namespace) -> None:
           f"{c[1] / GOAL_START_S:.2f}")
 
 
+REPLAYED = re.compile(r"produce: .* ([0-9.,]+) MB/s")
+BROKER_CPU = re.compile(r"broker: .* ([0-9.]+) CPU-s per GB")
+
+
+def produce_round(image: str, seconds: float) -> tuple[float, float]:
+    """Replayed produce into a container of `image`: (MB/s, broker CPU-s per GB)."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    name, volume = f"bench-{uuid.uuid4().hex[:8]}", f"bench-vol-{uuid.uuid4().hex[:8]}"
+    port, admin_port = engine.free_ports(2)
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        engine.podman("volume", "create", volume)
+        engine.run_detached(name, [
+            "-p", f"{bootstrap}:9092", "-p", f"127.0.0.1:{admin_port}:9094",
+            "-v", f"{volume}:/var/lib/skiff",
+            "-e", f"SKIFF_ADVERTISED_LISTENERS=PLAINTEXT://{bootstrap}"], image)
+        until_serving(f"127.0.0.1:{admin_port}", time.monotonic())
+        pid = engine.podman("inspect", "-f", "{{.State.Pid}}", name).stdout.strip()
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        for future in admin.create_topics([NewTopic("replayed", 6, 1)]).values():
+            future.result(30)
+        time.sleep(1.0)
+        if os.geteuid() == 0:
+            subprocess.run(["sync"], check=True)
+            Path("/proc/sys/vm/drop_caches").write_text("1\n")
+        out = subprocess.run(
+            [sys.executable, str(REPO / "bench/replay.py"), "produce", "--bootstrap", bootstrap,
+             "--topic", "replayed", "--partitions", "6", "--seconds", str(seconds),
+             "--broker-pid", pid],
+            cwd=REPO, capture_output=True, text=True, timeout=seconds + 120, check=True).stdout
+        rate, cpu = REPLAYED.search(out), BROKER_CPU.search(out)
+        if rate is None or cpu is None:
+            raise RuntimeError(f"unexpected replay.py output:\n{out}")
+        return float(rate.group(1).replace(",", "")), float(cpu.group(1))
+    finally:
+        engine.remove(name)
+        engine.podman("volume", "rm", "-f", volume, check=False)
+
+
+def cmd_produce(args: argparse.Namespace) -> None:
+    images = args.images.split(",")
+    rows: dict[str, list[tuple[float, float]]] = {image: [] for image in images}
+    for i in range(args.rounds):
+        for image in images:
+            rows[image].append(produce_round(image, args.seconds))
+            rate, cpu = rows[image][-1]
+            print(f"round {i + 1}: {image} {rate:.1f} MB/s at {cpu:.2f} CPU-s/GB", flush=True)
+    medians = {image: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
+               for image, v in rows.items()}
+    first = medians[images[0]]
+    for image, (rate, cpu) in medians.items():
+        print(f"median of {args.rounds}: {image} {rate:.1f} MB/s at {cpu:.2f} CPU-s/GB; "
+              f"against {images[0]}: {rate / first[0]:.2f}x the rate, {cpu / first[1]:.2f}x "
+              f"the CPU per GB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,10 +202,14 @@ def main() -> None:
     sub.add_parser("size")
     start = sub.add_parser("start")
     start.add_argument("--rounds", type=int, default=5)
+    produce = sub.add_parser("produce")
+    produce.add_argument("--images", default=f"{engine.IMAGE},localhost/skiff:plain")
+    produce.add_argument("--rounds", type=int, default=3)
+    produce.add_argument("--seconds", type=float, default=8.0)
     args = parser.parse_args()
     conf = Path(tempfile.mkdtemp()) / "containers.conf"
     os.environ["CONTAINERS_CONF"] = str(engine.write_containers_conf(conf))
-    {"size": cmd_size, "start": cmd_start}[args.cmd](args)
+    {"size": cmd_size, "start": cmd_start, "produce": cmd_produce}[args.cmd](args)
 
 
 if __name__ == "__main__":
