@@ -117,10 +117,12 @@ for path in "${CHAOS[@]}" "${SPARK_AND_IMAGES[@]}" "${ALONE[@]}"; do
     ignores+=("--ignore=$path")
 done
 # The image tests/deploy's session fixture builds (the local base image, then
-# deploy/docker/build.sh; ~100 s) is built first in the chaos stream, whose CPU is idle;
-# the fixture then finds every layer cached. A failure here is left to the fixture to report.
+# deploy/docker/build.sh; ~3 min, 2 of them the build stage's mypyc compile) is built first
+# in the chaos stream, whose CPU is idle; the fixture then finds every layer cached. A
+# failure here is left to the fixture to report. Niced, as it compiles beside the Spark
+# stream.
 prebuild_image() {
-    CONTAINERS_CONF="$PWD/deploy/docker/containers.conf" .venv/bin/python -c '
+    CONTAINERS_CONF="$PWD/deploy/docker/containers.conf" nice -n 10 .venv/bin/python -c '
 from broker.testing import engine
 if engine.engine_problem() is None:
     engine.ensure_base_image()
