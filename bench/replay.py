@@ -51,6 +51,7 @@ from kio.serial.errors import BufferUnderflow  # noqa: E402
 from kio.serial.readers import read_unsigned_varint  # noqa: E402
 from kio.static.primitive import Records, i16, i32, i32Timedelta, i64  # noqa: E402
 
+from broker.protocol.headers import skip_tagged_fields  # noqa: E402
 from broker.protocol.records import LOG_OVERHEAD, Record, batch_crc, build_batch  # noqa: E402
 from broker.testing.wire import decode_response, encode_request  # noqa: E402
 
@@ -231,17 +232,6 @@ def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     return value, pos + used
 
 
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    if pos > len(buf):
-        raise ValueError("answer ends inside a tagged field")
-    return pos
-
-
 def _take(buf: memoryview, pos: int, n: int) -> int:
     if pos + n > len(buf):
         raise ValueError(f"answer ends {pos + n - len(buf)} bytes early")
@@ -257,7 +247,7 @@ def read_fetch_answer(frame: memoryview) -> tuple[int, list[FetchedPartition]]:
     CHECK_EVERY-th answer is decoded with kio as well and must read the same."""
     buf = frame.toreadonly()  # kio's readers take read-only buffers (no copy)
     # response header v1: correlation id, tagged fields
-    pos = _skip_tagged_fields(buf, _take(buf, 0, 4))
+    pos = skip_tagged_fields(buf, _take(buf, 0, 4))
     # throttle_time_ms int32, error_code int16, session_id int32
     _take(buf, pos, 10)
     (error_code,) = ERROR.unpack_from(buf, pos + 4)
@@ -279,14 +269,14 @@ def read_fetch_answer(frame: memoryview) -> tuple[int, list[FetchedPartition]]:
             pos += 30
             aborted, pos = _uvarint(buf, pos)  # nullable compact array of (int64, int64, tags)
             for _ in range(max(0, aborted - 1)):
-                pos = _skip_tagged_fields(buf, _take(buf, pos, 16))
+                pos = skip_tagged_fields(buf, _take(buf, pos, 16))
             pos = _take(buf, pos, 4)  # preferred_read_replica
             size, pos = _uvarint(buf, pos)  # nullable compact records
             end = _take(buf, pos, max(0, size - 1))
             out.append(FetchedPartition(topic, index, code, buf[pos:end]))
-            pos = _skip_tagged_fields(buf, end)
-        pos = _skip_tagged_fields(buf, pos)
-    _skip_tagged_fields(buf, pos)
+            pos = skip_tagged_fields(buf, end)
+        pos = skip_tagged_fields(buf, pos)
+    skip_tagged_fields(buf, pos)
     return error_code, out
 
 

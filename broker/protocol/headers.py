@@ -115,11 +115,14 @@ def parse_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[str
     elif length != -1:
         raise FrameError(f"unparseable request header: client id length {length}")
     if flexible:
-        offset = _skip_tagged_fields(frame, offset)
+        offset = skip_tagged_fields(frame, offset)
     return client_id, offset
 
 
-def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
+def skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
+    """The offset after the tagged-field section at `offset` (of a header, or of any
+    flexible-version structure). At most MAX_HEADER_TAGGED_FIELDS fields; a count, tag or
+    size that runs past the end of `frame`, or is not a varint, is a FrameError."""
     if offset < len(frame) and frame[offset] == 0:  # no tagged fields, as clients send it
         return offset + 1
     # kio's readers return (value, bytes consumed), not the new offset.
@@ -127,7 +130,7 @@ def _skip_tagged_fields(frame: bytes | memoryview, offset: int) -> int:
         count, n = read_unsigned_varint(frame, offset)
         offset += n
         if count > MAX_HEADER_TAGGED_FIELDS:
-            raise FrameError(f"{count} tagged fields in a request header")
+            raise FrameError(f"{count} tagged fields, more than {MAX_HEADER_TAGGED_FIELDS}")
         for _ in range(count):
             _tag, n = read_unsigned_varint(frame, offset)
             offset += n
@@ -298,7 +301,7 @@ def parse_response(frame: bytes | memoryview, api_key: int, version: int) -> Any
     if len(frame) < _SIZE.size:
         raise FrameError("response shorter than a header")
     header_v1, read_body = _response_reader(api_key, version)
-    offset = _skip_tagged_fields(frame, _SIZE.size) if header_v1 else _SIZE.size
+    offset = skip_tagged_fields(frame, _SIZE.size) if header_v1 else _SIZE.size
     try:
         response, _size = read_body(frame, offset)
     except Exception as e:  # kio: BufferUnderflow, ValueError, ...

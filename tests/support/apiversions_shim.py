@@ -19,6 +19,8 @@ import struct
 from kio.serial.errors import BufferUnderflow
 from kio.serial.readers import read_unsigned_varint
 
+from broker.protocol.headers import skip_tagged_fields
+
 API_VERSIONS = 18
 MAX_FRAME = 100 * 1024 * 1024
 
@@ -32,22 +34,13 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     return value, pos + used
 
 
-def _skip_tags(buf: bytes, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    return pos
-
-
 def strip_top_level_tags(payload: bytes) -> bytes:
     """payload = correlation id + ApiVersions v3 body; returns it with no top-level tags."""
     pos = 4 + 2  # correlation id (header v0), error_code
     n, pos = _uvarint(payload, pos)
     for _ in range(max(0, n - 1)):
         pos += 6  # api_key, min_version, max_version
-        pos = _skip_tags(payload, pos)
+        pos = skip_tagged_fields(payload, pos)
     pos += 4  # throttle_time_ms
     return payload[:pos] + b"\x00"
 

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from kio.schema.request_header.v1 import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader
 
-from broker.protocol.headers import FrameError, parse_request, parse_request_header
+from broker.protocol.headers import (
+    FrameError,
+    parse_request,
+    parse_request_header,
+    skip_tagged_fields,
+)
 
 _kio_header = entity_reader(RequestHeaderV1)
 
@@ -78,3 +83,15 @@ def test_tagged_fields_are_skipped_as_kio_reads_them(tail: bytes) -> None:
             parse_request_header(frame, True)
     else:
         assert parse_request_header(frame, True) == ("cli", consumed)
+
+
+def test_a_tagged_field_section_is_skipped_to_its_end_or_refused() -> None:
+    two_fields = b"\x02\x00\x01a\x05\x02bc"
+    assert skip_tagged_fields(b"xx" + two_fields + b"rest", 2) == 2 + len(two_fields)
+    assert skip_tagged_fields(b"\x00", 0) == 1
+    with pytest.raises(FrameError, match="more than 64"):
+        skip_tagged_fields(b"\x41" + b"\x00\x00" * 65, 0)
+    with pytest.raises(FrameError, match="past the end"):
+        skip_tagged_fields(b"\x01\x00\x05ab", 0)
+    with pytest.raises(FrameError, match="unparseable"):
+        skip_tagged_fields(b"\x01\x00", 0)
