@@ -197,8 +197,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --workers: that broker and the one process only")
     ap.add_argument("--cluster", action="store_true", help="also --shards brokers of one "
                     "cluster (and a controller process), one topic led by them in turn")
+    ap.add_argument("--skiff", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Skiff key for every Skiff node of the run, over vs_kafka.py's "
+                    "settings (e.g. log.drop.behind.bytes=67108864, Skiff's default, which "
+                    "vs_kafka.py turns off to use the page cache as Kafka does)")
     add_keep_caches_option(ap)
     args = ap.parse_args(argv)
+    skiff_keys: dict[str, str] = {}
+    for pair in args.skiff:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            ap.error(f"--skiff {pair!r}: give KEY=VALUE")
+        skiff_keys[key] = value
     check_drop_caches(ap, args)
     if args.partitions % args.shards or args.connections % args.shards:
         ap.error("--partitions and --connections must divide by --shards")
@@ -213,20 +223,21 @@ def main(argv: list[str] | None = None) -> int:
     cluster: Cluster | None = None
     figures: dict[tuple[str, str], list[Round]] = {}
     try:
-        nodes = [start_skiff(work) for _ in range(1 if args.only_workers else args.shards)]
+        nodes = [start_skiff(work, skiff_keys)
+                 for _ in range(1 if args.only_workers else args.shards)]
         configs: dict[str, Callable[[], list[Owner]]] = {
             "1 process": lambda: independent(nodes[:1], args.partitions)}
         if not args.only_workers:
             configs[f"{args.shards} processes"] = lambda: independent(nodes, args.partitions)
         if args.workers:
-            sharded = start_skiff(work, {"skiff.broker.workers": str(args.workers),
+            sharded = start_skiff(work, {**skiff_keys, "skiff.broker.workers": str(args.workers),
                                          "metrics.listeners": ""})
             others.append(sharded)
             configs[f"1 broker, {args.workers} workers"] = (
                 lambda: independent([sharded], args.partitions))
         if args.cluster:
             cluster = Cluster(work / "cluster", controllers=1, brokers=args.shards,
-                              overrides={**COMMON_CONFIG, **SKIFF_ONLY_CONFIG})
+                              overrides={**COMMON_CONFIG, **SKIFF_ONLY_CONFIG, **skiff_keys})
             cluster.start(timeout=300)
             c = cluster
 
