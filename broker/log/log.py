@@ -998,6 +998,11 @@ class PartitionLog:
             for s in self._segments:
                 s.close()
             self._closed = True
+            # The hook refers back to the Partition that holds this log. Dropped here, a
+            # deleted partition's log and segment files go with their last reference;
+            # kept, the cycle waited for the cyclic collector, which a busy broker may not
+            # run for hours, and the deleted files' disk space stayed in use until then.
+            self.producer_state_hook = None
         self.delete_expired_files(0, force=True)
 
     @property
