@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from confluent_kafka import Producer  # noqa: E402
 
+from bench import perf, replay, vs_kafka  # noqa: E402
 from broker.cli.health import check  # noqa: E402
 from broker.testing import engine  # noqa: E402
 
@@ -137,14 +137,8 @@ def cmd_start(args: argparse.Namespace) -> None:
           f"{c[1] / GOAL_START_S:.2f}")
 
 
-REPLAYED = re.compile(r"produce: .* ([0-9.,]+) MB/s")
-BROKER_CPU = re.compile(r"broker: .* ([0-9.]+) CPU-s per GB")
-
-
 def produce_round(image: str, seconds: float) -> tuple[float, float]:
     """Replayed produce into a container of `image`: (MB/s, broker CPU-s per GB)."""
-    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
     name, volume = f"bench-{uuid.uuid4().hex[:8]}", f"bench-vol-{uuid.uuid4().hex[:8]}"
     port, admin_port = engine.free_ports(2)
     bootstrap = f"127.0.0.1:{port}"
@@ -155,23 +149,17 @@ def produce_round(image: str, seconds: float) -> tuple[float, float]:
             "-v", f"{volume}:/var/lib/skiff",
             "-e", f"SKIFF_ADVERTISED_LISTENERS=PLAINTEXT://{bootstrap}"], image)
         until_serving(f"127.0.0.1:{admin_port}", time.monotonic())
-        pid = engine.podman("inspect", "-f", "{{.State.Pid}}", name).stdout.strip()
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-        for future in admin.create_topics([NewTopic("replayed", 6, 1)]).values():
-            future.result(30)
-        time.sleep(1.0)
+        pid = int(engine.podman("inspect", "-f", "{{.State.Pid}}", name).stdout.strip())
+        vs_kafka.create_topic(bootstrap, "replayed", 6)
+        replay.wait_writable(bootstrap, "replayed", range(6))
         if os.geteuid() == 0:
-            subprocess.run(["sync"], check=True)
-            Path("/proc/sys/vm/drop_caches").write_text("1\n")
-        out = subprocess.run(
-            [sys.executable, str(REPO / "bench/replay.py"), "produce", "--bootstrap", bootstrap,
-             "--topic", "replayed", "--partitions", "6", "--seconds", str(seconds),
-             "--broker-pid", pid],
-            cwd=REPO, capture_output=True, text=True, timeout=seconds + 120, check=True).stdout
-        rate, cpu = REPLAYED.search(out), BROKER_CPU.search(out)
-        if rate is None or cpu is None:
-            raise RuntimeError(f"unexpected replay.py output:\n{out}")
-        return float(rate.group(1).replace(",", "")), float(cpu.group(1))
+            vs_kafka.empty_page_cache()
+        cpu0 = perf.broker_cpu_s(pid) or 0.0
+        r = replay.replay_produce(bootstrap, "replayed", range(6), seconds=seconds)
+        cpu = (perf.broker_cpu_s(pid) or 0.0) - cpu0
+        if r.errors:
+            raise RuntimeError(f"replayed produce failed: {r.errors[:3]}")
+        return r.mb_s, cpu / (r.bytes / 1e9)
     finally:
         engine.remove(name)
         engine.podman("volume", "rm", "-f", volume, check=False)
