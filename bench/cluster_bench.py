@@ -60,6 +60,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.keyvalue import key_value  # noqa: E402
 from bench.perf import proc_user_system_s  # noqa: E402
 from broker.testing.cluster import Cluster  # noqa: E402
 
@@ -709,17 +710,19 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     p = sub.add_parser("failover")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("-X", dest="client", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("-X", dest="client", action="append", default=[], type=key_value,
+                   metavar="KEY=VALUE",
                    help="a librdkafka producer setting, e.g. retry.backoff.max.ms=100")
     p.add_argument("--combined", action="store_true",
                    help="3 combined nodes; kill the active controller that leads the partition")
     p.add_argument("-C", dest="node_config", action="append", default=[],
-                   metavar="KEY=VALUE", help="a setting for every node (--combined)")
+                   type=key_value, metavar="KEY=VALUE",
+                   help="a setting for every node (--combined)")
     p = sub.add_parser("replication")
     p.add_argument("--messages", type=int, default=300_000)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("-C", dest="broker_config", action="append", default=[],
-                   metavar="KEY=VALUE",
+                   type=key_value, metavar="KEY=VALUE",
                    help="a setting for every node, e.g. replica.fetch.min.bytes=1048576")
     p.add_argument("--producer", choices=("python", "kcat"), default="python",
                    help="the load generator: confluent-kafka driven from a Python loop "
@@ -736,23 +739,23 @@ def main() -> None:
     p.add_argument("--skip-image", action="store_true",
                    help="skip the in-process image memory measurement")
     p.add_argument("-C", dest="node_config", action="append", default=[],
-                   metavar="KEY=VALUE",
+                   type=key_value, metavar="KEY=VALUE",
                    help="a setting for every node, e.g. broker.session.timeout.ms=9000")
     args = parser.parse_args()
     if args.what == "failover" and args.combined:
-        bench_failover_combined(args.rounds, dict(kv.split("=", 1) for kv in args.client),
-                                dict(kv.split("=", 1) for kv in args.node_config))
+        bench_failover_combined(args.rounds, dict(args.client),
+                                dict(args.node_config))
     elif args.what == "failover":
-        bench_failover(args.rounds, dict(kv.split("=", 1) for kv in args.client))
+        bench_failover(args.rounds, dict(args.client))
     elif args.what == "replication":
         bench_replication(args.messages, args.repeats,
-                          dict(kv.split("=", 1) for kv in args.broker_config),
+                          dict(args.broker_config),
                           args.producer, args.pin)
     elif args.what == "roles":
         bench_roles(args.messages, args.repeats)
     else:
         bench_metadata(args.partitions, args.replication_factor, args.failovers,
-                       args.skip_image, dict(kv.split("=", 1) for kv in args.node_config))
+                       args.skip_image, dict(args.node_config))
 
 
 if __name__ == "__main__":

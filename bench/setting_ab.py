@@ -26,11 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import replay, vs_kafka
-
-
-def settings(text: str) -> dict[str, str]:
-    pairs = [p for p in text.split(",") if p]
-    return dict(p.split("=", 1) for p in pairs)
+from bench.keyvalue import comma_key_values
 
 
 def one_round(side: vs_kafka.Side, seconds: float, connections: int,
@@ -72,11 +68,17 @@ def start_skiff(work: Path, name: str, extra: dict[str, str]) -> vs_kafka.Side:
     return side
 
 
+def shown(keys: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in keys.items()) or "(defaults)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--a", default="", help="key=value,... for node A")
-    ap.add_argument("--b", default="", help="key=value,... for node B (default: none)")
+    ap.add_argument("--a", default="", type=comma_key_values,
+                    help="key=value,... for node A")
+    ap.add_argument("--b", default="", type=comma_key_values,
+                    help="key=value,... for node B (default: none)")
     ap.add_argument("--kafka", action="store_true", help="Kafka 4.4 as a third side")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=5.0, help="produce per round")
@@ -85,11 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     vs_kafka.check_drop_caches(ap, args)
     work = Path(tempfile.mkdtemp(prefix="setting-ab-"))
-    sides = [start_skiff(work, "A", settings(args.a)), start_skiff(work, "B", settings(args.b))]
+    sides = [start_skiff(work, "A", args.a), start_skiff(work, "B", args.b)]
     if args.kafka:
         sides.append(vs_kafka.start_kafka(work)[0])
-    print(f"A: {args.a or '(defaults)'}  B: {args.b or '(defaults)'}  load {vs_kafka.load()}",
-          flush=True)
+    print(f"A: {shown(args.a)}  B: {shown(args.b)}  load {vs_kafka.load()}", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {s.name: [] for s in sides}
     try:
         for side in sides:

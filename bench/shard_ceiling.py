@@ -45,6 +45,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import perf, replay  # noqa: E402
+from bench.keyvalue import key_value  # noqa: E402
 from bench.vs_kafka import (  # noqa: E402
     COMMON_CONFIG,
     SKIFF_ONLY_CONFIG,
@@ -197,18 +198,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --workers: that broker and the one process only")
     ap.add_argument("--cluster", action="store_true", help="also --shards brokers of one "
                     "cluster (and a controller process), one topic led by them in turn")
-    ap.add_argument("--skiff", action="append", default=[], metavar="KEY=VALUE",
+    ap.add_argument("--skiff", action="append", default=[], type=key_value,
+                    metavar="KEY=VALUE",
                     help="a Skiff key for every Skiff node of the run, over vs_kafka.py's "
                     "settings (e.g. log.drop.behind.bytes=67108864, Skiff's default, which "
                     "vs_kafka.py turns off to use the page cache as Kafka does)")
     add_keep_caches_option(ap)
     args = ap.parse_args(argv)
-    skiff_keys: dict[str, str] = {}
-    for pair in args.skiff:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            ap.error(f"--skiff {pair!r}: give KEY=VALUE")
-        skiff_keys[key] = value
+    skiff_keys = dict(args.skiff)
     check_drop_caches(ap, args)
     if args.partitions % args.shards or args.connections % args.shards:
         ap.error("--partitions and --connections must divide by --shards")
