@@ -85,6 +85,9 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench import perf, replay  # noqa: E402
 from bench.cluster_bench import direct_metadata, rss_mb  # noqa: E402
+from broker.cli.server import dev_workers  # noqa: E402
+from broker.config import env_key  # noqa: E402
+from broker.node.shards import WORKERS_KEY  # noqa: E402
 from broker.protocol.kafka_uuid import random_kafka_uuid  # noqa: E402
 from broker.testing.cluster import Cluster, _describe_quorum_leader  # noqa: E402
 from broker.testing.kafka_ref import (  # noqa: E402
@@ -95,7 +98,12 @@ from broker.testing.kafka_ref import (  # noqa: E402
     KafkaNode,
     kafka_classpath,
 )
-from broker.testing.node import SkiffNode, admin_answers, tcp_connects  # noqa: E402
+from broker.testing.node import (  # noqa: E402
+    DEV_WORKERS_ENV,
+    SkiffNode,
+    admin_answers,
+    tcp_connects,
+)
 
 FIGURES = ["throughput", "latency", "footprint", "replay", "rf3", "failover", "partitions",
            "steady"]
@@ -1153,6 +1161,13 @@ def fig_partitions(work: Path, args: argparse.Namespace, table: Table) -> None:
 
 # ------------------------------------------------------------------------ main
 
+def dev_node_workers() -> str:
+    """skiff.broker.workers of the `skiff dev` node this run starts: SkiffNode's --workers
+    (tests/run.sh's variable), else the key from the environment, else skiff dev's own."""
+    return (dev_workers(os.environ.get(DEV_WORKERS_ENV), os.environ)
+            or os.environ[env_key(WORKERS_KEY)])
+
+
 def describe(args: argparse.Namespace) -> None:
     print("What each side was given:")
     print(f"  machine: {os.cpu_count()} CPUs, {platform.platform()}, load {load()}")
@@ -1160,9 +1175,9 @@ def describe(args: argparse.Namespace) -> None:
 
     senders = native_senders_missing() or "num.network.threads (3) native threads send " \
         "Fetch answers of 256 KiB or more"
-    print(f"  skiff: {sys.executable} (Python {platform.python_version()}), one process per "
-          f"node (`skiff dev`; cluster: `skiff server start`, combined), {senders}, config "
-          f"{ {**COMMON_CONFIG, **SKIFF_ONLY_CONFIG} }")
+    print(f"  skiff: {sys.executable} (Python {platform.python_version()}), "
+          f"skiff.broker.workers {dev_node_workers()} (`skiff dev`; cluster: 1, `skiff server "
+          f"start`, combined), {senders}, config { {**COMMON_CONFIG, **SKIFF_ONLY_CONFIG} }")
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
     print(f"  kafka {KAFKA_VERSION}: {java.stderr.splitlines()[0] if java.stderr else 'java'}; "
           f"broker JVM {' '.join(BROKER_JVM_OPTS)}; config {COMMON_CONFIG}; perf tools' JVM "
