@@ -743,8 +743,7 @@ def main() -> None:
                    help="a setting for every node, e.g. broker.session.timeout.ms=9000")
     args = parser.parse_args()
     if args.what == "failover" and args.combined:
-        bench_failover_combined(args.rounds, dict(args.client),
-                                dict(args.node_config))
+        bench_failover_combined(args.rounds, dict(args.client), dict(args.node_config))
     elif args.what == "failover":
         bench_failover(args.rounds, dict(args.client))
     elif args.what == "replication":

@@ -1176,7 +1176,7 @@ def describe(args: argparse.Namespace) -> None:
     senders = native_senders_missing() or "num.network.threads (3) native threads send " \
         "Fetch answers of 256 KiB or more"
     print(f"  skiff: {sys.executable} (Python {platform.python_version()}), "
-          f"skiff.broker.workers {dev_node_workers()} (`skiff dev`; cluster: 1, `skiff server "
+          f"skiff.broker.workers {dev_node_workers()} (`skiff dev`; cluster: `skiff server "
           f"start`, combined), {senders}, config { {**COMMON_CONFIG, **SKIFF_ONLY_CONFIG} }")
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
     print(f"  kafka {KAFKA_VERSION}: {java.stderr.splitlines()[0] if java.stderr else 'java'}; "
