@@ -29,6 +29,9 @@ def configure_logging(fmt: str = "console", level: str = "INFO") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # one write per event, its newline included: print() writes the newline apart, and
+        # with unbuffered stderr (PYTHONUNBUFFERED, as in the image) another process or
+        # thread on the same stderr, or a log reader, could see two events on one line
+        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )

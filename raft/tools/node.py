@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(
             getattr(logging, args.log_level.upper(), logging.WARNING)),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
     )
     with contextlib.suppress(KeyboardInterrupt):
         eventloop.run(run(args))
