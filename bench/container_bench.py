@@ -154,9 +154,9 @@ def produce_round(image: str, seconds: float) -> tuple[float, float]:
         replay.wait_writable(bootstrap, "replayed", range(6))
         if os.geteuid() == 0:
             vs_kafka.empty_page_cache()
-        cpu0 = perf.broker_cpu_s(pid) or 0.0
+        cpu0 = sum(perf.tree_user_system_s(pid))
         r = replay.replay_produce(bootstrap, "replayed", range(6), seconds=seconds)
-        cpu = (perf.broker_cpu_s(pid) or 0.0) - cpu0
+        cpu = sum(perf.tree_user_system_s(pid)) - cpu0
         if r.errors:
             raise RuntimeError(f"replayed produce failed: {r.errors[:3]}")
         return r.mb_s, cpu / (r.bytes / 1e9)

@@ -3,12 +3,10 @@ will take it (it printed "one process per node" even for a broker of two workers
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from bench.vs_kafka import dev_node_workers
-from broker.cli.server import DEV_CPUS_PER_WORKER, DEV_MAX_WORKERS
+from broker.cli.server import dev_workers
 
 
 @pytest.fixture
@@ -19,8 +17,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 
 def test_skiff_devs_own_count_by_default(clean_env: pytest.MonkeyPatch) -> None:
-    cpus = len(os.sched_getaffinity(0))
-    assert dev_node_workers() == str(max(1, min(DEV_MAX_WORKERS, cpus // DEV_CPUS_PER_WORKER)))
+    assert dev_node_workers() == dev_workers("auto", {})
 
 
 def test_the_key_from_the_environment(clean_env: pytest.MonkeyPatch) -> None:
